@@ -1,0 +1,12 @@
+# hm_add_test(NAME LABEL SOURCES src... LIBS lib... [ARGS arg...] [ENV var=value...])
+# Builds one cmocka test binary and registers it with CTest under LABEL.
+function(hm_add_test name label)
+  cmake_parse_arguments(T "" "" "SOURCES;LIBS;ARGS;ENV" ${ARGN})
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE ${T_LIBS} PkgConfig::CMOCKA)
+  add_test(NAME ${name} COMMAND ${name} ${T_ARGS})
+  set_tests_properties(${name} PROPERTIES LABELS ${label})
+  if(T_ENV)
+    set_tests_properties(${name} PROPERTIES ENVIRONMENT "${T_ENV}")
+  endif()
+endfunction()

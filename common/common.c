@@ -1,0 +1,128 @@
+#include "common/common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+G_DEFINE_QUARK(hm-common-error-quark, hm_common_error)
+
+void hm_set_error_errno(GError **error, int errsv, const char *fmt, ...)
+{
+    va_list ap;
+    g_autofree char *prefix = NULL;
+
+    va_start(ap, fmt);
+    prefix = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_IO, "%s: %s", prefix, g_strerror(errsv));
+}
+
+const char *hm_enum_to_string(const char *const *table, gsize n, int value)
+{
+    if (value < 0 || (gsize)value >= n)
+        return NULL;
+    return table[value];
+}
+
+int hm_enum_from_string(const char *const *table, gsize n, const char *str)
+{
+    if (!str)
+        return -1;
+    for (gsize i = 0; i < n; i++) {
+        if (g_str_equal(table[i], str))
+            return (int)i;
+    }
+    return -1;
+}
+
+gboolean hm_file_read_limited(const char *path, gsize max, char **ret_contents, gsize *ret_len,
+                              GError **error)
+{
+    g_autoptr(GString) buf = g_string_sized_new(MIN(max, 4096) + 1);
+    int fd;
+
+    g_return_val_if_fail(path != NULL, FALSE);
+
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        hm_set_error_errno(error, errno, "Cannot open '%s'", path);
+        return FALSE;
+    }
+    for (;;) {
+        char chunk[4096];
+        ssize_t n = read(fd, chunk, sizeof(chunk));
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int errsv = errno;
+            close(fd);
+            hm_set_error_errno(error, errsv, "Cannot read '%s'", path);
+            return FALSE;
+        }
+        if (n == 0)
+            break;
+        if (buf->len + (gsize)n > max) {
+            close(fd);
+            g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_TOO_LARGE,
+                        "'%s' is larger than the limit of %" G_GSIZE_FORMAT " bytes", path, max);
+            return FALSE;
+        }
+        g_string_append_len(buf, chunk, n);
+    }
+    close(fd);
+    if (ret_len)
+        *ret_len = buf->len;
+    *ret_contents = g_string_free(g_steal_pointer(&buf), FALSE);
+    return TRUE;
+}
+
+guint hm_deadline_remaining_ms(HmDeadline deadline)
+{
+    gint64 left = deadline - g_get_monotonic_time();
+
+    if (left <= 0)
+        return 0;
+    return (guint)MIN((left + G_TIME_SPAN_MILLISECOND - 1) / G_TIME_SPAN_MILLISECOND, G_MAXUINT);
+}
+
+static const char *log_program = "hotmig";
+static gboolean log_verbose;
+
+static GLogWriterOutput hm_log_writer(GLogLevelFlags level, const GLogField *fields,
+                                      gsize n_fields, gpointer user_data)
+{
+    const char *message = NULL;
+    const char *domain = NULL;
+
+    if ((level & G_LOG_LEVEL_DEBUG) && !log_verbose) {
+        for (gsize i = 0; i < n_fields; i++) {
+            if (g_str_equal(fields[i].key, "GLIB_DOMAIN"))
+                domain = fields[i].value;
+        }
+        if (g_log_writer_default_would_drop(level, domain))
+            return G_LOG_WRITER_HANDLED;
+    }
+    for (gsize i = 0; i < n_fields; i++) {
+        if (g_str_equal(fields[i].key, "MESSAGE"))
+            message = fields[i].value;
+    }
+    if (!message)
+        return G_LOG_WRITER_UNHANDLED;
+    if (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING))
+        fprintf(stderr, "%s: %s\n", log_program, message);
+    else if (level & G_LOG_LEVEL_DEBUG)
+        fprintf(stderr, "%s: debug: %s\n", log_program, message);
+    else
+        fprintf(stderr, "%s: %s\n", log_program, message);
+    return G_LOG_WRITER_HANDLED;
+}
+
+void hm_log_setup(const char *program, gboolean verbose)
+{
+    log_program = program;
+    log_verbose = verbose;
+    g_log_set_writer_func(hm_log_writer, NULL, NULL);
+}

@@ -1,0 +1,82 @@
+/* hm-common: the pieces every hotmig library shares. Depends on GLib only. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+#define HM_COMMON_ERROR (hm_common_error_quark())
+GQuark hm_common_error_quark(void);
+
+typedef enum {
+    HM_COMMON_ERROR_FAILED,       /* anything else */
+    HM_COMMON_ERROR_INVALID,      /* bad input: a value that does not parse or is out of range */
+    HM_COMMON_ERROR_TOO_LARGE,    /* input larger than the limit for it */
+    HM_COMMON_ERROR_IO,           /* read/write failed */
+    HM_COMMON_ERROR_TIMEOUT,      /* a deadline expired */
+    HM_COMMON_ERROR_LAST,
+} HmCommonError;
+
+/* Sets @error from errno value @errsv (positive) with a prefix made from @fmt. */
+void hm_set_error_errno(GError **error, int errsv, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+
+/* ---- enum <-> string --------------------------------------------------------------------- */
+
+/* One string table per serialized enum, in the enum's order:
+ *   HM_ENUM_DECL(orch_phase, OrchPhase)                  in the header
+ *   HM_ENUM_IMPL(orch_phase, OrchPhase, ORCH_PHASE_LAST, "connect", ...)   in the .c
+ * gives orch_phase_to_string(v) (NULL if out of range) and orch_phase_from_string(s) (-1). */
+#define HM_ENUM_DECL(name, type)                                                               \
+    const char *name##_to_string(type value);                                                   \
+    int name##_from_string(const char *str);
+
+#define HM_ENUM_IMPL(name, type, last, ...)                                                    \
+    static const char *const name##_table[] = {__VA_ARGS__};                                    \
+    G_STATIC_ASSERT(G_N_ELEMENTS(name##_table) == (last));                                      \
+    const char *name##_to_string(type value)                                                    \
+    {                                                                                           \
+        return hm_enum_to_string(name##_table, G_N_ELEMENTS(name##_table), (int)value);        \
+    }                                                                                           \
+    int name##_from_string(const char *str)                                                     \
+    {                                                                                           \
+        return hm_enum_from_string(name##_table, G_N_ELEMENTS(name##_table), str);             \
+    }
+
+const char *hm_enum_to_string(const char *const *table, gsize n, int value);
+int hm_enum_from_string(const char *const *table, gsize n, const char *str);
+
+/* ---- files ------------------------------------------------------------------------------- */
+
+/* Reads all of @path, failing with HM_COMMON_ERROR_TOO_LARGE when it holds more than @max
+ * bytes. On success *ret_contents (owned, NUL-terminated) and *ret_len are set. */
+gboolean hm_file_read_limited(const char *path, gsize max, char **ret_contents, gsize *ret_len,
+                              GError **error);
+
+/* ---- time -------------------------------------------------------------------------------- */
+
+/* A deadline on the monotonic clock, in microseconds (g_get_monotonic_time()). */
+typedef gint64 HmDeadline;
+
+static inline HmDeadline hm_deadline_in_ms(guint timeout_ms)
+{
+    return g_get_monotonic_time() + (gint64)timeout_ms * G_TIME_SPAN_MILLISECOND;
+}
+
+/* Milliseconds left until @deadline, 0 when it has passed. */
+guint hm_deadline_remaining_ms(HmDeadline deadline);
+
+/* ---- logging ----------------------------------------------------------------------------- */
+
+/* Installs the log writer for programs: messages at @verbose or below go to stderr as
+ * "PROGRAM: message"; debug messages only when @verbose or G_MESSAGES_DEBUG ask for them.
+ * Libraries never call this; they log with g_debug() and structured fields (HM_LOG_*). */
+void hm_log_setup(const char *program, gboolean verbose);
+
+#define HM_LOG_FIELD_MIGRATION_ID "MIGRATION_ID"
+#define HM_LOG_FIELD_DOMAIN "DOMAIN"
+#define HM_LOG_FIELD_VF "VF"
+#define HM_LOG_FIELD_PHASE "PHASE"
+
+G_END_DECLS

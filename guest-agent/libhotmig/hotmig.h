@@ -1,0 +1,70 @@
+/* libhotmig: lets a process in a guest take part in a hotmig live migration.
+ *
+ * A process registers with the in-guest hotmig-agent and gives two callbacks. Before the
+ * host unplugs the RDMA VF the agent asks every registered process to quiesce: stop
+ * communicating over the device and close every verbs object on it. After the migration
+ * and the plug of the new VF the agent asks them to resume on the new device.
+ *
+ * Depends on libc and pthreads only. Thread-safe as documented per function.
+ */
+#ifndef HOTMIG_H
+#define HOTMIG_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HOTMIG_VERSION_MAJOR 0
+#define HOTMIG_VERSION_MINOR 1
+#define HOTMIG_VERSION_MICRO 0
+
+/* Environment variable naming the agent socket; default HOTMIG_AGENT_SOCKET_DEFAULT. */
+#define HOTMIG_AGENT_SOCKET_ENV "HOTMIG_AGENT_SOCKET"
+#define HOTMIG_AGENT_SOCKET_DEFAULT "/run/hotmig/agent.sock"
+
+typedef enum {
+    /* The library only records the request and makes hotmig_client_get_fd() readable; the
+     * application calls hotmig_client_dispatch() the next time it enters its communication
+     * layer, and the callbacks run on that thread (pscom's lazy mode). */
+    HOTMIG_MODE_LAZY = 0,
+    /* A helper thread runs the callbacks as soon as the request arrives (threaded mode).
+     * The application must synchronise its own state with the callbacks. */
+    HOTMIG_MODE_THREADED = 1,
+} HotmigMode;
+
+typedef struct HotmigClient HotmigClient;
+
+/* Quiesce: stop traffic on the RDMA device and close every verbs object on it.
+ * Return 0 when done, a negative errno value when it failed. */
+typedef int (*HotmigQuiesceFunc)(void *opaque);
+
+/* Resume: reconnect over @device (an RDMA device name such as "rxe0" or "mlx5_0"; NULL when
+ * the agent saw no device appear before its deadline). Return 0 or a negative errno value. */
+typedef int (*HotmigResumeFunc)(const char *device, void *opaque);
+
+/* Connects to the agent and registers this process under @name (at most 64 bytes, no white
+ * space). Returns a new client, owned by the caller (free with hotmig_client_free()), or NULL
+ * with errno set (ECONNREFUSED/ENOENT when no agent runs, EINVAL on bad arguments). */
+HotmigClient *hotmig_client_new(const char *name, HotmigMode mode, HotmigQuiesceFunc quiesce,
+                                HotmigResumeFunc resume, void *opaque);
+
+/* Lazy mode: an fd that polls readable when a request waits. Borrowed; valid until free.
+ * Threaded mode: -1. */
+int hotmig_client_get_fd(const HotmigClient *client);
+
+/* Lazy mode: runs the callbacks of every waiting request on the calling thread and reports
+ * their results to the agent. Returns the number of requests handled (0 if none waited), or a
+ * negative errno value when the connection to the agent is lost. Never blocks. */
+int hotmig_client_dispatch(HotmigClient *client);
+
+/* Non-zero while the process is quiesced (between a completed quiesce and the next resume). */
+int hotmig_client_is_quiesced(const HotmigClient *client);
+
+/* Unregisters and frees. NULL-safe. In threaded mode waits for a running callback to end. */
+void hotmig_client_free(HotmigClient *client);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HOTMIG_H */

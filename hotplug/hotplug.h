@@ -1,0 +1,46 @@
+/* hm-hotplug: SR-IOV VFs on a host: which exist, which are free, which one a migrating domain
+ * gets on the destination. Depends on hm-common and hm-xml. */
+#pragma once
+
+#include <glib.h>
+
+#include "common/common.h"
+#include "xml/xml.h"
+
+G_BEGIN_DECLS
+
+#define HOTPLUG_ERROR (hotplug_error_quark())
+GQuark hotplug_error_quark(void);
+
+typedef enum {
+    HOTPLUG_ERROR_FAILED,
+    HOTPLUG_ERROR_INVALID,  /* bad input, e.g. a node device XML that does not parse */
+    HOTPLUG_ERROR_NO_VF,    /* no free VF fits */
+    HOTPLUG_ERROR_LAST,
+} HotplugError;
+
+/* A PCI virtual function as a host's node device list describes it. */
+typedef struct {
+    char *pci_address; /* "0000:3b:02.1" */
+    char *pf_address;  /* the physical function's PCI address */
+    guint vendor_id;   /* 0x15b3 for Mellanox */
+    guint product_id;  /* 0x101e for ConnectX-6 Dx/7 VFs */
+    char *driver;      /* bound driver ("vfio-pci", "mlx5_core") or NULL */
+} HotplugVf;
+
+void hotplug_vf_free(HotplugVf *vf);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(HotplugVf, hotplug_vf_free)
+
+/* Parses one libvirt node device XML (virNodeDeviceGetXMLDesc). Returns a new HotplugVf when
+ * the device is a PCI VF (has <capability type='phys_function'>), NULL without error when it is
+ * some other device, NULL with @error set when the XML is bad. */
+HotplugVf *hotplug_vf_from_nodedev_xml(const char *xml, GError **error);
+
+/* Chooses the VF a migrating domain gets on the destination: the first of @candidates
+ * (HotplugVf) with the same vendor and product as @like whose address is not in @in_use
+ * (strings, PCI addresses of VFs assigned to domains there). Returns a new string (owned)
+ * or NULL with HOTPLUG_ERROR_NO_VF naming what was looked for. */
+char *hotplug_vf_choose(const HotplugVf *like, GPtrArray *candidates, GPtrArray *in_use,
+                        GError **error);
+
+G_END_DECLS

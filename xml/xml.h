@@ -1,0 +1,71 @@
+/* hm-xml: read libvirt domain XML, find its VFs, make the device XML to attach them.
+ * Depends on hm-common and libxml2. Parsing is hardened: no network, no entity expansion,
+ * a size limit (XML_DOMAIN_MAX_BYTES). */
+#pragma once
+
+#include <glib.h>
+
+#include "common/common.h"
+
+G_BEGIN_DECLS
+
+#define XML_ERROR (xml_error_quark())
+GQuark xml_error_quark(void);
+
+typedef enum {
+    XML_ERROR_FAILED,
+    XML_ERROR_PARSE,     /* not well-formed, too large, or not a <domain> */
+    XML_ERROR_INVALID,   /* well-formed but a field we need is missing or bad */
+    XML_ERROR_NOT_FOUND, /* no such device */
+    XML_ERROR_LAST,
+} XmlError;
+
+#define XML_DOMAIN_MAX_BYTES (4 * 1024 * 1024)
+#define XML_VF_ALIAS_PREFIX_DEFAULT "ua-hmvf"
+
+typedef enum {
+    XML_VF_KIND_HOSTDEV,           /* <hostdev mode='subsystem' type='pci'> */
+    XML_VF_KIND_INTERFACE_HOSTDEV, /* <interface type='hostdev'> */
+    XML_VF_KIND_STANDIN,           /* any other <interface> whose alias has the VF prefix */
+    XML_VF_KIND_LAST,
+} XmlVfKind;
+
+HM_ENUM_DECL(xml_vf_kind, XmlVfKind)
+
+typedef struct {
+    XmlVfKind kind;
+    char *alias;       /* libvirt alias, e.g. "hostdev0", "ua-hmvf0"; never NULL */
+    char *host_pci;    /* host PCI address "0000:3b:02.1" (hostdev kinds), else NULL */
+    char *mac;         /* MAC address (interface kinds, when present), else NULL */
+    char *device_xml;  /* the device element, serialized as found in the domain XML */
+} XmlVf;
+
+void xml_vf_free(XmlVf *vf);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(XmlVf, xml_vf_free)
+
+typedef struct XmlDomain XmlDomain;
+
+/* Parses @xml (a whole <domain> document). Returns a new XmlDomain (owned) or NULL. */
+XmlDomain *xml_domain_parse(const char *xml, GError **error);
+void xml_domain_free(XmlDomain *dom);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(XmlDomain, xml_domain_free)
+
+/* Borrowed; valid while @dom lives. */
+const char *xml_domain_get_name(const XmlDomain *dom);
+
+/* Every VF of @dom in document order, as a new GPtrArray of XmlVf (owned, with free func).
+ * @alias_prefix selects stand-in NICs (NULL: XML_VF_ALIAS_PREFIX_DEFAULT; "": none).
+ * Fails with XML_ERROR_INVALID when a VF lacks what we need (alias, PCI source address). */
+GPtrArray *xml_domain_find_vfs(const XmlDomain *dom, const char *alias_prefix, GError **error);
+
+/* The device XML to attach @vf on the destination (owned string). @new_host_pci is the host
+ * PCI address of the VF reserved there (required for hostdev kinds, must be NULL for the
+ * stand-in, whose backend is kept). The guest-side <address> is kept so the device comes back
+ * in the same slot; an alias is kept only if it is a user alias ("ua-" prefix). */
+char *xml_vf_format_attach(const XmlVf *vf, const char *new_host_pci, GError **error);
+
+/* Parses "DDDD:BB:SS.F" (also "BB:SS.F", domain 0). Returns TRUE and fills the outputs. */
+gboolean xml_pci_address_parse(const char *str, guint *ret_domain, guint *ret_bus,
+                               guint *ret_slot, guint *ret_function, GError **error);
+
+G_END_DECLS
