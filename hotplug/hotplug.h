@@ -33,13 +33,16 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(HotplugVf, hotplug_vf_free)
 
 /* Parses one libvirt node device XML (virNodeDeviceGetXMLDesc). Returns a new HotplugVf when
  * the device is a PCI VF (has <capability type='phys_function'>), NULL without error when it is
- * some other device, NULL with @error set when the XML is bad. */
+ * some other device (a PF, a non-PCI device), NULL with HOTPLUG_ERROR_INVALID when the XML is
+ * bad (pass a non-NULL @error to tell the two apart). The XML is read with hm-xml
+ * (xml_nodedev_parse), so hm-hotplug does not talk to libxml2 itself. */
 HotplugVf *hotplug_vf_from_nodedev_xml(const char *xml, GError **error);
 
 /* Chooses the VF a migrating domain gets on the destination: the first of @candidates
  * (HotplugVf) with the same vendor and product as @like whose address is not in @in_use
- * (strings, PCI addresses of VFs assigned to domains there). Returns a new string (owned)
- * or NULL with HOTPLUG_ERROR_NO_VF naming what was looked for. */
+ * (strings, PCI addresses of VFs assigned to domains there; NULL for none). Addresses compare
+ * by value ("3b:02.1" equals "0000:3B:02.1"). Returns a new string (owned, the candidate's
+ * pci_address) or NULL with HOTPLUG_ERROR_NO_VF naming what was looked for. */
 char *hotplug_vf_choose(const HotplugVf *like, GPtrArray *candidates, GPtrArray *in_use,
                         GError **error);
 

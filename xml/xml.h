@@ -45,7 +45,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(XmlVf, xml_vf_free)
 
 typedef struct XmlDomain XmlDomain;
 
-/* Parses @xml (a whole <domain> document). Returns a new XmlDomain (owned) or NULL. */
+/* Parses @xml (a whole <domain> document). Returns a new XmlDomain (owned) or NULL with
+ * XML_ERROR_PARSE (not well-formed, a DTD, too large, root not <domain>) or XML_ERROR_INVALID
+ * (no <name>). */
 XmlDomain *xml_domain_parse(const char *xml, GError **error);
 void xml_domain_free(XmlDomain *dom);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(XmlDomain, xml_domain_free)
@@ -64,8 +66,38 @@ GPtrArray *xml_domain_find_vfs(const XmlDomain *dom, const char *alias_prefix, G
  * in the same slot; an alias is kept only if it is a user alias ("ua-" prefix). */
 char *xml_vf_format_attach(const XmlVf *vf, const char *new_host_pci, GError **error);
 
-/* Parses "DDDD:BB:SS.F" (also "BB:SS.F", domain 0). Returns TRUE and fills the outputs. */
+/* Parses "DDDD:BB:SS.F" (also "BB:SS.F", domain 0): hex digits only (1-4, 1-2, 1-2, 1), no
+ * "0x", no whitespace, domain <= 0xffff, bus <= 0xff, slot <= 0x1f, function <= 7. Returns
+ * TRUE and fills the outputs (each may be NULL); FALSE with XML_ERROR_INVALID, outputs
+ * untouched. */
 gboolean xml_pci_address_parse(const char *str, guint *ret_domain, guint *ret_bus,
                                guint *ret_slot, guint *ret_function, GError **error);
+
+/* ---- node devices ------------------------------------------------------------------------ */
+
+#define XML_NODEDEV_MAX_BYTES (1024 * 1024)
+
+/* One libvirt node device (virNodeDeviceGetXMLDesc), the parts hotmig uses. */
+typedef struct {
+    char *name;              /* <name>, e.g. "pci_0000_3b_02_1"; never NULL */
+    char *parent;            /* <parent>, or NULL */
+    char *driver;            /* <driver><name>, e.g. "vfio-pci", or NULL when none is bound */
+    char *pci_address;       /* "0000:3b:02.1" from <capability type='pci'>, NULL if not PCI */
+    guint vendor_id;         /* <vendor id=...> (PCI only, else 0) */
+    guint product_id;        /* <product id=...> (PCI only, else 0) */
+    char *pf_address;        /* <capability type='phys_function'> address: set iff a VF */
+    GPtrArray *vf_addresses; /* <capability type='virt_functions'> addresses (strings, owned);
+                              * never NULL, empty unless a PF with VFs */
+} XmlNodeDev;
+
+void xml_nodedev_free(XmlNodeDev *nodedev);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(XmlNodeDev, xml_nodedev_free)
+
+/* Parses one node device XML document (root <device> with a <name>; hardened like
+ * xml_domain_parse, at most XML_NODEDEV_MAX_BYTES). Any device parses; a PCI device must have a
+ * valid <capability type='pci'> (decimal <domain>, <bus>, <slot>, <function>; <vendor id> and
+ * <product id> in hex). Returns a new XmlNodeDev (owned) or NULL with XML_ERROR_PARSE or
+ * XML_ERROR_INVALID. */
+XmlNodeDev *xml_nodedev_parse(const char *xml, GError **error);
 
 G_END_DECLS

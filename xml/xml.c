@@ -1,0 +1,561 @@
+/* hm-xml: libvirt domain XML. The only place, with nodedev.c, that talks to libxml2. */
+#define G_LOG_DOMAIN "hm-xml"
+
+#include "xml/xml.h"
+#include "xml/xml-priv.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libxml/xmlerror.h>
+
+G_DEFINE_QUARK(hm-xml-error-quark, xml_error)
+
+HM_ENUM_IMPL(xml_vf_kind, XmlVfKind, XML_VF_KIND_LAST, "hostdev", "interface-hostdev", "standin")
+
+/* libvirt accepts an alias on hot-plug only when it is a user alias. */
+#define XML_USER_ALIAS_PREFIX "ua-"
+
+struct XmlDomain {
+    xmlDoc *doc;
+    char *name;
+};
+
+/* ---- hardened parsing -------------------------------------------------------------------- */
+
+typedef struct {
+    gboolean saw_dtd;
+} XmlParseState;
+
+/* A <!DOCTYPE> is the only way to declare entities: stop right there. */
+static void xml_sax_internal_subset(void *ctx, const xmlChar *name, const xmlChar *external_id,
+                                    const xmlChar *system_id)
+{
+    xmlParserCtxt *ctxt = ctx;
+    XmlParseState *state = ctxt->_private;
+
+    state->saw_dtd = TRUE;
+    xmlStopParser(ctxt);
+}
+
+/* Keeps libxml2 quiet; the last error stays in the context for our message. */
+static void xml_sax_structured_error(void *user_data, xmlError *err)
+{
+}
+
+xmlDoc *xml_doc_parse(const char *what, const char *xml, gsize len, gsize max, GError **error)
+{
+    g_autoptr(xmlParserCtxt) ctxt = NULL;
+    g_autoptr(xmlDoc) doc = NULL;
+    XmlParseState state = {FALSE};
+    const int options = XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING;
+
+    g_return_val_if_fail(what != NULL, NULL);
+    g_return_val_if_fail(xml != NULL, NULL);
+
+    if (len > max || len > G_MAXINT) {
+        g_set_error(error, XML_ERROR, XML_ERROR_PARSE,
+                    "%s: larger than the limit of %" G_GSIZE_FORMAT " bytes", what, max);
+        return NULL;
+    }
+    if (len == 0) {
+        g_set_error(error, XML_ERROR, XML_ERROR_PARSE, "%s: empty", what);
+        return NULL;
+    }
+
+    xmlInitParser();
+    ctxt = xmlNewParserCtxt();
+    if (!ctxt) {
+        g_set_error(error, XML_ERROR, XML_ERROR_FAILED, "%s: cannot create an XML parser", what);
+        return NULL;
+    }
+    ctxt->_private = &state;
+    ctxt->sax->internalSubset = xml_sax_internal_subset;
+    ctxt->sax->serror = xml_sax_structured_error;
+    ctxt->sax->warning = NULL;
+    ctxt->sax->error = NULL;
+    ctxt->sax->fatalError = NULL;
+
+    doc = xmlCtxtReadMemory(ctxt, xml, (int)len, NULL, NULL, options);
+    if (state.saw_dtd) {
+        g_set_error(error, XML_ERROR, XML_ERROR_PARSE,
+                    "%s: a document type declaration (<!DOCTYPE>) is not allowed", what);
+        return NULL;
+    }
+    if (!doc || !ctxt->wellFormed) {
+        const xmlError *err = xmlCtxtGetLastError(ctxt);
+        g_autofree char *msg = g_strdup(err && err->message ? err->message : "unknown error");
+
+        g_strstrip(msg);
+        g_set_error(error, XML_ERROR, XML_ERROR_PARSE, "%s: not well-formed (line %d): %s", what,
+                    err ? err->line : 0, msg);
+        return NULL;
+    }
+    if (doc->intSubset || doc->extSubset) {
+        /* Not reachable with the handler above; kept so a libxml2 change cannot open it. */
+        g_set_error(error, XML_ERROR, XML_ERROR_PARSE,
+                    "%s: a document type declaration (<!DOCTYPE>) is not allowed", what);
+        return NULL;
+    }
+    return g_steal_pointer(&doc);
+}
+
+/* ---- small helpers ----------------------------------------------------------------------- */
+
+gboolean xml_node_is(const xmlNode *node, const char *name)
+{
+    return node && node->type == XML_ELEMENT_NODE && xmlStrEqual(node->name, BAD_CAST name);
+}
+
+xmlNode *xml_node_child(const xmlNode *node, const char *name)
+{
+    for (xmlNode *cur = node ? node->children : NULL; cur; cur = cur->next) {
+        if (xml_node_is(cur, name))
+            return cur;
+    }
+    return NULL;
+}
+
+xmlNode *xml_node_next(const xmlNode *node, const char *name)
+{
+    for (xmlNode *cur = node ? node->next : NULL; cur; cur = cur->next) {
+        if (xml_node_is(cur, name))
+            return cur;
+    }
+    return NULL;
+}
+
+char *xml_node_prop(const xmlNode *node, const char *name)
+{
+    xmlChar *value = xmlGetNoNsProp(node, BAD_CAST name);
+    char *ret;
+
+    if (!value)
+        return NULL;
+    ret = g_strdup((const char *)value);
+    xmlFree(value);
+    return ret;
+}
+
+char *xml_node_text(const xmlNode *node)
+{
+    xmlChar *value = xmlNodeGetContent(node);
+    char *ret = g_strdup(value ? (const char *)value : "");
+
+    xmlFree(value);
+    return g_strstrip(ret);
+}
+
+char *xml_node_dump(xmlNode *node)
+{
+    g_autoptr(xmlBuffer) buf = xmlBufferCreate();
+
+    if (!buf || xmlNodeDump(buf, node->doc, node, 0, 0) < 0)
+        g_error("hm-xml: out of memory serializing <%s>", (const char *)node->name);
+    return g_strndup((const char *)xmlBufferContent(buf), (gsize)xmlBufferLength(buf));
+}
+
+gboolean xml_uint_parse_base(const char *str, guint base, guint max, guint *ret)
+{
+    guint64 value = 0;
+    const char *p = str;
+
+    g_return_val_if_fail(base == 10 || base == 16 || base == 8, FALSE);
+
+    if (!str)
+        return FALSE;
+    if (base == 16 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X'))
+        p += 2;
+    if (*p == '\0')
+        return FALSE;
+    for (; *p; p++) {
+        int digit = g_ascii_xdigit_value(*p);
+
+        if (digit < 0 || (guint)digit >= base)
+            return FALSE;
+        value = value * base + (guint)digit;
+        if (value > max)
+            return FALSE;
+    }
+    *ret = (guint)value;
+    return TRUE;
+}
+
+gboolean xml_uint_parse_auto(const char *str, guint max, guint *ret)
+{
+    if (!str)
+        return FALSE;
+    if (str[0] == '0' && (str[1] == 'x' || str[1] == 'X'))
+        return xml_uint_parse_base(str, 16, max, ret);
+    if (str[0] == '0' && str[1] != '\0')
+        return xml_uint_parse_base(str + 1, 8, max, ret);
+    return xml_uint_parse_base(str, 10, max, ret);
+}
+
+char *xml_pci_address_format(guint domain, guint bus, guint slot, guint function)
+{
+    return g_strdup_printf("%04x:%02x:%02x.%x", domain, bus, slot, function);
+}
+
+/* ---- PCI addresses ----------------------------------------------------------------------- */
+
+/* One hex field of a PCI address string: 1..@max_digits hex digits, value at most @max. */
+static const char *pci_field_parse(const char *p, guint max_digits, guint max, guint *ret)
+{
+    guint value = 0;
+    guint n = 0;
+
+    while (g_ascii_isxdigit(p[n])) {
+        if (n == max_digits)
+            return NULL;
+        value = value * 16 + (guint)g_ascii_xdigit_value(p[n]);
+        n++;
+    }
+    if (n == 0 || value > max)
+        return NULL;
+    *ret = value;
+    return p + n;
+}
+
+gboolean xml_pci_address_parse(const char *str, guint *ret_domain, guint *ret_bus,
+                               guint *ret_slot, guint *ret_function, GError **error)
+{
+    guint domain = 0, bus, slot, function;
+    const char *p = str;
+    gboolean has_domain;
+
+    g_return_val_if_fail(str != NULL, FALSE);
+
+    /* "DDDD:BB:SS.F" has two colons, "BB:SS.F" one. */
+    has_domain = strchr(str, ':') != strrchr(str, ':');
+    if (has_domain) {
+        p = pci_field_parse(p, 4, XML_PCI_DOMAIN_MAX, &domain);
+        if (!p || *p++ != ':')
+            goto bad;
+    }
+    p = pci_field_parse(p, 2, XML_PCI_BUS_MAX, &bus);
+    if (!p || *p++ != ':')
+        goto bad;
+    p = pci_field_parse(p, 2, XML_PCI_SLOT_MAX, &slot);
+    if (!p || *p++ != '.')
+        goto bad;
+    p = pci_field_parse(p, 1, XML_PCI_FUNCTION_MAX, &function);
+    if (!p || *p != '\0')
+        goto bad;
+
+    if (ret_domain)
+        *ret_domain = domain;
+    if (ret_bus)
+        *ret_bus = bus;
+    if (ret_slot)
+        *ret_slot = slot;
+    if (ret_function)
+        *ret_function = function;
+    return TRUE;
+
+bad:
+    g_set_error(error, XML_ERROR, XML_ERROR_INVALID,
+                "Invalid PCI address '%s': expected DDDD:BB:SS.F with domain <= ffff, bus <= ff, slot <= 1f, function <= 7",
+                str);
+    return FALSE;
+}
+
+/* ---- domains ----------------------------------------------------------------------------- */
+
+XmlDomain *xml_domain_parse(const char *xml, GError **error)
+{
+    g_autoptr(XmlDomain) dom = NULL;
+    xmlNode *root;
+    xmlNode *name;
+
+    g_return_val_if_fail(xml != NULL, NULL);
+
+    dom = g_new0(XmlDomain, 1);
+    dom->doc = xml_doc_parse("domain XML", xml, strnlen(xml, (gsize)XML_DOMAIN_MAX_BYTES + 1),
+                             XML_DOMAIN_MAX_BYTES, error);
+    if (!dom->doc)
+        return NULL;
+
+    root = xmlDocGetRootElement(dom->doc);
+    if (!xml_node_is(root, "domain")) {
+        g_set_error(error, XML_ERROR, XML_ERROR_PARSE,
+                    "domain XML: the root element is <%s>, not <domain>",
+                    root ? (const char *)root->name : "");
+        return NULL;
+    }
+    name = xml_node_child(root, "name");
+    if (name)
+        dom->name = xml_node_text(name);
+    if (!dom->name || !*dom->name) {
+        g_set_error(error, XML_ERROR, XML_ERROR_INVALID, "domain XML: <domain> has no <name>");
+        return NULL;
+    }
+    return g_steal_pointer(&dom);
+}
+
+void xml_domain_free(XmlDomain *dom)
+{
+    if (!dom)
+        return;
+    if (dom->doc)
+        xmlFreeDoc(dom->doc);
+    g_free(dom->name);
+    g_free(dom);
+}
+
+const char *xml_domain_get_name(const XmlDomain *dom)
+{
+    g_return_val_if_fail(dom != NULL, NULL);
+    return dom->name;
+}
+
+void xml_vf_free(XmlVf *vf)
+{
+    if (!vf)
+        return;
+    g_free(vf->alias);
+    g_free(vf->host_pci);
+    g_free(vf->mac);
+    g_free(vf->device_xml);
+    g_free(vf);
+}
+
+char *xml_pci_address_from_node(const xmlNode *addr, const char *what, const char *where,
+                                GError **error)
+{
+    static const struct {
+        const char *attr;
+        guint max;
+        gboolean required;
+    } fields[] = {
+        {"domain", XML_PCI_DOMAIN_MAX, FALSE},
+        {"bus", XML_PCI_BUS_MAX, TRUE},
+        {"slot", XML_PCI_SLOT_MAX, TRUE},
+        {"function", XML_PCI_FUNCTION_MAX, TRUE},
+    };
+    guint values[G_N_ELEMENTS(fields)] = {0};
+    g_autofree char *type = xml_node_prop(addr, "type");
+
+    if (type && !g_str_equal(type, "pci")) {
+        g_set_error(error, XML_ERROR, XML_ERROR_INVALID, "%s has %s of type '%s', not 'pci'",
+                    what, where, type);
+        return NULL;
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(fields); i++) {
+        g_autofree char *value = xml_node_prop(addr, fields[i].attr);
+
+        if (!value && fields[i].required) {
+            g_set_error(error, XML_ERROR, XML_ERROR_INVALID, "%s has no %s in %s", what,
+                        fields[i].attr, where);
+            return NULL;
+        }
+        if (value && !xml_uint_parse_auto(value, fields[i].max, &values[i])) {
+            g_set_error(error, XML_ERROR, XML_ERROR_INVALID,
+                        "%s has a bad %s %s='%s' (a number, at most 0x%x)", what, where,
+                        fields[i].attr, value, fields[i].max);
+            return NULL;
+        }
+    }
+    return xml_pci_address_format(values[0], values[1], values[2], values[3]);
+}
+
+/* Reads the host PCI address of a hostdev kind VF from <source><address>. @what names the
+ * device in messages ("domain XML: <hostdev> #2"). */
+static char *vf_source_address(const xmlNode *dev, const char *what, GError **error)
+{
+    xmlNode *addr = xml_node_child(xml_node_child(dev, "source"), "address");
+
+    if (!addr) {
+        g_set_error(error, XML_ERROR, XML_ERROR_INVALID, "%s has no <source><address>", what);
+        return NULL;
+    }
+    return xml_pci_address_from_node(addr, what, "<source><address>", error);
+}
+
+/* Looks at one device element; sets *ret_vf to a new XmlVf when it is one, leaves it NULL
+ * when it is not. @index is the 1-based position among elements of its name. */
+static gboolean vf_from_device(xmlNode *dev, guint index, const char *alias_prefix,
+                               XmlVf **ret_vf, GError **error)
+{
+    g_autoptr(XmlVf) vf = NULL;
+    g_autofree char *what = g_strdup_printf("domain XML: <%s> #%u", (const char *)dev->name, index);
+    g_autofree char *type = xml_node_prop(dev, "type");
+    xmlNode *alias_node = xml_node_child(dev, "alias");
+    g_autofree char *alias = alias_node ? xml_node_prop(alias_node, "name") : NULL;
+    XmlVfKind kind;
+
+    if (xml_node_is(dev, "hostdev")) {
+        g_autofree char *mode = xml_node_prop(dev, "mode");
+
+        if (!type || !g_str_equal(type, "pci") || (mode && !g_str_equal(mode, "subsystem")))
+            return TRUE;
+        kind = XML_VF_KIND_HOSTDEV;
+    } else if (type && g_str_equal(type, "hostdev")) {
+        kind = XML_VF_KIND_INTERFACE_HOSTDEV;
+    } else if (alias && *alias_prefix && g_str_has_prefix(alias, alias_prefix)) {
+        kind = XML_VF_KIND_STANDIN;
+    } else {
+        return TRUE;
+    }
+
+    vf = g_new0(XmlVf, 1);
+    vf->kind = kind;
+    if (kind != XML_VF_KIND_STANDIN) {
+        vf->host_pci = vf_source_address(dev, what, error);
+        if (!vf->host_pci)
+            return FALSE;
+    }
+    if (!alias || !*alias) {
+        g_set_error(error, XML_ERROR, XML_ERROR_INVALID,
+                    "%s (%s) has no <alias name=...>; is this the live XML?", what,
+                    vf->host_pci ? vf->host_pci : xml_vf_kind_to_string(kind));
+        return FALSE;
+    }
+    vf->alias = g_steal_pointer(&alias);
+    if (kind != XML_VF_KIND_HOSTDEV) {
+        xmlNode *mac = xml_node_child(dev, "mac");
+
+        if (mac)
+            vf->mac = xml_node_prop(mac, "address");
+    }
+    vf->device_xml = xml_node_dump(dev);
+    *ret_vf = g_steal_pointer(&vf);
+    return TRUE;
+}
+
+GPtrArray *xml_domain_find_vfs(const XmlDomain *dom, const char *alias_prefix, GError **error)
+{
+    g_autoptr(GPtrArray) vfs = g_ptr_array_new_with_free_func((GDestroyNotify)xml_vf_free);
+    xmlNode *devices;
+    guint n_hostdev = 0, n_interface = 0;
+
+    g_return_val_if_fail(dom != NULL, NULL);
+
+    if (!alias_prefix)
+        alias_prefix = XML_VF_ALIAS_PREFIX_DEFAULT;
+    devices = xml_node_child(xmlDocGetRootElement(dom->doc), "devices");
+    for (xmlNode *dev = devices ? devices->children : NULL; dev; dev = dev->next) {
+        XmlVf *vf = NULL;
+        guint index;
+
+        if (xml_node_is(dev, "hostdev"))
+            index = ++n_hostdev;
+        else if (xml_node_is(dev, "interface"))
+            index = ++n_interface;
+        else
+            continue;
+        if (!vf_from_device(dev, index, alias_prefix, &vf, error))
+            return NULL;
+        if (vf)
+            g_ptr_array_add(vfs, vf);
+    }
+    return g_steal_pointer(&vfs);
+}
+
+/* ---- attach XML -------------------------------------------------------------------------- */
+
+/* Unlinks and frees @node together with the whitespace that indented it. */
+static void node_remove_with_indent(xmlNode *node)
+{
+    xmlNode *prev = node->prev;
+
+    if (prev && xmlNodeIsText(prev) && xmlIsBlankNode(prev)) {
+        xmlUnlinkNode(prev);
+        xmlFreeNode(prev);
+    }
+    xmlUnlinkNode(node);
+    xmlFreeNode(node);
+}
+
+char *xml_vf_format_attach(const XmlVf *vf, const char *new_host_pci, GError **error)
+{
+    g_autoptr(xmlDoc) doc = NULL;
+    g_autoptr(GError) local_error = NULL;
+    xmlNode *dev;
+    xmlNode *alias;
+    const char *element;
+
+    g_return_val_if_fail(vf != NULL, NULL);
+    g_return_val_if_fail(vf->device_xml != NULL, NULL);
+    g_return_val_if_fail(vf->alias != NULL, NULL);
+
+    switch (vf->kind) {
+    case XML_VF_KIND_HOSTDEV:
+        element = "hostdev";
+        break;
+    case XML_VF_KIND_INTERFACE_HOSTDEV:
+    case XML_VF_KIND_STANDIN:
+        element = "interface";
+        break;
+    default:
+        g_set_error(error, XML_ERROR, XML_ERROR_INVALID, "VF '%s': unknown kind %d", vf->alias,
+                    (int)vf->kind);
+        return NULL;
+    }
+
+    if (vf->kind == XML_VF_KIND_STANDIN && new_host_pci) {
+        g_set_error(error, XML_ERROR, XML_ERROR_INVALID,
+                    "VF '%s' is a stand-in NIC: it keeps its backend, so no host PCI address ('%s') can be given",
+                    vf->alias, new_host_pci);
+        return NULL;
+    }
+    if (vf->kind != XML_VF_KIND_STANDIN && !new_host_pci) {
+        g_set_error(error, XML_ERROR, XML_ERROR_INVALID,
+                    "VF '%s' is a %s: the host PCI address of the VF on the destination is required",
+                    vf->alias, xml_vf_kind_to_string(vf->kind));
+        return NULL;
+    }
+
+    doc = xml_doc_parse("VF device XML", vf->device_xml, strlen(vf->device_xml),
+                        XML_DOMAIN_MAX_BYTES, &local_error);
+    if (!doc) {
+        g_propagate_prefixed_error(error, g_steal_pointer(&local_error), "VF '%s': ", vf->alias);
+        return NULL;
+    }
+    dev = xmlDocGetRootElement(doc);
+    if (!xml_node_is(dev, element)) {
+        g_set_error(error, XML_ERROR, XML_ERROR_INVALID,
+                    "VF '%s' is a %s but its device XML is <%s>, not <%s>", vf->alias,
+                    xml_vf_kind_to_string(vf->kind), dev ? (const char *)dev->name : "",
+                    element);
+        return NULL;
+    }
+
+    if (new_host_pci) {
+        guint domain, bus, slot, function;
+        xmlNode *addr = xml_node_child(xml_node_child(dev, "source"), "address");
+        char value[16];
+
+        if (!xml_pci_address_parse(new_host_pci, &domain, &bus, &slot, &function, &local_error)) {
+            g_propagate_prefixed_error(error, g_steal_pointer(&local_error), "VF '%s': ",
+                                       vf->alias);
+            return NULL;
+        }
+        if (!addr) {
+            g_set_error(error, XML_ERROR, XML_ERROR_INVALID,
+                        "VF '%s': its device XML has no <source><address>", vf->alias);
+            return NULL;
+        }
+        g_snprintf(value, sizeof(value), "0x%04x", domain);
+        xmlSetProp(addr, BAD_CAST "domain", BAD_CAST value);
+        g_snprintf(value, sizeof(value), "0x%02x", bus);
+        xmlSetProp(addr, BAD_CAST "bus", BAD_CAST value);
+        g_snprintf(value, sizeof(value), "0x%02x", slot);
+        xmlSetProp(addr, BAD_CAST "slot", BAD_CAST value);
+        g_snprintf(value, sizeof(value), "0x%x", function);
+        xmlSetProp(addr, BAD_CAST "function", BAD_CAST value);
+    }
+
+    /* libvirt assigned the alias; the destination assigns its own. A user alias stays. */
+    alias = xml_node_child(dev, "alias");
+    while (alias) {
+        xmlNode *next = xml_node_next(alias, "alias");
+        g_autofree char *name = xml_node_prop(alias, "name");
+
+        if (!name || !g_str_has_prefix(name, XML_USER_ALIAS_PREFIX))
+            node_remove_with_indent(alias);
+        alias = next;
+    }
+    return xml_node_dump(dev);
+}
