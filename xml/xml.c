@@ -26,6 +26,8 @@ struct XmlDomain {
 
 typedef struct {
     gboolean saw_dtd;
+    char *first_error; /* the first error libxml2 reported: the cause, not a consequence */
+    int first_error_line;
 } XmlParseState;
 
 /* A <!DOCTYPE> is the only way to declare entities: stop right there. */
@@ -39,16 +41,24 @@ static void xml_sax_internal_subset(void *ctx, const xmlChar *name, const xmlCha
     xmlStopParser(ctxt);
 }
 
-/* Keeps libxml2 quiet; the last error stays in the context for our message. */
+/* Keeps libxml2 quiet and remembers its first error for our message. */
 static void xml_sax_structured_error(void *user_data, xmlError *err)
 {
+    xmlParserCtxt *ctxt = user_data;
+    XmlParseState *state = ctxt ? ctxt->_private : NULL;
+
+    if (!state || state->first_error || !err || err->level < XML_ERR_ERROR)
+        return;
+    state->first_error = g_strstrip(g_strdup(err->message ? err->message : "unknown error"));
+    state->first_error_line = err->line;
 }
 
 xmlDoc *xml_doc_parse(const char *what, const char *xml, gsize len, gsize max, GError **error)
 {
     g_autoptr(xmlParserCtxt) ctxt = NULL;
     g_autoptr(xmlDoc) doc = NULL;
-    XmlParseState state = {FALSE};
+    XmlParseState state = {FALSE, NULL, 0};
+    g_autofree char *first_error = NULL;
     const int options = XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING;
 
     g_return_val_if_fail(what != NULL, NULL);
@@ -78,6 +88,7 @@ xmlDoc *xml_doc_parse(const char *what, const char *xml, gsize len, gsize max, G
     ctxt->sax->fatalError = NULL;
 
     doc = xmlCtxtReadMemory(ctxt, xml, (int)len, NULL, NULL, options);
+    first_error = g_steal_pointer(&state.first_error);
     if (state.saw_dtd) {
         g_set_error(error, XML_ERROR, XML_ERROR_PARSE,
                     "%s: a document type declaration (<!DOCTYPE>) is not allowed", what);
@@ -85,11 +96,13 @@ xmlDoc *xml_doc_parse(const char *what, const char *xml, gsize len, gsize max, G
     }
     if (!doc || !ctxt->wellFormed) {
         const xmlError *err = xmlCtxtGetLastError(ctxt);
-        g_autofree char *msg = g_strdup(err && err->message ? err->message : "unknown error");
 
-        g_strstrip(msg);
+        if (!first_error && err && err->message) {
+            first_error = g_strstrip(g_strdup(err->message));
+            state.first_error_line = err->line;
+        }
         g_set_error(error, XML_ERROR, XML_ERROR_PARSE, "%s: not well-formed (line %d): %s", what,
-                    err ? err->line : 0, msg);
+                    state.first_error_line, first_error ? first_error : "unknown error");
         return NULL;
     }
     if (doc->intSubset || doc->extSubset) {
