@@ -1,0 +1,552 @@
+/* Unit tests for hm-xml: PCI addresses, the VF kind table, domain parsing limits, alias
+ * prefixes, attach XML errors, node device XML. Golden cases cover the common paths. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "xml/xml.h"
+
+#define assert_error(err, dom, code_)                                                          \
+    do {                                                                                       \
+        assert_non_null(err);                                                                  \
+        assert_true((err)->domain == (dom));                                                   \
+        assert_int_equal((err)->code, (code_));                                                \
+    } while (0)
+
+/* ---- PCI addresses ----------------------------------------------------------------------- */
+
+static void test_pci_parse_valid(void **state)
+{
+    static const struct {
+        const char *str;
+        guint domain, bus, slot, function;
+    } cases[] = {
+        {"0000:3b:02.1", 0, 0x3b, 0x02, 1},
+        {"3b:02.1", 0, 0x3b, 0x02, 1},
+        {"ffff:ff:1f.7", 0xffff, 0xff, 0x1f, 7},
+        {"0:0:0.0", 0, 0, 0, 0},
+        {"0000:3B:1F.6", 0, 0x3b, 0x1f, 6},
+        {"0001:d8:00.0", 1, 0xd8, 0, 0},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(GError) error = NULL;
+        guint d = 99, b = 99, s = 99, f = 99;
+
+        assert_true(xml_pci_address_parse(cases[i].str, &d, &b, &s, &f, &error));
+        assert_null(error);
+        assert_int_equal(d, cases[i].domain);
+        assert_int_equal(b, cases[i].bus);
+        assert_int_equal(s, cases[i].slot);
+        assert_int_equal(f, cases[i].function);
+    }
+}
+
+static void test_pci_parse_invalid(void **state)
+{
+    static const char *const cases[] = {
+        "",
+        "0000:3b:02",
+        "0000:3b:20.0",  /* slot > 0x1f */
+        "0000:3b:02.8",  /* function > 7 */
+        "10000:3b:02.1", /* five domain digits */
+        "0000:100:02.1", /* three bus digits */
+        "0000:3b:002.1",
+        "0000:3b:02.01",
+        "0000:3b:02.1 ",
+        " 0000:3b:02.1",
+        "0x00:3b:02.1",
+        "0000:3b:02.1.2",
+        "0000:3b:2g.1",
+        "::.",
+        "-1:3b:02.1",
+        "0000:3b:02:1",
+        "a:b:c:d.1",
+        "0000:+3b:02.1",
+        "3b.02.1",
+        "0000:3b:02.",
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(GError) error = NULL;
+        guint d = 99, b = 99, s = 99, f = 99;
+
+        if (xml_pci_address_parse(cases[i], &d, &b, &s, &f, &error))
+            fail_msg("'%s' parsed", cases[i]);
+        assert_error(error, XML_ERROR, XML_ERROR_INVALID);
+        assert_non_null(strstr(error->message, cases[i]));
+        /* Outputs stay untouched on failure. */
+        assert_int_equal(d, 99);
+        assert_int_equal(b, 99);
+        assert_int_equal(s, 99);
+        assert_int_equal(f, 99);
+    }
+}
+
+static void test_pci_parse_null_outputs(void **state)
+{
+    guint f = 0;
+
+    assert_true(xml_pci_address_parse("0000:3b:02.1", NULL, NULL, NULL, &f, NULL));
+    assert_int_equal(f, 1);
+    assert_false(xml_pci_address_parse("nope", NULL, NULL, NULL, NULL, NULL));
+}
+
+/* ---- enum table -------------------------------------------------------------------------- */
+
+static void test_vf_kind_strings(void **state)
+{
+    assert_string_equal(xml_vf_kind_to_string(XML_VF_KIND_HOSTDEV), "hostdev");
+    assert_string_equal(xml_vf_kind_to_string(XML_VF_KIND_INTERFACE_HOSTDEV),
+                        "interface-hostdev");
+    assert_string_equal(xml_vf_kind_to_string(XML_VF_KIND_STANDIN), "standin");
+    assert_null(xml_vf_kind_to_string(XML_VF_KIND_LAST));
+    for (int k = 0; k < XML_VF_KIND_LAST; k++)
+        assert_int_equal(xml_vf_kind_from_string(xml_vf_kind_to_string(k)), k);
+    assert_int_equal(xml_vf_kind_from_string("hostdev "), -1);
+    assert_int_equal(xml_vf_kind_from_string(NULL), -1);
+}
+
+/* ---- domain parsing ---------------------------------------------------------------------- */
+
+static void test_domain_parse_ok(void **state)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(XmlDomain) dom =
+        xml_domain_parse("<domain type='kvm'><name> a&amp;b&#x41; </name></domain>", &error);
+
+    assert_null(error);
+    assert_non_null(dom);
+    assert_string_equal(xml_domain_get_name(dom), "a&bA");
+}
+
+static void test_domain_parse_rejects(void **state)
+{
+    static const struct {
+        const char *xml;
+        int code;
+        const char *needle;
+    } cases[] = {
+        {"", XML_ERROR_PARSE, "empty"},
+        {"<domain><name>x</name>", XML_ERROR_PARSE, "not well-formed"},
+        {"<domain><name>&undefined;</name></domain>", XML_ERROR_PARSE, "undefined"},
+        {"<!DOCTYPE domain><domain><name>x</name></domain>", XML_ERROR_PARSE, "DOCTYPE"},
+        {"<?xml version='1.0'?>\n<!DOCTYPE domain SYSTEM 'file:///etc/passwd'><domain/>",
+         XML_ERROR_PARSE, "DOCTYPE"},
+        {"<domain><name>x</name></domain><domain/>", XML_ERROR_PARSE, "not well-formed"},
+        {"<capabilities/>", XML_ERROR_PARSE, "<capabilities>"},
+        {"<domain><name/></domain>", XML_ERROR_INVALID, "<name>"},
+        {"<domain><uuid>x</uuid></domain>", XML_ERROR_INVALID, "<name>"},
+        {"<domain><name>x</name><devices><hostdev type='pci'><alias name='h0'/></hostdev>"
+         "</devices></domain>",
+         -1, NULL},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(GError) error = NULL;
+        g_autoptr(XmlDomain) dom = xml_domain_parse(cases[i].xml, &error);
+
+        if (cases[i].code < 0) {
+            assert_non_null(dom);
+            continue;
+        }
+        if (dom)
+            fail_msg("case %zu parsed", i);
+        assert_error(error, XML_ERROR, cases[i].code);
+        assert_true(g_str_has_prefix(error->message, "domain XML: "));
+        if (!strstr(error->message, cases[i].needle))
+            fail_msg("case %zu: '%s' lacks '%s'", i, error->message, cases[i].needle);
+    }
+}
+
+static void test_domain_parse_size_limit(void **state)
+{
+    const char *head = "<domain><name>big</name><description>";
+    const char *tail = "</description></domain>";
+    gsize len = XML_DOMAIN_MAX_BYTES;
+    g_autofree char *xml = g_malloc(len + 2);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(XmlDomain) dom = NULL;
+
+    /* Exactly at the limit: parses. */
+    memset(xml, 'x', len);
+    memcpy(xml, head, strlen(head));
+    memcpy(xml + len - strlen(tail), tail, strlen(tail));
+    xml[len] = '\0';
+    dom = xml_domain_parse(xml, &error);
+    assert_null(error);
+    assert_non_null(dom);
+    g_clear_pointer(&dom, xml_domain_free);
+
+    /* One byte more: rejected before parsing. */
+    memmove(xml + len - strlen(tail) + 1, xml + len - strlen(tail), strlen(tail));
+    xml[len - strlen(tail)] = 'x';
+    xml[len + 1] = '\0';
+    dom = xml_domain_parse(xml, &error);
+    assert_null(dom);
+    assert_error(error, XML_ERROR, XML_ERROR_PARSE);
+    assert_non_null(strstr(error->message, "larger than"));
+}
+
+/* ---- VFs --------------------------------------------------------------------------------- */
+
+static const char standin_domain[] =
+    "<domain><name>lab</name><devices>\n"
+    "  <interface type='udp'><mac address='52:54:00:aa:00:01'/><alias name='ua-hmvf0'/>"
+    "</interface>\n"
+    "  <interface type='udp'><mac address='52:54:00:bb:00:01'/><alias name='ua-net0'/>"
+    "</interface>\n"
+    "  <interface type='udp'><mac address='52:54:00:cc:00:01'/></interface>\n"
+    "  <hostdev mode='subsystem' type='pci'><source><address bus='0x3b' slot='0x02' "
+    "function='0x1'/></source><alias name='hostdev0'/></hostdev>\n"
+    "</devices></domain>";
+
+static GPtrArray *find_vfs(const char *xml, const char *prefix)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(XmlDomain) dom = xml_domain_parse(xml, &error);
+    GPtrArray *vfs;
+
+    assert_null(error);
+    vfs = xml_domain_find_vfs(dom, prefix, &error);
+    assert_null(error);
+    assert_non_null(vfs);
+    return vfs;
+}
+
+static void test_find_vfs_prefix(void **state)
+{
+    g_autoptr(GPtrArray) vfs = NULL;
+    const XmlVf *vf;
+
+    vfs = find_vfs(standin_domain, NULL);
+    assert_int_equal(vfs->len, 2);
+    vf = g_ptr_array_index(vfs, 0);
+    assert_int_equal(vf->kind, XML_VF_KIND_STANDIN);
+    assert_string_equal(vf->alias, "ua-hmvf0");
+    assert_string_equal(vf->mac, "52:54:00:aa:00:01");
+    assert_null(vf->host_pci);
+    vf = g_ptr_array_index(vfs, 1);
+    assert_int_equal(vf->kind, XML_VF_KIND_HOSTDEV);
+    assert_string_equal(vf->host_pci, "0000:3b:02.1"); /* domain defaults to 0 */
+    assert_null(vf->mac);
+    g_clear_pointer(&vfs, g_ptr_array_unref);
+
+    vfs = find_vfs(standin_domain, "ua-net");
+    assert_int_equal(vfs->len, 2);
+    assert_string_equal(((XmlVf *)g_ptr_array_index(vfs, 0))->alias, "ua-net0");
+    g_clear_pointer(&vfs, g_ptr_array_unref);
+
+    vfs = find_vfs(standin_domain, "");
+    assert_int_equal(vfs->len, 1);
+    assert_int_equal(((XmlVf *)g_ptr_array_index(vfs, 0))->kind, XML_VF_KIND_HOSTDEV);
+    g_clear_pointer(&vfs, g_ptr_array_unref);
+
+    vfs = find_vfs("<domain><name>x</name></domain>", NULL);
+    assert_int_equal(vfs->len, 0);
+}
+
+static void test_find_vfs_errors(void **state)
+{
+    static const struct {
+        const char *devices;
+        const char *needle;
+    } cases[] = {
+        {"<hostdev mode='subsystem' type='pci'><alias name='hostdev0'/></hostdev>",
+         "<hostdev> #1 has no <source><address>"},
+        {"<hostdev type='usb'/><hostdev type='pci'><source><address bus='1' slot='2'/>"
+         "</source><alias name='h'/></hostdev>",
+         "<hostdev> #2 has no function"},
+        {"<interface type='hostdev'><source><address type='usb' bus='1' slot='2' "
+         "function='0'/></source><alias name='h'/></interface>",
+         "type 'usb'"},
+        {"<interface type='hostdev'><source><address type='pci' domain='0x10000' bus='1' "
+         "slot='2' function='0'/></source><alias name='h'/></interface>",
+         "domain='0x10000'"},
+        {"<interface type='network'/><interface type='hostdev'><source><address type='pci' "
+         "bus='1' slot='2' function='0'/></source></interface>",
+         "<interface> #2 (0000:01:02.0) has no <alias"},
+        {"<hostdev mode='subsystem' type='pci'><source><address bus='-1' slot='2' "
+         "function='0'/></source><alias name='h'/></hostdev>",
+         "bus='-1'"},
+        {"<hostdev mode='subsystem' type='pci'><source><address bus='0x' slot='2' "
+         "function='0'/></source><alias name='h'/></hostdev>",
+         "bus='0x'"},
+        {"<hostdev mode='subsystem' type='pci'><source><address bus='09' slot='2' "
+         "function='0'/></source><alias name='h'/></hostdev>",
+         "bus='09'"}, /* leading 0 is octal, as in libvirt */
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(GError) error = NULL;
+        g_autofree char *xml =
+            g_strdup_printf("<domain><name>x</name><devices>%s</devices></domain>",
+                            cases[i].devices);
+        g_autoptr(XmlDomain) dom = xml_domain_parse(xml, &error);
+        g_autoptr(GPtrArray) vfs = NULL;
+
+        assert_non_null(dom);
+        vfs = xml_domain_find_vfs(dom, NULL, &error);
+        assert_null(vfs);
+        assert_error(error, XML_ERROR, XML_ERROR_INVALID);
+        if (!strstr(error->message, cases[i].needle))
+            fail_msg("case %zu: '%s' lacks '%s'", i, error->message, cases[i].needle);
+    }
+}
+
+static void test_address_number_syntax(void **state)
+{
+    g_autoptr(GPtrArray) vfs = find_vfs(
+        "<domain><name>x</name><devices><hostdev type='pci'><source><address domain='0' "
+        "bus='073' slot='0X1f' function='7'/></source><alias name='h'/></hostdev></devices>"
+        "</domain>",
+        NULL);
+
+    assert_int_equal(vfs->len, 1);
+    assert_string_equal(((XmlVf *)g_ptr_array_index(vfs, 0))->host_pci, "0000:3b:1f.7");
+}
+
+/* ---- attach XML -------------------------------------------------------------------------- */
+
+static void test_attach_errors(void **state)
+{
+    XmlVf hostdev = {
+        .kind = XML_VF_KIND_HOSTDEV,
+        .alias = (char *)"hostdev0",
+        .host_pci = (char *)"0000:3b:02.1",
+        .device_xml = (char *)"<hostdev mode='subsystem' type='pci'><source><address "
+                              "domain='0' bus='0x3b' slot='2' function='1'/></source>"
+                              "<alias name='hostdev0'/></hostdev>",
+    };
+    XmlVf standin = {
+        .kind = XML_VF_KIND_STANDIN,
+        .alias = (char *)"ua-hmvf0",
+        .device_xml = (char *)"<interface type='udp'><alias name='ua-hmvf0'/></interface>",
+    };
+    XmlVf wrong = hostdev;
+    XmlVf no_source = hostdev;
+    XmlVf dtd = standin;
+    struct {
+        const XmlVf *vf;
+        const char *new_pci;
+        int code;
+        const char *needle;
+    } cases[] = {
+        {&hostdev, NULL, XML_ERROR_INVALID, "required"},
+        {&hostdev, "0000:3b:20.1", XML_ERROR_INVALID, "0000:3b:20.1"},
+        {&hostdev, "garbage", XML_ERROR_INVALID, "garbage"},
+        {&standin, "0000:af:00.2", XML_ERROR_INVALID, "stand-in"},
+        {&wrong, "0000:af:00.2", XML_ERROR_INVALID, "not <hostdev>"},
+        {&no_source, "0000:af:00.2", XML_ERROR_INVALID, "<source><address>"},
+        {&dtd, NULL, XML_ERROR_PARSE, "DOCTYPE"},
+    };
+
+    wrong.device_xml = standin.device_xml;
+    no_source.device_xml = (char *)"<hostdev type='pci'><alias name='hostdev0'/></hostdev>";
+    dtd.device_xml = (char *)"<!DOCTYPE x><interface/>";
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(GError) error = NULL;
+        g_autofree char *xml = xml_vf_format_attach(cases[i].vf, cases[i].new_pci, &error);
+
+        assert_null(xml);
+        assert_error(error, XML_ERROR, cases[i].code);
+        if (!strstr(error->message, cases[i].needle))
+            fail_msg("case %zu: '%s' lacks '%s'", i, error->message, cases[i].needle);
+        assert_non_null(strstr(error->message, cases[i].vf->alias));
+    }
+}
+
+static void test_attach_roundtrip(void **state)
+{
+    /* The attach XML of a VF is itself a VF in a domain, at the new address. */
+    g_autoptr(GPtrArray) vfs = find_vfs(standin_domain, NULL);
+    const XmlVf *vf = g_ptr_array_index(vfs, 1);
+    g_autoptr(GError) error = NULL;
+    g_autofree char *attach = xml_vf_format_attach(vf, "12:1f.7", &error);
+    g_autofree char *with_alias = NULL;
+    g_autoptr(GPtrArray) again = NULL;
+    const XmlVf *vf2;
+    const char *end;
+
+    assert_null(error);
+    assert_non_null(attach);
+    assert_null(strstr(attach, "<alias"));
+    /* Put an alias back as libvirt does on attach, and read it as a domain again. */
+    end = strstr(attach, "</hostdev>");
+    assert_non_null(end);
+    with_alias = g_strdup_printf("<domain><name>y</name><devices>%.*s<alias name='hostdev5'/>"
+                                 "</hostdev></devices></domain>",
+                                 (int)(end - attach), attach);
+    again = find_vfs(with_alias, NULL);
+    assert_int_equal(again->len, 1);
+    vf2 = g_ptr_array_index(again, 0);
+    assert_int_equal(vf2->kind, XML_VF_KIND_HOSTDEV);
+    assert_string_equal(vf2->host_pci, "0000:12:1f.7");
+}
+
+/* ---- node devices ------------------------------------------------------------------------ */
+
+static const char nodedev_vf[] =
+    "<device>\n"
+    "  <name>pci_0000_3b_02_1</name>\n"
+    "  <path>/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:02.1</path>\n"
+    "  <parent>pci_0000_3a_00_0</parent>\n"
+    "  <driver>\n    <name>vfio-pci</name>\n  </driver>\n"
+    "  <capability type='pci'>\n"
+    "    <class>0x020700</class>\n"
+    "    <domain>0</domain>\n    <bus>59</bus>\n    <slot>2</slot>\n    <function>1</function>\n"
+    "    <product id='0x101e'>ConnectX Family mlx5Gen Virtual Function</product>\n"
+    "    <vendor id='0x15b3'>Mellanox Technologies</vendor>\n"
+    "    <capability type='phys_function'>\n"
+    "      <address domain='0x0000' bus='0x3b' slot='0x00' function='0x0'/>\n"
+    "    </capability>\n"
+    "    <iommuGroup number='87'>\n"
+    "      <address domain='0x0000' bus='0x3b' slot='0x02' function='0x1'/>\n"
+    "    </iommuGroup>\n"
+    "  </capability>\n"
+    "</device>\n";
+
+static const char nodedev_pf[] =
+    "<device>\n"
+    "  <name>pci_0000_3b_00_0</name>\n"
+    "  <parent>pci_0000_3a_00_0</parent>\n"
+    "  <driver><name>mlx5_core</name></driver>\n"
+    "  <capability type='pci'>\n"
+    "    <domain>0</domain><bus>59</bus><slot>0</slot><function>0</function>\n"
+    "    <product id='0x101b'>MT28908 Family [ConnectX-6]</product>\n"
+    "    <vendor id='0x15b3'>Mellanox Technologies</vendor>\n"
+    "    <capability type='virt_functions' maxCount='16'>\n"
+    "      <address domain='0x0000' bus='0x3b' slot='0x00' function='0x1'/>\n"
+    "      <address domain='0x0000' bus='0x3b' slot='0x02' function='0x1'/>\n"
+    "    </capability>\n"
+    "  </capability>\n"
+    "</device>\n";
+
+static void test_nodedev_vf(void **state)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(XmlNodeDev) dev = xml_nodedev_parse(nodedev_vf, &error);
+
+    assert_null(error);
+    assert_non_null(dev);
+    assert_string_equal(dev->name, "pci_0000_3b_02_1");
+    assert_string_equal(dev->parent, "pci_0000_3a_00_0");
+    assert_string_equal(dev->driver, "vfio-pci");
+    assert_string_equal(dev->pci_address, "0000:3b:02.1"); /* bus 59 is decimal */
+    assert_int_equal(dev->vendor_id, 0x15b3);
+    assert_int_equal(dev->product_id, 0x101e);
+    assert_string_equal(dev->pf_address, "0000:3b:00.0");
+    assert_int_equal(dev->vf_addresses->len, 0);
+}
+
+static void test_nodedev_pf(void **state)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(XmlNodeDev) dev = xml_nodedev_parse(nodedev_pf, &error);
+
+    assert_null(error);
+    assert_string_equal(dev->pci_address, "0000:3b:00.0");
+    assert_string_equal(dev->driver, "mlx5_core");
+    assert_null(dev->pf_address);
+    assert_int_equal(dev->vf_addresses->len, 2);
+    assert_string_equal(g_ptr_array_index(dev->vf_addresses, 0), "0000:3b:00.1");
+    assert_string_equal(g_ptr_array_index(dev->vf_addresses, 1), "0000:3b:02.1");
+}
+
+static void test_nodedev_not_pci(void **state)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(XmlNodeDev) dev = xml_nodedev_parse(
+        "<device><name>net_ib0_80_00_01_08_fe_80</name><parent>pci_0000_3b_00_0</parent>"
+        "<capability type='net'><interface>ib0</interface><link state='up'/>"
+        "<capability type='80203'/></capability></device>",
+        &error);
+
+    assert_null(error);
+    assert_string_equal(dev->name, "net_ib0_80_00_01_08_fe_80");
+    assert_null(dev->driver);
+    assert_null(dev->pci_address);
+    assert_null(dev->pf_address);
+    assert_int_equal(dev->vendor_id, 0);
+}
+
+static void test_nodedev_bad(void **state)
+{
+    static const struct {
+        const char *xml;
+        int code;
+        const char *needle;
+    } cases[] = {
+        {"<device><name>x</name>", XML_ERROR_PARSE, "not well-formed"},
+        {"<domain><name>x</name></domain>", XML_ERROR_PARSE, "<domain>"},
+        {"<!DOCTYPE device [<!ENTITY e 'x'>]><device><name>&e;</name></device>",
+         XML_ERROR_PARSE, "DOCTYPE"},
+        {"<device><capability type='pci'/></device>", XML_ERROR_INVALID, "<name>"},
+        {"<device><name>p</name><capability type='pci'><domain>0</domain><bus>0x3b</bus>"
+         "</capability></device>",
+         XML_ERROR_INVALID, "<bus>0x3b</bus>"},
+        {"<device><name>p</name><capability type='pci'><domain>0</domain><bus>256</bus>"
+         "</capability></device>",
+         XML_ERROR_INVALID, "<bus>256</bus>"},
+        {"<device><name>p</name><capability type='pci'><domain>0</domain><bus>1</bus>"
+         "<function>0</function></capability></device>",
+         XML_ERROR_INVALID, "no <slot>"},
+        {"<device><name>p</name><capability type='pci'><domain>0</domain><bus>1</bus>"
+         "<slot>0</slot><function>0</function><product id='0x1'/></capability></device>",
+         XML_ERROR_INVALID, "no <vendor id=...>"},
+        {"<device><name>p</name><capability type='pci'><domain>0</domain><bus>1</bus>"
+         "<slot>0</slot><function>0</function><product id='0x1'/><vendor id='0x1ffff'/>"
+         "</capability></device>",
+         XML_ERROR_INVALID, "0x1ffff"},
+        {"<device><name>p</name><capability type='pci'><domain>0</domain><bus>1</bus>"
+         "<slot>0</slot><function>0</function><product id='1'/><vendor id='2'/>"
+         "<capability type='phys_function'/></capability></device>",
+         XML_ERROR_INVALID, "phys_function'> has no <address>"},
+        {"<device><name>p</name><capability type='pci'><domain>0</domain><bus>1</bus>"
+         "<slot>0</slot><function>0</function><product id='1'/><vendor id='2'/>"
+         "<capability type='virt_functions'><address bus='1' slot='40' function='0'/>"
+         "</capability></capability></device>",
+         XML_ERROR_INVALID, "slot='40'"},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(GError) error = NULL;
+        g_autoptr(XmlNodeDev) dev = xml_nodedev_parse(cases[i].xml, &error);
+
+        if (dev)
+            fail_msg("case %zu parsed", i);
+        assert_error(error, XML_ERROR, cases[i].code);
+        assert_true(g_str_has_prefix(error->message, "node device XML"));
+        if (!strstr(error->message, cases[i].needle))
+            fail_msg("case %zu: '%s' lacks '%s'", i, error->message, cases[i].needle);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pci_parse_valid),
+        cmocka_unit_test(test_pci_parse_invalid),
+        cmocka_unit_test(test_pci_parse_null_outputs),
+        cmocka_unit_test(test_vf_kind_strings),
+        cmocka_unit_test(test_domain_parse_ok),
+        cmocka_unit_test(test_domain_parse_rejects),
+        cmocka_unit_test(test_domain_parse_size_limit),
+        cmocka_unit_test(test_find_vfs_prefix),
+        cmocka_unit_test(test_find_vfs_errors),
+        cmocka_unit_test(test_address_number_syntax),
+        cmocka_unit_test(test_attach_errors),
+        cmocka_unit_test(test_attach_roundtrip),
+        cmocka_unit_test(test_nodedev_vf),
+        cmocka_unit_test(test_nodedev_pf),
+        cmocka_unit_test(test_nodedev_not_pci),
+        cmocka_unit_test(test_nodedev_bad),
+    };
+
+    return cmocka_run_group_tests_name("xml", tests, NULL, NULL);
+}
