@@ -1,0 +1,815 @@
+/* The migration state machine: the phases of docs/design.md, each timed into the report, and
+ * the undo of every phase done when a later one fails. Invariant on return: the domain runs on
+ * exactly one host; with all its VFs, or the report says which it lacks and why. */
+#include "orchestrator/agent-priv.h"
+#include "orchestrator/orchestrator.h"
+#include "orchestrator/virt-priv.h"
+#include "hotplug/hotplug.h"
+#include "xml/xml.h"
+
+#include <string.h>
+
+G_DEFINE_QUARK(orch-error-quark, orch_error)
+
+HM_ENUM_IMPL(orch_phase, OrchPhase, ORCH_PHASE_LAST, "connect", "inspect", "target-vf",
+             "prepare", "unplug", "migrate", "plug", "resume")
+
+HM_ENUM_IMPL(orch_status, OrchStatus, ORCH_STATUS_LAST, "pending", "ok", "failed", "skipped",
+             "undone")
+
+typedef struct {
+    const OrchOptions *opts;
+    OrchReport *report;
+    OrchVirt *src;
+    OrchVirt *dst;
+    GPtrArray *vfs;          /* XmlVf of the domain */
+    GPtrArray *dest_xml;     /* per VF: the device XML to plug on the destination */
+    GPtrArray *source_xml;   /* per VF: the device XML to plug back on the source */
+    gboolean persistent;     /* the domain is defined on the source */
+    gboolean agent_prepared; /* the agent quiesced its processes and has not resumed yet */
+    gboolean on_destination; /* the domain runs on the destination */
+    guint detached;          /* VFs 0..detached-1 are unplugged from the source */
+    guint plugged;           /* VFs 0..plugged-1 are plugged on the destination */
+    gint64 phase_start;
+    gint64 start;
+} Migration;
+
+void orch_options_init(OrchOptions *opts)
+{
+    memset(opts, 0, sizeof(*opts));
+    opts->agent_timeout_ms = 5000;
+    opts->prepare_timeout_ms = 30000;
+    opts->unplug_timeout_ms = 30000;
+    opts->resume_timeout_ms = 60000;
+    opts->plug_attempts = 2;
+}
+
+void orch_options_clear(OrchOptions *opts)
+{
+    g_clear_pointer(&opts->domain, g_free);
+    g_clear_pointer(&opts->source_uri, g_free);
+    g_clear_pointer(&opts->dest_uri, g_free);
+    g_clear_pointer(&opts->migrate_uri, g_free);
+    g_clear_pointer(&opts->alias_prefix, g_free);
+    g_clear_pointer(&opts->target_vf, g_free);
+    g_clear_pointer(&opts->agent_channel, g_free);
+}
+
+static void rollback_record_free(OrchRollbackRecord *rec)
+{
+    g_free(rec->action);
+    g_free(rec->detail);
+    g_free(rec);
+}
+
+void orch_report_free(OrchReport *report)
+{
+    if (!report)
+        return;
+    g_free(report->domain);
+    g_free(report->source_uri);
+    g_free(report->dest_uri);
+    for (guint i = 0; i < ORCH_PHASE_LAST; i++)
+        g_free(report->phases[i].detail);
+    g_ptr_array_unref(report->rollback);
+    g_free(report->error);
+    g_free(report->final_host);
+    g_free(report);
+}
+
+static OrchReport *report_new(const OrchOptions *opts)
+{
+    OrchReport *report = g_new0(OrchReport, 1);
+
+    report->domain = g_strdup(opts->domain);
+    report->source_uri = g_strdup(opts->source_uri);
+    report->dest_uri = g_strdup(opts->dest_uri);
+    report->rollback = g_ptr_array_new_with_free_func((GDestroyNotify)rollback_record_free);
+    report->final_host = g_strdup("source");
+    for (guint i = 0; i < ORCH_PHASE_LAST; i++)
+        report->phases[i].phase = i;
+    return report;
+}
+
+static void progress(Migration *m, OrchPhase phase, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+static void progress(Migration *m, OrchPhase phase, const char *fmt, ...)
+{
+    g_autofree char *msg = NULL;
+    va_list ap;
+
+    va_start(ap, fmt);
+    msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_debug("%s: %s", orch_phase_to_string(phase), msg);
+    if (m->opts->progress)
+        m->opts->progress(phase, msg, m->opts->progress_opaque);
+}
+
+static void phase_begin(Migration *m, OrchPhase phase)
+{
+    m->phase_start = g_get_monotonic_time();
+    progress(m, phase, "started");
+}
+
+static void phase_end(Migration *m, OrchPhase phase, OrchStatus status, const char *fmt, ...)
+    G_GNUC_PRINTF(4, 5);
+static void phase_end(Migration *m, OrchPhase phase, OrchStatus status, const char *fmt, ...)
+{
+    OrchPhaseRecord *rec = &m->report->phases[phase];
+    va_list ap;
+
+    rec->status = status;
+    rec->duration_us = status == ORCH_STATUS_SKIPPED ? 0 : g_get_monotonic_time() - m->phase_start;
+    g_free(rec->detail);
+    if (fmt) {
+        va_start(ap, fmt);
+        rec->detail = g_strdup_vprintf(fmt, ap);
+        va_end(ap);
+    } else {
+        rec->detail = NULL;
+    }
+    progress(m, phase, "%s%s%s", orch_status_to_string(status), rec->detail ? ": " : "",
+             rec->detail ? rec->detail : "");
+}
+
+static void phase_fail(Migration *m, OrchPhase phase, const GError *error)
+{
+    phase_end(m, phase, ORCH_STATUS_FAILED, "%s", error->message);
+    m->report->ok = FALSE;
+    m->report->failed_phase = phase;
+    g_free(m->report->error);
+    m->report->error = g_strdup(error->message);
+}
+
+static void phase_skip(Migration *m, OrchPhase phase, const char *why)
+{
+    phase_end(m, phase, ORCH_STATUS_SKIPPED, "%s", why);
+}
+
+/* Records one undo step. */
+static void rollback_record(Migration *m, const char *action, gint64 start, const GError *error,
+                            const char *detail)
+{
+    OrchRollbackRecord *rec = g_new0(OrchRollbackRecord, 1);
+
+    rec->action = g_strdup(action);
+    rec->ok = error == NULL;
+    rec->duration_us = g_get_monotonic_time() - start;
+    rec->detail = g_strdup(error ? error->message : detail);
+    g_ptr_array_add(m->report->rollback, rec);
+    progress(m, m->report->failed_phase, "rollback %s: %s%s%s", action,
+             error ? "failed" : "ok", rec->detail ? ": " : "", rec->detail ? rec->detail : "");
+}
+
+static XmlVf *vf_at(Migration *m, guint i)
+{
+    return g_ptr_array_index(m->vfs, i);
+}
+
+static const char *vf_name(XmlVf *vf)
+{
+    return vf->host_pci ? vf->host_pci : vf->alias;
+}
+
+/* ---- agent ------------------------------------------------------------------------------- */
+
+static const char *agent_channel(Migration *m)
+{
+    return m->opts->agent_channel ? m->opts->agent_channel : ORCH_AGENT_CHANNEL_DEFAULT;
+}
+
+static JsonObject *timeout_args(guint timeout_ms)
+{
+    JsonObject *args = json_object_new();
+
+    json_object_set_int_member(args, "timeout_ms", timeout_ms);
+    return args;
+}
+
+/* Names of the processes listed in @member of @ret ("pid name (error)"), comma-separated. */
+static char *agent_process_list(JsonObject *ret, const char *member, guint *ret_count)
+{
+    JsonNode *node = json_object_get_member(ret, member);
+    JsonArray *arr = node && JSON_NODE_HOLDS_ARRAY(node) ? json_node_get_array(node) : NULL;
+    g_autoptr(GString) out = g_string_new(NULL);
+    guint n = arr ? json_array_get_length(arr) : 0;
+
+    for (guint i = 0; i < n && i < 16; i++) {
+        JsonNode *el = json_array_get_element(arr, i);
+        JsonObject *p = JSON_NODE_HOLDS_OBJECT(el) ? json_node_get_object(el) : NULL;
+        const char *name = orch_json_get_string(p, "name");
+        const char *err = orch_json_get_string(p, "error");
+        JsonNode *pid = p ? json_object_get_member(p, "pid") : NULL;
+
+        g_string_append_printf(out, "%s%s[%" G_GINT64_FORMAT "]%s%s%s", i ? ", " : "",
+                               name ? name : "?",
+                               pid && JSON_NODE_HOLDS_VALUE(pid) &&
+                                       json_node_get_value_type(pid) == G_TYPE_INT64
+                                   ? json_node_get_int(pid)
+                                   : (gint64)-1,
+                               err ? " (" : "", err ? err : "", err ? ")" : "");
+    }
+    if (n > 16)
+        g_string_append_printf(out, ", and %u more", n - 16);
+    *ret_count = n;
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
+
+/* Resumes the agent on @virt (where the domain runs now); fills *ret_detail. */
+static gboolean agent_resume(Migration *m, OrchVirt *virt, char **ret_detail, GError **error)
+{
+    g_autoptr(OrchAgent) agent = NULL;
+    g_autoptr(JsonObject) args = timeout_args(m->opts->resume_timeout_ms);
+    g_autoptr(JsonObject) ret = NULL;
+    g_autofree char *resumed = NULL;
+    g_autofree char *failed = NULL;
+    const char *device;
+    guint n_resumed;
+    guint n_failed;
+
+    agent = orch_agent_open(virt, m->opts->domain, agent_channel(m), m->opts->agent_timeout_ms,
+                            error);
+    if (!agent)
+        return FALSE;
+    ret = orch_agent_execute(agent, "resume", args,
+                             m->opts->resume_timeout_ms + m->opts->agent_timeout_ms, error);
+    if (!ret)
+        return FALSE;
+    m->agent_prepared = FALSE;
+    resumed = agent_process_list(ret, "resumed", &n_resumed);
+    failed = agent_process_list(ret, "failed", &n_failed);
+    device = orch_json_get_string(ret, "device");
+    if (n_failed > 0) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
+                    "%u process(es) failed to resume: %s", n_failed, failed);
+        return FALSE;
+    }
+    *ret_detail = g_strdup_printf("%u process(es) resumed on %s", n_resumed,
+                                  device && *device ? device : "no RDMA device");
+    return TRUE;
+}
+
+/* ---- phases ------------------------------------------------------------------------------ */
+
+static gboolean do_connect(Migration *m, OrchVirtOpenFunc open_fn, gpointer open_opaque,
+                           GError **error)
+{
+    OrchVirtDomainState state;
+
+    m->src = open_fn(m->opts->source_uri, "source", open_opaque, error);
+    if (!m->src)
+        return FALSE;
+    m->dst = open_fn(m->opts->dest_uri, "destination", open_opaque, error);
+    if (!m->dst)
+        return FALSE;
+    if (!m->src->ops->domain_state(m->src, m->opts->domain, &state, error))
+        return FALSE;
+    if (state != ORCH_VIRT_DOMAIN_RUNNING) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_NO_DOMAIN,
+                    "Domain '%s' is not %s on source host '%s'", m->opts->domain,
+                    state == ORCH_VIRT_DOMAIN_MISSING ? "defined" : "running", m->src->uri);
+        return FALSE;
+    }
+    if (!m->dst->ops->domain_state(m->dst, m->opts->domain, &state, error))
+        return FALSE;
+    if (state == ORCH_VIRT_DOMAIN_RUNNING) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                    "Domain '%s' already runs on destination host '%s'", m->opts->domain,
+                    m->dst->uri);
+        return FALSE;
+    }
+    return m->src->ops->domain_is_persistent(m->src, m->opts->domain, &m->persistent, error);
+}
+
+static gboolean do_inspect(Migration *m, char **ret_detail, GError **error)
+{
+    g_autofree char *xml = m->src->ops->domain_get_xml(m->src, m->opts->domain, error);
+    g_autoptr(XmlDomain) dom = NULL;
+    g_autoptr(GString) detail = g_string_new(NULL);
+
+    if (!xml)
+        return FALSE;
+    dom = xml_domain_parse(xml, error);
+    if (!dom)
+        return FALSE;
+    m->vfs = xml_domain_find_vfs(dom, m->opts->alias_prefix, error);
+    if (!m->vfs)
+        return FALSE;
+    for (guint i = 0; i < m->vfs->len; i++) {
+        XmlVf *vf = vf_at(m, i);
+
+        g_string_append_printf(detail, "%s%s (%s%s%s)", i ? ", " : "", vf->alias,
+                               xml_vf_kind_to_string(vf->kind), vf->host_pci ? " " : "",
+                               vf->host_pci ? vf->host_pci : "");
+    }
+    m->report->vfs_total = m->vfs->len;
+    m->report->vfs_attached = m->vfs->len;
+    *ret_detail = m->vfs->len ? g_strdup_printf("%u VF(s): %s", m->vfs->len, detail->str)
+                              : g_strdup("no VF: migrating without unplug and plug");
+    return TRUE;
+}
+
+/* HotplugVf for every PCI VF node device of @virt (owned array). */
+static GPtrArray *host_vfs(OrchVirt *virt, GError **error)
+{
+    g_autoptr(GPtrArray) xmls = virt->ops->nodedev_list_pci_xml(virt, error);
+    g_autoptr(GPtrArray) vfs = g_ptr_array_new_with_free_func((GDestroyNotify)hotplug_vf_free);
+
+    if (!xmls)
+        return NULL;
+    for (guint i = 0; i < xmls->len; i++) {
+        g_autoptr(GError) local = NULL;
+        HotplugVf *vf = hotplug_vf_from_nodedev_xml(g_ptr_array_index(xmls, i), &local);
+
+        if (vf)
+            g_ptr_array_add(vfs, vf);
+        else if (local)
+            g_debug("Ignoring a node device of %s host: %s", virt->label, local->message);
+    }
+    return g_steal_pointer(&vfs);
+}
+
+/* PCI addresses of the VFs held by running domains of @virt (owned array of strings). */
+static GPtrArray *host_vfs_in_use(Migration *m, OrchVirt *virt, GError **error)
+{
+    g_autoptr(GPtrArray) xmls = virt->ops->domain_list_xml(virt, error);
+    g_autoptr(GPtrArray) used = g_ptr_array_new_with_free_func(g_free);
+
+    if (!xmls)
+        return NULL;
+    for (guint i = 0; i < xmls->len; i++) {
+        g_autoptr(XmlDomain) dom = xml_domain_parse(g_ptr_array_index(xmls, i), NULL);
+        g_autoptr(GPtrArray) vfs = dom ? xml_domain_find_vfs(dom, "", NULL) : NULL;
+
+        for (guint j = 0; vfs && j < vfs->len; j++) {
+            XmlVf *vf = g_ptr_array_index(vfs, j);
+
+            if (vf->host_pci)
+                g_ptr_array_add(used, g_strdup(vf->host_pci));
+        }
+    }
+    return g_steal_pointer(&used);
+}
+
+static gboolean do_target_vf(Migration *m, char **ret_detail, GError **error)
+{
+    g_autoptr(GPtrArray) src_vfs = NULL;
+    g_autoptr(GPtrArray) dst_vfs = NULL;
+    g_autoptr(GPtrArray) in_use = NULL;
+    g_autoptr(GString) detail = g_string_new(NULL);
+    guint hostdevs = 0;
+
+    for (guint i = 0; i < m->vfs->len; i++)
+        hostdevs += vf_at(m, i)->host_pci != NULL;
+    if (m->opts->target_vf && hostdevs != 1) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                    "--target-vf '%s' needs a domain with exactly one PCI VF, '%s' has %u",
+                    m->opts->target_vf, m->opts->domain, hostdevs);
+        return FALSE;
+    }
+    if (hostdevs && !m->opts->target_vf) {
+        if (!(src_vfs = host_vfs(m->src, error)) || !(dst_vfs = host_vfs(m->dst, error)) ||
+            !(in_use = host_vfs_in_use(m, m->dst, error)))
+            return FALSE;
+    }
+    m->dest_xml = g_ptr_array_new_with_free_func(g_free);
+    m->source_xml = g_ptr_array_new_with_free_func(g_free);
+    for (guint i = 0; i < m->vfs->len; i++) {
+        XmlVf *vf = vf_at(m, i);
+        g_autofree char *chosen = NULL;
+        char *dest;
+        char *back;
+
+        if (vf->host_pci && m->opts->target_vf) {
+            chosen = g_strdup(m->opts->target_vf);
+        } else if (vf->host_pci) {
+            HotplugVf *like = NULL;
+
+            for (guint j = 0; j < src_vfs->len && !like; j++) {
+                HotplugVf *cand = g_ptr_array_index(src_vfs, j);
+                if (g_str_equal(cand->pci_address, vf->host_pci))
+                    like = cand;
+            }
+            if (!like) {
+                g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                            "'%s' of '%s' is not an SR-IOV VF on source host '%s'", vf->host_pci,
+                            m->opts->domain, m->src->uri);
+                return FALSE;
+            }
+            chosen = hotplug_vf_choose(like, dst_vfs, in_use, error);
+            if (!chosen)
+                return FALSE;
+            /* Two VFs of this domain must not get the same one. */
+            g_ptr_array_add(in_use, g_strdup(chosen));
+        }
+        dest = xml_vf_format_attach(vf, chosen, error);
+        if (!dest)
+            return FALSE;
+        g_ptr_array_add(m->dest_xml, dest);
+        back = xml_vf_format_attach(vf, vf->host_pci, error);
+        if (!back)
+            return FALSE;
+        g_ptr_array_add(m->source_xml, back);
+        g_string_append_printf(detail, "%s%s -> %s", i ? ", " : "", vf->alias,
+                               chosen ? chosen : "same backend");
+    }
+    *ret_detail = g_string_free(g_steal_pointer(&detail), FALSE);
+    return TRUE;
+}
+
+static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
+{
+    g_autoptr(OrchAgent) agent = NULL;
+    g_autoptr(JsonObject) args = timeout_args(m->opts->prepare_timeout_ms);
+    g_autoptr(JsonObject) ret = NULL;
+    g_autofree char *quiesced = NULL;
+    g_autofree char *failed = NULL;
+    guint n_quiesced;
+    guint n_failed;
+
+    agent = orch_agent_open(m->src, m->opts->domain, agent_channel(m), m->opts->agent_timeout_ms,
+                            error);
+    if (!agent) {
+        g_prefix_error(error, "(use --no-agent to migrate without quiescing) ");
+        return FALSE;
+    }
+    /* Once asked, the agent may have quiesced even if its answer is lost: undo must resume
+     * (resume is idempotent). */
+    m->agent_prepared = TRUE;
+    ret = orch_agent_execute(agent, "prepare", args,
+                             m->opts->prepare_timeout_ms + m->opts->agent_timeout_ms, error);
+    if (!ret)
+        return FALSE;
+    quiesced = agent_process_list(ret, "quiesced", &n_quiesced);
+    failed = agent_process_list(ret, "failed", &n_failed);
+    if (n_failed > 0) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
+                    "%u process(es) did not quiesce: %s", n_failed, failed);
+        return FALSE;
+    }
+    *ret_detail = g_strdup_printf("%u process(es) quiesced%s%s", n_quiesced,
+                                  n_quiesced ? ": " : "", quiesced);
+    return TRUE;
+}
+
+/* Is the device @alias still in the live XML of the domain on @virt? */
+static gboolean device_present(Migration *m, OrchVirt *virt, const char *alias,
+                               gboolean *ret_present, GError **error)
+{
+    g_autofree char *xml = virt->ops->domain_get_xml(virt, m->opts->domain, error);
+    g_autoptr(XmlDomain) dom = xml ? xml_domain_parse(xml, error) : NULL;
+    g_autoptr(GPtrArray) vfs = dom ? xml_domain_find_vfs(dom, m->opts->alias_prefix, error) : NULL;
+
+    if (!vfs)
+        return FALSE;
+    *ret_present = FALSE;
+    for (guint i = 0; i < vfs->len; i++) {
+        XmlVf *vf = g_ptr_array_index(vfs, i);
+        if (g_str_equal(vf->alias, alias))
+            *ret_present = TRUE;
+    }
+    return TRUE;
+}
+
+static gboolean do_unplug(Migration *m, char **ret_detail, GError **error)
+{
+    g_autoptr(GString) detail = g_string_new(NULL);
+
+    for (guint i = 0; i < m->vfs->len; i++) {
+        XmlVf *vf = vf_at(m, i);
+        g_autoptr(GError) local = NULL;
+
+        if (!m->src->ops->device_detach(m->src, m->opts->domain, vf->alias, m->persistent,
+                                        m->opts->unplug_timeout_ms, &local)) {
+            gboolean present = TRUE;
+
+            /* The guest may have let go after all: then it must be plugged back on undo. */
+            if (device_present(m, m->src, vf->alias, &present, NULL) && !present)
+                m->detached = i + 1;
+            g_propagate_prefixed_error(error, g_steal_pointer(&local), "Unplugging VF '%s': ",
+                                       vf_name(vf));
+            return FALSE;
+        }
+        m->detached = i + 1;
+        g_string_append_printf(detail, "%s%s", i ? ", " : "", vf->alias);
+    }
+    *ret_detail = g_strdup_printf("released by the guest: %s", detail->str);
+    return TRUE;
+}
+
+static void migrate_progress(guint64 processed, guint64 total, gpointer opaque)
+{
+    Migration *m = opaque;
+
+    if (total)
+        progress(m, ORCH_PHASE_MIGRATE, "%.1f of %.1f MiB (%.0f%%)", processed / 1048576.0,
+                 total / 1048576.0, 100.0 * processed / total);
+}
+
+static gboolean do_migrate(Migration *m, char **ret_detail, GError **error)
+{
+    OrchMigrateParams params = {
+        .migrate_uri = m->opts->migrate_uri,
+        .bandwidth_mib = m->opts->bandwidth_mib,
+        .persistent = m->opts->persistent,
+        .undefine_source = m->opts->undefine_source,
+        .progress = migrate_progress,
+        .progress_opaque = m,
+    };
+    OrchMigrateStats stats = {0};
+
+    if (!m->src->ops->migrate(m->src, m->opts->domain, m->dst->uri, &params, &stats, error)) {
+        OrchVirtDomainState state;
+
+        /* A failure after the switch-over leaves the domain running on the destination. */
+        if (m->dst->ops->domain_state(m->dst, m->opts->domain, &state, NULL) &&
+            state == ORCH_VIRT_DOMAIN_RUNNING) {
+            m->on_destination = TRUE;
+            g_free(m->report->final_host);
+            m->report->final_host = g_strdup("destination");
+        }
+        return FALSE;
+    }
+    m->on_destination = TRUE;
+    g_free(m->report->final_host);
+    m->report->final_host = g_strdup("destination");
+    if (stats.have_stats)
+        *ret_detail = g_strdup_printf("%.1f MiB moved, downtime %" G_GUINT64_FORMAT " ms",
+                                      stats.data_bytes / 1048576.0, stats.downtime_ms);
+    else
+        *ret_detail = g_strdup("no job statistics reported");
+    return TRUE;
+}
+
+static gboolean do_plug(Migration *m, char **ret_detail, GError **error)
+{
+    g_autoptr(GString) detail = g_string_new(NULL);
+    guint attempts = MAX(m->opts->plug_attempts, 1);
+
+    for (guint i = 0; i < m->vfs->len; i++) {
+        XmlVf *vf = vf_at(m, i);
+        g_autoptr(GError) local = NULL;
+        guint attempt;
+
+        for (attempt = 1; attempt <= attempts; attempt++) {
+            g_clear_error(&local);
+            if (m->dst->ops->device_attach(m->dst, m->opts->domain,
+                                           g_ptr_array_index(m->dest_xml, i), m->persistent,
+                                           &local))
+                break;
+            progress(m, ORCH_PHASE_PLUG, "attempt %u of %u for '%s' failed: %s", attempt,
+                     attempts, vf->alias, local->message);
+        }
+        if (attempt > attempts) {
+            g_propagate_prefixed_error(error, g_steal_pointer(&local),
+                                       "Plugging '%s' on destination host (%u attempts): ",
+                                       vf->alias, attempts);
+            return FALSE;
+        }
+        m->plugged = i + 1;
+        g_string_append_printf(detail, "%s%s", i ? ", " : "", vf->alias);
+    }
+    *ret_detail = g_string_free(g_steal_pointer(&detail), FALSE);
+    return TRUE;
+}
+
+/* ---- rollback ---------------------------------------------------------------------------- */
+
+/* Brings the domain back to where it started: on the source, VFs plugged, agent resumed.
+ * Each step is recorded; a step that fails leaves the rest to do what they still can. */
+static void rollback(Migration *m)
+{
+    gboolean vf_back_ok = TRUE;
+
+    if (m->on_destination) {
+        OrchMigrateParams params = {.persistent = m->persistent};
+        OrchMigrateStats stats = {0};
+        g_autoptr(GError) local = NULL;
+        gint64 start = g_get_monotonic_time();
+
+        /* libvirt refuses to migrate a domain holding a PCI VF: take back what was plugged. */
+        for (guint i = m->plugged; i > 0; i--) {
+            XmlVf *vf = vf_at(m, i - 1);
+            g_autoptr(GError) err = NULL;
+
+            start = g_get_monotonic_time();
+            if (m->dst->ops->device_detach(m->dst, m->opts->domain, vf->alias, m->persistent,
+                                           m->opts->unplug_timeout_ms, &err))
+                m->plugged = i - 1;
+            rollback_record(m, "unplug-destination", start, err, vf->alias);
+            if (err)
+                break;
+        }
+        start = g_get_monotonic_time();
+        if (m->plugged == 0 &&
+            m->dst->ops->migrate(m->dst, m->opts->domain, m->src->uri, &params, &stats, &local)) {
+            m->on_destination = FALSE;
+            g_free(m->report->final_host);
+            m->report->final_host = g_strdup("source");
+            m->report->phases[ORCH_PHASE_MIGRATE].status = ORCH_STATUS_UNDONE;
+            rollback_record(m, "migrate-back", start, NULL, "the domain runs on the source again");
+        } else {
+            if (!local)
+                g_set_error(&local, ORCH_ERROR, ORCH_ERROR_ROLLBACK,
+                            "VFs still plugged on the destination");
+            rollback_record(m, "migrate-back", start, local, NULL);
+            /* Stay on the destination: give the domain back what it can have there. */
+            for (guint i = m->plugged; i < m->vfs->len; i++) {
+                g_autoptr(GError) err = NULL;
+
+                start = g_get_monotonic_time();
+                if (m->dst->ops->device_attach(m->dst, m->opts->domain,
+                                               g_ptr_array_index(m->dest_xml, i), m->persistent,
+                                               &err))
+                    m->plugged = i + 1;
+                rollback_record(m, "plug-destination", start, err, vf_at(m, i)->alias);
+            }
+            vf_back_ok = FALSE;
+        }
+    }
+
+    if (!m->on_destination) {
+        for (guint i = 0; i < m->detached; i++) {
+            XmlVf *vf = vf_at(m, i);
+            g_autoptr(GError) err = NULL;
+            gint64 start = g_get_monotonic_time();
+
+            if (!m->src->ops->device_attach(m->src, m->opts->domain,
+                                            g_ptr_array_index(m->source_xml, i), m->persistent,
+                                            &err))
+                vf_back_ok = FALSE;
+            rollback_record(m, "plug-source", start, err, vf->alias);
+        }
+        if (m->detached && vf_back_ok)
+            m->report->phases[ORCH_PHASE_UNPLUG].status = ORCH_STATUS_UNDONE;
+        if (vf_back_ok)
+            m->detached = 0;
+    }
+    m->report->vfs_attached =
+        m->on_destination ? m->plugged : (m->vfs ? m->vfs->len - m->detached : 0);
+
+    if (m->agent_prepared) {
+        g_autoptr(GError) err = NULL;
+        g_autofree char *detail = NULL;
+        gint64 start = g_get_monotonic_time();
+
+        if (agent_resume(m, m->on_destination ? m->dst : m->src, &detail, &err))
+            m->report->phases[ORCH_PHASE_PREPARE].status = ORCH_STATUS_UNDONE;
+        rollback_record(m, "agent-resume", start, err, detail);
+    }
+}
+
+/* ---- the whole run ----------------------------------------------------------------------- */
+
+static gboolean run_phase(Migration *m, OrchPhase phase,
+                          gboolean (*fn)(Migration *, char **, GError **), GError **error)
+{
+    g_autofree char *detail = NULL;
+    g_autoptr(GError) local = NULL;
+
+    phase_begin(m, phase);
+    if (!fn(m, &detail, &local)) {
+        phase_fail(m, phase, local);
+        g_propagate_prefixed_error(error, g_steal_pointer(&local), "Phase '%s' failed: ",
+                                   orch_phase_to_string(phase));
+        return FALSE;
+    }
+    phase_end(m, phase, ORCH_STATUS_OK, "%s", detail ? detail : "");
+    return TRUE;
+}
+
+static gboolean do_resume(Migration *m, char **ret_detail, GError **error)
+{
+    g_autoptr(GError) first = NULL;
+
+    if (agent_resume(m, m->dst, ret_detail, &first))
+        return TRUE;
+    /* The channel on the destination may not be ready at once: one more try. */
+    progress(m, ORCH_PHASE_RESUME, "retrying after: %s", first->message);
+    return agent_resume(m, m->dst, ret_detail, error);
+}
+
+static gboolean validate_options(const OrchOptions *opts, GError **error)
+{
+    if (!opts->domain || !*opts->domain) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "No domain given");
+        return FALSE;
+    }
+    if (!opts->dest_uri || !*opts->dest_uri) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "No destination URI given");
+        return FALSE;
+    }
+    guint d, b, s, f;
+
+    if (opts->target_vf && !xml_pci_address_parse(opts->target_vf, &d, &b, &s, &f, NULL)) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                    "--target-vf '%s' is not a PCI address (DDDD:BB:SS.F)", opts->target_vf);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
+                      OrchReport **ret_report, GError **error)
+{
+    Migration mig = {.opts = opts};
+    Migration *m = &mig;
+    g_autoptr(GError) local = NULL;
+    gboolean has_vf;
+    gboolean ok = FALSE;
+
+    m->report = report_new(opts);
+    m->start = g_get_monotonic_time();
+    m->report->ok = FALSE;
+
+    if (!validate_options(opts, &local)) {
+        m->report->failed_phase = ORCH_PHASE_CONNECT;
+        m->report->error = g_strdup(local->message);
+        g_propagate_error(error, g_steal_pointer(&local));
+        goto out;
+    }
+
+    phase_begin(m, ORCH_PHASE_CONNECT);
+    if (!do_connect(m, open_fn, open_opaque, &local)) {
+        phase_fail(m, ORCH_PHASE_CONNECT, local);
+        g_propagate_prefixed_error(error, g_steal_pointer(&local), "Phase 'connect' failed: ");
+        goto out;
+    }
+    phase_end(m, ORCH_PHASE_CONNECT, ORCH_STATUS_OK, "%s -> %s%s", m->src->uri, m->dst->uri,
+              m->persistent ? " (persistent domain)" : "");
+
+    if (!run_phase(m, ORCH_PHASE_INSPECT, do_inspect, error))
+        goto out;
+    has_vf = m->vfs->len > 0;
+    if (has_vf) {
+        if (!run_phase(m, ORCH_PHASE_TARGET_VF, do_target_vf, error))
+            goto out;
+    } else {
+        phase_skip(m, ORCH_PHASE_TARGET_VF, "no VF");
+    }
+
+    if (!has_vf)
+        phase_skip(m, ORCH_PHASE_PREPARE, "no VF");
+    else if (opts->no_agent)
+        phase_skip(m, ORCH_PHASE_PREPARE, "--no-agent");
+    else if (!run_phase(m, ORCH_PHASE_PREPARE, do_prepare, error))
+        goto fail;
+
+    if (!has_vf)
+        phase_skip(m, ORCH_PHASE_UNPLUG, "no VF");
+    else if (!run_phase(m, ORCH_PHASE_UNPLUG, do_unplug, error))
+        goto fail;
+
+    if (!run_phase(m, ORCH_PHASE_MIGRATE, do_migrate, error))
+        goto fail;
+
+    if (!has_vf)
+        phase_skip(m, ORCH_PHASE_PLUG, "no VF");
+    else if (!run_phase(m, ORCH_PHASE_PLUG, do_plug, error))
+        goto fail;
+    m->report->vfs_attached = m->plugged;
+
+    if (!has_vf)
+        phase_skip(m, ORCH_PHASE_RESUME, "no VF");
+    else if (opts->no_agent)
+        phase_skip(m, ORCH_PHASE_RESUME, "--no-agent");
+    else if (!run_phase(m, ORCH_PHASE_RESUME, do_resume, error))
+        goto out; /* the domain runs on the destination with its VFs: nothing to undo */
+
+    m->report->ok = TRUE;
+    ok = TRUE;
+    goto out;
+
+fail:
+    rollback(m);
+    for (guint i = 0; i < m->report->rollback->len; i++) {
+        OrchRollbackRecord *rec = g_ptr_array_index(m->report->rollback, i);
+
+        if (!rec->ok && error && *error) {
+            g_autofree char *msg = g_strdup((*error)->message);
+
+            g_clear_error(error);
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_ROLLBACK,
+                        "%s; then undoing it failed too (%s: %s): domain '%s' is on the %s host "
+                        "with %u of %u VF(s)",
+                        msg, rec->action, rec->detail, opts->domain, m->report->final_host,
+                        m->report->vfs_attached, m->report->vfs_total);
+            g_free(m->report->error);
+            m->report->error = g_strdup((*error)->message);
+            break;
+        }
+    }
+
+out:
+    m->report->total_us = g_get_monotonic_time() - m->start;
+    if (m->vfs)
+        g_ptr_array_unref(m->vfs);
+    if (m->dest_xml)
+        g_ptr_array_unref(m->dest_xml);
+    if (m->source_xml)
+        g_ptr_array_unref(m->source_xml);
+    orch_virt_free(m->src);
+    orch_virt_free(m->dst);
+    *ret_report = m->report;
+    return ok;
+}

@@ -1,0 +1,128 @@
+/* hm-orchestrator: moves a running domain that holds VFs from one host to another:
+ * agent prepare -> VF unplug -> live migration -> VF plug on the destination -> agent resume,
+ * undoing the earlier phases when one fails. */
+#pragma once
+
+#include <glib.h>
+
+#include "common/common.h"
+
+G_BEGIN_DECLS
+
+#define ORCH_ERROR (orch_error_quark())
+GQuark orch_error_quark(void);
+
+typedef enum {
+    ORCH_ERROR_FAILED,
+    ORCH_ERROR_INVALID,      /* bad options */
+    ORCH_ERROR_NO_DOMAIN,    /* the domain is not running on the source */
+    ORCH_ERROR_AGENT,        /* the guest agent refused, failed or did not answer */
+    ORCH_ERROR_HYPERVISOR,   /* libvirt / QEMU said no */
+    ORCH_ERROR_TIMEOUT,      /* a deadline expired */
+    ORCH_ERROR_ROLLBACK,     /* undoing a failed phase failed too: needs a human */
+    ORCH_ERROR_LAST,
+} OrchError;
+
+typedef enum {
+    ORCH_PHASE_CONNECT,
+    ORCH_PHASE_INSPECT,
+    ORCH_PHASE_TARGET_VF,
+    ORCH_PHASE_PREPARE,
+    ORCH_PHASE_UNPLUG,
+    ORCH_PHASE_MIGRATE,
+    ORCH_PHASE_PLUG,
+    ORCH_PHASE_RESUME,
+    ORCH_PHASE_LAST,
+} OrchPhase;
+
+HM_ENUM_DECL(orch_phase, OrchPhase)
+
+typedef enum {
+    ORCH_STATUS_PENDING, /* not reached */
+    ORCH_STATUS_OK,
+    ORCH_STATUS_FAILED,
+    ORCH_STATUS_SKIPPED, /* not needed (no VF, --no-agent) */
+    ORCH_STATUS_UNDONE,  /* done, then rolled back after a later failure */
+    ORCH_STATUS_LAST,
+} OrchStatus;
+
+HM_ENUM_DECL(orch_status, OrchStatus)
+
+#define ORCH_AGENT_CHANNEL_DEFAULT "org.hotmig.agent.0"
+
+typedef struct {
+    char *domain;
+    char *source_uri;       /* NULL: libvirt's default URI */
+    char *dest_uri;
+    char *migrate_uri;      /* hypervisor data URI to the destination, or NULL */
+    char *alias_prefix;     /* stand-in VF alias prefix, NULL: default "ua-hmvf" */
+    char *target_vf;        /* force this destination PCI address for a hostdev VF */
+    char *agent_channel;    /* NULL: ORCH_AGENT_CHANNEL_DEFAULT */
+    gboolean no_agent;      /* go on without the guest agent */
+    gboolean persistent;    /* define the domain on the destination */
+    gboolean undefine_source;
+    guint64 bandwidth_mib;  /* 0 = unlimited */
+    guint agent_timeout_ms;   /* handshake / ping */
+    guint prepare_timeout_ms;
+    guint unplug_timeout_ms;
+    guint resume_timeout_ms;
+    guint plug_attempts;      /* tries on the destination before migrating back */
+    /* Progress lines for --verbose (phase, message); called on any thread; may be NULL. */
+    void (*progress)(OrchPhase phase, const char *message, gpointer opaque);
+    gpointer progress_opaque;
+} OrchOptions;
+
+/* Fills @opts with the defaults (timeouts, one plug retry). Strings stay NULL. */
+void orch_options_init(OrchOptions *opts);
+void orch_options_clear(OrchOptions *opts);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(OrchOptions, orch_options_clear)
+
+typedef struct {
+    OrchPhase phase;
+    OrchStatus status;
+    gint64 duration_us;
+    char *detail; /* human-readable, may be NULL */
+} OrchPhaseRecord;
+
+typedef struct {
+    char *action; /* "agent-resume", "plug-source", "migrate-back", ... */
+    gboolean ok;
+    gint64 duration_us;
+    char *detail;
+} OrchRollbackRecord;
+
+typedef struct {
+    char *domain;
+    char *source_uri;
+    char *dest_uri;
+    OrchPhaseRecord phases[ORCH_PHASE_LAST];
+    GPtrArray *rollback;   /* OrchRollbackRecord, in the order done */
+    gboolean ok;
+    OrchPhase failed_phase; /* valid when !ok */
+    char *error;            /* the failure's message when !ok */
+    char *final_host;       /* "source" or "destination": where the domain runs at the end */
+    guint vfs_total;        /* VFs the domain had */
+    guint vfs_attached;     /* VFs it has at the end */
+    gint64 total_us;
+} OrchReport;
+
+void orch_report_free(OrchReport *report);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchReport, orch_report_free)
+
+/* A plain-text table of the phases (owned). */
+char *orch_report_format_table(const OrchReport *report);
+/* The same as one JSON object (owned), pretty when @pretty. */
+char *orch_report_format_json(const OrchReport *report, gboolean pretty);
+
+typedef struct OrchVirt OrchVirt;
+typedef OrchVirt *(*OrchVirtOpenFunc)(const char *uri, const char *label, gpointer opaque,
+                                      GError **error);
+
+/* Runs a migration. Always returns a report (owned) in *ret_report, also on failure, so the
+ * caller can show what happened. Returns TRUE when the domain runs on the destination with
+ * all its VFs and the agent resumed. @open_fn opens a host connection (the libvirt adapter in
+ * migrate-vm, a fake in tests). */
+gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
+                      OrchReport **ret_report, GError **error);
+
+G_END_DECLS

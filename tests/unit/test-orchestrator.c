@@ -1,0 +1,702 @@
+/* The migration state machine against a fake two-host world: the fake adapter keeps the
+ * domain's devices and location, refuses to migrate a domain holding a PCI VF (as libvirt does)
+ * and runs a fake guest agent on the channel. The fault walk fails each adapter call in turn
+ * and checks that the domain always ends on exactly one host, with its VFs or with a report
+ * that says which it lacks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "orchestrator/orchestrator.h"
+#include "orchestrator/virt-priv.h"
+
+#define DOMAIN "vm1"
+
+typedef enum { AGENT_OK, AGENT_SILENT, AGENT_REFUSES_QUIESCE } FakeAgentMode;
+
+typedef struct {
+    char *where;          /* label of the host running the domain */
+    GPtrArray *devices;   /* device XML strings attached now */
+    gboolean agent_prepared;
+    FakeAgentMode agent_mode;
+    guint next_hostdev;
+    guint migrations;
+    char *last_plugged;   /* the last device XML attached on the destination */
+} FakeWorld;
+
+typedef struct {
+    OrchVirt parent;
+    FakeWorld *world;
+} FakeVirt;
+
+typedef struct {
+    OrchVirtChannel parent;
+    GString *out; /* bytes the agent sent, not yet received */
+    GString *in;  /* bytes the host sent, not yet processed */
+} FakeChannel;
+
+static const char *SRC_NODEDEVS[] = {
+    "<device><name>pci_0000_3b_02_1</name><parent>pci_0000_3a_00_0</parent>"
+    "<driver><name>vfio-pci</name></driver><capability type='pci'><class>0x020700</class>"
+    "<domain>0</domain><bus>59</bus><slot>2</slot><function>1</function>"
+    "<product id='0x101e'>ConnectX Family mlx5Gen Virtual Function</product>"
+    "<vendor id='0x15b3'>Mellanox Technologies</vendor>"
+    "<capability type='phys_function'><address domain='0x0000' bus='0x3b' slot='0x00' "
+    "function='0x0'/></capability></capability></device>",
+};
+
+static const char *DST_NODEDEVS[] = {
+    "<device><name>pci_0000_5e_02_1</name><parent>pci_0000_5d_00_0</parent>"
+    "<driver><name>vfio-pci</name></driver><capability type='pci'><class>0x020700</class>"
+    "<domain>0</domain><bus>94</bus><slot>2</slot><function>1</function>"
+    "<product id='0x101e'>ConnectX Family mlx5Gen Virtual Function</product>"
+    "<vendor id='0x15b3'>Mellanox Technologies</vendor>"
+    "<capability type='phys_function'><address domain='0x0000' bus='0x5e' slot='0x00' "
+    "function='0x0'/></capability></capability></device>",
+    "<device><name>pci_0000_5e_02_2</name><parent>pci_0000_5d_00_0</parent>"
+    "<driver><name>vfio-pci</name></driver><capability type='pci'><class>0x020700</class>"
+    "<domain>0</domain><bus>94</bus><slot>2</slot><function>2</function>"
+    "<product id='0x101e'>ConnectX Family mlx5Gen Virtual Function</product>"
+    "<vendor id='0x15b3'>Mellanox Technologies</vendor>"
+    "<capability type='phys_function'><address domain='0x0000' bus='0x5e' slot='0x00' "
+    "function='0x0'/></capability></capability></device>",
+};
+
+/* Another domain on the destination already holds 0000:5e:02.1. */
+static const char *DST_OTHER_DOMAIN =
+    "<domain type='kvm'><name>other</name><devices>"
+    "<hostdev mode='subsystem' type='pci' managed='yes'><source><address domain='0x0000' "
+    "bus='0x5e' slot='0x02' function='0x1'/></source><alias name='hostdev0'/></hostdev>"
+    "</devices></domain>";
+
+static const char *HOSTDEV_XML =
+    "<hostdev mode='subsystem' type='pci' managed='yes'><source><address domain='0x0000' "
+    "bus='0x3b' slot='0x02' function='0x1'/></source><alias name='hostdev0'/>"
+    "<address type='pci' domain='0x0000' bus='0x05' slot='0x00' function='0x0'/></hostdev>";
+
+static const char *STANDIN_XML =
+    "<interface type='udp'><mac address='52:54:00:48:01:01'/><source address='127.0.0.1' "
+    "port='41002'><local address='127.0.0.1' port='41001'/></source><model type='virtio'/>"
+    "<alias name='ua-hmvf0'/></interface>";
+
+static const char *NIC_XML =
+    "<interface type='udp'><mac address='52:54:00:48:02:01'/><source address='127.0.0.1' "
+    "port='42002'><local address='127.0.0.1' port='42001'/></source><model type='virtio'/>"
+    "<alias name='ua-net0'/></interface>";
+
+/* ---- the fake world ---------------------------------------------------------------------- */
+
+static char *device_alias(const char *xml)
+{
+    const char *p = strstr(xml, "<alias name='");
+    const char *end;
+
+    if (!p)
+        return NULL;
+    p += strlen("<alias name='");
+    end = strchr(p, '\'');
+    return g_strndup(p, end - p);
+}
+
+static FakeWorld *world_new(gboolean hostdev, gboolean standin)
+{
+    FakeWorld *w = g_new0(FakeWorld, 1);
+
+    w->where = g_strdup("source");
+    w->devices = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(w->devices, g_strdup(NIC_XML));
+    if (hostdev)
+        g_ptr_array_add(w->devices, g_strdup(HOSTDEV_XML));
+    if (standin)
+        g_ptr_array_add(w->devices, g_strdup(STANDIN_XML));
+    w->next_hostdev = 1;
+    return w;
+}
+
+static void world_free(FakeWorld *w)
+{
+    g_free(w->where);
+    g_ptr_array_unref(w->devices);
+    g_free(w->last_plugged);
+    g_free(w);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(FakeWorld, world_free)
+
+static guint world_count_vfs(FakeWorld *w)
+{
+    guint n = 0;
+
+    for (guint i = 0; i < w->devices->len; i++) {
+        const char *xml = g_ptr_array_index(w->devices, i);
+        n += g_str_has_prefix(xml, "<hostdev") || strstr(xml, "ua-hmvf") != NULL;
+    }
+    return n;
+}
+
+static gboolean here(OrchVirt *v)
+{
+    return g_str_equal(((FakeVirt *)v)->world->where, v->label);
+}
+
+static gboolean fake_domain_state(OrchVirt *v, const char *d, OrchVirtDomainState *s, GError **e)
+{
+    if (!g_str_equal(d, DOMAIN)) {
+        *s = ORCH_VIRT_DOMAIN_MISSING;
+        return TRUE;
+    }
+    *s = here(v) ? ORCH_VIRT_DOMAIN_RUNNING : ORCH_VIRT_DOMAIN_MISSING;
+    return TRUE;
+}
+
+static gboolean fake_domain_is_persistent(OrchVirt *v, const char *d, gboolean *p, GError **e)
+{
+    *p = FALSE;
+    return TRUE;
+}
+
+static gboolean check_here(OrchVirt *v, const char *d, GError **e)
+{
+    if (!g_str_equal(d, DOMAIN) || !here(v)) {
+        g_set_error(e, ORCH_ERROR, ORCH_ERROR_NO_DOMAIN, "Domain not found: '%s' on %s", d,
+                    v->label);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static char *fake_domain_get_xml(OrchVirt *v, const char *d, GError **e)
+{
+    FakeWorld *w = ((FakeVirt *)v)->world;
+    g_autoptr(GString) xml = g_string_new("<domain type='kvm'><name>" DOMAIN "</name><devices>");
+
+    if (!check_here(v, d, e))
+        return NULL;
+    for (guint i = 0; i < w->devices->len; i++)
+        g_string_append(xml, g_ptr_array_index(w->devices, i));
+    g_string_append(xml, "<channel type='unix'><target type='virtio' name='org.hotmig.agent.0'/>"
+                         "</channel></devices></domain>");
+    return g_string_free(g_steal_pointer(&xml), FALSE);
+}
+
+static gboolean fake_device_detach(OrchVirt *v, const char *d, const char *alias,
+                                   gboolean config, guint timeout_ms, GError **e)
+{
+    FakeWorld *w = ((FakeVirt *)v)->world;
+
+    if (!check_here(v, d, e))
+        return FALSE;
+    for (guint i = 0; i < w->devices->len; i++) {
+        g_autofree char *a = device_alias(g_ptr_array_index(w->devices, i));
+
+        if (a && g_str_equal(a, alias)) {
+            g_ptr_array_remove_index(w->devices, i);
+            return TRUE;
+        }
+    }
+    g_set_error(e, ORCH_ERROR, ORCH_ERROR_HYPERVISOR, "no device with alias '%s'", alias);
+    return FALSE;
+}
+
+static gboolean fake_device_attach(OrchVirt *v, const char *d, const char *xml, gboolean config,
+                                   GError **e)
+{
+    FakeWorld *w = ((FakeVirt *)v)->world;
+    g_autofree char *alias = device_alias(xml);
+    char *dev;
+
+    if (!check_here(v, d, e))
+        return FALSE;
+    assert_non_null(strstr(xml, "<"));
+    /* libxml2 writes attributes in double quotes; the fake compares with single ones. */
+    g_autofree char *norm = g_strdelimit(g_strdup(xml), "\"", '\'');
+    xml = norm;
+    g_free(alias);
+    alias = device_alias(xml);
+    if (alias) {
+        dev = g_strdup(xml);
+    } else {
+        /* libvirt names a hot-plugged hostdev itself. */
+        g_autofree char *named = g_strdup_printf("<alias name='hostdev%u'/></hostdev>",
+                                                 w->next_hostdev++);
+        g_auto(GStrv) parts = g_strsplit(xml, "</hostdev>", 2);
+        assert_non_null(parts[1]);
+        dev = g_strconcat(parts[0], named, parts[1], NULL);
+    }
+    g_ptr_array_add(w->devices, dev);
+    if (g_str_equal(v->label, "destination")) {
+        g_free(w->last_plugged);
+        w->last_plugged = g_strdup(xml);
+    }
+    return TRUE;
+}
+
+static gboolean fake_migrate(OrchVirt *v, const char *d, const char *dest_uri,
+                             const OrchMigrateParams *p, OrchMigrateStats *s, GError **e)
+{
+    FakeWorld *w = ((FakeVirt *)v)->world;
+
+    if (!check_here(v, d, e))
+        return FALSE;
+    for (guint i = 0; i < w->devices->len; i++) {
+        if (g_str_has_prefix(g_ptr_array_index(w->devices, i), "<hostdev")) {
+            g_set_error(e, ORCH_ERROR, ORCH_ERROR_HYPERVISOR,
+                        "cannot migrate a domain with <hostdev mode='subsystem' type='pci'>");
+            return FALSE;
+        }
+    }
+    g_free(w->where);
+    w->where = g_strdup(g_str_equal(v->label, "source") ? "destination" : "source");
+    w->migrations++;
+    s->have_stats = TRUE;
+    s->data_bytes = 89 * 1048576;
+    s->downtime_ms = 150;
+    return TRUE;
+}
+
+/* The fake agent: sync, prepare, resume, per docs/design.md. */
+static void fake_agent_line(FakeWorld *w, FakeChannel *c, const char *line)
+{
+    if (w->agent_mode == AGENT_SILENT)
+        return;
+    if (strstr(line, "\"sync\"")) {
+        const char *id = strstr(line, "\"id\":");
+        g_autofree char *num = NULL;
+
+        assert_non_null(id);
+        num = g_strndup(id + 5, strspn(id + 5, "0123456789"));
+        g_string_append_printf(c->out, "\xff{\"return\":%s}\n", num);
+    } else if (strstr(line, "\"prepare\"")) {
+        if (w->agent_mode == AGENT_REFUSES_QUIESCE) {
+            w->agent_prepared = TRUE;
+            g_string_append(c->out, "{\"return\":{\"state\":\"prepared\",\"quiesced\":[],"
+                                    "\"failed\":[{\"pid\":7,\"name\":\"mpi\",\"mode\":\"lazy\","
+                                    "\"error\":\"timeout\"}]}}\n");
+        } else if (w->agent_prepared) {
+            g_string_append(c->out, "{\"error\":{\"class\":\"Busy\",\"desc\":\"prepared\"}}\n");
+        } else {
+            w->agent_prepared = TRUE;
+            g_string_append(c->out, "{\"return\":{\"state\":\"prepared\",\"quiesced\":"
+                                    "[{\"pid\":7,\"name\":\"mpi\",\"mode\":\"lazy\"}],"
+                                    "\"failed\":[]}}\n");
+        }
+    } else if (strstr(line, "\"resume\"")) {
+        w->agent_prepared = FALSE;
+        g_string_append(c->out, "{\"return\":{\"state\":\"running\",\"resumed\":"
+                                "[{\"pid\":7,\"name\":\"mpi\",\"mode\":\"lazy\"}],"
+                                "\"failed\":[],\"device\":\"mlx5_0\"}}\n");
+    } else {
+        g_string_append(c->out, "{\"error\":{\"class\":\"CommandNotFound\",\"desc\":\"?\"}}\n");
+    }
+}
+
+static OrchVirtChannel *fake_channel_open(OrchVirt *v, const char *d, const char *name,
+                                          GError **e)
+{
+    FakeChannel *c;
+
+    if (!check_here(v, d, e))
+        return NULL;
+    assert_string_equal(name, "org.hotmig.agent.0");
+    c = g_new0(FakeChannel, 1);
+    c->parent.virt = v;
+    c->out = g_string_new(NULL);
+    c->in = g_string_new(NULL);
+    return &c->parent;
+}
+
+static gboolean fake_channel_send(OrchVirtChannel *chan, const void *buf, gsize len,
+                                  HmDeadline deadline, GError **e)
+{
+    FakeChannel *c = (FakeChannel *)chan;
+    FakeWorld *w = ((FakeVirt *)chan->virt)->world;
+    char *nl;
+
+    g_string_append_len(c->in, buf, len);
+    while ((nl = memchr(c->in->str, '\n', c->in->len))) {
+        g_autofree char *line = g_strndup(c->in->str, nl - c->in->str);
+
+        g_string_erase(c->in, 0, nl - c->in->str + 1);
+        fake_agent_line(w, c, line[0] == '\xff' ? line + 1 : line);
+    }
+    return TRUE;
+}
+
+static gssize fake_channel_recv(OrchVirtChannel *chan, void *buf, gsize len, HmDeadline deadline,
+                                GError **e)
+{
+    FakeChannel *c = (FakeChannel *)chan;
+    gsize n = MIN(len, c->out->len);
+
+    if (n == 0) {
+        g_set_error(e, HM_COMMON_ERROR, HM_COMMON_ERROR_TIMEOUT, "Timed out (fake)");
+        return -1;
+    }
+    memcpy(buf, c->out->str, n);
+    g_string_erase(c->out, 0, n);
+    return n;
+}
+
+static void fake_channel_close(OrchVirtChannel *chan)
+{
+    FakeChannel *c = (FakeChannel *)chan;
+
+    g_string_free(c->out, TRUE);
+    g_string_free(c->in, TRUE);
+    g_free(c);
+}
+
+static GPtrArray *fake_nodedev_list_pci_xml(OrchVirt *v, GError **e)
+{
+    GPtrArray *out = g_ptr_array_new_with_free_func(g_free);
+    gboolean src = g_str_equal(v->label, "source");
+    const char **list = src ? SRC_NODEDEVS : DST_NODEDEVS;
+    gsize n = src ? G_N_ELEMENTS(SRC_NODEDEVS) : G_N_ELEMENTS(DST_NODEDEVS);
+
+    for (gsize i = 0; i < n; i++)
+        g_ptr_array_add(out, g_strdup(list[i]));
+    return out;
+}
+
+static GPtrArray *fake_domain_list_xml(OrchVirt *v, GError **e)
+{
+    GPtrArray *out = g_ptr_array_new_with_free_func(g_free);
+
+    if (g_str_equal(v->label, "destination"))
+        g_ptr_array_add(out, g_strdup(DST_OTHER_DOMAIN));
+    if (here(v))
+        g_ptr_array_add(out, fake_domain_get_xml(v, DOMAIN, NULL));
+    return out;
+}
+
+static void fake_free(OrchVirt *v)
+{
+    orch_virt_clear(v);
+    g_free(v);
+}
+
+static const OrchVirtOps fake_ops = {
+    .domain_state = fake_domain_state,
+    .domain_is_persistent = fake_domain_is_persistent,
+    .domain_get_xml = fake_domain_get_xml,
+    .device_detach = fake_device_detach,
+    .device_attach = fake_device_attach,
+    .migrate = fake_migrate,
+    .channel_open = fake_channel_open,
+    .channel_send = fake_channel_send,
+    .channel_recv = fake_channel_recv,
+    .channel_close = fake_channel_close,
+    .nodedev_list_pci_xml = fake_nodedev_list_pci_xml,
+    .domain_list_xml = fake_domain_list_xml,
+    .free = fake_free,
+};
+
+typedef struct {
+    FakeWorld *world;
+    const char *fault; /* fault spec or NULL */
+} FakeOpen;
+
+static OrchVirt *fake_open(const char *uri, const char *label, gpointer opaque, GError **error)
+{
+    FakeOpen *fo = opaque;
+    FakeVirt *v;
+
+    if (g_str_has_prefix(uri, "bad://")) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_HYPERVISOR, "Cannot connect to '%s'", uri);
+        return NULL;
+    }
+    v = g_new0(FakeVirt, 1);
+    v->world = fo->world;
+    orch_virt_init(&v->parent, &fake_ops, uri, label);
+    if (fo->fault)
+        return orch_virt_fault_wrap(&v->parent, fo->fault, error);
+    return &v->parent;
+}
+
+static void options_for_test(OrchOptions *opts)
+{
+    orch_options_init(opts);
+    opts->domain = g_strdup(DOMAIN);
+    opts->source_uri = g_strdup("fake://a");
+    opts->dest_uri = g_strdup("fake://b");
+}
+
+/* ---- tests ------------------------------------------------------------------------------- */
+
+static void test_happy_path(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *table = NULL;
+    g_autofree char *json = NULL;
+
+    options_for_test(&opts);
+    assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_null(error);
+    assert_true(report->ok);
+    assert_string_equal(w->where, "destination");
+    assert_int_equal(world_count_vfs(w), 2);
+    assert_false(w->agent_prepared);
+    /* The hostdev got the destination's free VF, not the one another domain holds. */
+    {
+        gboolean found = FALSE;
+        for (guint i = 0; i < w->devices->len; i++) {
+            const char *dev = g_ptr_array_index(w->devices, i);
+            if (g_str_has_prefix(dev, "<hostdev")) {
+                assert_non_null(strstr(dev, "bus='0x5e'"));
+                assert_non_null(strstr(dev, "function='0x2'"));
+                found = TRUE;
+            }
+        }
+        assert_true(found);
+    }
+    for (guint i = 0; i < ORCH_PHASE_LAST; i++)
+        assert_int_equal(report->phases[i].status, ORCH_STATUS_OK);
+    assert_int_equal(report->vfs_total, 2);
+    assert_int_equal(report->vfs_attached, 2);
+    assert_int_equal(report->rollback->len, 0);
+    table = orch_report_format_table(report);
+    assert_non_null(strstr(table, "migrate"));
+    assert_non_null(strstr(table, "downtime 150 ms"));
+    json = orch_report_format_json(report, FALSE);
+    assert_non_null(strstr(json, "\"ok\":true"));
+    assert_non_null(strstr(json, "\"final_host\":\"destination\""));
+}
+
+static void test_no_vf(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(FALSE, FALSE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    options_for_test(&opts);
+    w->agent_mode = AGENT_SILENT; /* not asked: no VF, nothing to quiesce */
+    assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_string_equal(w->where, "destination");
+    assert_int_equal(report->phases[ORCH_PHASE_UNPLUG].status, ORCH_STATUS_SKIPPED);
+    assert_int_equal(report->phases[ORCH_PHASE_PLUG].status, ORCH_STATUS_SKIPPED);
+    assert_int_equal(report->phases[ORCH_PHASE_PREPARE].status, ORCH_STATUS_SKIPPED);
+    assert_non_null(strstr(report->phases[ORCH_PHASE_INSPECT].detail, "no VF"));
+}
+
+static void test_agent_silent_refuses(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(FALSE, TRUE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    options_for_test(&opts);
+    w->agent_mode = AGENT_SILENT;
+    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_AGENT));
+    assert_non_null(strstr(error->message, "--no-agent"));
+    assert_int_equal(report->failed_phase, ORCH_PHASE_PREPARE);
+    assert_string_equal(w->where, "source");
+    assert_int_equal(world_count_vfs(w), 1);
+    assert_int_equal(w->migrations, 0);
+}
+
+static void test_no_agent_option(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(FALSE, TRUE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    options_for_test(&opts);
+    opts.no_agent = TRUE;
+    w->agent_mode = AGENT_SILENT;
+    assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_string_equal(w->where, "destination");
+    assert_int_equal(world_count_vfs(w), 1);
+    assert_int_equal(report->phases[ORCH_PHASE_PREPARE].status, ORCH_STATUS_SKIPPED);
+    assert_int_equal(report->phases[ORCH_PHASE_RESUME].status, ORCH_STATUS_SKIPPED);
+}
+
+static void test_quiesce_refused_resumes(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    options_for_test(&opts);
+    w->agent_mode = AGENT_REFUSES_QUIESCE;
+    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_non_null(strstr(error->message, "did not quiesce"));
+    assert_non_null(strstr(error->message, "mpi[7] (timeout)"));
+    assert_false(w->agent_prepared); /* undone */
+    assert_string_equal(w->where, "source");
+    assert_int_equal(world_count_vfs(w), 1);
+}
+
+static void test_plug_fails_migrates_back(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+    FakeOpen fo = {w, "device_attach@destination"};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    options_for_test(&opts);
+    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_HYPERVISOR));
+    assert_non_null(strstr(error->message, "Phase 'plug' failed"));
+    assert_int_equal(report->failed_phase, ORCH_PHASE_PLUG);
+    assert_string_equal(w->where, "source");
+    assert_int_equal(w->migrations, 2);
+    assert_int_equal(world_count_vfs(w), 2);
+    assert_false(w->agent_prepared);
+    assert_string_equal(report->final_host, "source");
+    assert_int_equal(report->vfs_attached, 2);
+    assert_int_equal(report->phases[ORCH_PHASE_MIGRATE].status, ORCH_STATUS_UNDONE);
+}
+
+static void test_bad_input(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(GError) error = NULL;
+
+    {
+        g_autoptr(OrchReport) report = NULL;
+        options_for_test(&opts);
+        g_free(opts.domain);
+        opts.domain = g_strdup("nosuch");
+        assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+        assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_NO_DOMAIN));
+        assert_non_null(strstr(error->message, "'nosuch'"));
+        g_clear_error(&error);
+        orch_options_clear(&opts);
+    }
+    {
+        g_autoptr(OrchReport) report = NULL;
+        options_for_test(&opts);
+        g_free(opts.dest_uri);
+        opts.dest_uri = g_strdup("bad://host");
+        assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+        assert_non_null(strstr(error->message, "bad://host"));
+        assert_int_equal(report->failed_phase, ORCH_PHASE_CONNECT);
+        g_clear_error(&error);
+        orch_options_clear(&opts);
+    }
+    {
+        g_autoptr(OrchReport) report = NULL;
+        options_for_test(&opts);
+        opts.target_vf = g_strdup("zz:1");
+        assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+        assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID));
+        assert_non_null(strstr(error->message, "'zz:1'"));
+        g_clear_error(&error);
+    }
+    assert_string_equal(w->where, "source");
+    assert_int_equal(world_count_vfs(w), 2);
+}
+
+static void test_fault_spec_rejected(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+    FakeOpen fo = {w, "explode@source"};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    options_for_test(&opts);
+    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_non_null(strstr(error->message, "unknown operation 'explode'"));
+    assert_string_equal(w->where, "source");
+}
+
+/* Fails every adapter call in turn, on each host, and checks the invariant. */
+static void test_fault_walk(void **state)
+{
+    static const char *ops[] = {"domain_state", "domain_is_persistent", "domain_get_xml",
+                                "device_detach", "device_attach", "migrate", "channel_open",
+                                "channel_send", "channel_recv", "nodedev_list_pci_xml",
+                                "domain_list_xml"};
+    static const char *labels[] = {"source", "destination"};
+    guint runs = 0;
+    guint failures = 0;
+
+    for (gsize o = 0; o < G_N_ELEMENTS(ops); o++) {
+        for (gsize l = 0; l < G_N_ELEMENTS(labels); l++) {
+            for (guint nth = 1; nth <= 6; nth++) {
+                g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+                g_autofree char *spec = g_strdup_printf("%s@%s#%u", ops[o], labels[l], nth);
+                FakeOpen fo = {w, spec};
+                g_auto(OrchOptions) opts;
+                g_autoptr(OrchReport) report = NULL;
+                g_autoptr(GError) error = NULL;
+                gboolean ok;
+
+                options_for_test(&opts);
+                ok = orch_migrate(&opts, fake_open, &fo, &report, &error);
+                runs++;
+                /* The report always tells where the domain is and how many VFs it has. */
+                if (!g_str_equal(report->final_host, w->where))
+                    fail_msg("%s: report says %s, domain is on %s", spec, report->final_host,
+                             w->where);
+                if (report->phases[ORCH_PHASE_INSPECT].status == ORCH_STATUS_OK &&
+                    report->vfs_attached != world_count_vfs(w))
+                    fail_msg("%s: report says %u VFs, domain has %u", spec,
+                             report->vfs_attached, world_count_vfs(w));
+                if (ok) {
+                    assert_string_equal(w->where, "destination");
+                    assert_int_equal(world_count_vfs(w), 2);
+                    assert_false(w->agent_prepared);
+                    continue;
+                }
+                failures++;
+                assert_non_null(error);
+                assert_non_null(report->error);
+                if (g_error_matches(error, ORCH_ERROR, ORCH_ERROR_ROLLBACK))
+                    continue; /* said loudly; the report was checked above */
+                /* Otherwise nothing is lost: all VFs attached where the domain runs. */
+                if (world_count_vfs(w) != 2)
+                    fail_msg("%s: %u VFs left, error: %s", spec, world_count_vfs(w),
+                             error->message);
+                if (report->failed_phase == ORCH_PHASE_RESUME) {
+                    assert_string_equal(w->where, "destination");
+                } else {
+                    assert_string_equal(w->where, "source");
+                    if (w->agent_prepared)
+                        fail_msg("%s: agent left prepared: %s", spec, error->message);
+                }
+            }
+        }
+    }
+    print_message("fault walk: %u runs, %u failed and were checked\n", runs, failures);
+    assert_int_equal(runs, G_N_ELEMENTS(ops) * G_N_ELEMENTS(labels) * 6);
+    assert_true(failures >= G_N_ELEMENTS(ops));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_happy_path),
+        cmocka_unit_test(test_no_vf),
+        cmocka_unit_test(test_agent_silent_refuses),
+        cmocka_unit_test(test_no_agent_option),
+        cmocka_unit_test(test_quiesce_refused_resumes),
+        cmocka_unit_test(test_plug_fails_migrates_back),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_fault_spec_rejected),
+        cmocka_unit_test(test_fault_walk),
+    };
+
+    g_log_set_always_fatal(G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
