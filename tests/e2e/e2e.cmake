@@ -1,0 +1,20 @@
+# End-to-end tests on the emulated cluster (lab/hotmig-lab): root, the lab's packages, ~1 min
+# each. The lab is one CTest fixture shared by all of them.
+set(HM_LAB ${PROJECT_SOURCE_DIR}/lab/hotmig-lab)
+set(HM_E2E ${CMAKE_CURRENT_LIST_DIR})
+
+add_test(NAME e2e-lab-up COMMAND sh -c "'${HM_LAB}' down && '${HM_LAB}' up")
+set_tests_properties(e2e-lab-up PROPERTIES FIXTURES_SETUP lab LABELS e2e TIMEOUT 600)
+add_test(NAME e2e-lab-down COMMAND ${HM_LAB} down)
+set_tests_properties(e2e-lab-down PROPERTIES FIXTURES_CLEANUP lab LABELS e2e TIMEOUT 120)
+
+function(hm_add_e2e name script)
+  add_test(NAME ${name} COMMAND bash ${HM_E2E}/${script})
+  set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED lab LABELS e2e TIMEOUT 900
+                       ENVIRONMENT "HM_BUILD=${CMAKE_BINARY_DIR};${ARGN}")
+endfunction()
+
+hm_add_e2e(e2e-migrate-roundtrip-lazy migrate-roundtrip.sh MODE=lazy)
+hm_add_e2e(e2e-migrate-roundtrip-threaded migrate-roundtrip.sh MODE=threaded)
+hm_add_e2e(e2e-plug-fail plug-fail.sh)
+hm_add_e2e(e2e-bad-input bad-input.sh)

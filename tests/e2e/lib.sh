@@ -1,0 +1,85 @@
+# Shared helpers for the end-to-end tests on the lab (sourced). Each test boots its own guests,
+# named after the test, and destroys them at exit; the lab itself is a CTest fixture.
+set -euo pipefail
+
+top=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
+build=${HM_BUILD:-$top/build}
+lab="$top/lab/hotmig-lab"
+migrate_vm="$build/orchestrator/migrate-vm"
+A=$("$lab" uri A)
+B=$("$lab" uri B)
+guests=()
+
+log() {
+    echo "[$(date +%T)] $*" >&2
+}
+
+fail() {
+    echo "FAIL: $*" >&2
+    for g in "${guests[@]}"; do
+        echo "---- last console lines of $g" >&2
+        tail -n 40 "$("$lab" console "$g")" >&2 || true
+    done
+    exit 1
+}
+
+cleanup() {
+    for g in "${guests[@]}"; do
+        for uri in "$A" "$B"; do
+            virsh -q -c "$uri" destroy "$g" >/dev/null 2>&1 || true
+        done
+    done
+}
+trap cleanup EXIT
+
+# start_guest NAME HOST PEER [WORKLOAD ARGS]
+start_guest() {
+    local name=$1 host=$2 peer=$3 workload=${4:-}
+    guests+=("$name")
+    if [ -n "$workload" ]; then
+        "$lab" guest "$name" --host "$host" --peer "$peer" --workload "$workload" --bin-dir "$build" >/dev/null
+    else
+        "$lab" guest "$name" --host "$host" --peer "$peer" --bin-dir "$build" >/dev/null
+    fi
+}
+
+# start_pair CLIENT SERVER MODE CYCLES [EXTRA CLIENT ARGS]: the server on B, the client on A.
+start_pair() {
+    local client=$1 server=$2 mode=$3 cycles=$4 extra=${5:-}
+    start_guest "$server" B "$client" "--role server --mode $mode"
+    start_guest "$client" A "$server" \
+        "--role client --peer 198.51.100.$("$lab" index "$server") --mode $mode --cycles $cycles --tail 3 $extra"
+    "$lab" wait "$server" 'HMWL .*"event":"ready"' --timeout 180 >/dev/null || fail "$server did not get ready"
+    "$lab" wait "$client" 'HMWL .*"event":"ready"' --timeout 180 >/dev/null || fail "$client did not get ready"
+    "$lab" wait "$client" 'HMWL .*"event":"progress"' --timeout 60 >/dev/null || fail "$client sends no traffic"
+}
+
+# migrate NAME SRC_URI DEST_URI OUT_JSON [migrate-vm options]: must succeed.
+migrate() {
+    local name=$1 src=$2 dst=$3 out=$4
+    shift 4
+    log "migrate-vm $name: $src -> $dst $*"
+    if ! "$migrate_vm" --connect "$src" "$name" "$dst" --json "$@" >"$out"; then
+        cat "$out" >&2
+        fail "migrate-vm $name $src -> $dst failed"
+    fi
+    jq -r '.phases[] | "  \(.name) \(.status) \(.ms) ms \(.detail // "")"' "$out" >&2
+}
+
+# result_of NAME: the workload's final result object (waits for it).
+result_of() {
+    local name=$1
+    "$lab" wait "$name" 'HMWL .*"event":"result"' --timeout 240 >/dev/null || fail "$name printed no result"
+    grep -a 'HMWL .*"event":"result"' "$("$lab" console "$name")" | tail -n 1 | sed 's/.*HMWL //' | tr -d '\r'
+}
+
+# has_vf NAME URI: the domain's live XML holds the VF stand-in.
+has_vf() {
+    virsh -c "$2" dumpxml "$1" | grep -q "alias name='ua-hmvf0'"
+}
+
+require_where() {
+    local name=$1 want=$2 got
+    got=$("$lab" where "$name")
+    [ "$got" = "$want" ] || fail "$name runs on $got, expected $want"
+}
