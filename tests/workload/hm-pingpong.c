@@ -56,6 +56,7 @@
 #define WL_DRAIN_WAIT_MS 120000    /* the echo of the last message after the stop */
 #define WL_RESULT_WAIT_MS 30000    /* RESULT after DONE */
 #define WL_SERVER_GRACE_MS 300000  /* the server waits for DONE this long past max-seconds */
+#define WL_AGENT_WAIT_MS 30000    /* the agent's socket to appear at start */
 #define WL_PROGRESS_MS 5000
 #define WL_RESETS_MAX 50
 #define WL_TICK_MS 1000
@@ -335,18 +336,55 @@ static void pause_start(App *app, WlPauseKind kind)
     }
 }
 
+/* The device vanished without a quiesce (hot-unplug without the agent, or before it acted):
+ * let go of it at once (rxe blocks the unplug while it is open), tell the peer, then wait in
+ * the background for any device to come back. Counts as a cycle of kind "fatal". */
+static void device_lost(App *app)
+{
+    int64_t t0 = now_ms();
+    WlCycle *c;
+
+    app->verbs_errors++;
+    if (app->local_down || app->pauses_outstanding > 0) {
+        verbs_down(app); /* already going down: just release the device */
+        return;
+    }
+    wl_log("device '%s' is gone without a quiesce; closed it, waiting for a device", app->dev);
+    c = cycle_new(app, 1, WL_PAUSE_FATAL);
+    app->dev[0] = '\0'; /* take whatever device comes back */
+    pause_start(app, WL_PAUSE_FATAL);
+    if (c) {
+        emit("{\"event\":\"quiesced\",\"cycle\":%" PRIu64 ",\"side\":\"local\","
+             "\"kind\":\"fatal\",\"ms\":%" PRId64 "}",
+             c->number, now_ms() - t0);
+    }
+}
+
 static void verbs_error(App *app, const char *what)
 {
-    app->verbs_errors++;
+    int fatal = 0;
+    char found[WL_DEV_NAME_MAX];
+
     if (!app->connected) {
+        app->verbs_errors++;
         return; /* flushed work requests of a QP being replaced */
     }
-    wl_log("verbs error on '%s': %s; resetting the connection", wl_verbs_device_name(app->v),
-           what);
+    /* An unplug often shows as a failed completion before IBV_EVENT_DEVICE_FATAL arrives:
+     * a device without an ACTIVE port is a lost device, not a QP to reset. */
+    if (wl_verbs_read_async(app->v, &fatal) < 0) {
+        fatal = 1;
+    }
+    verbs_down(app);
+    if (fatal || wl_verbs_find_active(app->dev, found, sizeof(found)) < 0) {
+        wl_log("verbs error on '%s' (%s) and the device has no ACTIVE port", app->dev, what);
+        device_lost(app);
+        return;
+    }
+    app->verbs_errors++;
+    wl_log("verbs error on '%s': %s; resetting the connection", app->dev, what);
     app->resets++;
     if (app->resets > WL_RESETS_MAX) {
         fail(app, "more than %d connection resets; giving up", WL_RESETS_MAX);
-        verbs_down(app);
         return;
     }
     pause_start(app, WL_PAUSE_RESET);
@@ -507,29 +545,9 @@ static void on_cq(App *app)
 static void on_async(App *app)
 {
     int fatal = 0;
-    if (wl_verbs_read_async(app->v, &fatal) < 0) {
-        fatal = 1;
+    if (wl_verbs_read_async(app->v, &fatal) < 0 || fatal) {
+        device_lost(app);
     }
-    if (!fatal) {
-        return;
-    }
-    app->verbs_errors++;
-    if (app->local_down || app->pauses_outstanding > 0) {
-        verbs_down(app); /* already going down: just let go of the device at once */
-        return;
-    }
-    int64_t t0 = now_ms();
-    WlCycle *c = cycle_new(app, 1, WL_PAUSE_FATAL);
-    if (!c) {
-        verbs_down(app);
-        return;
-    }
-    wl_log("device '%s' is gone without a quiesce; closed it, waiting for a device", app->dev);
-    app->dev[0] = '\0'; /* take whatever device comes back */
-    pause_start(app, WL_PAUSE_FATAL);
-    emit("{\"event\":\"quiesced\",\"cycle\":%" PRIu64 ",\"side\":\"local\",\"kind\":\"fatal\","
-         "\"ms\":%" PRId64 "}",
-         c->number, now_ms() - t0);
 }
 
 /* ---- link state machine ------------------------------------------------------------------- */
@@ -1353,14 +1371,32 @@ static int agent_register(App *app)
 #ifdef HM_WL_HAVE_HOTMIG
     char name[64];
     snprintf(name, sizeof(name), "hm-pingpong-%s", wl_role_to_string(app->args.role));
-    app->hm = hotmig_client_new(name,
-                                app->args.mode == WL_MODE_THREADED ? HOTMIG_MODE_THREADED
-                                                                   : HOTMIG_MODE_LAZY,
-                                cb_quiesce, cb_resume, app);
+    int64_t deadline = now_ms() + WL_AGENT_WAIT_MS;
+    int backoff = 20;
+
+    /* The agent may still be starting (the guest's init starts both at once): retry while
+     * its socket is missing or refuses, bounded. */
+    for (;;) {
+        app->hm = hotmig_client_new(name,
+                                    app->args.mode == WL_MODE_THREADED ? HOTMIG_MODE_THREADED
+                                                                       : HOTMIG_MODE_LAZY,
+                                    cb_quiesce, cb_resume, app);
+        if (app->hm || (errno != ENOENT && errno != ECONNREFUSED) ||
+            now_ms() + backoff >= deadline) {
+            break;
+        }
+        if (poll(NULL, 0, backoff) < 0 && errno != EINTR) {
+            break;
+        }
+        if (backoff < 500) {
+            backoff *= 2;
+        }
+    }
     if (!app->hm) {
         const char *sock = getenv(HOTMIG_AGENT_SOCKET_ENV);
-        wl_log("cannot register with hotmig-agent at '%s': %s (use --no-agent to run without)",
-               sock ? sock : HOTMIG_AGENT_SOCKET_DEFAULT, strerror(errno));
+        int e = errno;
+        wl_log("cannot register with hotmig-agent at '%s' (tried for up to %d s): %s (use --no-agent to run without)",
+               sock ? sock : HOTMIG_AGENT_SOCKET_DEFAULT, WL_AGENT_WAIT_MS / 1000, strerror(e));
         return -1;
     }
     wl_log("registered with hotmig-agent as '%s' (%s mode)", name,
