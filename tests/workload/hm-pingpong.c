@@ -365,7 +365,7 @@ static void verbs_error(App *app, const char *what)
     int fatal = 0;
     char found[WL_DEV_NAME_MAX];
 
-    if (!app->connected) {
+    if (!app->qp_rts || app->local_down || app->pauses_outstanding > 0) {
         app->verbs_errors++;
         return; /* flushed work requests of a QP being replaced */
     }
@@ -492,8 +492,13 @@ static void on_recv_server(App *app, uint32_t len)
         wl_log("message seq %" PRIu64 " after %" PRIu64 ": out of order", seq, app->last_seq);
         app->last_seq = seq;
     }
-    if (!app->connected) {
-        /* The link is going down: the client retransmits after the reconnection. */
+    /* Echo as soon as our QP is in RTS: the client starts on our RTS line, so its message
+     * can arrive before its own RTS line does. Not while we are going down ourselves: then
+     * the client retransmits after the reconnection. */
+    if (!app->qp_rts || app->local_down || app->pauses_outstanding > 0) {
+        if (wl_verbs_post_recv(app->v) < 0) {
+            verbs_error(app, "posting a receive failed");
+        }
         return;
     }
     app->echo_len = len;
@@ -534,7 +539,8 @@ static void on_cq(App *app)
                 app->send_posted = 0;
                 if (app->args.role == WL_ROLE_CLIENT) {
                     client_kick(app);
-                } else if (app->echo_deferred && app->connected) {
+                } else if (app->echo_deferred && app->qp_rts && !app->local_down &&
+                           app->pauses_outstanding == 0) {
                     server_echo(app);
                 }
             }
@@ -630,7 +636,7 @@ static void advance(App *app)
     }
     if (app->have_peer_qp && !app->qp_rts && app->v) {
         if (wl_verbs_connect(app->v, &app->peer_qp) < 0) {
-            app->connected = 1; /* so that verbs_error() resets */
+            app->qp_rts = 1; /* so that verbs_error() resets */
             verbs_error(app, "connecting the QP failed");
             return;
         }
