@@ -89,8 +89,7 @@ static void test_msg_detects_corruption(void **state)
     wl_msg_encode(buf, sizeof(buf), seq);
     memcpy(buf + WL_MSG_HEADER_SIZE, other_buf + WL_MSG_HEADER_SIZE,
            sizeof(buf) - WL_MSG_HEADER_SIZE);
-    assert_int_equal(wl_msg_verify(buf, sizeof(buf), sizeof(buf), &seq, NULL),
-                     WL_MSG_BAD_CHECKSUM);
+    assert_int_equal(wl_msg_verify(buf, sizeof(buf), sizeof(buf), &seq, NULL), WL_MSG_BAD_CHECKSUM);
     assert_string_equal(wl_msg_status_to_string(WL_MSG_BAD_CHECKSUM), "checksum mismatch");
     assert_string_equal(wl_msg_status_to_string(WL_MSG_LAST), "unknown");
 }
@@ -198,10 +197,10 @@ static void test_ctl_rejects_bad_input(void **state)
         "QP rxe0 0 16777216 5 00000000000000000000ffffc0000201 1024", /* qpn > 24 bit */
         "QP rxe0 0 17 16777216 00000000000000000000ffffc0000201 1024",
         "QP rxe0 65536 17 5 00000000000000000000ffffc0000201 1024",
-        "QP rxe0 0 17 5 00000000000000000000ffffc000020 1024",   /* short gid */
-        "QP rxe0 0 17 5 00000000000000000000FFFFC0000201 1024",  /* upper case */
+        "QP rxe0 0 17 5 00000000000000000000ffffc000020 1024",  /* short gid */
+        "QP rxe0 0 17 5 00000000000000000000FFFFC0000201 1024", /* upper case */
         "QP rxe0 0 17 5 00000000000000000000ffffc000020g 1024",
-        "QP rxe0 0 17 5 00000000000000000000ffffc0000201 1000",  /* not an mtu */
+        "QP rxe0 0 17 5 00000000000000000000ffffc0000201 1000", /* not an mtu */
         "QP rxe0 0 17 5 00000000000000000000ffffc0000201 8192",
         "QP rx/e0 0 17 5 00000000000000000000ffffc0000201 1024", /* bad device name */
         "QP rxe0 -1 17 5 00000000000000000000ffffc0000201 1024",
@@ -242,9 +241,9 @@ static void test_ctl_rejects_bad_input(void **state)
 
     /* the error names the field */
     char err[160];
-    assert_int_equal(wl_ctl_parse("QP rxe0 0 17 5 00000000000000000000ffffc0000201 999", &m, err,
-                                  sizeof(err)),
-                     -EINVAL);
+    assert_int_equal(
+        wl_ctl_parse("QP rxe0 0 17 5 00000000000000000000ffffc0000201 999", &m, err, sizeof(err)),
+        -EINVAL);
     assert_non_null(strstr(err, "mtu"));
 }
 
@@ -319,8 +318,8 @@ static void test_args_defaults_and_all(void **state)
     assert_int_equal(a.no_agent, 0);
 
     assert_int_equal(parse(&a, err, sizeof(err), "--role", "client", "--peer", "198.51.100.2",
-                           "--port", "9000", "--mode", "threaded", "--size", "64", "--cycles",
-                           "2", "--tail", "0", "--max-seconds", "30", "--no-agent", NULL),
+                           "--port", "9000", "--mode", "threaded", "--size", "64", "--cycles", "2",
+                           "--tail", "0", "--max-seconds", "30", "--no-agent", NULL),
                      0);
     assert_int_equal(a.role, WL_ROLE_CLIENT);
     assert_string_equal(a.peer, "198.51.100.2");
@@ -379,13 +378,12 @@ static void test_args_rejects_bad(void **state)
     assert_int_not_equal(parse(&a, err, sizeof(err), "--role", "server", "--port", "0", NULL), 0);
     assert_int_not_equal(parse(&a, err, sizeof(err), "--role", "server", "--port", "65536", NULL),
                          0);
-    assert_int_not_equal(parse(&a, err, sizeof(err), "--role", "server", "--port", "12x", NULL),
-                         0);
+    assert_int_not_equal(parse(&a, err, sizeof(err), "--role", "server", "--port", "12x", NULL), 0);
     assert_int_not_equal(parse(&a, err, sizeof(err), "--role", "server", "--port", "-1", NULL), 0);
     assert_int_not_equal(parse(&a, err, sizeof(err), "--role", "server", "--size", "63", NULL), 0);
     assert_non_null(strstr(err, "--size"));
-    assert_int_not_equal(
-        parse(&a, err, sizeof(err), "--role", "server", "--size", "1048577", NULL), 0);
+    assert_int_not_equal(parse(&a, err, sizeof(err), "--role", "server", "--size", "1048577", NULL),
+                         0);
     assert_int_not_equal(parse(&a, err, sizeof(err), "--role", "server", "--mode", "eager", NULL),
                          0);
     assert_int_not_equal(
@@ -394,12 +392,10 @@ static void test_args_rejects_bad(void **state)
         parse(&a, err, sizeof(err), "--role", "client", "--peer", "server.example", NULL), 0);
     assert_int_not_equal(
         parse(&a, err, sizeof(err), "--role", "client", "--peer", "1.2.3.4.5", NULL), 0);
-    assert_int_not_equal(parse(&a, err, sizeof(err), "--role", "server", "--bogus", "1", NULL),
-                         0);
+    assert_int_not_equal(parse(&a, err, sizeof(err), "--role", "server", "--bogus", "1", NULL), 0);
     assert_non_null(strstr(err, "--bogus"));
     assert_int_not_equal(parse(&a, err, sizeof(err), "--role", "server", "stray", NULL), 0);
-    assert_int_not_equal(parse(&a, err, sizeof(err), "--role", "server", "--no-agent=1", NULL),
-                         0);
+    assert_int_not_equal(parse(&a, err, sizeof(err), "--role", "server", "--no-agent=1", NULL), 0);
     assert_int_not_equal(
         parse(&a, err, sizeof(err), "--role", "server", "--cycles", "99999999999999999999", NULL),
         0);

@@ -50,12 +50,12 @@
 #include "guest-agent/libhotmig/hotmig.h"
 #endif
 
-#define WL_DEVICE_WAIT_MS 120000   /* a device to appear (resume, recovery, start) */
-#define WL_PAUSE_WAIT_MS 15000     /* PAUSED after PAUSE */
-#define WL_CONNECT_WAIT_MS 300000  /* the client reaching the server */
-#define WL_DRAIN_WAIT_MS 120000    /* the echo of the last message after the stop */
-#define WL_RESULT_WAIT_MS 30000    /* RESULT after DONE */
-#define WL_SERVER_GRACE_MS 300000  /* the server waits for DONE this long past max-seconds */
+#define WL_DEVICE_WAIT_MS 120000  /* a device to appear (resume, recovery, start) */
+#define WL_PAUSE_WAIT_MS 15000    /* PAUSED after PAUSE */
+#define WL_CONNECT_WAIT_MS 300000 /* the client reaching the server */
+#define WL_DRAIN_WAIT_MS 120000   /* the echo of the last message after the stop */
+#define WL_RESULT_WAIT_MS 30000   /* RESULT after DONE */
+#define WL_SERVER_GRACE_MS 300000 /* the server waits for DONE this long past max-seconds */
 #define WL_AGENT_WAIT_MS 30000    /* the agent's socket to appear at start */
 #define WL_PROGRESS_MS 5000
 #define WL_RESETS_MAX 50
@@ -689,8 +689,7 @@ static void on_line(App *app, const char *line)
             return;
         }
         if (m.u.hello.version != WL_CTL_VERSION || m.u.hello.role == app->args.role) {
-            fail(app, "peer says '%s': want version %d and the other role", line,
-                 WL_CTL_VERSION);
+            fail(app, "peer says '%s': want version %d and the other role", line, WL_CTL_VERSION);
             return;
         }
         if (app->args.role == WL_ROLE_SERVER) {
@@ -775,7 +774,14 @@ static void on_ctl(App *app)
     char tmp[sizeof(app->lb.buf)];
     char line[WL_CTL_LINE_MAX];
     size_t room = sizeof(app->lb.buf) - app->lb.len;
-    ssize_t n = read(app->ctl_fd, tmp, room < sizeof(tmp) ? room : sizeof(tmp));
+    ssize_t n;
+
+    if (room == 0) { /* cannot happen: a partial line is shorter than WL_CTL_LINE_MAX */
+        fail(app, "control connection: input buffer full");
+        ctl_close(app);
+        return;
+    }
+    n = read(app->ctl_fd, tmp, room < sizeof(tmp) ? room : sizeof(tmp));
 
     if (n < 0) {
         if (errno == EINTR || errno == EAGAIN) {
@@ -1134,7 +1140,9 @@ static void on_agent(App *app)
     r = hotmig_client_dispatch(app->hm);
     app->in_dispatch = 0;
     if (r < 0) {
-        wl_log("lost the connection to hotmig-agent (%s); a migration now looks like a vanished device", strerror(-r));
+        wl_log(
+            "lost the connection to hotmig-agent (%s); a migration now looks like a vanished device",
+            strerror(-r));
         hotmig_client_free(app->hm);
         app->hm = NULL;
     }
@@ -1241,8 +1249,7 @@ static int loop_once(App *app, int64_t max_wait_ms, int top)
     }
 #ifdef HM_WL_HAVE_HOTMIG
     if (top && app->hm && app->args.mode == WL_MODE_LAZY) {
-        pfd[i_agent = n++] =
-            (struct pollfd){.fd = hotmig_client_get_fd(app->hm), .events = POLLIN};
+        pfd[i_agent = n++] = (struct pollfd){.fd = hotmig_client_get_fd(app->hm), .events = POLLIN};
     } else if (top && app->wake_fd >= 0) {
         pfd[i_agent = n++] = (struct pollfd){.fd = app->wake_fd, .events = POLLIN};
     }
@@ -1314,13 +1321,13 @@ static int print_result(App *app)
         if (c->delivered_after == 0) {
             all_delivered = 0;
         }
-        int w = snprintf(cyc + o, sizeof(cyc) - o,
-                         "%s{\"cycle\":%" PRIu64 ",\"migrated\":\"%s\",\"kind\":\"%s\","
-                         "\"device\":\"%s\",\"resumed\":%s,\"delivered_after\":%" PRIu64 "}",
-                         i ? "," : "", c->number,
-                         wl_role_to_string(c->local ? app->args.role : other),
-                         wl_pause_kind_to_string(c->kind), c->device,
-                         c->epoch ? "true" : "false", c->delivered_after);
+        int w =
+            snprintf(cyc + o, sizeof(cyc) - o,
+                     "%s{\"cycle\":%" PRIu64 ",\"migrated\":\"%s\",\"kind\":\"%s\","
+                     "\"device\":\"%s\",\"resumed\":%s,\"delivered_after\":%" PRIu64 "}",
+                     i ? "," : "", c->number, wl_role_to_string(c->local ? app->args.role : other),
+                     wl_pause_kind_to_string(c->kind), c->device, c->epoch ? "true" : "false",
+                     c->delivered_after);
         if (w < 0 || (size_t)w >= sizeof(cyc) - o) {
             o = (size_t)snprintf(cyc, sizeof(cyc), "\"truncated\"");
             break;
@@ -1334,29 +1341,29 @@ static int print_result(App *app)
         uint64_t lost = app->sent - app->echoes;
         uint64_t corrupt = app->corrupt + app->peer_result.corrupt;
         int enough = app->args.cycles == 0 || cycles_completed(app) >= app->args.cycles;
-        int ok = !app->failed && app->got_result && lost == 0 && corrupt == 0 && all_delivered &&
-                 enough;
+        int ok =
+            !app->failed && app->got_result && lost == 0 && corrupt == 0 && all_delivered && enough;
         if (!enough && !app->failed) {
             snprintf(err, sizeof(err), "only %zu of %u cycles completed", cycles_completed(app),
                      app->args.cycles);
         }
-        emit("{\"event\":\"result\",\"role\":\"client\",\"sent\":%" PRIu64
-             ",\"received\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"corrupt\":%" PRIu64
-             ",\"longest_gap_ms\":%" PRId64 ",\"cycles\":[%s],\"retransmits\":%" PRIu64
-             ",\"server_received\":%" PRIu64 ",\"server_duplicates\":%" PRIu64
-             ",\"server_corrupt\":%" PRIu64 ",\"verbs_errors\":%" PRIu64 ",\"resets\":%" PRIu64
+        emit("{\"event\":\"result\",\"role\":\"client\",\"sent\":%" PRIu64 ",\"received\":%" PRIu64
+             ",\"lost\":%" PRIu64 ",\"corrupt\":%" PRIu64 ",\"longest_gap_ms\":%" PRId64
+             ",\"cycles\":[%s],\"retransmits\":%" PRIu64 ",\"server_received\":%" PRIu64
+             ",\"server_duplicates\":%" PRIu64 ",\"server_corrupt\":%" PRIu64
+             ",\"verbs_errors\":%" PRIu64 ",\"resets\":%" PRIu64
              ",\"size\":%u,\"mode\":\"%s\",\"seconds\":%.1f,\"ok\":%s%s%s%s}",
              app->sent, app->received, lost, corrupt, app->longest_gap, cyc, app->retransmits,
              app->peer_result.received, app->peer_result.duplicates, app->peer_result.corrupt,
              app->verbs_errors, app->resets, app->args.size, wl_mode_to_string(app->args.mode),
-             secs, ok ? "true" : "false", err[0] ? ",\"error\":\"" : "", err,
-             err[0] ? "\"" : "");
+             secs, ok ? "true" : "false", err[0] ? ",\"error\":\"" : "", err, err[0] ? "\"" : "");
         return ok;
     }
     int ok = !app->failed && app->done_received && app->corrupt == 0 && all_delivered;
     emit("{\"event\":\"result\",\"role\":\"server\",\"received\":%" PRIu64
-         ",\"duplicates\":%" PRIu64 ",\"corrupt\":%" PRIu64 ",\"cycles\":[%s],\"verbs_errors\":%" PRIu64
-         ",\"resets\":%" PRIu64 ",\"seconds\":%.1f,\"ok\":%s%s%s%s}",
+         ",\"duplicates\":%" PRIu64 ",\"corrupt\":%" PRIu64
+         ",\"cycles\":[%s],\"verbs_errors\":%" PRIu64 ",\"resets\":%" PRIu64
+         ",\"seconds\":%.1f,\"ok\":%s%s%s%s}",
          app->received, app->duplicates, app->corrupt, cyc, app->verbs_errors, app->resets, secs,
          ok ? "true" : "false", err[0] ? ",\"error\":\"" : "", err, err[0] ? "\"" : "");
     return ok;
@@ -1366,10 +1373,11 @@ static int print_result(App *app)
 
 static void usage(FILE *f)
 {
-    fputs("usage: hm-pingpong --role server|client [--peer IP] [--port 7471] [--mode lazy|threaded]\n"
-          "                   [--size 4096] [--cycles N] [--tail SEC] [--max-seconds SEC] [--no-agent]\n"
-          "       (also one comma-separated argument: --role,client,--peer,198.51.100.2)\n",
-          f);
+    fputs(
+        "usage: hm-pingpong --role server|client [--peer IP] [--port 7471] [--mode lazy|threaded]\n"
+        "                   [--size 4096] [--cycles N] [--tail SEC] [--max-seconds SEC] [--no-agent]\n"
+        "       (also one comma-separated argument: --role,client,--peer,198.51.100.2)\n",
+        f);
 }
 
 static int agent_register(App *app)
@@ -1383,10 +1391,9 @@ static int agent_register(App *app)
     /* The agent may still be starting (the guest's init starts both at once): retry while
      * its socket is missing or refuses, bounded. */
     for (;;) {
-        app->hm = hotmig_client_new(name,
-                                    app->args.mode == WL_MODE_THREADED ? HOTMIG_MODE_THREADED
-                                                                       : HOTMIG_MODE_LAZY,
-                                    cb_quiesce, cb_resume, app);
+        app->hm = hotmig_client_new(
+            name, app->args.mode == WL_MODE_THREADED ? HOTMIG_MODE_THREADED : HOTMIG_MODE_LAZY,
+            cb_quiesce, cb_resume, app);
         if (app->hm || (errno != ENOENT && errno != ECONNREFUSED) ||
             now_ms() + backoff >= deadline) {
             break;
@@ -1401,8 +1408,9 @@ static int agent_register(App *app)
     if (!app->hm) {
         const char *sock = getenv(HOTMIG_AGENT_SOCKET_ENV);
         int e = errno;
-        wl_log("cannot register with hotmig-agent at '%s' (tried for up to %d s): %s (use --no-agent to run without)",
-               sock ? sock : HOTMIG_AGENT_SOCKET_DEFAULT, WL_AGENT_WAIT_MS / 1000, strerror(e));
+        wl_log(
+            "cannot register with hotmig-agent at '%s' (tried for up to %d s): %s (use --no-agent to run without)",
+            sock ? sock : HOTMIG_AGENT_SOCKET_DEFAULT, WL_AGENT_WAIT_MS / 1000, strerror(e));
         return -1;
     }
     wl_log("registered with hotmig-agent as '%s' (%s mode)", name,

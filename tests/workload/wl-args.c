@@ -35,8 +35,8 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-static int parse_uint(const char *opt, const char *s, unsigned min, unsigned max,
-                      unsigned *ret, char *err, size_t errlen)
+static int parse_uint(const char *opt, const char *s, unsigned min, unsigned max, unsigned *ret,
+                      char *err, size_t errlen)
 {
     char *end = NULL;
     unsigned long v;

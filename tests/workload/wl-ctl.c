@@ -10,14 +10,14 @@
 #define WL_CTL_FIELDS_MAX 8
 
 static const char *const ctl_names[WL_CTL_LAST] = {
-    [WL_CTL_HELLO] = "HELLO", [WL_CTL_QP] = "QP",         [WL_CTL_RTS] = "RTS",
-    [WL_CTL_PAUSE] = "PAUSE", [WL_CTL_PAUSED] = "PAUSED", [WL_CTL_DONE] = "DONE",
+    [WL_CTL_HELLO] = "HELLO",   [WL_CTL_QP] = "QP",         [WL_CTL_RTS] = "RTS",
+    [WL_CTL_PAUSE] = "PAUSE",   [WL_CTL_PAUSED] = "PAUSED", [WL_CTL_DONE] = "DONE",
     [WL_CTL_RESULT] = "RESULT",
 };
 
 /* Number of fields after the command word. */
 static const int ctl_nfields[WL_CTL_LAST] = {
-    [WL_CTL_HELLO] = 3, [WL_CTL_QP] = 6,     [WL_CTL_RTS] = 0,    [WL_CTL_PAUSE] = 2,
+    [WL_CTL_HELLO] = 3,  [WL_CTL_QP] = 6,   [WL_CTL_RTS] = 0,    [WL_CTL_PAUSE] = 2,
     [WL_CTL_PAUSED] = 1, [WL_CTL_DONE] = 0, [WL_CTL_RESULT] = 5,
 };
 

@@ -175,7 +175,9 @@ static int pick_roce_gid(WlVerbs *v, int gid_tbl_len)
         v->gid_index = i;
         return 0;
     }
-    wl_verbs_err("device '%s' port %u has no RoCE v2 IPv4-mapped GID (is the interface up with an IPv4 address?)", v->name, v->port);
+    wl_verbs_err(
+        "device '%s' port %u has no RoCE v2 IPv4-mapped GID (is the interface up with an IPv4 address?)",
+        v->name, v->port);
     return -EADDRNOTAVAIL;
 }
 
@@ -355,8 +357,7 @@ void wl_verbs_close(WlVerbs *v)
         wl_verbs_err("device '%s': ibv_dealloc_pd failed: %s", v->name, strerror(-neg_ret(r)));
     }
     if (v->ctx && (r = ibv_close_device(v->ctx)) != 0) {
-        wl_verbs_err("device '%s': ibv_close_device failed: %s", v->name,
-                     strerror(-neg_ret(r)));
+        wl_verbs_err("device '%s': ibv_close_device failed: %s", v->name, strerror(-neg_ret(r)));
     }
     free(v->buf);
     free(v);
@@ -414,8 +415,8 @@ int wl_verbs_connect(WlVerbs *v, const WlQpInfo *peer)
         attr.ah_attr.grh.hop_limit = 64;
     }
     r = ibv_modify_qp(v->qp, &attr,
-                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                          IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
     if (r != 0) {
         r = neg_ret(r);
         wl_verbs_err("device '%s': QP %u to RTR (peer QP %u on '%s') failed: %s", v->name,
@@ -434,8 +435,7 @@ int wl_verbs_connect(WlVerbs *v, const WlQpInfo *peer)
                           IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
     if (r != 0) {
         r = neg_ret(r);
-        wl_verbs_err("device '%s': QP %u to RTS failed: %s", v->name, v->qp->qp_num,
-                     strerror(-r));
+        wl_verbs_err("device '%s': QP %u to RTS failed: %s", v->name, v->qp->qp_num, strerror(-r));
         return r;
     }
     return 0;

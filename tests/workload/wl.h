@@ -153,12 +153,12 @@ typedef enum {
 
 typedef struct {
     WlRole role;
-    char peer[64];    /* IPv4 address; required for the client */
-    unsigned port;    /* default 7471 */
-    WlMode mode;      /* default lazy */
-    unsigned size;    /* default 4096 */
-    unsigned cycles;  /* 0 = until max_seconds */
-    unsigned tail;    /* seconds, default 3 */
+    char peer[64];        /* IPv4 address; required for the client */
+    unsigned port;        /* default 7471 */
+    WlMode mode;          /* default lazy */
+    unsigned size;        /* default 4096 */
+    unsigned cycles;      /* 0 = until max_seconds */
+    unsigned tail;        /* seconds, default 3 */
     unsigned max_seconds; /* default 600 */
     int no_agent;
     int help;
