@@ -1,0 +1,192 @@
+/* hotmig-agent internals: the host protocol parser, the process protocol parser, the agent
+ * core (state machine, process registry) and the host channel. Reachable from tests only. */
+#pragma once
+
+#include <glib.h>
+
+#include "common/common.h"
+
+G_BEGIN_DECLS
+
+/* ---- limits ------------------------------------------------------------------------------ */
+
+#define AGENT_HOST_LINE_MAX (64 * 1024) /* bytes per host line, newline included */
+#define AGENT_PROC_LINE_MAX 512         /* bytes per process line, newline included */
+#define AGENT_PROCS_MAX 1024            /* connections on the registry socket */
+#define AGENT_JSON_DEPTH_MAX 16         /* nesting of arrays/objects in a request */
+#define AGENT_TIMEOUT_MS_MAX (10 * 60 * 1000)
+#define AGENT_NAME_MAX 64               /* process name, bytes */
+#define AGENT_DEVICE_MAX 64             /* RDMA device name, bytes */
+#define AGENT_OUTPUT_MAX (1024 * 1024)  /* queued output to the host before it is dropped */
+#define AGENT_SYNC_BYTE 0xFF
+#define AGENT_PROTOCOL_VERSION 1
+#define AGENT_DEVICE_POLL_MS 50
+
+/* ---- errors: the GError code is the protocol's error class ------------------------------- */
+
+#define AGENT_ERROR (agent_error_quark())
+GQuark agent_error_quark(void);
+
+typedef enum {
+    AGENT_ERROR_GENERIC,           /* "GenericError" */
+    AGENT_ERROR_INVALID_JSON,      /* "InvalidJSON" */
+    AGENT_ERROR_COMMAND_NOT_FOUND, /* "CommandNotFound" */
+    AGENT_ERROR_INVALID_PARAMETER, /* "InvalidParameter" */
+    AGENT_ERROR_TOO_LARGE,         /* "TooLarge" */
+    AGENT_ERROR_BUSY,              /* "Busy" */
+    AGENT_ERROR_LAST,
+} AgentError;
+HM_ENUM_DECL(agent_error_class, AgentError)
+
+/* ---- enums ------------------------------------------------------------------------------- */
+
+typedef enum {
+    AGENT_COMMAND_SYNC,
+    AGENT_COMMAND_PING,
+    AGENT_COMMAND_INFO,
+    AGENT_COMMAND_PREPARE,
+    AGENT_COMMAND_RESUME,
+    AGENT_COMMAND_STATUS,
+    AGENT_COMMAND_LAST,
+} AgentCommand;
+HM_ENUM_DECL(agent_command, AgentCommand)
+
+typedef enum {
+    AGENT_STATE_RUNNING,
+    AGENT_STATE_PREPARED,
+    AGENT_STATE_LAST,
+} AgentState;
+HM_ENUM_DECL(agent_state, AgentState)
+
+typedef enum {
+    AGENT_PROC_MODE_LAZY,
+    AGENT_PROC_MODE_THREADED,
+    AGENT_PROC_MODE_LAST,
+} AgentProcMode;
+HM_ENUM_DECL(agent_proc_mode, AgentProcMode)
+
+/* ---- line framing ------------------------------------------------------------------------ */
+
+typedef enum {
+    AGENT_FRAME_LINE,     /* a complete line, newline (and a trailing CR) removed */
+    AGENT_FRAME_OVERSIZE, /* a line longer than the limit ended; its bytes were discarded */
+    AGENT_FRAME_SYNC,     /* the sync byte arrived; any partial line was dropped */
+} AgentFrameEvent;
+
+/* Returns FALSE to stop feeding (the rest of the data is not looked at). @line is borrowed,
+ * NUL-terminated at @len (it may hold other NUL bytes). */
+typedef gboolean (*AgentFrameFunc)(AgentFrameEvent event, const char *line, gsize len,
+                                   gpointer user_data);
+
+typedef struct {
+    GString *buf;
+    gsize max;          /* bytes per line, newline included */
+    gboolean sync_byte; /* whether 0xFF resets the framer */
+    gboolean oversize_at_once; /* report an overlong line when it overflows, not at its end */
+    gboolean discarding;
+} AgentFramer;
+
+void agent_framer_init(AgentFramer *framer, gsize max, gboolean sync_byte,
+                       gboolean oversize_at_once);
+void agent_framer_clear(AgentFramer *framer);
+void agent_framer_reset(AgentFramer *framer);
+/* Returns FALSE when @func stopped it. */
+gboolean agent_framer_feed(AgentFramer *framer, const guint8 *data, gsize len,
+                           AgentFrameFunc func, gpointer user_data);
+
+/* ---- host requests ----------------------------------------------------------------------- */
+
+typedef struct {
+    AgentCommand command;
+    gint64 sync_id;   /* sync */
+    guint timeout_ms; /* prepare, resume */
+} AgentRequest;
+
+/* Parses one request line. On failure sets @error in AGENT_ERROR (code = error class) with a
+ * message naming the field; *ret is untouched. */
+gboolean agent_request_parse(const char *line, gsize len, AgentRequest *ret, GError **error);
+
+/* ---- process messages -------------------------------------------------------------------- */
+
+typedef enum {
+    AGENT_MSG_HELLO,
+    AGENT_MSG_DONE,
+    AGENT_MSG_FAILED,
+    AGENT_MSG_LAST,
+} AgentMsgKind;
+
+typedef struct {
+    AgentMsgKind kind;
+    char version[17];             /* HELLO */
+    gint pid;                     /* HELLO */
+    AgentProcMode mode;           /* HELLO */
+    char name[AGENT_NAME_MAX + 1]; /* HELLO */
+    guint64 seq;                  /* DONE, FAILED */
+    char reason[AGENT_PROC_LINE_MAX]; /* FAILED */
+} AgentProcMsg;
+
+gboolean agent_proc_msg_parse(const char *line, gsize len, AgentProcMsg *ret, GError **error);
+
+/* ---- verbs adapter (verbs.c is the only file that talks to libibverbs) -------------------- */
+
+typedef struct {
+    /* Returns the name (owned) of an RDMA device that has a port in the ACTIVE state, or NULL
+     * with @error set when there is none (yet). */
+    char *(*find_active_device)(gpointer data, GError **error);
+} AgentVerbsOps;
+
+extern const AgentVerbsOps agent_verbs_ibverbs;
+
+/* ---- the agent core ---------------------------------------------------------------------- */
+
+typedef struct Agent Agent;
+
+/* Called with each complete reply for the host (including its newline, and the leading sync
+ * byte for sync replies). @data is borrowed. */
+typedef void (*AgentReplyFunc)(const char *data, gsize len, gpointer user_data);
+
+/* Creates the agent; its sources live in the thread-default main context. Owned. */
+Agent *agent_new(const AgentVerbsOps *verbs, gpointer verbs_data);
+void agent_free(Agent *agent);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(Agent, agent_free)
+
+void agent_set_reply_func(Agent *agent, AgentReplyFunc func, gpointer user_data);
+/* How often resume looks for an active RDMA device (default AGENT_DEVICE_POLL_MS). */
+void agent_set_device_poll_ms(Agent *agent, guint poll_ms);
+
+/* Creates the registry socket at @path (mode 0600; its directory is created if missing) and
+ * accepts processes on it. The socket is unlinked by agent_free(). */
+gboolean agent_listen(Agent *agent, const char *path, GError **error);
+
+/* Bytes from the host. */
+void agent_host_feed(Agent *agent, const guint8 *data, gsize len);
+/* The host went away: partial input is dropped and pending replies are not sent. */
+void agent_host_reset(Agent *agent);
+
+AgentState agent_get_state(const Agent *agent);
+gboolean agent_is_busy(const Agent *agent); /* a prepare or resume is under way */
+guint agent_get_n_procs(const Agent *agent); /* registered processes */
+
+/* ---- the host channel -------------------------------------------------------------------- */
+
+typedef struct AgentChannel AgentChannel;
+
+/* Finds the virtio-serial port named @name under @sysfs_root/class/virtio-ports and returns
+ * its device path under @dev_root (owned). */
+char *agent_channel_find_port(const char *sysfs_root, const char *dev_root, const char *name,
+                              GError **error);
+
+/* Opens the virtio-serial port @path. When no host is connected the port polls HUP; the
+ * channel then stops watching it and looks again on host connect (SIGIO) or after
+ * @retry_ms. Feeds @agent, and is set as its reply function. Owned. */
+AgentChannel *agent_channel_new_port(Agent *agent, const char *path, guint retry_ms,
+                                     GError **error);
+
+/* Opens @path (a unix socket is connected to; "fd:N" uses the inherited fd N; anything else
+ * is opened read-write). End of file calls @eof_func. Owned. */
+AgentChannel *agent_channel_new_device(Agent *agent, const char *path, GSourceFunc eof_func,
+                                       gpointer eof_data, GError **error);
+void agent_channel_free(AgentChannel *channel);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AgentChannel, agent_channel_free)
+
+G_END_DECLS

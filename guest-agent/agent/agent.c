@@ -1,0 +1,952 @@
+/* The agent core: the host command dispatcher, the process registry on the Unix socket and
+ * the prepare/resume operations. Everything runs in one GLib main context; waits are GLib
+ * sources with deadlines. */
+#include "guest-agent/agent/agent-priv.h"
+
+#include <errno.h>
+#include <glib-unix.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+typedef enum {
+    AGENT_OP_PREPARE,
+    AGENT_OP_RESUME,
+} AgentOpKind;
+
+/* What a reply says about one process: a copy, so it survives the process leaving. */
+typedef struct {
+    gint pid;
+    char *name;
+    AgentProcMode mode;
+    char *error; /* NULL when it succeeded */
+} AgentProcInfo;
+
+typedef struct {
+    Agent *agent;
+    guint watch_id;
+    int fd;
+    AgentFramer framer;
+    gboolean registered;
+    gint pid;
+    AgentProcMode mode;
+    char *name;
+    guint64 pending_seq; /* request sent and not answered yet; 0 for none */
+    gboolean pending_is_resume;
+    gboolean quiesced;
+    char *error; /* why the last request failed */
+    char *drop_reason;
+} AgentProc;
+
+typedef struct {
+    AgentOpKind kind;
+    guint64 seq;
+    guint timeout_ms;
+    HmDeadline deadline;
+    HmDeadline device_deadline; /* resume: stop looking for a device then */
+    guint device_wait_ms;
+    gboolean waiting_device;
+    char *device;
+    char *device_error;
+    guint timer_id;
+    GPtrArray *waiting; /* AgentProc, borrowed */
+    GPtrArray *done;    /* AgentProcInfo */
+    GPtrArray *failed;  /* AgentProcInfo */
+    gboolean reply_dropped;
+} AgentOp;
+
+struct Agent {
+    const AgentVerbsOps *verbs;
+    gpointer verbs_data;
+    AgentReplyFunc reply_func;
+    gpointer reply_data;
+    guint poll_ms;
+    AgentFramer host;
+    AgentState state;
+    guint64 next_seq;
+    AgentOp *op;
+    GPtrArray *procs; /* AgentProc, owned; registered or not */
+    int listen_fd;
+    guint listen_id;
+    char *socket_path;
+};
+
+static void agent_op_check_done(Agent *agent);
+
+/* ---- small helpers ----------------------------------------------------------------------- */
+
+static void agent_proc_info_free(AgentProcInfo *info)
+{
+    if (!info)
+        return;
+    g_free(info->name);
+    g_free(info->error);
+    g_free(info);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AgentProcInfo, agent_proc_info_free)
+
+static AgentProcInfo *agent_proc_info_new(const AgentProc *proc, const char *error)
+{
+    AgentProcInfo *info = g_new0(AgentProcInfo, 1);
+
+    info->pid = proc->pid;
+    info->name = g_strdup(proc->name);
+    info->mode = proc->mode;
+    info->error = g_strdup(error);
+    return info;
+}
+
+static void agent_json_add_proc(JsonBuilder *b, gint pid, const char *name, AgentProcMode mode,
+                                const char *error)
+{
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "pid");
+    json_builder_add_int_value(b, pid);
+    json_builder_set_member_name(b, "name");
+    json_builder_add_string_value(b, name);
+    json_builder_set_member_name(b, "mode");
+    json_builder_add_string_value(b, agent_proc_mode_to_string(mode));
+    if (error) {
+        json_builder_set_member_name(b, "error");
+        json_builder_add_string_value(b, error);
+    }
+}
+
+static void agent_json_add_infos(JsonBuilder *b, const char *member, GPtrArray *infos)
+{
+    json_builder_set_member_name(b, member);
+    json_builder_begin_array(b);
+    for (guint i = 0; i < infos->len; i++) {
+        const AgentProcInfo *info = infos->pdata[i];
+
+        agent_json_add_proc(b, info->pid, info->name, info->mode, info->error);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+}
+
+static void agent_send_raw(Agent *agent, const char *data, gsize len)
+{
+    if (agent->reply_func)
+        agent->reply_func(data, len, agent->reply_data);
+}
+
+/* Sends {"return": <value built by the caller>} and frees the builder's result. */
+static void agent_send_node(Agent *agent, JsonNode *root)
+{
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autofree char *text = NULL;
+    g_autoptr(GString) line = NULL;
+
+    json_generator_set_root(gen, root);
+    text = json_generator_to_data(gen, NULL);
+    line = g_string_new(text);
+    g_string_append_c(line, '\n');
+    agent_send_raw(agent, line->str, line->len);
+}
+
+static void agent_send_error(Agent *agent, AgentError code, const char *desc)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new_immutable();
+    g_autoptr(JsonNode) root = NULL;
+
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "error");
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "class");
+    json_builder_add_string_value(b, agent_error_class_to_string(code));
+    json_builder_set_member_name(b, "desc");
+    json_builder_add_string_value(b, desc);
+    json_builder_end_object(b);
+    json_builder_end_object(b);
+    root = json_builder_get_root(b);
+    agent_send_node(agent, root);
+}
+
+/* Starts {"return":{ ... the caller adds members and calls agent_send_return_end(). */
+static JsonBuilder *agent_return_begin(void)
+{
+    JsonBuilder *b = json_builder_new_immutable();
+
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "return");
+    json_builder_begin_object(b);
+    return b;
+}
+
+static void agent_return_end(Agent *agent, JsonBuilder *b)
+{
+    g_autoptr(JsonNode) root = NULL;
+
+    json_builder_end_object(b);
+    json_builder_end_object(b);
+    root = json_builder_get_root(b);
+    agent_send_node(agent, root);
+}
+
+/* ---- processes --------------------------------------------------------------------------- */
+
+static void agent_proc_free(AgentProc *proc)
+{
+    if (!proc)
+        return;
+    if (proc->watch_id)
+        g_source_remove(proc->watch_id);
+    if (proc->fd >= 0)
+        close(proc->fd);
+    agent_framer_clear(&proc->framer);
+    g_free(proc->name);
+    g_free(proc->error);
+    g_free(proc->drop_reason);
+    g_free(proc);
+}
+
+/* Sends one line to a process. Never blocks: a process that does not read its socket fails. */
+static gboolean agent_proc_send(AgentProc *proc, const char *line, GError **error)
+{
+    gsize len = strlen(line);
+    gsize off = 0;
+
+    while (off < len) {
+        ssize_t n = send(proc->fd, line + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            hm_set_error_errno(error, errno, "Cannot write to process %d", proc->pid);
+            return FALSE;
+        }
+        off += (gsize)n;
+    }
+    return TRUE;
+}
+
+/* Records that @proc answered (or failed, or left) the operation's request. */
+static void agent_op_settle(Agent *agent, AgentProc *proc, const char *error)
+{
+    AgentOp *op = agent->op;
+
+    if (!op || !g_ptr_array_remove(op->waiting, proc))
+        return;
+    g_ptr_array_add(error ? op->failed : op->done, agent_proc_info_new(proc, error));
+}
+
+/* Sends QUIESCE or RESUME with @seq. On failure the process is settled as failed. */
+static gboolean agent_proc_request(Agent *agent, AgentProc *proc, gboolean resume, guint64 seq,
+                                   const char *device)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *line = NULL;
+
+    if (resume)
+        line = g_strdup_printf("RESUME %" G_GUINT64_FORMAT " %s\n", seq,
+                               device && *device ? device : "-");
+    else
+        line = g_strdup_printf("QUIESCE %" G_GUINT64_FORMAT "\n", seq);
+    proc->pending_seq = seq;
+    proc->pending_is_resume = resume;
+    if (!agent_proc_send(proc, line, &error)) {
+        g_warning("process request failed: pid=%d name='%s' request=%s error='%s'", proc->pid,
+                  proc->name, resume ? "RESUME" : "QUIESCE", error->message);
+        proc->pending_seq = 0;
+        g_free(proc->error);
+        proc->error = g_strdup(error->message);
+        agent_op_settle(agent, proc, error->message);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static void agent_proc_drop(AgentProc *proc, const char *reason)
+{
+    Agent *agent = proc->agent;
+
+    if (proc->registered)
+        g_message("process gone: pid=%d name='%s' reason='%s'", proc->pid, proc->name, reason);
+    else
+        g_debug("unregistered connection gone: %s", reason);
+    if (agent->op) {
+        g_autofree char *error = g_strdup_printf("disconnected: %s", reason);
+
+        agent_op_settle(agent, proc, error);
+    }
+    g_ptr_array_remove(agent->procs, proc); /* frees it */
+    agent_op_check_done(agent);
+}
+
+static gboolean agent_proc_hello(AgentProc *proc, const AgentProcMsg *msg)
+{
+    Agent *agent = proc->agent;
+
+    if (proc->registered) {
+        proc->drop_reason = g_strdup("second HELLO");
+        return FALSE;
+    }
+    proc->registered = TRUE;
+    proc->pid = msg->pid;
+    proc->mode = msg->mode;
+    proc->name = g_strdup(msg->name);
+    g_message("process registered: pid=%d name='%s' mode=%s version=%s", proc->pid, proc->name,
+              agent_proc_mode_to_string(proc->mode), msg->version);
+
+    if (agent->state == AGENT_STATE_PREPARED) {
+        /* Quiesce it at once; while a prepare runs it takes part in it. */
+        gboolean in_op = agent->op && agent->op->kind == AGENT_OP_PREPARE;
+        guint64 seq = in_op ? agent->op->seq : agent->next_seq++;
+
+        g_message("process registered while prepared, quiescing: pid=%d seq=%" G_GUINT64_FORMAT,
+                  proc->pid, seq);
+        if (in_op)
+            g_ptr_array_add(agent->op->waiting, proc);
+        agent_proc_request(agent, proc, FALSE, seq, NULL);
+        agent_op_check_done(agent);
+    }
+    return TRUE;
+}
+
+static void agent_proc_answer(AgentProc *proc, const AgentProcMsg *msg)
+{
+    Agent *agent = proc->agent;
+    const char *request = proc->pending_is_resume ? "RESUME" : "QUIESCE";
+
+    if (msg->seq != proc->pending_seq) {
+        g_debug("ignoring stale answer from pid %d: seq %" G_GUINT64_FORMAT, proc->pid,
+                msg->seq);
+        return;
+    }
+    proc->pending_seq = 0;
+    g_clear_pointer(&proc->error, g_free);
+    if (msg->kind == AGENT_MSG_DONE) {
+        proc->quiesced = !proc->pending_is_resume;
+        g_message("process answered: pid=%d name='%s' request=%s seq=%" G_GUINT64_FORMAT
+                  " result=done",
+                  proc->pid, proc->name, request, msg->seq);
+        agent_op_settle(agent, proc, NULL);
+    } else {
+        proc->error = g_strdup(msg->reason);
+        g_warning("process answered: pid=%d name='%s' request=%s seq=%" G_GUINT64_FORMAT
+                  " result=failed reason='%s'",
+                  proc->pid, proc->name, request, msg->seq, msg->reason);
+        agent_op_settle(agent, proc, msg->reason);
+    }
+    agent_op_check_done(agent);
+}
+
+static gboolean agent_proc_frame(AgentFrameEvent event, const char *line, gsize len,
+                                 gpointer user_data)
+{
+    AgentProc *proc = user_data;
+    g_autoptr(GError) error = NULL;
+    AgentProcMsg msg;
+
+    if (event == AGENT_FRAME_OVERSIZE) {
+        proc->drop_reason = g_strdup_printf("line longer than %d bytes", AGENT_PROC_LINE_MAX);
+        return FALSE;
+    }
+    if (event != AGENT_FRAME_LINE)
+        return TRUE;
+    if (!agent_proc_msg_parse(line, len, &msg, &error)) {
+        proc->drop_reason = g_strdup_printf("bad message: %s", error->message);
+        return FALSE;
+    }
+    if (msg.kind == AGENT_MSG_HELLO)
+        return agent_proc_hello(proc, &msg);
+    if (!proc->registered) {
+        proc->drop_reason = g_strdup("message before HELLO");
+        return FALSE;
+    }
+    agent_proc_answer(proc, &msg);
+    return TRUE;
+}
+
+static gboolean agent_proc_io(int fd, GIOCondition condition, gpointer user_data)
+{
+    AgentProc *proc = user_data;
+    gsize total = 0;
+
+    /* Read what is there, at most 64 KiB per turn so one process cannot starve the others. */
+    while (total < 64 * 1024) {
+        guint8 buf[4096];
+        ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (condition & (G_IO_HUP | G_IO_ERR))
+                break;
+            return G_SOURCE_CONTINUE;
+        }
+        if (n < 0) {
+            proc->drop_reason = g_strdup_printf("read error: %s", g_strerror(errno));
+            goto drop;
+        }
+        if (n == 0)
+            break;
+        total += (gsize)n;
+        if (!agent_framer_feed(&proc->framer, buf, (gsize)n, agent_proc_frame, proc))
+            goto drop;
+    }
+    if (total >= 64 * 1024)
+        return G_SOURCE_CONTINUE;
+
+drop:
+    proc->watch_id = 0; /* removed by returning G_SOURCE_REMOVE */
+    {
+        g_autofree char *reason = g_strdup(proc->drop_reason ? proc->drop_reason : "disconnected");
+
+        if (proc->drop_reason && proc->registered)
+            g_warning("dropping process: pid=%d name='%s' reason='%s'", proc->pid, proc->name,
+                      proc->drop_reason);
+        else if (proc->drop_reason)
+            g_warning("dropping unregistered connection: reason='%s'", proc->drop_reason);
+        agent_proc_drop(proc, reason);
+    }
+    return G_SOURCE_REMOVE;
+}
+
+static gboolean agent_listen_io(int fd, GIOCondition condition, gpointer user_data)
+{
+    Agent *agent = user_data;
+
+    for (;;) {
+        AgentProc *proc;
+        int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+        if (cfd < 0 && errno == EINTR)
+            continue;
+        if (cfd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                g_warning("accept on '%s' failed: %s", agent->socket_path, g_strerror(errno));
+            return G_SOURCE_CONTINUE;
+        }
+        if (agent->procs->len >= AGENT_PROCS_MAX) {
+            g_warning("refusing process connection: already %u connections (limit)",
+                      agent->procs->len);
+            close(cfd);
+            continue;
+        }
+        proc = g_new0(AgentProc, 1);
+        proc->agent = agent;
+        proc->fd = cfd;
+        proc->name = g_strdup("");
+        agent_framer_init(&proc->framer, AGENT_PROC_LINE_MAX, FALSE, TRUE);
+        proc->watch_id = g_unix_fd_add(cfd, G_IO_IN | G_IO_HUP | G_IO_ERR, agent_proc_io, proc);
+        g_ptr_array_add(agent->procs, proc);
+    }
+}
+
+gboolean agent_listen(Agent *agent, const char *path, GError **error)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    g_autofree char *dir = NULL;
+    struct stat st;
+    mode_t old_umask;
+    int fd;
+    int r;
+
+    g_return_val_if_fail(agent != NULL && path != NULL, FALSE);
+    g_return_val_if_fail(agent->listen_fd < 0, FALSE);
+
+    if (strlen(path) >= sizeof(addr.sun_path)) {
+        g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID,
+                    "Socket path '%s' is too long", path);
+        return FALSE;
+    }
+    memcpy(addr.sun_path, path, strlen(path) + 1);
+    dir = g_path_get_dirname(path);
+    if (g_mkdir_with_parents(dir, 0755) < 0) {
+        hm_set_error_errno(error, errno, "Cannot create directory '%s'", dir);
+        return FALSE;
+    }
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        hm_set_error_errno(error, errno, "Cannot create a socket");
+        return FALSE;
+    }
+    if (lstat(path, &st) == 0) {
+        /* A stale socket from an earlier run is removed; a live agent is not displaced. */
+        if (!S_ISSOCK(st.st_mode)) {
+            close(fd);
+            g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID,
+                        "'%s' exists and is not a socket", path);
+            return FALSE;
+        }
+        if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 || errno == EAGAIN) {
+            close(fd);
+            g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_FAILED,
+                        "Another agent listens on '%s'", path);
+            return FALSE;
+        }
+        close(fd);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+            hm_set_error_errno(error, errno, "Cannot create a socket");
+            return FALSE;
+        }
+        unlink(path);
+    }
+    old_umask = umask(0177);
+    r = bind(fd, (struct sockaddr *)&addr, sizeof(addr));
+    umask(old_umask);
+    if (r < 0 || chmod(path, 0600) < 0 || listen(fd, 64) < 0) {
+        int errsv = errno;
+
+        close(fd);
+        if (r == 0)
+            unlink(path);
+        hm_set_error_errno(error, errsv, "Cannot listen on '%s'", path);
+        return FALSE;
+    }
+    agent->listen_fd = fd;
+    agent->socket_path = g_strdup(path);
+    agent->listen_id = g_unix_fd_add(fd, G_IO_IN, agent_listen_io, agent);
+    g_message("listening for processes: socket='%s'", path);
+    return TRUE;
+}
+
+/* ---- operations -------------------------------------------------------------------------- */
+
+static void agent_op_free(AgentOp *op)
+{
+    if (!op)
+        return;
+    if (op->timer_id)
+        g_source_remove(op->timer_id);
+    g_ptr_array_unref(op->waiting);
+    g_ptr_array_unref(op->done);
+    g_ptr_array_unref(op->failed);
+    g_free(op->device);
+    g_free(op->device_error);
+    g_free(op);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AgentOp, agent_op_free)
+
+static AgentOp *agent_op_new(Agent *agent, AgentOpKind kind, guint timeout_ms)
+{
+    AgentOp *op = g_new0(AgentOp, 1);
+
+    op->kind = kind;
+    op->seq = agent->next_seq++;
+    op->timeout_ms = timeout_ms;
+    op->deadline = hm_deadline_in_ms(timeout_ms);
+    op->waiting = g_ptr_array_new();
+    op->done = g_ptr_array_new_with_free_func((GDestroyNotify)agent_proc_info_free);
+    op->failed = g_ptr_array_new_with_free_func((GDestroyNotify)agent_proc_info_free);
+    return op;
+}
+
+/* Ends the operation: sends its reply unless the host gave up on it. */
+static void agent_op_finish(Agent *agent)
+{
+    g_autoptr(AgentOp) op = g_steal_pointer(&agent->op);
+    g_autoptr(JsonBuilder) b = NULL;
+
+    g_message("%s done: seq=%" G_GUINT64_FORMAT " ok=%u failed=%u%s%s%s",
+              op->kind == AGENT_OP_PREPARE ? "prepare" : "resume", op->seq, op->done->len,
+              op->failed->len, op->kind == AGENT_OP_RESUME ? " device='" : "",
+              op->kind == AGENT_OP_RESUME ? (op->device ? op->device : "") : "",
+              op->kind == AGENT_OP_RESUME ? "'" : "");
+    if (op->reply_dropped) {
+        g_message("reply not sent: the host gave up on it (sync or disconnect)");
+        return;
+    }
+    b = agent_return_begin();
+    json_builder_set_member_name(b, "state");
+    json_builder_add_string_value(b, agent_state_to_string(agent->state));
+    if (op->kind == AGENT_OP_PREPARE) {
+        agent_json_add_infos(b, "quiesced", op->done);
+    } else {
+        agent_json_add_infos(b, "resumed", op->done);
+    }
+    agent_json_add_infos(b, "failed", op->failed);
+    if (op->kind == AGENT_OP_RESUME) {
+        json_builder_set_member_name(b, "device");
+        json_builder_add_string_value(b, op->device ? op->device : "");
+    }
+    agent_return_end(agent, b);
+}
+
+/* Every process still waited for fails with @error. */
+static void agent_op_fail_waiting(Agent *agent, const char *error)
+{
+    AgentOp *op = agent->op;
+
+    while (op->waiting->len > 0) {
+        AgentProc *proc = op->waiting->pdata[op->waiting->len - 1];
+
+        g_warning("process did not answer: pid=%d name='%s' seq=%" G_GUINT64_FORMAT
+                  " error='%s'",
+                  proc->pid, proc->name, op->seq, error);
+        agent_op_settle(agent, proc, error);
+    }
+}
+
+static void agent_op_check_done(Agent *agent)
+{
+    if (agent->op && !agent->op->waiting_device && agent->op->waiting->len == 0)
+        agent_op_finish(agent);
+}
+
+static gboolean agent_op_deadline(gpointer user_data)
+{
+    Agent *agent = user_data;
+    g_autofree char *error = g_strdup_printf("no answer within %u ms", agent->op->timeout_ms);
+
+    agent->op->timer_id = 0;
+    agent_op_fail_waiting(agent, error);
+    agent_op_finish(agent);
+    return G_SOURCE_REMOVE;
+}
+
+static void agent_op_arm_deadline(Agent *agent)
+{
+    AgentOp *op = agent->op;
+
+    if (op->timer_id)
+        g_source_remove(op->timer_id);
+    op->timer_id = g_timeout_add(hm_deadline_remaining_ms(op->deadline), agent_op_deadline, agent);
+}
+
+static void agent_resume_send(Agent *agent)
+{
+    AgentOp *op = agent->op;
+
+    op->waiting_device = FALSE;
+    agent->state = AGENT_STATE_RUNNING;
+    for (guint i = 0; i < agent->procs->len; i++) {
+        AgentProc *proc = agent->procs->pdata[i];
+
+        if (!proc->registered)
+            continue;
+        g_ptr_array_add(op->waiting, proc);
+        agent_proc_request(agent, proc, TRUE, op->seq, op->device);
+    }
+    agent_op_arm_deadline(agent);
+    agent_op_check_done(agent);
+}
+
+/* Looks for an active device once. TRUE when the device phase is over. */
+static gboolean agent_resume_look(Agent *agent)
+{
+    AgentOp *op = agent->op;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *device = agent->verbs->find_active_device(agent->verbs_data, &error);
+
+    if (device && (strlen(device) == 0 || strlen(device) > AGENT_DEVICE_MAX ||
+                   strpbrk(device, " \t\r\n") != NULL)) {
+        g_warning("ignoring RDMA device with an unusable name");
+        g_clear_pointer(&device, g_free);
+    }
+    if (device) {
+        g_message("resume: RDMA device active: device='%s'", device);
+        op->device = g_steal_pointer(&device);
+        return TRUE;
+    }
+    if (error) {
+        g_free(op->device_error);
+        op->device_error = g_strdup(error->message);
+    }
+    if (g_get_monotonic_time() >= op->device_deadline) {
+        g_warning("resume: no active RDMA device within %u ms: %s", op->device_wait_ms,
+                  op->device_error ? op->device_error : "none found");
+        return TRUE;
+    }
+    return FALSE;
+}
+
+static gboolean agent_resume_poll(gpointer user_data)
+{
+    Agent *agent = user_data;
+    AgentOp *op = agent->op;
+
+    op->timer_id = 0;
+    if (agent_resume_look(agent)) {
+        agent_resume_send(agent);
+    } else {
+        guint left = hm_deadline_remaining_ms(op->device_deadline);
+
+        op->timer_id = g_timeout_add(MIN(agent->poll_ms, left), agent_resume_poll, agent);
+    }
+    return G_SOURCE_REMOVE;
+}
+
+static void agent_prepare_start(Agent *agent, guint timeout_ms)
+{
+    AgentOp *op = agent_op_new(agent, AGENT_OP_PREPARE, timeout_ms);
+
+    agent->op = op;
+    agent->state = AGENT_STATE_PREPARED;
+    g_message("prepare: seq=%" G_GUINT64_FORMAT " timeout_ms=%u processes=%u", op->seq,
+              timeout_ms, agent_get_n_procs(agent));
+    for (guint i = 0; i < agent->procs->len; i++) {
+        AgentProc *proc = agent->procs->pdata[i];
+
+        if (!proc->registered)
+            continue;
+        g_ptr_array_add(op->waiting, proc);
+        agent_proc_request(agent, proc, FALSE, op->seq, NULL);
+    }
+    agent_op_arm_deadline(agent);
+    agent_op_check_done(agent);
+}
+
+static void agent_resume_start(Agent *agent, guint timeout_ms)
+{
+    AgentOp *op = agent_op_new(agent, AGENT_OP_RESUME, timeout_ms);
+    /* Keep a quarter of the time (at most 2 s) for the processes' answers. */
+    guint reserve = MIN(timeout_ms / 4, 2000);
+
+    op->device_wait_ms = timeout_ms - reserve;
+    op->device_deadline = op->deadline - (gint64)reserve * G_TIME_SPAN_MILLISECOND;
+    op->waiting_device = TRUE;
+    agent->op = op;
+    g_message("resume: seq=%" G_GUINT64_FORMAT " timeout_ms=%u processes=%u", op->seq,
+              timeout_ms, agent_get_n_procs(agent));
+    if (agent_resume_look(agent))
+        agent_resume_send(agent);
+    else
+        op->timer_id = g_timeout_add(MIN(agent->poll_ms, hm_deadline_remaining_ms(
+                                                             op->device_deadline)),
+                                     agent_resume_poll, agent);
+}
+
+/* ---- host commands ----------------------------------------------------------------------- */
+
+static void agent_cmd_sync(Agent *agent, gint64 id)
+{
+    g_autofree char *line = g_strdup_printf("%c{\"return\":%" G_GINT64_FORMAT "}\n",
+                                            (char)AGENT_SYNC_BYTE, id);
+
+    agent_send_raw(agent, line, strlen(line));
+}
+
+static void agent_cmd_info(Agent *agent)
+{
+    g_autoptr(JsonBuilder) b = agent_return_begin();
+
+    json_builder_set_member_name(b, "version");
+    json_builder_add_string_value(b, HOTMIG_VERSION);
+    json_builder_set_member_name(b, "protocol");
+    json_builder_add_int_value(b, AGENT_PROTOCOL_VERSION);
+    json_builder_set_member_name(b, "commands");
+    json_builder_begin_array(b);
+    for (int i = 0; i < AGENT_COMMAND_LAST; i++)
+        json_builder_add_string_value(b, agent_command_to_string((AgentCommand)i));
+    json_builder_end_array(b);
+    agent_return_end(agent, b);
+}
+
+static void agent_cmd_status(Agent *agent)
+{
+    g_autoptr(JsonBuilder) b = agent_return_begin();
+
+    json_builder_set_member_name(b, "state");
+    json_builder_add_string_value(b, agent_state_to_string(agent->state));
+    json_builder_set_member_name(b, "processes");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < agent->procs->len; i++) {
+        AgentProc *proc = agent->procs->pdata[i];
+
+        if (!proc->registered)
+            continue;
+        agent_json_add_proc(b, proc->pid, proc->name, proc->mode, proc->error);
+        json_builder_set_member_name(b, "quiesced");
+        json_builder_add_boolean_value(b, proc->quiesced);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    agent_return_end(agent, b);
+}
+
+static void agent_cmd_prepare(Agent *agent, guint timeout_ms)
+{
+    if (agent->op) {
+        agent_send_error(agent, AGENT_ERROR_BUSY, "A prepare or resume is under way");
+        return;
+    }
+    if (agent->state == AGENT_STATE_PREPARED) {
+        agent_send_error(agent, AGENT_ERROR_BUSY, "The agent is already prepared");
+        return;
+    }
+    agent_prepare_start(agent, timeout_ms);
+}
+
+static void agent_cmd_resume(Agent *agent, guint timeout_ms)
+{
+    if (agent->op && agent->op->kind == AGENT_OP_RESUME) {
+        agent_send_error(agent, AGENT_ERROR_BUSY, "A resume is under way");
+        return;
+    }
+    if (agent->op) {
+        /* The host gave up on the prepare (rollback): end it now, then resume. */
+        g_message("resume: ending the prepare under way");
+        agent_op_fail_waiting(agent, "prepare ended by resume");
+        agent_op_finish(agent);
+    }
+    if (agent->state == AGENT_STATE_RUNNING) {
+        g_autoptr(JsonBuilder) b = agent_return_begin();
+
+        g_message("resume: already running, nothing to do");
+        json_builder_set_member_name(b, "state");
+        json_builder_add_string_value(b, "running");
+        json_builder_set_member_name(b, "resumed");
+        json_builder_begin_array(b);
+        json_builder_end_array(b);
+        json_builder_set_member_name(b, "failed");
+        json_builder_begin_array(b);
+        json_builder_end_array(b);
+        json_builder_set_member_name(b, "device");
+        json_builder_add_string_value(b, "");
+        agent_return_end(agent, b);
+        return;
+    }
+    agent_resume_start(agent, timeout_ms);
+}
+
+static gboolean agent_host_frame(AgentFrameEvent event, const char *line, gsize len,
+                                 gpointer user_data)
+{
+    Agent *agent = user_data;
+    g_autoptr(GError) error = NULL;
+    AgentRequest req;
+    gsize i;
+
+    switch (event) {
+    case AGENT_FRAME_SYNC:
+        g_debug("host: sync byte");
+        if (agent->op)
+            agent->op->reply_dropped = TRUE;
+        return TRUE;
+    case AGENT_FRAME_OVERSIZE:
+        g_warning("host: request longer than %d bytes discarded", AGENT_HOST_LINE_MAX);
+        agent_send_error(agent, AGENT_ERROR_TOO_LARGE, "Request longer than 65536 bytes");
+        return TRUE;
+    case AGENT_FRAME_LINE:
+        break;
+    }
+    for (i = 0; i < len && g_ascii_isspace(line[i]); i++)
+        ;
+    if (i == len)
+        return TRUE;
+    if (!agent_request_parse(line, len, &req, &error)) {
+        g_warning("host: bad request: class=%s desc='%s'",
+                  agent_error_class_to_string((AgentError)error->code), error->message);
+        agent_send_error(agent, (AgentError)error->code, error->message);
+        return TRUE;
+    }
+    g_debug("host: command %s", agent_command_to_string(req.command));
+    switch (req.command) {
+    case AGENT_COMMAND_SYNC:
+        agent_cmd_sync(agent, req.sync_id);
+        break;
+    case AGENT_COMMAND_PING: {
+        g_autoptr(JsonBuilder) b = agent_return_begin();
+
+        agent_return_end(agent, b);
+        break;
+    }
+    case AGENT_COMMAND_INFO:
+        agent_cmd_info(agent);
+        break;
+    case AGENT_COMMAND_PREPARE:
+        agent_cmd_prepare(agent, req.timeout_ms);
+        break;
+    case AGENT_COMMAND_RESUME:
+        agent_cmd_resume(agent, req.timeout_ms);
+        break;
+    case AGENT_COMMAND_STATUS:
+        agent_cmd_status(agent);
+        break;
+    case AGENT_COMMAND_LAST:
+    default:
+        g_assert_not_reached();
+    }
+    return TRUE;
+}
+
+void agent_host_feed(Agent *agent, const guint8 *data, gsize len)
+{
+    g_return_if_fail(agent != NULL);
+    agent_framer_feed(&agent->host, data, len, agent_host_frame, agent);
+}
+
+void agent_host_reset(Agent *agent)
+{
+    g_return_if_fail(agent != NULL);
+    agent_framer_reset(&agent->host);
+    if (agent->op)
+        agent->op->reply_dropped = TRUE;
+}
+
+/* ---- life cycle -------------------------------------------------------------------------- */
+
+Agent *agent_new(const AgentVerbsOps *verbs, gpointer verbs_data)
+{
+    Agent *agent;
+
+    g_return_val_if_fail(verbs != NULL && verbs->find_active_device != NULL, NULL);
+
+    agent = g_new0(Agent, 1);
+    agent->verbs = verbs;
+    agent->verbs_data = verbs_data;
+    agent->poll_ms = AGENT_DEVICE_POLL_MS;
+    agent_framer_init(&agent->host, AGENT_HOST_LINE_MAX, TRUE, FALSE);
+    agent->state = AGENT_STATE_RUNNING;
+    agent->next_seq = 1;
+    agent->procs = g_ptr_array_new_with_free_func((GDestroyNotify)agent_proc_free);
+    agent->listen_fd = -1;
+    return agent;
+}
+
+void agent_free(Agent *agent)
+{
+    if (!agent)
+        return;
+    g_clear_pointer(&agent->op, agent_op_free);
+    g_ptr_array_unref(agent->procs);
+    if (agent->listen_id)
+        g_source_remove(agent->listen_id);
+    if (agent->listen_fd >= 0) {
+        close(agent->listen_fd);
+        unlink(agent->socket_path);
+    }
+    g_free(agent->socket_path);
+    agent_framer_clear(&agent->host);
+    g_free(agent);
+}
+
+void agent_set_reply_func(Agent *agent, AgentReplyFunc func, gpointer user_data)
+{
+    g_return_if_fail(agent != NULL);
+    agent->reply_func = func;
+    agent->reply_data = user_data;
+}
+
+void agent_set_device_poll_ms(Agent *agent, guint poll_ms)
+{
+    g_return_if_fail(agent != NULL && poll_ms > 0);
+    agent->poll_ms = poll_ms;
+}
+
+AgentState agent_get_state(const Agent *agent)
+{
+    return agent->state;
+}
+
+gboolean agent_is_busy(const Agent *agent)
+{
+    return agent->op != NULL;
+}
+
+guint agent_get_n_procs(const Agent *agent)
+{
+    guint n = 0;
+
+    for (guint i = 0; i < agent->procs->len; i++)
+        n += ((AgentProc *)agent->procs->pdata[i])->registered ? 1 : 0;
+    return n;
+}

@@ -1,0 +1,113 @@
+/* hotmig-agent: the in-guest agent. Talks JSON to the host over a virtio-serial port and
+ * text lines to the registered processes over a Unix socket (docs/design.md). */
+#include "guest-agent/agent/agent-priv.h"
+#include "guest-agent/libhotmig/hotmig.h"
+
+#include <glib-unix.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define AGENT_PORT_DEFAULT "org.hotmig.agent.0"
+#define AGENT_PORT_RETRY_MS 200
+
+typedef struct {
+    GMainLoop *loop;
+    int exit_code;
+} AgentMain;
+
+static gboolean agent_main_quit(gpointer user_data)
+{
+    AgentMain *m = user_data;
+
+    g_message("exiting");
+    g_main_loop_quit(m->loop);
+    return G_SOURCE_CONTINUE;
+}
+
+int main(int argc, char **argv)
+{
+    g_autofree char *port = NULL;
+    g_autofree char *device = NULL;
+    g_autofree char *socket_path = NULL;
+    g_autofree char *sysfs_root = NULL;
+    g_autofree char *dev_root = NULL;
+    gboolean verbose = FALSE;
+    gboolean version = FALSE;
+    GOptionEntry entries[] = {
+        {"port", 'p', 0, G_OPTION_ARG_STRING, &port,
+         "virtio-serial port name (default " AGENT_PORT_DEFAULT ")", "NAME"},
+        {"device", 'd', 0, G_OPTION_ARG_FILENAME, &device,
+         "talk to the host over PATH instead (a tty, fifo, unix socket, or fd:N)", "PATH"},
+        {"socket", 's', 0, G_OPTION_ARG_FILENAME, &socket_path,
+         "process socket (default $" HOTMIG_AGENT_SOCKET_ENV " or " HOTMIG_AGENT_SOCKET_DEFAULT ")",
+         "PATH"},
+        {"sysfs-root", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &sysfs_root, NULL, NULL},
+        {"dev-root", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &dev_root, NULL, NULL},
+        {"verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose, "log debug messages", NULL},
+        {"version", 'V', 0, G_OPTION_ARG_NONE, &version, "print the version and exit", NULL},
+        {NULL},
+    };
+    g_autoptr(GOptionContext) ctx = g_option_context_new("- hotmig in-guest agent");
+    g_autoptr(GError) error = NULL;
+    g_autoptr(Agent) agent = NULL;
+    g_autoptr(AgentChannel) channel = NULL;
+    g_autoptr(GMainLoop) loop = NULL;
+    AgentMain m = {0};
+    guint sigterm_id;
+    guint sigint_id;
+
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
+        g_printerr("hotmig-agent: %s\n", error->message);
+        return 2;
+    }
+    if (version) {
+        g_print("hotmig-agent %s (protocol %d)\n", HOTMIG_VERSION, AGENT_PROTOCOL_VERSION);
+        return 0;
+    }
+    if (argc > 1) {
+        g_printerr("hotmig-agent: unexpected argument '%s'\n", argv[1]);
+        return 2;
+    }
+    if (port && device) {
+        g_printerr("hotmig-agent: --port and --device exclude each other\n");
+        return 2;
+    }
+    hm_log_setup("hotmig-agent", verbose);
+    if (!socket_path) {
+        const char *env = g_getenv(HOTMIG_AGENT_SOCKET_ENV);
+
+        socket_path = g_strdup(env && *env ? env : HOTMIG_AGENT_SOCKET_DEFAULT);
+    }
+
+    signal(SIGPIPE, SIG_IGN);
+    loop = g_main_loop_new(NULL, FALSE);
+    m.loop = loop;
+    agent = agent_new(&agent_verbs_ibverbs, NULL);
+    if (device) {
+        channel = agent_channel_new_device(agent, device, agent_main_quit, &m, &error);
+    } else {
+        g_autofree char *path = agent_channel_find_port(
+            sysfs_root ? sysfs_root : "/sys", dev_root ? dev_root : "/dev",
+            port ? port : AGENT_PORT_DEFAULT, &error);
+
+        if (path)
+            channel = agent_channel_new_port(agent, path, AGENT_PORT_RETRY_MS, &error);
+    }
+    if (!channel) {
+        g_warning("cannot start: %s", error->message);
+        return 1;
+    }
+    if (!agent_listen(agent, socket_path, &error)) {
+        g_warning("cannot start: %s", error->message);
+        return 1;
+    }
+    sigterm_id = g_unix_signal_add(SIGTERM, agent_main_quit, &m);
+    sigint_id = g_unix_signal_add(SIGINT, agent_main_quit, &m);
+    g_message("started: version=%s pid=%d", HOTMIG_VERSION, (int)getpid());
+    g_main_loop_run(loop);
+    g_source_remove(sigterm_id);
+    g_source_remove(sigint_id);
+    return m.exit_code;
+}

@@ -1,0 +1,446 @@
+/* Parsers for the two protocols the agent speaks: newline-delimited JSON from the host and
+ * text lines from processes (see docs/design.md). Both inputs are untrusted: every byte is
+ * validated and every size is bounded. */
+#include "guest-agent/agent/agent-priv.h"
+
+#include <json-glib/json-glib.h>
+#include <string.h>
+
+G_DEFINE_QUARK(hotmig-agent-error-quark, agent_error)
+
+HM_ENUM_IMPL(agent_error_class, AgentError, AGENT_ERROR_LAST, "GenericError", "InvalidJSON",
+             "CommandNotFound", "InvalidParameter", "TooLarge", "Busy")
+HM_ENUM_IMPL(agent_command, AgentCommand, AGENT_COMMAND_LAST, "sync", "ping", "info", "prepare",
+             "resume", "status")
+HM_ENUM_IMPL(agent_state, AgentState, AGENT_STATE_LAST, "running", "prepared")
+HM_ENUM_IMPL(agent_proc_mode, AgentProcMode, AGENT_PROC_MODE_LAST, "lazy", "threaded")
+
+/* ---- framing ----------------------------------------------------------------------------- */
+
+void agent_framer_init(AgentFramer *framer, gsize max, gboolean sync_byte,
+                       gboolean oversize_at_once)
+{
+    g_return_if_fail(max >= 2);
+    framer->oversize_at_once = oversize_at_once;
+    framer->buf = g_string_sized_new(MIN(max, 1024));
+    framer->max = max;
+    framer->sync_byte = sync_byte;
+    framer->discarding = FALSE;
+}
+
+void agent_framer_clear(AgentFramer *framer)
+{
+    if (framer->buf)
+        g_string_free(framer->buf, TRUE);
+    framer->buf = NULL;
+}
+
+void agent_framer_reset(AgentFramer *framer)
+{
+    g_string_truncate(framer->buf, 0);
+    framer->discarding = FALSE;
+}
+
+gboolean agent_framer_feed(AgentFramer *framer, const guint8 *data, gsize len,
+                           AgentFrameFunc func, gpointer user_data)
+{
+    while (len > 0) {
+        const guint8 *nl = memchr(data, '\n', len);
+        gsize chunk = nl ? (gsize)(nl - data) : len;
+        const guint8 *sync = framer->sync_byte ? memchr(data, AGENT_SYNC_BYTE, chunk) : NULL;
+        gboolean go_on;
+
+        if (sync) {
+            agent_framer_reset(framer);
+            len -= (gsize)(sync - data) + 1;
+            data = sync + 1;
+            if (!func(AGENT_FRAME_SYNC, "", 0, user_data))
+                return FALSE;
+            continue;
+        }
+        if (!framer->discarding) {
+            /* The line and its newline must fit in max bytes. */
+            if (framer->buf->len + chunk + 1 > framer->max) {
+                framer->discarding = TRUE;
+                g_string_truncate(framer->buf, 0);
+                if (framer->oversize_at_once && !func(AGENT_FRAME_OVERSIZE, "", 0, user_data))
+                    return FALSE;
+            } else {
+                g_string_append_len(framer->buf, (const char *)data, (gssize)chunk);
+            }
+        }
+        if (!nl)
+            return TRUE;
+        data = nl + 1;
+        len -= chunk + 1;
+        if (framer->discarding) {
+            framer->discarding = FALSE;
+            go_on = framer->oversize_at_once || func(AGENT_FRAME_OVERSIZE, "", 0, user_data);
+        } else {
+            g_autoptr(GString) line = g_steal_pointer(&framer->buf);
+
+            framer->buf = g_string_sized_new(MIN(framer->max, 1024));
+            if (line->len > 0 && line->str[line->len - 1] == '\r')
+                g_string_truncate(line, line->len - 1);
+            go_on = func(AGENT_FRAME_LINE, line->str, line->len, user_data);
+        }
+        if (!go_on)
+            return FALSE;
+    }
+    return TRUE;
+}
+
+/* ---- host requests ----------------------------------------------------------------------- */
+
+/* Looks at the request before json-glib does: json-glib is a recursive parser (so nesting is
+ * bounded here) and it accepts data after the first value (so that is rejected here).
+ * Brackets inside strings do not count. */
+static gboolean agent_json_prescan(const char *line, gsize len, GError **error)
+{
+    gboolean in_string = FALSE;
+    gboolean closed = FALSE;
+    guint depth = 0;
+
+    for (gsize i = 0; i < len; i++) {
+        char c = line[i];
+
+        if (closed) {
+            if (!g_ascii_isspace(c)) {
+                g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_JSON,
+                                    "Data after the request object");
+                return FALSE;
+            }
+        } else if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = FALSE;
+        } else if (c == '"') {
+            in_string = TRUE;
+        } else if (c == '[' || c == '{') {
+            if (++depth > AGENT_JSON_DEPTH_MAX) {
+                g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_JSON,
+                            "Request nests deeper than %d levels", AGENT_JSON_DEPTH_MAX);
+                return FALSE;
+            }
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            if (--depth == 0)
+                closed = TRUE;
+        }
+    }
+    return TRUE;
+}
+
+static gboolean agent_line_is_printable_name(const char *s)
+{
+    gsize n = strlen(s);
+
+    if (n == 0 || n > 32)
+        return FALSE;
+    for (gsize i = 0; i < n; i++) {
+        if (!g_ascii_isalnum(s[i]) && s[i] != '-' && s[i] != '_')
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean agent_arg_get_int(JsonObject *args, const char *field, gint64 min, gint64 max,
+                                  gint64 *ret, GError **error)
+{
+    JsonNode *node = args ? json_object_get_member(args, field) : NULL;
+    gint64 value;
+
+    if (!node) {
+        g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                    "Missing argument '%s'", field);
+        return FALSE;
+    }
+    if (!JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_INT64) {
+        g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                    "Argument '%s' must be an integer", field);
+        return FALSE;
+    }
+    value = json_node_get_int(node);
+    if (value < min || value > max) {
+        g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                    "Argument '%s' is out of range [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]",
+                    field, min, max);
+        return FALSE;
+    }
+    *ret = value;
+    return TRUE;
+}
+
+/* Every member of @args must be in @allowed (NULL-terminated). */
+static gboolean agent_args_check(JsonObject *args, const char *const *allowed, GError **error)
+{
+    g_autoptr(GList) members = args ? json_object_get_members(args) : NULL;
+
+    for (GList *l = members; l; l = l->next) {
+        const char *member = l->data;
+
+        if (!allowed || !g_strv_contains(allowed, member)) {
+            if (agent_line_is_printable_name(member))
+                g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                            "Unexpected argument '%s'", member);
+            else
+                g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                                    "Unexpected argument (name not shown)");
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+gboolean agent_request_parse(const char *line, gsize len, AgentRequest *ret, GError **error)
+{
+    static const char *const sync_args[] = {"id", NULL};
+    static const char *const timeout_args[] = {"timeout_ms", NULL};
+    g_autoptr(JsonParser) parser = NULL;
+    g_autoptr(GError) local_error = NULL;
+    g_autoptr(GList) members = NULL;
+    AgentRequest req = {0};
+    JsonObject *root;
+    JsonObject *args = NULL;
+    JsonNode *node;
+    const char *execute;
+    gint64 value;
+    int command;
+
+    g_return_val_if_fail(line != NULL, FALSE);
+
+    if (len >= AGENT_HOST_LINE_MAX) {
+        g_set_error(error, AGENT_ERROR, AGENT_ERROR_TOO_LARGE,
+                    "Request is longer than %d bytes", AGENT_HOST_LINE_MAX);
+        return FALSE;
+    }
+    if (memchr(line, '\0', len) || !g_utf8_validate(line, (gssize)len, NULL)) {
+        g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_JSON,
+                            "Request is not valid UTF-8 text");
+        return FALSE;
+    }
+    if (!agent_json_prescan(line, len, error))
+        return FALSE;
+    parser = json_parser_new_immutable();
+    if (!json_parser_load_from_data(parser, line, (gssize)len, &local_error)) {
+        g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_JSON, "Invalid JSON: %s",
+                    local_error->message);
+        return FALSE;
+    }
+    node = json_parser_get_root(parser);
+    if (!node || !JSON_NODE_HOLDS_OBJECT(node)) {
+        g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_JSON,
+                            "Request is not a JSON object");
+        return FALSE;
+    }
+    root = json_node_get_object(node);
+
+    members = json_object_get_members(root);
+    for (GList *l = members; l; l = l->next) {
+        const char *member = l->data;
+
+        if (g_str_equal(member, "execute") || g_str_equal(member, "arguments"))
+            continue;
+        if (agent_line_is_printable_name(member))
+            g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                        "Unexpected member '%s' in request", member);
+        else
+            g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                                "Unexpected member in request (name not shown)");
+        return FALSE;
+    }
+
+    node = json_object_get_member(root, "execute");
+    if (!node) {
+        g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                            "Missing member 'execute'");
+        return FALSE;
+    }
+    if (!JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_STRING) {
+        g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                            "Member 'execute' must be a string");
+        return FALSE;
+    }
+    execute = json_node_get_string(node);
+    command = agent_command_from_string(execute);
+    if (command < 0) {
+        if (agent_line_is_printable_name(execute))
+            g_set_error(error, AGENT_ERROR, AGENT_ERROR_COMMAND_NOT_FOUND,
+                        "The command '%s' is not known", execute);
+        else
+            g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_COMMAND_NOT_FOUND,
+                                "The command is not known (name not shown)");
+        return FALSE;
+    }
+    req.command = (AgentCommand)command;
+
+    node = json_object_get_member(root, "arguments");
+    if (node) {
+        if (!JSON_NODE_HOLDS_OBJECT(node)) {
+            g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                                "Member 'arguments' must be an object");
+            return FALSE;
+        }
+        args = json_node_get_object(node);
+    }
+
+    switch (req.command) {
+    case AGENT_COMMAND_SYNC:
+        if (!agent_args_check(args, sync_args, error) ||
+            !agent_arg_get_int(args, "id", G_MININT64, G_MAXINT64, &value, error))
+            return FALSE;
+        req.sync_id = value;
+        break;
+    case AGENT_COMMAND_PREPARE:
+    case AGENT_COMMAND_RESUME:
+        if (!agent_args_check(args, timeout_args, error) ||
+            !agent_arg_get_int(args, "timeout_ms", 1, AGENT_TIMEOUT_MS_MAX, &value, error))
+            return FALSE;
+        req.timeout_ms = (guint)value;
+        break;
+    case AGENT_COMMAND_PING:
+    case AGENT_COMMAND_INFO:
+    case AGENT_COMMAND_STATUS:
+        if (!agent_args_check(args, NULL, error))
+            return FALSE;
+        break;
+    case AGENT_COMMAND_LAST:
+    default:
+        g_assert_not_reached();
+    }
+    *ret = req;
+    return TRUE;
+}
+
+/* ---- process messages -------------------------------------------------------------------- */
+
+static gboolean agent_parse_seq(const char *str, guint64 *ret, GError **error)
+{
+    guint64 value;
+
+    if (!g_ascii_string_to_unsigned(str, 10, 1, G_MAXUINT64, &value, NULL) ||
+        !g_ascii_isdigit(str[0])) {
+        g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                            "Field 'seq' is not a positive decimal number");
+        return FALSE;
+    }
+    *ret = value;
+    return TRUE;
+}
+
+/* A token: 1..@max bytes, printable ASCII or UTF-8, no white space or control bytes. */
+static gboolean agent_token_ok(const char *str, gsize max)
+{
+    gsize n = strlen(str);
+
+    if (n == 0 || n > max || !g_utf8_validate(str, (gssize)n, NULL))
+        return FALSE;
+    for (gsize i = 0; i < n; i++) {
+        guchar c = (guchar)str[i];
+
+        if (c <= 0x20 || c == 0x7f)
+            return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean agent_proc_msg_parse(const char *line, gsize len, AgentProcMsg *ret, GError **error)
+{
+    g_autofree char *copy = NULL;
+    g_auto(GStrv) fields = NULL;
+    AgentProcMsg msg = {0};
+    guint n;
+
+    g_return_val_if_fail(line != NULL, FALSE);
+
+    if (len >= AGENT_PROC_LINE_MAX) {
+        g_set_error(error, AGENT_ERROR, AGENT_ERROR_TOO_LARGE, "Line is longer than %d bytes",
+                    AGENT_PROC_LINE_MAX);
+        return FALSE;
+    }
+    if (memchr(line, '\0', len) || !g_utf8_validate(line, (gssize)len, NULL)) {
+        g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                            "Line is not valid UTF-8 text");
+        return FALSE;
+    }
+    copy = g_strndup(line, len);
+    fields = g_strsplit(copy, " ", 3);
+    n = g_strv_length(fields);
+    if (n == 0) {
+        g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER, "Empty line");
+        return FALSE;
+    }
+
+    if (g_str_equal(fields[0], "HELLO")) {
+        g_auto(GStrv) hello = g_strsplit(copy, " ", 6);
+        guint64 pid;
+        int mode;
+
+        if (g_strv_length(hello) != 5) {
+            g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                                "HELLO needs exactly 4 fields: version pid mode name");
+            return FALSE;
+        }
+        if (strlen(hello[1]) == 0 || strlen(hello[1]) >= sizeof(msg.version) ||
+            strspn(hello[1], "0123456789.") != strlen(hello[1])) {
+            g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                                "Field 'version' is not a version number");
+            return FALSE;
+        }
+        if (!g_ascii_isdigit(hello[2][0]) ||
+            !g_ascii_string_to_unsigned(hello[2], 10, 1, G_MAXINT, &pid, NULL)) {
+            g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                                "Field 'pid' is not a process id");
+            return FALSE;
+        }
+        mode = agent_proc_mode_from_string(hello[3]);
+        if (mode < 0) {
+            g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                                "Field 'mode' is neither 'lazy' nor 'threaded'");
+            return FALSE;
+        }
+        if (!agent_token_ok(hello[4], AGENT_NAME_MAX)) {
+            g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                        "Field 'name' must be 1 to %d printable bytes without white space",
+                        AGENT_NAME_MAX);
+            return FALSE;
+        }
+        msg.kind = AGENT_MSG_HELLO;
+        g_strlcpy(msg.version, hello[1], sizeof(msg.version));
+        msg.pid = (gint)pid;
+        msg.mode = (AgentProcMode)mode;
+        g_strlcpy(msg.name, hello[4], sizeof(msg.name));
+    } else if (g_str_equal(fields[0], "DONE")) {
+        if (n != 2) {
+            g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                                "DONE needs exactly 1 field: seq");
+            return FALSE;
+        }
+        if (!agent_parse_seq(fields[1], &msg.seq, error))
+            return FALSE;
+        msg.kind = AGENT_MSG_DONE;
+    } else if (g_str_equal(fields[0], "FAILED")) {
+        if (n != 3 || fields[2][0] == '\0') {
+            g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                                "FAILED needs 2 fields: seq reason");
+            return FALSE;
+        }
+        if (!agent_parse_seq(fields[1], &msg.seq, error))
+            return FALSE;
+        for (const char *p = fields[2]; *p; p++) {
+            if ((guchar)*p < 0x20 || *p == 0x7f) {
+                g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                                    "Field 'reason' holds a control character");
+                return FALSE;
+            }
+        }
+        msg.kind = AGENT_MSG_FAILED;
+        g_strlcpy(msg.reason, fields[2], sizeof(msg.reason));
+    } else {
+        g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                            "Unknown message (expected HELLO, DONE or FAILED)");
+        return FALSE;
+    }
+    *ret = msg;
+    return TRUE;
+}

@@ -1,0 +1,921 @@
+/* The agent core in-process: the test is the host (feeding bytes, reading replies) and the
+ * processes (raw Unix sockets); libibverbs is replaced by a fake. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "guest-agent/agent/agent-priv.h"
+
+typedef struct {
+    char *dir;
+    char *sock;
+    Agent *agent;
+    GString *out; /* what the agent sent to the host */
+    /* fake verbs */
+    int verbs_calls;
+    int verbs_found_after; /* find_active_device succeeds from this call on; <0 never */
+    const char *verbs_device;
+} Fixture;
+
+static char *fake_find_active_device(gpointer data, GError **error)
+{
+    Fixture *f = data;
+
+    f->verbs_calls++;
+    if (f->verbs_found_after >= 0 && f->verbs_calls > f->verbs_found_after)
+        return g_strdup(f->verbs_device);
+    g_set_error_literal(error, HM_COMMON_ERROR, HM_COMMON_ERROR_FAILED, "fake: no device yet");
+    return NULL;
+}
+
+static const AgentVerbsOps fake_verbs = {.find_active_device = fake_find_active_device};
+
+static void capture_reply(const char *data, gsize len, gpointer user_data)
+{
+    Fixture *f = user_data;
+
+    g_string_append_len(f->out, data, (gssize)len);
+}
+
+static int setup(void **state)
+{
+    Fixture *f = g_new0(Fixture, 1);
+    g_autoptr(GError) error = NULL;
+
+    f->dir = g_dir_make_tmp("agent-core-test.XXXXXX", NULL);
+    assert_non_null(f->dir);
+    f->sock = g_build_filename(f->dir, "run", "hotmig", "agent.sock", NULL);
+    f->out = g_string_new(NULL);
+    f->verbs_device = "rxe0";
+    f->agent = agent_new(&fake_verbs, f);
+    agent_set_reply_func(f->agent, capture_reply, f);
+    agent_set_device_poll_ms(f->agent, 10);
+    if (!agent_listen(f->agent, f->sock, &error))
+        fail_msg("listen: %s", error->message);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    Fixture *f = *state;
+    g_autofree char *run_hotmig = g_path_get_dirname(f->sock);
+    g_autofree char *run = g_path_get_dirname(run_hotmig);
+
+    agent_free(f->agent);
+    assert_false(g_file_test(f->sock, G_FILE_TEST_EXISTS)); /* unlinked on exit */
+    g_rmdir(run_hotmig);
+    g_rmdir(run);
+    g_rmdir(f->dir);
+    g_free(f->dir);
+    g_free(f->sock);
+    g_string_free(f->out, TRUE);
+    g_free(f);
+    /* Drain sources the agent removed. */
+    while (g_main_context_iteration(NULL, FALSE))
+        ;
+    return 0;
+}
+
+/* ---- helpers ----------------------------------------------------------------------------- */
+
+static void pump(guint ms)
+{
+    gint64 end = g_get_monotonic_time() + (gint64)ms * 1000;
+
+    while (g_get_monotonic_time() < end) {
+        if (!g_main_context_iteration(NULL, FALSE))
+            g_usleep(1000);
+    }
+}
+
+static void host_send(Fixture *f, const char *s)
+{
+    agent_host_feed(f->agent, (const guint8 *)s, strlen(s));
+}
+
+/* Waits (running the main loop) for one reply line and returns it without its newline. */
+static char *host_reply_text(Fixture *f, guint timeout_ms)
+{
+    gint64 end = g_get_monotonic_time() + (gint64)timeout_ms * 1000;
+    const char *nl;
+    char *line;
+
+    while (!(nl = memchr(f->out->str, '\n', f->out->len))) {
+        if (g_get_monotonic_time() > end)
+            fail_msg("no reply from the agent within %u ms", timeout_ms);
+        if (!g_main_context_iteration(NULL, FALSE))
+            g_usleep(1000);
+    }
+    line = g_strndup(f->out->str, (gsize)(nl - f->out->str));
+    g_string_erase(f->out, 0, nl - f->out->str + 1);
+    return line;
+}
+
+static JsonNode *host_reply(Fixture *f, guint timeout_ms)
+{
+    g_autofree char *text = host_reply_text(f, timeout_ms);
+    g_autoptr(GError) error = NULL;
+    JsonNode *node = json_from_string(text, &error);
+
+    if (!node)
+        fail_msg("reply '%s' is not JSON: %s", text, error->message);
+    assert_true(JSON_NODE_HOLDS_OBJECT(node));
+    return node;
+}
+
+/* Returns the "return" object of a reply (fails on an error reply). */
+static JsonObject *reply_return(JsonNode *node)
+{
+    JsonObject *obj = json_node_get_object(node);
+
+    if (!json_object_has_member(obj, "return"))
+        fail_msg("expected a return, got '%s'", json_to_string(node, FALSE));
+    return json_object_get_object_member(obj, "return");
+}
+
+/* Checks that the next reply is an error of @klass whose desc holds @needle. */
+static void expect_error(Fixture *f, const char *request, const char *klass, const char *needle)
+{
+    g_autoptr(JsonNode) node = NULL;
+    JsonObject *err;
+
+    host_send(f, request);
+    node = host_reply(f, 1000);
+    assert_true(json_object_has_member(json_node_get_object(node), "error"));
+    err = json_object_get_object_member(json_node_get_object(node), "error");
+    assert_string_equal(json_object_get_string_member(err, "class"), klass);
+    if (needle && !strstr(json_object_get_string_member(err, "desc"), needle))
+        fail_msg("desc '%s' lacks '%s'", json_object_get_string_member(err, "desc"), needle);
+}
+
+static int proc_connect(Fixture *f, const char *hello)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    g_strlcpy(addr.sun_path, f->sock, sizeof(addr.sun_path));
+    assert_int_equal(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    if (hello) {
+        assert_int_equal(write(fd, hello, strlen(hello)), (ssize_t)strlen(hello));
+        pump(20);
+    }
+    return fd;
+}
+
+static void proc_send(int fd, const char *s)
+{
+    assert_int_equal(write(fd, s, strlen(s)), (ssize_t)strlen(s));
+}
+
+/* Reads one line from a process socket while running the agent; NULL on EOF. */
+static char *proc_read_line(int fd, guint timeout_ms)
+{
+    g_autoptr(GString) line = g_string_new(NULL);
+    gint64 end = g_get_monotonic_time() + (gint64)timeout_ms * 1000;
+
+    for (;;) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        char c;
+
+        g_main_context_iteration(NULL, FALSE);
+        if (poll(&pfd, 1, 1) == 1) {
+            ssize_t n = read(fd, &c, 1);
+
+            if (n <= 0)
+                return NULL;
+            if (c == '\n')
+                return g_string_free(g_steal_pointer(&line), FALSE);
+            g_string_append_c(line, c);
+        }
+        if (g_get_monotonic_time() > end)
+            fail_msg("no line from the agent within %u ms", timeout_ms);
+    }
+}
+
+/* Sends @answer_fmt (with the seq of the request just read) for a request starting with
+ * @verb; returns the seq. */
+static guint64 proc_expect(int fd, const char *verb)
+{
+    g_autofree char *line = proc_read_line(fd, 2000);
+    g_auto(GStrv) fields = NULL;
+
+    assert_non_null(line);
+    fields = g_strsplit(line, " ", 0);
+    assert_string_equal(fields[0], verb);
+    return g_ascii_strtoull(fields[1], NULL, 10);
+}
+
+static void proc_answer(int fd, const char *verb, guint64 seq)
+{
+    g_autofree char *s = g_strdup_printf("%s %" G_GUINT64_FORMAT "%s\n", verb, seq,
+                                         g_str_equal(verb, "FAILED") ? " cannot close QP" : "");
+
+    proc_send(fd, s);
+}
+
+static JsonArray *member_array(JsonObject *obj, const char *member)
+{
+    assert_true(json_object_has_member(obj, member));
+    return json_object_get_array_member(obj, member);
+}
+
+static JsonObject *array_obj(JsonArray *a, guint i)
+{
+    return json_array_get_object_element(a, i);
+}
+
+/* ---- tests: protocol --------------------------------------------------------------------- */
+
+static void test_sync_handshake(void **state)
+{
+    Fixture *f = *state;
+    g_autofree char *r1 = NULL;
+    g_autofree char *r2 = NULL;
+
+    /* Garbage and a partial request before 0xFF are dropped. */
+    host_send(f, "garbage \x01\x02 {\"execute\":\"pi");
+    host_send(f, "\xff{\"execute\":\"sync\",\"arguments\":{\"id\":1234567890123}}\n");
+    r1 = host_reply_text(f, 1000);
+    assert_string_equal(r1, "\xff{\"return\":1234567890123}");
+    assert_int_equal(f->out->len, 0);
+
+    /* A sync byte inside a request line also resets; CRLF is accepted. */
+    host_send(f, "{\"execute\":\xff{\"execute\":\"sync\",\"arguments\":{\"id\":-7}}\r\n");
+    r2 = host_reply_text(f, 1000);
+    assert_string_equal(r2, "\xff{\"return\":-7}");
+    assert_int_equal(f->out->len, 0);
+
+    expect_error(f, "{\"execute\":\"sync\"}\n", "InvalidParameter", "'id'");
+    expect_error(f, "{\"execute\":\"sync\",\"arguments\":{\"id\":1.5}}\n", "InvalidParameter",
+                 "'id'");
+}
+
+static void test_commands(void **state)
+{
+    Fixture *f = *state;
+    g_autoptr(JsonNode) ping = NULL;
+    g_autoptr(JsonNode) info = NULL;
+    g_autoptr(JsonNode) status = NULL;
+    JsonObject *ret;
+
+    host_send(f, "\n   \n{\"execute\":\"ping\"}\n"); /* blank lines are ignored */
+    ping = host_reply(f, 1000);
+    assert_int_equal(json_object_get_size(reply_return(ping)), 0);
+    assert_int_equal(f->out->len, 0);
+
+    host_send(f, "{\"execute\":\"info\",\"arguments\":{}}\n");
+    info = host_reply(f, 1000);
+    ret = reply_return(info);
+    assert_string_equal(json_object_get_string_member(ret, "version"), "0.1.0");
+    assert_int_equal(json_object_get_int_member(ret, "protocol"), 1);
+    assert_int_equal(json_array_get_length(member_array(ret, "commands")), AGENT_COMMAND_LAST);
+
+    host_send(f, "{\"execute\":\"status\"}\n");
+    status = host_reply(f, 1000);
+    ret = reply_return(status);
+    assert_string_equal(json_object_get_string_member(ret, "state"), "running");
+    assert_int_equal(json_array_get_length(member_array(ret, "processes")), 0);
+}
+
+static void test_errors(void **state)
+{
+    Fixture *f = *state;
+    g_autofree char *deep = NULL;
+    g_autoptr(GString) deep_s = g_string_new("{\"execute\":\"ping\",\"arguments\":");
+
+    expect_error(f, "{\"execute\":\"pong\"}\n", "CommandNotFound", "'pong'");
+    expect_error(f, "{\"execute\":\"\\u0000\\n\"}\n", "CommandNotFound", "not known");
+    expect_error(f, "not json\n", "InvalidJSON", NULL);
+    expect_error(f, "{\"execute\":\"ping\"\n", "InvalidJSON", NULL);
+    expect_error(f, "[1,2]\n", "InvalidJSON", "not a JSON object");
+    expect_error(f, "\"ping\"\n", "InvalidJSON", NULL);
+    expect_error(f, "{\"execute\":\"ping\"} {}\n", "InvalidJSON", NULL);
+    expect_error(f, "{\"exec\xc3\x28\":\"ping\"}\n", "InvalidJSON", "UTF-8");
+    expect_error(f, "{}\n", "InvalidParameter", "'execute'");
+    expect_error(f, "{\"execute\":7}\n", "InvalidParameter", "'execute'");
+    expect_error(f, "{\"execute\":\"ping\",\"id\":1}\n", "InvalidParameter", "'id'");
+    expect_error(f, "{\"execute\":\"ping\",\"arguments\":[]}\n", "InvalidParameter",
+                 "'arguments'");
+    expect_error(f, "{\"execute\":\"ping\",\"arguments\":{\"x\":1}}\n", "InvalidParameter",
+                 "'x'");
+    expect_error(f, "{\"execute\":\"prepare\"}\n", "InvalidParameter", "'timeout_ms'");
+    expect_error(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":\"5\"}}\n",
+                 "InvalidParameter", "'timeout_ms'");
+    expect_error(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":0}}\n",
+                 "InvalidParameter", "'timeout_ms'");
+    expect_error(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":99999999999}}\n",
+                 "InvalidParameter", "'timeout_ms'");
+    expect_error(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":null}}\n",
+                 "InvalidParameter", "'timeout_ms'");
+    expect_error(f,
+                 "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":5,\"timeout\":5}}\n",
+                 "InvalidParameter", "'timeout'");
+
+    for (int i = 0; i < 5000; i++)
+        g_string_append_c(deep_s, '[');
+    g_string_append(deep_s, "}\n");
+    deep = g_string_free(g_steal_pointer(&deep_s), FALSE);
+    expect_error(f, deep, "InvalidJSON", "deeper");
+
+    /* A NUL byte in a line. */
+    agent_host_feed(f->agent, (const guint8 *)"{\"execute\":\"ping\"\0}\n", 20);
+    {
+        g_autoptr(JsonNode) node = host_reply(f, 1000);
+
+        assert_true(json_object_has_member(json_node_get_object(node), "error"));
+    }
+    /* Still serving. */
+    host_send(f, "{\"execute\":\"ping\"}\n");
+    g_autoptr(JsonNode) ok = host_reply(f, 1000);
+    reply_return(ok);
+}
+
+static void test_oversize_line(void **state)
+{
+    Fixture *f = *state;
+    g_autofree char *big = g_malloc(200 * 1024);
+    g_autofree char *sync = NULL;
+
+    memset(big, 'x', 200 * 1024);
+    /* Fed in pieces, like a stream. */
+    for (int i = 0; i < 200; i++)
+        agent_host_feed(f->agent, (const guint8 *)big + i * 1024, 1024);
+    assert_int_equal(f->out->len, 0);
+    host_send(f, "\n");
+    expect_error(f, "", "TooLarge", NULL);
+
+    /* Exactly at the limit is fine: 65535 bytes + newline. */
+    {
+        g_autoptr(GString) line = g_string_new("{\"execute\":\"ping\"}");
+        g_autoptr(JsonNode) node = NULL;
+
+        while (line->len < AGENT_HOST_LINE_MAX - 1)
+            g_string_append_c(line, ' ');
+        g_string_append_c(line, '\n');
+        agent_host_feed(f->agent, (const guint8 *)line->str, line->len);
+        node = host_reply(f, 1000);
+        reply_return(node);
+        g_string_insert_c(line, 0, ' '); /* one more byte: too large */
+        agent_host_feed(f->agent, (const guint8 *)line->str, line->len);
+        expect_error(f, "", "TooLarge", NULL);
+    }
+
+    /* An overlong line cut short by a sync byte: no error, just the sync reply. */
+    agent_host_feed(f->agent, (const guint8 *)big, 100 * 1024);
+    host_send(f, "\xff{\"execute\":\"sync\",\"arguments\":{\"id\":9}}\n");
+    sync = host_reply_text(f, 1000);
+    assert_string_equal(sync, "\xff{\"return\":9}");
+    assert_int_equal(f->out->len, 0);
+}
+
+/* ---- tests: prepare / resume ------------------------------------------------------------- */
+
+static void test_prepare_resume(void **state)
+{
+    Fixture *f = *state;
+    int p1 = proc_connect(f, "HELLO 0.1.0 101 lazy rank0\n");
+    int p2 = proc_connect(f, "HELLO 0.1.0 102 threaded rank1\n");
+    g_autoptr(JsonNode) prep = NULL;
+    g_autoptr(JsonNode) status = NULL;
+    g_autoptr(JsonNode) res = NULL;
+    g_autoptr(JsonNode) res2 = NULL;
+    JsonObject *ret;
+    guint64 s1, s2;
+
+    assert_int_equal(agent_get_n_procs(f->agent), 2);
+    host_send(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":3000}}\n");
+    s1 = proc_expect(p1, "QUIESCE");
+    s2 = proc_expect(p2, "QUIESCE");
+    assert_true(s1 > 0 && s1 == s2);
+    assert_true(agent_is_busy(f->agent));
+    assert_int_equal(agent_get_state(f->agent), AGENT_STATE_PREPARED);
+    proc_answer(p1, "DONE", s1);
+    proc_answer(p2, "FAILED", s2);
+    prep = host_reply(f, 2000);
+    ret = reply_return(prep);
+    assert_string_equal(json_object_get_string_member(ret, "state"), "prepared");
+    assert_int_equal(json_array_get_length(member_array(ret, "quiesced")), 1);
+    assert_int_equal(json_object_get_int_member(array_obj(member_array(ret, "quiesced"), 0),
+                                                "pid"),
+                     101);
+    assert_string_equal(json_object_get_string_member(
+                            array_obj(member_array(ret, "quiesced"), 0), "mode"),
+                        "lazy");
+    assert_int_equal(json_array_get_length(member_array(ret, "failed")), 1);
+    assert_string_equal(json_object_get_string_member(array_obj(member_array(ret, "failed"), 0),
+                                                      "error"),
+                        "cannot close QP");
+    assert_string_equal(json_object_get_string_member(array_obj(member_array(ret, "failed"), 0),
+                                                      "mode"),
+                        "threaded");
+
+    host_send(f, "{\"execute\":\"status\"}\n");
+    status = host_reply(f, 1000);
+    ret = reply_return(status);
+    assert_string_equal(json_object_get_string_member(ret, "state"), "prepared");
+    assert_int_equal(json_array_get_length(member_array(ret, "processes")), 2);
+
+    expect_error(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":100}}\n", "Busy",
+                 NULL);
+
+    host_send(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":3000}}\n");
+    {
+        g_autofree char *l1 = proc_read_line(p1, 2000);
+        g_autofree char *l2 = proc_read_line(p2, 2000);
+        g_auto(GStrv) f1 = g_strsplit(l1, " ", 0);
+
+        assert_string_equal(f1[0], "RESUME");
+        assert_string_equal(f1[2], "rxe0");
+        assert_string_equal(l1, l2);
+        proc_answer(p1, "DONE", g_ascii_strtoull(f1[1], NULL, 10));
+        proc_answer(p2, "DONE", g_ascii_strtoull(f1[1], NULL, 10));
+    }
+    res = host_reply(f, 2000);
+    ret = reply_return(res);
+    assert_string_equal(json_object_get_string_member(ret, "state"), "running");
+    assert_string_equal(json_object_get_string_member(ret, "device"), "rxe0");
+    assert_int_equal(json_array_get_length(member_array(ret, "resumed")), 2);
+    assert_int_equal(json_array_get_length(member_array(ret, "failed")), 0);
+    assert_int_equal(agent_get_state(f->agent), AGENT_STATE_RUNNING);
+
+    /* Idempotent: resume while running succeeds and asks nothing of the processes. */
+    host_send(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":100}}\n");
+    res2 = host_reply(f, 1000);
+    ret = reply_return(res2);
+    assert_string_equal(json_object_get_string_member(ret, "state"), "running");
+    assert_int_equal(json_array_get_length(member_array(ret, "resumed")), 0);
+    {
+        struct pollfd pfd = {.fd = p1, .events = POLLIN};
+
+        pump(20);
+        assert_int_equal(poll(&pfd, 1, 0), 0);
+    }
+    close(p1);
+    close(p2);
+}
+
+static void test_prepare_deadline(void **state)
+{
+    Fixture *f = *state;
+    int silent = proc_connect(f, "HELLO 0.1.0 201 lazy silent\n");
+    int good = proc_connect(f, "HELLO 0.1.0 202 lazy good\n");
+    g_autoptr(JsonNode) prep = NULL;
+    JsonObject *ret;
+    JsonObject *failed;
+    gint64 start = g_get_monotonic_time();
+    gint64 elapsed_ms;
+
+    host_send(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":300}}\n");
+    proc_answer(good, "DONE", proc_expect(good, "QUIESCE"));
+    prep = host_reply(f, 3000);
+    elapsed_ms = (g_get_monotonic_time() - start) / 1000;
+    assert_true(elapsed_ms >= 290 && elapsed_ms < 1500);
+    ret = reply_return(prep);
+    assert_int_equal(json_array_get_length(member_array(ret, "quiesced")), 1);
+    assert_int_equal(json_array_get_length(member_array(ret, "failed")), 1);
+    failed = array_obj(member_array(ret, "failed"), 0);
+    assert_int_equal(json_object_get_int_member(failed, "pid"), 201);
+    assert_non_null(strstr(json_object_get_string_member(failed, "error"), "300 ms"));
+    assert_false(agent_is_busy(f->agent));
+
+    /* Its late answer is recorded, not replied. */
+    proc_answer(silent, "DONE", proc_expect(silent, "QUIESCE"));
+    pump(50);
+    assert_int_equal(f->out->len, 0);
+    close(silent);
+    close(good);
+}
+
+static void test_register_while_prepared(void **state)
+{
+    Fixture *f = *state;
+    g_autoptr(JsonNode) prep = NULL;
+    g_autoptr(JsonNode) status = NULL;
+    JsonObject *ret;
+    JsonObject *proc;
+    int late;
+
+    host_send(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":1000}}\n");
+    prep = host_reply(f, 1000); /* nobody to wait for */
+    ret = reply_return(prep);
+    assert_int_equal(json_array_get_length(member_array(ret, "quiesced")), 0);
+    assert_int_equal(json_array_get_length(member_array(ret, "failed")), 0);
+
+    late = proc_connect(f, "HELLO 0.1.0 301 threaded late\n");
+    proc_answer(late, "DONE", proc_expect(late, "QUIESCE"));
+    pump(30);
+    host_send(f, "{\"execute\":\"status\"}\n");
+    status = host_reply(f, 1000);
+    ret = reply_return(status);
+    assert_string_equal(json_object_get_string_member(ret, "state"), "prepared");
+    proc = array_obj(member_array(ret, "processes"), 0);
+    assert_int_equal(json_object_get_int_member(proc, "pid"), 301);
+    assert_true(json_object_get_boolean_member(proc, "quiesced"));
+    close(late);
+}
+
+static void test_register_during_prepare(void **state)
+{
+    Fixture *f = *state;
+    int first = proc_connect(f, "HELLO 0.1.0 401 lazy first\n");
+    g_autoptr(JsonNode) prep = NULL;
+    JsonObject *ret;
+    guint64 seq;
+    int second;
+
+    host_send(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":3000}}\n");
+    seq = proc_expect(first, "QUIESCE");
+    second = proc_connect(f, "HELLO 0.1.0 402 lazy second\n");
+    assert_int_equal(proc_expect(second, "QUIESCE"), seq); /* it joins the prepare */
+    proc_answer(first, "DONE", seq);
+    pump(20);
+    assert_int_equal(f->out->len, 0); /* still waits for the second */
+    proc_answer(second, "DONE", seq);
+    prep = host_reply(f, 2000);
+    ret = reply_return(prep);
+    assert_int_equal(json_array_get_length(member_array(ret, "quiesced")), 2);
+    close(first);
+    close(second);
+}
+
+static void test_proc_gone_during_prepare(void **state)
+{
+    Fixture *f = *state;
+    int p = proc_connect(f, "HELLO 0.1.0 501 lazy quitter\n");
+    g_autoptr(JsonNode) prep = NULL;
+    JsonObject *ret;
+    JsonObject *failed;
+
+    host_send(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":5000}}\n");
+    proc_expect(p, "QUIESCE");
+    close(p);
+    prep = host_reply(f, 1000); /* long before the deadline */
+    ret = reply_return(prep);
+    failed = array_obj(member_array(ret, "failed"), 0);
+    assert_int_equal(json_object_get_int_member(failed, "pid"), 501);
+    assert_non_null(strstr(json_object_get_string_member(failed, "error"), "disconnected"));
+    assert_int_equal(agent_get_n_procs(f->agent), 0);
+}
+
+static void test_proc_garbage(void **state)
+{
+    Fixture *f = *state;
+    static const char *const bad[] = {
+        "HELLO\n",
+        "HELLO 0.1.0 1 lazy\n",
+        "HELLO 0.1.0 0 lazy x\n",
+        "HELLO 0.1.0 -5 lazy x\n",
+        "HELLO 0.1.0 99999999999 lazy x\n",
+        "HELLO 0.1.0 5 eager x\n",
+        "HELLO v1 5 lazy x\n",
+        "HELLO 0.1.0 5 lazy x y\n",
+        "HELLO 0.1.0 5 lazy  x\n",
+        "HELLO 0.1.0 5 lazy \x01\n",
+        "DONE 1\n", /* before HELLO */
+        "hello 0.1.0 5 lazy x\n",
+        "\xff\xfe\n",
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+        int p = proc_connect(f, NULL);
+        g_autofree char *line = NULL;
+
+        proc_send(p, bad[i]);
+        line = proc_read_line(p, 1000); /* the agent hangs up */
+        assert_null(line);
+        close(p);
+    }
+    assert_int_equal(agent_get_n_procs(f->agent), 0);
+
+    /* Registered, then garbage or an overlong line: dropped. */
+    {
+        int p = proc_connect(f, "HELLO 0.1.0 601 lazy ok\n");
+        g_autofree char *big = g_strnfill(600, 'A');
+
+        assert_int_equal(agent_get_n_procs(f->agent), 1);
+        proc_send(p, big);
+        assert_null(proc_read_line(p, 1000));
+        close(p);
+        p = proc_connect(f, "HELLO 0.1.0 602 lazy ok\n");
+        proc_send(p, "HELLO 0.1.0 602 lazy again\n");
+        assert_null(proc_read_line(p, 1000));
+        close(p);
+        p = proc_connect(f, "HELLO 0.1.0 603 lazy ok\n");
+        proc_send(p, "DONE x\n");
+        assert_null(proc_read_line(p, 1000));
+        close(p);
+        pump(20);
+        assert_int_equal(agent_get_n_procs(f->agent), 0);
+    }
+    /* A stale answer (wrong seq) is ignored, not fatal. */
+    {
+        int p = proc_connect(f, "HELLO 0.1.0 604 lazy ok\n");
+        g_autoptr(JsonNode) prep = NULL;
+        guint64 seq;
+
+        host_send(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":3000}}\n");
+        seq = proc_expect(p, "QUIESCE");
+        proc_answer(p, "DONE", seq + 100);
+        proc_answer(p, "DONE", seq);
+        prep = host_reply(f, 2000);
+        assert_int_equal(json_array_get_length(member_array(reply_return(prep), "quiesced")), 1);
+        close(p);
+    }
+}
+
+static void test_resume_waits_for_device(void **state)
+{
+    Fixture *f = *state;
+    int p = proc_connect(f, "HELLO 0.1.0 701 lazy r\n");
+    g_autoptr(JsonNode) prep = NULL;
+    g_autoptr(JsonNode) res = NULL;
+    g_autofree char *line = NULL;
+    JsonObject *ret;
+
+    host_send(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":1000}}\n");
+    proc_answer(p, "DONE", proc_expect(p, "QUIESCE"));
+    prep = host_reply(f, 1000);
+
+    f->verbs_calls = 0;
+    f->verbs_found_after = 5; /* the sixth look finds it */
+    f->verbs_device = "mlx5_3";
+    host_send(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":3000}}\n");
+    line = proc_read_line(p, 2000);
+    assert_true(g_str_has_prefix(line, "RESUME "));
+    assert_true(g_str_has_suffix(line, " mlx5_3"));
+    assert_int_equal(f->verbs_calls, 6);
+    {
+        g_auto(GStrv) fields = g_strsplit(line, " ", 0);
+
+        proc_answer(p, "DONE", g_ascii_strtoull(fields[1], NULL, 10));
+    }
+    res = host_reply(f, 2000);
+    ret = reply_return(res);
+    assert_string_equal(json_object_get_string_member(ret, "device"), "mlx5_3");
+    assert_int_equal(json_array_get_length(member_array(ret, "resumed")), 1);
+    close(p);
+}
+
+static void test_resume_no_device(void **state)
+{
+    Fixture *f = *state;
+    int p = proc_connect(f, "HELLO 0.1.0 801 lazy r\n");
+    g_autoptr(JsonNode) prep = NULL;
+    g_autoptr(JsonNode) res = NULL;
+    JsonObject *ret;
+    gint64 start;
+    guint64 seq;
+
+    host_send(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":1000}}\n");
+    proc_answer(p, "DONE", proc_expect(p, "QUIESCE"));
+    prep = host_reply(f, 1000);
+
+    f->verbs_found_after = -1;
+    start = g_get_monotonic_time();
+    host_send(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":400}}\n");
+    {
+        g_autofree char *line = proc_read_line(p, 2000);
+        g_auto(GStrv) fields = g_strsplit(line, " ", 0);
+
+        assert_string_equal(fields[0], "RESUME");
+        assert_string_equal(fields[2], "-");
+        seq = g_ascii_strtoull(fields[1], NULL, 10);
+        /* The device search left time for the answers. */
+        assert_true((g_get_monotonic_time() - start) / 1000 < 390);
+    }
+    proc_answer(p, "DONE", seq);
+    res = host_reply(f, 2000);
+    assert_true((g_get_monotonic_time() - start) / 1000 < 1000);
+    ret = reply_return(res);
+    assert_string_equal(json_object_get_string_member(ret, "device"), "");
+    assert_int_equal(json_array_get_length(member_array(ret, "resumed")), 1);
+    assert_true(f->verbs_calls > 3); /* it kept looking */
+    close(p);
+}
+
+static void test_sync_drops_pending_reply(void **state)
+{
+    Fixture *f = *state;
+    int p = proc_connect(f, "HELLO 0.1.0 901 lazy slow\n");
+    g_autofree char *sync = NULL;
+    g_autoptr(JsonNode) res = NULL;
+    g_autoptr(JsonNode) prep = NULL;
+    JsonObject *ret;
+
+    host_send(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":200}}\n");
+    proc_expect(p, "QUIESCE");
+    host_send(f, "\xff{\"execute\":\"sync\",\"arguments\":{\"id\":3}}\n");
+    sync = host_reply_text(f, 1000);
+    assert_string_equal(sync, "\xff{\"return\":3}");
+    expect_error(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":200}}\n", "Busy",
+                 NULL);
+    pump(400);
+    assert_int_equal(f->out->len, 0); /* the abandoned prepare's reply was not sent */
+    assert_false(agent_is_busy(f->agent));
+
+    /* Rollback: resume while a prepare is under way ends the prepare first. */
+    host_send(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":1000}}\n");
+    proc_answer(p, "DONE", proc_expect(p, "RESUME"));
+    res = host_reply(f, 2000);
+    ret = reply_return(res);
+    assert_int_equal(json_array_get_length(member_array(ret, "resumed")), 1);
+
+    host_send(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":2000}}\n");
+    proc_expect(p, "QUIESCE");
+    host_send(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":1000}}\n");
+    prep = host_reply(f, 1000);
+    ret = reply_return(prep);
+    assert_string_equal(json_object_get_string_member(
+                            array_obj(member_array(ret, "failed"), 0), "error"),
+                        "prepare ended by resume");
+    proc_answer(p, "DONE", proc_expect(p, "RESUME"));
+    {
+        g_autoptr(JsonNode) res2 = host_reply(f, 2000);
+
+        assert_int_equal(
+            json_array_get_length(member_array(reply_return(res2), "resumed")), 1);
+    }
+    close(p);
+}
+
+static void test_host_reset(void **state)
+{
+    Fixture *f = *state;
+    g_autoptr(JsonNode) ping = NULL;
+
+    host_send(f, "{\"execute\":\"pi");
+    agent_host_reset(f->agent);
+    host_send(f, "{\"execute\":\"ping\"}\n");
+    ping = host_reply(f, 1000);
+    reply_return(ping);
+}
+
+/* ---- tests: socket and channel ----------------------------------------------------------- */
+
+static void test_listen_socket(void **state)
+{
+    Fixture *f = *state;
+    g_autoptr(Agent) other = agent_new(&fake_verbs, f);
+    g_autoptr(GError) error = NULL;
+    g_autofree char *stale = g_build_filename(f->dir, "stale.sock", NULL);
+    g_autofree char *file = g_build_filename(f->dir, "file", NULL);
+    struct stat st;
+
+    assert_int_equal(stat(f->sock, &st), 0);
+    assert_true(S_ISSOCK(st.st_mode));
+    assert_int_equal(st.st_mode & 0777, 0600);
+
+    /* A live agent is not displaced. */
+    assert_false(agent_listen(other, f->sock, &error));
+    assert_non_null(strstr(error->message, "Another agent"));
+    g_clear_error(&error);
+
+    /* Not a socket: refused. */
+    assert_true(g_file_set_contents(file, "x", 1, NULL));
+    assert_false(agent_listen(other, file, &error));
+    g_clear_error(&error);
+    g_unlink(file);
+
+    /* A stale socket is replaced. */
+    {
+        struct sockaddr_un addr = {.sun_family = AF_UNIX};
+        int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+        g_strlcpy(addr.sun_path, stale, sizeof(addr.sun_path));
+        assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+        close(fd);
+    }
+    if (!agent_listen(other, stale, &error))
+        fail_msg("%s", error->message);
+    g_clear_pointer(&other, agent_free);
+    assert_false(g_file_test(stale, G_FILE_TEST_EXISTS));
+}
+
+static void test_find_port(void **state)
+{
+    Fixture *f = *state;
+    g_autofree char *sys = g_build_filename(f->dir, "sys", NULL);
+    g_autofree char *p1 = g_build_filename(sys, "class", "virtio-ports", "vport0p1", NULL);
+    g_autofree char *p2 = g_build_filename(sys, "class", "virtio-ports", "vport0p2", NULL);
+    g_autofree char *n1 = g_build_filename(p1, "name", NULL);
+    g_autofree char *n2 = g_build_filename(p2, "name", NULL);
+    g_autofree char *found = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *rm = NULL;
+
+    assert_int_equal(g_mkdir_with_parents(p1, 0755), 0);
+    assert_int_equal(g_mkdir_with_parents(p2, 0755), 0);
+    assert_true(g_file_set_contents(n1, "org.qemu.guest_agent.0\n", -1, NULL));
+    assert_true(g_file_set_contents(n2, "org.hotmig.agent.0\n", -1, NULL));
+    found = agent_channel_find_port(sys, "/dev", "org.hotmig.agent.0", &error);
+    assert_non_null(found);
+    assert_string_equal(found, "/dev/vport0p2");
+    assert_null(agent_channel_find_port(sys, "/dev", "org.hotmig.agent.1", &error));
+    assert_non_null(strstr(error->message, "org.hotmig.agent.1"));
+    g_clear_error(&error);
+    assert_null(agent_channel_find_port("/nonexistent", "/dev", "x", &error));
+
+    rm = g_strdup_printf("rm -rf '%s'", sys);
+    assert_int_equal(system(rm), 0);
+}
+
+/* A pty stands in for the virtio-serial port: once its master closes, the port side polls
+ * HUP forever, like a port without a host. The channel must not spin on it. */
+static void test_channel_port_hangup_no_busy_loop(void **state)
+{
+    Fixture *f = *state;
+    g_autoptr(AgentChannel) channel = NULL;
+    g_autoptr(GError) error = NULL;
+    int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    const char *sync = "\xff{\"execute\":\"sync\",\"arguments\":{\"id\":77}}\n";
+    char buf[64] = {0};
+    gsize got = 0;
+    int slave;
+    int iterations = 0;
+    gint64 end;
+
+    assert_true(master >= 0);
+    assert_int_equal(grantpt(master), 0);
+    assert_int_equal(unlockpt(master), 0);
+    slave = open(ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC);
+    assert_true(slave >= 0);
+    {
+        struct termios tio;
+
+        assert_int_equal(tcgetattr(slave, &tio), 0);
+        cfmakeraw(&tio);
+        assert_int_equal(tcsetattr(slave, TCSANOW, &tio), 0);
+    }
+    channel = agent_channel_new_port(f->agent, ptsname(master), 100, &error);
+    /* (ptsname names the slave: the port side.) */
+    if (!channel)
+        fail_msg("%s", error->message);
+    close(slave);
+
+    assert_int_equal(write(master, sync, strlen(sync)), (ssize_t)strlen(sync));
+    end = g_get_monotonic_time() + 2 * G_USEC_PER_SEC;
+    while (got < 15 && g_get_monotonic_time() < end) {
+        struct pollfd pfd = {.fd = master, .events = POLLIN};
+
+        g_main_context_iteration(NULL, FALSE);
+        if (poll(&pfd, 1, 5) == 1) {
+            ssize_t n = read(master, buf + got, sizeof(buf) - 1 - got);
+
+            assert_true(n > 0);
+            got += (gsize)n;
+        }
+    }
+    assert_memory_equal(buf, "\xff{\"return\":77}\n", 15);
+
+    /* The host goes away: the port now polls HUP. Count main loop wake-ups for 500 ms. */
+    close(master);
+    end = g_get_monotonic_time() + 500 * 1000;
+    while (g_get_monotonic_time() < end) {
+        g_main_context_iteration(NULL, TRUE);
+        iterations++;
+    }
+    /* With a 100 ms retry about 5-10; a busy loop would be thousands. */
+    assert_true(iterations < 40);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_sync_handshake, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_commands, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_oversize_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_prepare_resume, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_prepare_deadline, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_register_while_prepared, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_register_during_prepare, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_proc_gone_during_prepare, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_proc_garbage, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_waits_for_device, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_no_device, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sync_drops_pending_reply, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_host_reset, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_listen_socket, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_find_port, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_channel_port_hangup_no_busy_loop, setup, teardown),
+    };
+
+    hm_log_setup("agent-core-test", g_getenv("HM_TEST_VERBOSE") != NULL);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

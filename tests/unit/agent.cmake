@@ -1,0 +1,8 @@
+# guest-agent unit tests: the agent core in-process (fake verbs) and libhotmig against a fake
+# agent.
+hm_add_test(agent-core-test unit
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/agent-core-test.c
+  LIBS hotmig-agent-core)
+hm_add_test(libhotmig-test unit
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/libhotmig-test.c
+  LIBS hotmig Threads::Threads)
