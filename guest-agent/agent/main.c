@@ -3,6 +3,8 @@
 #include "guest-agent/agent/agent-priv.h"
 #include "guest-agent/libhotmig/hotmig.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <glib-unix.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -15,6 +17,48 @@ typedef struct {
     GMainLoop *loop;
     int exit_code;
 } AgentMain;
+
+/* --daemonize: forks before anything else runs (GLib starts threads later). The parent waits
+ * until the child says it is ready (socket listening, channel open) and exits 0, or exits 1
+ * when the child failed. So "hotmig-agent --daemonize && start-workload" has no race. */
+static int agent_daemonize(void)
+{
+    int fds[2];
+    pid_t pid;
+
+    if (pipe2(fds, O_CLOEXEC) < 0) {
+        g_printerr("hotmig-agent: pipe: %s\n", g_strerror(errno));
+        exit(1);
+    }
+    pid = fork();
+    if (pid < 0) {
+        g_printerr("hotmig-agent: fork: %s\n", g_strerror(errno));
+        exit(1);
+    }
+    if (pid > 0) {
+        char c;
+        ssize_t n;
+
+        close(fds[1]);
+        do {
+            n = read(fds[0], &c, 1);
+        } while (n < 0 && errno == EINTR);
+        _exit(n == 1 ? 0 : 1);
+    }
+    close(fds[0]);
+    setsid();
+    return fds[1];
+}
+
+static void agent_notify_ready(int *ready_fd)
+{
+    if (*ready_fd < 0)
+        return;
+    if (write(*ready_fd, "R", 1) != 1)
+        g_warning("cannot notify the parent: %s", g_strerror(errno));
+    close(*ready_fd);
+    *ready_fd = -1;
+}
 
 static gboolean agent_main_quit(gpointer user_data)
 {
@@ -34,6 +78,8 @@ int main(int argc, char **argv)
     g_autofree char *dev_root = NULL;
     gboolean verbose = FALSE;
     gboolean version = FALSE;
+    gboolean daemonize = FALSE;
+    int ready_fd = -1;
     GOptionEntry entries[] = {
         {"port", 'p', 0, G_OPTION_ARG_STRING, &port,
          "virtio-serial port name (default " AGENT_PORT_DEFAULT ")", "NAME"},
@@ -44,6 +90,8 @@ int main(int argc, char **argv)
          "PATH"},
         {"sysfs-root", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &sysfs_root, NULL, NULL},
         {"dev-root", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &dev_root, NULL, NULL},
+        {"daemonize", 'D', 0, G_OPTION_ARG_NONE, &daemonize,
+         "go to the background once the socket listens and the channel is open", NULL},
         {"verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose, "log debug messages", NULL},
         {"version", 'V', 0, G_OPTION_ARG_NONE, &version, "print the version and exit", NULL},
         {NULL},
@@ -74,6 +122,8 @@ int main(int argc, char **argv)
         g_printerr("hotmig-agent: --port and --device exclude each other\n");
         return 2;
     }
+    if (daemonize)
+        ready_fd = agent_daemonize();
     hm_log_setup("hotmig-agent", verbose);
     if (!socket_path) {
         const char *env = g_getenv(HOTMIG_AGENT_SOCKET_ENV);
@@ -85,6 +135,11 @@ int main(int argc, char **argv)
     loop = g_main_loop_new(NULL, FALSE);
     m.loop = loop;
     agent = agent_new(&agent_verbs_ibverbs, NULL);
+    /* The socket first: processes may start as soon as the agent does. */
+    if (!agent_listen(agent, socket_path, &error)) {
+        g_warning("cannot start: %s", error->message);
+        return 1;
+    }
     if (device) {
         channel = agent_channel_new_device(agent, device, agent_main_quit, &m, &error);
     } else {
@@ -99,13 +154,10 @@ int main(int argc, char **argv)
         g_warning("cannot start: %s", error->message);
         return 1;
     }
-    if (!agent_listen(agent, socket_path, &error)) {
-        g_warning("cannot start: %s", error->message);
-        return 1;
-    }
     sigterm_id = g_unix_signal_add(SIGTERM, agent_main_quit, &m);
     sigint_id = g_unix_signal_add(SIGINT, agent_main_quit, &m);
     g_message("started: version=%s pid=%d", HOTMIG_VERSION, (int)getpid());
+    agent_notify_ready(&ready_fd);
     g_main_loop_run(loop);
     g_source_remove(sigterm_id);
     g_source_remove(sigint_id);
