@@ -1,0 +1,112 @@
+/* Fuzz target for the agent's parsers: every input goes through
+ *  1. the host side of an in-process agent (framing, 0xFF sync, JSON requests, commands), fed
+ *     once whole and once in small pieces: both must give the same replies, and every reply
+ *     must be one line of valid JSON (after the sync byte of a sync reply);
+ *  2. the process line framer and parser, with the invariants of a parsed message checked.
+ * libFuzzer entry point; tests/fuzz/agent-fuzz-replay.c replays the corpus as a test. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-glib/json-glib.h>
+
+#include "guest-agent/agent/agent-priv.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static char *fuzz_find_device(gpointer data, GError **error)
+{
+    return g_strdup("rxe0");
+}
+
+static const AgentVerbsOps fuzz_verbs = {.find_active_device = fuzz_find_device};
+
+static GLogWriterOutput fuzz_log_drop(GLogLevelFlags level, const GLogField *fields,
+                                      gsize n_fields, gpointer user_data)
+{
+    return G_LOG_WRITER_HANDLED;
+}
+
+static void fuzz_capture(const char *data, gsize len, gpointer user_data)
+{
+    GString *out = user_data;
+    const char *text = data;
+    gsize text_len = len;
+    g_autoptr(JsonParser) parser = json_parser_new();
+
+    /* One complete line per reply, valid JSON, an object. */
+    if (len == 0 || data[len - 1] != '\n' || memchr(data, '\n', len - 1))
+        abort();
+    if ((guchar)text[0] == AGENT_SYNC_BYTE) {
+        text++;
+        text_len--;
+    }
+    if (!json_parser_load_from_data(parser, text, (gssize)text_len - 1, NULL) ||
+        !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser)))
+        abort();
+    g_string_append_len(out, data, (gssize)len);
+}
+
+static GString *fuzz_host(const uint8_t *data, size_t size, gsize piece)
+{
+    GString *out = g_string_new(NULL);
+    Agent *agent = agent_new(&fuzz_verbs, NULL);
+
+    agent_set_reply_func(agent, fuzz_capture, out);
+    for (gsize off = 0; off < size; off += piece)
+        agent_host_feed(agent, data + off, MIN(piece, size - off));
+    agent_free(agent);
+    return out;
+}
+
+static gboolean fuzz_proc_frame(AgentFrameEvent event, const char *line, gsize len,
+                                gpointer user_data)
+{
+    AgentProcMsg msg;
+
+    if (event != AGENT_FRAME_LINE)
+        return TRUE;
+    if (len >= AGENT_PROC_LINE_MAX)
+        abort();
+    if (agent_proc_msg_parse(line, len, &msg, NULL)) {
+        switch (msg.kind) {
+        case AGENT_MSG_HELLO:
+            if (msg.pid <= 0 || strlen(msg.name) == 0 || strlen(msg.name) > AGENT_NAME_MAX ||
+                strpbrk(msg.name, " \t\r\n") || !agent_proc_mode_to_string(msg.mode))
+                abort();
+            break;
+        case AGENT_MSG_DONE:
+        case AGENT_MSG_FAILED:
+            if (msg.seq == 0)
+                abort();
+            break;
+        case AGENT_MSG_LAST:
+        default:
+            abort();
+        }
+    }
+    return TRUE;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static gboolean initialized;
+    g_autoptr(GString) whole = NULL;
+    g_autoptr(GString) pieces = NULL;
+    AgentFramer framer;
+
+    if (!initialized) {
+        g_log_set_writer_func(fuzz_log_drop, NULL, NULL);
+        initialized = TRUE;
+    }
+
+    whole = fuzz_host(data, size, size > 0 ? size : 1);
+    pieces = fuzz_host(data, size, 1 + (size > 0 ? data[0] % 13 : 0));
+    if (!g_string_equal(whole, pieces))
+        abort();
+
+    agent_framer_init(&framer, AGENT_PROC_LINE_MAX, FALSE, TRUE);
+    agent_framer_feed(&framer, data, size, fuzz_proc_frame, NULL);
+    agent_framer_clear(&framer);
+    return 0;
+}
