@@ -153,6 +153,7 @@ static void agent_send_error(Agent *agent, AgentError code, const char *desc)
 {
     g_autoptr(JsonBuilder) b = json_builder_new_immutable();
     g_autoptr(JsonNode) root = NULL;
+    g_autofree char *valid = g_utf8_make_valid(desc, -1);
 
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "error");
@@ -160,7 +161,7 @@ static void agent_send_error(Agent *agent, AgentError code, const char *desc)
     json_builder_set_member_name(b, "class");
     json_builder_add_string_value(b, agent_error_class_to_string(code));
     json_builder_set_member_name(b, "desc");
-    json_builder_add_string_value(b, desc);
+    json_builder_add_string_value(b, valid);
     json_builder_end_object(b);
     json_builder_end_object(b);
     root = json_builder_get_root(b);
@@ -289,6 +290,7 @@ static gboolean agent_proc_hello(AgentProc *proc, const AgentProcMsg *msg)
     proc->registered = TRUE;
     proc->pid = msg->pid;
     proc->mode = msg->mode;
+    g_free(proc->name);
     proc->name = g_strdup(msg->name);
     g_message("process registered: pid=%d name='%s' mode=%s version=%s", proc->pid, proc->name,
               agent_proc_mode_to_string(proc->mode), msg->version);

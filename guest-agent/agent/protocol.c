@@ -223,8 +223,11 @@ gboolean agent_request_parse(const char *line, gsize len, AgentRequest *ret, GEr
         return FALSE;
     parser = json_parser_new_immutable();
     if (!json_parser_load_from_data(parser, line, (gssize)len, &local_error)) {
-        g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_JSON, "Invalid JSON: %s",
-                    local_error->message);
+        /* json-glib quotes the input and may cut it inside a UTF-8 sequence. */
+        g_autofree char *valid = g_utf8_make_valid(local_error->message, -1);
+        g_autofree char *shown = g_utf8_substring(valid, 0, MIN(g_utf8_strlen(valid, -1), 160));
+
+        g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_JSON, "Invalid JSON: %s", shown);
         return FALSE;
     }
     node = json_parser_get_root(parser);

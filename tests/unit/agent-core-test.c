@@ -172,8 +172,16 @@ static int proc_connect(Fixture *f, const char *hello)
     g_strlcpy(addr.sun_path, f->sock, sizeof(addr.sun_path));
     assert_int_equal(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
     if (hello) {
+        guint before = agent_get_n_procs(f->agent);
+        gint64 end = g_get_monotonic_time() + 5 * G_USEC_PER_SEC;
+
         assert_int_equal(write(fd, hello, strlen(hello)), (ssize_t)strlen(hello));
-        pump(20);
+        /* Wait until the agent registered it (slow under valgrind). */
+        while (agent_get_n_procs(f->agent) == before && g_get_monotonic_time() < end) {
+            if (!g_main_context_iteration(NULL, FALSE))
+                g_usleep(1000);
+        }
+        assert_int_equal(agent_get_n_procs(f->agent), before + 1);
     }
     return fd;
 }
@@ -519,7 +527,7 @@ static void test_register_while_prepared(void **state)
 
     late = proc_connect(f, "HELLO 0.1.0 301 threaded late\n");
     proc_answer(late, "DONE", proc_expect(late, "QUIESCE"));
-    pump(30);
+    pump(200);
     host_send(f, "{\"execute\":\"status\"}\n");
     status = host_reply(f, 1000);
     ret = reply_return(status);
