@@ -6,3 +6,9 @@ hm_add_test(agent-core-test unit
 hm_add_test(libhotmig-test unit
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/libhotmig-test.c
   LIBS hotmig Threads::Threads)
+# The binary end to end over --device fd:3, with libhotmig clients in both modes.
+hm_add_test(agent-binary-test unit
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/agent-binary-test.c
+  LIBS hotmig PkgConfig::GLIB PkgConfig::JSONGLIB
+  ARGS $<TARGET_FILE:hotmig-agent>)
+add_dependencies(agent-binary-test hotmig-agent)
