@@ -15,9 +15,9 @@ G_BEGIN_DECLS
 #define AGENT_PROCS_MAX 1024            /* connections on the registry socket */
 #define AGENT_JSON_DEPTH_MAX 16         /* nesting of arrays/objects in a request */
 #define AGENT_TIMEOUT_MS_MAX (10 * 60 * 1000)
-#define AGENT_NAME_MAX 64               /* process name, bytes */
-#define AGENT_DEVICE_MAX 64             /* RDMA device name, bytes */
-#define AGENT_OUTPUT_MAX (1024 * 1024)  /* queued output to the host before it is dropped */
+#define AGENT_NAME_MAX 64              /* process name, bytes */
+#define AGENT_DEVICE_MAX 64            /* RDMA device name, bytes */
+#define AGENT_OUTPUT_MAX (1024 * 1024) /* queued output to the host before it is dropped */
 #define AGENT_SYNC_BYTE 0xFF
 #define AGENT_PROTOCOL_VERSION 1
 #define AGENT_DEVICE_POLL_MS 50
@@ -80,8 +80,8 @@ typedef gboolean (*AgentFrameFunc)(AgentFrameEvent event, const char *line, gsiz
 
 typedef struct {
     GString *buf;
-    gsize max;          /* bytes per line, newline included */
-    gboolean sync_byte; /* whether 0xFF resets the framer */
+    gsize max;                 /* bytes per line, newline included */
+    gboolean sync_byte;        /* whether 0xFF resets the framer */
     gboolean oversize_at_once; /* report an overlong line when it overflows, not at its end */
     gboolean discarding;
 } AgentFramer;
@@ -91,8 +91,8 @@ void agent_framer_init(AgentFramer *framer, gsize max, gboolean sync_byte,
 void agent_framer_clear(AgentFramer *framer);
 void agent_framer_reset(AgentFramer *framer);
 /* Returns FALSE when @func stopped it. */
-gboolean agent_framer_feed(AgentFramer *framer, const guint8 *data, gsize len,
-                           AgentFrameFunc func, gpointer user_data);
+gboolean agent_framer_feed(AgentFramer *framer, const guint8 *data, gsize len, AgentFrameFunc func,
+                           gpointer user_data);
 
 /* ---- host requests ----------------------------------------------------------------------- */
 
@@ -117,11 +117,11 @@ typedef enum {
 
 typedef struct {
     AgentMsgKind kind;
-    char version[17];             /* HELLO */
-    gint pid;                     /* HELLO */
-    AgentProcMode mode;           /* HELLO */
-    char name[AGENT_NAME_MAX + 1]; /* HELLO */
-    guint64 seq;                  /* DONE, FAILED */
+    char version[17];                 /* HELLO */
+    gint pid;                         /* HELLO */
+    AgentProcMode mode;               /* HELLO */
+    char name[AGENT_NAME_MAX + 1];    /* HELLO */
+    guint64 seq;                      /* DONE, FAILED */
     char reason[AGENT_PROC_LINE_MAX]; /* FAILED */
 } AgentProcMsg;
 
@@ -164,7 +164,7 @@ void agent_host_feed(Agent *agent, const guint8 *data, gsize len);
 void agent_host_reset(Agent *agent);
 
 AgentState agent_get_state(const Agent *agent);
-gboolean agent_is_busy(const Agent *agent); /* a prepare or resume is under way */
+gboolean agent_is_busy(const Agent *agent);  /* a prepare or resume is under way */
 guint agent_get_n_procs(const Agent *agent); /* registered processes */
 
 /* ---- the host channel -------------------------------------------------------------------- */

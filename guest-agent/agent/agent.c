@@ -316,8 +316,7 @@ static void agent_proc_answer(AgentProc *proc, const AgentProcMsg *msg)
     const char *request = proc->pending_is_resume ? "RESUME" : "QUIESCE";
 
     if (msg->seq != proc->pending_seq) {
-        g_debug("ignoring stale answer from pid %d: seq %" G_GUINT64_FORMAT, proc->pid,
-                msg->seq);
+        g_debug("ignoring stale answer from pid %d: seq %" G_GUINT64_FORMAT, proc->pid, msg->seq);
         return;
     }
     proc->pending_seq = 0;
@@ -454,8 +453,8 @@ gboolean agent_listen(Agent *agent, const char *path, GError **error)
     g_return_val_if_fail(agent->listen_fd < 0, FALSE);
 
     if (strlen(path) >= sizeof(addr.sun_path)) {
-        g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID,
-                    "Socket path '%s' is too long", path);
+        g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID, "Socket path '%s' is too long",
+                    path);
         return FALSE;
     }
     memcpy(addr.sun_path, path, strlen(path) + 1);
@@ -580,8 +579,7 @@ static void agent_op_fail_waiting(Agent *agent, const char *error)
     while (op->waiting->len > 0) {
         AgentProc *proc = op->waiting->pdata[op->waiting->len - 1];
 
-        g_warning("process did not answer: pid=%d name='%s' seq=%" G_GUINT64_FORMAT
-                  " error='%s'",
+        g_warning("process did not answer: pid=%d name='%s' seq=%" G_GUINT64_FORMAT " error='%s'",
                   proc->pid, proc->name, op->seq, error);
         agent_op_settle(agent, proc, error);
     }
@@ -682,8 +680,8 @@ static void agent_prepare_start(Agent *agent, guint timeout_ms)
 
     agent->op = op;
     agent->state = AGENT_STATE_PREPARED;
-    g_message("prepare: seq=%" G_GUINT64_FORMAT " timeout_ms=%u processes=%u", op->seq,
-              timeout_ms, agent_get_n_procs(agent));
+    g_message("prepare: seq=%" G_GUINT64_FORMAT " timeout_ms=%u processes=%u", op->seq, timeout_ms,
+              agent_get_n_procs(agent));
     for (guint i = 0; i < agent->procs->len; i++) {
         AgentProc *proc = agent->procs->pdata[i];
 
@@ -706,22 +704,22 @@ static void agent_resume_start(Agent *agent, guint timeout_ms)
     op->device_deadline = op->deadline - (gint64)reserve * G_TIME_SPAN_MILLISECOND;
     op->waiting_device = TRUE;
     agent->op = op;
-    g_message("resume: seq=%" G_GUINT64_FORMAT " timeout_ms=%u processes=%u", op->seq,
-              timeout_ms, agent_get_n_procs(agent));
+    g_message("resume: seq=%" G_GUINT64_FORMAT " timeout_ms=%u processes=%u", op->seq, timeout_ms,
+              agent_get_n_procs(agent));
     if (agent_resume_look(agent))
         agent_resume_send(agent);
     else
-        op->timer_id = g_timeout_add(MIN(agent->poll_ms, hm_deadline_remaining_ms(
-                                                             op->device_deadline)),
-                                     agent_resume_poll, agent);
+        op->timer_id =
+            g_timeout_add(MIN(agent->poll_ms, hm_deadline_remaining_ms(op->device_deadline)),
+                          agent_resume_poll, agent);
 }
 
 /* ---- host commands ----------------------------------------------------------------------- */
 
 static void agent_cmd_sync(Agent *agent, gint64 id)
 {
-    g_autofree char *line = g_strdup_printf("%c{\"return\":%" G_GINT64_FORMAT "}\n",
-                                            (char)AGENT_SYNC_BYTE, id);
+    g_autofree char *line =
+        g_strdup_printf("%c{\"return\":%" G_GINT64_FORMAT "}\n", (char)AGENT_SYNC_BYTE, id);
 
     agent_send_raw(agent, line, strlen(line));
 }

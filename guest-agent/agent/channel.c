@@ -50,8 +50,8 @@ char *agent_channel_find_port(const char *sysfs_root, const char *dev_root, cons
 
     dir = g_dir_open(class_dir, 0, &local_error);
     if (!dir) {
-        g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_IO,
-                    "No virtio-serial ports ('%s'): %s", class_dir, local_error->message);
+        g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_IO, "No virtio-serial ports ('%s'): %s",
+                    class_dir, local_error->message);
         return NULL;
     }
     while ((entry = g_dir_read_name(dir))) {
@@ -134,8 +134,8 @@ static void agent_channel_write(const char *data, gsize len, gpointer user_data)
 static void agent_channel_watch(AgentChannel *channel)
 {
     if (!channel->watch_id)
-        channel->watch_id = g_unix_fd_add(channel->fd, G_IO_IN | G_IO_HUP | G_IO_ERR,
-                                          agent_channel_io, channel);
+        channel->watch_id =
+            g_unix_fd_add(channel->fd, G_IO_IN | G_IO_HUP | G_IO_ERR, agent_channel_io, channel);
 }
 
 static gboolean agent_channel_retry(gpointer user_data)
@@ -234,8 +234,7 @@ static AgentChannel *agent_channel_new(Agent *agent, const char *path, int fd)
     return channel;
 }
 
-AgentChannel *agent_channel_new_port(Agent *agent, const char *path, guint retry_ms,
-                                     GError **error)
+AgentChannel *agent_channel_new_port(Agent *agent, const char *path, guint retry_ms, GError **error)
 {
     AgentChannel *channel;
     int fd;

@@ -143,9 +143,9 @@ int main(int argc, char **argv)
     if (device) {
         channel = agent_channel_new_device(agent, device, agent_main_quit, &m, &error);
     } else {
-        g_autofree char *path = agent_channel_find_port(
-            sysfs_root ? sysfs_root : "/sys", dev_root ? dev_root : "/dev",
-            port ? port : AGENT_PORT_DEFAULT, &error);
+        g_autofree char *path =
+            agent_channel_find_port(sysfs_root ? sysfs_root : "/sys", dev_root ? dev_root : "/dev",
+                                    port ? port : AGENT_PORT_DEFAULT, &error);
 
         if (path)
             channel = agent_channel_new_port(agent, path, AGENT_PORT_RETRY_MS, &error);

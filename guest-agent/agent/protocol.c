@@ -6,7 +6,7 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
-G_DEFINE_QUARK(hotmig-agent-error-quark, agent_error)
+G_DEFINE_QUARK(hotmig - agent - error - quark, agent_error)
 
 HM_ENUM_IMPL(agent_error_class, AgentError, AGENT_ERROR_LAST, "GenericError", "InvalidJSON",
              "CommandNotFound", "InvalidParameter", "TooLarge", "Busy")
@@ -41,8 +41,8 @@ void agent_framer_reset(AgentFramer *framer)
     framer->discarding = FALSE;
 }
 
-gboolean agent_framer_feed(AgentFramer *framer, const guint8 *data, gsize len,
-                           AgentFrameFunc func, gpointer user_data)
+gboolean agent_framer_feed(AgentFramer *framer, const guint8 *data, gsize len, AgentFrameFunc func,
+                           gpointer user_data)
 {
     while (len > 0) {
         const guint8 *nl = memchr(data, '\n', len);
@@ -151,8 +151,8 @@ static gboolean agent_arg_get_int(JsonObject *args, const char *field, gint64 mi
     gint64 value;
 
     if (!node) {
-        g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
-                    "Missing argument '%s'", field);
+        g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER, "Missing argument '%s'",
+                    field);
         return FALSE;
     }
     if (!JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_INT64) {
@@ -210,8 +210,8 @@ gboolean agent_request_parse(const char *line, gsize len, AgentRequest *ret, GEr
     g_return_val_if_fail(line != NULL, FALSE);
 
     if (len >= AGENT_HOST_LINE_MAX) {
-        g_set_error(error, AGENT_ERROR, AGENT_ERROR_TOO_LARGE,
-                    "Request is longer than %d bytes", AGENT_HOST_LINE_MAX);
+        g_set_error(error, AGENT_ERROR, AGENT_ERROR_TOO_LARGE, "Request is longer than %d bytes",
+                    AGENT_HOST_LINE_MAX);
         return FALSE;
     }
     if (memchr(line, '\0', len) || !g_utf8_validate(line, (gssize)len, NULL)) {

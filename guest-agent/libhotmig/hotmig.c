@@ -18,7 +18,7 @@
 
 #define HOTMIG_EXPORT __attribute__((visibility("default")))
 
-#define HOTMIG_LINE_MAX 512     /* bytes per line, newline included */
+#define HOTMIG_LINE_MAX 512 /* bytes per line, newline included */
 #define HOTMIG_NAME_MAX 64
 #define HOTMIG_DEVICE_MAX 64
 #define HOTMIG_READ_MAX (16 * 1024) /* per dispatch, so a call never runs long */

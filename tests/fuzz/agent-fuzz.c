@@ -21,8 +21,8 @@ static char *fuzz_find_device(gpointer data, GError **error)
 
 static const AgentVerbsOps fuzz_verbs = {.find_active_device = fuzz_find_device};
 
-static GLogWriterOutput fuzz_log_drop(GLogLevelFlags level, const GLogField *fields,
-                                      gsize n_fields, gpointer user_data)
+static GLogWriterOutput fuzz_log_drop(GLogLevelFlags level, const GLogField *fields, gsize n_fields,
+                                      gpointer user_data)
 {
     return G_LOG_WRITER_HANDLED;
 }

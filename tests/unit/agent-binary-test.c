@@ -202,16 +202,16 @@ static void test_binary_migration_cycle(void **state)
     assert_true(hotmig_client_is_quiesced(lazy));
     assert_true(hotmig_client_is_quiesced(threaded));
 
-    ret = host_return(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":800}}\n", lazy,
-                      &n3);
+    ret =
+        host_return(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":800}}\n", lazy, &n3);
     assert_string_equal(json_object_get_string_member(ret, "state"), "running");
     assert_int_equal(json_array_get_length(json_object_get_array_member(ret, "resumed")), 2);
     assert_int_equal(f->resumed, 2);
     assert_string_equal(f->device, json_object_get_string_member(ret, "device"));
     assert_false(hotmig_client_is_quiesced(lazy));
 
-    ret = host_return(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":800}}\n", lazy,
-                      &n4);
+    ret =
+        host_return(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":800}}\n", lazy, &n4);
     assert_int_equal(json_array_get_length(json_object_get_array_member(ret, "resumed")), 0);
 
     hotmig_client_free(threaded);
@@ -236,8 +236,9 @@ static void test_binary_cli_errors(void **state)
     g_autofree char *err = NULL;
     int status = 0;
     const char *argv1[] = {agent_path, "--port", "a", "--device", "b", NULL};
-    const char *argv2[] = {agent_path, "--port", "no.such.port", "--socket",
-                           "/tmp/agent-binary-test-unused.sock", NULL};
+    const char *argv2[] = {
+        agent_path, "--port", "no.such.port", "--socket", "/tmp/agent-binary-test-unused.sock",
+        NULL};
     const char *argv3[] = {agent_path, "--version", NULL};
 
     assert_true(g_spawn_sync(NULL, (char **)argv1, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,

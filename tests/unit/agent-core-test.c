@@ -318,10 +318,8 @@ static void test_errors(void **state)
     expect_error(f, "{}\n", "InvalidParameter", "'execute'");
     expect_error(f, "{\"execute\":7}\n", "InvalidParameter", "'execute'");
     expect_error(f, "{\"execute\":\"ping\",\"id\":1}\n", "InvalidParameter", "'id'");
-    expect_error(f, "{\"execute\":\"ping\",\"arguments\":[]}\n", "InvalidParameter",
-                 "'arguments'");
-    expect_error(f, "{\"execute\":\"ping\",\"arguments\":{\"x\":1}}\n", "InvalidParameter",
-                 "'x'");
+    expect_error(f, "{\"execute\":\"ping\",\"arguments\":[]}\n", "InvalidParameter", "'arguments'");
+    expect_error(f, "{\"execute\":\"ping\",\"arguments\":{\"x\":1}}\n", "InvalidParameter", "'x'");
     expect_error(f, "{\"execute\":\"prepare\"}\n", "InvalidParameter", "'timeout_ms'");
     expect_error(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":\"5\"}}\n",
                  "InvalidParameter", "'timeout_ms'");
@@ -331,8 +329,7 @@ static void test_errors(void **state)
                  "InvalidParameter", "'timeout_ms'");
     expect_error(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":null}}\n",
                  "InvalidParameter", "'timeout_ms'");
-    expect_error(f,
-                 "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":5,\"timeout\":5}}\n",
+    expect_error(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":5,\"timeout\":5}}\n",
                  "InvalidParameter", "'timeout'");
 
     for (int i = 0; i < 5000; i++)
@@ -419,19 +416,17 @@ static void test_prepare_resume(void **state)
     ret = reply_return(prep);
     assert_string_equal(json_object_get_string_member(ret, "state"), "prepared");
     assert_int_equal(json_array_get_length(member_array(ret, "quiesced")), 1);
-    assert_int_equal(json_object_get_int_member(array_obj(member_array(ret, "quiesced"), 0),
-                                                "pid"),
+    assert_int_equal(json_object_get_int_member(array_obj(member_array(ret, "quiesced"), 0), "pid"),
                      101);
-    assert_string_equal(json_object_get_string_member(
-                            array_obj(member_array(ret, "quiesced"), 0), "mode"),
-                        "lazy");
+    assert_string_equal(
+        json_object_get_string_member(array_obj(member_array(ret, "quiesced"), 0), "mode"), "lazy");
     assert_int_equal(json_array_get_length(member_array(ret, "failed")), 1);
-    assert_string_equal(json_object_get_string_member(array_obj(member_array(ret, "failed"), 0),
-                                                      "error"),
-                        "cannot close QP");
-    assert_string_equal(json_object_get_string_member(array_obj(member_array(ret, "failed"), 0),
-                                                      "mode"),
-                        "threaded");
+    assert_string_equal(
+        json_object_get_string_member(array_obj(member_array(ret, "failed"), 0), "error"),
+        "cannot close QP");
+    assert_string_equal(
+        json_object_get_string_member(array_obj(member_array(ret, "failed"), 0), "mode"),
+        "threaded");
 
     host_send(f, "{\"execute\":\"status\"}\n");
     status = host_reply(f, 1000);
@@ -439,8 +434,7 @@ static void test_prepare_resume(void **state)
     assert_string_equal(json_object_get_string_member(ret, "state"), "prepared");
     assert_int_equal(json_array_get_length(member_array(ret, "processes")), 2);
 
-    expect_error(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":100}}\n", "Busy",
-                 NULL);
+    expect_error(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":100}}\n", "Busy", NULL);
 
     host_send(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":3000}}\n");
     {
@@ -731,8 +725,7 @@ static void test_sync_drops_pending_reply(void **state)
     host_send(f, "\xff{\"execute\":\"sync\",\"arguments\":{\"id\":3}}\n");
     sync = host_reply_text(f, 1000);
     assert_string_equal(sync, "\xff{\"return\":3}");
-    expect_error(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":200}}\n", "Busy",
-                 NULL);
+    expect_error(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":200}}\n", "Busy", NULL);
     pump(400);
     assert_int_equal(f->out->len, 0); /* the abandoned prepare's reply was not sent */
     assert_false(agent_is_busy(f->agent));
@@ -749,15 +742,14 @@ static void test_sync_drops_pending_reply(void **state)
     host_send(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":1000}}\n");
     prep = host_reply(f, 1000);
     ret = reply_return(prep);
-    assert_string_equal(json_object_get_string_member(
-                            array_obj(member_array(ret, "failed"), 0), "error"),
-                        "prepare ended by resume");
+    assert_string_equal(
+        json_object_get_string_member(array_obj(member_array(ret, "failed"), 0), "error"),
+        "prepare ended by resume");
     proc_answer(p, "DONE", proc_expect(p, "RESUME"));
     {
         g_autoptr(JsonNode) res2 = host_reply(f, 2000);
 
-        assert_int_equal(
-            json_array_get_length(member_array(reply_return(res2), "resumed")), 1);
+        assert_int_equal(json_array_get_length(member_array(reply_return(res2), "resumed")), 1);
     }
     close(p);
 }
