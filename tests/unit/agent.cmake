@@ -12,3 +12,8 @@ hm_add_test(agent-binary-test unit
   LIBS hotmig PkgConfig::GLIB PkgConfig::JSONGLIB
   ARGS $<TARGET_FILE:hotmig-agent>)
 add_dependencies(agent-binary-test hotmig-agent)
+# libhotmig is linked into MPI processes: it may need libc (and libpthread on old glibc) only.
+add_test(NAME libhotmig-deps
+  COMMAND sh -c "readelf -d \"$1\" | sed -n 's/.*NEEDED.*\\[\\(.*\\)\\]/\\1/p' | grep -v -E '^(libc|libpthread|libasan|libubsan|ld-linux[-a-z0-9_]*)\\.so' && exit 1 || exit 0"
+          libhotmig-deps $<TARGET_FILE:hotmig>)
+set_tests_properties(libhotmig-deps PROPERTIES LABELS unit)
