@@ -1,0 +1,210 @@
+#!/bin/bash
+# Checks the layer rules of the house style (STYLE.md): a library includes only the project
+# headers and external libraries in its brackets.
+#
+#   common        [GLib]                     no project headers but its own
+#   xml           [common]                   + libxml2
+#   hotplug       [common, xml]              + libpci (the libpci adapter lives here)
+#   policies      [common]
+#   orchestrator  [all]                      + anything
+#   guest-agent   [common]                   + json-glib, verbs
+#   guest-agent/libhotmig: no project headers, libc and pthreads only
+#
+# Also: no "../" includes, and no library includes another library's *-priv.h (internals are
+# for tests only). tests/ and lab/ are not libraries and are not checked.
+#
+# Usage: layering-check.sh SOURCE_DIR    check the tree, print every violation, exit 1 if any
+#        layering-check.sh --self-test   prove the check catches what it claims to
+set -u
+
+# Project headers a library may include, by folder ("self" is always allowed).
+allowed_project() {
+    case "$1" in
+    common) echo "" ;;
+    xml) echo "common" ;;
+    hotplug) echo "common xml" ;;
+    policies) echo "common" ;;
+    orchestrator) echo "common xml hotplug policies guest-agent" ;;
+    guest-agent) echo "common" ;;
+    libhotmig) echo "" ;;
+    esac
+}
+
+# External libraries a library may include.
+allowed_external() {
+    case "$1" in
+    common) echo "glib" ;;
+    xml) echo "glib libxml" ;;
+    hotplug) echo "glib libpci" ;;
+    policies) echo "glib" ;;
+    orchestrator) echo "glib libxml libvirt libpci verbs json cmocka" ;;
+    guest-agent) echo "glib json verbs" ;;
+    libhotmig) echo "" ;;
+    esac
+}
+
+# The external library an <angle> include belongs to, or "" for libc/system headers.
+external_of() {
+    case "$1" in
+    glib.h | glib/* | gio/* | glib-object.h | glib-unix.h | gmodule.h | gobject/*) echo glib ;;
+    libxml/*) echo libxml ;;
+    libvirt/*) echo libvirt ;;
+    pci/*) echo libpci ;;
+    infiniband/* | rdma/*) echo verbs ;;
+    json-glib/*) echo json ;;
+    cmocka.h) echo cmocka ;;
+    *) echo "" ;;
+    esac
+}
+
+project_dirs="common xml hotplug policies orchestrator guest-agent lab tests"
+
+in_list() {
+    local x="$1" w
+    shift
+    for w in $*; do
+        [ "$w" = "$x" ] && return 0
+    done
+    return 1
+}
+
+# check_file ROOT FILE LIB: prints violations, returns 1 if any.
+check_file() {
+    local root="$1" file="$2" lib="$3" bad=0 line n inc kind top ext self
+    self="$lib"
+    [ "$lib" = libhotmig ] && self="guest-agent/libhotmig"
+    while IFS=: read -r n line; do
+        inc=$(printf '%s' "$line" | sed -nE 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*([<"])([^>"]*)[>"].*/\1\2/p')
+        [ -n "$inc" ] || continue
+        kind="${inc:0:1}"
+        inc="${inc:1}"
+        case "$inc" in
+        ../* | */../*)
+            echo "${file#"$root"/}:$n: relative include \"$inc\": include public headers with their folder"
+            bad=1
+            continue
+            ;;
+        esac
+        if [ "$kind" = '"' ]; then
+            case "$inc" in
+            */*) ;;
+            *) continue ;; # a header next to the file
+            esac
+            top="${inc%%/*}"
+            if [ "$lib" = libhotmig ]; then
+                case "$inc" in
+                guest-agent/libhotmig/*) continue ;;
+                esac
+                echo "${file#"$root"/}:$n: libhotmig includes project header \"$inc\": it depends on libc and pthreads only"
+                bad=1
+                continue
+            fi
+            in_list "$top" $project_dirs || continue
+            case "$inc" in
+            "$self"/*) continue ;;
+            *-priv.h)
+                echo "${file#"$root"/}:$n: $lib includes \"$inc\", another library's internals (for tests only)"
+                bad=1
+                continue
+                ;;
+            esac
+            if ! in_list "$top" $(allowed_project "$lib"); then
+                echo "${file#"$root"/}:$n: $lib includes \"$inc\": $lib may use only [$(allowed_project "$lib")]"
+                bad=1
+            fi
+        else
+            ext=$(external_of "$inc")
+            [ -n "$ext" ] || continue
+            if ! in_list "$ext" $(allowed_external "$lib"); then
+                echo "${file#"$root"/}:$n: $lib includes <$inc> ($ext): $lib may use only [$(allowed_external "$lib")]"
+                bad=1
+            fi
+        fi
+    done < <(grep -nE '^[[:space:]]*#[[:space:]]*include' "$file")
+    return $bad
+}
+
+check_tree() {
+    local root="$1" bad=0 dir lib file n=0
+    for dir in common xml hotplug policies orchestrator guest-agent; do
+        [ -d "$root/$dir" ] || continue
+        while IFS= read -r -d '' file; do
+            lib="$dir"
+            case "$file" in
+            "$root"/guest-agent/libhotmig/*) lib=libhotmig ;;
+            esac
+            n=$((n + 1))
+            check_file "$root" "$file" "$lib" || bad=1
+        done < <(find "$root/$dir" -type f \( -name '*.c' -o -name '*.h' \) -print0)
+    done
+    if [ $bad -ne 0 ]; then
+        echo "layering-check: violations found (rules: STYLE.md, 'Layout shows the architecture')"
+        return 1
+    fi
+    echo "layering-check: $n files follow the layer rules"
+    return 0
+}
+
+self_test() {
+    local tmp fail=0
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' RETURN
+    mkdir -p "$tmp"/{common,xml,hotplug,policies,orchestrator,guest-agent/libhotmig}
+
+    expect() { # expect ok|bad FILE CONTENT
+        local want="$1" file="$2"
+        mkdir -p "$(dirname "$tmp/$file")"
+        printf '%s\n' "$3" >"$tmp/$file"
+        if check_tree "$tmp" >/dev/null; then got=ok; else got=bad; fi
+        if [ "$got" != "$want" ]; then
+            echo "self-test: $file with '$3': expected $want, got $got"
+            fail=1
+        fi
+        rm -f "$tmp/$file"
+    }
+
+    expect ok common/c.c '#include "common/common.h"'
+    expect ok common/c.c '#include <glib.h>'
+    expect bad common/c.c '#include "xml/xml.h"'
+    expect bad common/c.c '#include <libxml/tree.h>'
+    expect ok xml/x.c '#include "common/common.h"'
+    expect ok xml/x.c '#include <libxml/parser.h>'
+    expect ok xml/x.c '#include "xml/xml-priv.h"'
+    expect bad xml/x.c '#include "hotplug/hotplug.h"'
+    expect bad xml/x.c '#  include "orchestrator/orch.h"'
+    expect bad xml/x.c '#include <libvirt/libvirt.h>'
+    expect bad xml/x.c '#include "../hotplug/hotplug.h"'
+    expect ok hotplug/h.c '#include "xml/xml.h"'
+    expect bad hotplug/h.c '#include "xml/xml-priv.h"'
+    expect bad hotplug/h.c '#include "policies/policies.h"'
+    expect bad hotplug/h.c '#include <libxml/tree.h>'
+    expect bad policies/p.c '#include "hotplug/hotplug.h"'
+    expect bad policies/p.c '#include <libvirt/libvirt.h>'
+    expect ok orchestrator/o.c '#include "hotplug/hotplug.h"'
+    expect ok orchestrator/o.c '#include <libvirt/libvirt.h>'
+    expect bad orchestrator/o.c '#include "hotplug/hotplug-priv.h"'
+    expect ok guest-agent/a.c '#include "common/common.h"'
+    expect bad guest-agent/a.c '#include "xml/xml.h"'
+    expect ok guest-agent/libhotmig/l.c '#include "guest-agent/libhotmig/hotmig.h"'
+    expect ok guest-agent/libhotmig/l.c '#include <pthread.h>'
+    expect ok guest-agent/libhotmig/l.c '#include "hotmig-priv.h"'
+    expect bad guest-agent/libhotmig/l.c '#include <glib.h>'
+    expect bad guest-agent/libhotmig/l.c '#include "common/common.h"'
+    expect ok lab/whatever.c '#include "orchestrator/x-priv.h"'
+
+    if [ $fail -ne 0 ]; then
+        echo "layering-check: self-test FAILED"
+        return 1
+    fi
+    echo "layering-check: self-test passed"
+    return 0
+}
+
+case "${1:-}" in
+--self-test) self_test ;;
+"")
+    echo "usage: $0 SOURCE_DIR | --self-test" >&2
+    exit 2
+    ;;
+*) check_tree "$1" ;;
+esac
