@@ -3,7 +3,7 @@
 
 #include "hotplug/hotplug.h"
 
-G_DEFINE_QUARK(hm-hotplug-error-quark, hotplug_error)
+G_DEFINE_QUARK(hm - hotplug - error - quark, hotplug_error)
 
 void hotplug_vf_free(HotplugVf *vf)
 {
@@ -87,14 +87,15 @@ char *hotplug_vf_choose(const HotplugVf *like, GPtrArray *candidates, GPtrArray 
     }
 
     if (n_same == 0)
-        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_NO_VF,
-                    "No VF like '%s' (vendor 0x%04x, product 0x%04x): none of the %u candidates has that vendor and product",
-                    like->pci_address ? like->pci_address : "?", like->vendor_id,
-                    like->product_id, candidates->len);
+        g_set_error(
+            error, HOTPLUG_ERROR, HOTPLUG_ERROR_NO_VF,
+            "No VF like '%s' (vendor 0x%04x, product 0x%04x): none of the %u candidates has that vendor and product",
+            like->pci_address ? like->pci_address : "?", like->vendor_id, like->product_id,
+            candidates->len);
     else
-        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_NO_VF,
-                    "No free VF like '%s' (vendor 0x%04x, product 0x%04x): all %u that match are in use",
-                    like->pci_address ? like->pci_address : "?", like->vendor_id,
-                    like->product_id, n_same);
+        g_set_error(
+            error, HOTPLUG_ERROR, HOTPLUG_ERROR_NO_VF,
+            "No free VF like '%s' (vendor 0x%04x, product 0x%04x): all %u that match are in use",
+            like->pci_address ? like->pci_address : "?", like->vendor_id, like->product_id, n_same);
     return NULL;
 }

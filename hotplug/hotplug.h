@@ -14,8 +14,8 @@ GQuark hotplug_error_quark(void);
 
 typedef enum {
     HOTPLUG_ERROR_FAILED,
-    HOTPLUG_ERROR_INVALID,  /* bad input, e.g. a node device XML that does not parse */
-    HOTPLUG_ERROR_NO_VF,    /* no free VF fits */
+    HOTPLUG_ERROR_INVALID, /* bad input, e.g. a node device XML that does not parse */
+    HOTPLUG_ERROR_NO_VF,   /* no free VF fits */
     HOTPLUG_ERROR_LAST,
 } HotplugError;
 

@@ -41,23 +41,23 @@ static gboolean pci_decimal_field(const xmlNode *cap, const char *field, guint m
     g_autofree char *text = NULL;
 
     if (!node) {
-        g_set_error(error, XML_ERROR, XML_ERROR_INVALID,
-                    "%s: <capability type='pci'> has no <%s>", what, field);
+        g_set_error(error, XML_ERROR, XML_ERROR_INVALID, "%s: <capability type='pci'> has no <%s>",
+                    what, field);
         return FALSE;
     }
     text = xml_node_text(node);
     if (!xml_uint_parse_base(text, 10, max, ret)) {
         g_set_error(error, XML_ERROR, XML_ERROR_INVALID,
-                    "%s: <capability type='pci'> has a bad <%s>%s</%s> (decimal, at most %u)",
-                    what, field, text, field, max);
+                    "%s: <capability type='pci'> has a bad <%s>%s</%s> (decimal, at most %u)", what,
+                    field, text, field, max);
         return FALSE;
     }
     return TRUE;
 }
 
 /* <vendor id='0x15b3'> or <product id='0x101e'>: hex, "0x" optional. */
-static gboolean pci_id_field(const xmlNode *cap, const char *field, const char *what,
-                             guint *ret, GError **error)
+static gboolean pci_id_field(const xmlNode *cap, const char *field, const char *what, guint *ret,
+                             GError **error)
 {
     xmlNode *node = xml_node_child(cap, field);
     g_autofree char *id = node ? xml_node_prop(node, "id") : NULL;
@@ -101,9 +101,8 @@ static gboolean nodedev_parse_pci(XmlNodeDev *nodedev, const xmlNode *cap, const
                         "%s: <capability type='phys_function'> has no <address>", what);
             return FALSE;
         }
-        nodedev->pf_address =
-            xml_pci_address_from_node(addr, what, "<capability type='phys_function'><address>",
-                                      error);
+        nodedev->pf_address = xml_pci_address_from_node(
+            addr, what, "<capability type='phys_function'><address>", error);
         if (!nodedev->pf_address)
             return FALSE;
     }
@@ -111,8 +110,8 @@ static gboolean nodedev_parse_pci(XmlNodeDev *nodedev, const xmlNode *cap, const
     vfs = capability_find(cap, "virt_functions");
     for (xmlNode *addr = vfs ? xml_node_child(vfs, "address") : NULL; addr;
          addr = xml_node_next(addr, "address")) {
-        char *vf = xml_pci_address_from_node(
-            addr, what, "<capability type='virt_functions'><address>", error);
+        char *vf = xml_pci_address_from_node(addr, what,
+                                             "<capability type='virt_functions'><address>", error);
 
         if (!vf)
             return FALSE;
@@ -132,9 +131,8 @@ XmlNodeDev *xml_nodedev_parse(const char *xml, GError **error)
 
     g_return_val_if_fail(xml != NULL, NULL);
 
-    doc = xml_doc_parse("node device XML", xml,
-                        strnlen(xml, (gsize)XML_NODEDEV_MAX_BYTES + 1), XML_NODEDEV_MAX_BYTES,
-                        error);
+    doc = xml_doc_parse("node device XML", xml, strnlen(xml, (gsize)XML_NODEDEV_MAX_BYTES + 1),
+                        XML_NODEDEV_MAX_BYTES, error);
     if (!doc)
         return NULL;
     root = xmlDocGetRootElement(doc);

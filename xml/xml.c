@@ -10,7 +10,7 @@
 
 #include <libxml/xmlerror.h>
 
-G_DEFINE_QUARK(hm-xml-error-quark, xml_error)
+G_DEFINE_QUARK(hm - xml - error - quark, xml_error)
 
 HM_ENUM_IMPL(xml_vf_kind, XmlVfKind, XML_VF_KIND_LAST, "hostdev", "interface-hostdev", "standin")
 
@@ -231,8 +231,8 @@ static const char *pci_field_parse(const char *p, guint max_digits, guint max, g
     return p + n;
 }
 
-gboolean xml_pci_address_parse(const char *str, guint *ret_domain, guint *ret_bus,
-                               guint *ret_slot, guint *ret_function, GError **error)
+gboolean xml_pci_address_parse(const char *str, guint *ret_domain, guint *ret_bus, guint *ret_slot,
+                               guint *ret_function, GError **error)
 {
     guint domain = 0, bus, slot, function;
     const char *p = str;
@@ -268,9 +268,10 @@ gboolean xml_pci_address_parse(const char *str, guint *ret_domain, guint *ret_bu
     return TRUE;
 
 bad:
-    g_set_error(error, XML_ERROR, XML_ERROR_INVALID,
-                "Invalid PCI address '%s': expected DDDD:BB:SS.F with domain <= ffff, bus <= ff, slot <= 1f, function <= 7",
-                str);
+    g_set_error(
+        error, XML_ERROR, XML_ERROR_INVALID,
+        "Invalid PCI address '%s': expected DDDD:BB:SS.F with domain <= ffff, bus <= ff, slot <= 1f, function <= 7",
+        str);
     return FALSE;
 }
 
@@ -351,8 +352,8 @@ char *xml_pci_address_from_node(const xmlNode *addr, const char *what, const cha
     g_autofree char *type = xml_node_prop(addr, "type");
 
     if (type && !g_str_equal(type, "pci")) {
-        g_set_error(error, XML_ERROR, XML_ERROR_INVALID, "%s has %s of type '%s', not 'pci'",
-                    what, where, type);
+        g_set_error(error, XML_ERROR, XML_ERROR_INVALID, "%s has %s of type '%s', not 'pci'", what,
+                    where, type);
         return NULL;
     }
     for (gsize i = 0; i < G_N_ELEMENTS(fields); i++) {
@@ -386,30 +387,40 @@ static char *vf_source_address(const xmlNode *dev, const char *what, GError **er
     return xml_pci_address_from_node(addr, what, "<source><address>", error);
 }
 
-/* Looks at one device element; sets *ret_vf to a new XmlVf when it is one, leaves it NULL
- * when it is not. @index is the 1-based position among elements of its name. */
-static gboolean vf_from_device(xmlNode *dev, guint index, const char *alias_prefix,
-                               XmlVf **ret_vf, GError **error)
+/* XML_VF_KIND_HOSTDEV or XML_VF_KIND_INTERFACE_HOSTDEV when @dev is a PCI host device,
+ * XML_VF_KIND_LAST when it is not. */
+static XmlVfKind device_host_pci_kind(const xmlNode *dev)
 {
-    g_autoptr(XmlVf) vf = NULL;
-    g_autofree char *what = g_strdup_printf("domain XML: <%s> #%u", (const char *)dev->name, index);
     g_autofree char *type = xml_node_prop(dev, "type");
-    xmlNode *alias_node = xml_node_child(dev, "alias");
-    g_autofree char *alias = alias_node ? xml_node_prop(alias_node, "name") : NULL;
-    XmlVfKind kind;
 
     if (xml_node_is(dev, "hostdev")) {
         g_autofree char *mode = xml_node_prop(dev, "mode");
 
-        if (!type || !g_str_equal(type, "pci") || (mode && !g_str_equal(mode, "subsystem")))
+        if (type && g_str_equal(type, "pci") && (!mode || g_str_equal(mode, "subsystem")))
+            return XML_VF_KIND_HOSTDEV;
+    } else if (xml_node_is(dev, "interface")) {
+        if (type && g_str_equal(type, "hostdev"))
+            return XML_VF_KIND_INTERFACE_HOSTDEV;
+    }
+    return XML_VF_KIND_LAST;
+}
+
+/* Looks at one device element; sets *ret_vf to a new XmlVf when it is one, leaves it NULL
+ * when it is not. @index is the 1-based position among elements of its name. */
+static gboolean vf_from_device(xmlNode *dev, guint index, const char *alias_prefix, XmlVf **ret_vf,
+                               GError **error)
+{
+    g_autoptr(XmlVf) vf = NULL;
+    g_autofree char *what = g_strdup_printf("domain XML: <%s> #%u", (const char *)dev->name, index);
+    xmlNode *alias_node = xml_node_child(dev, "alias");
+    g_autofree char *alias = alias_node ? xml_node_prop(alias_node, "name") : NULL;
+    XmlVfKind kind = device_host_pci_kind(dev);
+
+    if (kind == XML_VF_KIND_LAST) {
+        if (xml_node_is(dev, "hostdev") || !alias || !*alias_prefix ||
+            !g_str_has_prefix(alias, alias_prefix))
             return TRUE;
-        kind = XML_VF_KIND_HOSTDEV;
-    } else if (type && g_str_equal(type, "hostdev")) {
-        kind = XML_VF_KIND_INTERFACE_HOSTDEV;
-    } else if (alias && *alias_prefix && g_str_has_prefix(alias, alias_prefix)) {
         kind = XML_VF_KIND_STANDIN;
-    } else {
-        return TRUE;
     }
 
     vf = g_new0(XmlVf, 1);
@@ -466,6 +477,26 @@ GPtrArray *xml_domain_find_vfs(const XmlDomain *dom, const char *alias_prefix, G
     return g_steal_pointer(&vfs);
 }
 
+GPtrArray *xml_domain_list_host_pci(const XmlDomain *dom)
+{
+    g_autoptr(GPtrArray) list = g_ptr_array_new_with_free_func(g_free);
+    xmlNode *devices;
+
+    g_return_val_if_fail(dom != NULL, NULL);
+
+    devices = xml_node_child(xmlDocGetRootElement(dom->doc), "devices");
+    for (xmlNode *dev = devices ? devices->children : NULL; dev; dev = dev->next) {
+        char *addr;
+
+        if (device_host_pci_kind(dev) == XML_VF_KIND_LAST)
+            continue;
+        addr = vf_source_address(dev, "domain XML", NULL);
+        if (addr)
+            g_ptr_array_add(list, addr);
+    }
+    return g_steal_pointer(&list);
+}
+
 /* ---- attach XML -------------------------------------------------------------------------- */
 
 /* Unlinks and frees @node together with the whitespace that indented it. */
@@ -508,15 +539,17 @@ char *xml_vf_format_attach(const XmlVf *vf, const char *new_host_pci, GError **e
     }
 
     if (vf->kind == XML_VF_KIND_STANDIN && new_host_pci) {
-        g_set_error(error, XML_ERROR, XML_ERROR_INVALID,
-                    "VF '%s' is a stand-in NIC: it keeps its backend, so no host PCI address ('%s') can be given",
-                    vf->alias, new_host_pci);
+        g_set_error(
+            error, XML_ERROR, XML_ERROR_INVALID,
+            "VF '%s' is a stand-in NIC: it keeps its backend, so no host PCI address ('%s') can be given",
+            vf->alias, new_host_pci);
         return NULL;
     }
     if (vf->kind != XML_VF_KIND_STANDIN && !new_host_pci) {
-        g_set_error(error, XML_ERROR, XML_ERROR_INVALID,
-                    "VF '%s' is a %s: the host PCI address of the VF on the destination is required",
-                    vf->alias, xml_vf_kind_to_string(vf->kind));
+        g_set_error(
+            error, XML_ERROR, XML_ERROR_INVALID,
+            "VF '%s' is a %s: the host PCI address of the VF on the destination is required",
+            vf->alias, xml_vf_kind_to_string(vf->kind));
         return NULL;
     }
 
@@ -530,8 +563,7 @@ char *xml_vf_format_attach(const XmlVf *vf, const char *new_host_pci, GError **e
     if (!xml_node_is(dev, element)) {
         g_set_error(error, XML_ERROR, XML_ERROR_INVALID,
                     "VF '%s' is a %s but its device XML is <%s>, not <%s>", vf->alias,
-                    xml_vf_kind_to_string(vf->kind), dev ? (const char *)dev->name : "",
-                    element);
+                    xml_vf_kind_to_string(vf->kind), dev ? (const char *)dev->name : "", element);
         return NULL;
     }
 
@@ -541,8 +573,8 @@ char *xml_vf_format_attach(const XmlVf *vf, const char *new_host_pci, GError **e
         char value[16];
 
         if (!xml_pci_address_parse(new_host_pci, &domain, &bus, &slot, &function, &local_error)) {
-            g_propagate_prefixed_error(error, g_steal_pointer(&local_error), "VF '%s': ",
-                                       vf->alias);
+            g_propagate_prefixed_error(error, g_steal_pointer(&local_error),
+                                       "VF '%s': ", vf->alias);
             return NULL;
         }
         if (!addr) {

@@ -34,10 +34,10 @@ HM_ENUM_DECL(xml_vf_kind, XmlVfKind)
 
 typedef struct {
     XmlVfKind kind;
-    char *alias;       /* libvirt alias, e.g. "hostdev0", "ua-hmvf0"; never NULL */
-    char *host_pci;    /* host PCI address "0000:3b:02.1" (hostdev kinds), else NULL */
-    char *mac;         /* MAC address (interface kinds, when present), else NULL */
-    char *device_xml;  /* the device element, serialized as found in the domain XML */
+    char *alias;      /* libvirt alias, e.g. "hostdev0", "ua-hmvf0"; never NULL */
+    char *host_pci;   /* host PCI address "0000:3b:02.1" (hostdev kinds), else NULL */
+    char *mac;        /* MAC address (interface kinds, when present), else NULL */
+    char *device_xml; /* the device element, serialized as found in the domain XML */
 } XmlVf;
 
 void xml_vf_free(XmlVf *vf);
@@ -60,6 +60,12 @@ const char *xml_domain_get_name(const XmlDomain *dom);
  * Fails with XML_ERROR_INVALID when a VF lacks what we need (alias, PCI source address). */
 GPtrArray *xml_domain_find_vfs(const XmlDomain *dom, const char *alias_prefix, GError **error);
 
+/* The host PCI addresses ("0000:3b:02.1", owned strings in a new GPtrArray) of every PCI host
+ * device of @dom: <hostdev mode='subsystem' type='pci'> and <interface type='hostdev'>, with or
+ * without an alias (so inactive definitions count too); devices whose address cannot be read
+ * are skipped. For "which VFs are in use on this host"; never fails. */
+GPtrArray *xml_domain_list_host_pci(const XmlDomain *dom);
+
 /* The device XML to attach @vf on the destination (owned string). @new_host_pci is the host
  * PCI address of the VF reserved there (required for hostdev kinds, must be NULL for the
  * stand-in, whose backend is kept). The guest-side <address> is kept so the device comes back
@@ -70,8 +76,8 @@ char *xml_vf_format_attach(const XmlVf *vf, const char *new_host_pci, GError **e
  * "0x", no whitespace, domain <= 0xffff, bus <= 0xff, slot <= 0x1f, function <= 7. Returns
  * TRUE and fills the outputs (each may be NULL); FALSE with XML_ERROR_INVALID, outputs
  * untouched. */
-gboolean xml_pci_address_parse(const char *str, guint *ret_domain, guint *ret_bus,
-                               guint *ret_slot, guint *ret_function, GError **error);
+gboolean xml_pci_address_parse(const char *str, guint *ret_domain, guint *ret_bus, guint *ret_slot,
+                               guint *ret_function, GError **error);
 
 /* ---- node devices ------------------------------------------------------------------------ */
 

@@ -20,28 +20,18 @@
 #define GOLDEN_NEW_HOST_PCI "0000:af:00.2"
 
 static const char *const xml_golden_cases[] = {
-    "xml-hostdev-ib",
-    "xml-interface-hostdev",
-    "xml-standin",
-    "xml-two-vfs",
-    "xml-no-vf",
-    "xml-hostdev-no-alias",
-    "xml-malformed",
-    "xml-dtd-entity",
-    "xml-external-entity",
-    "xml-live-q35",
-    "xml-user-alias",
-    "xml-hostdev-bad-address",
-    "xml-not-domain",
-    "xml-no-name",
+    "xml-hostdev-ib",      "xml-interface-hostdev", "xml-standin",    "xml-two-vfs",
+    "xml-no-vf",           "xml-hostdev-no-alias",  "xml-malformed",  "xml-dtd-entity",
+    "xml-external-entity", "xml-live-q35",          "xml-user-alias", "xml-hostdev-bad-address",
+    "xml-not-domain",      "xml-no-name",
 };
 
 static const char *golden_dir;
 
 static const char *xml_error_name(int code)
 {
-    static const char *const names[] = {"XML_ERROR_FAILED", "XML_ERROR_PARSE",
-                                        "XML_ERROR_INVALID", "XML_ERROR_NOT_FOUND"};
+    static const char *const names[] = {"XML_ERROR_FAILED", "XML_ERROR_PARSE", "XML_ERROR_INVALID",
+                                        "XML_ERROR_NOT_FOUND"};
 
     G_STATIC_ASSERT(G_N_ELEMENTS(names) == XML_ERROR_LAST);
     if (code < 0 || code >= XML_ERROR_LAST)
@@ -77,8 +67,8 @@ static gboolean golden_render(const char *input, GString *out)
         g_string_append_printf(out, "host_pci: %s\n", vf->host_pci ? vf->host_pci : "-");
         g_string_append_printf(out, "mac: %s\n", vf->mac ? vf->mac : "-");
         g_string_append_printf(out, "device_xml:\n%s\n", vf->device_xml);
-        g_string_append_printf(out, "attach_xml (new host PCI %s):\n%s\n",
-                               new_pci ? new_pci : "-", attach);
+        g_string_append_printf(out, "attach_xml (new host PCI %s):\n%s\n", new_pci ? new_pci : "-",
+                               attach);
     }
     return TRUE;
 

@@ -107,8 +107,8 @@ static void test_bad_nodedev(void **state)
         "<device><name>x</name>",
         "<device/>",
         "<!DOCTYPE device SYSTEM 'http://203.0.113.1/x.dtd'><device><name>x</name></device>",
-        "<device><name>pci_0000_3b_00_3</name><capability type='pci'><domain>0</domain>"
-        "<bus>0x3b</bus><slot>0</slot><function>3</function></capability></device>",
+        ("<device><name>pci_0000_3b_00_3</name><capability type='pci'><domain>0</domain>"
+         "<bus>0x3b</bus><slot>0</slot><function>3</function></capability></device>"),
     };
 
     for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {

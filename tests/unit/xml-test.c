@@ -10,11 +10,11 @@
 
 #include "xml/xml.h"
 
-#define assert_error(err, dom, code_)                                                          \
-    do {                                                                                       \
-        assert_non_null(err);                                                                  \
-        assert_true((err)->domain == (dom));                                                   \
-        assert_int_equal((err)->code, (code_));                                                \
+#define assert_error(err, dom, code_)                                                              \
+    do {                                                                                           \
+        assert_non_null(err);                                                                      \
+        assert_true((err)->domain == (dom));                                                       \
+        assert_int_equal((err)->code, (code_));                                                    \
     } while (0)
 
 /* ---- PCI addresses ----------------------------------------------------------------------- */
@@ -25,12 +25,9 @@ static void test_pci_parse_valid(void **state)
         const char *str;
         guint domain, bus, slot, function;
     } cases[] = {
-        {"0000:3b:02.1", 0, 0x3b, 0x02, 1},
-        {"3b:02.1", 0, 0x3b, 0x02, 1},
-        {"ffff:ff:1f.7", 0xffff, 0xff, 0x1f, 7},
-        {"0:0:0.0", 0, 0, 0, 0},
-        {"0000:3B:1F.6", 0, 0x3b, 0x1f, 6},
-        {"0001:d8:00.0", 1, 0xd8, 0, 0},
+        {"0000:3b:02.1", 0, 0x3b, 0x02, 1},      {"3b:02.1", 0, 0x3b, 0x02, 1},
+        {"ffff:ff:1f.7", 0xffff, 0xff, 0x1f, 7}, {"0:0:0.0", 0, 0, 0, 0},
+        {"0000:3B:1F.6", 0, 0x3b, 0x1f, 6},      {"0001:d8:00.0", 1, 0xd8, 0, 0},
     };
 
     for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
@@ -101,8 +98,7 @@ static void test_pci_parse_null_outputs(void **state)
 static void test_vf_kind_strings(void **state)
 {
     assert_string_equal(xml_vf_kind_to_string(XML_VF_KIND_HOSTDEV), "hostdev");
-    assert_string_equal(xml_vf_kind_to_string(XML_VF_KIND_INTERFACE_HOSTDEV),
-                        "interface-hostdev");
+    assert_string_equal(xml_vf_kind_to_string(XML_VF_KIND_INTERFACE_HOSTDEV), "interface-hostdev");
     assert_string_equal(xml_vf_kind_to_string(XML_VF_KIND_STANDIN), "standin");
     assert_null(xml_vf_kind_to_string(XML_VF_KIND_LAST));
     for (int k = 0; k < XML_VF_KIND_LAST; k++)
@@ -283,9 +279,8 @@ static void test_find_vfs_errors(void **state)
 
     for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
         g_autoptr(GError) error = NULL;
-        g_autofree char *xml =
-            g_strdup_printf("<domain><name>x</name><devices>%s</devices></domain>",
-                            cases[i].devices);
+        g_autofree char *xml = g_strdup_printf(
+            "<domain><name>x</name><devices>%s</devices></domain>", cases[i].devices);
         g_autoptr(XmlDomain) dom = xml_domain_parse(xml, &error);
         g_autoptr(GPtrArray) vfs = NULL;
 
@@ -308,6 +303,30 @@ static void test_address_number_syntax(void **state)
 
     assert_int_equal(vfs->len, 1);
     assert_string_equal(((XmlVf *)g_ptr_array_index(vfs, 0))->host_pci, "0000:3b:1f.7");
+}
+
+static void test_list_host_pci(void **state)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(XmlDomain) dom = xml_domain_parse(
+        "<domain><name>inactive</name><devices>"
+        "<hostdev mode='subsystem' type='pci'><source><address domain='0x0000' bus='0x3b' "
+        "slot='0x00' function='0x2'/></source></hostdev>" /* no alias: counted */
+        "<hostdev mode='subsystem' type='usb'><source><address bus='1' device='2'/></source>"
+        "</hostdev>" /* USB: not counted */
+        "<interface type='hostdev'><source><address type='pci' bus='0x5e' slot='0x01' "
+        "function='0x3'/></source><alias name='hostdev1'/></interface>"
+        "<interface type='udp'><alias name='ua-hmvf0'/></interface>" /* stand-in: no PCI */
+        "<hostdev mode='subsystem' type='pci'><source/></hostdev>"   /* unreadable: skipped */
+        "</devices></domain>",
+        &error);
+    g_autoptr(GPtrArray) list = NULL;
+
+    assert_non_null(dom);
+    list = xml_domain_list_host_pci(dom);
+    assert_int_equal(list->len, 2);
+    assert_string_equal(g_ptr_array_index(list, 0), "0000:3b:00.2");
+    assert_string_equal(g_ptr_array_index(list, 1), "0000:5e:01.3");
 }
 
 /* ---- attach XML -------------------------------------------------------------------------- */
@@ -484,8 +503,8 @@ static void test_nodedev_bad(void **state)
     } cases[] = {
         {"<device><name>x</name>", XML_ERROR_PARSE, "not well-formed"},
         {"<domain><name>x</name></domain>", XML_ERROR_PARSE, "<domain>"},
-        {"<!DOCTYPE device [<!ENTITY e 'x'>]><device><name>&e;</name></device>",
-         XML_ERROR_PARSE, "DOCTYPE"},
+        {"<!DOCTYPE device [<!ENTITY e 'x'>]><device><name>&e;</name></device>", XML_ERROR_PARSE,
+         "DOCTYPE"},
         {"<device><capability type='pci'/></device>", XML_ERROR_INVALID, "<name>"},
         {"<device><name>p</name><capability type='pci'><domain>0</domain><bus>0x3b</bus>"
          "</capability></device>",
@@ -540,6 +559,7 @@ int main(void)
         cmocka_unit_test(test_find_vfs_prefix),
         cmocka_unit_test(test_find_vfs_errors),
         cmocka_unit_test(test_address_number_syntax),
+        cmocka_unit_test(test_list_host_pci),
         cmocka_unit_test(test_attach_errors),
         cmocka_unit_test(test_attach_roundtrip),
         cmocka_unit_test(test_nodedev_vf),
