@@ -100,9 +100,10 @@ static void progress(Migration *m, OrchPhase phase, const char *fmt, ...)
     va_start(ap, fmt);
     msg = g_strdup_vprintf(fmt, ap);
     va_end(ap);
-    g_debug("%s: %s", orch_phase_to_string(phase), msg);
     if (m->opts->progress)
         m->opts->progress(phase, msg, m->opts->progress_opaque);
+    else
+        g_debug("%s: %s", orch_phase_to_string(phase), msg);
 }
 
 static void phase_begin(Migration *m, OrchPhase phase)

@@ -34,12 +34,19 @@ struct AgentChannel {
     guint signal_id;
     guint out_id;
     GByteArray *out;
+    gint64 hup_since; /* port: HUP seen while the host was talking to us (0: not) */
     GSourceFunc eof_func;
     gpointer eof_data;
 };
 
 static gboolean agent_channel_io(int fd, GIOCondition condition, gpointer user_data);
+static gboolean agent_channel_out(int fd, GIOCondition condition, gpointer user_data);
 
+/* A host that has just connected can send data before the guest kernel has processed the
+ * port-open notice (they travel on different virtqueues): meanwhile the port polls HUP and
+ * writes fail with EAGAIN. That is not a disconnect; the notice follows within moments and
+ * raises SIGIO. This long at most, then HUP means the host is gone. */
+#define AGENT_CHANNEL_OPEN_GRACE_US (1 * G_TIME_SPAN_SECOND)
 char *agent_channel_find_port(const char *sysfs_root, const char *dev_root, const char *name,
                               GError **error)
 {
@@ -89,14 +96,17 @@ static gboolean agent_channel_flush(AgentChannel *channel)
 
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            g_debug("host channel: %u bytes wait for the port to take them", channel->out->len);
             return FALSE;
+        }
         if (n <= 0) {
             g_debug("host channel: dropping %u bytes of output: %s", channel->out->len,
                     n < 0 ? g_strerror(errno) : "short write");
             g_byte_array_set_size(channel->out, 0);
             return TRUE;
         }
+        g_debug("host channel: wrote %zd bytes", n);
         g_byte_array_remove_range(channel->out, 0, (guint)n);
     }
     return TRUE;
@@ -106,11 +116,29 @@ static gboolean agent_channel_out(int fd, GIOCondition condition, gpointer user_
 {
     AgentChannel *channel = user_data;
 
-    if (!agent_channel_flush(channel) && !(condition & (G_IO_HUP | G_IO_ERR)))
+    if (agent_channel_flush(channel)) {
+        channel->out_id = 0;
+        return G_SOURCE_REMOVE;
+    }
+    if (!(condition & (G_IO_HUP | G_IO_ERR)))
         return G_SOURCE_CONTINUE;
-    g_byte_array_set_size(channel->out, 0);
     channel->out_id = 0;
+    if (!channel->is_port) {
+        g_byte_array_set_size(channel->out, 0);
+        return G_SOURCE_REMOVE;
+    }
+    /* Possibly the port-open race: keep the output; SIGIO or the retry timer flushes it, and
+     * a real hang-up drops it (agent_channel_hangup). */
     return G_SOURCE_REMOVE;
+}
+
+/* Flushes pending output, watching for POLLOUT if it cannot all go now. */
+static void agent_channel_kick_output(AgentChannel *channel)
+{
+    if (channel->out->len == 0 || channel->out_id)
+        return;
+    if (!agent_channel_flush(channel))
+        channel->out_id = g_unix_fd_add(channel->fd, G_IO_OUT, agent_channel_out, channel);
 }
 
 static void agent_channel_write(const char *data, gsize len, gpointer user_data)
@@ -144,6 +172,7 @@ static gboolean agent_channel_retry(gpointer user_data)
 
     channel->retry_id = 0;
     agent_channel_watch(channel);
+    agent_channel_kick_output(channel);
     return G_SOURCE_REMOVE;
 }
 
@@ -160,6 +189,7 @@ static gboolean agent_channel_signal(gpointer user_data)
         }
         agent_channel_watch(channel);
     }
+    agent_channel_kick_output(channel);
     return G_SOURCE_CONTINUE;
 }
 
@@ -187,6 +217,24 @@ static gboolean agent_channel_hangup(AgentChannel *channel, const char *why)
     return G_SOURCE_REMOVE;
 }
 
+/* Within the grace period after a host spoke, drops the watch and waits for the port-open
+ * notice (SIGIO) or the short retry timer, keeping state and output. FALSE once the grace
+ * period is over. */
+static gboolean agent_channel_wait_open(AgentChannel *channel)
+{
+    gint64 now = g_get_monotonic_time();
+
+    if (!channel->hup_since)
+        channel->hup_since = now;
+    if (now - channel->hup_since >= AGENT_CHANNEL_OPEN_GRACE_US)
+        return FALSE;
+    g_debug("host channel: the host spoke before the port opened; waiting");
+    channel->watch_id = 0;
+    if (!channel->retry_id)
+        channel->retry_id = g_timeout_add(MIN(channel->retry_ms, 50), agent_channel_retry, channel);
+    return TRUE;
+}
+
 static gboolean agent_channel_io(int fd, GIOCondition condition, gpointer user_data)
 {
     AgentChannel *channel = user_data;
@@ -198,18 +246,25 @@ static gboolean agent_channel_io(int fd, GIOCondition condition, gpointer user_d
 
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (condition & (G_IO_HUP | G_IO_ERR))
-                return agent_channel_hangup(channel, "hangup");
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
+            !(condition & (G_IO_HUP | G_IO_ERR))) {
+            channel->hup_since = 0;
             return G_SOURCE_CONTINUE;
         }
-        if (n < 0 && errno != EIO) {
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EIO) {
             g_autofree char *why = g_strdup_printf("read error: %s", g_strerror(errno));
 
             return agent_channel_hangup(channel, why);
         }
-        if (n <= 0)
-            return agent_channel_hangup(channel, "end of file");
+        if (n <= 0) {
+            /* HUP, or end of file: a port reads 0 while the guest kernel thinks no host is
+             * there. Right after the host talked to us that is the port-open race. */
+            if (channel->is_port && (total > 0 || channel->out->len > 0) &&
+                agent_channel_wait_open(channel))
+                return G_SOURCE_REMOVE;
+            channel->hup_since = 0;
+            return agent_channel_hangup(channel, n == 0 ? "end of file" : "hangup");
+        }
         if (!channel->connected) {
             g_message("host connected: path='%s'", channel->path);
             channel->connected = TRUE;
