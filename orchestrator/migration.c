@@ -431,7 +431,12 @@ static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
     agent = orch_agent_open(m->src, m->opts->domain, agent_channel(m), m->opts->agent_timeout_ms,
                             error);
     if (!agent) {
-        g_prefix_error(error, "(use --no-agent to migrate without quiescing) ");
+        if (error && *error) {
+            g_autofree char *msg = (*error)->message;
+
+            (*error)->message = g_strconcat(msg, "; use --no-agent to migrate without quiescing",
+                                            NULL);
+        }
         return FALSE;
     }
     /* Once asked, the agent may have quiesced even if its answer is lost: undo must resume

@@ -75,7 +75,9 @@ result_of() {
 
 # has_vf NAME URI: the domain's live XML holds the VF stand-in.
 has_vf() {
-    virsh -c "$2" dumpxml "$1" | grep -q "alias name='ua-hmvf0'"
+    local xml
+    xml=$(virsh -c "$2" dumpxml "$1") || return 1
+    grep -q "alias name='ua-hmvf0'" <<<"$xml"
 }
 
 require_where() {
