@@ -48,7 +48,6 @@ static gboolean agent_fill(OrchAgent *agent, HmDeadline deadline, GError **error
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT, "The guest agent closed the channel");
         return FALSE;
     }
-    g_debug("agent channel: received %" G_GSSIZE_FORMAT " bytes", n);
     g_string_append_len(agent->inbuf, buf, n);
     return TRUE;
 }
