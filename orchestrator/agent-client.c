@@ -222,3 +222,72 @@ JsonObject *orch_agent_execute(OrchAgent *agent, const char *command, JsonObject
     }
     return json_object_ref(json_node_get_object(member));
 }
+
+JsonObject *orch_agent_timeout_args(guint timeout_ms)
+{
+    JsonObject *args = json_object_new();
+
+    json_object_set_int_member(args, "timeout_ms", timeout_ms);
+    return args;
+}
+
+/* Names of the processes listed in @member of @ret ("pid name (error)"), comma-separated. */
+char *orch_agent_process_list(JsonObject *ret, const char *member, guint *ret_count)
+{
+    JsonNode *node = json_object_get_member(ret, member);
+    JsonArray *arr = node && JSON_NODE_HOLDS_ARRAY(node) ? json_node_get_array(node) : NULL;
+    g_autoptr(GString) out = g_string_new(NULL);
+    guint n = arr ? json_array_get_length(arr) : 0;
+
+    for (guint i = 0; i < n && i < 16; i++) {
+        JsonNode *el = json_array_get_element(arr, i);
+        JsonObject *p = JSON_NODE_HOLDS_OBJECT(el) ? json_node_get_object(el) : NULL;
+        const char *name = orch_json_get_string(p, "name");
+        const char *err = orch_json_get_string(p, "error");
+        JsonNode *pid = p ? json_object_get_member(p, "pid") : NULL;
+
+        g_string_append_printf(out, "%s%s[%" G_GINT64_FORMAT "]%s%s%s", i ? ", " : "",
+                               name ? name : "?",
+                               pid && JSON_NODE_HOLDS_VALUE(pid) &&
+                                       json_node_get_value_type(pid) == G_TYPE_INT64
+                                   ? json_node_get_int(pid)
+                                   : (gint64)-1,
+                               err ? " (" : "", err ? err : "", err ? ")" : "");
+    }
+    if (n > 16)
+        g_string_append_printf(out, ", and %u more", n - 16);
+    *ret_count = n;
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
+
+gboolean orch_agent_resume(OrchVirt *virt, const char *domain, const char *channel,
+                           guint agent_timeout_ms, guint resume_timeout_ms, char **ret_detail,
+                           GError **error)
+{
+    g_autoptr(OrchAgent) agent = NULL;
+    g_autoptr(JsonObject) args = orch_agent_timeout_args(resume_timeout_ms);
+    g_autoptr(JsonObject) ret = NULL;
+    g_autofree char *resumed = NULL;
+    g_autofree char *failed = NULL;
+    const char *device;
+    guint n_resumed;
+    guint n_failed;
+
+    agent = orch_agent_open(virt, domain, channel, agent_timeout_ms, error);
+    if (!agent)
+        return FALSE;
+    ret = orch_agent_execute(agent, "resume", args, resume_timeout_ms + agent_timeout_ms, error);
+    if (!ret)
+        return FALSE;
+    resumed = orch_agent_process_list(ret, "resumed", &n_resumed);
+    failed = orch_agent_process_list(ret, "failed", &n_failed);
+    device = orch_json_get_string(ret, "device");
+    if (n_failed > 0) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
+                    "%u process(es) failed to resume: %s", n_failed, failed);
+        return FALSE;
+    }
+    *ret_detail = g_strdup_printf("%u process(es) resumed on %s", n_resumed,
+                                  device && *device ? device : "no RDMA device");
+    return TRUE;
+}

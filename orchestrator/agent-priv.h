@@ -31,4 +31,19 @@ JsonObject *orch_agent_execute(OrchAgent *agent, const char *command, JsonObject
  * or is not a string. Safe on hostile input. */
 const char *orch_json_get_string(JsonObject *obj, const char *name);
 
+/* {"timeout_ms": @timeout_ms} (owned). */
+JsonObject *orch_agent_timeout_args(guint timeout_ms);
+
+/* The processes listed in @member of a prepare/resume reply as "name[pid] (error)", comma-
+ * separated, at most 16 (owned); *ret_count gets how many the list holds. */
+char *orch_agent_process_list(JsonObject *ret, const char *member, guint *ret_count);
+
+/* Opens the agent of @domain on @virt and resumes it: processes reconnect. Resume is
+ * idempotent in the agent, so undo and recovery may call it whatever happened before.
+ * Fails with ORCH_ERROR_AGENT when a process failed to resume. *ret_detail (owned) says how
+ * many resumed on which device. */
+gboolean orch_agent_resume(OrchVirt *virt, const char *domain, const char *channel,
+                           guint agent_timeout_ms, guint resume_timeout_ms, char **ret_detail,
+                           GError **error);
+
 G_END_DECLS

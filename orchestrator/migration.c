@@ -2,6 +2,7 @@
  * the undo of every phase done when a later one fails. Invariant on return: the domain runs on
  * exactly one host; with all its VFs, or the report says which it lacks and why. */
 #include "orchestrator/agent-priv.h"
+#include "orchestrator/journal-priv.h"
 #include "orchestrator/orchestrator.h"
 #include "orchestrator/virt-priv.h"
 #include "hotplug/hotplug.h"
@@ -16,6 +17,9 @@ HM_ENUM_IMPL(orch_phase, OrchPhase, ORCH_PHASE_LAST, "connect", "inspect", "targ
 
 HM_ENUM_IMPL(orch_status, OrchStatus, ORCH_STATUS_LAST, "pending", "ok", "failed", "skipped",
              "undone")
+
+HM_ENUM_IMPL(orch_timeout_action, OrchTimeoutAction, ORCH_TIMEOUT_LAST, "suspend", "postcopy",
+             "abort")
 
 typedef struct {
     const OrchOptions *opts;
@@ -32,6 +36,8 @@ typedef struct {
     guint plugged;           /* VFs 0..plugged-1 are plugged on the destination */
     gint64 phase_start;
     gint64 start;
+    OrchJournal *journal;    /* this migration's durable record */
+    char *id;                /* migration id (UUID) */
 } Migration;
 
 void orch_options_init(OrchOptions *opts)
@@ -53,6 +59,7 @@ void orch_options_clear(OrchOptions *opts)
     g_clear_pointer(&opts->alias_prefix, g_free);
     g_clear_pointer(&opts->target_vf, g_free);
     g_clear_pointer(&opts->agent_channel, g_free);
+    g_clear_pointer(&opts->state_dir, g_free);
 }
 
 static void rollback_record_free(OrchRollbackRecord *rec)
@@ -92,6 +99,14 @@ static OrchReport *report_new(const OrchOptions *opts)
 }
 
 static void progress(Migration *m, OrchPhase phase, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+static gboolean note(Migration *m, const char *event, const char *alias, const char *xml,
+                     GError **error);
+
+static const char *agent_channel(Migration *m)
+{
+    return m->opts->agent_channel ? m->opts->agent_channel : ORCH_AGENT_CHANNEL_DEFAULT;
+}
+
 static void progress(Migration *m, OrchPhase phase, const char *fmt, ...)
 {
     g_autofree char *msg = NULL;
@@ -158,6 +173,8 @@ static void rollback_record(Migration *m, const char *action, gint64 start, cons
     rec->duration_us = g_get_monotonic_time() - start;
     rec->detail = g_strdup(error ? error->message : detail);
     g_ptr_array_add(m->report->rollback, rec);
+    if (!note(m, error ? "undo-failed" : "undone", action, NULL, NULL))
+        g_debug("Cannot journal undo step '%s'", action);
     progress(m, m->report->failed_phase, "rollback %s: %s%s%s", action,
              error ? "failed" : "ok", rec->detail ? ": " : "", rec->detail ? rec->detail : "");
 }
@@ -172,81 +189,69 @@ static const char *vf_name(XmlVf *vf)
     return vf->host_pci ? vf->host_pci : vf->alias;
 }
 
+/* ---- journal ----------------------------------------------------------------------------- */
+
+/* Records durably that @event is about to happen (or happened), before acting on it. */
+static gboolean note(Migration *m, const char *event, const char *alias, const char *xml,
+                     GError **error)
+{
+    g_autoptr(GError) local = NULL;
+
+    if (!m->journal)
+        return TRUE;
+    if (!orch_journal_event(m->journal, &local, event, "migration", m->id, "alias", alias,
+                            "xml", xml, NULL)) {
+        g_propagate_prefixed_error(error, g_steal_pointer(&local),
+                                   "Not going on without a journal: ");
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* The first entry: everything recovery needs to finish or undo this migration. */
+static gboolean note_begin(Migration *m, GError **error)
+{
+    g_autoptr(JsonObject) entry = json_object_new();
+    JsonArray *vfs = json_array_new();
+
+    json_object_set_string_member(entry, "event", "begin");
+    json_object_set_string_member(entry, "migration", m->id);
+    json_object_set_string_member(entry, "domain", m->opts->domain);
+    json_object_set_string_member(entry, "source", m->src->uri);
+    json_object_set_string_member(entry, "destination", m->dst->uri);
+    json_object_set_boolean_member(entry, "persistent", m->persistent);
+    json_object_set_boolean_member(entry, "agent", !m->opts->no_agent);
+    json_object_set_string_member(entry, "agent_channel", agent_channel(m));
+    for (guint i = 0; i < m->vfs->len; i++) {
+        XmlVf *vf = vf_at(m, i);
+        JsonObject *o = json_object_new();
+
+        json_object_set_string_member(o, "alias", vf->alias);
+        json_object_set_string_member(o, "kind", xml_vf_kind_to_string(vf->kind));
+        if (vf->host_pci)
+            json_object_set_string_member(o, "host_pci", vf->host_pci);
+        json_object_set_string_member(o, "source_xml", g_ptr_array_index(m->source_xml, i));
+        json_object_set_string_member(o, "destination_xml", g_ptr_array_index(m->dest_xml, i));
+        json_array_add_object_element(vfs, o);
+    }
+    json_object_set_array_member(entry, "vfs", vfs);
+    if (!orch_journal_append(m->journal, entry, error)) {
+        g_prefix_error(error, "Not going on without a journal: ");
+        return FALSE;
+    }
+    return TRUE;
+}
+
 /* ---- agent ------------------------------------------------------------------------------- */
 
-static const char *agent_channel(Migration *m)
-{
-    return m->opts->agent_channel ? m->opts->agent_channel : ORCH_AGENT_CHANNEL_DEFAULT;
-}
-
-static JsonObject *timeout_args(guint timeout_ms)
-{
-    JsonObject *args = json_object_new();
-
-    json_object_set_int_member(args, "timeout_ms", timeout_ms);
-    return args;
-}
-
-/* Names of the processes listed in @member of @ret ("pid name (error)"), comma-separated. */
-static char *agent_process_list(JsonObject *ret, const char *member, guint *ret_count)
-{
-    JsonNode *node = json_object_get_member(ret, member);
-    JsonArray *arr = node && JSON_NODE_HOLDS_ARRAY(node) ? json_node_get_array(node) : NULL;
-    g_autoptr(GString) out = g_string_new(NULL);
-    guint n = arr ? json_array_get_length(arr) : 0;
-
-    for (guint i = 0; i < n && i < 16; i++) {
-        JsonNode *el = json_array_get_element(arr, i);
-        JsonObject *p = JSON_NODE_HOLDS_OBJECT(el) ? json_node_get_object(el) : NULL;
-        const char *name = orch_json_get_string(p, "name");
-        const char *err = orch_json_get_string(p, "error");
-        JsonNode *pid = p ? json_object_get_member(p, "pid") : NULL;
-
-        g_string_append_printf(out, "%s%s[%" G_GINT64_FORMAT "]%s%s%s", i ? ", " : "",
-                               name ? name : "?",
-                               pid && JSON_NODE_HOLDS_VALUE(pid) &&
-                                       json_node_get_value_type(pid) == G_TYPE_INT64
-                                   ? json_node_get_int(pid)
-                                   : (gint64)-1,
-                               err ? " (" : "", err ? err : "", err ? ")" : "");
-    }
-    if (n > 16)
-        g_string_append_printf(out, ", and %u more", n - 16);
-    *ret_count = n;
-    return g_string_free(g_steal_pointer(&out), FALSE);
-}
 
 /* Resumes the agent on @virt (where the domain runs now); fills *ret_detail. */
 static gboolean agent_resume(Migration *m, OrchVirt *virt, char **ret_detail, GError **error)
 {
-    g_autoptr(OrchAgent) agent = NULL;
-    g_autoptr(JsonObject) args = timeout_args(m->opts->resume_timeout_ms);
-    g_autoptr(JsonObject) ret = NULL;
-    g_autofree char *resumed = NULL;
-    g_autofree char *failed = NULL;
-    const char *device;
-    guint n_resumed;
-    guint n_failed;
-
-    agent = orch_agent_open(virt, m->opts->domain, agent_channel(m), m->opts->agent_timeout_ms,
-                            error);
-    if (!agent)
-        return FALSE;
-    ret = orch_agent_execute(agent, "resume", args,
-                             m->opts->resume_timeout_ms + m->opts->agent_timeout_ms, error);
-    if (!ret)
+    if (!orch_agent_resume(virt, m->opts->domain, agent_channel(m), m->opts->agent_timeout_ms,
+                           m->opts->resume_timeout_ms, ret_detail, error))
         return FALSE;
     m->agent_prepared = FALSE;
-    resumed = agent_process_list(ret, "resumed", &n_resumed);
-    failed = agent_process_list(ret, "failed", &n_failed);
-    device = orch_json_get_string(ret, "device");
-    if (n_failed > 0) {
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
-                    "%u process(es) failed to resume: %s", n_failed, failed);
-        return FALSE;
-    }
-    *ret_detail = g_strdup_printf("%u process(es) resumed on %s", n_resumed,
-                                  device && *device ? device : "no RDMA device");
     return TRUE;
 }
 
@@ -421,13 +426,15 @@ static gboolean do_target_vf(Migration *m, char **ret_detail, GError **error)
 static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
 {
     g_autoptr(OrchAgent) agent = NULL;
-    g_autoptr(JsonObject) args = timeout_args(m->opts->prepare_timeout_ms);
+    g_autoptr(JsonObject) args = orch_agent_timeout_args(m->opts->prepare_timeout_ms);
     g_autoptr(JsonObject) ret = NULL;
     g_autofree char *quiesced = NULL;
     g_autofree char *failed = NULL;
     guint n_quiesced;
     guint n_failed;
 
+    if (!note(m, "prepare", NULL, NULL, error))
+        return FALSE;
     agent = orch_agent_open(m->src, m->opts->domain, agent_channel(m), m->opts->agent_timeout_ms,
                             error);
     if (!agent) {
@@ -446,8 +453,8 @@ static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
                              m->opts->prepare_timeout_ms + m->opts->agent_timeout_ms, error);
     if (!ret)
         return FALSE;
-    quiesced = agent_process_list(ret, "quiesced", &n_quiesced);
-    failed = agent_process_list(ret, "failed", &n_failed);
+    quiesced = orch_agent_process_list(ret, "quiesced", &n_quiesced);
+    failed = orch_agent_process_list(ret, "failed", &n_failed);
     if (n_failed > 0) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
                     "%u process(es) did not quiesce: %s", n_failed, failed);
@@ -485,6 +492,8 @@ static gboolean do_unplug(Migration *m, char **ret_detail, GError **error)
         XmlVf *vf = vf_at(m, i);
         g_autoptr(GError) local = NULL;
 
+        if (!note(m, "unplug", vf->alias, NULL, error))
+            return FALSE;
         if (!m->src->ops->device_detach(m->src, m->opts->domain, vf->alias, m->persistent,
                                         m->opts->unplug_timeout_ms, &local)) {
             gboolean present = TRUE;
@@ -512,6 +521,16 @@ static void migrate_progress(guint64 processed, guint64 total, gpointer opaque)
                  total / 1048576.0, 100.0 * processed / total);
 }
 
+/* Runs on the thread that cancelled (the signal thread of migrate-vm). */
+static void migration_cancelled(GCancellable *cancellable, gpointer data)
+{
+    Migration *m = data;
+    g_autoptr(GError) local = NULL;
+
+    if (!m->src->ops->domain_abort_job(m->src, m->opts->domain, &local))
+        g_warning("Cannot abort the migration of '%s': %s", m->opts->domain, local->message);
+}
+
 static gboolean do_migrate(Migration *m, char **ret_detail, GError **error)
 {
     OrchMigrateParams params = {
@@ -519,12 +538,33 @@ static gboolean do_migrate(Migration *m, char **ret_detail, GError **error)
         .bandwidth_mib = m->opts->bandwidth_mib,
         .persistent = m->opts->persistent,
         .undefine_source = m->opts->undefine_source,
+        .parallel = m->opts->parallel,
+        .auto_converge = m->opts->auto_converge,
+        .postcopy = m->opts->postcopy,
+        .postcopy_after_ms = m->opts->postcopy_after_ms,
+        .timeout_ms = m->opts->migrate_timeout_ms,
+        .timeout_action = m->opts->timeout_action,
         .progress = migrate_progress,
         .progress_opaque = m,
     };
     OrchMigrateStats stats = {0};
+    gulong cancel_id = 0;
+    gboolean ok;
 
-    if (!m->src->ops->migrate(m->src, m->opts->domain, m->dst->uri, &params, &stats, error)) {
+    if (!note(m, "migrate", NULL, NULL, error))
+        return FALSE;
+    if (m->opts->cancellable)
+        cancel_id = g_cancellable_connect(m->opts->cancellable, G_CALLBACK(migration_cancelled),
+                                          m, NULL);
+    ok = m->src->ops->migrate(m->src, m->opts->domain, m->dst->uri, &params, &stats, error);
+    if (cancel_id)
+        g_cancellable_disconnect(m->opts->cancellable, cancel_id);
+    if (!ok && g_cancellable_is_cancelled(m->opts->cancellable)) {
+        g_clear_error(error);
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_CANCELLED,
+                    "Cancelled by the user: the migration job was aborted");
+    }
+    if (!ok) {
         OrchVirtDomainState state;
 
         /* A failure after the switch-over leaves the domain running on the destination. */
@@ -539,11 +579,15 @@ static gboolean do_migrate(Migration *m, char **ret_detail, GError **error)
     m->on_destination = TRUE;
     g_free(m->report->final_host);
     m->report->final_host = g_strdup("destination");
+    if (!note(m, "migrated", NULL, NULL, NULL))
+        g_debug("Cannot journal the end of the migration of '%s'", m->opts->domain);
     if (stats.have_stats)
-        *ret_detail = g_strdup_printf("%.1f MiB moved, downtime %" G_GUINT64_FORMAT " ms",
-                                      stats.data_bytes / 1048576.0, stats.downtime_ms);
+        *ret_detail = g_strdup_printf("%.1f MiB moved, downtime %" G_GUINT64_FORMAT " ms%s%s",
+                                      stats.data_bytes / 1048576.0, stats.downtime_ms,
+                                      stats.event[0] ? ", " : "", stats.event);
     else
-        *ret_detail = g_strdup("no job statistics reported");
+        *ret_detail = g_strdup_printf("no job statistics reported%s%s", stats.event[0] ? ", " : "",
+                                      stats.event);
     return TRUE;
 }
 
@@ -557,6 +601,8 @@ static gboolean do_plug(Migration *m, char **ret_detail, GError **error)
         g_autoptr(GError) local = NULL;
         guint attempt;
 
+        if (!note(m, "plug", vf->alias, g_ptr_array_index(m->dest_xml, i), error))
+            return FALSE;
         for (attempt = 1; attempt <= attempts; attempt++) {
             g_clear_error(&local);
             if (m->dst->ops->device_attach(m->dst, m->opts->domain,
@@ -674,7 +720,11 @@ static gboolean run_phase(Migration *m, OrchPhase phase,
     g_autoptr(GError) local = NULL;
 
     phase_begin(m, phase);
-    if (!fn(m, &detail, &local)) {
+    if (g_cancellable_set_error_if_cancelled(m->opts->cancellable, &local)) {
+        g_clear_error(&local);
+        g_set_error(&local, ORCH_ERROR, ORCH_ERROR_CANCELLED, "Cancelled by the user");
+    }
+    if (local || !fn(m, &detail, &local)) {
         phase_fail(m, phase, local);
         g_propagate_prefixed_error(error, g_steal_pointer(&local), "Phase '%s' failed: ",
                                    orch_phase_to_string(phase));
@@ -688,6 +738,8 @@ static gboolean do_resume(Migration *m, char **ret_detail, GError **error)
 {
     g_autoptr(GError) first = NULL;
 
+    if (!note(m, "resume", NULL, NULL, error))
+        return FALSE;
     if (agent_resume(m, m->dst, ret_detail, &first))
         return TRUE;
     /* The channel on the destination may not be ready at once: one more try. */
@@ -715,6 +767,23 @@ static gboolean validate_options(const OrchOptions *opts, GError **error)
     return TRUE;
 }
 
+/* Ends the journal: removed when the domain is where it should be with what it should have;
+ * kept (for --recover) when undoing failed or the agent could not be resumed. */
+static void journal_end(Migration *m, gboolean keep)
+{
+    g_autoptr(GError) local = NULL;
+
+    if (!m->journal)
+        return;
+    if (keep) {
+        note(m, "end", "kept for recovery", NULL, NULL);
+        return;
+    }
+    if (!note(m, "end", m->report->ok ? "ok" : "undone", NULL, &local) ||
+        !orch_journal_finish(m->journal, &local))
+        g_warning("Cannot close the journal of '%s': %s", m->opts->domain, local->message);
+}
+
 gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
                       OrchReport **ret_report, GError **error)
 {
@@ -723,10 +792,12 @@ gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointe
     g_autoptr(GError) local = NULL;
     gboolean has_vf;
     gboolean ok = FALSE;
+    gboolean keep_journal = FALSE;
 
     m->report = report_new(opts);
     m->start = g_get_monotonic_time();
     m->report->ok = FALSE;
+    m->id = g_uuid_string_random();
 
     if (!validate_options(opts, &local)) {
         m->report->failed_phase = ORCH_PHASE_CONNECT;
@@ -736,7 +807,10 @@ gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointe
     }
 
     phase_begin(m, ORCH_PHASE_CONNECT);
-    if (!do_connect(m, open_fn, open_opaque, &local)) {
+    /* One migration per domain: the journal's lock is held until the end. */
+    m->journal = orch_journal_open(opts->state_dir ? opts->state_dir : ORCH_STATE_DIR_DEFAULT,
+                                   opts->domain, TRUE, &local);
+    if (!m->journal || !do_connect(m, open_fn, open_opaque, &local)) {
         phase_fail(m, ORCH_PHASE_CONNECT, local);
         g_propagate_prefixed_error(error, g_steal_pointer(&local), "Phase 'connect' failed: ");
         goto out;
@@ -751,7 +825,16 @@ gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointe
         if (!run_phase(m, ORCH_PHASE_TARGET_VF, do_target_vf, error))
             goto out;
     } else {
+        m->dest_xml = g_ptr_array_new_with_free_func(g_free);
+        m->source_xml = g_ptr_array_new_with_free_func(g_free);
         phase_skip(m, ORCH_PHASE_TARGET_VF, "no VF");
+    }
+    /* Nothing has changed so far; from here on every step is journaled before it is taken. */
+    if (!note_begin(m, &local)) {
+        m->report->failed_phase = ORCH_PHASE_PREPARE;
+        m->report->error = g_strdup(local->message);
+        g_propagate_error(error, g_steal_pointer(&local));
+        goto out;
     }
 
     if (!has_vf)
@@ -779,8 +862,12 @@ gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointe
         phase_skip(m, ORCH_PHASE_RESUME, "no VF");
     else if (opts->no_agent)
         phase_skip(m, ORCH_PHASE_RESUME, "--no-agent");
-    else if (!run_phase(m, ORCH_PHASE_RESUME, do_resume, error))
-        goto out; /* the domain runs on the destination with its VFs: nothing to undo */
+    else if (!run_phase(m, ORCH_PHASE_RESUME, do_resume, error)) {
+        /* The domain runs on the destination with its VFs: nothing to undo, but the
+         * processes still wait; --recover retries the resume. */
+        keep_journal = TRUE;
+        goto out;
+    }
 
     m->report->ok = TRUE;
     ok = TRUE;
@@ -791,22 +878,27 @@ fail:
     for (guint i = 0; i < m->report->rollback->len; i++) {
         OrchRollbackRecord *rec = g_ptr_array_index(m->report->rollback, i);
 
-        if (!rec->ok && error && *error) {
+        if (rec->ok)
+            continue;
+        keep_journal = TRUE;
+        if (error && *error) {
             g_autofree char *msg = g_strdup((*error)->message);
 
             g_clear_error(error);
             g_set_error(error, ORCH_ERROR, ORCH_ERROR_ROLLBACK,
                         "%s; then undoing it failed too (%s: %s): domain '%s' is on the %s host "
-                        "with %u of %u VF(s)",
+                        "with %u of %u VF(s); 'migrate-vm --recover %s' retries",
                         msg, rec->action, rec->detail, opts->domain, m->report->final_host,
-                        m->report->vfs_attached, m->report->vfs_total);
+                        m->report->vfs_attached, m->report->vfs_total, opts->domain);
             g_free(m->report->error);
             m->report->error = g_strdup((*error)->message);
-            break;
         }
+        break;
     }
 
 out:
+    journal_end(m, keep_journal);
+    orch_journal_close(m->journal);
     m->report->total_us = g_get_monotonic_time() - m->start;
     if (m->vfs)
         g_ptr_array_unref(m->vfs);
@@ -816,6 +908,7 @@ out:
         g_ptr_array_unref(m->source_xml);
     orch_virt_free(m->src);
     orch_virt_free(m->dst);
+    g_free(m->id);
     *ret_report = m->report;
     return ok;
 }

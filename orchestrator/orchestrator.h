@@ -3,6 +3,7 @@
  * undoing the earlier phases when one fails. */
 #pragma once
 
+#include <gio/gio.h>
 #include <glib.h>
 
 #include "common/common.h"
@@ -20,6 +21,10 @@ typedef enum {
     ORCH_ERROR_HYPERVISOR,   /* libvirt / QEMU said no */
     ORCH_ERROR_TIMEOUT,      /* a deadline expired */
     ORCH_ERROR_ROLLBACK,     /* undoing a failed phase failed too: needs a human */
+    ORCH_ERROR_BUSY,         /* another migration or recovery of the domain is under way */
+    ORCH_ERROR_NOT_FOUND,    /* nothing to recover */
+    ORCH_ERROR_CANCELLED,    /* interrupted by the user (SIGINT, SIGTERM) */
+    ORCH_ERROR_UNFINISHED,   /* an earlier migration of the domain needs --recover first */
     ORCH_ERROR_LAST,
 } OrchError;
 
@@ -48,6 +53,16 @@ typedef enum {
 
 HM_ENUM_DECL(orch_status, OrchStatus)
 
+/* What a migration that exceeds OrchOptions.migrate_timeout_ms does (virsh migrate --timeout). */
+typedef enum {
+    ORCH_TIMEOUT_SUSPEND,  /* pause the guest so the copy completes; it runs again on the destination */
+    ORCH_TIMEOUT_POSTCOPY, /* switch to post-copy (needs postcopy) */
+    ORCH_TIMEOUT_ABORT,    /* abort the migration job: the migrate phase fails and is undone */
+    ORCH_TIMEOUT_LAST,
+} OrchTimeoutAction;
+
+HM_ENUM_DECL(orch_timeout_action, OrchTimeoutAction)
+
 #define ORCH_AGENT_CHANNEL_DEFAULT "org.hotmig.agent.0"
 
 typedef struct {
@@ -62,11 +77,19 @@ typedef struct {
     gboolean persistent;    /* define the domain on the destination */
     gboolean undefine_source;
     guint64 bandwidth_mib;  /* 0 = unlimited */
+    guint parallel;         /* parallel migration connections (multifd), 0 = one, no multifd */
+    gboolean auto_converge; /* throttle vCPUs when the copy does not converge */
+    gboolean postcopy;      /* allow the switch to post-copy (not with parallel) */
+    guint postcopy_after_ms;  /* switch to post-copy after this much pre-copy, 0 = never */
+    guint migrate_timeout_ms; /* the memory copy's limit, 0 = none; then timeout_action */
+    OrchTimeoutAction timeout_action;
     guint agent_timeout_ms;   /* handshake / ping */
     guint prepare_timeout_ms;
     guint unplug_timeout_ms;
     guint resume_timeout_ms;
     guint plug_attempts;      /* tries on the destination before migrating back */
+    char *state_dir;          /* journal and locks; NULL: /var/lib/hotmig */
+    GCancellable *cancellable; /* cancelled: abort the migration job and undo (borrowed) */
     /* Progress lines for --verbose (phase, message); called on any thread; may be NULL. */
     void (*progress)(OrchPhase phase, const char *message, gpointer opaque);
     gpointer progress_opaque;
@@ -124,5 +147,33 @@ typedef OrchVirt *(*OrchVirtOpenFunc)(const char *uri, const char *label, gpoint
  * migrate-vm, a fake in tests). */
 gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
                       OrchReport **ret_report, GError **error);
+
+/* ---- recovery ------------------------------------------------------------------------ */
+
+typedef struct {
+    char *domain;
+    char *outcome;    /* "finished", "rolled back", "failed" */
+    char *final_host; /* "source", "destination", or NULL when unknown */
+    guint vfs_total;
+    guint vfs_attached;
+    GPtrArray *actions; /* OrchRollbackRecord: what recovery did, in order */
+    char *error;        /* why it failed, or NULL */
+} OrchRecovery;
+
+void orch_recovery_free(OrchRecovery *rec);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchRecovery, orch_recovery_free)
+
+/* Finishes or undoes the unfinished migrations journaled under opts->state_dir: of
+ * opts->domain, or of every domain when it is NULL. For each it asks the hosts where the
+ * domain runs, aborts a migration job left running, plugs back the VFs it lacks there and
+ * resumes the agent; then removes the journal. Running it again finds nothing to do.
+ * *ret_results (owned GPtrArray of OrchRecovery) is always set. Returns FALSE when any
+ * recovery failed (its journal is kept) or, for a named domain, when it has no journal
+ * (ORCH_ERROR_NOT_FOUND). */
+gboolean orch_recover(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
+                      GPtrArray **ret_results, GError **error);
+
+char *orch_recovery_format_table(GPtrArray *results);
+char *orch_recovery_format_json(GPtrArray *results, gboolean pretty);
 
 G_END_DECLS

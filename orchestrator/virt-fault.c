@@ -25,6 +25,7 @@ typedef struct {
 static const char *const fault_ops[] = {
     "domain_state",   "domain_is_persistent", "domain_get_xml", "device_detach",
     "device_attach",  "migrate",              "channel_open",   "channel_send",
+    "domain_abort_job",
     "channel_recv",   "nodedev_list_pci_xml", "domain_list_xml",
 };
 
@@ -96,6 +97,12 @@ static gboolean fault_migrate(OrchVirt *v, const char *d, const char *dest,
 {
     return !fault_hit((VirtFault *)v, "migrate", e) &&
            INNER(v)->ops->migrate(INNER(v), d, dest, p, s, e);
+}
+
+static gboolean fault_domain_abort_job(OrchVirt *v, const char *d, GError **e)
+{
+    return !fault_hit((VirtFault *)v, "domain_abort_job", e) &&
+           INNER(v)->ops->domain_abort_job(INNER(v), d, e);
 }
 
 static OrchVirtChannel *fault_channel_open(OrchVirt *v, const char *d, const char *name,
@@ -171,6 +178,7 @@ static const OrchVirtOps fault_ops_table = {
     .device_detach = fault_device_detach,
     .device_attach = fault_device_attach,
     .migrate = fault_migrate,
+    .domain_abort_job = fault_domain_abort_job,
     .channel_open = fault_channel_open,
     .channel_send = fault_channel_send,
     .channel_recv = fault_channel_recv,

@@ -292,6 +292,10 @@ typedef struct {
     OrchMigrateStats stats;
     virDomainPtr dom;
     const OrchMigrateParams *params;
+    gint64 start;              /* monotonic time the job began */
+    gboolean postcopy_started; /* virDomainMigrateStartPostCopy was called */
+    gboolean timed_out;        /* the timeout action was taken */
+    char event[128];           /* what was done, for OrchMigrateStats.event */
 } MigrationWatch;
 
 static void virt_on_job_completed(virConnectPtr conn, virDomainPtr dom,
@@ -313,20 +317,83 @@ static void virt_on_job_completed(virConnectPtr conn, virDomainPtr dom,
     g_mutex_unlock(&w->lock);
 }
 
-/* Reports progress about once a second until the migration call returns (as virsh does). */
-static gpointer virt_migration_progress(gpointer data)
+/* Called with w->lock held, which it drops around the libvirt calls. Takes the actions that
+ * are due: the switch to post-copy after postcopy_after_ms, the timeout action (virsh migrate
+ * --timeout: suspend, or switch to post-copy, or our own abort). */
+static void virt_migration_act(MigrationWatch *w, gint64 now)
+{
+    const OrchMigrateParams *p = w->params;
+    gint64 elapsed_ms = (now - w->start) / G_TIME_SPAN_MILLISECOND;
+    gboolean start_postcopy = FALSE;
+    gboolean timeout = FALSE;
+
+    if (p->postcopy && p->postcopy_after_ms && !w->postcopy_started &&
+        elapsed_ms >= p->postcopy_after_ms) {
+        start_postcopy = TRUE;
+        g_snprintf(w->event, sizeof(w->event), "post-copy started after %u s of pre-copy",
+                   p->postcopy_after_ms / 1000);
+    }
+    if (p->timeout_ms && !w->timed_out && elapsed_ms >= p->timeout_ms) {
+        timeout = TRUE;
+        w->timed_out = TRUE;
+        if (p->timeout_action == ORCH_TIMEOUT_POSTCOPY && !w->postcopy_started)
+            start_postcopy = TRUE;
+        g_snprintf(w->event, sizeof(w->event), "%s after the %u s timeout",
+                   p->timeout_action == ORCH_TIMEOUT_SUSPEND ? "guest suspended"
+                   : p->timeout_action == ORCH_TIMEOUT_ABORT ? "job aborted"
+                                                             : "post-copy started",
+                   p->timeout_ms / 1000);
+    }
+    if (start_postcopy)
+        w->postcopy_started = TRUE;
+    if (!start_postcopy && !timeout)
+        return;
+
+    g_mutex_unlock(&w->lock);
+    if (start_postcopy && virDomainMigrateStartPostCopy(w->dom, 0) < 0)
+        g_debug("virDomainMigrateStartPostCopy: %s", virGetLastErrorMessage());
+    if (timeout && p->timeout_action == ORCH_TIMEOUT_SUSPEND && virDomainSuspend(w->dom) < 0)
+        g_debug("virDomainSuspend after the migration timeout: %s", virGetLastErrorMessage());
+    if (timeout && p->timeout_action == ORCH_TIMEOUT_ABORT && virDomainAbortJob(w->dom) < 0)
+        g_debug("virDomainAbortJob after the migration timeout: %s", virGetLastErrorMessage());
+    g_mutex_lock(&w->lock);
+}
+
+/* The next instant virt_migration_act() has something to do, or G_MAXINT64. */
+static gint64 virt_migration_next_action(const MigrationWatch *w)
+{
+    const OrchMigrateParams *p = w->params;
+    gint64 next = G_MAXINT64;
+
+    if (p->postcopy && p->postcopy_after_ms && !w->postcopy_started)
+        next = MIN(next, w->start + (gint64)p->postcopy_after_ms * G_TIME_SPAN_MILLISECOND);
+    if (p->timeout_ms && !w->timed_out)
+        next = MIN(next, w->start + (gint64)p->timeout_ms * G_TIME_SPAN_MILLISECOND);
+    return next;
+}
+
+/* Until the migration call returns: reports progress about once a second (as virsh does) and
+ * takes the timed actions when they are due. */
+static gpointer virt_migration_watch(gpointer data)
 {
     MigrationWatch *w = data;
+    gint64 next_report = g_get_monotonic_time() + G_TIME_SPAN_SECOND;
 
     g_mutex_lock(&w->lock);
     while (!w->done) {
-        gint64 until = g_get_monotonic_time() + G_TIME_SPAN_SECOND;
+        gint64 until = MIN(virt_migration_next_action(w), next_report);
         virDomainJobInfo info;
+        gint64 now;
 
         while (!w->done && g_cond_wait_until(&w->cond, &w->lock, until))
             ;
         if (w->done)
             break;
+        now = g_get_monotonic_time();
+        virt_migration_act(w, now);
+        if (now < next_report || !w->params->progress)
+            continue;
+        next_report = now + G_TIME_SPAN_SECOND;
         g_mutex_unlock(&w->lock);
         if (virDomainGetJobInfo(w->dom, &info) == 0 && info.type != VIR_DOMAIN_JOB_NONE)
             w->params->progress(info.dataProcessed, info.dataTotal, w->params->progress_opaque);
@@ -356,7 +423,16 @@ static gboolean virt_migrate(OrchVirt *virt, const char *domain, const char *des
         flags |= VIR_MIGRATE_PERSIST_DEST;
     if (params->undefine_source)
         flags |= VIR_MIGRATE_UNDEFINE_SOURCE;
-    if ((params->migrate_uri &&
+    if (params->parallel)
+        flags |= VIR_MIGRATE_PARALLEL;
+    if (params->auto_converge)
+        flags |= VIR_MIGRATE_AUTO_CONVERGE;
+    if (params->postcopy)
+        flags |= VIR_MIGRATE_POSTCOPY;
+    if ((params->parallel &&
+         virTypedParamsAddInt(&tp, &ntp, &maxtp, VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS,
+                              (int)params->parallel) < 0) ||
+        (params->migrate_uri &&
          virTypedParamsAddString(&tp, &ntp, &maxtp, VIR_MIGRATE_PARAM_URI,
                                  params->migrate_uri) < 0) ||
         (params->bandwidth_mib &&
@@ -374,13 +450,23 @@ static gboolean virt_migrate(OrchVirt *virt, const char *domain, const char *des
     id_completed = virConnectDomainEventRegisterAny(
         virt_conn(virt), dom, VIR_DOMAIN_EVENT_ID_JOB_COMPLETED,
         VIR_DOMAIN_EVENT_CALLBACK(virt_on_job_completed), &w, NULL);
-    if (params->progress)
-        progress = g_thread_new("migration-progress", virt_migration_progress, &w);
+    w.start = g_get_monotonic_time();
+    if (params->progress || params->timeout_ms || (params->postcopy && params->postcopy_after_ms))
+        progress = g_thread_new("migration-watch", virt_migration_watch, &w);
 
     rc = virDomainMigrateToURI3(dom, dest_uri, tp, ntp, flags);
-    if (rc < 0)
-        virt_set_error(error, ORCH_ERROR_HYPERVISOR, "Cannot migrate '%s' to '%s'", domain,
-                       dest_uri);
+    if (rc < 0) {
+        g_autofree char *event = NULL;
+
+        g_mutex_lock(&w.lock);
+        event = w.event[0] ? g_strdup_printf(" (%s)", w.event) : g_strdup("");
+        g_mutex_unlock(&w.lock);
+        virt_set_error(error,
+                       w.timed_out && params->timeout_action == ORCH_TIMEOUT_ABORT
+                           ? ORCH_ERROR_TIMEOUT
+                           : ORCH_ERROR_HYPERVISOR,
+                       "Cannot migrate '%s' to '%s'%s", domain, dest_uri, event);
+    }
 
     g_mutex_lock(&w.lock);
     w.done = TRUE;
@@ -397,12 +483,41 @@ static gboolean virt_migrate(OrchVirt *virt, const char *domain, const char *des
     if (id_completed >= 0)
         virConnectDomainEventDeregisterAny(virt_conn(virt), id_completed);
     g_mutex_lock(&w.lock);
-    if (rc == 0)
+    if (rc == 0) {
         *ret_stats = w.stats;
+        g_strlcpy(ret_stats->event, w.event, sizeof(ret_stats->event));
+    }
     g_mutex_unlock(&w.lock);
     g_mutex_clear(&w.lock);
     g_cond_clear(&w.cond);
     virTypedParamsFree(tp, ntp);
+    virDomainFree(dom);
+    return rc == 0;
+}
+
+static gboolean virt_domain_abort_job(OrchVirt *virt, const char *domain, GError **error)
+{
+    virDomainPtr dom = virt_lookup(virt, domain, error);
+    virDomainJobInfo info;
+    int rc;
+
+    if (!dom)
+        return FALSE;
+    if (virDomainGetJobInfo(dom, &info) == 0 && info.type == VIR_DOMAIN_JOB_NONE) {
+        virDomainFree(dom);
+        return TRUE;
+    }
+    rc = virDomainAbortJob(dom);
+    if (rc < 0) {
+        virErrorPtr err = virGetLastError();
+
+        /* The job ended meanwhile: nothing left to abort. */
+        if (err && err->code == VIR_ERR_OPERATION_INVALID)
+            rc = 0;
+        else
+            virt_set_error(error, ORCH_ERROR_HYPERVISOR, "Cannot abort the job of '%s' on '%s'",
+                           domain, virt->uri);
+    }
     virDomainFree(dom);
     return rc == 0;
 }
@@ -647,6 +762,7 @@ static const OrchVirtOps virt_libvirt_ops = {
     .device_detach = virt_device_detach,
     .device_attach = virt_device_attach,
     .migrate = virt_migrate,
+    .domain_abort_job = virt_domain_abort_job,
     .channel_open = virt_channel_open,
     .channel_send = virt_channel_send,
     .channel_recv = virt_channel_recv,

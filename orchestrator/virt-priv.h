@@ -21,6 +21,7 @@ typedef struct {
     guint64 downtime_ms;  /* the guest's pause at the switch-over */
     guint64 total_ms;     /* the job as libvirt timed it */
     gboolean have_stats;  /* FALSE when the hypervisor did not report them */
+    char event[128];      /* what the timeout or postcopy_after did ("" when nothing) */
 } OrchMigrateStats;
 
 typedef struct {
@@ -28,6 +29,12 @@ typedef struct {
     guint64 bandwidth_mib;   /* MiB/s, 0 = unlimited */
     gboolean persistent;     /* VIR_MIGRATE_PERSIST_DEST */
     gboolean undefine_source;
+    guint parallel;          /* VIR_MIGRATE_PARALLEL with this many connections, 0 = off */
+    gboolean auto_converge;  /* VIR_MIGRATE_AUTO_CONVERGE */
+    gboolean postcopy;       /* VIR_MIGRATE_POSTCOPY: allows virDomainMigrateStartPostCopy */
+    guint postcopy_after_ms; /* start post-copy this long after the job began, 0 = never */
+    guint timeout_ms;        /* then timeout_action (virsh migrate --timeout), 0 = no limit */
+    OrchTimeoutAction timeout_action;
     /* Called from another thread about once a second while the job runs; may be NULL. */
     void (*progress)(guint64 processed_bytes, guint64 total_bytes, gpointer opaque);
     gpointer progress_opaque;
@@ -61,6 +68,8 @@ typedef struct {
     gboolean (*migrate)(OrchVirt *virt, const char *domain, const char *dest_uri,
                         const OrchMigrateParams *params, OrchMigrateStats *ret_stats,
                         GError **error);
+    /* Aborts the domain's running job (a migration). TRUE also when no job runs. */
+    gboolean (*domain_abort_job)(OrchVirt *virt, const char *domain, GError **error);
     /* Opens the guest channel @name of @domain (a byte stream). Owned result. */
     OrchVirtChannel *(*channel_open)(OrchVirt *virt, const char *domain, const char *name,
                                      GError **error);
