@@ -5,50 +5,32 @@
 #include <glib.h>
 
 #include "common/common.h"
+#include "agent-schema.h" /* generated from guest-agent/schema/agent-protocol.json */
 
 G_BEGIN_DECLS
 
 /* ---- limits ------------------------------------------------------------------------------ */
 
-#define AGENT_HOST_LINE_MAX (64 * 1024) /* bytes per host line, newline included */
-#define AGENT_PROC_LINE_MAX 512         /* bytes per process line, newline included */
-#define AGENT_PROCS_MAX 1024            /* connections on the registry socket */
-#define AGENT_JSON_DEPTH_MAX 16         /* nesting of arrays/objects in a request */
+#define AGENT_PROC_LINE_MAX 512 /* bytes per process line, newline included */
+#define AGENT_PROCS_MAX 1024    /* connections on the registry socket */
+#define AGENT_JSON_DEPTH_MAX 16 /* nesting of arrays/objects in a request */
 #define AGENT_TIMEOUT_MS_MAX (10 * 60 * 1000)
 #define AGENT_NAME_MAX 64              /* process name, bytes */
 #define AGENT_DEVICE_MAX 64            /* RDMA device name, bytes */
 #define AGENT_OUTPUT_MAX (1024 * 1024) /* queued output to the host before it is dropped */
-#define AGENT_SYNC_BYTE 0xFF
-#define AGENT_PROTOCOL_VERSION 1
 #define AGENT_DEVICE_POLL_MS 50
 
 /* ---- errors: the GError code is the protocol's error class ------------------------------- */
 
+/* AgentError, AgentCommand, their names, the argument specs and the protocol constants
+ * (AGENT_PROTOCOL_VERSION, AGENT_PROTOCOL_MIN, AGENT_HOST_LINE_MAX, AGENT_SYNC_BYTE) come from
+ * the schema (agent-schema.h). */
 #define AGENT_ERROR (agent_error_quark())
 GQuark agent_error_quark(void);
-
-typedef enum {
-    AGENT_ERROR_GENERIC,           /* "GenericError" */
-    AGENT_ERROR_INVALID_JSON,      /* "InvalidJSON" */
-    AGENT_ERROR_COMMAND_NOT_FOUND, /* "CommandNotFound" */
-    AGENT_ERROR_INVALID_PARAMETER, /* "InvalidParameter" */
-    AGENT_ERROR_TOO_LARGE,         /* "TooLarge" */
-    AGENT_ERROR_BUSY,              /* "Busy" */
-    AGENT_ERROR_LAST,
-} AgentError;
 HM_ENUM_DECL(agent_error_class, AgentError)
 
 /* ---- enums ------------------------------------------------------------------------------- */
 
-typedef enum {
-    AGENT_COMMAND_SYNC,
-    AGENT_COMMAND_PING,
-    AGENT_COMMAND_INFO,
-    AGENT_COMMAND_PREPARE,
-    AGENT_COMMAND_RESUME,
-    AGENT_COMMAND_STATUS,
-    AGENT_COMMAND_LAST,
-} AgentCommand;
 HM_ENUM_DECL(agent_command, AgentCommand)
 
 typedef enum {
@@ -64,6 +46,17 @@ typedef enum {
     AGENT_PROC_MODE_LAST,
 } AgentProcMode;
 HM_ENUM_DECL(agent_proc_mode, AgentProcMode)
+
+/* Where a registered process stands, as inventory reports it. */
+typedef enum {
+    AGENT_PROC_STATE_RUNNING,
+    AGENT_PROC_STATE_QUIESCING, /* QUIESCE sent, no answer yet */
+    AGENT_PROC_STATE_QUIESCED,
+    AGENT_PROC_STATE_RESUMING, /* RESUME sent, no answer yet */
+    AGENT_PROC_STATE_FAILED,   /* its last request failed or went unanswered */
+    AGENT_PROC_STATE_LAST,
+} AgentProcState;
+HM_ENUM_DECL(agent_proc_state, AgentProcState)
 
 /* ---- line framing ------------------------------------------------------------------------ */
 
@@ -99,11 +92,13 @@ gboolean agent_framer_feed(AgentFramer *framer, const guint8 *data, gsize len, A
 typedef struct {
     AgentCommand command;
     gint64 sync_id;   /* sync */
-    guint timeout_ms; /* prepare, resume */
+    guint timeout_ms; /* prepare, resume, abort */
+    gint protocol;    /* info: the host's highest protocol version; 0 when not given */
 } AgentRequest;
 
-/* Parses one request line. On failure sets @error in AGENT_ERROR (code = error class) with a
- * message naming the field; *ret is untouched. */
+/* Parses one request line and checks its arguments against the schema (names, types,
+ * ranges, required). On failure sets @error in AGENT_ERROR (code = error class) with a
+ * message naming the field; *ret is untouched. Does not look at protocol versions. */
 gboolean agent_request_parse(const char *line, gsize len, AgentRequest *ret, GError **error);
 
 /* ---- process messages -------------------------------------------------------------------- */
@@ -130,9 +125,34 @@ gboolean agent_proc_msg_parse(const char *line, gsize len, AgentProcMsg *ret, GE
 /* ---- verbs adapter (verbs.c is the only file that talks to libibverbs) -------------------- */
 
 typedef struct {
+    guint8 port;
+    char *state;      /* "ACTIVE", "DOWN", ... */
+    char *link_layer; /* "InfiniBand", "Ethernet" */
+    guint16 lid;
+    GPtrArray *gids; /* char *, textual (IPv6 form); all-zero entries left out */
+} AgentRdmaPort;
+
+typedef struct {
+    char *name;
+    char *node_guid;  /* "0011:2233:4455:6677" */
+    GPtrArray *ports; /* AgentRdmaPort, owned */
+} AgentRdmaDevice;
+
+/* Owned; free with agent_rdma_device_free(). */
+AgentRdmaDevice *agent_rdma_device_new(const char *name, const char *node_guid);
+AgentRdmaPort *agent_rdma_device_add_port(AgentRdmaDevice *dev, guint8 port, const char *state,
+                                          const char *link_layer, guint16 lid);
+void agent_rdma_device_free(AgentRdmaDevice *dev);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AgentRdmaDevice, agent_rdma_device_free)
+
+typedef struct {
     /* Returns the name (owned) of an RDMA device that has a port in the ACTIVE state, or NULL
-     * with @error set when there is none (yet). */
-    char *(*find_active_device)(gpointer data, GError **error);
+     * with @error set when there is none (yet). @prefer (may be NULL) is returned when it is
+     * one of them. */
+    char *(*find_active_device)(gpointer data, const char *prefer, GError **error);
+    /* Every RDMA device with its ports: a GPtrArray of AgentRdmaDevice (owned), or NULL with
+     * @error set. */
+    GPtrArray *(*list_devices)(gpointer data, GError **error);
 } AgentVerbsOps;
 
 extern const AgentVerbsOps agent_verbs_ibverbs;
@@ -166,6 +186,9 @@ void agent_host_reset(Agent *agent);
 AgentState agent_get_state(const Agent *agent);
 gboolean agent_is_busy(const Agent *agent);  /* a prepare or resume is under way */
 guint agent_get_n_procs(const Agent *agent); /* registered processes */
+gint agent_get_protocol(const Agent *agent); /* the version negotiated with the host */
+/* Whether the dispatcher table has a handler for @command (tests check all of them). */
+gboolean agent_command_has_handler(AgentCommand command);
 
 /* ---- the host channel -------------------------------------------------------------------- */
 

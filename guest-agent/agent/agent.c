@@ -16,7 +16,10 @@
 typedef enum {
     AGENT_OP_PREPARE,
     AGENT_OP_RESUME,
+    AGENT_OP_ABORT, /* a resume that prefers the device of the prepare */
 } AgentOpKind;
+
+static const char *const agent_op_names[] = {"prepare", "resume", "abort"};
 
 /* What a reply says about one process: a copy, so it survives the process leaving. */
 typedef struct {
@@ -66,6 +69,8 @@ struct Agent {
     gpointer reply_data;
     guint poll_ms;
     AgentFramer host;
+    gint protocol;    /* negotiated with info; AGENT_PROTOCOL_MIN until then */
+    char *old_device; /* the active device when the last prepare began; NULL if none */
     AgentState state;
     guint64 next_seq;
     AgentOp *op;
@@ -546,11 +551,10 @@ static void agent_op_finish(Agent *agent)
     g_autoptr(AgentOp) op = g_steal_pointer(&agent->op);
     g_autoptr(JsonBuilder) b = NULL;
 
-    g_message("%s done: seq=%" G_GUINT64_FORMAT " ok=%u failed=%u%s%s%s",
-              op->kind == AGENT_OP_PREPARE ? "prepare" : "resume", op->seq, op->done->len,
-              op->failed->len, op->kind == AGENT_OP_RESUME ? " device='" : "",
-              op->kind == AGENT_OP_RESUME ? (op->device ? op->device : "") : "",
-              op->kind == AGENT_OP_RESUME ? "'" : "");
+    g_message("%s done: seq=%" G_GUINT64_FORMAT " ok=%u failed=%u device='%s'",
+              agent_op_names[op->kind], op->seq, op->done->len, op->failed->len,
+              op->kind == AGENT_OP_PREPARE ? (agent->old_device ? agent->old_device : "")
+                                           : (op->device ? op->device : ""));
     if (op->reply_dropped) {
         g_message("reply not sent: the host gave up on it (sync or disconnect)");
         return;
@@ -564,10 +568,11 @@ static void agent_op_finish(Agent *agent)
         agent_json_add_infos(b, "resumed", op->done);
     }
     agent_json_add_infos(b, "failed", op->failed);
-    if (op->kind == AGENT_OP_RESUME) {
-        json_builder_set_member_name(b, "device");
+    json_builder_set_member_name(b, "device");
+    if (op->kind == AGENT_OP_PREPARE)
+        json_builder_add_string_value(b, agent->old_device ? agent->old_device : "");
+    else
         json_builder_add_string_value(b, op->device ? op->device : "");
-    }
     agent_return_end(agent, b);
 }
 
@@ -634,7 +639,8 @@ static gboolean agent_resume_look(Agent *agent)
 {
     AgentOp *op = agent->op;
     g_autoptr(GError) error = NULL;
-    g_autofree char *device = agent->verbs->find_active_device(agent->verbs_data, &error);
+    const char *prefer = op->kind == AGENT_OP_ABORT ? agent->old_device : NULL;
+    g_autofree char *device = agent->verbs->find_active_device(agent->verbs_data, prefer, &error);
 
     if (device && (strlen(device) == 0 || strlen(device) > AGENT_DEVICE_MAX ||
                    strpbrk(device, " \t\r\n") != NULL)) {
@@ -642,7 +648,8 @@ static gboolean agent_resume_look(Agent *agent)
         g_clear_pointer(&device, g_free);
     }
     if (device) {
-        g_message("resume: RDMA device active: device='%s'", device);
+        g_message("%s: RDMA device active: device='%s'%s", agent_op_names[op->kind], device,
+                  prefer && !g_str_equal(prefer, device) ? " (the old device is gone)" : "");
         op->device = g_steal_pointer(&device);
         return TRUE;
     }
@@ -651,8 +658,8 @@ static gboolean agent_resume_look(Agent *agent)
         op->device_error = g_strdup(error->message);
     }
     if (g_get_monotonic_time() >= op->device_deadline) {
-        g_warning("resume: no active RDMA device within %u ms: %s", op->device_wait_ms,
-                  op->device_error ? op->device_error : "none found");
+        g_warning("%s: no active RDMA device within %u ms: %s", agent_op_names[op->kind],
+                  op->device_wait_ms, op->device_error ? op->device_error : "none found");
         return TRUE;
     }
     return FALSE;
@@ -690,13 +697,23 @@ static void agent_prepare_start(Agent *agent, guint timeout_ms)
         g_ptr_array_add(op->waiting, proc);
         agent_proc_request(agent, proc, FALSE, op->seq, NULL);
     }
+    /* After the requests went out, so the processes need not wait for the device scan: the
+     * device they are quiescing on, for abort. */
+    {
+        g_autoptr(GError) error = NULL;
+
+        g_clear_pointer(&agent->old_device, g_free);
+        agent->old_device = agent->verbs->find_active_device(agent->verbs_data, NULL, &error);
+        if (!agent->old_device)
+            g_message("prepare: no active RDMA device to come back to: %s", error->message);
+    }
     agent_op_arm_deadline(agent);
     agent_op_check_done(agent);
 }
 
-static void agent_resume_start(Agent *agent, guint timeout_ms)
+static void agent_resume_start(Agent *agent, AgentOpKind kind, guint timeout_ms)
 {
-    AgentOp *op = agent_op_new(agent, AGENT_OP_RESUME, timeout_ms);
+    AgentOp *op = agent_op_new(agent, kind, timeout_ms);
     /* Keep a quarter of the time (at most 2 s) for the processes' answers. */
     guint reserve = MIN(timeout_ms / 4, 2000);
 
@@ -704,8 +721,9 @@ static void agent_resume_start(Agent *agent, guint timeout_ms)
     op->device_deadline = op->deadline - (gint64)reserve * G_TIME_SPAN_MILLISECOND;
     op->waiting_device = TRUE;
     agent->op = op;
-    g_message("resume: seq=%" G_GUINT64_FORMAT " timeout_ms=%u processes=%u", op->seq, timeout_ms,
-              agent_get_n_procs(agent));
+    g_message("%s: seq=%" G_GUINT64_FORMAT " timeout_ms=%u processes=%u old_device='%s'",
+              agent_op_names[kind], op->seq, timeout_ms, agent_get_n_procs(agent),
+              agent->old_device ? agent->old_device : "");
     if (agent_resume_look(agent))
         agent_resume_send(agent);
     else
@@ -716,31 +734,151 @@ static void agent_resume_start(Agent *agent, guint timeout_ms)
 
 /* ---- host commands ----------------------------------------------------------------------- */
 
-static void agent_cmd_sync(Agent *agent, gint64 id)
+typedef void (*AgentHandler)(Agent *agent, const AgentRequest *req);
+
+static void agent_cmd_sync(Agent *agent, const AgentRequest *req)
 {
-    g_autofree char *line =
-        g_strdup_printf("%c{\"return\":%" G_GINT64_FORMAT "}\n", (char)AGENT_SYNC_BYTE, id);
+    g_autofree char *line = g_strdup_printf("%c{\"return\":%" G_GINT64_FORMAT "}\n",
+                                            (char)AGENT_SYNC_BYTE, req->sync_id);
 
     agent_send_raw(agent, line, strlen(line));
 }
 
-static void agent_cmd_info(Agent *agent)
+static void agent_cmd_ping(Agent *agent, const AgentRequest *req)
 {
     g_autoptr(JsonBuilder) b = agent_return_begin();
 
+    agent_return_end(agent, b);
+}
+
+static void agent_cmd_info(Agent *agent, const AgentRequest *req)
+{
+    g_autoptr(JsonBuilder) b = NULL;
+
+    if (req->protocol) {
+        if (req->protocol < AGENT_PROTOCOL_MIN) {
+            g_autofree char *desc =
+                g_strdup_printf("Protocol %d is not supported (this agent speaks %d to %d)",
+                                req->protocol, AGENT_PROTOCOL_MIN, AGENT_PROTOCOL_VERSION);
+
+            agent_send_error(agent, AGENT_ERROR_UNSUPPORTED, desc);
+            return;
+        }
+        agent->protocol = MIN(req->protocol, AGENT_PROTOCOL_VERSION);
+        g_message("host: protocol %d negotiated (host %d, agent %d)", agent->protocol,
+                  req->protocol, AGENT_PROTOCOL_VERSION);
+    }
+    b = agent_return_begin();
     json_builder_set_member_name(b, "version");
     json_builder_add_string_value(b, HOTMIG_VERSION);
     json_builder_set_member_name(b, "protocol");
+    json_builder_add_int_value(b, agent->protocol);
+    json_builder_set_member_name(b, "protocol_min");
+    json_builder_add_int_value(b, AGENT_PROTOCOL_MIN);
+    json_builder_set_member_name(b, "protocol_max");
     json_builder_add_int_value(b, AGENT_PROTOCOL_VERSION);
+    json_builder_set_member_name(b, "line_max");
+    json_builder_add_int_value(b, AGENT_HOST_LINE_MAX);
     json_builder_set_member_name(b, "commands");
     json_builder_begin_array(b);
-    for (int i = 0; i < AGENT_COMMAND_LAST; i++)
-        json_builder_add_string_value(b, agent_command_to_string((AgentCommand)i));
+    for (int i = 0; i < AGENT_COMMAND_LAST; i++) {
+        if (agent_command_specs[i].since <= agent->protocol)
+            json_builder_add_string_value(b, agent_command_specs[i].name);
+    }
+    json_builder_end_array(b);
+    json_builder_set_member_name(b, "capabilities");
+    json_builder_begin_array(b);
+    json_builder_add_string_value(b, "mode-lazy");
+    json_builder_add_string_value(b, "mode-threaded");
+    json_builder_add_string_value(b, "hold-while-prepared");
+    if (agent->verbs->list_devices)
+        json_builder_add_string_value(b, "rdma-inventory");
     json_builder_end_array(b);
     agent_return_end(agent, b);
 }
 
-static void agent_cmd_status(Agent *agent)
+static AgentProcState agent_proc_get_state(const AgentProc *proc)
+{
+    if (proc->pending_seq)
+        return proc->pending_is_resume ? AGENT_PROC_STATE_RESUMING : AGENT_PROC_STATE_QUIESCING;
+    if (proc->error)
+        return AGENT_PROC_STATE_FAILED;
+    return proc->quiesced ? AGENT_PROC_STATE_QUIESCED : AGENT_PROC_STATE_RUNNING;
+}
+
+static void agent_json_add_device(JsonBuilder *b, const AgentRdmaDevice *dev)
+{
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "name");
+    json_builder_add_string_value(b, dev->name);
+    json_builder_set_member_name(b, "node_guid");
+    json_builder_add_string_value(b, dev->node_guid);
+    json_builder_set_member_name(b, "ports");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < dev->ports->len; i++) {
+        const AgentRdmaPort *port = dev->ports->pdata[i];
+
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "port");
+        json_builder_add_int_value(b, port->port);
+        json_builder_set_member_name(b, "state");
+        json_builder_add_string_value(b, port->state);
+        json_builder_set_member_name(b, "link_layer");
+        json_builder_add_string_value(b, port->link_layer);
+        json_builder_set_member_name(b, "lid");
+        json_builder_add_int_value(b, port->lid);
+        json_builder_set_member_name(b, "gids");
+        json_builder_begin_array(b);
+        for (guint j = 0; j < port->gids->len; j++)
+            json_builder_add_string_value(b, port->gids->pdata[j]);
+        json_builder_end_array(b);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+}
+
+static void agent_cmd_inventory(Agent *agent, const AgentRequest *req)
+{
+    g_autoptr(JsonBuilder) b = agent_return_begin();
+    g_autoptr(GPtrArray) devices = NULL;
+    g_autoptr(GError) error = NULL;
+
+    json_builder_set_member_name(b, "state");
+    json_builder_add_string_value(b, agent_state_to_string(agent->state));
+    json_builder_set_member_name(b, "processes");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < agent->procs->len; i++) {
+        AgentProc *proc = agent->procs->pdata[i];
+
+        if (!proc->registered)
+            continue;
+        agent_json_add_proc(b, proc->pid, proc->name, proc->mode, proc->error);
+        json_builder_set_member_name(b, "state");
+        json_builder_add_string_value(b, agent_proc_state_to_string(agent_proc_get_state(proc)));
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    if (agent->verbs->list_devices)
+        devices = agent->verbs->list_devices(agent->verbs_data, &error);
+    else
+        g_set_error_literal(&error, HM_COMMON_ERROR, HM_COMMON_ERROR_FAILED,
+                            "The verbs adapter cannot list devices");
+    json_builder_set_member_name(b, "devices");
+    json_builder_begin_array(b);
+    for (guint i = 0; devices && i < devices->len; i++)
+        agent_json_add_device(b, devices->pdata[i]);
+    json_builder_end_array(b);
+    if (!devices) {
+        g_autofree char *valid = g_utf8_make_valid(error->message, -1);
+
+        json_builder_set_member_name(b, "devices_error");
+        json_builder_add_string_value(b, valid);
+    }
+    agent_return_end(agent, b);
+}
+
+static void agent_cmd_status(Agent *agent, const AgentRequest *req)
 {
     g_autoptr(JsonBuilder) b = agent_return_begin();
 
@@ -762,7 +900,7 @@ static void agent_cmd_status(Agent *agent)
     agent_return_end(agent, b);
 }
 
-static void agent_cmd_prepare(Agent *agent, guint timeout_ms)
+static void agent_cmd_prepare(Agent *agent, const AgentRequest *req)
 {
     if (agent->op) {
         agent_send_error(agent, AGENT_ERROR_BUSY, "A prepare or resume is under way");
@@ -772,25 +910,31 @@ static void agent_cmd_prepare(Agent *agent, guint timeout_ms)
         agent_send_error(agent, AGENT_ERROR_BUSY, "The agent is already prepared");
         return;
     }
-    agent_prepare_start(agent, timeout_ms);
+    agent_prepare_start(agent, req->timeout_ms);
 }
 
-static void agent_cmd_resume(Agent *agent, guint timeout_ms)
+/* resume and abort: both end a prepare under way and bring the processes back. */
+static void agent_resume_or_abort(Agent *agent, AgentOpKind kind, guint timeout_ms)
 {
-    if (agent->op && agent->op->kind == AGENT_OP_RESUME) {
-        agent_send_error(agent, AGENT_ERROR_BUSY, "A resume is under way");
+    if (agent->op && agent->op->kind != AGENT_OP_PREPARE) {
+        g_autofree char *desc =
+            g_strdup_printf("A %s is under way", agent_op_names[agent->op->kind]);
+
+        agent_send_error(agent, AGENT_ERROR_BUSY, desc);
         return;
     }
     if (agent->op) {
         /* The host gave up on the prepare (rollback): end it now, then resume. */
-        g_message("resume: ending the prepare under way");
-        agent_op_fail_waiting(agent, "prepare ended by resume");
+        g_autofree char *why = g_strdup_printf("prepare ended by %s", agent_op_names[kind]);
+
+        g_message("%s: ending the prepare under way", agent_op_names[kind]);
+        agent_op_fail_waiting(agent, why);
         agent_op_finish(agent);
     }
     if (agent->state == AGENT_STATE_RUNNING) {
         g_autoptr(JsonBuilder) b = agent_return_begin();
 
-        g_message("resume: already running, nothing to do");
+        g_message("%s: already running, nothing to do", agent_op_names[kind]);
         json_builder_set_member_name(b, "state");
         json_builder_add_string_value(b, "running");
         json_builder_set_member_name(b, "resumed");
@@ -804,7 +948,32 @@ static void agent_cmd_resume(Agent *agent, guint timeout_ms)
         agent_return_end(agent, b);
         return;
     }
-    agent_resume_start(agent, timeout_ms);
+    agent_resume_start(agent, kind, timeout_ms);
+}
+
+static void agent_cmd_resume(Agent *agent, const AgentRequest *req)
+{
+    agent_resume_or_abort(agent, AGENT_OP_RESUME, req->timeout_ms);
+}
+
+static void agent_cmd_abort(Agent *agent, const AgentRequest *req)
+{
+    agent_resume_or_abort(agent, AGENT_OP_ABORT, req->timeout_ms);
+}
+
+/* The dispatcher: indexed by the command enum generated from the schema. */
+static const AgentHandler agent_handlers[] = {
+    [AGENT_COMMAND_SYNC] = agent_cmd_sync,       [AGENT_COMMAND_PING] = agent_cmd_ping,
+    [AGENT_COMMAND_INFO] = agent_cmd_info,       [AGENT_COMMAND_INVENTORY] = agent_cmd_inventory,
+    [AGENT_COMMAND_PREPARE] = agent_cmd_prepare, [AGENT_COMMAND_RESUME] = agent_cmd_resume,
+    [AGENT_COMMAND_STATUS] = agent_cmd_status,   [AGENT_COMMAND_ABORT] = agent_cmd_abort,
+};
+G_STATIC_ASSERT(G_N_ELEMENTS(agent_handlers) == AGENT_COMMAND_LAST);
+
+gboolean agent_command_has_handler(AgentCommand command)
+{
+    g_return_val_if_fail((int)command >= 0 && command < AGENT_COMMAND_LAST, FALSE);
+    return agent_handlers[command] != NULL;
 }
 
 static gboolean agent_host_frame(AgentFrameEvent event, const char *line, gsize len,
@@ -812,6 +981,7 @@ static gboolean agent_host_frame(AgentFrameEvent event, const char *line, gsize 
 {
     Agent *agent = user_data;
     g_autoptr(GError) error = NULL;
+    const AgentCommandSpec *spec;
     AgentRequest req;
     gsize i;
 
@@ -821,10 +991,14 @@ static gboolean agent_host_frame(AgentFrameEvent event, const char *line, gsize 
         if (agent->op)
             agent->op->reply_dropped = TRUE;
         return TRUE;
-    case AGENT_FRAME_OVERSIZE:
+    case AGENT_FRAME_OVERSIZE: {
+        g_autofree char *desc =
+            g_strdup_printf("Request longer than %d bytes", AGENT_HOST_LINE_MAX);
+
         g_warning("host: request longer than %d bytes discarded", AGENT_HOST_LINE_MAX);
-        agent_send_error(agent, AGENT_ERROR_TOO_LARGE, "Request longer than 65536 bytes");
+        agent_send_error(agent, AGENT_ERROR_TOO_LARGE, desc);
         return TRUE;
+    }
     case AGENT_FRAME_LINE:
         break;
     }
@@ -838,33 +1012,18 @@ static gboolean agent_host_frame(AgentFrameEvent event, const char *line, gsize 
         agent_send_error(agent, (AgentError)error->code, error->message);
         return TRUE;
     }
-    g_debug("host: command %s", agent_command_to_string(req.command));
-    switch (req.command) {
-    case AGENT_COMMAND_SYNC:
-        agent_cmd_sync(agent, req.sync_id);
-        break;
-    case AGENT_COMMAND_PING: {
-        g_autoptr(JsonBuilder) b = agent_return_begin();
+    spec = &agent_command_specs[req.command];
+    if (spec->since > agent->protocol) {
+        g_autofree char *desc = g_strdup_printf(
+            "The command '%s' needs protocol %d; this session speaks %d (negotiate with 'info')",
+            spec->name, spec->since, agent->protocol);
 
-        agent_return_end(agent, b);
-        break;
+        g_warning("host: %s", desc);
+        agent_send_error(agent, AGENT_ERROR_COMMAND_NOT_FOUND, desc);
+        return TRUE;
     }
-    case AGENT_COMMAND_INFO:
-        agent_cmd_info(agent);
-        break;
-    case AGENT_COMMAND_PREPARE:
-        agent_cmd_prepare(agent, req.timeout_ms);
-        break;
-    case AGENT_COMMAND_RESUME:
-        agent_cmd_resume(agent, req.timeout_ms);
-        break;
-    case AGENT_COMMAND_STATUS:
-        agent_cmd_status(agent);
-        break;
-    case AGENT_COMMAND_LAST:
-    default:
-        g_assert_not_reached();
-    }
+    g_debug("host: command %s", spec->name);
+    agent_handlers[req.command](agent, &req);
     return TRUE;
 }
 
@@ -878,6 +1037,8 @@ void agent_host_reset(Agent *agent)
 {
     g_return_if_fail(agent != NULL);
     agent_framer_reset(&agent->host);
+    /* The next host (possibly another machine after a migration) negotiates anew. */
+    agent->protocol = AGENT_PROTOCOL_MIN;
     if (agent->op)
         agent->op->reply_dropped = TRUE;
 }
@@ -895,6 +1056,7 @@ Agent *agent_new(const AgentVerbsOps *verbs, gpointer verbs_data)
     agent->verbs_data = verbs_data;
     agent->poll_ms = AGENT_DEVICE_POLL_MS;
     agent_framer_init(&agent->host, AGENT_HOST_LINE_MAX, TRUE, FALSE);
+    agent->protocol = AGENT_PROTOCOL_MIN;
     agent->state = AGENT_STATE_RUNNING;
     agent->next_seq = 1;
     agent->procs = g_ptr_array_new_with_free_func((GDestroyNotify)agent_proc_free);
@@ -915,6 +1077,7 @@ void agent_free(Agent *agent)
         unlink(agent->socket_path);
     }
     g_free(agent->socket_path);
+    g_free(agent->old_device);
     agent_framer_clear(&agent->host);
     g_free(agent);
 }
@@ -940,6 +1103,57 @@ AgentState agent_get_state(const Agent *agent)
 gboolean agent_is_busy(const Agent *agent)
 {
     return agent->op != NULL;
+}
+
+gint agent_get_protocol(const Agent *agent)
+{
+    return agent->protocol;
+}
+
+/* ---- RDMA device descriptions (filled by the verbs adapter) ------------------------------ */
+
+static void agent_rdma_port_free(AgentRdmaPort *port)
+{
+    if (!port)
+        return;
+    g_free(port->state);
+    g_free(port->link_layer);
+    g_ptr_array_unref(port->gids);
+    g_free(port);
+}
+
+AgentRdmaDevice *agent_rdma_device_new(const char *name, const char *node_guid)
+{
+    AgentRdmaDevice *dev = g_new0(AgentRdmaDevice, 1);
+
+    dev->name = g_strdup(name);
+    dev->node_guid = g_strdup(node_guid);
+    dev->ports = g_ptr_array_new_with_free_func((GDestroyNotify)agent_rdma_port_free);
+    return dev;
+}
+
+AgentRdmaPort *agent_rdma_device_add_port(AgentRdmaDevice *dev, guint8 port, const char *state,
+                                          const char *link_layer, guint16 lid)
+{
+    AgentRdmaPort *p = g_new0(AgentRdmaPort, 1);
+
+    p->port = port;
+    p->state = g_strdup(state);
+    p->link_layer = g_strdup(link_layer);
+    p->lid = lid;
+    p->gids = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(dev->ports, p);
+    return p;
+}
+
+void agent_rdma_device_free(AgentRdmaDevice *dev)
+{
+    if (!dev)
+        return;
+    g_free(dev->name);
+    g_free(dev->node_guid);
+    g_ptr_array_unref(dev->ports);
+    g_free(dev);
 }
 
 guint agent_get_n_procs(const Agent *agent)

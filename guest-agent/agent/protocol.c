@@ -8,12 +8,37 @@
 
 G_DEFINE_QUARK(hotmig - agent - error - quark, agent_error)
 
-HM_ENUM_IMPL(agent_error_class, AgentError, AGENT_ERROR_LAST, "GenericError", "InvalidJSON",
-             "CommandNotFound", "InvalidParameter", "TooLarge", "Busy")
-HM_ENUM_IMPL(agent_command, AgentCommand, AGENT_COMMAND_LAST, "sync", "ping", "info", "prepare",
-             "resume", "status")
 HM_ENUM_IMPL(agent_state, AgentState, AGENT_STATE_LAST, "running", "prepared")
 HM_ENUM_IMPL(agent_proc_mode, AgentProcMode, AGENT_PROC_MODE_LAST, "lazy", "threaded")
+HM_ENUM_IMPL(agent_proc_state, AgentProcState, AGENT_PROC_STATE_LAST, "running", "quiescing",
+             "quiesced", "resuming", "failed")
+
+/* Error classes and commands: the string tables are generated from the schema. */
+const char *agent_error_class_to_string(AgentError value)
+{
+    return hm_enum_to_string(agent_error_names, AGENT_ERROR_LAST, (int)value);
+}
+
+int agent_error_class_from_string(const char *str)
+{
+    return hm_enum_from_string(agent_error_names, AGENT_ERROR_LAST, str);
+}
+
+const char *agent_command_to_string(AgentCommand value)
+{
+    if ((int)value < 0 || value >= AGENT_COMMAND_LAST)
+        return NULL;
+    return agent_command_specs[value].name;
+}
+
+int agent_command_from_string(const char *str)
+{
+    for (int i = 0; str && i < AGENT_COMMAND_LAST; i++) {
+        if (g_str_equal(agent_command_specs[i].name, str))
+            return i;
+    }
+    return -1;
+}
 
 /* ---- framing ----------------------------------------------------------------------------- */
 
@@ -171,15 +196,18 @@ static gboolean agent_arg_get_int(JsonObject *args, const char *field, gint64 mi
     return TRUE;
 }
 
-/* Every member of @args must be in @allowed (NULL-terminated). */
-static gboolean agent_args_check(JsonObject *args, const char *const *allowed, GError **error)
+/* Every member of @args must be declared in @specs (NULL-terminated; NULL for none). */
+static gboolean agent_args_check(JsonObject *args, const AgentArgSpec *specs, GError **error)
 {
     g_autoptr(GList) members = args ? json_object_get_members(args) : NULL;
 
     for (GList *l = members; l; l = l->next) {
         const char *member = l->data;
+        gboolean known = FALSE;
 
-        if (!allowed || !g_strv_contains(allowed, member)) {
+        for (const AgentArgSpec *spec = specs; spec && spec->name && !known; spec++)
+            known = g_str_equal(spec->name, member);
+        if (!known) {
             if (agent_line_is_printable_name(member))
                 g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
                             "Unexpected argument '%s'", member);
@@ -192,10 +220,36 @@ static gboolean agent_args_check(JsonObject *args, const char *const *allowed, G
     return TRUE;
 }
 
+/* Checks @args against the schema's specs of @command and stores the values in @req. */
+static gboolean agent_args_apply(AgentCommand command, JsonObject *args, AgentRequest *req,
+                                 GError **error)
+{
+    const AgentArgSpec *specs = agent_command_specs[command].args;
+
+    if (!agent_args_check(args, specs, error))
+        return FALSE;
+    for (const AgentArgSpec *spec = specs; spec && spec->name; spec++) {
+        gint64 value;
+
+        if (!spec->required && (!args || !json_object_has_member(args, spec->name)))
+            continue;
+        g_assert(spec->type == AGENT_ARG_INT);
+        if (!agent_arg_get_int(args, spec->name, spec->min, spec->max, &value, error))
+            return FALSE;
+        if (g_str_equal(spec->name, "id"))
+            req->sync_id = value;
+        else if (g_str_equal(spec->name, "timeout_ms"))
+            req->timeout_ms = (guint)value;
+        else if (g_str_equal(spec->name, "protocol"))
+            req->protocol = (gint)value;
+        else
+            g_assert_not_reached(); /* the schema declares an argument the agent lacks */
+    }
+    return TRUE;
+}
+
 gboolean agent_request_parse(const char *line, gsize len, AgentRequest *ret, GError **error)
 {
-    static const char *const sync_args[] = {"id", NULL};
-    static const char *const timeout_args[] = {"timeout_ms", NULL};
     g_autoptr(JsonParser) parser = NULL;
     g_autoptr(GError) local_error = NULL;
     g_autoptr(GList) members = NULL;
@@ -204,7 +258,6 @@ gboolean agent_request_parse(const char *line, gsize len, AgentRequest *ret, GEr
     JsonObject *args = NULL;
     JsonNode *node;
     const char *execute;
-    gint64 value;
     int command;
 
     g_return_val_if_fail(line != NULL, FALSE);
@@ -287,30 +340,8 @@ gboolean agent_request_parse(const char *line, gsize len, AgentRequest *ret, GEr
         args = json_node_get_object(node);
     }
 
-    switch (req.command) {
-    case AGENT_COMMAND_SYNC:
-        if (!agent_args_check(args, sync_args, error) ||
-            !agent_arg_get_int(args, "id", G_MININT64, G_MAXINT64, &value, error))
-            return FALSE;
-        req.sync_id = value;
-        break;
-    case AGENT_COMMAND_PREPARE:
-    case AGENT_COMMAND_RESUME:
-        if (!agent_args_check(args, timeout_args, error) ||
-            !agent_arg_get_int(args, "timeout_ms", 1, AGENT_TIMEOUT_MS_MAX, &value, error))
-            return FALSE;
-        req.timeout_ms = (guint)value;
-        break;
-    case AGENT_COMMAND_PING:
-    case AGENT_COMMAND_INFO:
-    case AGENT_COMMAND_STATUS:
-        if (!agent_args_check(args, NULL, error))
-            return FALSE;
-        break;
-    case AGENT_COMMAND_LAST:
-    default:
-        g_assert_not_reached();
-    }
+    if (!agent_args_apply(req.command, args, &req, error))
+        return FALSE;
     *ret = req;
     return TRUE;
 }

@@ -1,38 +1,77 @@
 /* The verbs adapter: the only file of the agent that talks to libibverbs. */
 #include "guest-agent/agent/agent-priv.h"
 
+#include <arpa/inet.h>
+#include <endian.h>
 #include <errno.h>
 #include <infiniband/verbs.h>
 
+#define AGENT_GIDS_MAX 16 /* per port, reported by inventory */
+
+static const char *agent_ibverbs_link_layer(guint8 link_layer)
+{
+    switch (link_layer) {
+    case IBV_LINK_LAYER_INFINIBAND:
+        return "InfiniBand";
+    case IBV_LINK_LAYER_ETHERNET:
+        return "Ethernet";
+    default:
+        return "unspecified";
+    }
+}
+
 /* ibv_get_device_list() rescans sysfs on each call, so a hot-plugged device shows up. */
-static char *agent_ibverbs_find_active_device(gpointer data, GError **error)
+static struct ibv_device **agent_ibverbs_devices(int *n, GError **error)
+{
+    struct ibv_device **list;
+
+    errno = 0;
+    list = ibv_get_device_list(n);
+    if (!list)
+        hm_set_error_errno(error, errno ? errno : ENOSYS, "No RDMA support");
+    return list;
+}
+
+static gboolean agent_ibverbs_has_active_port(struct ibv_context *ctx)
+{
+    struct ibv_device_attr attr;
+
+    if (ibv_query_device(ctx, &attr) != 0)
+        return FALSE;
+    for (guint8 port = 1; port <= attr.phys_port_cnt; port++) {
+        struct ibv_port_attr port_attr;
+
+        if (ibv_query_port(ctx, port, &port_attr) == 0 && port_attr.state == IBV_PORT_ACTIVE)
+            return TRUE;
+    }
+    return FALSE;
+}
+
+static char *agent_ibverbs_find_active_device(gpointer data, const char *prefer, GError **error)
 {
     g_autofree char *found = NULL;
     struct ibv_device **list;
     int n = 0;
 
-    errno = 0;
-    list = ibv_get_device_list(&n);
-    if (!list) {
-        hm_set_error_errno(error, errno ? errno : ENOSYS, "No RDMA support");
+    list = agent_ibverbs_devices(&n, error);
+    if (!list)
         return NULL;
-    }
-    for (int i = 0; i < n && !found; i++) {
-        struct ibv_context *ctx = ibv_open_device(list[i]);
-        struct ibv_device_attr attr;
+    for (int i = 0; i < n; i++) {
+        const char *name = ibv_get_device_name(list[i]);
+        struct ibv_context *ctx;
 
+        if (found && (!prefer || !g_str_equal(name, prefer)))
+            continue;
+        ctx = ibv_open_device(list[i]);
         if (!ctx)
             continue;
-        if (ibv_query_device(ctx, &attr) == 0) {
-            for (guint8 port = 1; port <= attr.phys_port_cnt && !found; port++) {
-                struct ibv_port_attr port_attr;
-
-                if (ibv_query_port(ctx, port, &port_attr) == 0 &&
-                    port_attr.state == IBV_PORT_ACTIVE)
-                    found = g_strdup(ibv_get_device_name(list[i]));
-            }
+        if (agent_ibverbs_has_active_port(ctx)) {
+            g_free(found);
+            found = g_strdup(name);
         }
         ibv_close_device(ctx);
+        if (found && (!prefer || g_str_equal(found, prefer)))
+            break;
     }
     ibv_free_device_list(list);
     if (!found) {
@@ -43,6 +82,61 @@ static char *agent_ibverbs_find_active_device(gpointer data, GError **error)
     return g_steal_pointer(&found);
 }
 
+static void agent_ibverbs_add_ports(AgentRdmaDevice *dev, struct ibv_context *ctx,
+                                    const struct ibv_device_attr *attr)
+{
+    for (guint8 port = 1; port <= attr->phys_port_cnt; port++) {
+        struct ibv_port_attr pa;
+        AgentRdmaPort *p;
+
+        if (ibv_query_port(ctx, port, &pa) != 0)
+            continue;
+        p = agent_rdma_device_add_port(dev, port, ibv_port_state_str(pa.state),
+                                       agent_ibverbs_link_layer(pa.link_layer), pa.lid);
+        for (int idx = 0; idx < pa.gid_tbl_len && p->gids->len < AGENT_GIDS_MAX; idx++) {
+            static const guint8 zero[16];
+            union ibv_gid gid;
+            char text[INET6_ADDRSTRLEN];
+
+            if (ibv_query_gid(ctx, port, idx, &gid) != 0 || memcmp(gid.raw, zero, 16) == 0)
+                continue;
+            if (inet_ntop(AF_INET6, gid.raw, text, sizeof(text)))
+                g_ptr_array_add(p->gids, g_strdup(text));
+        }
+    }
+}
+
+static GPtrArray *agent_ibverbs_list_devices(gpointer data, GError **error)
+{
+    g_autoptr(GPtrArray) devices =
+        g_ptr_array_new_with_free_func((GDestroyNotify)agent_rdma_device_free);
+    struct ibv_device **list;
+    int n = 0;
+
+    list = agent_ibverbs_devices(&n, error);
+    if (!list)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        guint64 guid = be64toh(ibv_get_device_guid(list[i]));
+        g_autofree char *guid_text = g_strdup_printf(
+            "%04x:%04x:%04x:%04x", (guint)(guid >> 48) & 0xffff, (guint)(guid >> 32) & 0xffff,
+            (guint)(guid >> 16) & 0xffff, (guint)guid & 0xffff);
+        g_autoptr(AgentRdmaDevice) dev =
+            agent_rdma_device_new(ibv_get_device_name(list[i]), guid_text);
+        struct ibv_context *ctx = ibv_open_device(list[i]);
+        struct ibv_device_attr attr;
+
+        if (ctx && ibv_query_device(ctx, &attr) == 0)
+            agent_ibverbs_add_ports(dev, ctx, &attr);
+        if (ctx)
+            ibv_close_device(ctx);
+        g_ptr_array_add(devices, g_steal_pointer(&dev));
+    }
+    ibv_free_device_list(list);
+    return g_steal_pointer(&devices);
+}
+
 const AgentVerbsOps agent_verbs_ibverbs = {
     .find_active_device = agent_ibverbs_find_active_device,
+    .list_devices = agent_ibverbs_list_devices,
 };

@@ -14,12 +14,24 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char *fuzz_find_device(gpointer data, GError **error)
+static char *fuzz_find_device(gpointer data, const char *prefer, GError **error)
 {
     return g_strdup("rxe0");
 }
 
-static const AgentVerbsOps fuzz_verbs = {.find_active_device = fuzz_find_device};
+static GPtrArray *fuzz_list_devices(gpointer data, GError **error)
+{
+    GPtrArray *devices = g_ptr_array_new_with_free_func((GDestroyNotify)agent_rdma_device_free);
+    AgentRdmaDevice *dev = agent_rdma_device_new("rxe0", "5054:00ff:fe12:3456");
+    AgentRdmaPort *port = agent_rdma_device_add_port(dev, 1, "ACTIVE", "Ethernet", 0);
+
+    g_ptr_array_add(port->gids, g_strdup("fe80::5054:ff:fe12:3456"));
+    g_ptr_array_add(devices, dev);
+    return devices;
+}
+
+static const AgentVerbsOps fuzz_verbs = {.find_active_device = fuzz_find_device,
+                                         .list_devices = fuzz_list_devices};
 
 static GLogWriterOutput fuzz_log_drop(GLogLevelFlags level, const GLogField *fields, gsize n_fields,
                                       gpointer user_data)

@@ -30,20 +30,41 @@ typedef struct {
     int verbs_calls;
     int verbs_found_after; /* find_active_device succeeds from this call on; <0 never */
     const char *verbs_device;
+    const char *verbs_also_active; /* another active device, returned when preferred */
+    char *verbs_last_prefer;
 } Fixture;
 
-static char *fake_find_active_device(gpointer data, GError **error)
+static char *fake_find_active_device(gpointer data, const char *prefer, GError **error)
 {
     Fixture *f = data;
 
     f->verbs_calls++;
-    if (f->verbs_found_after >= 0 && f->verbs_calls > f->verbs_found_after)
+    g_free(f->verbs_last_prefer);
+    f->verbs_last_prefer = g_strdup(prefer);
+    if (f->verbs_found_after >= 0 && f->verbs_calls > f->verbs_found_after) {
+        if (prefer && f->verbs_also_active && g_str_equal(prefer, f->verbs_also_active))
+            return g_strdup(prefer);
         return g_strdup(f->verbs_device);
+    }
     g_set_error_literal(error, HM_COMMON_ERROR, HM_COMMON_ERROR_FAILED, "fake: no device yet");
     return NULL;
 }
 
-static const AgentVerbsOps fake_verbs = {.find_active_device = fake_find_active_device};
+static GPtrArray *fake_list_devices(gpointer data, GError **error)
+{
+    Fixture *f = data;
+    GPtrArray *devices = g_ptr_array_new_with_free_func((GDestroyNotify)agent_rdma_device_free);
+    AgentRdmaDevice *dev = agent_rdma_device_new(f->verbs_device, "5054:00ff:fe12:3456");
+    AgentRdmaPort *port = agent_rdma_device_add_port(dev, 1, "ACTIVE", "Ethernet", 0);
+
+    g_ptr_array_add(port->gids, g_strdup("fe80::5054:ff:fe12:3456"));
+    g_ptr_array_add(port->gids, g_strdup("::ffff:198.51.100.1"));
+    g_ptr_array_add(devices, dev);
+    return devices;
+}
+
+static const AgentVerbsOps fake_verbs = {.find_active_device = fake_find_active_device,
+                                         .list_devices = fake_list_devices};
 
 static void capture_reply(const char *data, gsize len, gpointer user_data)
 {
@@ -85,6 +106,7 @@ static int teardown(void **state)
     g_free(f->dir);
     g_free(f->sock);
     g_string_free(f->out, TRUE);
+    g_free(f->verbs_last_prefer);
     g_free(f);
     /* Drain sources the agent removed. */
     while (g_main_context_iteration(NULL, FALSE))
@@ -291,8 +313,12 @@ static void test_commands(void **state)
     info = host_reply(f, 1000);
     ret = reply_return(info);
     assert_string_equal(json_object_get_string_member(ret, "version"), "0.1.0");
+    /* Until the host negotiates, the session speaks the oldest version: its 6 commands. */
     assert_int_equal(json_object_get_int_member(ret, "protocol"), 1);
-    assert_int_equal(json_array_get_length(member_array(ret, "commands")), AGENT_COMMAND_LAST);
+    assert_int_equal(json_object_get_int_member(ret, "protocol_max"), AGENT_PROTOCOL_VERSION);
+    assert_int_equal(json_object_get_int_member(ret, "line_max"), 65536);
+    assert_int_equal(json_array_get_length(member_array(ret, "commands")), 6);
+    assert_true(json_array_get_length(member_array(ret, "capabilities")) >= 3);
 
     host_send(f, "{\"execute\":\"status\"}\n");
     status = host_reply(f, 1000);
@@ -894,6 +920,223 @@ static void test_channel_port_hangup_no_busy_loop(void **state)
     assert_true(iterations < 40);
 }
 
+/* ---- tests: protocol version, inventory, abort ------------------------------------------- */
+
+static JsonObject *host_return(Fixture *f, const char *request, JsonNode **keep)
+{
+    host_send(f, request);
+    *keep = host_reply(f, 2000);
+    return reply_return(*keep);
+}
+
+static void test_protocol_negotiation(void **state)
+{
+    Fixture *f = *state;
+    g_autoptr(JsonNode) n1 = NULL;
+    g_autoptr(JsonNode) n2 = NULL;
+    g_autoptr(JsonNode) n3 = NULL;
+    JsonObject *ret;
+
+    /* Commands newer than the session's version are refused with a hint. */
+    expect_error(f, "{\"execute\":\"inventory\"}\n", "CommandNotFound", "needs protocol 2");
+    expect_error(f, "{\"execute\":\"abort\",\"arguments\":{\"timeout_ms\":10}}\n",
+                 "CommandNotFound", "negotiate with 'info'");
+    expect_error(f, "{\"execute\":\"info\",\"arguments\":{\"protocol\":0}}\n", "InvalidParameter",
+                 "'protocol'");
+    expect_error(f, "{\"execute\":\"info\",\"arguments\":{\"protocol\":\"2\"}}\n",
+                 "InvalidParameter", "must be an integer");
+
+    /* A newer host gets the agent's version; an equal one gets its own. */
+    ret = host_return(f, "{\"execute\":\"info\",\"arguments\":{\"protocol\":99}}\n", &n1);
+    assert_int_equal(json_object_get_int_member(ret, "protocol"), AGENT_PROTOCOL_VERSION);
+    assert_int_equal(agent_get_protocol(f->agent), AGENT_PROTOCOL_VERSION);
+    assert_int_equal(json_array_get_length(member_array(ret, "commands")), AGENT_COMMAND_LAST);
+    ret = host_return(f, "{\"execute\":\"inventory\"}\n", &n2);
+    assert_string_equal(json_object_get_string_member(ret, "state"), "running");
+
+    /* A new host (the channel reopened, e.g. on the destination) negotiates anew. */
+    host_send(f, "{\"execute\":\"inven");
+    agent_host_reset(f->agent);
+    assert_int_equal(agent_get_protocol(f->agent), 1);
+    expect_error(f, "{\"execute\":\"inventory\"}\n", "CommandNotFound", NULL);
+    ret = host_return(f, "{\"execute\":\"info\",\"arguments\":{\"protocol\":1}}\n", &n3);
+    assert_int_equal(json_object_get_int_member(ret, "protocol"), 1);
+}
+
+static void test_inventory(void **state)
+{
+    Fixture *f = *state;
+    int p1 = proc_connect(f, "HELLO 0.1.0 301 lazy rank0\n");
+    int p2 = proc_connect(f, "HELLO 0.1.0 302 threaded rank1\n");
+    g_autoptr(JsonNode) n0 = NULL;
+    g_autoptr(JsonNode) n1 = NULL;
+    g_autoptr(JsonNode) n2 = NULL;
+    g_autoptr(JsonNode) n3 = NULL;
+    JsonObject *ret, *dev, *port;
+    JsonArray *procs;
+    guint64 seq;
+
+    host_return(f, "{\"execute\":\"info\",\"arguments\":{\"protocol\":2}}\n", &n0);
+    ret = host_return(f, "{\"execute\":\"inventory\"}\n", &n1);
+    procs = member_array(ret, "processes");
+    assert_int_equal(json_array_get_length(procs), 2);
+    assert_int_equal(json_object_get_int_member(array_obj(procs, 0), "pid"), 301);
+    assert_string_equal(json_object_get_string_member(array_obj(procs, 0), "name"), "rank0");
+    assert_string_equal(json_object_get_string_member(array_obj(procs, 1), "mode"), "threaded");
+    assert_string_equal(json_object_get_string_member(array_obj(procs, 0), "state"), "running");
+    assert_int_equal(json_array_get_length(member_array(ret, "devices")), 1);
+    dev = array_obj(member_array(ret, "devices"), 0);
+    assert_string_equal(json_object_get_string_member(dev, "name"), "rxe0");
+    assert_string_equal(json_object_get_string_member(dev, "node_guid"), "5054:00ff:fe12:3456");
+    port = array_obj(member_array(dev, "ports"), 0);
+    assert_int_equal(json_object_get_int_member(port, "port"), 1);
+    assert_string_equal(json_object_get_string_member(port, "state"), "ACTIVE");
+    assert_int_equal(json_object_get_int_member(port, "lid"), 0);
+    assert_int_equal(json_array_get_length(member_array(port, "gids")), 2);
+    assert_false(json_object_has_member(ret, "devices_error"));
+
+    /* Per process: quiescing while the request waits, then quiesced or failed. */
+    host_send(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":3000}}\n");
+    seq = proc_expect(p1, "QUIESCE");
+    assert_int_equal(proc_expect(p2, "QUIESCE"), seq);
+    proc_answer(p1, "DONE", seq);
+    pump(20);
+    ret = host_return(f, "{\"execute\":\"inventory\"}\n", &n2);
+    procs = member_array(ret, "processes");
+    assert_string_equal(json_object_get_string_member(ret, "state"), "prepared");
+    assert_string_equal(json_object_get_string_member(array_obj(procs, 0), "state"), "quiesced");
+    assert_string_equal(json_object_get_string_member(array_obj(procs, 1), "state"), "quiescing");
+    proc_answer(p2, "FAILED", seq);
+    {
+        g_autoptr(JsonNode) prep = host_reply(f, 2000);
+
+        assert_string_equal(json_object_get_string_member(reply_return(prep), "device"), "rxe0");
+    }
+    ret = host_return(f, "{\"execute\":\"inventory\"}\n", &n3);
+    procs = member_array(ret, "processes");
+    assert_string_equal(json_object_get_string_member(array_obj(procs, 1), "state"), "failed");
+    assert_string_equal(json_object_get_string_member(array_obj(procs, 1), "error"),
+                        "cannot close QP");
+    close(p1);
+    close(p2);
+}
+
+static void test_abort(void **state)
+{
+    Fixture *f = *state;
+    int p1 = proc_connect(f, "HELLO 0.1.0 401 lazy rank0\n");
+    g_autoptr(JsonNode) n0 = NULL;
+    g_autoptr(JsonNode) prep = NULL;
+    g_autoptr(JsonNode) ab = NULL;
+    g_autoptr(JsonNode) ab2 = NULL;
+    JsonObject *ret;
+    guint64 seq;
+
+    host_return(f, "{\"execute\":\"info\",\"arguments\":{\"protocol\":2}}\n", &n0);
+    /* The processes quiesce on mlx5_0; after the failed migration rxe0 is active as well:
+     * abort goes back to mlx5_0, the device they were on. */
+    f->verbs_device = "mlx5_0";
+    host_send(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":3000}}\n");
+    proc_answer(p1, "DONE", proc_expect(p1, "QUIESCE"));
+    prep = host_reply(f, 2000);
+    assert_string_equal(json_object_get_string_member(reply_return(prep), "device"), "mlx5_0");
+    f->verbs_device = "rxe0";
+    f->verbs_also_active = "mlx5_0";
+    host_send(f, "{\"execute\":\"abort\",\"arguments\":{\"timeout_ms\":3000}}\n");
+    {
+        g_autofree char *line = proc_read_line(p1, 2000);
+        g_auto(GStrv) fields = g_strsplit(line, " ", 0);
+
+        assert_string_equal(fields[0], "RESUME");
+        assert_string_equal(fields[2], "mlx5_0");
+        seq = g_ascii_strtoull(fields[1], NULL, 10);
+    }
+    assert_string_equal(f->verbs_last_prefer, "mlx5_0");
+    expect_error(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":100}}\n", "Busy",
+                 "abort is under way");
+    proc_answer(p1, "DONE", seq);
+    ab = host_reply(f, 2000);
+    ret = reply_return(ab);
+    assert_string_equal(json_object_get_string_member(ret, "state"), "running");
+    assert_string_equal(json_object_get_string_member(ret, "device"), "mlx5_0");
+    assert_int_equal(json_array_get_length(member_array(ret, "resumed")), 1);
+    assert_int_equal(agent_get_state(f->agent), AGENT_STATE_RUNNING);
+
+    /* abort while running: nothing to do, said so at once. */
+    ret = host_return(f, "{\"execute\":\"abort\",\"arguments\":{\"timeout_ms\":100}}\n", &ab2);
+    assert_int_equal(json_array_get_length(member_array(ret, "resumed")), 0);
+    close(p1);
+}
+
+static void test_abort_during_prepare(void **state)
+{
+    Fixture *f = *state;
+    int p1 = proc_connect(f, "HELLO 0.1.0 501 lazy stuck\n");
+    g_autoptr(JsonNode) n0 = NULL;
+    g_autoptr(JsonNode) prep = NULL;
+    g_autoptr(JsonNode) ab = NULL;
+    JsonObject *ret;
+
+    host_return(f, "{\"execute\":\"info\",\"arguments\":{\"protocol\":2}}\n", &n0);
+    host_send(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":60000}}\n");
+    (void)proc_expect(p1, "QUIESCE"); /* never answered */
+    host_send(f, "{\"execute\":\"abort\",\"arguments\":{\"timeout_ms\":3000}}\n");
+    prep = host_reply(f, 2000);
+    ret = reply_return(prep);
+    assert_int_equal(json_array_get_length(member_array(ret, "failed")), 1);
+    assert_string_equal(
+        json_object_get_string_member(array_obj(member_array(ret, "failed"), 0), "error"),
+        "prepare ended by abort");
+    {
+        g_autofree char *line = proc_read_line(p1, 2000);
+        g_auto(GStrv) fields = g_strsplit(line, " ", 0);
+
+        assert_string_equal(fields[0], "RESUME");
+        proc_answer(p1, "DONE", g_ascii_strtoull(fields[1], NULL, 10));
+    }
+    ab = host_reply(f, 2000);
+    ret = reply_return(ab);
+    assert_int_equal(json_array_get_length(member_array(ret, "resumed")), 1);
+    close(p1);
+}
+
+/* Garbage of every kind, then a sync: the agent answers the sync and stays usable. */
+static void test_garbage_then_sync(void **state)
+{
+    Fixture *f = *state;
+    g_autoptr(GString) junk = g_string_new(NULL);
+    g_autofree char *r = NULL;
+    g_autoptr(JsonNode) ping = NULL;
+    GRand *rand = g_rand_new_with_seed(42);
+
+    for (int i = 0; i < 200000; i++) {
+        guint8 c = (guint8)g_rand_int_range(rand, 0, 255); /* never the sync byte */
+
+        g_string_append_c(junk, (char)c);
+    }
+    g_rand_free(rand);
+    agent_host_feed(f->agent, (const guint8 *)junk->str, junk->len);
+    g_string_truncate(f->out, 0);        /* error replies to the junk lines */
+    host_send(f, "{\"execute\":\"prep"); /* a host that died mid-message */
+    host_send(f, "\xff{\"execute\":\"sync\",\"arguments\":{\"id\":5}}\n");
+    r = host_reply_text(f, 1000);
+    assert_string_equal(r, "\xff{\"return\":5}");
+    host_send(f, "{\"execute\":\"ping\"}\n");
+    ping = host_reply(f, 1000);
+    assert_int_equal(json_object_get_size(reply_return(ping)), 0);
+    assert_false(agent_is_busy(f->agent));
+}
+
+static void test_dispatcher_complete(void **state)
+{
+    for (int i = 0; i < AGENT_COMMAND_LAST; i++) {
+        assert_true(agent_command_has_handler((AgentCommand)i));
+        assert_int_equal(agent_command_from_string(agent_command_to_string((AgentCommand)i)), i);
+    }
+    for (int i = 0; i < AGENT_ERROR_LAST; i++)
+        assert_non_null(agent_error_class_to_string((AgentError)i));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -914,6 +1157,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_listen_socket, setup, teardown),
         cmocka_unit_test_setup_teardown(test_find_port, setup, teardown),
         cmocka_unit_test_setup_teardown(test_channel_port_hangup_no_busy_loop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_protocol_negotiation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_inventory, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_abort, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_abort_during_prepare, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_garbage_then_sync, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dispatcher_complete, setup, teardown),
     };
 
     hm_log_setup("agent-core-test", g_getenv("HM_TEST_VERBOSE") != NULL);
