@@ -1,22 +1,106 @@
 /* migrate-vm: live-migrate a libvirt domain that holds SR-IOV VFs (virsh-adjacent CLI).
  *
- * Exit status: 0 migrated; 1 failed and undone (the domain is where it was, with its VFs);
- * 2 bad usage; 3 failed and the undo failed too (the report says what the domain lacks). */
+ *   migrate-vm [OPTION...] DOMAIN DEST_URI    migrate
+ *   migrate-vm config check [FILE]            check a configuration file
+ *   migrate-vm config sample                  print the commented sample configuration
+ *
+ * Exit status (man/migrate-vm.1, docs/operations.md): 0 migrated; 1 failed otherwise; 2 bad
+ * usage; 3 failed and the undo failed too; 4 bad configuration file; 10 + the failed phase's
+ * number (10 connect .. 17 resume) when a phase failed and was undone. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
+#include "common/config.h"
 #include "orchestrator/orchestrator.h"
 #include "orchestrator/virt-priv.h"
 
-static void print_progress(OrchPhase phase, const char *message, gpointer opaque)
-{
-    GDateTime *now = g_date_time_new_now_local();
-    g_autofree char *stamp = g_date_time_format(now, "%H:%M:%S.%f");
+enum {
+    EXIT_MIGRATED = 0,
+    EXIT_FAILED = 1,
+    EXIT_USAGE = 2,
+    EXIT_ROLLBACK_FAILED = 3,
+    EXIT_CONFIG = 4,
+    EXIT_PHASE_BASE = 10, /* + OrchPhase: that phase failed and was undone */
+};
+G_STATIC_ASSERT(EXIT_PHASE_BASE + ORCH_PHASE_LAST <= 20);
 
-    g_date_time_unref(now);
-    stamp[12] = '\0'; /* milliseconds */
-    fprintf(stderr, "%s %-9s %s\n", stamp, orch_phase_to_string(phase), message);
+/* ---- progress ------------------------------------------------------------------------------ */
+
+typedef enum {
+    PROGRESS_NONE,
+    PROGRESS_LINES,   /* timestamped lines (not a terminal, or --verbose) */
+    PROGRESS_BAR,     /* one line per phase, redrawn in place (a terminal) */
+    PROGRESS_JOURNAL, /* structured journald entries (stderr is the journal) */
+} ProgressMode;
+
+typedef struct {
+    ProgressMode mode;
+    GMutex lock;
+    int phase;             /* the phase the bar line shows, -1: none */
+    const char *domain;    /* borrowed */
+    char migration_id[37]; /* a UUID for the log entries of this run */
+} Progress;
+
+#define BAR_WIDTH 16
+
+static void progress_bar_draw(Progress *p, OrchPhase phase, const char *message)
+{
+    char bar[BAR_WIDTH + 1];
+    int filled = (int)((phase + 1) * BAR_WIDTH / ORCH_PHASE_LAST);
+
+    for (int i = 0; i < BAR_WIDTH; i++)
+        bar[i] = i < filled ? '#' : '.';
+    bar[BAR_WIDTH] = '\0';
+    if (p->phase >= 0 && p->phase != (int)phase)
+        fputc('\n', stderr); /* keep the finished phase's last line */
+    p->phase = phase;
+    /* \r and "erase line": redraw in place; cut to a typical terminal's width. */
+    fprintf(stderr, "\r\033[K[%s] %d/%d %-9s %.50s", bar, phase + 1, ORCH_PHASE_LAST,
+            orch_phase_to_string(phase), message);
+    fflush(stderr);
 }
+
+static void progress_report(OrchPhase phase, const char *message, gpointer opaque)
+{
+    Progress *p = opaque;
+
+    g_mutex_lock(&p->lock);
+    switch (p->mode) {
+    case PROGRESS_NONE:
+        break;
+    case PROGRESS_BAR:
+        progress_bar_draw(p, phase, message);
+        break;
+    case PROGRESS_LINES: {
+        g_autoptr(GDateTime) now = g_date_time_new_now_local();
+        g_autofree char *stamp = g_date_time_format(now, "%H:%M:%S.%f");
+
+        stamp[12] = '\0'; /* milliseconds */
+        fprintf(stderr, "%s %-9s %s\n", stamp, orch_phase_to_string(phase), message);
+        break;
+    }
+    case PROGRESS_JOURNAL:
+        g_log_structured(G_LOG_DOMAIN, G_LOG_LEVEL_INFO, HM_LOG_FIELD_MIGRATION_ID,
+                         p->migration_id, HM_LOG_FIELD_DOMAIN, p->domain, HM_LOG_FIELD_PHASE,
+                         orch_phase_to_string(phase), "MESSAGE", "%s %s: %s", p->domain,
+                         orch_phase_to_string(phase), message);
+        break;
+    }
+    g_mutex_unlock(&p->lock);
+}
+
+static void progress_end(Progress *p)
+{
+    g_mutex_lock(&p->lock);
+    if (p->mode == PROGRESS_BAR && p->phase >= 0)
+        fputc('\n', stderr);
+    p->phase = -1;
+    g_mutex_unlock(&p->lock);
+}
+
+/* ---- the libvirt adapter ------------------------------------------------------------------- */
 
 /* Opens the libvirt adapter, wrapped in fault injection when HOTMIG_FAULT_INJECT asks. */
 static OrchVirt *open_host(const char *uri, const char *label, gpointer opaque, GError **error)
@@ -30,120 +114,399 @@ static OrchVirt *open_host(const char *uri, const char *label, gpointer opaque, 
     return orch_virt_fault_wrap(virt, spec, error);
 }
 
-static gboolean seconds_to_ms(const char *name, gint seconds, guint *ret_ms, GError **error)
+/* ---- options ------------------------------------------------------------------------------- */
+
+/* The command line as given; -1 / FALSE / NULL: not given (the configuration decides). */
+typedef struct {
+    char *config_path;
+    char *connect;
+    char *migrate_uri;
+    char *agent_channel;
+    char *alias_prefix;
+    char *target_vf;
+    gboolean live, p2p; /* accepted for virsh compatibility: always on */
+    gboolean persistent, undefine_source, no_agent;
+    gboolean postcopy, auto_converge;
+    gboolean timeout_suspend, timeout_postcopy, timeout_abort;
+    gint64 bandwidth;
+    gint parallel, postcopy_after, timeout;
+    gint agent_timeout, prepare_timeout, unplug_timeout, resume_timeout, plug_attempts;
+    gboolean verbose, quiet, json, version;
+    char **args;
+} Cli;
+
+static void cli_clear(Cli *cli)
 {
-    if (seconds < 0)
-        return TRUE; /* not given: keep the default */
-    if (seconds == 0 || seconds > 24 * 3600) {
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
-                    "%s must be between 1 and 86400 seconds, not %d", name, seconds);
-        return FALSE;
-    }
+    g_free(cli->config_path);
+    g_free(cli->connect);
+    g_free(cli->migrate_uri);
+    g_free(cli->agent_channel);
+    g_free(cli->alias_prefix);
+    g_free(cli->target_vf);
+    g_strfreev(cli->args);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Cli, cli_clear)
+
+static gboolean usage_error(GError **error, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static gboolean usage_error(GError **error, const char *fmt, ...)
+{
+    g_autofree char *msg = NULL;
+    va_list ap;
+
+    va_start(ap, fmt);
+    msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_set_error_literal(error, ORCH_ERROR, ORCH_ERROR_INVALID, msg);
+    return FALSE;
+}
+
+/* A count of seconds from the command line (@given, -1 when absent) or the configuration. */
+static gboolean take_seconds(const char *option, gint given, const HmConfig *config,
+                             HmConfigKey key, guint min, guint *ret_ms, GError **error)
+{
+    guint64 seconds = given >= 0 ? (guint64)given : hm_config_get_uint(config, key);
+
+    if (seconds < min || seconds > 24 * 3600)
+        return usage_error(error, "%s must be between %u and 86400 seconds, not %" G_GUINT64_FORMAT,
+                           option, min, seconds);
     *ret_ms = (guint)seconds * 1000;
     return TRUE;
 }
 
+/* Rejects what libvirt and QEMU would refuse, before anything is touched. @opts is complete. */
+static gboolean check_combinations(const OrchOptions *opts, GError **error)
+{
+    if (opts->postcopy_after_ms && !opts->postcopy)
+        return usage_error(error, "--postcopy-after needs --postcopy (or postcopy = true)");
+    if (opts->timeout_action == ORCH_TIMEOUT_POSTCOPY && !opts->postcopy)
+        return usage_error(error, "--timeout-postcopy needs --postcopy (or postcopy = true)");
+    if (opts->postcopy && opts->parallel)
+        return usage_error(error, "--postcopy and --parallel exclude each other: QEMU does not "
+                                  "combine post-copy with parallel (multifd) connections");
+    if (opts->postcopy_after_ms && opts->migrate_timeout_ms &&
+        opts->postcopy_after_ms >= opts->migrate_timeout_ms &&
+        opts->timeout_action != ORCH_TIMEOUT_POSTCOPY)
+        return usage_error(error, "--postcopy-after (%u s) must come before --timeout (%u s)",
+                           opts->postcopy_after_ms / 1000, opts->migrate_timeout_ms / 1000);
+    return TRUE;
+}
+
+/* Fills @opts from the configuration, then the command line on top. */
+static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOptions *opts,
+                              GError **error)
+{
+    const char *connect = cli->connect ? cli->connect
+                                       : hm_config_get_string(config, HM_CONFIG_MIGRATE_CONNECT);
+    gint64 bandwidth = cli->bandwidth >= 0
+                           ? cli->bandwidth
+                           : (gint64)hm_config_get_uint(config, HM_CONFIG_MIGRATE_BANDWIDTH);
+    gint64 parallel = cli->parallel >= 0
+                          ? cli->parallel
+                          : (gint64)hm_config_get_uint(config, HM_CONFIG_MIGRATE_PARALLEL);
+    gint64 plug_attempts =
+        cli->plug_attempts >= 0 ? cli->plug_attempts
+                                : (gint64)hm_config_get_uint(config, HM_CONFIG_MIGRATE_PLUG_ATTEMPTS);
+    const char *action = hm_config_get_string(config, HM_CONFIG_MIGRATE_TIMEOUT_ACTION);
+    int actions = !!cli->timeout_suspend + !!cli->timeout_postcopy + !!cli->timeout_abort;
+
+    if (!cli->args || g_strv_length(cli->args) != 2)
+        return usage_error(error, "expected DOMAIN and DEST_URI (see --help)");
+    opts->domain = g_strdup(cli->args[0]);
+    opts->dest_uri = g_strdup(cli->args[1]);
+    opts->source_uri = *connect ? g_strdup(connect) : NULL;
+    opts->migrate_uri = g_strdup(cli->migrate_uri);
+    opts->target_vf = g_strdup(cli->target_vf);
+    opts->agent_channel = g_strdup(cli->agent_channel ? cli->agent_channel
+                                                      : hm_config_get_string(config, HM_CONFIG_MIGRATE_AGENT_CHANNEL));
+    opts->alias_prefix = g_strdup(cli->alias_prefix ? cli->alias_prefix
+                                                    : hm_config_get_string(config, HM_CONFIG_MIGRATE_VF_ALIAS_PREFIX));
+    opts->no_agent = cli->no_agent;
+    opts->persistent = cli->persistent || hm_config_get_bool(config, HM_CONFIG_MIGRATE_PERSISTENT);
+    opts->undefine_source =
+        cli->undefine_source || hm_config_get_bool(config, HM_CONFIG_MIGRATE_UNDEFINE_SOURCE);
+    opts->postcopy = cli->postcopy || hm_config_get_bool(config, HM_CONFIG_MIGRATE_POSTCOPY);
+    opts->auto_converge =
+        cli->auto_converge || hm_config_get_bool(config, HM_CONFIG_MIGRATE_AUTO_CONVERGE);
+
+    if (bandwidth < 0 || bandwidth > G_MAXUINT32)
+        return usage_error(error, "--bandwidth must be between 0 and %u MiB/s, not %" G_GINT64_FORMAT,
+                           G_MAXUINT32, bandwidth);
+    opts->bandwidth_mib = (guint64)bandwidth;
+    if ((cli->parallel >= 0 && cli->parallel < 1) || parallel > 255)
+        return usage_error(error, "--parallel must be between 1 and 255 connections, not %" G_GINT64_FORMAT,
+                           parallel);
+    opts->parallel = (guint)parallel;
+    if (plug_attempts < 1 || plug_attempts > 100)
+        return usage_error(error, "--plug-attempts must be between 1 and 100, not %" G_GINT64_FORMAT,
+                           plug_attempts);
+    opts->plug_attempts = (guint)plug_attempts;
+
+    if (!take_seconds("--agent-timeout", cli->agent_timeout, config,
+                      HM_CONFIG_MIGRATE_AGENT_TIMEOUT, 1, &opts->agent_timeout_ms, error) ||
+        !take_seconds("--prepare-timeout", cli->prepare_timeout, config,
+                      HM_CONFIG_MIGRATE_PREPARE_TIMEOUT, 1, &opts->prepare_timeout_ms, error) ||
+        !take_seconds("--unplug-timeout", cli->unplug_timeout, config,
+                      HM_CONFIG_MIGRATE_UNPLUG_TIMEOUT, 1, &opts->unplug_timeout_ms, error) ||
+        !take_seconds("--resume-timeout", cli->resume_timeout, config,
+                      HM_CONFIG_MIGRATE_RESUME_TIMEOUT, 1, &opts->resume_timeout_ms, error) ||
+        !take_seconds("--timeout", cli->timeout, config, HM_CONFIG_MIGRATE_TIMEOUT,
+                      cli->timeout >= 0 ? 1 : 0, &opts->migrate_timeout_ms, error) ||
+        !take_seconds("--postcopy-after", cli->postcopy_after, config,
+                      HM_CONFIG_MIGRATE_POSTCOPY_AFTER, cli->postcopy_after >= 0 ? 1 : 0,
+                      &opts->postcopy_after_ms, error))
+        return FALSE;
+
+    if (actions > 1)
+        return usage_error(error,
+                           "--timeout-suspend, --timeout-postcopy and --timeout-abort exclude each other");
+    if (actions && cli->timeout < 0)
+        return usage_error(error, "--timeout-%s needs --timeout",
+                           cli->timeout_suspend ? "suspend" : cli->timeout_postcopy ? "postcopy" : "abort");
+    opts->timeout_action = cli->timeout_suspend    ? ORCH_TIMEOUT_SUSPEND
+                           : cli->timeout_postcopy ? ORCH_TIMEOUT_POSTCOPY
+                           : cli->timeout_abort    ? ORCH_TIMEOUT_ABORT
+                                                   : orch_timeout_action_from_string(action);
+    g_assert((int)opts->timeout_action >= 0); /* the configuration checked the word */
+    return check_combinations(opts, error);
+}
+
+/* ---- config subcommand --------------------------------------------------------------------- */
+
+/* The configuration: --config FILE, else /etc/hotmig/hotmig.conf when it exists, else the
+ * defaults. NULL with @error when the file named or present cannot be used. */
+static HmConfig *config_open(const char *path, GError **error)
+{
+    if (path)
+        return hm_config_load(path, error);
+    if (g_file_test(HM_CONFIG_PATH_DEFAULT, G_FILE_TEST_EXISTS))
+        return hm_config_load(HM_CONFIG_PATH_DEFAULT, error);
+    return hm_config_new();
+}
+
+static int config_main(int argc, char **argv)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(HmConfig) config = NULL;
+    g_autofree char *effective = NULL;
+
+    if (argc == 2 && g_str_equal(argv[1], "sample")) {
+        g_autofree char *sample = hm_config_format_sample();
+
+        fputs(sample, stdout);
+        return EXIT_MIGRATED;
+    }
+    if (argc < 2 || argc > 3 || !g_str_equal(argv[1], "check")) {
+        fprintf(stderr, "usage: migrate-vm config check [FILE]\n"
+                        "       migrate-vm config sample\n");
+        return EXIT_USAGE;
+    }
+    if (argc == 3) {
+        config = hm_config_load(argv[2], &error);
+    } else if (g_file_test(HM_CONFIG_PATH_DEFAULT, G_FILE_TEST_EXISTS)) {
+        config = hm_config_load(HM_CONFIG_PATH_DEFAULT, &error);
+    } else {
+        fprintf(stderr, "migrate-vm: no '%s': the defaults apply\n", HM_CONFIG_PATH_DEFAULT);
+        config = hm_config_new();
+    }
+    if (!config) {
+        fprintf(stderr, "migrate-vm: %s\n", error->message);
+        return EXIT_CONFIG;
+    }
+    /* The combinations libvirt refuses, as a migration would find them. */
+    {
+        g_auto(Cli) cli = {.bandwidth = -1, .parallel = -1, .postcopy_after = -1, .timeout = -1,
+                           .agent_timeout = -1, .prepare_timeout = -1, .unplug_timeout = -1,
+                           .resume_timeout = -1, .plug_attempts = -1};
+        g_auto(OrchOptions) opts;
+
+        orch_options_init(&opts);
+        cli.args = g_strsplit("DOMAIN DEST_URI", " ", -1);
+        if (!options_build(&cli, config, &opts, &error)) {
+            fprintf(stderr, "migrate-vm: %s: %s\n",
+                    hm_config_get_path(config) ? hm_config_get_path(config) : "defaults",
+                    error->message);
+            return EXIT_CONFIG;
+        }
+    }
+    effective = hm_config_format_effective(config);
+    fputs(effective, stdout);
+    if (hm_config_get_path(config))
+        fprintf(stderr, "migrate-vm: '%s' is valid\n", hm_config_get_path(config));
+    return EXIT_MIGRATED;
+}
+
+/* ---- main ---------------------------------------------------------------------------------- */
+
+static const char help_description[] =
+    "Subcommands:\n"
+    "  migrate-vm config check [FILE]   check a configuration file (default " HM_CONFIG_PATH_DEFAULT ")\n"
+    "  migrate-vm config sample         print the commented sample configuration\n"
+    "\n"
+    "Values not given on the command line come from the configuration file.\n"
+    "\n"
+    "Exit status:\n"
+    "  0   migrated: the domain runs on the destination with its VFs, processes resumed\n"
+    "  1   failed for another reason (see the message)\n"
+    "  2   bad usage: options, arguments, or a combination libvirt refuses; nothing was done\n"
+    "  3   a phase failed and undoing it failed too: the report says what the domain lacks\n"
+    "  4   the configuration file is unreadable or invalid; nothing was done\n"
+    "  10  connect failed (a host, or the domain on the source); nothing was done\n"
+    "  11  inspect failed (the domain XML)          12  target-vf: no VF on the destination\n"
+    "  13  prepare: the agent did not quiesce        14  unplug: the guest kept the VF\n"
+    "  15  migrate: libvirt failed (or --timeout-abort)\n"
+    "  16  plug: the destination refused the VF (the domain was migrated back)\n"
+    "  17  resume: the agent did not resume the processes\n"
+    "  Codes 10-17: the phase failed and was undone; the domain runs where it did.\n"
+    "\n"
+    "Example:\n"
+    "  migrate-vm --connect qemu+tcp://hostA/system vm7 qemu+tcp://hostB/system --verbose\n"
+    "\n"
+    "See migrate-vm(1).";
+
 int main(int argc, char **argv)
 {
     g_auto(OrchOptions) opts;
+    g_auto(Cli) cli = {.bandwidth = -1, .parallel = -1, .postcopy_after = -1, .timeout = -1,
+                       .agent_timeout = -1, .prepare_timeout = -1, .unplug_timeout = -1,
+                       .resume_timeout = -1, .plug_attempts = -1};
     g_autoptr(GOptionContext) ctx = NULL;
     g_autoptr(GError) error = NULL;
     g_autoptr(OrchReport) report = NULL;
-    g_auto(GStrv) args = NULL;
-    gboolean verbose = FALSE;
-    gboolean json = FALSE;
-    gint agent_timeout = -1;
-    gint prepare_timeout = -1;
-    gint unplug_timeout = -1;
-    gint resume_timeout = -1;
-    gint plug_attempts = -1;
-    gint64 bandwidth = 0;
+    g_autoptr(HmConfig) config = NULL;
+    Progress progress = {.phase = -1};
     gboolean ok;
+
+    if (argc > 1 && g_str_equal(argv[1], "config"))
+        return config_main(argc - 1, argv + 1);
 
     orch_options_init(&opts);
     {
         GOptionEntry entries[] = {
-            {"connect", 'c', 0, G_OPTION_ARG_STRING, &opts.source_uri,
-             "Source hypervisor connection URI (default: libvirt's default URI)", "URI"},
-            {"migrateuri", 0, 0, G_OPTION_ARG_STRING, &opts.migrate_uri,
-             "Hypervisor migration data URI, e.g. tcp://10.0.0.2:49152", "URI"},
-            {"bandwidth", 0, 0, G_OPTION_ARG_INT64, &bandwidth,
-             "Migration bandwidth limit in MiB/s", "MIB"},
-            {"persistent", 0, 0, G_OPTION_ARG_NONE, &opts.persistent,
+            /* virsh migrate's options, in its order */
+            {"live", 0, 0, G_OPTION_ARG_NONE, &cli.live,
+             "Live migration (always: the guest keeps running)", NULL},
+            {"p2p", 0, 0, G_OPTION_ARG_NONE, &cli.p2p,
+             "Peer-to-peer migration (always: the source libvirtd talks to the destination)",
+             NULL},
+            {"persistent", 0, 0, G_OPTION_ARG_NONE, &cli.persistent,
              "Persist the domain on the destination", NULL},
-            {"undefinesource", 0, 0, G_OPTION_ARG_NONE, &opts.undefine_source,
-             "Undefine the domain on the source after migrating", NULL},
-            {"no-agent", 0, 0, G_OPTION_ARG_NONE, &opts.no_agent,
+            {"undefinesource", 0, 0, G_OPTION_ARG_NONE, &cli.undefine_source,
+             "Undefine the domain on the source once migrated", NULL},
+            {"auto-converge", 0, 0, G_OPTION_ARG_NONE, &cli.auto_converge,
+             "Throttle the guest's vCPUs when the copy does not converge", NULL},
+            {"postcopy", 0, 0, G_OPTION_ARG_NONE, &cli.postcopy,
+             "Allow post-copy (then see --postcopy-after, --timeout-postcopy); a failure after "
+             "the switch cannot be undone",
+             NULL},
+            {"postcopy-after", 0, 0, G_OPTION_ARG_INT, &cli.postcopy_after,
+             "Switch to post-copy after SEC seconds of pre-copy (needs --postcopy)", "SEC"},
+            {"connect", 'c', 0, G_OPTION_ARG_STRING, &cli.connect,
+             "Source hypervisor connection URI (default: config 'connect', else libvirt's)",
+             "URI"},
+            {"migrateuri", 0, 0, G_OPTION_ARG_STRING, &cli.migrate_uri,
+             "Hypervisor migration data URI, e.g. tcp://10.0.0.2:49152", "URI"},
+            {"bandwidth", 0, 0, G_OPTION_ARG_INT64, &cli.bandwidth,
+             "Migration bandwidth limit in MiB/s (0: unlimited)", "MIB"},
+            {"parallel", 0, 0, G_OPTION_ARG_INT, &cli.parallel,
+             "Migrate over N parallel connections (QEMU multifd, 1-255)", "N"},
+            {"timeout", 0, 0, G_OPTION_ARG_INT, &cli.timeout,
+             "When the memory copy takes longer than SEC seconds, take the timeout action "
+             "(default: suspend the guest, as virsh)",
+             "SEC"},
+            {"timeout-suspend", 0, 0, G_OPTION_ARG_NONE, &cli.timeout_suspend,
+             "On --timeout pause the guest so the copy completes (it resumes on the destination)",
+             NULL},
+            {"timeout-postcopy", 0, 0, G_OPTION_ARG_NONE, &cli.timeout_postcopy,
+             "On --timeout switch to post-copy (needs --postcopy)", NULL},
+            {"timeout-abort", 0, 0, G_OPTION_ARG_NONE, &cli.timeout_abort,
+             "On --timeout abort the migration and undo: the domain stays on the source", NULL},
+            {"verbose", 'v', 0, G_OPTION_ARG_NONE, &cli.verbose,
+             "Print progress on stderr (a bar on a terminal, timestamped lines otherwise)", NULL},
+            /* hotmig's own */
+            {"no-agent", 0, 0, G_OPTION_ARG_NONE, &cli.no_agent,
              "Do not ask the guest agent to quiesce and resume (RDMA users see the VF vanish)",
              NULL},
-            {"agent-channel", 0, 0, G_OPTION_ARG_STRING, &opts.agent_channel,
+            {"agent-channel", 0, 0, G_OPTION_ARG_STRING, &cli.agent_channel,
              "Name of the guest agent's virtio-serial channel (default org.hotmig.agent.0)",
              "NAME"},
-            {"target-vf", 0, 0, G_OPTION_ARG_STRING, &opts.target_vf,
+            {"target-vf", 0, 0, G_OPTION_ARG_STRING, &cli.target_vf,
              "Destination VF to plug (PCI address), instead of choosing a free one", "ADDR"},
-            {"vf-alias-prefix", 0, 0, G_OPTION_ARG_STRING, &opts.alias_prefix,
+            {"vf-alias-prefix", 0, 0, G_OPTION_ARG_STRING, &cli.alias_prefix,
              "Treat NICs whose alias has this prefix as VFs (the lab's stand-ins; default ua-hmvf)",
              "PREFIX"},
-            {"agent-timeout", 0, 0, G_OPTION_ARG_INT, &agent_timeout,
+            {"agent-timeout", 0, 0, G_OPTION_ARG_INT, &cli.agent_timeout,
              "Seconds the agent has to answer the handshake (default 5)", "SEC"},
-            {"prepare-timeout", 0, 0, G_OPTION_ARG_INT, &prepare_timeout,
+            {"prepare-timeout", 0, 0, G_OPTION_ARG_INT, &cli.prepare_timeout,
              "Seconds processes have to quiesce (default 30)", "SEC"},
-            {"unplug-timeout", 0, 0, G_OPTION_ARG_INT, &unplug_timeout,
+            {"unplug-timeout", 0, 0, G_OPTION_ARG_INT, &cli.unplug_timeout,
              "Seconds the guest has to release a VF (default 30)", "SEC"},
-            {"resume-timeout", 0, 0, G_OPTION_ARG_INT, &resume_timeout,
+            {"resume-timeout", 0, 0, G_OPTION_ARG_INT, &cli.resume_timeout,
              "Seconds to wait for the new RDMA device and the processes (default 60)", "SEC"},
-            {"plug-attempts", 0, 0, G_OPTION_ARG_INT, &plug_attempts,
+            {"plug-attempts", 0, 0, G_OPTION_ARG_INT, &cli.plug_attempts,
              "Tries to plug a VF on the destination before migrating back (default 2)", "N"},
-            {"verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose, "Print progress on stderr", NULL},
-            {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print the report as JSON", NULL},
-            {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &args, NULL,
+            {"config", 0, 0, G_OPTION_ARG_FILENAME, &cli.config_path,
+             "Configuration file (default " HM_CONFIG_PATH_DEFAULT " when it exists)", "FILE"},
+            {"quiet", 'q', 0, G_OPTION_ARG_NONE, &cli.quiet,
+             "No progress, not even the bar on a terminal", NULL},
+            {"json", 0, 0, G_OPTION_ARG_NONE, &cli.json,
+             "Print the report as JSON on stdout (for scripts)", NULL},
+            {"version", 'V', 0, G_OPTION_ARG_NONE, &cli.version, "Print the version and exit",
+             NULL},
+            {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &cli.args, NULL,
              "DOMAIN DEST_URI"},
             {NULL},
         };
 
-        ctx = g_option_context_new("- live-migrate a domain that holds VFs");
+        ctx = g_option_context_new("DOMAIN DEST_URI - live-migrate a domain that holds VFs");
         g_option_context_set_summary(
             ctx, "Quiesces the guest's RDMA users through the hotmig agent, unplugs the domain's\n"
                  "SR-IOV VFs, live-migrates it (peer-to-peer) and plugs VFs on the destination.\n"
                  "A failed phase is undone: the domain stays on the source with its VFs.");
+        g_option_context_set_description(ctx, help_description);
         g_option_context_add_main_entries(ctx, entries, NULL);
         if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
             fprintf(stderr, "migrate-vm: %s\n", error->message);
-            return 2;
+            return EXIT_USAGE;
         }
     }
-    hm_log_setup("migrate-vm", verbose);
-    if (!args || g_strv_length(args) != 2) {
-        fprintf(stderr, "migrate-vm: expected DOMAIN and DEST_URI (see --help)\n");
-        return 2;
+    if (cli.version) {
+        printf("migrate-vm %s\n", HOTMIG_VERSION);
+        return EXIT_MIGRATED;
     }
-    opts.domain = g_strdup(args[0]);
-    opts.dest_uri = g_strdup(args[1]);
-    if (bandwidth < 0) {
-        fprintf(stderr, "migrate-vm: --bandwidth must not be negative, not %" G_GINT64_FORMAT "\n",
-                bandwidth);
-        return 2;
-    }
-    opts.bandwidth_mib = (guint64)bandwidth;
-    if (!seconds_to_ms("--agent-timeout", agent_timeout, &opts.agent_timeout_ms, &error) ||
-        !seconds_to_ms("--prepare-timeout", prepare_timeout, &opts.prepare_timeout_ms, &error) ||
-        !seconds_to_ms("--unplug-timeout", unplug_timeout, &opts.unplug_timeout_ms, &error) ||
-        !seconds_to_ms("--resume-timeout", resume_timeout, &opts.resume_timeout_ms, &error)) {
+    hm_log_setup("migrate-vm", cli.verbose);
+    config = config_open(cli.config_path, &error);
+    if (!config) {
         fprintf(stderr, "migrate-vm: %s\n", error->message);
-        return 2;
+        return EXIT_CONFIG;
     }
-    if (plug_attempts == 0 || plug_attempts > 100) {
-        fprintf(stderr, "migrate-vm: --plug-attempts must be between 1 and 100, not %d\n",
-                plug_attempts);
-        return 2;
+    if (!options_build(&cli, config, &opts, &error)) {
+        fprintf(stderr, "migrate-vm: %s\n", error->message);
+        return EXIT_USAGE;
     }
-    if (plug_attempts > 0)
-        opts.plug_attempts = (guint)plug_attempts;
-    if (verbose)
-        opts.progress = print_progress;
+
+    g_mutex_init(&progress.lock);
+    progress.domain = opts.domain;
+    {
+        g_autofree char *id = g_uuid_string_random();
+
+        g_strlcpy(progress.migration_id, id, sizeof(progress.migration_id));
+    }
+    if (g_log_writer_is_journald(fileno(stderr)))
+        progress.mode = PROGRESS_JOURNAL;
+    else if (cli.quiet)
+        progress.mode = PROGRESS_NONE;
+    else if (isatty(fileno(stderr)) && g_getenv("TERM") && !g_str_equal(g_getenv("TERM"), "dumb"))
+        progress.mode = PROGRESS_BAR;
+    else if (cli.verbose)
+        progress.mode = PROGRESS_LINES;
+    if (progress.mode != PROGRESS_NONE) {
+        opts.progress = progress_report;
+        opts.progress_opaque = &progress;
+    }
 
     ok = orch_migrate(&opts, open_host, NULL, &report, &error);
-    if (json) {
+    progress_end(&progress);
+    if (cli.json) {
         g_autofree char *out = orch_report_format_json(report, TRUE);
         printf("%s\n", out);
     } else if (ok || report->phases[ORCH_PHASE_CONNECT].status == ORCH_STATUS_OK) {
@@ -152,12 +515,23 @@ int main(int argc, char **argv)
         fputs(out, stdout);
     }
     fflush(stdout);
-    if (!ok) {
+    if (ok)
+        return EXIT_MIGRATED;
+
+    if (progress.mode == PROGRESS_JOURNAL)
+        g_log_structured(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, HM_LOG_FIELD_MIGRATION_ID,
+                         progress.migration_id, HM_LOG_FIELD_DOMAIN, opts.domain,
+                         HM_LOG_FIELD_PHASE, orch_phase_to_string(report->failed_phase),
+                         "MESSAGE", "error: %s", error->message);
+    else
         fprintf(stderr, "migrate-vm: error: %s\n", error->message);
-        if (g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID) &&
-            report->phases[ORCH_PHASE_CONNECT].status != ORCH_STATUS_OK)
-            return 2;
-        return g_error_matches(error, ORCH_ERROR, ORCH_ERROR_ROLLBACK) ? 3 : 1;
-    }
-    return 0;
+    if (g_error_matches(error, ORCH_ERROR, ORCH_ERROR_ROLLBACK))
+        return EXIT_ROLLBACK_FAILED;
+    if (g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID) &&
+        report->phases[ORCH_PHASE_CONNECT].status != ORCH_STATUS_OK)
+        return EXIT_USAGE;
+    if (report->failed_phase < ORCH_PHASE_LAST &&
+        report->phases[report->failed_phase].status == ORCH_STATUS_FAILED)
+        return EXIT_PHASE_BASE + report->failed_phase;
+    return EXIT_FAILED;
 }

@@ -9,6 +9,9 @@ migrate_vm="$build/orchestrator/migrate-vm"
 A=$("$lab" uri A)
 B=$("$lab" uri B)
 guests=()
+# Each test keeps its migration journals to itself.
+HOTMIG_STATE_DIR=$(mktemp -d /tmp/hotmig-e2e-state.XXXXXX)
+export HOTMIG_STATE_DIR
 
 log() {
     echo "[$(date +%T)] $*" >&2
@@ -24,6 +27,7 @@ fail() {
 }
 
 cleanup() {
+    rm -rf "$HOTMIG_STATE_DIR"
     for g in "${guests[@]}"; do
         for uri in "$A" "$B"; do
             virsh -q -c "$uri" destroy "$g" >/dev/null 2>&1 || true

@@ -1,0 +1,66 @@
+#!/bin/bash
+# migrate-vm is killed with SIGKILL in each phase in turn while the RDMA ping-pong runs; then
+# 'migrate-vm --recover' must leave the guest running on exactly one host with its VF, the
+# workload resumed, and a second recovery must find nothing to do. At the end the workload
+# has lost and corrupted nothing and resumed traffic after every interruption.
+source "$(dirname "$0")/lib.sh"
+c=kw-c
+s=kw-s
+tmp=$(mktemp -d)
+trap 'cleanup; rm -rf "$tmp"' EXIT
+phases=(prepare unplug migrate plug resume)
+
+start_pair "$c" "$s" lazy 0 "--max-seconds 170"
+
+uri_of() {
+    if [ "$1" = A ]; then echo "$A"; else echo "$B"; fi
+}
+
+for phase in "${phases[@]}"; do
+    here=$("$lab" where "$c")
+    there=A
+    [ "$here" = A ] && there=B
+    resumed_before=$(grep -ac 'HMWL .*"event":"resumed"' "$("$lab" console "$c")" || true)
+    log "kill -9 in phase '$phase' ($here -> $there)"
+    "$migrate_vm" --connect "$(uri_of "$here")" "$c" "$(uri_of "$there")" --verbose \
+        >"$tmp/out" 2>"$tmp/err.$phase" &
+    pid=$!
+    if ! timeout 120 bash -c "until grep -q ' $phase *started' '$tmp/err.$phase'; do sleep 0.05; done"; then
+        cat "$tmp/err.$phase" >&2
+        fail "migrate-vm never reached phase '$phase'"
+    fi
+    kill -9 "$pid"
+    wait "$pid" 2>/dev/null || true
+    tail -n 3 "$tmp/err.$phase" >&2
+
+    if ! "$migrate_vm" --recover "$c" --json >"$tmp/rec.$phase.json" 2>"$tmp/rec.err"; then
+        cat "$tmp/rec.$phase.json" "$tmp/rec.err" >&2
+        fail "recovery after a kill in '$phase' failed"
+    fi
+    jq -c '.[] | {outcome, final_host, vfs_attached, actions: [.actions[] | "\(.action):\(.ok)"]}' \
+        "$tmp/rec.$phase.json" >&2
+    jq -e '.[0].outcome == "finished" or .[0].outcome == "rolled back" or .[0].outcome == "nothing to do"' \
+        "$tmp/rec.$phase.json" >/dev/null || fail "unexpected recovery outcome after '$phase'"
+    now=$("$lab" where "$c") || fail "$c runs nowhere after recovering '$phase'"
+    [ "$now" = A ] || [ "$now" = B ] || fail "$c is not on exactly one host: '$now'"
+    has_vf "$c" "$(uri_of "$now")" || fail "$c has no VF on $now after recovering '$phase'"
+    # A second recovery changes nothing.
+    "$migrate_vm" --recover "$c" --json >"$tmp/rec2.json" || fail "second recovery failed"
+    jq -e '.[0].outcome == "nothing to do"' "$tmp/rec2.json" >/dev/null ||
+        fail "second recovery after '$phase' did something: $(cat "$tmp/rec2.json")"
+    # If the agent was asked to quiesce, the workload must be running again.
+    if jq -e '[.[0].actions[] | select(.action == "agent-resume")] | length > 0' \
+        "$tmp/rec.$phase.json" >/dev/null; then
+        timeout 60 bash -c "until [ \$(grep -ac 'HMWL .*\"event\":\"resumed\"' '$("$lab" console "$c")') -gt $resumed_before ]; do sleep 0.2; done" ||
+            fail "workload did not resume after recovering '$phase'"
+    fi
+    log "phase '$phase': recovered, $c on $now with its VF"
+done
+
+result=$(result_of "$c")
+echo "client result: $result" >&2
+echo "$result" | jq -e '.lost == 0 and .corrupt == 0' >/dev/null || fail "messages lost or corrupt: $result"
+echo "$result" | jq -e '[.cycles[].delivered_after > 0] | all' >/dev/null ||
+    fail "traffic did not resume after every interruption: $result"
+echo "$result" | jq -e '.ok' >/dev/null || fail "workload not ok: $result"
+log "ok: $(echo "$result" | jq -c '{sent,received,lost,corrupt,cycles: (.cycles | length)}')"
