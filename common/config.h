@@ -1,0 +1,85 @@
+/* hm-common: /etc/hotmig/hotmig.conf, a GKeyFile with a fixed schema.
+ *
+ * Every key is declared once, in config.c, with its type, range, default and one line of
+ * documentation; the commented sample (etc/hotmig.conf.sample) is generated from that table
+ * and a test keeps the two equal. A file is checked strictly: a syntax error, an unknown group
+ * or key, a key set twice and a value out of range are errors naming FILE:LINE and the key. */
+#pragma once
+
+#include <glib.h>
+
+#include "common/common.h"
+
+G_BEGIN_DECLS
+
+#define HM_CONFIG_PATH_DEFAULT "/etc/hotmig/hotmig.conf"
+#define HM_CONFIG_MAX_BYTES (64 * 1024)
+
+/* The keys, in the order of the sample file. */
+typedef enum {
+    HM_CONFIG_MIGRATE_CONNECT,
+    HM_CONFIG_MIGRATE_AGENT_CHANNEL,
+    HM_CONFIG_MIGRATE_VF_ALIAS_PREFIX,
+    HM_CONFIG_MIGRATE_AGENT_TIMEOUT,
+    HM_CONFIG_MIGRATE_PREPARE_TIMEOUT,
+    HM_CONFIG_MIGRATE_UNPLUG_TIMEOUT,
+    HM_CONFIG_MIGRATE_RESUME_TIMEOUT,
+    HM_CONFIG_MIGRATE_PLUG_ATTEMPTS,
+    HM_CONFIG_MIGRATE_PERSISTENT,
+    HM_CONFIG_MIGRATE_UNDEFINE_SOURCE,
+    HM_CONFIG_MIGRATE_BANDWIDTH,
+    HM_CONFIG_MIGRATE_PARALLEL,
+    HM_CONFIG_MIGRATE_AUTO_CONVERGE,
+    HM_CONFIG_MIGRATE_POSTCOPY,
+    HM_CONFIG_MIGRATE_POSTCOPY_AFTER,
+    HM_CONFIG_MIGRATE_TIMEOUT,
+    HM_CONFIG_MIGRATE_TIMEOUT_ACTION,
+    HM_CONFIG_KEY_LAST,
+} HmConfigKey;
+
+typedef enum {
+    HM_CONFIG_TYPE_STRING,
+    HM_CONFIG_TYPE_UINT,
+    HM_CONFIG_TYPE_BOOL,
+    HM_CONFIG_TYPE_ENUM, /* one of a fixed list of words; read with hm_config_get_string() */
+    HM_CONFIG_TYPE_LAST,
+} HmConfigType;
+
+typedef struct HmConfig HmConfig;
+
+/* A configuration holding every default (no file). Never NULL. */
+HmConfig *hm_config_new(void);
+
+/* Reads and checks @path (at most HM_CONFIG_MAX_BYTES). Owned result, NULL with @error
+ * (HM_COMMON_ERROR_INVALID, _TOO_LARGE or _IO) naming "PATH:LINE" and the key. */
+HmConfig *hm_config_load(const char *path, GError **error);
+
+/* The same for @len bytes of @data; @name stands for the file in messages. */
+HmConfig *hm_config_load_data(const char *data, gsize len, const char *name, GError **error);
+
+void hm_config_free(HmConfig *config);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(HmConfig, hm_config_free)
+
+/* Values: the file's, or the default. The getter must match the key's type (g_return). */
+const char *hm_config_get_string(const HmConfig *config, HmConfigKey key); /* borrowed */
+guint64 hm_config_get_uint(const HmConfig *config, HmConfigKey key);
+gboolean hm_config_get_bool(const HmConfig *config, HmConfigKey key);
+
+/* The line of the file that set @key, 0 when it holds the default. */
+guint hm_config_get_line(const HmConfig *config, HmConfigKey key);
+/* The file read, or NULL for hm_config_new() (borrowed). */
+const char *hm_config_get_path(const HmConfig *config);
+
+/* About the schema. */
+const char *hm_config_key_group(HmConfigKey key);
+const char *hm_config_key_name(HmConfigKey key);
+HmConfigType hm_config_key_type(HmConfigKey key);
+
+/* "[group] key = value  # FILE:LINE | default" for every key, one per line (owned). */
+char *hm_config_format_effective(const HmConfig *config);
+
+/* The commented sample file: every key with its documentation and its default, commented
+ * out (owned). */
+char *hm_config_format_sample(void);
+
+G_END_DECLS
