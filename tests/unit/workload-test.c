@@ -316,6 +316,13 @@ static void test_args_defaults_and_all(void **state)
     assert_int_equal(a.tail, 3);
     assert_int_equal(a.max_seconds, 600);
     assert_int_equal(a.no_agent, 0);
+    assert_int_equal(a.fallback, WL_FALLBACK_NONE);
+
+    assert_int_equal(parse(&a, err, sizeof(err), "--role,server,--fallback,tcp", NULL), 0);
+    assert_int_equal(a.fallback, WL_FALLBACK_TCP);
+    assert_string_equal(wl_fallback_to_string(a.fallback), "tcp");
+    assert_int_equal(parse(&a, err, sizeof(err), "--role", "server", "--fallback=none", NULL), 0);
+    assert_int_equal(a.fallback, WL_FALLBACK_NONE);
 
     assert_int_equal(parse(&a, err, sizeof(err), "--role", "client", "--peer", "198.51.100.2",
                            "--port", "9000", "--mode", "threaded", "--size", "64", "--cycles", "2",
@@ -392,6 +399,13 @@ static void test_args_rejects_bad(void **state)
         parse(&a, err, sizeof(err), "--role", "client", "--peer", "server.example", NULL), 0);
     assert_int_not_equal(
         parse(&a, err, sizeof(err), "--role", "client", "--peer", "1.2.3.4.5", NULL), 0);
+    assert_int_not_equal(parse(&a, err, sizeof(err), "--role", "server", "--fallback", "udp", NULL),
+                         0);
+    assert_non_null(strstr(err, "'udp'"));
+    assert_int_not_equal(parse(&a, err, sizeof(err), "--role", "server", "--fallback", "tcp",
+                               "--port", "65535", NULL),
+                         0);
+    assert_non_null(strstr(err, "port + 1"));
     assert_int_not_equal(parse(&a, err, sizeof(err), "--role", "server", "--bogus", "1", NULL), 0);
     assert_non_null(strstr(err, "--bogus"));
     assert_int_not_equal(parse(&a, err, sizeof(err), "--role", "server", "stray", NULL), 0);

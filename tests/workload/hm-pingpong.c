@@ -21,6 +21,15 @@
  * retransmits the message in flight after every reconnection; the server echoes a
  * retransmitted message again and counts it as a duplicate.
  *
+ * TCP fallback (--fallback tcp on both sides): a second TCP connection (to port + 1, over the
+ * control NIC, which is never unplugged) carries the same messages while the RDMA link is
+ * down. The client decides the path: RDMA while the link is up; TCP once its QP is gone (after
+ * PAUSED, or at once when the peer pauses) or never connected; back to RDMA when the link is up
+ * again and the TCP message in flight has been echoed, so no echo can arrive on a path the
+ * client has left. The server echoes each message on the path it came in on. The message in
+ * flight when the QP went away is retransmitted on TCP (a duplicate for the server if it had
+ * arrived). The blackout is the longest gap between two delivered echoes, on any path.
+ *
  * Everything runs on the main thread around one poll(): control socket, completion
  * channel, async event fd, and the libhotmig fd (lazy) or a wake-up eventfd (threaded:
  * libhotmig's thread hands the request over and waits for the main thread to do it).
@@ -68,6 +77,7 @@ typedef struct {
     char device[WL_DEV_NAME_MAX]; /* the migrated side's device after the resume */
     uint64_t epoch;               /* link epoch of the reconnection; 0 = not yet */
     uint64_t delivered_after;
+    uint64_t delivered_tcp; /* delivered over the TCP fallback while the cycle ran */
     int64_t t_pause;
     int64_t t_resume; /* resume request (local) or first QP from the peer (peer) */
 } WlCycle;
@@ -106,6 +116,17 @@ typedef struct {
 
     WlCycle *cycles;
     size_t ncycles, cycles_cap;
+    uint64_t qp_gen; /* bumped whenever our QP is destroyed */
+
+    /* TCP fallback */
+    int fb_listen_fd;
+    int fb_fd;
+    uint8_t *fb_rx, *fb_tx;
+    size_t fb_rx_len;
+    int fb_pending;      /* client: a message is in flight on TCP */
+    int inflight_on_tcp; /* client: the message in flight was last sent on TCP */
+    uint64_t inflight_qp_gen;
+    uint64_t tcp_sent, tcp_delivered;
 
     /* data */
     int send_posted;
@@ -142,6 +163,7 @@ typedef struct {
 } App;
 
 static void advance(App *app);
+static void client_kick(App *app);
 static int loop_once(App *app, int64_t max_wait_ms, int top);
 
 /* ---- utilities ---------------------------------------------------------------------------- */
@@ -310,6 +332,9 @@ static void cycles_count_delivery(App *app)
  * valid: only a PAUSE (sent or received) makes it stale. */
 static void verbs_down(App *app)
 {
+    if (app->v) {
+        app->qp_gen++;
+    }
     wl_verbs_close(app->v);
     app->v = NULL;
     app->send_posted = 0;
@@ -325,6 +350,7 @@ static void pause_start(App *app, WlPauseKind kind)
 {
     verbs_down(app);
     app->have_peer_qp = 0;
+    client_kick(app);
     if (ctl_up(app)) {
         WlCtlMsg m = {.type = WL_CTL_PAUSE};
         m.u.pause.cycle = app->ncycles;
@@ -392,14 +418,83 @@ static void verbs_error(App *app, const char *what)
 
 /* ---- data path ---------------------------------------------------------------------------- */
 
-/* Client: (re)send the message in flight, or the next one. */
-static void client_kick(App *app)
+static void fb_close(App *app)
 {
-    if (!app->connected || app->send_posted || !app->v) {
+    if (app->fb_fd >= 0 && close(app->fb_fd) < 0) {
+        wl_log("closing the fallback connection: %s", strerror(errno));
+    }
+    app->fb_fd = -1;
+    app->fb_rx_len = 0;
+    app->fb_pending = 0;
+}
+
+/* Sends one whole message on the fallback connection (one message in flight: the socket
+ * buffer takes it at once; SO_SNDTIMEO bounds the rest). */
+static int fb_send(App *app, const uint8_t *buf, size_t len)
+{
+    size_t off = 0;
+
+    while (off < len) {
+        ssize_t w = send(app->fb_fd, buf + off, len - off, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w < 0) {
+            return -errno;
+        }
+        off += (size_t)w;
+    }
+    return 0;
+}
+
+/* Client: the message in flight was posted on a QP that still exists: its echo may come. */
+static int inflight_on_live_qp(const App *app)
+{
+    return app->inflight && !app->inflight_on_tcp && app->v && app->inflight_qp_gen == app->qp_gen;
+}
+
+/* Client: (re)send the message in flight, or the next one, on the TCP fallback. */
+static void client_kick_tcp(App *app)
+{
+    int r;
+
+    if (app->fb_fd < 0 || app->fb_pending || inflight_on_live_qp(app)) {
         return;
     }
     if (app->inflight) {
-        if (app->inflight_epoch == app->epoch) {
+        app->retransmits++;
+    } else {
+        if (app->stopping) {
+            return;
+        }
+        app->inflight_seq = app->next_seq++;
+        app->inflight = 1;
+        app->sent++;
+    }
+    wl_msg_encode(app->fb_tx, app->args.size, app->inflight_seq);
+    r = fb_send(app, app->fb_tx, app->args.size);
+    if (r < 0) {
+        fail(app, "sending on the fallback connection: %s", strerror(-r));
+        fb_close(app);
+        return;
+    }
+    app->inflight_on_tcp = 1;
+    app->fb_pending = 1;
+    app->tcp_sent++;
+}
+
+/* Client: (re)send the message in flight, or the next one. */
+static void client_kick(App *app)
+{
+    if (app->args.role != WL_ROLE_CLIENT || app->send_posted || app->fb_pending) {
+        return; /* one message in flight, on one path */
+    }
+    if (!app->connected || !app->v) {
+        client_kick_tcp(app);
+        return;
+    }
+    if (app->inflight) {
+        if (!app->inflight_on_tcp && app->inflight_epoch == app->epoch) {
             return; /* posted on this connection, its echo is still to come */
         }
         app->retransmits++;
@@ -417,6 +512,8 @@ static void client_kick(App *app)
         return;
     }
     app->inflight_epoch = app->epoch;
+    app->inflight_on_tcp = 0;
+    app->inflight_qp_gen = app->qp_gen;
     app->send_posted = 1;
 }
 
@@ -435,9 +532,9 @@ static void server_echo(App *app)
     app->send_posted = 1;
 }
 
-static void on_recv_client(App *app, uint32_t len)
+/* Client: an echo arrived (on RDMA or, @via_tcp, on the fallback connection). */
+static void client_account(App *app, const uint8_t *buf, size_t len, int via_tcp)
 {
-    const uint8_t *buf = wl_verbs_recv_buf(app->v);
     uint64_t seq = 0;
     int64_t now = now_ms();
     WlMsgStatus st;
@@ -452,17 +549,29 @@ static void on_recv_client(App *app, uint32_t len)
         app->inflight = 0;
         if (st != WL_MSG_OK) {
             app->corrupt++;
-            wl_log("echo of message %" PRIu64 " is corrupt: %s (seq %" PRIu64 ", %u bytes)",
+            wl_log("echo of message %" PRIu64 " is corrupt: %s (seq %" PRIu64 ", %zu bytes)",
                    app->inflight_seq, wl_msg_status_to_string(st), seq, len);
         } else {
             app->received++;
-            cycles_count_delivery(app);
+            if (via_tcp) {
+                app->tcp_delivered++;
+                if (app->ncycles > 0 && app->cycles[app->ncycles - 1].epoch == 0) {
+                    app->cycles[app->ncycles - 1].delivered_tcp++;
+                }
+            } else {
+                cycles_count_delivery(app);
+            }
         }
         if (app->last_echo != 0 && now - app->last_echo > app->longest_gap) {
             app->longest_gap = now - app->last_echo;
         }
         app->last_echo = now;
     }
+}
+
+static void on_recv_client(App *app, uint32_t len)
+{
+    client_account(app, wl_verbs_recv_buf(app->v), len, 0);
     if (wl_verbs_post_recv(app->v) < 0) {
         verbs_error(app, "posting a receive failed");
         return;
@@ -470,28 +579,40 @@ static void on_recv_client(App *app, uint32_t len)
     client_kick(app);
 }
 
-static void on_recv_server(App *app, uint32_t len)
+/* Server: a message arrived (on RDMA or, @via_tcp, on the fallback connection). */
+static void server_account(App *app, const uint8_t *buf, size_t len, int via_tcp)
 {
-    const uint8_t *buf = wl_verbs_recv_buf(app->v);
     uint64_t seq = 0;
     WlMsgStatus st = wl_msg_verify(buf, len, app->args.size, NULL, &seq);
 
     if (st != WL_MSG_OK) {
         app->corrupt++;
-        wl_log("message (seq %" PRIu64 ", %u bytes) is corrupt: %s", seq, len,
+        wl_log("message (seq %" PRIu64 ", %zu bytes) is corrupt: %s", seq, len,
                wl_msg_status_to_string(st));
     } else if (!app->have_last || seq == app->last_seq + 1) {
         app->received++;
         app->have_last = 1;
         app->last_seq = seq;
-        cycles_count_delivery(app);
+        if (via_tcp) {
+            app->tcp_delivered++;
+            if (app->ncycles > 0 && app->cycles[app->ncycles - 1].epoch == 0) {
+                app->cycles[app->ncycles - 1].delivered_tcp++;
+            }
+        } else {
+            cycles_count_delivery(app);
+        }
     } else if (seq == app->last_seq) {
-        app->duplicates++; /* retransmitted after a reconnection */
+        app->duplicates++; /* retransmitted after a reconnection or a path switch */
     } else {
         app->corrupt++;
         wl_log("message seq %" PRIu64 " after %" PRIu64 ": out of order", seq, app->last_seq);
         app->last_seq = seq;
     }
+}
+
+static void on_recv_server(App *app, uint32_t len)
+{
+    server_account(app, wl_verbs_recv_buf(app->v), len, 0);
     /* Echo as soon as our QP is in RTS: the client starts on our RTS line, so its message
      * can arrive before its own RTS line does. Not while we are going down ourselves: then
      * the client retransmits after the reconnection. */
@@ -553,6 +674,52 @@ static void on_async(App *app)
     int fatal = 0;
     if (wl_verbs_read_async(app->v, &fatal) < 0 || fatal) {
         device_lost(app);
+    }
+}
+
+/* The fallback connection is readable: collect one message, account for it, echo it
+ * (server) or send the next one (client). */
+static void on_fb(App *app)
+{
+    size_t size = app->args.size;
+    ssize_t n = read(app->fb_fd, app->fb_rx + app->fb_rx_len, size - app->fb_rx_len);
+
+    if (n < 0) {
+        if (errno == EINTR || errno == EAGAIN) {
+            return;
+        }
+        fail(app, "reading the fallback connection: %s", strerror(errno));
+        fb_close(app);
+        return;
+    }
+    if (n == 0) {
+        if (!app->finish) {
+            fail(app, "the peer closed the fallback connection");
+        }
+        fb_close(app);
+        return;
+    }
+    app->fb_rx_len += (size_t)n;
+    if (app->fb_rx_len < size) {
+        return;
+    }
+    app->fb_rx_len = 0;
+    if (app->args.role == WL_ROLE_CLIENT) {
+        if (!app->fb_pending) {
+            app->corrupt++;
+            wl_log("echo on the fallback connection with no message in flight there");
+            return;
+        }
+        app->fb_pending = 0;
+        client_account(app, app->fb_rx, size, 1);
+        client_kick(app);
+        return;
+    }
+    server_account(app, app->fb_rx, size, 1);
+    int r = fb_send(app, app->fb_rx, size);
+    if (r < 0) {
+        fail(app, "echoing on the fallback connection: %s", strerror(-r));
+        fb_close(app);
     }
 }
 
@@ -658,6 +825,7 @@ static void on_peer_pause(App *app, WlPauseKind kind)
     app->have_peer_qp = 0;
     m.u.pause.cycle = app->ncycles;
     ctl_send(app, &m);
+    client_kick(app); /* our QP is gone: the fallback takes over (if any) */
     if (kind != WL_PAUSE_RESET) {
         WlCycle *c = cycle_new(app, 0, kind);
         if (c) {
@@ -736,6 +904,7 @@ static void on_line(App *app, const char *line)
         }
         if (--app->pauses_outstanding == 0) {
             verbs_down(app);
+            client_kick(app);
             advance(app);
         }
         break;
@@ -833,9 +1002,9 @@ static int sock_setup(int fd)
     return 0;
 }
 
-static int server_listen(App *app)
+static int listen_on(unsigned port)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)app->args.port)};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     int one = 1;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
@@ -846,12 +1015,84 @@ static int server_listen(App *app)
     sa.sin_addr.s_addr = htonl(INADDR_ANY);
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
         bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 4) < 0) {
-        wl_log("listening on 0.0.0.0:%u: %s", app->args.port, strerror(errno));
+        wl_log("listening on 0.0.0.0:%u: %s", port, strerror(errno));
         close(fd);
         return -1;
     }
-    app->listen_fd = fd;
+    return fd;
+}
+
+static int server_listen(App *app)
+{
+    app->listen_fd = listen_on(app->args.port);
+    if (app->listen_fd < 0) {
+        return -1;
+    }
+    if (app->args.fallback == WL_FALLBACK_TCP) {
+        app->fb_listen_fd = listen_on(app->args.port + 1);
+        if (app->fb_listen_fd < 0) {
+            close(app->listen_fd);
+            app->listen_fd = -1;
+            return -1;
+        }
+    }
     return 0;
+}
+
+/* Server: the client's fallback connection. */
+static void server_accept_fb(App *app)
+{
+    int fd = accept4(app->fb_listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    int r;
+
+    if (fd < 0) {
+        if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
+            wl_log("accept (fallback): %s", strerror(errno));
+        }
+        return;
+    }
+    r = sock_setup(fd);
+    if (r < 0) {
+        wl_log("setting up the fallback connection: %s", strerror(-r));
+        close(fd);
+        return;
+    }
+    wl_log("fallback connection up (port %u)", app->args.port + 1);
+    app->fb_fd = fd;
+    close(app->fb_listen_fd); /* one client per run */
+    app->fb_listen_fd = -1;
+}
+
+/* Client: opens the fallback connection once the control connection is up (the server
+ * listens on both before it accepts anything, so this does not wait). */
+static void client_connect_fb(App *app)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)(app->args.port + 1))};
+    int fd;
+    int r;
+
+    if (inet_pton(AF_INET, app->args.peer, &sa.sin_addr) != 1) {
+        fail(app, "bad peer address '%s'", app->args.peer);
+        return;
+    }
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        fail(app, "socket: %s", strerror(errno));
+        return;
+    }
+    do {
+        r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+    } while (r < 0 && errno == EINTR);
+    if (r < 0 || (r = sock_setup(fd)) < 0) {
+        int e = r < 0 && errno ? errno : -r;
+        fail(app, "cannot open the fallback connection to %s:%u: %s", app->args.peer,
+             app->args.port + 1, strerror(e));
+        close(fd);
+        return;
+    }
+    app->fb_fd = fd;
+    wl_log("fallback connection up (%s:%u)", app->args.peer, app->args.port + 1);
 }
 
 static void server_accept(App *app)
@@ -906,6 +1147,9 @@ static void client_connect_done(App *app)
     h.u.hello.version = WL_CTL_VERSION;
     h.u.hello.role = app->args.role;
     ctl_send(app, &h);
+    if (app->args.fallback == WL_FALLBACK_TCP && app->fb_fd < 0 && !app->failed) {
+        client_connect_fb(app);
+    }
 }
 
 static void client_connect_retry(App *app, int err)
@@ -997,6 +1241,7 @@ static int do_quiesce(App *app)
         }
     }
     verbs_down(app);
+    client_kick(app); /* our QP is gone: the fallback takes over (if any) */
     emit("{\"event\":\"quiesced\",\"cycle\":%" PRIu64 ",\"side\":\"local\",\"kind\":\"quiesce\","
          "\"ms\":%" PRId64 "}",
          c->number, now_ms() - t0);
@@ -1187,6 +1432,7 @@ static void run_timers(App *app)
     if (app->finish) {
         return;
     }
+    client_kick(app); /* idempotent; picks the path */
     if (app->args.role == WL_ROLE_SERVER) {
         if (now - app->t_start >= (int64_t)app->args.max_seconds * 1000 + WL_SERVER_GRACE_MS) {
             fail(app, "no DONE from the client within max-seconds + %d s",
@@ -1229,8 +1475,10 @@ static void run_timers(App *app)
 /* One poll() round. @top: also serve the agent (not while inside a quiesce/resume). */
 static int loop_once(App *app, int64_t max_wait_ms, int top)
 {
-    struct pollfd pfd[6];
+    struct pollfd pfd[8];
     int n = 0, i_listen = -1, i_ctl = -1, i_cq = -1, i_async = -1, i_agent = -1;
+    int i_fb_listen = -1, i_fb = -1;
+    int fb_fd = app->fb_fd;
     WlVerbs *v = app->v;
     int ctl_fd = app->ctl_fd;
     int64_t now = now_ms();
@@ -1242,6 +1490,12 @@ static int loop_once(App *app, int64_t max_wait_ms, int top)
     if (ctl_fd >= 0) {
         pfd[i_ctl = n++] =
             (struct pollfd){.fd = ctl_fd, .events = app->connecting ? POLLOUT : POLLIN};
+    }
+    if (app->fb_listen_fd >= 0) {
+        pfd[i_fb_listen = n++] = (struct pollfd){.fd = app->fb_listen_fd, .events = POLLIN};
+    }
+    if (fb_fd >= 0) {
+        pfd[i_fb = n++] = (struct pollfd){.fd = fb_fd, .events = POLLIN};
     }
     if (v) {
         pfd[i_cq = n++] = (struct pollfd){.fd = wl_verbs_cq_fd(v), .events = POLLIN};
@@ -1287,6 +1541,12 @@ static int loop_once(App *app, int64_t max_wait_ms, int top)
     if (i_listen >= 0 && pfd[i_listen].revents && app->listen_fd >= 0) {
         server_accept(app);
     }
+    if (i_fb_listen >= 0 && pfd[i_fb_listen].revents && app->fb_listen_fd >= 0) {
+        server_accept_fb(app);
+    }
+    if (i_fb >= 0 && pfd[i_fb].revents && app->fb_fd == fb_fd) {
+        on_fb(app);
+    }
 #ifdef HM_WL_HAVE_HOTMIG
     if (i_agent >= 0 && pfd[i_agent].revents) {
         if (app->args.mode == WL_MODE_LAZY) {
@@ -1324,10 +1584,11 @@ static int print_result(App *app)
         int w =
             snprintf(cyc + o, sizeof(cyc) - o,
                      "%s{\"cycle\":%" PRIu64 ",\"migrated\":\"%s\",\"kind\":\"%s\","
-                     "\"device\":\"%s\",\"resumed\":%s,\"delivered_after\":%" PRIu64 "}",
+                     "\"device\":\"%s\",\"resumed\":%s,\"delivered_after\":%" PRIu64
+                     ",\"delivered_tcp\":%" PRIu64 "}",
                      i ? "," : "", c->number, wl_role_to_string(c->local ? app->args.role : other),
                      wl_pause_kind_to_string(c->kind), c->device, c->epoch ? "true" : "false",
-                     c->delivered_after);
+                     c->delivered_after, c->delivered_tcp);
         if (w < 0 || (size_t)w >= sizeof(cyc) - o) {
             o = (size_t)snprintf(cyc, sizeof(cyc), "\"truncated\"");
             break;
@@ -1349,23 +1610,27 @@ static int print_result(App *app)
         }
         emit("{\"event\":\"result\",\"role\":\"client\",\"sent\":%" PRIu64 ",\"received\":%" PRIu64
              ",\"lost\":%" PRIu64 ",\"corrupt\":%" PRIu64 ",\"longest_gap_ms\":%" PRId64
-             ",\"cycles\":[%s],\"retransmits\":%" PRIu64 ",\"server_received\":%" PRIu64
-             ",\"server_duplicates\":%" PRIu64 ",\"server_corrupt\":%" PRIu64
-             ",\"verbs_errors\":%" PRIu64 ",\"resets\":%" PRIu64
+             ",\"blackout_ms\":%" PRId64 ",\"fallback\":\"%s\",\"tcp_sent\":%" PRIu64
+             ",\"tcp_delivered\":%" PRIu64 ",\"cycles\":[%s],\"retransmits\":%" PRIu64
+             ",\"server_received\":%" PRIu64 ",\"server_duplicates\":%" PRIu64
+             ",\"server_corrupt\":%" PRIu64 ",\"verbs_errors\":%" PRIu64 ",\"resets\":%" PRIu64
              ",\"size\":%u,\"mode\":\"%s\",\"seconds\":%.1f,\"ok\":%s%s%s%s}",
-             app->sent, app->received, lost, corrupt, app->longest_gap, cyc, app->retransmits,
-             app->peer_result.received, app->peer_result.duplicates, app->peer_result.corrupt,
-             app->verbs_errors, app->resets, app->args.size, wl_mode_to_string(app->args.mode),
-             secs, ok ? "true" : "false", err[0] ? ",\"error\":\"" : "", err, err[0] ? "\"" : "");
+             app->sent, app->received, lost, corrupt, app->longest_gap, app->longest_gap,
+             wl_fallback_to_string(app->args.fallback), app->tcp_sent, app->tcp_delivered, cyc,
+             app->retransmits, app->peer_result.received, app->peer_result.duplicates,
+             app->peer_result.corrupt, app->verbs_errors, app->resets, app->args.size,
+             wl_mode_to_string(app->args.mode), secs, ok ? "true" : "false",
+             err[0] ? ",\"error\":\"" : "", err, err[0] ? "\"" : "");
         return ok;
     }
     int ok = !app->failed && app->done_received && app->corrupt == 0 && all_delivered;
     emit("{\"event\":\"result\",\"role\":\"server\",\"received\":%" PRIu64
-         ",\"duplicates\":%" PRIu64 ",\"corrupt\":%" PRIu64
+         ",\"tcp_delivered\":%" PRIu64 ",\"duplicates\":%" PRIu64 ",\"corrupt\":%" PRIu64
          ",\"cycles\":[%s],\"verbs_errors\":%" PRIu64 ",\"resets\":%" PRIu64
          ",\"seconds\":%.1f,\"ok\":%s%s%s%s}",
-         app->received, app->duplicates, app->corrupt, cyc, app->verbs_errors, app->resets, secs,
-         ok ? "true" : "false", err[0] ? ",\"error\":\"" : "", err, err[0] ? "\"" : "");
+         app->received, app->tcp_delivered, app->duplicates, app->corrupt, cyc, app->verbs_errors,
+         app->resets, secs, ok ? "true" : "false", err[0] ? ",\"error\":\"" : "", err,
+         err[0] ? "\"" : "");
     return ok;
 }
 
@@ -1375,7 +1640,8 @@ static void usage(FILE *f)
 {
     fputs(
         "usage: hm-pingpong --role server|client [--peer IP] [--port 7471] [--mode lazy|threaded]\n"
-        "                   [--size 4096] [--cycles N] [--tail SEC] [--max-seconds SEC] [--no-agent]\n"
+        "                   [--fallback none|tcp] [--size 4096] [--cycles N] [--tail SEC]\n"
+        "                   [--max-seconds SEC] [--no-agent]\n"
         "       (also one comma-separated argument: --role,client,--peer,198.51.100.2)\n",
         f);
 }
@@ -1459,6 +1725,8 @@ int main(int argc, char **argv)
     app->listen_fd = -1;
     app->ctl_fd = -1;
     app->wake_fd = -1;
+    app->fb_listen_fd = -1;
+    app->fb_fd = -1;
     app->connect_backoff_ms = 100;
     app->progress_at = app->t_start + WL_PROGRESS_MS;
     pthread_mutex_init(&app->req_lock, NULL);
@@ -1471,6 +1739,14 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    if (app->args.fallback == WL_FALLBACK_TCP) {
+        app->fb_rx = malloc(app->args.size);
+        app->fb_tx = malloc(app->args.size);
+        if (!app->fb_rx || !app->fb_tx) {
+            wl_log("out of memory for the fallback buffers");
+            return 2;
+        }
+    }
     if (app->args.role == WL_ROLE_SERVER && server_listen(app) < 0) {
         return 2;
     }
@@ -1478,10 +1754,14 @@ int main(int argc, char **argv)
         if (app->listen_fd >= 0) {
             close(app->listen_fd);
         }
+        if (app->fb_listen_fd >= 0) {
+            close(app->fb_listen_fd);
+        }
         return 2;
     }
-    wl_log("%s, %s mode, %u-byte messages, port %u%s%s", wl_role_to_string(app->args.role),
-           wl_mode_to_string(app->args.mode), app->args.size, app->args.port,
+    wl_log("%s, %s mode, fallback %s, %u-byte messages, port %u%s%s",
+           wl_role_to_string(app->args.role), wl_mode_to_string(app->args.mode),
+           wl_fallback_to_string(app->args.fallback), app->args.size, app->args.port,
            app->args.role == WL_ROLE_CLIENT ? ", server " : "",
            app->args.role == WL_ROLE_CLIENT ? app->args.peer : "");
     advance(app); /* open the device */
@@ -1496,9 +1776,15 @@ int main(int argc, char **argv)
     ok = print_result(app);
     verbs_down(app);
     ctl_close(app);
+    fb_close(app);
     if (app->listen_fd >= 0) {
         close(app->listen_fd);
     }
+    if (app->fb_listen_fd >= 0) {
+        close(app->fb_listen_fd);
+    }
+    free(app->fb_rx);
+    free(app->fb_tx);
     if (app->wake_fd >= 0) {
         close(app->wake_fd);
     }

@@ -21,6 +21,16 @@ const char *wl_mode_to_string(WlMode mode)
     return (unsigned)mode < WL_MODE_LAST ? mode_names[mode] : "unknown";
 }
 
+static const char *const fallback_names[WL_FALLBACK_LAST] = {
+    [WL_FALLBACK_NONE] = "none",
+    [WL_FALLBACK_TCP] = "tcp",
+};
+
+const char *wl_fallback_to_string(WlFallback fallback)
+{
+    return (unsigned)fallback < WL_FALLBACK_LAST ? fallback_names[fallback] : "unknown";
+}
+
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -189,6 +199,15 @@ int wl_args_parse(int argc, char **argv, WlArgs *ret_args, char *err, size_t err
                 set_err(err, errlen, "option '--mode': '%s' is not 'lazy' or 'threaded'", val);
                 return -EINVAL;
             }
+        } else if (strcmp(opt, "--fallback") == 0) {
+            if (strcmp(val, "none") == 0) {
+                a.fallback = WL_FALLBACK_NONE;
+            } else if (strcmp(val, "tcp") == 0) {
+                a.fallback = WL_FALLBACK_TCP;
+            } else {
+                set_err(err, errlen, "option '--fallback': '%s' is not 'none' or 'tcp'", val);
+                return -EINVAL;
+            }
         } else if (strcmp(opt, "--size") == 0) {
             r = parse_uint(opt, val, WL_MSG_SIZE_MIN, WL_MSG_SIZE_MAX, &a.size, err, errlen);
         } else if (strcmp(opt, "--cycles") == 0) {
@@ -209,6 +228,10 @@ int wl_args_parse(int argc, char **argv, WlArgs *ret_args, char *err, size_t err
     if (!a.help) {
         if (!have_role) {
             set_err(err, errlen, "option '--role' is required");
+            return -EINVAL;
+        }
+        if (a.fallback == WL_FALLBACK_TCP && a.port == 65535) {
+            set_err(err, errlen, "'--fallback tcp' uses port + 1: '--port' must be below 65535");
             return -EINVAL;
         }
         if (a.role == WL_ROLE_CLIENT && a.peer[0] == '\0') {

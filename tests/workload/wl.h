@@ -151,6 +151,13 @@ typedef enum {
     WL_MODE_LAST,
 } WlMode;
 
+/* What carries the traffic while the RDMA device is away (quiesced or lost). */
+typedef enum {
+    WL_FALLBACK_NONE = 0, /* nothing: traffic stops until the device is back */
+    WL_FALLBACK_TCP,      /* a TCP connection to port + 1 over the control (migratable) NIC */
+    WL_FALLBACK_LAST,
+} WlFallback;
+
 typedef struct {
     WlRole role;
     char peer[64];        /* IPv4 address; required for the client */
@@ -160,16 +167,19 @@ typedef struct {
     unsigned cycles;      /* 0 = until max_seconds */
     unsigned tail;        /* seconds, default 3 */
     unsigned max_seconds; /* default 600 */
+    WlFallback fallback;  /* default none */
     int no_agent;
     int help;
 } WlArgs;
 
 /* Parses argv (argv[0] is the program name). A single argument holding commas and no white
  * space is split at the commas first (the kernel command line form). Options: --role,
- * --peer, --port, --mode, --size, --cycles, --tail, --max-seconds, --no-agent, --help;
+ * --peer, --port, --mode, --fallback, --size, --cycles, --tail, --max-seconds, --no-agent,
+ * --help;
  * "--opt value" and "--opt=value" both work. */
 int wl_args_parse(int argc, char **argv, WlArgs *ret_args, char *err, size_t errlen);
 
 const char *wl_mode_to_string(WlMode mode);
+const char *wl_fallback_to_string(WlFallback fallback);
 
 #endif /* HM_WORKLOAD_WL_H */
