@@ -1,0 +1,821 @@
+/* hm-policies: the planners (consolidate, drain, balance), move ordering and plan checking.
+ * The algorithms are described in docs/policies.md. */
+#include "policies/pack-priv.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- plans ------------------------------------------------------------------------------- */
+
+static void pol_migration_free(PolMigration *m)
+{
+    if (!m)
+        return;
+    g_free(m->vm);
+    g_free(m->from);
+    g_free(m->to);
+    g_free(m);
+}
+
+void pol_plan_free(PolPlan *plan)
+{
+    if (!plan)
+        return;
+    g_free(plan->drained);
+    g_clear_pointer(&plan->migrations, g_ptr_array_unref);
+    g_clear_pointer(&plan->hosts, g_ptr_array_unref);
+    g_free(plan);
+}
+
+static PolMigration *migration_new(const PolProblem *p, guint v, guint from, guint to,
+                                   gboolean extra, const PolOptions *opts)
+{
+    const PolCluster *c = p->cluster;
+    const PolVm *vm = g_ptr_array_index(c->vms, v);
+    PolMigration *m = g_new0(PolMigration, 1);
+    double bw = opts->bandwidth_mib_s > 0 ? opts->bandwidth_mib_s : POL_BANDWIDTH_MIB_S_DEFAULT;
+
+    m->vm = g_strdup(vm->name);
+    m->from = g_strdup(((PolHost *)g_ptr_array_index(c->hosts, from))->name);
+    m->to = g_strdup(((PolHost *)g_ptr_array_index(c->hosts, to))->name);
+    m->memory_mib = vm->memory_mib;
+    m->duration_s = (double)vm->memory_mib / bw;
+    m->extra = extra;
+    return m;
+}
+
+static double host_load(const PolProblem *p, const gint64 *used, guint h)
+{
+    const guint D = p->dims;
+    double load = 0.0;
+
+    for (guint d = 0; d < D; d++) {
+        gint64 cap = p->cap[(gsize)h * D + d], u = used[(gsize)h * D + d];
+        if (cap > 0)
+            load = MAX(load, (double)u / (double)cap);
+        else if (u > 0)
+            load = MAX(load, 1e9);
+    }
+    return load;
+}
+
+/* Fills the summary fields of @plan from the VMs' hosts before (the cluster) and after. */
+static void plan_summarize(PolPlan *plan, const PolProblem *p, const guint *vm_final,
+                           guint lower_bound, gint64 start_us)
+{
+    const PolCluster *c = p->cluster;
+    const guint D = p->dims;
+    g_autofree gint64 *before = g_new0(gint64, (gsize)p->n_hosts * D + 1);
+    g_autofree gint64 *after = g_new0(gint64, (gsize)p->n_hosts * D + 1);
+    g_autofree guint *n_before = g_new0(guint, p->n_hosts + 1);
+    g_autofree guint *n_after = g_new0(guint, p->n_hosts + 1);
+
+    for (guint v = 0; v < p->n_vms; v++) {
+        const PolVm *vm = g_ptr_array_index(c->vms, v);
+        for (guint d = 0; d < D; d++) {
+            before[(gsize)vm->host * D + d] += p->vm_dem[(gsize)v * D + d];
+            after[(gsize)vm_final[v] * D + d] += p->vm_dem[(gsize)v * D + d];
+        }
+        n_before[vm->host]++;
+        n_after[vm_final[v]]++;
+    }
+    plan->hosts = g_ptr_array_new_with_free_func(g_free);
+    for (guint h = 0; h < p->n_hosts; h++) {
+        if (!p->active[h])
+            continue;
+        if (n_before[h])
+            plan->hosts_before++;
+        if (n_after[h])
+            g_ptr_array_add(plan->hosts,
+                            g_strdup(((PolHost *)g_ptr_array_index(c->hosts, h))->name));
+        plan->max_load_before = MAX(plan->max_load_before, host_load(p, before, h));
+        plan->max_load_after = MAX(plan->max_load_after, host_load(p, after, h));
+    }
+    plan->hosts_used = plan->hosts->len;
+    plan->lower_bound = lower_bound;
+    for (guint i = 0; i < plan->migrations->len; i++) {
+        PolMigration *m = g_ptr_array_index(plan->migrations, i);
+        plan->duration_s += m->duration_s;
+        plan->extra_moves += m->extra;
+    }
+    plan->plan_ms = (double)(g_get_monotonic_time() - start_us) / 1000.0;
+}
+
+static PolPlan *plan_new(PolPolicy policy)
+{
+    PolPlan *plan = g_new0(PolPlan, 1);
+
+    plan->policy = policy;
+    plan->migrations = g_ptr_array_new_with_free_func((GDestroyNotify)pol_migration_free);
+    return plan;
+}
+
+static void opts_or_default(const PolOptions **opts, PolOptions *storage)
+{
+    if (!*opts) {
+        pol_options_init(storage);
+        *opts = storage;
+    }
+}
+
+/* ---- ordering moves ---------------------------------------------------------------------- */
+
+static gboolean vm_fits(const PolProblem *p, const gint64 *used, guint v, guint h)
+{
+    const guint D = p->dims;
+
+    for (guint d = 0; d < D; d++) {
+        if (used[(gsize)h * D + d] + p->vm_dem[(gsize)v * D + d] > p->cap[(gsize)h * D + d] &&
+            p->vm_dem[(gsize)v * D + d] > 0)
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static void vm_shift(const PolProblem *p, gint64 *used, guint v, guint from, guint to)
+{
+    const guint D = p->dims;
+
+    for (guint d = 0; d < D; d++) {
+        used[(gsize)from * D + d] -= p->vm_dem[(gsize)v * D + d];
+        used[(gsize)to * D + d] += p->vm_dem[(gsize)v * D + d];
+    }
+}
+
+GPtrArray *pol_moves_order(const PolProblem *p, const guint *vm_final, const PolOptions *opts,
+                           GError **error)
+{
+    const PolCluster *c = p->cluster;
+    const guint D = p->dims;
+    g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func((GDestroyNotify)pol_migration_free);
+    g_autofree gint64 *used = g_new0(gint64, (gsize)p->n_hosts * D + 1);
+    g_autofree guint *cur = g_new(guint, p->n_vms + 1);
+    g_autofree guint *mv = g_new(guint, p->n_vms + 1); /* move -> VM */
+    g_autofree guint8 *done = NULL;
+    g_autofree guint8 *queued = NULL;
+    g_autofree gint *wait_head = g_new(gint, p->n_hosts + 1);
+    g_autofree gint *wait_next = NULL;
+    g_autofree guint *queue = NULL;
+    gsize qhead = 0, qtail = 0, qcap;
+    guint n = 0, n_done = 0, scan = 0;
+
+    for (guint v = 0; v < p->n_vms; v++) {
+        const PolVm *vm = g_ptr_array_index(c->vms, v);
+        cur[v] = vm->host;
+        for (guint d = 0; d < D; d++)
+            used[(gsize)vm->host * D + d] += p->vm_dem[(gsize)v * D + d];
+        if (vm_final[v] != vm->host)
+            mv[n++] = v;
+    }
+    done = g_new0(guint8, n + 1);
+    queued = g_new0(guint8, n + 1);
+    wait_next = g_new(gint, n + 1);
+    for (guint h = 0; h < p->n_hosts; h++)
+        wait_head[h] = -1;
+    /* Each move enters the queue once at the start and once per wake-up of its destination;
+     * a ring of n + 1 slots holds them since a move is queued at most once at a time. */
+    qcap = n + 1;
+    queue = g_new(guint, qcap);
+    for (guint m = 0; m < n; m++) {
+        queue[qtail++] = m;
+        queued[m] = TRUE;
+    }
+    qtail %= qcap;
+
+    while (n_done < n) {
+        while (qhead != qtail) {
+            guint m = queue[qhead], v = mv[m], from = cur[v];
+            qhead = (qhead + 1) % qcap;
+            queued[m] = FALSE;
+            if (done[m])
+                continue;
+            if (!vm_fits(p, used, v, vm_final[v])) {
+                wait_next[m] = wait_head[vm_final[v]];
+                wait_head[vm_final[v]] = (gint)m;
+                continue;
+            }
+            vm_shift(p, used, v, from, vm_final[v]);
+            cur[v] = vm_final[v];
+            done[m] = TRUE;
+            n_done++;
+            g_ptr_array_add(out, migration_new(p, v, from, vm_final[v], FALSE, opts));
+            /* @from has more room now: wake the moves waiting for it. */
+            for (gint w = wait_head[from]; w >= 0; w = wait_next[w]) {
+                if (!done[w] && !queued[w]) {
+                    queue[qtail] = (guint)w;
+                    qtail = (qtail + 1) % qcap;
+                    queued[w] = TRUE;
+                }
+            }
+            wait_head[from] = -1;
+        }
+        if (n_done == n)
+            break;
+        /* Every move left waits for another: a cycle. Detour the first one left through a
+         * host that has room now, then go on. */
+        /* The first move left whose VM has not detoured yet (one detour per VM). */
+        while (scan < n && (done[scan] ||
+                            cur[mv[scan]] != ((PolVm *)g_ptr_array_index(c->vms, mv[scan]))->host))
+            scan++;
+        {
+            guint m = scan, v, from, t = p->n_hosts;
+            if (m < n) {
+                v = mv[m];
+                from = cur[v];
+                for (t = 0; t < p->n_hosts; t++) {
+                    if (t != from && t != vm_final[v] && p->accepts[t] && vm_fits(p, used, v, t))
+                        break;
+                }
+            }
+            if (t == p->n_hosts) {
+                for (m = 0; done[m]; m++)
+                    ;
+                v = mv[m];
+                g_set_error(error, POL_ERROR, POL_ERROR_NO_ROOM,
+                            "cannot order the moves without overcommitting a host: VM '%s' waits for room on '%s' and no other host can take it meanwhile",
+                            ((PolVm *)g_ptr_array_index(c->vms, v))->name,
+                            ((PolHost *)g_ptr_array_index(c->hosts, vm_final[v]))->name);
+                return NULL;
+            }
+            vm_shift(p, used, v, from, t);
+            cur[v] = t;
+            g_ptr_array_add(out, migration_new(p, v, from, t, TRUE, opts));
+            for (gint w = wait_head[from]; w >= 0; w = wait_next[w]) {
+                if (!done[w] && !queued[w]) {
+                    queue[qtail] = (guint)w;
+                    qtail = (qtail + 1) % qcap;
+                    queued[w] = TRUE;
+                }
+            }
+            wait_head[from] = -1;
+        }
+    }
+    return g_steal_pointer(&out);
+}
+
+/* ---- shared set-up ----------------------------------------------------------------------- */
+
+typedef struct {
+    guint dom;
+    double *weight; /* dims: tightness of each dimension */
+    gint64 *ref;    /* dims: the largest capacity of an accepting host */
+} PolShape;
+
+static void shape_clear(PolShape *s)
+{
+    g_free(s->weight);
+    g_free(s->ref);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(PolShape, shape_clear)
+
+/* The tightest dimension (total demand / total capacity of the accepting hosts) and the
+ * weights of the weighted sort key. */
+static void shape_init(PolShape *s, const PolProblem *p)
+{
+    const guint D = p->dims;
+    double best = -1.0;
+
+    s->weight = g_new0(double, D);
+    s->ref = g_new0(gint64, D);
+    for (guint d = 0; d < D; d++) {
+        gint64 cap = 0, dem = 0;
+        for (guint h = 0; h < p->n_hosts; h++) {
+            if (p->accepts[h]) {
+                cap += p->cap[(gsize)h * D + d];
+                s->ref[d] = MAX(s->ref[d], p->cap[(gsize)h * D + d]);
+            }
+        }
+        for (guint u = 0; u < p->n_units; u++)
+            dem += p->unit_dem[(gsize)u * D + d];
+        s->weight[d] = cap > 0 ? (double)dem / (double)cap : (dem > 0 ? 1.0 : 0.0);
+        if (s->weight[d] > best) {
+            best = s->weight[d];
+            s->dom = d;
+        }
+    }
+}
+
+static PolPlan *plan_finish(PolPlan *plan_in, const PolProblem *p, const guint *vm_final,
+                            const PolOptions *opts, gint64 start_us, GError **error)
+{
+    g_autoptr(PolPlan) plan = plan_in;
+    g_autoptr(GPtrArray) moves = pol_moves_order(p, vm_final, opts, error);
+
+    if (!moves)
+        return NULL;
+    g_ptr_array_extend_and_steal(plan->migrations, g_steal_pointer(&moves));
+    plan_summarize(plan, p, vm_final, pol_problem_lower_bound(p), start_us);
+    return g_steal_pointer(&plan);
+}
+
+/* ---- consolidate ------------------------------------------------------------------------- */
+
+typedef struct {
+    const PolProblem *p;
+    const PolShape *shape;
+    guint *cand;   /* accepting hosts, in the order they are kept */
+    guint n_cand;
+    guint *units;  /* scratch */
+} Consolidation;
+
+/* Tries to place every movable unit on the first @k candidate hosts. Units already on the
+ * first @k - @unpin of them stay (when they fit); the others are packed best-fit decreasing
+ * by @key, and a unit that fits nowhere gets room by one ejection. On success returns the
+ * packer holding the placement. */
+static PolPacker *consolidate_try(Consolidation *cs, guint k, guint unpin, PolKey key)
+{
+    const PolProblem *p = cs->p;
+    g_autoptr(PolPacker) pk = pol_packer_new(p, cs->shape->dom);
+    g_autofree gint *rank = g_new(gint, p->n_hosts + 1);
+    guint n = 0, left = 0;
+
+    for (guint h = 0; h < p->n_hosts; h++)
+        rank[h] = -1;
+    for (guint i = 0; i < k; i++) {
+        rank[cs->cand[i]] = (gint)i;
+        pol_packer_open(pk, cs->cand[i]);
+    }
+    /* Fixed units first: they are where they are. */
+    for (guint u = 0; u < p->n_units; u++) {
+        if (p->unit_fixed[u] && rank[p->unit_host[u]] >= 0)
+            pol_packer_put(pk, u, p->unit_host[u], TRUE);
+    }
+    for (guint u = 0; u < p->n_units; u++) {
+        gint r = rank[p->unit_host[u]];
+        if (p->unit_fixed[u])
+            continue;
+        if (r >= 0 && (guint)r < k - unpin && pol_packer_fits(pk, u, p->unit_host[u]))
+            pol_packer_put(pk, u, p->unit_host[u], FALSE);
+        else
+            cs->units[n++] = u;
+    }
+    pol_units_sort(p, cs->units, n, key, cs->shape->dom, cs->shape->weight, cs->shape->ref);
+    for (guint i = 0; i < n; i++) {
+        guint u = cs->units[i];
+        gint h = pol_packer_find(pk, u, -1);
+        if (h >= 0)
+            pol_packer_put(pk, u, (guint)h, FALSE);
+        else
+            cs->units[left++] = u; /* i >= left: safe to reuse the front */
+    }
+    /* A few leftovers: make room by moving one unit each; many: @k is too small. */
+    if (left > 32)
+        return NULL;
+    for (guint i = 0; i < left; i++) {
+        if (!pol_packer_eject(pk, cs->units[i]))
+            return NULL;
+    }
+    return g_steal_pointer(&pk);
+}
+
+static PolPacker *consolidate_k(Consolidation *cs, guint k, gboolean thorough)
+{
+    /* From keeping every VM on the kept hosts to repacking them all. */
+    const guint unpin[] = {0, k / 8, k / 4, k / 2, k};
+    PolPacker *pk;
+
+    for (guint i = 0; i < G_N_ELEMENTS(unpin); i++) {
+        if (i > 0 && unpin[i] == unpin[i - 1])
+            continue;
+        for (PolKey key = 0; key < POL_KEY_LAST; key++) {
+            if (!thorough && key > 0)
+                break;
+            if ((pk = consolidate_try(cs, k, unpin[i], key)))
+                return pk;
+        }
+        if (!thorough && i == 0)
+            i = G_N_ELEMENTS(unpin) - 2; /* quick: all kept, then all repacked */
+    }
+    return NULL;
+}
+
+typedef struct {
+    guint host;
+    double capacity; /* weighted, relative to the largest host */
+    guint vms;
+    guint8 anchor;
+} CandKey;
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const CandKey *x = a, *y = b;
+
+    if (x->anchor != y->anchor)
+        return x->anchor ? -1 : 1;
+    if (x->capacity != y->capacity)
+        return x->capacity > y->capacity ? -1 : 1;
+    if (x->vms != y->vms)
+        return x->vms > y->vms ? -1 : 1;
+    return x->host < y->host ? -1 : x->host > y->host;
+}
+
+PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts, GError **error)
+{
+    gint64 start = g_get_monotonic_time();
+    PolOptions defaults;
+    g_autoptr(PolProblem) p = NULL;
+    g_auto(PolShape) shape = {0};
+    g_autofree CandKey *keys = NULL;
+    g_autofree guint *cand = NULL;
+    g_autofree guint *units = NULL;
+    g_autofree guint *vm_final = NULL;
+    g_autofree guint8 *anchor = NULL;
+    g_autofree guint *vm_count = NULL;
+    g_autoptr(PolPacker) pk = NULL;
+    Consolidation cs = {0};
+    guint n_cand = 0, accepting_anchors = 0, other_anchors = 0, movers = 0, lb, kmin;
+
+    g_return_val_if_fail(cluster != NULL, NULL);
+    opts_or_default(&opts, &defaults);
+    p = pol_problem_new(cluster, opts);
+    shape_init(&shape, p);
+    lb = pol_problem_lower_bound(p);
+
+    anchor = g_new0(guint8, p->n_hosts + 1);
+    keys = g_new0(CandKey, p->n_hosts + 1);
+    vm_count = g_new0(guint, p->n_hosts + 1);
+    for (guint u = 0; u < p->n_units; u++) {
+        guint h = p->unit_host[u];
+        if (p->unit_fixed[u] && p->active[h])
+            anchor[h] = TRUE;
+        else if (!p->unit_fixed[u])
+            movers++;
+        vm_count[h] += p->unit_first[u + 1] - p->unit_first[u];
+    }
+    for (guint h = 0; h < p->n_hosts; h++) {
+        if (!p->accepts[h]) {
+            other_anchors += anchor[h];
+            continue;
+        }
+        accepting_anchors += anchor[h];
+        keys[n_cand].host = h;
+        keys[n_cand].anchor = anchor[h];
+        keys[n_cand].vms = vm_count[h];
+        for (guint d = 0; d < p->dims; d++) {
+            if (shape.ref[d] > 0)
+                keys[n_cand].capacity +=
+                    shape.weight[d] * (double)p->cap[(gsize)h * p->dims + d] / shape.ref[d];
+        }
+        n_cand++;
+    }
+    qsort(keys, n_cand, sizeof(*keys), cand_cmp);
+    cand = g_new(guint, n_cand + 1);
+    for (guint i = 0; i < n_cand; i++)
+        cand[i] = keys[i].host;
+    units = g_new(guint, p->n_units + 1);
+    cs = (Consolidation){p, &shape, cand, n_cand, units};
+
+    kmin = lb > other_anchors ? lb - other_anchors : 0;
+    kmin = MAX(kmin, accepting_anchors);
+    if (movers > 0)
+        kmin = MAX(kmin, 1);
+    kmin = MIN(kmin, n_cand);
+
+    /* The fewest hosts: the lower bound and just above it tried thoroughly, then a binary
+     * search up to all the hosts. */
+    for (guint k = kmin; k <= MIN(kmin + 2, n_cand) && !pk; k++)
+        pk = consolidate_k(&cs, k, TRUE);
+    if (!pk && kmin + 3 <= n_cand) {
+        guint lo = kmin + 3, hi = n_cand;
+        g_autoptr(PolPacker) best = consolidate_k(&cs, hi, FALSE);
+        while (best && lo < hi) {
+            guint mid = lo + (hi - lo) / 2;
+            PolPacker *got = consolidate_k(&cs, mid, FALSE);
+            if (got) {
+                pol_packer_free(best);
+                best = got;
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        pk = g_steal_pointer(&best);
+    }
+    if (!pk) {
+        g_set_error(error, POL_ERROR, POL_ERROR_NO_ROOM,
+                    "the VMs do not fit on the %u hosts that accept VMs", n_cand);
+        return NULL;
+    }
+
+    /* Fewer migrations: a unit sent away from a host that stays in use goes back when it
+     * still fits there. */
+    for (guint u = 0; u < p->n_units; u++) {
+        guint h = p->unit_host[u];
+        if (p->unit_fixed[u] || pk->assign[u] == (gint)h || !pk->open[h])
+            continue;
+        if (pk->head[h] >= 0 && pol_packer_fits(pk, u, h)) {
+            pol_packer_take(pk, u);
+            pol_packer_put(pk, u, h, FALSE);
+        }
+    }
+
+    vm_final = g_new(guint, p->n_vms + 1);
+    for (guint v = 0; v < p->n_vms; v++) {
+        guint u = p->vm_unit[v];
+        vm_final[v] = p->unit_fixed[u] || pk->assign[u] < 0
+                          ? ((PolVm *)g_ptr_array_index(cluster->vms, v))->host
+                          : (guint)pk->assign[u];
+    }
+    return plan_finish(plan_new(POL_POLICY_CONSOLIDATE), p, vm_final, opts, start, error);
+}
+
+/* ---- drain ------------------------------------------------------------------------------- */
+
+PolPlan *pol_plan_drain(const PolCluster *cluster, const char *host, const PolOptions *opts,
+                        GError **error)
+{
+    gint64 start = g_get_monotonic_time();
+    PolOptions defaults;
+    g_autoptr(PolProblem) p = NULL;
+    g_auto(PolShape) shape = {0};
+    g_autoptr(PolPacker) pk = NULL;
+    g_autoptr(PolPlan) plan = NULL;
+    g_autofree guint *units = NULL;
+    g_autofree guint *vm_final = NULL;
+    guint n = 0;
+    gint src;
+
+    g_return_val_if_fail(cluster != NULL && host != NULL, NULL);
+    opts_or_default(&opts, &defaults);
+    src = GPOINTER_TO_INT(g_hash_table_lookup(cluster->host_by_name, host)) - 1;
+    if (src < 0) {
+        g_set_error(error, POL_ERROR, POL_ERROR_NOT_FOUND, "unknown host '%s'", host);
+        return NULL;
+    }
+    p = pol_problem_new(cluster, opts);
+    if (!p->active[src]) {
+        g_set_error(error, POL_ERROR, POL_ERROR_BLOCKED,
+                    "host '%s' is down: its VMs cannot be live-migrated", host);
+        return NULL;
+    }
+    for (guint v = 0; v < p->n_vms; v++) {
+        g_autofree char *why = NULL;
+        if (((PolVm *)g_ptr_array_index(cluster->vms, v))->host != (guint)src)
+            continue;
+        if ((why = pol_vm_blocked_reason(cluster, v, opts))) {
+            g_set_error(error, POL_ERROR, POL_ERROR_BLOCKED, "cannot drain '%s': %s", host, why);
+            return NULL;
+        }
+    }
+    shape_init(&shape, p);
+    pk = pol_packer_new(p, shape.dom);
+    units = g_new(guint, p->n_units + 1);
+    for (guint h = 0; h < p->n_hosts; h++) {
+        if (p->accepts[h] && h != (guint)src)
+            pol_packer_open(pk, h);
+    }
+    for (guint u = 0; u < p->n_units; u++) {
+        if (p->unit_host[u] == (guint)src)
+            units[n++] = u;
+        else if (pk->open[p->unit_host[u]])
+            pol_packer_put(pk, u, p->unit_host[u], TRUE);
+    }
+    pol_units_sort(p, units, n, POL_KEY_WEIGHTED, shape.dom, shape.weight, shape.ref);
+    for (guint i = 0; i < n; i++) {
+        gint h = pol_packer_find(pk, units[i], -1);
+        if (h < 0) {
+            const PolVm *vm =
+                g_ptr_array_index(cluster->vms, p->unit_vms[p->unit_first[units[i]]]);
+            g_set_error(error, POL_ERROR, POL_ERROR_NO_ROOM,
+                        "cannot drain '%s': no host has room for VM '%s' (%u vCPUs, %" G_GUINT64_FORMAT " MiB, %u VFs)",
+                        host, vm->name, vm->vcpus, vm->memory_mib, vm->vfs);
+            return NULL;
+        }
+        pol_packer_put(pk, units[i], (guint)h, TRUE);
+    }
+    vm_final = g_new(guint, p->n_vms + 1);
+    for (guint v = 0; v < p->n_vms; v++) {
+        gint a = pk->assign[p->vm_unit[v]];
+        vm_final[v] = a >= 0 ? (guint)a : ((PolVm *)g_ptr_array_index(cluster->vms, v))->host;
+    }
+    plan = plan_new(POL_POLICY_DRAIN);
+    plan->drained = g_strdup(host);
+    return plan_finish(g_steal_pointer(&plan), p, vm_final, opts, start, error);
+}
+
+/* ---- balance ----------------------------------------------------------------------------- */
+
+#define BALANCE_CANDIDATES 8
+
+PolPlan *pol_plan_balance(const PolCluster *cluster, const PolOptions *opts, GError **error)
+{
+    gint64 start = g_get_monotonic_time();
+    PolOptions defaults;
+    g_autoptr(PolProblem) p = NULL;
+    g_autofree gint64 *used = NULL;
+    g_autofree double *load = NULL;
+    g_autofree guint8 *moved = NULL;
+    g_autofree guint8 *stuck = NULL;
+    g_autofree guint *vm_final = NULL;
+    g_autofree gint *head = NULL;
+    g_autofree gint *next = NULL;
+    g_autoptr(GArray) order = g_array_new(FALSE, FALSE, sizeof(guint)); /* units, as moved */
+    guint D, max_moves;
+
+    g_return_val_if_fail(cluster != NULL, NULL);
+    opts_or_default(&opts, &defaults);
+    p = pol_problem_new(cluster, opts);
+    D = p->dims;
+    used = g_new0(gint64, (gsize)p->n_hosts * D + 1);
+    load = g_new0(double, p->n_hosts + 1);
+    moved = g_new0(guint8, p->n_units + 1);
+    stuck = g_new0(guint8, p->n_hosts + 1);
+    vm_final = g_new(guint, p->n_vms + 1);
+    head = g_new(gint, p->n_hosts + 1);
+    next = g_new(gint, p->n_units + 1);
+    for (guint h = 0; h < p->n_hosts; h++)
+        head[h] = -1;
+    for (gint u = (gint)p->n_units - 1; u >= 0; u--) {
+        guint h = p->unit_host[u];
+        for (guint d = 0; d < D; d++)
+            used[(gsize)h * D + d] += p->unit_dem[(gsize)u * D + d];
+        next[u] = head[h];
+        head[h] = u;
+    }
+    for (guint h = 0; h < p->n_hosts; h++)
+        load[h] = host_load(p, used, h);
+    for (guint v = 0; v < p->n_vms; v++)
+        vm_final[v] = ((PolVm *)g_ptr_array_index(cluster->vms, v))->host;
+    max_moves = opts->max_moves ? opts->max_moves : p->n_units;
+
+    while (order->len < max_moves) {
+        gint src = -1, cands[BALANCE_CANDIDATES];
+        guint n_cands = 0, best_u = 0, best_dst = 0;
+        double lmin = G_MAXDOUBLE, best_peak = G_MAXDOUBLE;
+        gboolean evacuate = FALSE, found = FALSE;
+
+        /* The source: an evacuating host with a movable VM, else the most loaded host. */
+        for (guint h = 0; h < p->n_hosts; h++) {
+            const PolHost *ph = g_ptr_array_index(cluster->hosts, h);
+            gboolean ev = ph->state == POL_HOST_EVACUATING;
+            if (p->accepts[h])
+                lmin = MIN(lmin, load[h]);
+            if (!p->active[h] || stuck[h] || head[h] < 0)
+                continue;
+            if (src < 0 || (ev && !evacuate) || (ev == evacuate && load[h] > load[src])) {
+                src = (gint)h;
+                evacuate = ev;
+            }
+        }
+        if (src < 0 || (!evacuate && load[src] - lmin <= opts->balance_tolerance))
+            break;
+        /* The least loaded accepting hosts are the destinations tried. */
+        for (guint h = 0; h < p->n_hosts; h++) {
+            guint i;
+            if (!p->accepts[h] || (gint)h == src)
+                continue;
+            if (n_cands == BALANCE_CANDIDATES && load[h] >= load[cands[n_cands - 1]])
+                continue;
+            i = n_cands < BALANCE_CANDIDATES ? n_cands++ : n_cands - 1;
+            while (i > 0 && load[cands[i - 1]] > load[h]) {
+                cands[i] = cands[i - 1];
+                i--;
+            }
+            cands[i] = (gint)h;
+        }
+        for (gint u = head[src]; u >= 0; u = next[u]) {
+            if (p->unit_fixed[u] || moved[u])
+                continue;
+            for (guint i = 0; i < n_cands; i++) {
+                guint dst = (guint)cands[i];
+                gboolean fits = TRUE;
+                double after_src = 0.0, after_dst = 0.0, peak;
+                for (guint d = 0; d < D && fits; d++) {
+                    gint64 w = p->unit_dem[(gsize)u * D + d];
+                    gint64 cs = p->cap[(gsize)src * D + d], cd = p->cap[(gsize)dst * D + d];
+                    gint64 ud = used[(gsize)dst * D + d] + w;
+                    fits = w == 0 || ud <= cd;
+                    if (cs > 0)
+                        after_src = MAX(after_src, (double)(used[(gsize)src * D + d] - w) / cs);
+                    if (cd > 0)
+                        after_dst = MAX(after_dst, (double)ud / cd);
+                }
+                if (!fits)
+                    continue;
+                peak = MAX(after_src, after_dst);
+                if (peak < best_peak) {
+                    best_peak = peak;
+                    best_u = (guint)u;
+                    best_dst = dst;
+                    found = TRUE;
+                }
+            }
+        }
+        if (!found || (!evacuate && best_peak >= load[src] - 1e-9)) {
+            stuck[src] = TRUE;
+            continue;
+        }
+        /* Apply: unlink the unit from the source, account it on the destination. */
+        for (gint *link = &head[src]; *link >= 0; link = &next[*link]) {
+            if (*link == (gint)best_u) {
+                *link = next[best_u];
+                break;
+            }
+        }
+        for (guint d = 0; d < D; d++) {
+            used[(gsize)src * D + d] -= p->unit_dem[(gsize)best_u * D + d];
+            used[(gsize)best_dst * D + d] += p->unit_dem[(gsize)best_u * D + d];
+        }
+        load[src] = host_load(p, used, (guint)src);
+        load[best_dst] = host_load(p, used, best_dst);
+        moved[best_u] = TRUE;
+        stuck[best_dst] = FALSE;
+        for (guint i = p->unit_first[best_u]; i < p->unit_first[best_u + 1]; i++)
+            vm_final[p->unit_vms[i]] = best_dst;
+        g_array_append_val(order, best_u);
+    }
+    {
+        /* The moves were chosen one after the other on the loads as they were: run them in
+         * that order and no step overcommits. */
+        g_autoptr(PolPlan) plan = plan_new(POL_POLICY_BALANCE);
+        for (guint i = 0; i < order->len; i++) {
+            guint u = g_array_index(order, guint, i);
+            for (guint j = p->unit_first[u]; j < p->unit_first[u + 1]; j++) {
+                guint v = p->unit_vms[j];
+                g_ptr_array_add(plan->migrations, migration_new(p, v, p->unit_host[u],
+                                                                vm_final[v], FALSE, opts));
+            }
+        }
+        plan_summarize(plan, p, vm_final, pol_problem_lower_bound(p), start);
+        return g_steal_pointer(&plan);
+    }
+}
+
+/* ---- verify ------------------------------------------------------------------------------ */
+
+gboolean pol_plan_verify(const PolCluster *cluster, const PolPlan *plan, const PolOptions *opts,
+                         GError **error)
+{
+    PolOptions defaults;
+    g_autoptr(PolProblem) p = NULL;
+    g_autofree gint64 *used = NULL;
+    g_autofree guint *cur = NULL;
+    g_autofree guint8 *moves = NULL;
+    g_autofree guint8 *last_extra = NULL;
+    guint D;
+
+    g_return_val_if_fail(cluster != NULL && plan != NULL, FALSE);
+    opts_or_default(&opts, &defaults);
+    p = pol_problem_new(cluster, opts);
+    D = p->dims;
+    used = g_new0(gint64, (gsize)p->n_hosts * D + 1);
+    cur = g_new(guint, p->n_vms + 1);
+    moves = g_new0(guint8, p->n_vms + 1);
+    last_extra = g_new0(guint8, p->n_vms + 1);
+    for (guint v = 0; v < p->n_vms; v++) {
+        cur[v] = ((PolVm *)g_ptr_array_index(cluster->vms, v))->host;
+        for (guint d = 0; d < D; d++)
+            used[(gsize)cur[v] * D + d] += p->vm_dem[(gsize)v * D + d];
+    }
+    for (guint i = 0; i < plan->migrations->len; i++) {
+        const PolMigration *m = g_ptr_array_index(plan->migrations, i);
+        gint v = GPOINTER_TO_INT(g_hash_table_lookup(cluster->vm_by_name, m->vm)) - 1;
+        gint from = GPOINTER_TO_INT(g_hash_table_lookup(cluster->host_by_name, m->from)) - 1;
+        gint to = GPOINTER_TO_INT(g_hash_table_lookup(cluster->host_by_name, m->to)) - 1;
+        g_autofree char *why = NULL;
+
+        if (v < 0 || from < 0 || to < 0) {
+            g_set_error(error, POL_ERROR, POL_ERROR_INVALID,
+                        "step %u: unknown VM or host in '%s' from '%s' to '%s'", i + 1, m->vm,
+                        m->from, m->to);
+            return FALSE;
+        }
+        if (cur[v] != (guint)from || from == to) {
+            g_set_error(error, POL_ERROR, POL_ERROR_INVALID,
+                        "step %u: VM '%s' is on '%s', not '%s', or stays", i + 1, m->vm,
+                        ((PolHost *)g_ptr_array_index(cluster->hosts, cur[v]))->name, m->from);
+            return FALSE;
+        }
+        if (!p->accepts[to]) {
+            g_set_error(error, POL_ERROR, POL_ERROR_INVALID,
+                        "step %u: VM '%s' goes to '%s', which accepts no VMs", i + 1, m->vm,
+                        m->to);
+            return FALSE;
+        }
+        if ((why = pol_vm_blocked_reason(cluster, (guint)v, opts))) {
+            g_set_error(error, POL_ERROR, POL_ERROR_INVALID, "step %u: %s", i + 1, why);
+            return FALSE;
+        }
+        /* A VM moves once, or detours once and then moves. */
+        if (moves[v] >= 2 || (moves[v] == 1 && !last_extra[v])) {
+            g_set_error(error, POL_ERROR, POL_ERROR_INVALID, "step %u: VM '%s' moves again (only a detour may precede its move)",
+                        i + 1, m->vm);
+            return FALSE;
+        }
+        moves[v]++;
+        last_extra[v] = m->extra;
+        for (guint d = 0; d < D; d++) {
+            gint64 w = p->vm_dem[(gsize)v * D + d];
+            if (w > 0 && used[(gsize)to * D + d] + w > p->cap[(gsize)to * D + d]) {
+                g_set_error(error, POL_ERROR, POL_ERROR_INVALID,
+                            "step %u: VM '%s' overcommits '%s' (dimension %u: %" G_GINT64_FORMAT " + %" G_GINT64_FORMAT " > %" G_GINT64_FORMAT ")",
+                            i + 1, m->vm, m->to, d, used[(gsize)to * D + d], w,
+                            p->cap[(gsize)to * D + d]);
+                return FALSE;
+            }
+        }
+        vm_shift(p, used, (guint)v, (guint)from, (guint)to);
+        cur[v] = (guint)to;
+    }
+    return TRUE;
+}
