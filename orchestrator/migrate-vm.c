@@ -1,12 +1,17 @@
 /* migrate-vm: live-migrate a libvirt domain that holds SR-IOV VFs (virsh-adjacent CLI).
  *
  *   migrate-vm [OPTION...] DOMAIN DEST_URI    migrate
+ *   migrate-vm --recover [DOMAIN]             finish or undo interrupted migrations
  *   migrate-vm config check [FILE]            check a configuration file
  *   migrate-vm config sample                  print the commented sample configuration
  *
  * Exit status (man/migrate-vm.1, docs/operations.md): 0 migrated; 1 failed otherwise; 2 bad
- * usage; 3 failed and the undo failed too; 4 bad configuration file; 10 + the failed phase's
- * number (10 connect .. 17 resume) when a phase failed and was undone. */
+ * usage; 3 failed and the undo (or a recovery) failed too; 4 bad configuration file; 5 cancelled
+ * (SIGINT, SIGTERM) and undone; 6 another migration of the domain runs; 7 an interrupted
+ * migration of the domain needs --recover; 10 + the failed phase's number (10 connect ..
+ * 17 resume) when a phase failed and was undone. */
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +27,9 @@ enum {
     EXIT_USAGE = 2,
     EXIT_ROLLBACK_FAILED = 3,
     EXIT_CONFIG = 4,
+    EXIT_CANCELLED = 5,
+    EXIT_BUSY = 6,
+    EXIT_UNFINISHED = 7,
     EXIT_PHASE_BASE = 10, /* + OrchPhase: that phase failed and was undone */
 };
 G_STATIC_ASSERT(EXIT_PHASE_BASE + ORCH_PHASE_LAST <= 20);
@@ -119,6 +127,7 @@ static OrchVirt *open_host(const char *uri, const char *label, gpointer opaque, 
 /* The command line as given; -1 / FALSE / NULL: not given (the configuration decides). */
 typedef struct {
     char *config_path;
+    char *state_dir;
     char *connect;
     char *migrate_uri;
     char *agent_channel;
@@ -131,13 +140,14 @@ typedef struct {
     gint64 bandwidth;
     gint parallel, postcopy_after, timeout;
     gint agent_timeout, prepare_timeout, unplug_timeout, resume_timeout, plug_attempts;
-    gboolean verbose, quiet, json, version;
+    gboolean verbose, quiet, json, version, recover;
     char **args;
 } Cli;
 
 static void cli_clear(Cli *cli)
 {
     g_free(cli->config_path);
+    g_free(cli->state_dir);
     g_free(cli->connect);
     g_free(cli->migrate_uri);
     g_free(cli->agent_channel);
@@ -209,10 +219,20 @@ static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOption
     const char *action = hm_config_get_string(config, HM_CONFIG_MIGRATE_TIMEOUT_ACTION);
     int actions = !!cli->timeout_suspend + !!cli->timeout_postcopy + !!cli->timeout_abort;
 
-    if (!cli->args || g_strv_length(cli->args) != 2)
-        return usage_error(error, "expected DOMAIN and DEST_URI (see --help)");
-    opts->domain = g_strdup(cli->args[0]);
-    opts->dest_uri = g_strdup(cli->args[1]);
+    if (cli->recover) {
+        if (cli->args && g_strv_length(cli->args) > 1)
+            return usage_error(error, "--recover takes at most one DOMAIN (see --help)");
+        opts->domain = g_strdup(cli->args ? cli->args[0] : NULL);
+    } else {
+        if (!cli->args || g_strv_length(cli->args) != 2)
+            return usage_error(error, "expected DOMAIN and DEST_URI (see --help)");
+        opts->domain = g_strdup(cli->args[0]);
+        opts->dest_uri = g_strdup(cli->args[1]);
+    }
+    if (cli->state_dir && *cli->state_dir)
+        opts->state_dir = g_strdup(cli->state_dir);
+    else if (g_getenv("HOTMIG_STATE_DIR") && *g_getenv("HOTMIG_STATE_DIR"))
+        opts->state_dir = g_strdup(g_getenv("HOTMIG_STATE_DIR"));
     opts->source_uri = *connect ? g_strdup(connect) : NULL;
     opts->migrate_uri = g_strdup(cli->migrate_uri);
     opts->target_vf = g_strdup(cli->target_vf);
@@ -270,6 +290,66 @@ static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOption
     return check_combinations(opts, error);
 }
 
+/* ---- cancellation ------------------------------------------------------------------------- */
+
+/* SIGINT and SIGTERM are blocked in every thread and taken by this one, which cancels the
+ * migration: the orchestrator aborts the libvirt job and undoes what was done. */
+static gpointer signal_thread(gpointer data)
+{
+    GCancellable *cancellable = data;
+    sigset_t set;
+    int sig;
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    for (;;) {
+        if (sigwait(&set, &sig) != 0)
+            continue;
+        if (g_cancellable_is_cancelled(cancellable)) {
+            fprintf(stderr, "migrate-vm: already cancelling (undoing the migration); "
+                            "kill -9 leaves it for 'migrate-vm --recover'\n");
+            continue;
+        }
+        fprintf(stderr, "migrate-vm: %s: cancelling the migration and undoing it\n",
+                g_strsignal(sig));
+        g_cancellable_cancel(cancellable);
+    }
+    return NULL;
+}
+
+static void signals_take(GCancellable *cancellable)
+{
+    sigset_t set;
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL); /* before any other thread starts */
+    /* The thread lives until the process ends: it keeps its own reference. */
+    g_thread_unref(g_thread_new("signals", signal_thread, g_object_ref(cancellable)));
+}
+
+/* ---- recovery ----------------------------------------------------------------------------- */
+
+static int recover_main(const Cli *cli, const OrchOptions *opts)
+{
+    g_autoptr(GPtrArray) results = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *out = NULL;
+    gboolean ok = orch_recover(opts, open_host, NULL, &results, &error);
+
+    out = cli->json ? orch_recovery_format_json(results, TRUE) : orch_recovery_format_table(results);
+    fputs(out, stdout);
+    if (cli->json)
+        fputc('\n', stdout);
+    fflush(stdout);
+    if (ok)
+        return EXIT_MIGRATED;
+    fprintf(stderr, "migrate-vm: error: %s\n", error->message);
+    return EXIT_ROLLBACK_FAILED;
+}
+
 /* ---- config subcommand --------------------------------------------------------------------- */
 
 /* The configuration: --config FILE, else /etc/hotmig/hotmig.conf when it exists, else the
@@ -317,7 +397,7 @@ static int config_main(int argc, char **argv)
         g_auto(Cli) cli = {.bandwidth = -1, .parallel = -1, .postcopy_after = -1, .timeout = -1,
                            .agent_timeout = -1, .prepare_timeout = -1, .unplug_timeout = -1,
                            .resume_timeout = -1, .plug_attempts = -1};
-        g_auto(OrchOptions) opts;
+        g_auto(OrchOptions) opts = {0};
 
         orch_options_init(&opts);
         cli.args = g_strsplit("DOMAIN DEST_URI", " ", -1);
@@ -339,6 +419,8 @@ static int config_main(int argc, char **argv)
 
 static const char help_description[] =
     "Subcommands:\n"
+    "  migrate-vm --recover [DOMAIN]    finish or undo interrupted migrations (after kill -9,\n"
+    "                                   a crash, a reboot) from their journal\n"
     "  migrate-vm config check [FILE]   check a configuration file (default " HM_CONFIG_PATH_DEFAULT ")\n"
     "  migrate-vm config sample         print the commented sample configuration\n"
     "\n"
@@ -348,8 +430,12 @@ static const char help_description[] =
     "  0   migrated: the domain runs on the destination with its VFs, processes resumed\n"
     "  1   failed for another reason (see the message)\n"
     "  2   bad usage: options, arguments, or a combination libvirt refuses; nothing was done\n"
-    "  3   a phase failed and undoing it failed too: the report says what the domain lacks\n"
+    "  3   a phase failed and undoing it failed too (or --recover failed): the report says\n"
+    "      what the domain lacks; the journal is kept for --recover\n"
     "  4   the configuration file is unreadable or invalid; nothing was done\n"
+    "  5   cancelled by SIGINT or SIGTERM; what was done is undone\n"
+    "  6   another migrate-vm is migrating or recovering this domain; nothing was done\n"
+    "  7   an earlier migration of this domain was interrupted: run --recover first\n"
     "  10  connect failed (a host, or the domain on the source); nothing was done\n"
     "  11  inspect failed (the domain XML)          12  target-vf: no VF on the destination\n"
     "  13  prepare: the agent did not quiesce        14  unplug: the guest kept the VF\n"
@@ -365,7 +451,7 @@ static const char help_description[] =
 
 int main(int argc, char **argv)
 {
-    g_auto(OrchOptions) opts;
+    g_auto(OrchOptions) opts = {0};
     g_auto(Cli) cli = {.bandwidth = -1, .parallel = -1, .postcopy_after = -1, .timeout = -1,
                        .agent_timeout = -1, .prepare_timeout = -1, .unplug_timeout = -1,
                        .resume_timeout = -1, .plug_attempts = -1};
@@ -373,6 +459,7 @@ int main(int argc, char **argv)
     g_autoptr(GError) error = NULL;
     g_autoptr(OrchReport) report = NULL;
     g_autoptr(HmConfig) config = NULL;
+    g_autoptr(GCancellable) cancellable = NULL;
     Progress progress = {.phase = -1};
     gboolean ok;
 
@@ -444,6 +531,13 @@ int main(int argc, char **argv)
              "Seconds to wait for the new RDMA device and the processes (default 60)", "SEC"},
             {"plug-attempts", 0, 0, G_OPTION_ARG_INT, &cli.plug_attempts,
              "Tries to plug a VF on the destination before migrating back (default 2)", "N"},
+            {"recover", 0, 0, G_OPTION_ARG_NONE, &cli.recover,
+             "Finish or undo the interrupted migrations of DOMAIN (default: of every domain) "
+             "from their journal, and exit",
+             NULL},
+            {"state-dir", 0, 0, G_OPTION_ARG_FILENAME, &cli.state_dir,
+             "Migration journals and locks (default $HOTMIG_STATE_DIR, else /var/lib/hotmig)",
+             "DIR"},
             {"config", 0, 0, G_OPTION_ARG_FILENAME, &cli.config_path,
              "Configuration file (default " HM_CONFIG_PATH_DEFAULT " when it exists)", "FILE"},
             {"quiet", 'q', 0, G_OPTION_ARG_NONE, &cli.quiet,
@@ -452,8 +546,7 @@ int main(int argc, char **argv)
              "Print the report as JSON on stdout (for scripts)", NULL},
             {"version", 'V', 0, G_OPTION_ARG_NONE, &cli.version, "Print the version and exit",
              NULL},
-            {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &cli.args, NULL,
-             "DOMAIN DEST_URI"},
+            {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &cli.args, NULL, NULL},
             {NULL},
         };
 
@@ -484,6 +577,12 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
 
+    if (cli.recover)
+        return recover_main(&cli, &opts);
+
+    cancellable = g_cancellable_new();
+    opts.cancellable = cancellable;
+    signals_take(cancellable);
     g_mutex_init(&progress.lock);
     progress.domain = opts.domain;
     {
@@ -527,6 +626,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "migrate-vm: error: %s\n", error->message);
     if (g_error_matches(error, ORCH_ERROR, ORCH_ERROR_ROLLBACK))
         return EXIT_ROLLBACK_FAILED;
+    if (g_error_matches(error, ORCH_ERROR, ORCH_ERROR_CANCELLED))
+        return EXIT_CANCELLED;
+    if (g_error_matches(error, ORCH_ERROR, ORCH_ERROR_BUSY))
+        return EXIT_BUSY;
+    if (g_error_matches(error, ORCH_ERROR, ORCH_ERROR_UNFINISHED))
+        return EXIT_UNFINISHED;
     if (g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID) &&
         report->phases[ORCH_PHASE_CONNECT].status != ORCH_STATUS_OK)
         return EXIT_USAGE;
