@@ -19,6 +19,7 @@ unchanged() {
 }
 
 # expect_failure RC PATTERN ARGS...: migrate-vm exits RC and its stderr matches PATTERN.
+# Exit codes (migrate-vm(1)): 2 usage, 10 connect failed, 13 prepare failed (the agent).
 expect_failure() {
     local want=$1 pattern=$2 rc
     shift 2
@@ -32,11 +33,11 @@ expect_failure() {
 }
 
 log "unknown domain"
-expect_failure 1 "'no-such-vm'" --connect "$A" no-such-vm "$B"
+expect_failure 10 "'no-such-vm'" --connect "$A" no-such-vm "$B"
 unchanged "unknown domain"
 
 log "unreachable destination"
-expect_failure 1 "qemu+tcp://127.0.0.1:1/system" --connect "$A" "$g" qemu+tcp://127.0.0.1:1/system
+expect_failure 10 "qemu+tcp://127.0.0.1:1/system" --connect "$A" "$g" qemu+tcp://127.0.0.1:1/system
 unchanged "unreachable destination"
 
 log "bad options"
@@ -47,7 +48,7 @@ unchanged "bad options"
 
 log "agent that does not answer"
 "$lab" exec "$g" 'kill $(pidof hotmig-agent)' >/dev/null || fail "cannot stop the agent in $g"
-expect_failure 1 "--no-agent" --connect "$A" "$g" "$B" --agent-timeout 3
+expect_failure 13 "--no-agent" --connect "$A" "$g" "$B" --agent-timeout 3
 unchanged "silent agent"
 
 log "--no-agent goes on"

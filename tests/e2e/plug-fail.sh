@@ -1,6 +1,6 @@
 #!/bin/bash
 # The destination refuses every VF plug (fault injection on the libvirt adapter): migrate-vm
-# must migrate the guest back, plug its VF on the source, resume the workload, exit 1 naming
+# must migrate the guest back, plug its VF on the source, resume the workload, exit 16 (plug failed and undone) naming
 # the plug phase; the workload then goes on over verbs and loses nothing.
 source "$(dirname "$0")/lib.sh"
 c=pf-c
@@ -19,7 +19,7 @@ set -e
 cat "$tmp/err" >&2
 jq -r '.phases[] | "  \(.name) \(.status) \(.detail // "")"' "$tmp/out.json" >&2
 jq -r '.rollback[] | "  undo \(.action) \(.ok) \(.detail // "")"' "$tmp/out.json" >&2
-[ "$rc" -eq 1 ] || fail "migrate-vm exited $rc, expected 1"
+[ "$rc" -eq 16 ] || fail "migrate-vm exited $rc, expected 16 (plug failed, undone)"
 grep -q "Phase 'plug' failed" "$tmp/err" || fail "error does not name the plug phase"
 jq -e '.failed_phase == "plug" and .final_host == "source" and .vfs_attached == 1' \
     "$tmp/out.json" >/dev/null || fail "report does not say plug failed and the VM is back"
