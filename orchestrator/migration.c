@@ -36,6 +36,10 @@ typedef struct {
     guint plugged;           /* VFs 0..plugged-1 are plugged on the destination */
     gint64 phase_start;
     gint64 start;
+    GPtrArray *dst_vfs;      /* HotplugVf: the destination's VFs (hostdev VFs only) */
+    GPtrArray *dst_in_use;   /* PCI addresses taken there, ours included */
+    GPtrArray *like;         /* per VF: the source VF's HotplugVf (borrowed), or NULL */
+    GPtrArray *src_vfs;      /* HotplugVf: the source's VFs (owns what like points to) */
     OrchJournal *journal;    /* this migration's durable record */
     char *id;                /* migration id (UUID) */
 } Migration;
@@ -345,23 +349,19 @@ static GPtrArray *host_vfs_in_use(Migration *m, OrchVirt *virt, GError **error)
         return NULL;
     for (guint i = 0; i < xmls->len; i++) {
         g_autoptr(XmlDomain) dom = xml_domain_parse(g_ptr_array_index(xmls, i), NULL);
-        g_autoptr(GPtrArray) vfs = dom ? xml_domain_find_vfs(dom, "", NULL) : NULL;
+        g_autoptr(GPtrArray) pcis = dom ? xml_domain_list_host_pci(dom) : NULL;
 
-        for (guint j = 0; vfs && j < vfs->len; j++) {
-            XmlVf *vf = g_ptr_array_index(vfs, j);
-
-            if (vf->host_pci)
-                g_ptr_array_add(used, g_strdup(vf->host_pci));
-        }
+        for (guint j = 0; pcis && j < pcis->len; j++)
+            g_ptr_array_add(used, g_strdup(g_ptr_array_index(pcis, j)));
     }
     return g_steal_pointer(&used);
 }
 
 static gboolean do_target_vf(Migration *m, char **ret_detail, GError **error)
 {
-    g_autoptr(GPtrArray) src_vfs = NULL;
-    g_autoptr(GPtrArray) dst_vfs = NULL;
-    g_autoptr(GPtrArray) in_use = NULL;
+    GPtrArray *src_vfs = NULL;
+    GPtrArray *dst_vfs = NULL;
+    GPtrArray *in_use = NULL;
     g_autoptr(GString) detail = g_string_new(NULL);
     guint hostdevs = 0;
 
@@ -374,10 +374,12 @@ static gboolean do_target_vf(Migration *m, char **ret_detail, GError **error)
         return FALSE;
     }
     if (hostdevs && !m->opts->target_vf) {
-        if (!(src_vfs = host_vfs(m->src, error)) || !(dst_vfs = host_vfs(m->dst, error)) ||
-            !(in_use = host_vfs_in_use(m, m->dst, error)))
+        if (!(m->src_vfs = src_vfs = host_vfs(m->src, error)) ||
+            !(m->dst_vfs = dst_vfs = host_vfs(m->dst, error)) ||
+            !(m->dst_in_use = in_use = host_vfs_in_use(m, m->dst, error)))
             return FALSE;
     }
+    m->like = g_ptr_array_new();
     m->dest_xml = g_ptr_array_new_with_free_func(g_free);
     m->source_xml = g_ptr_array_new_with_free_func(g_free);
     for (guint i = 0; i < m->vfs->len; i++) {
@@ -388,7 +390,10 @@ static gboolean do_target_vf(Migration *m, char **ret_detail, GError **error)
 
         if (vf->host_pci && m->opts->target_vf) {
             chosen = g_strdup(m->opts->target_vf);
-        } else if (vf->host_pci) {
+            g_ptr_array_add(m->like, NULL);
+        } else if (!vf->host_pci) {
+            g_ptr_array_add(m->like, NULL);
+        } else {
             HotplugVf *like = NULL;
 
             for (guint j = 0; j < src_vfs->len && !like; j++) {
@@ -402,6 +407,7 @@ static gboolean do_target_vf(Migration *m, char **ret_detail, GError **error)
                             m->opts->domain, m->src->uri);
                 return FALSE;
             }
+            g_ptr_array_add(m->like, like);
             chosen = hotplug_vf_choose(like, dst_vfs, in_use, error);
             if (!chosen)
                 return FALSE;
@@ -591,6 +597,37 @@ static gboolean do_migrate(Migration *m, char **ret_detail, GError **error)
     return TRUE;
 }
 
+/* The VF chosen for VF @i would not plug: try the destination's next free one of the same
+ * model, once. TRUE when it is plugged (dest_xml[i] then describes it). */
+static gboolean plug_other_vf(Migration *m, guint i, const char *why)
+{
+    XmlVf *vf = vf_at(m, i);
+    HotplugVf *like = m->like ? g_ptr_array_index(m->like, i) : NULL;
+    g_autoptr(GError) local = NULL;
+    g_autofree char *chosen = NULL;
+    g_autofree char *xml = NULL;
+
+    if (!like || !m->dst_vfs)
+        return FALSE;
+    chosen = hotplug_vf_choose(like, m->dst_vfs, m->dst_in_use, &local);
+    if (!chosen || !(xml = xml_vf_format_attach(vf, chosen, &local))) {
+        progress(m, ORCH_PHASE_PLUG, "no other VF for '%s': %s", vf->alias, local->message);
+        return FALSE;
+    }
+    g_ptr_array_add(m->dst_in_use, g_strdup(chosen));
+    progress(m, ORCH_PHASE_PLUG, "'%s' would not plug (%s); trying VF %s instead", vf->alias,
+             why, chosen);
+    if (!note(m, "plug", vf->alias, xml, NULL))
+        return FALSE;
+    if (!m->dst->ops->device_attach(m->dst, m->opts->domain, xml, m->persistent, &local)) {
+        progress(m, ORCH_PHASE_PLUG, "VF %s would not plug either: %s", chosen, local->message);
+        return FALSE;
+    }
+    g_free(g_ptr_array_index(m->dest_xml, i));
+    g_ptr_array_index(m->dest_xml, i) = g_steal_pointer(&xml);
+    return TRUE;
+}
+
 static gboolean do_plug(Migration *m, char **ret_detail, GError **error)
 {
     g_autoptr(GString) detail = g_string_new(NULL);
@@ -611,6 +648,10 @@ static gboolean do_plug(Migration *m, char **ret_detail, GError **error)
                 break;
             progress(m, ORCH_PHASE_PLUG, "attempt %u of %u for '%s' failed: %s", attempt,
                      attempts, vf->alias, local->message);
+        }
+        if (attempt > attempts && plug_other_vf(m, i, local->message)) {
+            g_clear_error(&local);
+            attempt = attempts;
         }
         if (attempt > attempts) {
             g_propagate_prefixed_error(error, g_steal_pointer(&local),
@@ -906,6 +947,14 @@ out:
         g_ptr_array_unref(m->dest_xml);
     if (m->source_xml)
         g_ptr_array_unref(m->source_xml);
+    if (m->like)
+        g_ptr_array_unref(m->like);
+    if (m->src_vfs)
+        g_ptr_array_unref(m->src_vfs);
+    if (m->dst_vfs)
+        g_ptr_array_unref(m->dst_vfs);
+    if (m->dst_in_use)
+        g_ptr_array_unref(m->dst_in_use);
     orch_virt_free(m->src);
     orch_virt_free(m->dst);
     g_free(m->id);

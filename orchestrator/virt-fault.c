@@ -36,9 +36,11 @@ static void fault_rule_free(FaultRule *rule)
     g_free(rule);
 }
 
-/* TRUE when this call must fail; counts the call. */
+/* TRUE when this call must fail. Every rule that matches the call counts it. */
 static gboolean fault_hit(VirtFault *virt, const char *op, GError **error)
 {
+    FaultRule *hit = NULL;
+
     for (guint i = 0; i < virt->rules->len; i++) {
         FaultRule *rule = g_ptr_array_index(virt->rules, i);
 
@@ -47,14 +49,14 @@ static gboolean fault_hit(VirtFault *virt, const char *op, GError **error)
         if (rule->label && !g_str_equal(rule->label, virt->parent.label))
             continue;
         rule->seen++;
-        if (rule->nth == 0 || rule->nth == rule->seen) {
-            g_set_error(error, ORCH_ERROR, ORCH_ERROR_HYPERVISOR,
-                        "injected fault: %s on %s host (call %u)", op, virt->parent.label,
-                        rule->seen);
-            return TRUE;
-        }
+        if (!hit && (rule->nth == 0 || rule->nth == rule->seen))
+            hit = rule;
     }
-    return FALSE;
+    if (!hit)
+        return FALSE;
+    g_set_error(error, ORCH_ERROR, ORCH_ERROR_HYPERVISOR, "injected fault: %s on %s host (call %u)",
+                op, virt->parent.label, hit->seen);
+    return TRUE;
 }
 
 #define INNER(v) (((VirtFault *)(v))->inner)

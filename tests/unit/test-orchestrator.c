@@ -65,6 +65,13 @@ static const char *DST_NODEDEVS[] = {
     "<vendor id='0x15b3'>Mellanox Technologies</vendor>"
     "<capability type='phys_function'><address domain='0x0000' bus='0x5e' slot='0x00' "
     "function='0x0'/></capability></capability></device>",
+    "<device><name>pci_0000_5e_02_3</name><parent>pci_0000_5d_00_0</parent>"
+    "<driver><name>vfio-pci</name></driver><capability type='pci'><class>0x020700</class>"
+    "<domain>0</domain><bus>94</bus><slot>2</slot><function>3</function>"
+    "<product id='0x101e'>ConnectX Family mlx5Gen Virtual Function</product>"
+    "<vendor id='0x15b3'>Mellanox Technologies</vendor>"
+    "<capability type='phys_function'><address domain='0x0000' bus='0x5e' slot='0x00' "
+    "function='0x0'/></capability></capability></device>",
 };
 
 /* Another domain on the destination already holds 0000:5e:02.1. */
@@ -574,6 +581,34 @@ static void test_plug_fails_migrates_back(void **state)
     assert_int_equal(report->phases[ORCH_PHASE_MIGRATE].status, ORCH_STATUS_UNDONE);
 }
 
+/* The chosen destination VF (02.2: 02.1 is taken) fails both attempts; the next free VF of the
+ * same model (02.3) is plugged instead. */
+static void test_plug_other_vf(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+    FakeOpen fo = {w, "device_attach@destination#1,device_attach@destination#2"};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+    const char *want = "function='0x3'";
+    gboolean found = FALSE;
+
+    options_for_test(&opts);
+    assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_string_equal(w->where, "destination");
+    assert_int_equal(world_count_vfs(w), 2);
+    for (guint i = 0; i < w->devices->len; i++) {
+        const char *dev = g_ptr_array_index(w->devices, i);
+        if (g_str_has_prefix(dev, "<hostdev")) {
+            assert_non_null(strstr(dev, "bus='0x5e'"));
+            if (!strstr(dev, want))
+                fail_msg("plugged: %s", dev);
+            found = TRUE;
+        }
+    }
+    assert_true(found);
+}
+
 static void test_bad_input(void **state)
 {
     g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
@@ -771,6 +806,7 @@ int main(void)
         cmocka_unit_test(test_no_agent_option),
         cmocka_unit_test(test_quiesce_refused_resumes),
         cmocka_unit_test(test_plug_fails_migrates_back),
+        cmocka_unit_test(test_plug_other_vf),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_fault_spec_rejected),
         cmocka_unit_test(test_unfinished_blocks_then_recover),
