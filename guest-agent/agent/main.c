@@ -60,6 +60,32 @@ static void agent_notify_ready(int *ready_fd)
     *ready_fd = -1;
 }
 
+/* --self-test: what an installation check needs to know, without starting. Exit 0 when the
+ * binary and its libraries load and the socket directory can be created; the virtio port is
+ * only reported (it exists in a guest with the hotmig channel, not on a build machine). */
+static int agent_self_test(const char *socket_path, const char *sysfs_root, const char *dev_root,
+                           const char *port)
+{
+    g_autofree char *dir = g_path_get_dirname(socket_path);
+    g_autofree char *path = NULL;
+    g_autoptr(GError) error = NULL;
+
+    g_print("hotmig-agent %s (protocol %d): self-test\n", HOTMIG_VERSION, AGENT_PROTOCOL_VERSION);
+    if (g_mkdir_with_parents(dir, 0755) < 0 || access(dir, W_OK) < 0) {
+        g_print("socket directory '%s': cannot create or write: %s\n", dir, g_strerror(errno));
+        return 1;
+    }
+    g_print("socket directory '%s': ok\n", dir);
+    path = agent_channel_find_port(sysfs_root, dev_root, port, &error);
+    if (path)
+        g_print("virtio port '%s': %s\n", port, path);
+    else
+        g_print("virtio port '%s': not found (expected outside a guest): %s\n", port,
+                error->message);
+    g_print("ok\n");
+    return 0;
+}
+
 static gboolean agent_main_quit(gpointer user_data)
 {
     AgentMain *m = user_data;
@@ -78,6 +104,7 @@ int main(int argc, char **argv)
     g_autofree char *dev_root = NULL;
     gboolean verbose = FALSE;
     gboolean version = FALSE;
+    gboolean self_test = FALSE;
     gboolean daemonize = FALSE;
     int ready_fd = -1;
     GOptionEntry entries[] = {
@@ -94,6 +121,9 @@ int main(int argc, char **argv)
          "go to the background once the socket listens and the channel is open", NULL},
         {"verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose, "log debug messages", NULL},
         {"version", 'V', 0, G_OPTION_ARG_NONE, &version, "print the version and exit", NULL},
+        {"self-test", 0, 0, G_OPTION_ARG_NONE, &self_test,
+         "check the installation (socket directory, virtio port), print what was found, exit",
+         NULL},
         {NULL},
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("- hotmig in-guest agent");
@@ -121,6 +151,15 @@ int main(int argc, char **argv)
     if (port && device) {
         g_printerr("hotmig-agent: --port and --device exclude each other\n");
         return 2;
+    }
+    if (self_test) {
+        const char *env = g_getenv(HOTMIG_AGENT_SOCKET_ENV);
+
+        return agent_self_test(socket_path ? socket_path
+                               : env && *env ? env
+                                             : HOTMIG_AGENT_SOCKET_DEFAULT,
+                               sysfs_root ? sysfs_root : "/sys", dev_root ? dev_root : "/dev",
+                               port ? port : AGENT_PORT_DEFAULT);
     }
     if (daemonize)
         ready_fd = agent_daemonize();
