@@ -1,0 +1,118 @@
+/* Fuzz target: the host's reader of what a guest agent sends (hostile input). The fake
+ * channel answers the sync handshake correctly, then hands the input over as the reply to
+ * 'prepare' (first byte even) or puts it before the handshake's answer as noise (odd). The
+ * reader must never crash, hang or leak, whatever the guest sends. */
+#include <stdint.h>
+#include <string.h>
+
+#include "orchestrator/agent-priv.h"
+
+typedef struct {
+    OrchVirt parent;
+    const uint8_t *data;
+    size_t size;
+    gboolean noise_first;
+} FuzzVirt;
+
+typedef struct {
+    OrchVirtChannel parent;
+    GString *out; /* what the "guest" sends next */
+    gboolean synced;
+} FuzzChannel;
+
+static OrchVirtChannel *fuzz_channel_open(OrchVirt *v, const char *d, const char *name,
+                                          GError **e)
+{
+    FuzzChannel *c = g_new0(FuzzChannel, 1);
+
+    c->parent.virt = v;
+    c->out = g_string_new(NULL);
+    return &c->parent;
+}
+
+static gboolean fuzz_channel_send(OrchVirtChannel *chan, const void *buf, gsize len,
+                                  HmDeadline deadline, GError **e)
+{
+    FuzzChannel *c = (FuzzChannel *)chan;
+    FuzzVirt *v = (FuzzVirt *)chan->virt;
+    const char *id = g_strstr_len(buf, len, "\"id\":");
+
+    if (id && !c->synced) {
+        if (v->noise_first)
+            g_string_append_len(c->out, (const char *)v->data, v->size);
+        g_string_append_printf(c->out, "\xff{\"return\":%.*s}\n",
+                               (int)strspn(id + 5, "0123456789"), id + 5);
+        c->synced = TRUE;
+    } else if (!v->noise_first) {
+        g_string_append_len(c->out, (const char *)v->data, v->size);
+    }
+    return TRUE;
+}
+
+static gssize fuzz_channel_recv(OrchVirtChannel *chan, void *buf, gsize len, HmDeadline deadline,
+                                GError **e)
+{
+    FuzzChannel *c = (FuzzChannel *)chan;
+    gsize n = MIN(MIN(len, c->out->len), 7); /* small pieces: lines split across reads */
+
+    if (n == 0) {
+        g_set_error(e, HM_COMMON_ERROR, HM_COMMON_ERROR_TIMEOUT, "Timed out (fuzz)");
+        return -1;
+    }
+    memcpy(buf, c->out->str, n);
+    g_string_erase(c->out, 0, n);
+    return n;
+}
+
+static void fuzz_channel_close(OrchVirtChannel *chan)
+{
+    FuzzChannel *c = (FuzzChannel *)chan;
+
+    g_string_free(c->out, TRUE);
+    g_free(c);
+}
+
+static void fuzz_free(OrchVirt *v)
+{
+    orch_virt_clear(v);
+    g_free(v);
+}
+
+static const OrchVirtOps fuzz_ops = {
+    .channel_open = fuzz_channel_open,
+    .channel_send = fuzz_channel_send,
+    .channel_recv = fuzz_channel_recv,
+    .channel_close = fuzz_channel_close,
+    .free = fuzz_free,
+};
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    FuzzVirt *v;
+    g_autoptr(OrchAgent) agent = NULL;
+    g_autoptr(JsonObject) args = NULL;
+    g_autoptr(JsonObject) ret = NULL;
+
+    if (size < 1 || size > 256 * 1024)
+        return 0;
+    v = g_new0(FuzzVirt, 1);
+    orch_virt_init(&v->parent, &fuzz_ops, "fuzz://", "source");
+    v->noise_first = data[0] & 1;
+    v->data = data + 1;
+    v->size = size - 1;
+    agent = orch_agent_open(&v->parent, "vm", "org.hotmig.agent.0", 1000, NULL);
+    if (agent) {
+        args = orch_agent_timeout_args(1000);
+        ret = orch_agent_execute(agent, "prepare", args, 1000, NULL);
+        if (ret) {
+            guint n;
+            g_autofree char *q = orch_agent_process_list(ret, "quiesced", &n);
+            g_autofree char *f = orch_agent_process_list(ret, "failed", &n);
+            (void)orch_json_get_string(ret, "device");
+        }
+    }
+    g_clear_pointer(&agent, orch_agent_free);
+    orch_virt_free(&v->parent);
+    return 0;
+}
