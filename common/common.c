@@ -90,6 +90,7 @@ guint hm_deadline_remaining_ms(HmDeadline deadline)
 
 static const char *log_program = "hotmig";
 static gboolean log_verbose;
+static gboolean log_journald; /* stderr is the journal (a systemd service): keep the fields */
 
 static GLogWriterOutput hm_log_writer(GLogLevelFlags level, const GLogField *fields,
                                       gsize n_fields, gpointer user_data)
@@ -105,6 +106,9 @@ static GLogWriterOutput hm_log_writer(GLogLevelFlags level, const GLogField *fie
         if (g_log_writer_default_would_drop(level, domain))
             return G_LOG_WRITER_HANDLED;
     }
+    if (log_journald &&
+        g_log_writer_journald(level, fields, n_fields, user_data) == G_LOG_WRITER_HANDLED)
+        return G_LOG_WRITER_HANDLED;
     for (gsize i = 0; i < n_fields; i++) {
         if (g_str_equal(fields[i].key, "MESSAGE"))
             message = fields[i].value;
@@ -124,5 +128,6 @@ void hm_log_setup(const char *program, gboolean verbose)
 {
     log_program = program;
     log_verbose = verbose;
+    log_journald = g_log_writer_is_journald(fileno(stderr));
     g_log_set_writer_func(hm_log_writer, NULL, NULL);
 }

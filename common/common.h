@@ -71,6 +71,8 @@ guint hm_deadline_remaining_ms(HmDeadline deadline);
 
 /* Installs the log writer for programs: messages at @verbose or below go to stderr as
  * "PROGRAM: message"; debug messages only when @verbose or G_MESSAGES_DEBUG ask for them.
+ * When stderr is the systemd journal (a service), entries go to journald with their fields
+ * (MIGRATION_ID, DOMAIN, VF, PHASE) so `journalctl DOMAIN=vm7` finds them.
  * Libraries never call this; they log with g_debug() and structured fields (HM_LOG_*). */
 void hm_log_setup(const char *program, gboolean verbose);
 
