@@ -20,6 +20,7 @@
 #include "common/config.h"
 #include "orchestrator/orchestrator.h"
 #include "orchestrator/virt-priv.h"
+#include "orchestrator/snapshot-priv.h"
 
 enum {
     EXIT_MIGRATED = 0,
@@ -463,6 +464,8 @@ int main(int argc, char **argv)
     Progress progress = {.phase = -1};
     gboolean ok;
 
+    if (argc > 1 && g_str_equal(argv[1], "plan"))
+        return orch_plan_cli_main(argc - 1, argv + 1);
     if (argc > 1 && g_str_equal(argv[1], "config"))
         return config_main(argc - 1, argv + 1);
 

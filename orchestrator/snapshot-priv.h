@@ -1,0 +1,37 @@
+/* Cluster snapshots (JSON) for offline planning, and plans as JSON or a table.
+ * Snapshot format (docs/policies.md):
+ *   {"hosts":[{"name","cpus","memory_mib","vfs"}],
+ *    "vms":[{"name","host","vcpus","memory_mib","cpu_util","vfs"}]}
+ * with optional host "state", "vf_model", "vfs_free" and VM "vf_model", "job", "pinned",
+ * "moved_ago_s"; other members are ignored. */
+#pragma once
+
+#include <glib.h>
+
+#include "orchestrator/orchestrator.h"
+#include "policies/policies.h"
+
+G_BEGIN_DECLS
+
+#define ORCH_SNAPSHOT_MAX_BYTES (64 * 1024 * 1024)
+#define ORCH_SNAPSHOT_MAX_DEPTH 16 /* nesting of arrays and objects */
+
+/* Parses snapshot @data (@len bytes, need not be NUL-terminated) named @name in messages.
+ * Returns the cluster (owned) or NULL with ORCH_ERROR_INVALID naming the field, e.g.
+ * "snapshot 'x.json': vms[3].memory_mib: must be an integer between 0 and ...". */
+PolCluster *orch_snapshot_parse(const char *data, gsize len, const char *name, GError **error);
+
+/* Reads and parses the snapshot file @path (at most ORCH_SNAPSHOT_MAX_BYTES). */
+PolCluster *orch_snapshot_load(const char *path, GError **error);
+
+/* The plan as a JSON object (owned). Without @timing, "plan_ms" is left out so that the same
+ * input always gives the same bytes. */
+char *orch_plan_format_json(const PolPlan *plan, gboolean pretty, gboolean timing);
+
+/* The plan as text for people (owned). */
+char *orch_plan_format_table(const PolPlan *plan);
+
+/* `migrate-vm plan ...`: argv[0] is "plan". Returns the exit status. */
+int orch_plan_cli_main(int argc, char **argv);
+
+G_END_DECLS
