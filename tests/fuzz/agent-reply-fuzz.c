@@ -107,9 +107,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ret = orch_agent_execute(agent, "prepare", args, 1000, NULL);
         if (ret) {
             guint n;
-            g_autofree char *q = orch_agent_process_list(ret, "quiesced", &n);
-            g_autofree char *f = orch_agent_process_list(ret, "failed", &n);
-            (void)orch_json_get_string(ret, "device");
+            g_autofree char *quiesced = orch_agent_process_list(ret, "quiesced", &n);
+            g_autofree char *failed = orch_agent_process_list(ret, "failed", &n);
+            const char *device = orch_json_get_string(ret, "device");
+
+            /* Touch what the reader built so a bad pointer shows. */
+            g_assert(strlen(quiesced) + strlen(failed) + (device ? strlen(device) : 0) <
+                     G_MAXSIZE);
         }
     }
     g_clear_pointer(&agent, orch_agent_free);
