@@ -95,7 +95,8 @@ static int cmp_i64_desc(const void *a, const void *b)
 
 /* For each dimension: L2 with the largest capacity any usable host has (a valid bound for
  * unequal hosts too: enlarging every host to that size can only lower the optimum), and the
- * fewest hosts, largest first, whose capacities add up to the total demand. The bound is the
+ * fewest hosts, largest first, whose capacities add up to the total demand. The hosts are
+ * those that accept VMs or hold some now. The bound is the
  * maximum over dimensions, and at least the number of hosts holding VMs that may not move. */
 guint pol_problem_lower_bound(const PolProblem *p)
 {
@@ -103,10 +104,12 @@ guint pol_problem_lower_bound(const PolProblem *p)
     g_autofree guint64 *sizes = g_new(guint64, p->n_units + 1);
     g_autofree gint64 *caps = g_new(gint64, p->n_hosts + 1);
     g_autofree guint8 *anchor = g_new0(guint8, p->n_hosts + 1);
+    g_autofree guint8 *holds = g_new0(guint8, p->n_hosts + 1);
     guint anchors = 0, bound = 0;
 
     for (guint u = 0; u < p->n_units; u++) {
         guint h = p->unit_host[u];
+        holds[h] = TRUE;
         if (p->unit_fixed[u] && p->active[h] && !anchor[h]) {
             anchor[h] = TRUE;
             anchors++;
@@ -118,7 +121,9 @@ guint pol_problem_lower_bound(const PolProblem *p)
         guint l1 = 0;
 
         for (guint h = 0; h < p->n_hosts; h++) {
-            if (p->accepts[h] || anchor[h]) {
+            /* Hosts that may hold VMs after a plan: those accepting VMs, and those holding
+             * some now (a VM that cannot leave an evacuating host stays there). */
+            if (p->accepts[h] || (p->active[h] && holds[h])) {
                 caps[nc++] = p->cap[(gsize)h * D + d];
                 cmax = MAX(cmax, p->cap[(gsize)h * D + d]);
             }

@@ -400,7 +400,8 @@ PolProblem *pol_problem_new(const PolCluster *c, const PolOptions *opts)
 
         p->unit_vms[p->unit_first[u] + count[u]++] = v;
         p->unit_host[u] = vm->host;
-        if (why)
+        /* A quarantined host keeps its VMs (only drain moves them: it ignores this flag). */
+        if (why || ((PolHost *)g_ptr_array_index(c->hosts, vm->host))->state == POL_HOST_QUARANTINED)
             p->unit_fixed[u] = TRUE;
         for (guint d = 0; d < D; d++)
             p->unit_dem[(gsize)u * D + d] += p->vm_dem[(gsize)v * D + d];

@@ -409,6 +409,37 @@ static int cand_cmp(const void *a, const void *b)
     return x->host < y->host ? -1 : x->host > y->host;
 }
 
+/* The placement on the fewest hosts, at least @kmin: @kmin and just above tried thoroughly,
+ * then a binary search up to all the candidates. NULL when even all do not hold the VMs. */
+static PolPacker *consolidate_search(Consolidation *cs, guint kmin)
+{
+    g_autoptr(PolPacker) best = NULL;
+    guint lo, hi;
+
+    for (guint k = kmin; k <= MIN(kmin + 2, cs->n_cand); k++) {
+        PolPacker *pk = consolidate_k(cs, k, TRUE);
+        if (pk)
+            return pk;
+    }
+    if (kmin + 3 > cs->n_cand)
+        return NULL;
+    lo = kmin + 3;
+    hi = cs->n_cand;
+    best = consolidate_k(cs, hi, FALSE);
+    while (best && lo < hi) {
+        guint mid = lo + (hi - lo) / 2;
+        PolPacker *got = consolidate_k(cs, mid, FALSE);
+        if (got) {
+            pol_packer_free(best);
+            best = got;
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    return g_steal_pointer(&best);
+}
+
 PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts, GError **error)
 {
     gint64 start = g_get_monotonic_time();
@@ -421,7 +452,6 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
     g_autofree guint *vm_final = NULL;
     g_autofree guint8 *anchor = NULL;
     g_autofree guint *vm_count = NULL;
-    g_autoptr(PolPacker) pk = NULL;
     Consolidation cs = {0};
     guint n_cand = 0, accepting_anchors = 0, other_anchors = 0, movers = 0, lb, kmin;
 
@@ -471,52 +501,53 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
         kmin = MAX(kmin, 1);
     kmin = MIN(kmin, n_cand);
 
-    /* The fewest hosts: the lower bound and just above it tried thoroughly, then a binary
-     * search up to all the hosts. */
-    for (guint k = kmin; k <= MIN(kmin + 2, n_cand) && !pk; k++)
-        pk = consolidate_k(&cs, k, TRUE);
-    if (!pk && kmin + 3 <= n_cand) {
-        guint lo = kmin + 3, hi = n_cand;
-        g_autoptr(PolPacker) best = consolidate_k(&cs, hi, FALSE);
-        while (best && lo < hi) {
-            guint mid = lo + (hi - lo) / 2;
-            PolPacker *got = consolidate_k(&cs, mid, FALSE);
-            if (got) {
-                pol_packer_free(best);
-                best = got;
-                hi = mid;
-            } else {
-                lo = mid + 1;
+    vm_final = g_new(guint, p->n_vms + 1);
+    /* Rarely the placement found cannot be reached without overcommitting (a cycle of moves
+     * between full hosts and no room for a detour): then one host more is allowed. */
+    for (;;) {
+        g_autoptr(PolPacker) pk = consolidate_search(&cs, kmin);
+        g_autoptr(GPtrArray) moves = NULL;
+        g_autoptr(GError) local = NULL;
+        guint k = 0;
+
+        if (!pk) {
+            g_set_error(error, POL_ERROR, POL_ERROR_NO_ROOM,
+                        "the VMs do not fit on the %u hosts that accept VMs", n_cand);
+            return NULL;
+        }
+        /* Fewer migrations: a unit sent away from a host that stays in use goes back when it
+         * still fits there. */
+        for (guint u = 0; u < p->n_units; u++) {
+            guint h = p->unit_host[u];
+            if (p->unit_fixed[u] || pk->assign[u] == (gint)h || !pk->open[h])
+                continue;
+            if (pk->head[h] >= 0 && pol_packer_fits(pk, u, h)) {
+                pol_packer_take(pk, u);
+                pol_packer_put(pk, u, h, FALSE);
             }
         }
-        pk = g_steal_pointer(&best);
-    }
-    if (!pk) {
-        g_set_error(error, POL_ERROR, POL_ERROR_NO_ROOM,
-                    "the VMs do not fit on the %u hosts that accept VMs", n_cand);
-        return NULL;
-    }
-
-    /* Fewer migrations: a unit sent away from a host that stays in use goes back when it
-     * still fits there. */
-    for (guint u = 0; u < p->n_units; u++) {
-        guint h = p->unit_host[u];
-        if (p->unit_fixed[u] || pk->assign[u] == (gint)h || !pk->open[h])
-            continue;
-        if (pk->head[h] >= 0 && pol_packer_fits(pk, u, h)) {
-            pol_packer_take(pk, u);
-            pol_packer_put(pk, u, h, FALSE);
+        for (guint v = 0; v < p->n_vms; v++) {
+            guint u = p->vm_unit[v];
+            vm_final[v] = p->unit_fixed[u] || pk->assign[u] < 0
+                              ? ((PolVm *)g_ptr_array_index(cluster->vms, v))->host
+                              : (guint)pk->assign[u];
         }
+        for (guint h = 0; h < p->n_hosts; h++)
+            k += pk->open[h];
+        moves = pol_moves_order(p, vm_final, opts, &local);
+        if (moves) {
+            g_autoptr(PolPlan) plan = plan_new(POL_POLICY_CONSOLIDATE);
+            g_ptr_array_extend_and_steal(plan->migrations, g_steal_pointer(&moves));
+            plan_summarize(plan, p, vm_final, lb, start);
+            return g_steal_pointer(&plan);
+        }
+        g_debug("consolidate: %u hosts: %s; trying one more", k, local->message);
+        if (k >= n_cand) {
+            g_propagate_error(error, g_steal_pointer(&local));
+            return NULL;
+        }
+        kmin = k + 1;
     }
-
-    vm_final = g_new(guint, p->n_vms + 1);
-    for (guint v = 0; v < p->n_vms; v++) {
-        guint u = p->vm_unit[v];
-        vm_final[v] = p->unit_fixed[u] || pk->assign[u] < 0
-                          ? ((PolVm *)g_ptr_array_index(cluster->vms, v))->host
-                          : (guint)pk->assign[u];
-    }
-    return plan_finish(plan_new(POL_POLICY_CONSOLIDATE), p, vm_final, opts, start, error);
 }
 
 /* ---- drain ------------------------------------------------------------------------------- */

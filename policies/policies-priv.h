@@ -63,7 +63,7 @@ typedef struct {
     guint *unit_host;   /* n_units: where the unit runs */
     guint *unit_first;  /* n_units + 1: offsets into unit_vms */
     guint *unit_vms;    /* n_vms: VM indices grouped by unit */
-    guint8 *unit_fixed; /* n_units: may not move (pinned, min stay, host down) */
+    guint8 *unit_fixed; /* n_units: does not move (pinned, min stay, host down or quarantined) */
     guint8 *accepts;    /* n_hosts: may receive VMs (state ok) */
     guint8 *active;     /* n_hosts: not down */
 } PolProblem;
