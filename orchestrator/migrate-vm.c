@@ -125,7 +125,8 @@ static OrchVirt *open_host(const char *uri, const char *label, gpointer opaque, 
 
 /* ---- options ------------------------------------------------------------------------------- */
 
-/* The command line as given; -1 / FALSE / NULL: not given (the configuration decides). */
+/* The command line as given; UNSET / FALSE / NULL: not given (the configuration decides). */
+#define UNSET G_MININT
 typedef struct {
     char *config_path;
     char *state_dir;
@@ -158,6 +159,13 @@ static void cli_clear(Cli *cli)
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Cli, cli_clear)
 
+#define CLI_INIT                                                                                \
+    {                                                                                           \
+        .bandwidth = UNSET, .parallel = UNSET, .postcopy_after = UNSET, .timeout = UNSET,       \
+        .agent_timeout = UNSET, .prepare_timeout = UNSET, .unplug_timeout = UNSET,              \
+        .resume_timeout = UNSET, .plug_attempts = UNSET,                                        \
+    }
+
 static gboolean usage_error(GError **error, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 static gboolean usage_error(GError **error, const char *fmt, ...)
 {
@@ -171,14 +179,14 @@ static gboolean usage_error(GError **error, const char *fmt, ...)
     return FALSE;
 }
 
-/* A count of seconds from the command line (@given, -1 when absent) or the configuration. */
+/* A count of seconds from the command line (@given, UNSET when absent) or the configuration. */
 static gboolean take_seconds(const char *option, gint given, const HmConfig *config,
                              HmConfigKey key, guint min, guint *ret_ms, GError **error)
 {
-    guint64 seconds = given >= 0 ? (guint64)given : hm_config_get_uint(config, key);
+    gint64 seconds = given != UNSET ? given : (gint64)hm_config_get_uint(config, key);
 
     if (seconds < min || seconds > 24 * 3600)
-        return usage_error(error, "%s must be between %u and 86400 seconds, not %" G_GUINT64_FORMAT,
+        return usage_error(error, "%s must be between %u and 86400 seconds, not %" G_GINT64_FORMAT,
                            option, min, seconds);
     *ret_ms = (guint)seconds * 1000;
     return TRUE;
@@ -208,14 +216,14 @@ static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOption
 {
     const char *connect = cli->connect ? cli->connect
                                        : hm_config_get_string(config, HM_CONFIG_MIGRATE_CONNECT);
-    gint64 bandwidth = cli->bandwidth >= 0
+    gint64 bandwidth = cli->bandwidth != UNSET
                            ? cli->bandwidth
                            : (gint64)hm_config_get_uint(config, HM_CONFIG_MIGRATE_BANDWIDTH);
-    gint64 parallel = cli->parallel >= 0
+    gint64 parallel = cli->parallel != UNSET
                           ? cli->parallel
                           : (gint64)hm_config_get_uint(config, HM_CONFIG_MIGRATE_PARALLEL);
     gint64 plug_attempts =
-        cli->plug_attempts >= 0 ? cli->plug_attempts
+        cli->plug_attempts != UNSET ? cli->plug_attempts
                                 : (gint64)hm_config_get_uint(config, HM_CONFIG_MIGRATE_PLUG_ATTEMPTS);
     const char *action = hm_config_get_string(config, HM_CONFIG_MIGRATE_TIMEOUT_ACTION);
     int actions = !!cli->timeout_suspend + !!cli->timeout_postcopy + !!cli->timeout_abort;
@@ -253,7 +261,7 @@ static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOption
         return usage_error(error, "--bandwidth must be between 0 and %u MiB/s, not %" G_GINT64_FORMAT,
                            G_MAXUINT32, bandwidth);
     opts->bandwidth_mib = (guint64)bandwidth;
-    if ((cli->parallel >= 0 && cli->parallel < 1) || parallel > 255)
+    if ((cli->parallel != UNSET && cli->parallel < 1) || parallel < 0 || parallel > 255)
         return usage_error(error, "--parallel must be between 1 and 255 connections, not %" G_GINT64_FORMAT,
                            parallel);
     opts->parallel = (guint)parallel;
@@ -271,16 +279,16 @@ static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOption
         !take_seconds("--resume-timeout", cli->resume_timeout, config,
                       HM_CONFIG_MIGRATE_RESUME_TIMEOUT, 1, &opts->resume_timeout_ms, error) ||
         !take_seconds("--timeout", cli->timeout, config, HM_CONFIG_MIGRATE_TIMEOUT,
-                      cli->timeout >= 0 ? 1 : 0, &opts->migrate_timeout_ms, error) ||
+                      cli->timeout != UNSET ? 1 : 0, &opts->migrate_timeout_ms, error) ||
         !take_seconds("--postcopy-after", cli->postcopy_after, config,
-                      HM_CONFIG_MIGRATE_POSTCOPY_AFTER, cli->postcopy_after >= 0 ? 1 : 0,
+                      HM_CONFIG_MIGRATE_POSTCOPY_AFTER, cli->postcopy_after != UNSET ? 1 : 0,
                       &opts->postcopy_after_ms, error))
         return FALSE;
 
     if (actions > 1)
         return usage_error(error,
                            "--timeout-suspend, --timeout-postcopy and --timeout-abort exclude each other");
-    if (actions && cli->timeout < 0)
+    if (actions && cli->timeout == UNSET)
         return usage_error(error, "--timeout-%s needs --timeout",
                            cli->timeout_suspend ? "suspend" : cli->timeout_postcopy ? "postcopy" : "abort");
     opts->timeout_action = cli->timeout_suspend    ? ORCH_TIMEOUT_SUSPEND
@@ -395,9 +403,7 @@ static int config_main(int argc, char **argv)
     }
     /* The combinations libvirt refuses, as a migration would find them. */
     {
-        g_auto(Cli) cli = {.bandwidth = -1, .parallel = -1, .postcopy_after = -1, .timeout = -1,
-                           .agent_timeout = -1, .prepare_timeout = -1, .unplug_timeout = -1,
-                           .resume_timeout = -1, .plug_attempts = -1};
+        g_auto(Cli) cli = CLI_INIT;
         g_auto(OrchOptions) opts = {0};
 
         orch_options_init(&opts);
@@ -438,8 +444,10 @@ static const char help_description[] =
     "  6   another migrate-vm is migrating or recovering this domain; nothing was done\n"
     "  7   an earlier migration of this domain was interrupted: run --recover first\n"
     "  10  connect failed (a host, or the domain on the source); nothing was done\n"
-    "  11  inspect failed (the domain XML)          12  target-vf: no VF on the destination\n"
-    "  13  prepare: the agent did not quiesce        14  unplug: the guest kept the VF\n"
+    "  11  inspect failed (the domain XML)\n"
+    "  12  target-vf: no suitable free VF on the destination\n"
+    "  13  prepare: the agent did not answer or the processes did not quiesce\n"
+    "  14  unplug: the guest did not release the VF in time\n"
     "  15  migrate: libvirt failed (or --timeout-abort)\n"
     "  16  plug: the destination refused the VF (the domain was migrated back)\n"
     "  17  resume: the agent did not resume the processes\n"
@@ -453,9 +461,7 @@ static const char help_description[] =
 int main(int argc, char **argv)
 {
     g_auto(OrchOptions) opts = {0};
-    g_auto(Cli) cli = {.bandwidth = -1, .parallel = -1, .postcopy_after = -1, .timeout = -1,
-                       .agent_timeout = -1, .prepare_timeout = -1, .unplug_timeout = -1,
-                       .resume_timeout = -1, .plug_attempts = -1};
+    g_auto(Cli) cli = CLI_INIT;
     g_autoptr(GOptionContext) ctx = NULL;
     g_autoptr(GError) error = NULL;
     g_autoptr(OrchReport) report = NULL;

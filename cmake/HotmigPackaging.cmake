@@ -1,0 +1,54 @@
+# Debian packages: `cmake --build BUILD --target package` writes four .deb files into BUILD.
+#   hotmig          migrate-vm, /etc/hotmig/hotmig.conf, bash completion, migrate-vm(1)
+#   hotmig-agent    hotmig-agent, its systemd unit and udev rule, hotmig-agent(8)
+#   libhotmig0      libhotmig.so.0 (linked into MPI processes: libc only)
+#   libhotmig-dev   hotmig.h, libhotmig.so, hotmig.pc
+# Configure with -DCMAKE_INSTALL_PREFIX=/usr for packages (tests/packaging/run does).
+# Dependencies come from dpkg-shlibdeps. hotmigd (not written yet) will join package hotmig.
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME hotmig)
+set(CPACK_PACKAGE_VENDOR "hotmig")
+set(CPACK_PACKAGE_CONTACT "hotmig maintainers <hotmig@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "Live migration of KVM VMs that hold InfiniBand SR-IOV VFs")
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGING_INSTALL_PREFIX ${CMAKE_INSTALL_PREFIX})
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_COMPONENTS_ALL hotmig hotmig-agent libhotmig0 libhotmig-dev)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_SECTION admin)
+set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://github.com/hotmig/hotmig")
+# libhotmig0's own package is found by shlibdeps through the build tree, not a shlibs file.
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CMAKE_BINARY_DIR}/guest-agent/libhotmig)
+
+set(CPACK_DEBIAN_HOTMIG_PACKAGE_NAME hotmig)
+set(CPACK_DEBIAN_HOTMIG_DESCRIPTION
+    "Live migration of KVM VMs that hold InfiniBand SR-IOV VFs
+ migrate-vm quiesces the guest's RDMA processes through hotmig-agent, unplugs the
+ VFs, live-migrates the domain peer-to-peer and plugs VFs on the destination,
+ undoing every phase when a later one fails.")
+set(CPACK_DEBIAN_HOTMIG_PACKAGE_DEPENDS "libvirt-clients")
+set(CPACK_DEBIAN_HOTMIG_PACKAGE_CONTROL_EXTRA ${CMAKE_CURRENT_LIST_DIR}/debian/hotmig/conffiles)
+
+set(CPACK_DEBIAN_HOTMIG-AGENT_PACKAGE_NAME hotmig-agent)
+set(CPACK_DEBIAN_HOTMIG-AGENT_DESCRIPTION
+    "hotmig in-guest agent
+ Runs in a guest whose processes use an SR-IOV VF for RDMA: quiesces and resumes
+ them when the host migrates the VM (hotmig's migrate-vm).")
+
+set(CPACK_DEBIAN_LIBHOTMIG0_PACKAGE_NAME libhotmig0)
+set(CPACK_DEBIAN_LIBHOTMIG0_PACKAGE_SECTION libs)
+set(CPACK_DEBIAN_LIBHOTMIG0_DESCRIPTION
+    "hotmig client library
+ Linked into MPI processes so they can be quiesced and resumed around a live
+ migration of their VM. Depends on libc only.")
+set(CPACK_DEBIAN_LIBHOTMIG0_PACKAGE_GENERATE_SHLIBS ON)
+
+set(CPACK_DEBIAN_LIBHOTMIG-DEV_PACKAGE_NAME libhotmig-dev)
+set(CPACK_DEBIAN_LIBHOTMIG-DEV_PACKAGE_SECTION libdevel)
+set(CPACK_DEBIAN_LIBHOTMIG-DEV_DESCRIPTION
+    "hotmig client library: development files
+ The header hotmig.h, the link library and the pkg-config file (pkg-config hotmig).")
+set(CPACK_DEBIAN_LIBHOTMIG-DEV_PACKAGE_DEPENDS "libhotmig0 (= ${PROJECT_VERSION})")
+
+include(CPack)

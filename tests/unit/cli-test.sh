@@ -1,0 +1,83 @@
+#!/bin/bash
+# migrate-vm's command line, without a hypervisor: --version, --help (options and the exit
+# status table), option combinations libvirt refuses (exit 2 before anything is done), the
+# configuration (--config, config check|sample, exit 4 naming FILE:LINE), and exit 10 for a
+# connect failure (a URI no libvirt driver serves).
+#   cli-test.sh MIGRATE_VM SOURCE_DIR
+set -uo pipefail
+mv=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export HOTMIG_STATE_DIR=$tmp/state
+fail() { echo "cli-test: FAIL: $*" >&2; exit 1; }
+
+# expect RC PATTERN ARGS...: exits RC, stdout+stderr match PATTERN (grep -E).
+expect() {
+    local want=$1 pattern=$2 rc
+    shift 2
+    "$mv" "$@" >"$tmp/out" 2>&1
+    rc=$?
+    [ "$rc" -eq "$want" ] || fail "migrate-vm $* exited $rc, expected $want: $(cat "$tmp/out")"
+    grep -qE -- "$pattern" "$tmp/out" || fail "migrate-vm $*: output lacks '$pattern': $(cat "$tmp/out")"
+}
+
+version=$(sed -n 's/^project(hotmig VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+expect 0 "^migrate-vm $version\$" --version
+expect 0 "--parallel=N" --help
+for opt in --live --p2p --persistent --undefinesource --migrateuri --bandwidth --parallel \
+    --postcopy --postcopy-after --auto-converge --timeout --timeout-suspend --timeout-postcopy \
+    --timeout-abort --json --config --recover; do
+    grep -q -- "  $opt" "$tmp/out" || fail "--help does not list $opt"
+done
+for code in 0 1 2 3 4 5 6 7 10 11 12 13 14 15 16 17; do
+    grep -qE "^  $code +[a-z]" "$tmp/out" || fail "--help does not explain exit status $code"
+done
+
+# Usage errors: nothing is done (no connection is opened: the URI would fail with 10).
+bad=qemu+tcp://127.0.0.1:1/system
+expect 2 "expected DOMAIN and DEST_URI" vm7
+expect 2 "Unknown option --offline" --offline vm7 "$bad"
+expect 2 "--postcopy-after needs --postcopy" --postcopy-after 5 vm7 "$bad"
+expect 2 "--timeout-postcopy needs --postcopy" --timeout 30 --timeout-postcopy vm7 "$bad"
+expect 2 "--postcopy and --parallel exclude each other" --postcopy --parallel 4 vm7 "$bad"
+expect 2 "--timeout-abort needs --timeout" --timeout-abort vm7 "$bad"
+expect 2 "exclude each other" --timeout 9 --timeout-abort --timeout-suspend vm7 "$bad"
+expect 2 "--parallel must be between 1 and 255" --parallel 0 vm7 "$bad"
+expect 2 "--parallel must be between 1 and 255" --parallel 256 vm7 "$bad"
+expect 2 "--bandwidth must be between" --bandwidth -1 vm7 "$bad"
+expect 2 "--timeout must be between 1 and 86400" --timeout 0 vm7 "$bad"
+expect 2 "--plug-attempts must be between 1 and 100, not 0" --plug-attempts 0 vm7 "$bad"
+expect 2 "--postcopy-after \\(60 s\\) must come before --timeout \\(30 s\\)" \
+    --postcopy --postcopy-after 60 --timeout 30 vm7 "$bad"
+expect 2 "--recover takes at most one DOMAIN" --recover a b
+
+# Configuration.
+expect 0 "^\\[migrate\\]$" config sample
+"$mv" config sample >"$tmp/sample.conf"
+cmp -s "$tmp/sample.conf" "$src/etc/hotmig.conf.sample" ||
+    fail "etc/hotmig.conf.sample differs from 'migrate-vm config sample': regenerate it"
+expect 0 "prepare-timeout = 30 +# default" config check "$tmp/sample.conf"
+printf '[migrate]\n# comment\nprepare-timeout = 45\nparallel = 2\n' >"$tmp/good.conf"
+expect 0 "prepare-timeout = 45 +# $tmp/good.conf:3" config check "$tmp/good.conf"
+printf '[migrate]\n\nunplug-timeout = soon\n' >"$tmp/bad.conf"
+expect 4 "$tmp/bad.conf:3: \\[migrate\\] unplug-timeout: 'soon' is not a whole number" \
+    config check "$tmp/bad.conf"
+expect 4 "$tmp/bad.conf:3: \\[migrate\\] unplug-timeout" --config "$tmp/bad.conf" vm7 "$bad"
+expect 4 "Cannot open '$tmp/missing.conf'" --config "$tmp/missing.conf" vm7 "$bad"
+expect 4 "Cannot open '$tmp/missing.conf'" config check "$tmp/missing.conf"
+printf '[migrate]\npostcopy-after = 10\n' >"$tmp/combo.conf"
+expect 4 "$tmp/combo.conf: --postcopy-after needs --postcopy" config check "$tmp/combo.conf"
+# The configuration supplies values, the command line overrides them.
+printf '[migrate]\nparallel = 4\n' >"$tmp/par.conf"
+expect 2 "exclude each other" --config "$tmp/par.conf" --postcopy vm7 "$bad"
+printf '[migrate]\nplug-attempts = 0\n' >"$tmp/zero.conf"
+expect 4 "zero.conf:2: \\[migrate\\] plug-attempts" --config "$tmp/zero.conf" vm7 "$bad"
+expect 2 "usage: migrate-vm config check" config frobnicate
+
+# A connection that cannot be opened: the connect phase fails, exit 10, nothing changed.
+expect 10 "connect" --quiet --connect "test:///nonexistent-$$" vm7 "test:///nonexistent-$$"
+"$mv" --quiet --json --connect "test:///nonexistent-$$" vm7 "test:///nonexistent-$$" \
+    >"$tmp/fail.json" 2>/dev/null
+grep -q '"failed_phase" *: *"connect"' "$tmp/fail.json" || fail "--json lacks failed_phase: $(cat "$tmp/fail.json")"
+echo "cli-test: ok"
