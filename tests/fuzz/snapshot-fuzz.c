@@ -26,7 +26,9 @@ static void check_plan(const PolCluster *c, PolPlan *plan, GError *error, const 
         return;
     if (!pol_plan_verify(c, plan, opts, &verr))
         g_error("plan does not verify: %s", verr->message);
-    g_assert(plan->hosts_used == 0 || plan->hosts_used >= plan->lower_bound);
+    /* No hosts_used >= lower_bound here: the bound holds for placements that fit, and a
+     * snapshot may start overcommitted (a VM larger than any host stays where it is). The
+     * unit tests assert it on clusters that fit. */
     json = orch_plan_format_json(plan, FALSE, FALSE);
     table = orch_plan_format_table(plan);
     g_assert(json && table);
