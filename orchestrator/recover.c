@@ -11,6 +11,7 @@ typedef struct {
     char *alias;
     char *source_xml;
     char *destination_xml; /* the last one journaled for a plug, else the planned one */
+    gboolean unplug_asked; /* a detach may have been sent: its removal may still be under way */
 } RecoverVf;
 
 typedef struct {
@@ -125,6 +126,14 @@ static RecoverPlan *recover_plan_load(GPtrArray *entries, GError **error)
 
         if (!g_strcmp0(event, "prepare"))
             plan->agent_asked = TRUE;
+        if (!g_strcmp0(event, "unplug") && alias) {
+            for (guint j = 0; j < plan->vfs->len; j++) {
+                RecoverVf *vf = g_ptr_array_index(plan->vfs, j);
+
+                if (g_str_equal(vf->alias, alias))
+                    vf->unplug_asked = TRUE;
+            }
+        }
         if (!g_strcmp0(event, "plug") && alias && xml) {
             for (guint j = 0; j < plan->vfs->len; j++) {
                 RecoverVf *vf = g_ptr_array_index(plan->vfs, j);
@@ -233,6 +242,25 @@ static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchR
     here = on_destination ? dst : src;
     rec->final_host = g_strdup(on_destination ? "destination" : "source");
     rec->vfs_total = plan->vfs->len;
+
+    /* A hot-unplug is asynchronous: one asked for by the killed process may still be under
+     * way, and the VF would vanish after we looked. Finish it first (the guest has quiesced
+     * its users before any unplug was asked), then plug back what is missing. */
+    if (!on_destination) {
+        for (guint i = 0; i < plan->vfs->len; i++) {
+            RecoverVf *vf = g_ptr_array_index(plan->vfs, i);
+            g_autoptr(GError) err = NULL;
+
+            if (!vf->unplug_asked)
+                continue;
+            start = g_get_monotonic_time();
+            if (here->ops->device_detach(here, plan->domain, vf->alias, plan->persistent,
+                                         opts->unplug_timeout_ms, &err))
+                action(rec, "finish-unplug", start, NULL, vf->alias);
+            else
+                g_debug("Finishing the unplug of '%s': %s", vf->alias, err->message);
+        }
+    }
 
     /* Give the domain every VF it lacks where it runs. */
     if (!(aliases = live_aliases(here, plan->domain, error)))

@@ -41,6 +41,9 @@ for phase in "${phases[@]}"; do
         "$tmp/rec.$phase.json" >&2
     jq -e '.[0].outcome == "finished" or .[0].outcome == "rolled back" or .[0].outcome == "nothing to do"' \
         "$tmp/rec.$phase.json" >/dev/null || fail "unexpected recovery outcome after '$phase'"
+    # An unplug asked for by the killed process completes asynchronously: give it the time
+    # it takes (~0.5 s) so that a VF about to vanish is caught here.
+    sleep 2
     now=$("$lab" where "$c") || fail "$c runs nowhere after recovering '$phase'"
     [ "$now" = A ] || [ "$now" = B ] || fail "$c is not on exactly one host: '$now'"
     has_vf "$c" "$(uri_of "$now")" || fail "$c has no VF on $now after recovering '$phase'"
