@@ -21,53 +21,68 @@ typedef struct {
 static const char *const timeout_actions[] = {"suspend", "postcopy", "abort", NULL};
 
 static const HmConfigKeyInfo keys[] = {
-    [HM_CONFIG_MIGRATE_CONNECT] = {"migrate", "connect", HM_CONFIG_TYPE_STRING, .def = "",
-        .doc = "Source hypervisor URI when --connect is not given; empty: libvirt's default URI."},
-    [HM_CONFIG_MIGRATE_AGENT_CHANNEL] = {"migrate", "agent-channel", HM_CONFIG_TYPE_STRING,
-        .nonempty = TRUE, .def = "org.hotmig.agent.0",
-        .doc = "Name of the guest agent's virtio-serial channel (--agent-channel)."},
-    [HM_CONFIG_MIGRATE_VF_ALIAS_PREFIX] = {"migrate", "vf-alias-prefix", HM_CONFIG_TYPE_STRING,
-        .nonempty = TRUE, .def = "ua-hmvf",
-        .doc = "NICs whose alias starts with this are treated as VFs: the lab's stand-ins (--vf-alias-prefix)."},
-    [HM_CONFIG_MIGRATE_AGENT_TIMEOUT] = {"migrate", "agent-timeout", HM_CONFIG_TYPE_UINT, 1,
-        HM_CONFIG_SECONDS_MAX, .def = "5",
-        .doc = "Seconds the guest agent has to answer the handshake (--agent-timeout)."},
-    [HM_CONFIG_MIGRATE_PREPARE_TIMEOUT] = {"migrate", "prepare-timeout", HM_CONFIG_TYPE_UINT, 1,
-        HM_CONFIG_SECONDS_MAX, .def = "30",
-        .doc = "Seconds the guest's processes have to quiesce (--prepare-timeout)."},
-    [HM_CONFIG_MIGRATE_UNPLUG_TIMEOUT] = {"migrate", "unplug-timeout", HM_CONFIG_TYPE_UINT, 1,
-        HM_CONFIG_SECONDS_MAX, .def = "30",
-        .doc = "Seconds the guest has to release a VF after the unplug request (--unplug-timeout)."},
-    [HM_CONFIG_MIGRATE_RESUME_TIMEOUT] = {"migrate", "resume-timeout", HM_CONFIG_TYPE_UINT, 1,
-        HM_CONFIG_SECONDS_MAX, .def = "60",
-        .doc = "Seconds to wait for the new RDMA device and the processes' answers (--resume-timeout)."},
-    [HM_CONFIG_MIGRATE_PLUG_ATTEMPTS] = {"migrate", "plug-attempts", HM_CONFIG_TYPE_UINT, 1, 100,
-        .def = "2",
-        .doc = "Tries to plug a VF on the destination before migrating back (--plug-attempts)."},
+    [HM_CONFIG_MIGRATE_CONNECT] =
+        {"migrate", "connect", HM_CONFIG_TYPE_STRING, .def = "",
+         .doc = "Source hypervisor URI when --connect is not given; empty: libvirt's default URI."},
+    [HM_CONFIG_MIGRATE_AGENT_CHANNEL] =
+        {"migrate", "agent-channel", HM_CONFIG_TYPE_STRING, .nonempty = TRUE,
+         .def = "org.hotmig.agent.0",
+         .doc = "Name of the guest agent's virtio-serial channel (--agent-channel)."},
+    [HM_CONFIG_MIGRATE_VF_ALIAS_PREFIX] =
+        {"migrate", "vf-alias-prefix", HM_CONFIG_TYPE_STRING, .nonempty = TRUE, .def = "ua-hmvf",
+         .doc =
+             "NICs whose alias starts with this are treated as VFs: the lab's stand-ins (--vf-alias-prefix)."},
+    [HM_CONFIG_MIGRATE_AGENT_TIMEOUT] =
+        {"migrate", "agent-timeout", HM_CONFIG_TYPE_UINT, 1, HM_CONFIG_SECONDS_MAX, .def = "5",
+         .doc = "Seconds the guest agent has to answer the handshake (--agent-timeout)."},
+    [HM_CONFIG_MIGRATE_PREPARE_TIMEOUT] =
+        {"migrate", "prepare-timeout", HM_CONFIG_TYPE_UINT, 1, HM_CONFIG_SECONDS_MAX, .def = "30",
+         .doc = "Seconds the guest's processes have to quiesce (--prepare-timeout)."},
+    [HM_CONFIG_MIGRATE_UNPLUG_TIMEOUT] =
+        {"migrate", "unplug-timeout", HM_CONFIG_TYPE_UINT, 1, HM_CONFIG_SECONDS_MAX, .def = "30",
+         .doc =
+             "Seconds the guest has to release a VF after the unplug request (--unplug-timeout)."},
+    [HM_CONFIG_MIGRATE_RESUME_TIMEOUT] =
+        {"migrate", "resume-timeout", HM_CONFIG_TYPE_UINT, 1, HM_CONFIG_SECONDS_MAX, .def = "60",
+         .doc =
+             "Seconds to wait for the new RDMA device and the processes' answers (--resume-timeout)."},
+    [HM_CONFIG_MIGRATE_PLUG_ATTEMPTS] =
+        {"migrate", "plug-attempts", HM_CONFIG_TYPE_UINT, 1, 100, .def = "2",
+         .doc = "Tries to plug a VF on the destination before migrating back (--plug-attempts)."},
     [HM_CONFIG_MIGRATE_PERSISTENT] = {"migrate", "persistent", HM_CONFIG_TYPE_BOOL, .def = "false",
-        .doc = "Define the domain on the destination (--persistent)."},
-    [HM_CONFIG_MIGRATE_UNDEFINE_SOURCE] = {"migrate", "undefinesource", HM_CONFIG_TYPE_BOOL,
-        .def = "false", .doc = "Undefine the domain on the source once migrated (--undefinesource)."},
-    [HM_CONFIG_MIGRATE_BANDWIDTH] = {"migrate", "bandwidth", HM_CONFIG_TYPE_UINT, 0,
-        G_MAXUINT32, .def = "0",
-        .doc = "Migration bandwidth limit in MiB/s; 0: unlimited (--bandwidth)."},
-    [HM_CONFIG_MIGRATE_PARALLEL] = {"migrate", "parallel", HM_CONFIG_TYPE_UINT, 0, 255,
-        .def = "0",
-        .doc = "Parallel migration connections (QEMU multifd); 0: one connection, no multifd (--parallel)."},
-    [HM_CONFIG_MIGRATE_AUTO_CONVERGE] = {"migrate", "auto-converge", HM_CONFIG_TYPE_BOOL,
-        .def = "false",
-        .doc = "Throttle the guest's vCPUs when memory is dirtied faster than it moves (--auto-converge)."},
-    [HM_CONFIG_MIGRATE_POSTCOPY] = {"migrate", "postcopy", HM_CONFIG_TYPE_BOOL, .def = "false",
-        .doc = "Allow switching to post-copy (--postcopy). After the switch a failure cannot be undone: the domain is lost on both hosts."},
-    [HM_CONFIG_MIGRATE_POSTCOPY_AFTER] = {"migrate", "postcopy-after", HM_CONFIG_TYPE_UINT, 0,
-        HM_CONFIG_SECONDS_MAX, .def = "0",
-        .doc = "Seconds of pre-copy before switching to post-copy; 0: switch only on timeout (--postcopy-after, needs postcopy)."},
-    [HM_CONFIG_MIGRATE_TIMEOUT] = {"migrate", "timeout", HM_CONFIG_TYPE_UINT, 0,
-        HM_CONFIG_SECONDS_MAX, .def = "0",
-        .doc = "Seconds the memory copy may take before timeout-action applies; 0: no limit (--timeout)."},
-    [HM_CONFIG_MIGRATE_TIMEOUT_ACTION] = {"migrate", "timeout-action", HM_CONFIG_TYPE_ENUM,
-        .words = timeout_actions, .def = "suspend",
-        .doc = "What a timeout does: suspend (pause the guest so the copy completes, as virsh), postcopy (switch to post-copy, needs postcopy), abort (cancel the migration and undo)."},
+                                      .doc =
+                                          "Define the domain on the destination (--persistent)."},
+    [HM_CONFIG_MIGRATE_UNDEFINE_SOURCE] =
+        {"migrate", "undefinesource", HM_CONFIG_TYPE_BOOL, .def = "false",
+         .doc = "Undefine the domain on the source once migrated (--undefinesource)."},
+    [HM_CONFIG_MIGRATE_BANDWIDTH] =
+        {"migrate", "bandwidth", HM_CONFIG_TYPE_UINT, 0, G_MAXUINT32, .def = "0",
+         .doc = "Migration bandwidth limit in MiB/s; 0: unlimited (--bandwidth)."},
+    [HM_CONFIG_MIGRATE_PARALLEL] =
+        {"migrate", "parallel", HM_CONFIG_TYPE_UINT, 0, 255, .def = "0",
+         .doc =
+             "Parallel migration connections (QEMU multifd); 0: one connection, no multifd (--parallel)."},
+    [HM_CONFIG_MIGRATE_AUTO_CONVERGE] =
+        {"migrate", "auto-converge", HM_CONFIG_TYPE_BOOL, .def = "false",
+         .doc =
+             "Throttle the guest's vCPUs when memory is dirtied faster than it moves (--auto-converge)."},
+    [HM_CONFIG_MIGRATE_POSTCOPY] =
+        {"migrate", "postcopy", HM_CONFIG_TYPE_BOOL, .def = "false",
+         .doc =
+             "Allow switching to post-copy (--postcopy). After the switch a failure cannot be undone: the domain is lost on both hosts."},
+    [HM_CONFIG_MIGRATE_POSTCOPY_AFTER] =
+        {"migrate", "postcopy-after", HM_CONFIG_TYPE_UINT, 0, HM_CONFIG_SECONDS_MAX, .def = "0",
+         .doc =
+             "Seconds of pre-copy before switching to post-copy; 0: switch only on timeout (--postcopy-after, needs postcopy)."},
+    [HM_CONFIG_MIGRATE_TIMEOUT] =
+        {"migrate", "timeout", HM_CONFIG_TYPE_UINT, 0, HM_CONFIG_SECONDS_MAX, .def = "0",
+         .doc =
+             "Seconds the memory copy may take before timeout-action applies; 0: no limit (--timeout)."},
+    [HM_CONFIG_MIGRATE_TIMEOUT_ACTION] =
+        {"migrate", "timeout-action", HM_CONFIG_TYPE_ENUM, .words = timeout_actions,
+         .def = "suspend",
+         .doc =
+             "What a timeout does: suspend (pause the guest so the copy completes, as virsh), postcopy (switch to post-copy, needs postcopy), abort (cancel the migration and undo)."},
 };
 G_STATIC_ASSERT(G_N_ELEMENTS(keys) == HM_CONFIG_KEY_LAST);
 
@@ -75,7 +90,7 @@ static const char *const groups[] = {"migrate", NULL};
 
 struct HmConfig {
     char *path;
-    char *strings[HM_CONFIG_KEY_LAST]; /* STRING and ENUM */
+    char *strings[HM_CONFIG_KEY_LAST];   /* STRING and ENUM */
     guint64 numbers[HM_CONFIG_KEY_LAST]; /* UINT and BOOL */
     guint lines[HM_CONFIG_KEY_LAST];
 };
@@ -113,8 +128,8 @@ static gboolean config_set(HmConfig *config, HmConfigKey key, const char *text, 
             return FALSE;
         }
         if (strlen(text) > HM_CONFIG_STRING_MAX) {
-            g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID,
-                        "longer than %d bytes", HM_CONFIG_STRING_MAX);
+            g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID, "longer than %d bytes",
+                        HM_CONFIG_STRING_MAX);
             return FALSE;
         }
         for (const char *p = text; *p; p++) {
@@ -153,8 +168,8 @@ static gboolean config_set(HmConfig *config, HmConfigKey key, const char *text, 
         if (!g_strv_contains(info->words, text)) {
             g_autofree char *list = g_strjoinv(", ", (char **)info->words);
 
-            g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID,
-                        "'%s' is not one of %s", text, list);
+            g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID, "'%s' is not one of %s",
+                        text, list);
             return FALSE;
         }
         break;
@@ -191,9 +206,8 @@ void hm_config_free(HmConfig *config)
 const char *hm_config_get_string(const HmConfig *config, HmConfigKey key)
 {
     g_return_val_if_fail(config && key < HM_CONFIG_KEY_LAST, NULL);
-    g_return_val_if_fail(keys[key].type == HM_CONFIG_TYPE_STRING ||
-                             keys[key].type == HM_CONFIG_TYPE_ENUM,
-                         NULL);
+    g_return_val_if_fail(
+        keys[key].type == HM_CONFIG_TYPE_STRING || keys[key].type == HM_CONFIG_TYPE_ENUM, NULL);
     return config->strings[key];
 }
 
@@ -303,8 +317,8 @@ static gboolean config_scan(const char *data, gsize len, const char *name, guint
             if (!g_strv_contains(groups, s + 1)) {
                 g_autofree char *list = g_strjoinv("], [", (char **)groups);
 
-                return config_fail(error, name, lineno, "unknown group '[%s]' (known: [%s])",
-                                   s + 1, list);
+                return config_fail(error, name, lineno, "unknown group '[%s]' (known: [%s])", s + 1,
+                                   list);
             }
             if (g_hash_table_contains(seen_groups, s + 1))
                 return config_fail(error, name, lineno, "group '[%s]' appears twice", s + 1);
@@ -325,16 +339,16 @@ static gboolean config_scan(const char *data, gsize len, const char *name, guint
         if (!group)
             return config_fail(error, name, lineno, "key '%s' comes before any '[group]'", s);
         if (strchr(s, '['))
-            return config_fail(error, name, lineno,
-                               "[%s] %s: localized keys are not supported", group, s);
+            return config_fail(error, name, lineno, "[%s] %s: localized keys are not supported",
+                               group, s);
         {
             int key = config_find_key(group, s);
 
             if (key < 0) {
                 g_autofree char *list = config_group_keys(group);
 
-                return config_fail(error, name, lineno, "[%s] unknown key '%s' (known: %s)",
-                                   group, s, list);
+                return config_fail(error, name, lineno, "[%s] unknown key '%s' (known: %s)", group,
+                                   s, list);
             }
             if (key_lines[key])
                 return config_fail(error, name, lineno, "[%s] %s: set twice (first on line %u)",
@@ -426,11 +440,10 @@ char *hm_config_format_effective(const HmConfig *config)
     g_return_val_if_fail(config != NULL, NULL);
     for (int k = 0; k < HM_CONFIG_KEY_LAST; k++) {
         g_autofree char *value = config_value_text(config, k);
-        g_autofree char *where =
-            config->lines[k] ? g_strdup_printf("%s:%u", config->path, config->lines[k])
-                             : g_strdup("default");
-        g_autofree char *left = g_strdup_printf("[%s] %s = %s", keys[k].group, keys[k].name,
-                                                value);
+        g_autofree char *where = config->lines[k]
+                                     ? g_strdup_printf("%s:%u", config->path, config->lines[k])
+                                     : g_strdup("default");
+        g_autofree char *left = g_strdup_printf("[%s] %s = %s", keys[k].group, keys[k].name, value);
 
         g_string_append_printf(out, "%-48s # %s\n", left, where);
     }
@@ -442,16 +455,16 @@ char *hm_config_format_sample(void)
     g_autoptr(GString) out = g_string_new(NULL);
     const char *group = NULL;
 
-    g_string_append(out,
-                    "# hotmig configuration, read from /etc/hotmig/hotmig.conf (GKeyFile format:\n"
-                    "# '[group]' headers, 'key = value' lines, '#' comments).\n"
-                    "#\n"
-                    "# Every key is listed below, commented out, with its default. Uncomment and\n"
-                    "# change what you need; command-line options override these values.\n"
-                    "# Unknown keys, keys set twice and values out of range are errors.\n"
-                    "# Check a file with: migrate-vm config check [FILE]\n"
-                    "#\n"
-                    "# This file is generated by 'migrate-vm config sample' from common/config.c.\n");
+    g_string_append(
+        out, "# hotmig configuration, read from /etc/hotmig/hotmig.conf (GKeyFile format:\n"
+             "# '[group]' headers, 'key = value' lines, '#' comments).\n"
+             "#\n"
+             "# Every key is listed below, commented out, with its default. Uncomment and\n"
+             "# change what you need; command-line options override these values.\n"
+             "# Unknown keys, keys set twice and values out of range are errors.\n"
+             "# Check a file with: migrate-vm config check [FILE]\n"
+             "#\n"
+             "# This file is generated by 'migrate-vm config sample' from common/config.c.\n");
     for (int k = 0; k < HM_CONFIG_KEY_LAST; k++) {
         const HmConfigKeyInfo *info = &keys[k];
 
@@ -462,9 +475,9 @@ char *hm_config_format_sample(void)
         g_string_append_printf(out, "\n# %s\n", info->doc);
         switch (info->type) {
         case HM_CONFIG_TYPE_UINT:
-            g_string_append_printf(out, "# A whole number from %" G_GUINT64_FORMAT
-                                        " to %" G_GUINT64_FORMAT ".\n",
-                                   info->min, info->max);
+            g_string_append_printf(
+                out, "# A whole number from %" G_GUINT64_FORMAT " to %" G_GUINT64_FORMAT ".\n",
+                info->min, info->max);
             break;
         case HM_CONFIG_TYPE_BOOL:
             g_string_append(out, "# true or false.\n");

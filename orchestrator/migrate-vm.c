@@ -91,8 +91,8 @@ static void progress_report(OrchPhase phase, const char *message, gpointer opaqu
         break;
     }
     case PROGRESS_JOURNAL:
-        g_log_structured(G_LOG_DOMAIN, G_LOG_LEVEL_INFO, HM_LOG_FIELD_MIGRATION_ID,
-                         p->migration_id, HM_LOG_FIELD_DOMAIN, p->domain, HM_LOG_FIELD_PHASE,
+        g_log_structured(G_LOG_DOMAIN, G_LOG_LEVEL_INFO, HM_LOG_FIELD_MIGRATION_ID, p->migration_id,
+                         HM_LOG_FIELD_DOMAIN, p->domain, HM_LOG_FIELD_PHASE,
                          orch_phase_to_string(phase), "MESSAGE", "%s %s: %s", p->domain,
                          orch_phase_to_string(phase), message);
         break;
@@ -159,11 +159,11 @@ static void cli_clear(Cli *cli)
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Cli, cli_clear)
 
-#define CLI_INIT                                                                                \
-    {                                                                                           \
-        .bandwidth = UNSET, .parallel = UNSET, .postcopy_after = UNSET, .timeout = UNSET,       \
-        .agent_timeout = UNSET, .prepare_timeout = UNSET, .unplug_timeout = UNSET,              \
-        .resume_timeout = UNSET, .plug_attempts = UNSET,                                        \
+#define CLI_INIT                                                                                   \
+    {                                                                                              \
+        .bandwidth = UNSET, .parallel = UNSET, .postcopy_after = UNSET, .timeout = UNSET,          \
+        .agent_timeout = UNSET, .prepare_timeout = UNSET, .unplug_timeout = UNSET,                 \
+        .resume_timeout = UNSET, .plug_attempts = UNSET,                                           \
     }
 
 static gboolean usage_error(GError **error, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
@@ -214,8 +214,8 @@ static gboolean check_combinations(const OrchOptions *opts, GError **error)
 static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOptions *opts,
                               GError **error)
 {
-    const char *connect = cli->connect ? cli->connect
-                                       : hm_config_get_string(config, HM_CONFIG_MIGRATE_CONNECT);
+    const char *connect =
+        cli->connect ? cli->connect : hm_config_get_string(config, HM_CONFIG_MIGRATE_CONNECT);
     gint64 bandwidth = cli->bandwidth != UNSET
                            ? cli->bandwidth
                            : (gint64)hm_config_get_uint(config, HM_CONFIG_MIGRATE_BANDWIDTH);
@@ -223,8 +223,9 @@ static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOption
                           ? cli->parallel
                           : (gint64)hm_config_get_uint(config, HM_CONFIG_MIGRATE_PARALLEL);
     gint64 plug_attempts =
-        cli->plug_attempts != UNSET ? cli->plug_attempts
-                                : (gint64)hm_config_get_uint(config, HM_CONFIG_MIGRATE_PLUG_ATTEMPTS);
+        cli->plug_attempts != UNSET
+            ? cli->plug_attempts
+            : (gint64)hm_config_get_uint(config, HM_CONFIG_MIGRATE_PLUG_ATTEMPTS);
     const char *action = hm_config_get_string(config, HM_CONFIG_MIGRATE_TIMEOUT_ACTION);
     int actions = !!cli->timeout_suspend + !!cli->timeout_postcopy + !!cli->timeout_abort;
 
@@ -245,10 +246,12 @@ static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOption
     opts->source_uri = *connect ? g_strdup(connect) : NULL;
     opts->migrate_uri = g_strdup(cli->migrate_uri);
     opts->target_vf = g_strdup(cli->target_vf);
-    opts->agent_channel = g_strdup(cli->agent_channel ? cli->agent_channel
-                                                      : hm_config_get_string(config, HM_CONFIG_MIGRATE_AGENT_CHANNEL));
-    opts->alias_prefix = g_strdup(cli->alias_prefix ? cli->alias_prefix
-                                                    : hm_config_get_string(config, HM_CONFIG_MIGRATE_VF_ALIAS_PREFIX));
+    opts->agent_channel = g_strdup(
+        cli->agent_channel ? cli->agent_channel
+                           : hm_config_get_string(config, HM_CONFIG_MIGRATE_AGENT_CHANNEL));
+    opts->alias_prefix = g_strdup(
+        cli->alias_prefix ? cli->alias_prefix
+                          : hm_config_get_string(config, HM_CONFIG_MIGRATE_VF_ALIAS_PREFIX));
     opts->no_agent = cli->no_agent;
     opts->persistent = cli->persistent || hm_config_get_bool(config, HM_CONFIG_MIGRATE_PERSISTENT);
     opts->undefine_source =
@@ -258,15 +261,18 @@ static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOption
         cli->auto_converge || hm_config_get_bool(config, HM_CONFIG_MIGRATE_AUTO_CONVERGE);
 
     if (bandwidth < 0 || bandwidth > G_MAXUINT32)
-        return usage_error(error, "--bandwidth must be between 0 and %u MiB/s, not %" G_GINT64_FORMAT,
+        return usage_error(error,
+                           "--bandwidth must be between 0 and %u MiB/s, not %" G_GINT64_FORMAT,
                            G_MAXUINT32, bandwidth);
     opts->bandwidth_mib = (guint64)bandwidth;
     if ((cli->parallel != UNSET && cli->parallel < 1) || parallel < 0 || parallel > 255)
-        return usage_error(error, "--parallel must be between 1 and 255 connections, not %" G_GINT64_FORMAT,
-                           parallel);
+        return usage_error(
+            error, "--parallel must be between 1 and 255 connections, not %" G_GINT64_FORMAT,
+            parallel);
     opts->parallel = (guint)parallel;
     if (plug_attempts < 1 || plug_attempts > 100)
-        return usage_error(error, "--plug-attempts must be between 1 and 100, not %" G_GINT64_FORMAT,
+        return usage_error(error,
+                           "--plug-attempts must be between 1 and 100, not %" G_GINT64_FORMAT,
                            plug_attempts);
     opts->plug_attempts = (guint)plug_attempts;
 
@@ -286,11 +292,13 @@ static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOption
         return FALSE;
 
     if (actions > 1)
-        return usage_error(error,
-                           "--timeout-suspend, --timeout-postcopy and --timeout-abort exclude each other");
+        return usage_error(
+            error, "--timeout-suspend, --timeout-postcopy and --timeout-abort exclude each other");
     if (actions && cli->timeout == UNSET)
         return usage_error(error, "--timeout-%s needs --timeout",
-                           cli->timeout_suspend ? "suspend" : cli->timeout_postcopy ? "postcopy" : "abort");
+                           cli->timeout_suspend    ? "suspend"
+                           : cli->timeout_postcopy ? "postcopy"
+                                                   : "abort");
     opts->timeout_action = cli->timeout_suspend    ? ORCH_TIMEOUT_SUSPEND
                            : cli->timeout_postcopy ? ORCH_TIMEOUT_POSTCOPY
                            : cli->timeout_abort    ? ORCH_TIMEOUT_ABORT
@@ -348,7 +356,8 @@ static int recover_main(const Cli *cli, const OrchOptions *opts)
     g_autofree char *out = NULL;
     gboolean ok = orch_recover(opts, open_host, NULL, &results, &error);
 
-    out = cli->json ? orch_recovery_format_json(results, TRUE) : orch_recovery_format_table(results);
+    out =
+        cli->json ? orch_recovery_format_json(results, TRUE) : orch_recovery_format_table(results);
     fputs(out, stdout);
     if (cli->json)
         fputc('\n', stdout);
@@ -428,7 +437,8 @@ static const char help_description[] =
     "Subcommands:\n"
     "  migrate-vm --recover [DOMAIN]    finish or undo interrupted migrations (after kill -9,\n"
     "                                   a crash, a reboot) from their journal\n"
-    "  migrate-vm config check [FILE]   check a configuration file (default " HM_CONFIG_PATH_DEFAULT ")\n"
+    "  migrate-vm config check [FILE]   check a configuration file (default " HM_CONFIG_PATH_DEFAULT
+    ")\n"
     "  migrate-vm config sample         print the commented sample configuration\n"
     "\n"
     "Values not given on the command line come from the configuration file.\n"
@@ -482,8 +492,7 @@ int main(int argc, char **argv)
             {"live", 0, 0, G_OPTION_ARG_NONE, &cli.live,
              "Live migration (always: the guest keeps running)", NULL},
             {"p2p", 0, 0, G_OPTION_ARG_NONE, &cli.p2p,
-             "Peer-to-peer migration (always: the source libvirtd talks to the destination)",
-             NULL},
+             "Peer-to-peer migration (always: the source libvirtd talks to the destination)", NULL},
             {"persistent", 0, 0, G_OPTION_ARG_NONE, &cli.persistent,
              "Persist the domain on the destination", NULL},
             {"undefinesource", 0, 0, G_OPTION_ARG_NONE, &cli.undefine_source,
@@ -497,8 +506,7 @@ int main(int argc, char **argv)
             {"postcopy-after", 0, 0, G_OPTION_ARG_INT, &cli.postcopy_after,
              "Switch to post-copy after SEC seconds of pre-copy (needs --postcopy)", "SEC"},
             {"connect", 'c', 0, G_OPTION_ARG_STRING, &cli.connect,
-             "Source hypervisor connection URI (default: config 'connect', else libvirt's)",
-             "URI"},
+             "Source hypervisor connection URI (default: config 'connect', else libvirt's)", "URI"},
             {"migrateuri", 0, 0, G_OPTION_ARG_STRING, &cli.migrate_uri,
              "Hypervisor migration data URI, e.g. tcp://10.0.0.2:49152", "URI"},
             {"bandwidth", 0, 0, G_OPTION_ARG_INT64, &cli.bandwidth,
@@ -629,8 +637,8 @@ int main(int argc, char **argv)
     if (progress.mode == PROGRESS_JOURNAL)
         g_log_structured(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, HM_LOG_FIELD_MIGRATION_ID,
                          progress.migration_id, HM_LOG_FIELD_DOMAIN, opts.domain,
-                         HM_LOG_FIELD_PHASE, orch_phase_to_string(report->failed_phase),
-                         "MESSAGE", "error: %s", error->message);
+                         HM_LOG_FIELD_PHASE, orch_phase_to_string(report->failed_phase), "MESSAGE",
+                         "error: %s", error->message);
     else
         fprintf(stderr, "migrate-vm: error: %s\n", error->message);
     if (g_error_matches(error, ORCH_ERROR, ORCH_ERROR_ROLLBACK))

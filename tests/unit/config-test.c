@@ -54,7 +54,7 @@ static void test_values(void **state)
     /* The last line is an unknown key: the whole file is refused. */
     assert_null(c);
     assert_non_null(strstr(error->message, NAME ":9: [migrate] unknown key "
-                                           "'connect-is-not-a-prefix-check'"));
+                                                "'connect-is-not-a-prefix-check'"));
     g_clear_error(&error);
 
     c = load("[migrate]\n"
@@ -120,7 +120,7 @@ static void test_errors(void **state)
          NAME ":2: 'just words' is not 'key = value', a '[group]' or a '#' comment"},
         {"[migrate]\nconnect[de] = x\n", NAME ":2: [migrate] connect[de]: localized keys"},
         {"[migrate]\nverbose = true\n", NAME ":2: [migrate] unknown key 'verbose' (known: "
-                                         "connect, agent-channel,"},
+                                             "connect, agent-channel,"},
         {"[migrate]\n# \xff\n", NAME ":2: not valid UTF-8"},
     };
 
@@ -129,7 +129,8 @@ static void test_errors(void **state)
         g_autoptr(HmConfig) c = load(cases[i].text, &error);
 
         if (c || !error || !g_error_matches(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID))
-            fail_msg("case %zu was not rejected as invalid: %s", i, c ? "accepted" : error->message);
+            fail_msg("case %zu was not rejected as invalid: %s", i,
+                     c ? "accepted" : error->message);
         if (!g_str_has_prefix(error->message, cases[i].message))
             fail_msg("case %zu: got \"%s\", expected \"%s...\"", i, error->message,
                      cases[i].message);
