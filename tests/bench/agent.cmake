@@ -1,0 +1,10 @@
+# hm-agent-bench: the agent's prepare -> all-quiesced latency with 1/16/64 processes, measured
+# inside a lab guest (the lab copies build/tests/bench/hm-agent-bench into its initramfs).
+# agent-bench (label bench) boots a guest on the lab, runs it there and prints p50/p99; it
+# measures, it asserts nothing about the figures.
+add_executable(hm-agent-bench ${CMAKE_CURRENT_SOURCE_DIR}/bench/agent-bench.c)
+target_link_libraries(hm-agent-bench PRIVATE hotmig)
+set_target_properties(hm-agent-bench PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/bench)
+add_test(NAME agent-bench COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/bench/agent-bench.sh)
+set_tests_properties(agent-bench PROPERTIES LABELS bench TIMEOUT 1800
+                     ENVIRONMENT "HM_BUILD=${CMAKE_BINARY_DIR}")
