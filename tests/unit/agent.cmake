@@ -17,3 +17,9 @@ add_test(NAME libhotmig-deps
   COMMAND sh -c "readelf -d \"$1\" | sed -n 's/.*NEEDED.*\\[\\(.*\\)\\]/\\1/p' | grep -v -E '^(libc|libpthread|libasan|libubsan|ld-linux[-a-z0-9_]*)\\.so' && exit 1 || exit 0"
           libhotmig-deps $<TARGET_FILE:hotmig>)
 set_tests_properties(libhotmig-deps PROPERTIES LABELS unit)
+# The protocol schema against the generated tables, the dispatcher and docs/protocol.md.
+hm_add_test(agent-schema-test unit
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/agent-schema-test.c
+  LIBS hotmig-agent-core
+  ARGS ${PROJECT_SOURCE_DIR}/guest-agent/schema/agent-protocol.json
+       ${PROJECT_SOURCE_DIR}/docs/protocol.md)
