@@ -87,11 +87,16 @@ static void agent_ibverbs_add_ports(AgentRdmaDevice *dev, struct ibv_context *ct
 {
     for (guint8 port = 1; port <= attr->phys_port_cnt; port++) {
         struct ibv_port_attr pa;
+        const char *state;
         AgentRdmaPort *p;
 
         if (ibv_query_port(ctx, port, &pa) != 0)
             continue;
-        p = agent_rdma_device_add_port(dev, port, ibv_port_state_str(pa.state),
+        /* "PORT_ACTIVE" -> "ACTIVE", as the IB spec names the states. */
+        state = ibv_port_state_str(pa.state);
+        if (g_str_has_prefix(state, "PORT_"))
+            state += 5;
+        p = agent_rdma_device_add_port(dev, port, state,
                                        agent_ibverbs_link_layer(pa.link_layer), pa.lid);
         for (int idx = 0; idx < pa.gid_tbl_len && p->gids->len < AGENT_GIDS_MAX; idx++) {
             static const guint8 zero[16];

@@ -11,6 +11,7 @@
  *   hotmig-lab exec GUEST 'hm-agent-bench --rounds 200'
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -110,7 +111,7 @@ static void bench_cmd(Bench *b, const char *line, char *reply, size_t replylen)
     if (r < 0) {
         die("no reply from the agent: %s", strerror(-r));
     }
-    if (strstr(reply, "\"error\"")) {
+    if (strncmp(reply, "{\"error\"", 8) == 0) {
         die("agent error: %s", reply);
     }
 }
@@ -268,7 +269,12 @@ int main(int argc, char **argv)
     b.fd = sv[0];
     b.agent = fork();
     if (b.agent == 0) {
+        int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
         dup2(sv[1], 3); /* dup2 clears FD_CLOEXEC */
+        if (null >= 0) {
+            dup2(null, 2); /* the agent logs every request: keep the output readable */
+        }
         execlp(agent, agent, "--device", "fd:3", "--socket", sock_path, (char *)NULL);
         fprintf(stderr, "hm-agent-bench: cannot run '%s': %s\n", agent, strerror(errno));
         _exit(127);
