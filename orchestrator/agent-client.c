@@ -141,18 +141,28 @@ OrchAgent *orch_agent_open(OrchVirt *virt, const char *domain, const char *chann
 {
     g_autoptr(OrchAgent) agent = g_new0(OrchAgent, 1);
     g_autoptr(GError) local = NULL;
+    HmDeadline deadline = hm_deadline_in_ms(timeout_ms);
 
     agent->inbuf = g_string_new(NULL);
-    agent->chan = virt->ops->channel_open(virt, domain, channel, error);
-    if (!agent->chan)
-        return NULL;
-    if (!agent_sync(agent, hm_deadline_in_ms(timeout_ms), &local)) {
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
-                    "The guest agent of '%s' on %s host did not answer the handshake within %u ms: %s",
-                    domain, virt->label, timeout_ms, local->message);
-        return NULL;
+    /* Two tries, each with half the time: libvirtd may still be tearing down the stream of
+     * a client that died (a killed migrate-vm), and a channel opened meanwhile can stay
+     * silent although the agent answered (seen with libvirt 9.0). A fresh stream works. */
+    for (guint attempt = 1; attempt <= 2; attempt++) {
+        HmDeadline until = attempt == 1 ? hm_deadline_in_ms(MAX(timeout_ms / 2, 1)) : deadline;
+
+        g_clear_error(&local);
+        g_clear_pointer(&agent->chan, orch_virt_channel_close);
+        agent->chan = virt->ops->channel_open(virt, domain, channel, error);
+        if (!agent->chan)
+            return NULL;
+        if (agent_sync(agent, until, &local))
+            return g_steal_pointer(&agent);
+        g_debug("Agent handshake with '%s', try %u: %s", domain, attempt, local->message);
     }
-    return g_steal_pointer(&agent);
+    g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
+                "The guest agent of '%s' on %s host did not answer the handshake within %u ms: %s",
+                domain, virt->label, timeout_ms, local->message);
+    return NULL;
 }
 
 JsonObject *orch_agent_execute(OrchAgent *agent, const char *command, JsonObject *args,
