@@ -7,6 +7,9 @@
 #include "orchestrator/virt-priv.h"
 #include "xml/xml.h"
 
+/* How long a domain may be seen on both hosts after an interrupted migration job. */
+#define RECOVER_SETTLE_MS 30000
+
 typedef struct {
     char *alias;
     char *source_xml;
@@ -224,9 +227,17 @@ static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchR
         }
         action(rec, "abort-job", start, NULL, "no migration job left running");
     }
-    if (!src->ops->domain_state(src, plan->domain, &src_state, error) ||
-        !dst->ops->domain_state(dst, plan->domain, &dst_state, error))
-        return FALSE;
+    /* Right after a migration job ends, the destination's incoming domain takes a moment to
+     * be torn down (or the source's to go): look again until one of them is left. */
+    for (HmDeadline until = hm_deadline_in_ms(RECOVER_SETTLE_MS);;) {
+        if (!src->ops->domain_state(src, plan->domain, &src_state, error) ||
+            !dst->ops->domain_state(dst, plan->domain, &dst_state, error))
+            return FALSE;
+        if (src_state != ORCH_VIRT_DOMAIN_RUNNING || dst_state != ORCH_VIRT_DOMAIN_RUNNING ||
+            hm_deadline_remaining_ms(until) == 0)
+            break;
+        g_usleep(200 * G_TIME_SPAN_MILLISECOND);
+    }
     if (src_state == ORCH_VIRT_DOMAIN_RUNNING && dst_state == ORCH_VIRT_DOMAIN_RUNNING) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_ROLLBACK,
                     "Domain '%s' runs on both hosts; not touching it", plan->domain);
