@@ -10,7 +10,7 @@ tmp=$(mktemp -d)
 trap 'cleanup; rm -rf "$tmp"' EXIT
 phases=(prepare unplug migrate plug resume)
 
-start_pair "$c" "$s" lazy 0 "--max-seconds 170"
+start_pair "$c" "$s" lazy 0 "--max-seconds 100"
 
 uri_of() {
     if [ "$1" = A ]; then echo "$A"; else echo "$B"; fi
