@@ -13,6 +13,7 @@
 #include <glib/gstdio.h>
 
 #include "orchestrator/orchestrator.h"
+#include "orchestrator/journal-priv.h"
 #include "orchestrator/virt-priv.h"
 
 #define DOMAIN "vm1"
@@ -725,6 +726,28 @@ static void test_unfinished_blocks_then_recover(void **state)
     recover_and_check(w, "device_attach");
 }
 
+/* While one process holds a domain's journal lock, a migration of that domain is refused and
+ * changes nothing. (flock locks belong to open file descriptions: a second open in this same
+ * process conflicts like another process would.) */
+static void test_busy_domain_refused(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(OrchJournal) held = orch_journal_open(state_dir, DOMAIN, TRUE, &error);
+
+    assert_non_null(held);
+    options_for_test(&opts);
+    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_BUSY));
+    assert_non_null(strstr(error->message, "under way"));
+    assert_string_equal(w->where, "source");
+    assert_int_equal(w->migrations, 0);
+    assert_true(orch_journal_finish(held, NULL));
+}
+
 /* Fails every adapter call in turn, on each host, and checks the invariant. */
 static void test_fault_walk(void **state)
 {
@@ -810,6 +833,7 @@ int main(void)
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_fault_spec_rejected),
         cmocka_unit_test(test_unfinished_blocks_then_recover),
+        cmocka_unit_test(test_busy_domain_refused),
         cmocka_unit_test(test_fault_walk),
     };
 
