@@ -3,6 +3,7 @@
  * recovery can itself be interrupted and run again. */
 #include "orchestrator/agent-priv.h"
 #include "orchestrator/journal-priv.h"
+#include "orchestrator/json-priv.h"
 #include "orchestrator/orchestrator.h"
 #include "orchestrator/virt-priv.h"
 #include "xml/xml.h"
@@ -406,42 +407,24 @@ char *orch_recovery_format_json(GPtrArray *results, gboolean pretty)
         OrchRecovery *rec = g_ptr_array_index(results, i);
 
         json_builder_begin_object(b);
-        json_builder_set_member_name(b, "domain");
-        json_builder_add_string_value(b, rec->domain);
-        json_builder_set_member_name(b, "outcome");
-        json_builder_add_string_value(b, rec->outcome);
-        json_builder_set_member_name(b, "final_host");
-        if (rec->final_host)
-            json_builder_add_string_value(b, rec->final_host);
-        else
-            json_builder_add_null_value(b);
-        json_builder_set_member_name(b, "vfs_total");
-        json_builder_add_int_value(b, rec->vfs_total);
-        json_builder_set_member_name(b, "vfs_attached");
-        json_builder_add_int_value(b, rec->vfs_attached);
+        orch_json_member_string(b, "domain", rec->domain);
+        orch_json_member_string(b, "outcome", rec->outcome);
+        orch_json_member_string(b, "final_host", rec->final_host);
+        orch_json_member_int(b, "vfs_total", rec->vfs_total);
+        orch_json_member_int(b, "vfs_attached", rec->vfs_attached);
         json_builder_set_member_name(b, "actions");
         json_builder_begin_array(b);
         for (guint j = 0; j < rec->actions->len; j++) {
             OrchRollbackRecord *a = g_ptr_array_index(rec->actions, j);
 
             json_builder_begin_object(b);
-            json_builder_set_member_name(b, "action");
-            json_builder_add_string_value(b, a->action);
-            json_builder_set_member_name(b, "ok");
-            json_builder_add_boolean_value(b, a->ok);
-            json_builder_set_member_name(b, "detail");
-            if (a->detail)
-                json_builder_add_string_value(b, a->detail);
-            else
-                json_builder_add_null_value(b);
+            orch_json_member_string(b, "action", a->action);
+            orch_json_member_bool(b, "ok", a->ok);
+            orch_json_member_string(b, "detail", a->detail);
             json_builder_end_object(b);
         }
         json_builder_end_array(b);
-        json_builder_set_member_name(b, "error");
-        if (rec->error)
-            json_builder_add_string_value(b, rec->error);
-        else
-            json_builder_add_null_value(b);
+        orch_json_member_string(b, "error", rec->error);
         json_builder_end_object(b);
     }
     json_builder_end_array(b);

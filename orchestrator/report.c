@@ -1,6 +1,7 @@
 /* Renders an OrchReport for people (a table) and for programs (JSON). */
 #include <json-glib/json-glib.h>
 
+#include "orchestrator/json-priv.h"
 #include "orchestrator/orchestrator.h"
 
 static char *format_duration(gint64 us)
@@ -48,32 +49,17 @@ char *orch_report_format_json(const OrchReport *report, gboolean pretty)
     g_autoptr(JsonNode) root = NULL;
 
     json_builder_begin_object(b);
-    json_builder_set_member_name(b, "domain");
-    json_builder_add_string_value(b, report->domain);
-    json_builder_set_member_name(b, "source");
-    json_builder_add_string_value(b, report->source_uri);
-    json_builder_set_member_name(b, "destination");
-    json_builder_add_string_value(b, report->dest_uri);
-    json_builder_set_member_name(b, "ok");
-    json_builder_add_boolean_value(b, report->ok);
-    json_builder_set_member_name(b, "failed_phase");
-    if (report->ok)
-        json_builder_add_null_value(b);
-    else
-        json_builder_add_string_value(b, orch_phase_to_string(report->failed_phase));
-    json_builder_set_member_name(b, "error");
-    if (report->error)
-        json_builder_add_string_value(b, report->error);
-    else
-        json_builder_add_null_value(b);
-    json_builder_set_member_name(b, "final_host");
-    json_builder_add_string_value(b, report->final_host);
-    json_builder_set_member_name(b, "vfs_total");
-    json_builder_add_int_value(b, report->vfs_total);
-    json_builder_set_member_name(b, "vfs_attached");
-    json_builder_add_int_value(b, report->vfs_attached);
-    json_builder_set_member_name(b, "total_ms");
-    json_builder_add_double_value(b, report->total_us / 1000.0);
+    orch_json_member_string(b, "domain", report->domain);
+    orch_json_member_string(b, "source", report->source_uri);
+    orch_json_member_string(b, "destination", report->dest_uri);
+    orch_json_member_bool(b, "ok", report->ok);
+    orch_json_member_string(b, "failed_phase",
+                            report->ok ? NULL : orch_phase_to_string(report->failed_phase));
+    orch_json_member_string(b, "error", report->error);
+    orch_json_member_string(b, "final_host", report->final_host);
+    orch_json_member_int(b, "vfs_total", report->vfs_total);
+    orch_json_member_int(b, "vfs_attached", report->vfs_attached);
+    orch_json_member_double(b, "total_ms", report->total_us / 1000.0);
 
     json_builder_set_member_name(b, "phases");
     json_builder_begin_array(b);
@@ -81,17 +67,10 @@ char *orch_report_format_json(const OrchReport *report, gboolean pretty)
         const OrchPhaseRecord *rec = &report->phases[i];
 
         json_builder_begin_object(b);
-        json_builder_set_member_name(b, "name");
-        json_builder_add_string_value(b, orch_phase_to_string(rec->phase));
-        json_builder_set_member_name(b, "status");
-        json_builder_add_string_value(b, orch_status_to_string(rec->status));
-        json_builder_set_member_name(b, "ms");
-        json_builder_add_double_value(b, rec->duration_us / 1000.0);
-        json_builder_set_member_name(b, "detail");
-        if (rec->detail)
-            json_builder_add_string_value(b, rec->detail);
-        else
-            json_builder_add_null_value(b);
+        orch_json_member_string(b, "name", orch_phase_to_string(rec->phase));
+        orch_json_member_string(b, "status", orch_status_to_string(rec->status));
+        orch_json_member_double(b, "ms", rec->duration_us / 1000.0);
+        orch_json_member_string(b, "detail", rec->detail);
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
@@ -102,17 +81,10 @@ char *orch_report_format_json(const OrchReport *report, gboolean pretty)
         const OrchRollbackRecord *rec = g_ptr_array_index(report->rollback, i);
 
         json_builder_begin_object(b);
-        json_builder_set_member_name(b, "action");
-        json_builder_add_string_value(b, rec->action);
-        json_builder_set_member_name(b, "ok");
-        json_builder_add_boolean_value(b, rec->ok);
-        json_builder_set_member_name(b, "ms");
-        json_builder_add_double_value(b, rec->duration_us / 1000.0);
-        json_builder_set_member_name(b, "detail");
-        if (rec->detail)
-            json_builder_add_string_value(b, rec->detail);
-        else
-            json_builder_add_null_value(b);
+        orch_json_member_string(b, "action", rec->action);
+        orch_json_member_bool(b, "ok", rec->ok);
+        orch_json_member_double(b, "ms", rec->duration_us / 1000.0);
+        orch_json_member_string(b, "detail", rec->detail);
         json_builder_end_object(b);
     }
     json_builder_end_array(b);

@@ -3,7 +3,7 @@
 # also a libFuzzer binary:  build/tests/agent-reply-fuzz tests/fuzz/corpus/agent-reply
 hm_add_test(agent-reply-fuzz-replay fuzz
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/agent-reply-fuzz.c
-          ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/xml-fuzz-replay.c
+          ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz-replay.c
   LIBS hm-orchestrator
   ARGS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/agent-reply)
 

@@ -3,7 +3,7 @@
 #   build/tests/agent-fuzz -max_len=70000 tests/fuzz/corpus/agent
 hm_add_test(agent-fuzz-replay fuzz
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/agent-fuzz.c
-          ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/agent-fuzz-replay.c
+          ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz-replay.c
   LIBS hotmig-agent-core
   ARGS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/agent)
 

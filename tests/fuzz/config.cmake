@@ -2,7 +2,7 @@
 # (label fuzz); with clang and -DHM_FUZZ=ON config-fuzz is also built as a libFuzzer binary:
 #   build/tests/config-fuzz -max_len=70000 tests/fuzz/corpus/config
 hm_add_test(config-fuzz-replay fuzz
-  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/config-fuzz.c ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/xml-fuzz-replay.c
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/config-fuzz.c ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz-replay.c
   LIBS hm-common
   ARGS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/config)
 

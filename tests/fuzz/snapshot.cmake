@@ -3,7 +3,7 @@
 # CMAKE_C_FLAGS=-fsanitize=fuzzer-no-link) snapshot-fuzz is also built as a libFuzzer binary:
 #   build/tests/snapshot-fuzz -max_len=65536 tests/fuzz/corpus/snapshot
 hm_add_test(snapshot-fuzz-replay fuzz
-  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/snapshot-fuzz.c ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/xml-fuzz-replay.c
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/snapshot-fuzz.c ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz-replay.c
   LIBS hm-orchestrator
   ARGS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/snapshot)
 

@@ -3,7 +3,7 @@
 # instrumented too) xml-fuzz is also built as a libFuzzer binary:
 #   build/tests/xml-fuzz -max_len=65536 tests/fuzz/corpus/xml
 hm_add_test(xml-fuzz-replay fuzz
-  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/xml-fuzz.c ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/xml-fuzz-replay.c
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/xml-fuzz.c ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz-replay.c
   LIBS hm-xml
   ARGS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/xml)
 

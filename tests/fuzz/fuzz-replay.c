@@ -1,5 +1,6 @@
-/* Replays a fuzz corpus through LLVMFuzzerTestOneInput as a normal test: one cmocka test per
- * file, so a crash names its input. Usage: xml-fuzz-replay CORPUS_DIR */
+/* Replays a fuzz corpus through LLVMFuzzerTestOneInput as a normal test, one cmocka
+ * test per file so a failure names its input. Shared by every fuzz target: link it with the
+ * target's LLVMFuzzerTestOneInput. Usage: NAME-fuzz-replay CORPUS_DIR */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,6 +28,12 @@ static void replay_file(void **state)
     assert_int_equal(LLVMFuzzerTestOneInput((const uint8_t *)data, len), 0);
 }
 
+/* g_ptr_array_sort() passes pointers to the elements. */
+static gint replay_compare(gconstpointer a, gconstpointer b)
+{
+    return g_strcmp0(*(const char *const *)a, *(const char *const *)b);
+}
+
 int main(int argc, char **argv)
 {
     g_autoptr(GPtrArray) paths = g_ptr_array_new_with_free_func(g_free);
@@ -50,8 +57,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: the corpus '%s' is empty\n", argv[0], argv[1]);
         return 1;
     }
-    g_ptr_array_sort(paths, (GCompareFunc)g_strcmp0); /* stable order */
-
+    g_ptr_array_sort(paths, replay_compare); /* stable order */
     tests = g_new0(struct CMUnitTest, paths->len);
     for (guint i = 0; i < paths->len; i++) {
         tests[i].name = g_ptr_array_index(paths, i);

@@ -1,0 +1,32 @@
+/* Small helpers for the JSON the orchestrator prints (json-glib's builder, one call a member). */
+#pragma once
+
+#include <json-glib/json-glib.h>
+
+/* "name": "value", or "name": null when @value is NULL. */
+static inline void orch_json_member_string(JsonBuilder *b, const char *name, const char *value)
+{
+    json_builder_set_member_name(b, name);
+    if (value)
+        json_builder_add_string_value(b, value);
+    else
+        json_builder_add_null_value(b);
+}
+
+static inline void orch_json_member_int(JsonBuilder *b, const char *name, gint64 value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_int_value(b, value);
+}
+
+static inline void orch_json_member_bool(JsonBuilder *b, const char *name, gboolean value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_boolean_value(b, value);
+}
+
+static inline void orch_json_member_double(JsonBuilder *b, const char *name, double value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_double_value(b, value);
+}
