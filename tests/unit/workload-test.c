@@ -315,6 +315,7 @@ static void test_args_defaults_and_all(void **state)
     assert_int_equal(a.cycles, 0);
     assert_int_equal(a.tail, 3);
     assert_int_equal(a.max_seconds, 600);
+    assert_int_equal(a.quiesce_delay, 0);
     assert_int_equal(a.no_agent, 0);
     assert_int_equal(a.fallback, WL_FALLBACK_NONE);
 
@@ -326,7 +327,8 @@ static void test_args_defaults_and_all(void **state)
 
     assert_int_equal(parse(&a, err, sizeof(err), "--role", "client", "--peer", "198.51.100.2",
                            "--port", "9000", "--mode", "threaded", "--size", "64", "--cycles", "2",
-                           "--tail", "0", "--max-seconds", "30", "--no-agent", NULL),
+                           "--tail", "0", "--max-seconds", "30", "--quiesce-delay", "2500",
+                           "--no-agent", NULL),
                      0);
     assert_int_equal(a.role, WL_ROLE_CLIENT);
     assert_string_equal(a.peer, "198.51.100.2");
@@ -336,6 +338,7 @@ static void test_args_defaults_and_all(void **state)
     assert_int_equal(a.cycles, 2);
     assert_int_equal(a.tail, 0);
     assert_int_equal(a.max_seconds, 30);
+    assert_int_equal(a.quiesce_delay, 2500);
     assert_int_equal(a.no_agent, 1);
 
     assert_int_equal(parse(&a, err, sizeof(err), "--role=client", "--peer=10.0.0.1", NULL), 0);

@@ -1216,6 +1216,18 @@ static int do_quiesce(App *app)
     if (app->local_down) {
         return 0;
     }
+    if (app->args.quiesce_delay > 0) {
+        /* A process slow to reach a quiescent point (tests: the window of a prepare under
+         * way). Traffic goes on meanwhile; the agent is not served until the quiesce ends. */
+        int64_t until = t0 + app->args.quiesce_delay;
+        wl_log("quiesce requested; holding it up for %u ms (--quiesce-delay)",
+               app->args.quiesce_delay);
+        for (int64_t now = now_ms(); now < until && !app->failed; now = now_ms()) {
+            loop_once(app, until - now, 0);
+        }
+        t0 = now_ms();
+        deadline = t0 + WL_PAUSE_WAIT_MS;
+    }
     app->local_down = 1; /* from now on advance() keeps us down */
     c = cycle_new(app, 1, WL_PAUSE_QUIESCE);
     if (!c) {
@@ -1641,7 +1653,7 @@ static void usage(FILE *f)
     fputs(
         "usage: hm-pingpong --role server|client [--peer IP] [--port 7471] [--mode lazy|threaded]\n"
         "                   [--fallback none|tcp] [--size 4096] [--cycles N] [--tail SEC]\n"
-        "                   [--max-seconds SEC] [--no-agent]\n"
+        "                   [--max-seconds SEC] [--quiesce-delay MS] [--no-agent]\n"
         "       (also one comma-separated argument: --role,client,--peer,198.51.100.2)\n",
         f);
 }

@@ -216,6 +216,8 @@ int wl_args_parse(int argc, char **argv, WlArgs *ret_args, char *err, size_t err
             r = parse_uint(opt, val, 0, 86400, &a.tail, err, errlen);
         } else if (strcmp(opt, "--max-seconds") == 0) {
             r = parse_uint(opt, val, 1, 7 * 86400, &a.max_seconds, err, errlen);
+        } else if (strcmp(opt, "--quiesce-delay") == 0) {
+            r = parse_uint(opt, val, 0, 60000, &a.quiesce_delay, err, errlen);
         } else {
             set_err(err, errlen, "unknown option '%s'", opt);
             return -EINVAL;

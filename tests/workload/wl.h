@@ -167,6 +167,7 @@ typedef struct {
     unsigned cycles;      /* 0 = until max_seconds */
     unsigned tail;        /* seconds, default 3 */
     unsigned max_seconds; /* default 600 */
+    unsigned quiesce_delay; /* ms a quiesce is held up before it starts (tests), default 0 */
     WlFallback fallback;  /* default none */
     int no_agent;
     int help;
@@ -174,8 +175,8 @@ typedef struct {
 
 /* Parses argv (argv[0] is the program name). A single argument holding commas and no white
  * space is split at the commas first (the kernel command line form). Options: --role,
- * --peer, --port, --mode, --fallback, --size, --cycles, --tail, --max-seconds, --no-agent,
- * --help;
+ * --peer, --port, --mode, --fallback, --size, --cycles, --tail, --max-seconds,
+ * --quiesce-delay, --no-agent, --help;
  * "--opt value" and "--opt=value" both work. */
 int wl_args_parse(int argc, char **argv, WlArgs *ret_args, char *err, size_t errlen);
 
