@@ -23,3 +23,4 @@ hm_add_e2e(e2e-migrate-roundtrip-lazy-fallback migrate-roundtrip.sh MODE=lazy FA
 hm_add_e2e(e2e-migrate-roundtrip-threaded-fallback migrate-roundtrip.sh MODE=threaded FALLBACK=tcp)
 hm_add_e2e(e2e-cancel cancel.sh)
 hm_add_e2e(e2e-agent-stops agent-stops.sh)
+hm_add_e2e(e2e-libvirtd-restart libvirtd-restart.sh)
