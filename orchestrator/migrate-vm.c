@@ -564,7 +564,7 @@ int main(int argc, char **argv)
             {"version", 'V', 0, G_OPTION_ARG_NONE, &cli.version, "Print the version and exit",
              NULL},
             {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &cli.args, NULL, NULL},
-            {NULL},
+            {NULL, 0, 0, 0, NULL, NULL, NULL},
         };
 
         ctx = g_option_context_new("DOMAIN DEST_URI - live-migrate a domain that holds VFs");

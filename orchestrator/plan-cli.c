@@ -37,7 +37,7 @@ int orch_plan_cli_main(int argc, char **argv)
         {"tolerance", 0, 0, G_OPTION_ARG_DOUBLE, &tolerance,
          "balance: stop when host loads are within this (default 0.05)", "FRACTION"},
         {"max-moves", 0, 0, G_OPTION_ARG_INT, &max_moves, "balance: at most N migrations", "N"},
-        {NULL}};
+        {NULL, 0, 0, 0, NULL, NULL, NULL}};
 
     g_option_context_add_main_entries(ctx, entries, NULL);
     g_option_context_set_summary(ctx, "Plans migrations from a cluster snapshot; changes nothing.");
