@@ -18,7 +18,12 @@
 
 #define DOMAIN "vm1"
 
-typedef enum { AGENT_OK, AGENT_SILENT, AGENT_REFUSES_QUIESCE } FakeAgentMode;
+typedef enum {
+    AGENT_OK,
+    AGENT_SILENT,
+    AGENT_REFUSES_QUIESCE,
+    AGENT_STOPS_IN_PREPARE, /* answers the handshake, takes the prepare, then goes silent */
+} FakeAgentMode;
 
 typedef struct {
     char *where;          /* label of the host running the domain */
@@ -279,7 +284,10 @@ static void fake_agent_line(FakeWorld *w, FakeChannel *c, const char *line)
         num = g_strndup(id + 5, strspn(id + 5, "0123456789"));
         g_string_append_printf(c->out, "\xff{\"return\":%s}\n", num);
     } else if (strstr(line, "\"prepare\"")) {
-        if (w->agent_mode == AGENT_REFUSES_QUIESCE) {
+        if (w->agent_mode == AGENT_STOPS_IN_PREPARE) {
+            w->agent_prepared = TRUE;
+            w->agent_mode = AGENT_SILENT;
+        } else if (w->agent_mode == AGENT_REFUSES_QUIESCE) {
             w->agent_prepared = TRUE;
             g_string_append(c->out, "{\"return\":{\"state\":\"prepared\",\"quiesced\":[],"
                                     "\"failed\":[{\"pid\":7,\"name\":\"mpi\",\"mode\":\"lazy\","
@@ -729,6 +737,33 @@ static void test_unfinished_blocks_then_recover(void **state)
 /* While one process holds a domain's journal lock, a migration of that domain is refused and
  * changes nothing. (flock locks belong to open file descriptions: a second open in this same
  * process conflicts like another process would.) */
+/* The agent stops answering in the middle of a prepare (e2e: tests/e2e/agent-stops.sh): the
+ * undo cannot resume it, so exit 3 with the journal kept and the VFs untouched; once the agent
+ * answers again, the recovery resumes it. */
+static void test_agent_stops_in_prepare(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    options_for_test(&opts);
+    w->agent_mode = AGENT_STOPS_IN_PREPARE;
+    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_ROLLBACK));
+    assert_non_null(strstr(error->message, "Phase 'prepare' failed"));
+    assert_int_equal(report->failed_phase, ORCH_PHASE_PREPARE);
+    assert_true(w->agent_prepared);
+    assert_string_equal(w->where, "source");
+    assert_int_equal(world_count_vfs(w), 2);
+    assert_int_equal(w->migrations, 0);
+    assert_true(journal_exists());
+
+    w->agent_mode = AGENT_OK;
+    recover_and_check(w, "agent stops in prepare");
+}
+
 static void test_busy_domain_refused(void **state)
 {
     g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
@@ -833,6 +868,7 @@ int main(void)
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_fault_spec_rejected),
         cmocka_unit_test(test_unfinished_blocks_then_recover),
+        cmocka_unit_test(test_agent_stops_in_prepare),
         cmocka_unit_test(test_busy_domain_refused),
         cmocka_unit_test(test_fault_walk),
     };
