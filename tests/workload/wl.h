@@ -160,15 +160,15 @@ typedef enum {
 
 typedef struct {
     WlRole role;
-    char peer[64];        /* IPv4 address; required for the client */
-    unsigned port;        /* default 7471 */
-    WlMode mode;          /* default lazy */
-    unsigned size;        /* default 4096 */
-    unsigned cycles;      /* 0 = until max_seconds */
-    unsigned tail;        /* seconds, default 3 */
-    unsigned max_seconds; /* default 600 */
+    char peer[64];          /* IPv4 address; required for the client */
+    unsigned port;          /* default 7471 */
+    WlMode mode;            /* default lazy */
+    unsigned size;          /* default 4096 */
+    unsigned cycles;        /* 0 = until max_seconds */
+    unsigned tail;          /* seconds, default 3 */
+    unsigned max_seconds;   /* default 600 */
     unsigned quiesce_delay; /* ms a quiesce is held up before it starts (tests), default 0 */
-    WlFallback fallback;  /* default none */
+    WlFallback fallback;    /* default none */
     int no_agent;
     int help;
 } WlArgs;
