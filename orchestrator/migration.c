@@ -40,6 +40,10 @@ typedef struct {
     GPtrArray *dst_in_use;   /* PCI addresses taken there, ours included */
     GPtrArray *like;         /* per VF: the source VF's HotplugVf (borrowed), or NULL */
     GPtrArray *src_vfs;      /* HotplugVf: the source's VFs (owns what like points to) */
+    GPtrArray *dest_alias;   /* per VF: its alias on the destination (libvirt names a plugged
+                                hostdev itself), or NULL until plugged */
+    OrchVirtOpenFunc open_fn; /* to reconnect to a host */
+    gpointer open_opaque;
     OrchJournal *journal;    /* this migration's durable record */
     char *id;                /* migration id (UUID) */
 } Migration;
@@ -597,6 +601,48 @@ static gboolean do_migrate(Migration *m, char **ret_detail, GError **error)
     return TRUE;
 }
 
+/* Records the alias VF @i got on the destination: a plugged hostdev is named by libvirt
+ * (not necessarily as on the source), so it is found by its host PCI address. */
+static void learn_dest_alias(Migration *m, guint i, const char *device_xml)
+{
+    g_autofree char *wrapped = g_strconcat("<domain><name>x</name><devices>", device_xml,
+                                           "</devices></domain>", NULL);
+    g_autoptr(XmlDomain) want_dom = xml_domain_parse(wrapped, NULL);
+    /* Attach XML of a hostdev carries no alias: read its address, not its VF entry. */
+    g_autoptr(GPtrArray) pcis = want_dom ? xml_domain_list_host_pci(want_dom) : NULL;
+    const char *pci = pcis && pcis->len ? g_ptr_array_index(pcis, 0) : NULL;
+    g_autofree char *live_xml = NULL;
+    g_autoptr(XmlDomain) live_dom = NULL;
+    g_autoptr(GPtrArray) live = NULL;
+
+    if (!m->dest_alias)
+        m->dest_alias = g_ptr_array_new_full(m->vfs->len, g_free);
+    while (m->dest_alias->len < m->vfs->len)
+        g_ptr_array_add(m->dest_alias, NULL);
+    if (!pci) /* stand-ins keep their user alias */
+        return;
+    live_xml = m->dst->ops->domain_get_xml(m->dst, m->opts->domain, NULL);
+    live_dom = live_xml ? xml_domain_parse(live_xml, NULL) : NULL;
+    live = live_dom ? xml_domain_find_vfs(live_dom, NULL, NULL) : NULL;
+    for (guint j = 0; live && j < live->len; j++) {
+        XmlVf *vf = g_ptr_array_index(live, j);
+
+        if (vf->host_pci && g_str_equal(vf->host_pci, pci)) {
+            g_free(g_ptr_array_index(m->dest_alias, i));
+            g_ptr_array_index(m->dest_alias, i) = g_strdup(vf->alias);
+        }
+    }
+}
+
+static const char *dest_alias(Migration *m, guint i)
+{
+    const char *alias = m->dest_alias && i < m->dest_alias->len
+                            ? g_ptr_array_index(m->dest_alias, i)
+                            : NULL;
+
+    return alias ? alias : vf_at(m, i)->alias;
+}
+
 /* The VF chosen for VF @i would not plug: try the destination's next free one of the same
  * model, once. TRUE when it is plugged (dest_xml[i] then describes it). */
 static gboolean plug_other_vf(Migration *m, guint i, const char *why)
@@ -660,6 +706,7 @@ static gboolean do_plug(Migration *m, char **ret_detail, GError **error)
             return FALSE;
         }
         m->plugged = i + 1;
+        learn_dest_alias(m, i, g_ptr_array_index(m->dest_xml, i));
         g_string_append_printf(detail, "%s%s", i ? ", " : "", vf->alias);
     }
     *ret_detail = g_string_free(g_steal_pointer(&detail), FALSE);
@@ -686,7 +733,8 @@ static void rollback(Migration *m)
             g_autoptr(GError) err = NULL;
 
             start = g_get_monotonic_time();
-            if (m->dst->ops->device_detach(m->dst, m->opts->domain, vf->alias, m->persistent,
+            if (m->dst->ops->device_detach(m->dst, m->opts->domain, dest_alias(m, i - 1),
+                                           m->persistent,
                                            m->opts->unplug_timeout_ms, &err))
                 m->plugged = i - 1;
             rollback_record(m, "unplug-destination", start, err, vf->alias);
@@ -783,8 +831,21 @@ static gboolean do_resume(Migration *m, char **ret_detail, GError **error)
         return FALSE;
     if (agent_resume(m, m->dst, ret_detail, &first))
         return TRUE;
-    /* The channel on the destination may not be ready at once: one more try. */
-    progress(m, ORCH_PHASE_RESUME, "retrying after: %s", first->message);
+    /* The channel may not be ready at once, or the destination's libvirtd restarted and took
+     * our connection with it: one more try, on a fresh connection. */
+    progress(m, ORCH_PHASE_RESUME, "retrying on a new connection after: %s", first->message);
+    {
+        g_autoptr(GError) local = NULL;
+        OrchVirt *fresh = m->open_fn(m->dst->uri, "destination", m->open_opaque, &local);
+
+        if (fresh) {
+            orch_virt_free(m->dst);
+            m->dst = fresh;
+        } else {
+            progress(m, ORCH_PHASE_RESUME, "cannot reconnect, keeping the old connection: %s",
+                     local->message);
+        }
+    }
     return agent_resume(m, m->dst, ret_detail, error);
 }
 
@@ -836,6 +897,8 @@ gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointe
     gboolean keep_journal = FALSE;
 
     m->report = report_new(opts);
+    m->open_fn = open_fn;
+    m->open_opaque = open_opaque;
     m->start = g_get_monotonic_time();
     m->report->ok = FALSE;
     m->id = g_uuid_string_random();
@@ -949,6 +1012,8 @@ out:
         g_ptr_array_unref(m->source_xml);
     if (m->like)
         g_ptr_array_unref(m->like);
+    if (m->dest_alias)
+        g_ptr_array_unref(m->dest_alias);
     if (m->src_vfs)
         g_ptr_array_unref(m->src_vfs);
     if (m->dst_vfs)

@@ -164,26 +164,30 @@ static void action(OrchRecovery *rec, const char *what, gint64 start, const GErr
     g_ptr_array_add(rec->actions, r);
 }
 
-/* Aliases of the VFs in the live XML of the domain on @virt (owned strings). */
-static GPtrArray *live_aliases(OrchVirt *virt, const char *domain, GError **error)
+/* The VFs in the live XML of the domain on @virt (owned array of XmlVf). */
+static GPtrArray *live_vfs(OrchVirt *virt, const char *domain, GError **error)
 {
     g_autofree char *xml = virt->ops->domain_get_xml(virt, domain, error);
     g_autoptr(XmlDomain) dom = xml ? xml_domain_parse(xml, error) : NULL;
-    g_autoptr(GPtrArray) vfs = dom ? xml_domain_find_vfs(dom, NULL, error) : NULL;
-    GPtrArray *aliases;
 
-    if (!vfs)
-        return NULL;
-    aliases = g_ptr_array_new_with_free_func(g_free);
-    for (guint i = 0; i < vfs->len; i++)
-        g_ptr_array_add(aliases, g_strdup(((XmlVf *)g_ptr_array_index(vfs, i))->alias));
-    return aliases;
+    return dom ? xml_domain_find_vfs(dom, NULL, error) : NULL;
 }
 
-static gboolean has_alias(GPtrArray *aliases, const char *alias)
+/* Is the VF that @device_xml describes among @live? A hostdev is known by its host PCI
+ * address (libvirt names a plugged hostdev itself), a stand-in by its user alias. */
+static gboolean vf_present(GPtrArray *live, const char *device_xml, const char *alias)
 {
-    for (guint i = 0; i < aliases->len; i++) {
-        if (g_str_equal(g_ptr_array_index(aliases, i), alias))
+    g_autofree char *wrapped = g_strconcat("<domain><name>x</name><devices>", device_xml,
+                                           "</devices></domain>", NULL);
+    g_autoptr(XmlDomain) dom = xml_domain_parse(wrapped, NULL);
+    /* Attach XML of a hostdev carries no alias: read its address, not its VF entry. */
+    g_autoptr(GPtrArray) pcis = dom ? xml_domain_list_host_pci(dom) : NULL;
+    const char *pci = pcis && pcis->len ? g_ptr_array_index(pcis, 0) : NULL;
+
+    for (guint i = 0; i < live->len; i++) {
+        XmlVf *vf = g_ptr_array_index(live, i);
+
+        if (pci ? g_strcmp0(vf->host_pci, pci) == 0 : g_str_equal(vf->alias, alias))
             return TRUE;
     }
     return FALSE;
@@ -197,7 +201,7 @@ static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchR
     g_autoptr(RecoverPlan) plan = NULL;
     g_autoptr(OrchVirt) src = NULL;
     g_autoptr(OrchVirt) dst = NULL;
-    g_autoptr(GPtrArray) aliases = NULL;
+    g_autoptr(GPtrArray) live = NULL;
     g_autoptr(GError) local = NULL;
     OrchVirtDomainState src_state;
     OrchVirtDomainState dst_state;
@@ -275,13 +279,14 @@ static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchR
     }
 
     /* Give the domain every VF it lacks where it runs. */
-    if (!(aliases = live_aliases(here, plan->domain, error)))
+    if (!(live = live_vfs(here, plan->domain, error)))
         return FALSE;
     for (guint i = 0; i < plan->vfs->len; i++) {
         RecoverVf *vf = g_ptr_array_index(plan->vfs, i);
         g_autoptr(GError) err = NULL;
 
-        if (has_alias(aliases, vf->alias)) {
+        if (vf_present(live, on_destination ? vf->destination_xml : vf->source_xml,
+                       vf->alias)) {
             rec->vfs_attached++;
             continue;
         }

@@ -696,9 +696,12 @@ static void recover_and_check(FakeWorld *w, const char *spec)
         fail_msg("%s: recovery failed: %s", spec, error->message);
     assert_int_equal(results->len, 1);
     rec = g_ptr_array_index(results, 0);
-    if (world_count_vfs(w) != 2 || w->agent_prepared)
+    if (world_count_vfs(w) != 2 || w->agent_prepared) {
+        for (guint i = 0; i < w->devices->len; i++)
+            print_message("device: %s\n", (char *)g_ptr_array_index(w->devices, i));
         fail_msg("%s: after recovery %u VFs, agent %s", spec, world_count_vfs(w),
                  w->agent_prepared ? "prepared" : "running");
+    }
     assert_string_equal(rec->final_host, w->where);
     assert_false(journal_exists());
     g_clear_pointer(&results, g_ptr_array_unref);
