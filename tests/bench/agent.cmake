@@ -8,3 +8,9 @@ set_target_properties(hm-agent-bench PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE
 add_test(NAME agent-bench COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/bench/agent-bench.sh)
 set_tests_properties(agent-bench PROPERTIES LABELS bench TIMEOUT 1800
                      ENVIRONMENT "HM_BUILD=${CMAKE_BINARY_DIR}")
+
+# migrate-vm against bare 'virsh migrate --live --p2p' on the lab (label bench): prints the
+# medians, their ratio and the per-phase medians (tests/bench/migration.sh).
+add_test(NAME bench-migration COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/bench/migration.sh)
+set_tests_properties(bench-migration PROPERTIES LABELS bench TIMEOUT 1800 FIXTURES_REQUIRED lab
+                     ENVIRONMENT "HM_BUILD=${CMAKE_BINARY_DIR}")
