@@ -737,9 +737,6 @@ static void test_unfinished_blocks_then_recover(void **state)
     recover_and_check(w, "device_attach");
 }
 
-/* While one process holds a domain's journal lock, a migration of that domain is refused and
- * changes nothing. (flock locks belong to open file descriptions: a second open in this same
- * process conflicts like another process would.) */
 /* The agent stops answering in the middle of a prepare (e2e: tests/e2e/agent-stops.sh): the
  * undo cannot resume it, so exit 3 with the journal kept and the VFs untouched; once the agent
  * answers again, the recovery resumes it. */
@@ -767,6 +764,9 @@ static void test_agent_stops_in_prepare(void **state)
     recover_and_check(w, "agent stops in prepare");
 }
 
+/* While one process holds a domain's journal lock, a migration of that domain is refused and
+ * changes nothing. (flock locks belong to open file descriptions: a second open in this same
+ * process conflicts like another process would.) */
 static void test_busy_domain_refused(void **state)
 {
     g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
