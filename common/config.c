@@ -83,13 +83,76 @@ static const HmConfigKeyInfo keys[] = {
          .def = "suspend",
          .doc =
              "What a timeout does: suspend (pause the guest so the copy completes, as virsh), postcopy (switch to post-copy, needs postcopy), abort (cancel the migration and undo)."},
+    [HM_CONFIG_MIGRATE_HOTMIGD_PORT] =
+        {"migrate", "hotmigd-port", HM_CONFIG_TYPE_UINT, 1, 65535, .def = "16680",
+         .doc = "TCP port of the destination's hotmigd when neither --hotmigd nor a [host NAME] group gives its URL; the host is the destination URI's server."},
+    [HM_CONFIG_MIGRATE_CLIENT_CERT] =
+        {"migrate", "client-cert", HM_CONFIG_TYPE_STRING, .nonempty = TRUE,
+         .def = "/etc/pki/libvirt/clientcert.pem",
+         .doc = "Client certificate (PEM) presented to other hosts' hotmigd; the libvirt client certificate by default."},
+    [HM_CONFIG_MIGRATE_CLIENT_KEY] =
+        {"migrate", "client-key", HM_CONFIG_TYPE_STRING, .nonempty = TRUE,
+         .def = "/etc/pki/libvirt/private/clientkey.pem",
+         .doc = "Private key (PEM) of client-cert."},
+    [HM_CONFIG_MIGRATE_CA_CERT] =
+        {"migrate", "ca-cert", HM_CONFIG_TYPE_STRING, .nonempty = TRUE,
+         .def = "/etc/pki/CA/cacert.pem",
+         .doc = "CA certificate (PEM) that other hosts' hotmigd certificates must chain to."},
+    [HM_CONFIG_HOTMIGD_LISTEN] =
+        {"hotmigd", "listen", HM_CONFIG_TYPE_STRING, .def = "",
+         .doc = "Address hotmigd's HTTPS API listens on; empty: every address."},
+    [HM_CONFIG_HOTMIGD_PORT] =
+        {"hotmigd", "port", HM_CONFIG_TYPE_UINT, 1, 65535, .def = "16680",
+         .doc = "TCP port of hotmigd's HTTPS API (mutual TLS)."},
+    [HM_CONFIG_HOTMIGD_SERVER_CERT] =
+        {"hotmigd", "server-cert", HM_CONFIG_TYPE_STRING, .nonempty = TRUE,
+         .def = "/etc/pki/libvirt/servercert.pem",
+         .doc = "Server certificate (PEM) of hotmigd; the libvirt server certificate by default."},
+    [HM_CONFIG_HOTMIGD_SERVER_KEY] =
+        {"hotmigd", "server-key", HM_CONFIG_TYPE_STRING, .nonempty = TRUE,
+         .def = "/etc/pki/libvirt/private/serverkey.pem",
+         .doc = "Private key (PEM) of server-cert."},
+    [HM_CONFIG_HOTMIGD_CA_CERT] =
+        {"hotmigd", "ca-cert", HM_CONFIG_TYPE_STRING, .nonempty = TRUE,
+         .def = "/etc/pki/CA/cacert.pem",
+         .doc = "CA certificate (PEM) that client certificates must chain to; clients without one are refused."},
+    [HM_CONFIG_HOTMIGD_RUN_DIR] =
+        {"hotmigd", "run-dir", HM_CONFIG_TYPE_STRING, .nonempty = TRUE, .def = "/run/hotmig",
+         .doc = "Directory of the VF lease lock files and the local socket."},
+    [HM_CONFIG_HOTMIGD_STATE_DIR] =
+        {"hotmigd", "state-dir", HM_CONFIG_TYPE_STRING, .nonempty = TRUE,
+         .def = "/var/lib/hotmig",
+         .doc = "Directory of hotmigd's lasting state (confirmed leases, migration journals)."},
+    [HM_CONFIG_HOTMIGD_SOCKET] =
+        {"hotmigd", "socket", HM_CONFIG_TYPE_STRING, .nonempty = TRUE,
+         .def = "/run/hotmig/hotmigd.sock",
+         .doc = "Unix socket of hotmigd's local API (root only), used by migrate-vm."},
+    [HM_CONFIG_HOTMIGD_SYSFS_ROOT] =
+        {"hotmigd", "sysfs-root", HM_CONFIG_TYPE_STRING, .nonempty = TRUE, .def = "/sys",
+         .doc = "Where sysfs is mounted; tests point it at a fixture tree."},
+    [HM_CONFIG_HOTMIGD_LEASE_TTL] =
+        {"hotmigd", "lease-ttl", HM_CONFIG_TYPE_UINT, 1, HM_CONFIG_SECONDS_MAX, .def = "300",
+         .doc = "Seconds an unconfirmed VF lease lives; after that the VF is free again."},
+    [HM_CONFIG_HOTMIGD_CONNECT] =
+        {"hotmigd", "connect", HM_CONFIG_TYPE_STRING, .def = "",
+         .doc = "This host's libvirt URI, for the domains that hold VFs; empty: libvirt's default URI."},
+    [HM_CONFIG_POOL_PFS] =
+        {"pool", "pfs", HM_CONFIG_TYPE_STRING, .def = "",
+         .doc = "Comma-separated PCI addresses of PFs whose VFs hotmigd may hand out."},
+    [HM_CONFIG_POOL_VFS] =
+        {"pool", "vfs", HM_CONFIG_TYPE_STRING, .def = "",
+         .doc = "Comma-separated PCI addresses of single VFs hotmigd may hand out (in addition to pfs)."},
+    [HM_CONFIG_POOL_STANDINS] =
+        {"pool", "standins", HM_CONFIG_TYPE_STRING, .def = "",
+         .doc = "Comma-separated network devices that stand in for VFs (the emulated lab's taps); leased by name."},
 };
 G_STATIC_ASSERT(G_N_ELEMENTS(keys) == HM_CONFIG_KEY_LAST);
 
-static const char *const groups[] = {"migrate", NULL};
+static const char *const groups[] = {"migrate", "hotmigd", "pool", NULL};
 
 struct HmConfig {
     char *path;
+    GPtrArray *hosts; /* HmConfigHost, file order */
     char *strings[HM_CONFIG_KEY_LAST];   /* STRING and ENUM */
     guint64 numbers[HM_CONFIG_KEY_LAST]; /* UINT and BOOL */
     guint lines[HM_CONFIG_KEY_LAST];
@@ -181,10 +244,21 @@ static gboolean config_set(HmConfig *config, HmConfigKey key, const char *text, 
     return TRUE;
 }
 
+static void config_host_free(HmConfigHost *host)
+{
+    if (!host)
+        return;
+    g_free(host->name);
+    g_free(host->uri);
+    g_free(host->hotmigd);
+    g_free(host);
+}
+
 HmConfig *hm_config_new(void)
 {
     HmConfig *config = g_new0(HmConfig, 1);
 
+    config->hosts = g_ptr_array_new_with_free_func((GDestroyNotify)config_host_free);
     for (int k = 0; k < HM_CONFIG_KEY_LAST; k++) {
         gboolean ok = config_set(config, k, keys[k].def, NULL);
 
@@ -199,6 +273,7 @@ void hm_config_free(HmConfig *config)
         return;
     for (int k = 0; k < HM_CONFIG_KEY_LAST; k++)
         g_free(config->strings[k]);
+    g_ptr_array_unref(config->hosts);
     g_free(config->path);
     g_free(config);
 }
@@ -223,6 +298,40 @@ gboolean hm_config_get_bool(const HmConfig *config, HmConfigKey key)
     g_return_val_if_fail(config && key < HM_CONFIG_KEY_LAST, FALSE);
     g_return_val_if_fail(keys[key].type == HM_CONFIG_TYPE_BOOL, FALSE);
     return config->numbers[key] != 0;
+}
+
+char **hm_config_get_list(const HmConfig *config, HmConfigKey key)
+{
+    g_auto(GStrv) items = NULL;
+    g_autoptr(GStrvBuilder) out = g_strv_builder_new();
+
+    g_return_val_if_fail(config && key < HM_CONFIG_KEY_LAST, NULL);
+    g_return_val_if_fail(keys[key].type == HM_CONFIG_TYPE_STRING, NULL);
+    items = g_strsplit(config->strings[key], ",", -1);
+    for (char **p = items; *p; p++) {
+        g_strstrip(*p);
+        if (**p)
+            g_strv_builder_add(out, *p);
+    }
+    return g_strv_builder_end(out);
+}
+
+GPtrArray *hm_config_get_hosts(const HmConfig *config)
+{
+    g_return_val_if_fail(config != NULL, NULL);
+    return config->hosts;
+}
+
+const HmConfigHost *hm_config_find_host(const HmConfig *config, const char *name)
+{
+    g_return_val_if_fail(config && name, NULL);
+    for (guint i = 0; i < config->hosts->len; i++) {
+        const HmConfigHost *host = g_ptr_array_index(config->hosts, i);
+
+        if (g_str_equal(host->name, name))
+            return host;
+    }
+    return NULL;
 }
 
 guint hm_config_get_line(const HmConfig *config, HmConfigKey key)
@@ -276,9 +385,50 @@ static gboolean config_fail(GError **error, const char *name, guint line, const 
 /* The line-level pass: every line is blank, a comment, a known [group] or a known key of the
  * current group, each set once. GKeyFile is more lenient and does not say where it failed,
  * so this pass finds the line; GKeyFile then reads the values (escapes). Fills @key_lines. */
-static gboolean config_scan(const char *data, gsize len, const char *name, guint *key_lines,
-                            GError **error)
+#define HM_CONFIG_HOST_PREFIX "host "
+#define HM_CONFIG_HOSTS_MAX 4096
+
+static gboolean config_host_name_valid(const char *name)
 {
+    if (!*name || strlen(name) > 253)
+        return FALSE;
+    for (const char *p = name; *p; p++) {
+        if (!g_ascii_isalnum(*p) && !strchr("-_.", *p))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+/* A [host NAME] key: 'uri' or 'hotmigd'. Sets the field or fails (reason only). */
+static gboolean config_host_set(HmConfigHost *host, const char *key, const char *value,
+                                GError **error)
+{
+    char **field = g_str_equal(key, "uri") ? &host->uri : &host->hotmigd;
+
+    if (!*value) {
+        g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID, "must not be empty");
+        return FALSE;
+    }
+    if (strlen(value) > HM_CONFIG_STRING_MAX) {
+        g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID, "longer than %d bytes",
+                    HM_CONFIG_STRING_MAX);
+        return FALSE;
+    }
+    if (field == &host->hotmigd && !g_str_has_prefix(value, "https://")) {
+        g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID,
+                    "'%s' is not an https:// URL", value);
+        return FALSE;
+    }
+    g_free(*field);
+    *field = g_strdup(value);
+    return TRUE;
+}
+
+static gboolean config_scan(const char *data, gsize len, const char *name, guint *key_lines,
+                            GPtrArray *hosts, GError **error)
+{
+    HmConfigHost *host = NULL; /* the current [host NAME] group, borrowed from @hosts */
+    guint host_key_lines[2] = {0};
     g_autoptr(GHashTable) seen_groups = g_hash_table_new(g_str_hash, g_str_equal);
     g_autofree char *group = NULL;
     gsize pos = 0;
@@ -314,11 +464,39 @@ static gboolean config_scan(const char *data, gsize len, const char *name, guint
                 return config_fail(error, name, lineno,
                                    "'%s' is not a group header like '[migrate]'", s);
             *end = '\0';
+            host = NULL;
+            if (g_str_has_prefix(s + 1, HM_CONFIG_HOST_PREFIX)) {
+                const char *hname = s + 1 + strlen(HM_CONFIG_HOST_PREFIX);
+
+                if (!config_host_name_valid(hname))
+                    return config_fail(error, name, lineno,
+                                       "'[%s]': host name '%s' may hold only letters, digits, '-', '_' and '.'",
+                                       s + 1, hname);
+                for (guint i = 0; i < hosts->len; i++) {
+                    const HmConfigHost *other = g_ptr_array_index(hosts, i);
+
+                    if (g_str_equal(other->name, hname))
+                        return config_fail(error, name, lineno,
+                                           "group '[%s]' appears twice (first on line %u)", s + 1,
+                                           other->line);
+                }
+                if (hosts->len >= HM_CONFIG_HOSTS_MAX)
+                    return config_fail(error, name, lineno, "more than %d [host NAME] groups",
+                                       HM_CONFIG_HOSTS_MAX);
+                host = g_new0(HmConfigHost, 1);
+                host->name = g_strdup(hname);
+                host->line = lineno;
+                g_ptr_array_add(hosts, host);
+                host_key_lines[0] = host_key_lines[1] = 0;
+                g_free(group);
+                group = g_strdup(s + 1);
+                continue;
+            }
             if (!g_strv_contains(groups, s + 1)) {
                 g_autofree char *list = g_strjoinv("], [", (char **)groups);
 
-                return config_fail(error, name, lineno, "unknown group '[%s]' (known: [%s])", s + 1,
-                                   list);
+                return config_fail(error, name, lineno,
+                                   "unknown group '[%s]' (known: [%s], [host NAME])", s + 1, list);
             }
             if (g_hash_table_contains(seen_groups, s + 1))
                 return config_fail(error, name, lineno, "group '[%s]' appears twice", s + 1);
@@ -341,6 +519,18 @@ static gboolean config_scan(const char *data, gsize len, const char *name, guint
         if (strchr(s, '['))
             return config_fail(error, name, lineno, "[%s] %s: localized keys are not supported",
                                group, s);
+        if (host) {
+            int hk = g_str_equal(s, "uri") ? 0 : g_str_equal(s, "hotmigd") ? 1 : -1;
+
+            if (hk < 0)
+                return config_fail(error, name, lineno,
+                                   "[%s] unknown key '%s' (known: uri, hotmigd)", group, s);
+            if (host_key_lines[hk])
+                return config_fail(error, name, lineno, "[%s] %s: set twice (first on line %u)",
+                                   group, s, host_key_lines[hk]);
+            host_key_lines[hk] = lineno;
+            continue;
+        }
         {
             int key = config_find_key(group, s);
 
@@ -374,7 +564,7 @@ HmConfig *hm_config_load_data(const char *data, gsize len, const char *name, GEr
                     "%s: larger than the limit of %d bytes", name, HM_CONFIG_MAX_BYTES);
         return NULL;
     }
-    if (!config_scan(data ? data : "", len, name, key_lines, error))
+    if (!config_scan(data ? data : "", len, name, key_lines, config->hosts, error))
         return NULL;
     if (len && !g_key_file_load_from_data(kf, data, len, G_KEY_FILE_NONE, &local)) {
         g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID, "%s: %s", name,
@@ -399,6 +589,28 @@ HmConfig *hm_config_load_data(const char *data, gsize len, const char *name, GEr
             return NULL;
         }
         config->lines[k] = key_lines[k];
+    }
+    for (guint i = 0; i < config->hosts->len; i++) {
+        HmConfigHost *host = g_ptr_array_index(config->hosts, i);
+        g_autofree char *group = g_strconcat(HM_CONFIG_HOST_PREFIX, host->name, NULL);
+        static const char *const host_keys[] = {"uri", "hotmigd"};
+
+        for (guint k = 0; k < G_N_ELEMENTS(host_keys); k++) {
+            g_autofree char *value = NULL;
+
+            if (!g_key_file_has_key(kf, group, host_keys[k], NULL))
+                continue;
+            value = g_key_file_get_string(kf, group, host_keys[k], &local);
+            if (!value || !config_host_set(host, host_keys[k], value, &local)) {
+                config_fail(error, name, host->line, "[%s] %s: %s", group, host_keys[k],
+                            local->message);
+                return NULL;
+            }
+        }
+        if (!host->uri) {
+            config_fail(error, name, host->line, "[%s] has no 'uri' key", group);
+            return NULL;
+        }
     }
     config->path = g_strdup(name);
     return g_steal_pointer(&config);
@@ -447,6 +659,13 @@ char *hm_config_format_effective(const HmConfig *config)
 
         g_string_append_printf(out, "%-48s # %s\n", left, where);
     }
+    for (guint i = 0; i < config->hosts->len; i++) {
+        const HmConfigHost *host = g_ptr_array_index(config->hosts, i);
+
+        g_string_append_printf(out, "[host %s] uri = %s%s%s  # %s:%u\n", host->name, host->uri,
+                               host->hotmigd ? ", hotmigd = " : "",
+                               host->hotmigd ? host->hotmigd : "", config->path, host->line);
+    }
     return g_string_free(g_steal_pointer(&out), FALSE);
 }
 
@@ -493,5 +712,13 @@ char *hm_config_format_sample(void)
         }
         g_string_append_printf(out, "#%s = %s\n", info->name, info->def);
     }
+    g_string_append(
+        out, "\n# The cluster's hosts, one group each, for hotmigd's cluster model and for\n"
+             "# finding a destination's hotmigd. NAME: letters, digits, '-', '_', '.'.\n"
+             "# uri: the host's libvirt URI (required). hotmigd: its hotmigd URL, default\n"
+             "# https://SERVER:HOTMIGD-PORT with SERVER taken from uri.\n"
+             "#[host node01]\n"
+             "#uri = qemu+tls://node01/system\n"
+             "#hotmigd = https://node01:16680\n");
     return g_string_free(g_steal_pointer(&out), FALSE);
 }

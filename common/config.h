@@ -34,6 +34,24 @@ typedef enum {
     HM_CONFIG_MIGRATE_POSTCOPY_AFTER,
     HM_CONFIG_MIGRATE_TIMEOUT,
     HM_CONFIG_MIGRATE_TIMEOUT_ACTION,
+    HM_CONFIG_MIGRATE_HOTMIGD_PORT,
+    HM_CONFIG_MIGRATE_CLIENT_CERT,
+    HM_CONFIG_MIGRATE_CLIENT_KEY,
+    HM_CONFIG_MIGRATE_CA_CERT,
+    HM_CONFIG_HOTMIGD_LISTEN,
+    HM_CONFIG_HOTMIGD_PORT,
+    HM_CONFIG_HOTMIGD_SERVER_CERT,
+    HM_CONFIG_HOTMIGD_SERVER_KEY,
+    HM_CONFIG_HOTMIGD_CA_CERT,
+    HM_CONFIG_HOTMIGD_RUN_DIR,
+    HM_CONFIG_HOTMIGD_STATE_DIR,
+    HM_CONFIG_HOTMIGD_SOCKET,
+    HM_CONFIG_HOTMIGD_SYSFS_ROOT,
+    HM_CONFIG_HOTMIGD_LEASE_TTL,
+    HM_CONFIG_HOTMIGD_CONNECT,
+    HM_CONFIG_POOL_PFS,
+    HM_CONFIG_POOL_VFS,
+    HM_CONFIG_POOL_STANDINS,
     HM_CONFIG_KEY_LAST,
 } HmConfigKey;
 
@@ -64,6 +82,26 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(HmConfig, hm_config_free)
 const char *hm_config_get_string(const HmConfig *config, HmConfigKey key); /* borrowed */
 guint64 hm_config_get_uint(const HmConfig *config, HmConfigKey key);
 gboolean hm_config_get_bool(const HmConfig *config, HmConfigKey key);
+
+/* A STRING key holding a comma-separated list ("a, b,c"): the items, trimmed, empty ones
+ * dropped (owned, NULL-terminated; empty for an empty value). */
+char **hm_config_get_list(const HmConfig *config, HmConfigKey key);
+
+/* ---- [host NAME] groups: the cluster's hosts ----------------------------------------------
+ * Any number of groups '[host NAME]' (NAME: letters, digits, '-', '_', '.') may follow the
+ * fixed groups, each with the keys 'uri' (libvirt URI of that host, required) and 'hotmigd'
+ * (its hotmigd URL, https://HOST:PORT; default: the URI's server with [migrate] hotmigd-port). */
+typedef struct {
+    char *name;
+    char *uri;
+    char *hotmigd; /* NULL when not set */
+    guint line;    /* the line of the group header */
+} HmConfigHost;
+
+/* Borrowed array of HmConfigHost, in file order; never NULL. */
+GPtrArray *hm_config_get_hosts(const HmConfig *config);
+/* The [host NAME] entry, or NULL (borrowed). */
+const HmConfigHost *hm_config_find_host(const HmConfig *config, const char *name);
 
 /* The line of the file that set @key, 0 when it holds the default. */
 guint hm_config_get_line(const HmConfig *config, HmConfigKey key);

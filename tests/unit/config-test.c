@@ -111,7 +111,17 @@ static void test_errors(void **state)
         {"\n[migrate]\nplug-attempts = 2\n# x\nplug-attempts = 3\n",
          NAME ":5: [migrate] plug-attempts: set twice (first on line 3)"},
         {"[migrate]\n[migrate]\n", NAME ":2: group '[migrate]' appears twice"},
-        {"[hotmigd]\n", NAME ":1: unknown group '[hotmigd]' (known: [migrate])"},
+        {"[nodes]\n", NAME ":1: unknown group '[nodes]' (known: [migrate], [hotmigd], [pool], "
+                         "[host NAME])"},
+        {"[host a b]\nuri = x\n", NAME ":1: '[host a b]': host name 'a b' may hold only"},
+        {"[host ]\n", NAME ":1: '[host ]': host name '' may hold only"},
+        {"[host a]\nuri = x\n[host a]\n", NAME ":3: group '[host a]' appears twice (first on "
+                                              "line 1)"},
+        {"[host a]\nport = 3\n", NAME ":2: [host a] unknown key 'port' (known: uri, hotmigd)"},
+        {"[host a]\nuri = x\nuri = y\n", NAME ":3: [host a] uri: set twice (first on line 2)"},
+        {"[host a]\nhotmigd = https://a:1\n", NAME ":1: [host a] has no 'uri' key"},
+        {"[host a]\nuri = x\nhotmigd = http://a:1\n",
+         NAME ":1: [host a] hotmigd: 'http://a:1' is not an https:// URL"},
         {"[migrate\n", NAME ":1: '[migrate' is not a group header"},
         {"[migrate] x\n", NAME ":1: '[migrate] x' is not a group header"},
         {"[]\n", NAME ":1: '[]' is not a group header"},
@@ -214,7 +224,7 @@ static void test_sample(void **state)
     }
     for (char **l = lines; *l; l++) {
         /* "#key = value" lines are the settings; "# text" lines stay comments. */
-        if ((*l)[0] == '#' && g_ascii_isalpha((*l)[1]))
+        if ((*l)[0] == '#' && (g_ascii_isalpha((*l)[1]) || (*l)[1] == '['))
             g_string_append_printf(open, "%s\n", *l + 1);
         else
             g_string_append_printf(open, "%s\n", *l);
@@ -229,6 +239,19 @@ static void test_sample(void **state)
     {
         g_auto(GStrv) a = g_strsplit(want, "\n", -1);
         g_auto(GStrv) b = g_strsplit(got, "\n", -1);
+        const HmConfigHost *host;
+
+        /* The sample's example host comes last; the defaults have none. */
+        assert_int_equal(hm_config_get_hosts(uncommented)->len, 1);
+        host = hm_config_find_host(uncommented, "node01");
+        assert_non_null(host);
+        assert_string_equal(host->uri, "qemu+tls://node01/system");
+        assert_string_equal(host->hotmigd, "https://node01:16680");
+        assert_true(g_str_has_prefix(b[g_strv_length(b) - 2], "[host node01] "));
+        g_free(b[g_strv_length(b) - 2]);
+        b[g_strv_length(b) - 2] = g_strdup("");
+        g_free(b[g_strv_length(b) - 1]);
+        b[g_strv_length(b) - 1] = NULL;
 
         assert_int_equal(g_strv_length(a), g_strv_length(b));
         for (guint i = 0; a[i]; i++) {
