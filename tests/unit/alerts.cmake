@@ -1,0 +1,5 @@
+# The failure-prediction hook's pure parts (policies/alerts.c, evacuate.c, schedule.c) and the
+# parsers of its inputs (orchestrator/alert-parse.c).
+hm_add_test(policies-alerts-test unit
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/policies-alerts-test.c
+  LIBS hm-policies)
