@@ -317,4 +317,84 @@ PolEvacuation *pol_evacuation_order(const PolCluster *cluster, const PolPlan *dr
                                     const PolEvacOptions *opts, gint64 now, gint64 deadline,
                                     GError **error);
 
+/* ---- running a plan: the scheduler ------------------------------------------------------- */
+
+typedef struct {
+    guint per_host_out; /* migrations leaving one host at once; 0: no limit */
+    guint per_host_in;  /* migrations arriving at one host at once; 0: no limit */
+    guint total;        /* migrations in the cluster at once; 0: no limit */
+} PolScheduleLimits;
+
+typedef enum {
+    POL_MOVE_PENDING, /* not started */
+    POL_MOVE_RUNNING,
+    POL_MOVE_DONE,
+    POL_MOVE_FAILED,  /* detail: the engine's message */
+    POL_MOVE_SKIPPED, /* detail: why it can no longer run */
+    POL_MOVE_STATE_LAST,
+} PolMoveState;
+
+HM_ENUM_DECL(pol_move_state, PolMoveState)
+
+/* One migration of a schedule. Owned by the schedule; read-only for the caller. */
+typedef struct {
+    guint index; /* position in the schedule's order */
+    char *vm;
+    char *from;
+    char *to;
+    double duration_s;
+    gint priority;
+    gboolean extra;
+    PolMoveState state;
+    char *detail;    /* FAILED, SKIPPED: why; else NULL */
+    gint64 started;  /* the @now it started at; 0: not started */
+    gint64 finished; /* the @now it ended at (done, failed, skipped); 0: not ended */
+} PolScheduleMove;
+
+typedef struct {
+    guint total;
+    guint pending;
+    guint running;
+    guint done;
+    guint failed;
+    guint skipped;
+} PolScheduleProgress;
+
+typedef struct PolSchedule PolSchedule;
+
+/* A schedule (owned) of @migrations (PolMigration: a plan's migrations, in their order) on
+ * @cluster, which it does not keep. The schedule's order is by priority, higher first, equal
+ * priorities in the given order; that order must replay on @cluster without overcommitting
+ * any host (pol_plan_verify()), else POL_ERROR_INVALID names the step. @opts as for the plan
+ * (NULL: defaults); @limits NULL: none. */
+PolSchedule *pol_schedule_new(const PolCluster *cluster, const GPtrArray *migrations,
+                              const PolScheduleLimits *limits, const PolOptions *opts,
+                              GError **error);
+void pol_schedule_free(PolSchedule *sched);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PolSchedule, pol_schedule_free)
+
+/* Starts, at unix time @now, every move that may start: in the schedule's order, a move
+ * starts when its VM is where the move begins (its earlier moves done), no earlier move
+ * still waits to arrive at the same host, its destination has room for it now (counting the
+ * VMs arriving there and still counting those leaving until their moves are done), and the
+ * limits allow it. Sets *@ret_moves (may be NULL) to an owned array of the started moves
+ * (PolScheduleMove, borrowed from the schedule) and returns how many started. */
+guint pol_schedule_next(PolSchedule *sched, gint64 now, GPtrArray **ret_moves);
+
+/* Records the end of running move @move (from pol_schedule_next()): done when @ok, else
+ * failed with @detail. A failure stops no other move, but the moves that can no longer run
+ * are skipped at once with the reason: the later moves of the same VM, and moves into a host
+ * that will not have room since a move out of it failed. Sets *@ret_skipped (may be NULL) to
+ * an owned array of the moves skipped now (borrowed). */
+void pol_schedule_done(PolSchedule *sched, const PolScheduleMove *move, gboolean ok,
+                       const char *detail, gint64 now, GPtrArray **ret_skipped);
+
+/* Nothing pending or running: every move is done, failed or skipped. */
+gboolean pol_schedule_is_finished(const PolSchedule *sched);
+
+void pol_schedule_get_progress(const PolSchedule *sched, PolScheduleProgress *ret_progress);
+
+/* Every move (PolScheduleMove, borrowed; the array too) in the schedule's order: the report. */
+const GPtrArray *pol_schedule_get_moves(const PolSchedule *sched);
+
 G_END_DECLS

@@ -3,3 +3,6 @@
 hm_add_test(policies-alerts-test unit
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/policies-alerts-test.c
   LIBS hm-policies)
+hm_add_test(policies-schedule-test unit
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/policies-schedule-test.c
+  LIBS hm-policies)
