@@ -6,8 +6,8 @@
 #include <string.h>
 
 HM_ENUM_IMPL(pol_severity, PolSeverity, POL_SEVERITY_LAST, "quarantine", "evacuate", "urgent")
-HM_ENUM_IMPL(pol_alert_action_kind, PolAlertActionKind, POL_ALERT_ACTION_LAST, "none",
-             "quarantine", "evacuate", "lift")
+HM_ENUM_IMPL(pol_alert_action_kind, PolAlertActionKind, POL_ALERT_ACTION_LAST, "none", "quarantine",
+             "evacuate", "lift")
 
 /* ---- events and actions ------------------------------------------------------------------ */
 
@@ -78,8 +78,7 @@ PolAlertBook *pol_alert_book_new(double min_confidence)
 {
     PolAlertBook *book;
 
-    g_return_val_if_fail(isfinite(min_confidence) && min_confidence >= 0.0 &&
-                             min_confidence <= 1.0,
+    g_return_val_if_fail(isfinite(min_confidence) && min_confidence >= 0.0 && min_confidence <= 1.0,
                          NULL);
     book = g_new0(PolAlertBook, 1);
     book->min_confidence = min_confidence;
@@ -155,9 +154,10 @@ static gboolean check_event(const PolAlertEvent *ev, GError **error)
         return FALSE;
     }
     if (ev->deadline < 0) {
-        g_set_error(error, POL_ERROR, POL_ERROR_INVALID,
-                    "alert '%s' on '%s': deadline must be a unix time >= 0 (0: none), not %" G_GINT64_FORMAT,
-                    ev->key, ev->host, ev->deadline);
+        g_set_error(
+            error, POL_ERROR, POL_ERROR_INVALID,
+            "alert '%s' on '%s': deadline must be a unix time >= 0 (0: none), not %" G_GINT64_FORMAT,
+            ev->key, ev->host, ev->deadline);
         return FALSE;
     }
     return TRUE;
@@ -217,28 +217,30 @@ static PolAlertAction *action_new(PolAlertActionKind kind, const char *host, con
 /* A firing alert @a of @h was added (@merged FALSE) or changed (@what says how; @rose: its
  * severity rose): the state transition. An evacuation starts for a new alert of severity
  * evacuate or urgent, or one that rose to it, unless one is running already. */
-static PolAlertAction *decide(BookHost *h, const PolAlertEvent *a, gboolean merged,
-                              gboolean rose, const char *what, gint64 now)
+static PolAlertAction *decide(BookHost *h, const PolAlertEvent *a, gboolean merged, gboolean rose,
+                              const char *what, gint64 now)
 {
     g_autofree char *text = alert_text(a, now);
 
     if (a->severity >= POL_SEVERITY_EVACUATE && h->state == POL_HOST_EVACUATING)
-        return action_new(POL_ALERT_ACTION_NONE, h->name, h, merged,
-                          g_strdup_printf("host '%s': alert %s %s; the evacuation started for alert '%s' is already running",
-                                          h->name, text, what, h->evacuation_key));
+        return action_new(
+            POL_ALERT_ACTION_NONE, h->name, h, merged,
+            g_strdup_printf(
+                "host '%s': alert %s %s; the evacuation started for alert '%s' is already running",
+                h->name, text, what, h->evacuation_key));
     if (a->severity >= POL_SEVERITY_EVACUATE && (!merged || rose)) {
         h->state = POL_HOST_EVACUATING;
         g_free(h->evacuation_key);
         h->evacuation_key = g_strdup(a->key);
-        return action_new(POL_ALERT_ACTION_EVACUATE, h->name, h, merged,
-                          g_strdup_printf("host '%s': alert %s %s: evacuating", h->name, text,
-                                          what));
+        return action_new(
+            POL_ALERT_ACTION_EVACUATE, h->name, h, merged,
+            g_strdup_printf("host '%s': alert %s %s: evacuating", h->name, text, what));
     }
     if (h->state == POL_HOST_OK) {
         h->state = POL_HOST_QUARANTINED;
-        return action_new(POL_ALERT_ACTION_QUARANTINE, h->name, h, merged,
-                          g_strdup_printf("host '%s': alert %s %s: quarantined", h->name, text,
-                                          what));
+        return action_new(
+            POL_ALERT_ACTION_QUARANTINE, h->name, h, merged,
+            g_strdup_printf("host '%s': alert %s %s: quarantined", h->name, text, what));
     }
     return action_new(POL_ALERT_ACTION_NONE, h->name, h, merged,
                       g_strdup_printf("host '%s': alert %s %s; the host stays %s", h->name, text,
@@ -251,23 +253,28 @@ static PolAlertAction *apply_resolved(PolAlertBook *book, const PolAlertEvent *e
     gint i = alert_index(h, ev->key);
 
     if (i < 0)
-        return action_new(POL_ALERT_ACTION_NONE, ev->host, h, FALSE,
-                          g_strdup_printf("host '%s': alert '%s' resolved, but it is not active (resolved already, or never seen): nothing to do",
-                                          ev->host, ev->key));
+        return action_new(
+            POL_ALERT_ACTION_NONE, ev->host, h, FALSE,
+            g_strdup_printf(
+                "host '%s': alert '%s' resolved, but it is not active (resolved already, or never seen): nothing to do",
+                ev->host, ev->key));
     g_ptr_array_remove_index(h->alerts, (guint)i);
     if (h->alerts->len > 0)
-        return action_new(POL_ALERT_ACTION_NONE, h->name, h, TRUE,
-                          g_strdup_printf("host '%s': alert '%s' resolved; %u other alerts still active: it stays %s",
-                                          h->name, ev->key, h->alerts->len,
-                                          pol_host_state_to_string(h->state)));
+        return action_new(
+            POL_ALERT_ACTION_NONE, h->name, h, TRUE,
+            g_strdup_printf(
+                "host '%s': alert '%s' resolved; %u other alerts still active: it stays %s",
+                h->name, ev->key, h->alerts->len, pol_host_state_to_string(h->state)));
     if (h->state == POL_HOST_EVACUATING)
-        return action_new(POL_ALERT_ACTION_NONE, h->name, h, TRUE,
-                          g_strdup_printf("host '%s': alert '%s' resolved, the last one; its evacuation runs on, and the host is lifted when it ends",
-                                          h->name, ev->key));
+        return action_new(
+            POL_ALERT_ACTION_NONE, h->name, h, TRUE,
+            g_strdup_printf(
+                "host '%s': alert '%s' resolved, the last one; its evacuation runs on, and the host is lifted when it ends",
+                h->name, ev->key));
     h->state = POL_HOST_OK;
-    return action_new(POL_ALERT_ACTION_LIFT, h->name, h, TRUE,
-                      g_strdup_printf("host '%s': alert '%s' resolved, the last one: lifted", h->name,
-                                      ev->key));
+    return action_new(
+        POL_ALERT_ACTION_LIFT, h->name, h, TRUE,
+        g_strdup_printf("host '%s': alert '%s' resolved, the last one: lifted", h->name, ev->key));
 }
 
 gboolean pol_alert_book_apply(PolAlertBook *book, const PolAlertEvent *ev, gint64 now,
@@ -287,9 +294,11 @@ gboolean pol_alert_book_apply(PolAlertBook *book, const PolAlertEvent *ev, gint6
     h = book_host(book, ev->host);
     if (ev->confidence < book->min_confidence) {
         g_autofree char *text = alert_text(ev, now);
-        *ret_action = action_new(POL_ALERT_ACTION_NONE, ev->host, h, FALSE,
-                                 g_strdup_printf("host '%s': alert %s ignored: its confidence is below the threshold %.2f",
-                                                 ev->host, text, book->min_confidence));
+        *ret_action = action_new(
+            POL_ALERT_ACTION_NONE, ev->host, h, FALSE,
+            g_strdup_printf(
+                "host '%s': alert %s ignored: its confidence is below the threshold %.2f", ev->host,
+                text, book->min_confidence));
         return TRUE;
     }
     i = alert_index(h, ev->key);
@@ -307,9 +316,10 @@ gboolean pol_alert_book_apply(PolAlertBook *book, const PolAlertEvent *ev, gint6
         deadline = earliest(a->deadline, ev->deadline);
         if (severity == a->severity && confidence == a->confidence && deadline == a->deadline) {
             g_autofree char *text = alert_text(a, now);
-            *ret_action = action_new(POL_ALERT_ACTION_NONE, h->name, h, TRUE,
-                                     g_strdup_printf("host '%s': alert %s repeats: merged, nothing changes",
-                                                     h->name, text));
+            *ret_action =
+                action_new(POL_ALERT_ACTION_NONE, h->name, h, TRUE,
+                           g_strdup_printf("host '%s': alert %s repeats: merged, nothing changes",
+                                           h->name, text));
             return TRUE;
         }
         if (severity != a->severity)
@@ -359,15 +369,17 @@ gboolean pol_alert_book_evacuation_done(PolAlertBook *book, const char *host, gb
     g_clear_pointer(&h->evacuation_key, g_free);
     if (h->alerts->len == 0) {
         h->state = POL_HOST_OK;
-        *ret_action = action_new(POL_ALERT_ACTION_LIFT, h->name, h, FALSE,
-                                 g_strdup_printf("host '%s': evacuation %s; every alert is resolved: lifted",
-                                                 h->name, how));
+        *ret_action =
+            action_new(POL_ALERT_ACTION_LIFT, h->name, h, FALSE,
+                       g_strdup_printf("host '%s': evacuation %s; every alert is resolved: lifted",
+                                       h->name, how));
         return TRUE;
     }
     h->state = POL_HOST_QUARANTINED;
-    *ret_action = action_new(POL_ALERT_ACTION_NONE, h->name, h, FALSE,
-                             g_strdup_printf("host '%s': evacuation %s; %u alerts still active: it stays quarantined",
-                                             h->name, how, h->alerts->len));
+    *ret_action = action_new(
+        POL_ALERT_ACTION_NONE, h->name, h, FALSE,
+        g_strdup_printf("host '%s': evacuation %s; %u alerts still active: it stays quarantined",
+                        h->name, how, h->alerts->len));
     return TRUE;
 }
 

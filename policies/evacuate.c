@@ -40,8 +40,7 @@ static double predict(const PolVm *vm, const PolEvacOptions *opts)
     return (double)vm->memory_mib / MAX(bw - dirty, bw / 10.0) + opts->overhead_s;
 }
 
-double pol_evacuation_predict(const PolCluster *cluster, const char *vm,
-                              const PolEvacOptions *opts)
+double pol_evacuation_predict(const PolCluster *cluster, const char *vm, const PolEvacOptions *opts)
 {
     gint v;
 
@@ -152,8 +151,7 @@ static gboolean pack(Job **sorted, guint m, guint k, double window, double *load
     return TRUE;
 }
 
-static gboolean check_options(const PolEvacOptions *o, gint64 now, gint64 deadline,
-                              GError **error)
+static gboolean check_options(const PolEvacOptions *o, gint64 now, gint64 deadline, GError **error)
 {
     if (o->concurrency < 1 || o->concurrency > POL_EVAC_CONCURRENCY_MAX) {
         g_set_error(error, POL_ERROR, POL_ERROR_INVALID,
@@ -163,14 +161,16 @@ static gboolean check_options(const PolEvacOptions *o, gint64 now, gint64 deadli
     }
     if (!isfinite(o->bandwidth_mib_s) || !isfinite(o->overhead_s) || o->overhead_s < 0.0 ||
         !isfinite(o->dirty_mib_s_per_vcpu) || o->dirty_mib_s_per_vcpu < 0.0) {
-        g_set_error(error, POL_ERROR, POL_ERROR_INVALID,
-                    "evacuation: bandwidth, overhead and dirty rate must be finite numbers >= 0 (%g, %g, %g)",
-                    o->bandwidth_mib_s, o->overhead_s, o->dirty_mib_s_per_vcpu);
+        g_set_error(
+            error, POL_ERROR, POL_ERROR_INVALID,
+            "evacuation: bandwidth, overhead and dirty rate must be finite numbers >= 0 (%g, %g, %g)",
+            o->bandwidth_mib_s, o->overhead_s, o->dirty_mib_s_per_vcpu);
         return FALSE;
     }
     if (now < 0 || deadline < 0) {
         g_set_error(error, POL_ERROR, POL_ERROR_INVALID,
-                    "evacuation: now and deadline must be unix times >= 0, not %" G_GINT64_FORMAT " and %" G_GINT64_FORMAT,
+                    "evacuation: now and deadline must be unix times >= 0, not %" G_GINT64_FORMAT
+                    " and %" G_GINT64_FORMAT,
                     now, deadline);
         return FALSE;
     }
@@ -202,9 +202,10 @@ static GPtrArray *drain_jobs(const PolCluster *c, const PolPlan *drain, const Po
 
         if (src < 0 || !vm || to < 0 || to == src || (gint)vm->host != src || m->extra ||
             !g_str_equal(m->from, drain->drained) || g_hash_table_contains(seen, m->vm)) {
-            g_set_error(error, POL_ERROR, POL_ERROR_INVALID,
-                        "evacuation: step %u (VM '%s' from '%s' to '%s') is not a move of a VM of '%s' to another host of the cluster, once",
-                        i + 1, m->vm, m->from, m->to, drain->drained);
+            g_set_error(
+                error, POL_ERROR, POL_ERROR_INVALID,
+                "evacuation: step %u (VM '%s' from '%s' to '%s') is not a move of a VM of '%s' to another host of the cluster, once",
+                i + 1, m->vm, m->from, m->to, drain->drained);
             return NULL;
         }
         g_hash_table_add(seen, m->vm);
@@ -277,7 +278,8 @@ PolEvacuation *pol_evacuation_order(const PolCluster *cluster, const PolPlan *dr
         double sum = 0.0;
         guint m_max = 0;
 
-        for (guint i = 0; i < n && sum + sorted[i]->duration_s <= window * k + EVAC_EPSILON_S; i++) {
+        for (guint i = 0; i < n && sum + sorted[i]->duration_s <= window * k + EVAC_EPSILON_S;
+             i++) {
             sum += sorted[i]->duration_s;
             m_max = i + 1;
         }

@@ -250,8 +250,7 @@ gboolean pol_alert_book_apply(PolAlertBook *book, const PolAlertEvent *event, gi
  * it has active alerts (a new alert, not a repeat, may start another evacuation), else it is
  * lifted (LIFT). Fails with POL_ERROR_INVALID when no evacuation of @host runs. */
 gboolean pol_alert_book_evacuation_done(PolAlertBook *book, const char *host, gboolean ok,
-                                        gint64 now, PolAlertAction **ret_action,
-                                        GError **error);
+                                        gint64 now, PolAlertAction **ret_action, GError **error);
 
 /* The state the alerts put @host in (POL_HOST_OK for a host the book does not know). */
 PolHostState pol_alert_book_get_state(const PolAlertBook *book, const char *host);
@@ -266,8 +265,8 @@ typedef struct {
     double bandwidth_mib_s;      /* per migration; <= 0: POL_BANDWIDTH_MIB_S_DEFAULT */
     double overhead_s;           /* added to every move: the phases other than the copy */
     double dirty_mib_s_per_vcpu; /* a VM without dirty_mib_s dirties this x vcpus x cpu_util */
-    guint concurrency;           /* migrations off the host at a time, 1..POL_EVAC_CONCURRENCY_MAX */
-    gint priority;               /* given to every migration of the ordered plan */
+    guint concurrency; /* migrations off the host at a time, 1..POL_EVAC_CONCURRENCY_MAX */
+    gint priority;     /* given to every migration of the ordered plan */
 } PolEvacOptions;
 
 /* The phases other than the memory copy took about 2 s in docs/benchmarks.md. */
@@ -287,15 +286,15 @@ typedef struct {
 } PolEvacMove;
 
 typedef struct {
-    PolPlan *plan;       /* the drain plan reordered (owned): migrations in the order to start
-                          * them, duration_s predicted with the overhead, priority set */
-    GPtrArray *moves;    /* PolEvacMove (owned), one per migration of plan, same order */
-    GPtrArray *late;     /* PolEvacMove (borrowed from moves): those predicted to miss the
-                          * deadline, in start order; empty without a deadline */
+    PolPlan *plan;    /* the drain plan reordered (owned): migrations in the order to start
+                       * them, duration_s predicted with the overhead, priority set */
+    GPtrArray *moves; /* PolEvacMove (owned), one per migration of plan, same order */
+    GPtrArray *late;  /* PolEvacMove (borrowed from moves): those predicted to miss the
+                       * deadline, in start order; empty without a deadline */
     guint concurrency;
-    gint64 now;          /* unix seconds: the times above count from here */
-    gint64 deadline;     /* unix seconds; 0: none */
-    double makespan_s;   /* predicted end of the last move, seconds after now */
+    gint64 now;        /* unix seconds: the times above count from here */
+    gint64 deadline;   /* unix seconds; 0: none */
+    double makespan_s; /* predicted end of the last move, seconds after now */
 } PolEvacuation;
 
 void pol_evacuation_free(PolEvacuation *evac);

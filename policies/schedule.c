@@ -14,24 +14,24 @@ typedef struct {
     PolScheduleMove pub; /* first: a Move * is a PolScheduleMove * */
     guint from;
     guint to;
-    gint prev;    /* the same VM's previous move in the order, or -1 */
-    gint next;    /* ... and its next one, or -1 */
-    gint64 *dem;  /* dims: what the VM uses */
+    gint prev;   /* the same VM's previous move in the order, or -1 */
+    gint next;   /* ... and its next one, or -1 */
+    gint64 *dem; /* dims: what the VM uses */
 } Move;
 
 struct PolSchedule {
     guint dims;
     guint n_hosts;
     PolScheduleLimits limits;
-    gint64 *cap;        /* n_hosts * dims */
-    gint64 *used;       /* n_hosts * dims: the VMs on the host and those arriving */
-    guint *out_running; /* n_hosts */
-    guint *in_running;  /* n_hosts */
-    GArray **arrivals;  /* n_hosts: indices of the moves into the host, in order */
+    gint64 *cap;         /* n_hosts * dims */
+    gint64 *used;        /* n_hosts * dims: the VMs on the host and those arriving */
+    guint *out_running;  /* n_hosts */
+    guint *in_running;   /* n_hosts */
+    GArray **arrivals;   /* n_hosts: indices of the moves into the host, in order */
     GArray **departures; /* n_hosts: ... out of it */
-    gint *first_lost;   /* n_hosts: the first failed or skipped move out of the host, or -1 */
-    guint8 *blocked;    /* n_hosts: scratch for pol_schedule_next() */
-    GPtrArray *moves;   /* Move (owned), in the schedule's order */
+    gint *first_lost;    /* n_hosts: the first failed or skipped move out of the host, or -1 */
+    guint8 *blocked;     /* n_hosts: scratch for pol_schedule_next() */
+    GPtrArray *moves;    /* Move (owned), in the schedule's order */
     guint first_pending; /* every move before it has started */
     PolScheduleProgress progress;
 };
@@ -229,7 +229,8 @@ static guint scan(PolSchedule *s, gint64 now, gboolean start, GPtrArray *started
             continue;
         /* Arrivals at a host start in order: a later one would take the room an earlier one
          * waits for. */
-        if (s->blocked[m->to] || (m->prev >= 0 && move_at(s, m->prev)->pub.state != POL_MOVE_DONE) ||
+        if (s->blocked[m->to] ||
+            (m->prev >= 0 && move_at(s, m->prev)->pub.state != POL_MOVE_DONE) ||
             !limits_allow(s, m) || !fits(s, m)) {
             s->blocked[m->to] = TRUE;
             continue;
@@ -303,8 +304,9 @@ static char *no_room_reason(const PolSchedule *s, const Move *m)
     const Move *cause = s->first_lost[m->to] >= 0 ? move_at(s, s->first_lost[m->to]) : NULL;
 
     if (!cause)
-        return g_strdup_printf("no room on '%s' for VM '%s': the moves that were to make room cannot run",
-                               m->pub.to, m->pub.vm);
+        return g_strdup_printf(
+            "no room on '%s' for VM '%s': the moves that were to make room cannot run", m->pub.to,
+            m->pub.vm);
     return g_strdup_printf("no room on '%s' for VM '%s': the move of VM '%s' from '%s' to '%s' %s",
                            m->pub.to, m->pub.vm, cause->pub.vm, cause->pub.from, cause->pub.to,
                            cause->pub.state == POL_MOVE_FAILED ? "failed" : "was skipped");
@@ -346,8 +348,8 @@ static void recheck(PolSchedule *s, gint64 now, GPtrArray *skipped, GQueue *host
     }
 }
 
-void pol_schedule_done(PolSchedule *s, const PolScheduleMove *move, gboolean ok,
-                       const char *detail, gint64 now, GPtrArray **ret_skipped)
+void pol_schedule_done(PolSchedule *s, const PolScheduleMove *move, gboolean ok, const char *detail,
+                       gint64 now, GPtrArray **ret_skipped)
 {
     g_autoptr(GPtrArray) skipped = g_ptr_array_new();
     g_autoptr(GQueue) hosts = g_queue_new();

@@ -61,11 +61,15 @@ static void test_book_quarantine_then_evacuate(void **state)
     g_autoptr(PolAlertAction) a1 = NULL, a2 = NULL, a3 = NULL, a4 = NULL;
 
     assert_int_equal(pol_alert_book_get_state(book, "h1"), POL_HOST_OK);
-    a1 = apply(book, event("h1", POL_SEVERITY_QUARANTINE, 0.9, 0, "k1"), POL_ALERT_ACTION_QUARANTINE);
+    a1 = apply(book, event("h1", POL_SEVERITY_QUARANTINE, 0.9, 0, "k1"),
+               POL_ALERT_ACTION_QUARANTINE);
     assert_int_equal(a1->state, POL_HOST_QUARANTINED);
     assert_false(a1->merged);
-    assert_non_null(strstr(a1->reason, "host 'h1': alert 'k1' from socket (quarantine, confidence 0.90, no deadline) fires: quarantined"));
-    a2 = apply(book, event("h1", POL_SEVERITY_EVACUATE, 0.8, NOW + 600, "k2"), POL_ALERT_ACTION_EVACUATE);
+    assert_non_null(strstr(
+        a1->reason,
+        "host 'h1': alert 'k1' from socket (quarantine, confidence 0.90, no deadline) fires: quarantined"));
+    a2 = apply(book, event("h1", POL_SEVERITY_EVACUATE, 0.8, NOW + 600, "k2"),
+               POL_ALERT_ACTION_EVACUATE);
     assert_int_equal(a2->state, POL_HOST_EVACUATING);
     assert_int_equal(a2->severity, POL_SEVERITY_EVACUATE);
     assert_int_equal(a2->deadline, NOW + 600);
@@ -78,7 +82,8 @@ static void test_book_quarantine_then_evacuate(void **state)
     assert_non_null(strstr(a3->reason, "the evacuation started for alert 'k2' is already running"));
     /* Other hosts are not concerned. */
     assert_int_equal(pol_alert_book_get_state(book, "h2"), POL_HOST_OK);
-    a4 = apply(book, event("h2", POL_SEVERITY_URGENT, 1.0, NOW - 5, "k1"), POL_ALERT_ACTION_EVACUATE);
+    a4 = apply(book, event("h2", POL_SEVERITY_URGENT, 1.0, NOW - 5, "k1"),
+               POL_ALERT_ACTION_EVACUATE);
     assert_non_null(strstr(a4->reason, "deadline passed 5 s ago"));
 }
 
@@ -89,22 +94,28 @@ static void test_book_duplicates_merged(void **state)
     g_autoptr(GPtrArray) list = NULL;
     const PolAlertEvent *stored;
 
-    a1 = apply(book, event("h1", POL_SEVERITY_QUARANTINE, 0.7, NOW + 900, "fp"), POL_ALERT_ACTION_QUARANTINE);
+    a1 = apply(book, event("h1", POL_SEVERITY_QUARANTINE, 0.7, NOW + 900, "fp"),
+               POL_ALERT_ACTION_QUARANTINE);
     /* The same alert again, weaker in every way: merged, nothing changes. */
-    a2 = apply(book, event("h1", POL_SEVERITY_QUARANTINE, 0.5, NOW + 1200, "fp"), POL_ALERT_ACTION_NONE);
+    a2 = apply(book, event("h1", POL_SEVERITY_QUARANTINE, 0.5, NOW + 1200, "fp"),
+               POL_ALERT_ACTION_NONE);
     assert_true(a2->merged);
     assert_non_null(strstr(a2->reason, "repeats: merged, nothing changes"));
     /* Higher confidence and an earlier deadline: updated, still only quarantined. */
-    a3 = apply(book, event("h1", POL_SEVERITY_QUARANTINE, 0.95, NOW + 300, "fp"), POL_ALERT_ACTION_NONE);
+    a3 = apply(book, event("h1", POL_SEVERITY_QUARANTINE, 0.95, NOW + 300, "fp"),
+               POL_ALERT_ACTION_NONE);
     assert_true(a3->merged);
-    assert_non_null(strstr(a3->reason, "updated: confidence 0.70 -> 0.95, deadline earlier; the host stays quarantined"));
+    assert_non_null(
+        strstr(a3->reason,
+               "updated: confidence 0.70 -> 0.95, deadline earlier; the host stays quarantined"));
     assert_int_equal(a3->deadline, NOW + 300);
     /* A stronger severity for the same alert: the evacuation starts. */
     a4 = apply(book, event("h1", POL_SEVERITY_EVACUATE, 0.1, 0, "fp"), POL_ALERT_ACTION_EVACUATE);
     assert_true(a4->merged);
     assert_non_null(strstr(a4->reason, "updated: severity quarantine -> evacuate: evacuating"));
     /* Repeats while it runs change nothing. */
-    a5 = apply(book, event("h1", POL_SEVERITY_EVACUATE, 0.95, NOW + 300, "fp"), POL_ALERT_ACTION_NONE);
+    a5 = apply(book, event("h1", POL_SEVERITY_EVACUATE, 0.95, NOW + 300, "fp"),
+               POL_ALERT_ACTION_NONE);
     assert_true(a5->merged);
     a6 = apply(book, event("h1", POL_SEVERITY_QUARANTINE, 0.2, 0, "fp"), POL_ALERT_ACTION_NONE);
     assert_true(a6->merged);
@@ -130,7 +141,8 @@ static void test_book_confidence_threshold(void **state)
     assert_non_null(strstr(a1->reason, "ignored: its confidence is below the threshold 0.60"));
     list = pol_alert_book_list(book, NULL);
     assert_int_equal(list->len, 0);
-    a2 = apply(book, event("h1", POL_SEVERITY_QUARANTINE, 0.6, 0, "k"), POL_ALERT_ACTION_QUARANTINE);
+    a2 =
+        apply(book, event("h1", POL_SEVERITY_QUARANTINE, 0.6, 0, "k"), POL_ALERT_ACTION_QUARANTINE);
     /* Below the threshold, even for a known alert: ignored, the alert keeps what it had. */
     a3 = apply(book, event("h1", POL_SEVERITY_URGENT, 0.59, 0, "k"), POL_ALERT_ACTION_NONE);
     assert_int_equal(a3->state, POL_HOST_QUARANTINED);
@@ -142,11 +154,13 @@ static void test_book_resolved_lifts(void **state)
     g_autoptr(PolAlertBook) book = pol_alert_book_new(0.0);
     g_autoptr(PolAlertAction) a1 = NULL, a2 = NULL, a3 = NULL, a4 = NULL, a5 = NULL, a6 = NULL;
 
-    a1 = apply(book, event("h1", POL_SEVERITY_QUARANTINE, 1.0, 0, "a"), POL_ALERT_ACTION_QUARANTINE);
+    a1 =
+        apply(book, event("h1", POL_SEVERITY_QUARANTINE, 1.0, 0, "a"), POL_ALERT_ACTION_QUARANTINE);
     a2 = apply(book, event("h1", POL_SEVERITY_QUARANTINE, 1.0, 0, "b"), POL_ALERT_ACTION_NONE);
     assert_false(a2->merged);
     a3 = apply(book, resolved("h1", "a"), POL_ALERT_ACTION_NONE);
-    assert_non_null(strstr(a3->reason, "alert 'a' resolved; 1 other alerts still active: it stays quarantined"));
+    assert_non_null(strstr(
+        a3->reason, "alert 'a' resolved; 1 other alerts still active: it stays quarantined"));
     /* Resolving it again, or an alert never seen: nothing to do. */
     a4 = apply(book, resolved("h1", "a"), POL_ALERT_ACTION_NONE);
     assert_non_null(strstr(a4->reason, "not active"));
@@ -178,16 +192,20 @@ static void test_book_evacuation_once(void **state)
     assert_true(pol_alert_book_evacuation_done(book, "h1", FALSE, NOW, &a, &error));
     assert_int_equal(a->kind, POL_ALERT_ACTION_NONE);
     assert_int_equal(a->state, POL_HOST_QUARANTINED);
-    assert_non_null(strstr(a->reason, "evacuation failed; 1 alerts still active: it stays quarantined"));
+    assert_non_null(
+        strstr(a->reason, "evacuation failed; 1 alerts still active: it stays quarantined"));
     g_clear_pointer(&a, pol_alert_action_free);
-    pol_alert_action_free(apply(book, event("h1", POL_SEVERITY_EVACUATE, 1.0, 0, "fp1"), POL_ALERT_ACTION_NONE));
+    pol_alert_action_free(
+        apply(book, event("h1", POL_SEVERITY_EVACUATE, 1.0, 0, "fp1"), POL_ALERT_ACTION_NONE));
     /* A new alert does. */
-    pol_alert_action_free(apply(book, event("h1", POL_SEVERITY_EVACUATE, 1.0, 0, "fp2"), POL_ALERT_ACTION_EVACUATE));
+    pol_alert_action_free(
+        apply(book, event("h1", POL_SEVERITY_EVACUATE, 1.0, 0, "fp2"), POL_ALERT_ACTION_EVACUATE));
     /* Every alert resolved while it runs: the host is lifted when it ends, not before. */
     pol_alert_action_free(apply(book, resolved("h1", "fp1"), POL_ALERT_ACTION_NONE));
     a = apply(book, resolved("h1", "fp2"), POL_ALERT_ACTION_NONE);
     assert_int_equal(a->state, POL_HOST_EVACUATING);
-    assert_non_null(strstr(a->reason, "its evacuation runs on, and the host is lifted when it ends"));
+    assert_non_null(
+        strstr(a->reason, "its evacuation runs on, and the host is lifted when it ends"));
     g_clear_pointer(&a, pol_alert_action_free);
     assert_true(pol_alert_book_evacuation_done(book, "h1", TRUE, NOW, &a, &error));
     assert_int_equal(a->kind, POL_ALERT_ACTION_LIFT);
@@ -210,11 +228,15 @@ static void test_book_bad_events_change_nothing(void **state)
         {event("", POL_SEVERITY_URGENT, 1.0, 0, "k"), "alert: host: empty"},
         {event(NULL, POL_SEVERITY_URGENT, 1.0, 0, "k"), "alert: host: empty"},
         {event("h1", POL_SEVERITY_URGENT, 1.0, 0, NULL), "alert: key: empty"},
-        {event("h1", POL_SEVERITY_URGENT, 1.5, 0, "k"), "alert 'k' on 'h1': confidence must be between 0 and 1, not 1.5"},
-        {event("h1", POL_SEVERITY_URGENT, NAN, 0, "k"), "alert 'k' on 'h1': confidence must be between 0 and 1, not nan"},
-        {event("h1", POL_SEVERITY_URGENT, 1.0, -1, "k"), "alert 'k' on 'h1': deadline must be a unix time >= 0 (0: none), not -1"},
+        {event("h1", POL_SEVERITY_URGENT, 1.5, 0, "k"),
+         "alert 'k' on 'h1': confidence must be between 0 and 1, not 1.5"},
+        {event("h1", POL_SEVERITY_URGENT, NAN, 0, "k"),
+         "alert 'k' on 'h1': confidence must be between 0 and 1, not nan"},
+        {event("h1", POL_SEVERITY_URGENT, 1.0, -1, "k"),
+         "alert 'k' on 'h1': deadline must be a unix time >= 0 (0: none), not -1"},
         {event("h1", (PolSeverity)7, 1.0, 0, "k"), "alert 'k' on 'h1': bad severity 7"},
-        {event("h1\xff", POL_SEVERITY_URGENT, 1.0, 0, "k"), "alert: host: must be UTF-8 of at most 256 bytes"},
+        {event("h1\xff", POL_SEVERITY_URGENT, 1.0, 0, "k"),
+         "alert: host: must be UTF-8 of at most 256 bytes"},
     };
     g_autoptr(GPtrArray) list = NULL;
 
@@ -249,10 +271,12 @@ static void test_book_alerts_per_host_limit(void **state)
         g_autoptr(PolAlertEvent) ev = event("h1", POL_SEVERITY_URGENT, 1.0, 0, "one-more");
         assert_false(pol_alert_book_apply(book, ev, NOW, &action, &error));
     }
-    assert_string_equal(error->message, "host 'h1' has 1000 active alerts already: alert 'one-more' refused");
+    assert_string_equal(error->message,
+                        "host 'h1' has 1000 active alerts already: alert 'one-more' refused");
     assert_int_equal(pol_alert_book_get_state(book, "h1"), POL_HOST_QUARANTINED);
     /* A repeat of a known one is still merged. */
-    pol_alert_action_free(apply(book, event("h1", POL_SEVERITY_QUARANTINE, 1.0, 0, "k7"), POL_ALERT_ACTION_NONE));
+    pol_alert_action_free(
+        apply(book, event("h1", POL_SEVERITY_QUARANTINE, 1.0, 0, "k7"), POL_ALERT_ACTION_NONE));
     list = pol_alert_book_list(book, NULL);
     assert_int_equal(list->len, POL_ALERTS_PER_HOST_MAX);
 }
@@ -426,21 +450,41 @@ static void test_evac_ties(void **state)
     assert_string_equal(order, "short vip v-j1 x-j1 w-j2 y-j2 z");
     assert_string_equal(late, "w-j2@4.5 y-j2@5.5 z@6.5");
     for (guint i = 0; i < evac->plan->migrations->len; i++)
-        assert_int_equal(((PolMigration *)g_ptr_array_index(evac->plan->migrations, i))->priority, 7);
+        assert_int_equal(((PolMigration *)g_ptr_array_index(evac->plan->migrations, i))->priority,
+                         7);
 }
 
 /* Predicted duration: memory / (bandwidth - dirty rate), at least bandwidth / 10, + overhead. */
 static void test_evac_predict(void **state)
 {
     g_autoptr(PolCluster) c = pol_cluster_new();
-    PolVmSpec dirty = {.name = "dirty", .host = "src", .vcpus = 4, .memory_mib = 2000,
-                       .cpu_util = 0.5, .moved_ago_s = -1, .dirty_mib_s = 500};
-    PolVmSpec wild = {.name = "wild", .host = "src", .vcpus = 4, .memory_mib = 2000,
-                      .cpu_util = 0.5, .moved_ago_s = -1, .dirty_mib_s = 5000};
-    PolVmSpec busy = {.name = "busy", .host = "src", .vcpus = 4, .memory_mib = 2000,
-                      .cpu_util = 0.5, .moved_ago_s = -1};
-    PolVmSpec bad = {.name = "bad", .host = "src", .vcpus = 4, .memory_mib = 2000,
-                     .cpu_util = 0.5, .moved_ago_s = -1, .dirty_mib_s = -1};
+    PolVmSpec dirty = {.name = "dirty",
+                       .host = "src",
+                       .vcpus = 4,
+                       .memory_mib = 2000,
+                       .cpu_util = 0.5,
+                       .moved_ago_s = -1,
+                       .dirty_mib_s = 500};
+    PolVmSpec wild = {.name = "wild",
+                      .host = "src",
+                      .vcpus = 4,
+                      .memory_mib = 2000,
+                      .cpu_util = 0.5,
+                      .moved_ago_s = -1,
+                      .dirty_mib_s = 5000};
+    PolVmSpec busy = {.name = "busy",
+                      .host = "src",
+                      .vcpus = 4,
+                      .memory_mib = 2000,
+                      .cpu_util = 0.5,
+                      .moved_ago_s = -1};
+    PolVmSpec bad = {.name = "bad",
+                     .host = "src",
+                     .vcpus = 4,
+                     .memory_mib = 2000,
+                     .cpu_util = 0.5,
+                     .moved_ago_s = -1,
+                     .dirty_mib_s = -1};
     g_autoptr(GError) error = NULL;
     PolEvacOptions o;
 
@@ -477,7 +521,8 @@ static void test_evac_bad_input(void **state)
     opts_seconds(&o, 1);
     consolidate = pol_plan_consolidate(c, NULL, NULL);
     assert_null(pol_evacuation_order(c, consolidate, &o, NOW, 0, &e1));
-    assert_string_equal(e1->message, "evacuation: the plan is a consolidate plan, not a drain plan");
+    assert_string_equal(e1->message,
+                        "evacuation: the plan is a consolidate plan, not a drain plan");
     drain = pol_plan_drain(c, "src", NULL, NULL);
     o.concurrency = 0;
     assert_null(pol_evacuation_order(c, drain, &o, NOW, 0, &e2));
@@ -489,7 +534,9 @@ static void test_evac_bad_input(void **state)
     g_free(m->vm);
     m->vm = g_strdup("b");
     assert_null(pol_evacuation_order(c, drain, &o, NOW, 0, &e4));
-    assert_string_equal(e4->message, "evacuation: step 1 (VM 'b' from 'src' to 'dst') is not a move of a VM of 'src' to another host of the cluster, once");
+    assert_string_equal(
+        e4->message,
+        "evacuation: step 1 (VM 'b' from 'src' to 'dst') is not a move of a VM of 'src' to another host of the cluster, once");
 }
 
 int main(void)

@@ -21,8 +21,12 @@ static void add_host(PolCluster *c, const char *name, guint cpus, guint64 mem, g
 
 static void add_vm(PolCluster *c, const char *name, const char *host, guint64 mem)
 {
-    PolVmSpec spec = {.name = name, .host = host, .vcpus = 1, .memory_mib = mem,
-                      .cpu_util = 0.1, .moved_ago_s = -1};
+    PolVmSpec spec = {.name = name,
+                      .host = host,
+                      .vcpus = 1,
+                      .memory_mib = mem,
+                      .cpu_util = 0.1,
+                      .moved_ago_s = -1};
 
     assert_true(pol_cluster_add_vm(c, &spec, NULL));
 }
@@ -118,7 +122,8 @@ static void test_failure_in_the_middle(void **state)
     skipped_names = names(skipped);
     assert_string_equal(skipped_names, "y:A>B");
     assert_int_equal(y->state, POL_MOVE_SKIPPED);
-    assert_string_equal(y->detail, "no room on 'B' for VM 'y': the move of VM 'x' from 'B' to 'C' failed");
+    assert_string_equal(y->detail,
+                        "no room on 'B' for VM 'y': the move of VM 'x' from 'B' to 'C' failed");
     assert_int_equal(y->finished, T0 + 5);
     second = next_names(s, T0 + 5);
     assert_string_equal(second, "");
@@ -168,8 +173,10 @@ static void test_failed_detour_skips_the_chain(void **state)
     pol_schedule_done(s, detour, FALSE, "plug: no free VF", T0 + 1, &skipped);
     skipped_names = names(skipped);
     assert_string_equal(skipped_names, "a:C>B b:B>A");
-    assert_string_equal(find(s, "a", "B")->detail, "VM 'a' will not be on 'C': its move from 'A' to 'C' failed");
-    assert_string_equal(find(s, "b", "A")->detail, "no room on 'A' for VM 'b': the move of VM 'a' from 'A' to 'C' failed");
+    assert_string_equal(find(s, "a", "B")->detail,
+                        "VM 'a' will not be on 'C': its move from 'A' to 'C' failed");
+    assert_string_equal(find(s, "b", "A")->detail,
+                        "no room on 'A' for VM 'b': the move of VM 'a' from 'A' to 'C' failed");
     assert_true(pol_schedule_is_finished(s));
 }
 
@@ -293,7 +300,9 @@ static void test_priority_order(void **state)
     g_clear_error(&error);
     assert_null(pol_schedule_new(c2, bad, NULL, NULL, &error));
     assert_true(g_error_matches(error, POL_ERROR, POL_ERROR_INVALID));
-    assert_string_equal(error->message, "cannot schedule the migrations in priority order: step 1: VM 'new' overcommits 'B' (dimension 1: 800 + 800 > 1000)");
+    assert_string_equal(
+        error->message,
+        "cannot schedule the migrations in priority order: step 1: VM 'new' overcommits 'B' (dimension 1: 800 + 800 > 1000)");
     /* In the plan's own order it is fine. */
     ((PolMigration *)g_ptr_array_index(bad, 1))->priority = 0;
     g_clear_pointer(&s, pol_schedule_free);
@@ -412,8 +421,13 @@ static PolCluster *random_cluster(guint64 seed)
         for (guint t = 0; t < n_hosts; t++) {
             guint h = (h0 + t) % n_hosts;
             g_autofree char *host = g_strdup_printf("h%02u", h);
-            PolVmSpec spec = {.name = name, .host = host, .vcpus = vcpus, .memory_mib = mem,
-                              .cpu_util = util, .vfs = vfs, .moved_ago_s = -1};
+            PolVmSpec spec = {.name = name,
+                              .host = host,
+                              .vcpus = vcpus,
+                              .memory_mib = mem,
+                              .cpu_util = util,
+                              .vfs = vfs,
+                              .moved_ago_s = -1};
             if (room[h * 3] < cpu || room[h * 3 + 1] < (gint64)mem || room[h * 3 + 2] < vfs)
                 continue;
             room[h * 3] -= cpu;
@@ -500,7 +514,8 @@ static char *drive(const PolCluster *c, const GPtrArray *migrations,
                 assert_true(in[h] <= limits->per_host_in);
             for (guint d = 0; d < D; d++) {
                 if (used[(gsize)h * D + d] > p->cap[(gsize)h * D + d])
-                    fail_msg("step %u: host %u dimension %u: %" G_GINT64_FORMAT " > %" G_GINT64_FORMAT,
+                    fail_msg("step %u: host %u dimension %u: %" G_GINT64_FORMAT
+                             " > %" G_GINT64_FORMAT,
                              steps, h, d, used[(gsize)h * D + d], p->cap[(gsize)h * D + d]);
             }
         }
