@@ -6,3 +6,6 @@ hm_add_test(policies-alerts-test unit
 hm_add_test(policies-schedule-test unit
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/policies-schedule-test.c
   LIBS hm-policies)
+hm_add_test(alert-parse-test unit
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/alert-parse-test.c
+  LIBS hm-orchestrator)
