@@ -307,10 +307,11 @@ double pol_evacuation_predict(const PolCluster *cluster, const char *vm,
 
 /* Orders the moves of @drain (a plan from pol_plan_drain() on @cluster) to save the most VMs
  * before @deadline (unix seconds, 0: none) when @opts->concurrency migrations run at a time
- * from @now: shortest predicted first, each on the first free slot; equal durations: higher
- * VM priority first, then VMs of one job together, then by name. Lists the VMs predicted to
- * finish after the deadline. Any order of a drain plan is safe: its destinations only
- * receive. Fails with POL_ERROR_INVALID when @drain is not a drain plan of @cluster or an
+ * from @now: shortest predicted first, each on the first free slot (equal durations: higher
+ * VM priority first, then VMs of one job together, then by name); when that leaves some late
+ * and several slots run, a first-fit-decreasing packing of the shortest into the slots, if it
+ * saves more (docs/policies.md). Lists the VMs predicted to finish after the deadline. Any
+ * order of a drain plan is safe: its destinations only receive. Fails with POL_ERROR_INVALID when @drain is not a drain plan of @cluster or an
  * option is out of range. Returns the evacuation (owned). */
 PolEvacuation *pol_evacuation_order(const PolCluster *cluster, const PolPlan *drain,
                                     const PolEvacOptions *opts, gint64 now, gint64 deadline,
