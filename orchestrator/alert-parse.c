@@ -362,9 +362,9 @@ static gboolean parse_alert(const Ctx *ctx, JsonObject *alert, const OrchAlertOp
         ev->key = g_strdup_printf("alertmanager:%s", alertname);
     else
         ev->key = g_strdup("alertmanager");
-    if (strlen(ev->key) > POL_ALERT_KEY_MAX)
+    if (strlen(ev->key) > POL_ALERT_KEY_MAX || !g_utf8_validate(ev->key, -1, NULL))
         return bad(ctx, fingerprint && *fingerprint ? "fingerprint" : "labels.alertname", error,
-                   "longer than %d bytes", POL_ALERT_KEY_MAX);
+                   "must be UTF-8 of at most %d bytes", POL_ALERT_KEY_MAX);
     ev->source = g_strdup("alertmanager");
     ev->received = now;
     return TRUE;
@@ -485,8 +485,9 @@ static gboolean parse_line(JsonObject *obj, const char *source, gint64 now, PolA
 
     if (!get_string(&ctx, obj, "key", "key", &value, error))
         return FALSE;
-    if (value && (!*value || strlen(value) > POL_ALERT_KEY_MAX))
-        return bad(&ctx, "key", error, "must be 1 to %d bytes", POL_ALERT_KEY_MAX);
+    if (value &&
+        (!*value || strlen(value) > POL_ALERT_KEY_MAX || !g_utf8_validate(value, -1, NULL)))
+        return bad(&ctx, "key", error, "must be UTF-8 of 1 to %d bytes", POL_ALERT_KEY_MAX);
     ev->key = g_strdup(value ? value : source);
     ev->source = g_strdup(source);
     ev->received = now;

@@ -213,7 +213,7 @@ static void test_webhook_rejected(void **state)
         {g_strdup_printf(
              "{\"alerts\":[{\"status\":\"firing\",\"labels\":{%s},\"fingerprint\":\"%s\"}]}", ok,
              long_fp),
-         "webhook: alerts[0].fingerprint: longer than 512 bytes"},
+         "webhook: alerts[0].fingerprint: must be UTF-8 of at most 512 bytes"},
         {g_strdup_printf("{\"alerts\":[{\"status\":\"firing\",\"labels\":{%s},\"endsAt\":0}]}", ok),
          "webhook: alerts[0].endsAt: must be a string"},
         {g_strdup("{\"alerts\":[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]}"),
@@ -346,7 +346,12 @@ static void test_line_rejected(void **state)
         {"{\"host\":\"h\",\"severity\":\"urgent\",\"resolved\":\"yes\"}",
          "event: resolved: must be true or false"},
         {"{\"host\":\"h\",\"severity\":\"urgent\",\"key\":\"\"}",
-         "event: key: must be 1 to 512 bytes"},
+         "event: key: must be UTF-8 of 1 to 512 bytes"},
+        /* json-glib reads the (invalid) escape \777 as the byte 0xff: not UTF-8. */
+        {"{\"host\":\"h\",\"severity\":\"urgent\",\"key\":\"a\\777\"}",
+         "event: key: must be UTF-8 of 1 to 512 bytes"},
+        {"{\"host\":\"h\\777\",\"severity\":\"urgent\"}",
+         "event: host: the host must be UTF-8 of at most 256 bytes"},
         {"{\"host\":\"h\",\"severity\":\"urgent\"}\n{\"host\":\"h\",\"severity\":\"urgent\"}",
          "event: more than one line (one JSON object per line)"},
         {"{\"host\":\"h\",\"severity\":\"urgent\"} x", NULL},
