@@ -27,6 +27,7 @@ static const char *const fault_ops[] = {
     "device_attach",  "migrate",              "channel_open",   "channel_send",
     "domain_abort_job",
     "channel_recv",   "nodedev_list_pci_xml", "domain_list_xml",
+    "domain_capable",
 };
 
 static void fault_rule_free(FaultRule *rule)
@@ -156,6 +157,14 @@ static GPtrArray *fault_nodedev_list_pci_xml(OrchVirt *v, GError **e)
     return INNER(v)->ops->nodedev_list_pci_xml(INNER(v), e);
 }
 
+static gboolean fault_domain_capable(OrchVirt *v, const XmlDomainNeeds *needs,
+                                     gboolean *ret_capable, char **ret_detail, GError **e)
+{
+    if (fault_hit((VirtFault *)v, "domain_capable", e))
+        return FALSE;
+    return INNER(v)->ops->domain_capable(INNER(v), needs, ret_capable, ret_detail, e);
+}
+
 static GPtrArray *fault_domain_list_xml(OrchVirt *v, GError **e)
 {
     if (fault_hit((VirtFault *)v, "domain_list_xml", e))
@@ -187,6 +196,7 @@ static const OrchVirtOps fault_ops_table = {
     .channel_close = fault_channel_close,
     .nodedev_list_pci_xml = fault_nodedev_list_pci_xml,
     .domain_list_xml = fault_domain_list_xml,
+    .domain_capable = fault_domain_capable,
     .free = fault_free,
 };
 

@@ -394,6 +394,15 @@ static GPtrArray *fake_domain_list_xml(OrchVirt *v, GError **e)
     return out;
 }
 
+/* The destination cannot provide a CPU model named "NoSuchCPU"; anything else runs. */
+static gboolean fake_domain_capable(OrchVirt *v, const XmlDomainNeeds *needs, gboolean *ret_capable,
+                                    char **ret_detail, GError **e)
+{
+    *ret_capable = !needs->cpu_xml || !strstr(needs->cpu_xml, "NoSuchCPU");
+    *ret_detail = g_strdup(*ret_capable ? "runs it" : "cannot provide the domain's CPU");
+    return TRUE;
+}
+
 static void fake_free(OrchVirt *v)
 {
     orch_virt_clear(v);
@@ -414,6 +423,7 @@ static const OrchVirtOps fake_ops = {
     .channel_close = fake_channel_close,
     .nodedev_list_pci_xml = fake_nodedev_list_pci_xml,
     .domain_list_xml = fake_domain_list_xml,
+    .domain_capable = fake_domain_capable,
     .free = fake_free,
 };
 
