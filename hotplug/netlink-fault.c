@@ -92,7 +92,8 @@ static const HotplugNetlinkOps fault_ops_table = {
 /* Parses one rule. Returns TRUE with *ret_rule NULL for a rule of another adapter. */
 static gboolean fault_rule_parse(const char *text, FaultRule **ret_rule, GError **error)
 {
-    g_autofree char *op = g_strstrip(g_strdup(text));
+    g_autofree char *rule_text = g_strstrip(g_strdup(text));
+    g_autofree char *op = g_strdup(rule_text);
     const char *name;
     FaultRule *rule;
     char *hash;
@@ -109,7 +110,8 @@ static gboolean fault_rule_parse(const char *text, FaultRule **ret_rule, GError 
         *hash++ = '\0';
         if (!g_ascii_string_to_unsigned(hash, 10, 1, G_MAXUINT, &nth, NULL)) {
             g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID,
-                        "Fault spec '%s': call count '%s' is not a positive number", text, hash);
+                        "Fault spec '%s': call count '%s' is not a positive number", rule_text,
+                        hash);
             return FALSE;
         }
     }
@@ -123,12 +125,13 @@ static gboolean fault_rule_parse(const char *text, FaultRule **ret_rule, GError 
         g_set_error(
             error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID,
             "Fault spec '%s': unknown operation '%s' (netlink_link_info, netlink_vf_set_guid)",
-            text, op);
+            rule_text, op);
         return FALSE;
     }
     if (at && !g_str_equal(at, "source") && !g_str_equal(at, "destination")) {
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID,
-                    "Fault spec '%s': host must be 'source' or 'destination', not '%s'", text, at);
+                    "Fault spec '%s': host must be 'source' or 'destination', not '%s'", rule_text,
+                    at);
         return FALSE;
     }
     rule = g_new0(FaultRule, 1);
