@@ -223,6 +223,8 @@ static FaultRule *fault_rule_parse(const char *text, GError **error)
         *at++ = '\0';
     for (gsize i = 0; i < G_N_ELEMENTS(fault_ops); i++)
         known = known || g_str_equal(op, fault_ops[i]);
+    /* One spec serves every adapter: the netlink and hotmigd client wrappers take these. */
+    known = known || g_str_has_prefix(op, "netlink_") || g_str_has_prefix(op, "vfd_");
     if (!known) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
                     "Fault spec '%s': unknown operation '%s'", text, op);
