@@ -16,6 +16,11 @@ typedef enum {
     HOTPLUG_ERROR_FAILED,
     HOTPLUG_ERROR_INVALID, /* bad input, e.g. a node device XML that does not parse */
     HOTPLUG_ERROR_NO_VF,   /* no free VF fits */
+    HOTPLUG_ERROR_BUSY,    /* the VF is leased or assigned to someone else */
+    HOTPLUG_ERROR_STALE,   /* a lease id that is no longer the VF's current lease */
+    HOTPLUG_ERROR_NOT_FOUND,
+    HOTPLUG_ERROR_SYSFS,
+    HOTPLUG_ERROR_NETLINK,
     HOTPLUG_ERROR_LAST,
 } HotplugError;
 
