@@ -1313,6 +1313,32 @@ static void test_list_ignores_strangers(void **state)
     assert_string_equal(((HotplugLease *)g_ptr_array_index(list, 0))->vf, "hmlab0vf1");
 }
 
+/* A store opened with a relative path keeps working after the process changes directory. */
+static void test_relative_dir(void **state)
+{
+    Fixture *f = *state;
+    g_autofree char *cwd = g_get_current_dir();
+    g_autoptr(HotplugLeaseStore) store = NULL;
+    g_autoptr(HotplugLease) lease = NULL;
+    g_autoptr(HotplugLease) got = NULL;
+    g_autoptr(GPtrArray) list = NULL;
+    g_autoptr(GError) error = NULL;
+
+    assert_int_equal(g_chdir(f->base), 0);
+    store = hotplug_lease_store_open("leases", &error);
+    assert_int_equal(g_chdir("/"), 0);
+    assert_non_null(store);
+    lease = hotplug_lease_acquire(store, VF, "h", "r", "d", 10, &error);
+    assert_non_null(lease);
+    got = hotplug_lease_get(store, VF, &error);
+    assert_string_equal(got->id, lease->id);
+    list = hotplug_lease_list(store, FALSE, &error);
+    assert_null(error);
+    assert_int_equal(list->len, 1);
+    assert_true(hotplug_lease_release(store, VF, lease->id, &error));
+    assert_int_equal(g_chdir(cwd), 0);
+}
+
 /* The record format reads back what it writes. */
 static void test_record_format(void **state)
 {
@@ -1379,6 +1405,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_clock_skew, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unwritable_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_ignores_strangers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_relative_dir, setup, teardown),
         cmocka_unit_test(test_record_format),
     };
 
