@@ -19,8 +19,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     g_autoptr(GError) error = NULL;
     g_autofree char *text = NULL;
 
-    lease = hotplug_lease_record_parse("0000:3b:00.2", "fuzz.lease", (const char *)data, size,
-                                       &error);
+    lease =
+        hotplug_lease_record_parse("0000:3b:00.2", "fuzz.lease", (const char *)data, size, &error);
     g_assert((lease == NULL) == (error != NULL));
     if (error) {
         g_assert(g_str_has_prefix(error->message, "fuzz.lease: "));
