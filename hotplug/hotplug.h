@@ -46,4 +46,25 @@ HotplugVf *hotplug_vf_from_nodedev_xml(const char *xml, GError **error);
 char *hotplug_vf_choose(const HotplugVf *like, GPtrArray *candidates, GPtrArray *in_use,
                         GError **error);
 
+/* ---- vfio ---- */
+/* A PCI function is handed to a guest through vfio-pci. These write sysfs under @sysfs_root
+ * ("/sys", or a fixture tree in tests); addresses are "DDDD:BB:SS.F" (or "BB:SS.F").
+ *
+ * The driver bound to @address now: *ret_driver gets its name ("vfio-pci", "mlx5_core"; owned)
+ * or NULL when none is bound. Fails with HOTPLUG_ERROR_INVALID when the address does not parse
+ * or the function does not exist. */
+gboolean hotplug_vfio_get_driver(const char *sysfs_root, const char *address, char **ret_driver,
+                                 GError **error);
+
+/* Makes sure vfio-pci drives @address: nothing when it does already (*ret_changed FALSE);
+ * otherwise driver_override = vfio-pci, unbind from the current driver, drivers_probe, then
+ * waits at most @timeout_ms until the driver link says vfio-pci (*ret_changed TRUE).
+ * *ret_previous_driver gets the driver before the call (owned, NULL when none); both outputs
+ * may be NULL. Refuses, writing nothing, when vfio-pci is not loaded or the function has no
+ * IOMMU group. When a step fails, driver_override is cleared and the previous driver probed
+ * again (best effort; the message says what could not be undone). HOTPLUG_ERROR_INVALID for a
+ * bad or unknown address, HOTPLUG_ERROR_FAILED otherwise. */
+gboolean hotplug_vfio_bind(const char *sysfs_root, const char *address, guint timeout_ms,
+                           gboolean *ret_changed, char **ret_previous_driver, GError **error);
+
 G_END_DECLS
