@@ -103,8 +103,8 @@ char *hotplug_guid_format(guint64 guid);
  * ("/sys", or a fixture tree in tests); addresses are "DDDD:BB:SS.F" (or "BB:SS.F").
  *
  * The driver bound to @address now: *ret_driver gets its name ("vfio-pci", "mlx5_core"; owned)
- * or NULL when none is bound. Fails with HOTPLUG_ERROR_INVALID when the address does not parse
- * or the function does not exist. */
+ * or NULL when none is bound. Fails with HOTPLUG_ERROR_INVALID when the address does not parse,
+ * HOTPLUG_ERROR_NOT_FOUND when the function does not exist. */
 gboolean hotplug_vfio_get_driver(const char *sysfs_root, const char *address, char **ret_driver,
                                  GError **error);
 
@@ -114,8 +114,8 @@ gboolean hotplug_vfio_get_driver(const char *sysfs_root, const char *address, ch
  * *ret_previous_driver gets the driver before the call (owned, NULL when none); both outputs
  * may be NULL. Refuses, writing nothing, when vfio-pci is not loaded or the function has no
  * IOMMU group. When a step fails, driver_override is cleared and the previous driver probed
- * again (best effort; the message says what could not be undone). HOTPLUG_ERROR_INVALID for a
- * bad or unknown address, HOTPLUG_ERROR_FAILED otherwise. */
+ * again (best effort; the message says what could not be undone). HOTPLUG_ERROR_INVALID or
+ * _NOT_FOUND as hotplug_vfio_get_driver(), HOTPLUG_ERROR_FAILED otherwise. */
 gboolean hotplug_vfio_bind(const char *sysfs_root, const char *address, guint timeout_ms,
                            gboolean *ret_changed, char **ret_previous_driver, GError **error);
 

@@ -103,7 +103,7 @@ gboolean hotplug_vfio_get_driver(const char *sysfs_root, const char *address, ch
     if (!dev_dir)
         return FALSE;
     if (!g_file_test(dev_dir, G_FILE_TEST_IS_DIR)) {
-        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID,
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_NOT_FOUND,
                     "PCI function '%s' does not exist (no %s)", canonical, dev_dir);
         return FALSE;
     }

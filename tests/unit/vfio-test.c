@@ -323,7 +323,7 @@ static void test_bad_addresses(void **state)
     assert_true(g_error_matches(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID));
     g_clear_error(&error);
     assert_false(hotplug_vfio_bind(fx->root, "0000:3b:00.2", 1000, NULL, NULL, &error));
-    assert_true(g_error_matches(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID));
+    assert_true(g_error_matches(error, HOTPLUG_ERROR, HOTPLUG_ERROR_NOT_FOUND));
     assert_non_null(strstr(error->message, "PCI function '0000:3b:00.2' does not exist"));
     g_clear_error(&error);
     assert_false(hotplug_vfio_get_driver(fx->root, "0000:3b:00.2", &driver, &error));
