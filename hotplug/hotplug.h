@@ -16,8 +16,8 @@ typedef enum {
     HOTPLUG_ERROR_FAILED,
     HOTPLUG_ERROR_INVALID, /* bad input, e.g. a node device XML that does not parse */
     HOTPLUG_ERROR_NO_VF,   /* no free VF fits */
-    HOTPLUG_ERROR_BUSY,
-    HOTPLUG_ERROR_STALE,
+    HOTPLUG_ERROR_BUSY,    /* the VF is leased or assigned to someone else */
+    HOTPLUG_ERROR_STALE,   /* a lease id that is no longer the VF's current lease */
     HOTPLUG_ERROR_NOT_FOUND,
     HOTPLUG_ERROR_SYSFS,
     HOTPLUG_ERROR_NETLINK,
@@ -97,6 +97,98 @@ gboolean hotplug_ib_identity_apply(HotplugNetlink *nl, const char *pf_netdev, gu
  * Format returns an owned string. */
 gboolean hotplug_guid_parse(const char *text, guint64 *ret_guid, GError **error);
 char *hotplug_guid_format(guint64 guid);
+
+/* ---- VF leases ---------------------------------------------------------------------------- */
+
+/* A lease reserves a VF of this host for a migration before memory moves; it is confirmed
+ * ("assigned") once the domain holds the VF, released on rollback, and expires when nobody
+ * confirms it. Leases live in one directory (default HOTPLUG_LEASE_DIR_DEFAULT), shared by
+ * every process of the host; see docs/leases.md for the files and the guarantees.
+ * Every call below also fails with HOTPLUG_ERROR_INVALID for a bad VF id, and with
+ * HOTPLUG_ERROR_FAILED naming the file when a file cannot be read or written or its lock is
+ * not free in time (the record is then unchanged). A damaged record counts as FREE. */
+
+#define HOTPLUG_LEASE_DIR_DEFAULT "/var/lib/hotmig/leases"
+#define HOTPLUG_LEASE_HOLDER_MAX 256          /* bytes of UTF-8, no control characters */
+#define HOTPLUG_LEASE_REASON_MAX 1024         /* idem */
+#define HOTPLUG_LEASE_DOMAIN_MAX 256          /* idem */
+#define HOTPLUG_LEASE_TTL_MAX (7 * 24 * 3600) /* seconds */
+#define HOTPLUG_LEASE_LOCK_TIMEOUT_MS_DEFAULT 10000
+
+typedef enum {
+    HOTPLUG_LEASE_FREE,     /* no lease (or an expired one) */
+    HOTPLUG_LEASE_LEASED,   /* reserved, not yet confirmed; expires */
+    HOTPLUG_LEASE_ASSIGNED, /* confirmed: a domain holds the VF; no expiry */
+    HOTPLUG_LEASE_STATE_LAST,
+} HotplugLeaseState;
+HM_ENUM_DECL(hotplug_lease_state, HotplugLeaseState) /* "free", "leased", "assigned" */
+
+typedef struct {
+    char *vf; /* VF id: a PCI address "0000:3b:00.2" or a stand-in net device name "hmlab0vf1" */
+    HotplugLeaseState state;
+    char *id;       /* lease id (random, 32 hex chars), NULL when free */
+    char *holder;   /* who asked, e.g. "migrate-vm pid 1234 on hostA"; NULL when free */
+    char *reason;   /* why, e.g. "migration of vm7 from hostA"; NULL when free */
+    char *domain;   /* the domain it is for; NULL when free */
+    gint64 created; /* unix seconds (g_get_real_time based); 0 when free */
+    gint64 expires; /* unix seconds; 0 when assigned or free */
+} HotplugLease;
+
+void hotplug_lease_free(HotplugLease *lease);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(HotplugLease, hotplug_lease_free)
+
+/* The leases of one host, kept in a directory. A store may be shared by the threads of a
+ * process; any number of processes may open the same directory. */
+typedef struct HotplugLeaseStore HotplugLeaseStore;
+
+/* Opens (creates, mode 0700) the store directory @dir. A directory this process cannot write
+ * opens (get and list work); the calls that write then fail naming the file. Owned result. */
+HotplugLeaseStore *hotplug_lease_store_open(const char *dir, GError **error);
+void hotplug_lease_store_free(HotplugLeaseStore *store);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(HotplugLeaseStore, hotplug_lease_store_free)
+
+/* How long a call waits for another process's read-modify-write of the same VF (default
+ * HOTPLUG_LEASE_LOCK_TIMEOUT_MS_DEFAULT); when it expires the call fails with
+ * HOTPLUG_ERROR_FAILED naming the lock file. */
+void hotplug_lease_store_set_lock_timeout(HotplugLeaseStore *store, guint timeout_ms);
+
+/* VF ids become file names. Returns the id in canonical form (owned): a PCI address normalized
+ * to "0000:3b:00.2", or a network device name (1-15 printable ASCII bytes, no '/', ':' or
+ * space, not "." or ".."); HOTPLUG_ERROR_INVALID naming @vf otherwise. Every call below
+ * accepts any spelling this accepts and reports the canonical one. */
+char *hotplug_lease_vf_canonical(const char *vf, GError **error);
+
+/* Takes a lease on @vf for @ttl_s seconds (1..HOTPLUG_LEASE_TTL_MAX). HOTPLUG_ERROR_BUSY naming
+ * the holder, reason and expiry when it is leased (unexpired) or assigned;
+ * HOTPLUG_ERROR_INVALID for a bad id, an empty or overlong @holder, @reason or @domain.
+ * Owned result. */
+HotplugLease *hotplug_lease_acquire(HotplugLeaseStore *store, const char *vf, const char *holder,
+                                    const char *reason, const char *domain, guint ttl_s,
+                                    GError **error);
+
+/* LEASED -> ASSIGNED. HOTPLUG_ERROR_STALE when @lease_id is not the current lease (expired and
+ * maybe taken by someone else, or released). Confirming an already ASSIGNED lease with the same
+ * id is a no-op TRUE. */
+gboolean hotplug_lease_confirm(HotplugLeaseStore *store, const char *vf, const char *lease_id,
+                               GError **error);
+
+/* Ends the lease (LEASED or ASSIGNED) if @lease_id is current; TRUE also when the VF is already
+ * free or the id is no longer current and the lease expired (idempotent, for rollback); STALE
+ * when someone else holds it. */
+gboolean hotplug_lease_release(HotplugLeaseStore *store, const char *vf, const char *lease_id,
+                               GError **error);
+
+/* The state of @vf (FREE when no record or expired). Owned. */
+HotplugLease *hotplug_lease_get(HotplugLeaseStore *store, const char *vf, GError **error);
+
+/* Every VF with a record (owned array of owned HotplugLease), FREE ones included only when
+ * @with_free; sorted by vf. */
+GPtrArray *hotplug_lease_list(HotplugLeaseStore *store, gboolean with_free, GError **error);
+
+/* Releases the ASSIGNED lease of @vf whatever its id (the daemon's reconciliation: the domain
+ * no longer holds the VF). TRUE when the VF is already free; HOTPLUG_ERROR_BUSY when it is
+ * LEASED (a migration in flight: not the domain's yet), which is left alone. */
+gboolean hotplug_lease_forget(HotplugLeaseStore *store, const char *vf, GError **error);
 
 /* ---- vfio ---- */
 /* A PCI function is handed to a guest through vfio-pci. These write sysfs under @sysfs_root
