@@ -1,0 +1,4 @@
+# hotmigd's pool and API without TLS, over a fake host (orchestrator/vfd-pool.c, vfd-api.c).
+hm_add_test(vfd-test unit
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/vfd-test.c ${CMAKE_CURRENT_SOURCE_DIR}/unit/vfd-fake-host.c
+  LIBS hm-vfd)
