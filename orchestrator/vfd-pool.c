@@ -7,10 +7,6 @@
 
 #include <string.h>
 
-HM_ENUM_IMPL(orch_vfd_kind, OrchVfdKind, ORCH_VFD_KIND_LAST, "pci", "standin")
-HM_ENUM_IMPL(orch_vfd_state, OrchVfdState, ORCH_VFD_STATE_LAST, "free", "leased", "assigned",
-             "in-use", "missing")
-
 struct OrchVfdPool {
     char *host_name;
     guint lease_ttl_s;

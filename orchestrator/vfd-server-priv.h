@@ -19,6 +19,7 @@
 #include "common/common.h"
 #include "hotplug/hotplug.h"
 #include "orchestrator/orchestrator.h"
+#include "orchestrator/vfd-priv.h"
 
 G_BEGIN_DECLS
 
@@ -69,24 +70,7 @@ extern const OrchVfdHostOps orch_vfd_host_ops;
 
 /* ---- the pool ----------------------------------------------------------------------------- */
 
-typedef enum {
-    ORCH_VFD_KIND_PCI,     /* an SR-IOV VF */
-    ORCH_VFD_KIND_STANDIN, /* a network device standing in for one (the emulated lab) */
-    ORCH_VFD_KIND_LAST,
-} OrchVfdKind;
-
-HM_ENUM_DECL(orch_vfd_kind, OrchVfdKind)
-
-typedef enum {
-    ORCH_VFD_STATE_FREE,     /* leasable */
-    ORCH_VFD_STATE_LEASED,   /* held by a lease not confirmed yet (it expires) */
-    ORCH_VFD_STATE_ASSIGNED, /* held by a confirmed lease: a domain has it */
-    ORCH_VFD_STATE_IN_USE,   /* no lease, but a running domain uses it (plugged by hand) */
-    ORCH_VFD_STATE_MISSING,  /* configured but not there (no such device, no such netdev) */
-    ORCH_VFD_STATE_LAST,
-} OrchVfdState;
-
-HM_ENUM_DECL(orch_vfd_state, OrchVfdState)
+/* OrchVfdKind, OrchVfdState: vfd-priv.h (the client reads the same words). */
 
 /* One VF of the pool, as listed. */
 typedef struct {
