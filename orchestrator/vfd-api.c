@@ -23,7 +23,16 @@ void orch_vfd_reply_free(OrchVfdReply *reply)
     if (!reply)
         return;
     g_free(reply->body);
+    g_free(reply->log);
     g_free(reply);
+}
+
+/* @reply with @log (taken) as what the daemon logs about it. */
+static OrchVfdReply *reply_log(OrchVfdReply *reply, char *log)
+{
+    g_free(reply->log);
+    reply->log = log;
+    return reply;
 }
 
 static OrchVfdReply *reply_json(guint status, JsonBuilder *b)
@@ -57,7 +66,7 @@ static OrchVfdReply *reply_error(guint status, const char *fmt, ...)
     json_builder_begin_object(b);
     orch_json_member_string(b, "error", valid);
     json_builder_end_object(b);
-    return reply_json(status, b);
+    return reply_log(reply_json(status, b), g_strdup(valid));
 }
 
 /* The status for an ORCH_ERROR from the pool. */
@@ -424,7 +433,10 @@ static OrchVfdReply *api_lease(OrchVfdPool *pool, const char *body, gsize len)
     if (!lease)
         return reply_gerror(error);
     lease_json(b, lease);
-    return reply_json(201, b);
+    return reply_log(reply_json(201, b),
+                     g_strdup_printf("VF '%s' leased to '%s' for domain '%s' (%s): lease %s",
+                                     lease->vf, lease->holder, lease->domain, lease->reason,
+                                     lease->id));
 }
 
 static OrchVfdReply *api_confirm(OrchVfdPool *pool, const char *vf, const char *id,
@@ -443,7 +455,9 @@ static OrchVfdReply *api_confirm(OrchVfdPool *pool, const char *vf, const char *
     if (!lease)
         return reply_gerror(error);
     lease_json(b, lease);
-    return reply_json(200, b);
+    return reply_log(reply_json(200, b),
+                     g_strdup_printf("VF '%s': lease %s confirmed, assigned to domain '%s'",
+                                     lease->vf, lease->id, lease->domain));
 }
 
 static OrchVfdReply *api_release(OrchVfdPool *pool, const char *vf, const char *id,
@@ -464,7 +478,8 @@ static OrchVfdReply *api_release(OrchVfdPool *pool, const char *vf, const char *
     orch_json_member_string(b, "id", id);
     orch_json_member_bool(b, "released", TRUE);
     json_builder_end_object(b);
-    return reply_json(200, b);
+    return reply_log(reply_json(200, b),
+                     g_strdup_printf("VF '%.64s': lease %.64s released (or gone already)", vf, id));
 }
 
 static OrchVfdReply *api_ib_identity(OrchVfdPool *pool, const char *vf, const char *body, gsize len)
@@ -502,7 +517,7 @@ static OrchVfdReply *api_ib_identity(OrchVfdPool *pool, const char *vf, const ch
     orch_json_member_bool(b, "applied", applied);
     orch_json_member_string(b, "note", note);
     json_builder_end_object(b);
-    return reply_json(200, b);
+    return reply_log(reply_json(200, b), g_strdup_printf("VF '%.64s': %s", vf, note));
 }
 
 static OrchVfdReply *api_vfio(OrchVfdPool *pool, const char *vf, const char *body, gsize len)
@@ -526,7 +541,7 @@ static OrchVfdReply *api_vfio(OrchVfdPool *pool, const char *vf, const char *bod
     orch_json_member_bool(b, "changed", changed);
     orch_json_member_string(b, "note", note);
     json_builder_end_object(b);
-    return reply_json(200, b);
+    return reply_log(reply_json(200, b), g_strdup_printf("VF '%.64s': %s", vf, note));
 }
 
 /* ---- routing ------------------------------------------------------------------------------- */

@@ -91,13 +91,37 @@ static char *tls_flags_text(VfdClient *client, GTlsCertificateFlags flags)
     return g_string_free(g_steal_pointer(&s), FALSE);
 }
 
+/* What happened to a message on its way, for the error messages. */
+typedef struct {
+    GTlsCertificateFlags server_flags; /* why the server's certificate was refused; 0: it was not */
+    gboolean handshaked;               /* the TLS handshake completed (as the client sees it) */
+    gboolean got_headers;              /* the response began */
+} Progress;
+
+static void on_network_event(SoupMessage *msg, GSocketClientEvent event, GIOStream *conn,
+                             gpointer data)
+{
+    Progress *progress = data;
+
+    if (event == G_SOCKET_CLIENT_TLS_HANDSHAKED)
+        progress->handshaked = TRUE;
+}
+
+static void on_got_headers(SoupMessage *msg, gpointer data)
+{
+    Progress *progress = data;
+
+    progress->got_headers = TRUE;
+}
+
 /* An error of the transport (connect, TLS, read) in words an operator can act on. */
 static void request_fail(VfdClient *client, const char *what, GError *local,
-                         GTlsCertificateFlags server_flags, gboolean timed_out, GError **error)
+                         const Progress *progress, gboolean timed_out, GError **error)
 {
     const char *url = client->parent.url;
+    GTlsCertificateFlags server_flags = progress ? progress->server_flags : 0;
 
-    if (timed_out) {
+    if (timed_out || g_error_matches(local, G_IO_ERROR, G_IO_ERROR_TIMED_OUT)) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_TIMEOUT,
                     "hotmigd at %s did not answer %s within %u s", url, what, client->timeout_s);
     } else if (server_flags) {
@@ -106,12 +130,12 @@ static void request_fail(VfdClient *client, const char *what, GError *local,
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE, "certificate of hotmigd at %s %s",
                     url, why);
     } else if (local->domain == G_TLS_ERROR ||
-               (local->message && strstr(local->message, "TLS alert"))) {
-        /* The daemon checks our certificate during (TLS 1.2) or right after (TLS 1.3) the
-         * handshake and ends the connection with an alert when it does not like it. */
+               (progress && progress->handshaked && !progress->got_headers)) {
+        /* The daemon checks our certificate during (TLS 1.2: an alert) or right after (TLS 1.3:
+         * the connection ends before any answer) the handshake. */
         g_set_error(
             error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE,
-            "hotmigd at %s refused our certificate '%s' (is it signed by the CA hotmigd trusts, and valid?): %s",
+            "hotmigd at %s refused our certificate '%s' (it ended the connection at the TLS handshake: is the certificate signed by the CA hotmigd trusts, and valid? hotmigd's log says why): %s",
             url, client->cert_path, local->message);
     } else {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE,
@@ -135,7 +159,7 @@ static GBytes *request_read(VfdClient *client, GInputStream *stream, Wait *wait,
         res = wait_run(client, wait);
         chunk = g_input_stream_read_bytes_finish(stream, res, &local);
         if (!chunk) {
-            request_fail(client, what, local, 0, wait->timed_out, error);
+            request_fail(client, what, local, NULL, wait->timed_out, error);
             return NULL;
         }
         if (g_bytes_get_size(chunk) == 0)
@@ -165,7 +189,7 @@ static JsonObject *request(VfdClient *client, const char *method, const char *pa
     g_autoptr(GBytes) bytes = NULL;
     g_autoptr(GError) local = NULL;
     g_autoptr(JsonParser) parser = json_parser_new_immutable();
-    GTlsCertificateFlags server_flags = 0;
+    Progress progress = {0};
     Wait wait = {.cancel = cancel};
     GSource *timer;
     JsonNode *root;
@@ -187,7 +211,10 @@ static JsonObject *request(VfdClient *client, const char *method, const char *pa
         soup_message_set_request_body_from_bytes(msg, "application/json", req);
     }
     soup_message_set_tls_client_certificate(msg, client->cert);
-    g_signal_connect(msg, "accept-certificate", G_CALLBACK(on_accept_certificate), &server_flags);
+    g_signal_connect(msg, "accept-certificate", G_CALLBACK(on_accept_certificate),
+                     &progress.server_flags);
+    g_signal_connect(msg, "network-event", G_CALLBACK(on_network_event), &progress);
+    g_signal_connect(msg, "got-headers", G_CALLBACK(on_got_headers), &progress);
 
     g_main_context_push_thread_default(client->ctx);
     timer = g_timeout_source_new_seconds(client->timeout_s);
@@ -199,7 +226,7 @@ static JsonObject *request(VfdClient *client, const char *method, const char *pa
     if (stream)
         bytes = request_read(client, stream, &wait, what, error);
     else
-        request_fail(client, what, local, server_flags, wait.timed_out, error);
+        request_fail(client, what, local, &progress, wait.timed_out, error);
     if (stream)
         g_input_stream_close(stream, NULL, NULL);
     g_source_destroy(timer);
@@ -671,8 +698,8 @@ OrchVfd *orch_vfd_new(const char *url, const char *cert, const char *key, const 
     client->ctx = g_main_context_new();
     g_main_context_push_thread_default(client->ctx);
     client->session = soup_session_new_with_options(
-        "tls-database", db, "user-agent", "hotmig/" HOTMIG_VERSION, "timeout", timeout_s,
-        "idle-timeout", timeout_s, "max-conns-per-host", 1, NULL);
+        "tls-database", db, "proxy-resolver", NULL, "user-agent", "hotmig/" HOTMIG_VERSION,
+        "timeout", 0, "idle-timeout", timeout_s, "max-conns-per-host", 1, NULL);
     g_main_context_pop_thread_default(client->ctx);
     return &client->parent;
 }

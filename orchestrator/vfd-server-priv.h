@@ -156,6 +156,7 @@ gboolean orch_vfd_pool_vfio(OrchVfdPool *pool, const char *vf, gboolean *ret_cha
 typedef struct {
     guint status; /* HTTP status */
     char *body;   /* JSON text (owned); errors are {"error": "message"} */
+    char *log;    /* what the daemon logs about it: the error, or what changed; NULL for reads */
 } OrchVfdReply;
 
 void orch_vfd_reply_free(OrchVfdReply *reply);

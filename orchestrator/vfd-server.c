@@ -10,20 +10,23 @@
 
 struct OrchVfdServer {
     SoupServer *soup;
+    GTlsDatabase *ca;  /* client certificates must chain to it */
     OrchVfdPool *pool; /* borrowed */
     guint port;
 };
 
-/* "ADDRESS:PORT CN=client" of @msg's peer, for the log (owned). */
+#define SERVER_PEER_KEY "hotmigd-peer-subject"
+
+/* "ADDRESS (SUBJECT)" of @msg's peer, for the log (owned). The subject of the certificate
+ * accepted at the handshake is kept on the connection's socket: later requests on the same
+ * connection do not carry it. */
 static char *server_peer(SoupServerMessage *msg)
 {
-    GTlsCertificate *cert = soup_server_message_get_tls_peer_certificate(msg);
+    GSocket *sock = soup_server_message_get_socket(msg);
+    const char *subject = sock ? g_object_get_data(G_OBJECT(sock), SERVER_PEER_KEY) : NULL;
     const char *host = soup_server_message_get_remote_host(msg);
-    g_autofree char *subject = NULL;
 
-    if (cert)
-        g_object_get(cert, "subject-name", &subject, NULL);
-    return g_strdup_printf("%s (%s)", host ? host : "?", subject ? subject : "no certificate");
+    return g_strdup_printf("%s (%s)", host ? host : "?", subject ? subject : "?");
 }
 
 static void server_reply(SoupServerMessage *msg, guint status, const char *json)
@@ -43,6 +46,60 @@ static void server_reply_error(SoupServerMessage *msg, guint status, const char 
     }
     g_string_append(json, "\"}\n");
     server_reply(msg, status, json->str);
+}
+
+/* GIO asks the server about every client certificate, valid or not, and accepts only what a
+ * handler accepts: a certificate that chains to our CA (for client authentication), with no
+ * error GIO found either. Refusals end the handshake; they are logged here, since the client
+ * only sees the connection end. */
+static gboolean server_accept_certificate(SoupServerMessage *msg, GTlsCertificate *cert,
+                                          GTlsCertificateFlags errors, gpointer data)
+{
+    OrchVfdServer *server = data;
+    const char *host = soup_server_message_get_remote_host(msg);
+    g_autofree char *subject = NULL;
+    g_autoptr(GError) local = NULL;
+    GTlsCertificateFlags ours = G_TLS_CERTIFICATE_GENERIC_ERROR;
+
+    if (cert) {
+        g_object_get(cert, "subject-name", &subject, NULL);
+        ours = g_tls_database_verify_chain(server->ca, cert,
+                                           G_TLS_DATABASE_PURPOSE_AUTHENTICATE_CLIENT, NULL, NULL,
+                                           G_TLS_DATABASE_VERIFY_NONE, NULL, &local);
+    }
+    g_autoptr(GString) why = g_string_new(NULL);
+
+    if (cert && errors == 0 && ours == 0 && !local) {
+        GSocket *sock = soup_server_message_get_socket(msg);
+
+        if (sock)
+            g_object_set_data_full(G_OBJECT(sock), SERVER_PEER_KEY, g_steal_pointer(&subject),
+                                   g_free);
+        return TRUE;
+    }
+    errors |= ours;
+    if (errors & G_TLS_CERTIFICATE_UNKNOWN_CA)
+        g_string_append(why, ", not signed by the CA");
+    if (errors & G_TLS_CERTIFICATE_EXPIRED)
+        g_string_append(why, ", expired");
+    if (errors & G_TLS_CERTIFICATE_NOT_ACTIVATED)
+        g_string_append(why, ", not valid yet");
+    if (errors & G_TLS_CERTIFICATE_REVOKED)
+        g_string_append(why, ", revoked");
+    if (errors & G_TLS_CERTIFICATE_INSECURE)
+        g_string_append(why, ", insecure");
+    if (local)
+        g_string_append_printf(why, ", %s", local->message);
+    if (!why->len)
+        g_string_append_printf(why, ", verification flags 0x%x", errors);
+    g_message("Refused the client certificate '%s' of %s: %s", subject ? subject : "none",
+              host ? host : "?", why->str + 2);
+    return FALSE;
+}
+
+static void server_request_started(SoupServer *soup, SoupServerMessage *msg, gpointer data)
+{
+    g_signal_connect(msg, "accept-certificate", G_CALLBACK(server_accept_certificate), data);
 }
 
 /* After the request headers, before the body: refuse bodies over the limit (413) and bodies
@@ -88,12 +145,11 @@ static void server_handle(SoupServer *soup, SoupServerMessage *msg, const char *
 
     reply = orch_vfd_api_handle(server->pool, method, raw_path, data_ptr, len);
     server_reply(msg, reply->status, reply->body);
-    /* Changes are logged (who did what); reads only when debugging. */
-    if (reply->status >= 400 || !g_str_equal(method, "GET"))
-        g_message("%s %s from %s: %u %.200s", method, raw_path, peer, reply->status,
-                  reply->status >= 400 ? reply->body : "");
+    /* Changes and refusals are logged (who did what); reads only when debugging. */
+    if (reply->log)
+        g_message("%s %.200s from %s: %u %s", method, raw_path, peer, reply->status, reply->log);
     else
-        g_debug("%s %s from %s: %u", method, raw_path, peer, reply->status);
+        g_debug("%s %.200s from %s: %u", method, raw_path, peer, reply->status);
 }
 
 void orch_vfd_server_free(OrchVfdServer *server)
@@ -104,6 +160,7 @@ void orch_vfd_server_free(OrchVfdServer *server)
         soup_server_disconnect(server->soup);
         g_object_unref(server->soup);
     }
+    g_clear_object(&server->ca);
     g_free(server);
 }
 
@@ -153,9 +210,11 @@ OrchVfdServer *orch_vfd_server_new(const OrchVfdServerConfig *config, OrchVfdPoo
         return NULL;
     }
     server->pool = pool;
+    server->ca = g_object_ref(ca);
     server->soup = soup_server_new("tls-certificate", cert, "tls-database", ca, "tls-auth-mode",
                                    G_TLS_AUTHENTICATION_REQUIRED, "server-header",
                                    "hotmigd/" HOTMIG_VERSION, NULL);
+    g_signal_connect(server->soup, "request-started", G_CALLBACK(server_request_started), server);
     soup_server_add_early_handler(server->soup, NULL, server_early, server, NULL);
     soup_server_add_handler(server->soup, NULL, server_handle, server, NULL);
 
