@@ -6,6 +6,7 @@
 
 #include "orchestrator/vfd-server-priv.h"
 
+#include <json-glib/json-glib.h>
 #include <libsoup/soup.h>
 
 struct OrchVfdServer {
@@ -35,17 +36,27 @@ static void server_reply(SoupServerMessage *msg, guint status, const char *json)
     soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_COPY, json, strlen(json));
 }
 
+/* A refusal before the API saw the request: {"error": MESSAGE}, logged. */
 static void server_reply_error(SoupServerMessage *msg, guint status, const char *message)
 {
-    g_autoptr(GString) json = g_string_new("{\"error\": \"");
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autoptr(JsonNode) root = NULL;
+    g_autofree char *json = NULL;
+    g_autofree char *peer = server_peer(msg);
 
-    for (const char *p = message; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            g_string_append_c(json, '\\');
-        g_string_append_c(json, *p);
-    }
-    g_string_append(json, "\"}\n");
-    server_reply(msg, status, json->str);
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "error");
+    json_builder_add_string_value(b, message);
+    json_builder_end_object(b);
+    root = json_builder_get_root(b);
+    json_generator_set_root(gen, root);
+    json = json_generator_to_data(gen, NULL);
+    server_reply(msg, status, json);
+    soup_message_headers_append(soup_server_message_get_response_headers(msg), "Connection",
+                                "close");
+    g_message("%s %.200s from %s: %u %s", soup_server_message_get_method(msg),
+              g_uri_get_path(soup_server_message_get_uri(msg)), peer, status, message);
 }
 
 /* GIO asks the server about every client certificate, valid or not, and accepts only what a
@@ -125,8 +136,6 @@ static void server_early(SoupServer *soup, SoupServerMessage *msg, const char *p
     } else if (encoding != SOUP_ENCODING_NONE) {
         server_reply_error(msg, SOUP_STATUS_LENGTH_REQUIRED,
                            "a request body needs a Content-Length header");
-        soup_message_headers_append(soup_server_message_get_response_headers(msg), "Connection",
-                                    "close");
     }
 }
 
