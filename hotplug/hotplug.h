@@ -14,13 +14,13 @@ GQuark hotplug_error_quark(void);
 
 typedef enum {
     HOTPLUG_ERROR_FAILED,
-    HOTPLUG_ERROR_INVALID, /* bad input, e.g. a node device XML that does not parse */
-    HOTPLUG_ERROR_NO_VF,   /* no free VF fits */
-    HOTPLUG_ERROR_BUSY,    /* the VF is leased or assigned to someone else */
-    HOTPLUG_ERROR_STALE,   /* a lease id that is no longer the VF's current lease */
-    HOTPLUG_ERROR_NOT_FOUND,
-    HOTPLUG_ERROR_SYSFS,
-    HOTPLUG_ERROR_NETLINK,
+    HOTPLUG_ERROR_INVALID,   /* bad input, e.g. a node device XML that does not parse */
+    HOTPLUG_ERROR_NO_VF,     /* no free VF fits */
+    HOTPLUG_ERROR_BUSY,      /* the VF is leased or assigned to someone else */
+    HOTPLUG_ERROR_STALE,     /* a lease id no longer current; what was read no longer holds */
+    HOTPLUG_ERROR_NOT_FOUND, /* no such device (e.g. an address absent from sysfs) */
+    HOTPLUG_ERROR_SYSFS,     /* sysfs content that is missing, malformed or inconsistent */
+    HOTPLUG_ERROR_NETLINK,   /* the kernel's rtnetlink refused or failed */
     HOTPLUG_ERROR_LAST,
 } HotplugError;
 
@@ -189,5 +189,86 @@ GPtrArray *hotplug_lease_list(HotplugLeaseStore *store, gboolean with_free, GErr
  * no longer holds the VF). TRUE when the VF is already free; HOTPLUG_ERROR_BUSY when it is
  * LEASED (a migration in flight: not the domain's yet), which is left alone. */
 gboolean hotplug_lease_forget(HotplugLeaseStore *store, const char *vf, GError **error);
+
+/* ---- SR-IOV discovery (sysfs, libpci) ---- */
+
+/* Every entry point takes @sysfs_root: "/sys" on a host, a fixture tree in tests. Files are
+ * read with a size limit; bad content (missing files, garbage or out-of-range numbers,
+ * dangling or looping links, a virtfnN whose physfn is another device, sysfs disagreeing with
+ * the SR-IOV capability in config space) fails with HOTPLUG_ERROR_SYSFS naming the path.
+ * Names come from libpci's ID database (pci.ids); config space is read through libpci.
+ * See docs/sriov.md. */
+
+typedef struct HotplugPciFunction HotplugPciFunction;
+struct HotplugPciFunction {
+    char *address;                   /* "0000:3b:00.2", normalized lower case with domain */
+    char *pf_address;                /* the PF's address for a VF (physfn link); NULL for a PF */
+    guint vf_index;                  /* N of the PF's virtfnN link (VFs only) */
+    guint vendor_id, device_id;      /* from sysfs vendor/device */
+    char *vendor_name, *device_name; /* libpci's ID database names, NULL when unknown */
+    char *driver;                    /* bound driver ("mlx5_core", "vfio-pci") or NULL */
+    int iommu_group;                 /* -1 when none */
+    int numa_node;                   /* -1 when unknown */
+    /* first net interface in net/, or NULL (a vfio-bound VF has none) */
+    char *netdev;
+    /* ARPHRD type of netdev (net/X/type: 32 InfiniBand, 1 Ethernet), 0 without netdev */
+    guint link_type;
+    guint total_vfs, num_vfs; /* PF: sriov_totalvfs, sriov_numvfs; 0 for a VF */
+    /* PF: its VFs (HotplugPciFunction, owned), by vf_index; empty for a VF; never NULL */
+    GPtrArray *vfs;
+    char *assigned_to; /* domain holding it (see hotplug_sysfs_mark_assigned), or NULL */
+    /* PF only, from the SR-IOV capability in config space (0 when config space could not be
+     * read, e.g. not as root: the kernel shows the first 64 bytes only): */
+    guint vf_device_id;      /* VF Device ID; from sysfs sriov_vf_device when unreadable */
+    guint vf_offset;         /* First VF Offset */
+    guint vf_stride;         /* VF Stride */
+    gboolean config_checked; /* the SR-IOV capability was read and agreed with sysfs */
+};
+
+void hotplug_pci_function_free(HotplugPciFunction *fn);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(HotplugPciFunction, hotplug_pci_function_free)
+
+/* Every SR-IOV capable PF (has sriov_totalvfs) under SYSFS/bus/pci/devices, by address, each
+ * with its VFs. Returns a new GPtrArray of HotplugPciFunction (owned, with free func; empty
+ * when the host has none) or NULL with HOTPLUG_ERROR_SYSFS. */
+GPtrArray *hotplug_sysfs_list_pfs(const char *sysfs_root, GError **error);
+
+/* One PF (with its VFs) or one VF, by address ("0000:3b:00.2"; "3b:00.2" and upper case are
+ * accepted). Returns a new HotplugPciFunction (owned), or NULL with HOTPLUG_ERROR_NOT_FOUND
+ * when absent, HOTPLUG_ERROR_INVALID when @address does not parse or the device is neither a
+ * PF nor a VF, HOTPLUG_ERROR_SYSFS for bad sysfs content. A VF is checked against its PF (so
+ * vf_index is known). */
+HotplugPciFunction *hotplug_sysfs_read(const char *sysfs_root, const char *address, GError **error);
+
+/* The pci.ids file the names come from from now on (NULL: libpci's default, usually
+ * /usr/share/misc/pci.ids). Process-wide; call before any discovery runs. */
+void hotplug_sysfs_set_pci_ids(const char *path);
+
+/* Sets assigned_to on every function (PFs and their VFs) whose address is a key of
+ * @pci_to_domain (normalized address -> domain name, borrowed; copied); every other function
+ * gets NULL, so a second call with a newer map leaves nothing stale. The daemon fills the map
+ * from libvirt domain XML. */
+void hotplug_sysfs_mark_assigned(GPtrArray *pfs, GHashTable *pci_to_domain);
+
+/* ---- vfio ---- */
+/* A PCI function is handed to a guest through vfio-pci. These write sysfs under @sysfs_root
+ * ("/sys", or a fixture tree in tests); addresses are "DDDD:BB:SS.F" (or "BB:SS.F").
+ *
+ * The driver bound to @address now: *ret_driver gets its name ("vfio-pci", "mlx5_core"; owned)
+ * or NULL when none is bound. Fails with HOTPLUG_ERROR_INVALID when the address does not parse,
+ * HOTPLUG_ERROR_NOT_FOUND when the function does not exist. */
+gboolean hotplug_vfio_get_driver(const char *sysfs_root, const char *address, char **ret_driver,
+                                 GError **error);
+
+/* Makes sure vfio-pci drives @address: nothing when it does already (*ret_changed FALSE);
+ * otherwise driver_override = vfio-pci, unbind from the current driver, drivers_probe, then
+ * waits at most @timeout_ms until the driver link says vfio-pci (*ret_changed TRUE).
+ * *ret_previous_driver gets the driver before the call (owned, NULL when none); both outputs
+ * may be NULL. Refuses, writing nothing, when vfio-pci is not loaded or the function has no
+ * IOMMU group. When a step fails, driver_override is cleared and the previous driver probed
+ * again (best effort; the message says what could not be undone). HOTPLUG_ERROR_INVALID or
+ * _NOT_FOUND as hotplug_vfio_get_driver(), HOTPLUG_ERROR_FAILED otherwise. */
+gboolean hotplug_vfio_bind(const char *sysfs_root, const char *address, guint timeout_ms,
+                           gboolean *ret_changed, char **ret_previous_driver, GError **error);
 
 G_END_DECLS

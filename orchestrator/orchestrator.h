@@ -25,6 +25,8 @@ typedef enum {
     ORCH_ERROR_NOT_FOUND,    /* nothing to recover */
     ORCH_ERROR_CANCELLED,    /* interrupted by the user (SIGINT, SIGTERM) */
     ORCH_ERROR_UNFINISHED,   /* an earlier migration of the domain needs --recover first */
+    ORCH_ERROR_CONFLICT,     /* hotmigd: the state says no (no free VF, VF leased, stale lease) */
+    ORCH_ERROR_UNAVAILABLE,  /* hotmigd (or a service it needs) did not answer, or refused TLS */
     ORCH_ERROR_LAST,
 } OrchError;
 
