@@ -407,6 +407,39 @@ static void test_cx7_ib(void **state)
     assert_string_equal(vf_at(pf, 0)->device_name, "ConnectX Family mlx5Gen Virtual Function");
 }
 
+/* Laid out as a Linux 6.1 guest showed QEMU's emulated NVMe with 4 VFs, with the config space
+ * captured there (tests/e2e/sysfs-nvme.sh): no IOMMU, no NUMA, VFs without a driver. */
+static void test_qemu_nvme(void **state)
+{
+    g_autoptr(Fixture) fx = fixture_new("qemu-nvme");
+    g_autoptr(GPtrArray) pfs = list_unchanged(fx);
+    const HotplugPciFunction *pf;
+
+    assert_int_equal(pfs->len, 1);
+    pf = pf_at(pfs, 0);
+    assert_string_equal(pf->address, "0000:09:00.0");
+    assert_int_equal(pf->vendor_id, 0x1b36);
+    assert_int_equal(pf->device_id, 0x0010);
+    assert_string_equal(pf->vendor_name, "Red Hat, Inc.");
+    assert_string_equal(pf->device_name, "QEMU NVM Express Controller");
+    assert_string_equal(pf->driver, "nvme");
+    assert_int_equal(pf->iommu_group, -1);
+    assert_int_equal(pf->numa_node, -1);
+    assert_null(pf->netdev);
+    assert_int_equal(pf->link_type, 0);
+    assert_int_equal(pf->total_vfs, 4);
+    assert_int_equal(pf->num_vfs, 4);
+    assert_int_equal(pf->vf_device_id, 0x0010);
+    assert_int_equal(pf->vf_offset, 1);
+    assert_int_equal(pf->vf_stride, 1);
+    assert_true(pf->config_checked);
+    for (guint i = 0; i < 4; i++) {
+        g_autofree char *address = g_strdup_printf("0000:09:00.%u", i + 1);
+
+        check_vf(pf, i, address, NULL, -1, NULL, 0);
+    }
+}
+
 static void test_no_sriov(void **state)
 {
     g_autoptr(Fixture) fx = fixture_new("no-sriov");
@@ -1095,6 +1128,21 @@ static void test_dump_vf_and_absent(void **state)
     HotplugPciSriovStatus status;
     HotplugPciSriov s = {.vf_offset = 77};
 
+    /* Captured from QEMU's emulated NVMe in a lab guest, VFs enabled. */
+    read_dump("qemu-nvme-sriov.dump", "09:00.0", HOTPLUG_PCI_SRIOV_FOUND, &s);
+    assert_int_equal(s.vendor_id, 0x1b36);
+    assert_int_equal(s.device_id, 0x0010);
+    assert_int_equal(s.cap_offset, 0x120);
+    assert_int_equal(s.total_vfs, 4);
+    assert_int_equal(s.num_vfs, 4);
+    assert_true(s.control & HOTPLUG_PCI_SRIOV_CTRL_VFE);
+    assert_int_equal(s.vf_offset, 1);
+    assert_int_equal(s.vf_stride, 1);
+    assert_int_equal(s.vf_device_id, 0x0010);
+    s.vf_offset = 77;
+    read_dump("qemu-nvme-sriov.dump", "09:00.1", HOTPLUG_PCI_SRIOV_ABSENT, &s);
+    assert_int_equal(s.vf_offset, 77);
+
     /* A VF: config space reads 0xffff for the IDs and has no SR-IOV capability. */
     read_dump("connectx5.dump", "5e:00.1", HOTPLUG_PCI_SRIOV_ABSENT, &s);
     assert_int_equal(s.vf_offset, 77); /* untouched */
@@ -1181,6 +1229,7 @@ static void test_dump_matches_sysfs(void **state)
         {"cx6-ib", "connectx6.dump", "0001:af:00.0", "0001:af:00.0"},
         {"cx6-ib", "connectx6.dump", "0001:af:00.1", "0001:af:00.1"},
         {"cx7-ib", "connectx7.dump", "0000:17:00.0", "17:00.0"},
+        {"qemu-nvme", "qemu-nvme-sriov.dump", "0000:09:00.0", "09:00.0"},
     };
 
     for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
@@ -1483,6 +1532,7 @@ int main(void)
         cmocka_unit_test(test_cx5_ib),
         cmocka_unit_test(test_cx6_ib),
         cmocka_unit_test(test_cx7_ib),
+        cmocka_unit_test(test_qemu_nvme),
         cmocka_unit_test(test_no_sriov),
         cmocka_unit_test(test_read_pf_and_vf),
         cmocka_unit_test(test_read_errors),
