@@ -1479,6 +1479,7 @@ static void test_tool_errors(void **state)
     const char *extra_arg[] = {"extra", NULL};
     const char *bad_address[] = {"--sysfs-root", fx->root, "--address", "zz", NULL};
     const char *absent[] = {"--sysfs-root", fx->root, "--address", "0000:5e:00.6", NULL};
+    const char *version[] = {"--version", NULL};
     g_autofree char *out = NULL;
     g_autofree char *err = NULL;
 
@@ -1502,6 +1503,10 @@ static void test_tool_errors(void **state)
     g_clear_pointer(&err, g_free);
     assert_int_equal(run_tool(absent, &out, &err), 1);
     assert_non_null(strstr(err, "No PCI device '0000:5e:00.6'"));
+    g_clear_pointer(&out, g_free);
+    g_clear_pointer(&err, g_free);
+    assert_int_equal(run_tool(version, &out, &err), 0);
+    assert_true(g_str_has_prefix(out, "hotmig-sriov "));
 }
 
 /* ---- main -------------------------------------------------------------------------------- */
