@@ -1,5 +1,5 @@
 # Debian packages: `cmake --build BUILD --target package` writes four .deb files into BUILD.
-#   hotmig          migrate-vm, /etc/hotmig/hotmig.conf, bash completion, migrate-vm(1)
+#   hotmig          migrate-vm, hotmig-sriov, /etc/hotmig/hotmig.conf, bash completion, man pages
 #   hotmig-agent    hotmig-agent, its systemd unit and udev rule, hotmig-agent(8)
 #   libhotmig0      libhotmig.so.0 (linked into MPI processes: libc only)
 #   libhotmig-dev   hotmig.h, libhotmig.so, hotmig.pc

@@ -31,6 +31,7 @@ enum {
     EXIT_CANCELLED = 5,
     EXIT_BUSY = 6,
     EXIT_UNFINISHED = 7,
+    EXIT_PREFLIGHT = 8,
     EXIT_PHASE_BASE = 10, /* + OrchPhase: that phase failed and was undone */
 };
 G_STATIC_ASSERT(EXIT_PHASE_BASE + ORCH_PHASE_LAST <= 20);
@@ -135,6 +136,8 @@ typedef struct {
     char *agent_channel;
     char *alias_prefix;
     char *target_vf;
+    char *hotmigd;
+    gboolean dry_run;
     gboolean live, p2p; /* accepted for virsh compatibility: always on */
     gboolean persistent, undefine_source, no_agent;
     gboolean postcopy, auto_converge;
@@ -155,6 +158,7 @@ static void cli_clear(Cli *cli)
     g_free(cli->agent_channel);
     g_free(cli->alias_prefix);
     g_free(cli->target_vf);
+    g_free(cli->hotmigd);
     g_strfreev(cli->args);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Cli, cli_clear)
@@ -210,6 +214,51 @@ static gboolean check_combinations(const OrchOptions *opts, GError **error)
     return TRUE;
 }
 
+/* The destination's hotmigd: --hotmigd, else the [host NAME] group whose uri is the
+ * destination URI (its hotmigd key, else its URI's server), else the destination URI's server;
+ * with [migrate] hotmigd-port when derived. */
+static char *hotmigd_url_find(const Cli *cli, const HmConfig *config, const char *dest_uri,
+                              GError **error)
+{
+    GPtrArray *hosts = hm_config_get_hosts(config);
+    const char *uri = dest_uri;
+    g_autoptr(GUri) parsed = NULL;
+    const char *server;
+
+    if (cli->hotmigd) {
+        if (!g_str_has_prefix(cli->hotmigd, "https://") ||
+            !g_uri_is_valid(cli->hotmigd, G_URI_FLAGS_NONE, NULL)) {
+            usage_error(error, "--hotmigd '%s' is not an https:// URL", cli->hotmigd);
+            return NULL;
+        }
+        return g_strdup(cli->hotmigd);
+    }
+    for (guint i = 0; i < hosts->len; i++) {
+        const HmConfigHost *host = g_ptr_array_index(hosts, i);
+
+        if (!g_str_equal(host->uri, dest_uri) && !g_str_equal(host->name, dest_uri))
+            continue;
+        if (host->hotmigd)
+            return g_strdup(host->hotmigd);
+        uri = host->uri;
+        break;
+    }
+    parsed = g_uri_parse(uri, G_URI_FLAGS_NONE, NULL);
+    if (!parsed) {
+        usage_error(error,
+                    "Cannot tell where the hotmigd of destination '%s' listens: not a URI; give "
+                    "--hotmigd URL or a [host NAME] group with that uri",
+                    dest_uri);
+        return NULL;
+    }
+    /* A URI without a server (qemu:///system) names this host, as for libvirt. */
+    server = g_uri_get_host(parsed) && *g_uri_get_host(parsed) ? g_uri_get_host(parsed)
+                                                                 : "localhost";
+    return g_strdup_printf("https://%s%s%s:%" G_GUINT64_FORMAT, strchr(server, ':') ? "[" : "",
+                           server, strchr(server, ':') ? "]" : "",
+                           hm_config_get_uint(config, HM_CONFIG_MIGRATE_HOTMIGD_PORT));
+}
+
 /* Fills @opts from the configuration, then the command line on top. */
 static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOptions *opts,
                               GError **error)
@@ -238,7 +287,15 @@ static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOption
             return usage_error(error, "expected DOMAIN and DEST_URI (see --help)");
         opts->domain = g_strdup(cli->args[0]);
         opts->dest_uri = g_strdup(cli->args[1]);
+        /* A [host NAME] may stand for its URI. */
+        if (hm_config_find_host(config, opts->dest_uri) && !strstr(opts->dest_uri, ":/")) {
+            g_free(opts->dest_uri);
+            opts->dest_uri = g_strdup(hm_config_find_host(config, cli->args[1])->uri);
+        }
     }
+    opts->tls_cert = g_strdup(hm_config_get_string(config, HM_CONFIG_MIGRATE_CLIENT_CERT));
+    opts->tls_key = g_strdup(hm_config_get_string(config, HM_CONFIG_MIGRATE_CLIENT_KEY));
+    opts->tls_ca = g_strdup(hm_config_get_string(config, HM_CONFIG_MIGRATE_CA_CERT));
     if (cli->state_dir && *cli->state_dir)
         opts->state_dir = g_strdup(cli->state_dir);
     else if (g_getenv("HOTMIG_STATE_DIR") && *g_getenv("HOTMIG_STATE_DIR"))
@@ -368,6 +425,26 @@ static int recover_main(const Cli *cli, const OrchOptions *opts)
     return EXIT_ROLLBACK_FAILED;
 }
 
+/* ---- pre-flight ------------------------------------------------------------------------------ */
+
+static int dry_run_main(const Cli *cli, OrchOptions *opts)
+{
+    g_autoptr(GPtrArray) checks = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *out = NULL;
+    gboolean ok = orch_preflight(opts, open_host, NULL, &checks, &error);
+
+    out = cli->json ? orch_checks_format_json(checks, TRUE) : orch_checks_format_table(checks);
+    fputs(out, stdout);
+    if (cli->json)
+        fputc('\n', stdout);
+    fflush(stdout);
+    if (ok)
+        return EXIT_MIGRATED;
+    fprintf(stderr, "migrate-vm: %s\n", error->message);
+    return EXIT_PREFLIGHT;
+}
+
 /* ---- config subcommand --------------------------------------------------------------------- */
 
 /* The configuration: --config FILE, else /etc/hotmig/hotmig.conf when it exists, else the
@@ -435,6 +512,8 @@ static int config_main(int argc, char **argv)
 
 static const char help_description[] =
     "Subcommands:\n"
+    "  migrate-vm --dry-run DOMAIN DEST_URI\n"
+    "                                   check, changing nothing, whether DOMAIN could move now\n"
     "  migrate-vm --recover [DOMAIN]    finish or undo interrupted migrations (after kill -9,\n"
     "                                   a crash, a reboot) from their journal\n"
     "  migrate-vm config check [FILE]   check a configuration file (default " HM_CONFIG_PATH_DEFAULT
@@ -453,6 +532,7 @@ static const char help_description[] =
     "  5   cancelled by SIGINT or SIGTERM; what was done is undone\n"
     "  6   another migrate-vm is migrating or recovering this domain; nothing was done\n"
     "  7   an earlier migration of this domain was interrupted: run --recover first\n"
+    "  8   a --dry-run check failed (each check is one line on stdout); nothing was done\n"
     "  10  connect failed (a host, or the domain on the source); nothing was done\n"
     "  11  inspect failed (the domain XML)\n"
     "  12  target-vf: no suitable free VF on the destination\n"
@@ -548,6 +628,13 @@ int main(int argc, char **argv)
              "Seconds to wait for the new RDMA device and the processes (default 60)", "SEC"},
             {"plug-attempts", 0, 0, G_OPTION_ARG_INT, &cli.plug_attempts,
              "Tries to plug a VF on the destination before migrating back (default 2)", "N"},
+            {"hotmigd", 0, 0, G_OPTION_ARG_STRING, &cli.hotmigd,
+             "The destination's hotmigd (default: from its [host NAME] group, else "
+             "https://DEST-SERVER:16680)",
+             "URL"},
+            {"dry-run", 'n', 0, G_OPTION_ARG_NONE, &cli.dry_run,
+             "Check whether the migration could run now, one line per check, and change nothing",
+             NULL},
             {"recover", 0, 0, G_OPTION_ARG_NONE, &cli.recover,
              "Finish or undo the interrupted migrations of DOMAIN (default: of every domain) "
              "from their journal, and exit",
@@ -596,6 +683,13 @@ int main(int argc, char **argv)
 
     if (cli.recover)
         return recover_main(&cli, &opts);
+    opts.hotmigd_url = hotmigd_url_find(&cli, config, opts.dest_uri, &error);
+    if (!opts.hotmigd_url) {
+        fprintf(stderr, "migrate-vm: %s\n", error->message);
+        return EXIT_USAGE;
+    }
+    if (cli.dry_run)
+        return dry_run_main(&cli, &opts);
 
     cancellable = g_cancellable_new();
     opts.cancellable = cancellable;

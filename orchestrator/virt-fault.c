@@ -27,6 +27,7 @@ static const char *const fault_ops[] = {
     "device_attach",  "migrate",              "channel_open",   "channel_send",
     "domain_abort_job",
     "channel_recv",   "nodedev_list_pci_xml", "domain_list_xml",
+    "domain_capable",
 };
 
 static void fault_rule_free(FaultRule *rule)
@@ -156,6 +157,14 @@ static GPtrArray *fault_nodedev_list_pci_xml(OrchVirt *v, GError **e)
     return INNER(v)->ops->nodedev_list_pci_xml(INNER(v), e);
 }
 
+static gboolean fault_domain_capable(OrchVirt *v, const XmlDomainNeeds *needs,
+                                     gboolean *ret_capable, char **ret_detail, GError **e)
+{
+    if (fault_hit((VirtFault *)v, "domain_capable", e))
+        return FALSE;
+    return INNER(v)->ops->domain_capable(INNER(v), needs, ret_capable, ret_detail, e);
+}
+
 static GPtrArray *fault_domain_list_xml(OrchVirt *v, GError **e)
 {
     if (fault_hit((VirtFault *)v, "domain_list_xml", e))
@@ -187,6 +196,7 @@ static const OrchVirtOps fault_ops_table = {
     .channel_close = fault_channel_close,
     .nodedev_list_pci_xml = fault_nodedev_list_pci_xml,
     .domain_list_xml = fault_domain_list_xml,
+    .domain_capable = fault_domain_capable,
     .free = fault_free,
 };
 
@@ -213,6 +223,8 @@ static FaultRule *fault_rule_parse(const char *text, GError **error)
         *at++ = '\0';
     for (gsize i = 0; i < G_N_ELEMENTS(fault_ops); i++)
         known = known || g_str_equal(op, fault_ops[i]);
+    /* One spec serves every adapter: the netlink and hotmigd client wrappers take these. */
+    known = known || g_str_has_prefix(op, "netlink_") || g_str_has_prefix(op, "vfd_");
     if (!known) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
                     "Fault spec '%s': unknown operation '%s'", text, op);

@@ -745,6 +745,69 @@ static GPtrArray *virt_domain_list_xml(OrchVirt *virt, GError **error)
     return g_steal_pointer(&xmls);
 }
 
+/* ---- compatibility -------------------------------------------------------------------------- */
+
+/* libvirt errors that mean "this host cannot do that", not "the question failed". */
+static gboolean virt_error_is_unsupported(void)
+{
+    virErrorPtr err = virGetLastError();
+
+    return err && (err->code == VIR_ERR_CPU_INCOMPATIBLE || err->code == VIR_ERR_INVALID_ARG ||
+                   err->code == VIR_ERR_CONFIG_UNSUPPORTED || err->code == VIR_ERR_NO_SUPPORT ||
+                   err->code == VIR_ERR_OPERATION_UNSUPPORTED ||
+                   err->code == VIR_ERR_OPERATION_INVALID || err->code == VIR_ERR_XML_ERROR);
+}
+
+static gboolean virt_domain_capable(OrchVirt *virt, const XmlDomainNeeds *needs,
+                                    gboolean *ret_capable, char **ret_detail, GError **error)
+{
+    char *caps = virConnectGetDomainCapabilities(virt_conn(virt), needs->emulator, needs->arch,
+                                                 needs->machine, needs->type, 0);
+    g_autofree char *what = g_strdup_printf(
+        "type '%s', arch '%s', machine '%s'", needs->type ? needs->type : "default",
+        needs->arch ? needs->arch : "default", needs->machine ? needs->machine : "default");
+    int cmp;
+
+    if (!caps) {
+        if (!virt_error_is_unsupported()) {
+            virt_set_error(error, ORCH_ERROR_HYPERVISOR,
+                           "Cannot read the domain capabilities of %s host '%s'", virt->label,
+                           virt->uri);
+            return FALSE;
+        }
+        *ret_capable = FALSE;
+        *ret_detail = g_strdup_printf("cannot run %s: %s", what, virGetLastErrorMessage());
+        return TRUE;
+    }
+    free(caps);
+    if (!needs->cpu_xml) {
+        *ret_capable = TRUE;
+        *ret_detail = g_strdup_printf("runs %s (the domain sets no CPU model)", what);
+        return TRUE;
+    }
+    cmp = virConnectCompareHypervisorCPU(virt_conn(virt), needs->emulator, needs->arch,
+                                         needs->machine, needs->type, needs->cpu_xml,
+                                         VIR_CONNECT_COMPARE_CPU_FAIL_INCOMPATIBLE);
+    if (cmp == VIR_CPU_COMPARE_ERROR) {
+        if (!virt_error_is_unsupported()) {
+            virt_set_error(error, ORCH_ERROR_HYPERVISOR,
+                           "Cannot compare the domain's CPU with %s host '%s'", virt->label,
+                           virt->uri);
+            return FALSE;
+        }
+        *ret_capable = FALSE;
+        *ret_detail = g_strdup_printf("cannot provide the domain's CPU: %s",
+                                      virGetLastErrorMessage());
+        return TRUE;
+    }
+    *ret_capable = cmp != VIR_CPU_COMPARE_INCOMPATIBLE;
+    *ret_detail = g_strdup_printf("runs %s; its CPU %s the domain's", what,
+                                  cmp == VIR_CPU_COMPARE_IDENTICAL ? "is identical to"
+                                  : cmp == VIR_CPU_COMPARE_SUPERSET ? "is a superset of"
+                                                                     : "cannot provide");
+    return TRUE;
+}
+
 static void virt_free(OrchVirt *base)
 {
     VirtLibvirt *virt = (VirtLibvirt *)base;
@@ -769,6 +832,7 @@ static const OrchVirtOps virt_libvirt_ops = {
     .channel_close = virt_channel_close,
     .nodedev_list_pci_xml = virt_nodedev_list_pci_xml,
     .domain_list_xml = virt_domain_list_xml,
+    .domain_capable = virt_domain_capable,
     .free = virt_free,
 };
 

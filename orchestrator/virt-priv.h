@@ -10,6 +10,7 @@
 
 #include "common/common.h"
 #include "orchestrator/orchestrator.h"
+#include "xml/xml.h"
 
 G_BEGIN_DECLS
 
@@ -86,6 +87,13 @@ typedef struct {
     GPtrArray *(*nodedev_list_pci_xml)(OrchVirt *virt, GError **error);
     /* Live XML of every running domain on the host (owned strings). */
     GPtrArray *(*domain_list_xml)(OrchVirt *virt, GError **error);
+    /* Can this host run a domain with @needs? Asks the hypervisor for its capabilities for the
+     * domain's type, arch, machine and emulator and, when @needs has a <cpu>, whether its CPU
+     * can provide that one (virConnectCompareHypervisorCPU). Sets *ret_capable and
+     * *ret_detail (owned: why not, or what was compared); fails only when the question cannot
+     * be asked. */
+    gboolean (*domain_capable)(OrchVirt *virt, const XmlDomainNeeds *needs,
+                               gboolean *ret_capable, char **ret_detail, GError **error);
     void (*free)(OrchVirt *virt);
 } OrchVirtOps;
 

@@ -331,6 +331,7 @@ void xml_vf_free(XmlVf *vf)
     g_free(vf->alias);
     g_free(vf->host_pci);
     g_free(vf->mac);
+    g_free(vf->netdev);
     g_free(vf->device_xml);
     g_free(vf);
 }
@@ -443,9 +444,95 @@ static gboolean vf_from_device(xmlNode *dev, guint index, const char *alias_pref
         if (mac)
             vf->mac = xml_node_prop(mac, "address");
     }
+    if (kind == XML_VF_KIND_STANDIN) {
+        xmlNode *target = xml_node_child(dev, "target");
+
+        if (target)
+            vf->netdev = xml_node_prop(target, "dev");
+    }
     vf->device_xml = xml_node_dump(dev);
     *ret_vf = g_steal_pointer(&vf);
     return TRUE;
+}
+
+void xml_domain_needs_free(XmlDomainNeeds *needs)
+{
+    if (!needs)
+        return;
+    g_free(needs->type);
+    g_free(needs->arch);
+    g_free(needs->machine);
+    g_free(needs->emulator);
+    g_free(needs->cpu_xml);
+    if (needs->paths)
+        g_ptr_array_unref(needs->paths);
+    g_free(needs);
+}
+
+static void needs_add_path(XmlDomainNeeds *needs, char *path)
+{
+    if (!path || !*path || path[0] != '/' ||
+        g_ptr_array_find_with_equal_func(needs->paths, path, g_str_equal, NULL)) {
+        g_free(path);
+        return;
+    }
+    g_ptr_array_add(needs->paths, path);
+}
+
+XmlDomainNeeds *xml_domain_get_needs(const XmlDomain *dom)
+{
+    XmlDomainNeeds *needs = g_new0(XmlDomainNeeds, 1);
+    xmlNode *root = xmlDocGetRootElement(dom->doc);
+    xmlNode *os = xml_node_child(root, "os");
+    xmlNode *devices = xml_node_child(root, "devices");
+    xmlNode *cpu = xml_node_child(root, "cpu");
+    static const char *const os_files[] = {"kernel", "initrd", "dtb", "loader", "nvram"};
+
+    needs->paths = g_ptr_array_new_with_free_func(g_free);
+    needs->type = xml_node_prop(root, "type");
+    if (os) {
+        xmlNode *type = xml_node_child(os, "type");
+
+        if (type) {
+            needs->arch = xml_node_prop(type, "arch");
+            needs->machine = xml_node_prop(type, "machine");
+        }
+        for (guint i = 0; i < G_N_ELEMENTS(os_files); i++) {
+            xmlNode *n = xml_node_child(os, os_files[i]);
+
+            if (n)
+                needs_add_path(needs, xml_node_text(n));
+        }
+    }
+    if (cpu) {
+        g_autofree char *mode = xml_node_prop(cpu, "mode");
+
+        if (!mode || !g_str_equal(mode, "host-passthrough"))
+            needs->cpu_xml = xml_node_dump(cpu);
+    }
+    if (devices) {
+        xmlNode *emulator = xml_node_child(devices, "emulator");
+
+        if (emulator)
+            needs->emulator = xml_node_text(emulator);
+        for (xmlNode *dev = devices->children; dev; dev = dev->next) {
+            xmlNode *source;
+
+            if (!xml_node_is(dev, "disk") && !xml_node_is(dev, "filesystem"))
+                continue;
+            source = xml_node_child(dev, "source");
+            if (!source)
+                continue;
+            if (xml_node_is(dev, "filesystem")) {
+                needs_add_path(needs, xml_node_prop(source, "dir"));
+            } else {
+                char *file = xml_node_prop(source, "file");
+
+                needs_add_path(needs, file ? file : xml_node_prop(source, "dev"));
+            }
+        }
+    }
+    return needs;
 }
 
 GPtrArray *xml_domain_find_vfs(const XmlDomain *dom, const char *alias_prefix, GError **error)

@@ -37,6 +37,7 @@ typedef struct {
     char *alias;      /* libvirt alias, e.g. "hostdev0", "ua-hmvf0"; never NULL */
     char *host_pci;   /* host PCI address "0000:3b:02.1" (hostdev kinds), else NULL */
     char *mac;        /* MAC address (interface kinds, when present), else NULL */
+    char *netdev;     /* the stand-in's host network device (<target dev=...>), else NULL */
     char *device_xml; /* the device element, serialized as found in the domain XML */
 } XmlVf;
 
@@ -65,6 +66,23 @@ GPtrArray *xml_domain_find_vfs(const XmlDomain *dom, const char *alias_prefix, G
  * without an alias (so inactive definitions count too); devices whose address cannot be read
  * are skipped. For "which VFs are in use on this host"; never fails. */
 GPtrArray *xml_domain_list_host_pci(const XmlDomain *dom);
+
+/* What a host must offer to run @dom, from its XML. All strings owned by the struct. */
+typedef struct {
+    char *type;     /* <domain type=...>: "kvm", "qemu" */
+    char *arch;     /* <os><type arch=...>, or NULL */
+    char *machine;  /* <os><type machine=...>, or NULL */
+    char *emulator; /* <devices><emulator>, or NULL */
+    char *cpu_xml;  /* the <cpu> element serialized, NULL when absent or host-passthrough */
+    GPtrArray *paths; /* host files the domain uses (owned strings, no duplicates): disk and
+                       * filesystem sources, kernel, initrd, dtb, loader, nvram */
+} XmlDomainNeeds;
+
+void xml_domain_needs_free(XmlDomainNeeds *needs);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(XmlDomainNeeds, xml_domain_needs_free)
+
+/* Never fails on a parsed domain (missing parts are NULL / absent). Owned result. */
+XmlDomainNeeds *xml_domain_get_needs(const XmlDomain *dom);
 
 /* The device XML to attach @vf on the destination (owned string). @new_host_pci is the host
  * PCI address of the VF reserved there (required for hostdev kinds, must be NULL for the

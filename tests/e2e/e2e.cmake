@@ -24,3 +24,4 @@ hm_add_e2e(e2e-migrate-roundtrip-threaded-fallback migrate-roundtrip.sh MODE=thr
 hm_add_e2e(e2e-cancel cancel.sh)
 hm_add_e2e(e2e-agent-stops agent-stops.sh)
 hm_add_e2e(e2e-libvirtd-restart libvirtd-restart.sh)
+hm_add_e2e(e2e-sysfs-nvme sysfs-nvme.sh)

@@ -546,6 +546,57 @@ static void test_nodedev_bad(void **state)
     }
 }
 
+
+static void test_domain_needs(void **state)
+{
+    static const char xml[] =
+        "<domain type='qemu'><name>vm1</name>"
+        "<os><type arch='x86_64' machine='q35'>hvm</type><kernel>/boot/vmlinuz</kernel>"
+        "<initrd>/boot/initrd.img</initrd><cmdline>console=ttyS0</cmdline></os>"
+        "<cpu mode='custom' match='exact'><model>Skylake-Server</model></cpu>"
+        "<devices><emulator>/usr/bin/qemu-system-x86_64</emulator>"
+        "<disk type='file'><source file='/var/lib/images/vm1.qcow2'/></disk>"
+        "<disk type='block'><source dev='/dev/vg/vm1'/></disk>"
+        "<disk type='file'><source file='/var/lib/images/vm1.qcow2'/></disk>"
+        "<disk type='network'><source protocol='rbd' name='pool/img'/></disk>"
+        "<filesystem><source dir='/srv/share'/></filesystem>"
+        "<interface type='ethernet'><target dev='hmlab0vf1' managed='no'/>"
+        "<alias name='ua-hmvf0'/></interface>"
+        "</devices></domain>";
+    g_autoptr(XmlDomain) dom = xml_domain_parse(xml, NULL);
+    g_autoptr(XmlDomainNeeds) needs = NULL;
+    g_autoptr(GPtrArray) vfs = NULL;
+    static const char *const want[] = {"/boot/vmlinuz", "/boot/initrd.img",
+                                       "/var/lib/images/vm1.qcow2", "/dev/vg/vm1", "/srv/share"};
+
+    assert_non_null(dom);
+    needs = xml_domain_get_needs(dom);
+    assert_string_equal(needs->type, "qemu");
+    assert_string_equal(needs->arch, "x86_64");
+    assert_string_equal(needs->machine, "q35");
+    assert_string_equal(needs->emulator, "/usr/bin/qemu-system-x86_64");
+    assert_non_null(strstr(needs->cpu_xml, "<model>Skylake-Server</model>"));
+    assert_int_equal(needs->paths->len, G_N_ELEMENTS(want));
+    for (guint i = 0; i < G_N_ELEMENTS(want); i++)
+        assert_string_equal(g_ptr_array_index(needs->paths, i), want[i]);
+
+    vfs = xml_domain_find_vfs(dom, NULL, NULL);
+    assert_int_equal(vfs->len, 1);
+    assert_string_equal(((XmlVf *)g_ptr_array_index(vfs, 0))->netdev, "hmlab0vf1");
+}
+
+static void test_domain_needs_minimal(void **state)
+{
+    g_autoptr(XmlDomain) dom =
+        xml_domain_parse("<domain><name>x</name><cpu mode='host-passthrough'/></domain>", NULL);
+    g_autoptr(XmlDomainNeeds) needs = xml_domain_get_needs(dom);
+
+    assert_null(needs->type);
+    assert_null(needs->arch);
+    assert_null(needs->cpu_xml);
+    assert_int_equal(needs->paths->len, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -566,6 +617,8 @@ int main(void)
         cmocka_unit_test(test_nodedev_pf),
         cmocka_unit_test(test_nodedev_not_pci),
         cmocka_unit_test(test_nodedev_bad),
+        cmocka_unit_test(test_domain_needs),
+        cmocka_unit_test(test_domain_needs_minimal),
     };
 
     return cmocka_run_group_tests_name("xml", tests, NULL, NULL);

@@ -1,0 +1,259 @@
+/* hotmigd's HTTPS listener: libsoup's SoupServer with the host's certificate, client
+ * certificates required and checked against the CA (mutual TLS). It only carries requests to
+ * vfd-api.c and its replies back. One of the two files that use libsoup (vfd-client.c is the
+ * other; docs/decisions.md). */
+#define G_LOG_DOMAIN "hotmigd"
+
+#include "orchestrator/vfd-server-priv.h"
+
+#include <json-glib/json-glib.h>
+#include <libsoup/soup.h>
+
+struct OrchVfdServer {
+    SoupServer *soup;
+    GTlsDatabase *ca;  /* client certificates must chain to it */
+    OrchVfdPool *pool; /* borrowed */
+    guint port;
+};
+
+#define SERVER_PEER_KEY "hotmigd-peer-subject"
+
+/* "ADDRESS (SUBJECT)" of @msg's peer, for the log (owned). The subject of the certificate
+ * accepted at the handshake is kept on the connection's socket: later requests on the same
+ * connection do not carry it. */
+static char *server_peer(SoupServerMessage *msg)
+{
+    GSocket *sock = soup_server_message_get_socket(msg);
+    const char *subject = sock ? g_object_get_data(G_OBJECT(sock), SERVER_PEER_KEY) : NULL;
+    const char *host = soup_server_message_get_remote_host(msg);
+
+    return g_strdup_printf("%s (%s)", host ? host : "?", subject ? subject : "?");
+}
+
+static void server_reply(SoupServerMessage *msg, guint status, const char *json)
+{
+    soup_server_message_set_status(msg, status, NULL);
+    soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_COPY, json, strlen(json));
+}
+
+/* A refusal before the API saw the request: {"error": MESSAGE}, logged. */
+static void server_reply_error(SoupServerMessage *msg, guint status, const char *message)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autoptr(JsonNode) root = NULL;
+    g_autofree char *json = NULL;
+    g_autofree char *peer = server_peer(msg);
+
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "error");
+    json_builder_add_string_value(b, message);
+    json_builder_end_object(b);
+    root = json_builder_get_root(b);
+    json_generator_set_root(gen, root);
+    json = json_generator_to_data(gen, NULL);
+    server_reply(msg, status, json);
+    soup_message_headers_append(soup_server_message_get_response_headers(msg), "Connection",
+                                "close");
+    g_message("%s %.200s from %s: %u %s", soup_server_message_get_method(msg),
+              g_uri_get_path(soup_server_message_get_uri(msg)), peer, status, message);
+}
+
+/* GIO asks the server about every client certificate, valid or not, and accepts only what a
+ * handler accepts: a certificate that chains to our CA (for client authentication), with no
+ * error GIO found either. Refusals end the handshake; they are logged here, since the client
+ * only sees the connection end. */
+static gboolean server_accept_certificate(SoupServerMessage *msg, GTlsCertificate *cert,
+                                          GTlsCertificateFlags errors, gpointer data)
+{
+    OrchVfdServer *server = data;
+    const char *host = soup_server_message_get_remote_host(msg);
+    g_autofree char *subject = NULL;
+    g_autoptr(GError) local = NULL;
+    GTlsCertificateFlags ours = G_TLS_CERTIFICATE_GENERIC_ERROR;
+
+    if (cert) {
+        g_object_get(cert, "subject-name", &subject, NULL);
+        ours = g_tls_database_verify_chain(server->ca, cert,
+                                           G_TLS_DATABASE_PURPOSE_AUTHENTICATE_CLIENT, NULL, NULL,
+                                           G_TLS_DATABASE_VERIFY_NONE, NULL, &local);
+    }
+    g_autoptr(GString) why = g_string_new(NULL);
+
+    if (cert && errors == 0 && ours == 0 && !local) {
+        GSocket *sock = soup_server_message_get_socket(msg);
+
+        if (sock)
+            g_object_set_data_full(G_OBJECT(sock), SERVER_PEER_KEY, g_steal_pointer(&subject),
+                                   g_free);
+        return TRUE;
+    }
+    errors |= ours;
+    if (errors & G_TLS_CERTIFICATE_UNKNOWN_CA)
+        g_string_append(why, ", not signed by the CA");
+    if (errors & G_TLS_CERTIFICATE_EXPIRED)
+        g_string_append(why, ", expired");
+    if (errors & G_TLS_CERTIFICATE_NOT_ACTIVATED)
+        g_string_append(why, ", not valid yet");
+    if (errors & G_TLS_CERTIFICATE_REVOKED)
+        g_string_append(why, ", revoked");
+    if (errors & G_TLS_CERTIFICATE_INSECURE)
+        g_string_append(why, ", insecure");
+    if (local)
+        g_string_append_printf(why, ", %s", local->message);
+    if (!why->len)
+        g_string_append_printf(why, ", verification flags 0x%x", errors);
+    g_message("Refused the client certificate '%s' of %s: %s", subject ? subject : "none",
+              host ? host : "?", why->str + 2);
+    return FALSE;
+}
+
+static void server_request_started(SoupServer *soup, SoupServerMessage *msg, gpointer data)
+{
+    g_signal_connect(msg, "accept-certificate", G_CALLBACK(server_accept_certificate), data);
+}
+
+/* After the request headers, before the body: refuse bodies over the limit (413) and bodies
+ * of unknown length (411), so that no large body is read at all. */
+static void server_early(SoupServer *soup, SoupServerMessage *msg, const char *path,
+                         GHashTable *query, gpointer data)
+{
+    SoupMessageHeaders *headers = soup_server_message_get_request_headers(msg);
+    SoupEncoding encoding = soup_message_headers_get_encoding(headers);
+    goffset length;
+
+    if (encoding == SOUP_ENCODING_CONTENT_LENGTH) {
+        length = soup_message_headers_get_content_length(headers);
+        if (length > ORCH_VFD_API_MAX_BODY) {
+            g_autofree char *text = g_strdup_printf("the request body has %" G_GOFFSET_FORMAT
+                                                    " bytes, more than the limit of %d",
+                                                    length, ORCH_VFD_API_MAX_BODY);
+
+            server_reply_error(msg, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, text);
+            soup_message_headers_append(soup_server_message_get_response_headers(msg), "Connection",
+                                        "close");
+        }
+    } else if (encoding != SOUP_ENCODING_NONE) {
+        server_reply_error(msg, SOUP_STATUS_LENGTH_REQUIRED,
+                           "a request body needs a Content-Length header");
+    }
+}
+
+static void server_handle(SoupServer *soup, SoupServerMessage *msg, const char *path,
+                          GHashTable *query, gpointer data)
+{
+    OrchVfdServer *server = data;
+    const char *method = soup_server_message_get_method(msg);
+    SoupMessageBody *body = soup_server_message_get_request_body(msg);
+    g_autoptr(GBytes) bytes = soup_message_body_flatten(body);
+    g_autoptr(OrchVfdReply) reply = NULL;
+    g_autofree char *peer = server_peer(msg);
+    const char *raw_path = g_uri_get_path(soup_server_message_get_uri(msg));
+    gsize len = 0;
+    const char *data_ptr = g_bytes_get_data(bytes, &len);
+
+    reply = orch_vfd_api_handle(server->pool, method, raw_path, data_ptr, len);
+    server_reply(msg, reply->status, reply->body);
+    /* Changes and refusals are logged (who did what); reads only when debugging. */
+    if (reply->log)
+        g_message("%s %.200s from %s: %u %s", method, raw_path, peer, reply->status, reply->log);
+    else
+        g_debug("%s %.200s from %s: %u", method, raw_path, peer, reply->status);
+}
+
+void orch_vfd_server_free(OrchVfdServer *server)
+{
+    if (!server)
+        return;
+    if (server->soup) {
+        soup_server_disconnect(server->soup);
+        g_object_unref(server->soup);
+    }
+    g_clear_object(&server->ca);
+    g_free(server);
+}
+
+/* The port of the first listener. */
+static guint server_listen_port(SoupServer *soup)
+{
+    GSList *listeners = soup_server_get_listeners(soup);
+    guint port = 0;
+
+    for (GSList *l = listeners; l && !port; l = l->next) {
+        g_autoptr(GSocketAddress) addr = g_socket_get_local_address(l->data, NULL);
+
+        if (addr && G_IS_INET_SOCKET_ADDRESS(addr))
+            port = g_inet_socket_address_get_port(G_INET_SOCKET_ADDRESS(addr));
+    }
+    g_slist_free(listeners);
+    return port;
+}
+
+OrchVfdServer *orch_vfd_server_new(const OrchVfdServerConfig *config, OrchVfdPool *pool,
+                                   GError **error)
+{
+    g_autoptr(OrchVfdServer) server = g_new0(OrchVfdServer, 1);
+    g_autoptr(GTlsCertificate) cert = NULL;
+    g_autoptr(GTlsDatabase) ca = NULL;
+    g_autoptr(GError) local = NULL;
+    gboolean ok;
+
+    g_return_val_if_fail(config && config->cert && config->key && config->ca && pool, NULL);
+
+    if (!g_tls_backend_supports_tls(g_tls_backend_get_default())) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED,
+                    "GIO has no TLS backend (install glib-networking)");
+        return NULL;
+    }
+    cert = g_tls_certificate_new_from_files(config->cert, config->key, &local);
+    if (!cert) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                    "Cannot load the server certificate '%s' with key '%s': %s", config->cert,
+                    config->key, local->message);
+        return NULL;
+    }
+    ca = g_tls_file_database_new(config->ca, &local);
+    if (!ca) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                    "Cannot load the CA certificate '%s': %s", config->ca, local->message);
+        return NULL;
+    }
+    server->pool = pool;
+    server->ca = g_object_ref(ca);
+    server->soup = soup_server_new("tls-certificate", cert, "tls-database", ca, "tls-auth-mode",
+                                   G_TLS_AUTHENTICATION_REQUIRED, "server-header",
+                                   "hotmigd/" HOTMIG_VERSION, NULL);
+    g_signal_connect(server->soup, "request-started", G_CALLBACK(server_request_started), server);
+    soup_server_add_early_handler(server->soup, NULL, server_early, server, NULL);
+    soup_server_add_handler(server->soup, NULL, server_handle, server, NULL);
+
+    if (config->listen && *config->listen) {
+        g_autoptr(GInetAddress) inet = g_inet_address_new_from_string(config->listen);
+        g_autoptr(GSocketAddress) addr = NULL;
+
+        if (!inet) {
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                        "listen address '%s' is not an IP address", config->listen);
+            return NULL;
+        }
+        addr = g_inet_socket_address_new(inet, config->port);
+        ok = soup_server_listen(server->soup, addr, SOUP_SERVER_LISTEN_HTTPS, &local);
+    } else {
+        ok = soup_server_listen_all(server->soup, config->port, SOUP_SERVER_LISTEN_HTTPS, &local);
+    }
+    if (!ok) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED, "Cannot listen on %s%s%s port %u: %s",
+                    config->listen && *config->listen ? "'" : "",
+                    config->listen && *config->listen ? config->listen : "every address",
+                    config->listen && *config->listen ? "'" : "", config->port, local->message);
+        return NULL;
+    }
+    server->port = server_listen_port(server->soup);
+    return g_steal_pointer(&server);
+}
+
+guint orch_vfd_server_get_port(const OrchVfdServer *server)
+{
+    g_return_val_if_fail(server != NULL, 0);
+    return server->port;
+}

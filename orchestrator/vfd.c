@@ -1,0 +1,102 @@
+/* The hotmigd client's common part: the calls through OrchVfdOps, the result types. The HTTPS
+ * implementation is vfd-client.c; tests bring fakes. */
+#include "orchestrator/vfd-priv.h"
+
+HM_ENUM_IMPL(orch_vfd_kind, OrchVfdKind, ORCH_VFD_KIND_LAST, "pci", "standin")
+HM_ENUM_IMPL(orch_vfd_state, OrchVfdState, ORCH_VFD_STATE_LAST, "free", "leased", "assigned",
+             "in-use", "missing")
+
+void orch_vfd_host_info_free(OrchVfdHostInfo *info)
+{
+    if (!info)
+        return;
+    g_free(info->name);
+    g_free(info->version);
+    g_strfreev(info->warnings);
+    g_free(info);
+}
+
+void orch_vfd_lease_free(OrchVfdLease *lease)
+{
+    if (!lease)
+        return;
+    g_free(lease->vf);
+    g_free(lease->id);
+    g_free(lease->holder);
+    g_free(lease->reason);
+    g_free(lease->domain);
+    g_free(lease);
+}
+
+void orch_vfd_vf_info_free(OrchVfdVfInfo *vf)
+{
+    if (!vf)
+        return;
+    g_free(vf->id);
+    g_free(vf->pf);
+    g_free(vf->driver);
+    orch_vfd_lease_free(vf->lease);
+    g_free(vf->assigned_to);
+    g_free(vf->note);
+    g_free(vf);
+}
+
+void orch_vfd_init(OrchVfd *vfd, const OrchVfdOps *ops, const char *url)
+{
+    vfd->ops = ops;
+    vfd->url = g_strdup(url);
+}
+
+void orch_vfd_clear(OrchVfd *vfd)
+{
+    g_clear_pointer(&vfd->url, g_free);
+}
+
+void orch_vfd_free(OrchVfd *vfd)
+{
+    if (vfd)
+        vfd->ops->free(vfd);
+}
+
+OrchVfdHostInfo *orch_vfd_host(OrchVfd *vfd, GError **error)
+{
+    g_return_val_if_fail(vfd != NULL, NULL);
+    return vfd->ops->host(vfd, error);
+}
+
+GPtrArray *orch_vfd_list(OrchVfd *vfd, GError **error)
+{
+    g_return_val_if_fail(vfd != NULL, NULL);
+    return vfd->ops->list(vfd, error);
+}
+
+OrchVfdLease *orch_vfd_lease(OrchVfd *vfd, const OrchVfdLeaseRequest *req, GError **error)
+{
+    g_return_val_if_fail(vfd && req && req->holder && req->reason && req->domain, NULL);
+    return vfd->ops->lease(vfd, req, error);
+}
+
+OrchVfdLease *orch_vfd_confirm(OrchVfd *vfd, const char *vf, const char *lease_id, GError **error)
+{
+    g_return_val_if_fail(vfd && vf && lease_id, NULL);
+    return vfd->ops->confirm(vfd, vf, lease_id, error);
+}
+
+gboolean orch_vfd_release(OrchVfd *vfd, const char *vf, const char *lease_id, GError **error)
+{
+    g_return_val_if_fail(vfd && vf && lease_id, FALSE);
+    return vfd->ops->release(vfd, vf, lease_id, error);
+}
+
+gboolean orch_vfd_ib_identity(OrchVfd *vfd, const char *vf, guint64 node_guid, guint64 port_guid,
+                              char **ret_note, GError **error)
+{
+    g_return_val_if_fail(vfd && vf, FALSE);
+    return vfd->ops->ib_identity(vfd, vf, node_guid, port_guid, ret_note, error);
+}
+
+gboolean orch_vfd_vfio(OrchVfd *vfd, const char *vf, char **ret_note, GError **error)
+{
+    g_return_val_if_fail(vfd && vf, FALSE);
+    return vfd->ops->vfio(vfd, vf, ret_note, error);
+}
