@@ -45,6 +45,7 @@ done
 
 # A port nobody listens on (hotmigd exits 1 when it cannot listen: then try the next).
 port=$((20000 + ($$ % 20000)))
+runs=0
 url=
 CURL=(curl -sS --max-time 10 --cacert "$pki/ca.pem" --cert "$pki/client.pem" --key "$pki/client-key.pem")
 
@@ -71,7 +72,8 @@ EOF
 start() {
     local i
     # Each run logs to a fresh hotmigd.log (the earlier ones are kept as hotmigd.log.N).
-    [ ! -f "$tmp/hotmigd.log" ] || mv "$tmp/hotmigd.log" "$tmp/hotmigd.log.$(ls "$tmp" | grep -c '^hotmigd.log')"
+    runs=$((runs + 1))
+    [ ! -f "$tmp/hotmigd.log" ] || mv "$tmp/hotmigd.log" "$tmp/hotmigd.log.$runs"
     for i in 1 2 3 4 5; do
         write_config
         "$hotmigd" --config "$tmp/hotmig.conf" --foreground >>"$tmp/hotmigd.log" 2>&1 &
@@ -180,13 +182,14 @@ grep -q "no free VF 15b3:101c on .*: the pool has 5 of that model (5 leased)" "$
 log "race 2: 16 clients, 5 VFs 15b3:101c: 5 granted, 11 told 'no free VF'"
 
 # ---- confirm some, release the others; a client that dies leaves leases that expire ---------
+race1=("$tmp"/race1.*)
 confirmed=()
-for f in $(ls "$tmp"/race1.* | head -n 4); do
+for f in "${race1[@]:0:4}"; do
     read -r vf id <"$f"
     expect_status 200 POST "/v1/leases/$vf/$id/confirm" >/dev/null
     confirmed+=("$vf $id")
 done
-for f in $(ls "$tmp"/race1.* | tail -n 4); do
+for f in "${race1[@]:4:4}"; do
     read -r vf id <"$f"
     expect_status 200 DELETE "/v1/leases/$vf/$id" >/dev/null
     expect_status 200 DELETE "/v1/leases/$vf/$id" >/dev/null # idempotent
@@ -196,12 +199,14 @@ for f in "$tmp"/race2.*; do
     read -r vf id < <(sed '$d' "$f" | jq -r '"\(.vf) \(.id)"')
     expect_status 200 DELETE "/v1/leases/$vf/$id" >/dev/null
 done
-read -r dead_vf dead_id <"$(ls "$tmp"/race1.* | tail -n 1)"
+read -r dead_vf dead_id <"${race1[7]}"
 # The client leases a stand-in and a PCI VF with the daemon's lease-ttl (2 s) and is killed:
 # nobody confirms or releases them.
 (bash -c '"$@" >"'"$tmp"'/dead.out"; kill -9 $$' dead "${CURL[@]}" -X POST -d "$(lease_body "\"vf\": \"$dead_vf\"" dead)" "$url/v1/leases"; true) 2>/dev/null
 dead_id=$(jq -r .id "$tmp/dead.out")
-[ -n "$dead_id" ] && [ "$dead_id" != null ] || fail "the client that dies got no lease: $(cat "$tmp/dead.out")"
+if [ -z "$dead_id" ] || [ "$dead_id" = null ]; then
+    fail "the client that dies got no lease: $(cat "$tmp/dead.out")"
+fi
 (bash -c '"$@" >"'"$tmp"'/dead2.out"; kill -9 $$' dead "${CURL[@]}" -X POST -d "$(lease_body '"vendor_id": 5555, "device_id": 4124' dead)" "$url/v1/leases"; true) 2>/dev/null
 dead2_vf=$(jq -r .vf "$tmp/dead2.out")
 expect_status 200 GET /v1/vfs >"$tmp/vfs.json"
@@ -210,9 +215,9 @@ expect_status 200 GET /v1/vfs >"$tmp/vfs.json"
 sleep 3 # lease-ttl is 2 s: asserting the state after expiry, not when it happened
 expect_status 200 GET /v1/vfs >"$tmp/vfs.json"
 for c in "${confirmed[@]}"; do
-    set -- $c
-    [ "$(jq -r --arg vf "$1" '.vfs[] | select(.id == $vf) | .state' "$tmp/vfs.json")" = assigned ] ||
-        fail "confirmed lease on $1 did not stay assigned: $(jq -c --arg vf "$1" '.vfs[] | select(.id == $vf)' "$tmp/vfs.json")"
+    read -r vf id <<<"$c"
+    [ "$(jq -r --arg vf "$vf" '.vfs[] | select(.id == $vf) | .state' "$tmp/vfs.json")" = assigned ] ||
+        fail "confirmed lease on $vf did not stay assigned: $(jq -c --arg vf "$vf" '.vfs[] | select(.id == $vf)' "$tmp/vfs.json")"
 done
 for vf in "$dead_vf" "$dead2_vf"; do
     [ "$(jq -r --arg vf "$vf" '.vfs[] | select(.id == $vf) | .state' "$tmp/vfs.json")" = free ] ||
@@ -228,10 +233,10 @@ stop
 start
 expect_status 200 GET /v1/vfs >"$tmp/vfs.json"
 for c in "${confirmed[@]}"; do
-    set -- $c
-    [ "$(jq -r --arg vf "$1" '.vfs[] | select(.id == $vf) | "\(.state) \(.lease.id)"' "$tmp/vfs.json")" = "assigned $2" ] ||
-        fail "after a restart, $1 lost its confirmed lease $2: $(jq -c --arg vf "$1" '.vfs[] | select(.id == $vf)' "$tmp/vfs.json")"
-    expect_status 409 POST /v1/leases "$(lease_body "\"vf\": \"$1\"" thief)" >/dev/null
+    read -r vf id <<<"$c"
+    [ "$(jq -r --arg vf "$vf" '.vfs[] | select(.id == $vf) | "\(.state) \(.lease.id)"' "$tmp/vfs.json")" = "assigned $id" ] ||
+        fail "after a restart, $vf lost its confirmed lease $id: $(jq -c --arg vf "$vf" '.vfs[] | select(.id == $vf)' "$tmp/vfs.json")"
+    expect_status 409 POST /v1/leases "$(lease_body "\"vf\": \"$vf\"" thief)" >/dev/null
 done
 log "restart: the 4 confirmed leases are still there"
 
@@ -267,12 +272,15 @@ grep -q "Stopped" "$tmp/hotmigd.log" || fail "no 'Stopped' in the log after SIGT
 printf '[hotmigd]\nport = 0\n' >"$tmp/bad.conf"
 "$hotmigd" --config "$tmp/bad.conf" >"$tmp/out" 2>&1
 rc=$?
-[ "$rc" = 4 ] && grep -q "bad.conf:2: \[hotmigd\] port" "$tmp/out" || fail "a bad config: exit $rc, $(cat "$tmp/out")"
+if [ "$rc" != 4 ] || ! grep -q "bad.conf:2: \[hotmigd\] port" "$tmp/out"; then
+    fail "a bad config: exit $rc, $(cat "$tmp/out")"
+fi
 sed -i "s|^server-cert = .*|server-cert = $tmp/nonexistent.pem|" "$tmp/hotmig.conf"
 "$hotmigd" --config "$tmp/hotmig.conf" >"$tmp/out" 2>&1
 rc=$?
-[ "$rc" = 1 ] && grep -q "Cannot load the server certificate '$tmp/nonexistent.pem'" "$tmp/out" ||
+if [ "$rc" != 1 ] || ! grep -q "Cannot load the server certificate '$tmp/nonexistent.pem'" "$tmp/out"; then
     fail "a missing certificate: exit $rc, $(cat "$tmp/out")"
+fi
 "$hotmigd" --bogus >"$tmp/out" 2>&1
 [ $? = 2 ] || fail "an unknown option does not exit 2"
 log "ok"
