@@ -4,6 +4,7 @@
 
 #include "hotplug/lease-priv.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -892,25 +893,59 @@ static int lease_compare_vf(gconstpointer a, gconstpointer b)
     return strcmp(la->vf, lb->vf);
 }
 
+/* The names in the store directory (owned strings). */
+static GPtrArray *lease_dir_names(HotplugLeaseStore *store, GError **error)
+{
+    g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+    struct dirent *entry;
+    DIR *dir;
+    int fd;
+
+    fd = openat(store->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    dir = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!dir) {
+        int errsv = errno;
+
+        if (fd >= 0)
+            close(fd);
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_FAILED,
+                    "Cannot list lease directory '%s': %s", store->dir, g_strerror(errsv));
+        return NULL;
+    }
+    for (;;) {
+        errno = 0;
+        entry = readdir(dir);
+        if (!entry)
+            break;
+        g_ptr_array_add(names, g_strdup(entry->d_name));
+    }
+    if (errno != 0) {
+        int errsv = errno;
+
+        closedir(dir);
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_FAILED,
+                    "Cannot list lease directory '%s': %s", store->dir, g_strerror(errsv));
+        return NULL;
+    }
+    closedir(dir);
+    return g_steal_pointer(&names);
+}
+
 GPtrArray *hotplug_lease_list(HotplugLeaseStore *store, gboolean with_free, GError **error)
 {
     g_autoptr(GPtrArray) leases =
         g_ptr_array_new_with_free_func((GDestroyNotify)hotplug_lease_free);
-    g_autoptr(GError) local = NULL;
-    g_autoptr(GDir) dir = NULL;
-    const char *name;
+    g_autoptr(GPtrArray) names = NULL;
     gint64 now;
 
     g_return_val_if_fail(store != NULL, NULL);
 
-    dir = g_dir_open(store->dir, 0, &local);
-    if (!dir) {
-        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_FAILED, "Cannot list leases: %s",
-                    local->message);
+    names = lease_dir_names(store, error);
+    if (!names)
         return NULL;
-    }
     now = store->now(store->now_data);
-    while ((name = g_dir_read_name(dir))) {
+    for (guint i = 0; i < names->len; i++) {
+        const char *name = g_ptr_array_index(names, i);
         g_autofree char *vf = NULL;
         g_autofree char *canon = NULL;
         g_autoptr(HotplugLease) record = NULL;
@@ -921,8 +956,10 @@ GPtrArray *hotplug_lease_list(HotplugLeaseStore *store, gboolean with_free, GErr
         vf = g_strndup(name, strlen(name) - strlen(HOTPLUG_LEASE_RECORD_SUFFIX));
         canon = hotplug_lease_vf_canonical(vf, NULL);
         if (!canon || !g_str_equal(canon, vf)) {
-            lease_debug(vf, "Ignoring '%s/%s': not the record of a VF id in canonical form",
-                        store->dir, name);
+            g_autofree char *quoted = lease_quote(name);
+
+            g_debug("Ignoring '%s/%s': not the record of a VF id in canonical form", store->dir,
+                    quoted);
             continue;
         }
         if (!lease_record_load(store, vf, &record, error)) {

@@ -69,10 +69,11 @@ static void rm_tree(const char *path)
     GStatBuf st;
 
     if (g_lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        g_autoptr(GDir) dir = g_dir_open(path, 0, NULL);
+        g_autoptr(GDir) dir = NULL;
         const char *name;
 
         chmod(path, 0700);
+        dir = g_dir_open(path, 0, NULL);
         while (dir && (name = g_dir_read_name(dir))) {
             g_autofree char *child = g_build_filename(path, name, NULL);
 
@@ -106,8 +107,8 @@ static int compare_names(gconstpointer a, gconstpointer b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* Every entry of the store directory with its mode and content, to assert that nothing
- * changed. Owned. */
+/* Every entry of the store directory with its mode, inode and content, to assert that nothing
+ * changed (a record replaced by the same text has another inode). Owned. */
 static char *dir_state(const char *path)
 {
     g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
@@ -131,7 +132,8 @@ static char *dir_state(const char *path)
             g_string_append_printf(out, " -> %s\n", target);
         } else if (S_ISREG(st.st_mode)) {
             assert_true(g_file_get_contents(child, &contents, NULL, NULL));
-            g_string_append_printf(out, " mode %o\n%s\n", (unsigned)(st.st_mode & 07777), contents);
+            g_string_append_printf(out, " mode %o inode %llu\n%s\n", (unsigned)(st.st_mode & 07777),
+                                   (unsigned long long)st.st_ino, contents);
         } else {
             g_string_append_printf(out, " type %o\n", (unsigned)(st.st_mode & S_IFMT));
         }
@@ -1215,6 +1217,7 @@ static void test_unwritable_dir(void **state)
     g_autofree char *file = g_build_filename(f->base, "file", NULL);
     g_autofree char *below_file = g_build_filename(file, "leases", NULL);
     g_autofree char *tmp = store_path(f, "hmlab0vf2.lease.tmp");
+    g_autofree char *record2 = store_path(f, "hmlab0vf2.lease");
     g_autofree char *before = NULL;
     g_autofree char *after = NULL;
     g_autofree char *message = NULL;
@@ -1235,16 +1238,19 @@ static void test_unwritable_dir(void **state)
     assert_error(error, HOTPLUG_ERROR_INVALID, "The lease directory is an empty path");
     g_clear_error(&error);
 
-    /* The temporary record's name taken by a directory: the write fails, nothing changes. */
+    /* The temporary record's name taken by a directory: the write fails, nothing changes.
+     * (A release of the free VF makes its lock file and writes nothing.) */
     assert_int_equal(g_mkdir(tmp, 0700), 0);
+    assert_true(hotplug_lease_release(f->store, "hmlab0vf2", "x", &error));
     before = dir_state(f->dir);
+    assert_true(strstr(before, "hmlab0vf2.lock mode 600 inode ") != NULL);
     assert_null(hotplug_lease_acquire(f->store, "hmlab0vf2", "h", "r", "d", 10, &error));
     assert_error(error, HOTPLUG_ERROR_FAILED, "Cannot lease VF 'hmlab0vf2': Cannot create '");
     assert_error(error, HOTPLUG_ERROR_FAILED, tmp);
     g_clear_error(&error);
     after = dir_state(f->dir);
-    /* Only the (empty) lock file was added. */
-    assert_true(strstr(after, "hmlab0vf2.lock mode 600\n\n") != NULL);
+    assert_string_equal(before, after);
+    assert_false(g_file_test(record2, G_FILE_TEST_EXISTS));
     got = hotplug_lease_get(f->store, "hmlab0vf2", &error);
     assert_int_equal(got->state, HOTPLUG_LEASE_FREE);
     g_clear_pointer(&got, hotplug_lease_free);
@@ -1313,6 +1319,32 @@ static void test_list_ignores_strangers(void **state)
     assert_string_equal(((HotplugLease *)g_ptr_array_index(list, 0))->vf, "hmlab0vf1");
 }
 
+/* A store opened with a relative path keeps working after the process changes directory. */
+static void test_relative_dir(void **state)
+{
+    Fixture *f = *state;
+    g_autofree char *cwd = g_get_current_dir();
+    g_autoptr(HotplugLeaseStore) store = NULL;
+    g_autoptr(HotplugLease) lease = NULL;
+    g_autoptr(HotplugLease) got = NULL;
+    g_autoptr(GPtrArray) list = NULL;
+    g_autoptr(GError) error = NULL;
+
+    assert_int_equal(g_chdir(f->base), 0);
+    store = hotplug_lease_store_open("leases", &error);
+    assert_int_equal(g_chdir("/"), 0);
+    assert_non_null(store);
+    lease = hotplug_lease_acquire(store, VF, "h", "r", "d", 10, &error);
+    assert_non_null(lease);
+    got = hotplug_lease_get(store, VF, &error);
+    assert_string_equal(got->id, lease->id);
+    list = hotplug_lease_list(store, FALSE, &error);
+    assert_null(error);
+    assert_int_equal(list->len, 1);
+    assert_true(hotplug_lease_release(store, VF, lease->id, &error));
+    assert_int_equal(g_chdir(cwd), 0);
+}
+
 /* The record format reads back what it writes. */
 static void test_record_format(void **state)
 {
@@ -1379,6 +1411,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_clock_skew, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unwritable_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_ignores_strangers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_relative_dir, setup, teardown),
         cmocka_unit_test(test_record_format),
     };
 
