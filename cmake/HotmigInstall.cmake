@@ -9,6 +9,8 @@ install(FILES ${PROJECT_SOURCE_DIR}/etc/hotmig.conf.sample
   DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/hotmig COMPONENT hotmig)
 install(FILES ${PROJECT_SOURCE_DIR}/man/migrate-vm.1
   DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT hotmig)
+install(FILES ${PROJECT_SOURCE_DIR}/man/hotmig-sriov.8
+  DESTINATION ${CMAKE_INSTALL_MANDIR}/man8 COMPONENT hotmig)
 install(FILES ${PROJECT_SOURCE_DIR}/man/hotmig-agent.8
   DESTINATION ${CMAKE_INSTALL_MANDIR}/man8 COMPONENT hotmig-agent)
 install(FILES ${PROJECT_SOURCE_DIR}/man/hotmigd.8

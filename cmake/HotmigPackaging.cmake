@@ -1,6 +1,6 @@
 # Debian packages: `cmake --build BUILD --target package` writes four .deb files into BUILD.
-#   hotmig          migrate-vm, hotmigd (+ unit), /etc/hotmig/hotmig.conf, bash completion,
-#                   migrate-vm(1), hotmigd(8)
+#   hotmig          migrate-vm, hotmigd (+ unit), hotmig-sriov, /etc/hotmig/hotmig.conf, bash
+#                   completion, migrate-vm(1), hotmigd(8), hotmig-sriov(8)
 #   hotmig-agent    hotmig-agent, its systemd unit and udev rule, hotmig-agent(8)
 #   libhotmig0      libhotmig.so.0 (linked into MPI processes: libc only)
 #   libhotmig-dev   hotmig.h, libhotmig.so, hotmig.pc

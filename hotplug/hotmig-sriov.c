@@ -1,6 +1,7 @@
 /* hotmig-sriov: the SR-IOV PFs and VFs of this host as hotmig's discovery sees them.
  *
  *   hotmig-sriov [--sysfs-root DIR] [--address ADDR] [--pci-ids FILE] [--json] [--verbose]
+ *   hotmig-sriov --version
  *
  * Text: one table row per function (PFs, each followed by its VFs). --json: one JSON object,
  * {"sysfs_root": DIR, "pfs": [PF...]} (with --address: {"sysfs_root": DIR, "function": F}),
@@ -212,7 +213,7 @@ int main(int argc, char **argv)
     g_autofree char *sysfs_root = NULL;
     g_autofree char *address = NULL;
     g_autofree char *pci_ids = NULL;
-    gboolean json = FALSE, verbose = FALSE;
+    gboolean json = FALSE, verbose = FALSE, version = FALSE;
     GOptionEntry entries[] = {
         {"sysfs-root", 0, 0, G_OPTION_ARG_FILENAME, &sysfs_root,
          "Read the sysfs tree under DIR (default /sys)", "DIR"},
@@ -222,6 +223,7 @@ int main(int argc, char **argv)
          "Look names up in FILE instead of libpci's pci.ids", "FILE"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object", NULL},
         {"verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose, "Print debug messages", NULL},
+        {"version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version", NULL},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) context =
@@ -241,6 +243,10 @@ int main(int argc, char **argv)
     if (argc > 1) {
         fprintf(stderr, "hotmig-sriov: unexpected argument '%s'\n", argv[1]);
         return EXIT_USAGE;
+    }
+    if (version) {
+        printf("hotmig-sriov %s\n", HOTMIG_VERSION);
+        return EXIT_SUCCESS;
     }
     hm_log_setup("hotmig-sriov", verbose);
     if (!sysfs_root)

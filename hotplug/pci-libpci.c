@@ -35,6 +35,8 @@ static _Thread_local PciGuard *pci_guard;
 
 /* Copies a libpci message (printf-style) into @buf without its trailing newline. */
 static void pci_format_message(char *buf, gsize size, const char *fmt, va_list ap)
+    G_GNUC_PRINTF(3, 0);
+static void pci_format_message(char *buf, gsize size, const char *fmt, va_list ap)
 {
     gsize len;
 
@@ -44,7 +46,12 @@ static void pci_format_message(char *buf, gsize size, const char *fmt, va_list a
         buf[--len] = '\0';
 }
 
-_Noreturn static void pci_on_error(char *msg, ...)
+/* noreturn as a function attribute, so that the pointer type matches libpci's member. */
+static void pci_on_error(char *msg, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void pci_on_warning(char *msg, ...) __attribute__((format(printf, 1, 2)));
+static void pci_on_debug(char *msg, ...) __attribute__((format(printf, 1, 2)));
+
+static void pci_on_error(char *msg, ...)
 {
     PciGuard *guard = pci_guard;
     va_list ap;

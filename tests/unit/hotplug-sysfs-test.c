@@ -29,6 +29,20 @@ static char *pci_ids_path; /* tests/fixtures/pci.ids */
 
 /* ---- fixture trees ----------------------------------------------------------------------- */
 
+/* Writes @len bytes (-1: a string) to @path, replacing what was there. No fsync, no rename:
+ * g_file_set_contents() would fsync every file of every copy. */
+static void write_file(const char *path, const char *data, gssize len)
+{
+    gsize n = len < 0 ? strlen(data) : (gsize)len;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+    if (fd < 0)
+        fail_msg("open '%s': %s", path, g_strerror(errno));
+    if (n > 0 && write(fd, data, n) != (ssize_t)n)
+        fail_msg("write '%s': %s", path, g_strerror(errno));
+    close(fd);
+}
+
 static void copy_tree(const char *src, const char *dst)
 {
     g_autoptr(GError) error = NULL;
@@ -56,7 +70,7 @@ static void copy_tree(const char *src, const char *dst)
             gsize len;
 
             assert_true(g_file_get_contents(from, &data, &len, NULL));
-            assert_true(g_file_set_contents(to, data, (gssize)len, NULL));
+            write_file(to, data, (gssize)len);
         }
     }
 }
@@ -109,11 +123,9 @@ static char *fx_path(const Fixture *fx, const char *rel)
 static void fx_write(const Fixture *fx, const char *rel, const char *content, gssize len)
 {
     g_autofree char *path = fx_path(fx, rel);
-    g_autoptr(GError) error = NULL;
 
     /* Through the links as sysfs does: write the file the path leads to. */
-    if (!g_file_set_contents(path, content, len, &error))
-        fail_msg("%s", error->message);
+    write_file(path, content, len);
 }
 
 static void fx_unlink(const Fixture *fx, const char *rel)
@@ -393,6 +405,39 @@ static void test_cx7_ib(void **state)
     check_vf(pf, 0, "0000:17:00.1", "vfio-pci", 21, NULL, 0);
     check_vf(pf, 1, "0000:17:00.2", "vfio-pci", 22, NULL, 0);
     assert_string_equal(vf_at(pf, 0)->device_name, "ConnectX Family mlx5Gen Virtual Function");
+}
+
+/* Laid out as a Linux 6.1 guest showed QEMU's emulated NVMe with 4 VFs, with the config space
+ * captured there (tests/e2e/sysfs-nvme.sh): no IOMMU, no NUMA, VFs without a driver. */
+static void test_qemu_nvme(void **state)
+{
+    g_autoptr(Fixture) fx = fixture_new("qemu-nvme");
+    g_autoptr(GPtrArray) pfs = list_unchanged(fx);
+    const HotplugPciFunction *pf;
+
+    assert_int_equal(pfs->len, 1);
+    pf = pf_at(pfs, 0);
+    assert_string_equal(pf->address, "0000:09:00.0");
+    assert_int_equal(pf->vendor_id, 0x1b36);
+    assert_int_equal(pf->device_id, 0x0010);
+    assert_string_equal(pf->vendor_name, "Red Hat, Inc.");
+    assert_string_equal(pf->device_name, "QEMU NVM Express Controller");
+    assert_string_equal(pf->driver, "nvme");
+    assert_int_equal(pf->iommu_group, -1);
+    assert_int_equal(pf->numa_node, -1);
+    assert_null(pf->netdev);
+    assert_int_equal(pf->link_type, 0);
+    assert_int_equal(pf->total_vfs, 4);
+    assert_int_equal(pf->num_vfs, 4);
+    assert_int_equal(pf->vf_device_id, 0x0010);
+    assert_int_equal(pf->vf_offset, 1);
+    assert_int_equal(pf->vf_stride, 1);
+    assert_true(pf->config_checked);
+    for (guint i = 0; i < 4; i++) {
+        g_autofree char *address = g_strdup_printf("0000:09:00.%u", i + 1);
+
+        check_vf(pf, i, address, NULL, -1, NULL, 0);
+    }
 }
 
 static void test_no_sriov(void **state)
@@ -1083,6 +1128,21 @@ static void test_dump_vf_and_absent(void **state)
     HotplugPciSriovStatus status;
     HotplugPciSriov s = {.vf_offset = 77};
 
+    /* Captured from QEMU's emulated NVMe in a lab guest, VFs enabled. */
+    read_dump("qemu-nvme-sriov.dump", "09:00.0", HOTPLUG_PCI_SRIOV_FOUND, &s);
+    assert_int_equal(s.vendor_id, 0x1b36);
+    assert_int_equal(s.device_id, 0x0010);
+    assert_int_equal(s.cap_offset, 0x120);
+    assert_int_equal(s.total_vfs, 4);
+    assert_int_equal(s.num_vfs, 4);
+    assert_true(s.control & HOTPLUG_PCI_SRIOV_CTRL_VFE);
+    assert_int_equal(s.vf_offset, 1);
+    assert_int_equal(s.vf_stride, 1);
+    assert_int_equal(s.vf_device_id, 0x0010);
+    s.vf_offset = 77;
+    read_dump("qemu-nvme-sriov.dump", "09:00.1", HOTPLUG_PCI_SRIOV_ABSENT, &s);
+    assert_int_equal(s.vf_offset, 77);
+
     /* A VF: config space reads 0xffff for the IDs and has no SR-IOV capability. */
     read_dump("connectx5.dump", "5e:00.1", HOTPLUG_PCI_SRIOV_ABSENT, &s);
     assert_int_equal(s.vf_offset, 77); /* untouched */
@@ -1096,7 +1156,7 @@ static char *write_temp_dump(const char *tmp, const char *name, const char *cont
 {
     char *path = g_build_filename(tmp, name, NULL);
 
-    assert_true(g_file_set_contents(path, content, -1, NULL));
+    write_file(path, content, -1);
     return path;
 }
 
@@ -1169,6 +1229,7 @@ static void test_dump_matches_sysfs(void **state)
         {"cx6-ib", "connectx6.dump", "0001:af:00.0", "0001:af:00.0"},
         {"cx6-ib", "connectx6.dump", "0001:af:00.1", "0001:af:00.1"},
         {"cx7-ib", "connectx7.dump", "0000:17:00.0", "17:00.0"},
+        {"qemu-nvme", "qemu-nvme-sriov.dump", "0000:09:00.0", "09:00.0"},
     };
 
     for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
@@ -1225,7 +1286,7 @@ static void test_names_bad_database(void **state)
     g_autoptr(Fixture) fx = fixture_new("cx5-ib");
     g_autoptr(GPtrArray) pfs = NULL;
 
-    assert_true(g_file_set_contents(ids, "15b3  Mellanox\n\tnot an entry at all\n", -1, NULL));
+    write_file(ids, "15b3  Mellanox\n\tnot an entry at all\n", -1);
     hotplug_pci_set_ids_path(ids);
     {
         g_autoptr(HotplugPci) pci = hotplug_pci_open("/nonexistent", NULL);
@@ -1418,6 +1479,7 @@ static void test_tool_errors(void **state)
     const char *extra_arg[] = {"extra", NULL};
     const char *bad_address[] = {"--sysfs-root", fx->root, "--address", "zz", NULL};
     const char *absent[] = {"--sysfs-root", fx->root, "--address", "0000:5e:00.6", NULL};
+    const char *version[] = {"--version", NULL};
     g_autofree char *out = NULL;
     g_autofree char *err = NULL;
 
@@ -1441,6 +1503,10 @@ static void test_tool_errors(void **state)
     g_clear_pointer(&err, g_free);
     assert_int_equal(run_tool(absent, &out, &err), 1);
     assert_non_null(strstr(err, "No PCI device '0000:5e:00.6'"));
+    g_clear_pointer(&out, g_free);
+    g_clear_pointer(&err, g_free);
+    assert_int_equal(run_tool(version, &out, &err), 0);
+    assert_true(g_str_has_prefix(out, "hotmig-sriov "));
 }
 
 /* ---- main -------------------------------------------------------------------------------- */
@@ -1471,6 +1537,7 @@ int main(void)
         cmocka_unit_test(test_cx5_ib),
         cmocka_unit_test(test_cx6_ib),
         cmocka_unit_test(test_cx7_ib),
+        cmocka_unit_test(test_qemu_nvme),
         cmocka_unit_test(test_no_sriov),
         cmocka_unit_test(test_read_pf_and_vf),
         cmocka_unit_test(test_read_errors),
