@@ -29,6 +29,9 @@ enum {
 
 /* How long binding a VF to vfio-pci may take (the kernel probes it synchronously). */
 #define HOTMIGD_VFIO_TIMEOUT_MS 10000
+/* How long libvirtd has to list its domains (which domain uses which VF) before a request that
+ * needs it gets 503: the daemon serves one request at a time. */
+#define HOTMIGD_LIBVIRT_TIMEOUT_MS 10000
 
 /* sd_notify(3) without libsystemd: one datagram to $NOTIFY_SOCKET, when set. */
 static void notify_systemd(const char *state)
@@ -158,9 +161,10 @@ int main(int argc, char **argv)
             .vfs = (const char *const *)vfs,
             .standins = (const char *const *)standins,
         };
-        gpointer host = orch_vfd_host_new(
-            hm_config_get_string(config, HM_CONFIG_HOTMIGD_SYSFS_ROOT),
-            hm_config_get_string(config, HM_CONFIG_HOTMIGD_CONNECT), HOTMIGD_VFIO_TIMEOUT_MS);
+        gpointer host =
+            orch_vfd_host_new(hm_config_get_string(config, HM_CONFIG_HOTMIGD_SYSFS_ROOT),
+                              hm_config_get_string(config, HM_CONFIG_HOTMIGD_CONNECT),
+                              HOTMIGD_VFIO_TIMEOUT_MS, HOTMIGD_LIBVIRT_TIMEOUT_MS);
 
         pool = orch_vfd_pool_new(&pool_config, &orch_vfd_host_ops, host, &error);
         if (!pool) {

@@ -14,10 +14,12 @@ typedef struct {
     char *sysfs_root;
     char *libvirt_uri; /* NULL: libvirt's default */
     guint vfio_timeout_ms;
+    guint libvirt_timeout_ms;
     HotplugNetlink *nl; /* opened on first use */
 } VfdHost;
 
-gpointer orch_vfd_host_new(const char *sysfs_root, const char *libvirt_uri, guint vfio_timeout_ms)
+gpointer orch_vfd_host_new(const char *sysfs_root, const char *libvirt_uri, guint vfio_timeout_ms,
+                           guint libvirt_timeout_ms)
 {
     VfdHost *host = g_new0(VfdHost, 1);
 
@@ -25,6 +27,7 @@ gpointer orch_vfd_host_new(const char *sysfs_root, const char *libvirt_uri, guin
     host->sysfs_root = g_strdup(sysfs_root);
     host->libvirt_uri = libvirt_uri && *libvirt_uri ? g_strdup(libvirt_uri) : NULL;
     host->vfio_timeout_ms = vfio_timeout_ms;
+    host->libvirt_timeout_ms = libvirt_timeout_ms;
     return host;
 }
 
@@ -123,14 +126,39 @@ static gboolean host_netdev_exists(gpointer data, const char *name)
     return lstat(path, &st) == 0;
 }
 
-static GHashTable *host_domains_using(gpointer data, GError **error)
+/* One question to libvirt, asked from a thread of its own so that a libvirtd that does not
+ * answer stalls hotmigd's main loop for libvirt_timeout_ms at most; the thread finishes (and
+ * frees its part) whenever libvirt lets it. */
+typedef struct {
+    gint refs;
+    GMutex lock;
+    GCond cond;
+    gboolean done;
+    char *uri;          /* NULL: libvirt's default */
+    GHashTable *result; /* PCI address -> domain */
+    GError *error;
+} DomainsQuery;
+
+static void query_unref(DomainsQuery *q)
 {
-    VfdHost *host = data;
+    if (!g_atomic_int_dec_and_test(&q->refs))
+        return;
+    g_mutex_clear(&q->lock);
+    g_cond_clear(&q->cond);
+    g_free(q->uri);
+    g_clear_pointer(&q->result, g_hash_table_unref);
+    g_clear_error(&q->error);
+    g_free(q);
+}
+
+/* The domains using PCI devices, from libvirt (ORCH_ERROR_UNAVAILABLE naming the URI). */
+static GHashTable *query_libvirt(const char *libvirt_uri, GError **error)
+{
     g_autoptr(GError) local = NULL;
-    g_autoptr(OrchVirt) virt = orch_virt_libvirt_open(host->libvirt_uri, "local", NULL, &local);
+    g_autoptr(OrchVirt) virt = orch_virt_libvirt_open(libvirt_uri, "local", NULL, &local);
     g_autoptr(GPtrArray) xmls = NULL;
     g_autoptr(GHashTable) out = NULL;
-    const char *uri = host->libvirt_uri ? host->libvirt_uri : "(default URI)";
+    const char *uri = libvirt_uri ? libvirt_uri : "(default URI)";
 
     if (!virt || !(xmls = virt->ops->domain_list_xml(virt, &local))) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE, "libvirt at '%s': %s", uri,
@@ -154,6 +182,53 @@ static GHashTable *host_domains_using(gpointer data, GError **error)
                                 g_strdup(xml_domain_get_name(dom)));
     }
     return g_steal_pointer(&out);
+}
+
+static gpointer query_thread(gpointer data)
+{
+    DomainsQuery *q = data;
+    GError *local = NULL;
+    GHashTable *result = query_libvirt(q->uri, &local);
+
+    g_mutex_lock(&q->lock);
+    q->result = result;
+    q->error = local;
+    q->done = TRUE;
+    g_cond_signal(&q->cond);
+    g_mutex_unlock(&q->lock);
+    query_unref(q);
+    return NULL;
+}
+
+static GHashTable *host_domains_using(gpointer data, GError **error)
+{
+    VfdHost *host = data;
+    DomainsQuery *q = g_new0(DomainsQuery, 1);
+    gint64 deadline = g_get_monotonic_time() + host->libvirt_timeout_ms * G_TIME_SPAN_MILLISECOND;
+    GHashTable *result = NULL;
+    g_autoptr(GThread) thread = NULL;
+
+    q->refs = 2; /* this call's and the thread's */
+    g_mutex_init(&q->lock);
+    g_cond_init(&q->cond);
+    q->uri = g_strdup(host->libvirt_uri);
+    thread = g_thread_new("libvirt", query_thread, q);
+    g_mutex_lock(&q->lock);
+    while (!q->done && g_cond_wait_until(&q->cond, &q->lock, deadline))
+        ;
+    if (q->done && q->result) {
+        result = g_steal_pointer(&q->result);
+    } else if (q->done) {
+        g_propagate_error(error, g_steal_pointer(&q->error));
+    } else {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE,
+                    "libvirt at '%s' did not list its domains within %u ms",
+                    host->libvirt_uri ? host->libvirt_uri : "(default URI)",
+                    host->libvirt_timeout_ms);
+    }
+    g_mutex_unlock(&q->lock);
+    query_unref(q);
+    return result;
 }
 
 static gboolean host_ib_identity(gpointer data, const OrchVfdPciVf *vf, guint64 node_guid,

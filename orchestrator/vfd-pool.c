@@ -178,16 +178,26 @@ static void view_warn(PoolView *view, const char *fmt, ...)
     g_ptr_array_add(view->warnings, g_steal_pointer(&msg));
 }
 
-/* Reads the configured VFs; @with_states: also the leases and the domains using them. */
-static void pool_view_read(OrchVfdPool *pool, PoolView *view, gboolean with_states)
+static gboolean pool_lists(GPtrArray *list, const char *id)
+{
+    return g_ptr_array_find_with_equal_func(list, id, g_str_equal, NULL);
+}
+
+/* Reads the configured VFs; @with_states: also the leases and the domains using them. @only
+ * (a canonical id, or NULL for all): the caller needs that VF only, so a stand-in or a single
+ * VF is read alone and the PFs (which may hold it) without the other kinds. */
+static void pool_view_read(OrchVfdPool *pool, PoolView *view, gboolean with_states,
+                           const char *only)
 {
     gboolean any_pci = FALSE;
+    gboolean only_standin = only && pool_lists(pool->standins, only);
+    gboolean only_vf = only && pool_lists(pool->vfs, only);
 
     view->entries = g_ptr_array_new_with_free_func((GDestroyNotify)orch_vfd_entry_free);
     view->by_id = g_hash_table_new(g_str_hash, g_str_equal);
     view->warnings = g_ptr_array_new_with_free_func(g_free);
 
-    for (guint i = 0; i < pool->pfs->len; i++) {
+    for (guint i = 0; !only_standin && !only_vf && i < pool->pfs->len; i++) {
         const char *pf = g_ptr_array_index(pool->pfs, i);
         g_autoptr(GError) local = NULL;
         g_autoptr(GPtrArray) vfs = pool->ops->pf_vfs(pool->host, pf, &local);
@@ -207,7 +217,11 @@ static void pool_view_read(OrchVfdPool *pool, PoolView *view, gboolean with_stat
     for (guint i = 0; i < pool->vfs->len; i++) {
         const char *id = g_ptr_array_index(pool->vfs, i);
         g_autoptr(GError) local = NULL;
-        OrchVfdEntry *entry = entry_new(id, ORCH_VFD_KIND_PCI);
+        OrchVfdEntry *entry;
+
+        if (only && !g_str_equal(only, id))
+            continue;
+        entry = entry_new(id, ORCH_VFD_KIND_PCI);
 
         entry->pci = pool->ops->vf_read(pool->host, id, &local);
         if (!entry->pci) {
@@ -218,7 +232,11 @@ static void pool_view_read(OrchVfdPool *pool, PoolView *view, gboolean with_stat
     }
     for (guint i = 0; i < pool->standins->len; i++) {
         const char *id = g_ptr_array_index(pool->standins, i);
-        OrchVfdEntry *entry = entry_new(id, ORCH_VFD_KIND_STANDIN);
+        OrchVfdEntry *entry;
+
+        if (only && !g_str_equal(only, id))
+            continue;
+        entry = entry_new(id, ORCH_VFD_KIND_STANDIN);
 
         if (!pool->ops->netdev_exists(pool->host, id)) {
             entry->state = ORCH_VFD_STATE_MISSING;
@@ -272,7 +290,7 @@ GPtrArray *orch_vfd_pool_list(OrchVfdPool *pool, char ***ret_warnings, GError **
 
     g_return_val_if_fail(pool != NULL, NULL);
 
-    pool_view_read(pool, &view, TRUE);
+    pool_view_read(pool, &view, TRUE, NULL);
     if (ret_warnings) {
         g_ptr_array_add(view.warnings, NULL);
         *ret_warnings = (char **)g_ptr_array_steal(view.warnings, NULL);
@@ -301,13 +319,12 @@ static OrchVfdEntry *pool_find(OrchVfdPool *pool, PoolView *view, const char *vf
 
     if (!id)
         return NULL;
-    pool_view_read(pool, view, TRUE);
+    pool_view_read(pool, view, TRUE, id);
     entry = g_hash_table_lookup(view->by_id, id);
     if (!entry) {
         /* A VF of a PF that cannot be read now is not known either: say so. */
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_NOT_FOUND,
-                    "VF '%s' is not in the pool of %s (%u VFs)%s%s", id, pool->host_name,
-                    view->entries->len, view->warnings->len ? "; " : "",
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_NOT_FOUND, "VF '%s' is not in the pool of %s%s%s",
+                    id, pool->host_name, view->warnings->len ? "; " : "",
                     view->warnings->len ? (const char *)g_ptr_array_index(view->warnings, 0) : "");
         return NULL;
     }
@@ -427,7 +444,7 @@ HotplugLease *orch_vfd_pool_lease(OrchVfdPool *pool, const OrchVfdLeaseSpec *spe
         return pool_acquire(pool, entry->id, spec, error);
     }
 
-    pool_view_read(pool, &view, TRUE);
+    pool_view_read(pool, &view, TRUE, NULL);
     for (guint i = 0; i < view.entries->len; i++) {
         const OrchVfdEntry *entry = g_ptr_array_index(view.entries, i);
         g_autoptr(GError) local = NULL;
@@ -483,11 +500,10 @@ static char *pool_configured(OrchVfdPool *pool, const char *vf, GError **error)
 
     if (!id)
         return NULL;
-    if (!g_ptr_array_find_with_equal_func(pool->vfs, id, g_str_equal, NULL) &&
-        !g_ptr_array_find_with_equal_func(pool->standins, id, g_str_equal, NULL)) {
+    if (!pool_lists(pool->vfs, id) && !pool_lists(pool->standins, id)) {
         g_auto(PoolView) view = {0};
 
-        pool_view_read(pool, &view, FALSE);
+        pool_view_read(pool, &view, FALSE, id);
         if (!g_hash_table_contains(view.by_id, id)) {
             g_set_error(error, ORCH_ERROR, ORCH_ERROR_NOT_FOUND, "VF '%s' is not in the pool of %s",
                         id, pool->host_name);

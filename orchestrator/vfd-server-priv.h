@@ -62,10 +62,12 @@ typedef struct {
 /* ---- the real host (vfd-host.c) --------------------------------------------------------- */
 
 /* @sysfs_root: where sysfs is ("/sys" or a fixture); @libvirt_uri: the host's hypervisor for
- * domains_using ("" or NULL: libvirt's default); @vfio_timeout_ms: how long a vfio-pci probe
- * may take. Owned result, free with ops->free. Never fails: netlink and libvirt are opened
- * when first needed. */
-gpointer orch_vfd_host_new(const char *sysfs_root, const char *libvirt_uri, guint vfio_timeout_ms);
+ * domains_using ("" or NULL: libvirt's default), asked from a thread of its own and given up
+ * (ORCH_ERROR_UNAVAILABLE) after @libvirt_timeout_ms; @vfio_timeout_ms: how long a vfio-pci
+ * probe may take. Owned result, free with ops->free. Never fails: netlink and libvirt are
+ * opened when first needed. */
+gpointer orch_vfd_host_new(const char *sysfs_root, const char *libvirt_uri, guint vfio_timeout_ms,
+                           guint libvirt_timeout_ms);
 extern const OrchVfdHostOps orch_vfd_host_ops;
 
 /* ---- the pool ----------------------------------------------------------------------------- */

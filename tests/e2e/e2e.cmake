@@ -24,4 +24,8 @@ hm_add_e2e(e2e-migrate-roundtrip-threaded-fallback migrate-roundtrip.sh MODE=thr
 hm_add_e2e(e2e-cancel cancel.sh)
 hm_add_e2e(e2e-agent-stops agent-stops.sh)
 hm_add_e2e(e2e-libvirtd-restart libvirtd-restart.sh)
+# Each host's hotmigd over mutual TLS, through the client migrate-vm uses.
+add_executable(hm-vfd-call ${HM_E2E}/vfd-call.c)
+target_link_libraries(hm-vfd-call PRIVATE hm-orchestrator)
+hm_add_e2e(e2e-hotmigd hotmigd.sh)
 hm_add_e2e(e2e-sysfs-nvme sysfs-nvme.sh)

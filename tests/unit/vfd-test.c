@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 #include <glib/gstdio.h>
+#include <gio/gunixsocketaddress.h>
 #include <json-glib/json-glib.h>
 
 #include "vfd-fake-host.h"
@@ -586,6 +587,68 @@ static void test_bad_requests(void **state)
     }
 }
 
+/* ---- the real host (vfd-host.c) on a fixture tree ------------------------------------------ */
+
+static void test_real_host(void **state)
+{
+    g_autofree char *root = g_build_filename(g_getenv("HM_FIXTURES"), "sysfs", "cx6-ib", NULL);
+    gpointer host = orch_vfd_host_new(root, "test:///default", 1000, 5000);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) vfs = orch_vfd_host_ops.pf_vfs(host, "0001:af:00.1", &error);
+    g_autoptr(OrchVfdPciVf) vf = NULL;
+    g_autoptr(GHashTable) domains = NULL;
+    OrchVfdPciVf *v;
+
+    assert_non_null(vfs);
+    assert_int_equal(vfs->len, 2);
+    v = g_ptr_array_index(vfs, 0);
+    assert_string_equal(v->address, "0001:af:02.2");
+    assert_string_equal(v->pf_address, "0001:af:00.1");
+    assert_int_equal(v->vendor_id, 0x15b3);
+    assert_int_equal(v->device_id, 0x101c);
+    assert_string_equal(v->pf_netdev, "ib1");
+    assert_string_equal(v->driver, "mlx5_core");
+    vf = orch_vfd_host_ops.vf_read(host, "0001:AF:00.3", &error);
+    assert_non_null(vf);
+    assert_string_equal(vf->pf_netdev, "ib0");
+    assert_int_equal(vf->vf_index, 1);
+    assert_null(orch_vfd_host_ops.pf_vfs(host, "0001:af:00.2", &error));
+    assert_non_null(strstr(error->message, "is a VF (of PF '0001:af:00.0'), not a PF"));
+    g_clear_error(&error);
+    assert_null(orch_vfd_host_ops.vf_read(host, "0001:af:00.0", &error));
+    assert_non_null(strstr(error->message, "is a PF, not a VF"));
+    g_clear_error(&error);
+    assert_false(orch_vfd_host_ops.netdev_exists(host, "hmt0"));
+    domains = orch_vfd_host_ops.domains_using(host, &error);
+    assert_non_null(domains); /* the test driver's domain has no hostdev */
+    assert_int_equal(g_hash_table_size(domains), 0);
+    orch_vfd_host_ops.free(host);
+}
+
+/* A libvirtd that accepts and never answers: hotmigd gives up after its deadline. */
+static void test_real_host_libvirt_silent(void **state)
+{
+    g_autofree char *dir = g_dir_make_tmp("hm-vfd-test-XXXXXX", NULL);
+    g_autofree char *path = g_build_filename(dir, "libvirt-sock", NULL);
+    g_autofree char *uri = g_strdup_printf("qemu+unix:///system?socket=%s", path);
+    g_autoptr(GSocket) sock =
+        g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_DEFAULT, NULL);
+    g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(path);
+    g_autoptr(GError) error = NULL;
+    gpointer host = orch_vfd_host_new(dir, uri, 1000, 300);
+    gint64 t0 = g_get_monotonic_time();
+
+    assert_true(g_socket_bind(sock, addr, TRUE, NULL));
+    assert_true(g_socket_listen(sock, NULL));
+    assert_null(orch_vfd_host_ops.domains_using(host, &error));
+    assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE));
+    assert_non_null(strstr(error->message, "did not list its domains within 300 ms"));
+    assert_true(g_get_monotonic_time() - t0 < 5 * G_TIME_SPAN_SECOND);
+    orch_vfd_host_ops.free(host);
+    g_unlink(path);
+    g_rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -599,6 +662,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ib_identity, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_vfio, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_bad_requests, fx_setup, fx_teardown),
+        cmocka_unit_test(test_real_host),
+        cmocka_unit_test(test_real_host_libvirt_silent),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
