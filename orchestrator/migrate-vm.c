@@ -447,12 +447,14 @@ static int dry_run_main(const Cli *cli, OrchOptions *opts)
 
 /* ---- config subcommand --------------------------------------------------------------------- */
 
-/* The configuration: --config FILE, else /etc/hotmig/hotmig.conf when it exists, else the
+/* The configuration: --config FILE, else $HOTMIG_CONFIG, else /etc/hotmig/hotmig.conf when it exists, else the
  * defaults. NULL with @error when the file named or present cannot be used. */
 static HmConfig *config_open(const char *path, GError **error)
 {
     if (path)
         return hm_config_load(path, error);
+    if (g_getenv("HOTMIG_CONFIG") && *g_getenv("HOTMIG_CONFIG"))
+        return hm_config_load(g_getenv("HOTMIG_CONFIG"), error);
     if (g_file_test(HM_CONFIG_PATH_DEFAULT, G_FILE_TEST_EXISTS))
         return hm_config_load(HM_CONFIG_PATH_DEFAULT, error);
     return hm_config_new();
@@ -643,7 +645,9 @@ int main(int argc, char **argv)
              "Migration journals and locks (default $HOTMIG_STATE_DIR, else /var/lib/hotmig)",
              "DIR"},
             {"config", 0, 0, G_OPTION_ARG_FILENAME, &cli.config_path,
-             "Configuration file (default " HM_CONFIG_PATH_DEFAULT " when it exists)", "FILE"},
+             "Configuration file (default $HOTMIG_CONFIG, else " HM_CONFIG_PATH_DEFAULT
+             " when it exists)",
+             "FILE"},
             {"quiet", 'q', 0, G_OPTION_ARG_NONE, &cli.quiet,
              "No progress, not even the bar on a terminal", NULL},
             {"json", 0, 0, G_OPTION_ARG_NONE, &cli.json,

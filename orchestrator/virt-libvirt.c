@@ -768,6 +768,29 @@ static gboolean virt_domain_capable(OrchVirt *virt, const XmlDomainNeeds *needs,
         needs->arch ? needs->arch : "default", needs->machine ? needs->machine : "default");
     int cmp;
 
+    if (!caps && virGetLastErrorCode() == VIR_ERR_NO_SUPPORT) {
+        /* A driver without domain capabilities: its host capabilities list its guests. */
+        g_autofree char *why = NULL;
+        char *host_caps = virConnectGetCapabilities(virt_conn(virt));
+        gboolean offered = FALSE;
+        gboolean ok;
+
+        if (!host_caps) {
+            virt_set_error(error, ORCH_ERROR_HYPERVISOR,
+                           "Cannot read the capabilities of %s host '%s'", virt->label,
+                           virt->uri);
+            return FALSE;
+        }
+        ok = xml_caps_offer_guest(host_caps, needs->type ? needs->type : "kvm", needs->arch,
+                                  needs->machine, &offered, &why, error);
+        free(host_caps);
+        if (!ok)
+            return FALSE;
+        *ret_capable = offered;
+        *ret_detail = offered ? g_strdup_printf("runs %s (its host capabilities say so)", what)
+                              : g_strdup_printf("cannot run %s: %s", what, why);
+        return TRUE;
+    }
     if (!caps) {
         if (!virt_error_is_unsupported()) {
             virt_set_error(error, ORCH_ERROR_HYPERVISOR,
