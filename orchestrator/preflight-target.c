@@ -131,6 +131,7 @@ void orch_preflight_check_target(Preflight *pf)
     host = vfd ? orch_vfd_host(vfd, &error) : NULL;
     if (!host) {
         add(pf, "hotmigd", ORCH_CHECK_FAIL, "%s", error->message);
+        add(pf, "files", ORCH_CHECK_SKIP, "needs the destination's hotmigd");
         add(pf, "target-vf", ORCH_CHECK_SKIP, "needs the destination's hotmigd");
         return;
     }
@@ -138,6 +139,31 @@ void orch_preflight_check_target(Preflight *pf)
         "hotmigd %s of host '%s' answers at %s: %u VF(s) in its pool, %u free", host->version,
         host->name, vfd->url, host->pool_size, host->counts[ORCH_VFD_STATE_FREE]);
 
+    if (!pf->dom) {
+        add(pf, "files", ORCH_CHECK_SKIP, "no running domain to read the files of");
+    } else {
+        g_autoptr(XmlDomainNeeds) needs = xml_domain_get_needs(pf->dom);
+        g_autoptr(GPtrArray) want = g_ptr_array_new();
+        g_autoptr(GPtrArray) missing = NULL;
+
+        for (guint i = 0; i < needs->paths->len; i++)
+            g_ptr_array_add(want, g_ptr_array_index(needs->paths, i));
+        g_ptr_array_add(want, NULL);
+        if (needs->paths->len == 0)
+            add(pf, "files", ORCH_CHECK_PASS, "the domain uses no host file");
+        else if (!(missing = orch_vfd_files_missing(vfd, (const char *const *)want->pdata, &error)))
+            add(pf, "files", ORCH_CHECK_FAIL, "%s", error->message);
+        else if (missing->len) {
+            g_ptr_array_add(missing, NULL);
+            g_autofree char *list = g_strjoinv("', '", (char **)missing->pdata);
+
+            add(pf, "files", ORCH_CHECK_FAIL, "the destination lacks %u of the domain's %u file(s): '%s'",
+                missing->len - 1, needs->paths->len, list);
+        } else
+            add(pf, "files", ORCH_CHECK_PASS, "the destination has the domain's %u file(s)",
+                needs->paths->len);
+        g_clear_error(&error);
+    }
     if (!pf->vfs) {
         add(pf, "target-vf", ORCH_CHECK_SKIP, "the domain's VFs are unknown");
         return;

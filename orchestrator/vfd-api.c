@@ -7,6 +7,9 @@
 
 #include "orchestrator/vfd-server-priv.h"
 
+#include <glib/gstdio.h>
+#include <sys/stat.h>
+
 #include <string.h>
 
 #include <json-glib/json-glib.h>
@@ -546,6 +549,65 @@ static OrchVfdReply *api_vfio(OrchVfdPool *pool, const char *vf, const char *bod
 
 /* ---- routing ------------------------------------------------------------------------------- */
 
+#define API_FILES_MAX 64
+
+/* POST /v1/files {"paths":[...]}: which of these files this host has (a pre-flight check: the
+ * domain's disks and kernel must be reachable from the destination). Read only. */
+static OrchVfdReply *api_files(const char *body, gsize len)
+{
+    static const char *const known[] = {"paths", NULL};
+    OrchVfdReply *bad = NULL;
+    g_autoptr(JsonObject) obj = body_object(body, len, known, &bad);
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    JsonNode *node;
+    JsonArray *paths;
+
+    if (!obj)
+        return bad;
+    node = json_object_get_member(obj, "paths");
+    if (!node || !JSON_NODE_HOLDS_ARRAY(node))
+        return reply_error(400, "member 'paths' must be an array of absolute paths");
+    paths = json_node_get_array(node);
+    if (json_array_get_length(paths) > API_FILES_MAX)
+        return reply_error(400, "member 'paths' has %u entries, more than %d",
+                           json_array_get_length(paths), API_FILES_MAX);
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "files");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < json_array_get_length(paths); i++) {
+        JsonNode *el = json_array_get_element(paths, i);
+        const char *path;
+        GStatBuf st;
+        gboolean exists;
+
+        if (!JSON_NODE_HOLDS_VALUE(el) || json_node_get_value_type(el) != G_TYPE_STRING)
+            return reply_error(400, "paths[%u] must be a string", i);
+        path = json_node_get_string(el);
+        if (path[0] != '/' || strlen(path) > 4096)
+            return reply_error(400, "paths[%u] must be an absolute path of at most 4096 bytes", i);
+        for (const char *p = path; *p; p++) {
+            if (g_ascii_iscntrl(*p))
+                return reply_error(400, "paths[%u] contains a control character", i);
+        }
+        exists = g_stat(path, &st) == 0;
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "path");
+        json_builder_add_string_value(b, path);
+        json_builder_set_member_name(b, "exists");
+        json_builder_add_boolean_value(b, exists);
+        json_builder_set_member_name(b, "kind");
+        json_builder_add_string_value(b, !exists                ? "none"
+                                         : S_ISREG(st.st_mode) ? "file"
+                                         : S_ISDIR(st.st_mode) ? "dir"
+                                         : S_ISBLK(st.st_mode) ? "block"
+                                                               : "other");
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    return reply_json(200, b);
+}
+
 /* The path's segments after "/v1/", percent-decoded (owned, NULL-terminated), or NULL when the
  * path is not an API path. */
 static char **path_segments(const char *path)
@@ -602,6 +664,8 @@ OrchVfdReply *orch_vfd_api_handle(OrchVfdPool *pool, const char *method, const c
         return get ? api_vfs(pool) : method_not_allowed(method, path, "GET");
     if (n == 1 && g_str_equal(seg[0], "leases"))
         return post ? api_lease(pool, body, len) : method_not_allowed(method, path, "POST");
+    if (n == 1 && g_str_equal(seg[0], "files"))
+        return post ? api_files(body, len) : method_not_allowed(method, path, "POST");
     if (n == 3 && g_str_equal(seg[0], "leases"))
         return g_str_equal(method, "DELETE") ? api_release(pool, seg[1], seg[2], body, len)
                                              : method_not_allowed(method, path, "DELETE");
@@ -615,6 +679,6 @@ OrchVfdReply *orch_vfd_api_handle(OrchVfdPool *pool, const char *method, const c
         return post ? api_vfio(pool, seg[1], body, len) : method_not_allowed(method, path, "POST");
     return reply_error(
         404,
-        "no API path %.200s (GET /v1/host, GET /v1/vfs, POST /v1/leases, POST /v1/leases/VF/ID/confirm, DELETE /v1/leases/VF/ID, POST /v1/vfs/VF/ib-identity, POST /v1/vfs/VF/vfio)",
+        "no API path %.200s (GET /v1/host, GET /v1/vfs, POST /v1/leases, POST /v1/leases/VF/ID/confirm, DELETE /v1/leases/VF/ID, POST /v1/vfs/VF/ib-identity, POST /v1/vfs/VF/vfio, POST /v1/files)",
         path);
 }

@@ -609,6 +609,51 @@ static gboolean client_vfio(OrchVfd *vfd, const char *vf, char **ret_note, GErro
     return obj && client_note(client, what, obj, ret_note, error);
 }
 
+static GPtrArray *client_files_missing(OrchVfd *vfd, const char *const *paths, GError **error)
+{
+    VfdClient *client = (VfdClient *)vfd;
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(JsonObject) obj = NULL;
+    g_autoptr(GPtrArray) missing = g_ptr_array_new_with_free_func(g_free);
+    JsonNode *files;
+
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "paths");
+    json_builder_begin_array(b);
+    for (const char *const *p = paths; *p; p++)
+        json_builder_add_string_value(b, *p);
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    obj = request(client, "POST", "/v1/files", b, 200, error);
+    if (!obj)
+        return NULL;
+    files = json_object_get_member(obj, "files");
+    if (!files || !JSON_NODE_HOLDS_ARRAY(files)) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED,
+                    "hotmigd at %s: POST /v1/files: the reply has no 'files' array", vfd->url);
+        return NULL;
+    }
+    for (guint i = 0; i < json_array_get_length(json_node_get_array(files)); i++) {
+        JsonNode *el = json_array_get_element(json_node_get_array(files), i);
+        JsonObject *f = JSON_NODE_HOLDS_OBJECT(el) ? json_node_get_object(el) : NULL;
+        JsonNode *pn = f ? json_object_get_member(f, "path") : NULL;
+        const char *path = pn && JSON_NODE_HOLDS_VALUE(pn) &&
+                                   json_node_get_value_type(pn) == G_TYPE_STRING
+                               ? json_node_get_string(pn)
+                               : NULL;
+
+        if (!f || !path || !json_object_has_member(f, "exists")) {
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED,
+                        "hotmigd at %s: POST /v1/files: files[%u] is not {path, exists}",
+                        vfd->url, i);
+            return NULL;
+        }
+        if (!json_object_get_boolean_member_with_default(f, "exists", FALSE))
+            g_ptr_array_add(missing, g_strdup(path));
+    }
+    return g_steal_pointer(&missing);
+}
+
 static void client_free(OrchVfd *vfd)
 {
     VfdClient *client = (VfdClient *)vfd;
@@ -638,6 +683,7 @@ static const OrchVfdOps vfd_client_ops = {
     .release = client_release,
     .ib_identity = client_ib_identity,
     .vfio = client_vfio,
+    .files_missing = client_files_missing,
     .free = client_free,
 };
 

@@ -112,6 +112,8 @@ typedef struct {
     gboolean (*ib_identity)(OrchVfd *vfd, const char *vf, guint64 node_guid, guint64 port_guid,
                             char **ret_note, GError **error);
     gboolean (*vfio)(OrchVfd *vfd, const char *vf, char **ret_note, GError **error);
+    /* New array of owned strings: those of @paths (NULL-terminated) missing on the host. */
+    GPtrArray *(*files_missing)(OrchVfd *vfd, const char *const *paths, GError **error);
     void (*free)(OrchVfd *vfd);
 } OrchVfdOps;
 
@@ -165,6 +167,10 @@ gboolean orch_vfd_release(OrchVfd *vfd, const char *vf, const char *lease_id, GE
  * is not InfiniBand). */
 gboolean orch_vfd_ib_identity(OrchVfd *vfd, const char *vf, guint64 node_guid, guint64 port_guid,
                               char **ret_note, GError **error);
+
+/* POST /v1/files: which of @paths (absolute, NULL-terminated, at most 64) the host lacks; a new
+ * array of owned strings, empty when it has them all. */
+GPtrArray *orch_vfd_files_missing(OrchVfd *vfd, const char *const *paths, GError **error);
 
 /* POST /v1/vfs/VF/vfio: make sure vfio-pci drives the leased VF (binds it when not).
  * *ret_note (owned; may be NULL) says what was done. */

@@ -100,3 +100,9 @@ gboolean orch_vfd_vfio(OrchVfd *vfd, const char *vf, char **ret_note, GError **e
     g_return_val_if_fail(vfd && vf, FALSE);
     return vfd->ops->vfio(vfd, vf, ret_note, error);
 }
+
+GPtrArray *orch_vfd_files_missing(OrchVfd *vfd, const char *const *paths, GError **error)
+{
+    g_return_val_if_fail(vfd && paths, NULL);
+    return vfd->ops->files_missing(vfd, paths, error);
+}

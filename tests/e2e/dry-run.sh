@@ -40,10 +40,11 @@ tap=$(virsh -c "$A" dumpxml "$c" | sed -n "s/.*<target dev='\(hmlab[0-9]*vf[0-9]
 
 log "good case: the destination named by its [host B] group"
 dry_run 0 "$c" B
-for check in source domain destination agent vfs hotmigd target-vf cpu; do
+for check in source domain destination agent vfs hotmigd files target-vf cpu; do
     expect_line PASS "$check" ""
 done
 expect_line PASS target-vf "ua-hmvf0 -> $tap"
+expect_line PASS files "the destination has the domain's 2 file\\(s\\)"
 unchanged "$tap"
 
 log "no free VF: B's hotmigd has $tap leased to someone else"

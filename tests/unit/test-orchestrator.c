@@ -38,6 +38,7 @@ typedef struct {
     GHashTable *assigned; /* VF id -> lease id (confirmed) */
     GString *vfd_log;     /* "op vf;" for every hotmigd call */
     const char *cpu_model; /* the domain's <cpu><model>, or NULL */
+    const char *kernel;    /* the domain's <os><kernel>, or NULL */
     guint vfd_lease_seq;
 } FakeWorld;
 
@@ -201,6 +202,8 @@ static char *fake_domain_get_xml(OrchVirt *v, const char *d, GError **e)
 
     if (!check_here(v, d, e))
         return NULL;
+    if (w->kernel)
+        g_string_append_printf(xml, "<os><type>hvm</type><kernel>%s</kernel></os>", w->kernel);
     if (w->cpu_model)
         g_string_append_printf(xml, "<cpu mode='custom'><model>%s</model></cpu>", w->cpu_model);
     g_string_append(xml, "<devices>");
@@ -677,6 +680,20 @@ static gboolean fvfd_vfio(OrchVfd *v, const char *vf, char **ret_note, GError **
     return !vfd_fault((FakeVfd *)v, "vfio", e);
 }
 
+/* The destination has every file but those whose name says "missing". */
+static GPtrArray *fvfd_files_missing(OrchVfd *v, const char *const *paths, GError **e)
+{
+    GPtrArray *out;
+
+    if (vfd_fault((FakeVfd *)v, "files_missing", e))
+        return NULL;
+    out = g_ptr_array_new_with_free_func(g_free);
+    for (const char *const *p = paths; *p; p++)
+        if (strstr(*p, "missing"))
+            g_ptr_array_add(out, g_strdup(*p));
+    return out;
+}
+
 static void fvfd_free(OrchVfd *v)
 {
     FakeVfd *f = (FakeVfd *)v;
@@ -695,6 +712,7 @@ static const OrchVfdOps fake_vfd_ops = {
     .release = fvfd_release,
     .ib_identity = fvfd_ib_identity,
     .vfio = fvfd_vfio,
+    .files_missing = fvfd_files_missing,
     .free = fvfd_free,
 };
 
@@ -1255,6 +1273,19 @@ static void test_preflight(void **state)
         assert_int_equal(check_status(checks, "target-vf", NULL), ORCH_CHECK_PASS);
     }
     w->agent_mode = AGENT_OK;
+    /* The destination lacks the domain's kernel. */
+    w->kernel = "/images/missing-vmlinuz";
+    {
+        g_auto(OrchOptions) opts;
+        g_autoptr(GPtrArray) checks = NULL;
+        g_autoptr(GError) error = NULL;
+
+        options_for_test(&opts);
+        assert_false(orch_preflight(&opts, fake_open, &fo, &checks, &error));
+        assert_int_equal(check_status(checks, "files", &detail), ORCH_CHECK_FAIL);
+        assert_non_null(strstr(detail, "lacks 1 of the domain's 1 file(s): '/images/missing-vmlinuz'"));
+    }
+    w->kernel = "/images/vmlinuz";
     /* The destination cannot provide the domain's CPU; its hotmigd is down. */
     w->cpu_model = "NoSuchCPU";
     {

@@ -514,6 +514,30 @@ static void test_vfio(void **state)
 
 /* ---- bad requests --------------------------------------------------------------------------- */
 
+/* POST /v1/files: which of the domain's files this host has (for --dry-run). */
+static void test_files(void **state)
+{
+    Fx *fx = *state;
+    guint status = 0;
+    g_autofree char *body = g_strdup_printf("{\"paths\": [\"/\", \"%s\", \"/nonexistent/x\"]}",
+                                            g_get_tmp_dir());
+    g_autoptr(JsonObject) obj = call(fx, "POST", "/v1/files", body, &status);
+    JsonArray *files;
+
+    assert_int_equal(status, 200);
+    files = json_object_get_array_member(obj, "files");
+    assert_int_equal(json_array_get_length(files), 3);
+    assert_true(json_object_get_boolean_member(json_array_get_object_element(files, 0), "exists"));
+    assert_string_equal(
+        json_object_get_string_member(json_array_get_object_element(files, 0), "kind"), "dir");
+    assert_false(json_object_get_boolean_member(json_array_get_object_element(files, 2), "exists"));
+    expect_error(fx, "POST", "/v1/files", "{}", 400, "'paths' must be an array");
+    expect_error(fx, "POST", "/v1/files", "{\"paths\": [\"relative\"]}", 400,
+                 "paths[0] must be an absolute path");
+    expect_error(fx, "POST", "/v1/files", "{\"paths\": [7]}", 400, "paths[0] must be a string");
+    expect_error(fx, "GET", "/v1/files", NULL, 405, "POST");
+}
+
 static void test_bad_requests(void **state)
 {
     Fx *fx = *state;
@@ -662,6 +686,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ib_identity, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_vfio, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_bad_requests, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_files, fx_setup, fx_teardown),
         cmocka_unit_test(test_real_host),
         cmocka_unit_test(test_real_host_libvirt_silent),
     };
