@@ -221,11 +221,11 @@ static char *hotmigd_url_find(const Cli *cli, const HmConfig *config, const char
                               GError **error)
 {
     GPtrArray *hosts = hm_config_get_hosts(config);
-    const char *uri = dest_uri;
+    const char *uri = dest_uri ? dest_uri : "qemu:///system";
     g_autoptr(GUri) parsed = NULL;
     const char *server;
 
-    if (cli->hotmigd) {
+    if (cli && cli->hotmigd) {
         if (!g_str_has_prefix(cli->hotmigd, "https://") ||
             !g_uri_is_valid(cli->hotmigd, G_URI_FLAGS_NONE, NULL)) {
             usage_error(error, "--hotmigd '%s' is not an https:// URL", cli->hotmigd);
@@ -236,7 +236,7 @@ static char *hotmigd_url_find(const Cli *cli, const HmConfig *config, const char
     for (guint i = 0; i < hosts->len; i++) {
         const HmConfigHost *host = g_ptr_array_index(hosts, i);
 
-        if (!g_str_equal(host->uri, dest_uri) && !g_str_equal(host->name, dest_uri))
+        if (!g_str_equal(host->uri, uri) && !g_str_equal(host->name, uri))
             continue;
         if (host->hotmigd)
             return g_strdup(host->hotmigd);
@@ -692,6 +692,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "migrate-vm: %s\n", error->message);
         return EXIT_USAGE;
     }
+    /* The source's hotmigd ends the leases the domain leaves behind; best effort. */
+    opts.source_hotmigd_url = hotmigd_url_find(NULL, config, opts.source_uri, NULL);
     if (cli.dry_run)
         return dry_run_main(&cli, &opts);
 

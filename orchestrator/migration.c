@@ -96,6 +96,7 @@ void orch_options_clear(OrchOptions *opts)
     g_clear_pointer(&opts->agent_channel, g_free);
     g_clear_pointer(&opts->state_dir, g_free);
     g_clear_pointer(&opts->hotmigd_url, g_free);
+    g_clear_pointer(&opts->source_hotmigd_url, g_free);
     g_clear_pointer(&opts->tls_cert, g_free);
     g_clear_pointer(&opts->tls_key, g_free);
     g_clear_pointer(&opts->tls_ca, g_free);
@@ -628,6 +629,30 @@ static gboolean identity_apply(Migration *m, char **ret_note, GError **error)
                      : g_strdup_printf("VF %s given node GUID %s, port GUID %s", lease->vf, node,
                                        port);
     return TRUE;
+}
+
+/* The domain runs on the destination now: the source's hotmigd ends the leases its VFs held
+ * there (they came with an earlier migration), so they can be leased again. Not fatal: a
+ * source without hotmigd, or VFs it never leased, change nothing. */
+static void source_leases_end(Migration *m)
+{
+    g_autoptr(OrchVfd) vfd = NULL;
+    g_autoptr(GError) local = NULL;
+
+    if (!m->opts->source_hotmigd_url || !m->vfs || !m->vfs->len)
+        return;
+    vfd = orch_options_open_vfd(m->opts, m->opts->source_hotmigd_url, &local);
+    for (guint i = 0; vfd && i < m->vfs->len; i++) {
+        XmlVf *vf = vf_at(m, i);
+        const char *id = vf->host_pci ? vf->host_pci : vf->netdev;
+
+        g_clear_error(&local);
+        if (id && !orch_vfd_left(vfd, id, m->opts->domain, &local))
+            progress(m, ORCH_PHASE_RESUME, "the source's lease of VF %s stays: %s", id,
+                     local->message);
+    }
+    if (!vfd)
+        progress(m, ORCH_PHASE_RESUME, "the source's leases stay: %s", local->message);
 }
 
 static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
@@ -1219,6 +1244,8 @@ fail:
 
 out:
     leases_settle(m, !ok);
+    if (m->on_destination && m->plugged == (m->vfs ? m->vfs->len : 0))
+        source_leases_end(m);
     journal_end(m, keep_journal);
     orch_journal_close(m->journal);
     m->report->total_us = g_get_monotonic_time() - m->start;

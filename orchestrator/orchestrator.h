@@ -95,6 +95,7 @@ typedef struct {
     guint plug_attempts;      /* tries on the destination before migrating back */
     char *state_dir;          /* journal and locks; NULL: /var/lib/hotmig */
     char *hotmigd_url;        /* the destination's hotmigd, https://HOST:PORT */
+    char *source_hotmigd_url; /* the source's, told when the domain left; NULL: not told */
     char *tls_cert;           /* our client certificate for hotmigd (PEM file) */
     char *tls_key;            /* its private key */
     char *tls_ca;             /* the CA hotmigd's certificate must chain to */

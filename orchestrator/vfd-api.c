@@ -485,6 +485,34 @@ static OrchVfdReply *api_release(OrchVfdPool *pool, const char *vf, const char *
                      g_strdup_printf("VF '%.64s': lease %.64s released (or gone already)", vf, id));
 }
 
+/* POST /v1/vfs/{vf}/left {"domain"}: the domain migrated away; its assigned lease ends. */
+static OrchVfdReply *api_left(OrchVfdPool *pool, const char *vf, const char *body, gsize len)
+{
+    static const char *const known[] = {"domain", NULL};
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonObject) obj = NULL;
+    OrchVfdReply *reply = NULL;
+    const char *domain;
+
+    obj = body_object(body, len, known, &reply);
+    if (!obj)
+        return reply;
+    domain = member_string(obj, "domain", TRUE, HOTPLUG_LEASE_DOMAIN_MAX, &reply);
+    if (!domain)
+        return reply;
+    if (!orch_vfd_pool_left(pool, vf, domain, &error))
+        return reply_gerror(error);
+    json_builder_begin_object(b);
+    orch_json_member_string(b, "vf", vf);
+    orch_json_member_string(b, "domain", domain);
+    orch_json_member_bool(b, "released", TRUE);
+    json_builder_end_object(b);
+    return reply_log(reply_json(200, b),
+                     g_strdup_printf("VF '%.64s': domain '%.64s' left this host, its lease ended",
+                                     vf, domain));
+}
+
 static OrchVfdReply *api_ib_identity(OrchVfdPool *pool, const char *vf, const char *body, gsize len)
 {
     static const char *const known[] = {"node_guid", "port_guid", NULL};
@@ -675,10 +703,12 @@ OrchVfdReply *orch_vfd_api_handle(OrchVfdPool *pool, const char *method, const c
     if (n == 3 && g_str_equal(seg[0], "vfs") && g_str_equal(seg[2], "ib-identity"))
         return post ? api_ib_identity(pool, seg[1], body, len)
                     : method_not_allowed(method, path, "POST");
+    if (n == 3 && g_str_equal(seg[0], "vfs") && g_str_equal(seg[2], "left"))
+        return post ? api_left(pool, seg[1], body, len) : method_not_allowed(method, path, "POST");
     if (n == 3 && g_str_equal(seg[0], "vfs") && g_str_equal(seg[2], "vfio"))
         return post ? api_vfio(pool, seg[1], body, len) : method_not_allowed(method, path, "POST");
     return reply_error(
         404,
-        "no API path %.200s (GET /v1/host, GET /v1/vfs, POST /v1/leases, POST /v1/leases/VF/ID/confirm, DELETE /v1/leases/VF/ID, POST /v1/vfs/VF/ib-identity, POST /v1/vfs/VF/vfio, POST /v1/files)",
+        "no API path %.200s (GET /v1/host, GET /v1/vfs, POST /v1/leases, POST /v1/leases/VF/ID/confirm, DELETE /v1/leases/VF/ID, POST /v1/vfs/VF/ib-identity, POST /v1/vfs/VF/vfio, POST /v1/vfs/VF/left, POST /v1/files)",
         path);
 }

@@ -609,6 +609,20 @@ static gboolean client_vfio(OrchVfd *vfd, const char *vf, char **ret_note, GErro
     return obj && client_note(client, what, obj, ret_note, error);
 }
 
+static gboolean client_left(OrchVfd *vfd, const char *vf, const char *domain, GError **error)
+{
+    VfdClient *client = (VfdClient *)vfd;
+    g_autofree char *path = path_join("/v1/vfs/", vf, NULL, "/left");
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(JsonObject) obj = NULL;
+
+    json_builder_begin_object(b);
+    orch_json_member_string(b, "domain", domain);
+    json_builder_end_object(b);
+    obj = request(client, "POST", path, b, 200, error);
+    return obj != NULL;
+}
+
 static GPtrArray *client_files_missing(OrchVfd *vfd, const char *const *paths, GError **error)
 {
     VfdClient *client = (VfdClient *)vfd;
@@ -683,6 +697,7 @@ static const OrchVfdOps vfd_client_ops = {
     .release = client_release,
     .ib_identity = client_ib_identity,
     .vfio = client_vfio,
+    .left = client_left,
     .files_missing = client_files_missing,
     .free = client_free,
 };

@@ -151,7 +151,7 @@ static void query_unref(DomainsQuery *q)
     g_free(q);
 }
 
-/* The domains using PCI devices, from libvirt (ORCH_ERROR_UNAVAILABLE naming the URI). */
+/* The domains using PCI devices and stand-in network devices, from libvirt (ORCH_ERROR_UNAVAILABLE naming the URI). */
 static GHashTable *query_libvirt(const char *libvirt_uri, GError **error)
 {
     g_autoptr(GError) local = NULL;
@@ -180,6 +180,18 @@ static GHashTable *query_libvirt(const char *libvirt_uri, GError **error)
         for (guint p = 0; p < pcis->len; p++)
             g_hash_table_insert(out, g_strdup(g_ptr_array_index(pcis, p)),
                                 g_strdup(xml_domain_get_name(dom)));
+        /* The stand-ins' network devices too (the emulated lab's VFs). */
+        {
+            g_autoptr(GPtrArray) vfs = xml_domain_find_vfs(dom, NULL, NULL);
+
+            for (guint v = 0; vfs && v < vfs->len; v++) {
+                XmlVf *vf = g_ptr_array_index(vfs, v);
+
+                if (vf->kind == XML_VF_KIND_STANDIN && vf->netdev)
+                    g_hash_table_insert(out, g_strdup(vf->netdev),
+                                        g_strdup(xml_domain_get_name(dom)));
+            }
+        }
     }
     return g_steal_pointer(&out);
 }

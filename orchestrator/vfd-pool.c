@@ -247,8 +247,9 @@ static void pool_view_read(OrchVfdPool *pool, PoolView *view, gboolean with_stat
     if (!with_states)
         return;
 
-    for (guint i = 0; i < view->entries->len; i++)
-        any_pci |= ((OrchVfdEntry *)g_ptr_array_index(view->entries, i))->pci != NULL;
+    /* Which domain holds which VF: for PCI VFs (in use without a lease) and for every assigned
+     * lease (is its domain still here?). */
+    any_pci = view->entries->len > 0;
     if (any_pci) {
         g_autoptr(GError) local = NULL;
 
@@ -262,8 +263,7 @@ static void pool_view_read(OrchVfdPool *pool, PoolView *view, gboolean with_stat
         OrchVfdEntry *entry = g_ptr_array_index(view->entries, i);
         g_autoptr(GError) local = NULL;
         g_autoptr(HotplugLease) lease = hotplug_lease_get(pool->store, entry->id, &local);
-        const char *domain =
-            entry->pci && view->domains ? g_hash_table_lookup(view->domains, entry->id) : NULL;
+        const char *domain = view->domains ? g_hash_table_lookup(view->domains, entry->id) : NULL;
 
         if (!lease) {
             view_warn(view, "VF '%s': cannot read its lease: %s", entry->id, local->message);
@@ -346,6 +346,34 @@ static char *lease_describe(const HotplugLease *lease)
                                reason);
     return g_strdup_printf("leased by '%s' (%s) for domain '%s' until %s", holder, reason, domain,
                            until ? until : "?");
+}
+
+/* An ASSIGNED lease whose domain does not hold the VF on this host (it was destroyed, or it
+ * migrated away and the source was not told) ends when someone asks for the VF: the lease was
+ * confirmed because the domain held the VF here, and it no longer does. Only when libvirt
+ * answered; a lease not yet confirmed (a migration in flight) is never touched. */
+static void entry_reclaim(OrchVfdPool *pool, const PoolView *view, OrchVfdEntry *entry)
+{
+    g_autoptr(GError) local = NULL;
+    const char *holder;
+
+    if (entry->state != ORCH_VFD_STATE_ASSIGNED || !entry->lease || !view->domains)
+        return;
+    holder = g_hash_table_lookup(view->domains, entry->id);
+    if (holder && g_strcmp0(holder, entry->lease->domain) == 0)
+        return;
+    if (!hotplug_lease_forget(pool->store, entry->id, &local)) {
+        g_debug("VF '%s': cannot end the stale lease of '%s': %s", entry->id,
+                entry->lease->domain, local->message);
+        return;
+    }
+    g_message("VF '%s': lease of domain '%s' ended: the domain does not hold it on %s any more",
+              entry->id, entry->lease->domain ? entry->lease->domain : "?", pool->host_name);
+    g_clear_pointer(&entry->lease, hotplug_lease_free);
+    g_clear_pointer(&entry->assigned_to, g_free);
+    entry->state = holder ? ORCH_VFD_STATE_IN_USE : ORCH_VFD_STATE_FREE;
+    if (holder)
+        entry->assigned_to = g_strdup(holder);
 }
 
 /* Can @entry be leased? FALSE with ORCH_ERROR_CONFLICT / _UNAVAILABLE saying why not. */
@@ -439,6 +467,8 @@ HotplugLease *orch_vfd_pool_lease(OrchVfdPool *pool, const OrchVfdLeaseSpec *spe
     if (spec->vf) {
         OrchVfdEntry *entry = pool_find(pool, &view, spec->vf, error);
 
+        if (entry)
+            entry_reclaim(pool, &view, entry);
         if (!entry || !entry_leasable(&view, entry, error))
             return NULL;
         return pool_acquire(pool, entry->id, spec, error);
@@ -446,13 +476,14 @@ HotplugLease *orch_vfd_pool_lease(OrchVfdPool *pool, const OrchVfdLeaseSpec *spe
 
     pool_view_read(pool, &view, TRUE, NULL);
     for (guint i = 0; i < view.entries->len; i++) {
-        const OrchVfdEntry *entry = g_ptr_array_index(view.entries, i);
+        OrchVfdEntry *entry = g_ptr_array_index(view.entries, i);
         g_autoptr(GError) local = NULL;
         HotplugLease *lease;
 
         if (!entry->pci || entry->pci->vendor_id != spec->vendor_id ||
             entry->pci->device_id != spec->device_id)
             continue;
+        entry_reclaim(pool, &view, entry);
         if (!entry_leasable(&view, entry, &local)) {
             if (g_error_matches(local, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE)) {
                 g_propagate_error(error, g_steal_pointer(&local));
@@ -557,6 +588,39 @@ gboolean orch_vfd_pool_release(OrchVfdPool *pool, const char *vf, const char *id
         return FALSE;
     }
     g_debug("VF '%s': lease %s released", canonical, id);
+    return TRUE;
+}
+
+gboolean orch_vfd_pool_left(OrchVfdPool *pool, const char *vf, const char *domain, GError **error)
+{
+    g_autofree char *canonical = NULL;
+    g_autoptr(GError) local = NULL;
+    g_autoptr(HotplugLease) lease = NULL;
+
+    g_return_val_if_fail(pool && vf && domain, FALSE);
+
+    canonical = pool_configured(pool, vf, error);
+    if (!canonical)
+        return FALSE;
+    lease = hotplug_lease_get(pool->store, canonical, &local);
+    if (!lease) {
+        g_set_error_literal(error, ORCH_ERROR, ORCH_ERROR_FAILED, local->message);
+        return FALSE;
+    }
+    if (lease->state == HOTPLUG_LEASE_FREE)
+        return TRUE;
+    if (lease->state != HOTPLUG_LEASE_ASSIGNED || g_strcmp0(lease->domain, domain) != 0) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT,
+                    "VF '%s' is %s for domain '%s', not assigned to '%s': left alone", canonical,
+                    hotplug_lease_state_to_string(lease->state),
+                    lease->domain ? lease->domain : "?", domain);
+        return FALSE;
+    }
+    if (!hotplug_lease_forget(pool->store, canonical, &local)) {
+        g_set_error_literal(error, ORCH_ERROR, ORCH_ERROR_FAILED, local->message);
+        return FALSE;
+    }
+    g_debug("VF '%s': domain '%s' left, its lease ended", canonical, domain);
     return TRUE;
 }
 

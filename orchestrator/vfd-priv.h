@@ -112,6 +112,7 @@ typedef struct {
     gboolean (*ib_identity)(OrchVfd *vfd, const char *vf, guint64 node_guid, guint64 port_guid,
                             char **ret_note, GError **error);
     gboolean (*vfio)(OrchVfd *vfd, const char *vf, char **ret_note, GError **error);
+    gboolean (*left)(OrchVfd *vfd, const char *vf, const char *domain, GError **error);
     /* New array of owned strings: those of @paths (NULL-terminated) missing on the host. */
     GPtrArray *(*files_missing)(OrchVfd *vfd, const char *const *paths, GError **error);
     void (*free)(OrchVfd *vfd);
@@ -167,6 +168,10 @@ gboolean orch_vfd_release(OrchVfd *vfd, const char *vf, const char *lease_id, GE
  * is not InfiniBand). */
 gboolean orch_vfd_ib_identity(OrchVfd *vfd, const char *vf, guint64 node_guid, guint64 port_guid,
                               char **ret_note, GError **error);
+
+/* POST /v1/vfs/VF/left: @domain migrated away from that host; the lease it held on @vf there
+ * ends. TRUE also when @vf holds no lease. */
+gboolean orch_vfd_left(OrchVfd *vfd, const char *vf, const char *domain, GError **error);
 
 /* POST /v1/files: which of @paths (absolute, NULL-terminated, at most 64) the host lacks; a new
  * array of owned strings, empty when it has them all. */

@@ -138,6 +138,11 @@ HotplugLease *orch_vfd_pool_confirm(OrchVfdPool *pool, const char *vf, const cha
  * ORCH_ERROR_CONFLICT when the VF holds another lease. */
 gboolean orch_vfd_pool_release(OrchVfdPool *pool, const char *vf, const char *id, GError **error);
 
+/* Domain @domain has left this host (migrated away): ends the ASSIGNED lease it held on @vf.
+ * TRUE as well when @vf holds no lease (nothing to do). ORCH_ERROR_CONFLICT when the lease is
+ * another domain's, or not confirmed yet (a migration in flight). */
+gboolean orch_vfd_pool_left(OrchVfdPool *pool, const char *vf, const char *domain, GError **error);
+
 /* Sets the IB identity of leased VF @vf. *ret_applied FALSE with a note when there is nothing
  * to set (a stand-in). ORCH_ERROR_CONFLICT when @vf is not leased, or a domain uses it. */
 gboolean orch_vfd_pool_ib_identity(OrchVfdPool *pool, const char *vf, guint64 node_guid,

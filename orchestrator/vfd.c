@@ -106,3 +106,9 @@ GPtrArray *orch_vfd_files_missing(OrchVfd *vfd, const char *const *paths, GError
     g_return_val_if_fail(vfd && paths, NULL);
     return vfd->ops->files_missing(vfd, paths, error);
 }
+
+gboolean orch_vfd_left(OrchVfd *vfd, const char *vf, const char *domain, GError **error)
+{
+    g_return_val_if_fail(vfd && vf && domain, FALSE);
+    return vfd->ops->left(vfd, vf, domain, error);
+}

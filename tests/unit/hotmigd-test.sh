@@ -236,9 +236,15 @@ for c in "${confirmed[@]}"; do
     read -r vf id <<<"$c"
     [ "$(jq -r --arg vf "$vf" '.vfs[] | select(.id == $vf) | "\(.state) \(.lease.id)"' "$tmp/vfs.json")" = "assigned $id" ] ||
         fail "after a restart, $vf lost its confirmed lease $id: $(jq -c --arg vf "$vf" '.vfs[] | select(.id == $vf)' "$tmp/vfs.json")"
-    expect_status 409 POST /v1/leases "$(lease_body "\"vf\": \"$vf\"" thief)" >/dev/null
 done
 log "restart: the 4 confirmed leases are still there"
+# Their domains do not run here (libvirt's test driver has none of them): a new lease of such a
+# VF ends the stale one, and says so in the log.
+read -r vf id <<<"${confirmed[0]}"
+expect_status 201 POST /v1/leases "$(lease_body "\"vf\": \"$vf\"" thief)" >/dev/null
+grep -q "VF '$vf': lease of domain '.*' ended: the domain does not hold it" "$tmp/hotmigd.log" ||
+    fail "the stale lease of $vf was not ended in the log"
+log "a confirmed lease whose domain is not here ends when its VF is asked for"
 
 # ---- clients without a valid certificate -------------------------------------------------------
 for who in none self other-client expired; do

@@ -414,8 +414,31 @@ static void test_restart_keeps_leases(void **state)
     entry = vf_entry(fx, "hmlab0vf1");
     assert_string_equal(member(entry, "state"), "assigned");
     assert_string_equal(member(json_object_get_object_member(entry, "lease"), "id"), id);
+    /* While vm7 holds the VF here, nobody else gets it. */
+    g_hash_table_insert(fx->host->domains, g_strdup("hmlab0vf1"), g_strdup("vm7"));
     expect_error(fx, "POST", "/v1/leases", LEASE_BODY("\"vf\": \"hmlab0vf1\""), 409,
                  "is assigned to domain 'vm7' (holder 'test', reason 'unit test')");
+}
+
+/* A confirmed lease whose domain no longer holds the VF here (destroyed, or migrated away
+ * without telling) ends when someone asks for the VF; one whose domain holds it does not. */
+static void test_stale_assigned_reclaimed(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *id = lease(fx, LEASE_BODY("\"vf\": \"hmlab0vf1\""));
+    g_autofree char *confirm = g_strdup_printf("/v1/leases/hmlab0vf1/%s/confirm", id);
+    g_autofree char *again = NULL;
+    guint status = 0;
+    g_autoptr(JsonObject) obj = call(fx, "POST", confirm, NULL, &status);
+
+    assert_int_equal(status, 200);
+    g_hash_table_insert(fx->host->domains, g_strdup("hmlab0vf1"), g_strdup("vm7"));
+    expect_error(fx, "POST", "/v1/leases", LEASE_BODY("\"vf\": \"hmlab0vf1\""), 409,
+                 "is assigned to domain 'vm7'");
+    /* vm7 is gone from this host. */
+    g_hash_table_remove(fx->host->domains, "hmlab0vf1");
+    again = lease(fx, LEASE_BODY("\"vf\": \"hmlab0vf1\""));
+    assert_string_not_equal(again, id);
 }
 
 /* ---- IB identity, vfio ---------------------------------------------------------------------- */
@@ -513,6 +536,34 @@ static void test_vfio(void **state)
 }
 
 /* ---- bad requests --------------------------------------------------------------------------- */
+
+/* POST /v1/vfs/VF/left: a domain that migrated away ends its assigned lease, not another's. */
+static void test_left(void **state)
+{
+    Fx *fx = *state;
+    guint status = 0;
+    g_autofree char *id = lease(fx, LEASE_BODY("\"vf\": \"hmlab0vf1\""));
+    g_autofree char *confirm = g_strdup_printf("/v1/leases/hmlab0vf1/%s/confirm", id);
+    g_autoptr(JsonObject) obj = NULL;
+
+    /* Not confirmed yet: a migration in flight is left alone. */
+    expect_error(fx, "POST", "/v1/vfs/hmlab0vf1/left", "{\"domain\": \"vm7\"}", 409, "leased");
+    obj = call(fx, "POST", confirm, NULL, &status);
+    assert_int_equal(status, 200);
+    expect_error(fx, "POST", "/v1/vfs/hmlab0vf1/left", "{\"domain\": \"other\"}", 409,
+                 "not assigned to 'other'");
+    expect_error(fx, "POST", "/v1/vfs/hmlab0vf1/left", "{}", 400, "'domain' is missing");
+    g_clear_pointer(&obj, json_object_unref);
+    obj = call(fx, "POST", "/v1/vfs/hmlab0vf1/left", "{\"domain\": \"vm7\"}", &status);
+    assert_int_equal(status, 200);
+    /* Free again, and telling twice is harmless. */
+    g_clear_pointer(&obj, json_object_unref);
+    obj = call(fx, "POST", "/v1/vfs/hmlab0vf1/left", "{\"domain\": \"vm7\"}", &status);
+    assert_int_equal(status, 200);
+    g_clear_pointer(&obj, json_object_unref);
+    obj = vf_entry(fx, "hmlab0vf1");
+    assert_string_equal(member(obj, "state"), "free");
+}
 
 /* POST /v1/files: which of the domain's files this host has (for --dry-run). */
 static void test_files(void **state)
@@ -687,6 +738,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_vfio, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_bad_requests, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_files, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_left, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_stale_assigned_reclaimed, fx_setup, fx_teardown),
         cmocka_unit_test(test_real_host),
         cmocka_unit_test(test_real_host_libvirt_silent),
     };
