@@ -5,6 +5,12 @@
 #include "orchestrator/vfd-priv.h"
 #include "hotplug/hotplug.h"
 
+#include <gio/gio.h>
+
+/* QEMU's migration data port range as libvirt hands it out (qemu.conf migration_port_min/max). */
+#define MIGRATION_PORT_FIRST 49152
+#define PROBE_TIMEOUT_S 3
+
 static G_GNUC_PRINTF(4, 5) void add(Preflight *pf, const char *name, OrchCheckStatus status,
                                     const char *fmt, ...)
 {
@@ -118,8 +124,43 @@ static const char *choose(Preflight *pf, XmlVf *vf, GPtrArray *pool, GHashTable 
     return NULL;
 }
 
+/* Can this host open TCP connections to the destination's migration data port? Nothing listens
+ * there before a migration starts, so "connection refused" is the good answer (the host answers,
+ * no firewall drops the port); a timeout or an unreachable network is not. The address is the
+ * one of --migrateuri, else the host of the destination's hotmigd URL (the address it serves
+ * other hosts on). */
+static void check_migration_port(Preflight *pf)
+{
+    const char *from = pf->opts->migrate_uri ? pf->opts->migrate_uri : pf->opts->hotmigd_url;
+    g_autoptr(GUri) uri = from ? g_uri_parse(from, G_URI_FLAGS_NONE, NULL) : NULL;
+    const char *host = uri ? g_uri_get_host(uri) : NULL;
+    guint port = uri && pf->opts->migrate_uri && g_uri_get_port(uri) > 0 ? g_uri_get_port(uri)
+                                                                          : MIGRATION_PORT_FIRST;
+    g_autoptr(GSocketClient) client = g_socket_client_new();
+    g_autoptr(GSocketConnection) conn = NULL;
+    g_autoptr(GError) error = NULL;
+
+    if (!host || !*host) {
+        add(pf, "migration-port", ORCH_CHECK_SKIP, "no address for the destination's data port");
+        return;
+    }
+    g_socket_client_set_timeout(client, PROBE_TIMEOUT_S);
+    conn = g_socket_client_connect_to_host(client, host, port, NULL, &error);
+    if (conn)
+        add(pf, "migration-port", ORCH_CHECK_PASS, "%s port %u accepts connections", host, port);
+    else if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CONNECTION_REFUSED))
+        add(pf, "migration-port", ORCH_CHECK_PASS,
+            "%s answers on port %u (refused: nothing listens before a migration, no firewall "
+            "drops it)",
+            host, port);
+    else
+        add(pf, "migration-port", ORCH_CHECK_FAIL, "%s port %u is not reachable: %s", host, port,
+            error->message);
+}
+
 void orch_preflight_check_target(Preflight *pf)
 {
+    check_migration_port(pf);
     g_autoptr(GError) error = NULL;
     g_autoptr(OrchVfd) vfd = NULL;
     g_autoptr(OrchVfdHostInfo) host = NULL;

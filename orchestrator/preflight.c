@@ -214,7 +214,7 @@ char *orch_checks_format_table(GPtrArray *checks)
         OrchCheck *check = g_ptr_array_index(checks, i);
         g_autofree char *status = g_ascii_strup(orch_check_status_to_string(check->status), -1);
 
-        g_string_append_printf(out, "%-4s  %-12s %s\n", status, check->name, check->detail);
+        g_string_append_printf(out, "%-4s  %-14s %s\n", status, check->name, check->detail);
     }
     return g_string_free(g_steal_pointer(&out), FALSE);
 }

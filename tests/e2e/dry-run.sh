@@ -40,7 +40,7 @@ tap=$(virsh -c "$A" dumpxml "$c" | sed -n "s/.*<target dev='\(hmlab[0-9]*vf[0-9]
 
 log "good case: the destination named by its [host B] group"
 dry_run 0 "$c" B
-for check in source domain destination agent vfs hotmigd files target-vf cpu; do
+for check in source domain destination agent vfs migration-port hotmigd files target-vf cpu; do
     expect_line PASS "$check" ""
 done
 expect_line PASS target-vf "ua-hmvf0 -> $tap"

@@ -750,7 +750,7 @@ static char *state_dir;
 static void options_for_test(OrchOptions *opts)
 {
     orch_options_init(opts);
-    opts->hotmigd_url = g_strdup("https://b:16680");
+    opts->hotmigd_url = g_strdup("https://127.0.0.1:16680");
     opts->source_hotmigd_url = g_strdup("https://a:16680");
     opts->vfd_open = fake_vfd_open;
     opts->state_dir = g_strdup(state_dir);
@@ -1242,6 +1242,8 @@ static void test_preflight(void **state)
         }
         assert_int_equal(check_status(checks, "target-vf", &detail), ORCH_CHECK_PASS);
         assert_non_null(strstr(detail, "hostdev0 -> 0000:5e:02.2, ua-hmvf0 -> hmtap1"));
+        assert_int_equal(check_status(checks, "migration-port", &detail), ORCH_CHECK_PASS);
+        assert_non_null(strstr(detail, "127.0.0.1"));
         json = orch_checks_format_json(checks, FALSE);
         assert_non_null(strstr(json, "\"ok\":true"));
     }
