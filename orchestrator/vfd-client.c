@@ -32,8 +32,12 @@ typedef struct {
 typedef struct {
     GAsyncResult *result;
     gboolean timed_out;
+    gboolean given_up; /* cancelled, and still no result after a grace period */
     GCancellable *cancel;
+    GMainContext *ctx;
 } Wait;
+
+#define VFD_CANCEL_GRACE_S 2
 
 static void wait_done(GObject *source, GAsyncResult *result, gpointer data)
 {
@@ -42,20 +46,37 @@ static void wait_done(GObject *source, GAsyncResult *result, gpointer data)
     wait->result = g_object_ref(result);
 }
 
-static gboolean wait_deadline(gpointer data)
+static gboolean wait_give_up(gpointer data)
 {
     Wait *wait = data;
 
-    wait->timed_out = TRUE;
-    g_cancellable_cancel(wait->cancel);
+    wait->given_up = TRUE;
     return G_SOURCE_REMOVE;
 }
 
-/* Runs the client's context until @wait has a result; returns it (owned). */
+static gboolean wait_deadline(gpointer data)
+{
+    Wait *wait = data;
+    GSource *grace = g_timeout_source_new_seconds(VFD_CANCEL_GRACE_S);
+
+    wait->timed_out = TRUE;
+    g_cancellable_cancel(wait->cancel);
+    /* Should the cancelled operation never complete, the wait still ends. */
+    g_source_set_callback(grace, wait_give_up, wait, NULL);
+    g_source_attach(grace, wait->ctx);
+    g_source_unref(grace);
+    return G_SOURCE_REMOVE;
+}
+
+/* Runs the client's context until @wait has a result; returns it (owned), or NULL when the
+ * operation did not even end after its cancellation (then the session's connections are
+ * dropped). */
 static GAsyncResult *wait_run(VfdClient *client, Wait *wait)
 {
-    while (!wait->result)
+    while (!wait->result && !wait->given_up)
         g_main_context_iteration(client->ctx, TRUE);
+    if (!wait->result)
+        soup_session_abort(client->session);
     return g_steal_pointer(&wait->result);
 }
 
@@ -157,7 +178,7 @@ static GBytes *request_read(VfdClient *client, GInputStream *stream, Wait *wait,
         g_input_stream_read_bytes_async(stream, VFD_READ_CHUNK, G_PRIORITY_DEFAULT, wait->cancel,
                                         wait_done, wait);
         res = wait_run(client, wait);
-        chunk = g_input_stream_read_bytes_finish(stream, res, &local);
+        chunk = res ? g_input_stream_read_bytes_finish(stream, res, &local) : NULL;
         if (!chunk) {
             request_fail(client, what, local, NULL, wait->timed_out, error);
             return NULL;
@@ -190,7 +211,7 @@ static JsonObject *request(VfdClient *client, const char *method, const char *pa
     g_autoptr(GError) local = NULL;
     g_autoptr(JsonParser) parser = json_parser_new_immutable();
     Progress progress = {0};
-    Wait wait = {.cancel = cancel};
+    Wait wait = {.cancel = cancel, .ctx = client->ctx};
     GSource *timer;
     JsonNode *root;
     const char *data;
@@ -210,6 +231,9 @@ static JsonObject *request(VfdClient *client, const char *method, const char *pa
         req = g_bytes_new_take(text, text_len);
         soup_message_set_request_body_from_bytes(msg, "application/json", req);
     }
+    /* One connection per request: a kept-alive connection that goes idle between the phases of
+     * a migration (minutes) can be closed under a request by the session's idle timer. */
+    soup_message_headers_replace(soup_message_get_request_headers(msg), "Connection", "close");
     soup_message_set_tls_client_certificate(msg, client->cert);
     g_signal_connect(msg, "accept-certificate", G_CALLBACK(on_accept_certificate),
                      &progress.server_flags);
@@ -222,7 +246,7 @@ static JsonObject *request(VfdClient *client, const char *method, const char *pa
     g_source_attach(timer, client->ctx);
     soup_session_send_async(client->session, msg, G_PRIORITY_DEFAULT, cancel, wait_done, &wait);
     res = wait_run(client, &wait);
-    stream = soup_session_send_finish(client->session, res, &local);
+    stream = res ? soup_session_send_finish(client->session, res, &local) : NULL;
     if (stream)
         bytes = request_read(client, stream, &wait, what, error);
     else
