@@ -254,11 +254,11 @@ static JsonObject *request(VfdClient *client, const char *method, const char *pa
             node && JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_STRING
                 ? json_node_get_string(node)
                 : NULL;
-        OrchError code = status == 400 || status == 413 ? ORCH_ERROR_INVALID
-                         : status == 404                ? ORCH_ERROR_NOT_FOUND
-                         : status == 409                ? ORCH_ERROR_CONFLICT
-                         : status == 503                ? ORCH_ERROR_UNAVAILABLE
-                                                        : ORCH_ERROR_FAILED;
+        OrchError code = status == 400 || status == 413 || status == 422 ? ORCH_ERROR_INVALID
+                         : status == 404                                 ? ORCH_ERROR_NOT_FOUND
+                         : status == 409                                 ? ORCH_ERROR_CONFLICT
+                         : status == 503                                 ? ORCH_ERROR_UNAVAILABLE
+                                                                         : ORCH_ERROR_FAILED;
 
         g_set_error(error, ORCH_ERROR, code, "hotmigd at %s refused %s (%u %s): %s",
                     client->parent.url, what, status, soup_status_get_phrase(status),
@@ -609,6 +609,44 @@ static gboolean client_vfio(OrchVfd *vfd, const char *vf, char **ret_note, GErro
     return obj && client_note(client, what, obj, ret_note, error);
 }
 
+static OrchVfdAlertReply *client_alert(OrchVfd *vfd, const PolAlertEvent *event, const char *from,
+                                       gboolean deputy, GError **error)
+{
+    VfdClient *client = (VfdClient *)vfd;
+    const char *what = "POST /v1/alerts";
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(JsonObject) obj = NULL;
+    g_autoptr(OrchVfdAlertReply) reply = g_new0(OrchVfdAlertReply, 1);
+    int action = 0, state = 0;
+
+    json_builder_begin_object(b);
+    orch_json_member_string(b, "from", from);
+    orch_json_member_bool(b, "deputy", deputy);
+    orch_json_member_string(b, "host", event->host);
+    if (!event->resolved)
+        orch_json_member_string(b, "severity", pol_severity_to_string(event->severity));
+    orch_json_member_double(b, "confidence", event->confidence);
+    orch_json_member_int(b, "deadline", event->deadline);
+    orch_json_member_string(b, "key", event->key);
+    orch_json_member_bool(b, "resolved", event->resolved);
+    if (event->source)
+        orch_json_member_string(b, "source", event->source);
+    json_builder_end_object(b);
+    obj = request(client, "POST", "/v1/alerts", b, 200, error);
+    if (!obj)
+        return NULL;
+    if (!reply_string(client, what, obj, "result", TRUE, &reply->result, error) ||
+        !reply_string(client, what, obj, "actor", TRUE, &reply->actor, error) ||
+        !reply_enum(client, what, obj, "action", pol_alert_action_kind_from_string, &action,
+                    error) ||
+        !reply_enum(client, what, obj, "state", pol_host_state_from_string, &state, error) ||
+        !reply_string(client, what, obj, "reason", TRUE, &reply->reason, error))
+        return NULL;
+    reply->action = action;
+    reply->state = state;
+    return g_steal_pointer(&reply);
+}
+
 static void client_free(OrchVfd *vfd)
 {
     VfdClient *client = (VfdClient *)vfd;
@@ -639,6 +677,7 @@ static const OrchVfdOps vfd_client_ops = {
     .ib_identity = client_ib_identity,
     .vfio = client_vfio,
     .free = client_free,
+    .alert = client_alert,
 };
 
 OrchVfd *orch_vfd_new(const char *url, const char *cert, const char *key, const char *ca,

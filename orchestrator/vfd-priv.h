@@ -19,6 +19,7 @@
 
 #include "common/common.h"
 #include "orchestrator/orchestrator.h"
+#include "policies/policies.h"
 
 G_BEGIN_DECLS
 
@@ -100,6 +101,18 @@ typedef struct {
     guint ttl_s;        /* 0: the daemon's lease-ttl */
 } OrchVfdLeaseRequest;
 
+/* POST /v1/alerts: what the daemon that applied a forwarded alert event answered. */
+typedef struct {
+    char *result; /* "accepted", "merged" or "ignored" */
+    char *actor;  /* the host whose daemon applied it */
+    PolAlertActionKind action;
+    PolHostState state; /* the host's state in that daemon's book afterwards */
+    char *reason;       /* one line */
+} OrchVfdAlertReply;
+
+void orch_vfd_alert_reply_free(OrchVfdAlertReply *reply);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchVfdAlertReply, orch_vfd_alert_reply_free)
+
 typedef struct OrchVfd OrchVfd;
 
 typedef struct {
@@ -113,6 +126,9 @@ typedef struct {
                             char **ret_note, GError **error);
     gboolean (*vfio)(OrchVfd *vfd, const char *vf, char **ret_note, GError **error);
     void (*free)(OrchVfd *vfd);
+    /* NULL in implementations without it (the call fails). */
+    OrchVfdAlertReply *(*alert)(OrchVfd *vfd, const PolAlertEvent *event, const char *from,
+                                gboolean deputy, GError **error);
 } OrchVfdOps;
 
 /* Every implementation's handle starts with this. */
@@ -169,5 +185,13 @@ gboolean orch_vfd_ib_identity(OrchVfd *vfd, const char *vf, guint64 node_guid, g
 /* POST /v1/vfs/VF/vfio: make sure vfio-pci drives the leased VF (binds it when not).
  * *ret_note (owned; may be NULL) says what was done. */
 gboolean orch_vfd_vfio(OrchVfd *vfd, const char *vf, char **ret_note, GError **error);
+
+/* POST /v1/alerts: hands alert @event to that host's hotmigd, from host @from (this one).
+ * Without @deputy the daemon must be @event->host's own; with it, it acts for @event->host,
+ * whose own daemon does not answer (docs/alerts.md, "Who acts"). Owned reply. A refusal is
+ * ORCH_ERROR_INVALID (400, 422: a bad event, a host it does not know) or _CONFLICT (409: not
+ * that host's daemon); a daemon that does not answer _UNAVAILABLE or _TIMEOUT. */
+OrchVfdAlertReply *orch_vfd_alert(OrchVfd *vfd, const PolAlertEvent *event, const char *from,
+                                  gboolean deputy, GError **error);
 
 G_END_DECLS

@@ -41,6 +41,16 @@ void orch_vfd_vf_info_free(OrchVfdVfInfo *vf)
     g_free(vf);
 }
 
+void orch_vfd_alert_reply_free(OrchVfdAlertReply *reply)
+{
+    if (!reply)
+        return;
+    g_free(reply->result);
+    g_free(reply->actor);
+    g_free(reply->reason);
+    g_free(reply);
+}
+
 void orch_vfd_init(OrchVfd *vfd, const OrchVfdOps *ops, const char *url)
 {
     vfd->ops = ops;
@@ -99,4 +109,16 @@ gboolean orch_vfd_vfio(OrchVfd *vfd, const char *vf, char **ret_note, GError **e
 {
     g_return_val_if_fail(vfd && vf, FALSE);
     return vfd->ops->vfio(vfd, vf, ret_note, error);
+}
+
+OrchVfdAlertReply *orch_vfd_alert(OrchVfd *vfd, const PolAlertEvent *event, const char *from,
+                                  gboolean deputy, GError **error)
+{
+    g_return_val_if_fail(vfd && event && event->host && event->key && from, NULL);
+    if (!vfd->ops->alert) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED,
+                    "the client of hotmigd at %s cannot forward alerts", vfd->url);
+        return NULL;
+    }
+    return vfd->ops->alert(vfd, event, from, deputy, error);
 }
