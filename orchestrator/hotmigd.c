@@ -18,6 +18,7 @@
 #include <glib-unix.h>
 
 #include "common/config.h"
+#include "orchestrator/alerts-daemon-priv.h"
 #include "orchestrator/vfd-server-priv.h"
 
 enum {
@@ -95,6 +96,7 @@ int main(int argc, char **argv)
     g_autoptr(HmConfig) config = NULL;
     g_autoptr(OrchVfdPool) pool = NULL;
     g_autoptr(OrchVfdServer) server = NULL;
+    g_autoptr(HotmigdAlerts) alerts = NULL;
     g_autoptr(GMainLoop) loop = NULL;
     g_autofree char *config_path = NULL;
     g_autofree char *lease_dir = NULL;
@@ -191,6 +193,21 @@ int main(int argc, char **argv)
             return EXIT_FAILED;
         }
     }
+    /* The failure-prediction hook (hotmigd-alerts.c; docs/alerts.md). */
+    {
+        const char *name = hm_config_get_string(config, HM_CONFIG_HOTMIGD_NAME);
+        g_autofree char *described = NULL;
+
+        alerts =
+            hotmigd_alerts_start(config, *name ? name : g_get_host_name(), pool, server, &error);
+        if (!alerts) {
+            g_critical("%s", error->message);
+            return g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID) ? EXIT_CONFIG
+                                                                          : EXIT_FAILED;
+        }
+        described = hotmigd_alerts_describe(alerts);
+        g_message("%s", described);
+    }
     sigterm = g_unix_signal_add(SIGTERM, on_signal, loop);
     sigint = g_unix_signal_add(SIGINT, on_signal, loop);
     g_message(
@@ -203,6 +220,7 @@ int main(int argc, char **argv)
 
     g_source_remove(sigterm);
     g_source_remove(sigint);
+    g_clear_pointer(&alerts, hotmigd_alerts_stop);
     g_clear_pointer(&server, orch_vfd_server_free);
     g_message("Stopped");
     return EXIT_STOPPED;

@@ -65,6 +65,11 @@ connect = test:///default
 [pool]
 pfs = 0001:af:00.0, 0001:af:00.1
 standins = $(IFS=,; echo "${standins[*]}")
+
+# The failure-prediction hook is hotmigd-alerts-test.sh's.
+[alerts]
+port = 0
+socket =
 EOF
 }
 

@@ -1,0 +1,6 @@
+# The failure-prediction hook of hotmigd (orchestrator/alerts-daemon.c, alerts-input.c, the
+# alert listener in vfd-server.c) and /metrics (metrics.c). Two real hotmigds with curl, socat
+# and a predictor script as inputs (tests/unit/hotmigd-alerts-test.sh; ~15 s).
+add_test(NAME hotmigd-alerts-test
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/unit/hotmigd-alerts-test.sh $<TARGET_FILE:hotmigd> ${PROJECT_SOURCE_DIR})
+set_tests_properties(hotmigd-alerts-test PROPERTIES LABELS unit TIMEOUT 120)
