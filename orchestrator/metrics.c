@@ -41,6 +41,20 @@ static void sample_uint(GString *out, const char *name, const char *label, const
     g_string_append_printf(out, "%" G_GUINT64_FORMAT "\n", n);
 }
 
+/* @x in the C locale with the fewest digits that read back as @x: 1e-06, not
+ * 9.9999999999999995e-07. */
+static const char *shortest(char *buf, gsize size, double x)
+{
+    static const char *const formats[] = {"%.15g", "%.16g", "%.17g"};
+
+    for (guint i = 0; i < G_N_ELEMENTS(formats); i++) {
+        g_ascii_formatd(buf, size, formats[i], x);
+        if (g_ascii_strtod(buf, NULL) == x)
+            break;
+    }
+    return buf;
+}
+
 static void sample_double(GString *out, const char *name, const char *label, const char *value,
                           double x)
 {
@@ -52,7 +66,7 @@ static void sample_double(GString *out, const char *name, const char *label, con
     else if (isinf(x))
         g_string_append(out, x > 0 ? "+Inf\n" : "-Inf\n");
     else
-        g_string_append_printf(out, "%s\n", g_ascii_dtostr(buf, sizeof(buf), x));
+        g_string_append_printf(out, "%s\n", shortest(buf, sizeof(buf), x));
 }
 
 char *orch_metrics_render(const OrchMetrics *m)
