@@ -67,6 +67,12 @@ typedef struct {
      * may be empty) the VMs predicted to miss @deadline. NULL: evacuations fail. */
     gboolean (*evacuate)(gpointer data, const char *host, gint64 deadline, const char *reason,
                          char **ret_id, gboolean *ret_merged, char ***ret_late, GError **error);
+    /* Holds @host quarantined (POL_HOST_QUARANTINED) or not (POL_HOST_OK) in the plans of the
+     * daemon (hotmigd_set_host_state()): called whenever the book moves the host between ok
+     * and quarantined-or-evacuating (an evacuation keeps it evacuating by itself; when it ends
+     * with alerts left, the quarantine holds). NULL: nothing to tell. */
+    gboolean (*set_state)(gpointer data, const char *host, PolHostState state, const char *reason,
+                          GError **error);
     /* Fills the migrations, phases and VF members of @metrics. NULL: they stay 0, no VFs. */
     void (*stats)(gpointer data, OrchMetrics *metrics);
     /* Unix seconds. NULL: the system's clock. */
@@ -168,18 +174,16 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchAlertInputs, orch_alert_inputs_free)
 
 /* ---- hotmigd's wiring (hotmigd-alerts.c, part of the executable) ------------------------- */
 
+typedef struct Hotmigd Hotmigd;
 typedef struct HotmigdAlerts HotmigdAlerts;
 
-/* Starts the hook of hotmigd for host @name: the book, /v1/alerts on @server, the alert
- * listener ([alerts] listen, port; none for port 0), the socket and the command; evacuations
- * and statistics from the daemon, VF states from @pool (borrowed, as @server). Fails naming
- * what could not start. Owned result. */
-HotmigdAlerts *hotmigd_alerts_start(const HmConfig *config, const char *name, OrchVfdPool *pool,
-                                    OrchVfdServer *server, GError **error);
+/* Starts the hook of @daemon (borrowed; must outlive it): the book, /v1/alerts on its HTTPS
+ * server, the alert listener ([alerts] listen, port; none for port 0), the socket and the
+ * command; evacuations, quarantines and statistics go to the daemon, VF states come from its
+ * pool. Logs where it listens. Fails naming what could not start (ORCH_ERROR_INVALID: a bad
+ * configuration). Owned result. */
+HotmigdAlerts *hotmigd_alerts_start(Hotmigd *daemon, GError **error);
 void hotmigd_alerts_stop(HotmigdAlerts *hook);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(HotmigdAlerts, hotmigd_alerts_stop)
-
-/* What hotmigd logs about the hook once it listens (owned). */
-char *hotmigd_alerts_describe(const HotmigdAlerts *hook);
 
 G_END_DECLS

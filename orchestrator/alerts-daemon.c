@@ -49,6 +49,7 @@ struct OrchAlerts {
     GHashTable *reported;      /* host -> GINT_TO_POINTER(PolHostState + 1) its daemon said */
     GHashTable *down;          /* host -> TRUE: its daemon did not answer our last call */
     GHashTable *evac_deadline; /* host -> gint64 *: the deadline given to its running evacuation */
+    GHashTable *held;          /* host -> TRUE: told the daemon it is quarantined */
     guint64 counts[ORCH_ALERT_OUTCOME_LAST];
 };
 
@@ -178,6 +179,7 @@ OrchAlerts *orch_alerts_new(const HmConfig *config, const char *name, const Orch
     alerts->reported = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     alerts->down = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     alerts->evac_deadline = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    alerts->held = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     if (ops)
         alerts->ops = *ops;
     alerts->data = data;
@@ -233,6 +235,7 @@ void orch_alerts_unref(OrchAlerts *alerts)
     g_hash_table_unref(alerts->reported);
     g_hash_table_unref(alerts->down);
     g_hash_table_unref(alerts->evac_deadline);
+    g_hash_table_unref(alerts->held);
     g_free(alerts);
 }
 
@@ -312,9 +315,32 @@ static char *deadline_text(gint64 deadline, gint64 now)
     return g_strdup_printf("deadline passed %" G_GINT64_FORMAT " s ago", now - deadline);
 }
 
-static void book_done_log(const PolAlertAction *action)
+/* Tells the daemon whether the book holds @host (quarantined or evacuating: no new VMs on it)
+ * or not, when that changed. */
+static void alerts_sync(OrchAlerts *alerts, const char *host, const char *reason)
+{
+    PolHostState state = pol_alert_book_get_state(alerts->book, host);
+    gboolean hold = state == POL_HOST_QUARANTINED || state == POL_HOST_EVACUATING;
+    g_autoptr(GError) error = NULL;
+
+    if (hold == g_hash_table_contains(alerts->held, host) || !alerts->ops.set_state)
+        return;
+    if (!alerts->ops.set_state(alerts->data, host, hold ? POL_HOST_QUARANTINED : POL_HOST_OK,
+                               reason, &error)) {
+        g_warning("Cannot %s host '%s' in the scheduler's plans: %s",
+                  hold ? "quarantine" : "lift the quarantine of", host, error->message);
+        return;
+    }
+    if (hold)
+        g_hash_table_add(alerts->held, g_strdup(host));
+    else
+        g_hash_table_remove(alerts->held, host);
+}
+
+static void book_done_log(OrchAlerts *alerts, const PolAlertAction *action)
 {
     g_message("%s", action->reason);
+    alerts_sync(alerts, action->host, action->reason);
 }
 
 /* Starts (or, when one runs, reorders for the earlier @deadline) the evacuation of @host. */
@@ -347,7 +373,7 @@ static void alerts_evacuate(OrchAlerts *alerts, const char *host, gint64 deadlin
         g_hash_table_remove(alerts->evac_deadline, host);
         if (pol_alert_book_evacuation_done(alerts->book, host, FALSE, alerts_now(alerts), &action,
                                            &local))
-            book_done_log(action);
+            book_done_log(alerts, action);
         return;
     }
     g_message("Evacuation %s of host '%s' %s (%s)", id ? id : "?", host,
@@ -422,6 +448,7 @@ static OrchAlertResult *alerts_apply(OrchAlerts *alerts, const PolAlertEvent *ev
         g_message("Alert from %s: %s: %s", input, orch_alert_result_kind_to_string(result->kind),
                   result->reason);
 
+    alerts_sync(alerts, ev->host, result->reason);
     switch (action->kind) {
     case POL_ALERT_ACTION_EVACUATE:
         alerts_evacuate(alerts, ev->host, action->deadline, result->reason);
@@ -453,7 +480,7 @@ void orch_alerts_evacuation_done(OrchAlerts *alerts, const char *host, gboolean 
         g_debug("%s", error->message);
         return;
     }
-    book_done_log(action);
+    book_done_log(alerts, action);
 }
 
 /* ---- forwarding ------------------------------------------------------------------------------ */

@@ -647,6 +647,63 @@ static OrchVfdAlertReply *client_alert(OrchVfd *vfd, const PolAlertEvent *event,
     return g_steal_pointer(&reply);
 }
 
+static char *client_migration_start(OrchVfd *vfd, const OrchVfdMigrationRequest *req,
+                                    GError **error)
+{
+    VfdClient *client = (VfdClient *)vfd;
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(JsonObject) obj = NULL;
+    char *id = NULL;
+
+    json_builder_begin_object(b);
+    orch_json_member_string(b, "domain", req->domain);
+    orch_json_member_string(b, "destination", req->destination);
+    orch_json_member_string(b, "reason", req->reason);
+    if (req->plan)
+        orch_json_member_string(b, "plan", req->plan);
+    json_builder_end_object(b);
+    obj = request(client, "POST", "/v1/migrations", b, 202, error);
+    if (!obj || !reply_string(client, "POST /v1/migrations", obj, "id", TRUE, &id, error))
+        return NULL;
+    return id;
+}
+
+static OrchVfdMigration *client_migration_get(OrchVfd *vfd, const char *id, GError **error)
+{
+    VfdClient *client = (VfdClient *)vfd;
+    g_autofree char *path = path_join("/v1/migrations/", id, NULL, NULL);
+    g_autofree char *what = g_strconcat("GET ", path, NULL);
+    g_autoptr(JsonObject) obj = request(client, "GET", path, NULL, 200, error);
+    g_autoptr(OrchVfdMigration) mig = NULL;
+    JsonNode *report;
+    int state = 0;
+
+    if (!obj)
+        return NULL;
+    mig = g_new0(OrchVfdMigration, 1);
+    if (!reply_string(client, what, obj, "id", TRUE, &mig->id, error) ||
+        !reply_string(client, what, obj, "domain", TRUE, &mig->domain, error) ||
+        !reply_string(client, what, obj, "source", FALSE, &mig->source, error) ||
+        !reply_string(client, what, obj, "destination", TRUE, &mig->destination, error) ||
+        !reply_string(client, what, obj, "reason", FALSE, &mig->reason, error) ||
+        !reply_string(client, what, obj, "plan", FALSE, &mig->plan, error) ||
+        !reply_enum(client, what, obj, "state", orch_vfd_migration_state_from_string, &state,
+                    error) ||
+        !reply_string(client, what, obj, "error", FALSE, &mig->error, error) ||
+        !reply_time(client, what, obj, "started", &mig->started, error) ||
+        !reply_time(client, what, obj, "finished", &mig->finished, error))
+        return NULL;
+    mig->state = state;
+    report = json_object_get_member(obj, "report");
+    if (report && JSON_NODE_HOLDS_OBJECT(report))
+        mig->report = json_to_string(report, FALSE);
+    else if (report && !JSON_NODE_HOLDS_NULL(report)) {
+        reply_bad(client, what, "report", "is not an object", error);
+        return NULL;
+    }
+    return g_steal_pointer(&mig);
+}
+
 static void client_free(OrchVfd *vfd)
 {
     VfdClient *client = (VfdClient *)vfd;
@@ -676,6 +733,8 @@ static const OrchVfdOps vfd_client_ops = {
     .release = client_release,
     .ib_identity = client_ib_identity,
     .vfio = client_vfio,
+    .migration_start = client_migration_start,
+    .migration_get = client_migration_get,
     .free = client_free,
     .alert = client_alert,
 };

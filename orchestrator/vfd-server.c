@@ -16,6 +16,7 @@ struct OrchVfdServer {
     SoupServer *soup;
     GTlsDatabase *ca;  /* client certificates must chain to it */
     OrchVfdPool *pool; /* borrowed */
+    const OrchVfdServices *services; /* borrowed, or NULL */
     guint port;
     OrchAlerts *alerts; /* borrowed; NULL: no /v1/alerts */
 };
@@ -143,29 +144,75 @@ static void server_early(SoupServer *soup, SoupServerMessage *msg, const char *p
     }
 }
 
+/* A request the API answers later (GET /v1/snapshot): the message is paused until then. */
+typedef struct {
+    SoupServerMessage *msg;
+    char *method;
+    char *path;
+    char *peer;
+    gboolean in_handler; /* the answer came before the handler returned: nothing to unpause */
+    gboolean answered;
+} Pending;
+
+static void server_answer(OrchVfdReply *reply, gpointer data)
+{
+    Pending *p = data;
+    g_autoptr(OrchVfdReply) owned = reply;
+
+    server_reply(p->msg, reply->status, reply->body);
+    /* Changes and refusals are logged (who did what); reads only when debugging. */
+    if (reply->log)
+        g_message("%s %.200s from %s: %u %s", p->method, p->path, p->peer, reply->status,
+                  reply->log);
+    else
+        g_debug("%s %.200s from %s: %u", p->method, p->path, p->peer, reply->status);
+    p->answered = TRUE;
+    if (p->in_handler)
+        return;
+    soup_server_message_unpause(p->msg);
+    g_object_unref(p->msg);
+    g_free(p->method);
+    g_free(p->path);
+    g_free(p->peer);
+    g_free(p);
+}
+
 static void server_handle(SoupServer *soup, SoupServerMessage *msg, const char *path,
                           GHashTable *query, gpointer data)
 {
     OrchVfdServer *server = data;
-    const char *method = soup_server_message_get_method(msg);
     SoupMessageBody *body = soup_server_message_get_request_body(msg);
     g_autoptr(GBytes) bytes = soup_message_body_flatten(body);
-    g_autoptr(OrchVfdReply) reply = NULL;
-    g_autofree char *peer = server_peer(msg);
-    const char *raw_path = g_uri_get_path(soup_server_message_get_uri(msg));
+    Pending *p = g_new0(Pending, 1);
     gsize len = 0;
     const char *data_ptr = g_bytes_get_data(bytes, &len);
 
-    if (server->alerts && g_strcmp0(raw_path, "/v1/alerts") == 0)
-        reply = orch_alerts_api_handle(server->alerts, method, data_ptr, len, peer);
+    p->msg = g_object_ref(msg);
+    p->method = g_strdup(soup_server_message_get_method(msg));
+    p->path = g_strdup(g_uri_get_path(soup_server_message_get_uri(msg)));
+    p->peer = server_peer(msg);
+    p->in_handler = TRUE;
+    if (server->alerts && g_strcmp0(p->path, "/v1/alerts") == 0)
+        server_answer(orch_alerts_api_handle(server->alerts, p->method, data_ptr, len, p->peer), p);
     else
-        reply = orch_vfd_api_handle(server->pool, method, raw_path, data_ptr, len);
-    server_reply(msg, reply->status, reply->body);
-    /* Changes and refusals are logged (who did what); reads only when debugging. */
-    if (reply->log)
-        g_message("%s %.200s from %s: %u %s", method, raw_path, peer, reply->status, reply->log);
-    else
-        g_debug("%s %.200s from %s: %u", method, raw_path, peer, reply->status);
+        orch_vfd_api_handle_async(server->pool, server->services, p->method, p->path, data_ptr,
+                                  len, server_answer, p);
+    p->in_handler = FALSE;
+    if (!p->answered) {
+        soup_server_message_pause(msg);
+        return;
+    }
+    g_object_unref(p->msg);
+    g_free(p->method);
+    g_free(p->path);
+    g_free(p->peer);
+    g_free(p);
+}
+
+void orch_vfd_server_set_services(OrchVfdServer *server, const OrchVfdServices *services)
+{
+    g_return_if_fail(server != NULL);
+    server->services = services;
 }
 
 void orch_vfd_server_free(OrchVfdServer *server)

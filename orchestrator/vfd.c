@@ -5,6 +5,23 @@
 HM_ENUM_IMPL(orch_vfd_kind, OrchVfdKind, ORCH_VFD_KIND_LAST, "pci", "standin")
 HM_ENUM_IMPL(orch_vfd_state, OrchVfdState, ORCH_VFD_STATE_LAST, "free", "leased", "assigned",
              "in-use", "missing")
+HM_ENUM_IMPL(orch_vfd_migration_state, OrchVfdMigrationState, ORCH_VFD_MIGRATION_LAST, "running",
+             "done", "failed")
+
+void orch_vfd_migration_free(OrchVfdMigration *mig)
+{
+    if (!mig)
+        return;
+    g_free(mig->id);
+    g_free(mig->domain);
+    g_free(mig->source);
+    g_free(mig->destination);
+    g_free(mig->reason);
+    g_free(mig->plan);
+    g_free(mig->error);
+    g_free(mig->report);
+    g_free(mig);
+}
 
 void orch_vfd_host_info_free(OrchVfdHostInfo *info)
 {
@@ -121,4 +138,26 @@ OrchVfdAlertReply *orch_vfd_alert(OrchVfd *vfd, const PolAlertEvent *event, cons
         return NULL;
     }
     return vfd->ops->alert(vfd, event, from, deputy, error);
+}
+
+char *orch_vfd_migration_start(OrchVfd *vfd, const OrchVfdMigrationRequest *req, GError **error)
+{
+    g_return_val_if_fail(vfd && req && req->domain && req->destination && req->reason, NULL);
+    if (!vfd->ops->migration_start) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED, "hotmigd at %s: cannot start migrations",
+                    vfd->url);
+        return NULL;
+    }
+    return vfd->ops->migration_start(vfd, req, error);
+}
+
+OrchVfdMigration *orch_vfd_migration_get(OrchVfd *vfd, const char *id, GError **error)
+{
+    g_return_val_if_fail(vfd && id, NULL);
+    if (!vfd->ops->migration_get) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED, "hotmigd at %s: cannot follow migrations",
+                    vfd->url);
+        return NULL;
+    }
+    return vfd->ops->migration_get(vfd, id, error);
 }

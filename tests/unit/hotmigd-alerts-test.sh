@@ -178,7 +178,7 @@ tls_alerts() { # tls_alerts HOST [curl args]: /v1/alerts of the mutual-TLS API, 
 
 start B
 start A
-grep -q "alerts: webhook and /metrics on port ${aport[A]}, socket '$tmp/A/alerts.sock', command '$tmp/predictor.sh'" "$tmp/A.log" ||
+grep -q "Alerts for A: webhook and /metrics on http://127.0.0.1:${aport[A]}, socket '$tmp/A/alerts.sock', command '$tmp/predictor.sh'" "$tmp/A.log" ||
     fail "A does not say where its alert inputs are"
 log "A: hotmigd ${port[A]}, alerts ${aport[A]}; B: hotmigd ${port[B]}, alerts ${aport[B]}"
 
