@@ -71,12 +71,12 @@ typedef struct {
     GSocketConnection *conn;
     GCancellable *cancel;
     GByteArray *in;
-    GQueue lines;        /* char *: read, not yet handled */
+    GQueue lines;        /* char *: read, not yet handled; NULL: a line too long */
     gboolean reading;    /* a read is under way */
     gboolean handling;   /* a line is being handled (its event may be forwarded) */
     gboolean submitting; /* inside orch_alerts_submit(): its answer may come at once */
     gboolean eof;        /* nothing more to read: close once every line is answered */
-    gboolean overlong;   /* a line was too long: answer the error once the rest is answered */
+    gboolean skipping;   /* in a line that is too long: dropped up to its newline */
     GString *out;        /* replies not yet written */
     GBytes *writing;     /* what is being written (the start of out), or NULL */
     guint number;        /* lines seen, for the log */
@@ -114,8 +114,8 @@ static void conn_close(Conn *conn)
 /* Closes @conn once its peer is done and every reply is written. */
 static void conn_maybe_end(Conn *conn)
 {
-    if (conn->eof && !conn->handling && g_queue_is_empty(&conn->lines) && !conn->overlong &&
-        !conn->writing && conn->out->len == 0)
+    if (conn->eof && !conn->handling && g_queue_is_empty(&conn->lines) && !conn->writing &&
+        conn->out->len == 0)
         conn_close(conn);
 }
 
@@ -208,6 +208,16 @@ static void conn_next(Conn *conn)
         g_autofree char *input = NULL;
 
         conn->number++;
+        if (!line) {
+            g_autofree char *reply =
+                g_strdup_printf("error: event: longer than %d bytes (the line is dropped)",
+                                ORCH_ALERT_LINE_MAX_BYTES);
+
+            g_message("Alert socket: line %u is longer than %d bytes: dropped", conn->number,
+                      ORCH_ALERT_LINE_MAX_BYTES);
+            conn_reply(conn, reply);
+            continue;
+        }
         if (!*line || g_str_equal(line, "\r"))
             continue; /* empty lines are allowed and not answered */
         ev = orch_alert_line_parse(line, strlen(line), "socket", g_get_real_time() / G_USEC_PER_SEC,
@@ -233,13 +243,6 @@ static void conn_next(Conn *conn)
     }
     if (!conn->inputs)
         return;
-    if (conn->overlong && !conn->handling && g_queue_is_empty(&conn->lines)) {
-        g_autofree char *reply = g_strdup_printf(
-            "error: event: a line longer than %d bytes: closing", ORCH_ALERT_LINE_MAX_BYTES);
-
-        conn->overlong = FALSE;
-        conn_reply(conn, reply);
-    }
     if (!conn->eof && g_queue_get_length(&conn->lines) < SOCKET_MAX_QUEUED)
         conn_read(conn);
     conn_maybe_end(conn);
@@ -263,18 +266,30 @@ static void conn_got(GObject *source, GAsyncResult *res, gpointer data)
     }
     if (g_bytes_get_size(bytes) == 0) {
         conn->eof = TRUE;
-        if (conn->in->len > 0) { /* a last line without its newline */
+        if (conn->in->len > 0 && !conn->skipping) /* a last line without its newline */
             g_queue_push_tail(&conn->lines, g_strndup((const char *)conn->in->data, conn->in->len));
-            g_byte_array_set_size(conn->in, 0);
-        }
+        g_byte_array_set_size(conn->in, 0);
     } else {
-        g_byte_array_append(conn->in, g_bytes_get_data(bytes, NULL), g_bytes_get_size(bytes));
+        const guint8 *bytes_at = g_bytes_get_data(bytes, NULL);
+        gsize len = g_bytes_get_size(bytes);
+
+        if (conn->skipping) {
+            const guint8 *nl = memchr(bytes_at, '\n', len);
+
+            if (!nl) {
+                conn_next(conn);
+                return;
+            }
+            conn->skipping = FALSE;
+            len -= nl + 1 - bytes_at;
+            bytes_at = nl + 1;
+        }
+        g_byte_array_append(conn->in, bytes_at, len);
         if (!lines_take(conn->in, &conn->lines)) {
-            g_message("Alert socket: a line longer than %d bytes: the connection is closed",
-                      ORCH_ALERT_LINE_MAX_BYTES);
+            /* Answered in its turn; the rest of it is dropped. */
+            g_queue_push_tail(&conn->lines, NULL);
             g_byte_array_set_size(conn->in, 0);
-            conn->eof = TRUE;
-            conn->overlong = TRUE;
+            conn->skipping = TRUE;
         }
     }
     conn_next(conn);

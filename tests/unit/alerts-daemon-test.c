@@ -145,7 +145,18 @@ typedef struct {
     gboolean fail;          /* evacuate() fails */
     char **late;            /* VMs predicted late, given back by evacuate() */
     gboolean running;       /* an evacuation runs: the next call merges */
+    GString *states;        /* what set_state() was told: "A quarantined, A ok" */
 } Scheduler;
+
+static gboolean fake_set_state(gpointer data, const char *host, PolHostState state,
+                               const char *reason, GError **error)
+{
+    Scheduler *sched = data;
+
+    g_string_append_printf(sched->states, "%s%s %s", sched->states->len ? ", " : "", host,
+                           pol_host_state_to_string(state));
+    return TRUE;
+}
 
 static gboolean fake_evacuate(gpointer data, const char *host, gint64 deadline, const char *reason,
                               char **ret_id, gboolean *ret_merged, char ***ret_late, GError **error)
@@ -180,6 +191,7 @@ static gint64 fake_now(gpointer data)
 static const OrchAlertsOps fake_ops = {
     .open_peer = fake_open_peer,
     .evacuate = fake_evacuate,
+    .set_state = fake_set_state,
     .stats = fake_stats,
     .now = fake_now,
 };
@@ -204,6 +216,7 @@ static int setup(void **state)
     assert_true(g_file_set_contents(f->token_file, TOKEN "\n", -1, NULL));
     g_chmod(f->token_file, 0600);
     f->sched.evacuations = g_ptr_array_new_with_free_func(g_free);
+    f->sched.states = g_string_new(NULL);
     g_mutex_lock(&fake_lock);
     memset(modes, 0, sizeof(modes));
     g_ptr_array_set_size(forwards, 0);
@@ -223,6 +236,7 @@ static int teardown(void **state)
     g_free(f->token_file);
     g_free(f->dir);
     g_ptr_array_unref(f->sched.evacuations);
+    g_string_free(f->sched.states, TRUE);
     g_strfreev(f->sched.late);
     g_free(f);
     return 0;
@@ -505,6 +519,8 @@ static void test_evacuate_once(void **state)
     assert_result(r5, 0, "accepted", "A", "none");
     assert_result(r5, 1, "accepted", "A", "lift");
     assert_int_equal(orch_alerts_get_state(alerts, "A"), POL_HOST_OK);
+    /* The scheduler was told: held from the first alert on, released at the end. */
+    assert_string_equal(f->sched.states->str, "A quarantined, A ok");
     /* An evacuation the alerts did not start ends: nothing to say. */
     orch_alerts_evacuation_done(alerts, "A", TRUE);
     assert_int_equal(orch_alerts_get_state(alerts, "A"), POL_HOST_OK);
@@ -536,6 +552,7 @@ static void test_evacuate_fails(void **state)
     r2 = post_alerts(alerts, (const char *[]){"A:evacuate:fp2", NULL}, "firing");
     assert_result(r2, 0, "accepted", "A", "evacuate");
     assert_int_equal(orch_alerts_get_state(alerts, "A"), POL_HOST_EVACUATING);
+    assert_string_equal(f->sched.states->str, "A quarantined");
 }
 
 /* ---- who acts -----------------------------------------------------------------------------------
@@ -558,6 +575,7 @@ static void test_forward_to_owner(void **state)
     assert_int_equal(orch_alerts_get_state(alerts, "A"), POL_HOST_QUARANTINED); /* as A said */
     assert_non_null(strstr(m, "hotmig_alerts_total{action=\"forwarded\"} 1\n"));
     assert_non_null(strstr(m, "hotmig_hosts{state=\"quarantined\"} 1\n"));
+    assert_string_equal(f->sched.states->str, ""); /* A's daemon tells its own scheduler */
 }
 
 static void test_owner_down_self_next(void **state)

@@ -93,6 +93,7 @@ server-key = $pki/server-key.pem
 ca-cert = $pki/ca.pem
 run-dir = $tmp/$h/run
 state-dir = $tmp/$h/state
+socket = $tmp/$h/run/hotmigd.sock
 sysfs-root = $tmp/sys
 connect = test:///default
 
@@ -291,9 +292,12 @@ mapfile -t replies <"$tmp/socket.out"
 [[ ${replies[3]} == "error: event: severity: must be quarantine, evacuate or urgent, not 'high'" ]] || fail "reply 4: ${replies[3]}"
 [[ ${replies[4]} == "error: host 'Z' is not one of the cluster's hosts"* ]] || fail "reply 5: ${replies[4]}"
 [[ ${replies[5]} == "accepted (by B): host 'B': alert 's3'"* ]] || fail "reply 6: ${replies[5]}"
-head -c 70000 /dev/zero | tr '\0' 'x' | socat -t 5 - "UNIX-CONNECT:$tmp/A/alerts.sock" >"$tmp/socket.out"
-grep -q "^error: event: a line longer than 65536 bytes: closing$" "$tmp/socket.out" || fail "long line: $(cat "$tmp/socket.out")"
-log "socket: accepted, merged, ignored, error, error, accepted (by B); a long line refused"
+{ head -c 70000 /dev/zero | tr '\0' 'x'; echo; echo '{"host":"A","severity":"quarantine","key":"s1"}'; } |
+    socat -t 5 - "UNIX-CONNECT:$tmp/A/alerts.sock" >"$tmp/socket.out"
+[ "$(sed -n 1p "$tmp/socket.out")" = "error: event: longer than 65536 bytes (the line is dropped)" ] &&
+    [[ $(sed -n 2p "$tmp/socket.out") == "merged: host 'A': alert 's1'"* ]] ||
+    fail "a long line, then a good one: $(cat "$tmp/socket.out")"
+log "socket: accepted, merged, ignored, error, error, accepted (by B); a long line refused, the next one read"
 
 # ---- the command -------------------------------------------------------------------------------------
 echo '{"host":"A","severity":"quarantine","key":"smart-sda","confidence":0.95}' >"$tmp/predict"
