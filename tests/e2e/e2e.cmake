@@ -29,3 +29,5 @@ add_executable(hm-vfd-call ${HM_E2E}/vfd-call.c)
 target_link_libraries(hm-vfd-call PRIVATE hm-orchestrator)
 hm_add_e2e(e2e-hotmigd hotmigd.sh)
 hm_add_e2e(e2e-sysfs-nvme sysfs-nvme.sh)
+# The failure-prediction hook: a real Alertmanager fires at both hotmigds, A is evacuated.
+hm_add_e2e(e2e-alertmanager alertmanager.sh)
