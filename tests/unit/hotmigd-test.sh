@@ -58,6 +58,7 @@ server-cert = $pki/server.pem
 server-key = $pki/server-key.pem
 ca-cert = $pki/ca.pem
 run-dir = $tmp/run
+socket = $tmp/run/hotmigd.sock
 sysfs-root = $tmp/sys
 lease-ttl = 2
 connect = test:///default
