@@ -377,7 +377,7 @@ static void alerts_evacuate(OrchAlerts *alerts, const char *host, gint64 deadlin
         return;
     }
     g_message("Evacuation %s of host '%s' %s (%s)", id ? id : "?", host,
-              merged ? "was running: reordered for the deadline" : "started", when);
+              merged ? "was running: asked again with the earlier deadline" : "started", when);
     if (late && late[0]) {
         g_autofree char *list = g_strjoinv(", ", late);
 

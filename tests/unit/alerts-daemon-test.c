@@ -1,7 +1,7 @@
 /* hotmigd's failure-prediction hook (orchestrator/alerts-daemon.c) with fakes for the other
  * hosts' daemons and for the scheduler: the bearer check, bad webhook bodies (oversized,
  * malformed, an unknown host) changing nothing, acting on the book (an evacuation started
- * once, reordered for an earlier deadline, its late VMs said up front, lifted when done), who
+ * once, asked again for an earlier deadline, its late VMs said up front, lifted when done), who
  * acts (the host's own daemon while it answers, else the first answering host in
  * configuration order, the same for every receiver), /v1/alerts and the host states of
  * /metrics. */
@@ -498,11 +498,11 @@ static void test_evacuate_once(void **state)
     /* Alertmanager sends it again: merged, not started again. */
     r2 = post_alerts(alerts, first, "firing");
     assert_result(r2, 0, "merged", "A", "none");
-    /* It becomes urgent with an earlier deadline: the running evacuation is reordered. */
+    /* It becomes urgent with an earlier deadline: the scheduler is asked again with it. */
     r3 = post_alerts(alerts, urgent, "firing");
     assert_result(r3, 0, "merged", "A", "none");
     assert_true(logged_has(
-        "Evacuation evac-2 of host 'A' was running: reordered for the deadline (deadline in 120 s)"));
+        "Evacuation evac-2 of host 'A' was running: asked again with the earlier deadline (deadline in 120 s)"));
     /* Another alert while it runs, with a later deadline: nothing more. */
     r4 = post_alerts(alerts, second, "firing");
     assert_result(r4, 0, "accepted", "A", "none");
