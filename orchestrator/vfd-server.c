@@ -195,8 +195,8 @@ static void server_handle(SoupServer *soup, SoupServerMessage *msg, const char *
     if (server->alerts && g_strcmp0(p->path, "/v1/alerts") == 0)
         server_answer(orch_alerts_api_handle(server->alerts, p->method, data_ptr, len, p->peer), p);
     else
-        orch_vfd_api_handle_async(server->pool, server->services, p->method, p->path, data_ptr,
-                                  len, server_answer, p);
+        orch_vfd_api_handle_async(server->pool, server->services, p->method, p->path, data_ptr, len,
+                                  server_answer, p);
     p->in_handler = FALSE;
     if (!p->answered) {
         soup_server_message_pause(msg);
