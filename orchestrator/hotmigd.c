@@ -5,7 +5,8 @@
  *
  * It always runs in the foreground (a systemd Type=notify service: READY=1 once it listens);
  * SIGTERM and SIGINT stop it cleanly. Exit status: 0 stopped by a signal; 1 could not start
- * (certificates, address, lease store); 2 bad usage; 4 bad configuration file. */
+ * (certificates, address, lease store); 2 bad usage; 4 bad configuration file. The daemon
+ * itself (pool, server, cluster work) is orchestrator/daemon.c (hotmigd-priv.h). */
 #define G_LOG_DOMAIN "hotmigd"
 
 #include <errno.h>
@@ -18,7 +19,8 @@
 #include <glib-unix.h>
 
 #include "common/config.h"
-#include "orchestrator/vfd-server-priv.h"
+#include "orchestrator/alerts-daemon-priv.h"
+#include "orchestrator/hotmigd-priv.h"
 
 enum {
     EXIT_STOPPED = 0,
@@ -26,12 +28,6 @@ enum {
     EXIT_USAGE = 2,
     EXIT_CONFIG = 4,
 };
-
-/* How long binding a VF to vfio-pci may take (the kernel probes it synchronously). */
-#define HOTMIGD_VFIO_TIMEOUT_MS 10000
-/* How long libvirtd has to list its domains (which domain uses which VF) before a request that
- * needs it gets 503: the daemon serves one request at a time. */
-#define HOTMIGD_LIBVIRT_TIMEOUT_MS 10000
 
 /* sd_notify(3) without libsystemd: one datagram to $NOTIFY_SOCKET, when set. */
 static void notify_systemd(const char *state)
@@ -93,16 +89,12 @@ int main(int argc, char **argv)
     g_autoptr(GOptionContext) ctx = NULL;
     g_autoptr(GError) error = NULL;
     g_autoptr(HmConfig) config = NULL;
-    g_autoptr(OrchVfdPool) pool = NULL;
-    g_autoptr(OrchVfdServer) server = NULL;
+    g_autoptr(Hotmigd) daemon = NULL;
+    g_autoptr(HotmigdAlerts) alerts = NULL;
     g_autoptr(GMainLoop) loop = NULL;
     g_autofree char *config_path = NULL;
-    g_autofree char *lease_dir = NULL;
-    g_auto(GStrv) pfs = NULL;
-    g_auto(GStrv) vfs = NULL;
-    g_auto(GStrv) standins = NULL;
     gboolean foreground = FALSE, verbose = FALSE, version = FALSE;
-    const char *run_dir, *listen;
+    const char *listen;
     guint sigterm, sigint;
     GOptionEntry entries[] = {
         {"config", 'c', 0, G_OPTION_ARG_FILENAME, &config_path,
@@ -119,7 +111,8 @@ int main(int argc, char **argv)
     ctx = g_option_context_new("- serve this host's SR-IOV VFs to hotmig over mutual TLS");
     g_option_context_set_summary(
         ctx, "Leases this host's VFs to migrate-vm on other hosts, sets their InfiniBand GUIDs\n"
-             "and binds them to vfio-pci, over HTTPS with client certificates.");
+             "and binds them to vfio-pci, over HTTPS with client certificates; plans and runs\n"
+             "the cluster's migrations (drain, consolidate, balance) from the local socket.");
     g_option_context_set_description(ctx, help_description);
     g_option_context_add_main_entries(ctx, entries, NULL);
     if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
@@ -141,69 +134,34 @@ int main(int argc, char **argv)
         return EXIT_CONFIG;
     }
 
-    run_dir = hm_config_get_string(config, HM_CONFIG_HOTMIGD_RUN_DIR);
-    if (g_mkdir_with_parents(run_dir, 0755) < 0) {
-        int errsv = errno;
-
-        g_critical("Cannot create the run directory '%s': %s", run_dir, g_strerror(errsv));
-        return EXIT_FAILED;
-    }
-    lease_dir = g_build_filename(run_dir, "leases", NULL);
-    pfs = hm_config_get_list(config, HM_CONFIG_POOL_PFS);
-    vfs = hm_config_get_list(config, HM_CONFIG_POOL_VFS);
-    standins = hm_config_get_list(config, HM_CONFIG_POOL_STANDINS);
-    {
-        OrchVfdPoolConfig pool_config = {
-            .host_name = g_get_host_name(),
-            .lease_dir = lease_dir,
-            .lease_ttl_s = hm_config_get_uint(config, HM_CONFIG_HOTMIGD_LEASE_TTL),
-            .pfs = (const char *const *)pfs,
-            .vfs = (const char *const *)vfs,
-            .standins = (const char *const *)standins,
-        };
-        gpointer host =
-            orch_vfd_host_new(hm_config_get_string(config, HM_CONFIG_HOTMIGD_SYSFS_ROOT),
-                              hm_config_get_string(config, HM_CONFIG_HOTMIGD_CONNECT),
-                              HOTMIGD_VFIO_TIMEOUT_MS, HOTMIGD_LIBVIRT_TIMEOUT_MS);
-
-        pool = orch_vfd_pool_new(&pool_config, &orch_vfd_host_ops, host, &error);
-        if (!pool) {
-            g_critical("%s", error->message);
-            return g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID) ? EXIT_CONFIG
-                                                                          : EXIT_FAILED;
-        }
-    }
-
     loop = g_main_loop_new(NULL, FALSE);
-    listen = hm_config_get_string(config, HM_CONFIG_HOTMIGD_LISTEN);
-    {
-        OrchVfdServerConfig server_config = {
-            .listen = listen,
-            .port = hm_config_get_uint(config, HM_CONFIG_HOTMIGD_PORT),
-            .cert = hm_config_get_string(config, HM_CONFIG_HOTMIGD_SERVER_CERT),
-            .key = hm_config_get_string(config, HM_CONFIG_HOTMIGD_SERVER_KEY),
-            .ca = hm_config_get_string(config, HM_CONFIG_HOTMIGD_CA_CERT),
-        };
-
-        server = orch_vfd_server_new(&server_config, pool, &error);
-        if (!server) {
-            g_critical("%s", error->message);
-            return EXIT_FAILED;
-        }
+    daemon = hotmigd_new(g_steal_pointer(&config), NULL, &error);
+    if (!daemon) {
+        g_critical("%s", error->message);
+        return g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID) ? EXIT_CONFIG : EXIT_FAILED;
+    }
+    /* The failure-prediction hook (hotmigd-alerts.c; docs/alerts.md). */
+    alerts = hotmigd_alerts_start(daemon, &error);
+    if (!alerts) {
+        g_critical("%s", error->message);
+        return g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID) ? EXIT_CONFIG : EXIT_FAILED;
     }
     sigterm = g_unix_signal_add(SIGTERM, on_signal, loop);
     sigint = g_unix_signal_add(SIGINT, on_signal, loop);
+    listen = hm_config_get_string(hotmigd_get_config(daemon), HM_CONFIG_HOTMIGD_LISTEN);
     g_message(
-        "hotmigd %s on %s listening on https://%s:%u (client certificates from CA '%s'); pool: %u PFs, %u VFs, %u stand-ins; leases in '%s'",
-        HOTMIG_VERSION, orch_vfd_pool_host_name(pool), *listen ? listen : "*",
-        orch_vfd_server_get_port(server), hm_config_get_string(config, HM_CONFIG_HOTMIGD_CA_CERT),
-        g_strv_length(pfs), g_strv_length(vfs), g_strv_length(standins), lease_dir);
+        "hotmigd %s on %s listening on https://%s:%u (client certificates from CA '%s'); local API on '%s'",
+        HOTMIG_VERSION, hotmigd_get_name(daemon), *listen ? listen : "*",
+        hotmigd_get_port(daemon),
+        hm_config_get_string(hotmigd_get_config(daemon), HM_CONFIG_HOTMIGD_CA_CERT),
+        hotmigd_get_socket_path(daemon));
     notify_systemd("READY=1");
     g_main_loop_run(loop);
 
     g_source_remove(sigterm);
     g_source_remove(sigint);
-    g_clear_pointer(&server, orch_vfd_server_free);
+    g_clear_pointer(&alerts, hotmigd_alerts_stop);
+    g_clear_pointer(&daemon, hotmigd_free);
     g_message("Stopped");
     return EXIT_STOPPED;
 }

@@ -4,6 +4,7 @@
  *   migrate-vm --recover [DOMAIN]             finish or undo interrupted migrations
  *   migrate-vm config check [FILE]            check a configuration file
  *   migrate-vm config sample                  print the commented sample configuration
+ *   migrate-vm plan|drain|run|status ...      plans, and asking this host's hotmigd (daemon-cli.c)
  *
  * Exit status (man/migrate-vm.1, docs/operations.md): 0 migrated; 1 failed otherwise; 2 bad
  * usage; 3 failed and the undo (or a recovery) failed too; 4 bad configuration file; 5 cancelled
@@ -20,6 +21,7 @@
 #include "common/config.h"
 #include "orchestrator/orchestrator.h"
 #include "orchestrator/virt-priv.h"
+#include "orchestrator/daemon-cli-priv.h"
 #include "orchestrator/snapshot-priv.h"
 
 enum {
@@ -521,6 +523,12 @@ static const char help_description[] =
     "  migrate-vm config check [FILE]   check a configuration file (default " HM_CONFIG_PATH_DEFAULT
     ")\n"
     "  migrate-vm config sample         print the commented sample configuration\n"
+    "  migrate-vm plan consolidate|drain HOST|balance [--snapshot FILE]\n"
+    "                                   plan migrations (from a snapshot, or asking hotmigd)\n"
+    "  migrate-vm drain HOST [--deadline SEC] [--wait]\n"
+    "                                   have this host's hotmigd move every VM off HOST\n"
+    "  migrate-vm run PLAN_FILE [--wait] have hotmigd run a plan\n"
+    "  migrate-vm status [ID] [--json]  hosts and schedules as this host's hotmigd sees them\n"
     "\n"
     "Values not given on the command line come from the configuration file.\n"
     "\n"
@@ -566,6 +574,9 @@ int main(int argc, char **argv)
         return orch_plan_cli_main(argc - 1, argv + 1);
     if (argc > 1 && g_str_equal(argv[1], "config"))
         return config_main(argc - 1, argv + 1);
+    if (argc > 1 && (g_str_equal(argv[1], "drain") || g_str_equal(argv[1], "status") ||
+                     g_str_equal(argv[1], "run")))
+        return orch_daemon_cli_main(argc - 1, argv + 1);
 
     orch_options_init(&opts);
     {

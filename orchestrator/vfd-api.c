@@ -18,7 +18,7 @@
 
 #define API_PREFIX "/v1/"
 #define API_MAX_SEGMENTS 6
-#define API_MAX_REASON 1024
+#define API_MAX_REASON ORCH_VFD_API_MAX_REASON
 #define API_TTL_MAX (7 * 24 * 3600)
 
 void orch_vfd_reply_free(OrchVfdReply *reply)
@@ -673,19 +673,148 @@ static OrchVfdReply *method_not_allowed(const char *method, const char *path, co
                        allowed);
 }
 
-OrchVfdReply *orch_vfd_api_handle(OrchVfdPool *pool, const char *method, const char *path,
-                                  const char *body, gsize len)
+/* ---- the cluster's requests ------------------------------------------------------------------ */
+
+static void migration_json(JsonBuilder *b, const OrchVfdMigration *mig)
 {
-    g_auto(GStrv) seg = NULL;
-    guint n;
-    gboolean get, post;
+    json_builder_begin_object(b);
+    orch_json_member_string(b, "id", mig->id);
+    orch_json_member_string(b, "domain", mig->domain);
+    orch_json_member_string(b, "source", mig->source);
+    orch_json_member_string(b, "destination", mig->destination);
+    orch_json_member_string(b, "reason", mig->reason);
+    orch_json_member_string(b, "plan", mig->plan);
+    orch_json_member_string(b, "state", orch_vfd_migration_state_to_string(mig->state));
+    orch_json_member_string(b, "error", mig->error);
+    member_time(b, "started", mig->started);
+    member_time(b, "finished", mig->finished);
+    json_builder_set_member_name(b, "report");
+    {
+        g_autoptr(JsonNode) report = mig->report ? json_from_string(mig->report, NULL) : NULL;
 
-    g_return_val_if_fail(pool && method && path && (body || !len), NULL);
+        if (report && JSON_NODE_HOLDS_OBJECT(report))
+            json_builder_add_value(b, g_steal_pointer(&report));
+        else
+            json_builder_add_null_value(b);
+    }
+    json_builder_end_object(b);
+}
 
-    get = g_str_equal(method, "GET");
-    post = g_str_equal(method, "POST");
-    seg = path_segments(path);
-    n = seg ? g_strv_length(seg) : 0;
+char *orch_vfd_migration_format_json(const OrchVfdMigration *mig)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(OrchVfdReply) reply = NULL;
+
+    migration_json(b, mig);
+    reply = reply_json(200, b);
+    return g_steal_pointer(&reply->body);
+}
+
+static OrchVfdReply *api_migration_start(const OrchVfdServices *services, const char *body,
+                                         gsize len)
+{
+    static const char *const known[] = {"domain", "destination", "reason", "plan", NULL};
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonObject) obj = NULL;
+    g_autofree char *id = NULL;
+    OrchVfdReply *reply = NULL;
+    OrchVfdMigrationRequest req = {0};
+
+    obj = body_object(body, len, known, &reply);
+    if (!obj)
+        return reply;
+    req.domain = member_string(obj, "domain", TRUE, ORCH_VFD_API_MAX_STRING, &reply);
+    if (reply)
+        return reply;
+    req.destination = member_string(obj, "destination", TRUE, ORCH_VFD_API_MAX_STRING, &reply);
+    if (reply)
+        return reply;
+    req.reason = member_string(obj, "reason", TRUE, API_MAX_REASON, &reply);
+    if (reply)
+        return reply;
+    req.plan = member_string(obj, "plan", FALSE, ORCH_VFD_API_MAX_STRING, &reply);
+    if (reply)
+        return reply;
+    id = services->migration_start(services->data, &req, &error);
+    if (!id)
+        return reply_gerror(error);
+    json_builder_begin_object(b);
+    orch_json_member_string(b, "id", id);
+    orch_json_member_string(b, "domain", req.domain);
+    orch_json_member_string(b, "destination", req.destination);
+    orch_json_member_string(b, "state", "running");
+    json_builder_end_object(b);
+    return reply_log(reply_json(202, b),
+                     g_strdup_printf("migration %s of domain '%s' to '%s' started (%s)", id,
+                                     req.domain, req.destination, req.reason));
+}
+
+static OrchVfdReply *api_migration_get(const OrchVfdServices *services, const char *id,
+                                       const char *body, gsize len)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonObject) obj = NULL;
+    g_autoptr(OrchVfdMigration) mig = NULL;
+    OrchVfdReply *reply = NULL;
+
+    obj = body_object(body, len, NULL, &reply);
+    if (!obj)
+        return reply;
+    mig = services->migration_get(services->data, id, &error);
+    if (!mig)
+        return reply_gerror(error);
+    migration_json(b, mig);
+    return reply_json(200, b);
+}
+
+typedef struct {
+    OrchVfdReplyFunc cb;
+    gpointer data;
+} SnapshotWait;
+
+static void api_snapshot_done(char *json, GError *error, gpointer data)
+{
+    SnapshotWait *wait = data;
+    g_autofree char *text = json;
+    g_autoptr(GError) local = error;
+    OrchVfdReply *reply;
+
+    if (text) {
+        reply = g_new0(OrchVfdReply, 1);
+        reply->status = 200;
+        reply->body = g_strconcat(text, "\n", NULL);
+    } else {
+        reply = reply_gerror(local);
+    }
+    wait->cb(reply, wait->data);
+    g_free(wait);
+}
+
+/* ---- routing ------------------------------------------------------------------------------- */
+
+static const char api_paths[] =
+    "GET /v1/host, GET /v1/vfs, POST /v1/leases, POST /v1/leases/VF/ID/confirm, DELETE /v1/leases/VF/ID, POST /v1/vfs/VF/ib-identity, POST /v1/vfs/VF/vfio, POST /v1/vfs/VF/left, POST /v1/files, POST /v1/migrations, GET /v1/migrations/ID, GET /v1/snapshot";
+
+static OrchVfdReply *unavailable(const char *what)
+{
+    return reply_error(503, "this hotmigd does not serve %s", what);
+}
+
+/* The pool's requests (synchronous); NULL when @seg is not one of them. */
+static OrchVfdReply *route_pool(OrchVfdPool *pool, char **seg, const char *method,
+                                const char *path, const char *body, gsize len)
+{
+    guint n = seg ? g_strv_length(seg) : 0;
+    gboolean get = g_str_equal(method, "GET");
+    gboolean post = g_str_equal(method, "POST");
+
+    if (n == 0 || !(g_str_equal(seg[0], "host") || g_str_equal(seg[0], "vfs") ||
+                    g_str_equal(seg[0], "leases") || g_str_equal(seg[0], "files")))
+        return NULL;
+    if (!pool)
+        return unavailable("its VF pool");
     if (n == 1 && g_str_equal(seg[0], "host"))
         return get ? api_host(pool) : method_not_allowed(method, path, "GET");
     if (n == 1 && g_str_equal(seg[0], "vfs"))
@@ -707,8 +836,67 @@ OrchVfdReply *orch_vfd_api_handle(OrchVfdPool *pool, const char *method, const c
         return post ? api_left(pool, seg[1], body, len) : method_not_allowed(method, path, "POST");
     if (n == 3 && g_str_equal(seg[0], "vfs") && g_str_equal(seg[2], "vfio"))
         return post ? api_vfio(pool, seg[1], body, len) : method_not_allowed(method, path, "POST");
-    return reply_error(
-        404,
-        "no API path %.200s (GET /v1/host, GET /v1/vfs, POST /v1/leases, POST /v1/leases/VF/ID/confirm, DELETE /v1/leases/VF/ID, POST /v1/vfs/VF/ib-identity, POST /v1/vfs/VF/vfio, POST /v1/vfs/VF/left, POST /v1/files)",
-        path);
+    return NULL;
+}
+
+void orch_vfd_api_handle_async(OrchVfdPool *pool, const OrchVfdServices *services,
+                               const char *method, const char *path, const char *body, gsize len,
+                               OrchVfdReplyFunc cb, gpointer data)
+{
+    g_auto(GStrv) seg = NULL;
+    OrchVfdReply *reply;
+    guint n;
+    gboolean get, post;
+
+    g_return_if_fail(method && path && (body || !len) && cb);
+
+    get = g_str_equal(method, "GET");
+    post = g_str_equal(method, "POST");
+    seg = path_segments(path);
+    n = seg ? g_strv_length(seg) : 0;
+    if ((reply = route_pool(pool, seg, method, path, body, len))) {
+        cb(reply, data);
+        return;
+    }
+    if (n == 1 && g_str_equal(seg[0], "migrations")) {
+        reply = !post                                ? method_not_allowed(method, path, "POST")
+                : !services || !services->migration_start ? unavailable("migrations")
+                                                          : api_migration_start(services, body, len);
+    } else if (n == 2 && g_str_equal(seg[0], "migrations")) {
+        reply = !get                               ? method_not_allowed(method, path, "GET")
+                : !services || !services->migration_get ? unavailable("migrations")
+                                                        : api_migration_get(services, seg[1], body, len);
+    } else if (n == 1 && g_str_equal(seg[0], "snapshot")) {
+        if (get && services && services->snapshot && len == 0) {
+            SnapshotWait *wait = g_new0(SnapshotWait, 1);
+
+            wait->cb = cb;
+            wait->data = data;
+            services->snapshot(services->data, api_snapshot_done, wait);
+            return;
+        }
+        reply = !get                          ? method_not_allowed(method, path, "GET")
+                : !services || !services->snapshot ? unavailable("snapshots")
+                                                   : reply_error(400, "this request takes no body");
+    } else {
+        reply = reply_error(404, "no API path %.200s (%s)", path, api_paths);
+    }
+    cb(reply, data);
+}
+
+static void api_handle_keep(OrchVfdReply *reply, gpointer data)
+{
+    *(OrchVfdReply **)data = reply;
+}
+
+OrchVfdReply *orch_vfd_api_handle(OrchVfdPool *pool, const char *method, const char *path,
+                                  const char *body, gsize len)
+{
+    OrchVfdReply *reply = NULL;
+
+    g_return_val_if_fail(pool && method && path && (body || !len), NULL);
+    /* Without services every request is answered at once. */
+    orch_vfd_api_handle_async(pool, NULL, method, path, body, len, api_handle_keep, &reply);
+    g_assert(reply != NULL);
+    return reply;
 }

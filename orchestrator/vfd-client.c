@@ -278,11 +278,11 @@ static JsonObject *request(VfdClient *client, const char *method, const char *pa
             node && JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_STRING
                 ? json_node_get_string(node)
                 : NULL;
-        OrchError code = status == 400 || status == 413 ? ORCH_ERROR_INVALID
-                         : status == 404                ? ORCH_ERROR_NOT_FOUND
-                         : status == 409                ? ORCH_ERROR_CONFLICT
-                         : status == 503                ? ORCH_ERROR_UNAVAILABLE
-                                                        : ORCH_ERROR_FAILED;
+        OrchError code = status == 400 || status == 413 || status == 422 ? ORCH_ERROR_INVALID
+                         : status == 404                                 ? ORCH_ERROR_NOT_FOUND
+                         : status == 409                                 ? ORCH_ERROR_CONFLICT
+                         : status == 503                                 ? ORCH_ERROR_UNAVAILABLE
+                                                                         : ORCH_ERROR_FAILED;
 
         g_set_error(error, ORCH_ERROR, code, "hotmigd at %s refused %s (%u %s): %s",
                     client->parent.url, what, status, soup_status_get_phrase(status),
@@ -692,6 +692,101 @@ static GPtrArray *client_files_missing(OrchVfd *vfd, const char *const *paths, G
     return g_steal_pointer(&missing);
 }
 
+static OrchVfdAlertReply *client_alert(OrchVfd *vfd, const PolAlertEvent *event, const char *from,
+                                       gboolean deputy, GError **error)
+{
+    VfdClient *client = (VfdClient *)vfd;
+    const char *what = "POST /v1/alerts";
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(JsonObject) obj = NULL;
+    g_autoptr(OrchVfdAlertReply) reply = g_new0(OrchVfdAlertReply, 1);
+    int action = 0, state = 0;
+
+    json_builder_begin_object(b);
+    orch_json_member_string(b, "from", from);
+    orch_json_member_bool(b, "deputy", deputy);
+    orch_json_member_string(b, "host", event->host);
+    if (!event->resolved)
+        orch_json_member_string(b, "severity", pol_severity_to_string(event->severity));
+    orch_json_member_double(b, "confidence", event->confidence);
+    orch_json_member_int(b, "deadline", event->deadline);
+    orch_json_member_string(b, "key", event->key);
+    orch_json_member_bool(b, "resolved", event->resolved);
+    if (event->source)
+        orch_json_member_string(b, "source", event->source);
+    json_builder_end_object(b);
+    obj = request(client, "POST", "/v1/alerts", b, 200, error);
+    if (!obj)
+        return NULL;
+    if (!reply_string(client, what, obj, "result", TRUE, &reply->result, error) ||
+        !reply_string(client, what, obj, "actor", TRUE, &reply->actor, error) ||
+        !reply_enum(client, what, obj, "action", pol_alert_action_kind_from_string, &action,
+                    error) ||
+        !reply_enum(client, what, obj, "state", pol_host_state_from_string, &state, error) ||
+        !reply_string(client, what, obj, "reason", TRUE, &reply->reason, error))
+        return NULL;
+    reply->action = action;
+    reply->state = state;
+    return g_steal_pointer(&reply);
+}
+
+static char *client_migration_start(OrchVfd *vfd, const OrchVfdMigrationRequest *req,
+                                    GError **error)
+{
+    VfdClient *client = (VfdClient *)vfd;
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(JsonObject) obj = NULL;
+    char *id = NULL;
+
+    json_builder_begin_object(b);
+    orch_json_member_string(b, "domain", req->domain);
+    orch_json_member_string(b, "destination", req->destination);
+    orch_json_member_string(b, "reason", req->reason);
+    if (req->plan)
+        orch_json_member_string(b, "plan", req->plan);
+    json_builder_end_object(b);
+    obj = request(client, "POST", "/v1/migrations", b, 202, error);
+    if (!obj || !reply_string(client, "POST /v1/migrations", obj, "id", TRUE, &id, error))
+        return NULL;
+    return id;
+}
+
+static OrchVfdMigration *client_migration_get(OrchVfd *vfd, const char *id, GError **error)
+{
+    VfdClient *client = (VfdClient *)vfd;
+    g_autofree char *path = path_join("/v1/migrations/", id, NULL, NULL);
+    g_autofree char *what = g_strconcat("GET ", path, NULL);
+    g_autoptr(JsonObject) obj = request(client, "GET", path, NULL, 200, error);
+    g_autoptr(OrchVfdMigration) mig = NULL;
+    JsonNode *report;
+    int state = 0;
+
+    if (!obj)
+        return NULL;
+    mig = g_new0(OrchVfdMigration, 1);
+    if (!reply_string(client, what, obj, "id", TRUE, &mig->id, error) ||
+        !reply_string(client, what, obj, "domain", TRUE, &mig->domain, error) ||
+        !reply_string(client, what, obj, "source", FALSE, &mig->source, error) ||
+        !reply_string(client, what, obj, "destination", TRUE, &mig->destination, error) ||
+        !reply_string(client, what, obj, "reason", FALSE, &mig->reason, error) ||
+        !reply_string(client, what, obj, "plan", FALSE, &mig->plan, error) ||
+        !reply_enum(client, what, obj, "state", orch_vfd_migration_state_from_string, &state,
+                    error) ||
+        !reply_string(client, what, obj, "error", FALSE, &mig->error, error) ||
+        !reply_time(client, what, obj, "started", &mig->started, error) ||
+        !reply_time(client, what, obj, "finished", &mig->finished, error))
+        return NULL;
+    mig->state = state;
+    report = json_object_get_member(obj, "report");
+    if (report && JSON_NODE_HOLDS_OBJECT(report))
+        mig->report = json_to_string(report, FALSE);
+    else if (report && !JSON_NODE_HOLDS_NULL(report)) {
+        reply_bad(client, what, "report", "is not an object", error);
+        return NULL;
+    }
+    return g_steal_pointer(&mig);
+}
+
 static void client_free(OrchVfd *vfd)
 {
     VfdClient *client = (VfdClient *)vfd;
@@ -723,7 +818,10 @@ static const OrchVfdOps vfd_client_ops = {
     .vfio = client_vfio,
     .left = client_left,
     .files_missing = client_files_missing,
+    .migration_start = client_migration_start,
+    .migration_get = client_migration_get,
     .free = client_free,
+    .alert = client_alert,
 };
 
 OrchVfd *orch_vfd_new(const char *url, const char *cert, const char *key, const char *ca,

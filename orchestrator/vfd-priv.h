@@ -19,6 +19,7 @@
 
 #include "common/common.h"
 #include "orchestrator/orchestrator.h"
+#include "policies/policies.h"
 
 G_BEGIN_DECLS
 
@@ -100,6 +101,55 @@ typedef struct {
     guint ttl_s;        /* 0: the daemon's lease-ttl */
 } OrchVfdLeaseRequest;
 
+/* POST /v1/alerts: what the daemon that applied a forwarded alert event answered. */
+typedef struct {
+    char *result; /* "accepted", "merged" or "ignored" */
+    char *actor;  /* the host whose daemon applied it */
+    PolAlertActionKind action;
+    PolHostState state; /* the host's state in that daemon's book afterwards */
+    char *reason;       /* one line */
+} OrchVfdAlertReply;
+
+void orch_vfd_alert_reply_free(OrchVfdAlertReply *reply);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchVfdAlertReply, orch_vfd_alert_reply_free)
+
+/* POST /v1/migrations: asks the hotmigd of a domain's host to migrate it (moves are driven from
+ * their source hosts). */
+typedef struct {
+    const char *domain;      /* running on that host (required) */
+    const char *destination; /* the [host NAME] to move it to (required) */
+    const char *reason;      /* why, for its log and status (required) */
+    const char *plan;        /* the schedule it belongs to, or NULL */
+} OrchVfdMigrationRequest;
+
+typedef enum {
+    ORCH_VFD_MIGRATION_RUNNING,
+    ORCH_VFD_MIGRATION_DONE,   /* the domain runs on the destination with its VFs */
+    ORCH_VFD_MIGRATION_FAILED, /* error says why; the report where the domain is */
+    ORCH_VFD_MIGRATION_LAST,
+} OrchVfdMigrationState;
+
+HM_ENUM_DECL(orch_vfd_migration_state, OrchVfdMigrationState) /* "running", "done", "failed" */
+
+/* GET /v1/migrations/ID */
+typedef struct {
+    char *id;
+    char *domain;
+    char *source; /* host names */
+    char *destination;
+    char *reason;
+    char *plan; /* or NULL */
+    OrchVfdMigrationState state;
+    char *error;  /* FAILED: the message; else NULL */
+    char *report; /* the migration's report, orch_report_format_json() (compact); NULL while
+                   * it runs */
+    gint64 started;  /* unix seconds */
+    gint64 finished; /* unix seconds, 0 while it runs */
+} OrchVfdMigration;
+
+void orch_vfd_migration_free(OrchVfdMigration *mig);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchVfdMigration, orch_vfd_migration_free)
+
 typedef struct OrchVfd OrchVfd;
 
 typedef struct {
@@ -115,7 +165,13 @@ typedef struct {
     gboolean (*left)(OrchVfd *vfd, const char *vf, const char *domain, GError **error);
     /* New array of owned strings: those of @paths (NULL-terminated) missing on the host. */
     GPtrArray *(*files_missing)(OrchVfd *vfd, const char *const *paths, GError **error);
+    /* Returns the migration's id (owned). May be NULL in fakes that do not run migrations. */
+    char *(*migration_start)(OrchVfd *vfd, const OrchVfdMigrationRequest *req, GError **error);
+    OrchVfdMigration *(*migration_get)(OrchVfd *vfd, const char *id, GError **error);
     void (*free)(OrchVfd *vfd);
+    /* NULL in implementations without it (the call fails). */
+    OrchVfdAlertReply *(*alert)(OrchVfd *vfd, const PolAlertEvent *event, const char *from,
+                                gboolean deputy, GError **error);
 } OrchVfdOps;
 
 /* Every implementation's handle starts with this. */
@@ -180,5 +236,21 @@ GPtrArray *orch_vfd_files_missing(OrchVfd *vfd, const char *const *paths, GError
 /* POST /v1/vfs/VF/vfio: make sure vfio-pci drives the leased VF (binds it when not).
  * *ret_note (owned; may be NULL) says what was done. */
 gboolean orch_vfd_vfio(OrchVfd *vfd, const char *vf, char **ret_note, GError **error);
+
+/* POST /v1/alerts: hands alert @event to that host's hotmigd, from host @from (this one).
+ * Without @deputy the daemon must be @event->host's own; with it, it acts for @event->host,
+ * whose own daemon does not answer (docs/alerts.md, "Who acts"). Owned reply. A refusal is
+ * ORCH_ERROR_INVALID (400, 422: a bad event, a host it does not know) or _CONFLICT (409: not
+ * that host's daemon); a daemon that does not answer _UNAVAILABLE or _TIMEOUT. */
+OrchVfdAlertReply *orch_vfd_alert(OrchVfd *vfd, const PolAlertEvent *event, const char *from,
+                                  gboolean deputy, GError **error);
+
+/* POST /v1/migrations: the daemon starts the migration (202) and returns its id (owned). It runs
+ * there whatever becomes of this client; follow it with orch_vfd_migration_get(). */
+char *orch_vfd_migration_start(OrchVfd *vfd, const OrchVfdMigrationRequest *req, GError **error);
+
+/* GET /v1/migrations/ID: its state, and its report once it ended (owned). ORCH_ERROR_NOT_FOUND
+ * when the daemon does not know the id (it restarted, or forgot an old one). */
+OrchVfdMigration *orch_vfd_migration_get(OrchVfd *vfd, const char *id, GError **error);
 
 G_END_DECLS

@@ -170,9 +170,39 @@ void orch_vfd_reply_free(OrchVfdReply *reply);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchVfdReply, orch_vfd_reply_free)
 
 /* Handles one request: @method ("GET", ...), @path (percent-encoded as received, without the
- * query), @body (@len bytes, may be NULL when 0; not NUL-terminated). Never NULL. */
+ * query), @body (@len bytes, may be NULL when 0; not NUL-terminated). Never NULL. The pool's
+ * requests only: the cluster's (below) answer 503 here. */
 OrchVfdReply *orch_vfd_api_handle(OrchVfdPool *pool, const char *method, const char *path,
                                   const char *body, gsize len);
+
+#define ORCH_VFD_API_MAX_REASON 1024 /* bytes of a "reason" */
+
+/* What the daemon does beyond the pool (hotmigd-priv.h), for the cluster's requests:
+ *   POST /v1/migrations      migration_start: run a migration of one of this host's domains
+ *   GET  /v1/migrations/ID   migration_get
+ *   GET  /v1/snapshot        snapshot: the live cluster in the snapshot format (asynchronous:
+ *                            it reads every host; @done is called later, on the same context)
+ * Each may be NULL (then 503). Errors are ORCH_ERROR, mapped to statuses as for the pool. */
+typedef void (*OrchVfdSnapshotDone)(char *json, GError *error, gpointer data); /* both taken */
+
+typedef struct {
+    gpointer data;
+    char *(*migration_start)(gpointer data, const OrchVfdMigrationRequest *req, GError **error);
+    OrchVfdMigration *(*migration_get)(gpointer data, const char *id, GError **error);
+    void (*snapshot)(gpointer data, OrchVfdSnapshotDone done, gpointer done_data);
+} OrchVfdServices;
+
+typedef void (*OrchVfdReplyFunc)(OrchVfdReply *reply, gpointer data); /* @reply taken */
+
+/* orch_vfd_api_handle() with the cluster's requests too: @cb gets the reply, at once (before
+ * this returns) or later from @services' asynchronous calls, on the caller's context. @pool may
+ * be NULL (its requests then answer 503). */
+void orch_vfd_api_handle_async(OrchVfdPool *pool, const OrchVfdServices *services,
+                               const char *method, const char *path, const char *body, gsize len,
+                               OrchVfdReplyFunc cb, gpointer data);
+
+/* The JSON of a migration as GET /v1/migrations/ID answers it (owned). */
+char *orch_vfd_migration_format_json(const OrchVfdMigration *mig);
 
 /* ---- the HTTPS server (vfd-server.c) ------------------------------------------------------ */
 
@@ -195,5 +225,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchVfdServer, orch_vfd_server_free)
 
 /* The port listened on. */
 guint orch_vfd_server_get_port(const OrchVfdServer *server);
+
+/* Serves the cluster's requests with @services (borrowed; must outlive the server; NULL: none). */
+void orch_vfd_server_set_services(OrchVfdServer *server, const OrchVfdServices *services);
 
 G_END_DECLS

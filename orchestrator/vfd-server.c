@@ -1,19 +1,24 @@
 /* hotmigd's HTTPS listener: libsoup's SoupServer with the host's certificate, client
  * certificates required and checked against the CA (mutual TLS). It only carries requests to
- * vfd-api.c and its replies back. One of the two files that use libsoup (vfd-client.c is the
- * other; docs/decisions.md). */
+ * vfd-api.c (and /v1/alerts to alerts-daemon.c) and their replies back. Also the plain-HTTP
+ * listener of the failure-prediction hook: the Alertmanager webhook and /metrics (at the end).
+ * One of the two files that use libsoup (vfd-client.c is the other; docs/decisions.md). */
 #define G_LOG_DOMAIN "hotmigd"
 
 #include "orchestrator/vfd-server-priv.h"
 
 #include <json-glib/json-glib.h>
+
+#include "orchestrator/alerts-daemon-priv.h"
 #include <libsoup/soup.h>
 
 struct OrchVfdServer {
     SoupServer *soup;
     GTlsDatabase *ca;  /* client certificates must chain to it */
     OrchVfdPool *pool; /* borrowed */
+    const OrchVfdServices *services; /* borrowed, or NULL */
     guint port;
+    OrchAlerts *alerts; /* borrowed; NULL: no /v1/alerts */
 };
 
 #define SERVER_PEER_KEY "hotmigd-peer-subject"
@@ -139,26 +144,75 @@ static void server_early(SoupServer *soup, SoupServerMessage *msg, const char *p
     }
 }
 
+/* A request the API answers later (GET /v1/snapshot): the message is paused until then. */
+typedef struct {
+    SoupServerMessage *msg;
+    char *method;
+    char *path;
+    char *peer;
+    gboolean in_handler; /* the answer came before the handler returned: nothing to unpause */
+    gboolean answered;
+} Pending;
+
+static void server_answer(OrchVfdReply *reply, gpointer data)
+{
+    Pending *p = data;
+    g_autoptr(OrchVfdReply) owned = reply;
+
+    server_reply(p->msg, reply->status, reply->body);
+    /* Changes and refusals are logged (who did what); reads only when debugging. */
+    if (reply->log)
+        g_message("%s %.200s from %s: %u %s", p->method, p->path, p->peer, reply->status,
+                  reply->log);
+    else
+        g_debug("%s %.200s from %s: %u", p->method, p->path, p->peer, reply->status);
+    p->answered = TRUE;
+    if (p->in_handler)
+        return;
+    soup_server_message_unpause(p->msg);
+    g_object_unref(p->msg);
+    g_free(p->method);
+    g_free(p->path);
+    g_free(p->peer);
+    g_free(p);
+}
+
 static void server_handle(SoupServer *soup, SoupServerMessage *msg, const char *path,
                           GHashTable *query, gpointer data)
 {
     OrchVfdServer *server = data;
-    const char *method = soup_server_message_get_method(msg);
     SoupMessageBody *body = soup_server_message_get_request_body(msg);
     g_autoptr(GBytes) bytes = soup_message_body_flatten(body);
-    g_autoptr(OrchVfdReply) reply = NULL;
-    g_autofree char *peer = server_peer(msg);
-    const char *raw_path = g_uri_get_path(soup_server_message_get_uri(msg));
+    Pending *p = g_new0(Pending, 1);
     gsize len = 0;
     const char *data_ptr = g_bytes_get_data(bytes, &len);
 
-    reply = orch_vfd_api_handle(server->pool, method, raw_path, data_ptr, len);
-    server_reply(msg, reply->status, reply->body);
-    /* Changes and refusals are logged (who did what); reads only when debugging. */
-    if (reply->log)
-        g_message("%s %.200s from %s: %u %s", method, raw_path, peer, reply->status, reply->log);
+    p->msg = g_object_ref(msg);
+    p->method = g_strdup(soup_server_message_get_method(msg));
+    p->path = g_strdup(g_uri_get_path(soup_server_message_get_uri(msg)));
+    p->peer = server_peer(msg);
+    p->in_handler = TRUE;
+    if (server->alerts && g_strcmp0(p->path, "/v1/alerts") == 0)
+        server_answer(orch_alerts_api_handle(server->alerts, p->method, data_ptr, len, p->peer), p);
     else
-        g_debug("%s %.200s from %s: %u", method, raw_path, peer, reply->status);
+        orch_vfd_api_handle_async(server->pool, server->services, p->method, p->path, data_ptr, len,
+                                  server_answer, p);
+    p->in_handler = FALSE;
+    if (!p->answered) {
+        soup_server_message_pause(msg);
+        return;
+    }
+    g_object_unref(p->msg);
+    g_free(p->method);
+    g_free(p->path);
+    g_free(p->peer);
+    g_free(p);
+}
+
+void orch_vfd_server_set_services(OrchVfdServer *server, const OrchVfdServices *services)
+{
+    g_return_if_fail(server != NULL);
+    server->services = services;
 }
 
 void orch_vfd_server_free(OrchVfdServer *server)
@@ -256,4 +310,221 @@ guint orch_vfd_server_get_port(const OrchVfdServer *server)
 {
     g_return_val_if_fail(server != NULL, 0);
     return server->port;
+}
+
+void orch_vfd_server_set_alerts(OrchVfdServer *server, OrchAlerts *alerts)
+{
+    g_return_if_fail(server != NULL);
+    server->alerts = alerts;
+}
+
+/* ---- the alert listener: the Alertmanager webhook and /metrics, plain HTTP ------------------ */
+
+#define ALERT_WEBHOOK_PATH "/v1/alerts/alertmanager"
+#define ALERT_METRICS_PATH "/metrics"
+
+struct OrchAlertListener {
+    SoupServer *soup;
+    OrchAlerts *alerts; /* a reference */
+    guint port;
+    GList *waiting; /* SoupServerMessage: paused until their events are handled */
+};
+
+static void alert_reply(SoupServerMessage *msg, OrchVfdReply *reply)
+{
+    server_reply(msg, reply->status, reply->body);
+}
+
+/* A refusal before the body is read: {"error": MESSAGE}, logged, the connection closed. */
+static void alert_refuse(SoupServerMessage *msg, guint status, const char *message)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autoptr(JsonNode) root = NULL;
+    g_autofree char *json = NULL;
+    const char *host = soup_server_message_get_remote_host(msg);
+
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "error");
+    json_builder_add_string_value(b, message);
+    json_builder_end_object(b);
+    root = json_builder_get_root(b);
+    json_generator_set_root(gen, root);
+    json = json_generator_to_data(gen, NULL);
+    server_reply(msg, status, json);
+    soup_message_headers_append(soup_server_message_get_response_headers(msg), "Connection",
+                                "close");
+    g_message("%s %.200s from %s: %u %s", soup_server_message_get_method(msg),
+              g_uri_get_path(soup_server_message_get_uri(msg)), host ? host : "?", status, message);
+}
+
+/* After the headers: the path and method, the bearer token, then the body's size: nothing
+ * unauthorized or too large is read. */
+static void alert_early(SoupServer *soup, SoupServerMessage *msg, const char *path,
+                        GHashTable *query, gpointer data)
+{
+    OrchAlertListener *listener = data;
+    SoupMessageHeaders *headers = soup_server_message_get_request_headers(msg);
+    const char *method = soup_server_message_get_method(msg);
+    g_autofree char *why = NULL;
+    g_autofree char *text = NULL;
+    goffset length;
+
+    if (g_strcmp0(path, ALERT_METRICS_PATH) == 0) {
+        if (!g_str_equal(method, "GET") && !g_str_equal(method, "HEAD"))
+            alert_refuse(msg, SOUP_STATUS_METHOD_NOT_ALLOWED,
+                         "only GET is allowed on " ALERT_METRICS_PATH);
+        else if (soup_message_headers_get_encoding(headers) != SOUP_ENCODING_NONE)
+            alert_refuse(msg, SOUP_STATUS_BAD_REQUEST, "GET " ALERT_METRICS_PATH " takes no body");
+        return;
+    }
+    if (g_strcmp0(path, ALERT_WEBHOOK_PATH) != 0) {
+        text = g_strdup_printf(
+            "no path %.200s here (POST " ALERT_WEBHOOK_PATH ", GET " ALERT_METRICS_PATH ")", path);
+        alert_refuse(msg, SOUP_STATUS_NOT_FOUND, text);
+        return;
+    }
+    if (!g_str_equal(method, "POST")) {
+        alert_refuse(msg, SOUP_STATUS_METHOD_NOT_ALLOWED,
+                     "only POST is allowed on " ALERT_WEBHOOK_PATH);
+        return;
+    }
+    if (!orch_alerts_authorized(listener->alerts,
+                                soup_message_headers_get_one(headers, "Authorization"), &why)) {
+        soup_message_headers_append(soup_server_message_get_response_headers(msg),
+                                    "WWW-Authenticate", "Bearer");
+        text = g_strdup_printf("not authorized: %s", why);
+        alert_refuse(msg, SOUP_STATUS_UNAUTHORIZED, text);
+        return;
+    }
+    if (soup_message_headers_get_encoding(headers) != SOUP_ENCODING_CONTENT_LENGTH) {
+        alert_refuse(msg, SOUP_STATUS_LENGTH_REQUIRED,
+                     "the webhook body needs a Content-Length header");
+        return;
+    }
+    length = soup_message_headers_get_content_length(headers);
+    if (length > ORCH_ALERT_WEBHOOK_MAX_BYTES) {
+        text = g_strdup_printf("the webhook body has %" G_GOFFSET_FORMAT
+                               " bytes, more than the limit of %d",
+                               length, ORCH_ALERT_WEBHOOK_MAX_BYTES);
+        alert_refuse(msg, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, text);
+    }
+}
+
+typedef struct {
+    OrchAlertListener *listener; /* NULL once the listener is gone */
+    SoupServerMessage *msg;      /* a reference */
+    char *peer;
+} AlertWait;
+
+static void alert_webhook_done(OrchVfdReply *reply, gpointer data)
+{
+    AlertWait *wait = data;
+    g_autoptr(OrchVfdReply) owned = reply;
+
+    if (wait->listener) {
+        alert_reply(wait->msg, reply);
+        if (reply->log)
+            g_message("POST " ALERT_WEBHOOK_PATH " from %s: %u %s", wait->peer, reply->status,
+                      reply->log);
+        wait->listener->waiting = g_list_remove(wait->listener->waiting, wait);
+        soup_server_message_unpause(wait->msg);
+    }
+    g_object_unref(wait->msg);
+    g_free(wait->peer);
+    g_free(wait);
+}
+
+static void alert_handle(SoupServer *soup, SoupServerMessage *msg, const char *path,
+                         GHashTable *query, gpointer data)
+{
+    OrchAlertListener *listener = data;
+    const char *host = soup_server_message_get_remote_host(msg);
+    SoupMessageBody *body;
+    g_autoptr(GBytes) bytes = NULL;
+    AlertWait *wait;
+    gsize len = 0;
+    const char *ptr;
+
+    if (g_strcmp0(path, ALERT_METRICS_PATH) == 0) {
+        g_autofree char *text = orch_alerts_metrics(listener->alerts);
+
+        soup_server_message_set_status(msg, SOUP_STATUS_OK, NULL);
+        soup_server_message_set_response(msg, ORCH_METRICS_CONTENT_TYPE, SOUP_MEMORY_COPY, text,
+                                         strlen(text));
+        return;
+    }
+    /* Only the webhook gets here (alert_early() answered the rest). */
+    body = soup_server_message_get_request_body(msg);
+    bytes = soup_message_body_flatten(body);
+    ptr = g_bytes_get_data(bytes, &len);
+    wait = g_new0(AlertWait, 1);
+    wait->listener = listener;
+    wait->msg = g_object_ref(msg);
+    wait->peer = g_strdup(host ? host : "?");
+    listener->waiting = g_list_prepend(listener->waiting, wait);
+    /* Events about other hosts wait for their daemons: the reply comes later. */
+    soup_server_message_pause(msg);
+    orch_alerts_webhook(listener->alerts, ptr ? ptr : "", len, wait->peer, alert_webhook_done,
+                        wait);
+}
+
+OrchAlertListener *orch_alert_listener_new(const char *listen, guint port, OrchAlerts *alerts,
+                                           GError **error)
+{
+    g_autoptr(OrchAlertListener) listener = g_new0(OrchAlertListener, 1);
+    g_autoptr(GError) local = NULL;
+    gboolean ok;
+
+    g_return_val_if_fail(alerts != NULL, NULL);
+
+    listener->alerts = orch_alerts_ref(alerts);
+    listener->soup = soup_server_new("server-header", "hotmigd/" HOTMIG_VERSION, NULL);
+    soup_server_add_early_handler(listener->soup, NULL, alert_early, listener, NULL);
+    soup_server_add_handler(listener->soup, NULL, alert_handle, listener, NULL);
+    if (listen && *listen) {
+        g_autoptr(GInetAddress) inet = g_inet_address_new_from_string(listen);
+        g_autoptr(GSocketAddress) addr = NULL;
+
+        if (!inet) {
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                        "[alerts] listen address '%s' is not an IP address", listen);
+            return NULL;
+        }
+        addr = g_inet_socket_address_new(inet, port);
+        ok = soup_server_listen(listener->soup, addr, 0, &local);
+    } else {
+        ok = soup_server_listen_all(listener->soup, port, 0, &local);
+    }
+    if (!ok) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED,
+                    "Cannot listen for alerts on %s%s%s port %u: %s", listen && *listen ? "'" : "",
+                    listen && *listen ? listen : "every address", listen && *listen ? "'" : "",
+                    port, local->message);
+        return NULL;
+    }
+    listener->port = server_listen_port(listener->soup);
+    return g_steal_pointer(&listener);
+}
+
+void orch_alert_listener_free(OrchAlertListener *listener)
+{
+    if (!listener)
+        return;
+    /* Requests still waiting are answered into the void. */
+    for (GList *l = listener->waiting; l; l = l->next)
+        ((AlertWait *)l->data)->listener = NULL;
+    g_list_free(listener->waiting);
+    if (listener->soup) {
+        soup_server_disconnect(listener->soup);
+        g_object_unref(listener->soup);
+    }
+    orch_alerts_unref(listener->alerts);
+    g_free(listener);
+}
+
+guint orch_alert_listener_get_port(const OrchAlertListener *listener)
+{
+    g_return_val_if_fail(listener != NULL, 0);
+    return listener->port;
 }

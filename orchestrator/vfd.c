@@ -5,6 +5,23 @@
 HM_ENUM_IMPL(orch_vfd_kind, OrchVfdKind, ORCH_VFD_KIND_LAST, "pci", "standin")
 HM_ENUM_IMPL(orch_vfd_state, OrchVfdState, ORCH_VFD_STATE_LAST, "free", "leased", "assigned",
              "in-use", "missing")
+HM_ENUM_IMPL(orch_vfd_migration_state, OrchVfdMigrationState, ORCH_VFD_MIGRATION_LAST, "running",
+             "done", "failed")
+
+void orch_vfd_migration_free(OrchVfdMigration *mig)
+{
+    if (!mig)
+        return;
+    g_free(mig->id);
+    g_free(mig->domain);
+    g_free(mig->source);
+    g_free(mig->destination);
+    g_free(mig->reason);
+    g_free(mig->plan);
+    g_free(mig->error);
+    g_free(mig->report);
+    g_free(mig);
+}
 
 void orch_vfd_host_info_free(OrchVfdHostInfo *info)
 {
@@ -39,6 +56,16 @@ void orch_vfd_vf_info_free(OrchVfdVfInfo *vf)
     g_free(vf->assigned_to);
     g_free(vf->note);
     g_free(vf);
+}
+
+void orch_vfd_alert_reply_free(OrchVfdAlertReply *reply)
+{
+    if (!reply)
+        return;
+    g_free(reply->result);
+    g_free(reply->actor);
+    g_free(reply->reason);
+    g_free(reply);
 }
 
 void orch_vfd_init(OrchVfd *vfd, const OrchVfdOps *ops, const char *url)
@@ -111,4 +138,38 @@ gboolean orch_vfd_left(OrchVfd *vfd, const char *vf, const char *domain, GError 
 {
     g_return_val_if_fail(vfd && vf && domain, FALSE);
     return vfd->ops->left(vfd, vf, domain, error);
+}
+
+OrchVfdAlertReply *orch_vfd_alert(OrchVfd *vfd, const PolAlertEvent *event, const char *from,
+                                  gboolean deputy, GError **error)
+{
+    g_return_val_if_fail(vfd && event && event->host && event->key && from, NULL);
+    if (!vfd->ops->alert) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED,
+                    "the client of hotmigd at %s cannot forward alerts", vfd->url);
+        return NULL;
+    }
+    return vfd->ops->alert(vfd, event, from, deputy, error);
+}
+
+char *orch_vfd_migration_start(OrchVfd *vfd, const OrchVfdMigrationRequest *req, GError **error)
+{
+    g_return_val_if_fail(vfd && req && req->domain && req->destination && req->reason, NULL);
+    if (!vfd->ops->migration_start) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED, "hotmigd at %s: cannot start migrations",
+                    vfd->url);
+        return NULL;
+    }
+    return vfd->ops->migration_start(vfd, req, error);
+}
+
+OrchVfdMigration *orch_vfd_migration_get(OrchVfd *vfd, const char *id, GError **error)
+{
+    g_return_val_if_fail(vfd && id, NULL);
+    if (!vfd->ops->migration_get) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED, "hotmigd at %s: cannot follow migrations",
+                    vfd->url);
+        return NULL;
+    }
+    return vfd->ops->migration_get(vfd, id, error);
 }

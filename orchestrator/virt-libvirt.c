@@ -745,6 +745,57 @@ static GPtrArray *virt_domain_list_xml(OrchVirt *virt, GError **error)
     return g_steal_pointer(&xmls);
 }
 
+static gboolean virt_node_get_info(OrchVirt *virt, OrchVirtNodeInfo *ret_info, GError **error)
+{
+    virNodeInfo info;
+
+    if (virNodeGetInfo(virt_conn(virt), &info) < 0) {
+        virt_set_error(error, ORCH_ERROR_HYPERVISOR, "Cannot read the CPUs and memory of '%s'",
+                       virt->uri);
+        return FALSE;
+    }
+    ret_info->cpus = info.cpus;
+    ret_info->memory_kib = info.memory;
+    return TRUE;
+}
+
+static GPtrArray *virt_domain_list_info(OrchVirt *virt, gboolean with_xml, GError **error)
+{
+    virDomainPtr *doms = NULL;
+    int n = virConnectListAllDomains(virt_conn(virt), &doms, VIR_CONNECT_LIST_DOMAINS_ACTIVE);
+    g_autoptr(GPtrArray) out =
+        g_ptr_array_new_with_free_func((GDestroyNotify)orch_virt_domain_info_free);
+
+    if (n < 0) {
+        virt_set_error(error, ORCH_ERROR_HYPERVISOR, "Cannot list the domains of '%s'",
+                       virt->uri);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        g_autoptr(OrchVirtDomainInfo) item = g_new0(OrchVirtDomainInfo, 1);
+        const char *name = virDomainGetName(doms[i]);
+        virDomainInfo info;
+        char *xml = NULL;
+
+        /* A domain that went away meanwhile is not there any more: leave it out. */
+        if (name && virDomainGetInfo(doms[i], &info) == 0 &&
+            (!with_xml || (xml = virDomainGetXMLDesc(doms[i], 0)))) {
+            item->name = g_strdup(name);
+            item->vcpus = info.nrVirtCpu;
+            item->memory_kib = info.maxMem;
+            item->cpu_time_ns = info.cpuTime;
+            item->sampled_us = g_get_monotonic_time();
+            item->paused = info.state == VIR_DOMAIN_PAUSED;
+            item->xml = g_strdup(xml);
+            free(xml);
+            g_ptr_array_add(out, g_steal_pointer(&item));
+        }
+        virDomainFree(doms[i]);
+    }
+    free(doms);
+    return g_steal_pointer(&out);
+}
+
 /* ---- compatibility -------------------------------------------------------------------------- */
 
 /* libvirt errors that mean "this host cannot do that", not "the question failed". */
@@ -856,6 +907,8 @@ static const OrchVirtOps virt_libvirt_ops = {
     .nodedev_list_pci_xml = virt_nodedev_list_pci_xml,
     .domain_list_xml = virt_domain_list_xml,
     .domain_capable = virt_domain_capable,
+    .node_get_info = virt_node_get_info,
+    .domain_list_info = virt_domain_list_info,
     .free = virt_free,
 };
 

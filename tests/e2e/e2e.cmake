@@ -30,3 +30,5 @@ target_link_libraries(hm-vfd-call PRIVATE hm-orchestrator)
 hm_add_e2e(e2e-hotmigd hotmigd.sh)
 hm_add_e2e(e2e-dry-run dry-run.sh)
 hm_add_e2e(e2e-sysfs-nvme sysfs-nvme.sh)
+# The failure-prediction hook: a real Alertmanager fires at both hotmigds, A is evacuated.
+hm_add_e2e(e2e-alertmanager alertmanager.sh)

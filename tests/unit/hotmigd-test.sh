@@ -58,6 +58,7 @@ server-cert = $pki/server.pem
 server-key = $pki/server-key.pem
 ca-cert = $pki/ca.pem
 run-dir = $tmp/run
+socket = $tmp/run/hotmigd.sock
 sysfs-root = $tmp/sys
 lease-ttl = 2
 connect = test:///default
@@ -65,6 +66,11 @@ connect = test:///default
 [pool]
 pfs = 0001:af:00.0, 0001:af:00.1
 standins = $(IFS=,; echo "${standins[*]}")
+
+# The failure-prediction hook is hotmigd-alerts-test.sh's.
+[alerts]
+port = 0
+socket =
 EOF
 }
 
