@@ -169,12 +169,13 @@ static void print_event(JsonNode *event, gpointer data)
     g_autoptr(GDateTime) now = g_date_time_new_now_local();
     g_autofree char *stamp = g_date_time_format(now, "%H:%M:%S");
     const char *detail = member_str(e, "detail");
+    const char *state = member_str(e, "state");
 
     if (!e)
         return;
     fprintf(stderr, "%s %s %s -> %s %s%s%s\n", stamp, member_str(e, "vm"), member_str(e, "from"),
-            member_str(e, "to"), member_str(e, "state"), detail ? ": " : "",
-            detail ? detail : "");
+            member_str(e, "to"), g_strcmp0(state, "running") == 0 ? "started" : state,
+            detail ? ": " : "", detail ? detail : "");
 }
 
 /* Waits for schedule @id to end, printing each move's start and end on stderr; prints its

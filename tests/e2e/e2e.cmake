@@ -29,3 +29,6 @@ add_executable(hm-vfd-call ${HM_E2E}/vfd-call.c)
 target_link_libraries(hm-vfd-call PRIVATE hm-orchestrator)
 hm_add_e2e(e2e-hotmigd hotmigd.sh)
 hm_add_e2e(e2e-sysfs-nvme sysfs-nvme.sh)
+# hotmigd's scheduler drains host A (two ping-pong guests), asked of B's hotmigd: moves driven
+# from A through POST /v1/migrations.
+hm_add_e2e(e2e-drain drain.sh)
