@@ -619,7 +619,7 @@ static void client_read_more(Client *c)
 
     if (c->busy || c->closed || c->closing || !c->api)
         return;
-    nl = memchr(c->buf->data, '\n', c->buf->len);
+    nl = c->buf->len ? memchr(c->buf->data, '\n', c->buf->len) : NULL;
     if (nl && (gsize)(nl - c->buf->data) + 1 <= ORCH_LOCAL_API_MAX_LINE) {
         gsize len = nl - c->buf->data;
         g_autofree char *line = g_strndup((const char *)c->buf->data, len);

@@ -62,7 +62,7 @@ static char *call_read_line(GSocket *sock, GByteArray *buf, HmDeadline deadline,
                             GError **error)
 {
     for (;;) {
-        guint8 *nl = memchr(buf->data, '\n', buf->len);
+        guint8 *nl = buf->len ? memchr(buf->data, '\n', buf->len) : NULL;
         guint8 chunk[LOCAL_READ_CHUNK];
         g_autoptr(GError) local = NULL;
         gssize n;
