@@ -57,7 +57,8 @@ OrchLocalApi *orch_local_api_new(Hotmigd *daemon, const char *path, GError **err
 void orch_local_api_free(OrchLocalApi *api);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchLocalApi, orch_local_api_free)
 
-/* ---- the client (migrate-vm; local-api.c) ----------------------------------------------------- */
+/* ---- the client (migrate-vm; local-api.c) -----------------------------------------------------
+ */
 
 /* Sends @command with @arguments (a JSON object, or NULL) to the hotmigd at @path and returns
  * its "return" value (owned). @event (may be NULL) gets each "event" line first. Waits at most
@@ -76,9 +77,9 @@ typedef void (*HotmigdDone)(JsonNode *result, GError *error, gpointer data);
 
 typedef struct {
     PolPolicy policy;
-    const char *host;    /* drain: the host */
-    gint min_stay_s;     /* < 0: [scheduler] min-stay (consolidate, balance) */
-    double bandwidth;    /* <= 0: [scheduler] bandwidth */
+    const char *host; /* drain: the host */
+    gint min_stay_s;  /* < 0: [scheduler] min-stay (consolidate, balance) */
+    double bandwidth; /* <= 0: [scheduler] bandwidth */
     gboolean pack_vcpus;
     gboolean keep_jobs;
     double tolerance; /* < 0: the default */

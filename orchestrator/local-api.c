@@ -61,7 +61,8 @@ static char *line_value(const char *member, JsonNode *value)
     return line_of(b);
 }
 
-/* ---- the listener ------------------------------------------------------------------------------ */
+/* ---- the listener ------------------------------------------------------------------------------
+ */
 
 struct OrchLocalApi {
     Hotmigd *daemon;
@@ -75,16 +76,16 @@ typedef struct {
     OrchLocalApi *api; /* NULL once the API is gone */
     GSocketConnection *conn;
     GCancellable *cancel;
-    GByteArray *buf;   /* input not yet taken as a line */
-    gboolean busy;     /* a request is being answered: the next line waits */
-    gboolean eof;      /* the peer closed its side */
-    gboolean closing;  /* close once the writes are done */
+    GByteArray *buf;  /* input not yet taken as a line */
+    gboolean busy;    /* a request is being answered: the next line waits */
+    gboolean eof;     /* the peer closed its side */
+    gboolean closing; /* close once the writes are done */
     gboolean closed;
     gboolean reading;
     gboolean next_soon; /* an idle takes the next line */
-    GQueue writes;     /* GBytes */
+    GQueue writes;      /* GBytes */
     gboolean writing;
-    char *wait_id;     /* the schedule `wait` follows */
+    char *wait_id; /* the schedule `wait` follows */
 } Client;
 
 static Client *client_ref(Client *c)
@@ -195,7 +196,8 @@ static void client_answered(Client *c, char *line)
     g_source_unref(src);
 }
 
-/* ---- requests ------------------------------------------------------------------------------------ */
+/* ---- requests
+ * ------------------------------------------------------------------------------------ */
 
 static gboolean too_deep(const char *text, gsize len)
 {
@@ -305,8 +307,9 @@ static gint64 args_int(Args *a, const char *name, gint64 min, gint64 max, gint64
     }
     v = json_node_get_int(node);
     if (v < min || v > max) {
-        args_bad(a, "argument '%s' must be from %" G_GINT64_FORMAT " to %" G_GINT64_FORMAT
-                    ", not %" G_GINT64_FORMAT,
+        args_bad(a,
+                 "argument '%s' must be from %" G_GINT64_FORMAT " to %" G_GINT64_FORMAT
+                 ", not %" G_GINT64_FORMAT,
                  name, min, max, v);
         return absent;
     }
@@ -360,9 +363,9 @@ static void client_done(JsonNode *result, GError *error, gpointer data)
 
 static void cmd_plan(Client *c, Args *a)
 {
-    static const char *const known[] = {"policy",     "host",      "min_stay",  "bandwidth",
-                                        "pack_vcpus", "keep_jobs", "tolerance", "max_moves",
-                                        NULL};
+    static const char *const known[] = {"policy",    "host",       "min_stay",
+                                        "bandwidth", "pack_vcpus", "keep_jobs",
+                                        "tolerance", "max_moves",  NULL};
     HotmigdPlanRequest req = {0};
     const char *policy;
     int p = -1;
@@ -377,8 +380,7 @@ static void cmd_plan(Client *c, Args *a)
     req.tolerance = args_double(a, "tolerance", 0, 1, -1);
     req.max_moves = (gint)args_int(a, "max_moves", 0, G_MAXINT, -1);
     if (policy && (p = pol_policy_from_string(policy)) < 0)
-        args_bad(a, "argument 'policy' must be consolidate, drain or balance, not '%.64s'",
-                 policy);
+        args_bad(a, "argument 'policy' must be consolidate, drain or balance, not '%.64s'", policy);
     else if (policy)
         req.policy = p;
     if (policy && p == POL_POLICY_DRAIN && !req.host)
@@ -465,8 +467,8 @@ static void client_watch(JsonNode *event, gpointer data)
     if (status)
         client_answered(c, line_value("return", status));
     else
-        client_answered(c, line_error(ORCH_LOCAL_ERROR_FAILED,
-                                      error ? error->message : "hotmigd is stopping"));
+        client_answered(
+            c, line_error(ORCH_LOCAL_ERROR_FAILED, error ? error->message : "hotmigd is stopping"));
     client_unref(c);
 }
 
@@ -523,7 +525,8 @@ static void client_request(Client *c, const char *line, gsize len)
     if (len && line[len - 1] == '\r')
         len--;
     if (memchr(line, '\0', len) || !g_utf8_validate(line, len, NULL)) {
-        client_answered(c, line_error(ORCH_LOCAL_ERROR_INVALID_JSON, "the request is not UTF-8 text"));
+        client_answered(c,
+                        line_error(ORCH_LOCAL_ERROR_INVALID_JSON, "the request is not UTF-8 text"));
         return;
     }
     if (too_deep(line, len)) {
@@ -541,8 +544,8 @@ static void client_request(Client *c, const char *line, gsize len)
     }
     root = json_parser_get_root(parser);
     if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
-        client_answered(c, line_error(ORCH_LOCAL_ERROR_INVALID_JSON,
-                                      "the request is not a JSON object"));
+        client_answered(
+            c, line_error(ORCH_LOCAL_ERROR_INVALID_JSON, "the request is not a JSON object"));
         return;
     }
     obj = json_node_get_object(root);
@@ -580,21 +583,22 @@ static void client_request(Client *c, const char *line, gsize len)
         }
     }
     {
-        g_autofree char *msg = g_strdup_printf(
-            "no command '%.64s' (plan, run, drain, status, wait, snapshot)", name);
+        g_autofree char *msg =
+            g_strdup_printf("no command '%.64s' (plan, run, drain, status, wait, snapshot)", name);
 
         client_answered(c, line_error(ORCH_LOCAL_ERROR_COMMAND_NOT_FOUND, msg));
     }
 }
 
-/* ---- reading ------------------------------------------------------------------------------------ */
+/* ---- reading ------------------------------------------------------------------------------------
+ */
 
 static void client_got(GObject *source, GAsyncResult *result, gpointer data)
 {
     Client *c = data;
     g_autoptr(GError) error = NULL;
-    g_autoptr(GBytes) bytes = g_input_stream_read_bytes_finish(G_INPUT_STREAM(source), result,
-                                                               &error);
+    g_autoptr(GBytes) bytes =
+        g_input_stream_read_bytes_finish(G_INPUT_STREAM(source), result, &error);
 
     c->reading = FALSE;
     if (!bytes) {
@@ -629,9 +633,9 @@ static void client_read_more(Client *c)
         return;
     }
     if (nl || c->buf->len >= ORCH_LOCAL_API_MAX_LINE) {
-        g_autofree char *msg = g_strdup_printf(
-            "a request line is longer than %d bytes: closing the connection",
-            ORCH_LOCAL_API_MAX_LINE);
+        g_autofree char *msg =
+            g_strdup_printf("a request line is longer than %d bytes: closing the connection",
+                            ORCH_LOCAL_API_MAX_LINE);
 
         g_message("local API: %s", msg);
         client_send(c, line_error(ORCH_LOCAL_ERROR_TOO_LARGE, msg));
@@ -659,8 +663,8 @@ static gboolean on_incoming(GSocketService *service, GSocketConnection *conn, GO
                             gpointer data)
 {
     OrchLocalApi *api = data;
-    g_autoptr(GCredentials) creds = g_socket_get_credentials(g_socket_connection_get_socket(conn),
-                                                             NULL);
+    g_autoptr(GCredentials) creds =
+        g_socket_get_credentials(g_socket_connection_get_socket(conn), NULL);
     uid_t uid = creds ? g_credentials_get_unix_user(creds, NULL) : (uid_t)-1;
     Client *c;
 
@@ -732,8 +736,9 @@ OrchLocalApi *orch_local_api_new(Hotmigd *daemon, const char *path, GError **err
                                        G_SOCKET_PROTOCOL_DEFAULT, NULL, NULL, &local);
     umask(old_mask);
     if (!ok || chmod(path, 0600) < 0) {
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED, "Cannot listen on the local socket '%s': %s",
-                    path, local ? local->message : g_strerror(errno));
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED,
+                    "Cannot listen on the local socket '%s': %s", path,
+                    local ? local->message : g_strerror(errno));
         orch_local_api_free(api);
         return NULL;
     }
@@ -755,4 +760,3 @@ void orch_local_api_free(OrchLocalApi *api)
     g_free(api->path);
     g_free(api);
 }
-

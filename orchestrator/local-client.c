@@ -42,7 +42,8 @@ static char *line_of(JsonBuilder *b)
     return g_strconcat(text, "\n", NULL);
 }
 
-/* ---- the client -------------------------------------------------------------------------------- */
+/* ---- the client --------------------------------------------------------------------------------
+ */
 
 static gboolean call_fail(GError **error, OrchError code, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
 static gboolean call_fail(GError **error, OrchError code, const char *fmt, ...)
@@ -79,8 +80,8 @@ static char *call_read_line(GSocket *sock, GByteArray *buf, HmDeadline deadline,
             return NULL;
         }
         if (g_get_monotonic_time() >= deadline ||
-            !g_socket_condition_timed_wait(sock, G_IO_IN, deadline - g_get_monotonic_time(),
-                                           NULL, &local)) {
+            !g_socket_condition_timed_wait(sock, G_IO_IN, deadline - g_get_monotonic_time(), NULL,
+                                           &local)) {
             call_fail(error, ORCH_ERROR_TIMEOUT, "hotmigd at '%s' did not answer in time", path);
             return NULL;
         }
@@ -116,9 +117,10 @@ JsonNode *orch_local_call(const char *path, const char *command, JsonNode *argum
     g_socket_client_set_timeout(client, MAX(timeout_s, 1));
     conn = g_socket_client_connect(client, G_SOCKET_CONNECTABLE(addr), NULL, &local);
     if (!conn) {
-        call_fail(error, ORCH_ERROR_UNAVAILABLE,
-                  "Cannot reach hotmigd at '%s' ([hotmigd] socket; is it running, and are you root?): %s",
-                  path, local->message);
+        call_fail(
+            error, ORCH_ERROR_UNAVAILABLE,
+            "Cannot reach hotmigd at '%s' ([hotmigd] socket; is it running, and are you root?): %s",
+            path, local->message);
         return NULL;
     }
     json_builder_begin_object(b);
@@ -135,8 +137,8 @@ JsonNode *orch_local_call(const char *path, const char *command, JsonNode *argum
         gssize n;
 
         if (g_get_monotonic_time() >= deadline ||
-            !g_socket_condition_timed_wait(sock, G_IO_OUT, deadline - g_get_monotonic_time(),
-                                           NULL, NULL)) {
+            !g_socket_condition_timed_wait(sock, G_IO_OUT, deadline - g_get_monotonic_time(), NULL,
+                                           NULL)) {
             call_fail(error, ORCH_ERROR_TIMEOUT, "hotmigd at '%s' did not take the request in time",
                       path);
             return NULL;
@@ -160,8 +162,8 @@ JsonNode *orch_local_call(const char *path, const char *command, JsonNode *argum
             return NULL;
         if (!json_parser_load_from_data(parser, line, -1, NULL) ||
             !(root = json_parser_get_root(parser)) || !JSON_NODE_HOLDS_OBJECT(root)) {
-            call_fail(error, ORCH_ERROR_FAILED, "hotmigd at '%s' answered something that is not a JSON object",
-                      path);
+            call_fail(error, ORCH_ERROR_FAILED,
+                      "hotmigd at '%s' answered something that is not a JSON object", path);
             return NULL;
         }
         obj = json_node_get_object(root);
@@ -178,8 +180,8 @@ JsonNode *orch_local_call(const char *path, const char *command, JsonNode *argum
             const char *cls = json_object_get_string_member_with_default(e, "class", "Failed");
             const char *desc = json_object_get_string_member_with_default(e, "desc", "");
             int k = orch_local_error_class_from_string(cls);
-            OrchError code = k == ORCH_LOCAL_ERROR_NOT_FOUND ? ORCH_ERROR_NOT_FOUND
-                             : k == ORCH_LOCAL_ERROR_CONFLICT ? ORCH_ERROR_CONFLICT
+            OrchError code = k == ORCH_LOCAL_ERROR_NOT_FOUND         ? ORCH_ERROR_NOT_FOUND
+                             : k == ORCH_LOCAL_ERROR_CONFLICT        ? ORCH_ERROR_CONFLICT
                              : k == ORCH_LOCAL_ERROR_FAILED || k < 0 ? ORCH_ERROR_FAILED
                                                                      : ORCH_ERROR_INVALID;
 
