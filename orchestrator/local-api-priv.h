@@ -47,6 +47,15 @@ HM_ENUM_DECL(orch_local_error_class, OrchLocalErrorClass)
 /* The class for an ORCH_ERROR. */
 OrchLocalErrorClass orch_local_error_class_of(const GError *error);
 
+/* Reads one request line (@len bytes without its newline; a final '\r' is dropped): UTF-8, one
+ * JSON object nested at most 16 deep with "execute" (a string) and "arguments" (an object, may
+ * be absent) only. Sets *@ret_command (owned) and *@ret_arguments (owned, NULL when absent);
+ * on failure ORCH_ERROR_INVALID with *@ret_class the error class to answer. Pure: the fuzz
+ * target local-request-fuzz feeds it. */
+gboolean orch_local_request_parse(const char *line, gsize len, char **ret_command,
+                                  JsonObject **ret_arguments, OrchLocalErrorClass *ret_class,
+                                  GError **error);
+
 /* ---- the listener (local-api.c) ------------------------------------------------------------ */
 
 typedef struct OrchLocalApi OrchLocalApi;

@@ -1,7 +1,7 @@
 /* hotmigd's local API (local-api-priv.h): JSON lines on a Unix socket, the listener (the client
  * is local-client.c). Requests come from root on this host, but are checked as strictly as
- * any input: a size limit per line, UTF-8, one JSON object nested at most
- * LOCAL_MAX_DEPTH deep, only the members a command knows, each of its type. */
+ * any input: a size limit per line, UTF-8, one JSON object nested at most 16 deep
+ * (orch_local_request_parse()), only the members a command knows, each of its type. */
 #define G_LOG_DOMAIN "hotmigd"
 
 #include "orchestrator/local-api-priv.h"
@@ -17,7 +17,6 @@
 #include "orchestrator/json-priv.h"
 #include "orchestrator/snapshot-priv.h"
 
-#define LOCAL_MAX_DEPTH 16
 #define LOCAL_READ_CHUNK (64 * 1024)
 #define LOCAL_REPLY_MAX (64 * 1024 * 1024) /* bytes of a reply line the client accepts */
 #define LOCAL_MAX_STRING 1024
@@ -198,31 +197,6 @@ static void client_answered(Client *c, char *line)
 
 /* ---- requests
  * ------------------------------------------------------------------------------------ */
-
-static gboolean too_deep(const char *text, gsize len)
-{
-    guint depth = 0;
-    gboolean in_string = FALSE;
-
-    for (gsize i = 0; i < len; i++) {
-        char ch = text[i];
-
-        if (in_string) {
-            if (ch == '\\')
-                i++;
-            else if (ch == '"')
-                in_string = FALSE;
-        } else if (ch == '"') {
-            in_string = TRUE;
-        } else if (ch == '{' || ch == '[') {
-            if (++depth > LOCAL_MAX_DEPTH)
-                return TRUE;
-        } else if ((ch == '}' || ch == ']') && depth) {
-            depth--;
-        }
-    }
-    return FALSE;
-}
 
 typedef struct {
     JsonObject *args;
@@ -513,68 +487,18 @@ static const struct {
 /* One request line (without its newline). Answers exactly once, now or later. */
 static void client_request(Client *c, const char *line, gsize len)
 {
-    g_autoptr(JsonParser) parser = json_parser_new_immutable();
     g_autoptr(GError) error = NULL;
-    g_autoptr(GList) members = NULL;
-    JsonNode *root, *args;
-    JsonObject *obj;
-    const char *name;
+    g_autoptr(JsonObject) args = NULL;
+    g_autofree char *name = NULL;
+    OrchLocalErrorClass cls;
     Args a = {0};
 
     c->busy = TRUE;
-    if (len && line[len - 1] == '\r')
-        len--;
-    if (memchr(line, '\0', len) || !g_utf8_validate(line, len, NULL)) {
-        client_answered(c,
-                        line_error(ORCH_LOCAL_ERROR_INVALID_JSON, "the request is not UTF-8 text"));
+    if (!orch_local_request_parse(line, len, &name, &args, &cls, &error)) {
+        client_answered(c, line_error(cls, error->message));
         return;
     }
-    if (too_deep(line, len)) {
-        g_autofree char *msg =
-            g_strdup_printf("the request nests deeper than %d levels", LOCAL_MAX_DEPTH);
-
-        client_answered(c, line_error(ORCH_LOCAL_ERROR_INVALID_JSON, msg));
-        return;
-    }
-    if (!json_parser_load_from_data(parser, line, (gssize)len, &error)) {
-        g_autofree char *msg = g_strdup_printf("the request is not JSON: %s", error->message);
-
-        client_answered(c, line_error(ORCH_LOCAL_ERROR_INVALID_JSON, msg));
-        return;
-    }
-    root = json_parser_get_root(parser);
-    if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
-        client_answered(
-            c, line_error(ORCH_LOCAL_ERROR_INVALID_JSON, "the request is not a JSON object"));
-        return;
-    }
-    obj = json_node_get_object(root);
-    members = json_object_get_members(obj);
-    for (GList *m = members; m; m = m->next) {
-        if (!g_str_equal(m->data, "execute") && !g_str_equal(m->data, "arguments")) {
-            g_autofree char *msg = g_strdup_printf(
-                "unknown member '%.64s' (a request has \"execute\" and \"arguments\")",
-                (const char *)m->data);
-
-            client_answered(c, line_error(ORCH_LOCAL_ERROR_INVALID_PARAMETER, msg));
-            return;
-        }
-    }
-    if (!json_object_has_member(obj, "execute") ||
-        !JSON_NODE_HOLDS_VALUE(json_object_get_member(obj, "execute")) ||
-        json_node_get_value_type(json_object_get_member(obj, "execute")) != G_TYPE_STRING) {
-        client_answered(c, line_error(ORCH_LOCAL_ERROR_INVALID_PARAMETER,
-                                      "member 'execute' (the command, a string) is missing"));
-        return;
-    }
-    name = json_object_get_string_member(obj, "execute");
-    args = json_object_get_member(obj, "arguments");
-    if (args && !JSON_NODE_HOLDS_NULL(args) && !JSON_NODE_HOLDS_OBJECT(args)) {
-        client_answered(c, line_error(ORCH_LOCAL_ERROR_INVALID_PARAMETER,
-                                      "member 'arguments' must be an object"));
-        return;
-    }
-    a.args = args && JSON_NODE_HOLDS_OBJECT(args) ? json_node_get_object(args) : NULL;
+    a.args = args;
     for (gsize i = 0; i < G_N_ELEMENTS(commands); i++) {
         if (g_str_equal(commands[i].name, name)) {
             commands[i].fn(c, &a);
