@@ -108,9 +108,9 @@ static char *move_time(JsonObject *m)
 {
     JsonObject *report = member_obj(m, "report");
     JsonNode *total = report ? json_object_get_member(report, "total_ms") : NULL;
-    double s = total && JSON_NODE_HOLDS_VALUE(total) ? json_node_get_double(total) / 1000.0
-                                                     : seconds_between(member_str(m, "started"),
-                                                                       member_str(m, "finished"));
+    double s = total && JSON_NODE_HOLDS_VALUE(total)
+                   ? json_node_get_double(total) / 1000.0
+                   : seconds_between(member_str(m, "started"), member_str(m, "finished"));
 
     return s >= 0 ? g_strdup_printf("%.1f s", s) : g_strdup("-");
 }
@@ -126,9 +126,11 @@ static void print_schedule(JsonObject *s, gboolean moves)
     JsonNode *ok = json_object_get_member(s, "ok");
     gboolean finished = g_strcmp0(state, "finished") == 0;
 
-    printf("%s  %s%s%s  %s%s  %" G_GINT64_FORMAT " moves: %" G_GINT64_FORMAT " done, %" G_GINT64_FORMAT
-           " running, %" G_GINT64_FORMAT " pending, %" G_GINT64_FORMAT " failed, %" G_GINT64_FORMAT " skipped\n",
-           member_str(s, "id"), g_strcmp0(member_str(s, "kind"), "drain") == 0 ? "drain" : member_str(s, "policy"),
+    printf("%s  %s%s%s  %s%s  %" G_GINT64_FORMAT " moves: %" G_GINT64_FORMAT
+           " done, %" G_GINT64_FORMAT " running, %" G_GINT64_FORMAT " pending, %" G_GINT64_FORMAT
+           " failed, %" G_GINT64_FORMAT " skipped\n",
+           member_str(s, "id"),
+           g_strcmp0(member_str(s, "kind"), "drain") == 0 ? "drain" : member_str(s, "policy"),
            host ? " of " : "", host ? host : "", state ? state : "?",
            finished && ok && JSON_NODE_HOLDS_VALUE(ok)
                ? (json_node_get_boolean(ok) ? " ok" : " with failures")
@@ -153,10 +155,10 @@ static void print_schedule(JsonObject *s, gboolean moves)
         g_autofree char *time = move_time(m);
         const char *by = member_str(m, "driven_by");
         const char *detail = member_str(m, "detail");
-        g_autofree char *by_text = by && g_strcmp0(by, "here") != 0
-                                       ? g_strdup_printf("%s[run by %s's hotmigd]",
-                                                         detail ? " " : "", by)
-                                       : g_strdup("");
+        g_autofree char *by_text =
+            by && g_strcmp0(by, "here") != 0
+                ? g_strdup_printf("%s[run by %s's hotmigd]", detail ? " " : "", by)
+                : g_strdup("");
 
         printf("  %-20s %-10s %-10s %-8s %8s  %s%s\n", member_str(m, "vm"), member_str(m, "from"),
                member_str(m, "to"), member_str(m, "state"), time, detail ? detail : "", by_text);
@@ -169,12 +171,13 @@ static void print_event(JsonNode *event, gpointer data)
     g_autoptr(GDateTime) now = g_date_time_new_now_local();
     g_autofree char *stamp = g_date_time_format(now, "%H:%M:%S");
     const char *detail = member_str(e, "detail");
+    const char *state = member_str(e, "state");
 
     if (!e)
         return;
     fprintf(stderr, "%s %s %s -> %s %s%s%s\n", stamp, member_str(e, "vm"), member_str(e, "from"),
-            member_str(e, "to"), member_str(e, "state"), detail ? ": " : "",
-            detail ? detail : "");
+            member_str(e, "to"), g_strcmp0(state, "running") == 0 ? "started" : state,
+            detail ? ": " : "", detail ? detail : "");
 }
 
 /* Waits for schedule @id to end, printing each move's start and end on stderr; prints its
@@ -210,7 +213,8 @@ static int wait_schedule(const char *socket, const char *id, gboolean json, guin
     return ok && JSON_NODE_HOLDS_VALUE(ok) && json_node_get_boolean(ok) ? EXIT_OK : EXIT_FAILED;
 }
 
-/* ---- drain ------------------------------------------------------------------------------------- */
+/* ---- drain -------------------------------------------------------------------------------------
+ */
 
 static int drain_main(int argc, char **argv)
 {
@@ -257,7 +261,9 @@ static int drain_main(int argc, char **argv)
         return EXIT_USAGE;
     }
     if (deadline < 0 || deadline > 365 * 24 * 3600 || timeout < 1) {
-        fprintf(stderr, "migrate-vm drain: --deadline must be 0 to 31536000 seconds and --timeout at least 1\n");
+        fprintf(
+            stderr,
+            "migrate-vm drain: --deadline must be 0 to 31536000 seconds and --timeout at least 1\n");
         return EXIT_USAGE;
     }
     socket = orch_daemon_socket(config, socket_opt, &error);
@@ -295,7 +301,7 @@ static int drain_main(int argc, char **argv)
     late = member_array(r, "late");
     fprintf(wait ? stderr : stdout, "drain of %s: schedule %s %s\n", argv[1], member_str(r, "id"),
             json_object_get_boolean_member_with_default(r, "merged", FALSE) ? "(running already)"
-                                                                             : "started");
+                                                                            : "started");
     if (late && json_array_get_length(late)) {
         fprintf(wait ? stderr : stdout, "predicted to miss the deadline:");
         for (guint i = 0; i < json_array_get_length(late); i++)
@@ -310,7 +316,8 @@ static int drain_main(int argc, char **argv)
     return wait_schedule(socket, member_str(r, "id"), json, (guint)timeout);
 }
 
-/* ---- run ---------------------------------------------------------------------------------------- */
+/* ---- run ----------------------------------------------------------------------------------------
+ */
 
 static int run_main(int argc, char **argv)
 {
@@ -395,7 +402,8 @@ static int run_main(int argc, char **argv)
     return wait_schedule(socket, member_str(r, "id"), json, (guint)timeout);
 }
 
-/* ---- status --------------------------------------------------------------------------------------- */
+/* ---- status
+ * --------------------------------------------------------------------------------------- */
 
 static int status_main(int argc, char **argv)
 {
@@ -507,21 +515,23 @@ static int status_main(int argc, char **argv)
     return EXIT_OK;
 }
 
-/* ---- plan (from plan-cli.c) ---------------------------------------------------------------------- */
+/* ---- plan (from plan-cli.c)
+ * ---------------------------------------------------------------------- */
 
 int orch_daemon_plan(const char *socket, JsonNode *args, gboolean json, gboolean pretty,
                      gboolean timing)
 {
     g_autoptr(GError) error = NULL;
-    g_autoptr(JsonNode) result = orch_local_call(socket, "plan", args, CLI_TIMEOUT_S, NULL, NULL,
-                                                 &error);
+    g_autoptr(JsonNode) result =
+        orch_local_call(socket, "plan", args, CLI_TIMEOUT_S, NULL, NULL, &error);
     g_autoptr(PolPlan) plan = NULL;
     g_autofree char *out = NULL;
 
     if (!result || !(plan = orch_plan_parse_node(result, "hotmigd's answer", &error))) {
         fprintf(stderr, "migrate-vm plan: %s\n", error->message);
-        return g_error_matches(error, ORCH_ERROR, ORCH_ERROR_CONFLICT) ? EXIT_FAILED
-                                                                        : orch_daemon_exit_status(error);
+        return g_error_matches(error, ORCH_ERROR, ORCH_ERROR_CONFLICT)
+                   ? EXIT_FAILED
+                   : orch_daemon_exit_status(error);
     }
     out = json ? orch_plan_format_json(plan, pretty, timing) : orch_plan_format_table(plan);
     fputs(out, stdout);

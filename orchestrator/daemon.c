@@ -58,15 +58,15 @@ struct Sched {
     char *policy; /* the plan's policy */
     char *host;   /* drain: the host */
     char *reason;
-    gint64 deadline; /* drain: unix seconds, 0: none */
-    gint64 created;  /* unix seconds */
-    gint64 ended;    /* unix seconds, 0 while it runs */
+    gint64 deadline;   /* drain: unix seconds, 0: none */
+    gint64 created;    /* unix seconds */
+    gint64 ended;      /* unix seconds, 0 while it runs */
     GPtrArray *rounds; /* OrchRun: a plan has one; a drain one per round */
     GPtrArray *late;   /* char *: VMs predicted to miss the deadline */
     GHashTable *tried; /* drain: VMs a round had (never tried twice) */
     gboolean ok;
-    char *error;   /* why it ended without running (a round could not be planned) */
-    guint waiting; /* inventories it waits for: not pruned meanwhile */
+    char *error;         /* why it ended without running (a round could not be planned) */
+    guint waiting;       /* inventories it waits for: not pruned meanwhile */
     GPtrArray *watchers; /* Watcher */
 };
 
@@ -124,7 +124,8 @@ static char *new_id(const char *kind)
     return g_strdup_printf("%s-%.8s", kind, uuid);
 }
 
-/* ---- simple things ---------------------------------------------------------------------------- */
+/* ---- simple things ----------------------------------------------------------------------------
+ */
 
 const char *hotmigd_get_name(Hotmigd *daemon)
 {
@@ -368,7 +369,8 @@ static gboolean inventory_tick(gpointer data)
     return G_SOURCE_CONTINUE;
 }
 
-/* ---- stats ------------------------------------------------------------------------------------ */
+/* ---- stats ------------------------------------------------------------------------------------
+ */
 
 static void stats_add_report(Hotmigd *daemon, const char *report)
 {
@@ -405,7 +407,8 @@ static void note_moved(Hotmigd *daemon, const char *vm)
     g_hash_table_insert(daemon->moved, g_strdup(vm), when);
 }
 
-/* ---- schedules: JSON ---------------------------------------------------------------------------- */
+/* ---- schedules: JSON ----------------------------------------------------------------------------
+ */
 
 static void member_time(JsonBuilder *b, const char *name, gint64 unix_s)
 {
@@ -520,7 +523,8 @@ static JsonNode *sched_node(const Sched *s, gboolean reports)
     return json_builder_get_root(b);
 }
 
-/* ---- schedules: running ------------------------------------------------------------------------ */
+/* ---- schedules: running ------------------------------------------------------------------------
+ */
 
 static void sched_free(Sched *s)
 {
@@ -664,12 +668,14 @@ static gboolean sched_start_round(Sched *s, const PolCluster *cluster, const GPt
         return FALSE;
     g_ptr_array_add(s->rounds, run);
     for (guint i = 0; s->tried && i < migrations->len; i++)
-        g_hash_table_add(s->tried, g_strdup(((PolMigration *)g_ptr_array_index(migrations, i))->vm));
+        g_hash_table_add(s->tried,
+                         g_strdup(((PolMigration *)g_ptr_array_index(migrations, i))->vm));
     orch_run_start(run, on_round_event, s);
     return TRUE;
 }
 
-/* ---- drains and evacuations ------------------------------------------------------------------- */
+/* ---- drains and evacuations -------------------------------------------------------------------
+ */
 
 /* The VMs on @host in the inventory that @s has not had in a round yet. */
 static guint evac_left(Sched *s, const OrchInventory *inv, guint *ret_all)
@@ -789,9 +795,8 @@ static void evac_go_on(Hotmigd *daemon, const GError *error, gpointer data)
         return;
     evac_left(s, daemon->inventory, &all);
     if (all) {
-        g_autofree char *msg =
-            g_strdup_printf("%u VM(s) still on '%s' after %u round(s)", all, s->host,
-                            s->rounds->len);
+        g_autofree char *msg = g_strdup_printf("%u VM(s) still on '%s' after %u round(s)", all,
+                                               s->host, s->rounds->len);
 
         sched_end(s, FALSE, msg);
     } else {
@@ -858,7 +863,8 @@ gboolean hotmigd_evacuate(Hotmigd *daemon, const char *host, gint64 deadline, co
     return evacuate(daemon, host, deadline, reason, FALSE, ret_id, ret_merged, ret_late, error);
 }
 
-/* ---- the rounds' events ---------------------------------------------------------------------------- */
+/* ---- the rounds' events
+ * ---------------------------------------------------------------------------- */
 
 static void plan_run_done(Hotmigd *daemon, const GError *error, gpointer data)
 {
@@ -871,8 +877,7 @@ static void plan_run_done(Hotmigd *daemon, const GError *error, gpointer data)
         sched_end(s, p.done == p.total, NULL);
 }
 
-static void on_round_event(OrchRun *run, OrchRunEvent event, const OrchRunMove *move,
-                           gpointer data)
+static void on_round_event(OrchRun *run, OrchRunEvent event, const OrchRunMove *move, gpointer data)
 {
     Sched *s = data;
     Hotmigd *daemon = s->daemon;
@@ -888,8 +893,7 @@ static void on_round_event(OrchRun *run, OrchRunEvent event, const OrchRunMove *
     if (event == ORCH_RUN_EVENT_STARTED) {
         g_message("Schedule %s: %s %s -> %s started (%s)", s->id, move->move->vm, move->move->from,
                   move->move->to,
-                  g_strcmp0(move->driven_by, "here") == 0 ? "here"
-                                                          : "at the source's hotmigd");
+                  g_strcmp0(move->driven_by, "here") == 0 ? "here" : "at the source's hotmigd");
     } else {
         switch (move->move->state) {
         case POL_MOVE_DONE:
@@ -914,7 +918,8 @@ static void on_round_event(OrchRun *run, OrchRunEvent event, const OrchRunMove *
     sched_tell(s, node);
 }
 
-/* ---- the local API's calls ------------------------------------------------------------------------- */
+/* ---- the local API's calls
+ * ------------------------------------------------------------------------- */
 
 typedef struct {
     Hotmigd *daemon;
@@ -1056,17 +1061,17 @@ static void run_after_inventory(Hotmigd *daemon, const GError *error, gpointer d
     }
     s = sched_new(daemon, "plan", pol_policy_to_string(c->plan->policy), NULL, c->reason, 0);
     if (!sched_start_round(s, cluster, c->plan->migrations, &local)) {
-        g_autoptr(GError) e = g_error_new(ORCH_ERROR, ORCH_ERROR_INVALID,
-                                          "the plan does not fit the cluster as it is now: %s",
-                                          local->message);
+        g_autoptr(GError) e =
+            g_error_new(ORCH_ERROR, ORCH_ERROR_INVALID,
+                        "the plan does not fit the cluster as it is now: %s", local->message);
 
         g_ptr_array_remove(daemon->scheds, s);
         call_fail(c, e);
         return;
     }
     daemon->plan_run = s;
-    g_message("Schedule %s: %s plan of %u moves (%s)", s->id, s->policy,
-              c->plan->migrations->len, s->reason);
+    g_message("Schedule %s: %s plan of %u moves (%s)", s->id, s->policy, c->plan->migrations->len,
+              s->reason);
     json_builder_begin_object(b);
     orch_json_member_string(b, "id", s->id);
     orch_json_member_int(b, "moves", c->plan->migrations->len);
@@ -1175,8 +1180,8 @@ static void hosts_json(Hotmigd *daemon, JsonBuilder *b)
 {
     const OrchInventory *inv = daemon->inventory;
     g_auto(View) view = {0};
-    g_autoptr(GHashTable) by_state = g_hash_table_new_full(g_str_hash, g_str_equal, NULL,
-                                                           (GDestroyNotify)g_ptr_array_unref);
+    g_autoptr(GHashTable) by_state =
+        g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)g_ptr_array_unref);
     static const char *const order[] = {"ok", "quarantined", "evacuating", "down", "unknown"};
 
     view_init(daemon, &view);
@@ -1336,7 +1341,8 @@ void hotmigd_unwatch(Hotmigd *daemon, guint watch)
     }
 }
 
-/* ---- migrations run here for other hosts (POST /v1/migrations) -------------------------------- */
+/* ---- migrations run here for other hosts (POST /v1/migrations) --------------------------------
+ */
 
 static void remote_free(Remote *r)
 {
@@ -1414,9 +1420,10 @@ static char *service_migration_start(gpointer data, const OrchVfdMigrationReques
     if (!check_host(daemon, req->destination, error))
         return NULL;
     if (!hotmigd_has_host(daemon, daemon->name)) {
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
-                    "this host's name '%s' ([hotmigd] name) is not one of its [host NAME] groups: it cannot run migrations",
-                    daemon->name);
+        g_set_error(
+            error, ORCH_ERROR, ORCH_ERROR_INVALID,
+            "this host's name '%s' ([hotmigd] name) is not one of its [host NAME] groups: it cannot run migrations",
+            daemon->name);
         return NULL;
     }
     if (g_str_equal(req->destination, daemon->name)) {
@@ -1441,8 +1448,8 @@ static char *service_migration_start(gpointer data, const OrchVfdMigrationReques
     r->info.state = ORCH_VFD_MIGRATION_RUNNING;
     r->info.started = now_s();
     g_ptr_array_add(daemon->remotes, r);
-    r->job = orch_move_start(&daemon->env, req->domain, daemon->name, req->destination,
-                             req->reason, req->plan, remote_done, r);
+    r->job = orch_move_start(&daemon->env, req->domain, daemon->name, req->destination, req->reason,
+                             req->plan, remote_done, r);
     return g_strdup(r->info.id);
 }
 
@@ -1544,9 +1551,8 @@ static GPtrArray *daemon_hosts(const HmConfig *config)
             h->hotmigd = g_strdup(g->hotmigd);
         } else {
             g_autoptr(GUri) uri = g_uri_parse(g->uri, G_URI_FLAGS_NONE, NULL);
-            const char *server = uri && g_uri_get_host(uri) && *g_uri_get_host(uri)
-                                     ? g_uri_get_host(uri)
-                                     : NULL;
+            const char *server =
+                uri && g_uri_get_host(uri) && *g_uri_get_host(uri) ? g_uri_get_host(uri) : NULL;
 
             if (server)
                 h->hotmigd = g_strdup_printf(
@@ -1564,8 +1570,8 @@ static void daemon_migrate_options(Hotmigd *daemon)
 {
     const HmConfig *c = daemon->config;
     OrchOptions *o = &daemon->migrate_opts;
-    int action = orch_timeout_action_from_string(
-        hm_config_get_string(c, HM_CONFIG_MIGRATE_TIMEOUT_ACTION));
+    int action =
+        orch_timeout_action_from_string(hm_config_get_string(c, HM_CONFIG_MIGRATE_TIMEOUT_ACTION));
 
     orch_options_init(o);
     o->agent_channel = g_strdup(hm_config_get_string(c, HM_CONFIG_MIGRATE_AGENT_CHANNEL));
@@ -1690,7 +1696,8 @@ Hotmigd *hotmigd_new(HmConfig *config, const HotmigdOptions *opts, GError **erro
     daemon->hosts = daemon_hosts(config);
     daemon->cancel = g_cancellable_new();
     daemon->inventory_waiters = g_ptr_array_new_with_free_func(g_free);
-    daemon->held = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)held_free);
+    daemon->held =
+        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)held_free);
     daemon->moved = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     daemon->scheds = g_ptr_array_new_with_free_func((GDestroyNotify)sched_free);
     daemon->evacuations = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
@@ -1721,8 +1728,9 @@ Hotmigd *hotmigd_new(HmConfig *config, const HotmigdOptions *opts, GError **erro
         .snapshot = service_snapshot,
     };
     if (daemon->hosts->len && !hotmigd_has_host(daemon, daemon->name))
-        g_warning("This host's name '%s' is not one of the [host NAME] groups: set [hotmigd] name; it runs no migration",
-                  daemon->name);
+        g_warning(
+            "This host's name '%s' is not one of the [host NAME] groups: set [hotmigd] name; it runs no migration",
+            daemon->name);
     if (!daemon->opts.no_pool && !daemon_open_pool(daemon, error))
         return NULL;
     if (!daemon->opts.no_https && !daemon_listen_https(daemon, error))

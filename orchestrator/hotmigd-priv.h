@@ -32,7 +32,8 @@ gboolean hotmigd_evacuate(Hotmigd *daemon, const char *host, gint64 deadline, co
 
 /* Called when the evacuation of @host ended (ok or not), so alert state can follow. @ok: every
  * VM left the host. */
-typedef void (*HotmigdEvacuationDone)(Hotmigd *daemon, const char *host, gboolean ok, gpointer data);
+typedef void (*HotmigdEvacuationDone)(Hotmigd *daemon, const char *host, gboolean ok,
+                                      gpointer data);
 void hotmigd_set_evacuation_done(Hotmigd *daemon, HotmigdEvacuationDone cb, gpointer data);
 
 /* Per-result counters and phase durations for /metrics (the other engineer renders them).

@@ -70,8 +70,8 @@ typedef struct {
     /* The client of a host's hotmigd (required). */
     OrchVfd *(*vfd_open)(const char *url, gpointer opaque, GError **error);
     gpointer vfd_opaque;
-    const char *alias_prefix; /* stand-in VFs ([migrate] vf-alias-prefix); NULL: the default */
-    guint cpu_sample_ms;      /* 0: cpu_util 1.0 everywhere, no second sample */
+    const char *alias_prefix;  /* stand-in VFs ([migrate] vf-alias-prefix); NULL: the default */
+    guint cpu_sample_ms;       /* 0: cpu_util 1.0 everywhere, no second sample */
     GCancellable *cancellable; /* cuts the wait between the samples short (then FAILS) */
 } OrchInventoryOptions;
 

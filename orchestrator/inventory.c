@@ -170,10 +170,11 @@ static void add_vms(OrchInventory *inv, Reading *r, GPtrArray *second, GHashTabl
         if (g_hash_table_lookup_extended(seen, a->name, NULL, &prev)) {
             OrchInvVm *other = g_ptr_array_index(inv->vms, GPOINTER_TO_UINT(prev));
 
-            g_ptr_array_add(inv->warnings,
-                            g_strdup_printf("VM '%s' runs on '%s' and '%s' (a migration under way?): counted on '%s'",
-                                            a->name, other->host, r->host->name,
-                                            a->paused ? other->host : r->host->name));
+            g_ptr_array_add(
+                inv->warnings,
+                g_strdup_printf(
+                    "VM '%s' runs on '%s' and '%s' (a migration under way?): counted on '%s'",
+                    a->name, other->host, r->host->name, a->paused ? other->host : r->host->name));
             if (a->paused)
                 continue;
             vm = other;
@@ -188,8 +189,8 @@ static void add_vms(OrchInventory *inv, Reading *r, GPtrArray *second, GHashTabl
         vm->vcpus = CLAMP(a->vcpus, 1, (guint)POL_CPUS_MAX);
         vm->memory_mib = MIN((a->memory_kib + KIB_PER_MIB - 1) / KIB_PER_MIB, POL_MEMORY_MIB_MAX);
         vm->cpu_util = cpu_util_of(a, b, &vm->cpu_measured);
-        vm->vfs = MIN(count_vfs(a->xml, opts->alias_prefix, where, inv->warnings),
-                      (guint)POL_VFS_MAX);
+        vm->vfs =
+            MIN(count_vfs(a->xml, opts->alias_prefix, where, inv->warnings), (guint)POL_VFS_MAX);
     }
 }
 
@@ -234,9 +235,11 @@ OrchInventory *orch_inventory_collect(GPtrArray *hosts, const OrchInventoryOptio
         if (opts->cpu_sample_ms > 0) {
             second = r->virt->ops->domain_list_info(r->virt, FALSE, &local);
             if (!second)
-                g_ptr_array_add(inv->warnings,
-                                g_strdup_printf("host '%s': the second CPU sample failed, cpu_util 1.0 for its VMs: %s",
-                                                r->host->name, local->message));
+                g_ptr_array_add(
+                    inv->warnings,
+                    g_strdup_printf(
+                        "host '%s': the second CPU sample failed, cpu_util 1.0 for its VMs: %s",
+                        r->host->name, local->message));
         }
         add_vms(inv, r, second, seen, opts);
         for (guint v = 0; v < inv->vms->len; v++) {
@@ -270,7 +273,8 @@ OrchInventory *orch_inventory_collect(GPtrArray *hosts, const OrchInventoryOptio
     return g_steal_pointer(&inv);
 }
 
-/* ---- the daemon's view ------------------------------------------------------------------------ */
+/* ---- the daemon's view ------------------------------------------------------------------------
+ */
 
 /* ok < quarantined < evacuating < down */
 static int state_rank(PolHostState state)

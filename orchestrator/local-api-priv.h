@@ -47,6 +47,15 @@ HM_ENUM_DECL(orch_local_error_class, OrchLocalErrorClass)
 /* The class for an ORCH_ERROR. */
 OrchLocalErrorClass orch_local_error_class_of(const GError *error);
 
+/* Reads one request line (@len bytes without its newline; a final '\r' is dropped): UTF-8, one
+ * JSON object nested at most 16 deep with "execute" (a string) and "arguments" (an object, may
+ * be absent) only. Sets *@ret_command (owned) and *@ret_arguments (owned, NULL when absent);
+ * on failure ORCH_ERROR_INVALID with *@ret_class the error class to answer. Pure: the fuzz
+ * target local-request-fuzz feeds it. */
+gboolean orch_local_request_parse(const char *line, gsize len, char **ret_command,
+                                  JsonObject **ret_arguments, OrchLocalErrorClass *ret_class,
+                                  GError **error);
+
 /* ---- the listener (local-api.c) ------------------------------------------------------------ */
 
 typedef struct OrchLocalApi OrchLocalApi;
@@ -57,7 +66,8 @@ OrchLocalApi *orch_local_api_new(Hotmigd *daemon, const char *path, GError **err
 void orch_local_api_free(OrchLocalApi *api);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchLocalApi, orch_local_api_free)
 
-/* ---- the client (migrate-vm; local-api.c) ----------------------------------------------------- */
+/* ---- the client (migrate-vm; local-api.c) -----------------------------------------------------
+ */
 
 /* Sends @command with @arguments (a JSON object, or NULL) to the hotmigd at @path and returns
  * its "return" value (owned). @event (may be NULL) gets each "event" line first. Waits at most
@@ -76,9 +86,9 @@ typedef void (*HotmigdDone)(JsonNode *result, GError *error, gpointer data);
 
 typedef struct {
     PolPolicy policy;
-    const char *host;    /* drain: the host */
-    gint min_stay_s;     /* < 0: [scheduler] min-stay (consolidate, balance) */
-    double bandwidth;    /* <= 0: [scheduler] bandwidth */
+    const char *host; /* drain: the host */
+    gint min_stay_s;  /* < 0: [scheduler] min-stay (consolidate, balance) */
+    double bandwidth; /* <= 0: [scheduler] bandwidth */
     gboolean pack_vcpus;
     gboolean keep_jobs;
     double tolerance; /* < 0: the default */

@@ -1,7 +1,7 @@
 /* hotmigd's local API (local-api-priv.h): JSON lines on a Unix socket, the listener (the client
  * is local-client.c). Requests come from root on this host, but are checked as strictly as
- * any input: a size limit per line, UTF-8, one JSON object nested at most
- * LOCAL_MAX_DEPTH deep, only the members a command knows, each of its type. */
+ * any input: a size limit per line, UTF-8, one JSON object nested at most 16 deep
+ * (orch_local_request_parse()), only the members a command knows, each of its type. */
 #define G_LOG_DOMAIN "hotmigd"
 
 #include "orchestrator/local-api-priv.h"
@@ -17,7 +17,6 @@
 #include "orchestrator/json-priv.h"
 #include "orchestrator/snapshot-priv.h"
 
-#define LOCAL_MAX_DEPTH 16
 #define LOCAL_READ_CHUNK (64 * 1024)
 #define LOCAL_REPLY_MAX (64 * 1024 * 1024) /* bytes of a reply line the client accepts */
 #define LOCAL_MAX_STRING 1024
@@ -61,7 +60,8 @@ static char *line_value(const char *member, JsonNode *value)
     return line_of(b);
 }
 
-/* ---- the listener ------------------------------------------------------------------------------ */
+/* ---- the listener ------------------------------------------------------------------------------
+ */
 
 struct OrchLocalApi {
     Hotmigd *daemon;
@@ -75,16 +75,16 @@ typedef struct {
     OrchLocalApi *api; /* NULL once the API is gone */
     GSocketConnection *conn;
     GCancellable *cancel;
-    GByteArray *buf;   /* input not yet taken as a line */
-    gboolean busy;     /* a request is being answered: the next line waits */
-    gboolean eof;      /* the peer closed its side */
-    gboolean closing;  /* close once the writes are done */
+    GByteArray *buf;  /* input not yet taken as a line */
+    gboolean busy;    /* a request is being answered: the next line waits */
+    gboolean eof;     /* the peer closed its side */
+    gboolean closing; /* close once the writes are done */
     gboolean closed;
     gboolean reading;
     gboolean next_soon; /* an idle takes the next line */
-    GQueue writes;     /* GBytes */
+    GQueue writes;      /* GBytes */
     gboolean writing;
-    char *wait_id;     /* the schedule `wait` follows */
+    char *wait_id; /* the schedule `wait` follows */
 } Client;
 
 static Client *client_ref(Client *c)
@@ -195,32 +195,8 @@ static void client_answered(Client *c, char *line)
     g_source_unref(src);
 }
 
-/* ---- requests ------------------------------------------------------------------------------------ */
-
-static gboolean too_deep(const char *text, gsize len)
-{
-    guint depth = 0;
-    gboolean in_string = FALSE;
-
-    for (gsize i = 0; i < len; i++) {
-        char ch = text[i];
-
-        if (in_string) {
-            if (ch == '\\')
-                i++;
-            else if (ch == '"')
-                in_string = FALSE;
-        } else if (ch == '"') {
-            in_string = TRUE;
-        } else if (ch == '{' || ch == '[') {
-            if (++depth > LOCAL_MAX_DEPTH)
-                return TRUE;
-        } else if ((ch == '}' || ch == ']') && depth) {
-            depth--;
-        }
-    }
-    return FALSE;
-}
+/* ---- requests
+ * ------------------------------------------------------------------------------------ */
 
 typedef struct {
     JsonObject *args;
@@ -305,8 +281,9 @@ static gint64 args_int(Args *a, const char *name, gint64 min, gint64 max, gint64
     }
     v = json_node_get_int(node);
     if (v < min || v > max) {
-        args_bad(a, "argument '%s' must be from %" G_GINT64_FORMAT " to %" G_GINT64_FORMAT
-                    ", not %" G_GINT64_FORMAT,
+        args_bad(a,
+                 "argument '%s' must be from %" G_GINT64_FORMAT " to %" G_GINT64_FORMAT
+                 ", not %" G_GINT64_FORMAT,
                  name, min, max, v);
         return absent;
     }
@@ -360,9 +337,9 @@ static void client_done(JsonNode *result, GError *error, gpointer data)
 
 static void cmd_plan(Client *c, Args *a)
 {
-    static const char *const known[] = {"policy",     "host",      "min_stay",  "bandwidth",
-                                        "pack_vcpus", "keep_jobs", "tolerance", "max_moves",
-                                        NULL};
+    static const char *const known[] = {"policy",    "host",       "min_stay",
+                                        "bandwidth", "pack_vcpus", "keep_jobs",
+                                        "tolerance", "max_moves",  NULL};
     HotmigdPlanRequest req = {0};
     const char *policy;
     int p = -1;
@@ -377,8 +354,7 @@ static void cmd_plan(Client *c, Args *a)
     req.tolerance = args_double(a, "tolerance", 0, 1, -1);
     req.max_moves = (gint)args_int(a, "max_moves", 0, G_MAXINT, -1);
     if (policy && (p = pol_policy_from_string(policy)) < 0)
-        args_bad(a, "argument 'policy' must be consolidate, drain or balance, not '%.64s'",
-                 policy);
+        args_bad(a, "argument 'policy' must be consolidate, drain or balance, not '%.64s'", policy);
     else if (policy)
         req.policy = p;
     if (policy && p == POL_POLICY_DRAIN && !req.host)
@@ -465,8 +441,8 @@ static void client_watch(JsonNode *event, gpointer data)
     if (status)
         client_answered(c, line_value("return", status));
     else
-        client_answered(c, line_error(ORCH_LOCAL_ERROR_FAILED,
-                                      error ? error->message : "hotmigd is stopping"));
+        client_answered(
+            c, line_error(ORCH_LOCAL_ERROR_FAILED, error ? error->message : "hotmigd is stopping"));
     client_unref(c);
 }
 
@@ -511,67 +487,18 @@ static const struct {
 /* One request line (without its newline). Answers exactly once, now or later. */
 static void client_request(Client *c, const char *line, gsize len)
 {
-    g_autoptr(JsonParser) parser = json_parser_new_immutable();
     g_autoptr(GError) error = NULL;
-    g_autoptr(GList) members = NULL;
-    JsonNode *root, *args;
-    JsonObject *obj;
-    const char *name;
+    g_autoptr(JsonObject) args = NULL;
+    g_autofree char *name = NULL;
+    OrchLocalErrorClass cls;
     Args a = {0};
 
     c->busy = TRUE;
-    if (len && line[len - 1] == '\r')
-        len--;
-    if (memchr(line, '\0', len) || !g_utf8_validate(line, len, NULL)) {
-        client_answered(c, line_error(ORCH_LOCAL_ERROR_INVALID_JSON, "the request is not UTF-8 text"));
+    if (!orch_local_request_parse(line, len, &name, &args, &cls, &error)) {
+        client_answered(c, line_error(cls, error->message));
         return;
     }
-    if (too_deep(line, len)) {
-        g_autofree char *msg =
-            g_strdup_printf("the request nests deeper than %d levels", LOCAL_MAX_DEPTH);
-
-        client_answered(c, line_error(ORCH_LOCAL_ERROR_INVALID_JSON, msg));
-        return;
-    }
-    if (!json_parser_load_from_data(parser, line, (gssize)len, &error)) {
-        g_autofree char *msg = g_strdup_printf("the request is not JSON: %s", error->message);
-
-        client_answered(c, line_error(ORCH_LOCAL_ERROR_INVALID_JSON, msg));
-        return;
-    }
-    root = json_parser_get_root(parser);
-    if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
-        client_answered(c, line_error(ORCH_LOCAL_ERROR_INVALID_JSON,
-                                      "the request is not a JSON object"));
-        return;
-    }
-    obj = json_node_get_object(root);
-    members = json_object_get_members(obj);
-    for (GList *m = members; m; m = m->next) {
-        if (!g_str_equal(m->data, "execute") && !g_str_equal(m->data, "arguments")) {
-            g_autofree char *msg = g_strdup_printf(
-                "unknown member '%.64s' (a request has \"execute\" and \"arguments\")",
-                (const char *)m->data);
-
-            client_answered(c, line_error(ORCH_LOCAL_ERROR_INVALID_PARAMETER, msg));
-            return;
-        }
-    }
-    if (!json_object_has_member(obj, "execute") ||
-        !JSON_NODE_HOLDS_VALUE(json_object_get_member(obj, "execute")) ||
-        json_node_get_value_type(json_object_get_member(obj, "execute")) != G_TYPE_STRING) {
-        client_answered(c, line_error(ORCH_LOCAL_ERROR_INVALID_PARAMETER,
-                                      "member 'execute' (the command, a string) is missing"));
-        return;
-    }
-    name = json_object_get_string_member(obj, "execute");
-    args = json_object_get_member(obj, "arguments");
-    if (args && !JSON_NODE_HOLDS_NULL(args) && !JSON_NODE_HOLDS_OBJECT(args)) {
-        client_answered(c, line_error(ORCH_LOCAL_ERROR_INVALID_PARAMETER,
-                                      "member 'arguments' must be an object"));
-        return;
-    }
-    a.args = args && JSON_NODE_HOLDS_OBJECT(args) ? json_node_get_object(args) : NULL;
+    a.args = args;
     for (gsize i = 0; i < G_N_ELEMENTS(commands); i++) {
         if (g_str_equal(commands[i].name, name)) {
             commands[i].fn(c, &a);
@@ -580,21 +507,22 @@ static void client_request(Client *c, const char *line, gsize len)
         }
     }
     {
-        g_autofree char *msg = g_strdup_printf(
-            "no command '%.64s' (plan, run, drain, status, wait, snapshot)", name);
+        g_autofree char *msg =
+            g_strdup_printf("no command '%.64s' (plan, run, drain, status, wait, snapshot)", name);
 
         client_answered(c, line_error(ORCH_LOCAL_ERROR_COMMAND_NOT_FOUND, msg));
     }
 }
 
-/* ---- reading ------------------------------------------------------------------------------------ */
+/* ---- reading ------------------------------------------------------------------------------------
+ */
 
 static void client_got(GObject *source, GAsyncResult *result, gpointer data)
 {
     Client *c = data;
     g_autoptr(GError) error = NULL;
-    g_autoptr(GBytes) bytes = g_input_stream_read_bytes_finish(G_INPUT_STREAM(source), result,
-                                                               &error);
+    g_autoptr(GBytes) bytes =
+        g_input_stream_read_bytes_finish(G_INPUT_STREAM(source), result, &error);
 
     c->reading = FALSE;
     if (!bytes) {
@@ -619,7 +547,7 @@ static void client_read_more(Client *c)
 
     if (c->busy || c->closed || c->closing || !c->api)
         return;
-    nl = memchr(c->buf->data, '\n', c->buf->len);
+    nl = c->buf->len ? memchr(c->buf->data, '\n', c->buf->len) : NULL;
     if (nl && (gsize)(nl - c->buf->data) + 1 <= ORCH_LOCAL_API_MAX_LINE) {
         gsize len = nl - c->buf->data;
         g_autofree char *line = g_strndup((const char *)c->buf->data, len);
@@ -629,9 +557,9 @@ static void client_read_more(Client *c)
         return;
     }
     if (nl || c->buf->len >= ORCH_LOCAL_API_MAX_LINE) {
-        g_autofree char *msg = g_strdup_printf(
-            "a request line is longer than %d bytes: closing the connection",
-            ORCH_LOCAL_API_MAX_LINE);
+        g_autofree char *msg =
+            g_strdup_printf("a request line is longer than %d bytes: closing the connection",
+                            ORCH_LOCAL_API_MAX_LINE);
 
         g_message("local API: %s", msg);
         client_send(c, line_error(ORCH_LOCAL_ERROR_TOO_LARGE, msg));
@@ -659,8 +587,8 @@ static gboolean on_incoming(GSocketService *service, GSocketConnection *conn, GO
                             gpointer data)
 {
     OrchLocalApi *api = data;
-    g_autoptr(GCredentials) creds = g_socket_get_credentials(g_socket_connection_get_socket(conn),
-                                                             NULL);
+    g_autoptr(GCredentials) creds =
+        g_socket_get_credentials(g_socket_connection_get_socket(conn), NULL);
     uid_t uid = creds ? g_credentials_get_unix_user(creds, NULL) : (uid_t)-1;
     Client *c;
 
@@ -732,8 +660,9 @@ OrchLocalApi *orch_local_api_new(Hotmigd *daemon, const char *path, GError **err
                                        G_SOCKET_PROTOCOL_DEFAULT, NULL, NULL, &local);
     umask(old_mask);
     if (!ok || chmod(path, 0600) < 0) {
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED, "Cannot listen on the local socket '%s': %s",
-                    path, local ? local->message : g_strerror(errno));
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED,
+                    "Cannot listen on the local socket '%s': %s", path,
+                    local ? local->message : g_strerror(errno));
         orch_local_api_free(api);
         return NULL;
     }
@@ -755,4 +684,3 @@ void orch_local_api_free(OrchLocalApi *api)
     g_free(api->path);
     g_free(api);
 }
-

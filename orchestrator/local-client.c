@@ -42,7 +42,106 @@ static char *line_of(JsonBuilder *b)
     return g_strconcat(text, "\n", NULL);
 }
 
-/* ---- the client -------------------------------------------------------------------------------- */
+/* ---- requests ---------------------------------------------------------------------------- */
+
+#define LOCAL_MAX_DEPTH 16
+
+static gboolean too_deep(const char *text, gsize len)
+{
+    guint depth = 0;
+    gboolean in_string = FALSE;
+
+    for (gsize i = 0; i < len; i++) {
+        char ch = text[i];
+
+        if (in_string) {
+            if (ch == '\\')
+                i++;
+            else if (ch == '"')
+                in_string = FALSE;
+        } else if (ch == '"') {
+            in_string = TRUE;
+        } else if (ch == '{' || ch == '[') {
+            if (++depth > LOCAL_MAX_DEPTH)
+                return TRUE;
+        } else if ((ch == '}' || ch == ']') && depth) {
+            depth--;
+        }
+    }
+    return FALSE;
+}
+
+static gboolean request_fail(OrchLocalErrorClass *ret_class, OrchLocalErrorClass cls,
+                             GError **error, const char *fmt, ...) G_GNUC_PRINTF(4, 5);
+static gboolean request_fail(OrchLocalErrorClass *ret_class, OrchLocalErrorClass cls,
+                             GError **error, const char *fmt, ...)
+{
+    va_list ap;
+    g_autofree char *msg = NULL;
+
+    va_start(ap, fmt);
+    msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    *ret_class = cls;
+    g_set_error_literal(error, ORCH_ERROR, ORCH_ERROR_INVALID, msg);
+    return FALSE;
+}
+
+gboolean orch_local_request_parse(const char *line, gsize len, char **ret_command,
+                                  JsonObject **ret_arguments, OrchLocalErrorClass *ret_class,
+                                  GError **error)
+{
+    g_autoptr(JsonParser) parser = json_parser_new_immutable();
+    g_autoptr(GError) local = NULL;
+    g_autoptr(GList) members = NULL;
+    JsonNode *root, *args, *execute;
+    JsonObject *obj;
+
+    g_return_val_if_fail((line || !len) && ret_command && ret_arguments && ret_class, FALSE);
+    if (len && line[len - 1] == '\r')
+        len--;
+    if (len > ORCH_LOCAL_API_MAX_LINE)
+        return request_fail(ret_class, ORCH_LOCAL_ERROR_TOO_LARGE, error,
+                            "a request line is longer than %d bytes", ORCH_LOCAL_API_MAX_LINE);
+    if ((len && memchr(line, '\0', len)) || !g_utf8_validate(line, len, NULL))
+        return request_fail(ret_class, ORCH_LOCAL_ERROR_INVALID_JSON, error,
+                            "the request is not UTF-8 text");
+    if (too_deep(line, len))
+        return request_fail(ret_class, ORCH_LOCAL_ERROR_INVALID_JSON, error,
+                            "the request nests deeper than %d levels", LOCAL_MAX_DEPTH);
+    if (len && !json_parser_load_from_data(parser, line, (gssize)len, &local))
+        return request_fail(ret_class, ORCH_LOCAL_ERROR_INVALID_JSON, error,
+                            "the request is not JSON: %s", local->message);
+    root = len ? json_parser_get_root(parser) : NULL;
+    if (!root || !JSON_NODE_HOLDS_OBJECT(root))
+        return request_fail(ret_class, ORCH_LOCAL_ERROR_INVALID_JSON, error,
+                            "the request is not a JSON object");
+    obj = json_node_get_object(root);
+    members = json_object_get_members(obj);
+    for (GList *m = members; m; m = m->next) {
+        if (!g_str_equal(m->data, "execute") && !g_str_equal(m->data, "arguments"))
+            return request_fail(ret_class, ORCH_LOCAL_ERROR_INVALID_PARAMETER, error,
+                                "unknown member '%.64s' (a request has \"execute\" and \"arguments\")",
+                                (const char *)m->data);
+    }
+    execute = json_object_get_member(obj, "execute");
+    if (!execute || !JSON_NODE_HOLDS_VALUE(execute) ||
+        json_node_get_value_type(execute) != G_TYPE_STRING)
+        return request_fail(ret_class, ORCH_LOCAL_ERROR_INVALID_PARAMETER, error,
+                            "member 'execute' (the command, a string) is missing");
+    args = json_object_get_member(obj, "arguments");
+    if (args && !JSON_NODE_HOLDS_NULL(args) && !JSON_NODE_HOLDS_OBJECT(args))
+        return request_fail(ret_class, ORCH_LOCAL_ERROR_INVALID_PARAMETER, error,
+                            "member 'arguments' must be an object");
+    *ret_command = g_strdup(json_node_get_string(execute));
+    *ret_arguments = args && JSON_NODE_HOLDS_OBJECT(args)
+                         ? json_object_ref(json_node_get_object(args))
+                         : NULL;
+    return TRUE;
+}
+
+/* ---- the client --------------------------------------------------------------------------------
+ */
 
 static gboolean call_fail(GError **error, OrchError code, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
 static gboolean call_fail(GError **error, OrchError code, const char *fmt, ...)
@@ -62,7 +161,7 @@ static char *call_read_line(GSocket *sock, GByteArray *buf, HmDeadline deadline,
                             GError **error)
 {
     for (;;) {
-        guint8 *nl = memchr(buf->data, '\n', buf->len);
+        guint8 *nl = buf->len ? memchr(buf->data, '\n', buf->len) : NULL;
         guint8 chunk[LOCAL_READ_CHUNK];
         g_autoptr(GError) local = NULL;
         gssize n;
@@ -79,8 +178,8 @@ static char *call_read_line(GSocket *sock, GByteArray *buf, HmDeadline deadline,
             return NULL;
         }
         if (g_get_monotonic_time() >= deadline ||
-            !g_socket_condition_timed_wait(sock, G_IO_IN, deadline - g_get_monotonic_time(),
-                                           NULL, &local)) {
+            !g_socket_condition_timed_wait(sock, G_IO_IN, deadline - g_get_monotonic_time(), NULL,
+                                           &local)) {
             call_fail(error, ORCH_ERROR_TIMEOUT, "hotmigd at '%s' did not answer in time", path);
             return NULL;
         }
@@ -116,9 +215,10 @@ JsonNode *orch_local_call(const char *path, const char *command, JsonNode *argum
     g_socket_client_set_timeout(client, MAX(timeout_s, 1));
     conn = g_socket_client_connect(client, G_SOCKET_CONNECTABLE(addr), NULL, &local);
     if (!conn) {
-        call_fail(error, ORCH_ERROR_UNAVAILABLE,
-                  "Cannot reach hotmigd at '%s' ([hotmigd] socket; is it running, and are you root?): %s",
-                  path, local->message);
+        call_fail(
+            error, ORCH_ERROR_UNAVAILABLE,
+            "Cannot reach hotmigd at '%s' ([hotmigd] socket; is it running, and are you root?): %s",
+            path, local->message);
         return NULL;
     }
     json_builder_begin_object(b);
@@ -135,8 +235,8 @@ JsonNode *orch_local_call(const char *path, const char *command, JsonNode *argum
         gssize n;
 
         if (g_get_monotonic_time() >= deadline ||
-            !g_socket_condition_timed_wait(sock, G_IO_OUT, deadline - g_get_monotonic_time(),
-                                           NULL, NULL)) {
+            !g_socket_condition_timed_wait(sock, G_IO_OUT, deadline - g_get_monotonic_time(), NULL,
+                                           NULL)) {
             call_fail(error, ORCH_ERROR_TIMEOUT, "hotmigd at '%s' did not take the request in time",
                       path);
             return NULL;
@@ -160,8 +260,8 @@ JsonNode *orch_local_call(const char *path, const char *command, JsonNode *argum
             return NULL;
         if (!json_parser_load_from_data(parser, line, -1, NULL) ||
             !(root = json_parser_get_root(parser)) || !JSON_NODE_HOLDS_OBJECT(root)) {
-            call_fail(error, ORCH_ERROR_FAILED, "hotmigd at '%s' answered something that is not a JSON object",
-                      path);
+            call_fail(error, ORCH_ERROR_FAILED,
+                      "hotmigd at '%s' answered something that is not a JSON object", path);
             return NULL;
         }
         obj = json_node_get_object(root);
@@ -178,8 +278,8 @@ JsonNode *orch_local_call(const char *path, const char *command, JsonNode *argum
             const char *cls = json_object_get_string_member_with_default(e, "class", "Failed");
             const char *desc = json_object_get_string_member_with_default(e, "desc", "");
             int k = orch_local_error_class_from_string(cls);
-            OrchError code = k == ORCH_LOCAL_ERROR_NOT_FOUND ? ORCH_ERROR_NOT_FOUND
-                             : k == ORCH_LOCAL_ERROR_CONFLICT ? ORCH_ERROR_CONFLICT
+            OrchError code = k == ORCH_LOCAL_ERROR_NOT_FOUND         ? ORCH_ERROR_NOT_FOUND
+                             : k == ORCH_LOCAL_ERROR_CONFLICT        ? ORCH_ERROR_CONFLICT
                              : k == ORCH_LOCAL_ERROR_FAILED || k < 0 ? ORCH_ERROR_FAILED
                                                                      : ORCH_ERROR_INVALID;
 

@@ -23,8 +23,7 @@ G_BEGIN_DECLS
 
 /* Runs one migration (orch_migrate(), or a test's fake). */
 typedef gboolean (*OrchMigrateFunc)(const OrchOptions *opts, OrchVirtOpenFunc open_fn,
-                                    gpointer open_opaque, OrchReport **ret_report,
-                                    GError **error);
+                                    gpointer open_opaque, OrchReport **ret_report, GError **error);
 
 #define ORCH_MOVE_POLL_MS_DEFAULT 1000
 #define ORCH_MOVE_LOST_AFTER_S_DEFAULT 120
@@ -54,12 +53,12 @@ gboolean orch_wait_ms(guint ms, GCancellable *cancellable);
 const HmConfigHost *orch_move_env_find_host(const OrchMoveEnv *env, const char *name);
 
 typedef struct {
-    gboolean ok;      /* the domain runs on the destination with its VFs */
-    char *detail;     /* why it failed, else NULL */
-    char *report;     /* the migration's report (orch_report_format_json(), compact), or NULL
-                       * when none was made (the source's hotmigd could not be asked) */
-    char *driven_by;  /* "here", or the source host's name */
-    char *remote_id;  /* the migration's id at the source's hotmigd, or NULL */
+    gboolean ok;     /* the domain runs on the destination with its VFs */
+    char *detail;    /* why it failed, else NULL */
+    char *report;    /* the migration's report (orch_report_format_json(), compact), or NULL
+                      * when none was made (the source's hotmigd could not be asked) */
+    char *driven_by; /* "here", or the source host's name */
+    char *remote_id; /* the migration's id at the source's hotmigd, or NULL */
 } OrchMoveResult;
 
 typedef struct OrchMove OrchMove;
@@ -70,8 +69,8 @@ typedef void (*OrchMoveDone)(OrchMove *move, const OrchMoveResult *result, gpoin
  * caller's context. @plan: the schedule's id, or NULL. Owned result: free it after @done, or
  * before to give up on it (a migration running here is cancelled and undone first). */
 OrchMove *orch_move_start(const OrchMoveEnv *env, const char *domain, const char *from,
-                          const char *to, const char *reason, const char *plan,
-                          OrchMoveDone done, gpointer data);
+                          const char *to, const char *reason, const char *plan, OrchMoveDone done,
+                          gpointer data);
 void orch_move_free(OrchMove *move);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchMove, orch_move_free)
 
@@ -91,8 +90,8 @@ typedef struct {
 } OrchRunMove;
 
 typedef enum {
-    ORCH_RUN_EVENT_STARTED, /* @move started */
-    ORCH_RUN_EVENT_ENDED,   /* @move is done, failed or skipped */
+    ORCH_RUN_EVENT_STARTED,  /* @move started */
+    ORCH_RUN_EVENT_ENDED,    /* @move is done, failed or skipped */
     ORCH_RUN_EVENT_FINISHED, /* every move ended (@move NULL) */
     ORCH_RUN_EVENT_LAST,
 } OrchRunEvent;
@@ -111,7 +110,8 @@ OrchRun *orch_run_new(const OrchMoveEnv *env, const char *id, const char *reason
  * and end and of the end of the run (always later than this call). */
 void orch_run_start(OrchRun *run, OrchRunFunc cb, gpointer data);
 
-/* Gives up: running moves here are cancelled and undone, remote ones no longer followed. NULL-safe. */
+/* Gives up: running moves here are cancelled and undone, remote ones no longer followed. NULL-safe.
+ */
 void orch_run_free(OrchRun *run);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchRun, orch_run_free)
 

@@ -44,7 +44,7 @@ struct OrchMove {
     GCancellable *cancel;
     GMainContext *ctx; /* where @done is called */
     GThread *thread;
-    GMutex lock;       /* remote_id, read by the owner while the thread runs */
+    GMutex lock; /* remote_id, read by the owner while the thread runs */
     OrchMoveResult result;
     OrchMoveDone done;
     gpointer data;
@@ -146,8 +146,8 @@ static void move_run_remote(OrchMove *m, const HmConfigHost *from)
     if (vfd)
         id = orch_vfd_migration_start(vfd, &req, &error);
     if (!id) {
-        move_fail(m, "the hotmigd of source host '%s' did not start the migration: %s",
-                  from->name, error->message);
+        move_fail(m, "the hotmigd of source host '%s' did not start the migration: %s", from->name,
+                  error->message);
         return;
     }
     g_mutex_lock(&m->lock);
@@ -171,13 +171,17 @@ static void move_run_remote(OrchMove *m, const HmConfigHost *from)
             return;
         }
         if (g_error_matches(error, ORCH_ERROR, ORCH_ERROR_NOT_FOUND)) {
-            move_fail(m, "the hotmigd of source host '%s' no longer knows migration %s (did it restart?): %s",
-                      from->name, id, error->message);
+            move_fail(
+                m,
+                "the hotmigd of source host '%s' no longer knows migration %s (did it restart?): %s",
+                from->name, id, error->message);
             return;
         }
         if (g_get_monotonic_time() - last_answer > (gint64)lost_s * G_USEC_PER_SEC) {
-            move_fail(m, "lost the hotmigd of source host '%s' for %u s while it migrated '%s' (migration %s; see its status): %s",
-                      from->name, lost_s, m->domain, id, error->message);
+            move_fail(
+                m,
+                "lost the hotmigd of source host '%s' for %u s while it migrated '%s' (migration %s; see its status): %s",
+                from->name, lost_s, m->domain, id, error->message);
             return;
         }
     }
@@ -212,8 +216,8 @@ static gpointer move_thread(gpointer data)
 }
 
 OrchMove *orch_move_start(const OrchMoveEnv *env, const char *domain, const char *from,
-                          const char *to, const char *reason, const char *plan,
-                          OrchMoveDone done, gpointer data)
+                          const char *to, const char *reason, const char *plan, OrchMoveDone done,
+                          gpointer data)
 {
     OrchMove *m = g_new0(OrchMove, 1);
     g_autofree char *name = g_strdup_printf("move %.40s", domain);
@@ -272,7 +276,7 @@ struct OrchRun {
     GPtrArray *moves; /* RunMove, in the schedule's order */
     OrchRunFunc cb;
     gpointer data;
-    GSource *idle;         /* the pending pump or end (on the run's context) */
+    GSource *idle; /* the pending pump or end (on the run's context) */
     gboolean finish_told;
 };
 
@@ -317,8 +321,9 @@ static void run_tell_ends(OrchRun *run)
         RunMove *rm = g_ptr_array_index(run->moves, i);
         PolMoveState state = rm->pub.move->state;
 
-        if (rm->reported || (state != POL_MOVE_SKIPPED && state != POL_MOVE_DONE &&
-                             state != POL_MOVE_FAILED) || rm->job)
+        if (rm->reported ||
+            (state != POL_MOVE_SKIPPED && state != POL_MOVE_DONE && state != POL_MOVE_FAILED) ||
+            rm->job)
             continue;
         rm->reported = TRUE;
         run_tell(run, ORCH_RUN_EVENT_ENDED, rm);
@@ -374,8 +379,8 @@ static void run_pump(OrchRun *run)
 
         g_clear_pointer(&reason, g_free);
         reason = g_strdup_printf("%s (%s)", run->reason, run->id);
-        rm->pub.driven_by = g_strdup(g_strcmp0(move->from, run->env->self) == 0 ? "here"
-                                                                                 : move->from);
+        rm->pub.driven_by =
+            g_strdup(g_strcmp0(move->from, run->env->self) == 0 ? "here" : move->from);
         rm->job = orch_move_start(run->env, move->vm, move->from, move->to, reason, run->id,
                                   run_move_done, rm);
         run_tell(run, ORCH_RUN_EVENT_STARTED, rm);

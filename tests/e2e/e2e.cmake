@@ -32,3 +32,6 @@ hm_add_e2e(e2e-dry-run dry-run.sh)
 hm_add_e2e(e2e-sysfs-nvme sysfs-nvme.sh)
 # The failure-prediction hook: a real Alertmanager fires at both hotmigds, A is evacuated.
 hm_add_e2e(e2e-alertmanager alertmanager.sh)
+# hotmigd's scheduler drains host A (two ping-pong guests), asked of B's hotmigd: moves driven
+# from A through POST /v1/migrations.
+hm_add_e2e(e2e-drain drain.sh)

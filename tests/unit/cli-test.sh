@@ -1,8 +1,9 @@
 #!/bin/bash
 # migrate-vm's command line, without a hypervisor: --version, --help (options and the exit
 # status table), option combinations libvirt refuses (exit 2 before anything is done), the
-# configuration (--config, config check|sample, exit 4 naming FILE:LINE), and exit 10 for a
-# connect failure (a URI no libvirt driver serves).
+# configuration (--config, config check|sample, exit 4 naming FILE:LINE), exit 10 for a
+# connect failure (a URI no libvirt driver serves), and the subcommands that ask hotmigd
+# without one (usage 2, unreachable 1).
 #   cli-test.sh MIGRATE_VM SOURCE_DIR
 set -uo pipefail
 mv=$1
@@ -92,4 +93,20 @@ grep -qE "^FAIL +source +Cannot connect to source host 'test:///nonexistent-$$'"
     fail "--dry-run did not report the source: $(cat "$tmp/dry.out")"
 grep -qE "^FAIL +hotmigd .*https://127.0.0.1:9" "$tmp/dry.out" ||
     fail "--dry-run did not name the hotmigd of [host b]: $(cat "$tmp/dry.out")"
+
+# The subcommands that ask hotmigd: bad usage is 2 before any socket; no daemon is 1, naming
+# the socket; --socket beats the configuration's [hotmigd] socket.
+nosock=$tmp/no-hotmigd.sock
+expect 2 "usage: migrate-vm drain HOST" drain
+expect 2 "--deadline must be" drain A --deadline -5
+expect 2 "usage: migrate-vm status" status a b
+expect 2 "usage: migrate-vm run PLAN_FILE" run
+expect 2 "Cannot open 'nothere.json'" run nothere.json
+expect 1 "Cannot reach hotmigd at '$nosock'" drain A --socket "$nosock"
+expect 1 "Cannot reach hotmigd at '$nosock'" status --socket "$nosock"
+expect 1 "Cannot reach hotmigd at '$nosock'" plan consolidate --socket "$nosock"
+printf '[hotmigd]\nsocket = %s\n' "$tmp/conf.sock" >"$tmp/sock.conf"
+expect 1 "Cannot reach hotmigd at '$tmp/conf.sock'" status --config "$tmp/sock.conf"
+expect 4 "zero.conf:2: \\[migrate\\] plug-attempts" status --config "$tmp/zero.conf"
+expect 2 "not with --snapshot" plan consolidate --snapshot x.json --socket "$nosock"
 echo "cli-test: ok"

@@ -110,7 +110,8 @@ static GPtrArray *fv_domain_list_info(OrchVirt *v, gboolean with_xml, GError **e
         info->name = g_strdup(d->name);
         info->vcpus = d->vcpus;
         info->memory_kib = d->memory_mib * 1024;
-        info->cpu_time_ns = (guint64)((double)(now - cluster_now->t0) * 1000.0 * d->vcpus * d->util);
+        info->cpu_time_ns =
+            (guint64)((double)(now - cluster_now->t0) * 1000.0 * d->vcpus * d->util);
         info->sampled_us = now;
         info->paused = d->paused;
         info->xml = with_xml ? dom_xml(d) : NULL;
@@ -147,7 +148,8 @@ static OrchVirt *fake_virt_open(const char *uri, const char *label, gpointer opa
     return &v->parent;
 }
 
-/* ---- a fake hotmigd client: /v1/host from the fake cluster; migrations recorded ----------------- */
+/* ---- a fake hotmigd client: /v1/host from the fake cluster; migrations recorded -----------------
+ */
 
 typedef struct {
     GMutex lock;
@@ -496,7 +498,8 @@ static void test_snapshot_round_trip(void **state)
     }
 }
 
-/* ---- the scheduler runner ---------------------------------------------------------------------- */
+/* ---- the scheduler runner ----------------------------------------------------------------------
+ */
 
 typedef struct {
     GMutex lock;
@@ -683,8 +686,13 @@ static void add_host(PolCluster *c, const char *name)
 
 static void add_vm(PolCluster *c, const char *name, const char *host)
 {
-    PolVmSpec spec = {.name = name, .host = host, .vcpus = 1, .memory_mib = 1024,
-                      .cpu_util = 0.1, .vfs = 1, .moved_ago_s = -1};
+    PolVmSpec spec = {.name = name,
+                      .host = host,
+                      .vcpus = 1,
+                      .memory_mib = 1024,
+                      .cpu_util = 0.1,
+                      .vfs = 1,
+                      .moved_ago_s = -1};
 
     assert_true(pol_cluster_add_vm(c, &spec, NULL));
 }
@@ -761,10 +769,10 @@ static void test_run(void **state)
     }
     assert_true(g_ptr_array_find_with_equal_func(fm.ran, "a1 A C https://C:1", g_str_equal, NULL));
     assert_int_equal(remote.started->len, 2);
-    assert_true(g_ptr_array_find_with_equal_func(remote.started, "https://B:1 b1 D", g_str_equal,
-                                                 NULL));
-    assert_true(g_ptr_array_find_with_equal_func(remote.started, "https://B:1 b2 C", g_str_equal,
-                                                 NULL));
+    assert_true(
+        g_ptr_array_find_with_equal_func(remote.started, "https://B:1 b1 D", g_str_equal, NULL));
+    assert_true(
+        g_ptr_array_find_with_equal_func(remote.started, "https://B:1 b2 C", g_str_equal, NULL));
     assert_true(remote.gets >= 2);
 
     /* The report: each move's end and why. */
@@ -819,8 +827,11 @@ static void test_run_refused(void **state)
     cluster_now = &fc;
     hosts = config_hosts();
     orch_options_init(&template);
-    env = (OrchMoveEnv){.self = "A", .hosts = hosts, .migrate_opts = &template,
-                        .migrate = fake_migrate, .virt_open = fake_virt_open,
+    env = (OrchMoveEnv){.self = "A",
+                        .hosts = hosts,
+                        .migrate_opts = &template,
+                        .migrate = fake_migrate,
+                        .virt_open = fake_virt_open,
                         .vfd_open = fake_vfd_open};
     add_host(c, "A");
     add_host(c, "B");
@@ -849,8 +860,11 @@ static void test_run_given_up(void **state)
     fm_reset();
     hosts = config_hosts();
     orch_options_init(&template);
-    env = (OrchMoveEnv){.self = "A", .hosts = hosts, .migrate_opts = &template,
-                        .migrate = fake_migrate, .virt_open = fake_virt_open,
+    env = (OrchMoveEnv){.self = "A",
+                        .hosts = hosts,
+                        .migrate_opts = &template,
+                        .migrate = fake_migrate,
+                        .virt_open = fake_virt_open,
                         .vfd_open = fake_vfd_open};
     add_host(c, "A");
     add_host(c, "B");

@@ -19,7 +19,8 @@
 #include "orchestrator/vfd-priv.h"
 #include "orchestrator/virt-priv.h"
 
-/* ---- the fake cluster: hosts A and B, domains that move when migrated -------------------------- */
+/* ---- the fake cluster: hosts A and B, domains that move when migrated --------------------------
+ */
 
 static GMutex world_lock;
 static GHashTable *where; /* domain -> host ("A", "B") */
@@ -159,7 +160,8 @@ static gboolean fake_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn,
     return ok;
 }
 
-/* ---- the fake hotmigd of each host -------------------------------------------------------------- */
+/* ---- the fake hotmigd of each host --------------------------------------------------------------
+ */
 
 typedef struct {
     OrchVfd parent;
@@ -234,7 +236,8 @@ static OrchVfd *fake_vfd_open(const char *url, gpointer opaque, GError **error)
     return &v->parent;
 }
 
-/* ---- the daemon under test ------------------------------------------------------------------------ */
+/* ---- the daemon under test
+ * ------------------------------------------------------------------------ */
 
 typedef struct {
     char *dir;
@@ -370,8 +373,8 @@ static gpointer raw_thread(gpointer data)
     Raw *r = data;
     g_autoptr(GSocketClient) client = g_socket_client_new();
     g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(r->socket);
-    g_autoptr(GSocketConnection) conn = g_socket_client_connect(client, G_SOCKET_CONNECTABLE(addr),
-                                                                NULL, NULL);
+    g_autoptr(GSocketConnection) conn =
+        g_socket_client_connect(client, G_SOCKET_CONNECTABLE(addr), NULL, NULL);
     GSocket *sock = conn ? g_socket_connection_get_socket(conn) : NULL;
     gsize sent = 0;
     guint got = 0;
@@ -478,17 +481,18 @@ static gboolean tick(gpointer data)
 }
 
 /* Runs the main loop until @cond holds (at most 20 s; it looks at least every 50 ms). */
-#define LOOP_UNTIL(cond)                                                                            \
-    do {                                                                                            \
-        gint64 until_ = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;                               \
-        guint tick_ = g_timeout_add(50, tick, NULL);                                                \
-        while (!(cond) && g_get_monotonic_time() < until_)                                          \
-            g_main_context_iteration(NULL, TRUE);                                                   \
-        g_source_remove(tick_);                                                                     \
-        assert_true(cond);                                                                          \
+#define LOOP_UNTIL(cond)                                                                           \
+    do {                                                                                           \
+        gint64 until_ = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;                              \
+        guint tick_ = g_timeout_add(50, tick, NULL);                                               \
+        while (!(cond) && g_get_monotonic_time() < until_)                                         \
+            g_main_context_iteration(NULL, TRUE);                                                  \
+        g_source_remove(tick_);                                                                    \
+        assert_true(cond);                                                                         \
     } while (0)
 
-/* ---- the tests -------------------------------------------------------------------------------- */
+/* ---- the tests --------------------------------------------------------------------------------
+ */
 
 static void test_socket_mode(void **state)
 {
@@ -524,7 +528,8 @@ static void test_bad_lines(void **state)
     expect_error(got[0], "InvalidJSON", "not JSON");
     expect_error(got[1], "InvalidJSON", "not a JSON object");
     expect_error(got[2], "CommandNotFound", "no command 'nope'");
-    expect_error(got[3], "NotFound", "unknown host 'Z' (the [host NAME] groups of the configuration: A, B)");
+    expect_error(got[3], "NotFound",
+                 "unknown host 'Z' (the [host NAME] groups of the configuration: A, B)");
     expect_error(got[4], "InvalidParameter", "argument 'host' must be a string");
     expect_error(got[5], "InvalidParameter", "unknown argument 'when'");
     expect_error(got[6], "InvalidParameter", "unknown member 'extra'");
@@ -616,7 +621,8 @@ static void test_drain_and_wait(void **state)
         assert_string_equal(json_object_get_string_member(m, "from"), "A");
         assert_string_equal(json_object_get_string_member(m, "to"), "B");
         assert_string_equal(json_object_get_string_member(m, "driven_by"), "here");
-        assert_true(json_object_get_boolean_member(json_object_get_object_member(m, "report"), "ok"));
+        assert_true(
+            json_object_get_boolean_member(json_object_get_object_member(m, "report"), "ok"));
     }
     /* Each move's end, and the starts but the first's (it started before the wait). */
     assert_true(events >= 5);
@@ -631,7 +637,8 @@ static void test_drain_and_wait(void **state)
     s = schedule_in_status(status, id);
     assert_non_null(s);
     assert_string_equal(json_object_get_string_member(s, "state"), "finished");
-    assert_int_equal(json_object_get_int_member(json_object_get_object_member(s, "progress"), "done"), 3);
+    assert_int_equal(
+        json_object_get_int_member(json_object_get_object_member(s, "progress"), "done"), 3);
     assert_int_equal(fx->done_calls, 1);
     assert_string_equal(fx->done_host, "A");
     assert_true(fx->done_ok);
@@ -666,8 +673,8 @@ static void test_evacuate(void **state)
     g_hash_table_add(fail, g_strdup("b2"));
     g_mutex_unlock(&world_lock);
     /* A deadline in the past: every VM is late, and still moved. */
-    assert_true(hotmigd_evacuate(fx->daemon, "B", 1, "smart: sda failing", &id, &merged, &late,
-                                 &error));
+    assert_true(
+        hotmigd_evacuate(fx->daemon, "B", 1, "smart: sda failing", &id, &merged, &late, &error));
     assert_null(error);
     assert_false(merged);
     assert_int_equal(g_strv_length(late), 2);
@@ -703,7 +710,8 @@ static void test_evacuate(void **state)
             assert_string_equal(json_object_get_string_member(m, "driven_by"), "B");
             assert_non_null(json_object_get_string_member(m, "migration"));
             if (g_str_equal(vm, "b2"))
-                assert_non_null(strstr(json_object_get_string_member(m, "detail"), "injected for 'b2'"));
+                assert_non_null(
+                    strstr(json_object_get_string_member(m, "detail"), "injected for 'b2'"));
         }
     }
     /* Once it ended, a new evacuation may start (here: with nothing new to move, it ends). */
@@ -736,8 +744,8 @@ static void test_plan_and_run(void **state)
     assert_null(error);
     assert_string_equal(str_member(plan, "policy"), "consolidate");
     /* Five 1-GiB VMs fit on one host of 64 GiB: B's two go to A (more VMs stay put). */
-    assert_int_equal(json_array_get_length(json_object_get_array_member(json_node_get_object(plan),
-                                                                        "migrations")),
+    assert_int_equal(json_array_get_length(
+                         json_object_get_array_member(json_node_get_object(plan), "migrations")),
                      2);
 
     /* A plan that does not replay (a VM that is not where it says) is refused, nothing runs. */
