@@ -766,17 +766,14 @@ static void advance(App *app)
         return;
     }
     if (!app->v) {
-        char found[WL_DEV_NAME_MAX];
-        int r = wl_verbs_find_active(app->dev[0] ? app->dev : NULL, found, sizeof(found));
-        if (r == 0) {
-            r = wl_verbs_open(found, app->args.size, &app->v);
-        }
+        int r = wl_verbs_open(app->dev[0] ? app->dev : NULL, app->args.size, &app->v);
         if (r < 0) {
             if (app->dev_wait_since == 0) {
                 app->dev_wait_since = now;
                 app->dev_backoff_ms = 20;
-                wl_log("waiting for RDMA device '%s' to have an ACTIVE port (%s)",
-                       app->dev[0] ? app->dev : "any", strerror(-r));
+                wl_log("waiting for RDMA device '%s' to be usable (%s)",
+                       app->dev[0] ? app->dev : "any",
+                       r == -ENODEV ? "no ACTIVE port" : strerror(-r));
             } else if (now - app->dev_wait_since >= WL_DEVICE_WAIT_MS) {
                 fail(app, "no ACTIVE RDMA device '%s' within %d s",
                      app->dev[0] ? app->dev : "(any)", WL_DEVICE_WAIT_MS / 1000);
@@ -790,7 +787,7 @@ static void advance(App *app)
         }
         app->dev_wait_since = 0;
         app->dev_retry_at = 0;
-        snprintf(app->dev, sizeof(app->dev), "%s", found);
+        snprintf(app->dev, sizeof(app->dev), "%s", wl_verbs_device_name(app->v));
     }
     if (!ctl_up(app)) {
         return;
@@ -1264,9 +1261,9 @@ static int do_resume(App *app, const char *device)
 {
     int64_t t0 = now_ms();
     int64_t deadline = t0 + WL_DEVICE_WAIT_MS;
-    int64_t backoff = 20;
+    int64_t backoff = 10;
     const char *want = device && *device ? device : NULL;
-    char found[WL_DEV_NAME_MAX];
+    WlVerbs *v = NULL;
     int r;
 
     if (want && !wl_dev_name_valid(want)) {
@@ -1282,29 +1279,33 @@ static int do_resume(App *app, const char *device)
             app->cycles[i].t_resume = t0;
         }
     }
-    /* The device shows up a moment after the hot-plug: bounded retry with backoff, serving
-     * the control connection meanwhile. */
-    while ((r = wl_verbs_find_active(want, found, sizeof(found))) < 0) {
+    /* The agent names the device once a port of it is ACTIVE, so the first try normally opens
+     * it (once: the open is the check). When it is not usable yet (no ACTIVE port, no IPv4
+     * GID yet): bounded retry with backoff, serving the control connection meanwhile. */
+    while ((r = wl_verbs_open(want, app->args.size, &v)) == -ENODEV || r == -EADDRNOTAVAIL) {
         int64_t now = now_ms();
         if (now >= deadline || app->failed) {
             break;
         }
         loop_once(app, backoff < deadline - now ? backoff : deadline - now, 0);
-        if (backoff < 1000) {
+        if (backoff < 200) {
             backoff *= 2;
         }
     }
     app->local_down = 0;
     if (r < 0) {
-        wl_log("RESUME: no ACTIVE RDMA device '%s' within %d s (%s)", want ? want : "(any)",
-               WL_DEVICE_WAIT_MS / 1000, strerror(-r));
+        wl_log("RESUME: no usable RDMA device '%s' within %d s (%s)", want ? want : "(any)",
+               WL_DEVICE_WAIT_MS / 1000, r == -ENODEV ? "no ACTIVE port" : strerror(-r));
         snprintf(app->dev, sizeof(app->dev), "%s", want ? want : "");
         advance(app); /* keeps waiting in the background until its own deadline */
         return r;
     }
-    snprintf(app->dev, sizeof(app->dev), "%s", found);
-    advance(app);
-    return app->v ? 0 : -EIO;
+    app->v = v;
+    app->dev_wait_since = 0;
+    app->dev_retry_at = 0;
+    snprintf(app->dev, sizeof(app->dev), "%s", wl_verbs_device_name(v));
+    advance(app); /* sends our QP; connects when the peer's is here */
+    return 0;
 }
 
 #ifdef HM_WL_HAVE_HOTMIG
