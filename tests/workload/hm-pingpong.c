@@ -78,6 +78,7 @@ typedef struct {
     uint64_t epoch;               /* link epoch of the reconnection; 0 = not yet */
     uint64_t delivered_after;
     uint64_t delivered_tcp; /* delivered over the TCP fallback while the cycle ran */
+    int64_t blackout;       /* longest gap between echoes from the pause to RDMA again */
     int64_t t_pause;
     int64_t t_resume; /* resume request (local) or first QP from the peer (peer) */
 } WlCycle;
@@ -545,6 +546,14 @@ static void client_account(App *app, const uint8_t *buf, size_t len, int via_tcp
                wl_msg_peek_seq(buf, len));
     } else {
         st = wl_msg_verify(buf, len, app->args.size, &app->inflight_seq, &seq);
+        /* The cycles not delivering over RDMA again yet (this echo may be their first) had
+         * this gap: the blackout of a migration, whatever path carried the traffic. */
+        for (size_t i = 0; app->last_echo != 0 && i < app->ncycles; i++) {
+            WlCycle *c = &app->cycles[i];
+            if ((c->epoch == 0 || c->delivered_after == 0) && now - app->last_echo > c->blackout) {
+                c->blackout = now - app->last_echo;
+            }
+        }
         app->echoes++;
         app->inflight = 0;
         if (st != WL_MSG_OK) {
@@ -1598,10 +1607,10 @@ static int print_result(App *app)
             snprintf(cyc + o, sizeof(cyc) - o,
                      "%s{\"cycle\":%" PRIu64 ",\"migrated\":\"%s\",\"kind\":\"%s\","
                      "\"device\":\"%s\",\"resumed\":%s,\"delivered_after\":%" PRIu64
-                     ",\"delivered_tcp\":%" PRIu64 "}",
+                     ",\"delivered_tcp\":%" PRIu64 ",\"blackout_ms\":%" PRId64 "}",
                      i ? "," : "", c->number, wl_role_to_string(c->local ? app->args.role : other),
                      wl_pause_kind_to_string(c->kind), c->device, c->epoch ? "true" : "false",
-                     c->delivered_after, c->delivered_tcp);
+                     c->delivered_after, c->delivered_tcp, c->blackout);
         if (w < 0 || (size_t)w >= sizeof(cyc) - o) {
             o = (size_t)snprintf(cyc, sizeof(cyc), "\"truncated\"");
             break;
