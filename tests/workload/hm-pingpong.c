@@ -808,10 +808,15 @@ static void advance(App *app)
         app->sent_qp = 1;
     }
     if (app->have_peer_qp && !app->qp_rts && app->v) {
+        int64_t t0 = now_ms();
         if (wl_verbs_connect(app->v, &app->peer_qp) < 0) {
             app->qp_rts = 1; /* so that verbs_error() resets */
             verbs_error(app, "connecting the QP failed");
             return;
+        }
+        if (now_ms() - t0 >= 100) {
+            /* RoCE: RTR resolves the peer's MAC (ARP) and waits for it. */
+            wl_log("connecting the QP took %" PRId64 " ms", now_ms() - t0);
         }
         app->qp_rts = 1;
         ctl_send_simple(app, WL_CTL_RTS);
@@ -1266,6 +1271,31 @@ static int do_quiesce(App *app)
     return 0;
 }
 
+/* RoCE: the RTR transition resolves the peer's MAC and, when its ARP is not done, waits up to
+ * a second in the kernel (rdma_resolve_ip(): an ARP reply that comes before the request is
+ * queued wakes nobody). A datagram to the peer's IPv4 address now, before the device is
+ * opened, has the neighbour resolved by the time the QP connects. The peer's QP (its GID)
+ * came right after its PAUSED. Best effort: nothing is reported. */
+static void prime_peer_neighbour(const App *app)
+{
+    static const uint8_t v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(9)}; /* discard */
+    int fd;
+
+    if (!app->have_peer_qp || memcmp(app->peer_qp.gid, v4_prefix, sizeof(v4_prefix)) != 0) {
+        return;
+    }
+    memcpy(&sa.sin_addr, app->peer_qp.gid + 12, 4);
+    fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        return;
+    }
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+        (void)send(fd, "", 0, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+    close(fd);
+}
+
 static int do_resume(App *app, const char *device)
 {
     int64_t t0 = now_ms();
@@ -1288,6 +1318,7 @@ static int do_resume(App *app, const char *device)
             app->cycles[i].t_resume = t0;
         }
     }
+    prime_peer_neighbour(app);
     /* The agent names the device once a port of it is ACTIVE, so the first try normally opens
      * it (once: the open is the check). When it is not usable yet (no ACTIVE port, no IPv4
      * GID yet): bounded retry with backoff, serving the control connection meanwhile. */
