@@ -98,6 +98,7 @@ mv_run() {
     "$migrate_vm" -v --connect "$2" "$1" "$3" --json 2>&1 >"$4.json" | stamp >"$4.mv"
     rc=${PIPESTATUS[0]}
     set -e
+    ((rc == 0)) || log "migrate-vm $1: exit status $rc"
     return "$rc"
 }
 
@@ -277,19 +278,20 @@ evacuate() {
             wait -n || true
         done
         (
-            if "$migrate_vm" --connect "$from" "$g" "$to" --json >"$tmp/ev-$tag-$g.json" \
-                2>"$tmp/ev-$tag-$g.err"; then
-                echo 0 >"$tmp/ev-$tag-$g.rc"
-            else
-                echo 1 >"$tmp/ev-$tag-$g.rc"
-            fi
+            rc=0
+            "$migrate_vm" -v --connect "$from" "$g" "$to" --json 2>&1 >"$tmp/ev-$tag-$g.json" |
+                stamp >"$tmp/ev-$tag-$g.err"
+            rc=${PIPESTATUS[0]}
+            echo "$rc" >"$tmp/ev-$tag-$g.rc"
         ) &
     done
     wait
     echo $(($(now_ms) - t0))
     for g in "${evac_names[@]}"; do
-        [[ $(cat "$tmp/ev-$tag-$g.rc") == 0 ]] ||
-            { cat "$tmp/ev-$tag-$g.json" "$tmp/ev-$tag-$g.err" >&2; fail "migrate-vm $g ($tag) failed"; }
+        [[ $(cat "$tmp/ev-$tag-$g.rc") == 0 ]] || {
+            cat "$tmp/ev-$tag-$g.json" "$tmp/ev-$tag-$g.err" >&2
+            fail "migrate-vm $g ($tag) failed: exit status $(cat "$tmp/ev-$tag-$g.rc")"
+        }
     done
     # Steady state before the next evacuation: every workload client connected again.
     if ((evac_workload)); then
@@ -306,7 +308,8 @@ part_evacuation() {
         evac_names+=("bench-ev$i")
     done
     guests+=("${evac_names[@]}")
-    for ((i = 0; i < evac_n; i++)); do
+    # Servers (odd positions) first: a client needs its server's lab index.
+    for i in $(seq 1 2 $((evac_n - 1))) $(seq 0 2 $((evac_n - 1))); do
         local name=${evac_names[i]} peer wl=()
         if ((i % 2 == 0)); then
             peer=${evac_names[i + 1]:-bench-ev-none}
