@@ -79,6 +79,7 @@ typedef struct {
     uint64_t delivered_after;
     uint64_t delivered_tcp; /* delivered over the TCP fallback while the cycle ran */
     int64_t blackout;       /* longest gap between echoes from the pause to RDMA again */
+    int64_t blackout_at;    /* when that gap began, ms after the pause (< 0: before it) */
     int64_t t_pause;
     int64_t t_resume; /* resume request (local) or first QP from the peer (peer) */
 } WlCycle;
@@ -552,6 +553,7 @@ static void client_account(App *app, const uint8_t *buf, size_t len, int via_tcp
             WlCycle *c = &app->cycles[i];
             if ((c->epoch == 0 || c->delivered_after == 0) && now - app->last_echo > c->blackout) {
                 c->blackout = now - app->last_echo;
+                c->blackout_at = app->last_echo - c->t_pause;
             }
         }
         app->echoes++;
@@ -1638,10 +1640,11 @@ static int print_result(App *app)
             snprintf(cyc + o, sizeof(cyc) - o,
                      "%s{\"cycle\":%" PRIu64 ",\"migrated\":\"%s\",\"kind\":\"%s\","
                      "\"device\":\"%s\",\"resumed\":%s,\"delivered_after\":%" PRIu64
-                     ",\"delivered_tcp\":%" PRIu64 ",\"blackout_ms\":%" PRId64 "}",
+                     ",\"delivered_tcp\":%" PRIu64 ",\"blackout_ms\":%" PRId64
+                     ",\"blackout_at_ms\":%" PRId64 "}",
                      i ? "," : "", c->number, wl_role_to_string(c->local ? app->args.role : other),
                      wl_pause_kind_to_string(c->kind), c->device, c->epoch ? "true" : "false",
-                     c->delivered_after, c->delivered_tcp, c->blackout);
+                     c->delivered_after, c->delivered_tcp, c->blackout, c->blackout_at);
         if (w < 0 || (size_t)w >= sizeof(cyc) - o) {
             o = (size_t)snprintf(cyc, sizeof(cyc), "\"truncated\"");
             break;
