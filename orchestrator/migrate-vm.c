@@ -570,6 +570,11 @@ int main(int argc, char **argv)
     Progress progress = {.phase = -1};
     gboolean ok;
 
+    /* libvirt writes its sockets with write(): once a daemon has closed our connection (seen:
+     * "connection closed due to keepalive timeout" on a loaded host) the next write killed
+     * migrate-vm with SIGPIPE (exit 141) without a report, rollback or journal entry. Ignored,
+     * the write fails with EPIPE and the phase fails like any libvirt error. */
+    signal(SIGPIPE, SIG_IGN);
     if (argc > 1 && g_str_equal(argv[1], "plan"))
         return orch_plan_cli_main(argc - 1, argv + 1);
     if (argc > 1 && g_str_equal(argv[1], "config"))

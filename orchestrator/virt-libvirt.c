@@ -539,6 +539,17 @@ static void virt_on_stream_event(virStreamPtr stream, int events, void *opaque)
     g_mutex_unlock(&chan->lock);
 }
 
+/* The stream callback's free function: libvirt calls it once the callback is removed and no
+ * dispatch of it is under way, which may be after virt_channel_close() returned. */
+static void virt_channel_free(void *opaque)
+{
+    VirtLibvirtChannel *chan = opaque;
+
+    g_mutex_clear(&chan->lock);
+    g_cond_clear(&chan->cond);
+    g_free(chan);
+}
+
 static OrchVirtChannel *virt_channel_open(OrchVirt *virt, const char *domain, const char *name,
                                           GError **error)
 {
@@ -562,7 +573,7 @@ static OrchVirtChannel *virt_channel_open(OrchVirt *virt, const char *domain, co
     if (virStreamEventAddCallback(chan->stream,
                                   VIR_STREAM_EVENT_READABLE | VIR_STREAM_EVENT_ERROR |
                                       VIR_STREAM_EVENT_HANGUP,
-                                  virt_on_stream_event, chan, NULL) < 0) {
+                                  virt_on_stream_event, chan, virt_channel_free) < 0) {
         virt_set_error(error, ORCH_ERROR_AGENT, "Cannot watch channel '%s' of '%s'", name,
                        domain);
         goto error;
@@ -677,14 +688,17 @@ static gssize virt_channel_recv(OrchVirtChannel *base, void *buf, gsize len, HmD
 static void virt_channel_close(OrchVirtChannel *base)
 {
     VirtLibvirtChannel *chan = (VirtLibvirtChannel *)base;
+    virStreamPtr stream = chan->stream;
 
-    /* Removing the callback waits for one in progress; after it nothing touches @chan. */
-    virStreamEventRemoveCallback(chan->stream);
-    virStreamAbort(chan->stream);
-    virStreamFree(chan->stream);
-    g_mutex_clear(&chan->lock);
-    g_cond_clear(&chan->cond);
-    g_free(chan);
+    /* Removing the callback does not wait for a dispatch of it under way on the event loop
+     * thread: @chan is freed by virt_channel_free() when libvirt is done with it (now, or when
+     * that dispatch returns). Freeing it here let the late callback lock a mutex in freed
+     * memory: seen as a report detail overwritten at that offset, and as the event thread
+     * stuck on a futex (no more events, no keepalive answers: unplug and agent timeouts,
+     * then "connection closed due to keepalive timeout"). */
+    virStreamEventRemoveCallback(stream);
+    virStreamAbort(stream);
+    virStreamFree(stream);
 }
 
 /* ---- host inventory ----------------------------------------------------------------------- */

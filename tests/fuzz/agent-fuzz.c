@@ -2,7 +2,8 @@
  *  1. the host side of an in-process agent (framing, 0xFF sync, JSON requests, commands), fed
  *     once whole and once in small pieces: both must give the same replies, and every reply
  *     must be one line of valid JSON (after the sync byte of a sync reply);
- *  2. the process line framer and parser, with the invariants of a parsed message checked.
+ *  2. the process line framer and parser, with the invariants of a parsed message checked;
+ *  3. the kernel uevent filter of the agent (uevent.c).
  * libFuzzer entry point; tests/fuzz/agent-fuzz-replay.c replays the corpus as a test. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -120,5 +121,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     agent_framer_init(&framer, AGENT_PROC_LINE_MAX, FALSE, TRUE);
     agent_framer_feed(&framer, data, size, fuzz_proc_frame, NULL);
     agent_framer_clear(&framer);
+
+    /* The kernel uevent filter: reads nothing outside the message, and what it accepts names
+     * an RDMA subsystem. */
+    if (agent_uevent_is_rdma(data, size) &&
+        (!memmem(data, size, "SUBSYSTEM=infiniband", 20) || !memchr(data, '@', size)))
+        abort();
     return 0;
 }
