@@ -42,8 +42,10 @@ grep -q "stand-in" <<<"$note" || fail "ib-identity on a stand-in: $note"
 "$call" "$conf" B list | grep -q "^$tap standin free - -$" || fail "$tap is not free after the release"
 log "B: $tap leased, refused to a second asker, confirmed, kept across a restart, released"
 
-# A's hotmigd has its own leases: the same tap is free there all along.
-"$call" "$conf" A list | grep -q "^$tap standin free - -$" || fail "A's pool shows $tap taken"
+# A's hotmigd has its own leases: none on the tap there, which A's libvirt shows in use by the
+# guest that runs on A (plugged when the guest was created, without a lease).
+"$call" "$conf" A list | grep -q "^$tap standin in-use - $g$" ||
+    fail "A's pool shows $tap as: $("$call" "$conf" A list | grep "^$tap ")"
 
 # A client that does not trust the lab CA refuses the daemon's certificate.
 sed "s|^ca-cert = .*|ca-cert = $(dirname "$conf")/pki/client.pem|" "$conf" >"$HOTMIG_STATE_DIR/bad.conf"
