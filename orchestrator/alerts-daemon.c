@@ -554,6 +554,7 @@ static void forward_thread(GTask *task, gpointer source, gpointer task_data, GCa
             return;
         }
         if (vfd && (g_error_matches(local, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE) ||
+                    g_error_matches(local, ORCH_ERROR, ORCH_ERROR_UNREACHABLE) ||
                     g_error_matches(local, ORCH_ERROR, ORCH_ERROR_TIMEOUT))) {
             g_ptr_array_add(fw->newly_down, g_strdup(peer->name));
             g_string_append_printf(fw->why_down, "%s%s: %s", fw->why_down->len ? "; " : "",

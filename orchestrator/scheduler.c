@@ -95,12 +95,15 @@ static void options_copy(OrchOptions *dst, const OrchOptions *src)
     dst->agent_channel = g_strdup(src->agent_channel);
     dst->state_dir = g_strdup(src->state_dir);
     dst->hotmigd_url = g_strdup(src->hotmigd_url);
+    dst->source_hotmigd_url = g_strdup(src->source_hotmigd_url);
     dst->tls_cert = g_strdup(src->tls_cert);
     dst->tls_key = g_strdup(src->tls_key);
     dst->tls_ca = g_strdup(src->tls_ca);
 }
 
-static void move_run_here(OrchMove *m, const HmConfigHost *from, const HmConfigHost *to)
+/* @deputy_why: the move runs here for @from, whose hotmigd could not be reached (why), or NULL. */
+static void move_run_here(OrchMove *m, const HmConfigHost *from, const HmConfigHost *to,
+                          const char *deputy_why)
 {
     g_auto(OrchOptions) opts = {0};
     g_autoptr(OrchReport) report = NULL;
@@ -115,9 +118,15 @@ static void move_run_here(OrchMove *m, const HmConfigHost *from, const HmConfigH
     opts.dest_uri = g_strdup(to->uri);
     g_free(opts.hotmigd_url);
     opts.hotmigd_url = g_strdup(to->hotmigd);
+    g_free(opts.source_hotmigd_url);
+    opts.source_hotmigd_url = g_strdup(from->hotmigd);
     opts.cancellable = m->cancel;
     opts.progress = NULL;
+    g_free(m->result.driven_by);
     m->result.driven_by = g_strdup("here");
+    if (deputy_why)
+        g_message("Migrating '%s' from '%s' here: its hotmigd cannot be reached (%s)", m->domain,
+                  from->name, deputy_why);
     m->result.ok = m->env->migrate(&opts, m->env->virt_open, m->env->virt_opaque, &report, &error);
     if (!m->result.ok)
         move_fail(m, "%s", error ? error->message : "the migration failed");
@@ -125,7 +134,10 @@ static void move_run_here(OrchMove *m, const HmConfigHost *from, const HmConfigH
         m->result.report = orch_report_format_json(report, FALSE);
 }
 
-static void move_run_remote(OrchMove *m, const HmConfigHost *from)
+/* Asks @from's hotmigd to run the move and follows it there; when that hotmigd cannot be
+ * reached at all (nothing was sent: no migration can have started there), runs it here, over
+ * libvirt, as its deputy (docs/policies.md). */
+static void move_run_remote(OrchMove *m, const HmConfigHost *from, const HmConfigHost *to)
 {
     const OrchMoveEnv *env = m->env;
     guint poll_ms = env->poll_ms ? env->poll_ms : ORCH_MOVE_POLL_MS_DEFAULT;
@@ -145,6 +157,10 @@ static void move_run_remote(OrchMove *m, const HmConfigHost *from)
     vfd = env->vfd_open(from->hotmigd, env->vfd_opaque, &error);
     if (vfd)
         id = orch_vfd_migration_start(vfd, &req, &error);
+    if (!id && g_error_matches(error, ORCH_ERROR, ORCH_ERROR_UNREACHABLE)) {
+        move_run_here(m, from, to, error->message);
+        return;
+    }
     if (!id) {
         move_fail(m, "the hotmigd of source host '%s' did not start the migration: %s", from->name,
                   error->message);
@@ -207,9 +223,9 @@ static gpointer move_thread(gpointer data)
     if (!from || !to)
         move_fail(m, "unknown host '%s'", from ? m->to : m->from);
     else if (g_strcmp0(m->from, m->env->self) == 0)
-        move_run_here(m, from, to);
+        move_run_here(m, from, to, NULL);
     else
-        move_run_remote(m, from);
+        move_run_remote(m, from, to);
     g_main_context_invoke_full(m->ctx, G_PRIORITY_DEFAULT, move_deliver, m,
                                (GDestroyNotify)move_unref);
     return NULL;

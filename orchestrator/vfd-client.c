@@ -159,7 +159,11 @@ static void request_fail(VfdClient *client, const char *what, GError *local,
             "hotmigd at %s refused our certificate '%s' (it ended the connection at the TLS handshake: is the certificate signed by the CA hotmigd trusts, and valid? hotmigd's log says why): %s",
             url, client->cert_path, local->message);
     } else {
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE,
+        /* Before any handshake: the connection itself failed, the request went nowhere (no
+         * @progress: the request was answered, its body was being read). */
+        gboolean unreached = progress && !progress->handshaked;
+
+        g_set_error(error, ORCH_ERROR, unreached ? ORCH_ERROR_UNREACHABLE : ORCH_ERROR_UNAVAILABLE,
                     "Cannot reach hotmigd at %s (%s): %s", url, what, local->message);
     }
 }

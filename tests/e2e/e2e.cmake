@@ -35,3 +35,5 @@ hm_add_e2e(e2e-alertmanager alertmanager.sh)
 # hotmigd's scheduler drains host A (two ping-pong guests), asked of B's hotmigd: moves driven
 # from A through POST /v1/migrations.
 hm_add_e2e(e2e-drain drain.sh)
+# An alert about A while A's hotmigd is down: B acts for A and drives the evacuation itself.
+hm_add_e2e(e2e-deputy deputy.sh)

@@ -33,7 +33,8 @@ typedef struct {
 typedef struct {
     const char *name;
     gboolean libvirt_down;
-    gboolean hotmigd_down;
+    gboolean hotmigd_down;    /* connections to its hotmigd are refused */
+    gboolean hotmigd_refuses; /* its hotmigd takes the connection, then fails (TLS, 503) */
     guint cpus;
     guint64 memory_mib;
     guint pool, free, missing;
@@ -201,6 +202,18 @@ static OrchVfdHostInfo *fvfd_host(OrchVfd *v, GError **e)
 
 static char *fvfd_migration_start(OrchVfd *v, const OrchVfdMigrationRequest *req, GError **e)
 {
+    FakeHost *h = host_of_url(v->url);
+
+    if (h && h->hotmigd_down) {
+        g_set_error(e, ORCH_ERROR, ORCH_ERROR_UNREACHABLE,
+                    "Cannot reach hotmigd at %s (POST /v1/migrations): Connection refused", v->url);
+        return NULL;
+    }
+    if (h && h->hotmigd_refuses) {
+        g_set_error(e, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE,
+                    "hotmigd at %s refused POST /v1/migrations (503 Service Unavailable)", v->url);
+        return NULL;
+    }
     g_mutex_lock(&remote.lock);
     g_ptr_array_add(remote.started,
                     g_strdup_printf("%s %s %s", v->url, req->domain, req->destination));
@@ -885,6 +898,73 @@ static void test_run_given_up(void **state)
     fm_clear();
 }
 
+/* A source host whose hotmigd cannot be reached has its moves run here, over libvirt (this host
+ * acts for it); one whose hotmigd takes the request and fails has them fail: it may have started
+ * them. */
+static void test_run_deputy(void **state)
+{
+    FakeCluster fc = {.hosts = {{.name = "A"}, {.name = "B", .hotmigd_down = TRUE},
+                                {.name = "C", .hotmigd_refuses = TRUE}},
+                      .n_hosts = 3};
+    g_autoptr(PolCluster) c = pol_cluster_new();
+    g_autoptr(GPtrArray) moves = g_ptr_array_new_with_free_func((GDestroyNotify)pol_migration_free);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GMainLoop) loop = g_main_loop_new(NULL, FALSE);
+    g_autoptr(OrchRun) run = NULL;
+    GPtrArray *hosts;
+    OrchOptions template;
+    OrchMoveEnv env;
+    RunWatch w = {.loop = loop, .events = g_ptr_array_new_with_free_func(g_free)};
+    const GPtrArray *rm;
+
+    cluster_now = &fc;
+    fm_reset();
+    hosts = config_hosts();
+    orch_options_init(&template);
+    env = (OrchMoveEnv){.self = "A",
+                        .hosts = hosts,
+                        .migrate_opts = &template,
+                        .migrate = fake_migrate,
+                        .virt_open = fake_virt_open,
+                        .vfd_open = fake_vfd_open,
+                        .poll_ms = 10};
+    for (const char *const *h = (const char *const[]){"A", "B", "C", NULL}; *h; h++)
+        add_host(c, *h);
+    add_vm(c, "b1", "B");
+    add_vm(c, "b2", "B");
+    add_vm(c, "c1", "C");
+    add_move(moves, "b1", "B", "A");
+    add_move(moves, "b2", "B", "C");
+    add_move(moves, "c1", "C", "A");
+    run = orch_run_new(&env, "s4", "test", c, moves, NULL, NULL, &error);
+    assert_non_null(run);
+    orch_run_start(run, on_run, &w);
+    g_main_loop_run(loop);
+
+    /* B's moves ran here, from B's libvirt, with the destination's hotmigd; nothing was asked of
+     * a hotmigd at B. */
+    assert_int_equal(fm.ran->len, 2);
+    assert_true(g_ptr_array_find_with_equal_func(fm.ran, "b1 B A https://A:1", g_str_equal, NULL));
+    assert_true(g_ptr_array_find_with_equal_func(fm.ran, "b2 B C https://C:1", g_str_equal, NULL));
+    assert_int_equal(remote.started->len, 0);
+    rm = orch_run_get_moves(run);
+    for (guint i = 0; i < rm->len; i++) {
+        const OrchRunMove *m = g_ptr_array_index(rm, i);
+
+        if (g_str_equal(m->move->vm, "c1")) {
+            assert_int_equal(m->move->state, POL_MOVE_FAILED);
+            assert_non_null(strstr(m->move->detail, "hotmigd of source host 'C' did not start"));
+            assert_string_equal(m->driven_by, "C");
+        } else {
+            assert_int_equal(m->move->state, POL_MOVE_DONE);
+            assert_string_equal(m->driven_by, "here");
+        }
+    }
+    g_ptr_array_unref(w.events);
+    config_hosts_free(hosts);
+    fm_clear();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -895,6 +975,7 @@ int main(void)
         cmocka_unit_test(test_run),
         cmocka_unit_test(test_run_refused),
         cmocka_unit_test(test_run_given_up),
+        cmocka_unit_test(test_run_deputy),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

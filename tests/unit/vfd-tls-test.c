@@ -317,7 +317,7 @@ static void test_unreachable(void **state)
         g_autoptr(OrchVfd) vfd = client(fx, NULL, NULL, "https://127.0.0.1:1", 5);
 
         assert_null(orch_vfd_host(vfd, &error));
-        expect(error, ORCH_ERROR_UNAVAILABLE, "Cannot reach hotmigd at https://127.0.0.1:1");
+        expect(error, ORCH_ERROR_UNREACHABLE, "Cannot reach hotmigd at https://127.0.0.1:1");
         g_clear_error(&error);
     }
     /* A port that accepts and never answers: the deadline. */

@@ -1,0 +1,115 @@
+#!/bin/bash
+# An alert about a host whose hotmigd is down (docs/alerts.md, "Who acts"): A's hotmigd is
+# stopped (its libvirtd goes on), an Alertmanager webhook "evacuate A" reaches B's alert
+# listener. B cannot forward it to A, so B acts for A: it evacuates A's guest to B, driving the
+# migration itself over libvirt (A's hotmigd would drive it, but it does not answer).
+# Asserts:
+#   - B's log says it acts for A and migrates the guest "here" because A's hotmigd cannot be
+#     reached; B's status shows the move done, driven here, with a report of one VF attached;
+#   - the guest runs on B with its VF stand-in, the workload lost and corrupted no message and
+#     its verbs traffic resumed after the move;
+#   - one evacuation: a second firing of the same alert is merged on B;
+#   - the resolved alert lifts A on B; A's hotmigd, started again, lists no migration it ran.
+# Prints "DEPUTY ..." with the figures.
+source "$(dirname "$0")/lib.sh"
+c=dp-c
+s=dp-s
+tmp=$(mktemp -d)
+restart_a() { "$lab" restart-hotmigd A >/dev/null 2>&1 || echo "could not restart A's hotmigd" >&2; }
+trap 'restart_a; cleanup; rm -rf "$tmp"' EXIT
+
+for tool in curl jq; do
+    command -v $tool >/dev/null || fail "$tool is not installed (apt-get install curl jq)"
+done
+conf=$("$lab" config)
+state=$(dirname "$conf")
+token=$(cat "$state/pki/alert-token") || fail "no alert token in $state/pki"
+urlB=$("$lab" alerts B)
+sock_b=$("$lab" hotmigd-socket B)
+hmlogB=$state/hosts/B/hotmigd.log
+mark=$(stat -c %s "$hmlogB")
+newlog() { tail -c "+$((mark + 1))" "$hmlogB"; }
+metric() { # metric 'name{label="value"}': B's value (0 when absent)
+    local v
+    v=$(curl -sS --max-time 10 "$urlB/metrics" | grep -F "$1 " | awk '{print $2}')
+    echo "${v:-0}"
+}
+hook() { # hook STATUS: posts an "evacuate A" alert in that status to B's webhook; prints the HTTP code
+    curl -sS --max-time 30 -o "$tmp/hook.out" -w '%{http_code}' -H "Authorization: Bearer $token" \
+        -H 'Content-Type: application/json' "$urlB/v1/alerts/alertmanager" -d "$(
+            jq -cn --arg st "$1" '{version: "4", status: $st, alerts: [{status: $st,
+                labels: {alertname: "HostFailurePredicted", host: "A", hotmig_action: "evacuate"},
+                annotations: {summary: "e2e deputy: host A fails soon", deadline: "600s"},
+                fingerprint: "e2e-deputy"}]}'
+        )"
+}
+
+start_pair "$c" "$s" lazy 1
+require_where "$c" A
+has_vf "$c" "$A" || fail "$c has no VF on A"
+
+"$lab" stop-hotmigd A >&2
+t0=$(date +%s.%N)
+code=$(hook firing)
+[ "$code" = 200 ] || [ "$code" = 202 ] || fail "B's webhook answered $code: $(cat "$tmp/hook.out")"
+for _ in $(seq 1 100); do
+    newlog | grep -q "Evacuation .* of host 'A' started" && break
+    newlog | grep -q "Cannot evacuate host 'A'" && break
+    sleep 0.2
+done
+newlog | grep -q "Evacuation .* of host 'A' started" ||
+    fail "B started no evacuation of A: $(newlog | tail -n 8)"
+newlog | grep -q "this host acts for it" || fail "B's log does not say it acts for A: $(newlog | tail -n 8)"
+
+for _ in $(seq 1 600); do
+    [ "$("$lab" where "$c")" = B ] && break
+    sleep 0.5
+done
+require_where "$c" B
+t_moved=$(date +%s.%N)
+has_vf "$c" "$B" || fail "$c has no VF on B"
+for _ in $(seq 1 150); do
+    newlog | grep -q "evacuation done" && break
+    sleep 0.2
+done
+newlog | grep -q "Migrating '$c' from 'A' here: its hotmigd cannot be reached" ||
+    fail "B's log does not say it drove the move itself: $(newlog | grep -i "$c" | tail -n 5)"
+"$migrate_vm" status --socket "$sock_b" --json >"$tmp/status.json" 2>"$tmp/status.err" ||
+    fail "migrate-vm status: $(cat "$tmp/status.err")"
+jq -e --arg c "$c" '[.. | objects | select(.vm? == $c and .from? == "A" and .to? == "B"
+        and .state? == "done" and .driven_by? == "here" and .report.vfs_attached? == 1)] | length >= 1' \
+    "$tmp/status.json" >/dev/null || fail "B's status has no move of $c driven here: $(cat "$tmp/status.json")"
+
+# The same alert again: merged, no second evacuation.
+merged0=$(metric 'hotmig_alerts_total{action="merged"}')
+code=$(hook firing)
+[ "$code" = 200 ] || [ "$code" = 202 ] || fail "B's webhook answered $code the second time"
+[ "$(metric 'hotmig_alerts_total{action="merged"}')" -gt "$merged0" ] || fail "the second firing was not merged"
+[ "$(newlog | grep -c "Evacuation .* of host 'A' started")" = 1 ] ||
+    fail "B started more than one evacuation of A: $(newlog | grep Evacuation)"
+
+result=$(result_of "$c")
+echo "client result: $result" >&2
+echo "$result" | jq -e '.lost == 0 and .corrupt == 0' >/dev/null || fail "messages lost or corrupt: $result"
+echo "$result" | jq -e '(.cycles | length) == 1 and .cycles[0].delivered_after > 0 and .ok' >/dev/null ||
+    fail "verbs traffic did not resume after the evacuation: $result"
+
+# Resolved: B lifts A. A's hotmigd comes back knowing of no migration it ran.
+code=$(hook resolved)
+[ "$code" = 200 ] || [ "$code" = 202 ] || fail "B's webhook answered $code to the resolved alert"
+P=$state/pki
+book_b() {
+    curl -sS --max-time 10 --cacert "$P/ca.pem" --cert "$P/client.pem" --key "$P/client-key.pem" \
+        "$("$lab" hotmigd B)/v1/alerts"
+}
+for _ in $(seq 1 50); do
+    [ "$(book_b | jq -r '.hosts[] | select(.name == "A") | .state')" = ok ] && break
+    sleep 0.2
+done
+[ "$(book_b | jq -r '.hosts[] | select(.name == "A") | .state')" = ok ] || fail "the resolved alert did not lift A: $(book_b)"
+"$lab" restart-hotmigd A >&2
+
+echo "DEPUTY alert_to_moved_s=$(awk "BEGIN {printf \"%.1f\", $t_moved - $t0}")" \
+    "evacuations=$(metric 'hotmig_alerts_total{action="evacuate"}') lost=$(echo "$result" | jq .lost)" \
+    "blackout_ms=$(echo "$result" | jq .blackout_ms)"
+log "ok: B acted for A (hotmigd down): $c moved to B over libvirt by B, 0 lost, merged, lifted"
