@@ -120,6 +120,10 @@ void orch_alerts_submit(OrchAlerts *alerts, GPtrArray *events, const char *input
  * or keeps it quarantined while alerts remain. */
 void orch_alerts_evacuation_done(OrchAlerts *alerts, const char *host, gboolean ok);
 
+/* Whether the hotmigd of @host answers, as found by a call of this daemon's (a forwarded
+ * alert, the inventory): GET /v1/alerts reports a host whose daemon does not as down. */
+void orch_alerts_set_answers(OrchAlerts *alerts, const char *host, gboolean answers);
+
 /* /v1/alerts of the mutual-TLS API, from @peer (for the log): POST takes a forwarded event
  * (orch_vfd_alert()) and applies it here; GET lists the book. */
 OrchVfdReply *orch_alerts_api_handle(OrchAlerts *alerts, const char *method, const char *body,

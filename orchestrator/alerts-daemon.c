@@ -598,6 +598,18 @@ static void submission_free(Submission *sub)
 
 static void submission_step(Submission *sub);
 
+void orch_alerts_set_answers(OrchAlerts *alerts, const char *host, gboolean answers)
+{
+    g_return_if_fail(alerts && host);
+    if (answers) {
+        if (g_hash_table_remove(alerts->down, host))
+            g_message("The hotmigd of host '%s' answers again", host);
+    } else if (!g_hash_table_contains(alerts->down, host)) {
+        g_warning("The hotmigd of host '%s' does not answer", host);
+        g_hash_table_add(alerts->down, g_strdup(host));
+    }
+}
+
 static void forward_done(GObject *source, GAsyncResult *res, gpointer data)
 {
     Submission *sub = data;
@@ -609,17 +621,11 @@ static void forward_done(GObject *source, GAsyncResult *res, gpointer data)
     for (guint i = 0; i < fw->newly_down->len; i++) {
         const char *name = g_ptr_array_index(fw->newly_down, i);
 
-        if (!g_hash_table_contains(alerts->down, name))
-            g_warning("The hotmigd of host '%s' does not answer", name);
         g_hash_table_add(sub->down, g_strdup(name));
-        g_hash_table_add(alerts->down, g_strdup(name));
+        orch_alerts_set_answers(alerts, name, FALSE);
     }
-    for (guint i = 0; i < fw->answered->len; i++) {
-        const char *name = g_ptr_array_index(fw->answered, i);
-
-        if (g_hash_table_remove(alerts->down, name))
-            g_message("The hotmigd of host '%s' answers again", name);
-    }
+    for (guint i = 0; i < fw->answered->len; i++)
+        orch_alerts_set_answers(alerts, g_ptr_array_index(fw->answered, i), TRUE);
     if (fw->act_here) {
         g_message(
             "Alert from %s about host '%s': its hotmigd does not answer (%s): this host acts for it, the first in configuration order whose hotmigd answers",

@@ -109,6 +109,8 @@ struct Hotmigd {
     GPtrArray *remotes; /* Remote, oldest first */
     HotmigdEvacuationDone evacuation_done;
     gpointer evacuation_done_data;
+    HotmigdInventoryTaken inventory_taken;
+    gpointer inventory_taken_data;
     HotmigdStats stats;
 };
 
@@ -165,6 +167,13 @@ void hotmigd_set_evacuation_done(Hotmigd *daemon, HotmigdEvacuationDone cb, gpoi
     g_return_if_fail(daemon != NULL);
     daemon->evacuation_done = cb;
     daemon->evacuation_done_data = data;
+}
+
+void hotmigd_set_inventory_taken(Hotmigd *daemon, HotmigdInventoryTaken cb, gpointer data)
+{
+    g_return_if_fail(daemon != NULL);
+    daemon->inventory_taken = cb;
+    daemon->inventory_taken_data = data;
 }
 
 void hotmigd_get_stats(Hotmigd *daemon, HotmigdStats *ret_stats)
@@ -315,6 +324,8 @@ static void inventory_done(GObject *source, GAsyncResult *result, gpointer data)
                 g_debug("Inventory: host '%s' %s: %s", host->name,
                         pol_host_state_to_string(host->state), host->state_reason);
         }
+        if (daemon->inventory_taken)
+            daemon->inventory_taken(daemon, inv, daemon->inventory_taken_data);
     }
     for (guint i = 0; i < waiters->len; i++) {
         InvWaiter *w = g_ptr_array_index(waiters, i);

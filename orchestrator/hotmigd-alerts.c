@@ -6,6 +6,7 @@
 
 #include "orchestrator/alerts-daemon-priv.h"
 #include "orchestrator/hotmigd-priv.h"
+#include "orchestrator/inventory-priv.h"
 
 struct HotmigdAlerts {
     Hotmigd *daemon; /* borrowed */
@@ -64,6 +65,18 @@ static void hook_evacuation_done(Hotmigd *daemon, const char *host, gboolean ok,
     orch_alerts_evacuation_done(hook->alerts, host, ok);
 }
 
+static void hook_inventory_taken(Hotmigd *daemon, const OrchInventory *inventory, gpointer data)
+{
+    HotmigdAlerts *hook = data;
+
+    for (guint i = 0; i < inventory->hosts->len; i++) {
+        const OrchInvHost *host = g_ptr_array_index(inventory->hosts, i);
+
+        if (orch_alerts_knows_host(hook->alerts, host->name))
+            orch_alerts_set_answers(hook->alerts, host->name, host->hotmigd_answered);
+    }
+}
+
 static const OrchAlertsOps hook_ops = {
     .evacuate = hook_evacuate,
     .set_state = hook_set_state,
@@ -105,6 +118,7 @@ HotmigdAlerts *hotmigd_alerts_start(Hotmigd *daemon, GError **error)
     if (hotmigd_get_server(daemon))
         orch_vfd_server_set_alerts(hotmigd_get_server(daemon), hook->alerts);
     hotmigd_set_evacuation_done(daemon, hook_evacuation_done, hook);
+    hotmigd_set_inventory_taken(daemon, hook_inventory_taken, hook);
 
     where = port ? g_strdup_printf("http://%s:%u",
                                    *hm_config_get_string(config, HM_CONFIG_ALERTS_LISTEN)
@@ -124,6 +138,7 @@ void hotmigd_alerts_stop(HotmigdAlerts *hook)
         return;
     if (hook->alerts) {
         hotmigd_set_evacuation_done(hook->daemon, NULL, NULL);
+        hotmigd_set_inventory_taken(hook->daemon, NULL, NULL);
         if (hotmigd_get_server(hook->daemon))
             orch_vfd_server_set_alerts(hotmigd_get_server(hook->daemon), NULL);
     }

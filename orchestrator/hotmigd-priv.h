@@ -9,6 +9,7 @@
 #include <glib.h>
 
 #include "common/config.h"
+#include "orchestrator/inventory-priv.h"
 #include "orchestrator/orchestrator.h"
 #include "orchestrator/vfd-server-priv.h"
 #include "policies/policies.h"
@@ -35,6 +36,12 @@ gboolean hotmigd_evacuate(Hotmigd *daemon, const char *host, gint64 deadline, co
 typedef void (*HotmigdEvacuationDone)(Hotmigd *daemon, const char *host, gboolean ok,
                                       gpointer data);
 void hotmigd_set_evacuation_done(Hotmigd *daemon, HotmigdEvacuationDone cb, gpointer data);
+
+/* Called with every fresh inventory (borrowed, for the call), so that what other modules know
+ * of the hosts (whose hotmigd answers) can follow. */
+typedef void (*HotmigdInventoryTaken)(Hotmigd *daemon, const OrchInventory *inventory,
+                                      gpointer data);
+void hotmigd_set_inventory_taken(Hotmigd *daemon, HotmigdInventoryTaken cb, gpointer data);
 
 /* Per-result counters and phase durations for /metrics (the other engineer renders them).
  * Counts the moves of the schedules this daemon runs (plans, drains, evacuations), wherever

@@ -35,7 +35,8 @@ typedef struct {
     char *uri;     /* its libvirt URI */
     char *hotmigd; /* its hotmigd URL */
     PolHostState state;
-    char *state_reason; /* why the inventory found it down or quarantined; NULL when ok */
+    char *state_reason;        /* why the inventory found it down or quarantined; NULL when ok */
+    gboolean hotmigd_answered; /* its hotmigd answered GET /v1/host */
     guint cpus;
     guint64 memory_mib;
     guint vfs_total; /* VFs of its pool that are there */

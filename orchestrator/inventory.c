@@ -111,6 +111,7 @@ static void read_hotmigd(OrchInvHost *host, const OrchInventoryOptions *opts)
             host->hotmigd ? host->hotmigd : "?", error->message);
         return;
     }
+    host->hotmigd_answered = TRUE;
     host->vfs_total = info->pool_size - MIN(info->pool_size, info->counts[ORCH_VFD_STATE_MISSING]);
     host->vfs_free = MIN(info->counts[ORCH_VFD_STATE_FREE], host->vfs_total);
     host->vfs_total = MIN(host->vfs_total, (guint)POL_VFS_MAX);

@@ -90,7 +90,7 @@ static OrchVfdAlertReply *fake_alert(OrchVfd *vfd, const PolAlertEvent *event, c
     g_mutex_unlock(&fake_lock);
     switch (mode) {
     case PEER_DOWN:
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE,
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNREACHABLE,
                     "Cannot reach hotmigd at %s (POST /v1/alerts): Connection refused", vfd->url);
         return NULL;
     case PEER_TIMEOUT:
@@ -601,6 +601,26 @@ static void test_owner_down_self_next(void **state)
     assert_int_equal(orch_alerts_get_state(alerts, "A"), POL_HOST_EVACUATING);
 }
 
+/* What another call found (the inventory) corrects what a forward found: A down, then up. */
+static void test_answers_again(void **state)
+{
+    Fixture *f = *state;
+    OrchAlerts *alerts = alerts_new(f, "B", NULL);
+    g_autoptr(OrchVfdReply) reply = NULL;
+    g_autoptr(OrchVfdReply) resolved = NULL;
+
+    set_mode(0, PEER_DOWN);
+    reply = post_alerts(alerts, (const char *[]){"A:quarantine:fp1", NULL}, "firing");
+    assert_result(reply, 0, "accepted", "B", "quarantine");
+    resolved = post_alerts(alerts, (const char *[]){"A:quarantine:fp1", NULL}, "resolved");
+    assert_int_equal(orch_alerts_get_state(alerts, "A"), POL_HOST_DOWN); /* lifted, not answering */
+    orch_alerts_set_answers(alerts, "A", TRUE);
+    assert_true(logged_has("The hotmigd of host 'A' answers again"));
+    assert_int_equal(orch_alerts_get_state(alerts, "A"), POL_HOST_OK);
+    orch_alerts_set_answers(alerts, "A", FALSE);
+    assert_int_equal(orch_alerts_get_state(alerts, "A"), POL_HOST_DOWN);
+}
+
 static void test_owner_down_deputy_other(void **state)
 {
     Fixture *f = *state;
@@ -841,6 +861,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_evacuate_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forward_to_owner, setup, teardown),
         cmocka_unit_test_setup_teardown(test_owner_down_self_next, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_answers_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_owner_down_deputy_other, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_owner_refuses, setup, teardown),
