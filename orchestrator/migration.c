@@ -51,7 +51,79 @@ typedef struct {
     guint64 port_guid;
     char *identity_note;     /* why it is unknown */
     GPtrArray *leases;       /* per VF: its OrchVfdLease on the destination (owned) */
+    OrchAgent *agent;        /* the source's agent, opened while the VF is leased, or NULL */
+    GError *agent_error;     /* why it could not be opened */
+    gboolean settled;        /* the leases were settled after the plug (alongside the resume) */
+    GPtrArray *side_notes;   /* char *: what side work would have said as progress */
+    GThread *main_thread;    /* the one that may call opts->progress */
 } Migration;
+
+/* ---- side work ----------------------------------------------------------------------------
+ * Work on hotmigd that needs no libvirt runs on a thread of its own while the main thread goes
+ * on with the guest (docs/architecture.md, "Overlap"): the destination's VF lease while the
+ * agent's inventory is read, the VF's identity while the processes quiesce, the leases' end
+ * while the processes resume. The main thread touches neither m->vfd nor the fields the side
+ * work fills until it joined it; the side work reports through m->side_notes, never progress(). */
+
+typedef gboolean (*SideFunc)(Migration *m, char **ret_detail, GError **error);
+
+typedef struct {
+    Migration *m;
+    SideFunc fn;
+    GThread *thread;
+    gboolean ok;
+    char *detail;
+    GError *error;
+    gint64 start, end; /* monotonic */
+} Side;
+
+static gpointer side_thread(gpointer data)
+{
+    Side *side = data;
+
+    side->ok = side->fn(side->m, &side->detail, &side->error);
+    side->end = g_get_monotonic_time();
+    return NULL;
+}
+
+static void side_start(Side *side, Migration *m, SideFunc fn, const char *name)
+{
+    *side = (Side){.m = m, .fn = fn, .start = g_get_monotonic_time()};
+    side->thread = g_thread_new(name, side_thread, side);
+}
+
+static void progress(Migration *m, OrchPhase phase, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+
+/* Waits for @side (NULL-safe, once) and says what it noted, as progress of @phase. */
+static void side_join(Side *side, OrchPhase phase)
+{
+    if (!side || !side->thread)
+        return;
+    g_thread_join(side->thread);
+    side->thread = NULL;
+    for (guint i = 0; side->m->side_notes && i < side->m->side_notes->len; i++)
+        progress(side->m, phase, "%s", (char *)g_ptr_array_index(side->m->side_notes, i));
+    if (side->m->side_notes)
+        g_ptr_array_set_size(side->m->side_notes, 0);
+}
+
+static void side_clear(Side *side)
+{
+    g_free(side->detail);
+    g_clear_error(&side->error);
+}
+
+static void side_note(Migration *m, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static void side_note(Migration *m, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!m->side_notes)
+        m->side_notes = g_ptr_array_new_with_free_func(g_free);
+    va_start(ap, fmt);
+    g_ptr_array_add(m->side_notes, g_strdup_vprintf(fmt, ap));
+    va_end(ap);
+}
 
 void orch_options_init(OrchOptions *opts)
 {
@@ -138,7 +210,6 @@ static OrchReport *report_new(const OrchOptions *opts)
     return report;
 }
 
-static void progress(Migration *m, OrchPhase phase, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
 static gboolean note(Migration *m, const char *event, const char *alias, const char *xml,
                      GError **error);
 
@@ -155,6 +226,10 @@ static void progress(Migration *m, OrchPhase phase, const char *fmt, ...)
     va_start(ap, fmt);
     msg = g_strdup_vprintf(fmt, ap);
     va_end(ap);
+    if (g_thread_self() != m->main_thread) { /* side work: said when it is joined */
+        side_note(m, "%s", msg);
+        return;
+    }
     if (m->opts->progress)
         m->opts->progress(phase, msg, m->opts->progress_opaque);
     else
@@ -428,9 +503,10 @@ static OrchVfdLease *lease_for(Migration *m, guint i, GError **error)
     return lease;
 }
 
-static gboolean do_target_vf(Migration *m, char **ret_detail, GError **error)
+/* The target-vf phase's part on the main thread: the options, the destination's hotmigd, the
+ * source VFs' models (libvirt). target_vf_lease() then leases, as side work. */
+static gboolean target_vf_check(Migration *m, GError **error)
 {
-    g_autoptr(GString) detail = g_string_new(NULL);
     guint hostdevs = 0;
 
     for (guint i = 0; i < m->vfs->len; i++)
@@ -453,9 +529,6 @@ static gboolean do_target_vf(Migration *m, char **ret_detail, GError **error)
     for (guint i = 0; i < m->vfs->len; i++) {
         XmlVf *vf = vf_at(m, i);
         HotplugVf *like = NULL;
-        OrchVfdLease *lease;
-        char *dest;
-        char *back;
 
         for (guint j = 0; m->src_vfs && vf->host_pci && j < m->src_vfs->len && !like; j++) {
             HotplugVf *cand = g_ptr_array_index(m->src_vfs, j);
@@ -470,6 +543,22 @@ static gboolean do_target_vf(Migration *m, char **ret_detail, GError **error)
             return FALSE;
         }
         g_ptr_array_add(m->like, like);
+    }
+    return TRUE;
+}
+
+/* Side work (hotmigd only): leases each VF's destination VF and writes the device XML to plug
+ * there and, for an undo, back on the source. */
+static gboolean target_vf_lease(Migration *m, char **ret_detail, GError **error)
+{
+    g_autoptr(GString) detail = g_string_new(NULL);
+
+    for (guint i = 0; i < m->vfs->len; i++) {
+        XmlVf *vf = vf_at(m, i);
+        OrchVfdLease *lease;
+        char *dest;
+        char *back;
+
         lease = lease_for(m, i, error);
         if (!lease)
             return FALSE;
@@ -655,6 +744,17 @@ static void source_leases_end(Migration *m)
         progress(m, ORCH_PHASE_RESUME, "the source's leases stay: %s", local->message);
 }
 
+/* Opens the source's agent and reads its inventory (the guest's InfiniBand identity): changes
+ * nothing, so it runs while the VF is leased, before the journal begins. A failure is kept for
+ * the prepare phase to report. */
+static void agent_open_early(Migration *m)
+{
+    m->agent = orch_agent_open(m->src, m->opts->domain, agent_channel(m),
+                               m->opts->agent_timeout_ms, &m->agent_error);
+    if (m->agent)
+        identity_read(m, m->agent);
+}
+
 static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
 {
     g_autofree char *identity = NULL;
@@ -668,9 +768,14 @@ static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
 
     if (!note(m, "prepare", NULL, NULL, error))
         return FALSE;
-    agent = orch_agent_open(m->src, m->opts->domain, agent_channel(m), m->opts->agent_timeout_ms,
-                            error);
+    if (!m->agent && !m->agent_error)
+        agent_open_early(m);
+    agent = g_steal_pointer(&m->agent); /* closed before anything moves */
     if (!agent) {
+        if (m->agent_error)
+            g_propagate_error(error, g_steal_pointer(&m->agent_error));
+        else
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT, "Cannot reach the agent");
         if (error && *error) {
             g_autofree char *msg = (*error)->message;
 
@@ -679,7 +784,6 @@ static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
         }
         return FALSE;
     }
-    identity_read(m, agent);
     /* Once asked, the agent may have quiesced even if its answer is lost: undo must resume
      * (resume is idempotent). */
     m->agent_prepared = TRUE;
@@ -1044,24 +1148,74 @@ static void rollback(Migration *m)
 
 /* ---- the whole run ----------------------------------------------------------------------- */
 
-static gboolean run_phase(Migration *m, OrchPhase phase,
-                          gboolean (*fn)(Migration *, char **, GError **), GError **error)
+/* Ends @phase, begun with phase_begin(): ok with @detail, or failed with @local (taken). */
+static gboolean phase_finish(Migration *m, OrchPhase phase, gboolean ok, const char *detail,
+                             GError *local, GError **error)
 {
-    g_autofree char *detail = NULL;
-    g_autoptr(GError) local = NULL;
-
-    phase_begin(m, phase);
-    if (g_cancellable_set_error_if_cancelled(m->opts->cancellable, &local)) {
-        g_clear_error(&local);
-        g_set_error(&local, ORCH_ERROR, ORCH_ERROR_CANCELLED, "Cancelled by the user");
-    }
-    if (local || !fn(m, &detail, &local)) {
+    if (!ok) {
         phase_fail(m, phase, local);
-        g_propagate_prefixed_error(error, g_steal_pointer(&local), "Phase '%s' failed: ",
+        g_propagate_prefixed_error(error, local, "Phase '%s' failed: ",
                                    orch_phase_to_string(phase));
         return FALSE;
     }
     phase_end(m, phase, ORCH_STATUS_OK, "%s", detail ? detail : "");
+    return TRUE;
+}
+
+/* Cancelled by the user? (an error to fail the phase with) */
+static gboolean phase_cancelled(Migration *m, GError **error)
+{
+    if (!g_cancellable_set_error_if_cancelled(m->opts->cancellable, error))
+        return FALSE;
+    g_clear_error(error);
+    g_set_error(error, ORCH_ERROR, ORCH_ERROR_CANCELLED, "Cancelled by the user");
+    return TRUE;
+}
+
+static gboolean run_phase(Migration *m, OrchPhase phase,
+                          gboolean (*fn)(Migration *, char **, GError **), GError **error)
+{
+    g_autofree char *detail = NULL;
+    GError *local = NULL;
+    gboolean ok;
+
+    phase_begin(m, phase);
+    ok = !phase_cancelled(m, &local) && fn(m, &detail, &local);
+    return phase_finish(m, phase, ok, detail, local, error);
+}
+
+/* The target-vf phase, overlapped with the opening of the source's agent and the reading of
+ * its inventory (which change nothing): the lease is side work. */
+static gboolean run_target_vf(Migration *m, GError **error)
+{
+    Side lease = {0};
+    GError *local = NULL;
+    g_autofree char *detail = NULL;
+    gboolean ok;
+
+    phase_begin(m, ORCH_PHASE_TARGET_VF);
+    if (phase_cancelled(m, &local) || !target_vf_check(m, &local))
+        return phase_finish(m, ORCH_PHASE_TARGET_VF, FALSE, NULL, local, error);
+    side_start(&lease, m, target_vf_lease, "hm-lease");
+    if (!m->opts->no_agent)
+        agent_open_early(m);
+    side_join(&lease, ORCH_PHASE_TARGET_VF);
+    ok = lease.ok;
+    if (ok)
+        detail = g_strdup_printf("%s%s", lease.detail,
+                                 m->agent ? " (the agent's inventory read meanwhile)" : "");
+    else
+        local = g_steal_pointer(&lease.error);
+    side_clear(&lease);
+    return phase_finish(m, ORCH_PHASE_TARGET_VF, ok, detail, local, error);
+}
+
+/* Side work after the plug, alongside the resume: the destination's leases confirmed, the
+ * source's hotmigd told the domain left its VFs. */
+static gboolean leases_end(Migration *m, char **ret_detail, GError **error)
+{
+    leases_settle(m, FALSE);
+    source_leases_end(m);
     return TRUE;
 }
 
@@ -1131,8 +1285,9 @@ static void journal_end(Migration *m, gboolean keep)
 gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
                       OrchReport **ret_report, GError **error)
 {
-    Migration mig = {.opts = opts};
+    Migration mig = {.opts = opts, .main_thread = g_thread_self()};
     Migration *m = &mig;
+    Side tail = {0};
     g_autoptr(GError) local = NULL;
     gboolean has_vf;
     gboolean ok = FALSE;
@@ -1168,7 +1323,7 @@ gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointe
         goto out;
     has_vf = m->vfs->len > 0;
     if (has_vf) {
-        if (!run_phase(m, ORCH_PHASE_TARGET_VF, do_target_vf, error))
+        if (!run_target_vf(m, error))
             goto out;
     } else {
         m->dest_xml = g_ptr_array_new_with_free_func(g_free);
@@ -1203,6 +1358,11 @@ gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointe
     else if (!run_phase(m, ORCH_PHASE_PLUG, do_plug, error))
         goto fail;
     m->report->vfs_attached = m->plugged;
+    if (has_vf) {
+        /* The leases end alongside the resume (side work; joined at the end). */
+        side_start(&tail, m, leases_end, "hm-leases");
+        m->settled = TRUE;
+    }
 
     if (!has_vf)
         phase_skip(m, ORCH_PHASE_RESUME, "no VF");
@@ -1243,9 +1403,13 @@ fail:
     }
 
 out:
-    leases_settle(m, !ok);
-    if (m->on_destination && m->plugged == (m->vfs ? m->vfs->len : 0))
-        source_leases_end(m);
+    side_join(&tail, ORCH_PHASE_RESUME);
+    side_clear(&tail);
+    if (!m->settled) {
+        leases_settle(m, !ok);
+        if (m->on_destination && m->plugged == (m->vfs ? m->vfs->len : 0))
+            source_leases_end(m);
+    }
     journal_end(m, keep_journal);
     orch_journal_close(m->journal);
     m->report->total_us = g_get_monotonic_time() - m->start;
@@ -1264,6 +1428,10 @@ out:
     if (m->leases)
         g_ptr_array_unref(m->leases);
     orch_vfd_free(m->vfd);
+    orch_agent_free(m->agent);
+    g_clear_error(&m->agent_error);
+    if (m->side_notes)
+        g_ptr_array_unref(m->side_notes);
     g_free(m->identity_note);
     orch_virt_free(m->src);
     orch_virt_free(m->dst);
