@@ -55,7 +55,7 @@ typedef struct {
     GError *agent_error;     /* why it could not be opened */
     gboolean settled;        /* the leases were settled after the plug (alongside the resume) */
     GPtrArray *side_notes;   /* char *: what side work would have said as progress */
-    GThread *main_thread;    /* the one that may call opts->progress */
+    gpointer side_self;      /* the GThread of the side work running now, or NULL */
 } Migration;
 
 /* ---- side work ----------------------------------------------------------------------------
@@ -81,6 +81,7 @@ static gpointer side_thread(gpointer data)
 {
     Side *side = data;
 
+    g_atomic_pointer_set(&side->m->side_self, g_thread_self());
     side->ok = side->fn(side->m, &side->detail, &side->error);
     side->end = g_get_monotonic_time();
     return NULL;
@@ -101,6 +102,7 @@ static void side_join(Side *side, OrchPhase phase)
         return;
     g_thread_join(side->thread);
     side->thread = NULL;
+    g_atomic_pointer_set(&side->m->side_self, NULL);
     for (guint i = 0; side->m->side_notes && i < side->m->side_notes->len; i++)
         progress(side->m, phase, "%s", (char *)g_ptr_array_index(side->m->side_notes, i));
     if (side->m->side_notes)
@@ -226,7 +228,7 @@ static void progress(Migration *m, OrchPhase phase, const char *fmt, ...)
     va_start(ap, fmt);
     msg = g_strdup_vprintf(fmt, ap);
     va_end(ap);
-    if (g_thread_self() != m->main_thread) { /* side work: said when it is joined */
+    if (g_thread_self() == g_atomic_pointer_get(&m->side_self)) { /* said when joined */
         side_note(m, "%s", msg);
         return;
     }
@@ -1285,7 +1287,7 @@ static void journal_end(Migration *m, gboolean keep)
 gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
                       OrchReport **ret_report, GError **error)
 {
-    Migration mig = {.opts = opts, .main_thread = g_thread_self()};
+    Migration mig = {.opts = opts};
     Migration *m = &mig;
     Side tail = {0};
     g_autoptr(GError) local = NULL;
