@@ -274,7 +274,15 @@ gboolean orch_agent_resume(OrchVirt *virt, const char *domain, const char *chann
                            guint agent_timeout_ms, guint resume_timeout_ms, char **ret_detail,
                            GError **error)
 {
-    g_autoptr(OrchAgent) agent = NULL;
+    g_autoptr(OrchAgent) agent = orch_agent_open(virt, domain, channel, agent_timeout_ms, error);
+
+    return agent && orch_agent_resume_open(agent, agent_timeout_ms, resume_timeout_ms, ret_detail,
+                                           error);
+}
+
+gboolean orch_agent_resume_open(OrchAgent *agent, guint agent_timeout_ms, guint resume_timeout_ms,
+                                char **ret_detail, GError **error)
+{
     g_autoptr(JsonObject) args = orch_agent_timeout_args(resume_timeout_ms);
     g_autoptr(JsonObject) ret = NULL;
     g_autofree char *resumed = NULL;
@@ -283,9 +291,6 @@ gboolean orch_agent_resume(OrchVirt *virt, const char *domain, const char *chann
     guint n_resumed;
     guint n_failed;
 
-    agent = orch_agent_open(virt, domain, channel, agent_timeout_ms, error);
-    if (!agent)
-        return FALSE;
     ret = orch_agent_execute(agent, "resume", args, resume_timeout_ms + agent_timeout_ms, error);
     if (!ret)
         return FALSE;

@@ -46,4 +46,8 @@ gboolean orch_agent_resume(OrchVirt *virt, const char *domain, const char *chann
                            guint agent_timeout_ms, guint resume_timeout_ms, char **ret_detail,
                            GError **error);
 
+/* The same on an agent opened already (orch_agent_open()). */
+gboolean orch_agent_resume_open(OrchAgent *agent, guint agent_timeout_ms, guint resume_timeout_ms,
+                                char **ret_detail, GError **error);
+
 G_END_DECLS

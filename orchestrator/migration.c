@@ -52,6 +52,7 @@ typedef struct {
     char *identity_note;     /* why it is unknown */
     GPtrArray *leases;       /* per VF: its OrchVfdLease on the destination (owned) */
     OrchAgent *agent;        /* the source's agent, opened while the VF is leased, or NULL */
+    OrchAgent *dst_agent;    /* the destination's, opened while the VF is plugged, or NULL */
     GError *agent_error;     /* why it could not be opened */
     gboolean settled;        /* the leases were settled after the plug (alongside the resume) */
     GPtrArray *side_notes;   /* char *: what side work would have said as progress */
@@ -59,11 +60,13 @@ typedef struct {
 } Migration;
 
 /* ---- side work ----------------------------------------------------------------------------
- * Work on hotmigd that needs no libvirt runs on a thread of its own while the main thread goes
- * on with the guest (docs/architecture.md, "Overlap"): the destination's VF lease while the
- * agent's inventory is read, the VF's identity while the processes quiesce, the leases' end
- * while the processes resume. The main thread touches neither m->vfd nor the fields the side
- * work fills until it joined it; the side work reports through m->side_notes, never progress(). */
+ * Work that does not wait for the main thread's runs on a thread of its own while the main
+ * thread goes on (docs/architecture.md, "Overlap"): the destination's VF lease while the
+ * source's agent is opened and its inventory read; the destination's agent channel opened
+ * while the VF is plugged there; the leases' end while the processes resume. The main thread
+ * touches no field the side work fills (m->vfd, the leases, m->dst_agent) until it joined it;
+ * progress() from the side work is kept in m->side_notes and said at the join. libvirt
+ * connections are thread-safe: a side work and the main thread may use one at once. */
 
 typedef gboolean (*SideFunc)(Migration *m, char **ret_detail, GError **error);
 
@@ -1212,6 +1215,15 @@ static gboolean run_target_vf(Migration *m, GError **error)
     return phase_finish(m, ORCH_PHASE_TARGET_VF, ok, detail, local, error);
 }
 
+/* Side work during the plug: the destination's agent channel opened and synchronized, so
+ * that the resume goes out the moment the VF is there. A failure is left to the resume. */
+static gboolean agent_open_dest(Migration *m, char **ret_detail, GError **error)
+{
+    m->dst_agent = orch_agent_open(m->dst, m->opts->domain, agent_channel(m),
+                                   m->opts->agent_timeout_ms, error);
+    return m->dst_agent != NULL;
+}
+
 /* Side work after the plug, alongside the resume: the destination's leases confirmed, the
  * source's hotmigd told the domain left its VFs. */
 static gboolean leases_end(Migration *m, char **ret_detail, GError **error)
@@ -1227,8 +1239,17 @@ static gboolean do_resume(Migration *m, char **ret_detail, GError **error)
 
     if (!note(m, "resume", NULL, NULL, error))
         return FALSE;
-    if (agent_resume(m, m->dst, ret_detail, &first))
+    if (m->dst_agent) {
+        g_autoptr(OrchAgent) agent = g_steal_pointer(&m->dst_agent);
+
+        if (orch_agent_resume_open(agent, m->opts->agent_timeout_ms, m->opts->resume_timeout_ms,
+                                   ret_detail, &first)) {
+            m->agent_prepared = FALSE;
+            return TRUE;
+        }
+    } else if (agent_resume(m, m->dst, ret_detail, &first)) {
         return TRUE;
+    }
     /* The channel may not be ready at once, or the destination's libvirtd restarted and took
      * our connection with it: one more try, on a fresh connection. */
     progress(m, ORCH_PHASE_RESUME, "retrying on a new connection after: %s", first->message);
@@ -1355,10 +1376,26 @@ gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointe
     if (!run_phase(m, ORCH_PHASE_MIGRATE, do_migrate, error))
         goto fail;
 
-    if (!has_vf)
+    if (!has_vf) {
         phase_skip(m, ORCH_PHASE_PLUG, "no VF");
-    else if (!run_phase(m, ORCH_PHASE_PLUG, do_plug, error))
-        goto fail;
+    } else {
+        Side agent = {0};
+        gboolean plugged;
+
+        if (!opts->no_agent)
+            side_start(&agent, m, agent_open_dest, "hm-agent");
+        plugged = run_phase(m, ORCH_PHASE_PLUG, do_plug, error);
+        side_join(&agent, ORCH_PHASE_PLUG);
+        if (agent.error)
+            progress(m, ORCH_PHASE_PLUG, "the destination's agent did not answer yet (%s): the "
+                     "resume opens it again", agent.error->message);
+        side_clear(&agent);
+        if (!plugged) {
+            /* Not on the way back: the channel closes before the domain moves again. */
+            g_clear_pointer(&m->dst_agent, orch_agent_free);
+            goto fail;
+        }
+    }
     m->report->vfs_attached = m->plugged;
     if (has_vf) {
         /* The leases end alongside the resume (side work; joined at the end). */
@@ -1431,6 +1468,7 @@ out:
         g_ptr_array_unref(m->leases);
     orch_vfd_free(m->vfd);
     orch_agent_free(m->agent);
+    orch_agent_free(m->dst_agent);
     g_clear_error(&m->agent_error);
     if (m->side_notes)
         g_ptr_array_unref(m->side_notes);
