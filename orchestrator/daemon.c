@@ -89,6 +89,7 @@ struct Hotmigd {
     OrchOptions migrate_opts; /* what a migration run here starts from */
     OrchMoveEnv env;
     PolScheduleLimits limits;
+    PolScheduleShare *share; /* the running moves of all schedules, for the limits */
     guint min_stay_s;
     double bandwidth;
     /* the inventory */
@@ -246,11 +247,13 @@ gboolean hotmigd_set_host_state(Hotmigd *daemon, const char *host, PolHostState 
 typedef struct {
     OrchInventoryView view;
     GHashTable *states; /* owned */
+    GArray *arriving;   /* OrchInvArrival (strings borrowed from the schedules), owned */
 } View;
 
 static void view_clear(View *v)
 {
     g_clear_pointer(&v->states, g_hash_table_unref);
+    g_clear_pointer(&v->arriving, g_array_unref);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(View, view_clear)
 
@@ -266,8 +269,26 @@ static void view_init(Hotmigd *daemon, View *v)
     g_hash_table_iter_init(&it, daemon->evacuations);
     while (g_hash_table_iter_next(&it, &key, NULL))
         g_hash_table_insert(v->states, key, GINT_TO_POINTER(POL_HOST_EVACUATING));
+    /* What the schedules under way bring to each host: no new plan takes that room. */
+    v->arriving = g_array_new(FALSE, FALSE, sizeof(OrchInvArrival));
+    for (guint i = 0; i < daemon->scheds->len; i++) {
+        const Sched *s = g_ptr_array_index(daemon->scheds, i);
+
+        for (guint k = 0; !s->ended && k < s->rounds->len; k++) {
+            const GPtrArray *moves = orch_run_get_moves(g_ptr_array_index(s->rounds, k));
+
+            for (guint j = 0; j < moves->len; j++) {
+                const PolScheduleMove *pm = ((const OrchRunMove *)g_ptr_array_index(moves, j))->move;
+                OrchInvArrival a = {.vm = pm->vm, .host = pm->to};
+
+                if (pm->state == POL_MOVE_PENDING || pm->state == POL_MOVE_RUNNING)
+                    g_array_append_val(v->arriving, a);
+            }
+        }
+    }
     v->view.states = v->states;
     v->view.moved = daemon->moved;
+    v->view.arriving = v->arriving;
     v->view.now = now_s();
 }
 
@@ -922,6 +943,13 @@ static void on_round_event(OrchRun *run, OrchRunEvent event, const OrchRunMove *
         g_message("Schedule %s: %s %s -> %s %s%s%s", s->id, move->move->vm, move->move->from,
                   move->move->to, pol_move_state_to_string(move->move->state),
                   move->move->detail ? ": " : "", move->move->detail ? move->move->detail : "");
+        /* Its place under the shared limits is free: the other schedules may start a move. */
+        for (guint i = 0; i < daemon->scheds->len; i++) {
+            Sched *other = g_ptr_array_index(daemon->scheds, i);
+
+            if (other != s && !other->ended && other->rounds->len)
+                orch_run_poke(g_ptr_array_index(other->rounds, other->rounds->len - 1));
+        }
     }
     b = json_builder_new();
     move_json(b, s, move, FALSE);
@@ -1721,6 +1749,7 @@ Hotmigd *hotmigd_new(HmConfig *config, const HotmigdOptions *opts, GError **erro
     daemon->limits.total = hm_config_get_uint(config, HM_CONFIG_SCHEDULER_TOTAL);
     daemon->min_stay_s = hm_config_get_uint(config, HM_CONFIG_SCHEDULER_MIN_STAY);
     daemon->bandwidth = (double)hm_config_get_uint(config, HM_CONFIG_SCHEDULER_BANDWIDTH);
+    daemon->share = pol_schedule_share_new();
     daemon->env = (OrchMoveEnv){
         .self = daemon->name,
         .hosts = daemon->hosts,
@@ -1731,6 +1760,7 @@ Hotmigd *hotmigd_new(HmConfig *config, const HotmigdOptions *opts, GError **erro
         .vfd_open = daemon->opts.vfd_open ? daemon->opts.vfd_open : open_vfd,
         .vfd_opaque = daemon->opts.vfd_open ? daemon->opts.vfd_opaque : daemon,
         .poll_ms = daemon->opts.remote_poll_ms,
+        .share = daemon->share,
     };
     daemon->services = (OrchVfdServices){
         .data = daemon,
@@ -1813,6 +1843,7 @@ void hotmigd_free(Hotmigd *daemon)
     g_clear_pointer(&daemon->evacuations, g_hash_table_unref);
     g_clear_pointer(&daemon->scheds, g_ptr_array_unref);
     g_clear_pointer(&daemon->remotes, g_ptr_array_unref);
+    g_clear_pointer(&daemon->share, pol_schedule_share_free); /* after the schedules */
     g_clear_pointer(&daemon->hosts, g_ptr_array_unref);
     g_clear_object(&daemon->cancel);
     orch_options_clear(&daemon->migrate_opts);

@@ -85,13 +85,21 @@ typedef struct {
 OrchInventory *orch_inventory_collect(GPtrArray *hosts, const OrchInventoryOptions *opts,
                                       GError **error);
 
+/* A VM that a running or pending move (of a schedule under way) brings to @host. */
+typedef struct {
+    const char *vm;
+    const char *host;
+} OrchInvArrival;
+
 /* What the daemon adds to the inventory: host states set by alerts and evacuations (@states:
  * host name -> GINT_TO_POINTER(PolHostState), may be NULL), when VMs last moved (@moved: VM name
- * -> gint64 * unix seconds, may be NULL), and now. A host's state is the stronger of the
- * inventory's and @states' (ok < quarantined < evacuating < down). */
+ * -> gint64 * unix seconds, may be NULL), the arrivals of the schedules under way (@arriving:
+ * OrchInvArrival, may be NULL), and now. A host's state is the stronger of the inventory's and
+ * @states' (ok < quarantined < evacuating < down). */
 typedef struct {
     GHashTable *states;
     GHashTable *moved;
+    GArray *arriving;
     gint64 now;
 } OrchInventoryView;
 
@@ -99,8 +107,12 @@ typedef struct {
 PolHostState orch_inventory_host_state(const OrchInventory *inv, const OrchInvHost *host,
                                        const OrchInventoryView *view);
 
-/* The inventory as a cluster for the planner (owned). Fails only on what the model refuses
- * (names too long, ...), naming the host or VM. */
+/* The inventory as a cluster for the planner (owned). Each arrival of @view holds, on its
+ * destination, the room its VM will take there: a pinned stand-in named "VM/arriving/N" (libvirt
+ * names hold no '/') with the VM's size, its VFs taken from the host's free ones; the VM itself
+ * still counts on its source, where it runs until its move is done. So no plan made while
+ * other schedules run can take room they count on (docs/policies.md). Fails only on what the
+ * model refuses (names too long, ...), naming the host or VM. */
 PolCluster *orch_inventory_to_cluster(const OrchInventory *inv, const OrchInventoryView *view,
                                       GError **error);
 

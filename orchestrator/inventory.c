@@ -317,14 +317,38 @@ PolCluster *orch_inventory_to_cluster(const OrchInventory *inv, const OrchInvent
 {
     g_autoptr(PolCluster) cluster = pol_cluster_new();
     g_autoptr(GError) local = NULL;
+    g_autoptr(GPtrArray) arriving = g_ptr_array_new(); /* OrchInvVm, parallel to: */
+    g_autoptr(GPtrArray) arriving_at = g_ptr_array_new(); /* const char *: their hosts */
 
+    g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
+
+    for (guint i = 0; view && view->arriving && i < view->arriving->len; i++) {
+        const OrchInvArrival *a = &g_array_index(view->arriving, OrchInvArrival, i);
+
+        /* The first arrival of a VM holds the room (a VM has one move under way at a time). */
+        if (!g_hash_table_add(seen, (gpointer)a->vm))
+            continue;
+        for (guint k = 0; k < inv->vms->len; k++) {
+            const OrchInvVm *vm = g_ptr_array_index(inv->vms, k);
+
+            /* Not there yet (a VM already on its destination needs no stand-in). */
+            if (g_str_equal(vm->name, a->vm) && g_strcmp0(vm->host, a->host) != 0) {
+                g_ptr_array_add(arriving, (gpointer)vm);
+                g_ptr_array_add(arriving_at, (gpointer)a->host);
+            }
+        }
+    }
     for (guint i = 0; i < inv->hosts->len; i++) {
         const OrchInvHost *host = g_ptr_array_index(inv->hosts, i);
+        guint held = 0; /* VFs the arrivals will take there */
 
+        for (guint k = 0; k < arriving->len; k++)
+            if (g_str_equal(g_ptr_array_index(arriving_at, k), host->name))
+                held += ((const OrchInvVm *)g_ptr_array_index(arriving, k))->vfs;
         if (!pol_cluster_add_host(cluster, host->name, host->cpus, host->memory_mib,
                                   orch_inventory_host_state(inv, host, view), &local) ||
             !pol_cluster_set_host_vfs(cluster, host->name, NULL, host->vfs_total,
-                                      (gint)host->vfs_free, &local)) {
+                                      (gint)(host->vfs_free - MIN(held, host->vfs_free)), &local)) {
             g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "inventory: host '%s': %s",
                         host->name, local->message);
             return NULL;
@@ -340,6 +364,25 @@ PolCluster *orch_inventory_to_cluster(const OrchInventory *inv, const OrchInvent
             .cpu_util = vm->cpu_util,
             .vfs = vm->vfs,
             .moved_ago_s = moved_ago(vm, view),
+        };
+
+        if (!pol_cluster_add_vm(cluster, &spec, &local)) {
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "inventory: %s", local->message);
+            return NULL;
+        }
+    }
+    for (guint k = 0; k < arriving->len; k++) {
+        const OrchInvVm *vm = g_ptr_array_index(arriving, k);
+        g_autofree char *name = g_strdup_printf("%.200s/arriving/%u", vm->name, k);
+        PolVmSpec spec = {
+            .name = name,
+            .host = g_ptr_array_index(arriving_at, k),
+            .vcpus = vm->vcpus,
+            .memory_mib = vm->memory_mib,
+            .cpu_util = vm->cpu_util,
+            .vfs = vm->vfs,
+            .pinned = TRUE,
+            .moved_ago_s = -1,
         };
 
         if (!pol_cluster_add_vm(cluster, &spec, &local)) {

@@ -44,6 +44,8 @@ typedef struct {
     guint poll_ms;      /* remote moves: how often to ask; 0: ORCH_MOVE_POLL_MS_DEFAULT */
     guint lost_after_s; /* remote moves: failed after the source's hotmigd did not answer this
                          * long; 0: ORCH_MOVE_LOST_AFTER_S_DEFAULT */
+    PolScheduleShare *share; /* the running moves of every run of this env, for the limits
+                              * (NULL: each run has its limits to itself) */
 } OrchMoveEnv;
 
 /* Waits @ms milliseconds, less when @cancellable (may be NULL) is cancelled: FALSE then. */
@@ -109,6 +111,10 @@ OrchRun *orch_run_new(const OrchMoveEnv *env, const char *id, const char *reason
 /* Starts the moves that may start, and the others as earlier ones end; @cb hears of each start
  * and end and of the end of the run (always later than this call). */
 void orch_run_start(OrchRun *run, OrchRunFunc cb, gpointer data);
+
+/* Another run sharing the limits ended a move: look again soon whether a move may start now.
+ * Nothing when @run is not started yet or finished. */
+void orch_run_poke(OrchRun *run);
 
 /* Gives up: running moves here are cancelled and undone, remote ones no longer followed. NULL-safe.
  */

@@ -430,6 +430,8 @@ OrchRun *orch_run_new(const OrchMoveEnv *env, const char *id, const char *reason
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "%s", local->message);
         return NULL;
     }
+    if (env->share)
+        pol_schedule_set_share(sched, env->share);
     run = g_new0(OrchRun, 1);
     run->env = env;
     run->id = g_strdup(id);
@@ -452,6 +454,14 @@ void orch_run_start(OrchRun *run, OrchRunFunc cb, gpointer data)
     g_return_if_fail(run && !run->cb);
     run->cb = cb;
     run->data = data;
+    run_later(run, run_first_pump);
+}
+
+void orch_run_poke(OrchRun *run)
+{
+    g_return_if_fail(run != NULL);
+    if (!run->cb || run->finish_told || run->idle)
+        return;
     run_later(run, run_first_pump);
 }
 

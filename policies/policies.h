@@ -373,6 +373,24 @@ PolSchedule *pol_schedule_new(const PolCluster *cluster, const GPtrArray *migrat
 void pol_schedule_free(PolSchedule *sched);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PolSchedule, pol_schedule_free)
 
+/* The running moves of several schedules (a daemon's plans and evacuations side by side),
+ * counted per source and destination host name and in all: the limits of each schedule that
+ * shares it apply to the moves of all of them together. Owned; must outlive its schedules. */
+typedef struct PolScheduleShare PolScheduleShare;
+
+PolScheduleShare *pol_schedule_share_new(void);
+void pol_schedule_share_free(PolScheduleShare *share);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PolScheduleShare, pol_schedule_share_free)
+
+/* @sched counts its running moves in @share (borrowed) and starts a move only when its limits
+ * allow it counting every move there. Call it before the first pol_schedule_next(). */
+void pol_schedule_set_share(PolSchedule *sched, PolScheduleShare *share);
+
+/* How many moves counted in @share run now (all of them, when @host is NULL; else those
+ * leaving @host when @leaving, those arriving there otherwise). */
+guint pol_schedule_share_running(const PolScheduleShare *share, const char *host,
+                                 gboolean leaving);
+
 /* Starts, at unix time @now, every move that may start: in the schedule's order, a move
  * starts when its VM is where the move begins (its earlier moves done), no earlier move
  * still waits to arrive at the same host, its destination has room for it now (counting the

@@ -32,6 +32,7 @@ struct PolSchedule {
     gint *first_lost;    /* n_hosts: the first failed or skipped move out of the host, or -1 */
     guint8 *blocked;     /* n_hosts: scratch for pol_schedule_next() */
     GPtrArray *moves;    /* Move (owned), in the schedule's order */
+    PolScheduleShare *share; /* borrowed, or NULL */
     guint first_pending; /* every move before it has started */
     PolScheduleProgress progress;
 };
@@ -48,10 +49,80 @@ static void move_free(Move *m)
     g_free(m);
 }
 
+struct PolScheduleShare {
+    GHashTable *out, *in; /* host name (owned) -> GUINT_TO_POINTER(running) */
+    guint total;
+};
+
+PolScheduleShare *pol_schedule_share_new(void)
+{
+    PolScheduleShare *share = g_new0(PolScheduleShare, 1);
+
+    share->out = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    share->in = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    return share;
+}
+
+void pol_schedule_share_free(PolScheduleShare *share)
+{
+    if (!share)
+        return;
+    g_hash_table_unref(share->out);
+    g_hash_table_unref(share->in);
+    g_free(share);
+}
+
+static guint share_get(GHashTable *table, const char *host)
+{
+    return GPOINTER_TO_UINT(g_hash_table_lookup(table, host));
+}
+
+static void share_count(GHashTable *table, const char *host, int delta)
+{
+    guint n = share_get(table, host) + delta;
+
+    if (n)
+        g_hash_table_insert(table, g_strdup(host), GUINT_TO_POINTER(n));
+    else
+        g_hash_table_remove(table, host);
+}
+
+/* Counts move @m's start (+1) or end (-1) in @s's share, if any. */
+static void share_move(PolSchedule *s, const PolScheduleMove *m, int delta)
+{
+    if (!s->share)
+        return;
+    share_count(s->share->out, m->from, delta);
+    share_count(s->share->in, m->to, delta);
+    s->share->total += delta;
+}
+
+guint pol_schedule_share_running(const PolScheduleShare *share, const char *host,
+                                 gboolean leaving)
+{
+    g_return_val_if_fail(share != NULL, 0);
+    if (!host)
+        return share->total;
+    return share_get(leaving ? share->out : share->in, host);
+}
+
+void pol_schedule_set_share(PolSchedule *s, PolScheduleShare *share)
+{
+    g_return_if_fail(s != NULL && s->progress.running == 0 && !s->share);
+    s->share = share;
+}
+
 void pol_schedule_free(PolSchedule *s)
 {
     if (!s)
         return;
+    /* Given up with moves running: they no longer count. */
+    for (guint i = 0; s->share && i < s->moves->len; i++) {
+        const Move *m = g_ptr_array_index(s->moves, i);
+
+        if (m->pub.state == POL_MOVE_RUNNING)
+            share_move(s, &m->pub, -1);
+    }
     for (guint h = 0; h < s->n_hosts; h++) {
         g_array_unref(s->arrivals[h]);
         g_array_unref(s->departures[h]);
@@ -207,13 +278,18 @@ static gboolean limits_allow(const PolSchedule *s, const Move *m)
 {
     const PolScheduleLimits *l = &s->limits;
 
+    if (s->share)
+        return (l->total == 0 || s->share->total < l->total) &&
+               (l->per_host_out == 0 || share_get(s->share->out, m->pub.from) < l->per_host_out) &&
+               (l->per_host_in == 0 || share_get(s->share->in, m->pub.to) < l->per_host_in);
     return (l->total == 0 || s->progress.running < l->total) &&
            (l->per_host_out == 0 || s->out_running[m->from] < l->per_host_out) &&
            (l->per_host_in == 0 || s->in_running[m->to] < l->per_host_in);
 }
 
 /* Walks the pending moves in order and starts those that may start (@start), or only says
- * whether one could (!@start). */
+ * whether one could (!@start), limits left out: with nothing of its own running, only the
+ * moves of the schedules it shares them with can hold it back, and those end. */
 static guint scan(PolSchedule *s, gint64 now, gboolean start, GPtrArray *started)
 {
     guint n = 0;
@@ -231,7 +307,7 @@ static guint scan(PolSchedule *s, gint64 now, gboolean start, GPtrArray *started
          * waits for. */
         if (s->blocked[m->to] ||
             (m->prev >= 0 && move_at(s, m->prev)->pub.state != POL_MOVE_DONE) ||
-            !limits_allow(s, m) || !fits(s, m)) {
+            (start && !limits_allow(s, m)) || !fits(s, m)) {
             s->blocked[m->to] = TRUE;
             continue;
         }
@@ -243,11 +319,13 @@ static guint scan(PolSchedule *s, gint64 now, gboolean start, GPtrArray *started
             s->used[(gsize)m->to * s->dims + d] += m->dem[d];
         s->out_running[m->from]++;
         s->in_running[m->to]++;
+        share_move(s, &m->pub, +1);
         s->progress.pending--;
         s->progress.running++;
         g_ptr_array_add(started, m);
         n++;
-        if (s->limits.total && s->progress.running >= s->limits.total)
+        if (s->limits.total &&
+            (s->share ? s->share->total : s->progress.running) >= s->limits.total)
             break;
     }
     return n;
@@ -362,6 +440,7 @@ void pol_schedule_done(PolSchedule *s, const PolScheduleMove *move, gboolean ok,
     m->pub.finished = now;
     s->out_running[m->from]--;
     s->in_running[m->to]--;
+    share_move(s, &m->pub, -1);
     s->progress.running--;
     if (ok) {
         m->pub.state = POL_MOVE_DONE;

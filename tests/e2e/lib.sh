@@ -3,7 +3,8 @@
 set -euo pipefail
 
 top=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
-build=${HM_BUILD:-$top/build}
+# A relative HM_BUILD is taken from where the test was started (hotmig-lab works elsewhere).
+build=$(readlink -f "${HM_BUILD:-$top/build}")
 lab="$top/lab/hotmig-lab"
 migrate_vm="$build/orchestrator/migrate-vm"
 A=$("$lab" uri A)

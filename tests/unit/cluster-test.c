@@ -898,6 +898,117 @@ static void test_run_given_up(void **state)
     fm_clear();
 }
 
+/* ---- arrivals: room held for the moves under way ------------------------------------------ */
+
+static void test_host_free(OrchInvHost *h)
+{
+    g_free(h->name);
+    g_free(h);
+}
+
+static void test_vm_free(OrchInvVm *vm)
+{
+    g_free(vm->name);
+    g_free(vm->host);
+    g_free(vm);
+}
+
+/* Hosts A, B (1500 MiB, 1 free VF of 1), C; a1 (800 MiB, 1 VF) runs on A, c1 (600 MiB, @vfs
+ * VFs) on C. */
+static OrchInventory *arrivals_inventory(guint c1_vfs)
+{
+    OrchInventory *inv = g_new0(OrchInventory, 1);
+    const struct {
+        const char *name;
+        guint64 mem;
+        guint vfs;
+    } hosts[] = {{"A", 4000, 4}, {"B", 1500, 1}, {"C", 4000, 4}};
+    const struct {
+        const char *name, *host;
+        guint64 mem;
+        guint vfs;
+    } vms[] = {{"a1", "A", 800, 1}, {"c1", "C", 600, c1_vfs}};
+
+    inv->hosts = g_ptr_array_new_with_free_func((GDestroyNotify)test_host_free);
+    inv->vms = g_ptr_array_new_with_free_func((GDestroyNotify)test_vm_free);
+    inv->warnings = g_ptr_array_new_with_free_func(g_free);
+    for (guint i = 0; i < G_N_ELEMENTS(hosts); i++) {
+        OrchInvHost *h = g_new0(OrchInvHost, 1);
+
+        h->name = g_strdup(hosts[i].name);
+        h->cpus = 64;
+        h->memory_mib = hosts[i].mem;
+        h->vfs_total = hosts[i].vfs;
+        h->vfs_free = hosts[i].vfs - (i == 0) - (i == 2 && c1_vfs);
+        h->hotmigd_answered = TRUE;
+        g_ptr_array_add(inv->hosts, h);
+    }
+    for (guint i = 0; i < G_N_ELEMENTS(vms); i++) {
+        OrchInvVm *vm = g_new0(OrchInvVm, 1);
+
+        vm->name = g_strdup(vms[i].name);
+        vm->host = g_strdup(vms[i].host);
+        vm->vcpus = 1;
+        vm->memory_mib = vms[i].mem;
+        vm->cpu_util = 0.1;
+        vm->cpu_measured = TRUE;
+        vm->vfs = vms[i].vfs;
+        g_ptr_array_add(inv->vms, vm);
+    }
+    return inv;
+}
+
+/* Can C be drained to B (A accepts nothing: it is being drained) with @arriving in the view? */
+static gboolean drain_c_fits(OrchInventory *inv, GArray *arriving)
+{
+    g_autoptr(GHashTable) states = g_hash_table_new(g_str_hash, g_str_equal);
+    OrchInventoryView view = {.states = states, .arriving = arriving, .now = 1};
+    g_autoptr(PolCluster) cluster = NULL;
+    g_autoptr(PolPlan) plan = NULL;
+    g_autoptr(GError) error = NULL;
+
+    g_hash_table_insert(states, "A", GINT_TO_POINTER(POL_HOST_EVACUATING));
+    cluster = orch_inventory_to_cluster(inv, &view, &error);
+    if (!cluster)
+        fail_msg("%s", error->message);
+    plan = pol_plan_drain(cluster, "C", NULL, &error);
+    if (plan) {
+        assert_int_equal(plan->migrations->len, 1);
+        assert_string_equal(((PolMigration *)g_ptr_array_index(plan->migrations, 0))->to, "B");
+    }
+    return plan != NULL;
+}
+
+/* a1 on its way from A to B holds 800 MiB and its VF there: c1 no longer fits on B, neither by
+ * memory (800 + 600 of 1500 fit, 800 + 800 would not: c1 is made 800 MiB below) nor by VF. */
+static void test_arrivals_hold_room(void **state)
+{
+    g_autoptr(GArray) arriving = g_array_new(FALSE, FALSE, sizeof(OrchInvArrival));
+    OrchInvArrival a1 = {.vm = "a1", .host = "B"};
+    OrchInventory *inv = arrivals_inventory(0);
+
+    assert_true(drain_c_fits(inv, NULL));
+    g_array_append_val(arriving, a1);
+    assert_true(drain_c_fits(inv, arriving)); /* 800 + 600 <= 1500, no VF asked */
+    ((OrchInvVm *)g_ptr_array_index(inv->vms, 1))->memory_mib = 800;
+    assert_false(drain_c_fits(inv, arriving)); /* 800 + 800 > 1500 */
+    assert_true(drain_c_fits(inv, NULL));
+    orch_inventory_free(inv);
+
+    inv = arrivals_inventory(1); /* c1 holds a VF: B's only free one goes to a1 */
+    assert_true(drain_c_fits(inv, NULL));
+    assert_false(drain_c_fits(inv, arriving));
+    /* Arrived already (the inventory has a1 on B): nothing more is held. */
+    g_free(((OrchInvVm *)g_ptr_array_index(inv->vms, 0))->host);
+    ((OrchInvVm *)g_ptr_array_index(inv->vms, 0))->host = g_strdup("B");
+    ((OrchInvHost *)g_ptr_array_index(inv->hosts, 1))->vfs_free = 0;
+    assert_false(drain_c_fits(inv, arriving)); /* B's VF is a1's now */
+    ((OrchInvHost *)g_ptr_array_index(inv->hosts, 1))->vfs_total = 2;
+    ((OrchInvHost *)g_ptr_array_index(inv->hosts, 1))->vfs_free = 1;
+    assert_true(drain_c_fits(inv, arriving));
+    orch_inventory_free(inv);
+}
+
 /* A source host whose hotmigd cannot be reached has its moves run here, over libvirt (this host
  * acts for it); one whose hotmigd takes the request and fails has them fail: it may have started
  * them. */
@@ -976,6 +1087,7 @@ int main(void)
         cmocka_unit_test(test_run_refused),
         cmocka_unit_test(test_run_given_up),
         cmocka_unit_test(test_run_deputy),
+        cmocka_unit_test(test_arrivals_hold_room),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -254,6 +254,58 @@ static void test_limits(void **state)
     }
 }
 
+/* Two schedules sharing their running moves: the limits hold for both together; a schedule
+ * freed with moves running gives their places back. */
+static void test_shared_limits(void **state)
+{
+    g_autoptr(PolCluster) c = pol_cluster_new();
+    g_autoptr(GPtrArray) from_a = moves_new();
+    g_autoptr(GPtrArray) from_c = moves_new();
+    g_autoptr(PolScheduleShare) share = pol_schedule_share_new();
+    PolScheduleLimits limits = {0, 1, 2}; /* one arrival per host, two moves in all */
+    g_autoptr(PolSchedule) s1 = NULL;
+    PolSchedule *s2;
+    g_autofree char *a1 = NULL, *c1 = NULL, *c2 = NULL, *a2 = NULL, *c3 = NULL;
+
+    add_host(c, "A", 64, 10000, 8);
+    add_host(c, "B", 64, 10000, 8);
+    add_host(c, "C", 64, 10000, 8);
+    add_host(c, "D", 64, 10000, 8);
+    add_vm(c, "a1", "A", 1000);
+    add_vm(c, "a2", "A", 1000);
+    add_vm(c, "c1", "C", 1000);
+    add_vm(c, "c2", "C", 1000);
+    add_move(from_a, "a1", "A", "B", 0, FALSE);
+    add_move(from_a, "a2", "A", "D", 0, FALSE);
+    add_move(from_c, "c1", "C", "B", 0, FALSE);
+    add_move(from_c, "c2", "C", "D", 0, FALSE);
+    s1 = pol_schedule_new(c, from_a, &limits, NULL, NULL);
+    s2 = pol_schedule_new(c, from_c, &limits, NULL, NULL);
+    pol_schedule_set_share(s1, share);
+    pol_schedule_set_share(s2, share);
+
+    a1 = next_names(s1, T0);
+    assert_string_equal(a1, "a1:A>B a2:A>D"); /* two in all */
+    c1 = next_names(s2, T0);
+    assert_string_equal(c1, ""); /* alone it would start both */
+    assert_int_equal(pol_schedule_share_running(share, NULL, FALSE), 2);
+    assert_int_equal(pol_schedule_share_running(share, "A", TRUE), 2);
+    assert_int_equal(pol_schedule_share_running(share, "B", FALSE), 1);
+    pol_schedule_done(s1, find(s1, "a1", "B"), TRUE, NULL, T0 + 1, NULL);
+    c2 = next_names(s2, T0 + 1);
+    assert_string_equal(c2, "c1:C>B"); /* B is free again; D still receives a2 */
+    pol_schedule_done(s2, find(s2, "c1", "B"), FALSE, "failed", T0 + 2, NULL);
+    a2 = next_names(s1, T0 + 2);
+    assert_string_equal(a2, "");
+    /* s1 given up while a2 runs: D takes c2. */
+    g_clear_pointer(&s1, pol_schedule_free);
+    assert_int_equal(pol_schedule_share_running(share, NULL, FALSE), 0);
+    c3 = next_names(s2, T0 + 3);
+    assert_string_equal(c3, "c2:C>D");
+    pol_schedule_free(s2);
+    assert_int_equal(pol_schedule_share_running(share, "D", FALSE), 0);
+}
+
 /* Higher priority first; equal priorities keep the given order; a priority order that the
  * cluster cannot replay without overcommitting is refused. */
 static void test_priority_order(void **state)
@@ -607,6 +659,7 @@ int main(void)
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_priority_order),
         cmocka_unit_test(test_empty_plan),
+        cmocka_unit_test(test_shared_limits),
         cmocka_unit_test(test_runs_an_evacuation_as_predicted),
         cmocka_unit_test(test_random_runs),
     };
