@@ -52,10 +52,12 @@ printf 'alert-token-%s\n' "$$" >"$tmp/token"
 chmod 600 "$tmp/token"
 token=$(head -n 1 "$tmp/token")
 
-# Free TCP ports on 127.0.0.1, each another.
-next_port=$((20000 + ($$ % 20000)))
+# Free TCP ports on 127.0.0.1, each another: 24000-31999, below the kernel's ephemeral range
+# (a client connection's local port there made a bind fail now and then) and above the lab's
+# ports, and used by no socket at all.
+next_port=$((24000 + ($$ % 8000)))
 free_port() { # free_port VAR: sets VAR
-    while ss -Hltn "sport = :$next_port" | grep -q .; do next_port=$((next_port + 1)); done
+    while ss -Htan "sport = :$next_port" | grep -q .; do next_port=$((next_port + 1)); done
     printf -v "$1" %s "$next_port"
     next_port=$((next_port + 1))
 }
