@@ -727,9 +727,10 @@ static guint evac_left(Sched *s, const OrchInventory *inv, guint *ret_all)
     return left;
 }
 
-/* Plans the next round of drain @s on the daemon's inventory and starts it. *ret_started FALSE:
- * nothing is left to move. Fails when no plan exists (no room, a VM may not move), naming it. */
-static gboolean evac_plan_round(Sched *s, gboolean *ret_started, GError **error)
+/* Plans the next round of drain @s on the daemon's inventory and starts it (when @start; else
+ * only predicts which VMs will be late). *ret_started FALSE: nothing is left to move. Fails
+ * when no plan exists (no room, a VM may not move), naming it. */
+static gboolean evac_plan_round(Sched *s, gboolean start, gboolean *ret_started, GError **error)
 {
     Hotmigd *daemon = s->daemon;
     g_auto(View) view = {0};
@@ -789,11 +790,12 @@ static gboolean evac_plan_round(Sched *s, gboolean *ret_started, GError **error)
         for (guint i = 0; i < evac->late->len; i++) {
             const PolEvacMove *late = g_ptr_array_index(evac->late, i);
 
-            g_ptr_array_add(s->late, g_strdup(late->migration->vm));
+            if (!g_ptr_array_find_with_equal_func(s->late, late->migration->vm, g_str_equal, NULL))
+                g_ptr_array_add(s->late, g_strdup(late->migration->vm));
         }
         migrations = evac->plan->migrations;
     }
-    if (!migrations->len)
+    if (!migrations->len || !start)
         return TRUE;
     if (!sched_start_round(s, cluster, migrations, error))
         return FALSE;
@@ -819,7 +821,7 @@ static void evac_go_on(Hotmigd *daemon, const GError *error, gpointer data)
         sched_end(s, FALSE, error->message);
         return;
     }
-    if (!evac_plan_round(s, &started, &local)) {
+    if (!evac_plan_round(s, TRUE, &started, &local)) {
         sched_end(s, FALSE, local->message);
         return;
     }
@@ -834,6 +836,35 @@ static void evac_go_on(Hotmigd *daemon, const GError *error, gpointer data)
     } else {
         sched_end(s, TRUE, NULL);
     }
+}
+
+/* Drain @s is asked again with an earlier @deadline: what has not started yet is ordered again
+ * for it. The pending moves of the round under way are skipped (running ones go on); the next
+ * round, planned when those end, has their VMs again, ordered by pol_evacuation_order() for the
+ * new deadline. The VMs predicted late are predicted again now, on the last inventory (the
+ * moves still running are not counted: the prediction may be a little hopeful). */
+static void evac_sooner(Sched *s, gint64 deadline)
+{
+    g_autoptr(GError) local = NULL;
+    gboolean started;
+    guint stopped = 0;
+
+    s->deadline = deadline;
+    for (guint i = 0; i < s->rounds->len; i++) {
+        g_autoptr(GPtrArray) vms =
+            orch_run_stop_pending(g_ptr_array_index(s->rounds, i), "ordered again for an earlier deadline");
+
+        for (guint k = 0; k < vms->len; k++)
+            g_hash_table_remove(s->tried, g_ptr_array_index(vms, k));
+        stopped += vms->len;
+    }
+    g_ptr_array_set_size(s->late, 0);
+    if (s->daemon->inventory && !evac_plan_round(s, FALSE, &started, &local))
+        g_warning("Schedule %s: cannot predict the evacuation of '%s' for its new deadline: %s",
+                  s->id, s->host, local->message);
+    g_message("Schedule %s: the drain of '%s' has an earlier deadline now; %u move(s) not started "
+              "yet are ordered again for it%s",
+              s->id, s->host, stopped, s->late->len ? ", some predicted late" : "");
 }
 
 static gboolean evacuate(Hotmigd *daemon, const char *host, gint64 deadline, const char *reason,
@@ -854,6 +885,8 @@ static gboolean evacuate(Hotmigd *daemon, const char *host, gint64 deadline, con
     if (s) {
         g_message("Drain of '%s' asked again (%s): schedule %s runs already", host,
                   reason ? reason : "no reason given", s->id);
+        if (deadline > 0 && (s->deadline == 0 || deadline < s->deadline))
+            evac_sooner(s, deadline);
         for (guint i = 0; i < s->late->len; i++)
             g_ptr_array_add(late, g_strdup(g_ptr_array_index(s->late, i)));
         g_ptr_array_add(late, NULL);
@@ -866,7 +899,7 @@ static gboolean evacuate(Hotmigd *daemon, const char *host, gint64 deadline, con
     g_hash_table_insert(daemon->evacuations, g_strdup(host), s);
     g_message("Schedule %s: drain of '%s' (%s)%s", s->id, host, s->reason,
               deadline > 0 ? ", with a deadline" : "");
-    if (daemon->inventory && !evac_plan_round(s, &started, error)) {
+    if (daemon->inventory && !evac_plan_round(s, TRUE, &started, error)) {
         g_hash_table_remove(daemon->evacuations, host);
         g_ptr_array_remove(daemon->scheds, s);
         return FALSE;

@@ -112,6 +112,11 @@ OrchRun *orch_run_new(const OrchMoveEnv *env, const char *id, const char *reason
  * and end and of the end of the run (always later than this call). */
 void orch_run_start(OrchRun *run, OrchRunFunc cb, gpointer data);
 
+/* Starts no more moves: the pending ones are skipped with @reason (told as ended); running
+ * ones go on, and the run finishes when they end. Returns the VMs of the skipped moves (owned
+ * array of owned strings). */
+GPtrArray *orch_run_stop_pending(OrchRun *run, const char *reason);
+
 /* Another run sharing the limits ended a move: look again soon whether a move may start now.
  * Nothing when @run is not started yet or finished. */
 void orch_run_poke(OrchRun *run);

@@ -457,6 +457,23 @@ void orch_run_start(OrchRun *run, OrchRunFunc cb, gpointer data)
     run_later(run, run_first_pump);
 }
 
+GPtrArray *orch_run_stop_pending(OrchRun *run, const char *reason)
+{
+    g_autoptr(GPtrArray) skipped = NULL;
+    GPtrArray *vms = g_ptr_array_new_with_free_func(g_free);
+
+    g_return_val_if_fail(run && reason, vms);
+    pol_schedule_skip_pending(run->sched, reason, g_get_real_time() / G_USEC_PER_SEC, &skipped);
+    for (guint i = 0; i < skipped->len; i++)
+        g_ptr_array_add(vms, g_strdup(((const PolScheduleMove *)g_ptr_array_index(skipped, i))->vm));
+    if (run->cb) {
+        run_tell_ends(run);
+        if (pol_schedule_is_finished(run->sched) && !run->idle && !run->finish_told)
+            run_later(run, run_finish);
+    }
+    return vms;
+}
+
 void orch_run_poke(OrchRun *run)
 {
     g_return_if_fail(run != NULL);

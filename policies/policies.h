@@ -407,6 +407,11 @@ guint pol_schedule_next(PolSchedule *sched, gint64 now, GPtrArray **ret_moves);
 void pol_schedule_done(PolSchedule *sched, const PolScheduleMove *move, gboolean ok,
                        const char *detail, gint64 now, GPtrArray **ret_skipped);
 
+/* Skips every pending move with @reason (an evacuation re-planned for an earlier deadline);
+ * running moves go on. Sets *@ret_skipped (may be NULL) to an owned array of them (borrowed). */
+void pol_schedule_skip_pending(PolSchedule *sched, const char *reason, gint64 now,
+                               GPtrArray **ret_skipped);
+
 /* Nothing pending or running: every move is done, failed or skipped. */
 gboolean pol_schedule_is_finished(const PolSchedule *sched);
 

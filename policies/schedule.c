@@ -426,6 +426,28 @@ static void recheck(PolSchedule *s, gint64 now, GPtrArray *skipped, GQueue *host
     }
 }
 
+void pol_schedule_skip_pending(PolSchedule *s, const char *reason, gint64 now,
+                               GPtrArray **ret_skipped)
+{
+    g_autoptr(GPtrArray) skipped = g_ptr_array_new();
+
+    g_return_if_fail(s != NULL && reason != NULL);
+    for (guint i = s->first_pending; i < s->moves->len; i++) {
+        Move *m = move_at(s, (gint)i);
+
+        if (m->pub.state != POL_MOVE_PENDING)
+            continue;
+        m->pub.state = POL_MOVE_SKIPPED;
+        m->pub.detail = g_strdup(reason);
+        m->pub.finished = now;
+        s->progress.pending--;
+        s->progress.skipped++;
+        g_ptr_array_add(skipped, m);
+    }
+    if (ret_skipped)
+        *ret_skipped = g_steal_pointer(&skipped);
+}
+
 void pol_schedule_done(PolSchedule *s, const PolScheduleMove *move, gboolean ok, const char *detail,
                        gint64 now, GPtrArray **ret_skipped)
 {

@@ -723,6 +723,67 @@ static void test_evacuate(void **state)
     LOOP_UNTIL(fx->done_calls == 2);
 }
 
+/* How many moves of schedule @id are in @state, and the first one's detail. */
+static guint moves_in(Fx *fx, const char *id, const char *state, char **ret_detail)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonNode) status = hotmigd_status(fx->daemon, id, &error);
+    JsonArray *moves = json_object_get_array_member(json_node_get_object(status), "moves");
+    guint n = 0;
+
+    for (guint i = 0; i < json_array_get_length(moves); i++) {
+        JsonObject *m = json_array_get_object_element(moves, i);
+
+        if (!g_str_equal(json_object_get_string_member(m, "state"), state))
+            continue;
+        if (!n++ && ret_detail)
+            *ret_detail = g_strdup(json_object_get_string_member(m, "detail"));
+    }
+    return n;
+}
+
+/* An evacuation asked again with an earlier deadline: the move not started yet is ordered
+ * again for it (skipped in the round under way, moved in the next one); both VMs leave. */
+static void test_evacuate_sooner(void **state)
+{
+    Fx *fx = *state;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *id = NULL, *id2 = NULL, *detail = NULL;
+    g_auto(GStrv) late = NULL;
+    g_auto(GStrv) late2 = NULL;
+    gboolean merged = TRUE;
+    gint64 now = g_get_real_time() / G_USEC_PER_SEC;
+
+    json_node_unref(call(fx, "snapshot", NULL, NULL, &error));
+    assert_null(error);
+    g_mutex_lock(&world_lock);
+    gate_closed = TRUE; /* the moves wait */
+    g_mutex_unlock(&world_lock);
+    assert_true(hotmigd_evacuate(fx->daemon, "B", now + 3600, "disk", &id, &merged, &late, &error));
+    assert_false(merged);
+    LOOP_UNTIL(moves_in(fx, id, "running", NULL) == 1); /* per-host-out = 1 */
+    assert_int_equal(moves_in(fx, id, "pending", NULL), 1);
+
+    assert_true(hotmigd_evacuate(fx->daemon, "B", now + 60, "urgent", &id2, &merged, &late2, &error));
+    assert_true(merged);
+    assert_string_equal(id, id2);
+    assert_int_equal(moves_in(fx, id, "skipped", &detail), 1);
+    assert_string_equal(detail, "ordered again for an earlier deadline");
+    assert_int_equal(moves_in(fx, id, "pending", NULL), 0);
+
+    gate_open(NULL);
+    LOOP_UNTIL(fx->done_calls == 1);
+    assert_true(fx->done_ok);
+    assert_string_equal(g_hash_table_lookup(where, "b1"), "A");
+    assert_string_equal(g_hash_table_lookup(where, "b2"), "A");
+    assert_int_equal(moves_in(fx, id, "done", NULL), 2);
+    {
+        g_autoptr(JsonNode) status = hotmigd_status(fx->daemon, id, &error);
+
+        assert_int_equal(json_object_get_int_member(json_node_get_object(status), "rounds"), 2);
+    }
+}
+
 static void test_plan_and_run(void **state)
 {
     Fx *fx = *state;
@@ -795,6 +856,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_oversized, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_drain_and_wait, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_evacuate, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_evacuate_sooner, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_plan_and_run, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_snapshot, fx_setup, fx_teardown),
     };
