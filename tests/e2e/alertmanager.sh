@@ -126,29 +126,15 @@ t0=$(date +%s.%N)
 amtool --alertmanager.url="$am" alert add HostFailurePredicted host=A hotmig_action=evacuate \
     --annotation=deadline=600s --annotation=summary="e2e: host A fails soon" ||
     fail "amtool alert add failed"
-for _ in $(seq 1 100); do
-    newlog | grep -q "Evacuation .* of host 'A' started" && break
-    newlog | grep -q "Cannot evacuate host 'A'" && break
-    sleep 0.2
-done
-newlog | grep -q "Evacuation .* of host 'A' started" ||
-    fail "A's hotmigd started no evacuation: $(newlog | grep -i alert | tail -n 5)"
+wait_evacuation_started newlog A
 t_start=$(date +%s.%N)
 newlog | grep "Alert from alertmanager" | head -n 3 >&2
 
 # The guest leaves A for B.
-for _ in $(seq 1 600); do
-    [ "$("$lab" where "$c")" = B ] && break
-    sleep 0.5
-done
-require_where "$c" B
+wait_moved "$c" B
 t_moved=$(date +%s.%N)
-has_vf "$c" "$B" || fail "$c has no VF on B"
 "$lab" wait "$c" 'HMWL .*"event":"resumed".*"cycle":1' --timeout 120 >/dev/null || fail "no resume after the evacuation"
-for _ in $(seq 1 150); do
-    newlog | grep -q "evacuation done" && break
-    sleep 0.2
-done
+wait_log newlog "evacuation done" || true
 
 # ---- the same alert again: merged -------------------------------------------------------------------
 amtool --alertmanager.url="$am" alert add HostFailurePredicted host=A hotmig_action=evacuate \

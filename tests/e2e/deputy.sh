@@ -52,26 +52,12 @@ has_vf "$c" "$A" || fail "$c has no VF on A"
 t0=$(date +%s.%N)
 code=$(hook firing)
 [ "$code" = 200 ] || [ "$code" = 202 ] || fail "B's webhook answered $code: $(cat "$tmp/hook.out")"
-for _ in $(seq 1 100); do
-    newlog | grep -q "Evacuation .* of host 'A' started" && break
-    newlog | grep -q "Cannot evacuate host 'A'" && break
-    sleep 0.2
-done
-newlog | grep -q "Evacuation .* of host 'A' started" ||
-    fail "B started no evacuation of A: $(newlog | tail -n 8)"
+wait_evacuation_started newlog A
 newlog | grep -q "this host acts for it" || fail "B's log does not say it acts for A: $(newlog | tail -n 8)"
 
-for _ in $(seq 1 600); do
-    [ "$("$lab" where "$c")" = B ] && break
-    sleep 0.5
-done
-require_where "$c" B
+wait_moved "$c" B
 t_moved=$(date +%s.%N)
-has_vf "$c" "$B" || fail "$c has no VF on B"
-for _ in $(seq 1 150); do
-    newlog | grep -q "evacuation done" && break
-    sleep 0.2
-done
+wait_log newlog "evacuation done" || true
 newlog | grep -q "Migrating '$c' from 'A' here: its hotmigd cannot be reached" ||
     fail "B's log does not say it drove the move itself: $(newlog | grep -i "$c" | tail -n 5)"
 "$migrate_vm" status --socket "$sock_b" --json >"$tmp/all.json" 2>"$tmp/status.err" ||

@@ -93,3 +93,36 @@ require_where() {
     got=$("$lab" where "$name")
     [ "$got" = "$want" ] || fail "$name runs on $got, expected $want"
 }
+
+# wait_evacuation_started LOGFN HOST: waits (20 s) until the hotmigd log that LOGFN prints says
+# the evacuation of HOST started (or could not start); fails naming WHO otherwise.
+wait_evacuation_started() {
+    local logfn=$1 host=$2
+    for _ in $(seq 1 100); do
+        "$logfn" | grep -q "Evacuation .* of host '$host' started" && return 0
+        "$logfn" | grep -q "Cannot evacuate host '$host'" && break
+        sleep 0.2
+    done
+    fail "no evacuation of $host started: $("$logfn" | grep -i -e alert -e evacuat | tail -n 8)"
+}
+
+# wait_moved NAME HOST: waits (5 min) until the guest runs on HOST with its VF stand-in.
+wait_moved() {
+    local name=$1 host=$2 uri
+    for _ in $(seq 1 600); do
+        [ "$("$lab" where "$name")" = "$host" ] && break
+        sleep 0.5
+    done
+    require_where "$name" "$host"
+    uri=$("$lab" uri "$host")
+    has_vf "$name" "$uri" || fail "$name has no VF on $host"
+}
+
+# wait_log LOGFN PATTERN: waits (30 s) until the log LOGFN prints has PATTERN (grep -E).
+wait_log() {
+    for _ in $(seq 1 150); do
+        "$1" | grep -qE "$2" && return 0
+        sleep 0.2
+    done
+    return 1
+}

@@ -710,6 +710,18 @@ static void add_vm(PolCluster *c, const char *name, const char *host)
     assert_true(pol_cluster_add_vm(c, &spec, NULL));
 }
 
+/* Where the runs of these tests move VMs: from host A, with the fakes, followed every 10 ms. */
+static OrchMoveEnv env_for(GPtrArray *hosts, const OrchOptions *template)
+{
+    return (OrchMoveEnv){.self = "A",
+                         .hosts = hosts,
+                         .migrate_opts = template,
+                         .migrate = fake_migrate,
+                         .virt_open = fake_virt_open,
+                         .vfd_open = fake_vfd_open,
+                         .poll_ms = 10};
+}
+
 static void test_run(void **state)
 {
     FakeCluster fc = {.hosts = {{.name = "A"}, {.name = "B"}, {.name = "C"}, {.name = "D"}},
@@ -731,13 +743,7 @@ static void test_run(void **state)
     fm_reset();
     hosts = config_hosts();
     orch_options_init(&template);
-    env = (OrchMoveEnv){.self = "A",
-                        .hosts = hosts,
-                        .migrate_opts = &template,
-                        .migrate = fake_migrate,
-                        .virt_open = fake_virt_open,
-                        .vfd_open = fake_vfd_open,
-                        .poll_ms = 10};
+    env = env_for(hosts, &template);
     for (const char *const *h = (const char *const[]){"A", "B", "C", "D", NULL}; *h; h++)
         add_host(c, *h);
     /* Four VMs leave A (run here), two leave B (asked of B's hotmigd). a2 fails here; so its
@@ -840,12 +846,7 @@ static void test_run_refused(void **state)
     cluster_now = &fc;
     hosts = config_hosts();
     orch_options_init(&template);
-    env = (OrchMoveEnv){.self = "A",
-                        .hosts = hosts,
-                        .migrate_opts = &template,
-                        .migrate = fake_migrate,
-                        .virt_open = fake_virt_open,
-                        .vfd_open = fake_vfd_open};
+    env = env_for(hosts, &template);
     add_host(c, "A");
     add_host(c, "B");
     add_vm(c, "a1", "A");
@@ -873,12 +874,7 @@ static void test_run_given_up(void **state)
     fm_reset();
     hosts = config_hosts();
     orch_options_init(&template);
-    env = (OrchMoveEnv){.self = "A",
-                        .hosts = hosts,
-                        .migrate_opts = &template,
-                        .migrate = fake_migrate,
-                        .virt_open = fake_virt_open,
-                        .vfd_open = fake_vfd_open};
+    env = env_for(hosts, &template);
     add_host(c, "A");
     add_host(c, "B");
     add_vm(c, "a1", "A");
@@ -1032,13 +1028,7 @@ static void test_run_deputy(void **state)
     fm_reset();
     hosts = config_hosts();
     orch_options_init(&template);
-    env = (OrchMoveEnv){.self = "A",
-                        .hosts = hosts,
-                        .migrate_opts = &template,
-                        .migrate = fake_migrate,
-                        .virt_open = fake_virt_open,
-                        .vfd_open = fake_vfd_open,
-                        .poll_ms = 10};
+    env = env_for(hosts, &template);
     for (const char *const *h = (const char *const[]){"A", "B", "C", NULL}; *h; h++)
         add_host(c, *h);
     add_vm(c, "b1", "B");
