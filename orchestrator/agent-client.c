@@ -142,6 +142,7 @@ OrchAgent *orch_agent_open(OrchVirt *virt, const char *domain, const char *chann
     g_autoptr(OrchAgent) agent = g_new0(OrchAgent, 1);
     g_autoptr(GError) local = NULL;
     HmDeadline deadline = hm_deadline_in_ms(timeout_ms);
+    gint64 start = g_get_monotonic_time();
 
     agent->inbuf = g_string_new(NULL);
     /* Two tries, each with half the time: libvirtd may still be tearing down the stream of
@@ -155,8 +156,11 @@ OrchAgent *orch_agent_open(OrchVirt *virt, const char *domain, const char *chann
         agent->chan = virt->ops->channel_open(virt, domain, channel, error);
         if (!agent->chan)
             return NULL;
-        if (agent_sync(agent, until, &local))
+        if (agent_sync(agent, until, &local)) {
+            g_debug("Agent of '%s' on %s host: channel open and in sync in %.1f ms", domain,
+                    virt->label, (g_get_monotonic_time() - start) / 1000.0);
             return g_steal_pointer(&agent);
+        }
         g_debug("Agent handshake with '%s', try %u: %s", domain, attempt, local->message);
     }
     g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
@@ -177,6 +181,7 @@ JsonObject *orch_agent_execute(OrchAgent *agent, const char *command, JsonObject
     g_autoptr(JsonObject) reply = NULL;
     g_autoptr(GError) local = NULL;
     JsonNode *member;
+    gint64 start = g_get_monotonic_time();
 
     if (!agent->in_sync && !agent_sync(agent, deadline, &local)) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
@@ -206,6 +211,8 @@ JsonObject *orch_agent_execute(OrchAgent *agent, const char *command, JsonObject
                     "Agent command '%s': %s", command, local->message);
         return NULL;
     }
+    g_debug("Agent command '%s' answered in %.1f ms", command,
+            (g_get_monotonic_time() - start) / 1000.0);
     reply = agent_parse_reply(line, &local);
     if (!reply) {
         agent->in_sync = FALSE;

@@ -762,7 +762,6 @@ static void agent_open_early(Migration *m)
 
 static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
 {
-    g_autofree char *identity = NULL;
     g_autoptr(OrchAgent) agent = NULL;
     g_autoptr(JsonObject) args = orch_agent_timeout_args(m->opts->prepare_timeout_ms);
     g_autoptr(JsonObject) ret = NULL;
@@ -803,11 +802,8 @@ static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
                     "%u process(es) did not quiesce: %s", n_failed, failed);
         return FALSE;
     }
-    /* While the processes are quiet and before anything moves: the destination VF's identity. */
-    if (!identity_apply(m, &identity, error))
-        return FALSE;
-    *ret_detail = g_strdup_printf("%u process(es) quiesced%s%s; %s", n_quiesced,
-                                  n_quiesced ? ": " : "", quiesced, identity);
+    *ret_detail = g_strdup_printf("%u process(es) quiesced%s%s", n_quiesced,
+                                  n_quiesced ? ": " : "", quiesced);
     return TRUE;
 }
 
@@ -1224,6 +1220,38 @@ static gboolean agent_open_dest(Migration *m, char **ret_detail, GError **error)
     return m->dst_agent != NULL;
 }
 
+/* Side work during the unplug: the destination VF gets the guest's InfiniBand identity before
+ * it is plugged (its driver reads the GUIDs when it probes the VF), while the guest lets go of
+ * the source VF. */
+static gboolean identity_side(Migration *m, char **ret_detail, GError **error)
+{
+    return identity_apply(m, ret_detail, error);
+}
+
+/* The unplug phase, with the destination VF's identity set beside it: either failing fails
+ * the phase (the undo plugs the VF back and resumes the processes). */
+static gboolean run_unplug(Migration *m, GError **error)
+{
+    Side identity = {0};
+    g_autofree char *detail = NULL;
+    g_autofree char *both = NULL;
+    GError *local = NULL;
+    gboolean ok;
+
+    phase_begin(m, ORCH_PHASE_UNPLUG);
+    side_start(&identity, m, identity_side, "hm-identity");
+    ok = !phase_cancelled(m, &local) && do_unplug(m, &detail, &local);
+    side_join(&identity, ORCH_PHASE_UNPLUG);
+    if (ok && !identity.ok) {
+        ok = FALSE;
+        local = g_steal_pointer(&identity.error);
+    }
+    if (ok)
+        both = g_strdup_printf("%s; %s", detail, identity.detail);
+    side_clear(&identity);
+    return phase_finish(m, ORCH_PHASE_UNPLUG, ok, both, local, error);
+}
+
 /* Side work after the plug, alongside the resume: the destination's leases confirmed, the
  * source's hotmigd told the domain left its VFs. */
 static gboolean leases_end(Migration *m, char **ret_detail, GError **error)
@@ -1370,7 +1398,7 @@ gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointe
 
     if (!has_vf)
         phase_skip(m, ORCH_PHASE_UNPLUG, "no VF");
-    else if (!run_phase(m, ORCH_PHASE_UNPLUG, do_unplug, error))
+    else if (!run_unplug(m, error))
         goto fail;
 
     if (!run_phase(m, ORCH_PHASE_MIGRATE, do_migrate, error))

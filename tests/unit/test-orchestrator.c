@@ -805,7 +805,7 @@ static void test_happy_path(void **state)
     assert_non_null(strstr(w->vfd_log->str, "left hmtap1@https://a:16680;"));
     /* Two VFs, one RDMA device in the guest: no identity is carried over, and it says why. */
     assert_null(strstr(w->vfd_log->str, "identity"));
-    assert_non_null(strstr(report->phases[ORCH_PHASE_PREPARE].detail, "cannot tell which"));
+    assert_non_null(strstr(report->phases[ORCH_PHASE_UNPLUG].detail, "cannot tell which"));
     table = orch_report_format_table(report);
     assert_non_null(strstr(table, "migrate"));
     assert_non_null(strstr(table, "downtime 150 ms"));
@@ -1107,7 +1107,7 @@ static void test_busy_domain_refused(void **state)
 
 
 /* One VF, one RDMA device: the destination VF gets the guest's node GUID (and the port GUID of
- * its first GID) through hotmigd before anything is unplugged. */
+ * its first GID) through hotmigd while the source VF is unplugged, before anything moves. */
 static void test_identity_carried(void **state)
 {
     g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
@@ -1120,14 +1120,14 @@ static void test_identity_carried(void **state)
     options_for_test(&opts);
     assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
     assert_non_null(strstr(w->vfd_log->str, "lease;ib_identity;identity 0000:5e:02.2 0002c90300a1b2c3;"));
-    detail = report->phases[ORCH_PHASE_PREPARE].detail;
+    detail = report->phases[ORCH_PHASE_UNPLUG].detail;
     if (!strstr(detail, "node GUID 0002:c903:00a1:b2c3, port GUID 0002:c903:00a1:b2c4"))
-        fail_msg("prepare detail: %s", detail);
+        fail_msg("unplug detail: %s", detail);
     assert_true(g_hash_table_contains(w->assigned, "0000:5e:02.2"));
 }
 
-/* hotmigd refuses to give the identity: nothing has moved yet, the prepare is undone and the
- * lease released. */
+/* hotmigd refuses to give the identity (asked while the VF is unplugged): the domain has not
+ * moved; the VF is plugged back, the processes resumed, the lease released. */
 static void test_identity_refused(void **state)
 {
     g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
@@ -1138,7 +1138,7 @@ static void test_identity_refused(void **state)
 
     options_for_test(&opts);
     assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
-    assert_int_equal(report->failed_phase, ORCH_PHASE_PREPARE);
+    assert_int_equal(report->failed_phase, ORCH_PHASE_UNPLUG);
     assert_non_null(strstr(error->message, "node GUID 0002:c903:00a1:b2c3"));
     assert_string_equal(w->where, "source");
     assert_int_equal(world_count_vfs(w), 1);
