@@ -67,6 +67,33 @@ void orch_options_init(OrchOptions *opts)
     opts->hotmigd_timeout_ms = 10000;
 }
 
+char *orch_options_format_migration(const OrchOptions *opts)
+{
+    g_autoptr(GString) out = g_string_new("live, p2p");
+
+    g_return_val_if_fail(opts != NULL, NULL);
+    if (opts->persistent)
+        g_string_append(out, ", persistent");
+    if (opts->undefine_source)
+        g_string_append(out, ", undefinesource");
+    if (opts->migrate_uri)
+        g_string_append_printf(out, ", migrateuri %s", opts->migrate_uri);
+    if (opts->bandwidth_mib)
+        g_string_append_printf(out, ", bandwidth %" G_GUINT64_FORMAT " MiB/s", opts->bandwidth_mib);
+    if (opts->parallel)
+        g_string_append_printf(out, ", parallel %u", opts->parallel);
+    if (opts->auto_converge)
+        g_string_append(out, ", auto-converge");
+    if (opts->postcopy)
+        g_string_append(out, ", postcopy");
+    if (opts->postcopy && opts->postcopy_after_ms)
+        g_string_append_printf(out, ", postcopy-after %u s", opts->postcopy_after_ms / 1000);
+    if (opts->migrate_timeout_ms)
+        g_string_append_printf(out, ", timeout %u s then %s", opts->migrate_timeout_ms / 1000,
+                               orch_timeout_action_to_string(opts->timeout_action));
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
+
 OrchVfd *orch_options_open_vfd(const OrchOptions *opts, const char *url, GError **error)
 {
     g_autoptr(GError) local = NULL;
@@ -789,6 +816,7 @@ static gboolean do_migrate(Migration *m, char **ret_detail, GError **error)
         .progress_opaque = m,
     };
     OrchMigrateStats stats = {0};
+    g_autofree char *asked = NULL;
     gulong cancel_id = 0;
     gboolean ok;
 
@@ -822,13 +850,15 @@ static gboolean do_migrate(Migration *m, char **ret_detail, GError **error)
     m->report->final_host = g_strdup("destination");
     if (!note(m, "migrated", NULL, NULL, NULL))
         g_debug("Cannot journal the end of the migration of '%s'", m->opts->domain);
+    asked = orch_options_format_migration(m->opts);
     if (stats.have_stats)
-        *ret_detail = g_strdup_printf("%.1f MiB moved, downtime %" G_GUINT64_FORMAT " ms%s%s",
-                                      stats.data_bytes / 1048576.0, stats.downtime_ms,
-                                      stats.event[0] ? ", " : "", stats.event);
+        *ret_detail =
+            g_strdup_printf("%.1f MiB moved, downtime %" G_GUINT64_FORMAT " ms%s%s; options: %s",
+                            stats.data_bytes / 1048576.0, stats.downtime_ms,
+                            stats.event[0] ? ", " : "", stats.event, asked);
     else
-        *ret_detail = g_strdup_printf("no job statistics reported%s%s", stats.event[0] ? ", " : "",
-                                      stats.event);
+        *ret_detail = g_strdup_printf("no job statistics reported%s%s; options: %s",
+                                      stats.event[0] ? ", " : "", stats.event, asked);
     return TRUE;
 }
 
