@@ -35,3 +35,6 @@ hm_add_e2e(e2e-alertmanager alertmanager.sh)
 # hotmigd's scheduler drains host A (two ping-pong guests), asked of B's hotmigd: moves driven
 # from A through POST /v1/migrations.
 hm_add_e2e(e2e-drain drain.sh)
+# migrate-vm's virsh options (persistent, undefinesource, migrateuri, bandwidth, parallel,
+# auto-converge, post-copy, the timeout actions, --no-X) checked against libvirt and QEMU.
+hm_add_e2e(e2e-migrate-options migrate-options.sh)
