@@ -192,13 +192,16 @@ static gboolean fake_domain_state(OrchVirt *v, const char *d, OrchVirtDomainStat
     return TRUE;
 }
 
+static gboolean no_domain(OrchVirt *v, const char *d, GError **e)
+{
+    g_set_error(e, ORCH_ERROR, ORCH_ERROR_NO_DOMAIN, "Domain not found: '%s' on %s", d, v->label);
+    return FALSE;
+}
+
 static gboolean fake_domain_is_persistent(OrchVirt *v, const char *d, gboolean *p, GError **e)
 {
-    if (!g_str_equal(d, DOMAIN) || (!here(v) && !*defined_here(v))) {
-        g_set_error(e, ORCH_ERROR, ORCH_ERROR_NO_DOMAIN, "Domain not found: '%s' on %s", d,
-                    v->label);
-        return FALSE;
-    }
+    if (!g_str_equal(d, DOMAIN) || (!here(v) && !*defined_here(v)))
+        return no_domain(v, d, e);
     *p = *defined_here(v);
     return TRUE;
 }
@@ -218,12 +221,7 @@ static gboolean check_config(OrchVirt *v, gboolean config, GError **e)
 
 static gboolean check_here(OrchVirt *v, const char *d, GError **e)
 {
-    if (!g_str_equal(d, DOMAIN) || !here(v)) {
-        g_set_error(e, ORCH_ERROR, ORCH_ERROR_NO_DOMAIN, "Domain not found: '%s' on %s", d,
-                    v->label);
-        return FALSE;
-    }
-    return TRUE;
+    return (g_str_equal(d, DOMAIN) && here(v)) || no_domain(v, d, e);
 }
 
 static char *fake_domain_get_xml(OrchVirt *v, const char *d, GError **e)
