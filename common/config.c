@@ -51,10 +51,10 @@ static const HmConfigKeyInfo keys[] = {
          .doc = "Tries to plug a VF on the destination before migrating back (--plug-attempts)."},
     [HM_CONFIG_MIGRATE_PERSISTENT] = {"migrate", "persistent", HM_CONFIG_TYPE_BOOL, .def = "false",
                                       .doc =
-                                          "Define the domain on the destination (--persistent)."},
+                                          "Define the domain on the destination (--persistent; --no-persistent: not this time)."},
     [HM_CONFIG_MIGRATE_UNDEFINE_SOURCE] =
         {"migrate", "undefinesource", HM_CONFIG_TYPE_BOOL, .def = "false",
-         .doc = "Undefine the domain on the source once migrated (--undefinesource)."},
+         .doc = "Undefine the domain on the source once migrated (--undefinesource; --no-undefinesource: not this time)."},
     [HM_CONFIG_MIGRATE_BANDWIDTH] =
         {"migrate", "bandwidth", HM_CONFIG_TYPE_UINT, 0, G_MAXUINT32, .def = "0",
          .doc = "Migration bandwidth limit in MiB/s; 0: unlimited (--bandwidth)."},
@@ -65,11 +65,11 @@ static const HmConfigKeyInfo keys[] = {
     [HM_CONFIG_MIGRATE_AUTO_CONVERGE] =
         {"migrate", "auto-converge", HM_CONFIG_TYPE_BOOL, .def = "false",
          .doc =
-             "Throttle the guest's vCPUs when memory is dirtied faster than it moves (--auto-converge)."},
+             "Throttle the guest's vCPUs when memory is dirtied faster than it moves (--auto-converge; --no-auto-converge: not this time)."},
     [HM_CONFIG_MIGRATE_POSTCOPY] =
         {"migrate", "postcopy", HM_CONFIG_TYPE_BOOL, .def = "false",
          .doc =
-             "Allow switching to post-copy (--postcopy). After the switch a failure cannot be undone: the domain is lost on both hosts."},
+             "Allow switching to post-copy (--postcopy; --no-postcopy: not this time, nor postcopy-after). After the switch a failure cannot be undone: the domain is lost on both hosts."},
     [HM_CONFIG_MIGRATE_POSTCOPY_AFTER] =
         {"migrate", "postcopy-after", HM_CONFIG_TYPE_UINT, 0, HM_CONFIG_SECONDS_MAX, .def = "0",
          .doc =

@@ -143,6 +143,8 @@ typedef struct {
     gboolean live, p2p; /* accepted for virsh compatibility: always on */
     gboolean persistent, undefine_source, no_agent;
     gboolean postcopy, auto_converge;
+    /* --no-X: off, whatever the configuration's X says */
+    gboolean no_persistent, no_undefine_source, no_postcopy, no_auto_converge;
     gboolean timeout_suspend, timeout_postcopy, timeout_abort;
     gint64 bandwidth;
     gint parallel, postcopy_after, timeout;
@@ -198,21 +200,89 @@ static gboolean take_seconds(const char *option, gint given, const HmConfig *con
     return TRUE;
 }
 
-/* Rejects what libvirt and QEMU would refuse, before anything is touched. @opts is complete. */
-static gboolean check_combinations(const OrchOptions *opts, GError **error)
+/* How the user asked for @key's value, for messages: "--OPTION" when the command line gave it
+ * (@given), else "KEY = VALUE (FILE:LINE)" from the configuration (owned). */
+static char *origin(gboolean given, const char *option, const HmConfig *config, HmConfigKey key)
 {
+    g_autofree char *value = NULL;
+
+    if (given)
+        return g_strdup(option);
+    switch (hm_config_key_type(key)) {
+    case HM_CONFIG_TYPE_BOOL:
+        value = g_strdup(hm_config_get_bool(config, key) ? "true" : "false");
+        break;
+    case HM_CONFIG_TYPE_UINT:
+        value = g_strdup_printf("%" G_GUINT64_FORMAT, hm_config_get_uint(config, key));
+        break;
+    default:
+        value = g_strdup(hm_config_get_string(config, key));
+        break;
+    }
+    if (!hm_config_get_line(config, key))
+        return g_strdup_printf("%s = %s (default)", hm_config_key_name(key), value);
+    return g_strdup_printf("%s = %s (%s:%u)", hm_config_key_name(key), value,
+                           hm_config_get_path(config), hm_config_get_line(config, key));
+}
+
+/* Rejects what libvirt and QEMU would refuse, before anything is touched, naming the options
+ * (or configuration lines) that clash. @opts is complete. */
+static gboolean check_combinations(const Cli *cli, const HmConfig *config, const OrchOptions *opts,
+                                   GError **error)
+{
+    gboolean action_given = cli->timeout_suspend || cli->timeout_postcopy || cli->timeout_abort;
+    g_autofree char *postcopy_after = origin(cli->postcopy_after != UNSET, "--postcopy-after",
+                                             config, HM_CONFIG_MIGRATE_POSTCOPY_AFTER);
+    g_autofree char *action =
+        origin(action_given, "--timeout-postcopy", config, HM_CONFIG_MIGRATE_TIMEOUT_ACTION);
+    g_autofree char *postcopy =
+        origin(cli->postcopy, "--postcopy", config, HM_CONFIG_MIGRATE_POSTCOPY);
+    g_autofree char *parallel =
+        origin(cli->parallel != UNSET, "--parallel", config, HM_CONFIG_MIGRATE_PARALLEL);
+    static const char *const migrate_schemes[] = {"tcp", "rdma", "unix", NULL};
+    g_autofree char *scheme = opts->migrate_uri ? g_uri_parse_scheme(opts->migrate_uri) : NULL;
+
     if (opts->postcopy_after_ms && !opts->postcopy)
-        return usage_error(error, "--postcopy-after needs --postcopy (or postcopy = true)");
+        return usage_error(error, "%s needs --postcopy (or postcopy = true)%s", postcopy_after,
+                           cli->no_postcopy ? ", which --no-postcopy turns off" : "");
     if (opts->timeout_action == ORCH_TIMEOUT_POSTCOPY && !opts->postcopy)
-        return usage_error(error, "--timeout-postcopy needs --postcopy (or postcopy = true)");
+        return usage_error(error, "%s needs --postcopy (or postcopy = true)%s", action,
+                           cli->no_postcopy ? ", which --no-postcopy turns off: give "
+                                              "--timeout-suspend or --timeout-abort"
+                                            : "");
     if (opts->postcopy && opts->parallel)
-        return usage_error(error, "--postcopy and --parallel exclude each other: QEMU does not "
-                                  "combine post-copy with parallel (multifd) connections");
+        return usage_error(error,
+                           "%s and %s exclude each other: QEMU does not combine post-copy with "
+                           "parallel (multifd) connections",
+                           postcopy, parallel);
     if (opts->postcopy_after_ms && opts->migrate_timeout_ms &&
         opts->postcopy_after_ms >= opts->migrate_timeout_ms &&
-        opts->timeout_action != ORCH_TIMEOUT_POSTCOPY)
-        return usage_error(error, "--postcopy-after (%u s) must come before --timeout (%u s)",
-                           opts->postcopy_after_ms / 1000, opts->migrate_timeout_ms / 1000);
+        opts->timeout_action != ORCH_TIMEOUT_POSTCOPY) {
+        g_autofree char *timeout =
+            origin(cli->timeout != UNSET, "--timeout", config, HM_CONFIG_MIGRATE_TIMEOUT);
+
+        return usage_error(error, "%s (%u s) must come before %s (%u s)", postcopy_after,
+                           opts->postcopy_after_ms / 1000, timeout,
+                           opts->migrate_timeout_ms / 1000);
+    }
+    /* libvirt's QEMU driver takes these three; it would refuse another only once the VFs are
+     * unplugged. */
+    if (opts->migrate_uri && (!scheme || !g_strv_contains(migrate_schemes, scheme)))
+        return usage_error(error,
+                           "--migrateuri '%s': libvirt takes tcp://HOST[:PORT], "
+                           "rdma://HOST[:PORT] or unix:///PATH",
+                           opts->migrate_uri);
+    return TRUE;
+}
+
+/* A boolean of [migrate] that --OPTION turns on and --no-OPTION off, whatever the
+ * configuration says. */
+static gboolean take_switch(const char *option, gboolean yes, gboolean no, const HmConfig *config,
+                            HmConfigKey key, gboolean *ret_value, GError **error)
+{
+    if (yes && no)
+        return usage_error(error, "--%s and --no-%s exclude each other", option, option);
+    *ret_value = yes || (!no && hm_config_get_bool(config, key));
     return TRUE;
 }
 
@@ -312,12 +382,15 @@ static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOption
         cli->alias_prefix ? cli->alias_prefix
                           : hm_config_get_string(config, HM_CONFIG_MIGRATE_VF_ALIAS_PREFIX));
     opts->no_agent = cli->no_agent;
-    opts->persistent = cli->persistent || hm_config_get_bool(config, HM_CONFIG_MIGRATE_PERSISTENT);
-    opts->undefine_source =
-        cli->undefine_source || hm_config_get_bool(config, HM_CONFIG_MIGRATE_UNDEFINE_SOURCE);
-    opts->postcopy = cli->postcopy || hm_config_get_bool(config, HM_CONFIG_MIGRATE_POSTCOPY);
-    opts->auto_converge =
-        cli->auto_converge || hm_config_get_bool(config, HM_CONFIG_MIGRATE_AUTO_CONVERGE);
+    if (!take_switch("persistent", cli->persistent, cli->no_persistent, config,
+                     HM_CONFIG_MIGRATE_PERSISTENT, &opts->persistent, error) ||
+        !take_switch("undefinesource", cli->undefine_source, cli->no_undefine_source, config,
+                     HM_CONFIG_MIGRATE_UNDEFINE_SOURCE, &opts->undefine_source, error) ||
+        !take_switch("postcopy", cli->postcopy, cli->no_postcopy, config,
+                     HM_CONFIG_MIGRATE_POSTCOPY, &opts->postcopy, error) ||
+        !take_switch("auto-converge", cli->auto_converge, cli->no_auto_converge, config,
+                     HM_CONFIG_MIGRATE_AUTO_CONVERGE, &opts->auto_converge, error))
+        return FALSE;
 
     if (bandwidth < 0 || bandwidth > G_MAXUINT32)
         return usage_error(error,
@@ -349,12 +422,15 @@ static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOption
                       HM_CONFIG_MIGRATE_POSTCOPY_AFTER, cli->postcopy_after != UNSET ? 1 : 0,
                       &opts->postcopy_after_ms, error))
         return FALSE;
+    /* --no-postcopy also drops the configuration's switch time: it only applies to post-copy. */
+    if (cli->no_postcopy && cli->postcopy_after == UNSET)
+        opts->postcopy_after_ms = 0;
 
     if (actions > 1)
         return usage_error(
             error, "--timeout-suspend, --timeout-postcopy and --timeout-abort exclude each other");
-    if (actions && cli->timeout == UNSET)
-        return usage_error(error, "--timeout-%s needs --timeout",
+    if (actions && !opts->migrate_timeout_ms)
+        return usage_error(error, "--timeout-%s needs --timeout (or timeout in the configuration)",
                            cli->timeout_suspend    ? "suspend"
                            : cli->timeout_postcopy ? "postcopy"
                                                    : "abort");
@@ -363,7 +439,7 @@ static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOption
                            : cli->timeout_abort    ? ORCH_TIMEOUT_ABORT
                                                    : orch_timeout_action_from_string(action);
     g_assert((int)opts->timeout_action >= 0); /* the configuration checked the word */
-    return check_combinations(opts, error);
+    return check_combinations(cli, config, opts, error);
 }
 
 /* ---- cancellation ------------------------------------------------------------------------- */
@@ -498,10 +574,9 @@ static int config_main(int argc, char **argv)
 
         orch_options_init(&opts);
         cli.args = g_strsplit("DOMAIN DEST_URI", " ", -1);
+        /* The message names the clashing keys with their FILE:LINE. */
         if (!options_build(&cli, config, &opts, &error)) {
-            fprintf(stderr, "migrate-vm: %s: %s\n",
-                    hm_config_get_path(config) ? hm_config_get_path(config) : "defaults",
-                    error->message);
+            fprintf(stderr, "migrate-vm: %s\n", error->message);
             return EXIT_CONFIG;
         }
     }
@@ -530,7 +605,8 @@ static const char help_description[] =
     "  migrate-vm run PLAN_FILE [--wait] have hotmigd run a plan\n"
     "  migrate-vm status [ID] [--json]  hosts and schedules as this host's hotmigd sees them\n"
     "\n"
-    "Values not given on the command line come from the configuration file.\n"
+    "Values not given on the command line come from the configuration file; --no-persistent,\n"
+    "--no-undefinesource, --no-auto-converge and --no-postcopy turn off what it turns on.\n"
     "\n"
     "Exit status:\n"
     "  0   migrated: the domain runs on the destination with its VFs, processes resumed\n"
@@ -593,13 +669,22 @@ int main(int argc, char **argv)
              "Peer-to-peer migration (always: the source libvirtd talks to the destination)", NULL},
             {"persistent", 0, 0, G_OPTION_ARG_NONE, &cli.persistent,
              "Persist the domain on the destination", NULL},
+            {"no-persistent", 0, 0, G_OPTION_ARG_NONE, &cli.no_persistent,
+             "Do not, whatever the configuration's 'persistent' says", NULL},
             {"undefinesource", 0, 0, G_OPTION_ARG_NONE, &cli.undefine_source,
              "Undefine the domain on the source once migrated", NULL},
+            {"no-undefinesource", 0, 0, G_OPTION_ARG_NONE, &cli.no_undefine_source,
+             "Do not, whatever the configuration's 'undefinesource' says", NULL},
             {"auto-converge", 0, 0, G_OPTION_ARG_NONE, &cli.auto_converge,
              "Throttle the guest's vCPUs when the copy does not converge", NULL},
+            {"no-auto-converge", 0, 0, G_OPTION_ARG_NONE, &cli.no_auto_converge,
+             "Do not, whatever the configuration's 'auto-converge' says", NULL},
             {"postcopy", 0, 0, G_OPTION_ARG_NONE, &cli.postcopy,
              "Allow post-copy (then see --postcopy-after, --timeout-postcopy); a failure after "
              "the switch cannot be undone",
+             NULL},
+            {"no-postcopy", 0, 0, G_OPTION_ARG_NONE, &cli.no_postcopy,
+             "Pre-copy only, whatever the configuration's 'postcopy' and 'postcopy-after' say",
              NULL},
             {"postcopy-after", 0, 0, G_OPTION_ARG_INT, &cli.postcopy_after,
              "Switch to post-copy after SEC seconds of pre-copy (needs --postcopy)", "SEC"},

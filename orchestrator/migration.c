@@ -32,6 +32,9 @@ typedef struct {
     GPtrArray *dest_xml;     /* per VF: the device XML to plug on the destination */
     GPtrArray *source_xml;   /* per VF: the device XML to plug back on the source */
     gboolean persistent;     /* the domain is defined on the source */
+    gboolean dest_defined;   /* it was defined (not running) on the destination before */
+    gboolean dest_persistent; /* it is defined on the destination once migrated there: plugs
+                                 and unplugs there change its definition too */
     gboolean agent_prepared; /* the agent quiesced its processes and has not resumed yet */
     gboolean on_destination; /* the domain runs on the destination */
     guint detached;          /* VFs 0..detached-1 are unplugged from the source */
@@ -139,6 +142,33 @@ void orch_options_init(OrchOptions *opts)
     opts->resume_timeout_ms = 60000;
     opts->plug_attempts = 2;
     opts->hotmigd_timeout_ms = 10000;
+}
+
+char *orch_options_format_migration(const OrchOptions *opts)
+{
+    g_autoptr(GString) out = g_string_new("live, p2p");
+
+    g_return_val_if_fail(opts != NULL, NULL);
+    if (opts->persistent)
+        g_string_append(out, ", persistent");
+    if (opts->undefine_source)
+        g_string_append(out, ", undefinesource");
+    if (opts->migrate_uri)
+        g_string_append_printf(out, ", migrateuri %s", opts->migrate_uri);
+    if (opts->bandwidth_mib)
+        g_string_append_printf(out, ", bandwidth %" G_GUINT64_FORMAT " MiB/s", opts->bandwidth_mib);
+    if (opts->parallel)
+        g_string_append_printf(out, ", parallel %u", opts->parallel);
+    if (opts->auto_converge)
+        g_string_append(out, ", auto-converge");
+    if (opts->postcopy)
+        g_string_append(out, ", postcopy");
+    if (opts->postcopy && opts->postcopy_after_ms)
+        g_string_append_printf(out, ", postcopy-after %u s", opts->postcopy_after_ms / 1000);
+    if (opts->migrate_timeout_ms)
+        g_string_append_printf(out, ", timeout %u s then %s", opts->migrate_timeout_ms / 1000,
+                               orch_timeout_action_to_string(opts->timeout_action));
+    return g_string_free(g_steal_pointer(&out), FALSE);
 }
 
 OrchVfd *orch_options_open_vfd(const OrchOptions *opts, const char *url, GError **error)
@@ -412,6 +442,7 @@ static gboolean do_connect(Migration *m, OrchVirtOpenFunc open_fn, gpointer open
                     m->dst->uri);
         return FALSE;
     }
+    m->dest_defined = state == ORCH_VIRT_DOMAIN_INACTIVE;
     return m->src->ops->domain_is_persistent(m->src, m->opts->domain, &m->persistent, error);
 }
 
@@ -890,6 +921,7 @@ static gboolean do_migrate(Migration *m, char **ret_detail, GError **error)
         .progress_opaque = m,
     };
     OrchMigrateStats stats = {0};
+    g_autofree char *asked = NULL;
     gulong cancel_id = 0;
     gboolean ok;
 
@@ -923,13 +955,15 @@ static gboolean do_migrate(Migration *m, char **ret_detail, GError **error)
     m->report->final_host = g_strdup("destination");
     if (!note(m, "migrated", NULL, NULL, NULL))
         g_debug("Cannot journal the end of the migration of '%s'", m->opts->domain);
+    asked = orch_options_format_migration(m->opts);
     if (stats.have_stats)
-        *ret_detail = g_strdup_printf("%.1f MiB moved, downtime %" G_GUINT64_FORMAT " ms%s%s",
-                                      stats.data_bytes / 1048576.0, stats.downtime_ms,
-                                      stats.event[0] ? ", " : "", stats.event);
+        *ret_detail =
+            g_strdup_printf("%.1f MiB moved, downtime %" G_GUINT64_FORMAT " ms%s%s; options: %s",
+                            stats.data_bytes / 1048576.0, stats.downtime_ms,
+                            stats.event[0] ? ", " : "", stats.event, asked);
     else
-        *ret_detail = g_strdup_printf("no job statistics reported%s%s", stats.event[0] ? ", " : "",
-                                      stats.event);
+        *ret_detail = g_strdup_printf("no job statistics reported%s%s; options: %s",
+                                      stats.event[0] ? ", " : "", stats.event, asked);
     return TRUE;
 }
 
@@ -1005,7 +1039,7 @@ static gboolean plug_other_vf(Migration *m, guint i, const char *why)
     progress(m, ORCH_PHASE_PLUG, "'%s' would not plug (%s); trying VF %s instead", vf->alias,
              why, lease->vf);
     if (!note(m, "plug", vf->alias, xml, NULL) ||
-        !m->dst->ops->device_attach(m->dst, m->opts->domain, xml, m->persistent, &local)) {
+        !m->dst->ops->device_attach(m->dst, m->opts->domain, xml, m->dest_persistent, &local)) {
         if (local)
             progress(m, ORCH_PHASE_PLUG, "VF %s would not plug either: %s", lease->vf,
                      local->message);
@@ -1026,6 +1060,11 @@ static gboolean do_plug(Migration *m, char **ret_detail, GError **error)
     g_autoptr(GString) detail = g_string_new(NULL);
     guint attempts = MAX(m->opts->plug_attempts, 1);
 
+    /* Defined there when --persistent asked it or it was defined there before, whatever it was
+     * on the source: a transient domain has no definition to plug into (libvirt refuses). */
+    if (!m->dst->ops->domain_is_persistent(m->dst, m->opts->domain, &m->dest_persistent, error))
+        return FALSE;
+
     for (guint i = 0; i < m->vfs->len; i++) {
         XmlVf *vf = vf_at(m, i);
         g_autoptr(GError) local = NULL;
@@ -1036,7 +1075,7 @@ static gboolean do_plug(Migration *m, char **ret_detail, GError **error)
         for (attempt = 1; attempt <= attempts; attempt++) {
             g_clear_error(&local);
             if (m->dst->ops->device_attach(m->dst, m->opts->domain,
-                                           g_ptr_array_index(m->dest_xml, i), m->persistent,
+                                           g_ptr_array_index(m->dest_xml, i), m->dest_persistent,
                                            &local))
                 break;
             progress(m, ORCH_PHASE_PLUG, "attempt %u of %u for '%s' failed: %s", attempt,
@@ -1069,7 +1108,13 @@ static void rollback(Migration *m)
     gboolean vf_back_ok = TRUE;
 
     if (m->on_destination) {
-        OrchMigrateParams params = {.persistent = m->persistent};
+        /* Back as it was: defined on the source again when --undefinesource removed its
+         * definition (one left there is kept as it is), and no definition left on the
+         * destination that this migration made there. */
+        OrchMigrateParams params = {
+            .persistent = m->persistent && m->opts->undefine_source,
+            .undefine_source = m->opts->persistent && !m->dest_defined,
+        };
         OrchMigrateStats stats = {0};
         g_autoptr(GError) local = NULL;
         gint64 start = g_get_monotonic_time();
@@ -1081,8 +1126,7 @@ static void rollback(Migration *m)
 
             start = g_get_monotonic_time();
             if (m->dst->ops->device_detach(m->dst, m->opts->domain, dest_alias(m, i - 1),
-                                           m->persistent,
-                                           m->opts->unplug_timeout_ms, &err))
+                                           m->dest_persistent, m->opts->unplug_timeout_ms, &err))
                 m->plugged = i - 1;
             rollback_record(m, "unplug-destination", start, err, vf->alias);
             if (err)
@@ -1107,8 +1151,8 @@ static void rollback(Migration *m)
 
                 start = g_get_monotonic_time();
                 if (m->dst->ops->device_attach(m->dst, m->opts->domain,
-                                               g_ptr_array_index(m->dest_xml, i), m->persistent,
-                                               &err))
+                                               g_ptr_array_index(m->dest_xml, i),
+                                               m->dest_persistent, &err))
                     m->plugged = i + 1;
                 rollback_record(m, "plug-destination", start, err, vf_at(m, i)->alias);
             }

@@ -116,6 +116,10 @@ void orch_options_init(OrchOptions *opts);
 void orch_options_clear(OrchOptions *opts);
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(OrchOptions, orch_options_clear)
 
+/* What the migrate phase asks libvirt, in migrate-vm's option words: "live, p2p, persistent,
+ * bandwidth 10 MiB/s, parallel 2, ..." (owned). */
+char *orch_options_format_migration(const OrchOptions *opts);
+
 typedef struct {
     OrchPhase phase;
     OrchStatus status;

@@ -181,6 +181,11 @@ gboolean orch_preflight(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpoin
 
     g_return_val_if_fail(opts && open_fn && ret_checks, FALSE);
 
+    {
+        g_autofree char *asked = orch_options_format_migration(opts);
+
+        check_add(&pf, "options", ORCH_CHECK_PASS, "libvirt will be asked: %s", asked);
+    }
     check_hosts(&pf);
     check_agent(&pf);
     check_vfs(&pf);

@@ -27,7 +27,6 @@ typedef struct {
     char *destination;
     char *agent_channel;
     char *hotmigd;        /* the destination's hotmigd URL, or NULL */
-    gboolean persistent;
     gboolean agent_asked; /* a prepare was (about to be) sent: the agent must be resumed */
     GPtrArray *vfs;       /* RecoverVf */
 } RecoverPlan;
@@ -112,7 +111,6 @@ static RecoverPlan *recover_plan_load(GPtrArray *entries, GError **error)
     plan->destination = g_strdup(orch_json_get_string(begin, "destination"));
     plan->agent_channel = g_strdup(orch_json_get_string(begin, "agent_channel"));
     plan->hotmigd = g_strdup(orch_json_get_string(begin, "hotmigd"));
-    plan->persistent = json_object_get_boolean_member_with_default(begin, "persistent", FALSE);
     vfs_node = json_object_get_member(begin, "vfs");
     vfs = vfs_node && JSON_NODE_HOLDS_ARRAY(vfs_node) ? json_node_get_array(vfs_node) : NULL;
     for (guint i = 0; vfs && i < json_array_get_length(vfs); i++) {
@@ -254,6 +252,7 @@ static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchR
     OrchVirtDomainState dst_state;
     OrchVirt *here;
     gboolean on_destination;
+    gboolean persistent = FALSE; /* the domain is defined where it runs */
     gboolean ok = TRUE;
     gint64 start;
 
@@ -305,6 +304,10 @@ static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchR
     here = on_destination ? dst : src;
     rec->final_host = g_strdup(on_destination ? "destination" : "source");
     rec->vfs_total = plan->vfs->len;
+    /* Plugs and unplugs change the domain's definition where it runs when it has one there:
+     * on the destination that depends on --persistent, not on the source's. */
+    if (!here->ops->domain_is_persistent(here, plan->domain, &persistent, error))
+        return FALSE;
 
     /* A hot-unplug is asynchronous: one asked for by the killed process may still be under
      * way, and the VF would vanish after we looked. Finish it first (the guest has quiesced
@@ -317,7 +320,7 @@ static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchR
             if (!vf->unplug_asked)
                 continue;
             start = g_get_monotonic_time();
-            if (here->ops->device_detach(here, plan->domain, vf->alias, plan->persistent,
+            if (here->ops->device_detach(here, plan->domain, vf->alias, persistent,
                                          opts->unplug_timeout_ms, &err))
                 action(rec, "finish-unplug", start, NULL, vf->alias);
             else
@@ -340,7 +343,7 @@ static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchR
         start = g_get_monotonic_time();
         if (here->ops->device_attach(here, plan->domain,
                                      on_destination ? vf->destination_xml : vf->source_xml,
-                                     plan->persistent, &err))
+                                     persistent, &err))
             rec->vfs_attached++;
         else
             ok = FALSE;

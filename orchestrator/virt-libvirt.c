@@ -117,12 +117,13 @@ static gboolean virt_domain_state(OrchVirt *virt, const char *domain,
         return FALSE;
     }
     active = virDomainIsActive(dom);
-    virDomainFree(dom);
-    if (active < 0) {
+    /* Every libvirt call, virDomainFree() too, resets the thread's last error: read it first. */
+    if (active < 0)
         virt_set_error(error, ORCH_ERROR_HYPERVISOR, "Cannot read the state of '%s' on '%s'",
                        domain, virt->uri);
+    virDomainFree(dom);
+    if (active < 0)
         return FALSE;
-    }
     *ret_state = active ? ORCH_VIRT_DOMAIN_RUNNING : ORCH_VIRT_DOMAIN_INACTIVE;
     return TRUE;
 }
@@ -136,12 +137,12 @@ static gboolean virt_domain_is_persistent(OrchVirt *virt, const char *domain,
     if (!dom)
         return FALSE;
     persistent = virDomainIsPersistent(dom);
-    virDomainFree(dom);
-    if (persistent < 0) {
+    if (persistent < 0)
         virt_set_error(error, ORCH_ERROR_HYPERVISOR, "Cannot tell whether '%s' is persistent",
                        domain);
+    virDomainFree(dom);
+    if (persistent < 0)
         return FALSE;
-    }
     *ret_persistent = persistent == 1;
     return TRUE;
 }
@@ -155,11 +156,11 @@ static char *virt_domain_get_xml(OrchVirt *virt, const char *domain, GError **er
     if (!dom)
         return NULL;
     xml = virDomainGetXMLDesc(dom, 0);
-    virDomainFree(dom);
-    if (!xml) {
+    if (!xml)
         virt_set_error(error, ORCH_ERROR_HYPERVISOR, "Cannot read the XML of '%s'", domain);
+    virDomainFree(dom);
+    if (!xml)
         return NULL;
-    }
     ret = g_strdup(xml);
     free(xml);
     return ret;
@@ -273,13 +274,11 @@ static gboolean virt_device_attach(OrchVirt *virt, const char *domain, const cha
     if (!dom)
         return FALSE;
     rc = virDomainAttachDeviceFlags(dom, device_xml, flags);
-    virDomainFree(dom);
-    if (rc < 0) {
+    if (rc < 0)
         virt_set_error(error, ORCH_ERROR_HYPERVISOR, "Cannot attach the device to '%s' on '%s'",
                        domain, virt->uri);
-        return FALSE;
-    }
-    return TRUE;
+    virDomainFree(dom);
+    return rc == 0;
 }
 
 /* ---- migration ---------------------------------------------------------------------------- */
@@ -326,23 +325,22 @@ static void virt_migration_act(MigrationWatch *w, gint64 now)
     gint64 elapsed_ms = (now - w->start) / G_TIME_SPAN_MILLISECOND;
     gboolean start_postcopy = FALSE;
     gboolean timeout = FALSE;
+    g_autofree char *when = NULL; /* what made the action due */
+    g_autofree char *refused = NULL;
+    const char *done;
 
     if (p->postcopy && p->postcopy_after_ms && !w->postcopy_started &&
         elapsed_ms >= p->postcopy_after_ms) {
         start_postcopy = TRUE;
-        g_snprintf(w->event, sizeof(w->event), "post-copy started after %u s of pre-copy",
-                   p->postcopy_after_ms / 1000);
+        when = g_strdup_printf("after %u s of pre-copy", p->postcopy_after_ms / 1000);
     }
     if (p->timeout_ms && !w->timed_out && elapsed_ms >= p->timeout_ms) {
         timeout = TRUE;
         w->timed_out = TRUE;
         if (p->timeout_action == ORCH_TIMEOUT_POSTCOPY && !w->postcopy_started)
             start_postcopy = TRUE;
-        g_snprintf(w->event, sizeof(w->event), "%s after the %u s timeout",
-                   p->timeout_action == ORCH_TIMEOUT_SUSPEND ? "guest suspended"
-                   : p->timeout_action == ORCH_TIMEOUT_ABORT ? "job aborted"
-                                                             : "post-copy started",
-                   p->timeout_ms / 1000);
+        g_free(when);
+        when = g_strdup_printf("after the %u s timeout", p->timeout_ms / 1000);
     }
     if (start_postcopy)
         w->postcopy_started = TRUE;
@@ -350,13 +348,28 @@ static void virt_migration_act(MigrationWatch *w, gint64 now)
         return;
 
     g_mutex_unlock(&w->lock);
+    /* The report says what was done, or that libvirt refused it and why. */
     if (start_postcopy && virDomainMigrateStartPostCopy(w->dom, 0) < 0)
-        g_debug("virDomainMigrateStartPostCopy: %s", virGetLastErrorMessage());
-    if (timeout && p->timeout_action == ORCH_TIMEOUT_SUSPEND && virDomainSuspend(w->dom) < 0)
-        g_debug("virDomainSuspend after the migration timeout: %s", virGetLastErrorMessage());
-    if (timeout && p->timeout_action == ORCH_TIMEOUT_ABORT && virDomainAbortJob(w->dom) < 0)
-        g_debug("virDomainAbortJob after the migration timeout: %s", virGetLastErrorMessage());
+        refused = g_strdup_printf("post-copy refused %s: %s", when, virGetLastErrorMessage());
+    if (timeout && p->timeout_action == ORCH_TIMEOUT_SUSPEND && virDomainSuspend(w->dom) < 0) {
+        g_free(refused);
+        refused = g_strdup_printf("suspend refused %s: %s", when, virGetLastErrorMessage());
+    }
+    if (timeout && p->timeout_action == ORCH_TIMEOUT_ABORT && virDomainAbortJob(w->dom) < 0) {
+        g_free(refused);
+        refused = g_strdup_printf("abort refused %s: %s", when, virGetLastErrorMessage());
+    }
     g_mutex_lock(&w->lock);
+    done = !timeout                                    ? "post-copy started"
+           : p->timeout_action == ORCH_TIMEOUT_SUSPEND ? "guest suspended"
+           : p->timeout_action == ORCH_TIMEOUT_ABORT   ? "job aborted"
+                                                       : "post-copy started";
+    if (refused) {
+        g_debug("Migration of '%s': %s", virDomainGetName(w->dom), refused);
+        g_strlcpy(w->event, refused, sizeof(w->event));
+    } else {
+        g_snprintf(w->event, sizeof(w->event), "%s %s", done, when);
+    }
 }
 
 /* The next instant virt_migration_act() has something to do, or G_MAXINT64. */
@@ -717,11 +730,12 @@ static GPtrArray *virt_nodedev_list_pci_xml(OrchVirt *virt, GError **error)
         return NULL;
     }
     for (int i = 0; i < n; i++) {
+        /* Named before the call whose error is reported: every call resets the last error. */
+        const char *name = virNodeDeviceGetName(devs[i]);
         char *xml = ok ? virNodeDeviceGetXMLDesc(devs[i], 0) : NULL;
 
         if (ok && !xml) {
-            virt_set_error(error, ORCH_ERROR_HYPERVISOR, "Cannot read node device '%s'",
-                           virNodeDeviceGetName(devs[i]));
+            virt_set_error(error, ORCH_ERROR_HYPERVISOR, "Cannot read node device '%s'", name);
             ok = FALSE;
         }
         if (xml) {

@@ -37,3 +37,6 @@ hm_add_e2e(e2e-alertmanager alertmanager.sh)
 hm_add_e2e(e2e-drain drain.sh)
 # An alert about A while A's hotmigd is down: B acts for A and drives the evacuation itself.
 hm_add_e2e(e2e-deputy deputy.sh)
+# migrate-vm's virsh options (persistent, undefinesource, migrateuri, bandwidth, parallel,
+# auto-converge, post-copy, the timeout actions, --no-X) checked against libvirt and QEMU.
+hm_add_e2e(e2e-migrate-options migrate-options.sh)

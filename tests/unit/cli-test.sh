@@ -1,8 +1,9 @@
 #!/bin/bash
 # migrate-vm's command line, without a hypervisor: --version, --help (options and the exit
 # status table), option combinations libvirt refuses (exit 2 before anything is done), the
-# configuration (--config, config check|sample, exit 4 naming FILE:LINE), exit 10 for a
-# connect failure (a URI no libvirt driver serves), and the subcommands that ask hotmigd
+# configuration (--config, config check|sample, exit 4 naming FILE:LINE), the --no-X forms
+# that turn off what the configuration turns on (as --dry-run's 'options' line shows), exit 10
+# for a connect failure (a URI no libvirt driver serves), and the subcommands that ask hotmigd
 # without one (usage 2, unreachable 1).
 #   cli-test.sh MIGRATE_VM SOURCE_DIR
 set -uo pipefail
@@ -28,7 +29,8 @@ expect 0 "^migrate-vm $version\$" --version
 expect 0 "--parallel=N" --help
 for opt in --live --p2p --persistent --undefinesource --migrateuri --bandwidth --parallel \
     --postcopy --postcopy-after --auto-converge --timeout --timeout-suspend --timeout-postcopy \
-    --timeout-abort --json --config --recover --dry-run --hotmigd; do
+    --timeout-abort --json --config --recover --dry-run --hotmigd --no-persistent \
+    --no-undefinesource --no-auto-converge --no-postcopy; do
     grep -qE -- "(  |, )$opt" "$tmp/out" || fail "--help does not list $opt"
 done
 for code in 0 1 2 3 4 5 6 7 8 10 11 12 13 14 15 16 17; do
@@ -53,6 +55,10 @@ expect 2 "--postcopy-after \\(60 s\\) must come before --timeout \\(30 s\\)" \
     --postcopy --postcopy-after 60 --timeout 30 vm7 "$bad"
 expect 2 "--recover takes at most one DOMAIN" --recover a b
 expect 2 "--hotmigd 'http://b:1' is not an https:// URL" --hotmigd http://b:1 vm7 "$bad"
+expect 2 "--migrateuri 'ftp://b:1': libvirt takes tcp://HOST\[:PORT\]" --migrateuri ftp://b:1 vm7 "$bad"
+expect 2 "--postcopy and --no-postcopy exclude each other" --postcopy --no-postcopy vm7 "$bad"
+expect 2 "--persistent and --no-persistent exclude each other" --persistent --no-persistent \
+    vm7 "$bad"
 expect 2 "hotmigd.*'not a uri' listens: not a URI" vm7 "not a uri"
 
 # Configuration.
@@ -70,10 +76,52 @@ expect 4 "$tmp/bad.conf:3: \\[migrate\\] unplug-timeout" --config "$tmp/bad.conf
 expect 4 "Cannot open '$tmp/missing.conf'" --config "$tmp/missing.conf" vm7 "$bad"
 expect 4 "Cannot open '$tmp/missing.conf'" config check "$tmp/missing.conf"
 printf '[migrate]\npostcopy-after = 10\n' >"$tmp/combo.conf"
-expect 4 "$tmp/combo.conf: --postcopy-after needs --postcopy" config check "$tmp/combo.conf"
-# The configuration supplies values, the command line overrides them.
+expect 4 "^migrate-vm: postcopy-after = 10 \\($tmp/combo.conf:2\\) needs --postcopy" \
+    config check "$tmp/combo.conf"
+# The configuration supplies values, the command line overrides them; a clash names the
+# configuration's line.
 printf '[migrate]\nparallel = 4\n' >"$tmp/par.conf"
-expect 2 "exclude each other" --config "$tmp/par.conf" --postcopy vm7 "$bad"
+expect 2 "--postcopy and parallel = 4 \\($tmp/par.conf:2\\) exclude each other" \
+    --config "$tmp/par.conf" --postcopy vm7 "$bad"
+
+# --no-X turns off what the configuration turns on. --dry-run prints what libvirt would be
+# asked first (its 'options' line), before any host is asked.
+printf '[migrate]\npersistent = true\nundefinesource = true\nauto-converge = true\npostcopy = true\npostcopy-after = 20\n' \
+    >"$tmp/on.conf"
+# options_line EXPECTED ARGS...: the dry run's options line is exactly EXPECTED.
+options_line() {
+    local want=$1 got
+    shift
+    "$mv" --dry-run --connect "test:///nonexistent-$$" "$@" vm7 "test:///nonexistent-$$" \
+        >"$tmp/opt.out" 2>&1
+    got=$(sed -n 's/^PASS  options  *libvirt will be asked: //p' "$tmp/opt.out")
+    [ "$got" = "$want" ] || fail "--dry-run $*: options '$got', expected '$want': $(cat "$tmp/opt.out")"
+}
+options_line "live, p2p"
+options_line "live, p2p, persistent, undefinesource, auto-converge, postcopy, postcopy-after 20 s" \
+    --config "$tmp/on.conf"
+options_line "live, p2p, undefinesource, auto-converge, postcopy, postcopy-after 20 s" \
+    --config "$tmp/on.conf" --no-persistent
+options_line "live, p2p, persistent, auto-converge, postcopy, postcopy-after 20 s" \
+    --config "$tmp/on.conf" --no-undefinesource
+options_line "live, p2p, persistent, undefinesource, postcopy, postcopy-after 20 s" \
+    --config "$tmp/on.conf" --no-auto-converge
+# --no-postcopy drops the configuration's postcopy-after with it; then --parallel is allowed.
+options_line "live, p2p, persistent, undefinesource, parallel 2, auto-converge" \
+    --config "$tmp/on.conf" --no-postcopy --parallel 2
+options_line "live, p2p" --config "$tmp/on.conf" --no-persistent --no-undefinesource \
+    --no-auto-converge --no-postcopy
+options_line "live, p2p, migrateuri tcp://10.0.0.2:49152, bandwidth 10 MiB/s, parallel 2, timeout 30 s then abort" \
+    --migrateuri tcp://10.0.0.2:49152 --bandwidth 10 --parallel 2 --timeout 30 --timeout-abort
+expect 2 "postcopy = true \\($tmp/on.conf:5\\) and --parallel exclude each other" \
+    --config "$tmp/on.conf" --parallel 2 vm7 "$bad"
+expect 2 "--postcopy-after needs --postcopy \\(or postcopy = true\\), which --no-postcopy turns off" \
+    --config "$tmp/on.conf" --no-postcopy --postcopy-after 5 vm7 "$bad"
+printf '[migrate]\npostcopy = true\ntimeout = 60\ntimeout-action = postcopy\n' >"$tmp/tpc.conf"
+expect 0 "timeout-action = postcopy" config check "$tmp/tpc.conf"
+expect 2 "timeout-action = postcopy \\($tmp/tpc.conf:4\\) needs --postcopy.*which --no-postcopy turns off: give --timeout-suspend or --timeout-abort" \
+    --config "$tmp/tpc.conf" --no-postcopy vm7 "$bad"
+options_line "live, p2p, timeout 60 s then abort" --config "$tmp/tpc.conf" --no-postcopy --timeout-abort
 printf '[migrate]\nplug-attempts = 0\n' >"$tmp/zero.conf"
 expect 4 "zero.conf:2: \\[migrate\\] plug-attempts" --config "$tmp/zero.conf" vm7 "$bad"
 expect 2 "usage: migrate-vm config check" config frobnicate

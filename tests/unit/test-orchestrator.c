@@ -40,6 +40,10 @@ typedef struct {
     const char *cpu_model; /* the domain's <cpu><model>, or NULL */
     const char *kernel;    /* the domain's <os><kernel>, or NULL */
     guint vfd_lease_seq;
+    /* The domain is defined (persistent) on the source, on the destination; as libvirt, a
+     * plug or unplug that asks to change the definition fails where there is none. */
+    gboolean defined_source, defined_destination;
+    gboolean last_plug_config; /* the last attach on the destination changed the definition */
 } FakeWorld;
 
 typedef struct {
@@ -169,30 +173,55 @@ static gboolean here(OrchVirt *v)
     return g_str_equal(((FakeVirt *)v)->world->where, v->label);
 }
 
+static gboolean *defined_here(OrchVirt *v)
+{
+    FakeWorld *w = ((FakeVirt *)v)->world;
+
+    return g_str_equal(v->label, "source") ? &w->defined_source : &w->defined_destination;
+}
+
 static gboolean fake_domain_state(OrchVirt *v, const char *d, OrchVirtDomainState *s, GError **e)
 {
     if (!g_str_equal(d, DOMAIN)) {
         *s = ORCH_VIRT_DOMAIN_MISSING;
         return TRUE;
     }
-    *s = here(v) ? ORCH_VIRT_DOMAIN_RUNNING : ORCH_VIRT_DOMAIN_MISSING;
+    *s = here(v)            ? ORCH_VIRT_DOMAIN_RUNNING
+         : *defined_here(v) ? ORCH_VIRT_DOMAIN_INACTIVE
+                            : ORCH_VIRT_DOMAIN_MISSING;
     return TRUE;
+}
+
+static gboolean no_domain(OrchVirt *v, const char *d, GError **e)
+{
+    g_set_error(e, ORCH_ERROR, ORCH_ERROR_NO_DOMAIN, "Domain not found: '%s' on %s", d, v->label);
+    return FALSE;
 }
 
 static gboolean fake_domain_is_persistent(OrchVirt *v, const char *d, gboolean *p, GError **e)
 {
-    *p = FALSE;
+    if (!g_str_equal(d, DOMAIN) || (!here(v) && !*defined_here(v)))
+        return no_domain(v, d, e);
+    *p = *defined_here(v);
+    return TRUE;
+}
+
+/* libvirt refuses VIR_DOMAIN_AFFECT_CONFIG for a transient domain. */
+static gboolean check_config(OrchVirt *v, gboolean config, GError **e)
+{
+    if (config && !*defined_here(v)) {
+        g_set_error(e, ORCH_ERROR, ORCH_ERROR_HYPERVISOR,
+                    "Requested operation is not valid: transient domains do not have any "
+                    "persistent config (on %s)",
+                    v->label);
+        return FALSE;
+    }
     return TRUE;
 }
 
 static gboolean check_here(OrchVirt *v, const char *d, GError **e)
 {
-    if (!g_str_equal(d, DOMAIN) || !here(v)) {
-        g_set_error(e, ORCH_ERROR, ORCH_ERROR_NO_DOMAIN, "Domain not found: '%s' on %s", d,
-                    v->label);
-        return FALSE;
-    }
-    return TRUE;
+    return (g_str_equal(d, DOMAIN) && here(v)) || no_domain(v, d, e);
 }
 
 static char *fake_domain_get_xml(OrchVirt *v, const char *d, GError **e)
@@ -219,7 +248,7 @@ static gboolean fake_device_detach(OrchVirt *v, const char *d, const char *alias
 {
     FakeWorld *w = ((FakeVirt *)v)->world;
 
-    if (!check_here(v, d, e))
+    if (!check_here(v, d, e) || !check_config(v, config, e))
         return FALSE;
     for (guint i = 0; i < w->devices->len; i++) {
         g_autofree char *a = device_alias(g_ptr_array_index(w->devices, i));
@@ -240,7 +269,7 @@ static gboolean fake_device_attach(OrchVirt *v, const char *d, const char *xml, 
     g_autofree char *alias = device_alias(xml);
     char *dev;
 
-    if (!check_here(v, d, e))
+    if (!check_here(v, d, e) || !check_config(v, config, e))
         return FALSE;
     assert_non_null(strstr(xml, "<"));
     /* libxml2 writes attributes in double quotes; the fake compares with single ones. */
@@ -262,6 +291,7 @@ static gboolean fake_device_attach(OrchVirt *v, const char *d, const char *xml, 
     if (g_str_equal(v->label, "destination")) {
         g_free(w->last_plugged);
         w->last_plugged = g_strdup(xml);
+        w->last_plug_config = config;
     }
     return TRUE;
 }
@@ -280,6 +310,11 @@ static gboolean fake_migrate(OrchVirt *v, const char *d, const char *dest_uri,
             return FALSE;
         }
     }
+    /* VIR_MIGRATE_PERSIST_DEST defines it there; else a definition there stays as it was. */
+    if (p->persistent)
+        *(g_str_equal(v->label, "source") ? &w->defined_destination : &w->defined_source) = TRUE;
+    if (p->undefine_source)
+        *defined_here(v) = FALSE;
     g_free(w->where);
     w->where = g_strdup(g_str_equal(v->label, "source") ? "destination" : "source");
     w->migrations++;
@@ -909,6 +944,65 @@ static void test_plug_fails_migrates_back(void **state)
     assert_int_equal(report->phases[ORCH_PHASE_MIGRATE].status, ORCH_STATUS_UNDONE);
 }
 
+/* Where the domain is defined after a migration, and so whether a plug there may change its
+ * definition: --persistent or a definition the destination already had, not the source's.
+ * A failed plug migrates back and leaves the definitions as they were. */
+static void test_persistence(void **state)
+{
+    static const struct {
+        const char *name;
+        gboolean defined_source, defined_destination; /* before */
+        gboolean persistent, undefine_source;         /* asked */
+        const char *fault;
+        gboolean ok;
+        gboolean want_source, want_destination; /* after */
+        gboolean want_plug_config;              /* when it migrated */
+    } cases[] = {
+        /* libvirt refused the plug into the transient domain on the destination: exit 16 */
+        {"defined source, plain", TRUE, FALSE, FALSE, FALSE, NULL, TRUE, TRUE, FALSE, FALSE},
+        {"--persistent --undefinesource", TRUE, FALSE, TRUE, TRUE, NULL, TRUE, FALSE, TRUE, TRUE},
+        {"transient source, --persistent", FALSE, FALSE, TRUE, FALSE, NULL, TRUE, FALSE, TRUE,
+         TRUE},
+        {"defined on the destination before", FALSE, TRUE, FALSE, FALSE, NULL, TRUE, FALSE, TRUE,
+         TRUE},
+        {"--persistent, plug fails", FALSE, FALSE, TRUE, FALSE, "device_attach@destination", FALSE,
+         FALSE, FALSE, FALSE},
+        {"--persistent --undefinesource, plug fails", TRUE, FALSE, TRUE, TRUE,
+         "device_attach@destination", FALSE, TRUE, FALSE, FALSE},
+        {"defined on both, plug fails", TRUE, TRUE, TRUE, TRUE, "device_attach@destination", FALSE,
+         TRUE, TRUE, FALSE},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+        FakeOpen fo = {w, cases[i].fault};
+        g_auto(OrchOptions) opts;
+        g_autoptr(OrchReport) report = NULL;
+        g_autoptr(GError) error = NULL;
+        gboolean ok;
+
+        options_for_test(&opts);
+        w->defined_source = cases[i].defined_source;
+        w->defined_destination = cases[i].defined_destination;
+        opts.persistent = cases[i].persistent;
+        opts.undefine_source = cases[i].undefine_source;
+        ok = orch_migrate(&opts, fake_open, &fo, &report, &error);
+        if (ok != cases[i].ok)
+            fail_msg("%s: %s", cases[i].name, error ? error->message : "migrated");
+        assert_string_equal(w->where, ok ? "destination" : "source");
+        assert_int_equal(world_count_vfs(w), 2);
+        if (w->defined_source != cases[i].want_source ||
+            w->defined_destination != cases[i].want_destination)
+            fail_msg("%s: defined on the source %d, on the destination %d", cases[i].name,
+                     w->defined_source, w->defined_destination);
+        if (ok && w->last_plug_config != cases[i].want_plug_config)
+            fail_msg("%s: the plug on the destination %s the definition", cases[i].name,
+                     w->last_plug_config ? "changed" : "left");
+        if (!ok)
+            assert_int_equal(report->failed_phase, ORCH_PHASE_PLUG);
+    }
+}
+
 /* The chosen destination VF (02.2: 02.1 is taken) fails both attempts; the next free VF of the
  * same model (02.3) is plugged instead. */
 static void test_plug_other_vf(void **state)
@@ -1343,11 +1437,16 @@ static void test_fault_walk(void **state)
     guint runs = 0;
     guint failures = 0;
 
-    for (gsize o = 0; o < G_N_ELEMENTS(ops); o++) {
+    /* Each operation with a transient domain, then with a defined one moved with --persistent
+     * --undefinesource. */
+    for (gsize o = 0; o < 2 * G_N_ELEMENTS(ops); o++) {
+        const char *op = ops[o % G_N_ELEMENTS(ops)];
+        gboolean defined = o >= G_N_ELEMENTS(ops);
+
         for (gsize l = 0; l < G_N_ELEMENTS(labels); l++) {
             for (guint nth = 1; nth <= 6; nth++) {
                 g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
-                g_autofree char *spec = g_strdup_printf("%s@%s#%u", ops[o], labels[l], nth);
+                g_autofree char *spec = g_strdup_printf("%s@%s#%u", op, labels[l], nth);
                 FakeOpen fo = {w, spec};
                 g_auto(OrchOptions) opts;
                 g_autoptr(OrchReport) report = NULL;
@@ -1355,6 +1454,7 @@ static void test_fault_walk(void **state)
                 gboolean ok;
 
                 options_for_test(&opts);
+                w->defined_source = opts.persistent = opts.undefine_source = defined;
                 ok = orch_migrate(&opts, fake_open, &fo, &report, &error);
                 runs++;
                 /* The report always tells where the domain is and how many VFs it has. */
@@ -1367,7 +1467,7 @@ static void test_fault_walk(void **state)
                              report->vfs_attached, world_count_vfs(w));
                 /* No lease of ours is left unconfirmed, unless confirming or releasing it was
                  * what failed (it expires then); the VFs the domain left are not assigned. */
-                if (g_hash_table_size(w->leases) && !g_str_has_prefix(ops[o], "vfd_"))
+                if (g_hash_table_size(w->leases) && !g_str_has_prefix(op, "vfd_"))
                     fail_msg("%s: a lease was left behind: %s", spec, w->vfd_log->str);
                 if (g_str_equal(w->where, "source") && g_hash_table_size(w->assigned))
                     fail_msg("%s: a destination VF stays assigned", spec);
@@ -1376,6 +1476,9 @@ static void test_fault_walk(void **state)
                     assert_string_equal(w->where, "destination");
                     assert_int_equal(world_count_vfs(w), 2);
                     assert_false(w->agent_prepared);
+                    if (w->defined_destination != defined || w->defined_source)
+                        fail_msg("%s: migrated, defined on the source %d, destination %d", spec,
+                                 w->defined_source, w->defined_destination);
                     continue;
                 }
                 failures++;
@@ -1400,16 +1503,20 @@ static void test_fault_walk(void **state)
                     assert_string_equal(w->where, "source");
                     if (w->agent_prepared)
                         fail_msg("%s: agent left prepared: %s", spec, error->message);
+                    /* Undone: the definitions are as they were. */
+                    if (w->defined_source != defined || w->defined_destination)
+                        fail_msg("%s: undone, defined on the source %d, destination %d: %s", spec,
+                                 w->defined_source, w->defined_destination, error->message);
                 }
             }
         }
     }
     print_message("fault walk: %u runs, %u failed and were checked\n", runs, failures);
-    assert_int_equal(runs, G_N_ELEMENTS(ops) * G_N_ELEMENTS(labels) * 6);
+    assert_int_equal(runs, 2 * G_N_ELEMENTS(ops) * G_N_ELEMENTS(labels) * 6);
     /* Failing vfd_confirm, vfd_release or vfd_left does not fail a migration (a lease expires,
      * a source lease stays), and two VFs ask for no identity: every other operation must have
      * failed a run. */
-    assert_true(failures >= G_N_ELEMENTS(ops) - 4);
+    assert_true(failures >= 2 * (G_N_ELEMENTS(ops) - 4));
 }
 
 int main(void)
@@ -1421,6 +1528,7 @@ int main(void)
         cmocka_unit_test(test_no_agent_option),
         cmocka_unit_test(test_quiesce_refused_resumes),
         cmocka_unit_test(test_plug_fails_migrates_back),
+        cmocka_unit_test(test_persistence),
         cmocka_unit_test(test_plug_other_vf),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_fault_spec_rejected),
