@@ -226,8 +226,10 @@ JsonObject *orch_agent_execute(OrchAgent *agent, const char *command, JsonObject
         const char *cls = orch_json_get_string(err, "class");
         const char *desc = orch_json_get_string(err, "desc");
 
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT, "Agent command '%s' failed: %s: %s",
-                    command, cls ? cls : "?", desc ? desc : "");
+        g_set_error(error, ORCH_ERROR,
+                    g_strcmp0(cls, "Busy") == 0 ? ORCH_ERROR_BUSY : ORCH_ERROR_AGENT,
+                    "Agent command '%s' failed: %s: %s", command, cls ? cls : "?",
+                    desc ? desc : "");
         return NULL;
     }
     member = json_object_get_member(reply, "return");
@@ -297,8 +299,24 @@ gboolean orch_agent_resume_open(OrchAgent *agent, guint agent_timeout_ms, guint 
     const char *device;
     guint n_resumed;
     guint n_failed;
+    HmDeadline deadline = hm_deadline_in_ms(resume_timeout_ms + agent_timeout_ms);
 
-    ret = orch_agent_execute(agent, "resume", args, resume_timeout_ms + agent_timeout_ms, error);
+    /* A resume under way (asked by a migrate-vm that was killed, or by an earlier try) ends
+     * by itself: ask again once it did (resume is idempotent). */
+    for (;;) {
+        g_autoptr(GError) local = NULL;
+
+        ret = orch_agent_execute(agent, "resume", args, resume_timeout_ms + agent_timeout_ms,
+                                 &local);
+        if (ret || !g_error_matches(local, ORCH_ERROR, ORCH_ERROR_BUSY) ||
+            hm_deadline_remaining_ms(deadline) < 250) {
+            if (!ret)
+                g_propagate_error(error, g_steal_pointer(&local));
+            break;
+        }
+        g_debug("%s: waiting for it", local->message);
+        g_usleep(250 * 1000);
+    }
     if (!ret)
         return FALSE;
     resumed = orch_agent_process_list(ret, "resumed", &n_resumed);

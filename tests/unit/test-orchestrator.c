@@ -24,6 +24,8 @@ typedef enum {
     AGENT_SILENT,
     AGENT_REFUSES_QUIESCE,
     AGENT_STOPS_IN_PREPARE, /* answers the handshake, takes the prepare, then goes silent */
+    AGENT_RESUME_BUSY,      /* a resume is under way (asked by a killed migrate-vm): the next
+                             * two resumes are refused as Busy, then it has ended */
 } FakeAgentMode;
 
 typedef struct {
@@ -31,6 +33,7 @@ typedef struct {
     GPtrArray *devices;   /* device XML strings attached now */
     gboolean agent_prepared;
     FakeAgentMode agent_mode;
+    guint agent_busy_left; /* AGENT_RESUME_BUSY: resumes still refused */
     guint next_hostdev;
     guint migrations;
     char *last_plugged;   /* the last device XML attached on the destination */
@@ -361,6 +364,11 @@ static void fake_agent_line(FakeWorld *w, FakeChannel *c, const char *line)
                         "\"name\":\"mlx5_0\",\"node_guid\":\"0002:c903:00a1:b2c3\",\"ports\":[{"
                         "\"port\":1,\"state\":\"ACTIVE\",\"link_layer\":\"InfiniBand\",\"lid\":7,"
                         "\"gids\":[\"fe80::2:c903:a1:b2c4\"]}]}]}}\n");
+    } else if (strstr(line, "\"resume\"") && w->agent_mode == AGENT_RESUME_BUSY &&
+               w->agent_busy_left) {
+        w->agent_busy_left--;
+        g_string_append(c->out,
+                        "{\"error\":{\"class\":\"Busy\",\"desc\":\"A resume is under way\"}}\n");
     } else if (strstr(line, "\"resume\"")) {
         w->agent_prepared = FALSE;
         g_string_append(c->out, "{\"return\":{\"state\":\"running\",\"resumed\":"
@@ -865,6 +873,25 @@ static void test_no_vf(void **state)
     assert_int_equal(report->phases[ORCH_PHASE_PLUG].status, ORCH_STATUS_SKIPPED);
     assert_int_equal(report->phases[ORCH_PHASE_PREPARE].status, ORCH_STATUS_SKIPPED);
     assert_non_null(strstr(report->phases[ORCH_PHASE_INSPECT].detail, "no VF"));
+}
+
+/* The resume finds one under way (the agent says Busy): it asks again until that one ended. */
+static void test_resume_waits_for_one_under_way(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    options_for_test(&opts);
+    w->agent_mode = AGENT_RESUME_BUSY;
+    w->agent_busy_left = 2;
+    if (!orch_migrate(&opts, fake_open, &fo, &report, &error))
+        fail_msg("%s", error->message);
+    assert_int_equal(w->agent_busy_left, 0);
+    assert_false(w->agent_prepared);
+    assert_string_equal(w->where, "destination");
 }
 
 static void test_agent_silent_refuses(void **state)
@@ -1536,6 +1563,7 @@ int main(void)
         cmocka_unit_test(test_agent_stops_in_prepare),
         cmocka_unit_test(test_busy_domain_refused),
         cmocka_unit_test(test_identity_carried),
+        cmocka_unit_test(test_resume_waits_for_one_under_way),
         cmocka_unit_test(test_identity_refused),
         cmocka_unit_test(test_no_free_vf),
         cmocka_unit_test(test_preflight),
