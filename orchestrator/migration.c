@@ -56,6 +56,7 @@ typedef struct {
     GPtrArray *leases;       /* per VF: its OrchVfdLease on the destination (owned) */
     OrchAgent *agent;        /* the source's agent, opened while the VF is leased, or NULL */
     OrchAgent *dst_agent;    /* the destination's, opened while the VF is plugged, or NULL */
+    struct Side *dst_agent_side; /* that opening, until the resume joins it */
     GError *agent_error;     /* why it could not be opened */
     gboolean settled;        /* the leases were settled after the plug (alongside the resume) */
     GPtrArray *side_notes;   /* char *: what side work would have said as progress */
@@ -73,7 +74,7 @@ typedef struct {
 
 typedef gboolean (*SideFunc)(Migration *m, char **ret_detail, GError **error);
 
-typedef struct {
+typedef struct Side {
     Migration *m;
     SideFunc fn;
     GThread *thread;
@@ -1305,12 +1306,28 @@ static gboolean leases_end(Migration *m, char **ret_detail, GError **error)
     return TRUE;
 }
 
+/* Waits for the opening of the destination's agent channel begun with the plug (NULL-safe). */
+static void dst_agent_join(Migration *m)
+{
+    Side *side = g_steal_pointer(&m->dst_agent_side);
+
+    if (!side)
+        return;
+    side_join(side, ORCH_PHASE_RESUME);
+    if (side->error)
+        progress(m, ORCH_PHASE_RESUME, "the destination's agent did not answer yet (%s): opening it again",
+                 side->error->message);
+    side_clear(side);
+    g_free(side);
+}
+
 static gboolean do_resume(Migration *m, char **ret_detail, GError **error)
 {
     g_autoptr(GError) first = NULL;
 
     if (!note(m, "resume", NULL, NULL, error))
         return FALSE;
+    dst_agent_join(m);
     if (m->dst_agent) {
         g_autoptr(OrchAgent) agent = g_steal_pointer(&m->dst_agent);
 
@@ -1451,19 +1468,17 @@ gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointe
     if (!has_vf) {
         phase_skip(m, ORCH_PHASE_PLUG, "no VF");
     } else {
-        Side agent = {0};
         gboolean plugged;
 
-        if (!opts->no_agent)
-            side_start(&agent, m, agent_open_dest, "hm-agent");
+        /* Joined by the resume (its wait counts there), or here when the plug failed. */
+        if (!opts->no_agent) {
+            m->dst_agent_side = g_new0(Side, 1);
+            side_start(m->dst_agent_side, m, agent_open_dest, "hm-agent");
+        }
         plugged = run_phase(m, ORCH_PHASE_PLUG, do_plug, error);
-        side_join(&agent, ORCH_PHASE_PLUG);
-        if (agent.error)
-            progress(m, ORCH_PHASE_PLUG, "the destination's agent did not answer yet (%s): the "
-                     "resume opens it again", agent.error->message);
-        side_clear(&agent);
         if (!plugged) {
             /* Not on the way back: the channel closes before the domain moves again. */
+            dst_agent_join(m);
             g_clear_pointer(&m->dst_agent, orch_agent_free);
             goto fail;
         }
@@ -1514,6 +1529,7 @@ fail:
     }
 
 out:
+    dst_agent_join(m);
     side_join(&tail, ORCH_PHASE_RESUME);
     side_clear(&tail);
     if (!m->settled) {
