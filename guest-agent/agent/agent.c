@@ -748,6 +748,12 @@ static void agent_resume_wait(Agent *agent)
                 g_unix_fd_add(fd, G_IO_IN | G_IO_HUP | G_IO_ERR, agent_resume_port_event, agent);
         else
             g_debug("%s: no port events, polling: %s", agent_op_names[op->kind], error->message);
+        /* A port that went ACTIVE after the look but before the watch listened sent its event
+         * to nobody: look once more now that it listens (else the poll finds it, up to
+         * AGENT_DEVICE_POLL_EVENTS_MS later). */
+        op->port_watch_stale = FALSE;
+        if (op->port_watch)
+            agent_resume_wake_soon(agent);
     }
     op->port_watch_stale = FALSE;
     if (!op->timer_id)

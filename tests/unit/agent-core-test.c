@@ -888,6 +888,31 @@ static void test_resume_port_event(void **state)
     close(p);
 }
 
+/* The port went ACTIVE while the port watch was being set up (its event went to nobody): the
+ * look made once the watch listens finds it, long before the poll would. */
+static void test_resume_port_active_during_watch_setup(void **state)
+{
+    Fixture *f = *state;
+    int p = proc_connect(f, "HELLO 0.1.0 741 lazy r\n");
+    g_autofree char *line = NULL;
+    gint64 start;
+
+    agent_set_device_events(f->agent, TRUE);
+    prepare_one(f, p);
+    f->verbs_calls = 0;
+    f->verbs_found_after = 1; /* not at the first look, at the next */
+    start = g_get_monotonic_time();
+    host_send(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":10000}}\n");
+    line = proc_read_line(p, AGENT_DEVICE_POLL_EVENTS_MS + 1000);
+    assert_true(g_str_has_prefix(line, "RESUME "));
+    assert_true((g_get_monotonic_time() - start) / 1000 < AGENT_DEVICE_POLL_EVENTS_MS / 2);
+    assert_int_equal(f->verbs_calls, 2);
+    assert_int_equal(f->watch_opened, 1);
+    assert_int_equal(f->watch_drained, 0); /* no event was needed */
+    resume_finish(f, p, line, "rxe0");
+    close(p);
+}
+
 /* Without events, and when no event comes, the poll still finds the device. */
 static void test_resume_events_fallback_poll(void **state)
 {
@@ -898,11 +923,11 @@ static void test_resume_events_fallback_poll(void **state)
     agent_set_device_events(f->agent, TRUE);
     prepare_one(f, p);
     f->verbs_calls = 0;
-    f->verbs_found_after = 1; /* the second look, the first poll */
+    f->verbs_found_after = 2; /* the first look, the look once the watch listens, the poll */
     host_send(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":10000}}\n");
     line = proc_read_line(p, AGENT_DEVICE_POLL_EVENTS_MS + 1000);
     assert_true(g_str_has_prefix(line, "RESUME "));
-    assert_int_equal(f->verbs_calls, 2);
+    assert_int_equal(f->verbs_calls, 3);
     assert_int_equal(f->watch_freed, f->watch_opened);
     resume_finish(f, p, line, "rxe0");
     close(p);
@@ -1375,6 +1400,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resume_no_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_device_event, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_port_event, setup_watch, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_port_active_during_watch_setup, setup_watch,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_resume_events_fallback_poll, setup_watch, teardown),
         cmocka_unit_test(test_uevent_is_rdma),
         cmocka_unit_test_setup_teardown(test_uevent_listener, setup, teardown),
