@@ -9,8 +9,16 @@ install(FILES ${PROJECT_SOURCE_DIR}/etc/hotmig.conf.sample
   DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/hotmig COMPONENT hotmig)
 install(FILES ${PROJECT_SOURCE_DIR}/man/migrate-vm.1
   DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT hotmig)
+install(FILES ${PROJECT_SOURCE_DIR}/man/hotmig-sriov.8
+  DESTINATION ${CMAKE_INSTALL_MANDIR}/man8 COMPONENT hotmig)
 install(FILES ${PROJECT_SOURCE_DIR}/man/hotmig-agent.8
   DESTINATION ${CMAKE_INSTALL_MANDIR}/man8 COMPONENT hotmig-agent)
+install(FILES ${PROJECT_SOURCE_DIR}/man/hotmigd.8
+  DESTINATION ${CMAKE_INSTALL_MANDIR}/man8 COMPONENT hotmig)
+# hotmigd's API reference, for the operators who set up the daemons and their certificates,
+# and its failure-prediction hook (Alertmanager, the socket, the predictor command).
+install(FILES ${PROJECT_SOURCE_DIR}/docs/hotmigd.md ${PROJECT_SOURCE_DIR}/docs/alerts.md
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/hotmig COMPONENT hotmig)
 
 # bash-completion's own directory when its pkg-config file says where, else the usual one.
 pkg_get_variable(HM_BASH_COMPLETION_DIR bash-completion completionsdir)

@@ -1,10 +1,12 @@
 # Debian packages: `cmake --build BUILD --target package` writes four .deb files into BUILD.
-#   hotmig          migrate-vm, /etc/hotmig/hotmig.conf, bash completion, migrate-vm(1)
+#   hotmig          migrate-vm, hotmigd (+ unit), hotmig-sriov, /etc/hotmig/hotmig.conf, bash
+#                   completion, migrate-vm(1), hotmigd(8), hotmig-sriov(8)
 #   hotmig-agent    hotmig-agent, its systemd unit and udev rule, hotmig-agent(8)
 #   libhotmig0      libhotmig.so.0 (linked into MPI processes: libc only)
 #   libhotmig-dev   hotmig.h, libhotmig.so, hotmig.pc
 # Configure with -DCMAKE_INSTALL_PREFIX=/usr for packages (tests/packaging/run does).
-# Dependencies come from dpkg-shlibdeps. hotmigd (not written yet) will join package hotmig.
+# Dependencies come from dpkg-shlibdeps, plus what is loaded at run time: glib-networking is
+# GIO's TLS backend (hotmigd and migrate-vm's hotmigd client speak TLS through it).
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME hotmig)
 set(CPACK_PACKAGE_VENDOR "hotmig")
@@ -26,8 +28,9 @@ set(CPACK_DEBIAN_HOTMIG_DESCRIPTION
     "Live migration of KVM VMs that hold InfiniBand SR-IOV VFs
  migrate-vm quiesces the guest's RDMA processes through hotmig-agent, unplugs the
  VFs, live-migrates the domain peer-to-peer and plugs VFs on the destination,
- undoing every phase when a later one fails.")
-set(CPACK_DEBIAN_HOTMIG_PACKAGE_DEPENDS "libvirt-clients")
+ undoing every phase when a later one fails. hotmigd, on every host, leases the
+ host's VFs to migrations over HTTPS with client certificates.")
+set(CPACK_DEBIAN_HOTMIG_PACKAGE_DEPENDS "libvirt-clients, glib-networking")
 set(CPACK_DEBIAN_HOTMIG_PACKAGE_CONTROL_EXTRA ${CMAKE_CURRENT_LIST_DIR}/debian/hotmig/conffiles)
 
 set(CPACK_DEBIAN_HOTMIG-AGENT_PACKAGE_NAME hotmig-agent)

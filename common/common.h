@@ -54,6 +54,15 @@ int hm_enum_from_string(const char *const *table, gsize n, const char *str);
 gboolean hm_file_read_limited(const char *path, gsize max, char **ret_contents, gsize *ret_len,
                               GError **error);
 
+/* ---- JSON strings ------------------------------------------------------------------------ */
+
+/* Appends @str as a JSON string literal, quotes included, to @out; NULL appends null. '"', '\\'
+ * and U+0000..U+001F are escaped (\b \f \n \r \t, else \u00XX), and so are U+007F, U+2028 and
+ * U+2029 (harmless in JSON, troublesome on terminals and in JavaScript). A byte that does not
+ * start a valid UTF-8 sequence becomes U+FFFD, so the output is always valid UTF-8 JSON; valid
+ * UTF-8 comes out unchanged. For tools that may not link a JSON library (hm-hotplug's). */
+void hm_json_append_string(GString *out, const char *str);
+
 /* ---- time -------------------------------------------------------------------------------- */
 
 /* A deadline on the monotonic clock, in microseconds (g_get_monotonic_time()). */

@@ -136,6 +136,9 @@ static const HmConfigKeyInfo keys[] = {
     [HM_CONFIG_HOTMIGD_CONNECT] =
         {"hotmigd", "connect", HM_CONFIG_TYPE_STRING, .def = "",
          .doc = "This host's libvirt URI, for the domains that hold VFs; empty: libvirt's default URI."},
+    [HM_CONFIG_HOTMIGD_NAME] =
+        {"hotmigd", "name", HM_CONFIG_TYPE_STRING, .def = "",
+         .doc = "This host's name among the [host NAME] groups; empty: the system's host name."},
     [HM_CONFIG_POOL_PFS] =
         {"pool", "pfs", HM_CONFIG_TYPE_STRING, .def = "",
          .doc = "Comma-separated PCI addresses of PFs whose VFs hotmigd may hand out."},
@@ -145,10 +148,49 @@ static const HmConfigKeyInfo keys[] = {
     [HM_CONFIG_POOL_STANDINS] =
         {"pool", "standins", HM_CONFIG_TYPE_STRING, .def = "",
          .doc = "Comma-separated network devices that stand in for VFs (the emulated lab's taps); leased by name."},
+    [HM_CONFIG_SCHEDULER_PER_HOST_OUT] =
+        {"scheduler", "per-host-out", HM_CONFIG_TYPE_UINT, 0, 64, .def = "1",
+         .doc = "Migrations a plan runs at once out of one host; 0: no limit."},
+    [HM_CONFIG_SCHEDULER_PER_HOST_IN] =
+        {"scheduler", "per-host-in", HM_CONFIG_TYPE_UINT, 0, 64, .def = "1",
+         .doc = "Migrations a plan runs at once into one host; 0: no limit."},
+    [HM_CONFIG_SCHEDULER_TOTAL] =
+        {"scheduler", "total", HM_CONFIG_TYPE_UINT, 0, 1024, .def = "4",
+         .doc = "Migrations a plan runs at once in the whole cluster; 0: no limit."},
+    [HM_CONFIG_SCHEDULER_MIN_STAY] =
+        {"scheduler", "min-stay", HM_CONFIG_TYPE_UINT, 0, 7 * 24 * 3600, .def = "600",
+         .doc = "Seconds a migrated VM stays put before a consolidation or balance plan moves it again (drains and evacuations ignore it)."},
+    [HM_CONFIG_SCHEDULER_BANDWIDTH] =
+        {"scheduler", "bandwidth", HM_CONFIG_TYPE_UINT, 1, 1000000, .def = "1000",
+         .doc = "MiB/s a migration is assumed to move, for the predicted durations of plans and evacuation deadlines."},
+    [HM_CONFIG_ALERTS_LISTEN] =
+        {"alerts", "listen", HM_CONFIG_TYPE_STRING, .def = "127.0.0.1",
+         .doc = "Address of the plain-HTTP listener for the Alertmanager webhook (POST /v1/alerts/alertmanager) and /metrics."},
+    [HM_CONFIG_ALERTS_PORT] =
+        {"alerts", "port", HM_CONFIG_TYPE_UINT, 0, 65535, .def = "16681",
+         .doc = "Port of that listener; 0: no listener."},
+    [HM_CONFIG_ALERTS_TOKEN_FILE] =
+        {"alerts", "token-file", HM_CONFIG_TYPE_STRING, .def = "/etc/hotmig/alert-token",
+         .doc = "File holding the bearer token the webhook must present (Alertmanager http_config.authorization)."},
+    [HM_CONFIG_ALERTS_SOCKET] =
+        {"alerts", "socket", HM_CONFIG_TYPE_STRING, .def = "/run/hotmig/alerts.sock",
+         .doc = "Unix socket taking failure predictions as JSON lines; empty: none."},
+    [HM_CONFIG_ALERTS_EXEC] =
+        {"alerts", "exec", HM_CONFIG_TYPE_STRING, .def = "",
+         .doc = "Command run for this host every exec-interval seconds; each stdout line is a JSON event (docs/alerts.md); empty: none."},
+    [HM_CONFIG_ALERTS_EXEC_INTERVAL] =
+        {"alerts", "exec-interval", HM_CONFIG_TYPE_UINT, 1, HM_CONFIG_SECONDS_MAX, .def = "60",
+         .doc = "Seconds between two runs of the exec command."},
+    [HM_CONFIG_ALERTS_MIN_CONFIDENCE] =
+        {"alerts", "min-confidence", HM_CONFIG_TYPE_UINT, 0, 100, .def = "50",
+         .doc = "Events below this confidence (percent) are logged and ignored."},
+    [HM_CONFIG_ALERTS_HOST_LABEL] =
+        {"alerts", "host-label", HM_CONFIG_TYPE_STRING, .nonempty = TRUE, .def = "instance",
+         .doc = "Alert label naming the host ('instance' has its :port removed)."},
 };
 G_STATIC_ASSERT(G_N_ELEMENTS(keys) == HM_CONFIG_KEY_LAST);
 
-static const char *const groups[] = {"migrate", "hotmigd", "pool", NULL};
+static const char *const groups[] = {"migrate", "hotmigd", "pool", "scheduler", "alerts", NULL};
 
 struct HmConfig {
     char *path;

@@ -3,8 +3,6 @@
 
 #include "hotplug/hotplug.h"
 
-G_DEFINE_QUARK(hm - hotplug - error - quark, hotplug_error)
-
 void hotplug_vf_free(HotplugVf *vf)
 {
     if (!vf)

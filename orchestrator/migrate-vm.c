@@ -4,6 +4,7 @@
  *   migrate-vm --recover [DOMAIN]             finish or undo interrupted migrations
  *   migrate-vm config check [FILE]            check a configuration file
  *   migrate-vm config sample                  print the commented sample configuration
+ *   migrate-vm plan|drain|run|status ...      plans, and asking this host's hotmigd (daemon-cli.c)
  *
  * Exit status (man/migrate-vm.1, docs/operations.md): 0 migrated; 1 failed otherwise; 2 bad
  * usage; 3 failed and the undo (or a recovery) failed too; 4 bad configuration file; 5 cancelled
@@ -20,6 +21,7 @@
 #include "common/config.h"
 #include "orchestrator/orchestrator.h"
 #include "orchestrator/virt-priv.h"
+#include "orchestrator/daemon-cli-priv.h"
 #include "orchestrator/snapshot-priv.h"
 
 enum {
@@ -31,6 +33,7 @@ enum {
     EXIT_CANCELLED = 5,
     EXIT_BUSY = 6,
     EXIT_UNFINISHED = 7,
+    EXIT_PREFLIGHT = 8,
     EXIT_PHASE_BASE = 10, /* + OrchPhase: that phase failed and was undone */
 };
 G_STATIC_ASSERT(EXIT_PHASE_BASE + ORCH_PHASE_LAST <= 20);
@@ -135,6 +138,8 @@ typedef struct {
     char *agent_channel;
     char *alias_prefix;
     char *target_vf;
+    char *hotmigd;
+    gboolean dry_run;
     gboolean live, p2p; /* accepted for virsh compatibility: always on */
     gboolean persistent, undefine_source, no_agent;
     gboolean postcopy, auto_converge;
@@ -155,6 +160,7 @@ static void cli_clear(Cli *cli)
     g_free(cli->agent_channel);
     g_free(cli->alias_prefix);
     g_free(cli->target_vf);
+    g_free(cli->hotmigd);
     g_strfreev(cli->args);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Cli, cli_clear)
@@ -210,6 +216,51 @@ static gboolean check_combinations(const OrchOptions *opts, GError **error)
     return TRUE;
 }
 
+/* The destination's hotmigd: --hotmigd, else the [host NAME] group whose uri is the
+ * destination URI (its hotmigd key, else its URI's server), else the destination URI's server;
+ * with [migrate] hotmigd-port when derived. */
+static char *hotmigd_url_find(const Cli *cli, const HmConfig *config, const char *dest_uri,
+                              GError **error)
+{
+    GPtrArray *hosts = hm_config_get_hosts(config);
+    const char *uri = dest_uri ? dest_uri : "qemu:///system";
+    g_autoptr(GUri) parsed = NULL;
+    const char *server;
+
+    if (cli && cli->hotmigd) {
+        if (!g_str_has_prefix(cli->hotmigd, "https://") ||
+            !g_uri_is_valid(cli->hotmigd, G_URI_FLAGS_NONE, NULL)) {
+            usage_error(error, "--hotmigd '%s' is not an https:// URL", cli->hotmigd);
+            return NULL;
+        }
+        return g_strdup(cli->hotmigd);
+    }
+    for (guint i = 0; i < hosts->len; i++) {
+        const HmConfigHost *host = g_ptr_array_index(hosts, i);
+
+        if (!g_str_equal(host->uri, uri) && !g_str_equal(host->name, uri))
+            continue;
+        if (host->hotmigd)
+            return g_strdup(host->hotmigd);
+        uri = host->uri;
+        break;
+    }
+    parsed = g_uri_parse(uri, G_URI_FLAGS_NONE, NULL);
+    if (!parsed) {
+        usage_error(error,
+                    "Cannot tell where the hotmigd of destination '%s' listens: not a URI; give "
+                    "--hotmigd URL or a [host NAME] group with that uri",
+                    dest_uri);
+        return NULL;
+    }
+    /* A URI without a server (qemu:///system) names this host, as for libvirt. */
+    server = g_uri_get_host(parsed) && *g_uri_get_host(parsed) ? g_uri_get_host(parsed)
+                                                                 : "localhost";
+    return g_strdup_printf("https://%s%s%s:%" G_GUINT64_FORMAT, strchr(server, ':') ? "[" : "",
+                           server, strchr(server, ':') ? "]" : "",
+                           hm_config_get_uint(config, HM_CONFIG_MIGRATE_HOTMIGD_PORT));
+}
+
 /* Fills @opts from the configuration, then the command line on top. */
 static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOptions *opts,
                               GError **error)
@@ -238,7 +289,15 @@ static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOption
             return usage_error(error, "expected DOMAIN and DEST_URI (see --help)");
         opts->domain = g_strdup(cli->args[0]);
         opts->dest_uri = g_strdup(cli->args[1]);
+        /* A [host NAME] may stand for its URI. */
+        if (hm_config_find_host(config, opts->dest_uri) && !strstr(opts->dest_uri, ":/")) {
+            g_free(opts->dest_uri);
+            opts->dest_uri = g_strdup(hm_config_find_host(config, cli->args[1])->uri);
+        }
     }
+    opts->tls_cert = g_strdup(hm_config_get_string(config, HM_CONFIG_MIGRATE_CLIENT_CERT));
+    opts->tls_key = g_strdup(hm_config_get_string(config, HM_CONFIG_MIGRATE_CLIENT_KEY));
+    opts->tls_ca = g_strdup(hm_config_get_string(config, HM_CONFIG_MIGRATE_CA_CERT));
     if (cli->state_dir && *cli->state_dir)
         opts->state_dir = g_strdup(cli->state_dir);
     else if (g_getenv("HOTMIG_STATE_DIR") && *g_getenv("HOTMIG_STATE_DIR"))
@@ -368,14 +427,36 @@ static int recover_main(const Cli *cli, const OrchOptions *opts)
     return EXIT_ROLLBACK_FAILED;
 }
 
+/* ---- pre-flight ------------------------------------------------------------------------------ */
+
+static int dry_run_main(const Cli *cli, OrchOptions *opts)
+{
+    g_autoptr(GPtrArray) checks = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *out = NULL;
+    gboolean ok = orch_preflight(opts, open_host, NULL, &checks, &error);
+
+    out = cli->json ? orch_checks_format_json(checks, TRUE) : orch_checks_format_table(checks);
+    fputs(out, stdout);
+    if (cli->json)
+        fputc('\n', stdout);
+    fflush(stdout);
+    if (ok)
+        return EXIT_MIGRATED;
+    fprintf(stderr, "migrate-vm: %s\n", error->message);
+    return EXIT_PREFLIGHT;
+}
+
 /* ---- config subcommand --------------------------------------------------------------------- */
 
-/* The configuration: --config FILE, else /etc/hotmig/hotmig.conf when it exists, else the
+/* The configuration: --config FILE, else $HOTMIG_CONFIG, else /etc/hotmig/hotmig.conf when it exists, else the
  * defaults. NULL with @error when the file named or present cannot be used. */
 static HmConfig *config_open(const char *path, GError **error)
 {
     if (path)
         return hm_config_load(path, error);
+    if (g_getenv("HOTMIG_CONFIG") && *g_getenv("HOTMIG_CONFIG"))
+        return hm_config_load(g_getenv("HOTMIG_CONFIG"), error);
     if (g_file_test(HM_CONFIG_PATH_DEFAULT, G_FILE_TEST_EXISTS))
         return hm_config_load(HM_CONFIG_PATH_DEFAULT, error);
     return hm_config_new();
@@ -435,11 +516,19 @@ static int config_main(int argc, char **argv)
 
 static const char help_description[] =
     "Subcommands:\n"
+    "  migrate-vm --dry-run DOMAIN DEST_URI\n"
+    "                                   check, changing nothing, whether DOMAIN could move now\n"
     "  migrate-vm --recover [DOMAIN]    finish or undo interrupted migrations (after kill -9,\n"
     "                                   a crash, a reboot) from their journal\n"
     "  migrate-vm config check [FILE]   check a configuration file (default " HM_CONFIG_PATH_DEFAULT
     ")\n"
     "  migrate-vm config sample         print the commented sample configuration\n"
+    "  migrate-vm plan consolidate|drain HOST|balance [--snapshot FILE]\n"
+    "                                   plan migrations (from a snapshot, or asking hotmigd)\n"
+    "  migrate-vm drain HOST [--deadline SEC] [--wait]\n"
+    "                                   have this host's hotmigd move every VM off HOST\n"
+    "  migrate-vm run PLAN_FILE [--wait] have hotmigd run a plan\n"
+    "  migrate-vm status [ID] [--json]  hosts and schedules as this host's hotmigd sees them\n"
     "\n"
     "Values not given on the command line come from the configuration file.\n"
     "\n"
@@ -453,6 +542,7 @@ static const char help_description[] =
     "  5   cancelled by SIGINT or SIGTERM; what was done is undone\n"
     "  6   another migrate-vm is migrating or recovering this domain; nothing was done\n"
     "  7   an earlier migration of this domain was interrupted: run --recover first\n"
+    "  8   a --dry-run check failed (each check is one line on stdout); nothing was done\n"
     "  10  connect failed (a host, or the domain on the source); nothing was done\n"
     "  11  inspect failed (the domain XML)\n"
     "  12  target-vf: no suitable free VF on the destination\n"
@@ -480,10 +570,18 @@ int main(int argc, char **argv)
     Progress progress = {.phase = -1};
     gboolean ok;
 
+    /* libvirt writes its sockets with write(): once a daemon has closed our connection (seen:
+     * "connection closed due to keepalive timeout" on a loaded host) the next write killed
+     * migrate-vm with SIGPIPE (exit 141) without a report, rollback or journal entry. Ignored,
+     * the write fails with EPIPE and the phase fails like any libvirt error. */
+    signal(SIGPIPE, SIG_IGN);
     if (argc > 1 && g_str_equal(argv[1], "plan"))
         return orch_plan_cli_main(argc - 1, argv + 1);
     if (argc > 1 && g_str_equal(argv[1], "config"))
         return config_main(argc - 1, argv + 1);
+    if (argc > 1 && (g_str_equal(argv[1], "drain") || g_str_equal(argv[1], "status") ||
+                     g_str_equal(argv[1], "run")))
+        return orch_daemon_cli_main(argc - 1, argv + 1);
 
     orch_options_init(&opts);
     {
@@ -548,6 +646,13 @@ int main(int argc, char **argv)
              "Seconds to wait for the new RDMA device and the processes (default 60)", "SEC"},
             {"plug-attempts", 0, 0, G_OPTION_ARG_INT, &cli.plug_attempts,
              "Tries to plug a VF on the destination before migrating back (default 2)", "N"},
+            {"hotmigd", 0, 0, G_OPTION_ARG_STRING, &cli.hotmigd,
+             "The destination's hotmigd (default: from its [host NAME] group, else "
+             "https://DEST-SERVER:16680)",
+             "URL"},
+            {"dry-run", 'n', 0, G_OPTION_ARG_NONE, &cli.dry_run,
+             "Check whether the migration could run now, one line per check, and change nothing",
+             NULL},
             {"recover", 0, 0, G_OPTION_ARG_NONE, &cli.recover,
              "Finish or undo the interrupted migrations of DOMAIN (default: of every domain) "
              "from their journal, and exit",
@@ -556,7 +661,9 @@ int main(int argc, char **argv)
              "Migration journals and locks (default $HOTMIG_STATE_DIR, else /var/lib/hotmig)",
              "DIR"},
             {"config", 0, 0, G_OPTION_ARG_FILENAME, &cli.config_path,
-             "Configuration file (default " HM_CONFIG_PATH_DEFAULT " when it exists)", "FILE"},
+             "Configuration file (default $HOTMIG_CONFIG, else " HM_CONFIG_PATH_DEFAULT
+             " when it exists)",
+             "FILE"},
             {"quiet", 'q', 0, G_OPTION_ARG_NONE, &cli.quiet,
              "No progress, not even the bar on a terminal", NULL},
             {"json", 0, 0, G_OPTION_ARG_NONE, &cli.json,
@@ -596,6 +703,15 @@ int main(int argc, char **argv)
 
     if (cli.recover)
         return recover_main(&cli, &opts);
+    opts.hotmigd_url = hotmigd_url_find(&cli, config, opts.dest_uri, &error);
+    if (!opts.hotmigd_url) {
+        fprintf(stderr, "migrate-vm: %s\n", error->message);
+        return EXIT_USAGE;
+    }
+    /* The source's hotmigd ends the leases the domain leaves behind; best effort. */
+    opts.source_hotmigd_url = hotmigd_url_find(NULL, config, opts.source_uri, NULL);
+    if (cli.dry_run)
+        return dry_run_main(&cli, &opts);
 
     cancellable = g_cancellable_new();
     opts.cancellable = cancellable;

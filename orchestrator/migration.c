@@ -4,11 +4,13 @@
 #include "orchestrator/agent-priv.h"
 #include "orchestrator/journal-priv.h"
 #include "orchestrator/orchestrator.h"
+#include "orchestrator/vfd-priv.h"
 #include "orchestrator/virt-priv.h"
 #include "hotplug/hotplug.h"
 #include "xml/xml.h"
 
 #include <string.h>
+#include <unistd.h>
 
 G_DEFINE_QUARK(orch-error-quark, orch_error)
 
@@ -36,8 +38,6 @@ typedef struct {
     guint plugged;           /* VFs 0..plugged-1 are plugged on the destination */
     gint64 phase_start;
     gint64 start;
-    GPtrArray *dst_vfs;      /* HotplugVf: the destination's VFs (hostdev VFs only) */
-    GPtrArray *dst_in_use;   /* PCI addresses taken there, ours included */
     GPtrArray *like;         /* per VF: the source VF's HotplugVf (borrowed), or NULL */
     GPtrArray *src_vfs;      /* HotplugVf: the source's VFs (owns what like points to) */
     GPtrArray *dest_alias;   /* per VF: its alias on the destination (libvirt names a plugged
@@ -46,6 +46,11 @@ typedef struct {
     gpointer open_opaque;
     OrchJournal *journal;    /* this migration's durable record */
     char *id;                /* migration id (UUID) */
+    OrchVfd *vfd;            /* the destination's hotmigd */
+    guint64 node_guid;       /* the InfiniBand identity of the guest's RDMA device, 0: unknown */
+    guint64 port_guid;
+    char *identity_note;     /* why it is unknown */
+    GPtrArray *leases;       /* per VF: its OrchVfdLease on the destination (owned) */
 } Migration;
 
 void orch_options_init(OrchOptions *opts)
@@ -56,6 +61,28 @@ void orch_options_init(OrchOptions *opts)
     opts->unplug_timeout_ms = 30000;
     opts->resume_timeout_ms = 60000;
     opts->plug_attempts = 2;
+    opts->hotmigd_timeout_ms = 10000;
+}
+
+OrchVfd *orch_options_open_vfd(const OrchOptions *opts, const char *url, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    OrchVfd *vfd;
+
+    if (!url) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                    "No hotmigd URL for the destination: give --hotmigd URL or a [host NAME] "
+                    "group with a hotmigd key");
+        return NULL;
+    }
+    vfd = opts->vfd_open ? opts->vfd_open(url, opts->vfd_opaque, &local)
+                         : orch_vfd_new(url, opts->tls_cert, opts->tls_key,
+                                        opts->tls_ca, MAX(opts->hotmigd_timeout_ms / 1000, 1),
+                                        &local);
+    if (!vfd)
+        g_propagate_prefixed_error(error, g_steal_pointer(&local),
+                                   "Cannot use the destination's hotmigd: ");
+    return vfd;
 }
 
 void orch_options_clear(OrchOptions *opts)
@@ -68,6 +95,11 @@ void orch_options_clear(OrchOptions *opts)
     g_clear_pointer(&opts->target_vf, g_free);
     g_clear_pointer(&opts->agent_channel, g_free);
     g_clear_pointer(&opts->state_dir, g_free);
+    g_clear_pointer(&opts->hotmigd_url, g_free);
+    g_clear_pointer(&opts->source_hotmigd_url, g_free);
+    g_clear_pointer(&opts->tls_cert, g_free);
+    g_clear_pointer(&opts->tls_key, g_free);
+    g_clear_pointer(&opts->tls_ca, g_free);
 }
 
 static void rollback_record_free(OrchRollbackRecord *rec)
@@ -230,6 +262,8 @@ static gboolean note_begin(Migration *m, GError **error)
     json_object_set_boolean_member(entry, "persistent", m->persistent);
     json_object_set_boolean_member(entry, "agent", !m->opts->no_agent);
     json_object_set_string_member(entry, "agent_channel", agent_channel(m));
+    if (m->vfd)
+        json_object_set_string_member(entry, "hotmigd", m->vfd->url);
     for (guint i = 0; i < m->vfs->len; i++) {
         XmlVf *vf = vf_at(m, i);
         JsonObject *o = json_object_new();
@@ -239,6 +273,12 @@ static gboolean note_begin(Migration *m, GError **error)
         if (vf->host_pci)
             json_object_set_string_member(o, "host_pci", vf->host_pci);
         json_object_set_string_member(o, "source_xml", g_ptr_array_index(m->source_xml, i));
+        if (m->leases && i < m->leases->len) {
+            OrchVfdLease *lease = g_ptr_array_index(m->leases, i);
+
+            json_object_set_string_member(o, "lease_vf", lease->vf);
+            json_object_set_string_member(o, "lease_id", lease->id);
+        }
         json_object_set_string_member(o, "destination_xml", g_ptr_array_index(m->dest_xml, i));
         json_array_add_object_element(vfs, o);
     }
@@ -343,29 +383,53 @@ static GPtrArray *host_vfs(OrchVirt *virt, GError **error)
     return g_steal_pointer(&vfs);
 }
 
-/* PCI addresses of the VFs held by running domains of @virt (owned array of strings). */
-static GPtrArray *host_vfs_in_use(Migration *m, OrchVirt *virt, GError **error)
+/* Who holds the destination's leases, and why: for the people reading hotmigd's pool. */
+static void lease_request_init(Migration *m, OrchVfdLeaseRequest *req, char **holder,
+                               char **reason)
 {
-    g_autoptr(GPtrArray) xmls = virt->ops->domain_list_xml(virt, error);
-    g_autoptr(GPtrArray) used = g_ptr_array_new_with_free_func(g_free);
+    *holder = g_strdup_printf("migrate-vm pid %d on %s", (int)getpid(), g_get_host_name());
+    *reason = g_strdup_printf("migration %s of '%s' from %s", m->id, m->opts->domain,
+                              m->src->uri);
+    *req = (OrchVfdLeaseRequest){.holder = *holder, .reason = *reason, .domain = m->opts->domain};
+}
 
-    if (!xmls)
+/* Leases, through the destination's hotmigd, the VF that VF @i of the domain gets there: the
+ * one named by --target-vf, the stand-in's own network device, or a free one of the source
+ * VF's model. */
+static OrchVfdLease *lease_for(Migration *m, guint i, GError **error)
+{
+    XmlVf *vf = vf_at(m, i);
+    HotplugVf *like = g_ptr_array_index(m->like, i);
+    g_autofree char *holder = NULL;
+    g_autofree char *reason = NULL;
+    OrchVfdLeaseRequest req;
+    g_autoptr(GError) local = NULL;
+    OrchVfdLease *lease;
+
+    lease_request_init(m, &req, &holder, &reason);
+    if (vf->host_pci && m->opts->target_vf) {
+        req.vf = m->opts->target_vf;
+    } else if (vf->host_pci) {
+        req.vendor_id = like->vendor_id;
+        req.device_id = like->product_id;
+    } else if (vf->netdev) {
+        req.vf = vf->netdev;
+    } else {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                    "Stand-in '%s' of '%s' names no network device (<target dev>): nothing to "
+                    "lease on the destination",
+                    vf->alias, m->opts->domain);
         return NULL;
-    for (guint i = 0; i < xmls->len; i++) {
-        g_autoptr(XmlDomain) dom = xml_domain_parse(g_ptr_array_index(xmls, i), NULL);
-        g_autoptr(GPtrArray) pcis = dom ? xml_domain_list_host_pci(dom) : NULL;
-
-        for (guint j = 0; pcis && j < pcis->len; j++)
-            g_ptr_array_add(used, g_strdup(g_ptr_array_index(pcis, j)));
     }
-    return g_steal_pointer(&used);
+    lease = orch_vfd_lease(m->vfd, &req, &local);
+    if (!lease)
+        g_propagate_prefixed_error(error, g_steal_pointer(&local),
+                                   "Leasing a VF for '%s' on the destination: ", vf->alias);
+    return lease;
 }
 
 static gboolean do_target_vf(Migration *m, char **ret_detail, GError **error)
 {
-    GPtrArray *src_vfs = NULL;
-    GPtrArray *dst_vfs = NULL;
-    GPtrArray *in_use = NULL;
     g_autoptr(GString) detail = g_string_new(NULL);
     guint hostdevs = 0;
 
@@ -377,48 +441,40 @@ static gboolean do_target_vf(Migration *m, char **ret_detail, GError **error)
                     m->opts->target_vf, m->opts->domain, hostdevs);
         return FALSE;
     }
-    if (hostdevs && !m->opts->target_vf) {
-        if (!(m->src_vfs = src_vfs = host_vfs(m->src, error)) ||
-            !(m->dst_vfs = dst_vfs = host_vfs(m->dst, error)) ||
-            !(m->dst_in_use = in_use = host_vfs_in_use(m, m->dst, error)))
-            return FALSE;
-    }
+    m->vfd = orch_options_open_vfd(m->opts, m->opts->hotmigd_url, error);
+    if (!m->vfd)
+        return FALSE;
+    if (hostdevs && !m->opts->target_vf && !(m->src_vfs = host_vfs(m->src, error)))
+        return FALSE;
     m->like = g_ptr_array_new();
+    m->leases = g_ptr_array_new_with_free_func((GDestroyNotify)orch_vfd_lease_free);
     m->dest_xml = g_ptr_array_new_with_free_func(g_free);
     m->source_xml = g_ptr_array_new_with_free_func(g_free);
     for (guint i = 0; i < m->vfs->len; i++) {
         XmlVf *vf = vf_at(m, i);
-        g_autofree char *chosen = NULL;
+        HotplugVf *like = NULL;
+        OrchVfdLease *lease;
         char *dest;
         char *back;
 
-        if (vf->host_pci && m->opts->target_vf) {
-            chosen = g_strdup(m->opts->target_vf);
-            g_ptr_array_add(m->like, NULL);
-        } else if (!vf->host_pci) {
-            g_ptr_array_add(m->like, NULL);
-        } else {
-            HotplugVf *like = NULL;
+        for (guint j = 0; m->src_vfs && vf->host_pci && j < m->src_vfs->len && !like; j++) {
+            HotplugVf *cand = g_ptr_array_index(m->src_vfs, j);
 
-            for (guint j = 0; j < src_vfs->len && !like; j++) {
-                HotplugVf *cand = g_ptr_array_index(src_vfs, j);
-                if (g_str_equal(cand->pci_address, vf->host_pci))
-                    like = cand;
-            }
-            if (!like) {
-                g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
-                            "'%s' of '%s' is not an SR-IOV VF on source host '%s'", vf->host_pci,
-                            m->opts->domain, m->src->uri);
-                return FALSE;
-            }
-            g_ptr_array_add(m->like, like);
-            chosen = hotplug_vf_choose(like, dst_vfs, in_use, error);
-            if (!chosen)
-                return FALSE;
-            /* Two VFs of this domain must not get the same one. */
-            g_ptr_array_add(in_use, g_strdup(chosen));
+            if (g_str_equal(cand->pci_address, vf->host_pci))
+                like = cand;
         }
-        dest = xml_vf_format_attach(vf, chosen, error);
+        if (vf->host_pci && !m->opts->target_vf && !like) {
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                        "'%s' of '%s' is not an SR-IOV VF on source host '%s'", vf->host_pci,
+                        m->opts->domain, m->src->uri);
+            return FALSE;
+        }
+        g_ptr_array_add(m->like, like);
+        lease = lease_for(m, i, error);
+        if (!lease)
+            return FALSE;
+        g_ptr_array_add(m->leases, lease);
+        dest = xml_vf_format_attach(vf, vf->host_pci ? lease->vf : NULL, error);
         if (!dest)
             return FALSE;
         g_ptr_array_add(m->dest_xml, dest);
@@ -426,15 +482,182 @@ static gboolean do_target_vf(Migration *m, char **ret_detail, GError **error)
         if (!back)
             return FALSE;
         g_ptr_array_add(m->source_xml, back);
-        g_string_append_printf(detail, "%s%s -> %s", i ? ", " : "", vf->alias,
-                               chosen ? chosen : "same backend");
+        g_string_append_printf(detail, "%s%s -> %s (leased from %s)", i ? ", " : "", vf->alias,
+                               lease->vf, m->vfd->url);
     }
     *ret_detail = g_string_free(g_steal_pointer(&detail), FALSE);
     return TRUE;
 }
 
+/* Ends the destination's leases: confirmed for the VFs the domain holds there, released for
+ * the others (a failed or undone migration). Never fails the migration: an unconfirmed lease
+ * expires by itself, and hotmigd sees a plugged VF as in use. Records releases as undo steps
+ * when @undo. */
+static void leases_settle(Migration *m, gboolean undo)
+{
+    for (guint i = 0; m->vfd && m->leases && i < m->leases->len; i++) {
+        OrchVfdLease *lease = g_ptr_array_index(m->leases, i);
+        g_autoptr(GError) err = NULL;
+        gint64 start = g_get_monotonic_time();
+
+        if (lease->state == ORCH_VFD_STATE_ASSIGNED)
+            continue;
+        if (m->on_destination && i < m->plugged) {
+            g_autoptr(OrchVfdLease) done = orch_vfd_confirm(m->vfd, lease->vf, lease->id, &err);
+
+            if (done)
+                lease->state = ORCH_VFD_STATE_ASSIGNED;
+            else
+                progress(m, ORCH_PHASE_PLUG, "cannot confirm the lease of VF %s: %s", lease->vf,
+                         err->message);
+            continue;
+        }
+        orch_vfd_release(m->vfd, lease->vf, lease->id, &err);
+        if (undo)
+            rollback_record(m, "release-lease", start, err, lease->vf);
+        else if (err)
+            g_debug("Cannot release the lease of VF %s: %s", lease->vf, err->message);
+    }
+}
+
+/* The interface identifier (low 64 bits) of GID @text, 0 when it does not parse. */
+static guint64 gid_interface_id(const char *text)
+{
+    g_autoptr(GInetAddress) addr = text ? g_inet_address_new_from_string(text) : NULL;
+    const guint8 *b;
+    guint64 id = 0;
+
+    if (!addr || g_inet_address_get_family(addr) != G_SOCKET_FAMILY_IPV6)
+        return 0;
+    b = g_inet_address_to_bytes(addr);
+    for (guint i = 8; i < 16; i++)
+        id = id << 8 | b[i];
+    return id;
+}
+
+/* Reads, through the agent's inventory, the node and port GUIDs of the guest's RDMA device,
+ * which the VF leased on the destination must carry (docs/ib-identity.md). Only a domain with
+ * one VF and one RDMA device can be matched without doubt; otherwise identity_note says why
+ * nothing is carried over. */
+static void identity_read(Migration *m, OrchAgent *agent)
+{
+    g_autoptr(JsonObject) args = json_object_new();
+    g_autoptr(JsonObject) info = NULL;
+    g_autoptr(JsonObject) inv = NULL;
+    g_autoptr(GError) local = NULL;
+    JsonArray *devices;
+    JsonObject *dev;
+    JsonArray *ports;
+    const char *node;
+
+    json_object_set_int_member(args, "protocol", 2);
+    info = orch_agent_execute(agent, "info", args, m->opts->agent_timeout_ms, &local);
+    inv = info ? orch_agent_execute(agent, "inventory", NULL, m->opts->agent_timeout_ms, &local)
+               : NULL;
+    if (!inv) {
+        m->identity_note = g_strdup_printf("no inventory from the agent (%s)", local->message);
+        return;
+    }
+    devices = json_object_has_member(inv, "devices") &&
+                      JSON_NODE_HOLDS_ARRAY(json_object_get_member(inv, "devices"))
+                  ? json_object_get_array_member(inv, "devices")
+                  : NULL;
+    if (!devices || json_array_get_length(devices) != 1 || m->vfs->len != 1) {
+        m->identity_note = g_strdup_printf(
+            "%u RDMA device(s) in the guest for %u VF(s): cannot tell which is which",
+            devices ? json_array_get_length(devices) : 0, m->vfs->len);
+        return;
+    }
+    dev = JSON_NODE_HOLDS_OBJECT(json_array_get_element(devices, 0))
+              ? json_array_get_object_element(devices, 0)
+              : NULL;
+    node = orch_json_get_string(dev, "node_guid");
+    if (!node || !hotplug_guid_parse(node, &m->node_guid, &local)) {
+        m->identity_note = g_strdup_printf("the guest's RDMA device reports no usable node GUID%s%s",
+                                           local ? ": " : "", local ? local->message : "");
+        return;
+    }
+    /* An InfiniBand port's GUID is the interface identifier of its first GID; a RoCE port has
+     * none of its own. */
+    m->port_guid = m->node_guid;
+    ports = dev && json_object_has_member(dev, "ports") &&
+                    JSON_NODE_HOLDS_ARRAY(json_object_get_member(dev, "ports"))
+                ? json_object_get_array_member(dev, "ports")
+                : NULL;
+    if (ports && json_array_get_length(ports) > 0 &&
+        JSON_NODE_HOLDS_OBJECT(json_array_get_element(ports, 0))) {
+        JsonObject *port = json_array_get_object_element(ports, 0);
+        const char *ll = orch_json_get_string(port, "link_layer");
+        JsonArray *gids = json_object_has_member(port, "gids") &&
+                                  JSON_NODE_HOLDS_ARRAY(json_object_get_member(port, "gids"))
+                              ? json_object_get_array_member(port, "gids")
+                              : NULL;
+
+        if (ll && g_str_equal(ll, "InfiniBand") && gids && json_array_get_length(gids) > 0 &&
+            JSON_NODE_HOLDS_VALUE(json_array_get_element(gids, 0)) &&
+            json_node_get_value_type(json_array_get_element(gids, 0)) == G_TYPE_STRING) {
+            guint64 id = gid_interface_id(json_array_get_string_element(gids, 0));
+
+            if (id)
+                m->port_guid = id;
+        }
+    }
+}
+
+/* Gives the leased destination VF the guest's identity before it is plugged. */
+static gboolean identity_apply(Migration *m, char **ret_note, GError **error)
+{
+    OrchVfdLease *lease;
+    g_autofree char *node = NULL;
+    g_autofree char *port = NULL;
+    g_autofree char *note = NULL;
+
+    if (!m->node_guid) {
+        *ret_note = g_strdup_printf("identity not carried over: %s",
+                                    m->identity_note ? m->identity_note : "unknown");
+        return TRUE;
+    }
+    lease = g_ptr_array_index(m->leases, 0);
+    node = hotplug_guid_format(m->node_guid);
+    port = hotplug_guid_format(m->port_guid);
+    if (!orch_vfd_ib_identity(m->vfd, lease->vf, m->node_guid, m->port_guid, &note, error)) {
+        g_prefix_error(error, "Giving destination VF %s node GUID %s and port GUID %s: ",
+                       lease->vf, node, port);
+        return FALSE;
+    }
+    *ret_note = note ? g_strdup_printf("identity %s/%s for VF %s: %s", node, port, lease->vf, note)
+                     : g_strdup_printf("VF %s given node GUID %s, port GUID %s", lease->vf, node,
+                                       port);
+    return TRUE;
+}
+
+/* The domain runs on the destination now: the source's hotmigd ends the leases its VFs held
+ * there (they came with an earlier migration), so they can be leased again. Not fatal: a
+ * source without hotmigd, or VFs it never leased, change nothing. */
+static void source_leases_end(Migration *m)
+{
+    g_autoptr(OrchVfd) vfd = NULL;
+    g_autoptr(GError) local = NULL;
+
+    if (!m->opts->source_hotmigd_url || !m->vfs || !m->vfs->len)
+        return;
+    vfd = orch_options_open_vfd(m->opts, m->opts->source_hotmigd_url, &local);
+    for (guint i = 0; vfd && i < m->vfs->len; i++) {
+        XmlVf *vf = vf_at(m, i);
+        const char *id = vf->host_pci ? vf->host_pci : vf->netdev;
+
+        g_clear_error(&local);
+        if (id && !orch_vfd_left(vfd, id, m->opts->domain, &local))
+            progress(m, ORCH_PHASE_RESUME, "the source's lease of VF %s stays: %s", id,
+                     local->message);
+    }
+    if (!vfd)
+        progress(m, ORCH_PHASE_RESUME, "the source's leases stay: %s", local->message);
+}
+
 static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
 {
+    g_autofree char *identity = NULL;
     g_autoptr(OrchAgent) agent = NULL;
     g_autoptr(JsonObject) args = orch_agent_timeout_args(m->opts->prepare_timeout_ms);
     g_autoptr(JsonObject) ret = NULL;
@@ -456,6 +679,7 @@ static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
         }
         return FALSE;
     }
+    identity_read(m, agent);
     /* Once asked, the agent may have quiesced even if its answer is lost: undo must resume
      * (resume is idempotent). */
     m->agent_prepared = TRUE;
@@ -470,8 +694,11 @@ static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
                     "%u process(es) did not quiesce: %s", n_failed, failed);
         return FALSE;
     }
-    *ret_detail = g_strdup_printf("%u process(es) quiesced%s%s", n_quiesced,
-                                  n_quiesced ? ": " : "", quiesced);
+    /* While the processes are quiet and before anything moves: the destination VF's identity. */
+    if (!identity_apply(m, &identity, error))
+        return FALSE;
+    *ret_detail = g_strdup_printf("%u process(es) quiesced%s%s; %s", n_quiesced,
+                                  n_quiesced ? ": " : "", quiesced, identity);
     return TRUE;
 }
 
@@ -643,32 +870,47 @@ static const char *dest_alias(Migration *m, guint i)
     return alias ? alias : vf_at(m, i)->alias;
 }
 
-/* The VF chosen for VF @i would not plug: try the destination's next free one of the same
- * model, once. TRUE when it is plugged (dest_xml[i] then describes it). */
+/* The VF leased for VF @i would not plug: lease the destination's next free one of the same
+ * model, once, and try it. TRUE when it is plugged (dest_xml[i] and leases[i] then describe
+ * it; the first lease is released). */
 static gboolean plug_other_vf(Migration *m, guint i, const char *why)
 {
     XmlVf *vf = vf_at(m, i);
     HotplugVf *like = m->like ? g_ptr_array_index(m->like, i) : NULL;
+    OrchVfdLease *old = g_ptr_array_index(m->leases, i);
     g_autoptr(GError) local = NULL;
-    g_autofree char *chosen = NULL;
+    g_autoptr(OrchVfdLease) lease = NULL;
     g_autofree char *xml = NULL;
+    g_autofree char *holder = NULL;
+    g_autofree char *reason = NULL;
+    OrchVfdLeaseRequest req;
 
-    if (!like || !m->dst_vfs)
+    if (!like) /* a stand-in or --target-vf: there is no other */
         return FALSE;
-    chosen = hotplug_vf_choose(like, m->dst_vfs, m->dst_in_use, &local);
-    if (!chosen || !(xml = xml_vf_format_attach(vf, chosen, &local))) {
+    lease_request_init(m, &req, &holder, &reason);
+    req.vendor_id = like->vendor_id;
+    req.device_id = like->product_id;
+    lease = orch_vfd_lease(m->vfd, &req, &local);
+    if (!lease || !(xml = xml_vf_format_attach(vf, lease->vf, &local))) {
         progress(m, ORCH_PHASE_PLUG, "no other VF for '%s': %s", vf->alias, local->message);
+        if (lease)
+            orch_vfd_release(m->vfd, lease->vf, lease->id, NULL);
         return FALSE;
     }
-    g_ptr_array_add(m->dst_in_use, g_strdup(chosen));
     progress(m, ORCH_PHASE_PLUG, "'%s' would not plug (%s); trying VF %s instead", vf->alias,
-             why, chosen);
-    if (!note(m, "plug", vf->alias, xml, NULL))
-        return FALSE;
-    if (!m->dst->ops->device_attach(m->dst, m->opts->domain, xml, m->persistent, &local)) {
-        progress(m, ORCH_PHASE_PLUG, "VF %s would not plug either: %s", chosen, local->message);
+             why, lease->vf);
+    if (!note(m, "plug", vf->alias, xml, NULL) ||
+        !m->dst->ops->device_attach(m->dst, m->opts->domain, xml, m->persistent, &local)) {
+        if (local)
+            progress(m, ORCH_PHASE_PLUG, "VF %s would not plug either: %s", lease->vf,
+                     local->message);
+        orch_vfd_release(m->vfd, lease->vf, lease->id, NULL);
         return FALSE;
     }
+    if (!orch_vfd_release(m->vfd, old->vf, old->id, &local))
+        g_debug("Cannot release the lease of VF %s: %s", old->vf, local->message);
+    g_ptr_array_index(m->leases, i) = g_steal_pointer(&lease);
+    orch_vfd_lease_free(old);
     g_free(g_ptr_array_index(m->dest_xml, i));
     g_ptr_array_index(m->dest_xml, i) = g_steal_pointer(&xml);
     return TRUE;
@@ -1001,6 +1243,9 @@ fail:
     }
 
 out:
+    leases_settle(m, !ok);
+    if (m->on_destination && m->plugged == (m->vfs ? m->vfs->len : 0))
+        source_leases_end(m);
     journal_end(m, keep_journal);
     orch_journal_close(m->journal);
     m->report->total_us = g_get_monotonic_time() - m->start;
@@ -1016,10 +1261,10 @@ out:
         g_ptr_array_unref(m->dest_alias);
     if (m->src_vfs)
         g_ptr_array_unref(m->src_vfs);
-    if (m->dst_vfs)
-        g_ptr_array_unref(m->dst_vfs);
-    if (m->dst_in_use)
-        g_ptr_array_unref(m->dst_in_use);
+    if (m->leases)
+        g_ptr_array_unref(m->leases);
+    orch_vfd_free(m->vfd);
+    g_free(m->identity_note);
     orch_virt_free(m->src);
     orch_virt_free(m->dst);
     g_free(m->id);

@@ -25,6 +25,9 @@ typedef enum {
     ORCH_ERROR_NOT_FOUND,    /* nothing to recover */
     ORCH_ERROR_CANCELLED,    /* interrupted by the user (SIGINT, SIGTERM) */
     ORCH_ERROR_UNFINISHED,   /* an earlier migration of the domain needs --recover first */
+    ORCH_ERROR_CONFLICT,     /* hotmigd: the state says no (no free VF, VF leased, stale lease) */
+    ORCH_ERROR_UNAVAILABLE,  /* hotmigd (or a service it needs) did not answer, or refused TLS */
+    ORCH_ERROR_PREFLIGHT,    /* a --dry-run check failed */
     ORCH_ERROR_LAST,
 } OrchError;
 
@@ -65,6 +68,8 @@ HM_ENUM_DECL(orch_timeout_action, OrchTimeoutAction)
 
 #define ORCH_AGENT_CHANNEL_DEFAULT "org.hotmig.agent.0"
 
+typedef struct OrchVfd OrchVfd; /* a client of a host's hotmigd (vfd-priv.h) */
+
 typedef struct {
     char *domain;
     char *source_uri;       /* NULL: libvirt's default URI */
@@ -89,6 +94,16 @@ typedef struct {
     guint resume_timeout_ms;
     guint plug_attempts;      /* tries on the destination before migrating back */
     char *state_dir;          /* journal and locks; NULL: /var/lib/hotmig */
+    char *hotmigd_url;        /* the destination's hotmigd, https://HOST:PORT */
+    char *source_hotmigd_url; /* the source's, told when the domain left; NULL: not told */
+    char *tls_cert;           /* our client certificate for hotmigd (PEM file) */
+    char *tls_key;            /* its private key */
+    char *tls_ca;             /* the CA hotmigd's certificate must chain to */
+    guint hotmigd_timeout_ms; /* each call to hotmigd */
+    /* Opens the client of the destination's hotmigd; NULL: the HTTPS client with hotmigd_url
+     * and the tls_* files (tests bring a fake). */
+    OrchVfd *(*vfd_open)(const char *url, gpointer opaque, GError **error);
+    gpointer vfd_opaque;
     GCancellable *cancellable; /* cancelled: abort the migration job and undo (borrowed) */
     /* Progress lines for --verbose (phase, message); called on any thread; may be NULL. */
     void (*progress)(OrchPhase phase, const char *message, gpointer opaque);
@@ -147,6 +162,38 @@ typedef OrchVirt *(*OrchVirtOpenFunc)(const char *uri, const char *label, gpoint
  * migrate-vm, a fake in tests). */
 gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
                       OrchReport **ret_report, GError **error);
+
+/* ---- pre-flight (--dry-run) ---------------------------------------------------------------- */
+
+typedef enum {
+    ORCH_CHECK_PASS,
+    ORCH_CHECK_FAIL,
+    ORCH_CHECK_SKIP, /* not run: an earlier failure makes it meaningless, or not asked for */
+    ORCH_CHECK_LAST,
+} OrchCheckStatus;
+
+HM_ENUM_DECL(orch_check_status, OrchCheckStatus)
+
+typedef struct {
+    char *name; /* "source", "domain", "destination", "agent", "vfs", "hotmigd", "target-vf",
+                 * "files", "migration-port", "cpu" */
+    OrchCheckStatus status;
+    char *detail; /* one line for people */
+} OrchCheck;
+
+void orch_check_free(OrchCheck *check);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchCheck, orch_check_free)
+
+/* Checks, without changing anything on either host, whether @opts->domain could migrate to
+ * @opts->dest_uri now. *ret_checks (owned GPtrArray of OrchCheck) is always set. Returns FALSE
+ * with ORCH_ERROR_PREFLIGHT when a check failed. */
+gboolean orch_preflight(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
+                        GPtrArray **ret_checks, GError **error);
+
+/* One line per check: "PASS  name  detail" (owned). */
+char *orch_checks_format_table(GPtrArray *checks);
+/* {"checks":[{"name","status","detail"}...],"ok":bool} (owned). */
+char *orch_checks_format_json(GPtrArray *checks, gboolean pretty);
 
 /* ---- recovery ------------------------------------------------------------------------ */
 

@@ -5,6 +5,7 @@
 #include "orchestrator/journal-priv.h"
 #include "orchestrator/json-priv.h"
 #include "orchestrator/orchestrator.h"
+#include "orchestrator/vfd-priv.h"
 #include "orchestrator/virt-priv.h"
 #include "xml/xml.h"
 
@@ -16,6 +17,8 @@ typedef struct {
     char *source_xml;
     char *destination_xml; /* the last one journaled for a plug, else the planned one */
     gboolean unplug_asked; /* a detach may have been sent: its removal may still be under way */
+    char *lease_vf;        /* its lease on the destination (hotmigd), or NULL */
+    char *lease_id;
 } RecoverVf;
 
 typedef struct {
@@ -23,6 +26,7 @@ typedef struct {
     char *source;
     char *destination;
     char *agent_channel;
+    char *hotmigd;        /* the destination's hotmigd URL, or NULL */
     gboolean persistent;
     gboolean agent_asked; /* a prepare was (about to be) sent: the agent must be resumed */
     GPtrArray *vfs;       /* RecoverVf */
@@ -33,6 +37,8 @@ static void recover_vf_free(RecoverVf *vf)
     g_free(vf->alias);
     g_free(vf->source_xml);
     g_free(vf->destination_xml);
+    g_free(vf->lease_vf);
+    g_free(vf->lease_id);
     g_free(vf);
 }
 
@@ -44,6 +50,7 @@ static void recover_plan_free(RecoverPlan *plan)
     g_free(plan->source);
     g_free(plan->destination);
     g_free(plan->agent_channel);
+    g_free(plan->hotmigd);
     if (plan->vfs)
         g_ptr_array_unref(plan->vfs);
     g_free(plan);
@@ -104,6 +111,7 @@ static RecoverPlan *recover_plan_load(GPtrArray *entries, GError **error)
     plan->source = g_strdup(orch_json_get_string(begin, "source"));
     plan->destination = g_strdup(orch_json_get_string(begin, "destination"));
     plan->agent_channel = g_strdup(orch_json_get_string(begin, "agent_channel"));
+    plan->hotmigd = g_strdup(orch_json_get_string(begin, "hotmigd"));
     plan->persistent = json_object_get_boolean_member_with_default(begin, "persistent", FALSE);
     vfs_node = json_object_get_member(begin, "vfs");
     vfs = vfs_node && JSON_NODE_HOLDS_ARRAY(vfs_node) ? json_node_get_array(vfs_node) : NULL;
@@ -120,6 +128,8 @@ static RecoverPlan *recover_plan_load(GPtrArray *entries, GError **error)
         vf->alias = g_strdup(orch_json_get_string(o, "alias"));
         vf->source_xml = g_strdup(orch_json_get_string(o, "source_xml"));
         vf->destination_xml = g_strdup(orch_json_get_string(o, "destination_xml"));
+        vf->lease_vf = g_strdup(orch_json_get_string(o, "lease_vf"));
+        vf->lease_id = g_strdup(orch_json_get_string(o, "lease_id"));
         g_ptr_array_add(plan->vfs, vf);
     }
     for (guint i = 1; i < entries->len; i++) {
@@ -194,6 +204,43 @@ static gboolean vf_present(GPtrArray *live, const char *device_xml, const char *
 }
 
 /* Recovers one domain whose journal is open (and locked). FALSE: keep the journal. */
+/* Ends the destination leases the migration took: confirmed when the domain ended there with
+ * the VF, released otherwise. Not fatal: an unconfirmed lease expires by itself. */
+static void recover_leases(const OrchOptions *opts, RecoverPlan *plan, OrchRecovery *rec,
+                           gboolean on_destination, GPtrArray *live)
+{
+    g_autoptr(OrchVfd) vfd = NULL;
+    g_autoptr(GError) err = NULL;
+    gint64 start = g_get_monotonic_time();
+
+    if (!plan->hotmigd)
+        return;
+    for (guint i = 0; i < plan->vfs->len && !vfd; i++) {
+        RecoverVf *vf = g_ptr_array_index(plan->vfs, i);
+
+        if (vf->lease_vf && vf->lease_id && !(vfd = orch_options_open_vfd(opts, plan->hotmigd, &err))) {
+            action(rec, "release-lease", start, err, plan->hotmigd);
+            return;
+        }
+    }
+    for (guint i = 0; vfd && i < plan->vfs->len; i++) {
+        RecoverVf *vf = g_ptr_array_index(plan->vfs, i);
+        g_autoptr(GError) e = NULL;
+        g_autoptr(OrchVfdLease) done = NULL;
+
+        if (!vf->lease_vf || !vf->lease_id)
+            continue;
+        start = g_get_monotonic_time();
+        if (on_destination && live && vf_present(live, vf->destination_xml, vf->alias)) {
+            done = orch_vfd_confirm(vfd, vf->lease_vf, vf->lease_id, &e);
+            action(rec, "confirm-lease", start, e, vf->lease_vf);
+        } else {
+            orch_vfd_release(vfd, vf->lease_vf, vf->lease_id, &e);
+            action(rec, "release-lease", start, e, vf->lease_vf);
+        }
+    }
+}
+
 static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchRecovery *rec,
                             OrchVirtOpenFunc open_fn, gpointer open_opaque, GError **error)
 {
@@ -318,6 +365,11 @@ static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchR
                     "Domain '%s' runs on the %s host with %u of %u VF(s); see the steps above",
                     plan->domain, rec->final_host, rec->vfs_attached, rec->vfs_total);
         return FALSE;
+    }
+    {
+        g_autoptr(GPtrArray) now = live_vfs(here, plan->domain, NULL);
+
+        recover_leases(opts, plan, rec, on_destination, now);
     }
     rec->outcome = g_strdup(on_destination ? "finished" : "rolled back");
     return TRUE;

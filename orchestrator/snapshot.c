@@ -3,6 +3,7 @@
 
 #include <json-glib/json-glib.h>
 #include <math.h>
+#include <string.h>
 
 /* ---- reading ----------------------------------------------------------------------------- */
 
@@ -283,6 +284,141 @@ PolCluster *orch_snapshot_load(const char *path, GError **error)
         return NULL;
     }
     return orch_snapshot_parse(data, len, path, error);
+}
+
+/* ---- plans read back ------------------------------------------------------------------------ */
+
+static gboolean get_double(const Item *it, const char *field, double def, double *ret,
+                          GError **error)
+{
+    JsonNode *node = member(it, field);
+    GType type;
+
+    if (!node) {
+        *ret = def;
+        return TRUE;
+    }
+    type = json_node_get_value_type(node);
+    if (type != G_TYPE_DOUBLE && type != G_TYPE_INT64)
+        return bad(it, field, error, "must be a number");
+    *ret = type == G_TYPE_DOUBLE ? json_node_get_double(node) : (double)json_node_get_int(node);
+    if (!isfinite(*ret))
+        return bad(it, field, error, "must be a finite number");
+    return TRUE;
+}
+
+static gboolean plan_fill(PolPlan *plan, JsonObject *root, const char *name, GError **error)
+{
+    Item top = {name, "plan", root};
+    JsonNode *node;
+    const char *policy, *drained;
+    gint64 n, ms;
+    int p;
+
+    if (!get_string(&top, "policy", TRUE, &policy, error) ||
+        !get_string(&top, "drained", FALSE, &drained, error))
+        return FALSE;
+    if ((p = pol_policy_from_string(policy)) < 0)
+        return bad(&top, "policy", error, "must be consolidate, drain or balance, not '%.64s'",
+                   policy);
+    plan->policy = p;
+    plan->drained = g_strdup(drained);
+    node = json_object_get_member(root, "migrations");
+    if (!node || !JSON_NODE_HOLDS_ARRAY(node))
+        return bad(&top, "migrations", error, node ? "must be an array" : "missing");
+    for (guint i = 0; i < json_array_get_length(json_node_get_array(node)); i++) {
+        JsonNode *el = json_array_get_element(json_node_get_array(node), i);
+        g_autofree char *where = g_strdup_printf("migrations[%u]", i);
+        Item it = {name, where, NULL};
+        g_autoptr(PolMigration) m = g_new0(PolMigration, 1);
+        const char *vm, *from, *to;
+        gint64 mem, dur;
+
+        if (!JSON_NODE_HOLDS_OBJECT(el)) {
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "plan '%s': %s: must be an object",
+                        name, where);
+            return FALSE;
+        }
+        it.obj = json_node_get_object(el);
+        if (!get_string(&it, "vm", TRUE, &vm, error) ||
+            !get_string(&it, "from", TRUE, &from, error) ||
+            !get_string(&it, "to", TRUE, &to, error) ||
+            !get_int(&it, "memory_mib", FALSE, 0, (gint64)POL_MEMORY_MIB_MAX, 0, &mem, error) ||
+            !get_int(&it, "duration_ms", FALSE, 0, G_MAXINT64 / 2, 0, &dur, error) ||
+            !get_bool(&it, "extra", &m->extra, error))
+            return FALSE;
+        if (!*vm || !*from || !*to || strlen(vm) > POL_NAME_MAX || strlen(from) > POL_NAME_MAX ||
+            strlen(to) > POL_NAME_MAX)
+            return bad(&it, "vm", error, "names must be 1 to %d bytes", POL_NAME_MAX);
+        m->vm = g_strdup(vm);
+        m->from = g_strdup(from);
+        m->to = g_strdup(to);
+        m->memory_mib = (guint64)mem;
+        m->duration_s = dur / 1000.0;
+        plan->extra_moves += m->extra;
+        plan->duration_s += m->duration_s;
+        g_ptr_array_add(plan->migrations, g_steal_pointer(&m));
+    }
+    node = json_object_get_member(root, "hosts");
+    if (node && !JSON_NODE_HOLDS_ARRAY(node))
+        return bad(&top, "hosts", error, "must be an array of strings");
+    for (guint i = 0; node && i < json_array_get_length(json_node_get_array(node)); i++) {
+        JsonNode *el = json_array_get_element(json_node_get_array(node), i);
+
+        if (!JSON_NODE_HOLDS_VALUE(el) || json_node_get_value_type(el) != G_TYPE_STRING)
+            return bad(&top, "hosts", error, "must be an array of strings");
+        g_ptr_array_add(plan->hosts, g_strdup(json_node_get_string(el)));
+    }
+    if (!get_int(&top, "hosts_before", FALSE, 0, POL_HOSTS_MAX, 0, &n, error))
+        return FALSE;
+    plan->hosts_before = (guint)n;
+    if (!get_int(&top, "lower_bound", FALSE, 0, POL_HOSTS_MAX, 0, &n, error))
+        return FALSE;
+    plan->lower_bound = (guint)n;
+    if (!get_int(&top, "duration_ms", FALSE, 0, G_MAXINT64 / 2, -1, &ms, error))
+        return FALSE;
+    if (ms >= 0)
+        plan->duration_s = ms / 1000.0;
+    plan->hosts_used = plan->hosts->len;
+    return get_double(&top, "max_load_before", 0, &plan->max_load_before, error) &&
+           get_double(&top, "max_load_after", 0, &plan->max_load_after, error) &&
+           get_double(&top, "plan_ms", 0, &plan->plan_ms, error);
+}
+
+PolPlan *orch_plan_parse_node(JsonNode *root, const char *name, GError **error)
+{
+    g_autoptr(PolPlan) plan = g_new0(PolPlan, 1);
+
+    plan->migrations = g_ptr_array_new_with_free_func((GDestroyNotify)pol_migration_free);
+    plan->hosts = g_ptr_array_new_with_free_func(g_free);
+    if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                    "plan '%s': must be an object with \"policy\" and \"migrations\"", name);
+        return NULL;
+    }
+    if (!plan_fill(plan, json_node_get_object(root), name, error))
+        return NULL;
+    return g_steal_pointer(&plan);
+}
+
+PolPlan *orch_plan_parse(const char *data, gsize len, const char *name, GError **error)
+{
+    g_autoptr(JsonParser) parser = json_parser_new_immutable();
+    g_autoptr(GError) local = NULL;
+
+    if (len > ORCH_SNAPSHOT_MAX_BYTES) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "plan '%s': larger than %d bytes",
+                    name, ORCH_SNAPSHOT_MAX_BYTES);
+        return NULL;
+    }
+    if (!check_depth(data, len, name, error))
+        return NULL;
+    if (len == 0 || !json_parser_load_from_data(parser, data, (gssize)len, &local)) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "plan '%s': not JSON: %s", name,
+                    local ? local->message : "empty");
+        return NULL;
+    }
+    return orch_plan_parse_node(json_parser_get_root(parser), name, error);
 }
 
 /* ---- writing ----------------------------------------------------------------------------- */

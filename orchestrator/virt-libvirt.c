@@ -539,6 +539,17 @@ static void virt_on_stream_event(virStreamPtr stream, int events, void *opaque)
     g_mutex_unlock(&chan->lock);
 }
 
+/* The stream callback's free function: libvirt calls it once the callback is removed and no
+ * dispatch of it is under way, which may be after virt_channel_close() returned. */
+static void virt_channel_free(void *opaque)
+{
+    VirtLibvirtChannel *chan = opaque;
+
+    g_mutex_clear(&chan->lock);
+    g_cond_clear(&chan->cond);
+    g_free(chan);
+}
+
 static OrchVirtChannel *virt_channel_open(OrchVirt *virt, const char *domain, const char *name,
                                           GError **error)
 {
@@ -562,7 +573,7 @@ static OrchVirtChannel *virt_channel_open(OrchVirt *virt, const char *domain, co
     if (virStreamEventAddCallback(chan->stream,
                                   VIR_STREAM_EVENT_READABLE | VIR_STREAM_EVENT_ERROR |
                                       VIR_STREAM_EVENT_HANGUP,
-                                  virt_on_stream_event, chan, NULL) < 0) {
+                                  virt_on_stream_event, chan, virt_channel_free) < 0) {
         virt_set_error(error, ORCH_ERROR_AGENT, "Cannot watch channel '%s' of '%s'", name,
                        domain);
         goto error;
@@ -677,14 +688,17 @@ static gssize virt_channel_recv(OrchVirtChannel *base, void *buf, gsize len, HmD
 static void virt_channel_close(OrchVirtChannel *base)
 {
     VirtLibvirtChannel *chan = (VirtLibvirtChannel *)base;
+    virStreamPtr stream = chan->stream;
 
-    /* Removing the callback waits for one in progress; after it nothing touches @chan. */
-    virStreamEventRemoveCallback(chan->stream);
-    virStreamAbort(chan->stream);
-    virStreamFree(chan->stream);
-    g_mutex_clear(&chan->lock);
-    g_cond_clear(&chan->cond);
-    g_free(chan);
+    /* Removing the callback does not wait for a dispatch of it under way on the event loop
+     * thread: @chan is freed by virt_channel_free() when libvirt is done with it (now, or when
+     * that dispatch returns). Freeing it here let the late callback lock a mutex in freed
+     * memory: seen as a report detail overwritten at that offset, and as the event thread
+     * stuck on a futex (no more events, no keepalive answers: unplug and agent timeouts,
+     * then "connection closed due to keepalive timeout"). */
+    virStreamEventRemoveCallback(stream);
+    virStreamAbort(stream);
+    virStreamFree(stream);
 }
 
 /* ---- host inventory ----------------------------------------------------------------------- */
@@ -745,6 +759,57 @@ static GPtrArray *virt_domain_list_xml(OrchVirt *virt, GError **error)
     return g_steal_pointer(&xmls);
 }
 
+static gboolean virt_node_get_info(OrchVirt *virt, OrchVirtNodeInfo *ret_info, GError **error)
+{
+    virNodeInfo info;
+
+    if (virNodeGetInfo(virt_conn(virt), &info) < 0) {
+        virt_set_error(error, ORCH_ERROR_HYPERVISOR, "Cannot read the CPUs and memory of '%s'",
+                       virt->uri);
+        return FALSE;
+    }
+    ret_info->cpus = info.cpus;
+    ret_info->memory_kib = info.memory;
+    return TRUE;
+}
+
+static GPtrArray *virt_domain_list_info(OrchVirt *virt, gboolean with_xml, GError **error)
+{
+    virDomainPtr *doms = NULL;
+    int n = virConnectListAllDomains(virt_conn(virt), &doms, VIR_CONNECT_LIST_DOMAINS_ACTIVE);
+    g_autoptr(GPtrArray) out =
+        g_ptr_array_new_with_free_func((GDestroyNotify)orch_virt_domain_info_free);
+
+    if (n < 0) {
+        virt_set_error(error, ORCH_ERROR_HYPERVISOR, "Cannot list the domains of '%s'",
+                       virt->uri);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        g_autoptr(OrchVirtDomainInfo) item = g_new0(OrchVirtDomainInfo, 1);
+        const char *name = virDomainGetName(doms[i]);
+        virDomainInfo info;
+        char *xml = NULL;
+
+        /* A domain that went away meanwhile is not there any more: leave it out. */
+        if (name && virDomainGetInfo(doms[i], &info) == 0 &&
+            (!with_xml || (xml = virDomainGetXMLDesc(doms[i], 0)))) {
+            item->name = g_strdup(name);
+            item->vcpus = info.nrVirtCpu;
+            item->memory_kib = info.maxMem;
+            item->cpu_time_ns = info.cpuTime;
+            item->sampled_us = g_get_monotonic_time();
+            item->paused = info.state == VIR_DOMAIN_PAUSED;
+            item->xml = g_strdup(xml);
+            free(xml);
+            g_ptr_array_add(out, g_steal_pointer(&item));
+        }
+        virDomainFree(doms[i]);
+    }
+    free(doms);
+    return g_steal_pointer(&out);
+}
+
 /* ---- compatibility -------------------------------------------------------------------------- */
 
 /* libvirt errors that mean "this host cannot do that", not "the question failed". */
@@ -768,6 +833,29 @@ static gboolean virt_domain_capable(OrchVirt *virt, const XmlDomainNeeds *needs,
         needs->arch ? needs->arch : "default", needs->machine ? needs->machine : "default");
     int cmp;
 
+    if (!caps && virGetLastErrorCode() == VIR_ERR_NO_SUPPORT) {
+        /* A driver without domain capabilities: its host capabilities list its guests. */
+        g_autofree char *why = NULL;
+        char *host_caps = virConnectGetCapabilities(virt_conn(virt));
+        gboolean offered = FALSE;
+        gboolean ok;
+
+        if (!host_caps) {
+            virt_set_error(error, ORCH_ERROR_HYPERVISOR,
+                           "Cannot read the capabilities of %s host '%s'", virt->label,
+                           virt->uri);
+            return FALSE;
+        }
+        ok = xml_caps_offer_guest(host_caps, needs->type ? needs->type : "kvm", needs->arch,
+                                  needs->machine, &offered, &why, error);
+        free(host_caps);
+        if (!ok)
+            return FALSE;
+        *ret_capable = offered;
+        *ret_detail = offered ? g_strdup_printf("runs %s (its host capabilities say so)", what)
+                              : g_strdup_printf("cannot run %s: %s", what, why);
+        return TRUE;
+    }
     if (!caps) {
         if (!virt_error_is_unsupported()) {
             virt_set_error(error, ORCH_ERROR_HYPERVISOR,
@@ -833,6 +921,8 @@ static const OrchVirtOps virt_libvirt_ops = {
     .nodedev_list_pci_xml = virt_nodedev_list_pci_xml,
     .domain_list_xml = virt_domain_list_xml,
     .domain_capable = virt_domain_capable,
+    .node_get_info = virt_node_get_info,
+    .domain_list_info = virt_domain_list_info,
     .free = virt_free,
 };
 

@@ -48,6 +48,26 @@ typedef enum {
     ORCH_VIRT_DOMAIN_LAST,
 } OrchVirtDomainState;
 
+/* The host itself (virNodeGetInfo). */
+typedef struct {
+    guint cpus;         /* active CPUs */
+    guint64 memory_kib; /* memory */
+} OrchVirtNodeInfo;
+
+/* One running domain as the inventory sees it (virDomainGetInfo, and its live XML). */
+typedef struct {
+    char *name;
+    guint vcpus;
+    guint64 memory_kib;  /* the most it may use (maxMem): what a destination must hold */
+    guint64 cpu_time_ns; /* CPU time used so far, all vCPUs together */
+    gint64 sampled_us;   /* g_get_monotonic_time() when cpu_time_ns was read */
+    gboolean paused;     /* paused (e.g. the incoming side of a migration), not running */
+    char *xml;           /* live XML (owned), when asked for; else NULL */
+} OrchVirtDomainInfo;
+
+void orch_virt_domain_info_free(OrchVirtDomainInfo *info);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchVirtDomainInfo, orch_virt_domain_info_free)
+
 typedef struct {
     /* Live domain state on this host. */
     gboolean (*domain_state)(OrchVirt *virt, const char *domain, OrchVirtDomainState *ret_state,
@@ -94,6 +114,11 @@ typedef struct {
      * be asked. */
     gboolean (*domain_capable)(OrchVirt *virt, const XmlDomainNeeds *needs,
                                gboolean *ret_capable, char **ret_detail, GError **error);
+    /* The host's CPUs and memory. */
+    gboolean (*node_get_info)(OrchVirt *virt, OrchVirtNodeInfo *ret_info, GError **error);
+    /* Every running domain of the host (new array of OrchVirtDomainInfo), with its live XML
+     * when @with_xml. A domain that ends while being read is left out. */
+    GPtrArray *(*domain_list_info)(OrchVirt *virt, gboolean with_xml, GError **error);
     void (*free)(OrchVirt *virt);
 } OrchVirtOps;
 

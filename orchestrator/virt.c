@@ -25,3 +25,12 @@ void orch_virt_channel_close(OrchVirtChannel *chan)
     if (chan)
         chan->virt->ops->channel_close(chan);
 }
+
+void orch_virt_domain_info_free(OrchVirtDomainInfo *info)
+{
+    if (!info)
+        return;
+    g_free(info->name);
+    g_free(info->xml);
+    g_free(info);
+}

@@ -228,6 +228,12 @@ gboolean pol_cluster_add_vm(PolCluster *c, const PolVmSpec *spec, GError **error
                     spec->name, POL_VFS_MAX, spec->vfs);
         return FALSE;
     }
+    if (!isfinite(spec->dirty_mib_s) || spec->dirty_mib_s < 0.0) {
+        g_set_error(error, POL_ERROR, POL_ERROR_INVALID,
+                    "VM '%s': dirty_mib_s must be a number >= 0, not %g", spec->name,
+                    spec->dirty_mib_s);
+        return FALSE;
+    }
     if (spec->vf_model && *spec->vf_model && !check_name("VF model", spec->vf_model, error))
         return FALSE;
     if (spec->job && !check_name("job", spec->job, error))
@@ -244,6 +250,8 @@ gboolean pol_cluster_add_vm(PolCluster *c, const PolVmSpec *spec, GError **error
     vm->job = g_strdup(spec->job);
     vm->pinned = spec->pinned;
     vm->moved_ago_s = spec->moved_ago_s;
+    vm->priority = spec->priority;
+    vm->dirty_mib_s = spec->dirty_mib_s;
     g_ptr_array_add(c->vms, vm);
     g_hash_table_insert(c->vm_by_name, vm->name, GUINT_TO_POINTER(c->vms->len));
     return TRUE;

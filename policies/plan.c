@@ -7,7 +7,7 @@
 
 /* ---- plans ------------------------------------------------------------------------------- */
 
-static void pol_migration_free(PolMigration *m)
+void pol_migration_free(PolMigration *m)
 {
     if (!m)
         return;
@@ -15,6 +15,17 @@ static void pol_migration_free(PolMigration *m)
     g_free(m->from);
     g_free(m->to);
     g_free(m);
+}
+
+PolMigration *pol_migration_copy(const PolMigration *m)
+{
+    PolMigration *copy = g_new(PolMigration, 1);
+
+    *copy = *m;
+    copy->vm = g_strdup(m->vm);
+    copy->from = g_strdup(m->from);
+    copy->to = g_strdup(m->to);
+    return copy;
 }
 
 void pol_plan_free(PolPlan *plan)

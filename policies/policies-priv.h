@@ -31,6 +31,8 @@ typedef struct {
     char *job; /* or NULL */
     gboolean pinned;
     gint64 moved_ago_s;
+    gint priority;
+    double dirty_mib_s;
 } PolVm;
 
 struct PolCluster {

@@ -82,6 +82,8 @@ typedef struct {
     const char *job;      /* MPI job id, or NULL */
     gboolean pinned;      /* never moved by a plan */
     gint64 moved_ago_s;   /* seconds since the VM last migrated, < 0: never (or unknown) */
+    gint priority;        /* higher: moved first among equals in an evacuation (default 0) */
+    double dirty_mib_s;   /* memory dirtied per second (MiB/s) while it runs; 0: unknown */
 } PolVmSpec;
 
 /* Adds a VM (strings are copied). Fails, changing nothing, on an unknown host, a duplicate
@@ -113,9 +115,15 @@ typedef struct {
     char *from;
     char *to;
     guint64 memory_mib;
-    double duration_s; /* predicted: memory / bandwidth */
+    double duration_s; /* predicted: memory / bandwidth (an evacuation adds its overhead) */
     gboolean extra;    /* a detour through a third host that breaks a cycle of moves */
+    gint priority;     /* the scheduler starts higher first (planners leave 0) */
 } PolMigration;
+
+/* A copy of @m (owned). */
+PolMigration *pol_migration_copy(const PolMigration *m);
+void pol_migration_free(PolMigration *m);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PolMigration, pol_migration_free)
 
 typedef struct {
     PolPolicy policy;
@@ -158,5 +166,235 @@ gboolean pol_plan_verify(const PolCluster *cluster, const PolPlan *plan, const P
 /* The Martello-Toth L2 lower bound on the number of bins of capacity @capacity that can hold
  * @n_sizes items of the given sizes (each <= capacity). */
 guint pol_lower_bound_l2(const guint64 *sizes, gsize n_sizes, guint64 capacity);
+
+/* ---- host alerts ------------------------------------------------------------------------- */
+
+/* What an alert about a host asks for, weakest first (docs/policies.md, "Host alerts"). */
+typedef enum {
+    POL_SEVERITY_QUARANTINE, /* the host accepts no new VMs */
+    POL_SEVERITY_EVACUATE,   /* every movable VM leaves it */
+    POL_SEVERITY_URGENT,     /* ... before the deadline: see pol_evacuation_order() */
+    POL_SEVERITY_LAST,
+} PolSeverity;
+
+HM_ENUM_DECL(pol_severity, PolSeverity)
+
+#define POL_ALERT_KEY_MAX 512        /* bytes of a dedup key */
+#define POL_ALERTS_PER_HOST_MAX 1000 /* active alerts of one host */
+
+/* One event from a failure-prediction input (orchestrator/alert-parse.c reads them). */
+typedef struct {
+    char *host;
+    PolSeverity severity;
+    double confidence; /* 0..1 */
+    gint64 deadline;   /* unix seconds by which the host may fail; 0: none */
+    char *source;      /* "exec:NAME", "socket", "alertmanager" */
+    char *key;         /* the same alert again has the same key (per host): an Alertmanager
+                        * fingerprint, the source and alert name, ... */
+    gboolean resolved; /* the alert is over */
+    gint64 received;   /* unix seconds; 0: when it is applied */
+} PolAlertEvent;
+
+/* A new event (owned): every field zero or NULL but confidence 1.0. */
+PolAlertEvent *pol_alert_event_new(void);
+/* A deep copy of @event (owned). */
+PolAlertEvent *pol_alert_event_copy(const PolAlertEvent *event);
+void pol_alert_event_free(PolAlertEvent *event);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PolAlertEvent, pol_alert_event_free)
+
+typedef enum {
+    POL_ALERT_ACTION_NONE,       /* nothing to do: ignored, merged, recorded, or already done */
+    POL_ALERT_ACTION_QUARANTINE, /* mark the host quarantined */
+    POL_ALERT_ACTION_EVACUATE,   /* mark it evacuating and start its evacuation (never twice) */
+    POL_ALERT_ACTION_LIFT,       /* every alert of the host is resolved: it is ok again */
+    POL_ALERT_ACTION_LAST,
+} PolAlertActionKind;
+
+HM_ENUM_DECL(pol_alert_action_kind, PolAlertActionKind)
+
+typedef struct {
+    PolAlertActionKind kind;
+    char *host;
+    PolHostState state;   /* the host's state in the book afterwards: ok, quarantined, evacuating */
+    PolSeverity severity; /* the strongest active alert of the host (quarantine when none) */
+    gint64 deadline;      /* the earliest deadline of its active alerts; 0: none */
+    gboolean merged;      /* the event repeated or updated an active alert (same key) */
+    char *reason;         /* one line for the log: what the event did and why */
+} PolAlertAction;
+
+void pol_alert_action_free(PolAlertAction *action);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PolAlertAction, pol_alert_action_free)
+
+/* The active alerts of every host and the state they put the host in. Pure: time is a
+ * parameter, nothing is read or written outside it. */
+typedef struct PolAlertBook PolAlertBook;
+
+/* A new empty book (owned). Firing events with a confidence below @min_confidence (0..1) are
+ * ignored. */
+PolAlertBook *pol_alert_book_new(double min_confidence);
+void pol_alert_book_free(PolAlertBook *book);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PolAlertBook, pol_alert_book_free)
+
+/* Applies @event at unix time @now and sets *@ret_action (owned) to what the caller must do.
+ * Duplicates (same host and key) are merged: strongest severity, highest confidence, earliest
+ * deadline; a repeat that changes nothing gives NONE, "merged". Host states: ok ->
+ * quarantined -> evacuating, back to ok (LIFT) once every alert of the host is resolved and
+ * no evacuation runs. EVACUATE is returned at most once until
+ * pol_alert_book_evacuation_done(). Fails with POL_ERROR_INVALID (the book unchanged) on an
+ * invalid event (empty host or key, confidence outside 0..1, ...) or when the host has
+ * POL_ALERTS_PER_HOST_MAX active alerts. Unknown hosts are the caller's business. */
+gboolean pol_alert_book_apply(PolAlertBook *book, const PolAlertEvent *event, gint64 now,
+                              PolAlertAction **ret_action, GError **error);
+
+/* The evacuation of @host has ended (@ok: every VM left). The host stays quarantined while
+ * it has active alerts (a new alert, not a repeat, may start another evacuation), else it is
+ * lifted (LIFT). Fails with POL_ERROR_INVALID when no evacuation of @host runs. */
+gboolean pol_alert_book_evacuation_done(PolAlertBook *book, const char *host, gboolean ok,
+                                        gint64 now, PolAlertAction **ret_action, GError **error);
+
+/* The state the alerts put @host in (POL_HOST_OK for a host the book does not know). */
+PolHostState pol_alert_book_get_state(const PolAlertBook *book, const char *host);
+
+/* Copies of the active alerts (PolAlertEvent, owned array) of @host, or of every host when
+ * @host is NULL: hosts in the order first seen, each host's alerts in the order received. */
+GPtrArray *pol_alert_book_list(const PolAlertBook *book, const char *host);
+
+/* ---- evacuation before a deadline -------------------------------------------------------- */
+
+typedef struct {
+    double bandwidth_mib_s;      /* per migration; <= 0: POL_BANDWIDTH_MIB_S_DEFAULT */
+    double overhead_s;           /* added to every move: the phases other than the copy */
+    double dirty_mib_s_per_vcpu; /* a VM without dirty_mib_s dirties this x vcpus x cpu_util */
+    guint concurrency; /* migrations off the host at a time, 1..POL_EVAC_CONCURRENCY_MAX */
+    gint priority;     /* given to every migration of the ordered plan */
+} PolEvacOptions;
+
+/* The phases other than the memory copy took about 2 s in docs/benchmarks.md. */
+#define POL_EVAC_OVERHEAD_S_DEFAULT 2.0
+#define POL_EVAC_CONCURRENCY_MAX 1024
+
+/* Fills @opts with the defaults: default bandwidth, 2 s overhead, no dirty estimate,
+ * concurrency 1, priority 0. */
+void pol_evac_options_init(PolEvacOptions *opts);
+
+typedef struct {
+    const PolMigration *migration; /* borrowed from PolEvacuation.plan */
+    guint slot;                    /* which of the concurrent migrations runs it */
+    double start_s;                /* predicted, seconds after now */
+    double finish_s;               /* predicted, seconds after now */
+    gboolean late;                 /* finishes after the deadline */
+} PolEvacMove;
+
+typedef struct {
+    PolPlan *plan;    /* the drain plan reordered (owned): migrations in the order to start
+                       * them, duration_s predicted with the overhead, priority set */
+    GPtrArray *moves; /* PolEvacMove (owned), one per migration of plan, same order */
+    GPtrArray *late;  /* PolEvacMove (borrowed from moves): those predicted to miss the
+                       * deadline, in start order; empty without a deadline */
+    guint concurrency;
+    gint64 now;        /* unix seconds: the times above count from here */
+    gint64 deadline;   /* unix seconds; 0: none */
+    double makespan_s; /* predicted end of the last move, seconds after now */
+} PolEvacuation;
+
+void pol_evacuation_free(PolEvacuation *evac);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PolEvacuation, pol_evacuation_free)
+
+/* The predicted duration of migrating VM @vm of @cluster: memory / (bandwidth - dirty rate),
+ * the denominator at least bandwidth / 10, plus the overhead. -1 for an unknown VM. */
+double pol_evacuation_predict(const PolCluster *cluster, const char *vm,
+                              const PolEvacOptions *opts);
+
+/* Orders the moves of @drain (a plan from pol_plan_drain() on @cluster) to save the most VMs
+ * before @deadline (unix seconds, 0: none) when @opts->concurrency migrations run at a time
+ * from @now: shortest predicted first, each on the first free slot (equal durations: higher
+ * VM priority first, then VMs of one job together, then by name); when that leaves some late
+ * and several slots run, a first-fit-decreasing packing of the shortest into the slots, if it
+ * saves more (docs/policies.md). Lists the VMs predicted to finish after the deadline. Any
+ * order of a drain plan is safe: its destinations only receive. Fails with POL_ERROR_INVALID when @drain is not a drain plan of @cluster or an
+ * option is out of range. Returns the evacuation (owned). */
+PolEvacuation *pol_evacuation_order(const PolCluster *cluster, const PolPlan *drain,
+                                    const PolEvacOptions *opts, gint64 now, gint64 deadline,
+                                    GError **error);
+
+/* ---- running a plan: the scheduler ------------------------------------------------------- */
+
+typedef struct {
+    guint per_host_out; /* migrations leaving one host at once; 0: no limit */
+    guint per_host_in;  /* migrations arriving at one host at once; 0: no limit */
+    guint total;        /* migrations in the cluster at once; 0: no limit */
+} PolScheduleLimits;
+
+typedef enum {
+    POL_MOVE_PENDING, /* not started */
+    POL_MOVE_RUNNING,
+    POL_MOVE_DONE,
+    POL_MOVE_FAILED,  /* detail: the engine's message */
+    POL_MOVE_SKIPPED, /* detail: why it can no longer run */
+    POL_MOVE_STATE_LAST,
+} PolMoveState;
+
+HM_ENUM_DECL(pol_move_state, PolMoveState)
+
+/* One migration of a schedule. Owned by the schedule; read-only for the caller. */
+typedef struct {
+    guint index; /* position in the schedule's order */
+    char *vm;
+    char *from;
+    char *to;
+    double duration_s;
+    gint priority;
+    gboolean extra;
+    PolMoveState state;
+    char *detail;    /* FAILED, SKIPPED: why; else NULL */
+    gint64 started;  /* the @now it started at; 0: not started */
+    gint64 finished; /* the @now it ended at (done, failed, skipped); 0: not ended */
+} PolScheduleMove;
+
+typedef struct {
+    guint total;
+    guint pending;
+    guint running;
+    guint done;
+    guint failed;
+    guint skipped;
+} PolScheduleProgress;
+
+typedef struct PolSchedule PolSchedule;
+
+/* A schedule (owned) of @migrations (PolMigration: a plan's migrations, in their order) on
+ * @cluster, which it does not keep. The schedule's order is by priority, higher first, equal
+ * priorities in the given order; that order must replay on @cluster without overcommitting
+ * any host (pol_plan_verify()), else POL_ERROR_INVALID names the step. @opts as for the plan
+ * (NULL: defaults); @limits NULL: none. */
+PolSchedule *pol_schedule_new(const PolCluster *cluster, const GPtrArray *migrations,
+                              const PolScheduleLimits *limits, const PolOptions *opts,
+                              GError **error);
+void pol_schedule_free(PolSchedule *sched);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PolSchedule, pol_schedule_free)
+
+/* Starts, at unix time @now, every move that may start: in the schedule's order, a move
+ * starts when its VM is where the move begins (its earlier moves done), no earlier move
+ * still waits to arrive at the same host, its destination has room for it now (counting the
+ * VMs arriving there and still counting those leaving until their moves are done), and the
+ * limits allow it. Sets *@ret_moves (may be NULL) to an owned array of the started moves
+ * (PolScheduleMove, borrowed from the schedule) and returns how many started. */
+guint pol_schedule_next(PolSchedule *sched, gint64 now, GPtrArray **ret_moves);
+
+/* Records the end of running move @move (from pol_schedule_next()): done when @ok, else
+ * failed with @detail. A failure stops no other move, but the moves that can no longer run
+ * are skipped at once with the reason: the later moves of the same VM, and moves into a host
+ * that will not have room since a move out of it failed. Sets *@ret_skipped (may be NULL) to
+ * an owned array of the moves skipped now (borrowed). */
+void pol_schedule_done(PolSchedule *sched, const PolScheduleMove *move, gboolean ok,
+                       const char *detail, gint64 now, GPtrArray **ret_skipped);
+
+/* Nothing pending or running: every move is done, failed or skipped. */
+gboolean pol_schedule_is_finished(const PolSchedule *sched);
+
+void pol_schedule_get_progress(const PolSchedule *sched, PolScheduleProgress *ret_progress);
+
+/* Every move (PolScheduleMove, borrowed; the array too) in the schedule's order: the report. */
+const GPtrArray *pol_schedule_get_moves(const PolSchedule *sched);
 
 G_END_DECLS

@@ -535,6 +535,71 @@ XmlDomainNeeds *xml_domain_get_needs(const XmlDomain *dom)
     return needs;
 }
 
+/* Does <arch> element @arch_node list <machine> @machine (by name or canonical name)? */
+static gboolean caps_arch_has_machine(xmlNode *arch_node, xmlNode *domain_node, const char *machine)
+{
+    xmlNode *lists[] = {arch_node, domain_node};
+
+    for (guint l = 0; l < G_N_ELEMENTS(lists); l++) {
+        for (xmlNode *m = xml_node_child(lists[l], "machine"); m; m = xml_node_next(m, "machine")) {
+            g_autofree char *name = xml_node_text(m);
+            g_autofree char *canonical = xml_node_prop(m, "canonical");
+
+            if (g_strcmp0(name, machine) == 0 || g_strcmp0(canonical, machine) == 0)
+                return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+gboolean xml_caps_offer_guest(const char *caps, const char *type, const char *arch,
+                              const char *machine, gboolean *ret_supported, char **ret_why,
+                              GError **error)
+{
+    g_autoptr(xmlDoc) doc = NULL;
+    xmlNode *root;
+    gboolean arch_seen = FALSE, type_seen = FALSE;
+
+    g_return_val_if_fail(caps && type, FALSE);
+    doc = xml_doc_parse("capabilities XML", caps, strlen(caps), XML_DOMAIN_MAX_BYTES, error);
+    if (!doc)
+        return FALSE;
+    root = xmlDocGetRootElement(doc);
+    if (!xml_node_is(root, "capabilities")) {
+        g_set_error(error, XML_ERROR, XML_ERROR_PARSE,
+                    "capabilities XML: the root element is not <capabilities>");
+        return FALSE;
+    }
+    for (xmlNode *g = xml_node_child(root, "guest"); g; g = xml_node_next(g, "guest")) {
+        for (xmlNode *a = xml_node_child(g, "arch"); a; a = xml_node_next(a, "arch")) {
+            g_autofree char *name = xml_node_prop(a, "name");
+
+            if (arch && g_strcmp0(name, arch) != 0)
+                continue;
+            arch_seen = TRUE;
+            for (xmlNode *d = xml_node_child(a, "domain"); d; d = xml_node_next(d, "domain")) {
+                g_autofree char *dtype = xml_node_prop(d, "type");
+
+                if (g_strcmp0(dtype, type) != 0)
+                    continue;
+                type_seen = TRUE;
+                if (!machine || caps_arch_has_machine(a, d, machine)) {
+                    *ret_supported = TRUE;
+                    *ret_why = NULL;
+                    return TRUE;
+                }
+            }
+        }
+    }
+    *ret_supported = FALSE;
+    *ret_why = !arch_seen   ? g_strdup_printf("no guest of arch '%s'", arch)
+               : !type_seen ? g_strdup_printf("no '%s' guest for arch '%s'", type,
+                                              arch ? arch : "any")
+                            : g_strdup_printf("no machine '%s' for '%s' guests of arch '%s'",
+                                              machine, type, arch ? arch : "any");
+    return TRUE;
+}
+
 GPtrArray *xml_domain_find_vfs(const XmlDomain *dom, const char *alias_prefix, GError **error)
 {
     g_autoptr(GPtrArray) vfs = g_ptr_array_new_with_free_func((GDestroyNotify)xml_vf_free);

@@ -84,6 +84,14 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(XmlDomainNeeds, xml_domain_needs_free)
 /* Never fails on a parsed domain (missing parts are NULL / absent). Owned result. */
 XmlDomainNeeds *xml_domain_get_needs(const XmlDomain *dom);
 
+/* Does the host capabilities XML @caps (virConnectGetCapabilities) offer a guest of domain
+ * type @type (e.g. "qemu") for @arch (NULL: any) with machine @machine (NULL: any; matched
+ * against <machine> names and their canonical attribute)? Sets *ret_supported and, when not,
+ * *ret_why (owned). Fails with XML_ERROR_PARSE on a bad document. */
+gboolean xml_caps_offer_guest(const char *caps, const char *type, const char *arch,
+                              const char *machine, gboolean *ret_supported, char **ret_why,
+                              GError **error);
+
 /* The device XML to attach @vf on the destination (owned string). @new_host_pci is the host
  * PCI address of the VF reserved there (required for hostdev kinds, must be NULL for the
  * stand-in, whose backend is kept). The guest-side <address> is kept so the device comes back

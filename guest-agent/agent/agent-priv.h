@@ -15,10 +15,12 @@ G_BEGIN_DECLS
 #define AGENT_PROCS_MAX 1024    /* connections on the registry socket */
 #define AGENT_JSON_DEPTH_MAX 16 /* nesting of arrays/objects in a request */
 #define AGENT_TIMEOUT_MS_MAX (10 * 60 * 1000)
-#define AGENT_NAME_MAX 64              /* process name, bytes */
-#define AGENT_DEVICE_MAX 64            /* RDMA device name, bytes */
-#define AGENT_OUTPUT_MAX (1024 * 1024) /* queued output to the host before it is dropped */
-#define AGENT_DEVICE_POLL_MS 50
+#define AGENT_NAME_MAX 64               /* process name, bytes */
+#define AGENT_DEVICE_MAX 64             /* RDMA device name, bytes */
+#define AGENT_OUTPUT_MAX (1024 * 1024)  /* queued output to the host before it is dropped */
+#define AGENT_DEVICE_POLL_MS 50         /* looking for an active RDMA device, without events */
+#define AGENT_DEVICE_POLL_EVENTS_MS 500 /* the same, as a fallback, when device events come */
+#define AGENT_UEVENT_MAX 8192           /* bytes of one kernel uevent (the kernel sends <= 2 KiB) */
 
 /* ---- errors: the GError code is the protocol's error class ------------------------------- */
 
@@ -148,6 +150,9 @@ AgentRdmaPort *agent_rdma_device_add_port(AgentRdmaDevice *dev, guint8 port, con
 void agent_rdma_device_free(AgentRdmaDevice *dev);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AgentRdmaDevice, agent_rdma_device_free)
 
+/* The adapter's watch on the port events of RDMA devices (opaque). */
+typedef struct AgentPortWatch AgentPortWatch;
+
 typedef struct {
     /* Returns the name (owned) of an RDMA device that has a port in the ACTIVE state, or NULL
      * with @error set when there is none (yet). @prefer (may be NULL) is returned when it is
@@ -156,6 +161,14 @@ typedef struct {
     /* Every RDMA device with its ports: a GPtrArray of AgentRdmaDevice (owned), or NULL with
      * @error set. */
     GPtrArray *(*list_devices)(gpointer data, GError **error);
+    /* Optional, all three or none. Opens the RDMA devices present now to hear of their port
+     * events (a port going ACTIVE, a device lost): returns the watch (owned; free with
+     * port_watch_free()) and sets *ret_fd (borrowed) to a descriptor that polls readable when
+     * events wait; NULL with @error set when it cannot. The devices stay open until freed. */
+    AgentPortWatch *(*port_watch_new)(gpointer data, int *ret_fd, GError **error);
+    /* Reads and acknowledges the waiting events; returns how many there were. */
+    guint (*port_watch_drain)(AgentPortWatch *watch);
+    void (*port_watch_free)(AgentPortWatch *watch);
 } AgentVerbsOps;
 
 extern const AgentVerbsOps agent_verbs_ibverbs;
@@ -176,6 +189,14 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(Agent, agent_free)
 void agent_set_reply_func(Agent *agent, AgentReplyFunc func, gpointer user_data);
 /* How often resume looks for an active RDMA device (default AGENT_DEVICE_POLL_MS). */
 void agent_set_device_poll_ms(Agent *agent, guint poll_ms);
+/* Whether something calls agent_devices_changed() when RDMA devices come and go (the kernel
+ * uevent listener): resume then looks at once on those calls and on port events, and polls
+ * only every MAX(poll_ms, AGENT_DEVICE_POLL_EVENTS_MS) as a fallback. */
+void agent_set_device_events(Agent *agent, gboolean device_events);
+/* RDMA devices appeared, went away or changed: a resume or abort waiting for an active device
+ * looks again at once (from the main loop; several calls make one look) and watches the ports
+ * of the devices present then. */
+void agent_devices_changed(Agent *agent);
 
 /* Creates the registry socket at @path (mode 0600; its directory is created if missing) and
  * accepts processes on it. The socket is unlinked by agent_free(). */
@@ -192,6 +213,23 @@ guint agent_get_n_procs(const Agent *agent); /* registered processes */
 gint agent_get_protocol(const Agent *agent); /* the version negotiated with the host */
 /* Whether the dispatcher table has a handler for @command (tests check all of them). */
 gboolean agent_command_has_handler(AgentCommand command);
+
+/* ---- kernel uevents (uevent.c) ------------------------------------------------------------ */
+
+/* Whether the kernel uevent @msg (@len bytes: "ACTION@DEVPATH", then NUL-separated KEY=VALUE
+ * fields) is about an RDMA device: its SUBSYSTEM is infiniband or infiniband_verbs. Anything
+ * malformed or longer than AGENT_UEVENT_MAX is not. */
+gboolean agent_uevent_is_rdma(const guint8 *msg, gsize len);
+
+typedef struct AgentUevent AgentUevent;
+
+/* Listens to the kernel's uevents (NETLINK_KOBJECT_UEVENT) in the thread-default main context,
+ * calls agent_devices_changed() for those about RDMA devices (and when events were lost), and
+ * sets agent_set_device_events(). Owned; NULL with @error set when the socket cannot be had
+ * (the agent then polls). */
+AgentUevent *agent_uevent_new(Agent *agent, GError **error);
+void agent_uevent_free(AgentUevent *uevent);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AgentUevent, agent_uevent_free)
 
 /* ---- the host channel -------------------------------------------------------------------- */
 

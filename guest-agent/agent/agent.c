@@ -56,6 +56,11 @@ typedef struct {
     char *device;
     char *device_error;
     guint timer_id;
+    guint wake_id;              /* resume: an idle look asked by an event */
+    AgentPortWatch *port_watch; /* resume: the ports of the devices present, or NULL */
+    guint port_watch_id;        /* its fd source */
+    gboolean port_watch_stale;  /* the devices changed since it was opened */
+    void (*port_watch_free)(AgentPortWatch *watch);
     GPtrArray *waiting; /* AgentProc, borrowed */
     GPtrArray *done;    /* AgentProcInfo */
     GPtrArray *failed;  /* AgentProcInfo */
@@ -68,6 +73,7 @@ struct Agent {
     AgentReplyFunc reply_func;
     gpointer reply_data;
     guint poll_ms;
+    gboolean device_events; /* agent_devices_changed() is called when devices come and go */
     AgentFramer host;
     gint protocol;    /* negotiated with info; AGENT_PROTOCOL_MIN until then */
     char *old_device; /* the active device when the last prepare began; NULL if none */
@@ -522,6 +528,12 @@ static void agent_op_free(AgentOp *op)
         return;
     if (op->timer_id)
         g_source_remove(op->timer_id);
+    if (op->wake_id)
+        g_source_remove(op->wake_id);
+    if (op->port_watch_id)
+        g_source_remove(op->port_watch_id);
+    if (op->port_watch)
+        op->port_watch_free(op->port_watch);
     g_ptr_array_unref(op->waiting);
     g_ptr_array_unref(op->done);
     g_ptr_array_unref(op->failed);
@@ -616,11 +628,29 @@ static void agent_op_arm_deadline(Agent *agent)
     op->timer_id = g_timeout_add(hm_deadline_remaining_ms(op->deadline), agent_op_deadline, agent);
 }
 
+/* The device phase is over: stops the looks and the port watch. */
+static void agent_resume_unwatch(AgentOp *op)
+{
+    op->waiting_device = FALSE;
+    if (op->timer_id)
+        g_source_remove(op->timer_id);
+    op->timer_id = 0;
+    if (op->wake_id)
+        g_source_remove(op->wake_id);
+    op->wake_id = 0;
+    if (op->port_watch_id)
+        g_source_remove(op->port_watch_id);
+    op->port_watch_id = 0;
+    if (op->port_watch)
+        op->port_watch_free(op->port_watch);
+    op->port_watch = NULL;
+}
+
 static void agent_resume_send(Agent *agent)
 {
     AgentOp *op = agent->op;
 
-    op->waiting_device = FALSE;
+    agent_resume_unwatch(op);
     agent->state = AGENT_STATE_RUNNING;
     for (guint i = 0; i < agent->procs->len; i++) {
         AgentProc *proc = agent->procs->pdata[i];
@@ -665,20 +695,100 @@ static gboolean agent_resume_look(Agent *agent)
     return FALSE;
 }
 
-static gboolean agent_resume_poll(gpointer user_data)
+static gboolean agent_resume_poll(gpointer user_data);
+static gboolean agent_resume_wake(gpointer user_data);
+
+/* A look from the main loop, soon; several requests make one. */
+static void agent_resume_wake_soon(Agent *agent)
+{
+    AgentOp *op = agent->op;
+
+    if (op && op->waiting_device && !op->wake_id)
+        op->wake_id = g_idle_add(agent_resume_wake, agent);
+}
+
+static gboolean agent_resume_port_event(int fd, GIOCondition condition, gpointer user_data)
 {
     Agent *agent = user_data;
     AgentOp *op = agent->op;
+    guint n = agent->verbs->port_watch_drain(op->port_watch);
 
-    op->timer_id = 0;
-    if (agent_resume_look(agent)) {
-        agent_resume_send(agent);
-    } else {
-        guint left = hm_deadline_remaining_ms(op->device_deadline);
-
-        op->timer_id = g_timeout_add(MIN(agent->poll_ms, left), agent_resume_poll, agent);
+    g_debug("%s: %u RDMA port event(s)", agent_op_names[op->kind], n);
+    /* A port event may be a device lost: reopen on the devices present at the next look. */
+    op->port_watch_stale = TRUE;
+    agent_resume_wake_soon(agent);
+    if (condition & (G_IO_HUP | G_IO_ERR | G_IO_NVAL)) {
+        op->port_watch_id = 0;
+        return G_SOURCE_REMOVE;
     }
+    return G_SOURCE_CONTINUE;
+}
+
+/* No active device yet: watches the ports of the devices present (when the adapter can and
+ * they changed) and arms the fallback poll. */
+static void agent_resume_wait(Agent *agent)
+{
+    AgentOp *op = agent->op;
+    guint interval =
+        agent->device_events ? MAX(agent->poll_ms, AGENT_DEVICE_POLL_EVENTS_MS) : agent->poll_ms;
+
+    if (op->port_watch_stale && agent->verbs->port_watch_new) {
+        g_autoptr(GError) error = NULL;
+        int fd = -1;
+
+        if (op->port_watch_id)
+            g_source_remove(op->port_watch_id);
+        op->port_watch_id = 0;
+        if (op->port_watch)
+            op->port_watch_free(op->port_watch);
+        op->port_watch = agent->verbs->port_watch_new(agent->verbs_data, &fd, &error);
+        op->port_watch_free = agent->verbs->port_watch_free;
+        if (op->port_watch)
+            op->port_watch_id =
+                g_unix_fd_add(fd, G_IO_IN | G_IO_HUP | G_IO_ERR, agent_resume_port_event, agent);
+        else
+            g_debug("%s: no port events, polling: %s", agent_op_names[op->kind], error->message);
+    }
+    op->port_watch_stale = FALSE;
+    if (!op->timer_id)
+        op->timer_id = g_timeout_add(MIN(interval, hm_deadline_remaining_ms(op->device_deadline)),
+                                     agent_resume_poll, agent);
+}
+
+static void agent_resume_try(Agent *agent)
+{
+    if (agent_resume_look(agent))
+        agent_resume_send(agent);
+    else
+        agent_resume_wait(agent);
+}
+
+static gboolean agent_resume_poll(gpointer user_data)
+{
+    Agent *agent = user_data;
+
+    agent->op->timer_id = 0;
+    agent_resume_try(agent);
     return G_SOURCE_REMOVE;
+}
+
+static gboolean agent_resume_wake(gpointer user_data)
+{
+    Agent *agent = user_data;
+
+    agent->op->wake_id = 0;
+    agent_resume_try(agent);
+    return G_SOURCE_REMOVE;
+}
+
+void agent_devices_changed(Agent *agent)
+{
+    g_return_if_fail(agent != NULL);
+    if (!agent->op || !agent->op->waiting_device)
+        return;
+    g_debug("%s: RDMA devices changed, looking again", agent_op_names[agent->op->kind]);
+    agent->op->port_watch_stale = TRUE;
+    agent_resume_wake_soon(agent);
 }
 
 static void agent_prepare_start(Agent *agent, guint timeout_ms)
@@ -720,16 +830,12 @@ static void agent_resume_start(Agent *agent, AgentOpKind kind, guint timeout_ms)
     op->device_wait_ms = timeout_ms - reserve;
     op->device_deadline = op->deadline - (gint64)reserve * G_TIME_SPAN_MILLISECOND;
     op->waiting_device = TRUE;
+    op->port_watch_stale = TRUE;
     agent->op = op;
     g_message("%s: seq=%" G_GUINT64_FORMAT " timeout_ms=%u processes=%u old_device='%s'",
               agent_op_names[kind], op->seq, timeout_ms, agent_get_n_procs(agent),
               agent->old_device ? agent->old_device : "");
-    if (agent_resume_look(agent))
-        agent_resume_send(agent);
-    else
-        op->timer_id =
-            g_timeout_add(MIN(agent->poll_ms, hm_deadline_remaining_ms(op->device_deadline)),
-                          agent_resume_poll, agent);
+    agent_resume_try(agent);
 }
 
 /* ---- host commands ----------------------------------------------------------------------- */
@@ -1050,6 +1156,9 @@ Agent *agent_new(const AgentVerbsOps *verbs, gpointer verbs_data)
     Agent *agent;
 
     g_return_val_if_fail(verbs != NULL && verbs->find_active_device != NULL, NULL);
+    g_return_val_if_fail(!verbs->port_watch_new == !verbs->port_watch_drain &&
+                             !verbs->port_watch_new == !verbs->port_watch_free,
+                         NULL);
 
     agent = g_new0(Agent, 1);
     agent->verbs = verbs;
@@ -1093,6 +1202,12 @@ void agent_set_device_poll_ms(Agent *agent, guint poll_ms)
 {
     g_return_if_fail(agent != NULL && poll_ms > 0);
     agent->poll_ms = poll_ms;
+}
+
+void agent_set_device_events(Agent *agent, gboolean device_events)
+{
+    g_return_if_fail(agent != NULL);
+    agent->device_events = device_events;
 }
 
 AgentState agent_get_state(const Agent *agent)

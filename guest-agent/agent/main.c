@@ -130,6 +130,7 @@ int main(int argc, char **argv)
     g_autoptr(GError) error = NULL;
     g_autoptr(Agent) agent = NULL;
     g_autoptr(AgentChannel) channel = NULL;
+    g_autoptr(AgentUevent) uevent = NULL;
     g_autoptr(GMainLoop) loop = NULL;
     AgentMain m = {0};
     guint sigterm_id;
@@ -174,6 +175,12 @@ int main(int argc, char **argv)
     loop = g_main_loop_new(NULL, FALSE);
     m.loop = loop;
     agent = agent_new(&agent_verbs_ibverbs, NULL);
+    /* RDMA devices coming and going wake a resume at once; without uevents it polls. */
+    uevent = agent_uevent_new(agent, &error);
+    if (!uevent) {
+        g_message("no kernel uevents, a resume polls for the RDMA device: %s", error->message);
+        g_clear_error(&error);
+    }
     /* The socket first: processes may start as soon as the agent does. */
     if (!agent_listen(agent, socket_path, &error)) {
         g_warning("cannot start: %s", error->message);

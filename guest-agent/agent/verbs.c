@@ -4,7 +4,10 @@
 #include <arpa/inet.h>
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
 #define AGENT_GIDS_MAX 16 /* per port, reported by inventory */
 
@@ -141,7 +144,89 @@ static GPtrArray *agent_ibverbs_list_devices(gpointer data, GError **error)
     return g_steal_pointer(&devices);
 }
 
+/* The async event fds of the devices present, gathered in one epoll set. */
+struct AgentPortWatch {
+    int epfd;
+    GPtrArray *ctxs; /* struct ibv_context *, open */
+};
+
+static void agent_ibverbs_port_watch_free(AgentPortWatch *watch)
+{
+    if (!watch)
+        return;
+    for (guint i = 0; i < watch->ctxs->len; i++)
+        ibv_close_device(watch->ctxs->pdata[i]);
+    g_ptr_array_unref(watch->ctxs);
+    if (watch->epfd >= 0)
+        close(watch->epfd);
+    g_free(watch);
+}
+
+static AgentPortWatch *agent_ibverbs_port_watch_new(gpointer data, int *ret_fd, GError **error)
+{
+    AgentPortWatch *watch;
+    struct ibv_device **list;
+    int n = 0;
+
+    list = agent_ibverbs_devices(&n, error);
+    if (!list)
+        return NULL;
+    watch = g_new0(AgentPortWatch, 1);
+    watch->ctxs = g_ptr_array_new();
+    watch->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (watch->epfd < 0) {
+        hm_set_error_errno(error, errno, "Cannot create an epoll set");
+        ibv_free_device_list(list);
+        agent_ibverbs_port_watch_free(watch);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        struct ibv_context *ctx = ibv_open_device(list[i]);
+        struct epoll_event ev = {.events = EPOLLIN};
+        int fl;
+
+        if (!ctx)
+            continue;
+        ev.data.ptr = ctx;
+        fl = fcntl(ctx->async_fd, F_GETFL);
+        if (fl < 0 || fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+            epoll_ctl(watch->epfd, EPOLL_CTL_ADD, ctx->async_fd, &ev) < 0) {
+            g_debug("cannot watch the events of RDMA device '%s': %s", ibv_get_device_name(list[i]),
+                    g_strerror(errno));
+            ibv_close_device(ctx);
+            continue;
+        }
+        g_ptr_array_add(watch->ctxs, ctx);
+    }
+    ibv_free_device_list(list);
+    *ret_fd = watch->epfd;
+    return watch;
+}
+
+static guint agent_ibverbs_port_watch_drain(AgentPortWatch *watch)
+{
+    struct epoll_event evs[16];
+    guint count = 0;
+    int n = epoll_wait(watch->epfd, evs, G_N_ELEMENTS(evs), 0);
+
+    for (int i = 0; i < n; i++) {
+        struct ibv_context *ctx = evs[i].data.ptr;
+        struct ibv_async_event event;
+
+        /* The fd is non-blocking: this ends when no event waits. */
+        while (count < 1024 && ibv_get_async_event(ctx, &event) == 0) {
+            g_debug("RDMA async event: %s", ibv_event_type_str(event.event_type));
+            ibv_ack_async_event(&event);
+            count++;
+        }
+    }
+    return count;
+}
+
 const AgentVerbsOps agent_verbs_ibverbs = {
     .find_active_device = agent_ibverbs_find_active_device,
     .list_devices = agent_ibverbs_list_devices,
+    .port_watch_new = agent_ibverbs_port_watch_new,
+    .port_watch_drain = agent_ibverbs_port_watch_drain,
+    .port_watch_free = agent_ibverbs_port_watch_free,
 };

@@ -1,46 +1,399 @@
 #!/bin/bash
 # What hotmig costs on top of a plain live migration, on the lab (which must be up:
-# hotmig-lab up). Two guests of the same size on A: 'bench-vf' holds the VF stand-in and runs
-# the RDMA ping-pong client (its server runs on B), 'bench-novf' has no VF. Runs ROUNDS
-# (default 5) round trips A->B->A of each, interleaved: 'virsh migrate --live --p2p' for the
-# guest without VF, migrate-vm for the one with it. Prints one JSON object with the medians,
-# their ratio and migrate-vm's per-phase medians. A benchmark: it measures, asserts nothing.
+# hotmig-lab up). Prints ONE JSON object on stdout (progress on stderr):
+#
+#   HM_BUILD=build ROUNDS=3 bash tests/bench/migration.sh
+#
+# A benchmark: it measures and prints, it asserts nothing about the figures. Parts, in this
+# order (BENCH_PARTS, default "ratio fallback evacuation"; each boots its guests and destroys
+# them before the next, so that at most four TCG guests share the cores):
+#
+# ratio       Two guests of the same size (BENCH_MEMORY MiB, default 256) on A: 'bench-vf' holds
+#             the VF stand-in and runs the RDMA ping-pong client (its server 'bench-srv' runs on
+#             B), 'bench-novf' has no VF. ROUNDS round trips A->B->A of each, interleaved:
+#             'virsh migrate --live --p2p' for the guest without VF, migrate-vm for the one with
+#             it. Medians of both, their ratio, migrate-vm's per-phase medians, and for each
+#             migrate-vm run "migration complete -> verbs traffic resumed on the target":
+#             from migrate-vm's own 'migrate ok' progress line to the workload's first
+#             {"event":"resumed","side":"local"} console line after it (its RC QP is connected
+#             on the new device; the client posts its next message at once). Both are stamped
+#             with this machine's clock as they appear (migrate-vm -v's stderr through a pipe,
+#             the guest's serial console file through tail -F), so guest clocks play no part.
+#             The same stamps give the steps in between: the guest's "HMLAB vf up" (RDMA port
+#             ACTIVE), the agent seeing the device, the process answering RESUME.
+# fallback    A pair 'bench-fb' (client, A) / 'bench-fbs' (server, B) running hm-pingpong
+#             --fallback tcp: ROUNDS round trips of the client with migrate-vm. Per migration,
+#             the workload's blackout (its cycle's blackout_ms: the longest gap between echoes,
+#             on RDMA or TCP, from the quiesce to RDMA again) minus the downtime libvirt
+#             reported for that migration (the report's migrate detail "downtime N ms").
+# evacuation  EVAC_GUESTS (4) guests of EVAC_MEMORY MiB (default 192: four 256 MiB TCG guests
+#             with traffic do not fit two cores) on A, each with the VF stand-in and the agent;
+#             with EVAC_WORKLOAD=1 (default) they run ping-pong pairs among themselves (guest
+#             1 client of guest 2, 3 of 4). All of them evacuated A->B, then back B->A, with
+#             concurrency 1, 2 and 4 (that many migrate-vm processes at once, a bash job pool),
+#             the levels' order rotating each round; makespan medians per level (both
+#             directions count).
+#
+# ROUNDS (default 5). HM_BUILD: the build directory.
 source "$(dirname "$0")/../e2e/lib.sh"
 rounds=${ROUNDS:-5}
-tmp=$(mktemp -d)
-trap 'cleanup; rm -rf "$tmp"' EXIT
-
-start_pair bench-vf bench-srv lazy $((2 * rounds))
-guests+=(bench-novf)
-"$lab" guest bench-novf --host A --peer bench-none --no-vf --bin-dir "$build" >/dev/null
-"$lab" wait bench-novf 'HMLAB booted' --timeout 180 >/dev/null || fail "bench-novf did not boot"
+parts=${BENCH_PARTS:-ratio fallback evacuation}
+memory=${BENCH_MEMORY:-256}
+evac_n=${EVAC_GUESTS:-4}
+evac_memory=${EVAC_MEMORY:-192}
+evac_workload=${EVAC_WORKLOAD:-1}
+tmp=$(mktemp -d /tmp/hm-bench.XXXXXX)
+stampers=()
+trap 'for p in "${stampers[@]}"; do kill -- -"$p" 2>/dev/null; done; cleanup; [[ -n ${BENCH_KEEP:-} ]] || rm -rf "$tmp"' EXIT
 
 now_ms() {
     echo $(($(date +%s%N) / 1000000))
 }
 
-: >"$tmp/virsh"
-: >"$tmp/hotmig"
-for ((r = 1; r <= rounds; r++)); do
-    for leg in "$A $B" "$B $A"; do
-        set -- $leg
-        t0=$(now_ms)
-        virsh -q -c "$1" migrate --live --p2p bench-novf "$2" >/dev/null || fail "virsh migrate failed"
-        echo $(($(now_ms) - t0)) >>"$tmp/virsh"
-        "$migrate_vm" --connect "$1" bench-vf "$2" --json >"$tmp/mv.json" || fail "migrate-vm failed"
-        jq -c '{total: .total_ms, phases: [.phases[] | {(.name): .ms}] | add}' "$tmp/mv.json" >>"$tmp/hotmig"
-        echo "round $r $1 -> $2: virsh $(tail -n 1 "$tmp/virsh") ms, migrate-vm $(jq .total_ms "$tmp/mv.json") ms" >&2
+# stamp: prefixes each line of stdin with this machine's clock (seconds, microseconds).
+stamp() {
+    local l
+    while IFS= read -r l; do
+        printf '%s %s\n' "$EPOCHREALTIME" "$l"
     done
+}
+
+# console_stamp NAME: from now on, the guest's console lines land stamped in $tmp/NAME.con.
+console_stamp() {
+    local console
+    console=$("$lab" console "$1")
+    : >"$tmp/$1.con"
+    setsid bash -c 'tail -n0 -F "$0" 2>/dev/null | while IFS= read -r l; do
+        printf "%s %s\n" "$EPOCHREALTIME" "$l"; done' "$console" >>"$tmp/$1.con" &
+    stampers+=($!)
+}
+
+# stamped_first FILE AFTER REGEX: the stamp of the first line of FILE stamped at or after AFTER
+# that matches REGEX (awk), or nothing.
+stamped_first() {
+    awk -v t="$2" -v re="$3" '$1 >= t && $0 ~ re { print $1; exit }' "$1"
+}
+
+# stamped_wait FILE AFTER REGEX TIMEOUT_S: as stamped_first, waiting for the line.
+stamped_wait() {
+    local deadline=$(($(now_ms) + $4 * 1000)) t
+    while :; do
+        t=$(stamped_first "$1" "$2" "$3")
+        [[ -n $t ]] && { echo "$t"; return 0; }
+        (($(now_ms) < deadline)) || return 1
+        sleep 0.05
+    done
+}
+
+# ms_between T0 T1: milliseconds from stamp T0 to T1 (one decimal).
+ms_between() {
+    awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) * 1000 }'
+}
+
+# mv_run NAME SRC DST OUT: migrate-vm -v --json; the report in OUT.json, its progress lines
+# stamped in OUT.mv. Returns migrate-vm's status.
+mv_run() {
+    local rc
+    set +e
+    "$migrate_vm" -v --connect "$2" "$1" "$3" --json 2>&1 >"$4.json" | stamp >"$4.mv"
+    rc=${PIPESTATUS[0]}
+    set -e
+    ((rc == 0)) || log "migrate-vm $1: exit status $rc"
+    return "$rc"
+}
+
+# bench_guest NAME HOST PEER MEMORY [WORKLOAD ARGS]: boots a guest (destroyed at exit).
+bench_guest() {
+    local wl=()
+    [[ -n ${5:-} ]] && wl=(--workload "$5")
+    guests+=("$1")
+    "$lab" guest "$1" --host "$2" --peer "$3" --memory "$4" --bin-dir "$build" "${wl[@]}" >/dev/null
+}
+
+destroy_guests() {
+    local g uri
+    for g in "$@"; do
+        for uri in "$A" "$B"; do
+            virsh -q -c "$uri" destroy "$g" >/dev/null 2>&1 || true
+        done
+    done
+}
+
+machine_json() {
+    local os cpu libvirt qemu
+    os=$(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")
+    cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
+    libvirt=$(libvirtd --version 2>/dev/null | awk '{print $NF}')
+    qemu=$(qemu-system-x86_64 --version 2>/dev/null | head -n 1 | awk '{print $4}')
+    jq -n --arg os "$os" --arg cpu "$cpu" --arg kernel "$(uname -r)" --arg libvirt "$libvirt" \
+        --arg qemu "$qemu" --argjson cpus "$(nproc)" \
+        --argjson mem "$(awk '/^MemTotal/ { printf "%.1f", $2 / 1048576 }' /proc/meminfo)" \
+        --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" \
+        '{cpus: $cpus, cpu_model: $cpu, memory_gib: $mem, os: $os, kernel: $kernel,
+          libvirt: $libvirt, qemu: $qemu, accel: "tcg (lab guests, 1 vCPU each)",
+          loadavg_at_start: $load}'
+}
+
+jq_median='def median: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor]
+                       else (.[length / 2 - 1] + .[length / 2]) / 2 end;'
+
+how_traffic='host clock: from migrate-vm -v progress line "migrate ok" to the client'"'"'s first HMWL {"event":"resumed","side":"local"} console line after it (RC QP connected on the new device; the next message is posted at once); steps: "HMLAB vf up" (port ACTIVE), the agent'"'"'s "RDMA device active", its "process answered ... RESUME"'
+how_fallback='per migration: the client cycle'"'"'s blackout_ms (longest gap between delivered echoes, RDMA or TCP, from the quiesce to RDMA again) minus the downtime of migrate-vm'"'"'s report (libvirt job statistics)'
+how_evacuation='wall clock from the first migrate-vm start to the last one'"'"'s end, CONCURRENCY processes at once; both directions of each round count'
+
+machine=$(machine_json)
+log "machine: $(jq -c . <<<"$machine")"
+echo '{}' >"$tmp/ratio.json"
+echo '{}' >"$tmp/fallback.json"
+echo '{}' >"$tmp/evacuation.json"
+
+# ---- ratio: migrate-vm against virsh migrate, and the resume ---------------------------------
+part_ratio() {
+    local r leg t0 tmig ttraffic out
+    bench_guest bench-srv B bench-vf "$memory" "--role server --mode lazy"
+    bench_guest bench-vf A bench-srv "$memory" \
+        "--role client --peer 198.51.100.$("$lab" index bench-srv) --mode lazy --cycles $((2 * rounds)) --tail 3"
+    guests+=(bench-novf)
+    "$lab" guest bench-novf --host A --peer bench-none --no-vf --memory "$memory" \
+        --bin-dir "$build" >/dev/null
+    "$lab" wait bench-srv 'HMWL .*"event":"ready"' --timeout 240 >/dev/null || fail "bench-srv did not get ready"
+    "$lab" wait bench-vf 'HMWL .*"event":"progress"' --timeout 240 >/dev/null || fail "bench-vf sends no traffic"
+    "$lab" wait bench-novf 'HMLAB booted' --timeout 240 >/dev/null || fail "bench-novf did not boot"
+    console_stamp bench-vf
+
+    : >"$tmp/virsh"
+    : >"$tmp/hotmig"
+    : >"$tmp/resumes"
+    for ((r = 1; r <= rounds; r++)); do
+        for leg in "$A $B" "$B $A"; do
+            set -- $leg
+            t0=$(now_ms)
+            virsh -q -c "$1" migrate --live --p2p bench-novf "$2" >/dev/null || fail "virsh migrate failed"
+            echo $(($(now_ms) - t0)) >>"$tmp/virsh"
+            out=$tmp/mv-ratio-$r-$([[ $1 == "$A" ]] && echo ab || echo ba)
+            mv_run bench-vf "$1" "$2" "$out" || { cat "$out.json" "$out.mv" >&2; fail "migrate-vm failed"; }
+            tmig=$(awk '$3 == "migrate" && $4 == "ok:" { print $1; exit }' "$out.mv")
+            [[ -n $tmig ]] || fail "no 'migrate ok' progress line from migrate-vm"
+            ttraffic=$(stamped_wait "$tmp/bench-vf.con" "$tmig" \
+                'HMWL .*"event":"resumed".*"side":"local"' 30) ||
+                fail "no verbs traffic on the target within 30 s of the migration"
+            echo "$out $tmig $ttraffic" >>"$tmp/resumes"
+            log "round $r $1 -> $2: virsh $(tail -n 1 "$tmp/virsh") ms, migrate-vm $(jq .total_ms "$out.json") ms, migration complete -> verbs traffic $(ms_between "$tmig" "$ttraffic") ms"
+        done
+    done
+    # The steps in between, once the console has them all (the guest may print its "vf up"
+    # after the traffic resumed): the first of each after its migration.
+    local tvf tagent tproc
+    while read -r out tmig ttraffic; do
+        tvf=$(stamped_first "$tmp/bench-vf.con" "$tmig" '^[0-9.]+ HMLAB vf up ')
+        tagent=$(stamped_first "$tmp/bench-vf.con" "$tmig" 'resume: RDMA device active')
+        tproc=$(stamped_first "$tmp/bench-vf.con" "$tmig" 'process answered: .*request=RESUME')
+        jq -c --argjson traffic "$(ms_between "$tmig" "$ttraffic")" \
+            --argjson vf "$([[ -n $tvf ]] && ms_between "$tmig" "$tvf" || echo null)" \
+            --argjson agent "$([[ -n $tagent ]] && ms_between "$tmig" "$tagent" || echo null)" \
+            --argjson proc "$([[ -n $tproc ]] && ms_between "$tmig" "$tproc" || echo null)" \
+            '{total: .total_ms, phases: ([.phases[] | {(.name): .ms}] | add),
+              to_traffic: $traffic, to_port_active: $vf, to_agent_sees_device: $agent,
+              to_process_resumed: $proc}' "$out.json" >>"$tmp/hotmig"
+    done <"$tmp/resumes"
+
+    local result
+    result=$(result_of bench-vf)
+    jq -n --slurpfile v <(jq -s . "$tmp/virsh") --slurpfile h <(jq -s . "$tmp/hotmig") \
+        --argjson wl "$result" --argjson mem "$memory" --arg how "$how_traffic" "$jq_median"'
+        ($v[0] | median) as $vm | ([$h[0][].total] | median) as $hm |
+        {benchmark: "migration", memory_mib: $mem, migrations_each: ($v[0] | length),
+         virsh_ms_median: $vm, migrate_vm_ms_median: $hm,
+         ratio: (($hm / $vm) * 1000 | round / 1000),
+         phases_ms_median: ($h[0][0].phases | keys_unsorted
+                            | map({(.): ([$h[0][].phases[.]] | median)}) | add),
+         workload: ($wl | {sent, received, lost, corrupt, longest_gap_ms}),
+         migration_complete_to_verbs_traffic_ms: {
+           median: ([$h[0][].to_traffic] | median),
+           values: [$h[0][].to_traffic],
+           steps_median: {
+             port_active: ([$h[0][].to_port_active | select(. != null)] | median),
+             agent_sees_device: ([$h[0][].to_agent_sees_device | select(. != null)] | median),
+             process_resumed: ([$h[0][].to_process_resumed | select(. != null)] | median),
+             verbs_traffic: ([$h[0][].to_traffic] | median)},
+           blackout_without_fallback_ms_median: ([$wl.cycles[].blackout_ms | select(. != null)] | median),
+           how: $how}}' \
+        >"$tmp/ratio.json"
+    destroy_guests bench-vf bench-srv bench-novf
+}
+
+# ---- fallback: blackout over TCP minus libvirt's downtime --------------------------------------
+part_fallback() {
+    local r leg out downtime
+    bench_guest bench-fbs B bench-fb "$memory" "--role server --mode lazy --fallback tcp"
+    bench_guest bench-fb A bench-fbs "$memory" \
+        "--role client --peer 198.51.100.$("$lab" index bench-fbs) --mode lazy --fallback tcp --cycles $((2 * rounds)) --tail 3"
+    "$lab" wait bench-fbs 'HMWL .*"event":"ready"' --timeout 240 >/dev/null || fail "bench-fbs did not get ready"
+    "$lab" wait bench-fb 'HMWL .*"event":"progress"' --timeout 240 >/dev/null || fail "bench-fb sends no traffic"
+    : >"$tmp/fb"
+    for ((r = 1; r <= rounds; r++)); do
+        for leg in "$A $B" "$B $A"; do
+            set -- $leg
+            local m
+            m=$("$lab" mark bench-fb)
+            out=$tmp/mv-fb-$r-$([[ $1 == "$A" ]] && echo ab || echo ba)
+            mv_run bench-fb "$1" "$2" "$out" || { cat "$out.json" "$out.mv" >&2; fail "migrate-vm failed"; }
+            downtime=$(jq -r '.phases[] | select(.name == "migrate") | .detail // ""' "$out.json" |
+                sed -n 's/.*downtime \([0-9]*\) ms.*/\1/p')
+            echo "${downtime:-null}" >>"$tmp/fb"
+            "$lab" wait bench-fb 'HMWL .*"event":"resumed"' --since "$m" --timeout 60 >/dev/null ||
+                fail "bench-fb did not resume"
+            log "fallback round $r $1 -> $2: migrate-vm $(jq .total_ms "$out.json") ms, downtime $(tail -n 1 "$tmp/fb") ms"
+        done
+    done
+    local result
+    result=$(result_of bench-fb)
+    jq -n --slurpfile d <(jq -s . "$tmp/fb") --argjson wl "$result" --arg how "$how_fallback" \
+        --slurpfile p <(cat "$tmp"/mv-fb-*.json | jq -s '[.[] | [.phases[] | select(.name == "prepare" or .name == "unplug" or .name == "migrate") | .ms] | add]') \
+        "$jq_median"'
+        [$wl.cycles[].blackout_ms // null] as $b | $d[0] as $dt |
+        [range(0; [($b | length), ($dt | length)] | min) | select($dt[.] != null and $b[.] != null)
+         | $b[.] - $dt[.]] as $x |
+        {migrations: ($dt | length),
+         blackout_minus_downtime_ms_median: ($x | median), blackout_minus_downtime_ms: $x,
+         blackout_at_ms_median: ([$wl.cycles[].blackout_at_ms | select(. != null)] | median),
+         prepare_unplug_migrate_ms_median: ([$p[0][]] | median),
+         blackout_ms_median: ([$b[] | select(. != null)] | median), downtime_ms_median: ([$dt[] | select(. != null)] | median),
+         tcp_delivered: $wl.tcp_delivered, lost: $wl.lost, corrupt: $wl.corrupt, ok: $wl.ok,
+         how: $how}' \
+        >"$tmp/fallback.json"
+    destroy_guests bench-fb bench-fbs
+}
+
+# ---- evacuation: 4 guests off a host with 1, 2, 4 migrations at once ---------------------------
+evac_names=()
+
+# evacuate FROM TO CONCURRENCY TAG: migrates every evac guest, CONCURRENCY at a time; prints
+# the makespan in ms.
+evacuate() {
+    local from=$1 to=$2 conc=$3 tag=$4 g t0 ms i=0 marks=()
+    for g in "${evac_names[@]}"; do
+        marks+=("$("$lab" mark "$g")")
+    done
+    t0=$(now_ms)
+    for g in "${evac_names[@]}"; do
+        while (($(jobs -rp | wc -l) >= conc)); do
+            wait -n || true
+        done
+        (
+            rc=0
+            "$migrate_vm" -v --connect "$from" "$g" "$to" --json 2>&1 >"$tmp/ev-$tag-$g.json" |
+                stamp >"$tmp/ev-$tag-$g.err"
+            rc=${PIPESTATUS[0]}
+            echo "$rc" >"$tmp/ev-$tag-$g.rc"
+        ) &
+    done
+    wait
+    ms=$(($(now_ms) - t0))
+    # A failed migration is counted, not fatal (a loaded machine makes deadlines): the guest is
+    # recovered (--recover) and moved where the others are; that makespan is left out.
+    for g in "${evac_names[@]}"; do
+        local rc error
+        rc=$(cat "$tmp/ev-$tag-$g.rc")
+        [[ $rc == 0 ]] && continue
+        error=$(jq -r '.error // empty' "$tmp/ev-$tag-$g.json" 2>/dev/null || true)
+        log "evacuation $tag: migrate-vm $g failed (exit status $rc): ${error:-no report}"
+        jq -nc --arg tag "$tag" --arg g "$g" --argjson rc "$rc" --arg e "$error" \
+            '{evacuation: $tag, guest: $g, exit_status: $rc, error: $e}' >>"$tmp/evac-failures"
+        ms=failed
+        "$migrate_vm" --recover "$g" >/dev/null 2>&1 || log "migrate-vm --recover $g failed"
+        if [[ $("$lab" where "$g") != "$([[ $to == "$A" ]] && echo A || echo B)" ]]; then
+            "$migrate_vm" --connect "$from" "$g" "$to" --json >"$tmp/ev-$tag-$g-again.json" ||
+                fail "migrate-vm $g failed again after its recovery ($tag)"
+        fi
+    done
+    echo "$ms"
+    # Steady state before the next evacuation: every workload client connected again.
+    if ((evac_workload)); then
+        for ((i = 0; i + 1 < ${#evac_names[@]}; i += 2)); do
+            "$lab" wait "${evac_names[i]}" 'HMWL .*"event":"progress".*"connected":true' \
+                --since "${marks[i]}" --timeout 120 >/dev/null || fail "${evac_names[i]} did not reconnect"
+        done
+    fi
+}
+
+part_evacuation() {
+    local i r c g ms
+    for ((i = 1; i <= evac_n; i++)); do
+        evac_names+=("bench-ev$i")
+    done
+    guests+=("${evac_names[@]}")
+    # Servers (odd positions) first: a client needs its server's lab index.
+    for i in $(seq 1 2 $((evac_n - 1))) $(seq 0 2 $((evac_n - 1))); do
+        local name=${evac_names[i]} peer wl=()
+        if ((i % 2 == 0)); then
+            peer=${evac_names[i + 1]:-bench-ev-none}
+            ((evac_workload)) && [[ $peer != bench-ev-none ]] &&
+                wl=(--workload "--role client --peer 198.51.100.$("$lab" index "$peer") --mode lazy --cycles 0 --max-seconds 36000")
+        else
+            peer=${evac_names[i - 1]}
+            ((evac_workload)) && wl=(--workload "--role server --mode lazy --max-seconds 36000")
+        fi
+        "$lab" guest "$name" --host A --peer "$peer" --memory "$evac_memory" --bin-dir "$build" \
+            "${wl[@]}" >/dev/null
+    done
+    for g in "${evac_names[@]}"; do
+        "$lab" wait "$g" 'HMLAB booted' --timeout 300 >/dev/null || fail "$g did not boot"
+    done
+    if ((evac_workload)); then
+        for ((i = 0; i + 1 < evac_n; i += 2)); do
+            "$lab" wait "${evac_names[i]}" 'HMWL .*"event":"progress".*"connected":true' --timeout 240 \
+                >/dev/null || fail "${evac_names[i]} sends no traffic"
+        done
+    fi
+    : >"$tmp/evac"
+    : >"$tmp/evac-failures"
+    local levels=(1 2 4)
+    for ((r = 1; r <= rounds; r++)); do
+        for ((i = 0; i < ${#levels[@]}; i++)); do
+            c=${levels[(i + r - 1) % ${#levels[@]}]}
+            ms=$(evacuate "$A" "$B" "$c" "r$r-c$c-ab")
+            [[ $ms == failed ]] ||
+                echo "{\"concurrency\":$c,\"direction\":\"A->B\",\"ms\":$ms}" >>"$tmp/evac"
+            log "evacuation round $r: $evac_n guests A -> B, $c at once: $ms ms"
+            ms=$(evacuate "$B" "$A" "$c" "r$r-c$c-ba")
+            [[ $ms == failed ]] ||
+                echo "{\"concurrency\":$c,\"direction\":\"B->A\",\"ms\":$ms}" >>"$tmp/evac"
+            log "evacuation round $r: $evac_n guests B -> A, $c at once: $ms ms"
+        done
+    done
+    jq -n --slurpfile e <(jq -s . "$tmp/evac") --slurpfile f <(jq -s . "$tmp/evac-failures") \
+        --slurpfile per <(cat "$tmp"/ev-*.json | jq -s '[.[] | select(.ok) | {total_ms}]') \
+        --argjson n "$evac_n" --argjson mem "$evac_memory" --argjson wl "$evac_workload" \
+        --arg how "$how_evacuation" "$jq_median"'
+        ($e[0] | group_by(.concurrency) | map({key: (.[0].concurrency | tostring),
+                                              value: ([.[].ms] | median)}) | from_entries) as $m |
+        {guests: $n, memory_mib: $mem,
+         workload: (if $wl == 1 then "ping-pong pairs among the guests (1 client of 2, 3 of 4)"
+                    else "none (VF and agent only)" end),
+         makespan_ms_median: $m,
+         speedup_vs_sequential: ($m | with_entries(.value = ((($m["1"] / .value) * 100 | round) / 100))),
+         makespan_ms: ($e[0] | group_by(.concurrency)
+                       | map({key: (.[0].concurrency | tostring), value: [.[].ms]}) | from_entries),
+         migrate_vm_total_ms_median: ([$per[0][] | select(.total_ms != null) | .total_ms] | median),
+         failures: $f[0],
+         how: $how}' \
+        >"$tmp/evacuation.json"
+    destroy_guests "${evac_names[@]}"
+}
+
+for p in $parts; do
+    case $p in
+    ratio) part_ratio ;;
+    fallback) part_fallback ;;
+    evacuation) part_evacuation ;;
+    *) fail "BENCH_PARTS: unknown part '$p'" ;;
+    esac
 done
 
-result=$(result_of bench-vf)
-jq -n --slurpfile v <(jq -s . "$tmp/virsh") --slurpfile h <(jq -s . "$tmp/hotmig") \
-    --argjson wl "$result" '
-    def median: sort | if length % 2 == 1 then .[length / 2 | floor]
-                       else (.[length / 2 - 1] + .[length / 2]) / 2 end;
-    ($v[0] | median) as $vm | ([$h[0][].total] | median) as $hm |
-    {benchmark: "migration", migrations_each: ($v[0] | length),
-     virsh_ms_median: $vm, migrate_vm_ms_median: $hm,
-     ratio: (($hm / $vm) * 1000 | round / 1000),
-     phases_ms_median: ($h[0][0].phases | keys_unsorted | map({(.): ([$h[0][].phases[.]] | median)}) | add),
-     workload: ($wl | {sent, received, lost, corrupt, longest_gap_ms})}'
+machine=$(jq --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" '. + {loadavg_at_end: $load}' <<<"$machine")
+jq -n --argjson m "$machine" --arg cmd "HM_BUILD=$build ROUNDS=$rounds bash tests/bench/migration.sh" \
+    --slurpfile ratio "$tmp/ratio.json" --slurpfile fb "$tmp/fallback.json" \
+    --slurpfile ev "$tmp/evacuation.json" '
+    $ratio[0] + {fallback_tcp: $fb[0], evacuation: $ev[0], machine: $m, command: $cmd}
+    | if .benchmark == null then {benchmark: "migration"} + . else . end'

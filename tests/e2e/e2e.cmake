@@ -24,3 +24,14 @@ hm_add_e2e(e2e-migrate-roundtrip-threaded-fallback migrate-roundtrip.sh MODE=thr
 hm_add_e2e(e2e-cancel cancel.sh)
 hm_add_e2e(e2e-agent-stops agent-stops.sh)
 hm_add_e2e(e2e-libvirtd-restart libvirtd-restart.sh)
+# Each host's hotmigd over mutual TLS, through the client migrate-vm uses.
+add_executable(hm-vfd-call ${HM_E2E}/vfd-call.c)
+target_link_libraries(hm-vfd-call PRIVATE hm-orchestrator)
+hm_add_e2e(e2e-hotmigd hotmigd.sh)
+hm_add_e2e(e2e-dry-run dry-run.sh)
+hm_add_e2e(e2e-sysfs-nvme sysfs-nvme.sh)
+# The failure-prediction hook: a real Alertmanager fires at both hotmigds, A is evacuated.
+hm_add_e2e(e2e-alertmanager alertmanager.sh)
+# hotmigd's scheduler drains host A (two ping-pong guests), asked of B's hotmigd: moves driven
+# from A through POST /v1/migrations.
+hm_add_e2e(e2e-drain drain.sh)

@@ -8,6 +8,9 @@ lab="$top/lab/hotmig-lab"
 migrate_vm="$build/orchestrator/migrate-vm"
 A=$("$lab" uri A)
 B=$("$lab" uri B)
+# migrate-vm reaches each host's hotmigd with the lab's client certificate and [host] groups.
+HOTMIG_CONFIG=$("$lab" config)
+export HOTMIG_CONFIG
 guests=()
 # Each test keeps its migration journals to itself.
 HOTMIG_STATE_DIR=$(mktemp -d /tmp/hotmig-e2e-state.XXXXXX)

@@ -6,7 +6,8 @@
  *     sync reply). The agent's replies depend on nothing but the framer's events (the fake
  *     verbs answer at once and no main loop runs, so no timer fires), so 1. is what feeding
  *     two agents and comparing their replies checked, for the price of one;
- *  3. the process line framer and parser, with the invariants of a parsed message checked.
+ *  3. the process line framer and parser, with the invariants of a parsed message checked;
+ *  4. the kernel uevent filter of the agent (uevent.c).
  * libFuzzer entry point; tests/fuzz/fuzz-replay.c replays the corpus as a test. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -158,5 +159,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     agent_framer_init(&framer, AGENT_PROC_LINE_MAX, FALSE, TRUE);
     agent_framer_feed(&framer, data, size, fuzz_proc_frame, NULL);
     agent_framer_clear(&framer);
+
+    /* The kernel uevent filter: reads nothing outside the message, and what it accepts names
+     * an RDMA subsystem. */
+    if (agent_uevent_is_rdma(data, size) &&
+        (!memmem(data, size, "SUBSYSTEM=infiniband", 20) || !memchr(data, '@', size)))
+        abort();
     return 0;
 }

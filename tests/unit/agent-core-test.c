@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <termios.h>
@@ -32,6 +33,11 @@ typedef struct {
     const char *verbs_device;
     const char *verbs_also_active; /* another active device, returned when preferred */
     char *verbs_last_prefer;
+    /* fake port watch (setup_watch) */
+    int watch_fd;     /* eventfd standing for the devices' async event fds */
+    int watch_opened; /* port_watch_new calls */
+    int watch_freed;
+    int watch_drained; /* events read */
 } Fixture;
 
 static char *fake_find_active_device(gpointer data, const char *prefer, GError **error)
@@ -66,6 +72,38 @@ static GPtrArray *fake_list_devices(gpointer data, GError **error)
 static const AgentVerbsOps fake_verbs = {.find_active_device = fake_find_active_device,
                                          .list_devices = fake_list_devices};
 
+/* The fake port watch is the fixture itself; its fd is an eventfd the test writes to. */
+static AgentPortWatch *fake_port_watch_new(gpointer data, int *ret_fd, GError **error)
+{
+    Fixture *f = data;
+
+    f->watch_opened++;
+    *ret_fd = f->watch_fd;
+    return (AgentPortWatch *)f;
+}
+
+static guint fake_port_watch_drain(AgentPortWatch *watch)
+{
+    Fixture *f = (Fixture *)watch;
+    guint64 n = 0;
+
+    if (read(f->watch_fd, &n, sizeof(n)) != (ssize_t)sizeof(n))
+        n = 0;
+    f->watch_drained += (int)n;
+    return (guint)n;
+}
+
+static void fake_port_watch_free(AgentPortWatch *watch)
+{
+    ((Fixture *)watch)->watch_freed++;
+}
+
+static const AgentVerbsOps fake_verbs_watch = {.find_active_device = fake_find_active_device,
+                                               .list_devices = fake_list_devices,
+                                               .port_watch_new = fake_port_watch_new,
+                                               .port_watch_drain = fake_port_watch_drain,
+                                               .port_watch_free = fake_port_watch_free};
+
 static void capture_reply(const char *data, gsize len, gpointer user_data)
 {
     Fixture *f = user_data;
@@ -73,7 +111,7 @@ static void capture_reply(const char *data, gsize len, gpointer user_data)
     g_string_append_len(f->out, data, (gssize)len);
 }
 
-static int setup(void **state)
+static int setup_with(void **state, const AgentVerbsOps *verbs)
 {
     Fixture *f = g_new0(Fixture, 1);
     g_autoptr(GError) error = NULL;
@@ -83,13 +121,26 @@ static int setup(void **state)
     f->sock = g_build_filename(f->dir, "run", "hotmig", "agent.sock", NULL);
     f->out = g_string_new(NULL);
     f->verbs_device = "rxe0";
-    f->agent = agent_new(&fake_verbs, f);
+    f->watch_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    assert_true(f->watch_fd >= 0);
+    f->agent = agent_new(verbs, f);
     agent_set_reply_func(f->agent, capture_reply, f);
     agent_set_device_poll_ms(f->agent, 10);
     if (!agent_listen(f->agent, f->sock, &error))
         fail_msg("listen: %s", error->message);
     *state = f;
     return 0;
+}
+
+static int setup(void **state)
+{
+    return setup_with(state, &fake_verbs);
+}
+
+/* The verbs adapter can watch port events. */
+static int setup_watch(void **state)
+{
+    return setup_with(state, &fake_verbs_watch);
 }
 
 static int teardown(void **state)
@@ -107,6 +158,7 @@ static int teardown(void **state)
     g_free(f->sock);
     g_string_free(f->out, TRUE);
     g_free(f->verbs_last_prefer);
+    close(f->watch_fd);
     g_free(f);
     /* Drain sources the agent removed. */
     while (g_main_context_iteration(NULL, FALSE))
@@ -788,6 +840,175 @@ static void test_resume_no_device(void **state)
     close(p);
 }
 
+/* Prepares with one lazy process @p; the reply is consumed. */
+static void prepare_one(Fixture *f, int p)
+{
+    g_autoptr(JsonNode) prep = NULL;
+
+    host_send(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":1000}}\n");
+    proc_answer(p, "DONE", proc_expect(p, "QUIESCE"));
+    prep = host_reply(f, 1000);
+    reply_return(prep);
+}
+
+/* Answers the RESUME read in @line and checks the reply names @device. */
+static void resume_finish(Fixture *f, int p, const char *line, const char *device)
+{
+    g_auto(GStrv) fields = g_strsplit(line, " ", 0);
+    g_autoptr(JsonNode) res = NULL;
+
+    proc_answer(p, "DONE", g_ascii_strtoull(fields[1], NULL, 10));
+    res = host_reply(f, 2000);
+    assert_string_equal(json_object_get_string_member(reply_return(res), "device"), device);
+}
+
+/* With device events the fallback poll is slow (AGENT_DEVICE_POLL_EVENTS_MS); a change of the
+ * RDMA devices makes the resume look at once. */
+static void test_resume_device_event(void **state)
+{
+    Fixture *f = *state;
+    int p = proc_connect(f, "HELLO 0.1.0 711 lazy r\n");
+    g_autofree char *line = NULL;
+    gint64 changed;
+    int calls;
+
+    agent_set_device_events(f->agent, TRUE);
+    prepare_one(f, p);
+    f->verbs_calls = 0;
+    f->verbs_found_after = -1;
+    host_send(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":10000}}\n");
+    pump(100);
+    /* One look at the start, none since: the fallback poll is 500 ms away. */
+    assert_int_equal(f->verbs_calls, 1);
+    assert_int_equal(f->out->len, 0);
+
+    f->verbs_found_after = 0;
+    changed = g_get_monotonic_time();
+    agent_devices_changed(f->agent);
+    agent_devices_changed(f->agent); /* coalesced with the first */
+    line = proc_read_line(p, 2000);
+    assert_true(g_str_has_prefix(line, "RESUME "));
+    assert_true(g_str_has_suffix(line, " rxe0"));
+    assert_true((g_get_monotonic_time() - changed) / 1000 < AGENT_DEVICE_POLL_EVENTS_MS / 2);
+    calls = f->verbs_calls;
+    assert_int_equal(calls, 2);
+    resume_finish(f, p, line, "rxe0");
+
+    /* Outside a resume a change does nothing. */
+    agent_devices_changed(f->agent);
+    pump(20);
+    assert_int_equal(f->verbs_calls, calls);
+    close(p);
+}
+
+/* A port going ACTIVE on a device already there: the port watch wakes the resume; the watch
+ * is opened for the wait and closed when the device is found. */
+static void test_resume_port_event(void **state)
+{
+    Fixture *f = *state;
+    int p = proc_connect(f, "HELLO 0.1.0 721 threaded r\n");
+    g_autofree char *line = NULL;
+    guint64 one = 1;
+    gint64 event;
+
+    agent_set_device_events(f->agent, TRUE);
+    prepare_one(f, p);
+    f->verbs_calls = 0;
+    f->verbs_found_after = -1;
+    host_send(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":10000}}\n");
+    pump(50);
+    assert_int_equal(f->watch_opened, 1);
+    assert_int_equal(f->watch_freed, 0);
+
+    /* A device came (uevent): the watch is reopened on the devices present. */
+    agent_devices_changed(f->agent);
+    pump(50);
+    assert_int_equal(f->watch_opened, 2);
+    assert_int_equal(f->watch_freed, 1);
+    assert_int_equal(f->out->len, 0);
+
+    f->verbs_found_after = 0;
+    event = g_get_monotonic_time();
+    assert_int_equal(write(f->watch_fd, &one, sizeof(one)), (ssize_t)sizeof(one));
+    line = proc_read_line(p, 2000);
+    assert_true(g_str_has_prefix(line, "RESUME "));
+    assert_true((g_get_monotonic_time() - event) / 1000 < AGENT_DEVICE_POLL_EVENTS_MS / 2);
+    assert_int_equal(f->watch_drained, 1);
+    assert_int_equal(f->watch_freed, 2); /* closed once the device was found */
+    resume_finish(f, p, line, "rxe0");
+    close(p);
+}
+
+/* Without events, and when no event comes, the poll still finds the device. */
+static void test_resume_events_fallback_poll(void **state)
+{
+    Fixture *f = *state;
+    int p = proc_connect(f, "HELLO 0.1.0 731 lazy r\n");
+    g_autofree char *line = NULL;
+
+    agent_set_device_events(f->agent, TRUE);
+    prepare_one(f, p);
+    f->verbs_calls = 0;
+    f->verbs_found_after = 1; /* the second look, the first poll */
+    host_send(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":10000}}\n");
+    line = proc_read_line(p, AGENT_DEVICE_POLL_EVENTS_MS + 1000);
+    assert_true(g_str_has_prefix(line, "RESUME "));
+    assert_int_equal(f->verbs_calls, 2);
+    assert_int_equal(f->watch_freed, f->watch_opened);
+    resume_finish(f, p, line, "rxe0");
+    close(p);
+}
+
+static void test_uevent_is_rdma(void **state)
+{
+    static const char ib[] = "add@/devices/virtual/infiniband/rxe0\0ACTION=add\0"
+                             "DEVPATH=/devices/virtual/infiniband/rxe0\0SUBSYSTEM=infiniband\0"
+                             "NAME=rxe0\0SEQNUM=2093";
+    static const char uverbs[] = "add@/devices/virtual/infiniband_verbs/uverbs0\0ACTION=add\0"
+                                 "SUBSYSTEM=infiniband_verbs\0MAJOR=231\0MINOR=192";
+    static const char last[] = "remove@/x\0ACTION=remove\0SUBSYSTEM=infiniband";
+    static const char net[] = "add@/devices/pci0000:00/0000:00:01.0/virtio0/net/eth0\0ACTION=add\0"
+                              "SUBSYSTEM=net\0INTERFACE=eth0";
+    static const char longer[] = "add@/x\0SUBSYSTEM=infiniband_verbsX\0";
+    static const char shorter[] = "add@/x\0SUBSYSTEM=infiniban\0";
+    static const char no_header[] = "SUBSYSTEM=infiniband\0ACTION=add";
+    static const char no_nul[] = "add@/devices/virtual/infiniband/rxe0";
+    static const char udev[] = "libudev\0\xfe\xed\xca\xfeSUBSYSTEM=infiniband";
+    g_autofree guint8 *big = g_malloc0(AGENT_UEVENT_MAX + 1);
+
+    assert_true(agent_uevent_is_rdma((const guint8 *)ib, sizeof(ib) - 1));
+    assert_true(agent_uevent_is_rdma((const guint8 *)ib, sizeof(ib))); /* a trailing NUL */
+    assert_true(agent_uevent_is_rdma((const guint8 *)uverbs, sizeof(uverbs) - 1));
+    assert_true(agent_uevent_is_rdma((const guint8 *)last, sizeof(last) - 1));
+    assert_false(agent_uevent_is_rdma((const guint8 *)net, sizeof(net) - 1));
+    assert_false(agent_uevent_is_rdma((const guint8 *)longer, sizeof(longer) - 1));
+    assert_false(agent_uevent_is_rdma((const guint8 *)shorter, sizeof(shorter) - 1));
+    assert_false(agent_uevent_is_rdma((const guint8 *)no_header, sizeof(no_header) - 1));
+    assert_false(agent_uevent_is_rdma((const guint8 *)no_nul, sizeof(no_nul) - 1));
+    assert_false(agent_uevent_is_rdma((const guint8 *)udev, sizeof(udev) - 1));
+    assert_false(agent_uevent_is_rdma((const guint8 *)ib, 0));
+    assert_false(agent_uevent_is_rdma(NULL, 10));
+    /* Over the limit: not looked at, whatever it holds. */
+    memcpy(big, ib, sizeof(ib));
+    assert_true(agent_uevent_is_rdma(big, AGENT_UEVENT_MAX));
+    assert_false(agent_uevent_is_rdma(big, AGENT_UEVENT_MAX + 1));
+}
+
+/* The listener opens where the kernel lets it (skipped otherwise) and sets device events. */
+static void test_uevent_listener(void **state)
+{
+    Fixture *f = *state;
+    g_autoptr(GError) error = NULL;
+    AgentUevent *uevent = agent_uevent_new(f->agent, &error);
+
+    if (!uevent) {
+        print_message("skipped: %s\n", error->message);
+        return;
+    }
+    pump(10);
+    agent_uevent_free(uevent);
+}
+
 static void test_sync_drops_pending_reply(void **state)
 {
     Fixture *f = *state;
@@ -1204,6 +1425,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_proc_garbage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_waits_for_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_no_device, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_device_event, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_port_event, setup_watch, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_events_fallback_poll, setup_watch, teardown),
+        cmocka_unit_test(test_uevent_is_rdma),
+        cmocka_unit_test_setup_teardown(test_uevent_listener, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sync_drops_pending_reply, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_reset, setup, teardown),
         cmocka_unit_test_setup_teardown(test_listen_socket, setup, teardown),

@@ -1,8 +1,9 @@
 #!/bin/bash
 # migrate-vm's command line, without a hypervisor: --version, --help (options and the exit
 # status table), option combinations libvirt refuses (exit 2 before anything is done), the
-# configuration (--config, config check|sample, exit 4 naming FILE:LINE), and exit 10 for a
-# connect failure (a URI no libvirt driver serves).
+# configuration (--config, config check|sample, exit 4 naming FILE:LINE), exit 10 for a
+# connect failure (a URI no libvirt driver serves), and the subcommands that ask hotmigd
+# without one (usage 2, unreachable 1).
 #   cli-test.sh MIGRATE_VM SOURCE_DIR
 set -uo pipefail
 mv=$1
@@ -27,10 +28,10 @@ expect 0 "^migrate-vm $version\$" --version
 expect 0 "--parallel=N" --help
 for opt in --live --p2p --persistent --undefinesource --migrateuri --bandwidth --parallel \
     --postcopy --postcopy-after --auto-converge --timeout --timeout-suspend --timeout-postcopy \
-    --timeout-abort --json --config --recover; do
-    grep -q -- "  $opt" "$tmp/out" || fail "--help does not list $opt"
+    --timeout-abort --json --config --recover --dry-run --hotmigd; do
+    grep -qE -- "(  |, )$opt" "$tmp/out" || fail "--help does not list $opt"
 done
-for code in 0 1 2 3 4 5 6 7 10 11 12 13 14 15 16 17; do
+for code in 0 1 2 3 4 5 6 7 8 10 11 12 13 14 15 16 17; do
     grep -qE "^  $code +[a-z]" "$tmp/out" || fail "--help does not explain exit status $code"
 done
 
@@ -51,6 +52,8 @@ expect 2 "--plug-attempts must be between 1 and 100, not 0" --plug-attempts 0 vm
 expect 2 "--postcopy-after \\(60 s\\) must come before --timeout \\(30 s\\)" \
     --postcopy --postcopy-after 60 --timeout 30 vm7 "$bad"
 expect 2 "--recover takes at most one DOMAIN" --recover a b
+expect 2 "--hotmigd 'http://b:1' is not an https:// URL" --hotmigd http://b:1 vm7 "$bad"
+expect 2 "hotmigd.*'not a uri' listens: not a URI" vm7 "not a uri"
 
 # Configuration.
 expect 0 "^\\[migrate\\]$" config sample
@@ -80,4 +83,30 @@ expect 10 "connect" --quiet --connect "test:///nonexistent-$$" vm7 "test:///none
 "$mv" --quiet --json --connect "test:///nonexistent-$$" vm7 "test:///nonexistent-$$" \
     >"$tmp/fail.json" 2>/dev/null
 grep -q '"failed_phase" *: *"connect"' "$tmp/fail.json" || fail "--json lacks failed_phase: $(cat "$tmp/fail.json")"
+# --dry-run: one line per check, exit 8 when one fails; the hotmigd URL comes from the
+# [host NAME] group of the destination (the name stands for its URI).
+printf '[host b]\nuri = test:///nonexistent-%s\nhotmigd = https://127.0.0.1:9\n' $$ >"$tmp/hosts.conf"
+"$mv" --config "$tmp/hosts.conf" --dry-run --connect "test:///nonexistent-$$" vm7 b \
+    >"$tmp/dry.out" 2>&1 && fail "--dry-run passed against nonexistent hosts"
+[[ $? -eq 8 ]] || fail "--dry-run exited $?, expected 8: $(cat "$tmp/dry.out")"
+grep -qE "^FAIL +source +Cannot connect to source host 'test:///nonexistent-$$'" "$tmp/dry.out" ||
+    fail "--dry-run did not report the source: $(cat "$tmp/dry.out")"
+grep -qE "^FAIL +hotmigd .*https://127.0.0.1:9" "$tmp/dry.out" ||
+    fail "--dry-run did not name the hotmigd of [host b]: $(cat "$tmp/dry.out")"
+
+# The subcommands that ask hotmigd: bad usage is 2 before any socket; no daemon is 1, naming
+# the socket; --socket beats the configuration's [hotmigd] socket.
+nosock=$tmp/no-hotmigd.sock
+expect 2 "usage: migrate-vm drain HOST" drain
+expect 2 "--deadline must be" drain A --deadline -5
+expect 2 "usage: migrate-vm status" status a b
+expect 2 "usage: migrate-vm run PLAN_FILE" run
+expect 2 "Cannot open 'nothere.json'" run nothere.json
+expect 1 "Cannot reach hotmigd at '$nosock'" drain A --socket "$nosock"
+expect 1 "Cannot reach hotmigd at '$nosock'" status --socket "$nosock"
+expect 1 "Cannot reach hotmigd at '$nosock'" plan consolidate --socket "$nosock"
+printf '[hotmigd]\nsocket = %s\n' "$tmp/conf.sock" >"$tmp/sock.conf"
+expect 1 "Cannot reach hotmigd at '$tmp/conf.sock'" status --config "$tmp/sock.conf"
+expect 4 "zero.conf:2: \\[migrate\\] plug-attempts" status --config "$tmp/zero.conf"
+expect 2 "not with --snapshot" plan consolidate --snapshot x.json --socket "$nosock"
 echo "cli-test: ok"

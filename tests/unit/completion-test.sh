@@ -54,8 +54,12 @@ grep -qx -- "-q -c qemu+tcp://hostA/system list --name" "$tmp/log" ||
 expect "vm7 vm8" migrate-vm -c qemu+tcp://hostA/system --verbose vm
 expect "web1" migrate-vm --connect=qemu+tcp://hostA/system --parallel 4 w
 expect "vm-default" migrate-vm --json vm
-expect "config vm-default" migrate-vm ""
+expect "config drain plan run status vm-default" migrate-vm ""
 expect "check" migrate-vm config ch
+expect "consolidate" migrate-vm plan con
+expect "--deadline" migrate-vm drain A --dead
+expect "" migrate-vm drain A --deadline ""
+expect "--socket" migrate-vm status --s
 expect "qemu+ssh:// qemu+tcp:// qemu+tls://" migrate-vm -c qemu+tcp://hostA/system vm7 qemu
 expect "" migrate-vm --recover vm7 x
 expect "" migrate-vm --parallel ""

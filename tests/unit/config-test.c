@@ -112,7 +112,7 @@ static void test_errors(void **state)
          NAME ":5: [migrate] plug-attempts: set twice (first on line 3)"},
         {"[migrate]\n[migrate]\n", NAME ":2: group '[migrate]' appears twice"},
         {"[nodes]\n", NAME ":1: unknown group '[nodes]' (known: [migrate], [hotmigd], [pool], "
-                         "[host NAME])"},
+                         "[scheduler], [alerts], [host NAME])"},
         {"[host a b]\nuri = x\n", NAME ":1: '[host a b]': host name 'a b' may hold only"},
         {"[host ]\n", NAME ":1: '[host ]': host name '' may hold only"},
         {"[host a]\nuri = x\n[host a]\n", NAME ":3: group '[host a]' appears twice (first on "

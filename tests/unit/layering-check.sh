@@ -4,12 +4,14 @@
 #
 #   common        [GLib]                     no project headers but its own
 #   xml           [common]                   + libxml2
-#   hotplug       [common, xml]              + libpci (the libpci adapter lives here)
+#   hotplug       [common, xml]              + libpci (the libpci adapter lives here), libnl
 #   policies      [common]
 #   orchestrator  [all]                      + anything
 #   guest-agent   [common]                   + json-glib, verbs
 #   guest-agent/libhotmig: no project headers, libc and pthreads only
 #
+# An external library with adapter files (sole_adapter) may be included by those files only:
+# libnl by the netlink adapter, libsoup by hotmigd's HTTPS server and its client.
 # Also: no "../" includes, and no library includes another library's *-priv.h (internals are
 # for tests only). tests/ and lab/ are not libraries and are not checked.
 #
@@ -35,9 +37,9 @@ allowed_external() {
     case "$1" in
     common) echo "glib" ;;
     xml) echo "glib libxml" ;;
-    hotplug) echo "glib libpci" ;;
+    hotplug) echo "glib libpci libnl" ;;
     policies) echo "glib" ;;
-    orchestrator) echo "glib libxml libvirt libpci verbs json cmocka" ;;
+    orchestrator) echo "glib libxml libvirt libpci verbs json cmocka libsoup" ;;
     guest-agent) echo "glib json verbs" ;;
     libhotmig) echo "" ;;
     esac
@@ -53,6 +55,19 @@ external_of() {
     infiniband/* | rdma/*) echo verbs ;;
     json-glib/*) echo json ;;
     cmocka.h) echo cmocka ;;
+    netlink/*) echo libnl ;;
+    libsoup/*) echo libsoup ;;
+    *) echo "" ;;
+    esac
+}
+
+# The files that may include an external library, for those that have adapters (STYLE.md:
+# "Only one file per external library talks to it"; libsoup has two, the server and the client,
+# docs/decisions.md); "" when not enforced.
+sole_adapter() {
+    case "$1" in
+    libnl) echo "hotplug/netlink-libnl.c" ;;
+    libsoup) echo "orchestrator/vfd-server.c orchestrator/vfd-client.c" ;;
     *) echo "" ;;
     esac
 }
@@ -118,6 +133,9 @@ check_file() {
             if ! in_list "$ext" $(allowed_external "$lib"); then
                 echo "${file#"$root"/}:$n: $lib includes <$inc> ($ext): $lib may use only [$(allowed_external "$lib")]"
                 bad=1
+            elif [ -n "$(sole_adapter "$ext")" ] && ! in_list "${file#"$root"/}" $(sole_adapter "$ext"); then
+                echo "${file#"$root"/}:$n: includes <$inc> ($ext): only $(sole_adapter "$ext") talks to $ext"
+                bad=1
             fi
         fi
     done < <(grep -nE '^[[:space:]]*#[[:space:]]*include' "$file")
@@ -178,6 +196,14 @@ self_test() {
     expect bad hotplug/h.c '#include "xml/xml-priv.h"'
     expect bad hotplug/h.c '#include "policies/policies.h"'
     expect bad hotplug/h.c '#include <libxml/tree.h>'
+    expect ok hotplug/netlink-libnl.c '#include <netlink/route/link/sriov.h>'
+    expect bad hotplug/h.c '#include <netlink/netlink.h>'
+    expect bad orchestrator/o.c '#include <netlink/route/link.h>'
+    expect bad xml/x.c '#include <netlink/netlink.h>'
+    expect ok orchestrator/vfd-server.c '#include <libsoup/soup.h>'
+    expect ok orchestrator/vfd-client.c '#include <libsoup/soup.h>'
+    expect bad orchestrator/migration.c '#include <libsoup/soup.h>'
+    expect bad hotplug/h.c '#include <libsoup/soup.h>'
     expect bad policies/p.c '#include "hotplug/hotplug.h"'
     expect bad policies/p.c '#include <libvirt/libvirt.h>'
     expect ok orchestrator/o.c '#include "hotplug/hotplug.h"'

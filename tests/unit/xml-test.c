@@ -585,6 +585,37 @@ static void test_domain_needs(void **state)
     assert_string_equal(((XmlVf *)g_ptr_array_index(vfs, 0))->netdev, "hmlab0vf1");
 }
 
+static void test_caps_offer_guest(void **state)
+{
+    static const char caps[] =
+        "<capabilities><host/><guest><os_type>hvm</os_type><arch name='x86_64'>"
+        "<machine canonical='pc-q35-7.2'>q35</machine><machine>pc-q35-7.2</machine>"
+        "<domain type='qemu'/><domain type='kvm'><machine>pc-kvm-only</machine></domain>"
+        "</arch></guest><guest><os_type>hvm</os_type><arch name='i686'><domain type='test'/>"
+        "</arch></guest></capabilities>";
+    gboolean ok = FALSE;
+    g_autofree char *why = NULL;
+    g_autoptr(GError) error = NULL;
+
+    assert_true(xml_caps_offer_guest(caps, "qemu", "x86_64", "q35", &ok, &why, NULL));
+    assert_true(ok);
+    assert_true(xml_caps_offer_guest(caps, "kvm", "x86_64", "pc-kvm-only", &ok, &why, NULL));
+    assert_true(ok);
+    assert_true(xml_caps_offer_guest(caps, "qemu", "x86_64", "pc-kvm-only", &ok, &why, NULL));
+    assert_false(ok);
+    assert_string_equal(why, "no machine 'pc-kvm-only' for 'qemu' guests of arch 'x86_64'");
+    g_clear_pointer(&why, g_free);
+    assert_true(xml_caps_offer_guest(caps, "qemu", "aarch64", NULL, &ok, &why, NULL));
+    assert_false(ok);
+    assert_string_equal(why, "no guest of arch 'aarch64'");
+    g_clear_pointer(&why, g_free);
+    assert_true(xml_caps_offer_guest(caps, "qemu", "i686", NULL, &ok, &why, NULL));
+    assert_false(ok);
+    assert_string_equal(why, "no 'qemu' guest for arch 'i686'");
+    assert_false(xml_caps_offer_guest("<domain/>", "qemu", NULL, NULL, &ok, &why, &error));
+    assert_true(g_error_matches(error, XML_ERROR, XML_ERROR_PARSE));
+}
+
 static void test_domain_needs_minimal(void **state)
 {
     g_autoptr(XmlDomain) dom =
@@ -619,6 +650,7 @@ int main(void)
         cmocka_unit_test(test_nodedev_bad),
         cmocka_unit_test(test_domain_needs),
         cmocka_unit_test(test_domain_needs_minimal),
+        cmocka_unit_test(test_caps_offer_guest),
     };
 
     return cmocka_run_group_tests_name("xml", tests, NULL, NULL);

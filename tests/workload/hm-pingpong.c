@@ -78,6 +78,8 @@ typedef struct {
     uint64_t epoch;               /* link epoch of the reconnection; 0 = not yet */
     uint64_t delivered_after;
     uint64_t delivered_tcp; /* delivered over the TCP fallback while the cycle ran */
+    int64_t blackout;       /* longest gap between echoes from the pause to RDMA again */
+    int64_t blackout_at;    /* when that gap began, ms after the pause (< 0: before it) */
     int64_t t_pause;
     int64_t t_resume; /* resume request (local) or first QP from the peer (peer) */
 } WlCycle;
@@ -545,6 +547,15 @@ static void client_account(App *app, const uint8_t *buf, size_t len, int via_tcp
                wl_msg_peek_seq(buf, len));
     } else {
         st = wl_msg_verify(buf, len, app->args.size, &app->inflight_seq, &seq);
+        /* The cycles not delivering over RDMA again yet (this echo may be their first) had
+         * this gap: the blackout of a migration, whatever path carried the traffic. */
+        for (size_t i = 0; app->last_echo != 0 && i < app->ncycles; i++) {
+            WlCycle *c = &app->cycles[i];
+            if ((c->epoch == 0 || c->delivered_after == 0) && now - app->last_echo > c->blackout) {
+                c->blackout = now - app->last_echo;
+                c->blackout_at = app->last_echo - c->t_pause;
+            }
+        }
         app->echoes++;
         app->inflight = 0;
         if (st != WL_MSG_OK) {
@@ -766,17 +777,14 @@ static void advance(App *app)
         return;
     }
     if (!app->v) {
-        char found[WL_DEV_NAME_MAX];
-        int r = wl_verbs_find_active(app->dev[0] ? app->dev : NULL, found, sizeof(found));
-        if (r == 0) {
-            r = wl_verbs_open(found, app->args.size, &app->v);
-        }
+        int r = wl_verbs_open(app->dev[0] ? app->dev : NULL, app->args.size, &app->v);
         if (r < 0) {
             if (app->dev_wait_since == 0) {
                 app->dev_wait_since = now;
                 app->dev_backoff_ms = 20;
-                wl_log("waiting for RDMA device '%s' to have an ACTIVE port (%s)",
-                       app->dev[0] ? app->dev : "any", strerror(-r));
+                wl_log("waiting for RDMA device '%s' to be usable (%s)",
+                       app->dev[0] ? app->dev : "any",
+                       r == -ENODEV ? "no ACTIVE port" : strerror(-r));
             } else if (now - app->dev_wait_since >= WL_DEVICE_WAIT_MS) {
                 fail(app, "no ACTIVE RDMA device '%s' within %d s",
                      app->dev[0] ? app->dev : "(any)", WL_DEVICE_WAIT_MS / 1000);
@@ -790,7 +798,7 @@ static void advance(App *app)
         }
         app->dev_wait_since = 0;
         app->dev_retry_at = 0;
-        snprintf(app->dev, sizeof(app->dev), "%s", found);
+        snprintf(app->dev, sizeof(app->dev), "%s", wl_verbs_device_name(app->v));
     }
     if (!ctl_up(app)) {
         return;
@@ -802,10 +810,15 @@ static void advance(App *app)
         app->sent_qp = 1;
     }
     if (app->have_peer_qp && !app->qp_rts && app->v) {
+        int64_t t0 = now_ms();
         if (wl_verbs_connect(app->v, &app->peer_qp) < 0) {
             app->qp_rts = 1; /* so that verbs_error() resets */
             verbs_error(app, "connecting the QP failed");
             return;
+        }
+        if (now_ms() - t0 >= 100) {
+            /* RoCE: RTR resolves the peer's MAC (ARP) and waits for it. */
+            wl_log("connecting the QP took %" PRId64 " ms", now_ms() - t0);
         }
         app->qp_rts = 1;
         ctl_send_simple(app, WL_CTL_RTS);
@@ -1260,13 +1273,38 @@ static int do_quiesce(App *app)
     return 0;
 }
 
+/* RoCE: the RTR transition resolves the peer's MAC and, when its ARP is not done, waits up to
+ * a second in the kernel (rdma_resolve_ip(): an ARP reply that comes before the request is
+ * queued wakes nobody). A datagram to the peer's IPv4 address now, before the device is
+ * opened, has the neighbour resolved by the time the QP connects. The peer's QP (its GID)
+ * came right after its PAUSED. Best effort: nothing is reported. */
+static void prime_peer_neighbour(const App *app)
+{
+    static const uint8_t v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(9)}; /* discard */
+    int fd;
+
+    if (!app->have_peer_qp || memcmp(app->peer_qp.gid, v4_prefix, sizeof(v4_prefix)) != 0) {
+        return;
+    }
+    memcpy(&sa.sin_addr, app->peer_qp.gid + 12, 4);
+    fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        return;
+    }
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+        (void)send(fd, "", 0, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+    close(fd);
+}
+
 static int do_resume(App *app, const char *device)
 {
     int64_t t0 = now_ms();
     int64_t deadline = t0 + WL_DEVICE_WAIT_MS;
-    int64_t backoff = 20;
+    int64_t backoff = 10;
     const char *want = device && *device ? device : NULL;
-    char found[WL_DEV_NAME_MAX];
+    WlVerbs *v = NULL;
     int r;
 
     if (want && !wl_dev_name_valid(want)) {
@@ -1282,29 +1320,34 @@ static int do_resume(App *app, const char *device)
             app->cycles[i].t_resume = t0;
         }
     }
-    /* The device shows up a moment after the hot-plug: bounded retry with backoff, serving
-     * the control connection meanwhile. */
-    while ((r = wl_verbs_find_active(want, found, sizeof(found))) < 0) {
+    prime_peer_neighbour(app);
+    /* The agent names the device once a port of it is ACTIVE, so the first try normally opens
+     * it (once: the open is the check). When it is not usable yet (no ACTIVE port, no IPv4
+     * GID yet): bounded retry with backoff, serving the control connection meanwhile. */
+    while ((r = wl_verbs_open(want, app->args.size, &v)) == -ENODEV || r == -EADDRNOTAVAIL) {
         int64_t now = now_ms();
         if (now >= deadline || app->failed) {
             break;
         }
         loop_once(app, backoff < deadline - now ? backoff : deadline - now, 0);
-        if (backoff < 1000) {
+        if (backoff < 200) {
             backoff *= 2;
         }
     }
     app->local_down = 0;
     if (r < 0) {
-        wl_log("RESUME: no ACTIVE RDMA device '%s' within %d s (%s)", want ? want : "(any)",
-               WL_DEVICE_WAIT_MS / 1000, strerror(-r));
+        wl_log("RESUME: no usable RDMA device '%s' within %d s (%s)", want ? want : "(any)",
+               WL_DEVICE_WAIT_MS / 1000, r == -ENODEV ? "no ACTIVE port" : strerror(-r));
         snprintf(app->dev, sizeof(app->dev), "%s", want ? want : "");
         advance(app); /* keeps waiting in the background until its own deadline */
         return r;
     }
-    snprintf(app->dev, sizeof(app->dev), "%s", found);
-    advance(app);
-    return app->v ? 0 : -EIO;
+    app->v = v;
+    app->dev_wait_since = 0;
+    app->dev_retry_at = 0;
+    snprintf(app->dev, sizeof(app->dev), "%s", wl_verbs_device_name(v));
+    advance(app); /* sends our QP; connects when the peer's is here */
+    return 0;
 }
 
 #ifdef HM_WL_HAVE_HOTMIG
@@ -1597,10 +1640,11 @@ static int print_result(App *app)
             snprintf(cyc + o, sizeof(cyc) - o,
                      "%s{\"cycle\":%" PRIu64 ",\"migrated\":\"%s\",\"kind\":\"%s\","
                      "\"device\":\"%s\",\"resumed\":%s,\"delivered_after\":%" PRIu64
-                     ",\"delivered_tcp\":%" PRIu64 "}",
+                     ",\"delivered_tcp\":%" PRIu64 ",\"blackout_ms\":%" PRId64
+                     ",\"blackout_at_ms\":%" PRId64 "}",
                      i ? "," : "", c->number, wl_role_to_string(c->local ? app->args.role : other),
                      wl_pause_kind_to_string(c->kind), c->device, c->epoch ? "true" : "false",
-                     c->delivered_after, c->delivered_tcp);
+                     c->delivered_after, c->delivered_tcp, c->blackout, c->blackout_at);
         if (w < 0 || (size_t)w >= sizeof(cyc) - o) {
             o = (size_t)snprintf(cyc, sizeof(cyc), "\"truncated\"");
             break;

@@ -157,7 +157,8 @@ static int is_ipv4_mapped(const union ibv_gid *gid)
     return memcmp(gid->raw, prefix, sizeof(prefix)) == 0;
 }
 
-/* RoCE: the RoCE v2 GID that is an IPv4-mapped address of the interface. */
+/* RoCE: the RoCE v2 GID that is an IPv4-mapped address of the interface; -EADDRNOTAVAIL when
+ * there is none (is the interface up with an IPv4 address?). */
 static int pick_roce_gid(WlVerbs *v, int gid_tbl_len)
 {
     for (int i = 0; i < gid_tbl_len; i++) {
@@ -175,13 +176,10 @@ static int pick_roce_gid(WlVerbs *v, int gid_tbl_len)
         v->gid_index = i;
         return 0;
     }
-    wl_verbs_err(
-        "device '%s' port %u has no RoCE v2 IPv4-mapped GID (is the interface up with an IPv4 address?)",
-        v->name, v->port);
-    return -EADDRNOTAVAIL;
+    return -EADDRNOTAVAIL; /* quiet: the address may be on its way; the caller says it */
 }
 
-int wl_verbs_open(const char *dev, size_t msg_size, WlVerbs **ret)
+int wl_verbs_open(const char *want, size_t msg_size, WlVerbs **ret)
 {
     struct ibv_device **list = NULL;
     struct ibv_port_attr pattr;
@@ -192,7 +190,6 @@ int wl_verbs_open(const char *dev, size_t msg_size, WlVerbs **ret)
     if (!v) {
         return -ENOMEM;
     }
-    snprintf(v->name, sizeof(v->name), "%s", dev);
     v->size = msg_size;
 
     list = ibv_get_device_list(&num);
@@ -201,36 +198,37 @@ int wl_verbs_open(const char *dev, size_t msg_size, WlVerbs **ret)
         wl_verbs_err("cannot list RDMA devices: %s", strerror(-r));
         goto fail;
     }
+    /* One pass, one open: the device found with an ACTIVE port is the one used (a resume
+     * does not open the new device twice). */
     for (int i = 0; i < num && !v->ctx; i++) {
         const char *name = ibv_get_device_name(list[i]);
-        if (name && strcmp(name, dev) == 0) {
-            v->ctx = ibv_open_device(list[i]);
-            if (!v->ctx) {
-                r = neg_errno(EIO);
-                wl_verbs_err("cannot open RDMA device '%s': %s", dev, strerror(-r));
-                ibv_free_device_list(list);
-                goto fail;
-            }
+        if (!name || !wl_dev_name_valid(name) || (want && *want && strcmp(want, name) != 0)) {
+            continue;
         }
+        v->ctx = ibv_open_device(list[i]);
+        if (!v->ctx) {
+            continue;
+        }
+        v->port = first_active_port(v->ctx, &pattr);
+        if (v->port == 0) {
+            ibv_close_device(v->ctx);
+            v->ctx = NULL;
+            continue;
+        }
+        snprintf(v->name, sizeof(v->name), "%s", name);
     }
     ibv_free_device_list(list);
     if (!v->ctx) {
-        r = -ENODEV;
-        wl_verbs_err("RDMA device '%s' not found", dev);
+        r = -ENODEV; /* not (yet): quiet, the caller retries */
         goto fail;
     }
+    const char *dev = v->name;
     r = set_fd_flags(v->ctx->async_fd);
     if (r < 0) {
         wl_verbs_err("device '%s': cannot set flags on the async fd: %s", dev, strerror(-r));
         goto fail;
     }
 
-    v->port = first_active_port(v->ctx, &pattr);
-    if (v->port == 0) {
-        r = -ENETDOWN;
-        wl_verbs_err("device '%s' has no ACTIVE port", dev);
-        goto fail;
-    }
     v->lid = pattr.lid;
     v->mtu = pattr.active_mtu;
     if (pattr.link_layer == IBV_LINK_LAYER_ETHERNET) {

@@ -30,10 +30,13 @@ typedef struct {
  * the device list cannot be read at all. Quiet: callers retry. */
 int wl_verbs_find_active(const char *want, char *ret_name, size_t len);
 
-/* Opens @dev, picks its first ACTIVE port and the GID to use (RoCE v2 IPv4-mapped on
- * Ethernet ports), creates PD, MR, channel, CQ and an RC QP in INIT with one receive
- * posted. Returns 0 and a new WlVerbs (owned; free with wl_verbs_close()). */
-int wl_verbs_open(const char *dev, size_t msg_size, WlVerbs **ret);
+/* Opens @want (NULL or "" = the first device found with an ACTIVE port), picks its first
+ * ACTIVE port and the GID to use (RoCE v2 IPv4-mapped on Ethernet ports), creates PD, MR,
+ * channel, CQ and an RC QP in INIT with one receive posted; the device is opened once.
+ * Returns 0 and a new WlVerbs (owned; free with wl_verbs_close()). Quietly, for callers that
+ * retry: -ENODEV when there is no such device with an ACTIVE port (yet), -EADDRNOTAVAIL when
+ * its Ethernet port has no RoCE v2 IPv4-mapped GID (yet). */
+int wl_verbs_open(const char *want, size_t msg_size, WlVerbs **ret);
 
 /* Destroys everything and closes the device. NULL-safe. */
 void wl_verbs_close(WlVerbs *v);

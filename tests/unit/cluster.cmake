@@ -1,0 +1,6 @@
+# The cluster side of hotmigd over fakes: the inventory (fake hypervisor adapters and hotmigd
+# client), its snapshot export read back by the planner's parser, the scheduler runner with a
+# fake migrate function.
+hm_add_test(cluster-test unit
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/cluster-test.c
+  LIBS hm-orchestrator)

@@ -1,0 +1,803 @@
+/* hotmigd's daemon object and its local API without hosts: a Hotmigd for a two-host cluster of
+ * fakes (hypervisor adapters, the other host's hotmigd, the migrate function), its local socket
+ * spoken to from a thread: bad lines, unknown commands, unknown hosts, oversized lines; a drain
+ * followed to its end; the evacuation entry point (merging, remote moves, the done callback,
+ * stats); plans and runs. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <gio/gunixsocketaddress.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+
+#include "orchestrator/hotmigd-priv.h"
+#include "orchestrator/local-api-priv.h"
+#include "orchestrator/vfd-priv.h"
+#include "orchestrator/virt-priv.h"
+
+/* ---- the fake cluster: hosts A and B, domains that move when migrated --------------------------
+ */
+
+static GMutex world_lock;
+static GHashTable *where; /* domain -> host ("A", "B") */
+static GHashTable *fail;  /* domains whose migration fails */
+static guint migrations_here, migrations_remote;
+static GCond gate_cond;
+static gboolean gate_closed; /* migrations wait until it opens */
+
+static gboolean gate_open(gpointer data)
+{
+    g_mutex_lock(&world_lock);
+    gate_closed = FALSE;
+    g_cond_broadcast(&gate_cond);
+    g_mutex_unlock(&world_lock);
+    return G_SOURCE_REMOVE;
+}
+
+static const char *host_of_uri(const char *uri)
+{
+    return g_str_has_prefix(uri, "test:///") ? uri + strlen("test:///") : "?";
+}
+
+typedef struct {
+    OrchVirt parent;
+    char *host;
+} FakeVirt;
+
+static gboolean fv_node_get_info(OrchVirt *v, OrchVirtNodeInfo *ret, GError **e)
+{
+    ret->cpus = 16;
+    ret->memory_kib = 64 * 1024 * 1024;
+    return TRUE;
+}
+
+static GPtrArray *fv_domain_list_info(OrchVirt *v, gboolean with_xml, GError **e)
+{
+    FakeVirt *fv = (FakeVirt *)v;
+    GPtrArray *out = g_ptr_array_new_with_free_func((GDestroyNotify)orch_virt_domain_info_free);
+    GHashTableIter it;
+    gpointer key, value;
+
+    g_mutex_lock(&world_lock);
+    g_hash_table_iter_init(&it, where);
+    while (g_hash_table_iter_next(&it, &key, &value)) {
+        OrchVirtDomainInfo *info;
+
+        if (!g_str_equal(value, fv->host))
+            continue;
+        info = g_new0(OrchVirtDomainInfo, 1);
+        info->name = g_strdup(key);
+        info->vcpus = 1;
+        info->memory_kib = 1024 * 1024;
+        info->sampled_us = g_get_monotonic_time();
+        if (with_xml)
+            info->xml = g_strdup_printf(
+                "<domain type='kvm'><name>%s</name><devices><interface type='ethernet'>"
+                "<target dev='tap-%s' managed='no'/><alias name='ua-hmvf0'/></interface>"
+                "</devices></domain>",
+                (char *)key, (char *)key);
+        g_ptr_array_add(out, info);
+    }
+    g_mutex_unlock(&world_lock);
+    return out;
+}
+
+static void fv_free(OrchVirt *v)
+{
+    g_free(((FakeVirt *)v)->host);
+    orch_virt_clear(v);
+    g_free(v);
+}
+
+static const OrchVirtOps fake_virt_ops = {
+    .node_get_info = fv_node_get_info,
+    .domain_list_info = fv_domain_list_info,
+    .free = fv_free,
+};
+
+static OrchVirt *fake_virt_open(const char *uri, const char *label, gpointer opaque, GError **error)
+{
+    FakeVirt *v = g_new0(FakeVirt, 1);
+
+    orch_virt_init(&v->parent, &fake_virt_ops, uri, label);
+    v->host = g_strdup(host_of_uri(uri));
+    return &v->parent;
+}
+
+/* Moves @domain to @dest unless it is to fail; the report as orch_migrate makes it. */
+static gboolean world_migrate(const char *domain, const char *src, const char *dest,
+                              char **ret_error)
+{
+    gboolean ok;
+
+    gint64 until = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+
+    g_usleep(20 * 1000);
+    g_mutex_lock(&world_lock);
+    while (gate_closed && g_cond_wait_until(&gate_cond, &world_lock, until))
+        ;
+    ok = !g_hash_table_contains(fail, domain) &&
+         g_strcmp0(g_hash_table_lookup(where, domain), src) == 0;
+    if (ok)
+        g_hash_table_insert(where, g_strdup(domain), g_strdup(dest));
+    g_mutex_unlock(&world_lock);
+    if (!ok)
+        *ret_error = g_strdup_printf("Phase 'prepare' failed: injected for '%s'", domain);
+    return ok;
+}
+
+static OrchReport *report_for(const char *domain, gboolean ok)
+{
+    OrchReport *report = g_new0(OrchReport, 1);
+
+    report->domain = g_strdup(domain);
+    report->rollback = g_ptr_array_new();
+    report->final_host = g_strdup(ok ? "destination" : "source");
+    report->ok = ok;
+    for (guint i = 0; i < ORCH_PHASE_LAST; i++) {
+        report->phases[i].phase = i;
+        report->phases[i].status = ORCH_STATUS_OK;
+        report->phases[i].duration_us = 2000;
+    }
+    return report;
+}
+
+static gboolean fake_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn,
+                             gpointer open_opaque, OrchReport **ret_report, GError **error)
+{
+    g_autofree char *msg = NULL;
+    gboolean ok = world_migrate(opts->domain, host_of_uri(opts->source_uri),
+                                host_of_uri(opts->dest_uri), &msg);
+
+    g_atomic_int_inc(&migrations_here);
+    *ret_report = report_for(opts->domain, ok);
+    if (!ok)
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT, "%s", msg);
+    return ok;
+}
+
+/* ---- the fake hotmigd of each host --------------------------------------------------------------
+ */
+
+typedef struct {
+    OrchVfd parent;
+} FakeVfd;
+
+static OrchVfdHostInfo *fvfd_host(OrchVfd *v, GError **e)
+{
+    OrchVfdHostInfo *info = g_new0(OrchVfdHostInfo, 1);
+
+    info->name = g_strdup(v->url);
+    info->version = g_strdup("test");
+    info->pool_size = 8;
+    info->counts[ORCH_VFD_STATE_FREE] = 8;
+    info->warnings = g_new0(char *, 1);
+    return info;
+}
+
+static GHashTable *remote_results; /* migration id -> error text or "" */
+
+static char *fvfd_migration_start(OrchVfd *v, const OrchVfdMigrationRequest *req, GError **e)
+{
+    /* "https://B:1": the source is B. */
+    g_autofree char *src = g_strndup(v->url + strlen("https://"), 1);
+    g_autofree char *msg = NULL;
+    gboolean ok = world_migrate(req->domain, src, req->destination, &msg);
+    char *id = g_strdup_printf("m-%s", req->domain);
+
+    g_atomic_int_inc(&migrations_remote);
+    g_mutex_lock(&world_lock);
+    g_hash_table_insert(remote_results, g_strdup(id), g_strdup(ok ? "" : msg));
+    g_mutex_unlock(&world_lock);
+    return id;
+}
+
+static OrchVfdMigration *fvfd_migration_get(OrchVfd *v, const char *id, GError **e)
+{
+    OrchVfdMigration *mig = g_new0(OrchVfdMigration, 1);
+    g_autoptr(OrchReport) report = NULL;
+    const char *err;
+
+    g_mutex_lock(&world_lock);
+    err = g_hash_table_lookup(remote_results, id);
+    mig->error = err && *err ? g_strdup(err) : NULL;
+    g_mutex_unlock(&world_lock);
+    mig->id = g_strdup(id);
+    mig->domain = g_strdup(id + 2);
+    mig->destination = g_strdup("?");
+    mig->state = mig->error ? ORCH_VFD_MIGRATION_FAILED : ORCH_VFD_MIGRATION_DONE;
+    report = report_for(mig->domain, !mig->error);
+    mig->report = orch_report_format_json(report, FALSE);
+    return mig;
+}
+
+static void fvfd_free(OrchVfd *v)
+{
+    orch_vfd_clear(v);
+    g_free(v);
+}
+
+static const OrchVfdOps fake_vfd_ops = {
+    .host = fvfd_host,
+    .migration_start = fvfd_migration_start,
+    .migration_get = fvfd_migration_get,
+    .free = fvfd_free,
+};
+
+static OrchVfd *fake_vfd_open(const char *url, gpointer opaque, GError **error)
+{
+    FakeVfd *v = g_new0(FakeVfd, 1);
+
+    orch_vfd_init(&v->parent, &fake_vfd_ops, url);
+    return &v->parent;
+}
+
+/* ---- the daemon under test
+ * ------------------------------------------------------------------------ */
+
+typedef struct {
+    char *dir;
+    char *socket;
+    Hotmigd *daemon;
+    guint done_calls;
+    char *done_host;
+    gboolean done_ok;
+} Fx;
+
+static void on_evacuation_done(Hotmigd *daemon, const char *host, gboolean ok, gpointer data)
+{
+    Fx *fx = data;
+
+    fx->done_calls++;
+    g_free(fx->done_host);
+    fx->done_host = g_strdup(host);
+    fx->done_ok = ok;
+}
+
+static int fx_setup(void **state)
+{
+    Fx *fx = g_new0(Fx, 1);
+    g_autoptr(GError) error = NULL;
+    g_autofree char *text = NULL;
+    HmConfig *config;
+    HotmigdOptions opts = {
+        .virt_open = fake_virt_open,
+        .vfd_open = fake_vfd_open,
+        .migrate = fake_migrate,
+        .no_https = TRUE,
+        .no_pool = TRUE,
+        .cpu_sample_ms = 5,
+        .inventory_interval_s = G_MAXUINT,
+        .remote_poll_ms = 10,
+    };
+
+    g_mutex_lock(&world_lock);
+    where = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    fail = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    remote_results = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    for (const char *const *d = (const char *const[]){"a1", "a2", "a3", NULL}; *d; d++)
+        g_hash_table_insert(where, g_strdup(*d), g_strdup("A"));
+    for (const char *const *d = (const char *const[]){"b1", "b2", NULL}; *d; d++)
+        g_hash_table_insert(where, g_strdup(*d), g_strdup("B"));
+    g_mutex_unlock(&world_lock);
+    migrations_here = migrations_remote = 0;
+    gate_closed = FALSE;
+
+    fx->dir = g_dir_make_tmp("hm-daemon-test-XXXXXX", NULL);
+    fx->socket = g_build_filename(fx->dir, "hotmigd.sock", NULL);
+    text = g_strdup_printf("[hotmigd]\nname = A\nsocket = %s\nrun-dir = %s\nstate-dir = %s\n"
+                           "[scheduler]\nper-host-out = 1\nper-host-in = 2\ntotal = 2\n"
+                           "[host A]\nuri = test:///A\nhotmigd = https://A:1\n"
+                           "[host B]\nuri = test:///B\nhotmigd = https://B:1\n",
+                           fx->socket, fx->dir, fx->dir);
+    config = hm_config_load_data(text, strlen(text), "test.conf", &error);
+    assert_null(error);
+    fx->daemon = hotmigd_new(config, &opts, &error);
+    if (error)
+        fail_msg("%s", error->message);
+    hotmigd_set_evacuation_done(fx->daemon, on_evacuation_done, fx);
+    *state = fx;
+    return 0;
+}
+
+static int rm_rf(const char *path)
+{
+    g_autoptr(GDir) dir = g_dir_open(path, 0, NULL);
+    const char *name;
+
+    while (dir && (name = g_dir_read_name(dir))) {
+        g_autofree char *child = g_build_filename(path, name, NULL);
+
+        if (g_file_test(child, G_FILE_TEST_IS_DIR) && !g_file_test(child, G_FILE_TEST_IS_SYMLINK))
+            rm_rf(child);
+        else
+            g_unlink(child);
+    }
+    return g_rmdir(path);
+}
+
+static int fx_teardown(void **state)
+{
+    Fx *fx = *state;
+
+    hotmigd_free(fx->daemon);
+    while (g_main_context_iteration(NULL, FALSE))
+        ;
+    /* The socket is gone with the daemon. */
+    assert_false(g_file_test(fx->socket, G_FILE_TEST_EXISTS));
+    rm_rf(fx->dir);
+    g_free(fx->dir);
+    g_free(fx->socket);
+    g_free(fx->done_host);
+    g_free(fx);
+    g_hash_table_unref(where);
+    g_hash_table_unref(fail);
+    g_hash_table_unref(remote_results);
+    return 0;
+}
+
+/* Runs @fn(@data) in a thread while the daemon's main loop runs here; @fn sets *@finished and
+ * wakes the main context when it is done. */
+static void run_beside(GThreadFunc fn, gint *finished, gpointer data)
+{
+    GThread *t = g_thread_new("client", fn, data);
+
+    while (!g_atomic_int_get(finished))
+        g_main_context_iteration(NULL, TRUE);
+    g_thread_join(t);
+}
+
+static void finish(gint *finished)
+{
+    g_atomic_int_set(finished, 1);
+    g_main_context_wakeup(NULL);
+}
+
+/* A client exchange: raw bytes in, the reply lines out (until @lines lines or end of file). */
+typedef struct {
+    gint finished;
+    const char *socket;
+    const char *send;
+    gsize send_len;
+    guint lines;
+    GString *reply;
+    gboolean eof;
+} Raw;
+
+static gpointer raw_thread(gpointer data)
+{
+    Raw *r = data;
+    g_autoptr(GSocketClient) client = g_socket_client_new();
+    g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(r->socket);
+    g_autoptr(GSocketConnection) conn =
+        g_socket_client_connect(client, G_SOCKET_CONNECTABLE(addr), NULL, NULL);
+    GSocket *sock = conn ? g_socket_connection_get_socket(conn) : NULL;
+    gsize sent = 0;
+    guint got = 0;
+
+    r->reply = g_string_new(NULL);
+    if (sock) {
+        g_socket_set_timeout(sock, 10);
+        while (sent < r->send_len) {
+            gssize n = g_socket_send(sock, r->send + sent, r->send_len - sent, NULL, NULL);
+
+            if (n <= 0)
+                break;
+            sent += n;
+        }
+        while (got < r->lines) {
+            char buf[4096];
+            gssize n = g_socket_receive(sock, buf, sizeof(buf), NULL, NULL);
+
+            if (n <= 0) {
+                r->eof = n == 0;
+                break;
+            }
+            g_string_append_len(r->reply, buf, n);
+            got = 0;
+            for (const char *p = r->reply->str; (p = strchr(p, '\n')); p++)
+                got++;
+        }
+    }
+    finish(&r->finished);
+    return NULL;
+}
+
+static char *raw(Fx *fx, const char *send, gsize len, guint lines, gboolean *ret_eof)
+{
+    Raw r = {.socket = fx->socket, .send = send, .send_len = len, .lines = lines};
+
+    run_beside(raw_thread, &r.finished, &r);
+    if (ret_eof)
+        *ret_eof = r.eof;
+    return g_string_free(r.reply, FALSE);
+}
+
+/* A call through the client migrate-vm uses. */
+typedef struct {
+    gint finished;
+    const char *socket;
+    const char *command;
+    JsonNode *args;
+    JsonNode *result;
+    GError *error;
+    guint events;
+} Call;
+
+static void call_event(JsonNode *event, gpointer data)
+{
+    ((Call *)data)->events++;
+}
+
+static gpointer call_thread(gpointer data)
+{
+    Call *c = data;
+
+    c->result = orch_local_call(c->socket, c->command, c->args, 30, call_event, c, &c->error);
+    finish(&c->finished);
+    return NULL;
+}
+
+static JsonNode *call(Fx *fx, const char *command, const char *args_json, guint *ret_events,
+                      GError **error)
+{
+    g_autoptr(JsonNode) args = args_json ? json_from_string(args_json, NULL) : NULL;
+    Call c = {.socket = fx->socket, .command = command, .args = args};
+
+    run_beside(call_thread, &c.finished, &c);
+    if (ret_events)
+        *ret_events = c.events;
+    if (c.error)
+        g_propagate_error(error, c.error);
+    return c.result;
+}
+
+static const char *str_member(JsonNode *node, const char *name)
+{
+    return json_object_get_string_member_with_default(json_node_get_object(node), name, NULL);
+}
+
+static void expect_error(const char *reply, const char *cls, const char *desc_part)
+{
+    g_autoptr(JsonNode) node = json_from_string(reply, NULL);
+    JsonObject *e;
+
+    if (!node || !JSON_NODE_HOLDS_OBJECT(node) ||
+        !json_object_has_member(json_node_get_object(node), "error"))
+        fail_msg("expected an error, got: %s", reply);
+    e = json_object_get_object_member(json_node_get_object(node), "error");
+    assert_string_equal(json_object_get_string_member(e, "class"), cls);
+    if (!strstr(json_object_get_string_member(e, "desc"), desc_part))
+        fail_msg("'%s' does not say '%s'", json_object_get_string_member(e, "desc"), desc_part);
+}
+
+static gboolean tick(gpointer data)
+{
+    return G_SOURCE_CONTINUE;
+}
+
+/* Runs the main loop until @cond holds (at most 20 s; it looks at least every 50 ms). */
+#define LOOP_UNTIL(cond)                                                                           \
+    do {                                                                                           \
+        gint64 until_ = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;                              \
+        guint tick_ = g_timeout_add(50, tick, NULL);                                               \
+        while (!(cond) && g_get_monotonic_time() < until_)                                         \
+            g_main_context_iteration(NULL, TRUE);                                                  \
+        g_source_remove(tick_);                                                                    \
+        assert_true(cond);                                                                         \
+    } while (0)
+
+/* ---- the tests --------------------------------------------------------------------------------
+ */
+
+static void test_socket_mode(void **state)
+{
+    Fx *fx = *state;
+    GStatBuf st;
+
+    assert_int_equal(g_stat(fx->socket, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+}
+
+static void test_bad_lines(void **state)
+{
+    Fx *fx = *state;
+    static const char lines[] =
+        "not json\n"
+        "[1]\n"
+        "{\"execute\":\"nope\"}\n"
+        "{\"execute\":\"drain\",\"arguments\":{\"host\":\"Z\"}}\n"
+        "{\"execute\":\"drain\",\"arguments\":{\"host\":5}}\n"
+        "{\"execute\":\"drain\",\"arguments\":{\"host\":\"A\",\"when\":1}}\n"
+        "{\"execute\":\"status\",\"extra\":1}\n"
+        "{\"arguments\":{}}\n"
+        "{\"execute\":\"plan\",\"arguments\":{\"policy\":\"pack\"}}\n"
+        "{\"execute\":\"plan\",\"arguments\":{\"policy\":\"drain\"}}\n"
+        "{\"execute\":\"drain\",\"arguments\":{\"host\":\"A\",\"deadline\":-4}}\n"
+        "{\"execute\":\"status\",\"arguments\":{\"id\":\"drain-none\"}}\n"
+        "[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]\n"
+        "{\"execute\":\"status\"}\n";
+    g_autofree char *reply = raw(fx, lines, strlen(lines), 14, NULL);
+    g_auto(GStrv) got = g_strsplit(reply, "\n", -1);
+
+    assert_int_equal(g_strv_length(got), 15); /* 14 lines and the empty rest */
+    expect_error(got[0], "InvalidJSON", "not JSON");
+    expect_error(got[1], "InvalidJSON", "not a JSON object");
+    expect_error(got[2], "CommandNotFound", "no command 'nope'");
+    expect_error(got[3], "NotFound",
+                 "unknown host 'Z' (the [host NAME] groups of the configuration: A, B)");
+    expect_error(got[4], "InvalidParameter", "argument 'host' must be a string");
+    expect_error(got[5], "InvalidParameter", "unknown argument 'when'");
+    expect_error(got[6], "InvalidParameter", "unknown member 'extra'");
+    expect_error(got[7], "InvalidParameter", "member 'execute'");
+    expect_error(got[8], "InvalidParameter", "must be consolidate, drain or balance, not 'pack'");
+    expect_error(got[9], "InvalidParameter", "argument 'host' is missing");
+    expect_error(got[10], "InvalidParameter", "argument 'deadline' must be from 0");
+    expect_error(got[11], "NotFound", "no schedule 'drain-none'");
+    expect_error(got[12], "InvalidJSON", "nests deeper than 16");
+    /* The connection still serves after all that; nothing was started. */
+    assert_non_null(strstr(got[13], "\"return\""));
+    assert_non_null(strstr(got[13], "\"schedules\":[]"));
+    assert_int_equal(migrations_here + migrations_remote, 0);
+}
+
+static void test_oversized(void **state)
+{
+    Fx *fx = *state;
+    gsize len = ORCH_LOCAL_API_MAX_LINE + 10;
+    g_autofree char *big = g_malloc(len);
+    g_autofree char *reply = NULL;
+    gboolean eof = FALSE;
+
+    memset(big, 'x', len);
+    reply = raw(fx, big, len, 2, &eof);
+    expect_error(reply, "TooLarge", "longer than 1048576 bytes");
+    assert_true(eof); /* closed after the answer */
+    /* A line of exactly the limit (newline included) is read: blanks, so no JSON object. */
+    memset(big, ' ', ORCH_LOCAL_API_MAX_LINE - 1);
+    big[ORCH_LOCAL_API_MAX_LINE - 1] = '\n';
+    g_free(reply);
+    reply = raw(fx, big, ORCH_LOCAL_API_MAX_LINE, 1, NULL);
+    expect_error(reply, "InvalidJSON", "the request is not a JSON object");
+}
+
+static JsonObject *schedule_in_status(JsonNode *status, const char *id)
+{
+    JsonArray *list = json_object_get_array_member(json_node_get_object(status), "schedules");
+
+    for (guint i = 0; i < json_array_get_length(list); i++) {
+        JsonObject *s = json_array_get_object_element(list, i);
+
+        if (g_str_equal(json_object_get_string_member(s, "id"), id))
+            return s;
+    }
+    return NULL;
+}
+
+static void test_drain_and_wait(void **state)
+{
+    Fx *fx = *state;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonNode) started = NULL;
+    g_autoptr(JsonNode) again = NULL;
+    g_autoptr(JsonNode) final = NULL;
+    g_autoptr(JsonNode) status = NULL;
+    g_autofree char *args = NULL;
+    const char *id;
+    JsonObject *s;
+    JsonArray *moves;
+    guint events = 0;
+    HotmigdStats stats;
+
+    gate_closed = TRUE; /* the moves wait until the test follows them */
+    started = call(fx, "drain", "{\"host\":\"A\",\"reason\":\"test\"}", NULL, &error);
+    assert_null(error);
+    id = str_member(started, "id");
+    assert_true(g_str_has_prefix(id, "drain-"));
+    assert_false(json_object_get_boolean_member(json_node_get_object(started), "merged"));
+    /* Asked again while it runs: the same schedule. */
+    again = call(fx, "drain", "{\"host\":\"A\"}", NULL, &error);
+    assert_null(error);
+    assert_string_equal(str_member(again, "id"), id);
+    assert_true(json_object_get_boolean_member(json_node_get_object(again), "merged"));
+
+    args = g_strdup_printf("{\"id\":\"%s\"}", id);
+    g_timeout_add(200, gate_open, NULL);
+    final = call(fx, "wait", args, &events, &error);
+    assert_null(error);
+    s = json_node_get_object(final);
+    assert_string_equal(json_object_get_string_member(s, "state"), "finished");
+    assert_true(json_object_get_boolean_member(s, "ok"));
+    moves = json_object_get_array_member(s, "moves");
+    assert_int_equal(json_array_get_length(moves), 3);
+    for (guint i = 0; i < 3; i++) {
+        JsonObject *m = json_array_get_object_element(moves, i);
+
+        assert_string_equal(json_object_get_string_member(m, "state"), "done");
+        assert_string_equal(json_object_get_string_member(m, "from"), "A");
+        assert_string_equal(json_object_get_string_member(m, "to"), "B");
+        assert_string_equal(json_object_get_string_member(m, "driven_by"), "here");
+        assert_true(
+            json_object_get_boolean_member(json_object_get_object_member(m, "report"), "ok"));
+    }
+    /* Each move's end, and the starts but the first's (it started before the wait). */
+    assert_true(events >= 5);
+    assert_int_equal(migrations_here, 3);
+    assert_int_equal(migrations_remote, 0);
+    assert_int_equal(g_hash_table_size(where), 5);
+    assert_string_equal(g_hash_table_lookup(where, "a1"), "B");
+
+    /* status: A is empty and ok again; the schedule is listed finished. */
+    status = call(fx, "status", NULL, NULL, &error);
+    assert_null(error);
+    s = schedule_in_status(status, id);
+    assert_non_null(s);
+    assert_string_equal(json_object_get_string_member(s, "state"), "finished");
+    assert_int_equal(
+        json_object_get_int_member(json_object_get_object_member(s, "progress"), "done"), 3);
+    assert_int_equal(fx->done_calls, 1);
+    assert_string_equal(fx->done_host, "A");
+    assert_true(fx->done_ok);
+    hotmigd_get_stats(fx->daemon, &stats);
+    assert_int_equal(stats.migrations_ok, 3);
+    assert_int_equal(stats.phase_count[ORCH_PHASE_MIGRATE], 3);
+    assert_true(stats.phase_seconds_sum[ORCH_PHASE_MIGRATE] > 0.005);
+}
+
+/* The entry point the alert wiring calls: B's VMs move from B, asked of B's hotmigd. */
+static void test_evacuate(void **state)
+{
+    Fx *fx = *state;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *id = NULL;
+    g_autofree char *id2 = NULL;
+    g_auto(GStrv) late = NULL;
+    g_auto(GStrv) late2 = NULL;
+    gboolean merged = TRUE;
+    HotmigdStats stats;
+
+    /* Planned on the daemon's last inventory (the tests turn the background one off): take
+     * one through a snapshot. */
+    json_node_unref(call(fx, "snapshot", NULL, NULL, &error));
+    assert_null(error);
+    assert_false(hotmigd_evacuate(fx->daemon, "Q", 0, "smart", &id, &merged, &late, &error));
+    assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_NOT_FOUND));
+    assert_null(id);
+    g_clear_error(&error);
+
+    g_mutex_lock(&world_lock);
+    g_hash_table_add(fail, g_strdup("b2"));
+    g_mutex_unlock(&world_lock);
+    /* A deadline in the past: every VM is late, and still moved. */
+    assert_true(
+        hotmigd_evacuate(fx->daemon, "B", 1, "smart: sda failing", &id, &merged, &late, &error));
+    assert_null(error);
+    assert_false(merged);
+    assert_int_equal(g_strv_length(late), 2);
+    assert_true(hotmigd_evacuate(fx->daemon, "B", 0, "again", &id2, &merged, &late2, &error));
+    assert_true(merged);
+    assert_string_equal(id, id2);
+    assert_int_equal(g_strv_length(late2), 2);
+    assert_int_equal(fx->done_calls, 0); /* never before the call returned */
+
+    LOOP_UNTIL(fx->done_calls == 1);
+    assert_string_equal(fx->done_host, "B");
+    assert_false(fx->done_ok); /* b2 failed: it is still on B */
+    assert_int_equal(migrations_remote, 2);
+    assert_int_equal(migrations_here, 0);
+    assert_string_equal(g_hash_table_lookup(where, "b1"), "A");
+    assert_string_equal(g_hash_table_lookup(where, "b2"), "B");
+    hotmigd_get_stats(fx->daemon, &stats);
+    assert_int_equal(stats.migrations_ok, 1);
+    assert_int_equal(stats.migrations_failed, 1);
+    {
+        g_autoptr(JsonNode) status = hotmigd_status(fx->daemon, id, &error);
+        JsonObject *s = json_node_get_object(status);
+        JsonArray *moves = json_object_get_array_member(s, "moves");
+        JsonArray *late_list = json_object_get_array_member(s, "late");
+
+        assert_false(json_object_get_boolean_member(s, "ok"));
+        assert_non_null(strstr(json_object_get_string_member(s, "error"), "1 VM(s) still on 'B'"));
+        assert_int_equal(json_array_get_length(late_list), g_strv_length(late));
+        for (guint i = 0; i < json_array_get_length(moves); i++) {
+            JsonObject *m = json_array_get_object_element(moves, i);
+            const char *vm = json_object_get_string_member(m, "vm");
+
+            assert_string_equal(json_object_get_string_member(m, "driven_by"), "B");
+            assert_non_null(json_object_get_string_member(m, "migration"));
+            if (g_str_equal(vm, "b2"))
+                assert_non_null(
+                    strstr(json_object_get_string_member(m, "detail"), "injected for 'b2'"));
+        }
+    }
+    /* Once it ended, a new evacuation may start (here: with nothing new to move, it ends). */
+    g_clear_pointer(&id2, g_free);
+    g_clear_pointer(&late2, g_strfreev);
+    assert_true(hotmigd_evacuate(fx->daemon, "B", 0, "later", &id2, &merged, &late2, &error));
+    assert_false(merged);
+    assert_string_not_equal(id, id2);
+    LOOP_UNTIL(fx->done_calls == 2);
+}
+
+static void test_plan_and_run(void **state)
+{
+    Fx *fx = *state;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonNode) plan = NULL;
+    g_autoptr(JsonNode) bad = NULL;
+    g_autoptr(JsonNode) run = NULL;
+    g_autoptr(JsonNode) final = NULL;
+    g_autofree char *args = NULL;
+    g_autofree char *plan_text = NULL;
+
+    /* Unknown host in a drain plan. */
+    assert_null(call(fx, "plan", "{\"policy\":\"drain\",\"host\":\"Z\"}", NULL, &error));
+    assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_NOT_FOUND));
+    assert_non_null(strstr(error->message, "NotFound: unknown host 'Z'"));
+    g_clear_error(&error);
+
+    plan = call(fx, "plan", "{\"policy\":\"consolidate\"}", NULL, &error);
+    assert_null(error);
+    assert_string_equal(str_member(plan, "policy"), "consolidate");
+    /* Five 1-GiB VMs fit on one host of 64 GiB: B's two go to A (more VMs stay put). */
+    assert_int_equal(json_array_get_length(
+                         json_object_get_array_member(json_node_get_object(plan), "migrations")),
+                     2);
+
+    /* A plan that does not replay (a VM that is not where it says) is refused, nothing runs. */
+    bad = call(fx, "run",
+               "{\"plan\":{\"policy\":\"balance\",\"migrations\":[{\"vm\":\"a1\",\"from\":\"B\","
+               "\"to\":\"A\"}]}}",
+               NULL, &error);
+    assert_null(bad);
+    assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID));
+    assert_non_null(strstr(error->message, "does not fit the cluster as it is now"));
+    g_clear_error(&error);
+
+    plan_text = json_to_string(plan, FALSE);
+    args = g_strdup_printf("{\"plan\":%s,\"reason\":\"test run\"}", plan_text);
+    run = call(fx, "run", args, NULL, &error);
+    assert_null(error);
+    g_free(args);
+    args = g_strdup_printf("{\"id\":\"%s\"}", str_member(run, "id"));
+    final = call(fx, "wait", args, NULL, &error);
+    assert_null(error);
+    assert_true(json_object_get_boolean_member(json_node_get_object(final), "ok"));
+    assert_int_equal(migrations_remote, 2); /* both from B */
+    assert_string_equal(g_hash_table_lookup(where, "b1"), "A");
+    assert_int_equal(fx->done_calls, 0); /* not an evacuation */
+}
+
+static void test_snapshot(void **state)
+{
+    Fx *fx = *state;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonNode) snap = call(fx, "snapshot", NULL, NULL, &error);
+    JsonArray *hosts, *vms;
+
+    assert_null(error);
+    hosts = json_object_get_array_member(json_node_get_object(snap), "hosts");
+    vms = json_object_get_array_member(json_node_get_object(snap), "vms");
+    assert_int_equal(json_array_get_length(hosts), 2);
+    assert_int_equal(json_array_get_length(vms), 5);
+    assert_int_equal(json_object_get_int_member(json_array_get_object_element(vms, 0), "vfs"), 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_socket_mode, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_lines, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_oversized, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_drain_and_wait, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_evacuate, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_plan_and_run, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot, fx_setup, fx_teardown),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
