@@ -1,6 +1,8 @@
 /* Fuzz target for the agent's parsers: every input goes through
  *  1. the host framer, fed once whole and once in small pieces: both must cut the same lines
- *     (and oversize and sync events);
+ *     (and oversize and sync events); the same with a limit of FUZZ_SMALL_LINE_MAX bytes, so
+ *     that overlong lines, cut up by sync bytes and pieces, come with small inputs (the
+ *     campaign's inputs are smaller than AGENT_HOST_LINE_MAX: tests/fuzz/run);
  *  2. the host side of an in-process agent (framing, 0xFF sync, JSON requests, commands), fed
  *     in those pieces: every reply must be one line of valid JSON (after the sync byte of a
  *     sync reply). The agent's replies depend on nothing but the framer's events (the fake
@@ -87,12 +89,14 @@ static gboolean fuzz_record_frame(AgentFrameEvent event, const char *line, gsize
     return TRUE;
 }
 
-static GString *fuzz_host_frames(const uint8_t *data, size_t size, gsize piece)
+/* The host framer (sync byte, overlong lines reported at their end) with a line limit of
+ * @max bytes. */
+static GString *fuzz_host_frames(const uint8_t *data, size_t size, gsize piece, gsize max)
 {
     GString *out = g_string_new(NULL);
     AgentFramer framer;
 
-    agent_framer_init_host(&framer);
+    agent_framer_init(&framer, max, TRUE, FALSE);
     for (gsize off = 0; off < size; off += piece)
         agent_framer_feed(&framer, data + off, MIN(piece, size - off), fuzz_record_frame, out);
     agent_framer_clear(&framer);
@@ -137,11 +141,21 @@ static gboolean fuzz_proc_frame(AgentFrameEvent event, const char *line, gsize l
     return TRUE;
 }
 
+#define FUZZ_SMALL_LINE_MAX 256
+
+/* Framing @data whole and in pieces of @piece bytes gives the same events. */
+static void fuzz_check_host_frames(const uint8_t *data, size_t size, gsize piece, gsize max)
+{
+    g_autoptr(GString) whole = fuzz_host_frames(data, size, size > 0 ? size : 1, max);
+    g_autoptr(GString) pieces = fuzz_host_frames(data, size, piece, max);
+
+    if (!g_string_equal(whole, pieces))
+        abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     gsize piece = 1 + (size > 0 ? data[0] % 13 : 0);
-    g_autoptr(GString) whole = NULL;
-    g_autoptr(GString) pieces = NULL;
     AgentFramer framer;
 
     if (!fuzz_valid) {
@@ -150,10 +164,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             g_hash_table_new_full(g_bytes_hash, g_bytes_equal, (GDestroyNotify)g_bytes_unref, NULL);
     }
 
-    whole = fuzz_host_frames(data, size, size > 0 ? size : 1);
-    pieces = fuzz_host_frames(data, size, piece);
-    if (!g_string_equal(whole, pieces))
-        abort();
+    fuzz_check_host_frames(data, size, piece, AGENT_HOST_LINE_MAX);
+    fuzz_check_host_frames(data, size, piece, FUZZ_SMALL_LINE_MAX);
     fuzz_host(data, size, piece);
 
     agent_framer_init(&framer, AGENT_PROC_LINE_MAX, FALSE, TRUE);
