@@ -83,6 +83,9 @@ typedef struct {
 
 void agent_framer_init(AgentFramer *framer, gsize max, gboolean sync_byte,
                        gboolean oversize_at_once);
+/* The framer of the host channel: lines up to AGENT_HOST_LINE_MAX bytes, the sync byte resets
+ * it, an overlong line is reported when it ends. */
+void agent_framer_init_host(AgentFramer *framer);
 void agent_framer_clear(AgentFramer *framer);
 void agent_framer_reset(AgentFramer *framer);
 /* Returns FALSE when @func stopped it. */

@@ -1170,7 +1170,7 @@ Agent *agent_new(const AgentVerbsOps *verbs, gpointer verbs_data)
     agent->verbs = verbs;
     agent->verbs_data = verbs_data;
     agent->poll_ms = AGENT_DEVICE_POLL_MS;
-    agent_framer_init(&agent->host, AGENT_HOST_LINE_MAX, TRUE, FALSE);
+    agent_framer_init_host(&agent->host);
     agent->protocol = AGENT_PROTOCOL_MIN;
     agent->state = AGENT_STATE_RUNNING;
     agent->next_seq = 1;

@@ -53,6 +53,11 @@ void agent_framer_init(AgentFramer *framer, gsize max, gboolean sync_byte,
     framer->discarding = FALSE;
 }
 
+void agent_framer_init_host(AgentFramer *framer)
+{
+    agent_framer_init(framer, AGENT_HOST_LINE_MAX, TRUE, FALSE);
+}
+
 void agent_framer_clear(AgentFramer *framer)
 {
     if (framer->buf)

@@ -1,6 +1,6 @@
 # hotmig-agent parser fuzzing. The corpus always replays as a normal test (label fuzz). With
 # clang and -DHM_FUZZ=ON agent-fuzz is also built as a libFuzzer binary:
-#   build/tests/agent-fuzz -max_len=70000 tests/fuzz/corpus/agent
+#   build/tests/agent-fuzz -max_len=1024 tests/fuzz/corpus/agent   (tests/fuzz/run: why 1024)
 hm_add_test(agent-fuzz-replay fuzz
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/agent-fuzz.c
           ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz-replay.c

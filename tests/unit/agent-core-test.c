@@ -467,6 +467,57 @@ static void test_oversize_line(void **state)
     assert_int_equal(f->out->len, 0);
 }
 
+/* Records the host framer's events as text: "L:line", "S", "O". */
+static gboolean record_frame(AgentFrameEvent event, const char *line, gsize len, gpointer user_data)
+{
+    GPtrArray *events = user_data;
+
+    switch (event) {
+    case AGENT_FRAME_LINE:
+        g_ptr_array_add(events, g_strdup_printf("L:%.*s", (int)len, line));
+        break;
+    case AGENT_FRAME_SYNC:
+        g_ptr_array_add(events, g_strdup("S"));
+        break;
+    case AGENT_FRAME_OVERSIZE:
+        g_ptr_array_add(events, g_strdup("O"));
+        break;
+    }
+    return TRUE;
+}
+
+/* The host channel's framer (the fuzz target frames with it too): lines up to
+ * AGENT_HOST_LINE_MAX bytes with their newline, CR LF accepted, the sync byte drops a partial
+ * line, an overlong line is reported once it ends. */
+static void test_host_framer(void **state)
+{
+    g_autoptr(GPtrArray) events = g_ptr_array_new_with_free_func(g_free);
+    g_autofree char *big = g_malloc(AGENT_HOST_LINE_MAX);
+    AgentFramer framer;
+
+    memset(big, 'x', AGENT_HOST_LINE_MAX);
+    agent_framer_init_host(&framer);
+    assert_true(agent_framer_feed(&framer, (const guint8 *)"a\r\nbc\xff", 6, record_frame, events));
+    assert_true(agent_framer_feed(&framer, (const guint8 *)"d\n", 2, record_frame, events));
+    /* AGENT_HOST_LINE_MAX - 1 bytes and the newline fit. */
+    agent_framer_feed(&framer, (const guint8 *)big, AGENT_HOST_LINE_MAX - 1, record_frame, events);
+    agent_framer_feed(&framer, (const guint8 *)"\n", 1, record_frame, events);
+    assert_int_equal(events->len, 4);
+    /* One more byte does not; it is reported at the newline, not when it overflows. */
+    agent_framer_feed(&framer, (const guint8 *)big, AGENT_HOST_LINE_MAX, record_frame, events);
+    assert_int_equal(events->len, 4);
+    agent_framer_feed(&framer, (const guint8 *)"\ne\n", 3, record_frame, events);
+    agent_framer_clear(&framer);
+
+    assert_int_equal(events->len, 6);
+    assert_string_equal(events->pdata[0], "L:a");
+    assert_string_equal(events->pdata[1], "S");
+    assert_string_equal(events->pdata[2], "L:d");
+    assert_int_equal(strlen(events->pdata[3]), 2 + AGENT_HOST_LINE_MAX - 1);
+    assert_string_equal(events->pdata[4], "O");
+    assert_string_equal(events->pdata[5], "L:e");
+}
+
 /* ---- tests: prepare / resume ------------------------------------------------------------- */
 
 static void test_prepare_resume(void **state)
@@ -1390,6 +1441,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_commands, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_oversize_line, setup, teardown),
+        cmocka_unit_test(test_host_framer),
         cmocka_unit_test_setup_teardown(test_prepare_resume, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prepare_deadline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_register_while_prepared, setup, teardown),

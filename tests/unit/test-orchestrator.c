@@ -1268,6 +1268,48 @@ static void test_identity_refused(void **state)
     assert_int_equal(g_hash_table_size(w->assigned), 0);
 }
 
+/* The destination's hotmigd does not take a lease back while a failed migration is undone
+ * (after target-vf, and after migrate): the migration ends undone as it would have, no
+ * journal is kept, the report lists the failed release, and the lease stays with hotmigd until
+ * it expires (it was never confirmed). */
+static void test_lease_release_fails(void **state)
+{
+    static const struct {
+        const char *fault;
+        OrchPhase phase;
+    } cases[] = {
+        {"vfd_lease@destination#2,vfd_release@destination#1", ORCH_PHASE_TARGET_VF},
+        {"migrate@source#1,vfd_release@destination#1", ORCH_PHASE_MIGRATE},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+        FakeOpen fo = {w, cases[i].fault};
+        g_auto(OrchOptions) opts;
+        g_autoptr(OrchReport) report = NULL;
+        g_autoptr(GError) error = NULL;
+        gboolean release_failed = FALSE;
+
+        options_for_test(&opts);
+        assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+        assert_int_equal(report->failed_phase, cases[i].phase);
+        assert_false(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_ROLLBACK));
+        assert_false(journal_exists());
+        assert_string_equal(w->where, "source");
+        assert_int_equal(world_count_vfs(w), 2);
+        assert_false(w->agent_prepared);
+        assert_int_equal(g_hash_table_size(w->leases), 1);
+        assert_int_equal(g_hash_table_size(w->assigned), 0);
+        for (guint r = 0; r < report->rollback->len; r++) {
+            OrchRollbackRecord *rec = g_ptr_array_index(report->rollback, r);
+
+            release_failed = release_failed || (g_str_equal(rec->action, "release-lease") &&
+                                                !rec->ok && strstr(rec->detail, "injected"));
+        }
+        assert_true(release_failed);
+    }
+}
+
 /* No free VF of the model on the destination, or its hotmigd is down: target-vf fails, nothing
  * changes, and no lease is left behind. */
 static void test_no_free_vf(void **state)
@@ -1566,6 +1608,7 @@ int main(void)
         cmocka_unit_test(test_resume_waits_for_one_under_way),
         cmocka_unit_test(test_identity_refused),
         cmocka_unit_test(test_no_free_vf),
+        cmocka_unit_test(test_lease_release_fails),
         cmocka_unit_test(test_preflight),
         cmocka_unit_test(test_fault_walk),
     };
