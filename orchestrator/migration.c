@@ -59,8 +59,6 @@ typedef struct {
     struct Side *dst_agent_side; /* that opening, until the resume joins it */
     GError *agent_error;     /* why it could not be opened */
     gboolean settled;        /* the leases were settled after the plug (alongside the resume) */
-    GPtrArray *side_notes;   /* char *: what side work would have said as progress */
-    gpointer side_self;      /* the GThread of the side work running now, or NULL */
 } Migration;
 
 /* ---- side work ----------------------------------------------------------------------------
@@ -69,7 +67,8 @@ typedef struct {
  * source's agent is opened and its inventory read; the destination's agent channel opened
  * while the VF is plugged there; the leases' end while the processes resume. The main thread
  * touches no field the side work fills (m->vfd, the leases, m->dst_agent) until it joined it;
- * progress() from the side work is kept in m->side_notes and said at the join. libvirt
+ * progress() from a side work is kept in its own notes and said at its join (two may run at
+ * once: the destination's agent channel and the leases' end). libvirt
  * connections are thread-safe: a side work and the main thread may use one at once. */
 
 typedef gboolean (*SideFunc)(Migration *m, char **ret_detail, GError **error);
@@ -81,14 +80,18 @@ typedef struct Side {
     gboolean ok;
     char *detail;
     GError *error;
+    GPtrArray *notes;  /* char *: what it would have said as progress, or NULL */
     gint64 start, end; /* monotonic */
 } Side;
+
+/* The Side the calling thread runs, or NULL (the main thread, libvirt's threads). */
+static GPrivate side_current;
 
 static gpointer side_thread(gpointer data)
 {
     Side *side = data;
 
-    g_atomic_pointer_set(&side->m->side_self, g_thread_self());
+    g_private_set(&side_current, side);
     side->ok = side->fn(side->m, &side->detail, &side->error);
     side->end = g_get_monotonic_time();
     return NULL;
@@ -109,29 +112,23 @@ static void side_join(Side *side, OrchPhase phase)
         return;
     g_thread_join(side->thread);
     side->thread = NULL;
-    g_atomic_pointer_set(&side->m->side_self, NULL);
-    for (guint i = 0; side->m->side_notes && i < side->m->side_notes->len; i++)
-        progress(side->m, phase, "%s", (char *)g_ptr_array_index(side->m->side_notes, i));
-    if (side->m->side_notes)
-        g_ptr_array_set_size(side->m->side_notes, 0);
+    for (guint i = 0; side->notes && i < side->notes->len; i++)
+        progress(side->m, phase, "%s", (char *)g_ptr_array_index(side->notes, i));
+    g_clear_pointer(&side->notes, g_ptr_array_unref);
 }
 
 static void side_clear(Side *side)
 {
     g_free(side->detail);
     g_clear_error(&side->error);
+    g_clear_pointer(&side->notes, g_ptr_array_unref);
 }
 
-static void side_note(Migration *m, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
-static void side_note(Migration *m, const char *fmt, ...)
+static void side_note(Side *side, const char *msg)
 {
-    va_list ap;
-
-    if (!m->side_notes)
-        m->side_notes = g_ptr_array_new_with_free_func(g_free);
-    va_start(ap, fmt);
-    g_ptr_array_add(m->side_notes, g_strdup_vprintf(fmt, ap));
-    va_end(ap);
+    if (!side->notes)
+        side->notes = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(side->notes, g_strdup(msg));
 }
 
 void orch_options_init(OrchOptions *opts)
@@ -262,8 +259,8 @@ static void progress(Migration *m, OrchPhase phase, const char *fmt, ...)
     va_start(ap, fmt);
     msg = g_strdup_vprintf(fmt, ap);
     va_end(ap);
-    if (g_thread_self() == g_atomic_pointer_get(&m->side_self)) { /* said when joined */
-        side_note(m, "%s", msg);
+    if (g_private_get(&side_current)) { /* said when joined */
+        side_note(g_private_get(&side_current), msg);
         return;
     }
     if (m->opts->progress)
@@ -1558,8 +1555,6 @@ out:
     orch_agent_free(m->agent);
     orch_agent_free(m->dst_agent);
     g_clear_error(&m->agent_error);
-    if (m->side_notes)
-        g_ptr_array_unref(m->side_notes);
     g_free(m->identity_note);
     orch_virt_free(m->src);
     orch_virt_free(m->dst);
