@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 
 #include "policies/policies.h"
 
@@ -123,12 +124,22 @@ static void snapshot_clear(Snapshot *s)
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Snapshot, snapshot_clear)
 
-/* Sizes from @seed, VMs spread round-robin over @n_hosts (the next host with room when the
- * turn's host is full). */
+/* Where the VMs start (docs/policies.md, "Benchmark"). */
+typedef enum {
+    PLACE_ROUND_ROBIN, /* VM i on host i mod H: every host at about the same load */
+    PLACE_SKEWED,      /* host floor(H u^2), u uniform in [0, 1): the first hosts full, the last
+                        * nearly empty */
+} Placement;
+
+/* Sizes from @seed, VMs placed by @placement over @n_hosts (the next host with room when the
+ * chosen host is full). The skewed draws come from a second stream (@seed ^ SKEW_STREAM) so
+ * that both placements have the same VMs. */
+#define SKEW_STREAM G_GUINT64_CONSTANT(0x736b6577) /* "skew" */
 static gboolean snapshot_make(Snapshot *s, guint n_hosts, guint n_vms, guint64 seed,
-                              const double *utils, char **names, GError **error)
+                              Placement placement, const double *utils, char **names,
+                              GError **error)
 {
-    guint64 state = seed;
+    guint64 state = seed, skew = seed ^ SKEW_STREAM;
     g_autofree gint64 *used = g_new0(gint64, (gsize)n_hosts * 3);
 
     s->n_hosts = n_hosts;
@@ -152,8 +163,13 @@ static gboolean snapshot_make(Snapshot *s, guint n_hosts, guint n_vms, guint64 s
         s->memory[i] = (guint64)flavours[f].memory_gib * 1024;
         s->vfs[i] = v < 40 ? 0 : v < 90 ? 1 : 2; /* MPI ranks hold one VF, a few two */
         s->util[i] = utils ? utils[i] : (5 + rand_below(&state, 41)) / 100.0;
+        guint first = i % n_hosts;
+        if (placement == PLACE_SKEWED) {
+            double u = (double)(splitmix64(&skew) >> 11) / (double)(G_GUINT64_CONSTANT(1) << 53);
+            first = MIN((guint)(n_hosts * pow(u, g_ascii_strtod(g_getenv("SKEWP") ?: "2", NULL))), n_hosts - 1);
+        }
         for (guint t = 0; t < n_hosts && !placed; t++) {
-            guint h = (i + t) % n_hosts;
+            guint h = (first + t) % n_hosts;
             gint64 *u = used + (gsize)h * 3;
             gint64 cpu = (gint64)(s->vcpus[i] * s->util[i] * 1000.0 + 0.999);
             if (u[0] + cpu <= HOST_CPUS * 1000 && u[1] + (gint64)s->memory[i] <= HOST_MEMORY_MIB &&
@@ -231,7 +247,7 @@ static gboolean run(const char *label, const Snapshot *s, GError **error)
     g_autoptr(PolPlan) plan = NULL;
     PolOptions opts;
     gboolean ok;
-    char ratio[G_ASCII_DTOSTR_BUF_SIZE];
+    char ratio[G_ASCII_DTOSTR_BUF_SIZE], mratio[G_ASCII_DTOSTR_BUF_SIZE];
 
     if (!c)
         return FALSE;
@@ -242,10 +258,17 @@ static gboolean run(const char *label, const Snapshot *s, GError **error)
     ok = pol_plan_verify(c, plan, &opts, error);
     g_ascii_formatd(ratio, sizeof(ratio), "%.4f",
                     plan->lower_bound ? (double)plan->hosts_used / plan->lower_bound : 0.0);
-    printf("{\"day\":\"%s\",\"vms\":%u,\"hosts\":%u,\"hosts_used\":%u,\"lower_bound\":%u,"
-           "\"ratio\":%s,\"migrations\":%u,\"extra_moves\":%u,\"plan_ms\":%.1f,\"verified\":%s}\n",
-           label, s->n_vms, s->n_hosts, plan->hosts_used, plan->lower_bound, ratio,
-           plan->migrations->len, plan->extra_moves, plan->plan_ms, ok ? "true" : "false");
+    g_ascii_formatd(mratio, sizeof(mratio), "%.4f",
+                    plan->migration_bound ? (double)plan->migrations->len / plan->migration_bound
+                                          : 1.0);
+    printf("{\"day\":\"%s\",\"vms\":%u,\"hosts\":%u,\"hosts_before\":%u,\"hosts_used\":%u,"
+           "\"lower_bound\":%u,\"ratio\":%s,\"migrations\":%u,\"migration_bound\":%u,"
+           "\"migration_ratio\":%s,\"moved_mib\":%" G_GUINT64_FORMAT ",\"extra_moves\":%u,"
+           "\"front\":%u,\"plan_ms\":%.1f,\"verified\":%s}\n",
+           label, s->n_vms, s->n_hosts, plan->hosts_before, plan->hosts_used, plan->lower_bound,
+           ratio, plan->migrations->len, plan->migration_bound, mratio, plan->moved_mib,
+           plan->extra_moves, plan->front ? plan->front->len : 0, plan->plan_ms,
+           ok ? "true" : "false");
     fflush(stdout);
     return ok;
 }
@@ -260,12 +283,16 @@ int main(int argc, char **argv)
 {
     g_autoptr(GError) error = NULL;
     g_autofree char *write_dir = NULL;
+    g_autofree char *placement_str = NULL;
+    Placement placement = PLACE_ROUND_ROBIN;
     gboolean scale = FALSE;
     int status = 0;
     GOptionEntry entries[] = {
         {"scale", 0, 0, G_OPTION_ARG_NONE, &scale, "Plan 10 000 hosts / 100 000 VMs", NULL},
         {"write-snapshot", 0, 0, G_OPTION_ARG_FILENAME, &write_dir,
          "Also write each day's snapshot as DIR/DAY.json", "DIR"},
+        {"placement", 0, 0, G_OPTION_ARG_STRING, &placement_str,
+         "Where the VMs start: round-robin (default) or skewed", "HOW"},
         {NULL}};
     g_autoptr(GOptionContext) ctx = g_option_context_new("DAY.csv...");
 
@@ -273,6 +300,13 @@ int main(int argc, char **argv)
     g_option_context_set_summary(ctx, "Consolidation benchmark on PlanetLab days.");
     if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
         fprintf(stderr, "consolidate: %s\n", error->message);
+        return 2;
+    }
+    if (placement_str && g_str_equal(placement_str, "skewed")) {
+        placement = PLACE_SKEWED;
+    } else if (placement_str && !g_str_equal(placement_str, "round-robin")) {
+        fprintf(stderr, "consolidate: --placement must be round-robin or skewed, not '%s'\n",
+                placement_str);
         return 2;
     }
     if (!scale && argc < 2) {
@@ -308,7 +342,7 @@ int main(int argc, char **argv)
                 }
             }
         }
-        if (!snapshot_make(&s, n_hosts, n_vms, BENCH_SEED, utils, NULL, &error) ||
+        if (!snapshot_make(&s, n_hosts, n_vms, BENCH_SEED, placement, utils, NULL, &error) ||
             !run("scale", &s, &error)) {
             fprintf(stderr, "consolidate: %s\n", error ? error->message : "plan does not verify");
             return 1;
@@ -336,7 +370,7 @@ int main(int argc, char **argv)
             names[j] = g_strdup(g_array_index(day, TraceVm, j).name);
         }
         if (!snapshot_make(&s, (day->len + VMS_PER_HOST - 1) / VMS_PER_HOST, day->len,
-                           day_seed(argv[i]), utils, names, &error)) {
+                           day_seed(argv[i]), placement, utils, names, &error)) {
             fprintf(stderr, "consolidate: %s: %s\n", argv[i], error->message);
             return 1;
         }
