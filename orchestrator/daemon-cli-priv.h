@@ -5,6 +5,8 @@
 #include <glib.h>
 #include <json-glib/json-glib.h>
 
+#include "common/config.h"
+
 G_BEGIN_DECLS
 
 /* `migrate-vm drain|status|run ...`: argv[0] is the subcommand. Returns the exit status. */
@@ -18,6 +20,10 @@ int orch_daemon_plan(const char *socket, JsonNode *args, gboolean json, gboolean
 /* The local socket: @socket, else [hotmigd] socket of the configuration @config_path (NULL: the
  * default file when it exists, else the default). Owned; NULL with the configuration's error. */
 char *orch_daemon_socket(const char *config_path, const char *socket, GError **error);
+
+/* The configuration (owned) @config_path names, else /etc/hotmig/hotmig.conf when it exists,
+ * else the defaults; NULL with @error when the file cannot be used. */
+HmConfig *orch_cli_config_open(const char *config_path, GError **error);
 
 /* The exit status for an error of the local API: 2 for a request refused as bad (INVALID,
  * NOT_FOUND), 4 for a bad configuration file, else 1. */

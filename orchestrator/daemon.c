@@ -92,6 +92,7 @@ struct Hotmigd {
     PolScheduleShare *share; /* the running moves of all schedules, for the limits */
     guint min_stay_s;
     double bandwidth;
+    guint host_value; /* [scheduler] host-value */
     /* the inventory */
     OrchInventory *inventory;
     GCancellable *cancel; /* the daemon stops: inventories and follow-ups end */
@@ -297,6 +298,7 @@ static void options_for(Hotmigd *daemon, PolOptions *opts)
     pol_options_init(opts);
     opts->min_stay_s = daemon->min_stay_s;
     opts->bandwidth_mib_s = daemon->bandwidth;
+    opts->host_value = daemon->host_value;
 }
 
 /* ---- the inventory ------------------------------------------------------------------------- */
@@ -1064,6 +1066,10 @@ static void plan_after_inventory(Hotmigd *daemon, const GError *error, gpointer 
         opts.balance_tolerance = req->tolerance;
     if (req->max_moves >= 0)
         opts.max_moves = (guint)req->max_moves;
+    if (req->host_value >= 0)
+        opts.host_value = (guint)req->host_value;
+    if (req->max_migrations >= 0)
+        opts.max_migrations = (guint)req->max_migrations;
     opts.pack_by_vcpus = req->pack_vcpus;
     opts.keep_jobs_together = req->keep_jobs;
     switch (req->policy) {
@@ -1782,6 +1788,7 @@ Hotmigd *hotmigd_new(HmConfig *config, const HotmigdOptions *opts, GError **erro
     daemon->limits.total = hm_config_get_uint(config, HM_CONFIG_SCHEDULER_TOTAL);
     daemon->min_stay_s = hm_config_get_uint(config, HM_CONFIG_SCHEDULER_MIN_STAY);
     daemon->bandwidth = (double)hm_config_get_uint(config, HM_CONFIG_SCHEDULER_BANDWIDTH);
+    daemon->host_value = (guint)hm_config_get_uint(config, HM_CONFIG_SCHEDULER_HOST_VALUE);
     daemon->share = pol_schedule_share_new();
     daemon->env = (OrchMoveEnv){
         .self = daemon->name,

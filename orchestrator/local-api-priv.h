@@ -93,6 +93,8 @@ typedef struct {
     gboolean keep_jobs;
     double tolerance; /* < 0: the default */
     gint max_moves;   /* < 0: none */
+    gint host_value;  /* consolidate; < 0: [scheduler] host-value */
+    gint max_migrations; /* consolidate; < 0: none */
 } HotmigdPlanRequest;
 
 /* A plan on a fresh inventory: the plan's JSON (orch_plan_format_json()). NOT_FOUND for an

@@ -3,8 +3,9 @@
  * plan is asked of this host's hotmigd, on its live inventory of the cluster (daemon-cli.c);
  * nothing runs either way.
  *
- * Exit status: 0 planned; 1 no plan exists (no room, a VM that must move may not), or hotmigd
- * could not be asked; 2 bad usage, a bad snapshot, an unknown host; 4 bad configuration file. */
+ * Exit status: 0 planned; 1 no plan exists (no room, a VM that must move may not, none within
+ * --max-migrations), or hotmigd could not be asked; 2 bad usage, a bad snapshot (hosts already
+ * over capacity included), an unknown host; 4 bad configuration file. */
 #include <stdio.h>
 
 #include "orchestrator/daemon-cli-priv.h"
@@ -22,7 +23,7 @@ int orch_plan_cli_main(int argc, char **argv)
     g_autofree char *socket_opt = NULL;
     gboolean json = FALSE, pretty = FALSE, no_timing = FALSE, pack_vcpus = FALSE, keep_jobs = FALSE;
     /* -1: not given (the snapshot's defaults, or hotmigd's [scheduler] settings) */
-    gint min_stay = -1, max_moves = -1;
+    gint min_stay = -1, max_moves = -1, host_value = -1, max_migrations = -1;
     gdouble bandwidth = -1, tolerance = -1;
     PolOptions opts;
     int policy;
@@ -45,8 +46,13 @@ int orch_plan_cli_main(int argc, char **argv)
         {"tolerance", 0, 0, G_OPTION_ARG_DOUBLE, &tolerance,
          "balance: stop when host loads are within this (default 0.05)", "FRACTION"},
         {"max-moves", 0, 0, G_OPTION_ARG_INT, &max_moves, "balance: at most N migrations", "N"},
+        {"host-value", 0, 0, G_OPTION_ARG_INT, &host_value,
+         "consolidate: a freed host is worth N migrations (default: [scheduler] host-value)", "N"},
+        {"max-migrations", 0, 0, G_OPTION_ARG_INT, &max_migrations,
+         "consolidate: at most N migrations (N >= 1)", "N"},
         {"config", 0, 0, G_OPTION_ARG_FILENAME, &config,
-         "Without --snapshot: the configuration whose [hotmigd] socket to ask", "FILE"},
+         "The configuration: its [scheduler] host-value, and without --snapshot its [hotmigd] socket",
+         "FILE"},
         {"socket", 0, 0, G_OPTION_ARG_FILENAME, &socket_opt,
          "Without --snapshot: hotmigd's local socket (default: [hotmigd] socket)", "PATH"},
         {NULL, 0, 0, 0, NULL, NULL, NULL}};
@@ -67,6 +73,16 @@ int orch_plan_cli_main(int argc, char **argv)
     if (min_stay < -1 || max_moves < -1 || (bandwidth != -1 && !(bandwidth > 0)) ||
         (tolerance != -1 && !(tolerance >= 0 && tolerance <= 1))) {
         fprintf(stderr, "migrate-vm plan: --min-stay and --max-moves must be >= 0, --bandwidth > 0, --tolerance between 0 and 1\n");
+        return 2;
+    }
+    if (host_value < -1 || host_value > POL_HOST_VALUE_MAX || max_migrations == 0 ||
+        max_migrations < -1) {
+        fprintf(stderr, "migrate-vm plan: --host-value must be between 0 and %d, --max-migrations at least 1\n",
+                POL_HOST_VALUE_MAX);
+        return 2;
+    }
+    if ((host_value >= 0 || max_migrations >= 0) && policy != POL_POLICY_CONSOLIDATE) {
+        fprintf(stderr, "migrate-vm plan: --host-value and --max-migrations are for consolidate\n");
         return 2;
     }
     if (!snapshot) {
@@ -94,6 +110,14 @@ int orch_plan_cli_main(int argc, char **argv)
             json_builder_set_member_name(b, "max_moves");
             json_builder_add_int_value(b, max_moves);
         }
+        if (host_value >= 0) {
+            json_builder_set_member_name(b, "host_value");
+            json_builder_add_int_value(b, host_value);
+        }
+        if (max_migrations >= 0) {
+            json_builder_set_member_name(b, "max_migrations");
+            json_builder_add_int_value(b, max_migrations);
+        }
         if (bandwidth > 0) {
             json_builder_set_member_name(b, "bandwidth");
             json_builder_add_double_value(b, bandwidth);
@@ -114,11 +138,22 @@ int orch_plan_cli_main(int argc, char **argv)
         args = json_builder_get_root(b);
         return orch_daemon_plan(socket, args, json, pretty, !no_timing);
     }
-    if (config || socket_opt) {
-        fprintf(stderr, "migrate-vm plan: --config and --socket ask hotmigd: not with --snapshot\n");
+    if (socket_opt) {
+        fprintf(stderr, "migrate-vm plan: --socket asks hotmigd: not with --snapshot\n");
         return 2;
     }
     pol_options_init(&opts);
+    {
+        g_autoptr(HmConfig) cfg = orch_cli_config_open(config, &error);
+        if (!cfg) {
+            fprintf(stderr, "migrate-vm plan: %s\n", error->message);
+            return 4;
+        }
+        opts.host_value = (guint)hm_config_get_uint(cfg, HM_CONFIG_SCHEDULER_HOST_VALUE);
+    }
+    if (host_value >= 0)
+        opts.host_value = (guint)host_value;
+    opts.max_migrations = max_migrations > 0 ? (guint)max_migrations : 0;
     opts.min_stay_s = min_stay >= 0 ? (guint)min_stay : 0;
     opts.pack_by_vcpus = pack_vcpus;
     opts.keep_jobs_together = keep_jobs;
@@ -146,7 +181,10 @@ int orch_plan_cli_main(int argc, char **argv)
     }
     if (!plan) {
         fprintf(stderr, "migrate-vm plan: %s\n", error->message);
-        return g_error_matches(error, POL_ERROR, POL_ERROR_NOT_FOUND) ? 2 : 1;
+        return g_error_matches(error, POL_ERROR, POL_ERROR_NOT_FOUND) ||
+                       g_error_matches(error, POL_ERROR, POL_ERROR_INVALID)
+                   ? 2
+                   : 1;
     }
     out = json ? orch_plan_format_json(plan, pretty, !no_timing) : orch_plan_format_table(plan);
     fputs(out, stdout);

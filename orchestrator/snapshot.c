@@ -357,6 +357,7 @@ static gboolean plan_fill(PolPlan *plan, JsonObject *root, const char *name, GEr
         m->duration_s = dur / 1000.0;
         plan->extra_moves += m->extra;
         plan->duration_s += m->duration_s;
+        plan->moved_mib += m->memory_mib;
         g_ptr_array_add(plan->migrations, g_steal_pointer(&m));
     }
     node = json_object_get_member(root, "hosts");
@@ -480,6 +481,43 @@ char *orch_plan_format_json(const PolPlan *plan, gboolean pretty, gboolean timin
     json_builder_add_double_value(b, rounded(plan->max_load_before, 1e4));
     json_builder_set_member_name(b, "max_load_after");
     json_builder_add_double_value(b, rounded(plan->max_load_after, 1e4));
+    json_builder_set_member_name(b, "moved_mib");
+    json_builder_add_int_value(b, (gint64)plan->moved_mib);
+    if (plan->policy == POL_POLICY_CONSOLIDATE && plan->front) {
+        json_builder_set_member_name(b, "migration_bound");
+        if (plan->migration_bound == G_MAXUINT)
+            json_builder_add_null_value(b);
+        else
+            json_builder_add_int_value(b, plan->migration_bound);
+        json_builder_set_member_name(b, "host_value");
+        json_builder_add_int_value(b, plan->host_value);
+        json_builder_set_member_name(b, "max_migrations");
+        if (plan->max_migrations)
+            json_builder_add_int_value(b, plan->max_migrations);
+        else
+            json_builder_add_null_value(b);
+        json_builder_set_member_name(b, "front");
+        json_builder_begin_array(b);
+        for (guint i = 0; i < plan->front->len; i++) {
+            const PolFrontPoint *f = &g_array_index(plan->front, PolFrontPoint, i);
+            json_builder_begin_object(b);
+            json_builder_set_member_name(b, "hosts");
+            json_builder_add_int_value(b, f->hosts);
+            json_builder_set_member_name(b, "migrations");
+            json_builder_add_int_value(b, f->migrations);
+            json_builder_set_member_name(b, "moved_mib");
+            json_builder_add_int_value(b, (gint64)f->moved_mib);
+            json_builder_set_member_name(b, "migration_bound");
+            if (f->migration_bound == G_MAXUINT)
+                json_builder_add_null_value(b);
+            else
+                json_builder_add_int_value(b, f->migration_bound);
+            json_builder_end_object(b);
+        }
+        json_builder_end_array(b);
+        json_builder_set_member_name(b, "chosen");
+        json_builder_add_int_value(b, plan->front_chosen);
+    }
     json_builder_set_member_name(b, "hosts");
     json_builder_begin_array(b);
     for (guint i = 0; i < plan->hosts->len; i++)
@@ -507,6 +545,20 @@ char *orch_plan_format_table(const PolPlan *plan)
     g_string_append_printf(out, "hosts with VMs: %u -> %u (lower bound %u), max load %.2f -> %.2f\n",
                            plan->hosts_before, plan->hosts_used, plan->lower_bound,
                            plan->max_load_before, plan->max_load_after);
+    if (plan->policy == POL_POLICY_CONSOLIDATE && plan->front) {
+        g_autofree char *bound = plan->migration_bound == G_MAXUINT
+                                     ? g_strdup("none")
+                                     : g_strdup_printf("%u", plan->migration_bound);
+        g_string_append_printf(out, "migrations %u (lower bound %s on %u hosts), %.1f GiB moved; a host is worth %u migrations; %u plans on the front:\n",
+                               plan->migrations->len, bound, plan->hosts_used,
+                               plan->moved_mib / 1024.0, plan->host_value, plan->front->len);
+        for (guint i = 0; i < plan->front->len; i++) {
+            const PolFrontPoint *f = &g_array_index(plan->front, PolFrontPoint, i);
+            g_string_append_printf(out, "  %5u hosts %7u migrations %10.1f GiB%s\n", f->hosts,
+                                   f->migrations, f->moved_mib / 1024.0,
+                                   i == plan->front_chosen ? "  <- chosen" : "");
+        }
+    }
     for (guint i = 0; i < plan->migrations->len; i++) {
         const PolMigration *m = g_ptr_array_index(plan->migrations, i);
         g_string_append_printf(out, "%5u  %-24s %-16s -> %-16s %8.1f s%s\n", i + 1, m->vm,

@@ -500,6 +500,9 @@ static PolPacker *consolidate_variant(Consolidation *cs, Consolidation *cc, guin
                            (PolKey)(rest % POL_KEY_LAST));
 }
 
+/* Front points x units up to which every point gets its migration bound. */
+#define CONSOLIDATE_BOUND_BUDGET G_GUINT64_CONSTANT(20000000)
+
 /* A placement found for some number of hosts. */
 typedef struct {
     guint hosts;      /* hosts holding VMs after it */
@@ -689,7 +692,7 @@ static GArray *consolidate_front(const GArray *points, guint chosen, guint *ret_
                          q->moved_mib < pt->moved_mib);
         }
         if (!dominated || i == chosen) {
-            PolFrontPoint f = {pt->hosts, pt->migrations, pt->moved_mib};
+            PolFrontPoint f = {pt->hosts, pt->migrations, pt->moved_mib, G_MAXUINT};
             g_array_append_val(front, f);
         }
     }
@@ -973,6 +976,15 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
             plan->front = consolidate_front(points, (guint)chosen, &plan->front_chosen);
             plan_summarize(plan, p, vm_final, lb, start);
             plan->migration_bound = pol_problem_migration_bound(p, plan->hosts_used);
+            /* The bound beside every point, while that stays cheap (each is about one pass
+             * over the VMs); else beside the chosen one only. */
+            for (guint i = 0; i < plan->front->len; i++) {
+                PolFrontPoint *f = &g_array_index(plan->front, PolFrontPoint, i);
+                if (f->hosts == plan->hosts_used)
+                    f->migration_bound = plan->migration_bound;
+                else if ((guint64)plan->front->len * p->n_units <= CONSOLIDATE_BOUND_BUDGET)
+                    f->migration_bound = pol_problem_migration_bound(p, f->hosts);
+            }
             plan->plan_ms = (double)(g_get_monotonic_time() - start) / 1000.0;
             return g_steal_pointer(&plan);
         }

@@ -131,11 +131,13 @@ void pol_migration_free(PolMigration *m);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PolMigration, pol_migration_free)
 
 /* One plan the consolidation found: with so many hosts, so many migrations and so much memory
- * moved (detours left out). */
+ * moved (detours left out), and the migration lower bound at that many hosts (G_MAXUINT: not
+ * computed, see docs/policies.md). */
 typedef struct {
     guint hosts;
     guint migrations;
     guint64 moved_mib;
+    guint migration_bound;
 } PolFrontPoint;
 
 typedef struct {
