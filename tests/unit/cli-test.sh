@@ -157,4 +157,49 @@ printf '[hotmigd]\nsocket = %s\n' "$tmp/conf.sock" >"$tmp/sock.conf"
 expect 1 "Cannot reach hotmigd at '$tmp/conf.sock'" status --config "$tmp/sock.conf"
 expect 4 "zero.conf:2: \\[migrate\\] plug-attempts" status --config "$tmp/zero.conf"
 expect 2 "not with --snapshot" plan consolidate --snapshot x.json --socket "$nosock"
+# plan consolidate --snapshot: bad snapshots are 2 and no plan within --max-migrations is 1,
+# each naming the entries, with nothing on stdout; --host-value trades hosts for migrations
+# (default: the configuration's [scheduler] host-value); --json carries the front.
+# expect_plan RC PATTERN ARGS...: as expect, and stdout stays empty unless RC is 0.
+expect_plan() {
+    local want=$1 pattern=$2 rc
+    shift 2
+    "$mv" plan consolidate "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ "$rc" -eq "$want" ] || fail "plan consolidate $* exited $rc, expected $want: $(cat "$tmp/out" "$tmp/err")"
+    if [ "$want" -ne 0 ]; then
+        [ ! -s "$tmp/out" ] || fail "plan consolidate $*: printed a plan although it failed: $(cat "$tmp/out")"
+        grep -qE -- "$pattern" "$tmp/err" || fail "plan consolidate $*: error lacks '$pattern': $(cat "$tmp/err")"
+    else
+        grep -qE -- "$pattern" "$tmp/out" || fail "plan consolidate $*: output lacks '$pattern': $(cat "$tmp/out")"
+    fi
+}
+hosts='{"name":"a","cpus":8,"memory_mib":10240},{"name":"b","cpus":8,"memory_mib":10240},{"name":"c","cpus":8,"memory_mib":10240}'
+vm() { printf '{"name":"%s","host":"%s","vcpus":1,"memory_mib":%s,"cpu_util":0.1}' "$1" "$2" "$3"; }
+printf '{"hosts":[%s],"vms":[%s,%s,%s,%s,%s]}\n' "$hosts" "$(vm a1 a 4096)" "$(vm a2 a 4096)" \
+    "$(vm b1 b 4096)" "$(vm b2 b 4096)" "$(vm c1 c 1024)" >"$tmp/ok.json"
+expect_plan 0 '"hosts_used":3,' --snapshot "$tmp/ok.json" --json --host-value 0
+expect_plan 0 '"hosts_used":2,.*"migration_bound":1,"host_value":2,.*"front":\[\{"hosts":2,"migrations":1,"moved_mib":1024,"migration_bound":1\},\{"hosts":3,"migrations":0,"moved_mib":0,"migration_bound":0\}\],"chosen":0' \
+    --snapshot "$tmp/ok.json" --json --no-timing --host-value 2
+# A tie in cost (2 hosts + 1 migration = 3 hosts + 0 at host value 1): less memory moved wins.
+expect_plan 0 '"hosts_used":3,.*"chosen":1' --snapshot "$tmp/ok.json" --json --host-value 1
+printf '[scheduler]\nhost-value = 0\n' >"$tmp/hv0.conf"
+expect_plan 0 '"hosts_used":3,.*"host_value":0,' --snapshot "$tmp/ok.json" --json --config "$tmp/hv0.conf"
+expect_plan 0 'a host is worth 64 migrations' --snapshot "$tmp/ok.json" --config "$tmp/sock.conf"
+expect_plan 2 "--max-migrations at least 1" --snapshot "$tmp/ok.json" --max-migrations 0
+expect_plan 2 "--host-value must be between 0 and" --snapshot "$tmp/ok.json" --host-value -4
+expect 2 "--host-value and --max-migrations are for consolidate" plan drain a --snapshot "$tmp/ok.json" --host-value 3
+printf '{"hosts":[%s],"vms":[%s,%s,%s]}\n' "$hosts" "$(vm a1 a 8192)" "$(vm a2 a 4096)" \
+    "$(vm b1 b 4096)" >"$tmp/over.json"
+expect_plan 2 "1 host is already over capacity, nothing planned: host 'a' memory \(MiB\) 12288 > 10240" \
+    --snapshot "$tmp/over.json"
+printf '{"hosts":[%s],"vms":[%s,%s]}\n' "$hosts" "$(vm a1 a 1024)" "$(vm a1 b 1024)" >"$tmp/dup.json"
+expect_plan 2 "vms\[1\]: VM 'a1' is listed twice" --snapshot "$tmp/dup.json"
+printf '{"hosts":[%s],"vms":[%s]}\n' "$hosts" "$(vm a1 zz 1024)" >"$tmp/unknown.json"
+expect_plan 2 "vms\[0\]: VM 'a1': unknown host 'zz'" --snapshot "$tmp/unknown.json"
+printf '{"hosts":[%s,{"name":"e","cpus":8,"memory_mib":10240,"state":"evacuating"}],"vms":[%s,%s,%s]}\n' \
+    "$hosts" "$(vm e1 e 1024)" "$(vm e2 e 1024)" "$(vm e3 e 1024)" >"$tmp/evac.json"
+expect_plan 1 "no consolidation within 2 migrations: 3 VMs must leave evacuating hosts: 'e1' on 'e', 'e2' on 'e', 'e3' on 'e'" \
+    --snapshot "$tmp/evac.json" --max-migrations 2
+expect_plan 0 '"hosts_used":1,' --snapshot "$tmp/evac.json" --max-migrations 3 --json
 echo "cli-test: ok"
