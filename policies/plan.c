@@ -645,61 +645,69 @@ static gint consolidate_choose(const GArray *points, const PolOptions *opts)
     return best;
 }
 
-/* Adds @pt unless a point with as many hosts is as good; keeps one point per host count. */
-static void consolidate_add_point(GArray *points, ConsPoint *pt)
+/* Adds @pt unless a point with as many hosts is as good; keeps one point per host count
+ * (@by_hosts: hosts -> index + 1 of that point, n_hosts + 1 entries). */
+static void consolidate_add_point(GArray *points, guint *by_hosts, ConsPoint *pt)
 {
-    for (guint i = 0; i < points->len; i++) {
-        ConsPoint *q = &g_array_index(points, ConsPoint, i);
-        if (q->hosts != pt->hosts)
-            continue;
+    guint i = by_hosts[pt->hosts];
+
+    if (i > 0) {
+        ConsPoint *q = &g_array_index(points, ConsPoint, i - 1);
         if (q->migrations < pt->migrations ||
             (q->migrations == pt->migrations && q->moved_mib <= pt->moved_mib)) {
             cons_point_clear(pt);
             return;
         }
-        if (q->base)
-            break; /* the derived points need it: keep both */
-        cons_point_clear(q);
-        *q = *pt;
-        return;
+        if (!q->base) {
+            cons_point_clear(q);
+            *q = *pt;
+            return;
+        }
+        /* the derived points need the base placement: keep both */
     }
     g_array_append_val(points, *pt);
+    by_hosts[pt->hosts] = points->len;
 }
 
-static gint front_cmp(gconstpointer a, gconstpointer b)
+static gint cons_point_cmp(gconstpointer a, gconstpointer b)
 {
-    const PolFrontPoint *x = a, *y = b;
-    return x->hosts < y->hosts ? -1 : x->hosts > y->hosts;
+    const ConsPoint *x = *(ConsPoint *const *)a, *y = *(ConsPoint *const *)b;
+
+    if (x->hosts != y->hosts)
+        return x->hosts < y->hosts ? -1 : 1;
+    if (x->migrations != y->migrations)
+        return x->migrations < y->migrations ? -1 : 1;
+    return x->moved_mib < y->moved_mib ? -1 : x->moved_mib > y->moved_mib;
 }
 
-/* The points no other point beats on hosts, migrations and memory moved, fewest hosts
- * first; *@ret_chosen: where @chosen is among them. */
+/* The front: fewest hosts first, each point with fewer migrations than every point with
+ * fewer hosts (as many: less memory moved), and the chosen one; *@ret_chosen: where
+ * @chosen is among them. O(points log points). */
 static GArray *consolidate_front(const GArray *points, guint chosen, guint *ret_chosen)
 {
     GArray *front = g_array_new(FALSE, FALSE, sizeof(PolFrontPoint));
+    g_autoptr(GPtrArray) sorted = g_ptr_array_sized_new(points->len);
     const ConsPoint *ch = &g_array_index(points, ConsPoint, chosen);
+    const ConsPoint *last = NULL;
 
     for (guint i = 0; i < points->len; i++) {
         const ConsPoint *pt = &g_array_index(points, ConsPoint, i);
-        gboolean dominated = FALSE;
-        if (pt->unusable)
-            continue;
-        for (guint j = 0; j < points->len && !dominated; j++) {
-            const ConsPoint *q = &g_array_index(points, ConsPoint, j);
-            dominated = j != i && !q->unusable && q->hosts <= pt->hosts &&
-                        q->migrations <= pt->migrations && q->moved_mib <= pt->moved_mib &&
-                        (q->hosts < pt->hosts || q->migrations < pt->migrations ||
-                         q->moved_mib < pt->moved_mib);
-        }
-        if (!dominated || i == chosen) {
+        if (!pt->unusable || i == chosen)
+            g_ptr_array_add(sorted, (gpointer)pt);
+    }
+    g_ptr_array_sort(sorted, cons_point_cmp);
+    for (guint i = 0; i < sorted->len; i++) {
+        const ConsPoint *pt = g_ptr_array_index(sorted, i);
+        gboolean better = !last || pt->migrations < last->migrations ||
+                          (pt->migrations == last->migrations && pt->moved_mib < last->moved_mib);
+        if (better || pt == ch) {
             PolFrontPoint f = {pt->hosts, pt->migrations, pt->moved_mib, G_MAXUINT};
+            if (pt == ch)
+                *ret_chosen = front->len;
             g_array_append_val(front, f);
         }
-    }
-    g_array_sort(front, front_cmp);
-    for (guint i = 0; i < front->len; i++) {
-        if (g_array_index(front, PolFrontPoint, i).hosts == ch->hosts)
-            *ret_chosen = i;
+        if (better)
+            last = pt;
     }
     return front;
 }
@@ -719,6 +727,7 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
     g_autofree guint *vm_count = NULL;
     g_autofree guint64 *vm_memory = NULL;
     g_autoptr(GArray) points = g_array_new(FALSE, TRUE, sizeof(ConsPoint));
+    g_autofree guint *by_hosts = NULL;
     Consolidation cs = {0}, cc = {0};
     guint n_cand = 0, accepting_anchors = 0, other_anchors = 0, movers = 0, lb, kmin, kmax = 0;
     gint k0 = -1;
@@ -732,6 +741,7 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
     }
     g_array_set_clear_func(points, cons_point_clear);
     p = pol_problem_new(cluster, opts);
+    by_hosts = g_new0(guint, p->n_hosts + 1);
     if (!consolidate_check_capacity(p, error))
         return NULL;
     shape_init(&shape, p);
@@ -803,7 +813,7 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
                     consolidate_send_back(p, pk);
                     consolidate_final(p, pk, vm_final);
                     consolidate_count(p, vm_final, &pt);
-                    consolidate_add_point(points, &pt);
+                    consolidate_add_point(points, by_hosts, &pt);
                     k0 = (gint)k;
                 }
             }
@@ -831,7 +841,7 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
                 consolidate_send_back(p, pt.pk);
                 consolidate_final(p, pt.pk, vm_final);
                 consolidate_count(p, vm_final, &pt);
-                consolidate_add_point(points, &pt);
+                consolidate_add_point(points, by_hosts, &pt);
                 k0 = (gint)kbest;
             }
         }
@@ -869,7 +879,7 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
             mem -= moved_mem[h];
             hosts++;
             pt = (ConsPoint){hosts, mig, mem, NULL, k + 1, FALSE, FALSE};
-            consolidate_add_point(points, &pt);
+            consolidate_add_point(points, by_hosts, &pt);
         }
     }
     /* 3. Fewer hosts than the incremental tries reached: repack (some or all VMs of the kept
@@ -883,7 +893,7 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
                 consolidate_send_back(p, pk);
                 consolidate_final(p, pk, vm_final);
                 consolidate_count(p, vm_final, &pt);
-                consolidate_add_point(points, &pt);
+                consolidate_add_point(points, by_hosts, &pt);
                 break;
             }
         }
@@ -894,7 +904,7 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
                 consolidate_send_back(p, pk);
                 consolidate_final(p, pk, vm_final);
                 consolidate_count(p, vm_final, &pt);
-                consolidate_add_point(points, &pt);
+                consolidate_add_point(points, by_hosts, &pt);
             }
         }
     }
