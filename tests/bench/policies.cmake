@@ -2,7 +2,7 @@
 #   build/tests/consolidate ../shared/data/planetlab/*.csv     one JSON line per day
 #   build/tests/consolidate --placement skewed ...             the VMs crowded on the first hosts
 #   tests/bench/watcher-compare.py --consolidate build/tests/consolidate \
-#       --migrate-vm build/orchestrator/migrate-vm ../shared/data/planetlab/*.csv
+#       --migrate-vm build/migrate-vm/migrate-vm ../shared/data/planetlab/*.csv
 #                                                              side by side with OpenStack Watcher
 #   build/tests/consolidate --scale                            10 000 hosts / 100 000 VMs
 # docs/policies.md ("Benchmark") describes the snapshots and the figures.
