@@ -311,6 +311,34 @@ static void test_moved_memory_breaks_ties(void **state)
         assert_string_equal(((PolMigration *)g_ptr_array_index(plan->migrations, i))->from, "a");
 }
 
+/* Hosts of 10 GiB: a {6}, b {6}, c {4, 4}. Two hosts suffice ({6, 4} twice) but keeping c and
+ * a leaves rooms of 2 and 4 for b's 6: one of c's VMs moves to a first (an ejection, not a
+ * repack), two migrations in all. The naive bound says 1 (b's VM); the kept hosts cannot take
+ * a 6, so one of them must shed a VM: the bound is 2, and the plan meets it. */
+static void test_ejection_meets_stronger_bound(void **state)
+{
+    g_autoptr(PolCluster) c = pol_cluster_new();
+    g_autoptr(PolPlan) plan = NULL;
+    PolOptions opts;
+
+    add_host(c, "a", 10240, 0, POL_HOST_OK);
+    add_host(c, "b", 10240, 0, POL_HOST_OK);
+    add_host(c, "c", 10240, 0, POL_HOST_OK);
+    add_vm(c, "a6", "a", 6144, 0);
+    add_vm(c, "b6", "b", 6144, 0);
+    add_vm(c, "c4", "c", 4096, 0);
+    add_vm(c, "c4b", "c", 4096, 0);
+    pol_options_init(&opts);
+    assert_int_equal(pol_cluster_migration_bound(c, &opts, 2), 2);
+    plan = pol_plan_consolidate(c, &opts, NULL);
+    assert_non_null(plan);
+    assert_true(pol_plan_verify(c, plan, &opts, NULL));
+    assert_int_equal(plan->hosts_used, 2);
+    assert_int_equal(plan->migrations->len, 2);
+    assert_int_equal(plan->extra_moves, 0);
+    assert_int_equal(plan->migration_bound, 2);
+}
+
 /* A host already over a capacity: nothing is planned, the error names the host and the
  * dimension. */
 static void test_over_capacity_rejected(void **state)
@@ -338,6 +366,7 @@ int main(void)
         cmocka_unit_test(test_max_migrations),
         cmocka_unit_test(test_over_cap_names_vms),
         cmocka_unit_test(test_moved_memory_breaks_ties),
+        cmocka_unit_test(test_ejection_meets_stronger_bound),
         cmocka_unit_test(test_over_capacity_rejected),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
