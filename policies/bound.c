@@ -493,16 +493,25 @@ guint pol_problem_migration_bound(const PolProblem *p, guint k)
     return best >= G_MAXUINT ? G_MAXUINT : (guint)best;
 }
 
-guint pol_cluster_migration_bound(const PolCluster *cluster, const PolOptions *opts, guint hosts)
+gboolean pol_cluster_migration_bound(const PolCluster *cluster, const PolOptions *opts,
+                                     guint hosts, guint *ret_bound, GError **error)
 {
     PolOptions defaults;
     g_autoptr(PolProblem) p = NULL;
+    guint bound;
 
-    g_return_val_if_fail(cluster != NULL, G_MAXUINT);
+    g_return_val_if_fail(cluster != NULL && ret_bound != NULL, FALSE);
     if (!opts) {
         pol_options_init(&defaults);
         opts = &defaults;
     }
     p = pol_problem_new(cluster, opts);
-    return pol_problem_migration_bound(p, hosts);
+    bound = pol_problem_migration_bound(p, hosts);
+    if (bound == G_MAXUINT) {
+        g_set_error(error, POL_ERROR, POL_ERROR_NO_ROOM,
+                    "no consolidation onto %u hosts can hold the VMs", hosts);
+        return FALSE;
+    }
+    *ret_bound = bound;
+    return TRUE;
 }

@@ -188,9 +188,12 @@ PolPlan *pol_plan_balance(const PolCluster *cluster, const PolOptions *opts, GEr
 gboolean pol_plan_verify(const PolCluster *cluster, const PolPlan *plan, const PolOptions *opts,
                          GError **error);
 
-/* The fewest migrations any consolidation of @cluster onto @hosts hosts needs (G_MAXUINT when
- * none can be that small), docs/policies.md "Migration lower bound". */
-guint pol_cluster_migration_bound(const PolCluster *cluster, const PolOptions *opts, guint hosts);
+/* Sets *@ret_bound to the fewest migrations any consolidation of @cluster onto @hosts hosts
+ * needs (docs/policies.md, "Migration lower bound"; @opts NULL: the defaults). Fails with
+ * POL_ERROR_NO_ROOM, *@ret_bound untouched, when no placement on @hosts hosts can exist (more
+ * hosts must keep VMs, or the kept hosts can never hold the others' VMs). */
+gboolean pol_cluster_migration_bound(const PolCluster *cluster, const PolOptions *opts,
+                                     guint hosts, guint *ret_bound, GError **error);
 
 /* The Martello-Toth L2 lower bound on the number of bins of capacity @capacity that can hold
  * @n_sizes items of the given sizes (each <= capacity). */
