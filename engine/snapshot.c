@@ -429,6 +429,16 @@ static double rounded(double x, double scale)
     return round(x * scale) / scale;
 }
 
+/* Member @name: @value, or null when it is @none (not computed, no limit). */
+static void add_count_or_null(JsonBuilder *b, const char *name, guint value, guint none)
+{
+    json_builder_set_member_name(b, name);
+    if (value == none)
+        json_builder_add_null_value(b);
+    else
+        json_builder_add_int_value(b, value);
+}
+
 char *orch_plan_format_json(const PolPlan *plan, gboolean pretty, gboolean timing)
 {
     g_autoptr(JsonBuilder) b = json_builder_new_immutable();
@@ -484,18 +494,10 @@ char *orch_plan_format_json(const PolPlan *plan, gboolean pretty, gboolean timin
     json_builder_set_member_name(b, "moved_mib");
     json_builder_add_int_value(b, (gint64)plan->moved_mib);
     if (plan->policy == POL_POLICY_CONSOLIDATE && plan->front) {
-        json_builder_set_member_name(b, "migration_bound");
-        if (plan->migration_bound == G_MAXUINT)
-            json_builder_add_null_value(b);
-        else
-            json_builder_add_int_value(b, plan->migration_bound);
+        add_count_or_null(b, "migration_bound", plan->migration_bound, G_MAXUINT);
         json_builder_set_member_name(b, "host_value");
         json_builder_add_int_value(b, plan->host_value);
-        json_builder_set_member_name(b, "max_migrations");
-        if (plan->max_migrations)
-            json_builder_add_int_value(b, plan->max_migrations);
-        else
-            json_builder_add_null_value(b);
+        add_count_or_null(b, "max_migrations", plan->max_migrations, 0);
         json_builder_set_member_name(b, "front");
         json_builder_begin_array(b);
         for (guint i = 0; i < plan->front->len; i++) {
@@ -507,11 +509,7 @@ char *orch_plan_format_json(const PolPlan *plan, gboolean pretty, gboolean timin
             json_builder_add_int_value(b, f->migrations);
             json_builder_set_member_name(b, "moved_mib");
             json_builder_add_int_value(b, (gint64)f->moved_mib);
-            json_builder_set_member_name(b, "migration_bound");
-            if (f->migration_bound == G_MAXUINT)
-                json_builder_add_null_value(b);
-            else
-                json_builder_add_int_value(b, f->migration_bound);
+            add_count_or_null(b, "migration_bound", f->migration_bound, G_MAXUINT);
             json_builder_end_object(b);
         }
         json_builder_end_array(b);

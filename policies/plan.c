@@ -410,16 +410,25 @@ typedef struct {
     guint8 anchor;
 } CandKey;
 
-static int cand_cmp(const void *a, const void *b)
+/* Orders of the hosts to keep: holding VMs that cannot move first; then, by capacity
+ * (@data NULL: repacking onto the largest), larger first, then more VMs; or by VMs held
+ * (@data non-NULL: keeping VMs in place), more VMs first (fewer to move), then more memory
+ * (less moved), then larger. Then index. */
+static gint cand_cmp(gconstpointer a, gconstpointer b, gpointer data)
 {
     const CandKey *x = a, *y = b;
+    gboolean by_count = data != NULL;
 
     if (x->anchor != y->anchor)
         return x->anchor ? -1 : 1;
-    if (x->capacity != y->capacity)
+    if (!by_count && x->capacity != y->capacity)
         return x->capacity > y->capacity ? -1 : 1;
     if (x->vms != y->vms)
         return x->vms > y->vms ? -1 : 1;
+    if (by_count && x->memory != y->memory)
+        return x->memory > y->memory ? -1 : 1;
+    if (by_count && x->capacity != y->capacity)
+        return x->capacity > y->capacity ? -1 : 1;
     return x->host < y->host ? -1 : x->host > y->host;
 }
 
@@ -452,23 +461,6 @@ static PolPacker *consolidate_search(Consolidation *cs, guint kmin)
         }
     }
     return g_steal_pointer(&best);
-}
-
-/* Hosts to keep for the migration-aware tries: holding VMs that cannot move first, then more
- * VMs (fewer to move), then more memory (less moved), then larger. */
-static int cand_count_cmp(const void *a, const void *b)
-{
-    const CandKey *x = a, *y = b;
-
-    if (x->anchor != y->anchor)
-        return x->anchor ? -1 : 1;
-    if (x->vms != y->vms)
-        return x->vms > y->vms ? -1 : 1;
-    if (x->memory != y->memory)
-        return x->memory > y->memory ? -1 : 1;
-    if (x->capacity != y->capacity)
-        return x->capacity > y->capacity ? -1 : 1;
-    return x->host < y->host ? -1 : x->host > y->host;
 }
 
 /* Fewer migrations: a unit sent away from a host that stays in use goes back when it still
@@ -669,6 +661,24 @@ static void consolidate_add_point(GArray *points, guint *by_hosts, ConsPoint *pt
     by_hosts[pt->hosts] = points->len;
 }
 
+/* Records placement @pk (taken) as a point: its units sent back home where they fit, counted
+ * (@vm_final: scratch). @base: the incremental placement the derived points start from.
+ * @keep_all: append even when a point with as many hosts exists (the fallback's tries). */
+static void consolidate_record(const PolProblem *p, PolPacker *pk, gboolean base,
+                               gboolean keep_all, guint *vm_final, GArray *points,
+                               guint *by_hosts)
+{
+    ConsPoint pt = {.pk = pk, .base = base};
+
+    consolidate_send_back(p, pk);
+    consolidate_final(p, pk, vm_final);
+    consolidate_count(p, vm_final, &pt);
+    if (keep_all)
+        g_array_append_val(points, pt);
+    else
+        consolidate_add_point(points, by_hosts, &pt);
+}
+
 static gint cons_point_cmp(gconstpointer a, gconstpointer b)
 {
     const ConsPoint *x = *(ConsPoint *const *)a, *y = *(ConsPoint *const *)b;
@@ -781,11 +791,11 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
     units = g_new(guint, p->n_units + 1);
     /* Two orders of the hosts to keep: by VMs held (keeping VMs in place) and by capacity
      * (repacking onto the largest). */
-    qsort(keys, n_cand, sizeof(*keys), cand_count_cmp);
+    g_qsort_with_data(keys, (gint)n_cand, sizeof(*keys), cand_cmp, GINT_TO_POINTER(1));
     cand_count = g_new(guint, n_cand + 1);
     for (guint i = 0; i < n_cand; i++)
         cand_count[i] = keys[i].host;
-    qsort(keys, n_cand, sizeof(*keys), cand_cmp);
+    g_qsort_with_data(keys, (gint)n_cand, sizeof(*keys), cand_cmp, NULL);
     cand = g_new(guint, n_cand + 1);
     for (guint i = 0; i < n_cand; i++)
         cand[i] = keys[i].host;
@@ -809,11 +819,7 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
             for (PolKey key = 0; key < POL_KEY_LAST && k0 < 0; key++) {
                 PolPacker *pk = consolidate_try(&cs, k, 0, key);
                 if (pk) {
-                    ConsPoint pt = {.pk = pk, .base = TRUE};
-                    consolidate_send_back(p, pk);
-                    consolidate_final(p, pk, vm_final);
-                    consolidate_count(p, vm_final, &pt);
-                    consolidate_add_point(points, by_hosts, &pt);
+                    consolidate_record(p, pk, TRUE, FALSE, vm_final, points, by_hosts);
                     k0 = (gint)k;
                 }
             }
@@ -837,11 +843,8 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
                 }
             }
             if (best) {
-                ConsPoint pt = {.pk = g_steal_pointer(&best), .base = TRUE};
-                consolidate_send_back(p, pt.pk);
-                consolidate_final(p, pt.pk, vm_final);
-                consolidate_count(p, vm_final, &pt);
-                consolidate_add_point(points, by_hosts, &pt);
+                consolidate_record(p, g_steal_pointer(&best), TRUE, FALSE, vm_final, points,
+                                   by_hosts);
                 k0 = (gint)kbest;
             }
         }
@@ -889,22 +892,14 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
         for (guint k = kmin; k <= MIN(top, kmin + 2); k++) {
             PolPacker *pk = consolidate_k(&cc, k, TRUE);
             if (pk) {
-                ConsPoint pt = {.pk = pk};
-                consolidate_send_back(p, pk);
-                consolidate_final(p, pk, vm_final);
-                consolidate_count(p, vm_final, &pt);
-                consolidate_add_point(points, by_hosts, &pt);
+                consolidate_record(p, pk, FALSE, FALSE, vm_final, points, by_hosts);
                 break;
             }
         }
         if (points->len == 0) {
             PolPacker *pk = consolidate_search(&cc, kmin);
             if (pk) {
-                ConsPoint pt = {.pk = pk};
-                consolidate_send_back(p, pk);
-                consolidate_final(p, pk, vm_final);
-                consolidate_count(p, vm_final, &pt);
-                consolidate_add_point(points, by_hosts, &pt);
+                consolidate_record(p, pk, FALSE, FALSE, vm_final, points, by_hosts);
             }
         }
     }
@@ -948,13 +943,7 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
                             "cannot order the moves of any consolidation without overcommitting a host");
                 return NULL;
             }
-            {
-                ConsPoint extra = {.pk = pk};
-                consolidate_send_back(p, pk);
-                consolidate_final(p, pk, vm_final);
-                consolidate_count(p, vm_final, &extra);
-                g_array_append_val(points, extra);
-            }
+            consolidate_record(p, pk, FALSE, TRUE, vm_final, points, by_hosts);
             continue;
         }
         pt = &g_array_index(points, ConsPoint, chosen);
