@@ -176,16 +176,17 @@ static gboolean usage_error(GError **error, const char *fmt, ...)
     return FALSE;
 }
 
-/* A count of seconds from the command line (@given, UNSET when absent) or the configuration. */
-static gboolean take_seconds(const char *option, gint given, const HmConfig *config,
-                             HmConfigKey key, guint min, guint *ret_ms, GError **error)
+/* A count of seconds from the command line (@given, UNSET when absent: the configuration's
+ * stays in *@ret_ms). */
+static gboolean take_seconds(const char *option, gint given, guint min, guint *ret_ms,
+                             GError **error)
 {
-    gint64 seconds = given != UNSET ? given : (gint64)hm_config_get_uint(config, key);
-
-    if (seconds < min || seconds > 24 * 3600)
-        return usage_error(error, "%s must be between %u and 86400 seconds, not %" G_GINT64_FORMAT,
-                           option, min, seconds);
-    *ret_ms = (guint)seconds * 1000;
+    if (given == UNSET)
+        return TRUE;
+    if (given < (gint)min || given > 24 * 3600)
+        return usage_error(error, "%s must be between %u and 86400 seconds, not %d", option, min,
+                           given);
+    *ret_ms = (guint)given * 1000;
     return TRUE;
 }
 
@@ -264,14 +265,15 @@ static gboolean check_combinations(const Cli *cli, const HmConfig *config, const
     return TRUE;
 }
 
-/* A boolean of [migrate] that --OPTION turns on and --no-OPTION off, whatever the
- * configuration says. */
-static gboolean take_switch(const char *option, gboolean yes, gboolean no, const HmConfig *config,
-                            HmConfigKey key, gboolean *ret_value, GError **error)
+/* A boolean of [migrate] (already in *@value) that --OPTION turns on and --no-OPTION off,
+ * whatever the configuration says. */
+static gboolean take_switch(const char *option, gboolean yes, gboolean no, gboolean *value,
+                            GError **error)
 {
     if (yes && no)
         return usage_error(error, "--%s and --no-%s exclude each other", option, option);
-    *ret_value = yes || (!no && hm_config_get_bool(config, key));
+    if (yes || no)
+        *value = yes;
     return TRUE;
 }
 
@@ -320,24 +322,13 @@ static char *hotmigd_url_find(const Cli *cli, const HmConfig *config, const char
                            hm_config_get_uint(config, HM_CONFIG_MIGRATE_HOTMIGD_PORT));
 }
 
-/* Fills @opts from the configuration, then the command line on top. */
-static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOptions *opts,
-                              GError **error)
+/* The domain and the hosts: DOMAIN DEST_URI (a [host NAME] may stand for its URI), or
+ * --recover [DOMAIN]; --connect, else [migrate] connect. */
+static gboolean options_take_hosts(const Cli *cli, const HmConfig *config, OrchOptions *opts,
+                                   GError **error)
 {
     const char *connect =
         cli->connect ? cli->connect : hm_config_get_string(config, HM_CONFIG_MIGRATE_CONNECT);
-    gint64 bandwidth = cli->bandwidth != UNSET
-                           ? cli->bandwidth
-                           : (gint64)hm_config_get_uint(config, HM_CONFIG_MIGRATE_BANDWIDTH);
-    gint64 parallel = cli->parallel != UNSET
-                          ? cli->parallel
-                          : (gint64)hm_config_get_uint(config, HM_CONFIG_MIGRATE_PARALLEL);
-    gint64 plug_attempts =
-        cli->plug_attempts != UNSET
-            ? cli->plug_attempts
-            : (gint64)hm_config_get_uint(config, HM_CONFIG_MIGRATE_PLUG_ATTEMPTS);
-    const char *action = hm_config_get_string(config, HM_CONFIG_MIGRATE_TIMEOUT_ACTION);
-    int actions = !!cli->timeout_suspend + !!cli->timeout_postcopy + !!cli->timeout_abort;
 
     if (cli->recover) {
         if (cli->args && g_strv_length(cli->args) > 1)
@@ -348,68 +339,80 @@ static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOption
             return usage_error(error, "expected DOMAIN and DEST_URI (see --help)");
         opts->domain = g_strdup(cli->args[0]);
         opts->dest_uri = g_strdup(cli->args[1]);
-        /* A [host NAME] may stand for its URI. */
         if (hm_config_find_host(config, opts->dest_uri) && !strstr(opts->dest_uri, ":/")) {
             g_free(opts->dest_uri);
             opts->dest_uri = g_strdup(hm_config_find_host(config, cli->args[1])->uri);
         }
     }
-    opts->tls_cert = g_strdup(hm_config_get_string(config, HM_CONFIG_MIGRATE_CLIENT_CERT));
-    opts->tls_key = g_strdup(hm_config_get_string(config, HM_CONFIG_MIGRATE_CLIENT_KEY));
-    opts->tls_ca = g_strdup(hm_config_get_string(config, HM_CONFIG_MIGRATE_CA_CERT));
+    opts->source_uri = *connect ? g_strdup(connect) : NULL;
+    return TRUE;
+}
+
+/* The numbers the command line gives, checked, over the configuration's. */
+static gboolean options_take_numbers(const Cli *cli, OrchOptions *opts, GError **error)
+{
+    if (cli->bandwidth != UNSET && (cli->bandwidth < 0 || cli->bandwidth > G_MAXUINT32))
+        return usage_error(error,
+                           "--bandwidth must be between 0 and %u MiB/s, not %" G_GINT64_FORMAT,
+                           G_MAXUINT32, cli->bandwidth);
+    if (cli->bandwidth != UNSET)
+        opts->bandwidth_mib = (guint64)cli->bandwidth;
+    if (cli->parallel != UNSET && (cli->parallel < 1 || cli->parallel > 255))
+        return usage_error(error, "--parallel must be between 1 and 255 connections, not %d",
+                           cli->parallel);
+    if (cli->parallel != UNSET)
+        opts->parallel = (guint)cli->parallel;
+    if (cli->plug_attempts != UNSET && (cli->plug_attempts < 1 || cli->plug_attempts > 100))
+        return usage_error(error, "--plug-attempts must be between 1 and 100, not %d",
+                           cli->plug_attempts);
+    if (cli->plug_attempts != UNSET)
+        opts->plug_attempts = (guint)cli->plug_attempts;
+    return take_seconds("--agent-timeout", cli->agent_timeout, 1, &opts->agent_timeout_ms,
+                        error) &&
+           take_seconds("--prepare-timeout", cli->prepare_timeout, 1, &opts->prepare_timeout_ms,
+                        error) &&
+           take_seconds("--unplug-timeout", cli->unplug_timeout, 1, &opts->unplug_timeout_ms,
+                        error) &&
+           take_seconds("--resume-timeout", cli->resume_timeout, 1, &opts->resume_timeout_ms,
+                        error) &&
+           take_seconds("--timeout", cli->timeout, 1, &opts->migrate_timeout_ms, error) &&
+           take_seconds("--postcopy-after", cli->postcopy_after, 1, &opts->postcopy_after_ms,
+                        error);
+}
+
+/* Fills @opts from the configuration (orch_options_take_config()), then the command line on
+ * top. */
+static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOptions *opts,
+                              GError **error)
+{
+    int actions = !!cli->timeout_suspend + !!cli->timeout_postcopy + !!cli->timeout_abort;
+
+    orch_options_take_config(opts, config);
+    if (!options_take_hosts(cli, config, opts, error))
+        return FALSE;
     if (cli->state_dir && *cli->state_dir)
         opts->state_dir = g_strdup(cli->state_dir);
     else if (g_getenv("HOTMIG_STATE_DIR") && *g_getenv("HOTMIG_STATE_DIR"))
         opts->state_dir = g_strdup(g_getenv("HOTMIG_STATE_DIR"));
-    opts->source_uri = *connect ? g_strdup(connect) : NULL;
     opts->migrate_uri = g_strdup(cli->migrate_uri);
     opts->target_vf = g_strdup(cli->target_vf);
-    opts->agent_channel = g_strdup(
-        cli->agent_channel ? cli->agent_channel
-                           : hm_config_get_string(config, HM_CONFIG_MIGRATE_AGENT_CHANNEL));
-    opts->alias_prefix = g_strdup(
-        cli->alias_prefix ? cli->alias_prefix
-                          : hm_config_get_string(config, HM_CONFIG_MIGRATE_VF_ALIAS_PREFIX));
+    if (cli->agent_channel) {
+        g_free(opts->agent_channel);
+        opts->agent_channel = g_strdup(cli->agent_channel);
+    }
+    if (cli->alias_prefix) {
+        g_free(opts->alias_prefix);
+        opts->alias_prefix = g_strdup(cli->alias_prefix);
+    }
     opts->no_agent = cli->no_agent;
-    if (!take_switch("persistent", cli->persistent, cli->no_persistent, config,
-                     HM_CONFIG_MIGRATE_PERSISTENT, &opts->persistent, error) ||
-        !take_switch("undefinesource", cli->undefine_source, cli->no_undefine_source, config,
-                     HM_CONFIG_MIGRATE_UNDEFINE_SOURCE, &opts->undefine_source, error) ||
-        !take_switch("postcopy", cli->postcopy, cli->no_postcopy, config,
-                     HM_CONFIG_MIGRATE_POSTCOPY, &opts->postcopy, error) ||
-        !take_switch("auto-converge", cli->auto_converge, cli->no_auto_converge, config,
-                     HM_CONFIG_MIGRATE_AUTO_CONVERGE, &opts->auto_converge, error))
-        return FALSE;
-
-    if (bandwidth < 0 || bandwidth > G_MAXUINT32)
-        return usage_error(error,
-                           "--bandwidth must be between 0 and %u MiB/s, not %" G_GINT64_FORMAT,
-                           G_MAXUINT32, bandwidth);
-    opts->bandwidth_mib = (guint64)bandwidth;
-    if ((cli->parallel != UNSET && cli->parallel < 1) || parallel < 0 || parallel > 255)
-        return usage_error(
-            error, "--parallel must be between 1 and 255 connections, not %" G_GINT64_FORMAT,
-            parallel);
-    opts->parallel = (guint)parallel;
-    if (plug_attempts < 1 || plug_attempts > 100)
-        return usage_error(error,
-                           "--plug-attempts must be between 1 and 100, not %" G_GINT64_FORMAT,
-                           plug_attempts);
-    opts->plug_attempts = (guint)plug_attempts;
-
-    if (!take_seconds("--agent-timeout", cli->agent_timeout, config,
-                      HM_CONFIG_MIGRATE_AGENT_TIMEOUT, 1, &opts->agent_timeout_ms, error) ||
-        !take_seconds("--prepare-timeout", cli->prepare_timeout, config,
-                      HM_CONFIG_MIGRATE_PREPARE_TIMEOUT, 1, &opts->prepare_timeout_ms, error) ||
-        !take_seconds("--unplug-timeout", cli->unplug_timeout, config,
-                      HM_CONFIG_MIGRATE_UNPLUG_TIMEOUT, 1, &opts->unplug_timeout_ms, error) ||
-        !take_seconds("--resume-timeout", cli->resume_timeout, config,
-                      HM_CONFIG_MIGRATE_RESUME_TIMEOUT, 1, &opts->resume_timeout_ms, error) ||
-        !take_seconds("--timeout", cli->timeout, config, HM_CONFIG_MIGRATE_TIMEOUT,
-                      cli->timeout != UNSET ? 1 : 0, &opts->migrate_timeout_ms, error) ||
-        !take_seconds("--postcopy-after", cli->postcopy_after, config,
-                      HM_CONFIG_MIGRATE_POSTCOPY_AFTER, cli->postcopy_after != UNSET ? 1 : 0,
-                      &opts->postcopy_after_ms, error))
+    if (!take_switch("persistent", cli->persistent, cli->no_persistent, &opts->persistent,
+                     error) ||
+        !take_switch("undefinesource", cli->undefine_source, cli->no_undefine_source,
+                     &opts->undefine_source, error) ||
+        !take_switch("postcopy", cli->postcopy, cli->no_postcopy, &opts->postcopy, error) ||
+        !take_switch("auto-converge", cli->auto_converge, cli->no_auto_converge,
+                     &opts->auto_converge, error) ||
+        !options_take_numbers(cli, opts, error))
         return FALSE;
     /* --no-postcopy also drops the configuration's switch time: it only applies to post-copy. */
     if (cli->no_postcopy && cli->postcopy_after == UNSET)
@@ -423,11 +426,10 @@ static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOption
                            cli->timeout_suspend    ? "suspend"
                            : cli->timeout_postcopy ? "postcopy"
                                                    : "abort");
-    opts->timeout_action = cli->timeout_suspend    ? ORCH_TIMEOUT_SUSPEND
-                           : cli->timeout_postcopy ? ORCH_TIMEOUT_POSTCOPY
-                           : cli->timeout_abort    ? ORCH_TIMEOUT_ABORT
-                                                   : orch_timeout_action_from_string(action);
-    g_assert((int)opts->timeout_action >= 0); /* the configuration checked the word */
+    if (actions)
+        opts->timeout_action = cli->timeout_suspend    ? ORCH_TIMEOUT_SUSPEND
+                               : cli->timeout_postcopy ? ORCH_TIMEOUT_POSTCOPY
+                                                       : ORCH_TIMEOUT_ABORT;
     return check_combinations(cli, config, opts, error);
 }
 
@@ -649,15 +651,19 @@ static GOptionEntry option_entries[] = {
      "Treat NICs whose alias has this prefix as VFs (the lab's stand-ins; default ua-hmvf)",
      "PREFIX"},
     {"agent-timeout", 0, 0, G_OPTION_ARG_INT, &cli_given.agent_timeout,
-     "Seconds the agent has to answer the handshake (default 5)", "SEC"},
+     "Seconds the agent has to answer the handshake (default: [migrate] agent-timeout)", "SEC"},
     {"prepare-timeout", 0, 0, G_OPTION_ARG_INT, &cli_given.prepare_timeout,
-     "Seconds processes have to quiesce (default 30)", "SEC"},
+     "Seconds processes have to quiesce (default: [migrate] prepare-timeout)", "SEC"},
     {"unplug-timeout", 0, 0, G_OPTION_ARG_INT, &cli_given.unplug_timeout,
-     "Seconds the guest has to release a VF (default 30)", "SEC"},
+     "Seconds the guest has to release a VF (default: [migrate] unplug-timeout)", "SEC"},
     {"resume-timeout", 0, 0, G_OPTION_ARG_INT, &cli_given.resume_timeout,
-     "Seconds to wait for the new RDMA device and the processes (default 60)", "SEC"},
+     "Seconds to wait for the new RDMA device and the processes (default: [migrate] "
+     "resume-timeout)",
+     "SEC"},
     {"plug-attempts", 0, 0, G_OPTION_ARG_INT, &cli_given.plug_attempts,
-     "Tries to plug a VF on the destination before migrating back (default 2)", "N"},
+     "Tries to plug a VF on the destination before migrating back (default: [migrate] "
+     "plug-attempts)",
+     "N"},
     {"hotmigd", 0, 0, G_OPTION_ARG_STRING, &cli_given.hotmigd,
      "The destination's hotmigd (default: from its [host NAME] group, else "
      "https://DEST-SERVER:16680)",
