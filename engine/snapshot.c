@@ -550,12 +550,17 @@ char *orch_plan_format_table(const PolPlan *plan)
         g_string_append_printf(out, "migrations %u (lower bound %s on %u hosts), %.1f GiB moved; a host is worth %u migrations; %u plans on the front:\n",
                                plan->migrations->len, bound, plan->hosts_used,
                                plan->moved_mib / 1024.0, plan->host_value, plan->front->len);
-        for (guint i = 0; i < plan->front->len; i++) {
+        /* The points around the chosen one; --json has them all. */
+        guint from = plan->front_chosen > 4 ? plan->front_chosen - 4 : 0;
+        guint to = MIN(plan->front->len, from + 10);
+        for (guint i = from; i < to; i++) {
             const PolFrontPoint *f = &g_array_index(plan->front, PolFrontPoint, i);
             g_string_append_printf(out, "  %5u hosts %7u migrations %10.1f GiB%s\n", f->hosts,
                                    f->migrations, f->moved_mib / 1024.0,
                                    i == plan->front_chosen ? "  <- chosen" : "");
         }
+        if (to - from < plan->front->len)
+            g_string_append_printf(out, "  (%u more in --json)\n", plan->front->len - (to - from));
     }
     for (guint i = 0; i < plan->migrations->len; i++) {
         const PolMigration *m = g_ptr_array_index(plan->migrations, i);
