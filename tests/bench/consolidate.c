@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "policies/policies.h"
@@ -20,7 +21,7 @@
 #define BENCH_SEED G_GUINT64_CONSTANT(0x686f746d6967) /* "hotmig" */
 #define HOST_CPUS 64
 #define HOST_MEMORY_MIB (384 * 1024)
-#define HOST_VFS 24
+#define HOST_VFS_DEFAULT 24
 #define VMS_PER_HOST 10 /* at the start */
 #define SAMPLES 288
 
@@ -124,6 +125,11 @@ static void snapshot_clear(Snapshot *s)
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Snapshot, snapshot_clear)
 
+/* VFs per host (--host-vfs): fewer make VFs bind before memory. */
+static guint host_vfs = HOST_VFS_DEFAULT;
+/* The skewed placement's exponent (--skew): host floor(H u^skew). */
+static double skew_exponent = 2.0;
+
 /* Where the VMs start (docs/policies.md, "Benchmark"). */
 typedef enum {
     PLACE_ROUND_ROBIN, /* VM i on host i mod H: every host at about the same load */
@@ -166,14 +172,14 @@ static gboolean snapshot_make(Snapshot *s, guint n_hosts, guint n_vms, guint64 s
         guint first = i % n_hosts;
         if (placement == PLACE_SKEWED) {
             double u = (double)(splitmix64(&skew) >> 11) / (double)(G_GUINT64_CONSTANT(1) << 53);
-            first = MIN((guint)(n_hosts * u * u), n_hosts - 1);
+            first = MIN((guint)(n_hosts * pow(u, skew_exponent)), n_hosts - 1);
         }
         for (guint t = 0; t < n_hosts && !placed; t++) {
             guint h = (first + t) % n_hosts;
             gint64 *u = used + (gsize)h * 3;
             gint64 cpu = (gint64)(s->vcpus[i] * s->util[i] * 1000.0 + 0.999);
             if (u[0] + cpu <= HOST_CPUS * 1000 && u[1] + (gint64)s->memory[i] <= HOST_MEMORY_MIB &&
-                u[2] + s->vfs[i] <= HOST_VFS) {
+                u[2] + s->vfs[i] <= host_vfs) {
                 u[0] += cpu;
                 u[1] += (gint64)s->memory[i];
                 u[2] += s->vfs[i];
@@ -196,7 +202,7 @@ static PolCluster *snapshot_cluster(const Snapshot *s, GError **error)
     for (guint h = 0; h < s->n_hosts; h++) {
         g_autofree char *name = g_strdup_printf("host%05u", h);
         if (!pol_cluster_add_host(c, name, HOST_CPUS, HOST_MEMORY_MIB, POL_HOST_OK, error) ||
-            !pol_cluster_set_host_vfs(c, name, NULL, HOST_VFS, -1, error))
+            !pol_cluster_set_host_vfs(c, name, NULL, host_vfs, -1, error))
             return NULL;
     }
     for (guint i = 0; i < s->n_vms; i++) {
@@ -222,7 +228,7 @@ static gboolean snapshot_write(const Snapshot *s, const char *path, GError **err
     for (guint h = 0; h < s->n_hosts; h++)
         g_string_append_printf(out,
                                "{\"name\":\"host%05u\",\"cpus\":%d,\"memory_mib\":%d,\"vfs\":%d}%s\n",
-                               h, HOST_CPUS, HOST_MEMORY_MIB, HOST_VFS,
+                               h, HOST_CPUS, HOST_MEMORY_MIB, host_vfs,
                                h + 1 < s->n_hosts ? "," : "");
     g_string_append(out, "],\"vms\":[\n");
     for (guint i = 0; i < s->n_vms; i++) {
@@ -293,7 +299,8 @@ int main(int argc, char **argv)
     g_autofree char *placement_str = NULL;
     Placement placement = PLACE_ROUND_ROBIN;
     gboolean scale = FALSE;
-    gint repeat = 5;
+    gint repeat = 5, vfs_opt = HOST_VFS_DEFAULT;
+    double skew_opt = 2.0;
     int status = 0;
     GOptionEntry entries[] = {
         {"scale", 0, 0, G_OPTION_ARG_NONE, &scale, "Plan 10 000 hosts / 100 000 VMs", NULL},
@@ -301,6 +308,9 @@ int main(int argc, char **argv)
          "Also write each day's snapshot as DIR/DAY.json", "DIR"},
         {"repeat", 0, 0, G_OPTION_ARG_INT, &repeat,
          "Plan each day N times and print the fastest (default 5; --scale: 1)", "N"},
+        {"host-vfs", 0, 0, G_OPTION_ARG_INT, &vfs_opt, "VFs per host (default 24)", "N"},
+        {"skew", 0, 0, G_OPTION_ARG_DOUBLE, &skew_opt,
+         "--placement skewed: VM on host floor(H u^X) (default 2)", "X"},
         {"placement", 0, 0, G_OPTION_ARG_STRING, &placement_str,
          "Where the VMs start: round-robin (default) or skewed", "HOW"},
         {NULL}};
@@ -319,10 +329,13 @@ int main(int argc, char **argv)
                 placement_str);
         return 2;
     }
-    if (repeat < 1 || repeat > 1000) {
-        fprintf(stderr, "consolidate: --repeat must be between 1 and 1000\n");
+    if (repeat < 1 || repeat > 1000 || vfs_opt < 1 || vfs_opt > 1000 || !(skew_opt >= 1.0) ||
+        skew_opt > 100.0) {
+        fprintf(stderr, "consolidate: --repeat and --host-vfs must be between 1 and 1000, --skew between 1 and 100\n");
         return 2;
     }
+    host_vfs = (guint)vfs_opt;
+    skew_exponent = skew_opt;
     if (!scale && argc < 2) {
         fprintf(stderr, "usage: consolidate [--write-snapshot DIR] DAY.csv... | --scale [DAY.csv...]\n");
         return 2;

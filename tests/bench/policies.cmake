@@ -7,7 +7,7 @@
 #   build/tests/consolidate --scale                            10 000 hosts / 100 000 VMs
 # docs/policies.md ("Benchmark") describes the snapshots and the figures.
 add_executable(consolidate ${CMAKE_CURRENT_LIST_DIR}/consolidate.c)
-target_link_libraries(consolidate PRIVATE hm-policies)
+target_link_libraries(consolidate PRIVATE hm-policies m)
 set(HM_PLANETLAB_DIR ${PROJECT_SOURCE_DIR}/../shared/data/planetlab CACHE PATH
     "PlanetLab traces for the consolidation benchmark")
 file(GLOB hm_planetlab_days ${HM_PLANETLAB_DIR}/*.csv)

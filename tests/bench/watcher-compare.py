@@ -149,12 +149,14 @@ def main():
     ap.add_argument("--consolidate", required=True, help="the consolidate benchmark binary")
     ap.add_argument("--migrate-vm", required=True, help="the migrate-vm binary")
     ap.add_argument("--placement", default="skewed", choices=["skewed", "round-robin"])
+    ap.add_argument("--host-vfs", type=int, default=24, help="VFs per host (consolidate --host-vfs)")
     ap.add_argument("days", nargs="+", help="PlanetLab day CSVs")
     args = ap.parse_args()
     oslo_log.getLogger("watcher").logger.setLevel("ERROR")
     failed = False
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([args.consolidate, "--placement", args.placement, "--write-snapshot", tmp]
+        subprocess.run([args.consolidate, "--placement", args.placement, "--host-vfs",
+                        str(args.host_vfs), "--repeat", "1", "--write-snapshot", tmp]
                        + args.days, check=True, stdout=subprocess.DEVNULL)
         for path in sorted(glob.glob(os.path.join(tmp, "*.json"))):
             day = os.path.basename(path)[:-5]
