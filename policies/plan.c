@@ -927,9 +927,14 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
             }
             if (repack_k == 0)
                 repack_k = MAX(kmin, 1);
+            /* Every variant up to bound + 2; beyond, the two incremental ones only (as many
+             * tries per host count as before this fallback existed, so a large cluster whose
+             * moves never order costs O(hosts) tries, not 30 times that). */
             while (!capped && !pk && repack_k <= n_cand) {
                 pk = consolidate_variant(&cs, &cc, repack_k, variant);
-                if (++variant == CONSOLIDATE_VARIANTS) {
+                variant = repack_k <= kmin + 2 ? variant + 1
+                                               : variant + CONSOLIDATE_VARIANTS / 2;
+                if (variant >= CONSOLIDATE_VARIANTS) {
                     variant = 0;
                     repack_k++;
                 }
