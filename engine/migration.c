@@ -1288,9 +1288,7 @@ static gboolean validate_options(const OrchOptions *opts, GError **error)
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "No destination URI given");
         return FALSE;
     }
-    guint d, b, s, f;
-
-    if (opts->target_vf && !xml_pci_address_parse(opts->target_vf, &d, &b, &s, &f, NULL)) {
+    if (opts->target_vf && !hm_pci_address_parse(opts->target_vf, NULL, NULL)) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
                     "--target-vf '%s' is not a PCI address (DDDD:BB:SS.F)", opts->target_vf);
         return FALSE;
