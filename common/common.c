@@ -79,6 +79,66 @@ gboolean hm_file_read_limited(const char *path, gsize max, char **ret_contents, 
     return TRUE;
 }
 
+/* One hex field of a PCI address string: 1..@max_digits hex digits, value at most @max. */
+static const char *pci_field_parse(const char *p, guint max_digits, guint max, guint *ret)
+{
+    guint value = 0;
+    guint n = 0;
+
+    while (g_ascii_isxdigit(p[n])) {
+        if (n == max_digits)
+            return NULL;
+        value = value * 16 + (guint)g_ascii_xdigit_value(p[n]);
+        n++;
+    }
+    if (n == 0 || value > max)
+        return NULL;
+    *ret = value;
+    return p + n;
+}
+
+gboolean hm_pci_address_parse(const char *str, guint *ret_domain, guint *ret_bus, guint *ret_slot,
+                              guint *ret_function, GError **error)
+{
+    guint domain = 0, bus, slot, function;
+    const char *p = str;
+
+    g_return_val_if_fail(str != NULL, FALSE);
+
+    /* "DDDD:BB:SS.F" has two colons, "BB:SS.F" one. */
+    if (strchr(str, ':') != strrchr(str, ':')) {
+        p = pci_field_parse(p, 4, HM_PCI_DOMAIN_MAX, &domain);
+        if (!p || *p++ != ':')
+            goto bad;
+    }
+    p = pci_field_parse(p, 2, HM_PCI_BUS_MAX, &bus);
+    if (!p || *p++ != ':')
+        goto bad;
+    p = pci_field_parse(p, 2, HM_PCI_SLOT_MAX, &slot);
+    if (!p || *p++ != '.')
+        goto bad;
+    p = pci_field_parse(p, 1, HM_PCI_FUNCTION_MAX, &function);
+    if (!p || *p != '\0')
+        goto bad;
+
+    if (ret_domain)
+        *ret_domain = domain;
+    if (ret_bus)
+        *ret_bus = bus;
+    if (ret_slot)
+        *ret_slot = slot;
+    if (ret_function)
+        *ret_function = function;
+    return TRUE;
+
+bad:
+    g_set_error(
+        error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID,
+        "Invalid PCI address '%s': expected DDDD:BB:SS.F with domain <= ffff, bus <= ff, slot <= 1f, function <= 7",
+        str);
+    return FALSE;
+}
+
 guint hm_deadline_remaining_ms(HmDeadline deadline)
 {
     gint64 left = deadline - g_get_monotonic_time();

@@ -54,6 +54,19 @@ int hm_enum_from_string(const char *const *table, gsize n, const char *str);
 gboolean hm_file_read_limited(const char *path, gsize max, char **ret_contents, gsize *ret_len,
                               GError **error);
 
+/* ---- PCI addresses ----------------------------------------------------------------------- */
+
+#define HM_PCI_DOMAIN_MAX 0xffffu
+#define HM_PCI_BUS_MAX 0xffu
+#define HM_PCI_SLOT_MAX 0x1fu
+#define HM_PCI_FUNCTION_MAX 0x7u
+
+/* Parses "DDDD:BB:SS.F" (or "BB:SS.F", domain 0), hex fields within the maxima above. TRUE and
+ * fills the outputs (each may be NULL); FALSE with HM_COMMON_ERROR_INVALID naming @str, outputs
+ * untouched. The one parser of a PCI address typed by a person (config, XML, options). */
+gboolean hm_pci_address_parse(const char *str, guint *ret_domain, guint *ret_bus, guint *ret_slot,
+                              guint *ret_function, GError **error);
+
 /* ---- JSON strings ------------------------------------------------------------------------ */
 
 /* Appends @str as a JSON string literal, quotes included, to @out; NULL appends null. '"', '\\'

@@ -56,9 +56,9 @@ char *xml_pci_address_format(guint domain, guint bus, guint slot, guint function
 char *xml_pci_address_from_node(const xmlNode *addr, const char *what, const char *where,
                                 GError **error);
 
-#define XML_PCI_DOMAIN_MAX 0xffffu
-#define XML_PCI_BUS_MAX 0xffu
-#define XML_PCI_SLOT_MAX 0x1fu
-#define XML_PCI_FUNCTION_MAX 0x7u
+#define XML_PCI_DOMAIN_MAX HM_PCI_DOMAIN_MAX
+#define XML_PCI_BUS_MAX HM_PCI_BUS_MAX
+#define XML_PCI_SLOT_MAX HM_PCI_SLOT_MAX
+#define XML_PCI_FUNCTION_MAX HM_PCI_FUNCTION_MAX
 
 G_END_DECLS
