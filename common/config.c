@@ -381,6 +381,30 @@ const HmConfigHost *hm_config_find_host(const HmConfig *config, const char *name
     return NULL;
 }
 
+gboolean hm_config_key_equal(const HmConfig *a, const HmConfig *b, HmConfigKey key)
+{
+    g_return_val_if_fail(a && b && key < HM_CONFIG_KEY_LAST, FALSE);
+    if (keys[key].type == HM_CONFIG_TYPE_STRING || keys[key].type == HM_CONFIG_TYPE_ENUM)
+        return g_str_equal(a->strings[key], b->strings[key]);
+    return a->numbers[key] == b->numbers[key];
+}
+
+gboolean hm_config_hosts_equal(const HmConfig *a, const HmConfig *b)
+{
+    g_return_val_if_fail(a && b, FALSE);
+    if (a->hosts->len != b->hosts->len)
+        return FALSE;
+    for (guint i = 0; i < a->hosts->len; i++) {
+        const HmConfigHost *x = g_ptr_array_index(a->hosts, i);
+        const HmConfigHost *y = g_ptr_array_index(b->hosts, i);
+
+        if (!g_str_equal(x->name, y->name) || !g_str_equal(x->uri, y->uri) ||
+            g_strcmp0(x->hotmigd, y->hotmigd) != 0)
+            return FALSE;
+    }
+    return TRUE;
+}
+
 guint hm_config_get_line(const HmConfig *config, HmConfigKey key)
 {
     g_return_val_if_fail(config && key < HM_CONFIG_KEY_LAST, 0);
@@ -908,8 +932,13 @@ gboolean hm_config_check(const HmConfig *config, HmConfigCheckFlags flags, GErro
 
     config_problems_init(&problems, config->path ? config->path : "defaults");
     if (!(flags & HM_CONFIG_CHECK_SKIP_FILES)) {
-        for (gsize i = 0; i < G_N_ELEMENTS(file_keys); i++)
+        for (gsize i = 0; i < G_N_ELEMENTS(file_keys); i++) {
+            /* The token is read only by the alert listener, which port 0 turns off. */
+            if (file_keys[i] == HM_CONFIG_ALERTS_TOKEN_FILE &&
+                !config->numbers[HM_CONFIG_ALERTS_PORT])
+                continue;
             config_check_file(&problems, config, file_keys[i]);
+        }
     }
     for (gsize i = 0; i < G_N_ELEMENTS(uri_keys); i++) {
         g_autoptr(GError) local = NULL;

@@ -104,7 +104,8 @@ typedef enum {
 } HmConfigCheckFlags;
 
 /* Checks what a loaded @config means, beyond its syntax: the certificate, key, CA and token
- * files (set or default) exist and are readable regular files; libvirt URIs parse
+ * files (set or default; the token only with an [alerts] port) exist and are readable regular
+ * files; libvirt URIs parse
  * (driver[+transport]://[server]/path, a known transport; a [host NAME] uri names a server);
  * [pool] addresses are PCI addresses; each listen is an IP address; [hotmigd] name names a
  * [host NAME] group; no two hosts share a uri; a host's hotmigd is a URL with a server.
@@ -140,6 +141,11 @@ typedef struct {
 GPtrArray *hm_config_get_hosts(const HmConfig *config);
 /* The [host NAME] entry, or NULL (borrowed). */
 const HmConfigHost *hm_config_find_host(const HmConfig *config, const char *name);
+
+/* Whether @a and @b hold the same value for @key; the same [host NAME] groups (names, uris,
+ * hotmigd URLs, in order). Lines do not count. */
+gboolean hm_config_key_equal(const HmConfig *a, const HmConfig *b, HmConfigKey key);
+gboolean hm_config_hosts_equal(const HmConfig *a, const HmConfig *b);
 
 /* The line of the file that set @key, 0 when it holds the default. */
 guint hm_config_get_line(const HmConfig *config, HmConfigKey key);

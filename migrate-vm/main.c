@@ -2,13 +2,13 @@
  *
  *   migrate-vm [OPTION...] DOMAIN DEST_URI    migrate
  *   migrate-vm --recover [DOMAIN]             finish or undo interrupted migrations
- *   migrate-vm config check [FILE]            check a configuration file
+ *   migrate-vm config check [--skip-files] [FILE]   check a configuration file
  *   migrate-vm config sample                  print the commented sample configuration
  *   migrate-vm plan|drain|run|status ...      plans, and asking this host's hotmigd (local.c)
  *
  * Exit status (man/migrate-vm.1, docs/operations.md): 0 migrated; 1 failed otherwise; 2 bad
  * usage; 3 failed and the undo (or a recovery) failed too; 4 bad configuration file; 5 cancelled
- * (SIGINT, SIGTERM) and undone; 6 another migration of the domain runs; 7 an interrupted
+ * (SIGINT, SIGTERM, SIGHUP) and undone; 6 another migration of the domain runs; 7 an interrupted
  * migration of the domain needs --recover; 10 + the failed phase's number (10 connect ..
  * 17 resume) when a phase failed and was undone. */
 #include <pthread.h>
@@ -350,6 +350,14 @@ static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOption
     const char *action = hm_config_get_string(config, HM_CONFIG_MIGRATE_TIMEOUT_ACTION);
     int actions = !!cli->timeout_suspend + !!cli->timeout_postcopy + !!cli->timeout_abort;
 
+    if (cli->dry_run && cli->recover)
+        return usage_error(error, "--dry-run and --recover exclude each other: a recovery acts at "
+                                  "once (it finishes or undoes the journaled migrations)");
+    if (cli->quiet && cli->verbose)
+        return usage_error(error, "--quiet and --verbose exclude each other");
+    /* A [host NAME] may stand for its URI, for the source as for the destination. */
+    if (*connect && !strstr(connect, ":/") && hm_config_find_host(config, connect))
+        connect = hm_config_find_host(config, connect)->uri;
     if (cli->recover) {
         if (cli->args && g_strv_length(cli->args) > 1)
             return usage_error(error, "--recover takes at most one DOMAIN (see --help)");
@@ -444,8 +452,10 @@ static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOption
 
 /* ---- cancellation ------------------------------------------------------------------------- */
 
-/* SIGINT and SIGTERM are blocked in every thread and taken by this one, which cancels the
- * migration: the orchestrator aborts the libvirt job and undoes what was done. */
+/* SIGINT, SIGTERM and SIGHUP are blocked in every thread and taken by this one, which cancels
+ * the migration: the orchestrator aborts the libvirt job and undoes what was done. SIGHUP is an
+ * SSH session or terminal that went away mid-migration: undone like Ctrl-C, not left with the
+ * VF unplugged and the processes quiesced. */
 static gpointer signal_thread(gpointer data)
 {
     GCancellable *cancellable = data;
@@ -455,6 +465,7 @@ static gpointer signal_thread(gpointer data)
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
     for (;;) {
         if (sigwait(&set, &sig) != 0)
             continue;
@@ -477,6 +488,7 @@ static void signals_take(GCancellable *cancellable)
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL); /* before any other thread starts */
     /* The thread lives until the process ends: it keeps its own reference. */
     g_thread_unref(g_thread_new("signals", signal_thread, g_object_ref(cancellable)));
@@ -525,24 +537,20 @@ static int dry_run_main(const Cli *cli, OrchOptions *opts)
 
 /* ---- config subcommand --------------------------------------------------------------------- */
 
-/* The configuration: --config FILE, else $HOTMIG_CONFIG, else /etc/hotmig/hotmig.conf when it exists, else the
- * defaults. NULL with @error when the file named or present cannot be used. */
-static HmConfig *config_open(const char *path, GError **error)
-{
-    if (path)
-        return hm_config_load(path, error);
-    if (g_getenv("HOTMIG_CONFIG") && *g_getenv("HOTMIG_CONFIG"))
-        return hm_config_load(g_getenv("HOTMIG_CONFIG"), error);
-    if (g_file_test(HM_CONFIG_PATH_DEFAULT, G_FILE_TEST_EXISTS))
-        return hm_config_load(HM_CONFIG_PATH_DEFAULT, error);
-    return hm_config_new();
-}
-
+/* migrate-vm config check [--skip-files] [FILE]: the file (FILE, else $HOTMIG_CONFIG, else
+ * /etc/hotmig/hotmig.conf when it exists) loaded, then what it means checked
+ * (hm_config_check), then the option combinations a migration would refuse; every problem is
+ * reported, not only the first. --skip-files: the certificate, key and token files it names
+ * are not opened (a file written for another machine, a scratch root). */
 static int config_main(int argc, char **argv)
 {
     g_autoptr(GError) error = NULL;
+    g_autoptr(GError) meaning = NULL;
     g_autoptr(HmConfig) config = NULL;
     g_autofree char *effective = NULL;
+    HmConfigCheckFlags flags = HM_CONFIG_CHECK_DEFAULT;
+    const char *path = NULL;
+    gboolean ok;
 
     if (argc == 2 && g_str_equal(argv[1], "sample")) {
         g_autofree char *sample = hm_config_format_sample();
@@ -550,23 +558,34 @@ static int config_main(int argc, char **argv)
         fputs(sample, stdout);
         return EXIT_MIGRATED;
     }
-    if (argc < 2 || argc > 3 || !g_str_equal(argv[1], "check")) {
-        fprintf(stderr, "usage: migrate-vm config check [FILE]\n"
-                        "       migrate-vm config sample\n");
-        return EXIT_USAGE;
+    if (argc >= 2 && g_str_equal(argv[1], "check")) {
+        int i = 2;
+
+        if (i < argc && g_str_equal(argv[i], "--skip-files")) {
+            flags |= HM_CONFIG_CHECK_SKIP_FILES;
+            i++;
+        }
+        if (i < argc && argv[i][0] != '-')
+            path = argv[i++];
+        if (i == argc)
+            goto check;
     }
-    if (argc == 3) {
-        config = hm_config_load(argv[2], &error);
-    } else if (g_file_test(HM_CONFIG_PATH_DEFAULT, G_FILE_TEST_EXISTS)) {
-        config = hm_config_load(HM_CONFIG_PATH_DEFAULT, &error);
-    } else {
+    fprintf(stderr, "usage: migrate-vm config check [--skip-files] [FILE]\n"
+                    "       migrate-vm config sample\n");
+    return EXIT_USAGE;
+
+check:
+    if (!path && !(g_getenv(HM_CONFIG_ENV) && *g_getenv(HM_CONFIG_ENV)) &&
+        !g_file_test(HM_CONFIG_PATH_DEFAULT, G_FILE_TEST_EXISTS))
         fprintf(stderr, "migrate-vm: no '%s': the defaults apply\n", HM_CONFIG_PATH_DEFAULT);
-        config = hm_config_new();
-    }
+    config = hm_config_open(path, &error);
     if (!config) {
         fprintf(stderr, "migrate-vm: %s\n", error->message);
         return EXIT_CONFIG;
     }
+    ok = hm_config_check(config, flags, &meaning);
+    if (!ok)
+        fprintf(stderr, "migrate-vm: %s\n", meaning->message);
     /* The combinations libvirt refuses, as a migration would find them. */
     {
         g_auto(Cli) cli = CLI_INIT;
@@ -577,9 +596,11 @@ static int config_main(int argc, char **argv)
         /* The message names the clashing keys with their FILE:LINE. */
         if (!options_build(&cli, config, &opts, &error)) {
             fprintf(stderr, "migrate-vm: %s\n", error->message);
-            return EXIT_CONFIG;
+            ok = FALSE;
         }
     }
+    if (!ok)
+        return EXIT_CONFIG;
     effective = hm_config_format_effective(config);
     fputs(effective, stdout);
     if (hm_config_get_path(config))
@@ -595,7 +616,9 @@ static const char help_description[] =
     "                                   check, changing nothing, whether DOMAIN could move now\n"
     "  migrate-vm --recover [DOMAIN]    finish or undo interrupted migrations (after kill -9,\n"
     "                                   a crash, a reboot) from their journal\n"
-    "  migrate-vm config check [FILE]   check a configuration file (default " HM_CONFIG_PATH_DEFAULT
+    "  migrate-vm config check [--skip-files] [FILE]\n"
+    "                                   check a configuration file, what it means too, and report\n"
+    "                                   every problem (default $" HM_CONFIG_ENV ", else " HM_CONFIG_PATH_DEFAULT
     ")\n"
     "  migrate-vm config sample         print the commented sample configuration\n"
     "  migrate-vm plan consolidate|drain HOST|balance [--snapshot FILE]\n"
@@ -615,13 +638,13 @@ static const char help_description[] =
     "  3   a phase failed and undoing it failed too (or --recover failed): the report says\n"
     "      what the domain lacks; the journal is kept for --recover\n"
     "  4   the configuration file is unreadable or invalid; nothing was done\n"
-    "  5   cancelled by SIGINT or SIGTERM; what was done is undone\n"
+    "  5   cancelled by SIGINT, SIGTERM or SIGHUP; what was done is undone\n"
     "  6   another migrate-vm is migrating or recovering this domain; nothing was done\n"
     "  7   an earlier migration of this domain was interrupted: run --recover first\n"
     "  8   a --dry-run check failed (each check is one line on stdout); nothing was done\n"
     "  10  connect failed (a host, or the domain on the source); nothing was done\n"
     "  11  inspect failed (the domain XML)\n"
-    "  12  target-vf: no suitable free VF on the destination\n"
+    "  12  target-vf: the destination's hotmigd is unreachable or has no suitable free VF\n"
     "  13  prepare: the agent did not answer or the processes did not quiesce\n"
     "  14  unplug: the guest did not release the VF in time\n"
     "  15  migrate: libvirt failed (or --timeout-abort)\n"
@@ -776,7 +799,7 @@ int main(int argc, char **argv)
         return EXIT_MIGRATED;
     }
     hm_log_setup("migrate-vm", cli.verbose);
-    config = config_open(cli.config_path, &error);
+    config = hm_config_open(cli.config_path, &error);
     if (!config) {
         fprintf(stderr, "migrate-vm: %s\n", error->message);
         return EXIT_CONFIG;
