@@ -160,7 +160,6 @@ static void check_migration_port(Preflight *pf)
 
 void orch_preflight_check_target(Preflight *pf)
 {
-    check_migration_port(pf);
     g_autoptr(GError) error = NULL;
     g_autoptr(OrchVfd) vfd = NULL;
     g_autoptr(OrchVfdHostInfo) host = NULL;
@@ -168,6 +167,15 @@ void orch_preflight_check_target(Preflight *pf)
     g_autoptr(GHashTable) taken = g_hash_table_new(g_str_hash, g_str_equal);
     g_autoptr(GString) chosen = g_string_new(NULL);
 
+    if (!pf->src) {
+        add(pf, "migration-port", ORCH_CHECK_SKIP, "the source host failed");
+        add(pf, "hotmigd", ORCH_CHECK_SKIP, "the source host failed (the destination's is %s)",
+            pf->opts->hotmigd_url ? pf->opts->hotmigd_url : "unknown");
+        add(pf, "files", ORCH_CHECK_SKIP, "the source host failed");
+        add(pf, "target-vf", ORCH_CHECK_SKIP, "the source host failed");
+        return;
+    }
+    check_migration_port(pf);
     vfd = orch_options_open_vfd(pf->opts, pf->opts->hotmigd_url, &error);
     host = vfd ? orch_vfd_host(vfd, &error) : NULL;
     if (!host) {

@@ -162,8 +162,14 @@ printf '[host b]\nuri = test:///nonexistent-%s\nhotmigd = https://127.0.0.1:9\n'
 [[ $? -eq 8 ]] || fail "--dry-run exited $?, expected 8: $(cat "$tmp/dry.out")"
 grep -qE "^FAIL +source +Cannot connect to source host 'test:///nonexistent-$$'" "$tmp/dry.out" ||
     fail "--dry-run did not report the source: $(cat "$tmp/dry.out")"
-grep -qE "^FAIL +hotmigd .*https://127.0.0.1:9" "$tmp/dry.out" ||
+grep -qE "^SKIP +hotmigd +the source host failed \(the destination's is https://127.0.0.1:9\)" "$tmp/dry.out" ||
     fail "--dry-run did not name the hotmigd of [host b]: $(cat "$tmp/dry.out")"
+# The source failed: every check of the destination is shown, skipped, none asked.
+for check in domain destination agent vfs migration-port files target-vf cpu; do
+    grep -qE "^SKIP +$check +the source host failed" "$tmp/dry.out" ||
+        fail "--dry-run did not skip '$check' after the source failed: $(cat "$tmp/dry.out")"
+done
+[ "$(grep -c '^FAIL' "$tmp/dry.out")" = 1 ] || fail "--dry-run failed more than the source: $(cat "$tmp/dry.out")"
 
 # The subcommands that ask hotmigd: bad usage is 2 before any socket; no daemon is 1, naming
 # the socket; --socket beats the configuration's [hotmigd] socket.
