@@ -118,9 +118,9 @@ static const char *choose(Preflight *pf, XmlVf *vf, GPtrArray *pool, GHashTable 
     if (want)
         *ret_why = g_strdup_printf("'%s' is not in the destination's VF pool", want);
     else
-        *ret_why = g_strdup_printf("no free VF of model %04x:%04x in the destination's pool "
-                                   "(%u of that model, none free)",
-                                   vendor, device, same_model);
+        *ret_why = g_strdup_printf("no free VF of its model %04x:%04x (the source VF %s) in the "
+                                   "destination's pool (%u of that model, none free)",
+                                   vendor, device, vf->host_pci, same_model);
     return NULL;
 }
 
@@ -236,8 +236,8 @@ void orch_preflight_check_target(Preflight *pf)
         const char *id = choose(pf, vf, pool, taken, &why);
 
         if (!id) {
-            add(pf, "target-vf", ORCH_CHECK_FAIL, "no VF for '%s' on the destination: %s",
-                vf->alias, why);
+            add(pf, "target-vf", ORCH_CHECK_FAIL, "no VF for '%s' of '%s' on the destination: %s",
+                vf->alias, pf->opts->domain, why);
             return;
         }
         g_string_append_printf(chosen, "%s%s -> %s", i ? ", " : "", vf->alias, id);
