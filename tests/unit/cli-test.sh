@@ -186,4 +186,9 @@ printf '[hotmigd]\nsocket = %s\n' "$tmp/conf.sock" >"$tmp/sock.conf"
 expect 1 "Cannot reach hotmigd at '$tmp/conf.sock'" status --config "$tmp/sock.conf"
 expect 4 "zero.conf:2: \\[migrate\\] plug-attempts" status --config "$tmp/zero.conf"
 expect 2 "not with --snapshot" plan consolidate --snapshot x.json --socket "$nosock"
+# Negative limits are refused, naming the value (-1 is not "unset").
+expect 2 "--tolerance must be between 0 and 1, not -1" plan balance --snapshot x.json --tolerance=-1
+expect 2 "--max-moves must be >= 0, not -1" plan balance --snapshot x.json --max-moves=-1
+expect 2 "--min-stay must be >= 0 seconds, not -1" plan consolidate --snapshot x.json --min-stay=-1
+expect 2 "--bandwidth must be > 0 MiB/s, not -1" plan consolidate --snapshot x.json --bandwidth=-1
 echo "cli-test: ok"
