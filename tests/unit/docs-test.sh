@@ -76,7 +76,7 @@ $(cat "$example")"
         rm -f "$example"
     done
 done
-[ "$n" -ge 2 ] || fail "found only $n ini examples in the docs"
+[ "$n" -ge 3 ] || fail "found only $n ini examples in the docs"
 echo "docs-test: $n configuration examples of the docs pass migrate-vm config check"
 
 # migrate-vm's exit codes: --help, the man page, operations.md.
