@@ -987,7 +987,7 @@ gboolean orch_alerts_authorized(const OrchAlerts *alerts, const char *authorizat
 }
 
 typedef struct {
-    OrchAlertsReplyDone done;
+    OrchVfdReplyFunc done;
     gpointer data;
 } Webhook;
 
@@ -1022,7 +1022,7 @@ static void webhook_done(GPtrArray *results, gpointer data)
 }
 
 void orch_alerts_webhook(OrchAlerts *alerts, const char *body, gsize len, const char *peer,
-                         OrchAlertsReplyDone done, gpointer data)
+                         OrchVfdReplyFunc done, gpointer data)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(GPtrArray) events = NULL;

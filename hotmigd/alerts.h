@@ -143,8 +143,6 @@ void orch_alerts_reload_token(OrchAlerts *alerts, const char *token_file);
 gboolean orch_alerts_authorized(const OrchAlerts *alerts, const char *authorization,
                                 char **ret_why);
 
-typedef void (*OrchAlertsReplyDone)(OrchVfdReply *reply, gpointer data);
-
 /* POST /v1/alerts/alertmanager with an authorized body of @len bytes from @peer: 413 over
  * ORCH_ALERT_WEBHOOK_MAX_BYTES, 400 naming the field when it does not parse, 422 naming an
  * unknown host (nothing of the body is applied then); else every event is handled as by
@@ -152,7 +150,7 @@ typedef void (*OrchAlertsReplyDone)(OrchVfdReply *reply, gpointer data);
  * not be applied anywhere (Alertmanager sends it again; repeats merge). Calls @done with the
  * reply (taken) once, maybe before returning. */
 void orch_alerts_webhook(OrchAlerts *alerts, const char *body, gsize len, const char *peer,
-                         OrchAlertsReplyDone done, gpointer data);
+                         OrchVfdReplyFunc done, gpointer data);
 
 /* /metrics (owned text). */
 char *orch_alerts_metrics(OrchAlerts *alerts);

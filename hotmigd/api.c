@@ -575,7 +575,7 @@ static OrchVfdReply *api_vfio(OrchVfdPool *pool, const char *vf, const char *bod
     return reply_log(reply_json(200, b), g_strdup_printf("VF '%.64s': %s", vf, note));
 }
 
-/* ---- routing ------------------------------------------------------------------------------- */
+/* ---- paths --------------------------------------------------------------------------------- */
 
 #define API_FILES_MAX 64
 
@@ -792,96 +792,226 @@ static void api_snapshot_done(char *json, GError *error, gpointer data)
     g_free(wait);
 }
 
-/* ---- routing ------------------------------------------------------------------------------- */
+/* ---- routing: the API's methods, bound from a table ------------------------------------- */
 
-static const char api_paths[] =
-    "GET /v1/host, GET /v1/vfs, POST /v1/leases, POST /v1/leases/VF/ID/confirm, DELETE /v1/leases/VF/ID, POST /v1/vfs/VF/ib-identity, POST /v1/vfs/VF/vfio, POST /v1/vfs/VF/left, POST /v1/files, POST /v1/migrations, GET /v1/migrations/ID, GET /v1/snapshot";
+/* One request on its way to its method: the API's bindings, the request, and the parameters
+ * of the route's pattern (the segments written in capitals: VF, ID), in pattern order. */
+typedef struct {
+    const OrchVfdApi *api;
+    const OrchVfdRequest *req;
+    char **args;
+} Call;
+
+/* What a route needs bound to the API; without it the route answers 503 (404 for the alerts). */
+typedef enum {
+    NEED_POOL,
+    NEED_MIGRATION_START,
+    NEED_MIGRATION_GET,
+    NEED_SNAPSHOT,
+    NEED_ALERTS,
+} RouteNeed;
+
+typedef struct {
+    const char *method;  /* NULL: the method checks the request's method itself */
+    const char *pattern; /* after /v1/ */
+    RouteNeed need;
+    OrchVfdReply *(*handle)(const Call *c);                                 /* answers now */
+    void (*handle_async)(const Call *c, OrchVfdReplyFunc cb, gpointer data); /* or later */
+} Route;
+
+static OrchVfdReply *route_host(const Call *c)
+{
+    return api_host(c->api->pool);
+}
+
+static OrchVfdReply *route_vfs(const Call *c)
+{
+    return api_vfs(c->api->pool);
+}
+
+static OrchVfdReply *route_lease(const Call *c)
+{
+    return api_lease(c->api->pool, c->req->body, c->req->len);
+}
+
+static OrchVfdReply *route_confirm(const Call *c)
+{
+    return api_confirm(c->api->pool, c->args[0], c->args[1], c->req->body, c->req->len);
+}
+
+static OrchVfdReply *route_release(const Call *c)
+{
+    return api_release(c->api->pool, c->args[0], c->args[1], c->req->body, c->req->len);
+}
+
+static OrchVfdReply *route_ib_identity(const Call *c)
+{
+    return api_ib_identity(c->api->pool, c->args[0], c->req->body, c->req->len);
+}
+
+static OrchVfdReply *route_vfio(const Call *c)
+{
+    return api_vfio(c->api->pool, c->args[0], c->req->body, c->req->len);
+}
+
+static OrchVfdReply *route_left(const Call *c)
+{
+    return api_left(c->api->pool, c->args[0], c->req->body, c->req->len);
+}
+
+static OrchVfdReply *route_files(const Call *c)
+{
+    return api_files(c->req->body, c->req->len);
+}
+
+static OrchVfdReply *route_migration_start(const Call *c)
+{
+    return api_migration_start(c->api->services, c->req->body, c->req->len);
+}
+
+static OrchVfdReply *route_migration_get(const Call *c)
+{
+    return api_migration_get(c->api->services, c->args[0], c->req->body, c->req->len);
+}
+
+static void route_snapshot(const Call *c, OrchVfdReplyFunc cb, gpointer data)
+{
+    const OrchVfdServices *services = c->api->services;
+    SnapshotWait *wait;
+
+    if (c->req->len) {
+        cb(reply_error(400, "this request takes no body"), data);
+        return;
+    }
+    wait = g_new0(SnapshotWait, 1);
+    wait->cb = cb;
+    wait->data = data;
+    services->snapshot(services->data, api_snapshot_done, wait);
+}
+
+static OrchVfdReply *route_alerts(const Call *c)
+{
+    return c->api->alerts(c->api->alerts_data, c->req->method, c->req->body, c->req->len,
+                          c->req->peer);
+}
+
+static const Route api_routes[] = {
+    {"GET", "host", NEED_POOL, route_host, NULL},
+    {"GET", "vfs", NEED_POOL, route_vfs, NULL},
+    {"POST", "leases", NEED_POOL, route_lease, NULL},
+    {"POST", "leases/VF/ID/confirm", NEED_POOL, route_confirm, NULL},
+    {"DELETE", "leases/VF/ID", NEED_POOL, route_release, NULL},
+    {"POST", "vfs/VF/ib-identity", NEED_POOL, route_ib_identity, NULL},
+    {"POST", "vfs/VF/vfio", NEED_POOL, route_vfio, NULL},
+    {"POST", "vfs/VF/left", NEED_POOL, route_left, NULL},
+    {"POST", "files", NEED_POOL, route_files, NULL},
+    {"POST", "migrations", NEED_MIGRATION_START, route_migration_start, NULL},
+    {"GET", "migrations/ID", NEED_MIGRATION_GET, route_migration_get, NULL},
+    {"GET", "snapshot", NEED_SNAPSHOT, NULL, route_snapshot},
+    {NULL, "alerts", NEED_ALERTS, route_alerts, NULL},
+};
+
+/* What @route needs of @api, named for a 503 ("this hotmigd does not serve ..."); NULL when
+ * it is bound. */
+static const char *route_missing(const Route *route, const OrchVfdApi *api)
+{
+    const OrchVfdServices *services = api->services;
+
+    switch (route->need) {
+    case NEED_POOL:
+        return api->pool ? NULL : "its VF pool";
+    case NEED_MIGRATION_START:
+        return services && services->migration_start ? NULL : "migrations";
+    case NEED_MIGRATION_GET:
+        return services && services->migration_get ? NULL : "migrations";
+    case NEED_SNAPSHOT:
+        return services && services->snapshot ? NULL : "snapshots";
+    case NEED_ALERTS:
+        return api->alerts ? NULL : "alerts";
+    }
+    g_return_val_if_reached("?");
+}
+
+/* Does @seg (the path's segments) match @pattern? Fills @ret_args (borrowed from @seg). */
+static gboolean route_match(const char *pattern, char **seg, const char **ret_args)
+{
+    g_auto(GStrv) parts = g_strsplit(pattern, "/", -1);
+    guint n = 0, i;
+
+    if (g_strv_length(parts) != g_strv_length(seg))
+        return FALSE;
+    for (i = 0; parts[i]; i++) {
+        if (g_ascii_isupper(parts[i][0]))
+            ret_args[n++] = seg[i];
+        else if (!g_str_equal(parts[i], seg[i]))
+            return FALSE;
+    }
+    ret_args[n] = NULL;
+    return TRUE;
+}
+
+/* Every route bound to @api, for the 404's message: "GET /v1/host, ..." (owned). */
+static char *route_list(const OrchVfdApi *api)
+{
+    g_autoptr(GString) out = g_string_new(NULL);
+
+    for (guint i = 0; i < G_N_ELEMENTS(api_routes); i++) {
+        const Route *r = &api_routes[i];
+
+        if (r->need == NEED_ALERTS && route_missing(r, api))
+            continue;
+        g_string_append_printf(out, "%s%s /v1/%s", out->len ? ", " : "",
+                               r->method ? r->method : "GET|POST", r->pattern);
+    }
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
 
 static OrchVfdReply *unavailable(const char *what)
 {
     return reply_error(503, "this hotmigd does not serve %s", what);
 }
 
-/* The pool's requests (synchronous); NULL when @seg is not one of them. */
-static OrchVfdReply *route_pool(OrchVfdPool *pool, char **seg, const char *method,
-                                const char *path, const char *body, gsize len)
-{
-    guint n = seg ? g_strv_length(seg) : 0;
-    gboolean get = g_str_equal(method, "GET");
-    gboolean post = g_str_equal(method, "POST");
-
-    if (n == 0 || !(g_str_equal(seg[0], "host") || g_str_equal(seg[0], "vfs") ||
-                    g_str_equal(seg[0], "leases") || g_str_equal(seg[0], "files")))
-        return NULL;
-    if (!pool)
-        return unavailable("its VF pool");
-    if (n == 1 && g_str_equal(seg[0], "host"))
-        return get ? api_host(pool) : method_not_allowed(method, path, "GET");
-    if (n == 1 && g_str_equal(seg[0], "vfs"))
-        return get ? api_vfs(pool) : method_not_allowed(method, path, "GET");
-    if (n == 1 && g_str_equal(seg[0], "leases"))
-        return post ? api_lease(pool, body, len) : method_not_allowed(method, path, "POST");
-    if (n == 1 && g_str_equal(seg[0], "files"))
-        return post ? api_files(body, len) : method_not_allowed(method, path, "POST");
-    if (n == 3 && g_str_equal(seg[0], "leases"))
-        return g_str_equal(method, "DELETE") ? api_release(pool, seg[1], seg[2], body, len)
-                                             : method_not_allowed(method, path, "DELETE");
-    if (n == 4 && g_str_equal(seg[0], "leases") && g_str_equal(seg[3], "confirm"))
-        return post ? api_confirm(pool, seg[1], seg[2], body, len)
-                    : method_not_allowed(method, path, "POST");
-    if (n == 3 && g_str_equal(seg[0], "vfs") && g_str_equal(seg[2], "ib-identity"))
-        return post ? api_ib_identity(pool, seg[1], body, len)
-                    : method_not_allowed(method, path, "POST");
-    if (n == 3 && g_str_equal(seg[0], "vfs") && g_str_equal(seg[2], "left"))
-        return post ? api_left(pool, seg[1], body, len) : method_not_allowed(method, path, "POST");
-    if (n == 3 && g_str_equal(seg[0], "vfs") && g_str_equal(seg[2], "vfio"))
-        return post ? api_vfio(pool, seg[1], body, len) : method_not_allowed(method, path, "POST");
-    return NULL;
-}
-
-void orch_vfd_api_handle_async(OrchVfdPool *pool, const OrchVfdServices *services,
-                               const char *method, const char *path, const char *body, gsize len,
-                               OrchVfdReplyFunc cb, gpointer data)
+void orch_vfd_api_dispatch(const OrchVfdApi *api, const OrchVfdRequest *req, OrchVfdReplyFunc cb,
+                           gpointer data)
 {
     g_auto(GStrv) seg = NULL;
-    OrchVfdReply *reply;
-    guint n;
-    gboolean get, post;
+    g_autoptr(GString) allowed = g_string_new(NULL);
+    const char *args[API_MAX_SEGMENTS + 1];
+    const Route *route = NULL;
+    const char *missing;
 
-    g_return_if_fail(method && path && (body || !len) && cb);
+    g_return_if_fail(api && req && req->method && req->path && (req->body || !req->len) && cb);
 
-    get = g_str_equal(method, "GET");
-    post = g_str_equal(method, "POST");
-    seg = path_segments(path);
-    n = seg ? g_strv_length(seg) : 0;
-    if ((reply = route_pool(pool, seg, method, path, body, len))) {
-        cb(reply, data);
-        return;
+    seg = path_segments(req->path);
+    for (guint i = 0; seg && i < G_N_ELEMENTS(api_routes) && !route; i++) {
+        const Route *r = &api_routes[i];
+
+        if (!route_match(r->pattern, seg, args))
+            continue;
+        if (r->need == NEED_ALERTS && route_missing(r, api))
+            continue; /* no alert hook: no such path */
+        if (!r->method || g_str_equal(r->method, req->method))
+            route = r;
+        else
+            g_string_append_printf(allowed, "%s%s", allowed->len ? ", " : "", r->method);
     }
-    if (n == 1 && g_str_equal(seg[0], "migrations")) {
-        reply = !post                                ? method_not_allowed(method, path, "POST")
-                : !services || !services->migration_start ? unavailable("migrations")
-                                                          : api_migration_start(services, body, len);
-    } else if (n == 2 && g_str_equal(seg[0], "migrations")) {
-        reply = !get                               ? method_not_allowed(method, path, "GET")
-                : !services || !services->migration_get ? unavailable("migrations")
-                                                        : api_migration_get(services, seg[1], body, len);
-    } else if (n == 1 && g_str_equal(seg[0], "snapshot")) {
-        if (get && services && services->snapshot && len == 0) {
-            SnapshotWait *wait = g_new0(SnapshotWait, 1);
+    if (!route && allowed->len) {
+        cb(method_not_allowed(req->method, req->path, allowed->str), data);
+    } else if (!route) {
+        g_autofree char *paths = route_list(api);
 
-            wait->cb = cb;
-            wait->data = data;
-            services->snapshot(services->data, api_snapshot_done, wait);
-            return;
-        }
-        reply = !get                          ? method_not_allowed(method, path, "GET")
-                : !services || !services->snapshot ? unavailable("snapshots")
-                                                   : reply_error(400, "this request takes no body");
+        cb(reply_error(404, "no API path %.200s (%s)", req->path, paths), data);
+    } else if ((missing = route_missing(route, api))) {
+        cb(unavailable(missing), data);
+    } else if (route->handle_async) {
+        Call c = {api, req, (char **)args};
+
+        route->handle_async(&c, cb, data);
     } else {
-        reply = reply_error(404, "no API path %.200s (%s)", path, api_paths);
+        Call c = {api, req, (char **)args};
+
+        cb(route->handle(&c), data);
     }
-    cb(reply, data);
 }
 
 static void api_handle_keep(OrchVfdReply *reply, gpointer data)
@@ -892,11 +1022,13 @@ static void api_handle_keep(OrchVfdReply *reply, gpointer data)
 OrchVfdReply *orch_vfd_api_handle(OrchVfdPool *pool, const char *method, const char *path,
                                   const char *body, gsize len)
 {
+    OrchVfdApi api = {.pool = pool};
+    OrchVfdRequest req = {.method = method, .path = path, .body = body, .len = len};
     OrchVfdReply *reply = NULL;
 
     g_return_val_if_fail(pool && method && path && (body || !len), NULL);
     /* Without services every request is answered at once. */
-    orch_vfd_api_handle_async(pool, NULL, method, path, body, len, api_handle_keep, &reply);
+    orch_vfd_api_dispatch(&api, &req, api_handle_keep, &reply);
     g_assert(reply != NULL);
     return reply;
 }

@@ -48,12 +48,35 @@ typedef struct {
 
 typedef void (*OrchVfdReplyFunc)(OrchVfdReply *reply, gpointer data); /* @reply taken */
 
-/* orch_vfd_api_handle() with the cluster's requests too: @cb gets the reply, at once (before
- * this returns) or later from @services' asynchronous calls, on the caller's context. @pool may
- * be NULL (its requests then answer 503). */
-void orch_vfd_api_handle_async(OrchVfdPool *pool, const OrchVfdServices *services,
-                               const char *method, const char *path, const char *body, gsize len,
-                               OrchVfdReplyFunc cb, gpointer data);
+/* /v1/alerts: the failure-prediction hook's API (orch_alerts_api_handle()): any method, from
+ * @peer (for the log). */
+typedef OrchVfdReply *(*OrchVfdAlertsFunc)(gpointer data, const char *method, const char *body,
+                                           gsize len, const char *peer);
+
+/* What the API's methods are bound to. Each part may be NULL: the pool's requests and the
+ * cluster's then answer 503, /v1/alerts 404. All borrowed. */
+typedef struct {
+    OrchVfdPool *pool;
+    const OrchVfdServices *services;
+    OrchVfdAlertsFunc alerts;
+    gpointer alerts_data;
+} OrchVfdApi;
+
+/* One request as the transport received it (all borrowed). */
+typedef struct {
+    const char *method; /* "GET", ... */
+    const char *path;   /* percent-encoded as received, without the query */
+    const char *body;   /* @len bytes, may be NULL when 0; not NUL-terminated */
+    gsize len;
+    const char *peer; /* "ADDRESS (SUBJECT)" of the client, for the log; NULL: unknown */
+} OrchVfdRequest;
+
+/* Routes @req to its method in the API's table (api.c): @cb gets the reply, at once (before
+ * this returns) or later from @api's asynchronous services, on the caller's context. 404 for
+ * a path that is no method's, 405 naming the allowed methods, 503 when what the method needs
+ * is not bound. */
+void orch_vfd_api_dispatch(const OrchVfdApi *api, const OrchVfdRequest *req, OrchVfdReplyFunc cb,
+                           gpointer data);
 
 /* The JSON of a migration as GET /v1/migrations/ID answers it (owned). */
 char *orch_vfd_migration_format_json(const OrchVfdMigration *mig);

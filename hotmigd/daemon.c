@@ -1658,30 +1658,9 @@ static void daemon_scheduler_settings(Hotmigd *daemon, const HmConfig *config)
 /* What migrations run here start from: [migrate] and [hotmigd] state-dir of @c, into @o. */
 static void daemon_migrate_options(Hotmigd *daemon, const HmConfig *c, OrchOptions *o)
 {
-    int action =
-        orch_timeout_action_from_string(hm_config_get_string(c, HM_CONFIG_MIGRATE_TIMEOUT_ACTION));
-
     orch_options_init(o);
-    o->agent_channel = g_strdup(hm_config_get_string(c, HM_CONFIG_MIGRATE_AGENT_CHANNEL));
-    o->alias_prefix = g_strdup(hm_config_get_string(c, HM_CONFIG_MIGRATE_VF_ALIAS_PREFIX));
-    o->agent_timeout_ms = hm_config_get_uint(c, HM_CONFIG_MIGRATE_AGENT_TIMEOUT) * 1000;
-    o->prepare_timeout_ms = hm_config_get_uint(c, HM_CONFIG_MIGRATE_PREPARE_TIMEOUT) * 1000;
-    o->unplug_timeout_ms = hm_config_get_uint(c, HM_CONFIG_MIGRATE_UNPLUG_TIMEOUT) * 1000;
-    o->resume_timeout_ms = hm_config_get_uint(c, HM_CONFIG_MIGRATE_RESUME_TIMEOUT) * 1000;
-    o->plug_attempts = hm_config_get_uint(c, HM_CONFIG_MIGRATE_PLUG_ATTEMPTS);
-    o->persistent = hm_config_get_bool(c, HM_CONFIG_MIGRATE_PERSISTENT);
-    o->undefine_source = hm_config_get_bool(c, HM_CONFIG_MIGRATE_UNDEFINE_SOURCE);
-    o->bandwidth_mib = hm_config_get_uint(c, HM_CONFIG_MIGRATE_BANDWIDTH);
-    o->parallel = hm_config_get_uint(c, HM_CONFIG_MIGRATE_PARALLEL);
-    o->auto_converge = hm_config_get_bool(c, HM_CONFIG_MIGRATE_AUTO_CONVERGE);
-    o->postcopy = hm_config_get_bool(c, HM_CONFIG_MIGRATE_POSTCOPY);
-    o->postcopy_after_ms = hm_config_get_uint(c, HM_CONFIG_MIGRATE_POSTCOPY_AFTER) * 1000;
-    o->migrate_timeout_ms = hm_config_get_uint(c, HM_CONFIG_MIGRATE_TIMEOUT) * 1000;
-    o->timeout_action = action >= 0 ? action : ORCH_TIMEOUT_SUSPEND;
+    orch_options_take_config(o, c);
     o->state_dir = g_strdup(hm_config_get_string(c, HM_CONFIG_HOTMIGD_STATE_DIR));
-    o->tls_cert = g_strdup(hm_config_get_string(c, HM_CONFIG_MIGRATE_CLIENT_CERT));
-    o->tls_key = g_strdup(hm_config_get_string(c, HM_CONFIG_MIGRATE_CLIENT_KEY));
-    o->tls_ca = g_strdup(hm_config_get_string(c, HM_CONFIG_MIGRATE_CA_CERT));
     o->vfd_open = daemon->opts.vfd_open;
     o->vfd_opaque = daemon->opts.vfd_opaque;
 }

@@ -1,6 +1,6 @@
 /* `migrate-vm plan consolidate|drain HOST|balance --snapshot FILE [--json]`: offline planning
  * from a cluster snapshot, without touching libvirt (docs/policies.md). Without --snapshot the
- * plan is asked of this host's hotmigd, on its live inventory of the cluster (migrate-vm/local.c);
+ * plan is asked of this host's hotmigd, on its live inventory of the cluster (local.c);
  * nothing runs either way.
  *
  * Exit status: 0 planned; 1 no plan exists (no room, a VM that must move may not), or hotmigd
@@ -13,7 +13,7 @@
 /* An option not given: no one types this. */
 #define PLAN_UNSET G_MININT
 
-int orch_plan_cli_main(int argc, char **argv)
+int cmd_plan_main(int argc, char **argv)
 {
     g_autoptr(GOptionContext) ctx = g_option_context_new("consolidate|drain HOST|balance");
     g_autoptr(GError) error = NULL;
@@ -88,7 +88,7 @@ int orch_plan_cli_main(int argc, char **argv)
         g_autoptr(JsonBuilder) b = json_builder_new();
         g_autoptr(JsonNode) args = NULL;
         g_autoptr(GError) local = NULL;
-        g_autofree char *socket = orch_daemon_socket(config, socket_opt, &local);
+        g_autofree char *socket = local_socket(config, socket_opt, &local);
 
         if (!socket) {
             fprintf(stderr, "migrate-vm plan: %s\n", local->message);
@@ -127,7 +127,7 @@ int orch_plan_cli_main(int argc, char **argv)
         }
         json_builder_end_object(b);
         args = json_builder_get_root(b);
-        return orch_daemon_plan(socket, args, json, pretty, !no_timing);
+        return local_plan(socket, args, json, pretty, !no_timing);
     }
     if (config || socket_opt) {
         fprintf(stderr, "migrate-vm plan: --config and --socket ask hotmigd: not with --snapshot\n");
