@@ -10,6 +10,9 @@
 #include "engine/snapshot.h"
 #include "migrate-vm/commands.h"
 
+/* An option not given: no one types this. */
+#define PLAN_UNSET G_MININT
+
 int cmd_plan_main(int argc, char **argv)
 {
     g_autoptr(GOptionContext) ctx = g_option_context_new("consolidate|drain HOST|balance");
@@ -21,9 +24,10 @@ int cmd_plan_main(int argc, char **argv)
     g_autofree char *config = NULL;
     g_autofree char *socket_opt = NULL;
     gboolean json = FALSE, pretty = FALSE, no_timing = FALSE, pack_vcpus = FALSE, keep_jobs = FALSE;
-    /* -1: not given (the snapshot's defaults, or hotmigd's [scheduler] settings) */
-    gint min_stay = -1, max_moves = -1;
-    gdouble bandwidth = -1, tolerance = -1;
+    /* PLAN_UNSET: not given (the snapshot's defaults, or hotmigd's [scheduler] settings); any
+     * other negative value was given, and is refused. */
+    gint min_stay = PLAN_UNSET, max_moves = PLAN_UNSET;
+    gdouble bandwidth = PLAN_UNSET, tolerance = PLAN_UNSET;
     PolOptions opts;
     int policy;
     GOptionEntry entries[] = {
@@ -64,9 +68,20 @@ int cmd_plan_main(int argc, char **argv)
         fprintf(stderr, "usage: migrate-vm plan consolidate|drain HOST|balance [--snapshot FILE] [--json]\n");
         return 2;
     }
-    if (min_stay < -1 || max_moves < -1 || (bandwidth != -1 && !(bandwidth > 0)) ||
-        (tolerance != -1 && !(tolerance >= 0 && tolerance <= 1))) {
-        fprintf(stderr, "migrate-vm plan: --min-stay and --max-moves must be >= 0, --bandwidth > 0, --tolerance between 0 and 1\n");
+    if (min_stay != PLAN_UNSET && min_stay < 0) {
+        fprintf(stderr, "migrate-vm plan: --min-stay must be >= 0 seconds, not %d\n", min_stay);
+        return 2;
+    }
+    if (max_moves != PLAN_UNSET && max_moves < 0) {
+        fprintf(stderr, "migrate-vm plan: --max-moves must be >= 0, not %d\n", max_moves);
+        return 2;
+    }
+    if (bandwidth != PLAN_UNSET && !(bandwidth > 0 && bandwidth <= 1e9)) {
+        fprintf(stderr, "migrate-vm plan: --bandwidth must be > 0 MiB/s, not %g\n", bandwidth);
+        return 2;
+    }
+    if (tolerance != PLAN_UNSET && !(tolerance >= 0 && tolerance <= 1)) {
+        fprintf(stderr, "migrate-vm plan: --tolerance must be between 0 and 1, not %g\n", tolerance);
         return 2;
     }
     if (!snapshot) {
@@ -86,19 +101,19 @@ int cmd_plan_main(int argc, char **argv)
             json_builder_set_member_name(b, "host");
             json_builder_add_string_value(b, argv[2]);
         }
-        if (min_stay >= 0) {
+        if (min_stay != PLAN_UNSET) {
             json_builder_set_member_name(b, "min_stay");
             json_builder_add_int_value(b, min_stay);
         }
-        if (max_moves >= 0) {
+        if (max_moves != PLAN_UNSET) {
             json_builder_set_member_name(b, "max_moves");
             json_builder_add_int_value(b, max_moves);
         }
-        if (bandwidth > 0) {
+        if (bandwidth != PLAN_UNSET) {
             json_builder_set_member_name(b, "bandwidth");
             json_builder_add_double_value(b, bandwidth);
         }
-        if (tolerance >= 0) {
+        if (tolerance != PLAN_UNSET) {
             json_builder_set_member_name(b, "tolerance");
             json_builder_add_double_value(b, tolerance);
         }
@@ -119,14 +134,14 @@ int cmd_plan_main(int argc, char **argv)
         return 2;
     }
     pol_options_init(&opts);
-    opts.min_stay_s = min_stay >= 0 ? (guint)min_stay : 0;
+    opts.min_stay_s = min_stay != PLAN_UNSET ? (guint)min_stay : 0;
     opts.pack_by_vcpus = pack_vcpus;
     opts.keep_jobs_together = keep_jobs;
-    if (bandwidth > 0)
+    if (bandwidth != PLAN_UNSET)
         opts.bandwidth_mib_s = bandwidth;
-    if (tolerance >= 0)
+    if (tolerance != PLAN_UNSET)
         opts.balance_tolerance = tolerance;
-    opts.max_moves = max_moves >= 0 ? (guint)max_moves : 0;
+    opts.max_moves = max_moves != PLAN_UNSET ? (guint)max_moves : 0;
 
     cluster = orch_snapshot_load(snapshot, &error);
     if (!cluster) {
