@@ -9,15 +9,6 @@ struct OrchAgent {
     guint64 next_id;
 };
 
-const char *orch_json_get_string(JsonObject *obj, const char *name)
-{
-    JsonNode *node = obj ? json_object_get_member(obj, name) : NULL;
-
-    if (!node || !JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_STRING)
-        return NULL;
-    return json_node_get_string(node);
-}
-
 void orch_agent_free(OrchAgent *agent)
 {
     if (!agent)

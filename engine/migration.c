@@ -271,8 +271,7 @@ static gboolean note(Migration *m, const char *event, const char *alias, const c
 
     if (!m->journal)
         return TRUE;
-    if (!orch_journal_event(m->journal, &local, event, "migration", m->id, "alias", alias,
-                            "xml", xml, NULL)) {
+    if (!orch_journal_step(m->journal, m->id, event, alias, xml, &local)) {
         g_propagate_prefixed_error(error, g_steal_pointer(&local),
                                    "Not going on without a journal: ");
         return FALSE;
@@ -283,39 +282,35 @@ static gboolean note(Migration *m, const char *event, const char *alias, const c
 /* The first entry: everything recovery needs to finish or undo this migration. */
 static gboolean note_begin(Migration *m, GError **error)
 {
-    g_autoptr(JsonObject) entry = json_object_new();
-    JsonArray *vfs = json_array_new();
+    g_autoptr(OrchJournalRecord) rec = g_new0(OrchJournalRecord, 1);
 
-    json_object_set_string_member(entry, "event", "begin");
-    json_object_set_string_member(entry, "migration", m->id);
-    json_object_set_string_member(entry, "domain", m->opts->domain);
-    json_object_set_string_member(entry, "source", m->src->uri);
-    json_object_set_string_member(entry, "destination", m->dst->uri);
-    json_object_set_boolean_member(entry, "persistent", m->persistent);
-    json_object_set_boolean_member(entry, "agent", !m->opts->no_agent);
-    json_object_set_string_member(entry, "agent_channel", agent_channel(m));
-    if (m->vfd)
-        json_object_set_string_member(entry, "hotmigd", m->vfd->url);
+    rec->migration = g_strdup(m->id);
+    rec->domain = g_strdup(m->opts->domain);
+    rec->source = g_strdup(m->src->uri);
+    rec->destination = g_strdup(m->dst->uri);
+    rec->persistent = m->persistent;
+    rec->agent = !m->opts->no_agent;
+    rec->agent_channel = g_strdup(agent_channel(m));
+    rec->hotmigd = m->vfd ? g_strdup(m->vfd->url) : NULL;
+    rec->vfs = g_ptr_array_new_with_free_func((GDestroyNotify)orch_journal_vf_free);
     for (guint i = 0; i < m->vfs->len; i++) {
         XmlVf *vf = vf_at(m, i);
-        JsonObject *o = json_object_new();
+        OrchJournalVf *jvf = g_new0(OrchJournalVf, 1);
 
-        json_object_set_string_member(o, "alias", vf->alias);
-        json_object_set_string_member(o, "kind", xml_vf_kind_to_string(vf->kind));
-        if (vf->host_pci)
-            json_object_set_string_member(o, "host_pci", vf->host_pci);
-        json_object_set_string_member(o, "source_xml", g_ptr_array_index(m->source_xml, i));
+        jvf->alias = g_strdup(vf->alias);
+        jvf->kind = g_strdup(xml_vf_kind_to_string(vf->kind));
+        jvf->host_pci = g_strdup(vf->host_pci);
+        jvf->source_xml = g_strdup(g_ptr_array_index(m->source_xml, i));
         if (m->leases && i < m->leases->len) {
             OrchVfdLease *lease = g_ptr_array_index(m->leases, i);
 
-            json_object_set_string_member(o, "lease_vf", lease->vf);
-            json_object_set_string_member(o, "lease_id", lease->id);
+            jvf->lease_vf = g_strdup(lease->vf);
+            jvf->lease_id = g_strdup(lease->id);
         }
-        json_object_set_string_member(o, "destination_xml", g_ptr_array_index(m->dest_xml, i));
-        json_array_add_object_element(vfs, o);
+        jvf->destination_xml = g_strdup(g_ptr_array_index(m->dest_xml, i));
+        g_ptr_array_add(rec->vfs, jvf);
     }
-    json_object_set_array_member(entry, "vfs", vfs);
-    if (!orch_journal_append(m->journal, entry, error)) {
+    if (!orch_journal_begin(m->journal, rec, error)) {
         g_prefix_error(error, "Not going on without a journal: ");
         return FALSE;
     }
@@ -457,7 +452,8 @@ static OrchVfdLease *lease_for(Migration *m, guint i, GError **error)
     lease = orch_vfd_lease(m->vfd, &req, &local);
     if (!lease)
         g_propagate_prefixed_error(error, g_steal_pointer(&local),
-                                   "Leasing a VF for '%s' on the destination: ", vf->alias);
+                                   "Leasing a VF for '%s' of '%s' on the destination: ", vf->alias,
+                                   m->opts->domain);
     return lease;
 }
 
@@ -1288,9 +1284,7 @@ static gboolean validate_options(const OrchOptions *opts, GError **error)
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "No destination URI given");
         return FALSE;
     }
-    guint d, b, s, f;
-
-    if (opts->target_vf && !xml_pci_address_parse(opts->target_vf, &d, &b, &s, &f, NULL)) {
+    if (opts->target_vf && !hm_pci_address_parse(opts->target_vf, NULL, NULL)) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
                     "--target-vf '%s' is not a PCI address (DDDD:BB:SS.F)", opts->target_vf);
         return FALSE;

@@ -176,6 +176,64 @@ static gboolean wrap(GError *pol_error, const Item *it, GError **error)
     return FALSE;
 }
 
+/* The members each object may have: what the reader takes, and what hotmigd's snapshot export
+ * (GET /v1/snapshot) adds for people (state_reason, running_vms, cpu_measured, taken, took_ms,
+ * warnings). Anything else is refused: a misspelt "pined" would otherwise move a pinned VM. */
+static const char *const top_members[] = {"hosts", "vms", "taken", "took_ms", "warnings", NULL};
+static const char *const host_members[] = {"name",     "cpus",  "memory_mib",   "vfs",
+                                           "vfs_free", "state", "vf_model",     "state_reason",
+                                           "running_vms", NULL};
+static const char *const vm_members[] = {"name", "host",     "vcpus",  "memory_mib",
+                                         "cpu_util", "cpu_measured", "vfs", "vf_model",
+                                         "job",  "pinned",   "moved_ago_s", NULL};
+
+/* Levenshtein distance of two short strings, capped: "pined" is 1 from "pinned". */
+static guint edit_distance(const char *a, const char *b)
+{
+    gsize la = strlen(a), lb = strlen(b);
+    guint row[33];
+
+    if (la > 32 || lb > 32)
+        return G_MAXUINT;
+    for (gsize j = 0; j <= lb; j++)
+        row[j] = (guint)j;
+    for (gsize i = 1; i <= la; i++) {
+        guint diag = row[0];
+
+        row[0] = (guint)i;
+        for (gsize j = 1; j <= lb; j++) {
+            guint up = row[j];
+
+            row[j] = MIN(MIN(row[j] + 1, row[j - 1] + 1), diag + (a[i - 1] != b[j - 1]));
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+static gboolean known_members(const Item *it, const char *const *known, GError **error)
+{
+    g_autoptr(GList) names = json_object_get_members(it->obj);
+
+    for (GList *l = names; l; l = l->next) {
+        const char *field = l->data;
+        const char *near = NULL;
+        g_autofree char *list = NULL;
+
+        if (g_strv_contains(known, field))
+            continue;
+        for (guint i = 0; known[i] && !near; i++) {
+            if (edit_distance(field, known[i]) <= (strlen(field) >= 6 ? 2u : 1u))
+                near = known[i];
+        }
+        if (near)
+            return bad(it, field, error, "unknown member (did you mean \"%s\"?)", near);
+        list = g_strjoinv(", ", (char **)known);
+        return bad(it, field, error, "unknown member (known: %s)", list);
+    }
+    return TRUE;
+}
+
 static gboolean parse_host(PolCluster *c, const Item *it, GError **error)
 {
     const char *name, *state_str, *model;
@@ -183,7 +241,7 @@ static gboolean parse_host(PolCluster *c, const Item *it, GError **error)
     int state = POL_HOST_OK;
     GError *perr = NULL;
 
-    if (!get_string(it, "name", TRUE, &name, error) ||
+    if (!known_members(it, host_members, error) || !get_string(it, "name", TRUE, &name, error) ||
         !get_int(it, "cpus", TRUE, 0, POL_CPUS_MAX, 0, &cpus, error) ||
         !get_int(it, "memory_mib", TRUE, 0, (gint64)POL_MEMORY_MIB_MAX, 0, &memory, error) ||
         !get_int(it, "vfs", FALSE, 0, POL_VFS_MAX, 0, &vfs, error) ||
@@ -209,7 +267,7 @@ static gboolean parse_vm(PolCluster *c, const Item *it, GError **error)
     gint64 vcpus, memory, vfs;
     GError *perr = NULL;
 
-    if (!get_string(it, "name", TRUE, &spec.name, error) ||
+    if (!known_members(it, vm_members, error) || !get_string(it, "name", TRUE, &spec.name, error) ||
         !get_string(it, "host", TRUE, &spec.host, error) ||
         !get_int(it, "vcpus", TRUE, 1, POL_CPUS_MAX, 0, &vcpus, error) ||
         !get_int(it, "memory_mib", TRUE, 0, (gint64)POL_MEMORY_MIB_MAX, 0, &memory, error) ||
@@ -255,6 +313,12 @@ PolCluster *orch_snapshot_parse(const char *data, gsize len, const char *name, G
                     "snapshot '%s': the top level must be an object with \"hosts\" and \"vms\"",
                     name);
         return NULL;
+    }
+    {
+        Item top = {name, "(top level)", json_node_get_object(root)};
+
+        if (!known_members(&top, top_members, error))
+            return NULL;
     }
     if (!(hosts = get_objects(json_node_get_object(root), "hosts", name, error)) ||
         !(vms = get_objects(json_node_get_object(root), "vms", name, error)))

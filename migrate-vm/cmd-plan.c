@@ -11,6 +11,9 @@
 #include "engine/snapshot.h"
 #include "migrate-vm/commands.h"
 
+/* An option not given: no one types this. */
+#define PLAN_UNSET G_MININT
+
 int cmd_plan_main(int argc, char **argv)
 {
     g_autoptr(GOptionContext) ctx = g_option_context_new("consolidate|drain HOST|balance");
@@ -22,9 +25,11 @@ int cmd_plan_main(int argc, char **argv)
     g_autofree char *config = NULL;
     g_autofree char *socket_opt = NULL;
     gboolean json = FALSE, pretty = FALSE, no_timing = FALSE, pack_vcpus = FALSE, keep_jobs = FALSE;
-    /* -1: not given (the snapshot's defaults, or hotmigd's [scheduler] settings) */
-    gint min_stay = -1, max_moves = -1, host_value = -1, max_migrations = -1;
-    gdouble bandwidth = -1, tolerance = -1;
+    /* PLAN_UNSET: not given (the snapshot's defaults, or hotmigd's [scheduler] settings); any
+     * other negative value was given, and is refused. */
+    gint min_stay = PLAN_UNSET, max_moves = PLAN_UNSET, host_value = PLAN_UNSET,
+         max_migrations = PLAN_UNSET;
+    gdouble bandwidth = PLAN_UNSET, tolerance = PLAN_UNSET;
     PolOptions opts;
     int policy;
     GOptionEntry entries[] = {
@@ -70,18 +75,34 @@ int cmd_plan_main(int argc, char **argv)
         fprintf(stderr, "usage: migrate-vm plan consolidate|drain HOST|balance [--snapshot FILE] [--json]\n");
         return 2;
     }
-    if (min_stay < -1 || max_moves < -1 || (bandwidth != -1 && !(bandwidth > 0)) ||
-        (tolerance != -1 && !(tolerance >= 0 && tolerance <= 1))) {
-        fprintf(stderr, "migrate-vm plan: --min-stay and --max-moves must be >= 0, --bandwidth > 0, --tolerance between 0 and 1\n");
+    if (min_stay != PLAN_UNSET && min_stay < 0) {
+        fprintf(stderr, "migrate-vm plan: --min-stay must be >= 0 seconds, not %d\n", min_stay);
         return 2;
     }
-    if (host_value < -1 || host_value > POL_HOST_VALUE_MAX || max_migrations == 0 ||
-        max_migrations < -1) {
-        fprintf(stderr, "migrate-vm plan: --host-value must be between 0 and %d, --max-migrations at least 1\n",
-                POL_HOST_VALUE_MAX);
+    if (max_moves != PLAN_UNSET && max_moves < 0) {
+        fprintf(stderr, "migrate-vm plan: --max-moves must be >= 0, not %d\n", max_moves);
         return 2;
     }
-    if ((host_value >= 0 || max_migrations >= 0) && policy != POL_POLICY_CONSOLIDATE) {
+    if (bandwidth != PLAN_UNSET && !(bandwidth > 0 && bandwidth <= 1e9)) {
+        fprintf(stderr, "migrate-vm plan: --bandwidth must be > 0 MiB/s, not %g\n", bandwidth);
+        return 2;
+    }
+    if (tolerance != PLAN_UNSET && !(tolerance >= 0 && tolerance <= 1)) {
+        fprintf(stderr, "migrate-vm plan: --tolerance must be between 0 and 1, not %g\n", tolerance);
+        return 2;
+    }
+    if (host_value != PLAN_UNSET && (host_value < 0 || host_value > POL_HOST_VALUE_MAX)) {
+        fprintf(stderr, "migrate-vm plan: --host-value must be between 0 and %d migrations, not %d\n",
+                POL_HOST_VALUE_MAX, host_value);
+        return 2;
+    }
+    if (max_migrations != PLAN_UNSET && max_migrations < 1) {
+        fprintf(stderr, "migrate-vm plan: --max-migrations must be at least 1, not %d\n",
+                max_migrations);
+        return 2;
+    }
+    if ((host_value != PLAN_UNSET || max_migrations != PLAN_UNSET) &&
+        policy != POL_POLICY_CONSOLIDATE) {
         fprintf(stderr, "migrate-vm plan: --host-value and --max-migrations are for consolidate\n");
         return 2;
     }
@@ -102,27 +123,27 @@ int cmd_plan_main(int argc, char **argv)
             json_builder_set_member_name(b, "host");
             json_builder_add_string_value(b, argv[2]);
         }
-        if (min_stay >= 0) {
+        if (min_stay != PLAN_UNSET) {
             json_builder_set_member_name(b, "min_stay");
             json_builder_add_int_value(b, min_stay);
         }
-        if (max_moves >= 0) {
+        if (max_moves != PLAN_UNSET) {
             json_builder_set_member_name(b, "max_moves");
             json_builder_add_int_value(b, max_moves);
         }
-        if (host_value >= 0) {
+        if (host_value != PLAN_UNSET) {
             json_builder_set_member_name(b, "host_value");
             json_builder_add_int_value(b, host_value);
         }
-        if (max_migrations >= 0) {
+        if (max_migrations != PLAN_UNSET) {
             json_builder_set_member_name(b, "max_migrations");
             json_builder_add_int_value(b, max_migrations);
         }
-        if (bandwidth > 0) {
+        if (bandwidth != PLAN_UNSET) {
             json_builder_set_member_name(b, "bandwidth");
             json_builder_add_double_value(b, bandwidth);
         }
-        if (tolerance >= 0) {
+        if (tolerance != PLAN_UNSET) {
             json_builder_set_member_name(b, "tolerance");
             json_builder_add_double_value(b, tolerance);
         }
@@ -144,24 +165,24 @@ int cmd_plan_main(int argc, char **argv)
     }
     pol_options_init(&opts);
     {
-        g_autoptr(HmConfig) cfg = local_config_open(config, &error);
+        g_autoptr(HmConfig) cfg = hm_config_open(config, &error);
         if (!cfg) {
             fprintf(stderr, "migrate-vm plan: %s\n", error->message);
             return 4;
         }
         opts.host_value = (guint)hm_config_get_uint(cfg, HM_CONFIG_SCHEDULER_HOST_VALUE);
     }
-    if (host_value >= 0)
+    if (host_value != PLAN_UNSET)
         opts.host_value = (guint)host_value;
-    opts.max_migrations = max_migrations > 0 ? (guint)max_migrations : 0;
-    opts.min_stay_s = min_stay >= 0 ? (guint)min_stay : 0;
+    opts.max_migrations = max_migrations != PLAN_UNSET ? (guint)max_migrations : 0;
+    opts.min_stay_s = min_stay != PLAN_UNSET ? (guint)min_stay : 0;
     opts.pack_by_vcpus = pack_vcpus;
     opts.keep_jobs_together = keep_jobs;
-    if (bandwidth > 0)
+    if (bandwidth != PLAN_UNSET)
         opts.bandwidth_mib_s = bandwidth;
-    if (tolerance >= 0)
+    if (tolerance != PLAN_UNSET)
         opts.balance_tolerance = tolerance;
-    opts.max_moves = max_moves >= 0 ? (guint)max_moves : 0;
+    opts.max_moves = max_moves != PLAN_UNSET ? (guint)max_moves : 0;
 
     cluster = orch_snapshot_load(snapshot, &error);
     if (!cluster) {

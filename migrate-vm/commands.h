@@ -42,10 +42,6 @@ gboolean cmd_migrate_check_config(const HmConfig *config, GError **error);
  * default file when it exists, else the default). Owned; NULL with the configuration's error. */
 char *local_socket(const char *config_path, const char *socket, GError **error);
 
-/* The configuration (owned) @config_path names, else /etc/hotmig/hotmig.conf when it exists,
- * else the defaults; NULL with @error when the file cannot be used. */
-HmConfig *local_config_open(const char *config_path, GError **error);
-
 /* The exit status for an error of the local API: 2 for a request refused as bad (INVALID,
  * NOT_FOUND), 4 for a bad configuration file, else 1. */
 int local_exit_status(const GError *error);

@@ -18,22 +18,18 @@
 #include "engine/snapshot.h"
 #include "migrate-vm/commands.h"
 
-HmConfig *local_config_open(const char *config_path, GError **error)
-{
-    if (config_path)
-        return hm_config_load(config_path, error);
-    if (g_file_test(HM_CONFIG_PATH_DEFAULT, G_FILE_TEST_EXISTS))
-        return hm_config_load(HM_CONFIG_PATH_DEFAULT, error);
-    return hm_config_new();
-}
-
 char *local_socket(const char *config_path, const char *socket, GError **error)
 {
     g_autoptr(HmConfig) config = NULL;
 
     if (socket)
         return g_strdup(socket);
-    config = local_config_open(config_path, error);
+    if (config_path)
+        config = hm_config_load(config_path, error);
+    else if (g_file_test(HM_CONFIG_PATH_DEFAULT, G_FILE_TEST_EXISTS))
+        config = hm_config_load(HM_CONFIG_PATH_DEFAULT, error);
+    else
+        config = hm_config_new();
     if (!config)
         return NULL;
     return g_strdup(hm_config_get_string(config, HM_CONFIG_HOTMIGD_SOCKET));

@@ -22,6 +22,7 @@ hm_add_e2e(e2e-kill-walk kill-walk.sh)
 hm_add_e2e(e2e-migrate-roundtrip-lazy-fallback migrate-roundtrip.sh MODE=lazy FALLBACK=tcp)
 hm_add_e2e(e2e-migrate-roundtrip-threaded-fallback migrate-roundtrip.sh MODE=threaded FALLBACK=tcp)
 hm_add_e2e(e2e-cancel cancel.sh)
+hm_add_e2e(e2e-cancel-hup cancel.sh SIGNAL=HUP)
 hm_add_e2e(e2e-agent-stops agent-stops.sh)
 hm_add_e2e(e2e-libvirtd-restart libvirtd-restart.sh)
 # Each host's hotmigd over mutual TLS, through the client migrate-vm uses.

@@ -1328,7 +1328,9 @@ static void test_no_free_vf(void **state)
         assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
         assert_int_equal(report->failed_phase, ORCH_PHASE_TARGET_VF);
         assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_CONFLICT));
-        assert_non_null(strstr(error->message, "Leasing a VF for 'hostdev0'"));
+        /* The error names the VF and its VM. */
+        if (!strstr(error->message, "Leasing a VF for 'hostdev0' of '" DOMAIN "' on the destination"))
+            fail_msg("error: %s", error->message);
         g_clear_error(&error);
         orch_options_clear(&opts);
     }
@@ -1421,7 +1423,8 @@ static void test_preflight(void **state)
         assert_false(orch_preflight(&opts, fake_open, &fo, &checks, &error));
         assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_PREFLIGHT));
         assert_int_equal(check_status(checks, "target-vf", &detail), ORCH_CHECK_FAIL);
-        if (!strstr(detail, "'hmtap1' is leased by 'someone' (a test)"))
+        if (!strstr(detail, "'hmtap1' is leased by 'someone' (a test)") ||
+            !strstr(detail, "of '" DOMAIN "' on the destination"))
             fail_msg("detail: %s", detail);
         assert_int_equal(check_status(checks, "hotmigd", NULL), ORCH_CHECK_PASS);
     }
