@@ -639,6 +639,16 @@ static void agent_op_finish(Agent *agent)
         json_builder_add_string_value(b, agent->old_device ? agent->old_device : "");
     else
         json_builder_add_string_value(b, op->device ? op->device : "");
+    /* No device came up: say why (a port that stays DOWN, no device at all), so that the host
+     * reports a device that never came up rather than processes that did not answer. */
+    if (op->kind != AGENT_OP_PREPARE && !op->device) {
+        g_autofree char *why = g_strdup_printf(
+            "no RDMA device with an ACTIVE port within %u ms: %s", op->device_wait_ms,
+            op->device_error ? op->device_error : "none found");
+
+        json_builder_set_member_name(b, "device_error");
+        json_builder_add_string_value(b, why);
+    }
     agent_return_end(agent, b);
 }
 

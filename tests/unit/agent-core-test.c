@@ -837,6 +837,12 @@ static void test_resume_no_device(void **state)
     assert_true((g_get_monotonic_time() - start) / 1000 < 1000);
     ret = reply_return(res);
     assert_string_equal(json_object_get_string_member(ret, "device"), "");
+    /* It says why no device came: the last look's error. */
+    assert_true(json_object_has_member(ret, "device_error"));
+    assert_non_null(strstr(json_object_get_string_member(ret, "device_error"),
+                           "no RDMA device with an ACTIVE port within"));
+    assert_non_null(strstr(json_object_get_string_member(ret, "device_error"),
+                           "fake: no device yet"));
     assert_int_equal(json_array_get_length(member_array(ret, "resumed")), 1);
     assert_true(f->verbs_calls > 3); /* it kept looking */
     close(p);
