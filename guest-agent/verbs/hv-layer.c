@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -50,29 +51,29 @@ __attribute__((constructor)) static void hv_constructor(void)
 
 /* ---- lookups ------------------------------------------------------------------------------ */
 
+static int hv_op_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc);
+
+/* Lock-free: libibverbs and the providers call some exports themselves with physical objects,
+ * sometimes while the layer holds its locks (a swap opening the new device). A shadow context
+ * is recognised by its poll_cq op, which is the layer's. */
 HvContext *hv_ctx_of(struct ibv_context *c)
 {
-    HvContext *ctx;
-
-    if (!c)
+    if (!c || c->ops.poll_cq != hv_op_poll_cq)
         return NULL;
-    pthread_mutex_lock(&hv.lock);
-    for (ctx = hv.ctxs; ctx; ctx = ctx->next)
-        if (&ctx->vctx.context == c)
-            break;
-    pthread_mutex_unlock(&hv.lock);
-    return ctx;
+    return (HvContext *)((char *)c - offsetof(HvContext, vctx.context));
 }
+
+static pthread_mutex_t hv_dev_lock = PTHREAD_MUTEX_INITIALIZER; /* hv.devs */
 
 static HvDevice *hv_dev_of(struct ibv_device *d)
 {
     HvDevice *dev;
 
-    pthread_mutex_lock(&hv.lock);
+    pthread_mutex_lock(&hv_dev_lock);
     for (dev = hv.devs; dev; dev = dev->next)
         if (&dev->dev == d)
             break;
-    pthread_mutex_unlock(&hv.lock);
+    pthread_mutex_unlock(&hv_dev_lock);
     return dev;
 }
 
@@ -885,18 +886,20 @@ HV_EXPORT struct ibv_device **ibv_get_device_list(int *num)
         errno = ENOMEM;
         return NULL;
     }
-    pthread_mutex_lock(&hv.lock);
+    pthread_mutex_lock(&hv_dev_lock);
     for (int i = 0; i < n; i++) {
-        out[i] = &hv_dev_get(plist[i])->dev;
+        HvDevice *dev = hv_dev_get(plist[i]);
+
+        out[i] = dev ? &dev->dev : NULL;
         if (!out[i]) {
-            pthread_mutex_unlock(&hv.lock);
+            pthread_mutex_unlock(&hv_dev_lock);
             free(out);
             hv_real.r_ibv_free_device_list(plist);
             errno = ENOMEM;
             return NULL;
         }
     }
-    pthread_mutex_unlock(&hv.lock);
+    pthread_mutex_unlock(&hv_dev_lock);
     hv_real.r_ibv_free_device_list(plist);
     if (num)
         *num = n;
