@@ -1778,6 +1778,8 @@ HV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int m
         case IBV_QPS_RTS:
             qp->a_rts = *attr;
             qp->m_rts = mask;
+            if (qp->init.qp_type != IBV_QPT_UD)
+                hv_debug("QP %u connected to QP %u", qp->pub.qp_num, qp->peer_vqpn);
             break;
         case IBV_QPS_RESET:
             qp->m_init = qp->m_rtr = qp->m_rts = 0;
