@@ -268,6 +268,7 @@ static HvSwapQp *hv_swap_list(size_t *n)
 
 static HvSwapQp *hv_swap_qps;
 static size_t hv_swap_n;
+static int64_t hv_paused_at; /* the mover's sends queued from then on (its blackout) */
 
 int hv_quiesce(void *opaque)
 {
@@ -280,6 +281,7 @@ int hv_quiesce(void *opaque)
     pthread_mutex_unlock(&hv.lock);
     free(hv_swap_qps);
     hv_swap_qps = hv_swap_list(&hv_swap_n);
+    hv_paused_at = t0;
     /* 1. no new sends from here on: they are queued */
     for (size_t i = 0; i < hv_swap_n; i++) {
         pthread_mutex_lock(&hv_swap_qps[i].qp->lock);
@@ -577,8 +579,9 @@ int hv_resume(const char *device, void *opaque)
     hv.swapping = 0;
     pthread_mutex_unlock(&hv.lock);
     hv_swap_ended();
-    hv_log("resumed on %s in %lld ms (%zu QPs)%s", device ? device : "the same device",
-           (long long)(hv_ms() - t0), hv_swap_n, r ? ": with errors" : "");
+    hv_log("resumed on %s in %lld ms (%zu QPs)%s; sends were paused for %lld ms",
+           device ? device : "the same device", (long long)(hv_ms() - t0), hv_swap_n,
+           r ? ": with errors" : "", (long long)(hv_ms() - hv_paused_at));
     return r;
 }
 
@@ -597,6 +600,7 @@ static int hv_on_suspend(const HvMsg *m, HvMsg *rep)
     }
     pthread_mutex_lock(&qp->lock);
     qp->paused = 1;
+    qp->paused_at = hv_ms();
     pthread_mutex_unlock(&qp->lock);
     r = hv_qp_drain(qp, 0, hv_ms() + HV_DRAIN_MS);
     if (r) {
@@ -678,7 +682,8 @@ static int hv_on_reconnect(const HvMsg *m, HvMsg *rep)
         hv_wake_cqs(ctx, 0);
         pthread_mutex_unlock(&hv.lock);
     }
-    hv_debug("QP %u reconnected to its peer's new QP %u", m->target, m->sender_pqpn);
+    hv_debug("QP %u reconnected to its peer's new QP %u; its sends were paused for %lld ms",
+             m->target, m->sender_pqpn, (long long)(hv_ms() - qp->paused_at));
     return r;
 }
 

@@ -141,6 +141,7 @@ typedef struct HvQp {
     enum ibv_qp_state state;
     pthread_mutex_t lock;
     int paused;              /* posts are queued (quiesce, or the peer's swap) */
+    int64_t paused_at;       /* CLOCK_MONOTONIC ms when the peer's swap paused it */
     HvSendWr *queued_head, *queued_tail;
     HvRecvFifo recvs;        /* posted, not yet completed (non-SRQ) */
     uint64_t sig_out;        /* signaled sends posted, not completed */
