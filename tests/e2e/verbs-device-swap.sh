@@ -34,8 +34,8 @@ run="ibv_rc_pingpong -d rxe0 -g $gid -n $iters"
 vtool "$s" VSW "$env_s $run"
 sleep 1
 vtool "$c" VSW "$env_c $run 198.51.100.$si"
-vwait "$c" 'VSW .*connected to QP' 1 120 || fail "the pingpong did not connect"
-vqpn=$(vlog "$c" VSW | sed -n 's/.*QP \([0-9]*\) connected to QP.*/\1/p' | head -n 1)
+vconnected "$c" 120 || fail "the pingpong did not connect"
+vqpn=$("$lab" exec "$c" "rdma res show qp | sed -n 's/.*lqpn \\([0-9]*\\) .*type RC state RTS.*/\\1/p'" --timeout 30 | tr -d '\r' | head -n 1)
 [ -n "$vqpn" ] || fail "no local QPN printed"
 log "client QPN $vqpn (virtual from now on)"
 

@@ -6,10 +6,11 @@
 # vtool GUEST TAG 'COMMAND': starts COMMAND; its output goes to the console as "TAG line", its
 # exit status as "TAG rc=N".
 # Every descriptor of the background job is redirected: one left on the debug shell's virtio
-# port keeps it open, and the lab's next exec cannot open the port. The tool's stdout is a
-# pipe (fully buffered): wait for the layer's lines (HOTMIG_VERBS_DEBUG=1), not the tool's.
+# port keeps it open, and the lab's next exec cannot open the port. awk flushes each line:
+# the initramfs's /dev/console is not a tty, so sed would hold its output in a 4 KiB buffer.
+# The tool's own stdout is a pipe (fully buffered until it exits): wait for the layer's lines.
 vtool() {
-    "$lab" exec "$1" "( ( $3; echo \"rc=\$?\" ) 2>&1 | sed 's/^/$2 /' >/dev/console 2>&1 ) </dev/null >/dev/null 2>&1 &" \
+    "$lab" exec "$1" "( ( $3; echo \"rc=\$?\" ) 2>&1 | awk '{ print \"$2 \" \$0; fflush() }' >/dev/console 2>&1 ) </dev/null >/dev/null 2>&1 &" \
         --timeout 60 || fail "cannot start '$3' in $1"
 }
 
@@ -39,4 +40,14 @@ vpeers() {
 # vgid GUEST: the GID index of the guest's IPv4 RoCE GID
 vgid() {
     grep -a 'HMLAB vf up' "$("$lab" console "$1")" | tail -n 1 | sed 's/.*gid=//' | tr -d '\r'
+}
+
+# vconnected GUEST TIMEOUT_S: until the guest has an RC QP of a process in state RTS (the
+# tool's own "connected" output is buffered in its pipe until it exits)
+vconnected() {
+    for _ in $(seq 1 "$2"); do
+        "$lab" exec "$1" "rdma res show qp | grep -q 'type RC state RTS.*pid'" --timeout 30 && return 0
+        sleep 1
+    done
+    return 1
 }

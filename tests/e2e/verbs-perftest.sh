@@ -32,7 +32,7 @@ for step in "ib_write_bw -D 40 $A $B" "ib_read_lat -n ${READ_ITERS:-8000} $B $A"
     vtool "$s" "$tag" "$env_s $tool $args"
     sleep 2
     vtool "$c" "$tag" "$env_c $tool $args 198.51.100.$si"
-    vwait "$c" "$tag .*connected to QP" 1 120 || fail "$tool did not start"
+    vconnected "$c" 120 || fail "$tool did not connect"
     sleep 5
     [ "$(vcount "$c" "$tag rc=")" = 0 ] || fail "$tool ended before the move: $(vlog "$c" "$tag")"
     migrate "$c" "$from" "$to" "$tmp/m$n.json"

@@ -30,7 +30,7 @@ run="ibv_rc_pingpong -d rxe0 -g $gid_s -n $iters $opt"
 vtool "$s" VPP "$env_s $run"
 sleep 1
 vtool "$c" VPP "$env_c $run 198.51.100.$si"
-vwait "$c" 'VPP .*connected to QP' 1 120 || fail "the pingpong did not connect"
+vconnected "$c" 120 || fail "the pingpong did not connect"
 
 n=0
 for move in "$c $A $B" "$c $B $A" "$s $B $A" "$s $A $B"; do
