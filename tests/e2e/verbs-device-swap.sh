@@ -42,13 +42,15 @@ log "client QPN $vqpn (virtual from now on)"
 # the agent's host channel: sync, protocol 2, prepare ... resume
 sock=$("$lab" channel "$c")
 coproc AG { exec socat - "UNIX-CONNECT:$sock"; }
+# bash closes a coproc's descriptors in subshells ($(...), pipelines): use copies
+exec {ag_in}>&"${AG[1]}" {ag_out}<&"${AG[0]}"
 agent() { # JSON -> prints the reply line
-    printf '%s\n' "$1" >&"${AG[1]}"
+    printf '%s\n' "$1" >&"$ag_in"
     local line
-    IFS= read -r -t 90 line <&"${AG[0]}" || fail "the agent did not answer $1"
+    IFS= read -r -t 90 line <&"$ag_out" || fail "the agent did not answer $1"
     printf '%s\n' "${line#$'\xff'}"
 }
-printf '\xff' >&"${AG[1]}"
+printf '\xff' >&"$ag_in"
 agent '{"execute":"sync","arguments":{"id":7}}' | grep -q '"return":7' || fail "no sync"
 agent '{"execute":"info","arguments":{"protocol":2}}' >/dev/null
 t0=$(date +%s%N)
