@@ -11,7 +11,7 @@
 # The tool's own stdout is a pipe (fully buffered until it exits): wait for the layer's lines.
 vtool() {
     "$lab" exec "$1" "( ( $3; echo \"rc=\$?\" ) 2>&1 | awk '{ print \"$2 \" \$0; fflush() }' >/dev/console 2>&1 ) </dev/null >/dev/null 2>&1 &" \
-        --timeout 60 || fail "cannot start '$3' in $1"
+        --timeout 180 || fail "cannot start '$3' in $1"
 }
 
 # vcount GUEST PATTERN: console lines matching PATTERN (grep -E)

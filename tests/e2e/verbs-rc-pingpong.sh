@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/verbs-lib.sh"
 events=${EVENTS:-0}
 case $events in 0) opt='' sfx=p ;; 1) opt='-e' sfx=e ;; *) fail "EVENTS must be 0 or 1" ;; esac
-iters=${ITERS:-6000}
+iters=${ITERS:-3000}
 c=vrc-$sfx-c
 s=vrc-$sfx-s
 tmp=$(mktemp -d)
