@@ -38,7 +38,7 @@ one() {
 
 median() { sort -n | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 
-for tool in "ib_send_lat -n 2000 6" "ib_write_bw -n 5000 4"; do
+for tool in "ib_send_lat -n ${LAT_ITERS:-1000} 6" "ib_write_bw -n ${BW_ITERS:-300} 4"; do
     read -r name opt iters col <<<"$tool"
     : >"$tmp/$name.0"
     : >"$tmp/$name.1"

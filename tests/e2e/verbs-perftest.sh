@@ -3,7 +3,8 @@
 # with the peer's rkey, unsignaled sends with a signaled one every 100) and ib_read_lat (RDMA
 # READ), each with --use_old_post_send (the ibv_wr_* API is refused by the layer). The
 # client's guest moves A->B during ib_write_bw, back B->A during ib_read_lat. Asserts: both
-# moves succeed, the client's layer resumed, both tools exit 0 on both ends with figures.
+# moves succeed, the client's layer resumed, both tools exit 0 on both ends and the client
+# prints its figures.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/verbs-lib.sh"
 c=vpt-c
