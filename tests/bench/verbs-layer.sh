@@ -20,11 +20,10 @@ si=$("$lab" index "$s")
 gid=$(vgid "$s")
 run_no=0
 
-# one RUN: TOOL ARGS PRELOAD(0|1) -> prints the client's figure row
+# one TAG TOOL ARGS PRELOAD(0|1) -> prints the client's figure row (runs in $(...): the caller
+# numbers the tags)
 one() {
-    local tool=$1 args=$2 pre=$3 env='' tag
-    run_no=$((run_no + 1))
-    tag=VB$run_no
+    local tag=$1 tool=$2 args=$3 pre=$4 env=''
     [ "$pre" = 1 ] &&
         env="LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_PEERS=$(vpeers "$c"),$(vpeers "$s")"
     vtool "$s" "$tag" "$env $tool -d rxe0 -x $gid --use_old_post_send $args"
@@ -44,7 +43,8 @@ for tool in "ib_send_lat -n ${LAT_ITERS:-1000} 6" "ib_write_bw -n ${BW_ITERS:-30
     : >"$tmp/$name.1"
     for r in $(seq 1 "$rounds"); do
         for pre in 0 1; do
-            row=$(one "$name" "$opt $iters" "$pre")
+            run_no=$((run_no + 1))
+            row=$(one "VB$run_no" "$name" "$opt $iters" "$pre")
             v=$(awk -v c="$col" '{print $c}' <<<"$row")
             echo "VERBS-BENCH-RUN tool=$name round=$r layer=$pre value=$v row='$row'"
             echo "$v" >>"$tmp/$name.$pre"
