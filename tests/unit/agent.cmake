@@ -3,6 +3,9 @@
 hm_add_test(agent-core-test unit
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/agent-core-test.c
   LIBS hotmig-agent-core)
+# The uevent listener on the real kernel socket (root: skipped, exit 77, otherwise).
+add_test(NAME agent-uevent-test COMMAND agent-core-test --uevent)
+set_tests_properties(agent-uevent-test PROPERTIES LABELS unit SKIP_RETURN_CODE 77)
 hm_add_test(libhotmig-test unit
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/libhotmig-test.c
   LIBS hotmig Threads::Threads)
