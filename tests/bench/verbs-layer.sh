@@ -20,8 +20,8 @@ si=$("$lab" index "$s")
 gid=$(vgid "$s")
 run_no=0
 
-# one TAG TOOL ARGS PRELOAD(0|1) -> prints the client's figure row (runs in $(...): the caller
-# numbers the tags)
+# one TAG TOOL ARGS PRELOAD(0|1): the client's figure row into $tmp/row (called directly, not
+# in $(...): the lab's exec in a command substitution left the next exec of that guest hanging)
 one() {
     local tag=$1 tool=$2 args=$3 pre=$4 env=''
     [ "$pre" = 1 ] &&
@@ -32,7 +32,7 @@ one() {
     vwait "$c" "$tag rc=" 1 600 || fail "$tool did not finish"
     vwait "$s" "$tag rc=" 1 60 || fail "$tool's server did not finish"
     vlog "$c" "$tag" | grep -q '^rc=0$' || fail "$tool failed: $(vlog "$c" "$tag")"
-    vlog "$c" "$tag" | grep -E '^ *[0-9]+ +[0-9]+ ' | tail -n 1 | tr -s ' '
+    vlog "$c" "$tag" | grep -E '^ *[0-9]+ +[0-9]+ ' | tail -n 1 | tr -s ' ' >"$tmp/row"
 }
 
 median() { sort -n | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
@@ -44,7 +44,8 @@ for tool in "ib_send_lat -n ${LAT_ITERS:-1000} 6" "ib_write_bw -n ${BW_ITERS:-30
     for r in $(seq 1 "$rounds"); do
         for pre in 0 1; do
             run_no=$((run_no + 1))
-            row=$(one "VB$run_no" "$name" "$opt $iters" "$pre")
+            one "VB$run_no" "$name" "$opt $iters" "$pre"
+            row=$(cat "$tmp/row")
             v=$(awk -v c="$col" '{print $c}' <<<"$row")
             echo "VERBS-BENCH-RUN tool=$name round=$r layer=$pre value=$v row='$row'"
             echo "$v" >>"$tmp/$name.$pre"
