@@ -375,10 +375,11 @@ static struct ibv_recv_wr *hv_recv_bad(struct ibv_recv_wr *wr, struct ibv_recv_w
     return wr;
 }
 
-/* Posts receives on the physical QP and records them. QP lock held, qp->phys set. */
-int hv_qp_post_recv_phys(HvQp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+/* Posts receives on the physical QP (@pqp) or SRQ (@psrq), translated when the device was
+ * swapped, and records the accepted ones in @fifo. The owner's lock is held. */
+static int hv_post_recv_phys(HvContext *ctx, HvRecvFifo *fifo, struct ibv_qp *pqp,
+                             struct ibv_srq *psrq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
-    HvContext *ctx = qp->pd->ctx;
     struct ibv_recv_wr *tr = wr, *pbad = NULL, *w;
     int r = 0;
 
@@ -388,30 +389,21 @@ int hv_qp_post_recv_phys(HvQp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **
         *bad = wr;
         return r;
     }
-    r = ibv_post_recv(qp->phys, tr, &pbad);
+    r = pqp ? ibv_post_recv(pqp, tr, &pbad) : ibv_post_srq_recv(psrq, tr, &pbad);
     *bad = r ? (tr == wr ? pbad : hv_recv_bad(wr, tr, pbad)) : NULL;
     for (w = wr; w && w != *bad; w = w->next)
-        hv_fifo_push(&qp->recvs, w);
+        hv_fifo_push(fifo, w);
     return r;
+}
+
+int hv_qp_post_recv_phys(HvQp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+    return hv_post_recv_phys(qp->pd->ctx, &qp->recvs, qp->phys, NULL, wr, bad);
 }
 
 int hv_srq_post_recv_phys(HvSrq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
-    HvContext *ctx = srq->pd->ctx;
-    struct ibv_recv_wr *tr = wr, *pbad = NULL, *w;
-    int r = 0;
-
-    if (ctx->swapped)
-        r = hv_recv_translate(ctx, wr, &tr);
-    if (r) {
-        *bad = wr;
-        return r;
-    }
-    r = ibv_post_srq_recv(srq->phys, tr, &pbad);
-    *bad = r ? (tr == wr ? pbad : hv_recv_bad(wr, tr, pbad)) : NULL;
-    for (w = wr; w && w != *bad; w = w->next)
-        hv_fifo_push(&srq->recvs, w);
-    return r;
+    return hv_post_recv_phys(srq->pd->ctx, &srq->recvs, NULL, srq->phys, wr, bad);
 }
 
 /* ---- the ops the inline data path calls ------------------------------------------------- */

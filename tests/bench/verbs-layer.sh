@@ -12,10 +12,7 @@ s=vbench-s
 tmp=$(mktemp -d)
 trap 'cleanup; rm -rf "$tmp"' EXIT
 
-start_guest "$s" B "$c"
-start_guest "$c" A "$s"
-"$lab" wait "$s" 'HMLAB booted' --timeout 240 >/dev/null || fail "$s did not boot"
-"$lab" wait "$c" 'HMLAB booted' --timeout 240 >/dev/null || fail "$c did not boot"
+vpair "$c" "$s"
 si=$("$lab" index "$s")
 gid=$(vgid "$s")
 run_no=0

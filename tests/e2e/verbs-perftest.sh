@@ -12,11 +12,7 @@ s=vpt-s
 tmp=$(mktemp -d)
 trap 'cleanup; rm -rf "$tmp"' EXIT
 
-[ -e "$build/guest-agent/verbs/libhotmig-verbs.so" ] || fail "libhotmig-verbs.so is not built"
-start_guest "$s" B "$c"
-start_guest "$c" A "$s"
-"$lab" wait "$s" 'HMLAB booted' --timeout 240 >/dev/null || fail "$s did not boot"
-"$lab" wait "$c" 'HMLAB booted' --timeout 240 >/dev/null || fail "$c did not boot"
+vpair "$c" "$s"
 "$lab" exec "$c" 'command -v ib_write_bw && command -v ib_read_lat' --timeout 20 >/dev/null ||
     fail "perftest is not in the guest image (lab/hotmig-lab copies it when installed)"
 si=$("$lab" index "$s")
