@@ -49,3 +49,13 @@ set_tests_properties(e2e-migrate-roundtrip-lazy e2e-migrate-roundtrip-threaded e
   e2e-migrate-roundtrip-threaded-fallback e2e-cancel e2e-agent-stops e2e-libvirtd-restart
   e2e-hotmigd e2e-dry-run e2e-alertmanager e2e-drain e2e-deputy e2e-migrate-options
   PROPERTIES LABELS "e2e;standin")
+# The transparent verbs layer (docs/verbs-layer.md): unmodified ibv_rc_pingpong under
+# LD_PRELOAD=libhotmig-verbs.so across four live migrations (client A->B->A, server B->A->B).
+hm_add_e2e(e2e-verbs-rc-pingpong verbs-rc-pingpong.sh EVENTS=0)
+hm_add_e2e(e2e-verbs-rc-pingpong-events verbs-rc-pingpong.sh EVENTS=1)
+# The same without a VM move: quiesce, rdma link del/add rxe0, resume, after burning QPNs.
+hm_add_e2e(e2e-verbs-device-swap verbs-device-swap.sh)
+# perftest (ib_write_bw, ib_read_lat with --use_old_post_send) across a migration each.
+hm_add_e2e(e2e-verbs-perftest verbs-perftest.sh)
+set_tests_properties(e2e-verbs-rc-pingpong e2e-verbs-rc-pingpong-events e2e-verbs-device-swap
+  e2e-verbs-perftest PROPERTIES LABELS "e2e;standin")
