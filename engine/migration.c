@@ -583,38 +583,26 @@ static guint64 gid_interface_id(const char *text)
  * nothing is carried over. */
 static void identity_read(Migration *m, OrchAgent *agent)
 {
-    g_autoptr(JsonObject) args = json_object_new();
-    g_autoptr(JsonObject) info = NULL;
-    g_autoptr(JsonObject) inv = NULL;
+    g_autoptr(OrchAgentInfo) info = NULL;
+    g_autoptr(OrchAgentInventory) inv = NULL;
     g_autoptr(GError) local = NULL;
-    JsonArray *devices;
-    JsonObject *dev;
-    JsonArray *ports;
-    const char *node;
+    OrchAgentDevice *dev;
+    OrchAgentPort *port;
 
-    json_object_set_int_member(args, "protocol", 2);
-    info = orch_agent_execute(agent, "info", args, m->opts->agent_timeout_ms, &local);
-    inv = info ? orch_agent_execute(agent, "inventory", NULL, m->opts->agent_timeout_ms, &local)
-               : NULL;
+    info = orch_agent_info(agent, 2, m->opts->agent_timeout_ms, &local);
+    inv = info ? orch_agent_inventory(agent, m->opts->agent_timeout_ms, &local) : NULL;
     if (!inv) {
         m->identity_note = g_strdup_printf("no inventory from the agent (%s)", local->message);
         return;
     }
-    devices = json_object_has_member(inv, "devices") &&
-                      JSON_NODE_HOLDS_ARRAY(json_object_get_member(inv, "devices"))
-                  ? json_object_get_array_member(inv, "devices")
-                  : NULL;
-    if (!devices || json_array_get_length(devices) != 1 || m->vfs->len != 1) {
+    if (inv->devices->len != 1 || m->vfs->len != 1) {
         m->identity_note = g_strdup_printf(
             "%u RDMA device(s) in the guest for %u VF(s): cannot tell which is which",
-            devices ? json_array_get_length(devices) : 0, m->vfs->len);
+            inv->devices->len, m->vfs->len);
         return;
     }
-    dev = JSON_NODE_HOLDS_OBJECT(json_array_get_element(devices, 0))
-              ? json_array_get_object_element(devices, 0)
-              : NULL;
-    node = orch_json_get_string(dev, "node_guid");
-    if (!node || !hotplug_guid_parse(node, &m->node_guid, &local)) {
+    dev = g_ptr_array_index(inv->devices, 0);
+    if (!dev->node_guid || !hotplug_guid_parse(dev->node_guid, &m->node_guid, &local)) {
         m->identity_note = g_strdup_printf("the guest's RDMA device reports no usable node GUID%s%s",
                                            local ? ": " : "", local ? local->message : "");
         return;
@@ -622,27 +610,12 @@ static void identity_read(Migration *m, OrchAgent *agent)
     /* An InfiniBand port's GUID is the interface identifier of its first GID; a RoCE port has
      * none of its own. */
     m->port_guid = m->node_guid;
-    ports = dev && json_object_has_member(dev, "ports") &&
-                    JSON_NODE_HOLDS_ARRAY(json_object_get_member(dev, "ports"))
-                ? json_object_get_array_member(dev, "ports")
-                : NULL;
-    if (ports && json_array_get_length(ports) > 0 &&
-        JSON_NODE_HOLDS_OBJECT(json_array_get_element(ports, 0))) {
-        JsonObject *port = json_array_get_object_element(ports, 0);
-        const char *ll = orch_json_get_string(port, "link_layer");
-        JsonArray *gids = json_object_has_member(port, "gids") &&
-                                  JSON_NODE_HOLDS_ARRAY(json_object_get_member(port, "gids"))
-                              ? json_object_get_array_member(port, "gids")
-                              : NULL;
+    port = dev->ports->len ? g_ptr_array_index(dev->ports, 0) : NULL;
+    if (port && g_strcmp0(port->link_layer, "InfiniBand") == 0 && port->gids[0]) {
+        guint64 id = gid_interface_id(port->gids[0]);
 
-        if (ll && g_str_equal(ll, "InfiniBand") && gids && json_array_get_length(gids) > 0 &&
-            JSON_NODE_HOLDS_VALUE(json_array_get_element(gids, 0)) &&
-            json_node_get_value_type(json_array_get_element(gids, 0)) == G_TYPE_STRING) {
-            guint64 id = gid_interface_id(json_array_get_string_element(gids, 0));
-
-            if (id)
-                m->port_guid = id;
-        }
+        if (id)
+            m->port_guid = id;
     }
 }
 

@@ -93,7 +93,7 @@ static void check_agent(Preflight *pf)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(OrchAgent) agent = NULL;
-    g_autoptr(JsonObject) info = NULL;
+    g_autoptr(OrchAgentInfo) info = NULL;
     const char *channel =
         pf->opts->agent_channel ? pf->opts->agent_channel : ORCH_AGENT_CHANNEL_DEFAULT;
 
@@ -107,16 +107,14 @@ static void check_agent(Preflight *pf)
     }
     agent = orch_agent_open(pf->src, pf->opts->domain, channel, pf->opts->agent_timeout_ms,
                             &error);
-    info = agent ? orch_agent_execute(agent, "info", NULL, pf->opts->agent_timeout_ms, &error)
-                 : NULL;
+    info = agent ? orch_agent_info(agent, 0, pf->opts->agent_timeout_ms, &error) : NULL;
     if (!info) {
         check_add(pf, "agent", ORCH_CHECK_FAIL, "%s; use --no-agent to migrate without quiescing",
                   error->message);
         return;
     }
     check_add(pf, "agent", ORCH_CHECK_PASS, "hotmig-agent %s answers on channel '%s'",
-              orch_json_get_string(info, "version") ? orch_json_get_string(info, "version")
-                                                    : "(unknown version)",
+              info->version ? info->version : "(unknown version)",
               channel);
 }
 
