@@ -23,7 +23,7 @@ static gboolean agent_send(OrchAgent *agent, const char *data, gsize len, HmDead
 {
     OrchVirtChannel *chan = agent->chan;
 
-    return chan->virt->ops->channel_send(chan, data, len, deadline, error);
+    return orch_virt_channel_send(chan, data, len, deadline, error);
 }
 
 /* Receives more bytes into inbuf; FALSE on error, timeout or end of stream. */
@@ -31,7 +31,7 @@ static gboolean agent_fill(OrchAgent *agent, HmDeadline deadline, GError **error
 {
     OrchVirtChannel *chan = agent->chan;
     char buf[4096];
-    gssize n = chan->virt->ops->channel_recv(chan, buf, sizeof(buf), deadline, error);
+    gssize n = orch_virt_channel_recv(chan, buf, sizeof(buf), deadline, error);
 
     if (n < 0)
         return FALSE;
@@ -144,7 +144,7 @@ OrchAgent *orch_agent_open(OrchVirt *virt, const char *domain, const char *chann
 
         g_clear_error(&local);
         g_clear_pointer(&agent->chan, orch_virt_channel_close);
-        agent->chan = virt->ops->channel_open(virt, domain, channel, error);
+        agent->chan = orch_virt_channel_open(virt, domain, channel, error);
         if (!agent->chan)
             return NULL;
         if (agent_sync(agent, until, &local)) {

@@ -343,7 +343,7 @@ static gboolean do_connect(Migration *m, OrchVirtOpenFunc open_fn, gpointer open
     m->dst = open_fn(m->opts->dest_uri, "destination", open_opaque, error);
     if (!m->dst)
         return FALSE;
-    if (!m->src->ops->domain_state(m->src, m->opts->domain, &state, error))
+    if (!orch_virt_domain_state(m->src, m->opts->domain, &state, error))
         return FALSE;
     if (state != ORCH_VIRT_DOMAIN_RUNNING) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_NO_DOMAIN,
@@ -351,7 +351,7 @@ static gboolean do_connect(Migration *m, OrchVirtOpenFunc open_fn, gpointer open
                     state == ORCH_VIRT_DOMAIN_MISSING ? "defined" : "running", m->src->uri);
         return FALSE;
     }
-    if (!m->dst->ops->domain_state(m->dst, m->opts->domain, &state, error))
+    if (!orch_virt_domain_state(m->dst, m->opts->domain, &state, error))
         return FALSE;
     if (state == ORCH_VIRT_DOMAIN_RUNNING) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
@@ -360,12 +360,12 @@ static gboolean do_connect(Migration *m, OrchVirtOpenFunc open_fn, gpointer open
         return FALSE;
     }
     m->dest_defined = state == ORCH_VIRT_DOMAIN_INACTIVE;
-    return m->src->ops->domain_is_persistent(m->src, m->opts->domain, &m->persistent, error);
+    return orch_virt_domain_is_persistent(m->src, m->opts->domain, &m->persistent, error);
 }
 
 static gboolean do_inspect(Migration *m, char **ret_detail, GError **error)
 {
-    g_autofree char *xml = m->src->ops->domain_get_xml(m->src, m->opts->domain, error);
+    g_autofree char *xml = orch_virt_domain_get_xml(m->src, m->opts->domain, error);
     g_autoptr(XmlDomain) dom = NULL;
     g_autoptr(GString) detail = g_string_new(NULL);
 
@@ -394,7 +394,7 @@ static gboolean do_inspect(Migration *m, char **ret_detail, GError **error)
 /* HotplugVf for every PCI VF node device of @virt (owned array). */
 static GPtrArray *host_vfs(OrchVirt *virt, GError **error)
 {
-    g_autoptr(GPtrArray) xmls = virt->ops->nodedev_list_pci_xml(virt, error);
+    g_autoptr(GPtrArray) xmls = orch_virt_nodedev_list_pci_xml(virt, error);
     g_autoptr(GPtrArray) vfs = g_ptr_array_new_with_free_func((GDestroyNotify)hotplug_vf_free);
 
     if (!xmls)
@@ -732,7 +732,7 @@ static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
 static gboolean device_present(Migration *m, OrchVirt *virt, const char *alias,
                                gboolean *ret_present, GError **error)
 {
-    g_autofree char *xml = virt->ops->domain_get_xml(virt, m->opts->domain, error);
+    g_autofree char *xml = orch_virt_domain_get_xml(virt, m->opts->domain, error);
     g_autoptr(XmlDomain) dom = xml ? xml_domain_parse(xml, error) : NULL;
     g_autoptr(GPtrArray) vfs = dom ? xml_domain_find_vfs(dom, m->opts->alias_prefix, error) : NULL;
 
@@ -757,7 +757,7 @@ static gboolean do_unplug(Migration *m, char **ret_detail, GError **error)
 
         if (!note(m, "unplug", vf->alias, NULL, error))
             return FALSE;
-        if (!m->src->ops->device_detach(m->src, m->opts->domain, vf->alias, m->persistent,
+        if (!orch_virt_device_detach(m->src, m->opts->domain, vf->alias, m->persistent,
                                         m->opts->unplug_timeout_ms, &local)) {
             gboolean present = TRUE;
 
@@ -790,7 +790,7 @@ static void migration_cancelled(GCancellable *cancellable, gpointer data)
     Migration *m = data;
     g_autoptr(GError) local = NULL;
 
-    if (!m->src->ops->domain_abort_job(m->src, m->opts->domain, &local))
+    if (!orch_virt_domain_abort_job(m->src, m->opts->domain, &local))
         g_warning("Cannot abort the migration of '%s': %s", m->opts->domain, local->message);
 }
 
@@ -820,7 +820,7 @@ static gboolean do_migrate(Migration *m, char **ret_detail, GError **error)
     if (m->opts->cancellable)
         cancel_id = g_cancellable_connect(m->opts->cancellable, G_CALLBACK(migration_cancelled),
                                           m, NULL);
-    ok = m->src->ops->migrate(m->src, m->opts->domain, m->dst->uri, &params, &stats, error);
+    ok = orch_virt_migrate(m->src, m->opts->domain, m->dst->uri, &params, &stats, error);
     if (cancel_id)
         g_cancellable_disconnect(m->opts->cancellable, cancel_id);
     if (!ok && g_cancellable_is_cancelled(m->opts->cancellable)) {
@@ -832,7 +832,7 @@ static gboolean do_migrate(Migration *m, char **ret_detail, GError **error)
         OrchVirtDomainState state;
 
         /* A failure after the switch-over leaves the domain running on the destination. */
-        if (m->dst->ops->domain_state(m->dst, m->opts->domain, &state, NULL) &&
+        if (orch_virt_domain_state(m->dst, m->opts->domain, &state, NULL) &&
             state == ORCH_VIRT_DOMAIN_RUNNING) {
             m->on_destination = TRUE;
             g_free(m->report->final_host);
@@ -877,7 +877,7 @@ static void learn_dest_alias(Migration *m, guint i, const char *device_xml)
         g_ptr_array_add(m->dest_alias, NULL);
     if (!pci) /* stand-ins keep their user alias */
         return;
-    live_xml = m->dst->ops->domain_get_xml(m->dst, m->opts->domain, NULL);
+    live_xml = orch_virt_domain_get_xml(m->dst, m->opts->domain, NULL);
     live_dom = live_xml ? xml_domain_parse(live_xml, NULL) : NULL;
     live = live_dom ? xml_domain_find_vfs(live_dom, NULL, NULL) : NULL;
     for (guint j = 0; live && j < live->len; j++) {
@@ -929,7 +929,7 @@ static gboolean plug_other_vf(Migration *m, guint i, const char *why)
     progress(m, ORCH_PHASE_PLUG, "'%s' would not plug (%s); trying VF %s instead", vf->alias,
              why, lease->vf);
     if (!note(m, "plug", vf->alias, xml, NULL) ||
-        !m->dst->ops->device_attach(m->dst, m->opts->domain, xml, m->dest_persistent, &local)) {
+        !orch_virt_device_attach(m->dst, m->opts->domain, xml, m->dest_persistent, &local)) {
         if (local)
             progress(m, ORCH_PHASE_PLUG, "VF %s would not plug either: %s", lease->vf,
                      local->message);
@@ -952,7 +952,7 @@ static gboolean do_plug(Migration *m, char **ret_detail, GError **error)
 
     /* Defined there when --persistent asked it or it was defined there before, whatever it was
      * on the source: a transient domain has no definition to plug into (libvirt refuses). */
-    if (!m->dst->ops->domain_is_persistent(m->dst, m->opts->domain, &m->dest_persistent, error))
+    if (!orch_virt_domain_is_persistent(m->dst, m->opts->domain, &m->dest_persistent, error))
         return FALSE;
 
     for (guint i = 0; i < m->vfs->len; i++) {
@@ -964,7 +964,7 @@ static gboolean do_plug(Migration *m, char **ret_detail, GError **error)
             return FALSE;
         for (attempt = 1; attempt <= attempts; attempt++) {
             g_clear_error(&local);
-            if (m->dst->ops->device_attach(m->dst, m->opts->domain,
+            if (orch_virt_device_attach(m->dst, m->opts->domain,
                                            g_ptr_array_index(m->dest_xml, i), m->dest_persistent,
                                            &local))
                 break;
@@ -1015,7 +1015,7 @@ static void rollback(Migration *m)
             g_autoptr(GError) err = NULL;
 
             start = g_get_monotonic_time();
-            if (m->dst->ops->device_detach(m->dst, m->opts->domain, dest_alias(m, i - 1),
+            if (orch_virt_device_detach(m->dst, m->opts->domain, dest_alias(m, i - 1),
                                            m->dest_persistent, m->opts->unplug_timeout_ms, &err))
                 m->plugged = i - 1;
             rollback_record(m, "unplug-destination", start, err, vf->alias);
@@ -1024,7 +1024,7 @@ static void rollback(Migration *m)
         }
         start = g_get_monotonic_time();
         if (m->plugged == 0 &&
-            m->dst->ops->migrate(m->dst, m->opts->domain, m->src->uri, &params, &stats, &local)) {
+            orch_virt_migrate(m->dst, m->opts->domain, m->src->uri, &params, &stats, &local)) {
             m->on_destination = FALSE;
             g_free(m->report->final_host);
             m->report->final_host = g_strdup("source");
@@ -1040,7 +1040,7 @@ static void rollback(Migration *m)
                 g_autoptr(GError) err = NULL;
 
                 start = g_get_monotonic_time();
-                if (m->dst->ops->device_attach(m->dst, m->opts->domain,
+                if (orch_virt_device_attach(m->dst, m->opts->domain,
                                                g_ptr_array_index(m->dest_xml, i),
                                                m->dest_persistent, &err))
                     m->plugged = i + 1;
@@ -1056,7 +1056,7 @@ static void rollback(Migration *m)
             g_autoptr(GError) err = NULL;
             gint64 start = g_get_monotonic_time();
 
-            if (!m->src->ops->device_attach(m->src, m->opts->domain,
+            if (!orch_virt_device_attach(m->src, m->opts->domain,
                                             g_ptr_array_index(m->source_xml, i), m->persistent,
                                             &err))
                 vf_back_ok = FALSE;

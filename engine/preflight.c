@@ -55,14 +55,14 @@ static void check_hosts(Preflight *pf)
         return;
     }
     check_add(pf, "source", ORCH_CHECK_PASS, "connected to source host '%s'", pf->src->uri);
-    if (!pf->src->ops->domain_state(pf->src, pf->opts->domain, &state, &error)) {
+    if (!orch_virt_domain_state(pf->src, pf->opts->domain, &state, &error)) {
         check_add(pf, "domain", ORCH_CHECK_FAIL, "%s", error->message);
     } else if (state != ORCH_VIRT_DOMAIN_RUNNING) {
         check_add(pf, "domain", ORCH_CHECK_FAIL, "domain '%s' is not %s on source host '%s'",
                   pf->opts->domain, state == ORCH_VIRT_DOMAIN_MISSING ? "defined" : "running",
                   pf->src->uri);
     } else {
-        g_autofree char *xml = pf->src->ops->domain_get_xml(pf->src, pf->opts->domain, &error);
+        g_autofree char *xml = orch_virt_domain_get_xml(pf->src, pf->opts->domain, &error);
 
         pf->dom = xml ? xml_domain_parse(xml, &error) : NULL;
         if (!pf->dom)
@@ -78,7 +78,7 @@ static void check_hosts(Preflight *pf)
         check_add(pf, "destination", ORCH_CHECK_FAIL, "%s", error->message);
         return;
     }
-    if (!pf->dst->ops->domain_state(pf->dst, pf->opts->domain, &state, &error))
+    if (!orch_virt_domain_state(pf->dst, pf->opts->domain, &state, &error))
         check_add(pf, "destination", ORCH_CHECK_FAIL, "%s", error->message);
     else if (state == ORCH_VIRT_DOMAIN_RUNNING)
         check_add(pf, "destination", ORCH_CHECK_FAIL,
@@ -157,7 +157,7 @@ static void check_capable(Preflight *pf)
         return;
     }
     needs = xml_domain_get_needs(pf->dom);
-    if (!pf->dst->ops->domain_capable(pf->dst, needs, &capable, &detail, &error))
+    if (!orch_virt_domain_capable(pf->dst, needs, &capable, &detail, &error))
         check_add(pf, "cpu", ORCH_CHECK_FAIL, "%s", error->message);
     else
         check_add(pf, "cpu", capable ? ORCH_CHECK_PASS : ORCH_CHECK_FAIL,

@@ -48,7 +48,7 @@ static void action(OrchRecovery *rec, const char *what, gint64 start, const GErr
 /* The VFs in the live XML of the domain on @virt (owned array of XmlVf). */
 static GPtrArray *live_vfs(OrchVirt *virt, const char *domain, GError **error)
 {
-    g_autofree char *xml = virt->ops->domain_get_xml(virt, domain, error);
+    g_autofree char *xml = orch_virt_domain_get_xml(virt, domain, error);
     g_autoptr(XmlDomain) dom = xml ? xml_domain_parse(xml, error) : NULL;
 
     return dom ? xml_domain_find_vfs(dom, NULL, error) : NULL;
@@ -140,10 +140,10 @@ static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchR
 
     /* A migration job a killed migrate-vm left running in libvirtd: stop it, then look. */
     start = g_get_monotonic_time();
-    if (!src->ops->domain_state(src, plan->domain, &src_state, error))
+    if (!orch_virt_domain_state(src, plan->domain, &src_state, error))
         return FALSE;
     if (src_state == ORCH_VIRT_DOMAIN_RUNNING) {
-        if (!src->ops->domain_abort_job(src, plan->domain, &local)) {
+        if (!orch_virt_domain_abort_job(src, plan->domain, &local)) {
             action(rec, "abort-job", start, local, NULL);
             g_propagate_error(error, g_steal_pointer(&local));
             return FALSE;
@@ -153,8 +153,8 @@ static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchR
     /* Right after a migration job ends, the destination's incoming domain takes a moment to
      * be torn down (or the source's to go): look again until one of them is left. */
     for (HmDeadline until = hm_deadline_in_ms(RECOVER_SETTLE_MS);;) {
-        if (!src->ops->domain_state(src, plan->domain, &src_state, error) ||
-            !dst->ops->domain_state(dst, plan->domain, &dst_state, error))
+        if (!orch_virt_domain_state(src, plan->domain, &src_state, error) ||
+            !orch_virt_domain_state(dst, plan->domain, &dst_state, error))
             return FALSE;
         if (src_state != ORCH_VIRT_DOMAIN_RUNNING || dst_state != ORCH_VIRT_DOMAIN_RUNNING ||
             hm_deadline_remaining_ms(until) == 0)
@@ -178,7 +178,7 @@ static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchR
     rec->vfs_total = plan->vfs->len;
     /* Plugs and unplugs change the domain's definition where it runs when it has one there:
      * on the destination that depends on --persistent, not on the source's. */
-    if (!here->ops->domain_is_persistent(here, plan->domain, &persistent, error))
+    if (!orch_virt_domain_is_persistent(here, plan->domain, &persistent, error))
         return FALSE;
 
     /* A hot-unplug is asynchronous: one asked for by the killed process may still be under
@@ -192,7 +192,7 @@ static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchR
             if (!vf->unplug_asked)
                 continue;
             start = g_get_monotonic_time();
-            if (here->ops->device_detach(here, plan->domain, vf->alias, persistent,
+            if (orch_virt_device_detach(here, plan->domain, vf->alias, persistent,
                                          opts->unplug_timeout_ms, &err))
                 action(rec, "finish-unplug", start, NULL, vf->alias);
             else
@@ -213,7 +213,7 @@ static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchR
             continue;
         }
         start = g_get_monotonic_time();
-        if (here->ops->device_attach(here, plan->domain,
+        if (orch_virt_device_attach(here, plan->domain,
                                      on_destination ? vf->destination_xml : vf->source_xml,
                                      persistent, &err))
             rec->vfs_attached++;
