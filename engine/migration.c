@@ -1281,49 +1281,37 @@ static void journal_end(Migration *m, gboolean keep)
         g_warning("Cannot close the journal of '%s': %s", m->opts->domain, local->message);
 }
 
-gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
-                      OrchReport **ret_report, GError **error)
+/* What changes nothing: the options, connect, inspect, target-vf, then the journal's begin
+ * record. FALSE: the migration stops here, nothing to undo. */
+static gboolean migration_look(Migration *m, GError **error)
 {
-    Migration mig = {.opts = opts};
-    Migration *m = &mig;
-    Side tail = {0};
+    const OrchOptions *opts = m->opts;
     g_autoptr(GError) local = NULL;
-    gboolean has_vf;
-    gboolean ok = FALSE;
-    gboolean keep_journal = FALSE;
-
-    m->report = report_new(opts);
-    m->open_fn = open_fn;
-    m->open_opaque = open_opaque;
-    m->start = g_get_monotonic_time();
-    m->report->ok = FALSE;
-    m->id = g_uuid_string_random();
 
     if (!validate_options(opts, &local)) {
         m->report->failed_phase = ORCH_PHASE_CONNECT;
         m->report->error = g_strdup(local->message);
         g_propagate_error(error, g_steal_pointer(&local));
-        goto out;
+        return FALSE;
     }
 
     phase_begin(m, ORCH_PHASE_CONNECT);
     /* One migration per domain: the journal's lock is held until the end. */
     m->journal = orch_journal_open(opts->state_dir ? opts->state_dir : ORCH_STATE_DIR_DEFAULT,
                                    opts->domain, TRUE, &local);
-    if (!m->journal || !do_connect(m, open_fn, open_opaque, &local)) {
+    if (!m->journal || !do_connect(m, m->open_fn, m->open_opaque, &local)) {
         phase_fail(m, ORCH_PHASE_CONNECT, local);
         g_propagate_prefixed_error(error, g_steal_pointer(&local), "Phase 'connect' failed: ");
-        goto out;
+        return FALSE;
     }
     phase_end(m, ORCH_PHASE_CONNECT, ORCH_STATUS_OK, "%s -> %s%s", m->src->uri, m->dst->uri,
               m->persistent ? " (persistent domain)" : "");
 
     if (!run_phase(m, ORCH_PHASE_INSPECT, do_inspect, error))
-        goto out;
-    has_vf = m->vfs->len > 0;
-    if (has_vf) {
+        return FALSE;
+    if (m->vfs->len > 0) {
         if (!run_target_vf(m, error))
-            goto out;
+            return FALSE;
     } else {
         m->dest_xml = g_ptr_array_new_with_free_func(g_free);
         m->source_xml = g_ptr_array_new_with_free_func(g_free);
@@ -1334,46 +1322,58 @@ gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointe
         m->report->failed_phase = ORCH_PHASE_PREPARE;
         m->report->error = g_strdup(local->message);
         g_propagate_error(error, g_steal_pointer(&local));
-        goto out;
+        return FALSE;
     }
+    return TRUE;
+}
+
+typedef enum {
+    MOVE_DONE,   /* the domain runs on the destination with its VFs, processes resumed */
+    MOVE_FAILED, /* a step failed: what was done is to be undone */
+    MOVE_KEPT,   /* the resume failed after everything else: kept for --recover */
+} MoveResult;
+
+/* The steps that change things, in order: prepare, unplug, migrate, plug, resume. The leases'
+ * end runs beside the resume, on @tail. */
+static MoveResult migration_move(Migration *m, Side *tail, GError **error)
+{
+    const OrchOptions *opts = m->opts;
+    gboolean has_vf = m->vfs->len > 0;
 
     if (!has_vf)
         phase_skip(m, ORCH_PHASE_PREPARE, "no VF");
     else if (opts->no_agent)
         phase_skip(m, ORCH_PHASE_PREPARE, "--no-agent");
     else if (!run_phase(m, ORCH_PHASE_PREPARE, do_prepare, error))
-        goto fail;
+        return MOVE_FAILED;
 
     if (!has_vf)
         phase_skip(m, ORCH_PHASE_UNPLUG, "no VF");
     else if (!run_unplug(m, error))
-        goto fail;
+        return MOVE_FAILED;
 
     if (!run_phase(m, ORCH_PHASE_MIGRATE, do_migrate, error))
-        goto fail;
+        return MOVE_FAILED;
 
     if (!has_vf) {
         phase_skip(m, ORCH_PHASE_PLUG, "no VF");
     } else {
-        gboolean plugged;
-
         /* Joined by the resume (its wait counts there), or here when the plug failed. */
         if (!opts->no_agent) {
             m->dst_agent_side = g_new0(Side, 1);
             side_start(m->dst_agent_side, m, agent_open_dest, "hm-agent");
         }
-        plugged = run_phase(m, ORCH_PHASE_PLUG, do_plug, error);
-        if (!plugged) {
+        if (!run_phase(m, ORCH_PHASE_PLUG, do_plug, error)) {
             /* Not on the way back: the channel closes before the domain moves again. */
             dst_agent_join(m);
             g_clear_pointer(&m->dst_agent, orch_agent_free);
-            goto fail;
+            return MOVE_FAILED;
         }
     }
     m->report->vfs_attached = m->plugged;
     if (has_vf) {
         /* The leases end alongside the resume (side work; joined at the end). */
-        side_start(&tail, m, leases_end, "hm-leases");
+        side_start(tail, m, leases_end, "hm-leases");
         m->settled = TRUE;
     }
 
@@ -1381,25 +1381,25 @@ gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointe
         phase_skip(m, ORCH_PHASE_RESUME, "no VF");
     else if (opts->no_agent)
         phase_skip(m, ORCH_PHASE_RESUME, "--no-agent");
-    else if (!run_phase(m, ORCH_PHASE_RESUME, do_resume, error)) {
+    else if (!run_phase(m, ORCH_PHASE_RESUME, do_resume, error))
         /* The domain runs on the destination with its VFs: nothing to undo, but the
          * processes still wait; --recover retries the resume. */
-        keep_journal = TRUE;
-        goto out;
-    }
+        return MOVE_KEPT;
+    return MOVE_DONE;
+}
 
-    m->report->ok = TRUE;
-    ok = TRUE;
-    goto out;
+/* Undoes what a failed step left (rollback()). When an undo action fails too, *@error becomes
+ * ORCH_ERROR_ROLLBACK saying where the domain is, and the journal is kept: returns TRUE. */
+static gboolean migration_undo(Migration *m, GError **error)
+{
+    const OrchOptions *opts = m->opts;
 
-fail:
     rollback(m);
     for (guint i = 0; i < m->report->rollback->len; i++) {
         OrchRollbackRecord *rec = g_ptr_array_index(m->report->rollback, i);
 
         if (rec->ok)
             continue;
-        keep_journal = TRUE;
         if (error && *error) {
             g_autofree char *msg = g_strdup((*error)->message);
 
@@ -1412,21 +1412,14 @@ fail:
             g_free(m->report->error);
             m->report->error = g_strdup((*error)->message);
         }
-        break;
+        return TRUE;
     }
+    return FALSE;
+}
 
-out:
-    dst_agent_join(m);
-    side_join(&tail, ORCH_PHASE_RESUME);
-    side_clear(&tail);
-    if (!m->settled) {
-        leases_settle(m, !ok);
-        if (m->on_destination && m->plugged == (m->vfs ? m->vfs->len : 0))
-            source_leases_end(m);
-    }
-    journal_end(m, keep_journal);
-    orch_journal_close(m->journal);
-    m->report->total_us = g_get_monotonic_time() - m->start;
+/* Frees what the migration held (not its report). */
+static void migration_clear(Migration *m)
+{
     if (m->vfs)
         g_ptr_array_unref(m->vfs);
     if (m->dest_xml)
@@ -1449,6 +1442,51 @@ out:
     orch_virt_free(m->src);
     orch_virt_free(m->dst);
     g_free(m->id);
+}
+
+gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
+                      OrchReport **ret_report, GError **error)
+{
+    Migration mig = {.opts = opts};
+    Migration *m = &mig;
+    Side tail = {0};
+    gboolean ok = FALSE;
+    gboolean keep_journal = FALSE;
+
+    m->report = report_new(opts);
+    m->open_fn = open_fn;
+    m->open_opaque = open_opaque;
+    m->start = g_get_monotonic_time();
+    m->report->ok = FALSE;
+    m->id = g_uuid_string_random();
+
+    if (migration_look(m, error)) {
+        switch (migration_move(m, &tail, error)) {
+        case MOVE_DONE:
+            m->report->ok = TRUE;
+            ok = TRUE;
+            break;
+        case MOVE_FAILED:
+            keep_journal = migration_undo(m, error);
+            break;
+        case MOVE_KEPT:
+            keep_journal = TRUE;
+            break;
+        }
+    }
+
+    dst_agent_join(m);
+    side_join(&tail, ORCH_PHASE_RESUME);
+    side_clear(&tail);
+    if (!m->settled) {
+        leases_settle(m, !ok);
+        if (m->on_destination && m->plugged == (m->vfs ? m->vfs->len : 0))
+            source_leases_end(m);
+    }
+    journal_end(m, keep_journal);
+    orch_journal_close(m->journal);
+    m->report->total_us = g_get_monotonic_time() - m->start;
+    migration_clear(m);
     *ret_report = m->report;
     return ok;
 }
