@@ -7,7 +7,7 @@
 #include "engine/hotmigd-client.h"
 #include "engine/json.h"
 #include "engine/virt.h"
-#include "hotmigd/scheduler.h"
+#include "hotmigd/run.h"
 #include "xml/xml.h"
 
 #define KIB_PER_MIB 1024

@@ -16,7 +16,7 @@
 #include "engine/snapshot.h"
 #include "engine/virt.h"
 #include "hotmigd/inventory.h"
-#include "hotmigd/scheduler.h"
+#include "hotmigd/run.h"
 
 /* ---- a fake cluster ------------------------------------------------------------------------ */
 
