@@ -13,6 +13,7 @@
 
 #include "engine/json.h"
 #include "engine/local-protocol.h"
+#include "engine/plan.h"
 #include "engine/snapshot.h"
 #include "engine/virt.h"
 #include "hotmigd/inventory.h"

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "engine/json.h"
+#include "engine/plan.h"
 #include "engine/snapshot.h"
 #include "migrate-vm/commands.h"
 

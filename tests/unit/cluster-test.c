@@ -13,6 +13,7 @@
 #include <json-glib/json-glib.h>
 
 #include "engine/hotmigd-client.h"
+#include "engine/plan.h"
 #include "engine/snapshot.h"
 #include "engine/virt.h"
 #include "hotmigd/inventory.h"
