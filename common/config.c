@@ -466,129 +466,160 @@ static gboolean config_host_set(HmConfigHost *host, const char *key, const char 
     return TRUE;
 }
 
+/* Where config_scan() is in the file. */
+typedef struct {
+    const char *name; /* the file, for messages */
+    guint *key_lines; /* the line of each known key, 0: not set */
+    GPtrArray *hosts; /* HmConfigHost */
+    HmConfigHost *host; /* the current [host NAME] group, borrowed from @hosts, or NULL */
+    guint host_key_lines[2]; /* its uri and hotmigd keys' lines */
+    GHashTable *seen_groups;
+    char *group; /* the current group's name */
+    guint lineno;
+} ConfigScan;
+
+/* A NUL byte anywhere is refused, naming its line. */
+static gboolean config_scan_nul(const char *data, gsize len, const char *name, GError **error)
+{
+    const char *nul = memchr(data, '\0', len);
+    guint nul_line = 1;
+
+    if (!nul)
+        return TRUE;
+    for (const char *p = data; p < nul; p++)
+        nul_line += *p == '\n';
+    return config_fail(error, name, nul_line, "contains a NUL byte");
+}
+
+/* '[host NAME]' (@hname): a new host group, once per name, at most HM_CONFIG_HOSTS_MAX. */
+static gboolean config_scan_host_group(ConfigScan *sc, const char *header, const char *hname,
+                                       GError **error)
+{
+    if (!config_host_name_valid(hname))
+        return config_fail(error, sc->name, sc->lineno,
+                           "'[%s]': host name '%s' may hold only letters, digits, '-', '_' and '.'",
+                           header, hname);
+    for (guint i = 0; i < sc->hosts->len; i++) {
+        const HmConfigHost *other = g_ptr_array_index(sc->hosts, i);
+
+        if (g_str_equal(other->name, hname))
+            return config_fail(error, sc->name, sc->lineno,
+                               "group '[%s]' appears twice (first on line %u)", header,
+                               other->line);
+    }
+    if (sc->hosts->len >= HM_CONFIG_HOSTS_MAX)
+        return config_fail(error, sc->name, sc->lineno, "more than %d [host NAME] groups",
+                           HM_CONFIG_HOSTS_MAX);
+    sc->host = g_new0(HmConfigHost, 1);
+    sc->host->name = g_strdup(hname);
+    sc->host->line = sc->lineno;
+    g_ptr_array_add(sc->hosts, sc->host);
+    sc->host_key_lines[0] = sc->host_key_lines[1] = 0;
+    return TRUE;
+}
+
+/* A group header line @s ("[migrate]", "[host NAME]"): known, and once. */
+static gboolean config_scan_group(ConfigScan *sc, char *s, GError **error)
+{
+    char *end = strchr(s, ']');
+
+    if (!end || end[1] != '\0' || end == s + 1 || strchr(s + 1, '['))
+        return config_fail(error, sc->name, sc->lineno,
+                           "'%s' is not a group header like '[migrate]'", s);
+    *end = '\0';
+    sc->host = NULL;
+    if (g_str_has_prefix(s + 1, HM_CONFIG_HOST_PREFIX)) {
+        if (!config_scan_host_group(sc, s + 1, s + 1 + strlen(HM_CONFIG_HOST_PREFIX), error))
+            return FALSE;
+    } else if (!g_strv_contains(groups, s + 1)) {
+        g_autofree char *list = g_strjoinv("], [", (char **)groups);
+
+        return config_fail(error, sc->name, sc->lineno,
+                           "unknown group '[%s]' (known: [%s], [host NAME])", s + 1, list);
+    } else if (g_hash_table_contains(sc->seen_groups, s + 1)) {
+        return config_fail(error, sc->name, sc->lineno, "group '[%s]' appears twice", s + 1);
+    } else {
+        for (int g = 0; groups[g]; g++) {
+            if (g_str_equal(groups[g], s + 1))
+                g_hash_table_add(sc->seen_groups, (gpointer)groups[g]);
+        }
+    }
+    g_free(sc->group);
+    sc->group = g_strdup(s + 1);
+    return TRUE;
+}
+
+/* A 'key = value' line @s: in a group, a known key of it, once. */
+static gboolean config_scan_key(ConfigScan *sc, char *s, GError **error)
+{
+    char *eq = strchr(s, '=');
+    int key;
+
+    if (!eq)
+        return config_fail(error, sc->name, sc->lineno,
+                           "'%s' is not 'key = value', a '[group]' or a '#' comment", s);
+    *eq = '\0';
+    g_strchomp(s);
+    if (!sc->group)
+        return config_fail(error, sc->name, sc->lineno, "key '%s' comes before any '[group]'", s);
+    if (strchr(s, '['))
+        return config_fail(error, sc->name, sc->lineno,
+                           "[%s] %s: localized keys are not supported", sc->group, s);
+    if (sc->host) {
+        int hk = g_str_equal(s, "uri") ? 0 : g_str_equal(s, "hotmigd") ? 1 : -1;
+
+        if (hk < 0)
+            return config_fail(error, sc->name, sc->lineno,
+                               "[%s] unknown key '%s' (known: uri, hotmigd)", sc->group, s);
+        if (sc->host_key_lines[hk])
+            return config_fail(error, sc->name, sc->lineno,
+                               "[%s] %s: set twice (first on line %u)", sc->group, s,
+                               sc->host_key_lines[hk]);
+        sc->host_key_lines[hk] = sc->lineno;
+        return TRUE;
+    }
+    key = config_find_key(sc->group, s);
+    if (key < 0) {
+        g_autofree char *list = config_group_keys(sc->group);
+
+        return config_fail(error, sc->name, sc->lineno, "[%s] unknown key '%s' (known: %s)",
+                           sc->group, s, list);
+    }
+    if (sc->key_lines[key])
+        return config_fail(error, sc->name, sc->lineno, "[%s] %s: set twice (first on line %u)",
+                           sc->group, s, sc->key_lines[key]);
+    sc->key_lines[key] = sc->lineno;
+    return TRUE;
+}
+
 static gboolean config_scan(const char *data, gsize len, const char *name, guint *key_lines,
                             GPtrArray *hosts, GError **error)
 {
-    HmConfigHost *host = NULL; /* the current [host NAME] group, borrowed from @hosts */
-    guint host_key_lines[2] = {0};
     g_autoptr(GHashTable) seen_groups = g_hash_table_new(g_str_hash, g_str_equal);
-    g_autofree char *group = NULL;
-    gsize pos = 0;
-    guint lineno = 0;
+    ConfigScan sc = {.name = name, .key_lines = key_lines, .hosts = hosts,
+                     .seen_groups = seen_groups};
+    gboolean ok = config_scan_nul(data, len, name, error);
 
-    if (memchr(data, '\0', len)) {
-        gsize at = (const char *)memchr(data, '\0', len) - data;
-        guint nul_line = 1;
-
-        for (gsize i = 0; i < at; i++)
-            nul_line += data[i] == '\n';
-        return config_fail(error, name, nul_line, "contains a NUL byte");
-    }
-    while (pos < len) {
+    for (gsize pos = 0; ok && pos < len;) {
         const char *start = data + pos;
         const char *nl = memchr(start, '\n', len - pos);
         gsize n = nl ? (gsize)(nl - start) : len - pos;
         g_autofree char *line = g_strndup(start, n);
         char *s;
-        char *eq;
 
         pos += n + (nl ? 1 : 0);
-        lineno++;
-        if (!g_utf8_validate(line, -1, NULL))
-            return config_fail(error, name, lineno, "not valid UTF-8");
+        sc.lineno++;
+        if (!g_utf8_validate(line, -1, NULL)) {
+            ok = config_fail(error, name, sc.lineno, "not valid UTF-8");
+            break;
+        }
         s = g_strstrip(line);
         if (!*s || *s == '#')
             continue;
-        if (*s == '[') {
-            char *end = strchr(s, ']');
-
-            if (!end || end[1] != '\0' || end == s + 1 || strchr(s + 1, '['))
-                return config_fail(error, name, lineno,
-                                   "'%s' is not a group header like '[migrate]'", s);
-            *end = '\0';
-            host = NULL;
-            if (g_str_has_prefix(s + 1, HM_CONFIG_HOST_PREFIX)) {
-                const char *hname = s + 1 + strlen(HM_CONFIG_HOST_PREFIX);
-
-                if (!config_host_name_valid(hname))
-                    return config_fail(error, name, lineno,
-                                       "'[%s]': host name '%s' may hold only letters, digits, '-', '_' and '.'",
-                                       s + 1, hname);
-                for (guint i = 0; i < hosts->len; i++) {
-                    const HmConfigHost *other = g_ptr_array_index(hosts, i);
-
-                    if (g_str_equal(other->name, hname))
-                        return config_fail(error, name, lineno,
-                                           "group '[%s]' appears twice (first on line %u)", s + 1,
-                                           other->line);
-                }
-                if (hosts->len >= HM_CONFIG_HOSTS_MAX)
-                    return config_fail(error, name, lineno, "more than %d [host NAME] groups",
-                                       HM_CONFIG_HOSTS_MAX);
-                host = g_new0(HmConfigHost, 1);
-                host->name = g_strdup(hname);
-                host->line = lineno;
-                g_ptr_array_add(hosts, host);
-                host_key_lines[0] = host_key_lines[1] = 0;
-                g_free(group);
-                group = g_strdup(s + 1);
-                continue;
-            }
-            if (!g_strv_contains(groups, s + 1)) {
-                g_autofree char *list = g_strjoinv("], [", (char **)groups);
-
-                return config_fail(error, name, lineno,
-                                   "unknown group '[%s]' (known: [%s], [host NAME])", s + 1, list);
-            }
-            if (g_hash_table_contains(seen_groups, s + 1))
-                return config_fail(error, name, lineno, "group '[%s]' appears twice", s + 1);
-            g_free(group);
-            group = g_strdup(s + 1);
-            for (int g = 0; groups[g]; g++) {
-                if (g_str_equal(groups[g], group))
-                    g_hash_table_add(seen_groups, (gpointer)groups[g]);
-            }
-            continue;
-        }
-        eq = strchr(s, '=');
-        if (!eq)
-            return config_fail(error, name, lineno,
-                               "'%s' is not 'key = value', a '[group]' or a '#' comment", s);
-        *eq = '\0';
-        g_strchomp(s);
-        if (!group)
-            return config_fail(error, name, lineno, "key '%s' comes before any '[group]'", s);
-        if (strchr(s, '['))
-            return config_fail(error, name, lineno, "[%s] %s: localized keys are not supported",
-                               group, s);
-        if (host) {
-            int hk = g_str_equal(s, "uri") ? 0 : g_str_equal(s, "hotmigd") ? 1 : -1;
-
-            if (hk < 0)
-                return config_fail(error, name, lineno,
-                                   "[%s] unknown key '%s' (known: uri, hotmigd)", group, s);
-            if (host_key_lines[hk])
-                return config_fail(error, name, lineno, "[%s] %s: set twice (first on line %u)",
-                                   group, s, host_key_lines[hk]);
-            host_key_lines[hk] = lineno;
-            continue;
-        }
-        {
-            int key = config_find_key(group, s);
-
-            if (key < 0) {
-                g_autofree char *list = config_group_keys(group);
-
-                return config_fail(error, name, lineno, "[%s] unknown key '%s' (known: %s)", group,
-                                   s, list);
-            }
-            if (key_lines[key])
-                return config_fail(error, name, lineno, "[%s] %s: set twice (first on line %u)",
-                                   group, s, key_lines[key]);
-            key_lines[key] = lineno;
-        }
+        ok = *s == '[' ? config_scan_group(&sc, s, error) : config_scan_key(&sc, s, error);
     }
-    return TRUE;
+    g_free(sc.group);
+    return ok;
 }
 
 HmConfig *hm_config_load_data(const char *data, gsize len, const char *name, GError **error)
