@@ -4,15 +4,14 @@
 
 #include <math.h>
 
-/* json-glib's parser recurses: refuse deep nesting before it sees the input. */
-gboolean orch_json_check_depth(const char *data, gsize len, const char *name, guint max_depth,
-                               GError **error)
+gssize orch_json_too_deep(const char *data, gsize len, guint max_depth)
 {
     guint depth = 0;
     gboolean in_string = FALSE, escaped = FALSE;
 
     for (gsize i = 0; i < len; i++) {
         char ch = data[i];
+
         if (in_string) {
             if (escaped)
                 escaped = FALSE;
@@ -20,29 +19,29 @@ gboolean orch_json_check_depth(const char *data, gsize len, const char *name, gu
                 escaped = TRUE;
             else if (ch == '"')
                 in_string = FALSE;
-            continue;
-        }
-        if (ch == '"') {
+        } else if (ch == '"') {
             in_string = TRUE;
         } else if (ch == '[' || ch == '{') {
-            if (++depth > max_depth) {
-                g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
-                            "snapshot '%s': nested deeper than %d levels at byte %" G_GSIZE_FORMAT,
-                            name, max_depth, i);
-                return FALSE;
-            }
+            if (++depth > max_depth)
+                return (gssize)i;
         } else if ((ch == ']' || ch == '}') && depth > 0) {
             depth--;
         }
     }
-    return TRUE;
+    return -1;
 }
 
-typedef struct {
-    const char *name;  /* the snapshot */
-    const char *where; /* "hosts[3]" */
-    JsonObject *obj;
-} Item;
+gboolean orch_json_check_depth(const char *data, gsize len, const char *what, guint max_depth,
+                               GError **error)
+{
+    gssize at = orch_json_too_deep(data, len, max_depth);
+
+    if (at < 0)
+        return TRUE;
+    g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                "%s: nested deeper than %u levels at byte %" G_GSSIZE_FORMAT, what, max_depth, at);
+    return FALSE;
+}
 
 gboolean orch_json_item_bad(const OrchJsonItem *it, const char *field, GError **error,
                             const char *fmt, ...)

@@ -17,8 +17,13 @@ typedef struct {
     JsonObject *obj;
 } OrchJsonItem;
 
-/* json-glib's parser recurses: refuses nesting deeper than @max_depth before it sees @data. */
-gboolean orch_json_check_depth(const char *data, gsize len, const char *name, guint max_depth,
+/* json-glib's parser recurses: every reader of JSON from outside checks the nesting first.
+ * The byte of @data (@len bytes) at which arrays and objects (outside strings) nest deeper
+ * than @max_depth, or -1 when they never do. */
+gssize orch_json_too_deep(const char *data, gsize len, guint max_depth);
+
+/* The same as an error: "WHAT: nested deeper than N levels at byte B" (ORCH_ERROR_INVALID). */
+gboolean orch_json_check_depth(const char *data, gsize len, const char *what, guint max_depth,
                                GError **error);
 
 /* Always FALSE: @error says what is wrong with @field of @it. */

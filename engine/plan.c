@@ -116,7 +116,9 @@ PolPlan *orch_plan_parse(const char *data, gsize len, const char *name, GError *
                     ORCH_SNAPSHOT_MAX_BYTES);
         return NULL;
     }
-    if (!orch_json_check_depth(data, len, name, ORCH_SNAPSHOT_MAX_DEPTH, error))
+    g_autofree char *what = g_strdup_printf("snapshot '%s'", name);
+
+    if (!orch_json_check_depth(data, len, what, ORCH_SNAPSHOT_MAX_DEPTH, error))
         return NULL;
     if (len == 0 || !json_parser_load_from_data(parser, data, (gssize)len, &local)) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "plan '%s': not JSON: %s", name,
