@@ -40,7 +40,8 @@ gboolean hm_pci_address_parse(const char *str, HmPciAddress *ret, GError **error
     ok = ok && *p >= '0' && *p <= '7' && p[1] == '\0';
     if (!ok) {
         g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID,
-                    "'%s' is not a PCI address (DDDD:BB:SS.F)", str);
+                    "'%s' is not a PCI address (DDDD:BB:SS.F, hex: bus <= ff, slot <= 1f, function <= 7)",
+                    str);
         return FALSE;
     }
     addr.function = (guint)(*p - '0');

@@ -3,6 +3,7 @@
 #include "engine/json-fields.h"
 
 #include <math.h>
+#include <string.h>
 
 gssize orch_json_too_deep(const char *data, gsize len, guint max_depth)
 {
@@ -190,5 +191,53 @@ gboolean orch_json_item_double(const OrchJsonItem *it, const char *field, double
     *ret = type == G_TYPE_DOUBLE ? json_node_get_double(node) : (double)json_node_get_int(node);
     if (!isfinite(*ret))
         return orch_json_item_bad(it, field, error, "must be a finite number");
+    return TRUE;
+}
+
+/* Levenshtein distance of two short strings, capped: "pined" is 1 from "pinned". */
+static guint edit_distance(const char *a, const char *b)
+{
+    gsize la = strlen(a), lb = strlen(b);
+    guint row[33];
+
+    if (la > 32 || lb > 32)
+        return G_MAXUINT;
+    for (gsize j = 0; j <= lb; j++)
+        row[j] = (guint)j;
+    for (gsize i = 1; i <= la; i++) {
+        guint diag = row[0];
+
+        row[0] = (guint)i;
+        for (gsize j = 1; j <= lb; j++) {
+            guint up = row[j];
+
+            row[j] = MIN(MIN(row[j] + 1, row[j - 1] + 1), diag + (a[i - 1] != b[j - 1]));
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+gboolean orch_json_item_known(const OrchJsonItem *it, const char *const *known, GError **error)
+{
+    g_autoptr(GList) names = json_object_get_members(it->obj);
+
+    for (GList *l = names; l; l = l->next) {
+        const char *field = l->data;
+        const char *near = NULL;
+        g_autofree char *list = NULL;
+
+        if (g_strv_contains(known, field))
+            continue;
+        for (guint i = 0; known[i] && !near; i++) {
+            if (edit_distance(field, known[i]) <= (strlen(field) >= 6 ? 2u : 1u))
+                near = known[i];
+        }
+        if (near)
+            return orch_json_item_bad(it, field, error, "unknown member (did you mean \"%s\"?)",
+                                      near);
+        list = g_strjoinv(", ", (char **)known);
+        return orch_json_item_bad(it, field, error, "unknown member (known: %s)", list);
+    }
     return TRUE;
 }

@@ -56,6 +56,10 @@ gboolean orch_json_item_bool(const OrchJsonItem *it, const char *field, gboolean
 /* The array member @field of @root, each element an object (borrowed). */
 JsonArray *orch_json_objects(JsonObject *root, const char *field, const char *name, GError **error);
 
+/* Refuses a member of @it not in @known (NULL-terminated), suggesting the nearest known one
+ * ("unknown member (did you mean \"pinned\"?)"): a misspelt member must not be ignored. */
+gboolean orch_json_item_known(const OrchJsonItem *it, const char *const *known, GError **error);
+
 /* Always FALSE: @pol_error (taken; a policies error: unknown host, duplicate name, ...) with
  * the input and the item in front. */
 gboolean orch_json_item_wrap(GError *pol_error, const OrchJsonItem *it, GError **error);

@@ -452,7 +452,8 @@ static OrchVfdLease *lease_for(Migration *m, guint i, GError **error)
     lease = orch_vfd_lease(m->vfd, &req, &local);
     if (!lease)
         g_propagate_prefixed_error(error, g_steal_pointer(&local),
-                                   "Leasing a VF for '%s' on the destination: ", vf->alias);
+                                   "Leasing a VF for '%s' of '%s' on the destination: ", vf->alias,
+                                   m->opts->domain);
     return lease;
 }
 

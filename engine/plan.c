@@ -22,8 +22,8 @@ static gboolean plan_fill(PolPlan *plan, JsonObject *root, const char *name, GEr
         !orch_json_item_string(&top, "drained", FALSE, &drained, error))
         return FALSE;
     if ((p = pol_policy_from_string(policy)) < 0)
-        return orch_json_item_bad(&top, "policy", error,
-                                  "must be consolidate, drain or balance, not '%.64s'", policy);
+        return orch_json_item_bad(&top, "policy", error, "must be consolidate, drain or balance, not '%.64s'",
+                   policy);
     plan->policy = p;
     plan->drained = g_strdup(drained);
     node = json_object_get_member(root, "migrations");
@@ -46,15 +46,13 @@ static gboolean plan_fill(PolPlan *plan, JsonObject *root, const char *name, GEr
         if (!orch_json_item_string(&it, "vm", TRUE, &vm, error) ||
             !orch_json_item_string(&it, "from", TRUE, &from, error) ||
             !orch_json_item_string(&it, "to", TRUE, &to, error) ||
-            !orch_json_item_int(&it, "memory_mib", FALSE, 0, (gint64)POL_MEMORY_MIB_MAX, 0, &mem,
-                                error) ||
+            !orch_json_item_int(&it, "memory_mib", FALSE, 0, (gint64)POL_MEMORY_MIB_MAX, 0, &mem, error) ||
             !orch_json_item_int(&it, "duration_ms", FALSE, 0, G_MAXINT64 / 2, 0, &dur, error) ||
             !orch_json_item_bool(&it, "extra", &m->extra, error))
             return FALSE;
         if (!*vm || !*from || !*to || strlen(vm) > POL_NAME_MAX || strlen(from) > POL_NAME_MAX ||
             strlen(to) > POL_NAME_MAX)
-            return orch_json_item_bad(&it, "vm", error, "names must be 1 to %d bytes",
-                                      POL_NAME_MAX);
+            return orch_json_item_bad(&it, "vm", error, "names must be 1 to %d bytes", POL_NAME_MAX);
         m->vm = g_strdup(vm);
         m->from = g_strdup(from);
         m->to = g_strdup(to);
@@ -62,6 +60,7 @@ static gboolean plan_fill(PolPlan *plan, JsonObject *root, const char *name, GEr
         m->duration_s = dur / 1000.0;
         plan->extra_moves += m->extra;
         plan->duration_s += m->duration_s;
+        plan->moved_mib += m->memory_mib;
         g_ptr_array_add(plan->migrations, g_steal_pointer(&m));
     }
     node = json_object_get_member(root, "hosts");
@@ -112,8 +111,8 @@ PolPlan *orch_plan_parse(const char *data, gsize len, const char *name, GError *
     g_autoptr(GError) local = NULL;
 
     if (len > ORCH_SNAPSHOT_MAX_BYTES) {
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "plan '%s': larger than %d bytes", name,
-                    ORCH_SNAPSHOT_MAX_BYTES);
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "plan '%s': larger than %d bytes",
+                    name, ORCH_SNAPSHOT_MAX_BYTES);
         return NULL;
     }
     g_autofree char *what = g_strdup_printf("snapshot '%s'", name);
@@ -133,6 +132,16 @@ PolPlan *orch_plan_parse(const char *data, gsize len, const char *name, GError *
 static double rounded(double x, double scale)
 {
     return round(x * scale) / scale;
+}
+
+/* Member @name: @value, or null when it is @none (not computed, no limit). */
+static void add_count_or_null(JsonBuilder *b, const char *name, guint value, guint none)
+{
+    json_builder_set_member_name(b, name);
+    if (value == none)
+        json_builder_add_null_value(b);
+    else
+        json_builder_add_int_value(b, value);
 }
 
 char *orch_plan_format_json(const PolPlan *plan, gboolean pretty, gboolean timing)
@@ -187,6 +196,31 @@ char *orch_plan_format_json(const PolPlan *plan, gboolean pretty, gboolean timin
     json_builder_add_double_value(b, rounded(plan->max_load_before, 1e4));
     json_builder_set_member_name(b, "max_load_after");
     json_builder_add_double_value(b, rounded(plan->max_load_after, 1e4));
+    json_builder_set_member_name(b, "moved_mib");
+    json_builder_add_int_value(b, (gint64)plan->moved_mib);
+    if (plan->policy == POL_POLICY_CONSOLIDATE && plan->front) {
+        add_count_or_null(b, "migration_bound", plan->migration_bound, G_MAXUINT);
+        json_builder_set_member_name(b, "host_value");
+        json_builder_add_int_value(b, plan->host_value);
+        add_count_or_null(b, "max_migrations", plan->max_migrations, 0);
+        json_builder_set_member_name(b, "front");
+        json_builder_begin_array(b);
+        for (guint i = 0; i < plan->front->len; i++) {
+            const PolFrontPoint *f = &g_array_index(plan->front, PolFrontPoint, i);
+            json_builder_begin_object(b);
+            json_builder_set_member_name(b, "hosts");
+            json_builder_add_int_value(b, f->hosts);
+            json_builder_set_member_name(b, "migrations");
+            json_builder_add_int_value(b, f->migrations);
+            json_builder_set_member_name(b, "moved_mib");
+            json_builder_add_int_value(b, (gint64)f->moved_mib);
+            add_count_or_null(b, "migration_bound", f->migration_bound, G_MAXUINT);
+            json_builder_end_object(b);
+        }
+        json_builder_end_array(b);
+        json_builder_set_member_name(b, "chosen");
+        json_builder_add_int_value(b, plan->front_chosen);
+    }
     json_builder_set_member_name(b, "hosts");
     json_builder_begin_array(b);
     for (guint i = 0; i < plan->hosts->len; i++)
@@ -211,14 +245,32 @@ char *orch_plan_format_table(const PolPlan *plan)
     g_string_append_printf(out, "%s plan: %u migrations (%u detours), %.1f s predicted\n",
                            pol_policy_to_string(plan->policy), plan->migrations->len,
                            plan->extra_moves, plan->duration_s);
-    g_string_append_printf(out,
-                           "hosts with VMs: %u -> %u (lower bound %u), max load %.2f -> %.2f\n",
+    g_string_append_printf(out, "hosts with VMs: %u -> %u (lower bound %u), max load %.2f -> %.2f\n",
                            plan->hosts_before, plan->hosts_used, plan->lower_bound,
                            plan->max_load_before, plan->max_load_after);
+    if (plan->policy == POL_POLICY_CONSOLIDATE && plan->front) {
+        g_autofree char *bound = plan->migration_bound == G_MAXUINT
+                                     ? g_strdup("none")
+                                     : g_strdup_printf("%u", plan->migration_bound);
+        g_string_append_printf(out, "migrations %u (lower bound %s on %u hosts), %.1f GiB moved; a host is worth %u migrations; %u plans on the front:\n",
+                               plan->migrations->len, bound, plan->hosts_used,
+                               plan->moved_mib / 1024.0, plan->host_value, plan->front->len);
+        /* The points around the chosen one; --json has them all. */
+        guint from = plan->front_chosen > 4 ? plan->front_chosen - 4 : 0;
+        guint to = MIN(plan->front->len, from + 10);
+        for (guint i = from; i < to; i++) {
+            const PolFrontPoint *f = &g_array_index(plan->front, PolFrontPoint, i);
+            g_string_append_printf(out, "  %5u hosts %7u migrations %10.1f GiB%s\n", f->hosts,
+                                   f->migrations, f->moved_mib / 1024.0,
+                                   i == plan->front_chosen ? "  <- chosen" : "");
+        }
+        if (to - from < plan->front->len)
+            g_string_append_printf(out, "  (%u more in --json)\n", plan->front->len - (to - from));
+    }
     for (guint i = 0; i < plan->migrations->len; i++) {
         const PolMigration *m = g_ptr_array_index(plan->migrations, i);
-        g_string_append_printf(out, "%5u  %-24s %-16s -> %-16s %8.1f s%s\n", i + 1, m->vm, m->from,
-                               m->to, m->duration_s, m->extra ? "  (detour)" : "");
+        g_string_append_printf(out, "%5u  %-24s %-16s -> %-16s %8.1f s%s\n", i + 1, m->vm,
+                               m->from, m->to, m->duration_s, m->extra ? "  (detour)" : "");
     }
     return g_string_free(out, FALSE);
 }

@@ -9,6 +9,17 @@
 
 /* ---- reading ----------------------------------------------------------------------------- */
 
+/* The members each object may have: what the reader takes, and what hotmigd's snapshot export
+ * (GET /v1/snapshot) adds for people (state_reason, running_vms, cpu_measured, taken, took_ms,
+ * warnings). Anything else is refused: a misspelt "pined" would otherwise move a pinned VM. */
+static const char *const top_members[] = {"hosts", "vms", "taken", "took_ms", "warnings", NULL};
+static const char *const host_members[] = {"name",     "cpus",  "memory_mib",   "vfs",
+                                           "vfs_free", "state", "vf_model",     "state_reason",
+                                           "running_vms", NULL};
+static const char *const vm_members[] = {"name", "host",     "vcpus",  "memory_mib",
+                                         "cpu_util", "cpu_measured", "vfs", "vf_model",
+                                         "job",  "pinned",   "moved_ago_s", NULL};
+
 static gboolean parse_host(PolCluster *c, const OrchJsonItem *it, GError **error)
 {
     const char *name, *state_str, *model;
@@ -16,7 +27,7 @@ static gboolean parse_host(PolCluster *c, const OrchJsonItem *it, GError **error
     int state = POL_HOST_OK;
     GError *perr = NULL;
 
-    if (!orch_json_item_string(it, "name", TRUE, &name, error) ||
+    if (!orch_json_item_known(it, host_members, error) || !orch_json_item_string(it, "name", TRUE, &name, error) ||
         !orch_json_item_int(it, "cpus", TRUE, 0, POL_CPUS_MAX, 0, &cpus, error) ||
         !orch_json_item_int(it, "memory_mib", TRUE, 0, (gint64)POL_MEMORY_MIB_MAX, 0, &memory, error) ||
         !orch_json_item_int(it, "vfs", FALSE, 0, POL_VFS_MAX, 0, &vfs, error) ||
@@ -42,7 +53,7 @@ static gboolean parse_vm(PolCluster *c, const OrchJsonItem *it, GError **error)
     gint64 vcpus, memory, vfs;
     GError *perr = NULL;
 
-    if (!orch_json_item_string(it, "name", TRUE, &spec.name, error) ||
+    if (!orch_json_item_known(it, vm_members, error) || !orch_json_item_string(it, "name", TRUE, &spec.name, error) ||
         !orch_json_item_string(it, "host", TRUE, &spec.host, error) ||
         !orch_json_item_int(it, "vcpus", TRUE, 1, POL_CPUS_MAX, 0, &vcpus, error) ||
         !orch_json_item_int(it, "memory_mib", TRUE, 0, (gint64)POL_MEMORY_MIB_MAX, 0, &memory, error) ||
@@ -90,6 +101,12 @@ PolCluster *orch_snapshot_parse(const char *data, gsize len, const char *name, G
                     "snapshot '%s': the top level must be an object with \"hosts\" and \"vms\"",
                     name);
         return NULL;
+    }
+    {
+        OrchJsonItem top = {name, "(top level)", json_node_get_object(root)};
+
+        if (!orch_json_item_known(&top, top_members, error))
+            return NULL;
     }
     if (!(hosts = orch_json_objects(json_node_get_object(root), "hosts", name, error)) ||
         !(vms = orch_json_objects(json_node_get_object(root), "vms", name, error)))

@@ -1,7 +1,7 @@
 /* migrate-vm's migration (what runs without a subcommand, main.c): one migration of DOMAIN to
  * DEST_URI, --recover, --dry-run. The command line and the configuration make the engine's
  * options (options_build()); the engine runs the phases (engine/migration.c), this file shows
- * the progress, handles SIGINT/SIGTERM and prints the report. Exit status: main.c. */
+ * the progress, handles SIGINT/SIGTERM/SIGHUP and prints the report. Exit status: main.c. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -330,6 +330,14 @@ static gboolean options_take_hosts(const Cli *cli, const HmConfig *config, OrchO
     const char *connect =
         cli->connect ? cli->connect : hm_config_get_string(config, HM_CONFIG_MIGRATE_CONNECT);
 
+    if (cli->dry_run && cli->recover)
+        return usage_error(error, "--dry-run and --recover exclude each other: a recovery acts at "
+                                  "once (it finishes or undoes the journaled migrations)");
+    if (cli->quiet && cli->verbose)
+        return usage_error(error, "--quiet and --verbose exclude each other");
+    /* A [host NAME] may stand for its URI, for the source as for the destination. */
+    if (*connect && !strstr(connect, ":/") && hm_config_find_host(config, connect))
+        connect = hm_config_find_host(config, connect)->uri;
     if (cli->recover) {
         if (cli->args && g_strv_length(cli->args) > 1)
             return usage_error(error, "--recover takes at most one DOMAIN (see --help)");
@@ -435,8 +443,10 @@ static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOption
 
 /* ---- cancellation ------------------------------------------------------------------------- */
 
-/* SIGINT and SIGTERM are blocked in every thread and taken by this one, which cancels the
- * migration: the orchestrator aborts the libvirt job and undoes what was done. */
+/* SIGINT, SIGTERM and SIGHUP are blocked in every thread and taken by this one, which cancels
+ * the migration: the orchestrator aborts the libvirt job and undoes what was done. SIGHUP is an
+ * SSH session or terminal that went away mid-migration: undone like Ctrl-C, not left with the
+ * VF unplugged and the processes quiesced. */
 static gpointer signal_thread(gpointer data)
 {
     GCancellable *cancellable = data;
@@ -446,6 +456,7 @@ static gpointer signal_thread(gpointer data)
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
     for (;;) {
         if (sigwait(&set, &sig) != 0)
             continue;
@@ -468,6 +479,7 @@ static void signals_take(GCancellable *cancellable)
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL); /* before any other thread starts */
     /* The thread lives until the process ends: it keeps its own reference. */
     g_thread_unref(g_thread_new("signals", signal_thread, g_object_ref(cancellable)));
@@ -516,19 +528,6 @@ static int dry_run_main(const Cli *cli, OrchOptions *opts)
 
 /* ---- configuration ------------------------------------------------------------------------ */
 
-/* The configuration: --config FILE, else $HOTMIG_CONFIG, else /etc/hotmig/hotmig.conf when it
- * exists, else the defaults. NULL with @error when the file named or present cannot be used. */
-static HmConfig *config_open(const char *path, GError **error)
-{
-    if (path)
-        return hm_config_load(path, error);
-    if (g_getenv("HOTMIG_CONFIG") && *g_getenv("HOTMIG_CONFIG"))
-        return hm_config_load(g_getenv("HOTMIG_CONFIG"), error);
-    if (g_file_test(HM_CONFIG_PATH_DEFAULT, G_FILE_TEST_EXISTS))
-        return hm_config_load(HM_CONFIG_PATH_DEFAULT, error);
-    return hm_config_new();
-}
-
 gboolean cmd_migrate_check_config(const HmConfig *config, GError **error)
 {
     g_auto(Cli) cli = CLI_INIT;
@@ -547,7 +546,9 @@ static const char help_description[] =
     "                                   check, changing nothing, whether DOMAIN could move now\n"
     "  migrate-vm --recover [DOMAIN]    finish or undo interrupted migrations (after kill -9,\n"
     "                                   a crash, a reboot) from their journal\n"
-    "  migrate-vm config check [FILE]   check a configuration file (default " HM_CONFIG_PATH_DEFAULT
+    "  migrate-vm config check [--skip-files] [FILE]\n"
+    "                                   check a configuration file, what it means too, and report\n"
+    "                                   every problem (default $" HM_CONFIG_ENV ", else " HM_CONFIG_PATH_DEFAULT
     ")\n"
     "  migrate-vm config sample         print the commented sample configuration\n"
     "  migrate-vm plan consolidate|drain HOST|balance [--snapshot FILE]\n"
@@ -567,13 +568,13 @@ static const char help_description[] =
     "  3   a phase failed and undoing it failed too (or --recover failed): the report says\n"
     "      what the domain lacks; the journal is kept for --recover\n"
     "  4   the configuration file is unreadable or invalid; nothing was done\n"
-    "  5   cancelled by SIGINT or SIGTERM; what was done is undone\n"
+    "  5   cancelled by SIGINT, SIGTERM or SIGHUP; what was done is undone\n"
     "  6   another migrate-vm is migrating or recovering this domain; nothing was done\n"
     "  7   an earlier migration of this domain was interrupted: run --recover first\n"
     "  8   a --dry-run check failed (each check is one line on stdout); nothing was done\n"
     "  10  connect failed (a host, or the domain on the source); nothing was done\n"
     "  11  inspect failed (the domain XML)\n"
-    "  12  target-vf: no suitable free VF on the destination\n"
+    "  12  target-vf: the destination's hotmigd is unreachable or has no suitable free VF\n"
     "  13  prepare: the agent did not answer or the processes did not quiesce\n"
     "  14  unplug: the guest did not release the VF in time\n"
     "  15  migrate: libvirt failed (or --timeout-abort)\n"
@@ -783,7 +784,7 @@ static int failure_exit_status(const OrchReport *report, const GError *error)
     return EXIT_FAILED;
 }
 
-/* One migration with @opts: cancellable by SIGINT/SIGTERM, progress shown, report printed. */
+/* One migration with @opts: cancellable by SIGINT/SIGTERM/SIGHUP, progress shown, report printed. */
 static int migrate_run(const Cli *cli, OrchOptions *opts)
 {
     g_autoptr(GCancellable) cancellable = g_cancellable_new();
@@ -819,7 +820,7 @@ int cmd_migrate_main(int argc, char **argv)
         return EXIT_MIGRATED;
     }
     hm_log_setup("migrate-vm", cli->verbose);
-    config = config_open(cli->config_path, &error);
+    config = hm_config_open(cli->config_path, &error);
     if (!config) {
         fprintf(stderr, "migrate-vm: %s\n", error->message);
         return EXIT_CONFIG;

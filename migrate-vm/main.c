@@ -2,14 +2,14 @@
  *
  *   migrate-vm [OPTION...] DOMAIN DEST_URI    migrate (cmd-migrate.c)
  *   migrate-vm --recover [DOMAIN]             finish or undo interrupted migrations
- *   migrate-vm config check [FILE]            check a configuration file (cmd-config.c)
+ *   migrate-vm config check [--skip-files] [FILE]   check a configuration file (cmd-config.c)
  *   migrate-vm config sample                  print the commented sample configuration
  *   migrate-vm plan ...                       plans (cmd-plan.c)
  *   migrate-vm drain|run|status ...           asking this host's hotmigd (cmd-*.c, local.c)
  *
  * Exit status (man/migrate-vm.1, docs/operations.md): 0 migrated; 1 failed otherwise; 2 bad
  * usage; 3 failed and the undo (or a recovery) failed too; 4 bad configuration file; 5 cancelled
- * (SIGINT, SIGTERM) and undone; 6 another migration of the domain runs; 7 an interrupted
+ * (SIGINT, SIGTERM, SIGHUP) and undone; 6 another migration of the domain runs; 7 an interrupted
  * migration of the domain needs --recover; 10 + the failed phase's number (10 connect ..
  * 17 resume) when a phase failed and was undone. */
 #include <signal.h>

@@ -128,7 +128,7 @@ static int setup_with(void **state, const AgentVerbsOps *verbs)
     f->agent = agent_new(verbs, f);
     agent_set_reply_func(f->agent, capture_reply, f);
     agent_set_device_poll_ms(f->agent, 10);
-    if (!agent_listen(f->agent, f->sock, &error))
+    if (!agent_listen(f->agent, f->sock, NULL, &error))
         fail_msg("listen: %s", error->message);
     *state = f;
     return 0;
@@ -837,6 +837,12 @@ static void test_resume_no_device(void **state)
     assert_true((g_get_monotonic_time() - start) / 1000 < 1000);
     ret = reply_return(res);
     assert_string_equal(json_object_get_string_member(ret, "device"), "");
+    /* It says why no device came: the last look's error. */
+    assert_true(json_object_has_member(ret, "device_error"));
+    assert_non_null(strstr(json_object_get_string_member(ret, "device_error"),
+                           "no RDMA device with an ACTIVE port within"));
+    assert_non_null(strstr(json_object_get_string_member(ret, "device_error"),
+                           "fake: no device yet"));
     assert_int_equal(json_array_get_length(member_array(ret, "resumed")), 1);
     assert_true(f->verbs_calls > 3); /* it kept looking */
     close(p);
@@ -1171,13 +1177,13 @@ static void test_listen_socket(void **state)
     assert_int_equal(st.st_mode & 0777, 0600);
 
     /* A live agent is not displaced. */
-    assert_false(agent_listen(other, f->sock, &error));
+    assert_false(agent_listen(other, f->sock, NULL, &error));
     assert_non_null(strstr(error->message, "Another agent"));
     g_clear_error(&error);
 
     /* Not a socket: refused. */
     assert_true(g_file_set_contents(file, "x", 1, NULL));
-    assert_false(agent_listen(other, file, &error));
+    assert_false(agent_listen(other, file, NULL, &error));
     g_clear_error(&error);
     g_unlink(file);
 
@@ -1190,7 +1196,7 @@ static void test_listen_socket(void **state)
         assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
         close(fd);
     }
-    if (!agent_listen(other, stale, &error))
+    if (!agent_listen(other, stale, NULL, &error))
         fail_msg("%s", error->message);
     g_clear_pointer(&other, agent_free);
     assert_false(g_file_test(stale, G_FILE_TEST_EXISTS));
