@@ -23,7 +23,7 @@ static gboolean agent_send(OrchAgent *agent, const char *data, gsize len, HmDead
 {
     OrchVirtChannel *chan = agent->chan;
 
-    return chan->virt->ops->channel_send(chan, data, len, deadline, error);
+    return orch_virt_channel_send(chan, data, len, deadline, error);
 }
 
 /* Receives more bytes into inbuf; FALSE on error, timeout or end of stream. */
@@ -31,7 +31,7 @@ static gboolean agent_fill(OrchAgent *agent, HmDeadline deadline, GError **error
 {
     OrchVirtChannel *chan = agent->chan;
     char buf[4096];
-    gssize n = chan->virt->ops->channel_recv(chan, buf, sizeof(buf), deadline, error);
+    gssize n = orch_virt_channel_recv(chan, buf, sizeof(buf), deadline, error);
 
     if (n < 0)
         return FALSE;
@@ -144,7 +144,7 @@ OrchAgent *orch_agent_open(OrchVirt *virt, const char *domain, const char *chann
 
         g_clear_error(&local);
         g_clear_pointer(&agent->chan, orch_virt_channel_close);
-        agent->chan = virt->ops->channel_open(virt, domain, channel, error);
+        agent->chan = orch_virt_channel_open(virt, domain, channel, error);
         if (!agent->chan)
             return NULL;
         if (agent_sync(agent, until, &local)) {
@@ -330,4 +330,168 @@ gboolean orch_agent_resume_open(OrchAgent *agent, guint agent_timeout_ms, guint 
     *ret_detail = g_strdup_printf("%u process(es) resumed on %s", n_resumed,
                                   device && *device ? device : "no RDMA device");
     return TRUE;
+}
+
+/* ---- typed calls --------------------------------------------------------------------------- */
+
+void orch_agent_info_free(OrchAgentInfo *info)
+{
+    if (!info)
+        return;
+    g_free(info->version);
+    g_free(info);
+}
+
+static void agent_port_free(OrchAgentPort *port)
+{
+    g_free(port->link_layer);
+    g_strfreev(port->gids);
+    g_free(port);
+}
+
+static void agent_device_free(OrchAgentDevice *dev)
+{
+    g_free(dev->name);
+    g_free(dev->node_guid);
+    g_ptr_array_unref(dev->ports);
+    g_free(dev);
+}
+
+void orch_agent_inventory_free(OrchAgentInventory *inv)
+{
+    if (!inv)
+        return;
+    g_ptr_array_unref(inv->devices);
+    g_free(inv);
+}
+
+/* The array member @name of @obj (borrowed), NULL when missing or of another type; more than
+ * @max elements is an error naming @what. */
+static gboolean agent_array(JsonObject *obj, const char *name, guint max, const char *what,
+                            JsonArray **ret, GError **error)
+{
+    JsonNode *node = obj ? json_object_get_member(obj, name) : NULL;
+    JsonArray *array = node && JSON_NODE_HOLDS_ARRAY(node) ? json_node_get_array(node) : NULL;
+
+    if (array && json_array_get_length(array) > max) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
+                    "The agent's %s lists %u %s, more than %u", what,
+                    json_array_get_length(array), name, max);
+        return FALSE;
+    }
+    *ret = array;
+    return TRUE;
+}
+
+/* Element @i of @array as an object (borrowed), NULL when it is not one. */
+static JsonObject *agent_object_at(JsonArray *array, guint i)
+{
+    JsonNode *node = json_array_get_element(array, i);
+
+    return JSON_NODE_HOLDS_OBJECT(node) ? json_node_get_object(node) : NULL;
+}
+
+OrchAgentInfo *orch_agent_info_parse(JsonObject *ret, GError **error)
+{
+    g_autoptr(OrchAgentInfo) info = g_new0(OrchAgentInfo, 1);
+    JsonNode *protocol = ret ? json_object_get_member(ret, "protocol") : NULL;
+
+    g_return_val_if_fail(ret != NULL, NULL);
+    info->version = g_strdup(orch_json_get_string(ret, "version"));
+    if (protocol && JSON_NODE_HOLDS_VALUE(protocol) &&
+        json_node_get_value_type(protocol) == G_TYPE_INT64)
+        info->protocol = json_node_get_int(protocol);
+    return g_steal_pointer(&info);
+}
+
+static OrchAgentPort *agent_port_parse(JsonObject *obj, GError **error)
+{
+    g_autoptr(GPtrArray) gids = g_ptr_array_new_with_free_func(g_free);
+    OrchAgentPort *port;
+    JsonArray *array = NULL;
+
+    if (!agent_array(obj, "gids", ORCH_AGENT_MAX_GIDS, "inventory port", &array, error))
+        return NULL;
+    for (guint i = 0; array && i < json_array_get_length(array); i++) {
+        JsonNode *node = json_array_get_element(array, i);
+
+        if (!JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_STRING)
+            break;
+        g_ptr_array_add(gids, g_strdup(json_node_get_string(node)));
+    }
+    g_ptr_array_add(gids, NULL);
+    port = g_new0(OrchAgentPort, 1);
+    port->link_layer = g_strdup(orch_json_get_string(obj, "link_layer"));
+    port->gids = (char **)g_ptr_array_steal(gids, NULL);
+    return port;
+}
+
+static OrchAgentDevice *agent_device_parse(JsonObject *obj, GError **error)
+{
+    OrchAgentDevice *dev = g_new0(OrchAgentDevice, 1);
+    JsonArray *ports = NULL;
+
+    dev->name = g_strdup(orch_json_get_string(obj, "name"));
+    dev->node_guid = g_strdup(orch_json_get_string(obj, "node_guid"));
+    dev->ports = g_ptr_array_new_with_free_func((GDestroyNotify)agent_port_free);
+    if (!agent_array(obj, "ports", ORCH_AGENT_MAX_PORTS, "inventory device", &ports, error)) {
+        agent_device_free(dev);
+        return NULL;
+    }
+    for (guint i = 0; ports && i < json_array_get_length(ports); i++) {
+        JsonObject *p = agent_object_at(ports, i);
+        OrchAgentPort *port;
+
+        if (!p)
+            continue;
+        if (!(port = agent_port_parse(p, error))) {
+            agent_device_free(dev);
+            return NULL;
+        }
+        g_ptr_array_add(dev->ports, port);
+    }
+    return dev;
+}
+
+OrchAgentInventory *orch_agent_inventory_parse(JsonObject *ret, GError **error)
+{
+    g_autoptr(OrchAgentInventory) inv = g_new0(OrchAgentInventory, 1);
+    JsonArray *devices = NULL;
+
+    g_return_val_if_fail(ret != NULL, NULL);
+    inv->devices = g_ptr_array_new_with_free_func((GDestroyNotify)agent_device_free);
+    if (!agent_array(ret, "devices", ORCH_AGENT_MAX_DEVICES, "inventory", &devices, error))
+        return NULL;
+    for (guint i = 0; devices && i < json_array_get_length(devices); i++) {
+        JsonObject *d = agent_object_at(devices, i);
+        OrchAgentDevice *dev = d ? agent_device_parse(d, error) : g_new0(OrchAgentDevice, 1);
+
+        if (!dev)
+            return NULL;
+        if (!dev->ports)
+            dev->ports = g_ptr_array_new_with_free_func((GDestroyNotify)agent_port_free);
+        g_ptr_array_add(inv->devices, dev);
+    }
+    return g_steal_pointer(&inv);
+}
+
+OrchAgentInfo *orch_agent_info(OrchAgent *agent, guint protocol, guint timeout_ms,
+                               GError **error)
+{
+    g_autoptr(JsonObject) args = NULL;
+    g_autoptr(JsonObject) ret = NULL;
+
+    if (protocol) {
+        args = json_object_new();
+        json_object_set_int_member(args, "protocol", protocol);
+    }
+    ret = orch_agent_execute(agent, "info", args, timeout_ms, error);
+    return ret ? orch_agent_info_parse(ret, error) : NULL;
+}
+
+OrchAgentInventory *orch_agent_inventory(OrchAgent *agent, guint timeout_ms, GError **error)
+{
+    g_autoptr(JsonObject) ret = orch_agent_execute(agent, "inventory", NULL, timeout_ms, error);
+
+    return ret ? orch_agent_inventory_parse(ret, error) : NULL;
 }

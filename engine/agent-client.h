@@ -29,6 +29,54 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchAgent, orch_agent_free)
 JsonObject *orch_agent_execute(OrchAgent *agent, const char *command, JsonObject *args,
                                guint timeout_ms, GError **error);
 
+/* ---- typed calls: what the engine asks of the guest, parsed here alone ------------------- */
+
+#define ORCH_AGENT_MAX_DEVICES 64 /* RDMA devices of an inventory read; more is refused */
+#define ORCH_AGENT_MAX_PORTS 64   /* ports of a device */
+#define ORCH_AGENT_MAX_GIDS 256   /* GIDs of a port */
+
+/* The agent's `info` (all owned). Members missing or of another type read as NULL / 0. */
+typedef struct {
+    char *version;   /* "0.1.0" */
+    gint64 protocol; /* the protocol version the session speaks */
+} OrchAgentInfo;
+
+void orch_agent_info_free(OrchAgentInfo *info);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchAgentInfo, orch_agent_info_free)
+
+/* One port of an RDMA device in the guest. */
+typedef struct {
+    char *link_layer; /* "InfiniBand", "Ethernet", or NULL */
+    char **gids;      /* the GIDs as text, in order, up to the first that is not a string */
+} OrchAgentPort;
+
+/* One RDMA device in the guest. */
+typedef struct {
+    char *name;       /* "mlx5_0", or NULL */
+    char *node_guid;  /* as the agent wrote it, or NULL */
+    GPtrArray *ports; /* OrchAgentPort, in order */
+} OrchAgentDevice;
+
+/* The agent's `inventory` (protocol 2): the guest's RDMA devices. */
+typedef struct {
+    GPtrArray *devices; /* OrchAgentDevice, in order */
+} OrchAgentInventory;
+
+void orch_agent_inventory_free(OrchAgentInventory *inv);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchAgentInventory, orch_agent_inventory_free)
+
+/* The replies read into their structs (owned): pure, for the calls below and the fuzz target
+ * agent-reply-fuzz. More devices, ports or GIDs than the limits above is ORCH_ERROR_AGENT. */
+OrchAgentInfo *orch_agent_info_parse(JsonObject *ret, GError **error);
+OrchAgentInventory *orch_agent_inventory_parse(JsonObject *ret, GError **error);
+
+/* `info`, asking for protocol @protocol (0: without asking), waiting at most @timeout_ms. */
+OrchAgentInfo *orch_agent_info(OrchAgent *agent, guint protocol, guint timeout_ms,
+                               GError **error);
+
+/* `inventory` (needs protocol 2: orch_agent_info() first), waiting at most @timeout_ms. */
+OrchAgentInventory *orch_agent_inventory(OrchAgent *agent, guint timeout_ms, GError **error);
+
 /* {"timeout_ms": @timeout_ms} (owned). */
 JsonObject *orch_agent_timeout_args(guint timeout_ms);
 

@@ -6,6 +6,7 @@
 
 #include <gio/gunixsocketaddress.h>
 
+#include "engine/json-fields.h"
 #include "engine/json.h"
 
 #define LOCAL_READ_CHUNK (64 * 1024)
@@ -46,30 +47,6 @@ static char *line_of(JsonBuilder *b)
 
 #define LOCAL_MAX_DEPTH 16
 
-static gboolean too_deep(const char *text, gsize len)
-{
-    guint depth = 0;
-    gboolean in_string = FALSE;
-
-    for (gsize i = 0; i < len; i++) {
-        char ch = text[i];
-
-        if (in_string) {
-            if (ch == '\\')
-                i++;
-            else if (ch == '"')
-                in_string = FALSE;
-        } else if (ch == '"') {
-            in_string = TRUE;
-        } else if (ch == '{' || ch == '[') {
-            if (++depth > LOCAL_MAX_DEPTH)
-                return TRUE;
-        } else if ((ch == '}' || ch == ']') && depth) {
-            depth--;
-        }
-    }
-    return FALSE;
-}
 
 static gboolean request_fail(OrchLocalErrorClass *ret_class, OrchLocalErrorClass cls,
                              GError **error, const char *fmt, ...) G_GNUC_PRINTF(4, 5);
@@ -106,7 +83,7 @@ gboolean orch_local_request_parse(const char *line, gsize len, char **ret_comman
     if ((len && memchr(line, '\0', len)) || !g_utf8_validate(line, len, NULL))
         return request_fail(ret_class, ORCH_LOCAL_ERROR_INVALID_JSON, error,
                             "the request is not UTF-8 text");
-    if (too_deep(line, len))
+    if (orch_json_too_deep(line, len, LOCAL_MAX_DEPTH) >= 0)
         return request_fail(ret_class, ORCH_LOCAL_ERROR_INVALID_JSON, error,
                             "the request nests deeper than %d levels", LOCAL_MAX_DEPTH);
     if (len && !json_parser_load_from_data(parser, line, (gssize)len, &local))

@@ -343,7 +343,7 @@ static gboolean do_connect(Migration *m, OrchVirtOpenFunc open_fn, gpointer open
     m->dst = open_fn(m->opts->dest_uri, "destination", open_opaque, error);
     if (!m->dst)
         return FALSE;
-    if (!m->src->ops->domain_state(m->src, m->opts->domain, &state, error))
+    if (!orch_virt_domain_state(m->src, m->opts->domain, &state, error))
         return FALSE;
     if (state != ORCH_VIRT_DOMAIN_RUNNING) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_NO_DOMAIN,
@@ -351,7 +351,7 @@ static gboolean do_connect(Migration *m, OrchVirtOpenFunc open_fn, gpointer open
                     state == ORCH_VIRT_DOMAIN_MISSING ? "defined" : "running", m->src->uri);
         return FALSE;
     }
-    if (!m->dst->ops->domain_state(m->dst, m->opts->domain, &state, error))
+    if (!orch_virt_domain_state(m->dst, m->opts->domain, &state, error))
         return FALSE;
     if (state == ORCH_VIRT_DOMAIN_RUNNING) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
@@ -360,12 +360,12 @@ static gboolean do_connect(Migration *m, OrchVirtOpenFunc open_fn, gpointer open
         return FALSE;
     }
     m->dest_defined = state == ORCH_VIRT_DOMAIN_INACTIVE;
-    return m->src->ops->domain_is_persistent(m->src, m->opts->domain, &m->persistent, error);
+    return orch_virt_domain_is_persistent(m->src, m->opts->domain, &m->persistent, error);
 }
 
 static gboolean do_inspect(Migration *m, char **ret_detail, GError **error)
 {
-    g_autofree char *xml = m->src->ops->domain_get_xml(m->src, m->opts->domain, error);
+    g_autofree char *xml = orch_virt_domain_get_xml(m->src, m->opts->domain, error);
     g_autoptr(XmlDomain) dom = NULL;
     g_autoptr(GString) detail = g_string_new(NULL);
 
@@ -394,7 +394,7 @@ static gboolean do_inspect(Migration *m, char **ret_detail, GError **error)
 /* HotplugVf for every PCI VF node device of @virt (owned array). */
 static GPtrArray *host_vfs(OrchVirt *virt, GError **error)
 {
-    g_autoptr(GPtrArray) xmls = virt->ops->nodedev_list_pci_xml(virt, error);
+    g_autoptr(GPtrArray) xmls = orch_virt_nodedev_list_pci_xml(virt, error);
     g_autoptr(GPtrArray) vfs = g_ptr_array_new_with_free_func((GDestroyNotify)hotplug_vf_free);
 
     if (!xmls)
@@ -584,38 +584,26 @@ static guint64 gid_interface_id(const char *text)
  * nothing is carried over. */
 static void identity_read(Migration *m, OrchAgent *agent)
 {
-    g_autoptr(JsonObject) args = json_object_new();
-    g_autoptr(JsonObject) info = NULL;
-    g_autoptr(JsonObject) inv = NULL;
+    g_autoptr(OrchAgentInfo) info = NULL;
+    g_autoptr(OrchAgentInventory) inv = NULL;
     g_autoptr(GError) local = NULL;
-    JsonArray *devices;
-    JsonObject *dev;
-    JsonArray *ports;
-    const char *node;
+    OrchAgentDevice *dev;
+    OrchAgentPort *port;
 
-    json_object_set_int_member(args, "protocol", 2);
-    info = orch_agent_execute(agent, "info", args, m->opts->agent_timeout_ms, &local);
-    inv = info ? orch_agent_execute(agent, "inventory", NULL, m->opts->agent_timeout_ms, &local)
-               : NULL;
+    info = orch_agent_info(agent, 2, m->opts->agent_timeout_ms, &local);
+    inv = info ? orch_agent_inventory(agent, m->opts->agent_timeout_ms, &local) : NULL;
     if (!inv) {
         m->identity_note = g_strdup_printf("no inventory from the agent (%s)", local->message);
         return;
     }
-    devices = json_object_has_member(inv, "devices") &&
-                      JSON_NODE_HOLDS_ARRAY(json_object_get_member(inv, "devices"))
-                  ? json_object_get_array_member(inv, "devices")
-                  : NULL;
-    if (!devices || json_array_get_length(devices) != 1 || m->vfs->len != 1) {
+    if (inv->devices->len != 1 || m->vfs->len != 1) {
         m->identity_note = g_strdup_printf(
             "%u RDMA device(s) in the guest for %u VF(s): cannot tell which is which",
-            devices ? json_array_get_length(devices) : 0, m->vfs->len);
+            inv->devices->len, m->vfs->len);
         return;
     }
-    dev = JSON_NODE_HOLDS_OBJECT(json_array_get_element(devices, 0))
-              ? json_array_get_object_element(devices, 0)
-              : NULL;
-    node = orch_json_get_string(dev, "node_guid");
-    if (!node || !hotplug_guid_parse(node, &m->node_guid, &local)) {
+    dev = g_ptr_array_index(inv->devices, 0);
+    if (!dev->node_guid || !hotplug_guid_parse(dev->node_guid, &m->node_guid, &local)) {
         m->identity_note = g_strdup_printf("the guest's RDMA device reports no usable node GUID%s%s",
                                            local ? ": " : "", local ? local->message : "");
         return;
@@ -623,27 +611,12 @@ static void identity_read(Migration *m, OrchAgent *agent)
     /* An InfiniBand port's GUID is the interface identifier of its first GID; a RoCE port has
      * none of its own. */
     m->port_guid = m->node_guid;
-    ports = dev && json_object_has_member(dev, "ports") &&
-                    JSON_NODE_HOLDS_ARRAY(json_object_get_member(dev, "ports"))
-                ? json_object_get_array_member(dev, "ports")
-                : NULL;
-    if (ports && json_array_get_length(ports) > 0 &&
-        JSON_NODE_HOLDS_OBJECT(json_array_get_element(ports, 0))) {
-        JsonObject *port = json_array_get_object_element(ports, 0);
-        const char *ll = orch_json_get_string(port, "link_layer");
-        JsonArray *gids = json_object_has_member(port, "gids") &&
-                                  JSON_NODE_HOLDS_ARRAY(json_object_get_member(port, "gids"))
-                              ? json_object_get_array_member(port, "gids")
-                              : NULL;
+    port = dev->ports->len ? g_ptr_array_index(dev->ports, 0) : NULL;
+    if (port && g_strcmp0(port->link_layer, "InfiniBand") == 0 && port->gids[0]) {
+        guint64 id = gid_interface_id(port->gids[0]);
 
-        if (ll && g_str_equal(ll, "InfiniBand") && gids && json_array_get_length(gids) > 0 &&
-            JSON_NODE_HOLDS_VALUE(json_array_get_element(gids, 0)) &&
-            json_node_get_value_type(json_array_get_element(gids, 0)) == G_TYPE_STRING) {
-            guint64 id = gid_interface_id(json_array_get_string_element(gids, 0));
-
-            if (id)
-                m->port_guid = id;
-        }
+        if (id)
+            m->port_guid = id;
     }
 }
 
@@ -760,7 +733,7 @@ static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
 static gboolean device_present(Migration *m, OrchVirt *virt, const char *alias,
                                gboolean *ret_present, GError **error)
 {
-    g_autofree char *xml = virt->ops->domain_get_xml(virt, m->opts->domain, error);
+    g_autofree char *xml = orch_virt_domain_get_xml(virt, m->opts->domain, error);
     g_autoptr(XmlDomain) dom = xml ? xml_domain_parse(xml, error) : NULL;
     g_autoptr(GPtrArray) vfs = dom ? xml_domain_find_vfs(dom, m->opts->alias_prefix, error) : NULL;
 
@@ -785,7 +758,7 @@ static gboolean do_unplug(Migration *m, char **ret_detail, GError **error)
 
         if (!note(m, "unplug", vf->alias, NULL, error))
             return FALSE;
-        if (!m->src->ops->device_detach(m->src, m->opts->domain, vf->alias, m->persistent,
+        if (!orch_virt_device_detach(m->src, m->opts->domain, vf->alias, m->persistent,
                                         m->opts->unplug_timeout_ms, &local)) {
             gboolean present = TRUE;
 
@@ -818,7 +791,7 @@ static void migration_cancelled(GCancellable *cancellable, gpointer data)
     Migration *m = data;
     g_autoptr(GError) local = NULL;
 
-    if (!m->src->ops->domain_abort_job(m->src, m->opts->domain, &local))
+    if (!orch_virt_domain_abort_job(m->src, m->opts->domain, &local))
         g_warning("Cannot abort the migration of '%s': %s", m->opts->domain, local->message);
 }
 
@@ -848,7 +821,7 @@ static gboolean do_migrate(Migration *m, char **ret_detail, GError **error)
     if (m->opts->cancellable)
         cancel_id = g_cancellable_connect(m->opts->cancellable, G_CALLBACK(migration_cancelled),
                                           m, NULL);
-    ok = m->src->ops->migrate(m->src, m->opts->domain, m->dst->uri, &params, &stats, error);
+    ok = orch_virt_migrate(m->src, m->opts->domain, m->dst->uri, &params, &stats, error);
     if (cancel_id)
         g_cancellable_disconnect(m->opts->cancellable, cancel_id);
     if (!ok && g_cancellable_is_cancelled(m->opts->cancellable)) {
@@ -860,7 +833,7 @@ static gboolean do_migrate(Migration *m, char **ret_detail, GError **error)
         OrchVirtDomainState state;
 
         /* A failure after the switch-over leaves the domain running on the destination. */
-        if (m->dst->ops->domain_state(m->dst, m->opts->domain, &state, NULL) &&
+        if (orch_virt_domain_state(m->dst, m->opts->domain, &state, NULL) &&
             state == ORCH_VIRT_DOMAIN_RUNNING) {
             m->on_destination = TRUE;
             g_free(m->report->final_host);
@@ -905,7 +878,7 @@ static void learn_dest_alias(Migration *m, guint i, const char *device_xml)
         g_ptr_array_add(m->dest_alias, NULL);
     if (!pci) /* stand-ins keep their user alias */
         return;
-    live_xml = m->dst->ops->domain_get_xml(m->dst, m->opts->domain, NULL);
+    live_xml = orch_virt_domain_get_xml(m->dst, m->opts->domain, NULL);
     live_dom = live_xml ? xml_domain_parse(live_xml, NULL) : NULL;
     live = live_dom ? xml_domain_find_vfs(live_dom, NULL, NULL) : NULL;
     for (guint j = 0; live && j < live->len; j++) {
@@ -957,7 +930,7 @@ static gboolean plug_other_vf(Migration *m, guint i, const char *why)
     progress(m, ORCH_PHASE_PLUG, "'%s' would not plug (%s); trying VF %s instead", vf->alias,
              why, lease->vf);
     if (!note(m, "plug", vf->alias, xml, NULL) ||
-        !m->dst->ops->device_attach(m->dst, m->opts->domain, xml, m->dest_persistent, &local)) {
+        !orch_virt_device_attach(m->dst, m->opts->domain, xml, m->dest_persistent, &local)) {
         if (local)
             progress(m, ORCH_PHASE_PLUG, "VF %s would not plug either: %s", lease->vf,
                      local->message);
@@ -980,7 +953,7 @@ static gboolean do_plug(Migration *m, char **ret_detail, GError **error)
 
     /* Defined there when --persistent asked it or it was defined there before, whatever it was
      * on the source: a transient domain has no definition to plug into (libvirt refuses). */
-    if (!m->dst->ops->domain_is_persistent(m->dst, m->opts->domain, &m->dest_persistent, error))
+    if (!orch_virt_domain_is_persistent(m->dst, m->opts->domain, &m->dest_persistent, error))
         return FALSE;
 
     for (guint i = 0; i < m->vfs->len; i++) {
@@ -992,7 +965,7 @@ static gboolean do_plug(Migration *m, char **ret_detail, GError **error)
             return FALSE;
         for (attempt = 1; attempt <= attempts; attempt++) {
             g_clear_error(&local);
-            if (m->dst->ops->device_attach(m->dst, m->opts->domain,
+            if (orch_virt_device_attach(m->dst, m->opts->domain,
                                            g_ptr_array_index(m->dest_xml, i), m->dest_persistent,
                                            &local))
                 break;
@@ -1043,7 +1016,7 @@ static void rollback(Migration *m)
             g_autoptr(GError) err = NULL;
 
             start = g_get_monotonic_time();
-            if (m->dst->ops->device_detach(m->dst, m->opts->domain, dest_alias(m, i - 1),
+            if (orch_virt_device_detach(m->dst, m->opts->domain, dest_alias(m, i - 1),
                                            m->dest_persistent, m->opts->unplug_timeout_ms, &err))
                 m->plugged = i - 1;
             rollback_record(m, "unplug-destination", start, err, vf->alias);
@@ -1052,7 +1025,7 @@ static void rollback(Migration *m)
         }
         start = g_get_monotonic_time();
         if (m->plugged == 0 &&
-            m->dst->ops->migrate(m->dst, m->opts->domain, m->src->uri, &params, &stats, &local)) {
+            orch_virt_migrate(m->dst, m->opts->domain, m->src->uri, &params, &stats, &local)) {
             m->on_destination = FALSE;
             g_free(m->report->final_host);
             m->report->final_host = g_strdup("source");
@@ -1068,7 +1041,7 @@ static void rollback(Migration *m)
                 g_autoptr(GError) err = NULL;
 
                 start = g_get_monotonic_time();
-                if (m->dst->ops->device_attach(m->dst, m->opts->domain,
+                if (orch_virt_device_attach(m->dst, m->opts->domain,
                                                g_ptr_array_index(m->dest_xml, i),
                                                m->dest_persistent, &err))
                     m->plugged = i + 1;
@@ -1084,7 +1057,7 @@ static void rollback(Migration *m)
             g_autoptr(GError) err = NULL;
             gint64 start = g_get_monotonic_time();
 
-            if (!m->src->ops->device_attach(m->src, m->opts->domain,
+            if (!orch_virt_device_attach(m->src, m->opts->domain,
                                             g_ptr_array_index(m->source_xml, i), m->persistent,
                                             &err))
                 vf_back_ok = FALSE;
@@ -1309,49 +1282,37 @@ static void journal_end(Migration *m, gboolean keep)
         g_warning("Cannot close the journal of '%s': %s", m->opts->domain, local->message);
 }
 
-gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
-                      OrchReport **ret_report, GError **error)
+/* What changes nothing: the options, connect, inspect, target-vf, then the journal's begin
+ * record. FALSE: the migration stops here, nothing to undo. */
+static gboolean migration_look(Migration *m, GError **error)
 {
-    Migration mig = {.opts = opts};
-    Migration *m = &mig;
-    Side tail = {0};
+    const OrchOptions *opts = m->opts;
     g_autoptr(GError) local = NULL;
-    gboolean has_vf;
-    gboolean ok = FALSE;
-    gboolean keep_journal = FALSE;
-
-    m->report = report_new(opts);
-    m->open_fn = open_fn;
-    m->open_opaque = open_opaque;
-    m->start = g_get_monotonic_time();
-    m->report->ok = FALSE;
-    m->id = g_uuid_string_random();
 
     if (!validate_options(opts, &local)) {
         m->report->failed_phase = ORCH_PHASE_CONNECT;
         m->report->error = g_strdup(local->message);
         g_propagate_error(error, g_steal_pointer(&local));
-        goto out;
+        return FALSE;
     }
 
     phase_begin(m, ORCH_PHASE_CONNECT);
     /* One migration per domain: the journal's lock is held until the end. */
     m->journal = orch_journal_open(opts->state_dir ? opts->state_dir : ORCH_STATE_DIR_DEFAULT,
                                    opts->domain, TRUE, &local);
-    if (!m->journal || !do_connect(m, open_fn, open_opaque, &local)) {
+    if (!m->journal || !do_connect(m, m->open_fn, m->open_opaque, &local)) {
         phase_fail(m, ORCH_PHASE_CONNECT, local);
         g_propagate_prefixed_error(error, g_steal_pointer(&local), "Phase 'connect' failed: ");
-        goto out;
+        return FALSE;
     }
     phase_end(m, ORCH_PHASE_CONNECT, ORCH_STATUS_OK, "%s -> %s%s", m->src->uri, m->dst->uri,
               m->persistent ? " (persistent domain)" : "");
 
     if (!run_phase(m, ORCH_PHASE_INSPECT, do_inspect, error))
-        goto out;
-    has_vf = m->vfs->len > 0;
-    if (has_vf) {
+        return FALSE;
+    if (m->vfs->len > 0) {
         if (!run_target_vf(m, error))
-            goto out;
+            return FALSE;
     } else {
         m->dest_xml = g_ptr_array_new_with_free_func(g_free);
         m->source_xml = g_ptr_array_new_with_free_func(g_free);
@@ -1362,46 +1323,58 @@ gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointe
         m->report->failed_phase = ORCH_PHASE_PREPARE;
         m->report->error = g_strdup(local->message);
         g_propagate_error(error, g_steal_pointer(&local));
-        goto out;
+        return FALSE;
     }
+    return TRUE;
+}
+
+typedef enum {
+    MOVE_DONE,   /* the domain runs on the destination with its VFs, processes resumed */
+    MOVE_FAILED, /* a step failed: what was done is to be undone */
+    MOVE_KEPT,   /* the resume failed after everything else: kept for --recover */
+} MoveResult;
+
+/* The steps that change things, in order: prepare, unplug, migrate, plug, resume. The leases'
+ * end runs beside the resume, on @tail. */
+static MoveResult migration_move(Migration *m, Side *tail, GError **error)
+{
+    const OrchOptions *opts = m->opts;
+    gboolean has_vf = m->vfs->len > 0;
 
     if (!has_vf)
         phase_skip(m, ORCH_PHASE_PREPARE, "no VF");
     else if (opts->no_agent)
         phase_skip(m, ORCH_PHASE_PREPARE, "--no-agent");
     else if (!run_phase(m, ORCH_PHASE_PREPARE, do_prepare, error))
-        goto fail;
+        return MOVE_FAILED;
 
     if (!has_vf)
         phase_skip(m, ORCH_PHASE_UNPLUG, "no VF");
     else if (!run_unplug(m, error))
-        goto fail;
+        return MOVE_FAILED;
 
     if (!run_phase(m, ORCH_PHASE_MIGRATE, do_migrate, error))
-        goto fail;
+        return MOVE_FAILED;
 
     if (!has_vf) {
         phase_skip(m, ORCH_PHASE_PLUG, "no VF");
     } else {
-        gboolean plugged;
-
         /* Joined by the resume (its wait counts there), or here when the plug failed. */
         if (!opts->no_agent) {
             m->dst_agent_side = g_new0(Side, 1);
             side_start(m->dst_agent_side, m, agent_open_dest, "hm-agent");
         }
-        plugged = run_phase(m, ORCH_PHASE_PLUG, do_plug, error);
-        if (!plugged) {
+        if (!run_phase(m, ORCH_PHASE_PLUG, do_plug, error)) {
             /* Not on the way back: the channel closes before the domain moves again. */
             dst_agent_join(m);
             g_clear_pointer(&m->dst_agent, orch_agent_free);
-            goto fail;
+            return MOVE_FAILED;
         }
     }
     m->report->vfs_attached = m->plugged;
     if (has_vf) {
         /* The leases end alongside the resume (side work; joined at the end). */
-        side_start(&tail, m, leases_end, "hm-leases");
+        side_start(tail, m, leases_end, "hm-leases");
         m->settled = TRUE;
     }
 
@@ -1409,25 +1382,25 @@ gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointe
         phase_skip(m, ORCH_PHASE_RESUME, "no VF");
     else if (opts->no_agent)
         phase_skip(m, ORCH_PHASE_RESUME, "--no-agent");
-    else if (!run_phase(m, ORCH_PHASE_RESUME, do_resume, error)) {
+    else if (!run_phase(m, ORCH_PHASE_RESUME, do_resume, error))
         /* The domain runs on the destination with its VFs: nothing to undo, but the
          * processes still wait; --recover retries the resume. */
-        keep_journal = TRUE;
-        goto out;
-    }
+        return MOVE_KEPT;
+    return MOVE_DONE;
+}
 
-    m->report->ok = TRUE;
-    ok = TRUE;
-    goto out;
+/* Undoes what a failed step left (rollback()). When an undo action fails too, *@error becomes
+ * ORCH_ERROR_ROLLBACK saying where the domain is, and the journal is kept: returns TRUE. */
+static gboolean migration_undo(Migration *m, GError **error)
+{
+    const OrchOptions *opts = m->opts;
 
-fail:
     rollback(m);
     for (guint i = 0; i < m->report->rollback->len; i++) {
         OrchRollbackRecord *rec = g_ptr_array_index(m->report->rollback, i);
 
         if (rec->ok)
             continue;
-        keep_journal = TRUE;
         if (error && *error) {
             g_autofree char *msg = g_strdup((*error)->message);
 
@@ -1440,21 +1413,14 @@ fail:
             g_free(m->report->error);
             m->report->error = g_strdup((*error)->message);
         }
-        break;
+        return TRUE;
     }
+    return FALSE;
+}
 
-out:
-    dst_agent_join(m);
-    side_join(&tail, ORCH_PHASE_RESUME);
-    side_clear(&tail);
-    if (!m->settled) {
-        leases_settle(m, !ok);
-        if (m->on_destination && m->plugged == (m->vfs ? m->vfs->len : 0))
-            source_leases_end(m);
-    }
-    journal_end(m, keep_journal);
-    orch_journal_close(m->journal);
-    m->report->total_us = g_get_monotonic_time() - m->start;
+/* Frees what the migration held (not its report). */
+static void migration_clear(Migration *m)
+{
     if (m->vfs)
         g_ptr_array_unref(m->vfs);
     if (m->dest_xml)
@@ -1477,6 +1443,51 @@ out:
     orch_virt_free(m->src);
     orch_virt_free(m->dst);
     g_free(m->id);
+}
+
+gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
+                      OrchReport **ret_report, GError **error)
+{
+    Migration mig = {.opts = opts};
+    Migration *m = &mig;
+    Side tail = {0};
+    gboolean ok = FALSE;
+    gboolean keep_journal = FALSE;
+
+    m->report = report_new(opts);
+    m->open_fn = open_fn;
+    m->open_opaque = open_opaque;
+    m->start = g_get_monotonic_time();
+    m->report->ok = FALSE;
+    m->id = g_uuid_string_random();
+
+    if (migration_look(m, error)) {
+        switch (migration_move(m, &tail, error)) {
+        case MOVE_DONE:
+            m->report->ok = TRUE;
+            ok = TRUE;
+            break;
+        case MOVE_FAILED:
+            keep_journal = migration_undo(m, error);
+            break;
+        case MOVE_KEPT:
+            keep_journal = TRUE;
+            break;
+        }
+    }
+
+    dst_agent_join(m);
+    side_join(&tail, ORCH_PHASE_RESUME);
+    side_clear(&tail);
+    if (!m->settled) {
+        leases_settle(m, !ok);
+        if (m->on_destination && m->plugged == (m->vfs ? m->vfs->len : 0))
+            source_leases_end(m);
+    }
+    journal_end(m, keep_journal);
+    orch_journal_close(m->journal);
+    m->report->total_us = g_get_monotonic_time() - m->start;
+    migration_clear(m);
     *ret_report = m->report;
     return ok;
 }

@@ -29,7 +29,7 @@ static G_GNUC_PRINTF(4, 5) void add(Preflight *pf, const char *name, OrchCheckSt
 static gboolean source_model(Preflight *pf, const char *pci, guint *ret_vendor, guint *ret_device,
                              GError **error)
 {
-    g_autoptr(GPtrArray) xmls = pf->src->ops->nodedev_list_pci_xml(pf->src, error);
+    g_autoptr(GPtrArray) xmls = orch_virt_nodedev_list_pci_xml(pf->src, error);
 
     if (!xmls)
         return FALSE;

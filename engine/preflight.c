@@ -59,14 +59,14 @@ static void check_hosts(Preflight *pf)
         return;
     }
     check_add(pf, "source", ORCH_CHECK_PASS, "connected to source host '%s'", pf->src->uri);
-    if (!pf->src->ops->domain_state(pf->src, pf->opts->domain, &state, &error)) {
+    if (!orch_virt_domain_state(pf->src, pf->opts->domain, &state, &error)) {
         check_add(pf, "domain", ORCH_CHECK_FAIL, "%s", error->message);
     } else if (state != ORCH_VIRT_DOMAIN_RUNNING) {
         check_add(pf, "domain", ORCH_CHECK_FAIL, "domain '%s' is not %s on source host '%s'",
                   pf->opts->domain, state == ORCH_VIRT_DOMAIN_MISSING ? "defined" : "running",
                   pf->src->uri);
     } else {
-        g_autofree char *xml = pf->src->ops->domain_get_xml(pf->src, pf->opts->domain, &error);
+        g_autofree char *xml = orch_virt_domain_get_xml(pf->src, pf->opts->domain, &error);
 
         pf->dom = xml ? xml_domain_parse(xml, &error) : NULL;
         if (!pf->dom)
@@ -82,7 +82,7 @@ static void check_hosts(Preflight *pf)
         check_add(pf, "destination", ORCH_CHECK_FAIL, "%s", error->message);
         return;
     }
-    if (!pf->dst->ops->domain_state(pf->dst, pf->opts->domain, &state, &error))
+    if (!orch_virt_domain_state(pf->dst, pf->opts->domain, &state, &error))
         check_add(pf, "destination", ORCH_CHECK_FAIL, "%s", error->message);
     else if (state == ORCH_VIRT_DOMAIN_RUNNING)
         check_add(pf, "destination", ORCH_CHECK_FAIL,
@@ -97,7 +97,7 @@ static void check_agent(Preflight *pf)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(OrchAgent) agent = NULL;
-    g_autoptr(JsonObject) info = NULL;
+    g_autoptr(OrchAgentInfo) info = NULL;
     const char *channel =
         pf->opts->agent_channel ? pf->opts->agent_channel : ORCH_AGENT_CHANNEL_DEFAULT;
 
@@ -115,16 +115,14 @@ static void check_agent(Preflight *pf)
     }
     agent = orch_agent_open(pf->src, pf->opts->domain, channel, pf->opts->agent_timeout_ms,
                             &error);
-    info = agent ? orch_agent_execute(agent, "info", NULL, pf->opts->agent_timeout_ms, &error)
-                 : NULL;
+    info = agent ? orch_agent_info(agent, 0, pf->opts->agent_timeout_ms, &error) : NULL;
     if (!info) {
         check_add(pf, "agent", ORCH_CHECK_FAIL, "%s; use --no-agent to migrate without quiescing",
                   error->message);
         return;
     }
     check_add(pf, "agent", ORCH_CHECK_PASS, "hotmig-agent %s answers on channel '%s'",
-              orch_json_get_string(info, "version") ? orch_json_get_string(info, "version")
-                                                    : "(unknown version)",
+              info->version ? info->version : "(unknown version)",
               channel);
 }
 
@@ -175,7 +173,7 @@ static void check_capable(Preflight *pf)
         return;
     }
     needs = xml_domain_get_needs(pf->dom);
-    if (!pf->dst->ops->domain_capable(pf->dst, needs, &capable, &detail, &error))
+    if (!orch_virt_domain_capable(pf->dst, needs, &capable, &detail, &error))
         check_add(pf, "cpu", ORCH_CHECK_FAIL, "%s", error->message);
     else
         check_add(pf, "cpu", capable ? ORCH_CHECK_PASS : ORCH_CHECK_FAIL,

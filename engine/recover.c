@@ -48,7 +48,7 @@ static void action(OrchRecovery *rec, const char *what, gint64 start, const GErr
 /* The VFs in the live XML of the domain on @virt (owned array of XmlVf). */
 static GPtrArray *live_vfs(OrchVirt *virt, const char *domain, GError **error)
 {
-    g_autofree char *xml = virt->ops->domain_get_xml(virt, domain, error);
+    g_autofree char *xml = orch_virt_domain_get_xml(virt, domain, error);
     g_autoptr(XmlDomain) dom = xml ? xml_domain_parse(xml, error) : NULL;
 
     return dom ? xml_domain_find_vfs(dom, NULL, error) : NULL;
@@ -112,38 +112,21 @@ static void recover_leases(const OrchOptions *opts, OrchJournalRecord *plan, Orc
     }
 }
 
-static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchRecovery *rec,
-                            OrchVirtOpenFunc open_fn, gpointer open_opaque, GError **error)
+/* Where the domain runs once a migration job the killed process left running is stopped:
+ * *ret_on_destination, or an error when it runs on both hosts or on neither. */
+static gboolean recover_locate(const OrchJournalRecord *plan, OrchVirt *src, OrchVirt *dst,
+                               OrchRecovery *rec, gboolean *ret_on_destination, GError **error)
 {
-    g_autoptr(OrchJournalRecord) plan = orch_journal_load(journal, error);
-    g_autoptr(OrchVirt) src = NULL;
-    g_autoptr(OrchVirt) dst = NULL;
-    g_autoptr(GPtrArray) live = NULL;
     g_autoptr(GError) local = NULL;
     OrchVirtDomainState src_state;
     OrchVirtDomainState dst_state;
-    OrchVirt *here;
-    gboolean on_destination;
-    gboolean persistent = FALSE; /* the domain is defined where it runs */
-    gboolean ok = TRUE;
-    gint64 start;
-
-    if (!plan)
-        return FALSE;
-    if (!plan->domain) {
-        rec->outcome = g_strdup("nothing to do");
-        return TRUE;
-    }
-    if (!(src = open_fn(plan->source, "source", open_opaque, error)) ||
-        !(dst = open_fn(plan->destination, "destination", open_opaque, error)))
-        return FALSE;
+    gint64 start = g_get_monotonic_time();
 
     /* A migration job a killed migrate-vm left running in libvirtd: stop it, then look. */
-    start = g_get_monotonic_time();
-    if (!src->ops->domain_state(src, plan->domain, &src_state, error))
+    if (!orch_virt_domain_state(src, plan->domain, &src_state, error))
         return FALSE;
     if (src_state == ORCH_VIRT_DOMAIN_RUNNING) {
-        if (!src->ops->domain_abort_job(src, plan->domain, &local)) {
+        if (!orch_virt_domain_abort_job(src, plan->domain, &local)) {
             action(rec, "abort-job", start, local, NULL);
             g_propagate_error(error, g_steal_pointer(&local));
             return FALSE;
@@ -153,8 +136,8 @@ static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchR
     /* Right after a migration job ends, the destination's incoming domain takes a moment to
      * be torn down (or the source's to go): look again until one of them is left. */
     for (HmDeadline until = hm_deadline_in_ms(RECOVER_SETTLE_MS);;) {
-        if (!src->ops->domain_state(src, plan->domain, &src_state, error) ||
-            !dst->ops->domain_state(dst, plan->domain, &dst_state, error))
+        if (!orch_virt_domain_state(src, plan->domain, &src_state, error) ||
+            !orch_virt_domain_state(dst, plan->domain, &dst_state, error))
             return FALSE;
         if (src_state != ORCH_VIRT_DOMAIN_RUNNING || dst_state != ORCH_VIRT_DOMAIN_RUNNING ||
             hm_deadline_remaining_ms(until) == 0)
@@ -172,62 +155,92 @@ static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchR
                     plan->destination);
         return FALSE;
     }
-    on_destination = dst_state == ORCH_VIRT_DOMAIN_RUNNING;
+    *ret_on_destination = dst_state == ORCH_VIRT_DOMAIN_RUNNING;
+    return TRUE;
+}
+
+/* Gives the domain, on @here, every VF it lacks. On the source, an unplug the killed process
+ * asked for may still be under way (the VF would vanish after we looked): it is finished
+ * first (the guest quiesced its users before any unplug was asked). A plug that fails sets
+ * *@ret_ok to FALSE (each step is in @rec); FALSE with @error only when the domain cannot be
+ * read. */
+static gboolean recover_vfs(const OrchOptions *opts, const OrchJournalRecord *plan,
+                            OrchVirt *here, gboolean on_destination, gboolean persistent,
+                            OrchRecovery *rec, gboolean *ret_ok, GError **error)
+{
+    g_autoptr(GPtrArray) live = NULL;
+    gint64 start;
+
+    for (guint i = 0; !on_destination && i < plan->vfs->len; i++) {
+        OrchJournalVf *vf = g_ptr_array_index(plan->vfs, i);
+        g_autoptr(GError) err = NULL;
+
+        if (!vf->unplug_asked)
+            continue;
+        start = g_get_monotonic_time();
+        if (orch_virt_device_detach(here, plan->domain, vf->alias, persistent,
+                                    opts->unplug_timeout_ms, &err))
+            action(rec, "finish-unplug", start, NULL, vf->alias);
+        else
+            g_debug("Finishing the unplug of '%s': %s", vf->alias, err->message);
+    }
+    if (!(live = live_vfs(here, plan->domain, error)))
+        return FALSE;
+    for (guint i = 0; i < plan->vfs->len; i++) {
+        OrchJournalVf *vf = g_ptr_array_index(plan->vfs, i);
+        const char *xml = on_destination ? vf->destination_xml : vf->source_xml;
+        g_autoptr(GError) err = NULL;
+
+        if (vf_present(live, xml, vf->alias)) {
+            rec->vfs_attached++;
+            continue;
+        }
+        start = g_get_monotonic_time();
+        if (orch_virt_device_attach(here, plan->domain, xml, persistent, &err))
+            rec->vfs_attached++;
+        else
+            *ret_ok = FALSE;
+        action(rec, on_destination ? "plug-destination" : "plug-source", start, err, vf->alias);
+    }
+    return TRUE;
+}
+
+static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchRecovery *rec,
+                            OrchVirtOpenFunc open_fn, gpointer open_opaque, GError **error)
+{
+    g_autoptr(OrchJournalRecord) plan = orch_journal_load(journal, error);
+    g_autoptr(OrchVirt) src = NULL;
+    g_autoptr(OrchVirt) dst = NULL;
+    OrchVirt *here;
+    gboolean on_destination;
+    gboolean persistent = FALSE; /* the domain is defined where it runs */
+    gboolean ok = TRUE;
+
+    if (!plan)
+        return FALSE;
+    if (!plan->domain) {
+        rec->outcome = g_strdup("nothing to do");
+        return TRUE;
+    }
+    if (!(src = open_fn(plan->source, "source", open_opaque, error)) ||
+        !(dst = open_fn(plan->destination, "destination", open_opaque, error)) ||
+        !recover_locate(plan, src, dst, rec, &on_destination, error))
+        return FALSE;
     here = on_destination ? dst : src;
     rec->final_host = g_strdup(on_destination ? "destination" : "source");
     rec->vfs_total = plan->vfs->len;
     /* Plugs and unplugs change the domain's definition where it runs when it has one there:
      * on the destination that depends on --persistent, not on the source's. */
-    if (!here->ops->domain_is_persistent(here, plan->domain, &persistent, error))
+    if (!orch_virt_domain_is_persistent(here, plan->domain, &persistent, error) ||
+        !recover_vfs(opts, plan, here, on_destination, persistent, rec, &ok, error))
         return FALSE;
-
-    /* A hot-unplug is asynchronous: one asked for by the killed process may still be under
-     * way, and the VF would vanish after we looked. Finish it first (the guest has quiesced
-     * its users before any unplug was asked), then plug back what is missing. */
-    if (!on_destination) {
-        for (guint i = 0; i < plan->vfs->len; i++) {
-            OrchJournalVf *vf = g_ptr_array_index(plan->vfs, i);
-            g_autoptr(GError) err = NULL;
-
-            if (!vf->unplug_asked)
-                continue;
-            start = g_get_monotonic_time();
-            if (here->ops->device_detach(here, plan->domain, vf->alias, persistent,
-                                         opts->unplug_timeout_ms, &err))
-                action(rec, "finish-unplug", start, NULL, vf->alias);
-            else
-                g_debug("Finishing the unplug of '%s': %s", vf->alias, err->message);
-        }
-    }
-
-    /* Give the domain every VF it lacks where it runs. */
-    if (!(live = live_vfs(here, plan->domain, error)))
-        return FALSE;
-    for (guint i = 0; i < plan->vfs->len; i++) {
-        OrchJournalVf *vf = g_ptr_array_index(plan->vfs, i);
-        g_autoptr(GError) err = NULL;
-
-        if (vf_present(live, on_destination ? vf->destination_xml : vf->source_xml,
-                       vf->alias)) {
-            rec->vfs_attached++;
-            continue;
-        }
-        start = g_get_monotonic_time();
-        if (here->ops->device_attach(here, plan->domain,
-                                     on_destination ? vf->destination_xml : vf->source_xml,
-                                     persistent, &err))
-            rec->vfs_attached++;
-        else
-            ok = FALSE;
-        action(rec, on_destination ? "plug-destination" : "plug-source", start, err, vf->alias);
-    }
 
     /* Processes quiesced by the agent wait for a resume: send it (idempotent). */
     if (plan->agent_asked) {
         g_autoptr(GError) err = NULL;
         g_autofree char *detail = NULL;
+        gint64 start = g_get_monotonic_time();
 
-        start = g_get_monotonic_time();
         if (!orch_agent_resume(here, plan->domain,
                                plan->agent_channel ? plan->agent_channel
                                                    : ORCH_AGENT_CHANNEL_DEFAULT,

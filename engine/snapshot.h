@@ -1,4 +1,4 @@
-/* Cluster snapshots (JSON) for offline planning, and plans as JSON or a table.
+/* Cluster snapshots (JSON) for offline planning (snapshot.c; plans: plan.h).
  * Snapshot format (docs/policies.md):
  *   {"hosts":[{"name","cpus","memory_mib","vfs"}],
  *    "vms":[{"name","host","vcpus","memory_mib","cpu_util","vfs"}]}
@@ -24,19 +24,5 @@ PolCluster *orch_snapshot_parse(const char *data, gsize len, const char *name, G
 
 /* Reads and parses the snapshot file @path (at most ORCH_SNAPSHOT_MAX_BYTES). */
 PolCluster *orch_snapshot_load(const char *path, GError **error);
-
-/* A plan as orch_plan_format_json() writes it, read back (owned): policy, drained, migrations
- * (vm, from, to, memory_mib, duration_ms, extra), hosts and the figures; other members are
- * ignored. ORCH_ERROR_INVALID naming the field. */
-PolPlan *orch_plan_parse(const char *data, gsize len, const char *name, GError **error);
-/* The same from a parsed JSON value. */
-PolPlan *orch_plan_parse_node(JsonNode *root, const char *name, GError **error);
-
-/* The plan as a JSON object (owned). Without @timing, "plan_ms" is left out so that the same
- * input always gives the same bytes. */
-char *orch_plan_format_json(const PolPlan *plan, gboolean pretty, gboolean timing);
-
-/* The plan as text for people (owned). */
-char *orch_plan_format_table(const PolPlan *plan);
 
 G_END_DECLS

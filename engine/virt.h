@@ -144,6 +144,36 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchVirtChannel, orch_virt_channel_close)
 void orch_virt_init(OrchVirt *virt, const OrchVirtOps *ops, const char *uri, const char *label);
 void orch_virt_clear(OrchVirt *virt);
 
+/* ---- the calls: each operation of the table, through one function (virt.c) that checks its
+ * arguments, logs it (debug) and says "cannot" for an operation the adapter lacks. Callers use
+ * these, never the table. */
+
+gboolean orch_virt_domain_state(OrchVirt *virt, const char *domain, OrchVirtDomainState *ret_state,
+                                GError **error);
+gboolean orch_virt_domain_is_persistent(OrchVirt *virt, const char *domain,
+                                        gboolean *ret_persistent, GError **error);
+char *orch_virt_domain_get_xml(OrchVirt *virt, const char *domain, GError **error);
+gboolean orch_virt_device_detach(OrchVirt *virt, const char *domain, const char *alias,
+                                 gboolean config, guint timeout_ms, GError **error);
+gboolean orch_virt_device_attach(OrchVirt *virt, const char *domain, const char *device_xml,
+                                 gboolean config, GError **error);
+gboolean orch_virt_migrate(OrchVirt *virt, const char *domain, const char *dest_uri,
+                           const OrchMigrateParams *params, OrchMigrateStats *ret_stats,
+                           GError **error);
+gboolean orch_virt_domain_abort_job(OrchVirt *virt, const char *domain, GError **error);
+OrchVirtChannel *orch_virt_channel_open(OrchVirt *virt, const char *domain, const char *name,
+                                        GError **error);
+GPtrArray *orch_virt_nodedev_list_pci_xml(OrchVirt *virt, GError **error);
+GPtrArray *orch_virt_domain_list_xml(OrchVirt *virt, GError **error);
+gboolean orch_virt_domain_capable(OrchVirt *virt, const XmlDomainNeeds *needs,
+                                  gboolean *ret_capable, char **ret_detail, GError **error);
+gboolean orch_virt_node_get_info(OrchVirt *virt, OrchVirtNodeInfo *ret_info, GError **error);
+GPtrArray *orch_virt_domain_list_info(OrchVirt *virt, gboolean with_xml, GError **error);
+gboolean orch_virt_channel_send(OrchVirtChannel *chan, const void *buf, gsize len,
+                                HmDeadline deadline, GError **error);
+gssize orch_virt_channel_recv(OrchVirtChannel *chan, void *buf, gsize len, HmDeadline deadline,
+                              GError **error);
+
 /* ---- the libvirt adapter (virt-libvirt.c) ------------------------------------------------ */
 
 /* Matches OrchVirtOpenFunc; @opaque unused. Starts libvirt's event loop thread on first use. */

@@ -9,38 +9,8 @@
 #include <stdarg.h>
 #include <string.h>
 
-/* json-glib's parser recurses: refuse deep nesting before it sees the input. */
-static gboolean check_depth(const char *data, gsize len, const char *what, GError **error)
-{
-    guint depth = 0;
-    gboolean in_string = FALSE, escaped = FALSE;
+#include "engine/json-fields.h"
 
-    for (gsize i = 0; i < len; i++) {
-        char ch = data[i];
-        if (in_string) {
-            if (escaped)
-                escaped = FALSE;
-            else if (ch == '\\')
-                escaped = TRUE;
-            else if (ch == '"')
-                in_string = FALSE;
-            continue;
-        }
-        if (ch == '"') {
-            in_string = TRUE;
-        } else if (ch == '[' || ch == '{') {
-            if (++depth > ORCH_ALERT_MAX_DEPTH) {
-                g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
-                            "%s: nested deeper than %d levels at byte %" G_GSIZE_FORMAT, what,
-                            ORCH_ALERT_MAX_DEPTH, i);
-                return FALSE;
-            }
-        } else if ((ch == ']' || ch == '}') && depth > 0) {
-            depth--;
-        }
-    }
-    return TRUE;
-}
 
 /* The root object of @data, or NULL with the error. */
 static JsonParser *parse_object(const char *data, gsize len, gsize max, const char *what,
@@ -55,7 +25,7 @@ static JsonParser *parse_object(const char *data, gsize len, gsize max, const ch
                     "%s: larger than %" G_GSIZE_FORMAT " bytes", what, max);
         return NULL;
     }
-    if (!check_depth(data, len, what, error))
+    if (!orch_json_check_depth(data, len, what, ORCH_ALERT_MAX_DEPTH, error))
         return NULL;
     if (len == 0 || !json_parser_load_from_data(parser, data, (gssize)len, &local)) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "%s: not JSON: %s", what,

@@ -14,6 +14,7 @@
 
 #include <json-glib/json-glib.h>
 
+#include "engine/json-fields.h"
 #include "engine/json.h"
 
 #define API_PREFIX "/v1/"
@@ -100,30 +101,6 @@ static OrchVfdReply *reply_gerror(const GError *error)
 
 /* ---- request bodies ------------------------------------------------------------------------ */
 
-/* Deepest nesting of arrays and objects in @text (outside strings). */
-static guint body_depth(const char *text, gsize len)
-{
-    guint depth = 0, max = 0;
-    gboolean in_string = FALSE;
-
-    for (gsize i = 0; i < len; i++) {
-        char c = text[i];
-
-        if (in_string) {
-            if (c == '\\')
-                i++;
-            else if (c == '"')
-                in_string = FALSE;
-        } else if (c == '"') {
-            in_string = TRUE;
-        } else if (c == '{' || c == '[') {
-            max = MAX(max, ++depth);
-        } else if ((c == '}' || c == ']') && depth) {
-            depth--;
-        }
-    }
-    return max;
-}
 
 /* The body as a JSON object (owned), an empty object for an empty body; NULL with a 4xx
  * in *ret_reply. @known: the members the request takes (NULL-terminated; NULL: none). */
@@ -148,7 +125,7 @@ static JsonObject *body_object(const char *body, gsize len, const char *const *k
         *ret_reply = reply_error(400, "the request body is not UTF-8 text");
         return NULL;
     }
-    if (body_depth(body, len) > ORCH_VFD_API_MAX_DEPTH) {
+    if (orch_json_too_deep(body, len, ORCH_VFD_API_MAX_DEPTH) >= 0) {
         *ret_reply = reply_error(400, "the request body nests deeper than %d levels",
                                  ORCH_VFD_API_MAX_DEPTH);
         return NULL;

@@ -13,11 +13,12 @@
 
 #include "engine/json.h"
 #include "engine/local-protocol.h"
+#include "engine/plan.h"
 #include "engine/snapshot.h"
 #include "engine/virt.h"
 #include "hotmigd/inventory.h"
 #include "hotmigd/pool.h"
-#include "hotmigd/scheduler.h"
+#include "hotmigd/run.h"
 
 /* How long binding a VF to vfio-pci may take (the kernel probes it synchronously). */
 #define HOTMIGD_VFIO_TIMEOUT_MS 10000

@@ -160,7 +160,7 @@ static GHashTable *query_libvirt(const char *libvirt_uri, GError **error)
     g_autoptr(GHashTable) out = NULL;
     const char *uri = libvirt_uri ? libvirt_uri : "(default URI)";
 
-    if (!virt || !(xmls = virt->ops->domain_list_xml(virt, &local))) {
+    if (!virt || !(xmls = orch_virt_domain_list_xml(virt, &local))) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE, "libvirt at '%s': %s", uri,
                     local->message);
         return NULL;

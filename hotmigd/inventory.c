@@ -7,7 +7,7 @@
 #include "engine/hotmigd-client.h"
 #include "engine/json.h"
 #include "engine/virt.h"
-#include "hotmigd/scheduler.h"
+#include "hotmigd/run.h"
 #include "xml/xml.h"
 
 #define KIB_PER_MIB 1024
@@ -77,14 +77,8 @@ static gboolean read_libvirt(Reading *r, const OrchInventoryOptions *opts)
         host_down(host, "libvirt does not answer", error);
         return FALSE;
     }
-    if (!r->virt->ops->node_get_info || !r->virt->ops->domain_list_info) {
-        g_set_error(&error, ORCH_ERROR, ORCH_ERROR_FAILED,
-                    "the hypervisor adapter cannot list hosts and domains");
-        host_down(host, "libvirt", error);
-        return FALSE;
-    }
-    if (!r->virt->ops->node_get_info(r->virt, &node, &error) ||
-        !(r->first = r->virt->ops->domain_list_info(r->virt, TRUE, &error))) {
+    if (!orch_virt_node_get_info(r->virt, &node, &error) ||
+        !(r->first = orch_virt_domain_list_info(r->virt, TRUE, &error))) {
         host_down(host, "libvirt", error);
         return FALSE;
     }
@@ -234,7 +228,7 @@ OrchInventory *orch_inventory_collect(GPtrArray *hosts, const OrchInventoryOptio
         if (!r->first)
             continue;
         if (opts->cpu_sample_ms > 0) {
-            second = r->virt->ops->domain_list_info(r->virt, FALSE, &local);
+            second = orch_virt_domain_list_info(r->virt, FALSE, &local);
             if (!second)
                 g_ptr_array_add(
                     inv->warnings,

@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "engine/local-protocol.h"
+#include "engine/plan.h"
 #include "engine/snapshot.h"
 #include "migrate-vm/commands.h"
 

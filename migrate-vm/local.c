@@ -15,6 +15,7 @@
 
 #include "common/config.h"
 #include "engine/local-protocol.h"
+#include "engine/plan.h"
 #include "engine/snapshot.h"
 #include "migrate-vm/commands.h"
 

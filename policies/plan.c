@@ -1076,148 +1076,228 @@ PolPlan *pol_plan_drain(const PolCluster *cluster, const char *host, const PolOp
 
 #define BALANCE_CANDIDATES 8
 
+/* The state of a balance: each host's use and load, the units on it (a linked list through
+ * head/next), what moved, the hosts nothing more can leave, and the moves in order. */
+typedef struct {
+    const PolCluster *cluster;
+    PolProblem *p; /* borrowed */
+    guint D;
+    gint64 *used;
+    double *load;
+    guint8 *moved;
+    guint8 *stuck;
+    guint *vm_final;
+    gint *head;
+    gint *next;
+    GArray *order; /* units, as moved */
+} Balance;
+
+static void balance_clear(Balance *b)
+{
+    g_free(b->used);
+    g_free(b->load);
+    g_free(b->moved);
+    g_free(b->stuck);
+    g_free(b->vm_final);
+    g_free(b->head);
+    g_free(b->next);
+    if (b->order)
+        g_array_unref(b->order);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Balance, balance_clear)
+
+static void balance_init(Balance *b, const PolCluster *cluster, PolProblem *p)
+{
+    guint D = p->dims;
+
+    b->cluster = cluster;
+    b->p = p;
+    b->D = D;
+    b->used = g_new0(gint64, (gsize)p->n_hosts * D + 1);
+    b->load = g_new0(double, p->n_hosts + 1);
+    b->moved = g_new0(guint8, p->n_units + 1);
+    b->stuck = g_new0(guint8, p->n_hosts + 1);
+    b->vm_final = g_new(guint, p->n_vms + 1);
+    b->head = g_new(gint, p->n_hosts + 1);
+    b->next = g_new(gint, p->n_units + 1);
+    b->order = g_array_new(FALSE, FALSE, sizeof(guint));
+    for (guint h = 0; h < p->n_hosts; h++)
+        b->head[h] = -1;
+    for (gint u = (gint)p->n_units - 1; u >= 0; u--) {
+        guint h = p->unit_host[u];
+        for (guint d = 0; d < D; d++)
+            b->used[(gsize)h * D + d] += p->unit_dem[(gsize)u * D + d];
+        b->next[u] = b->head[h];
+        b->head[h] = u;
+    }
+    for (guint h = 0; h < p->n_hosts; h++)
+        b->load[h] = host_load(p, b->used, h);
+    for (guint v = 0; v < p->n_vms; v++)
+        b->vm_final[v] = ((PolVm *)g_ptr_array_index(cluster->vms, v))->host;
+}
+
+/* The source: an evacuating host with a movable VM, else the most loaded host; -1 when none
+ * or when the loads are within the tolerance. */
+static gint balance_source(const Balance *b, const PolOptions *opts, gboolean *ret_evacuate)
+{
+    const PolProblem *p = b->p;
+    double lmin = G_MAXDOUBLE;
+    gboolean evacuate = FALSE;
+    gint src = -1;
+
+    for (guint h = 0; h < p->n_hosts; h++) {
+        const PolHost *ph = g_ptr_array_index(b->cluster->hosts, h);
+        gboolean ev = ph->state == POL_HOST_EVACUATING;
+        if (p->accepts[h])
+            lmin = MIN(lmin, b->load[h]);
+        if (!p->active[h] || b->stuck[h] || b->head[h] < 0)
+            continue;
+        if (src < 0 || (ev && !evacuate) || (ev == evacuate && b->load[h] > b->load[src])) {
+            src = (gint)h;
+            evacuate = ev;
+        }
+    }
+    if (src < 0 || (!evacuate && b->load[src] - lmin <= opts->balance_tolerance))
+        return -1;
+    *ret_evacuate = evacuate;
+    return src;
+}
+
+/* The least loaded accepting hosts but @src, into @cands (at most BALANCE_CANDIDATES, the
+ * least loaded first); their count. */
+static guint balance_candidates(const Balance *b, gint src, gint *cands)
+{
+    const PolProblem *p = b->p;
+    guint n_cands = 0;
+
+    for (guint h = 0; h < p->n_hosts; h++) {
+        guint i;
+        if (!p->accepts[h] || (gint)h == src)
+            continue;
+        if (n_cands == BALANCE_CANDIDATES && b->load[h] >= b->load[cands[n_cands - 1]])
+            continue;
+        i = n_cands < BALANCE_CANDIDATES ? n_cands++ : n_cands - 1;
+        while (i > 0 && b->load[cands[i - 1]] > b->load[h]) {
+            cands[i] = cands[i - 1];
+            i--;
+        }
+        cands[i] = (gint)h;
+    }
+    return n_cands;
+}
+
+/* The move of a unit of @src to one of @cands that leaves the lowest peak load of the two
+ * hosts; FALSE when none fits. */
+static gboolean balance_best_move(const Balance *b, gint src, const gint *cands, guint n_cands,
+                                  guint *ret_unit, guint *ret_dst, double *ret_peak)
+{
+    const PolProblem *p = b->p;
+    guint D = b->D;
+    double best_peak = G_MAXDOUBLE;
+    gboolean found = FALSE;
+
+    for (gint u = b->head[src]; u >= 0; u = b->next[u]) {
+        if (p->unit_fixed[u] || b->moved[u])
+            continue;
+        for (guint i = 0; i < n_cands; i++) {
+            guint dst = (guint)cands[i];
+            gboolean fits = TRUE;
+            double after_src = 0.0, after_dst = 0.0, peak;
+            for (guint d = 0; d < D && fits; d++) {
+                gint64 w = p->unit_dem[(gsize)u * D + d];
+                gint64 cs = p->cap[(gsize)src * D + d], cd = p->cap[(gsize)dst * D + d];
+                gint64 ud = b->used[(gsize)dst * D + d] + w;
+                fits = w == 0 || ud <= cd;
+                if (cs > 0)
+                    after_src = MAX(after_src, (double)(b->used[(gsize)src * D + d] - w) / cs);
+                if (cd > 0)
+                    after_dst = MAX(after_dst, (double)ud / cd);
+            }
+            if (!fits)
+                continue;
+            peak = MAX(after_src, after_dst);
+            if (peak < best_peak) {
+                best_peak = peak;
+                *ret_unit = (guint)u;
+                *ret_dst = dst;
+                found = TRUE;
+            }
+        }
+    }
+    *ret_peak = best_peak;
+    return found;
+}
+
+/* Moves @unit from @src to @dst: unlinked from the source, accounted on the destination. */
+static void balance_apply(Balance *b, gint src, guint unit, guint dst)
+{
+    const PolProblem *p = b->p;
+    guint D = b->D;
+
+    for (gint *link = &b->head[src]; *link >= 0; link = &b->next[*link]) {
+        if (*link == (gint)unit) {
+            *link = b->next[unit];
+            break;
+        }
+    }
+    for (guint d = 0; d < D; d++) {
+        b->used[(gsize)src * D + d] -= p->unit_dem[(gsize)unit * D + d];
+        b->used[(gsize)dst * D + d] += p->unit_dem[(gsize)unit * D + d];
+    }
+    b->load[src] = host_load(p, b->used, (guint)src);
+    b->load[dst] = host_load(p, b->used, dst);
+    b->moved[unit] = TRUE;
+    b->stuck[dst] = FALSE;
+    for (guint i = p->unit_first[unit]; i < p->unit_first[unit + 1]; i++)
+        b->vm_final[p->unit_vms[i]] = dst;
+    g_array_append_val(b->order, unit);
+}
+
 PolPlan *pol_plan_balance(const PolCluster *cluster, const PolOptions *opts, GError **error)
 {
     gint64 start = g_get_monotonic_time();
     PolOptions defaults;
     g_autoptr(PolProblem) p = NULL;
-    g_autofree gint64 *used = NULL;
-    g_autofree double *load = NULL;
-    g_autofree guint8 *moved = NULL;
-    g_autofree guint8 *stuck = NULL;
-    g_autofree guint *vm_final = NULL;
-    g_autofree gint *head = NULL;
-    g_autofree gint *next = NULL;
-    g_autoptr(GArray) order = g_array_new(FALSE, FALSE, sizeof(guint)); /* units, as moved */
-    guint D, max_moves;
+    g_auto(Balance) b = {0};
+    g_autoptr(PolPlan) plan = NULL;
+    guint max_moves;
 
     g_return_val_if_fail(cluster != NULL, NULL);
     opts_or_default(&opts, &defaults);
     p = pol_problem_new(cluster, opts);
-    D = p->dims;
-    used = g_new0(gint64, (gsize)p->n_hosts * D + 1);
-    load = g_new0(double, p->n_hosts + 1);
-    moved = g_new0(guint8, p->n_units + 1);
-    stuck = g_new0(guint8, p->n_hosts + 1);
-    vm_final = g_new(guint, p->n_vms + 1);
-    head = g_new(gint, p->n_hosts + 1);
-    next = g_new(gint, p->n_units + 1);
-    for (guint h = 0; h < p->n_hosts; h++)
-        head[h] = -1;
-    for (gint u = (gint)p->n_units - 1; u >= 0; u--) {
-        guint h = p->unit_host[u];
-        for (guint d = 0; d < D; d++)
-            used[(gsize)h * D + d] += p->unit_dem[(gsize)u * D + d];
-        next[u] = head[h];
-        head[h] = u;
-    }
-    for (guint h = 0; h < p->n_hosts; h++)
-        load[h] = host_load(p, used, h);
-    for (guint v = 0; v < p->n_vms; v++)
-        vm_final[v] = ((PolVm *)g_ptr_array_index(cluster->vms, v))->host;
+    balance_init(&b, cluster, p);
     max_moves = opts->max_moves ? opts->max_moves : p->n_units;
 
-    while (order->len < max_moves) {
-        gint src = -1, cands[BALANCE_CANDIDATES];
-        guint n_cands = 0, best_u = 0, best_dst = 0;
-        double lmin = G_MAXDOUBLE, best_peak = G_MAXDOUBLE;
-        gboolean evacuate = FALSE, found = FALSE;
+    while (b.order->len < max_moves) {
+        gint cands[BALANCE_CANDIDATES];
+        gboolean evacuate = FALSE;
+        guint n_cands, unit = 0, dst = 0;
+        double peak;
+        gint src = balance_source(&b, opts, &evacuate);
 
-        /* The source: an evacuating host with a movable VM, else the most loaded host. */
-        for (guint h = 0; h < p->n_hosts; h++) {
-            const PolHost *ph = g_ptr_array_index(cluster->hosts, h);
-            gboolean ev = ph->state == POL_HOST_EVACUATING;
-            if (p->accepts[h])
-                lmin = MIN(lmin, load[h]);
-            if (!p->active[h] || stuck[h] || head[h] < 0)
-                continue;
-            if (src < 0 || (ev && !evacuate) || (ev == evacuate && load[h] > load[src])) {
-                src = (gint)h;
-                evacuate = ev;
-            }
-        }
-        if (src < 0 || (!evacuate && load[src] - lmin <= opts->balance_tolerance))
+        if (src < 0)
             break;
-        /* The least loaded accepting hosts are the destinations tried. */
-        for (guint h = 0; h < p->n_hosts; h++) {
-            guint i;
-            if (!p->accepts[h] || (gint)h == src)
-                continue;
-            if (n_cands == BALANCE_CANDIDATES && load[h] >= load[cands[n_cands - 1]])
-                continue;
-            i = n_cands < BALANCE_CANDIDATES ? n_cands++ : n_cands - 1;
-            while (i > 0 && load[cands[i - 1]] > load[h]) {
-                cands[i] = cands[i - 1];
-                i--;
-            }
-            cands[i] = (gint)h;
-        }
-        for (gint u = head[src]; u >= 0; u = next[u]) {
-            if (p->unit_fixed[u] || moved[u])
-                continue;
-            for (guint i = 0; i < n_cands; i++) {
-                guint dst = (guint)cands[i];
-                gboolean fits = TRUE;
-                double after_src = 0.0, after_dst = 0.0, peak;
-                for (guint d = 0; d < D && fits; d++) {
-                    gint64 w = p->unit_dem[(gsize)u * D + d];
-                    gint64 cs = p->cap[(gsize)src * D + d], cd = p->cap[(gsize)dst * D + d];
-                    gint64 ud = used[(gsize)dst * D + d] + w;
-                    fits = w == 0 || ud <= cd;
-                    if (cs > 0)
-                        after_src = MAX(after_src, (double)(used[(gsize)src * D + d] - w) / cs);
-                    if (cd > 0)
-                        after_dst = MAX(after_dst, (double)ud / cd);
-                }
-                if (!fits)
-                    continue;
-                peak = MAX(after_src, after_dst);
-                if (peak < best_peak) {
-                    best_peak = peak;
-                    best_u = (guint)u;
-                    best_dst = dst;
-                    found = TRUE;
-                }
-            }
-        }
-        if (!found || (!evacuate && best_peak >= load[src] - 1e-9)) {
-            stuck[src] = TRUE;
+        n_cands = balance_candidates(&b, src, cands);
+        if (!balance_best_move(&b, src, cands, n_cands, &unit, &dst, &peak) ||
+            (!evacuate && peak >= b.load[src] - 1e-9)) {
+            b.stuck[src] = TRUE;
             continue;
         }
-        /* Apply: unlink the unit from the source, account it on the destination. */
-        for (gint *link = &head[src]; *link >= 0; link = &next[*link]) {
-            if (*link == (gint)best_u) {
-                *link = next[best_u];
-                break;
-            }
-        }
-        for (guint d = 0; d < D; d++) {
-            used[(gsize)src * D + d] -= p->unit_dem[(gsize)best_u * D + d];
-            used[(gsize)best_dst * D + d] += p->unit_dem[(gsize)best_u * D + d];
-        }
-        load[src] = host_load(p, used, (guint)src);
-        load[best_dst] = host_load(p, used, best_dst);
-        moved[best_u] = TRUE;
-        stuck[best_dst] = FALSE;
-        for (guint i = p->unit_first[best_u]; i < p->unit_first[best_u + 1]; i++)
-            vm_final[p->unit_vms[i]] = best_dst;
-        g_array_append_val(order, best_u);
+        balance_apply(&b, src, unit, dst);
     }
-    {
-        /* The moves were chosen one after the other on the loads as they were: run them in
-         * that order and no step overcommits. */
-        g_autoptr(PolPlan) plan = plan_new(POL_POLICY_BALANCE);
-        for (guint i = 0; i < order->len; i++) {
-            guint u = g_array_index(order, guint, i);
-            for (guint j = p->unit_first[u]; j < p->unit_first[u + 1]; j++) {
-                guint v = p->unit_vms[j];
-                g_ptr_array_add(plan->migrations, migration_new(p, v, p->unit_host[u],
-                                                                vm_final[v], FALSE, opts));
-            }
+    /* The moves were chosen one after the other on the loads as they were: run them in that
+     * order and no step overcommits. */
+    plan = plan_new(POL_POLICY_BALANCE);
+    for (guint i = 0; i < b.order->len; i++) {
+        guint u = g_array_index(b.order, guint, i);
+        for (guint j = p->unit_first[u]; j < p->unit_first[u + 1]; j++) {
+            guint v = p->unit_vms[j];
+            g_ptr_array_add(plan->migrations,
+                            migration_new(p, v, p->unit_host[u], b.vm_final[v], FALSE, opts));
         }
-        plan_summarize(plan, p, vm_final, pol_problem_lower_bound(p), start);
-        return g_steal_pointer(&plan);
     }
+    plan_summarize(plan, p, b.vm_final, pol_problem_lower_bound(p), start);
+    return g_steal_pointer(&plan);
 }
 
 /* ---- verify ------------------------------------------------------------------------------ */

@@ -1,7 +1,8 @@
 /* Fuzz target: the host's reader of what a guest agent sends (hostile input). The fake
  * channel answers the sync handshake correctly, then hands the input over as the reply to
  * 'prepare' (first byte even) or puts it before the handshake's answer as noise (odd). The
- * reader must never crash, hang or leak, whatever the guest sends. */
+ * reader must never crash, hang or leak, whatever the guest sends. An input that is a JSON
+ * object also goes to the typed readers of `info` and `inventory` (orch_agent_*_parse()). */
 #include <stdint.h>
 #include <string.h>
 
@@ -86,6 +87,40 @@ static const OrchVirtOps fuzz_ops = {
     .free = fuzz_free,
 };
 
+/* The typed readers on @data as a reply's "return" object. */
+static void fuzz_typed(const uint8_t *data, size_t size)
+{
+    g_autoptr(JsonParser) parser = json_parser_new_immutable();
+    g_autoptr(OrchAgentInfo) info = NULL;
+    g_autoptr(OrchAgentInventory) inv = NULL;
+    JsonNode *root;
+    gsize total = 0;
+
+    if (!g_utf8_validate((const char *)data, (gssize)size, NULL) ||
+        !json_parser_load_from_data(parser, (const char *)data, (gssize)size, NULL) ||
+        !(root = json_parser_get_root(parser)) || !JSON_NODE_HOLDS_OBJECT(root))
+        return;
+    info = orch_agent_info_parse(json_node_get_object(root), NULL);
+    g_assert(info != NULL);
+    inv = orch_agent_inventory_parse(json_node_get_object(root), NULL);
+    /* Touch what the readers built so a bad pointer shows. */
+    total += info->version ? strlen(info->version) : 0;
+    for (guint i = 0; inv && i < inv->devices->len; i++) {
+        OrchAgentDevice *dev = g_ptr_array_index(inv->devices, i);
+
+        g_assert(i < ORCH_AGENT_MAX_DEVICES && dev->ports->len <= ORCH_AGENT_MAX_PORTS);
+        total +=
+            (dev->name ? strlen(dev->name) : 0) + (dev->node_guid ? strlen(dev->node_guid) : 0);
+        for (guint j = 0; j < dev->ports->len; j++) {
+            OrchAgentPort *port = g_ptr_array_index(dev->ports, j);
+
+            g_assert(g_strv_length(port->gids) <= ORCH_AGENT_MAX_GIDS);
+            total += port->link_layer ? strlen(port->link_layer) : 0;
+        }
+    }
+    g_assert(total < G_MAXSIZE);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -101,6 +136,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     v->noise_first = data[0] & 1;
     v->data = data + 1;
     v->size = size - 1;
+    fuzz_typed(v->data, v->size);
     agent = orch_agent_open(&v->parent, "vm", "org.hotmig.agent.0", 1000, NULL);
     if (agent) {
         args = orch_agent_timeout_args(1000);

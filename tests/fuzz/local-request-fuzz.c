@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine/local-protocol.h"
+#include "engine/plan.h"
 #include "engine/snapshot.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

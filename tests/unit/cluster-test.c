@@ -13,10 +13,11 @@
 #include <json-glib/json-glib.h>
 
 #include "engine/hotmigd-client.h"
+#include "engine/plan.h"
 #include "engine/snapshot.h"
 #include "engine/virt.h"
 #include "hotmigd/inventory.h"
-#include "hotmigd/scheduler.h"
+#include "hotmigd/run.h"
 
 /* ---- a fake cluster ------------------------------------------------------------------------ */
 

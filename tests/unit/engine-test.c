@@ -12,6 +12,7 @@
 #include <cmocka.h>
 #include <glib/gstdio.h>
 
+#include "engine/agent-client.h"
 #include "engine/engine.h"
 #include "engine/hotmigd-client.h"
 #include "engine/journal.h"
@@ -1612,10 +1613,59 @@ static void test_fault_walk(void **state)
     }
 }
 
+/* The typed readers of the agent's info and inventory: members of another type read as
+ * absent, more devices than the limit is refused. */
+static void test_agent_typed_replies(void **state)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(OrchAgentInfo) info = NULL;
+    g_autoptr(OrchAgentInventory) inv = NULL;
+    g_autoptr(GString) many = g_string_new("{\"devices\":[");
+    g_autoptr(GError) error = NULL;
+    OrchAgentDevice *dev;
+    OrchAgentPort *port;
+
+    assert_true(json_parser_load_from_data(
+        parser,
+        "{\"version\":7,\"protocol\":2,\"devices\":[{\"name\":\"mlx5_0\",\"node_guid\":"
+        "\"0002:c903:00a1:b2c3\",\"ports\":[{\"link_layer\":\"InfiniBand\",\"gids\":["
+        "\"fe80::1\",\"fe80::2\",3,\"fe80::4\"]},5]},\"x\"]}",
+        -1, NULL));
+    info = orch_agent_info_parse(json_node_get_object(json_parser_get_root(parser)), &error);
+    assert_non_null(info);
+    assert_null(info->version);
+    assert_int_equal(info->protocol, 2);
+    inv = orch_agent_inventory_parse(json_node_get_object(json_parser_get_root(parser)), &error);
+    assert_non_null(inv);
+    assert_int_equal(inv->devices->len, 2);
+    dev = g_ptr_array_index(inv->devices, 0);
+    assert_string_equal(dev->name, "mlx5_0");
+    assert_string_equal(dev->node_guid, "0002:c903:00a1:b2c3");
+    assert_int_equal(dev->ports->len, 1);
+    port = g_ptr_array_index(dev->ports, 0);
+    assert_string_equal(port->link_layer, "InfiniBand");
+    assert_int_equal(g_strv_length(port->gids), 2); /* up to the first that is not a string */
+    dev = g_ptr_array_index(inv->devices, 1);
+    assert_null(dev->name);
+    assert_null(dev->node_guid);
+    assert_int_equal(dev->ports->len, 0);
+    g_clear_pointer(&inv, orch_agent_inventory_free);
+
+    for (guint i = 0; i <= ORCH_AGENT_MAX_DEVICES; i++)
+        g_string_append(many, i ? ",{}" : "{}");
+    g_string_append(many, "]}");
+    assert_true(json_parser_load_from_data(parser, many->str, -1, NULL));
+    inv = orch_agent_inventory_parse(json_node_get_object(json_parser_get_root(parser)), &error);
+    assert_null(inv);
+    assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_AGENT));
+    assert_non_null(strstr(error->message, "more than 64"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_happy_path),
+        cmocka_unit_test(test_agent_typed_replies),
         cmocka_unit_test(test_no_vf),
         cmocka_unit_test(test_agent_silent_refuses),
         cmocka_unit_test(test_no_agent_option),

@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "engine/plan.h"
 #include "engine/snapshot.h"
 
 #define GOOD                                                                                   \

@@ -1,8 +1,8 @@
-/* Running plans (hotmigd/scheduler.h): moves driven from their source hosts, in threads of their
+/* Running plans (hotmigd/run.h): moves driven from their source hosts, in threads of their
  * own, through the scheduler core. */
 #define G_LOG_DOMAIN "hotmigd"
 
-#include "hotmigd/scheduler.h"
+#include "hotmigd/run.h"
 
 #include <string.h>
 

@@ -1,6 +1,6 @@
-/* Running plans: each move is one orch_migrate(), driven from its source host, and a plan's
- * moves go through the scheduler core (PolSchedule: priority order, limits, skips after a
- * failure). hotmigd uses it (daemon.c); tests run it with a fake migrate function and a fake
+/* Running plans (run.c: OrchRun, and the OrchMoves it is made of; the scheduler runner): each
+ * move is one orch_migrate(), driven from its source host, and a plan's moves go through the
+ * scheduler core (PolSchedule: priority order, limits, skips after a failure). hotmigd uses it (daemon.c); tests run it with a fake migrate function and a fake
  * hotmigd client.
  *
  *   OrchMove  one migration in a thread of its own: here (orch_migrate()) when its source is
