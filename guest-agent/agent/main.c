@@ -102,6 +102,8 @@ int main(int argc, char **argv)
     g_autofree char *socket_path = NULL;
     g_autofree char *sysfs_root = NULL;
     g_autofree char *dev_root = NULL;
+    g_autofree char *peer_listen = NULL;
+    g_autofree char *verbs_run_dir = NULL;
     gboolean verbose = FALSE;
     gboolean version = FALSE;
     gboolean self_test = FALSE;
@@ -115,6 +117,12 @@ int main(int argc, char **argv)
         {"socket", 's', 0, G_OPTION_ARG_FILENAME, &socket_path,
          "process socket (default $" HOTMIG_AGENT_SOCKET_ENV " or " HOTMIG_AGENT_SOCKET_DEFAULT ")",
          "PATH"},
+        {"peer-listen", 0, 0, G_OPTION_ARG_STRING, &peer_listen,
+         "route libhotmig-verbs peers of other guests from ADDR:PORT (the control network)",
+         "ADDR:PORT"},
+        {"verbs-run-dir", 0, 0, G_OPTION_ARG_FILENAME, &verbs_run_dir,
+         "where libhotmig-verbs processes register (default " AGENT_VERBS_RUN_DIR_DEFAULT ")",
+         "DIR"},
         {"sysfs-root", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &sysfs_root, NULL, NULL},
         {"dev-root", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &dev_root, NULL, NULL},
         {"daemonize", 'D', 0, G_OPTION_ARG_NONE, &daemonize,
@@ -131,6 +139,7 @@ int main(int argc, char **argv)
     g_autoptr(Agent) agent = NULL;
     g_autoptr(AgentChannel) channel = NULL;
     g_autoptr(AgentUevent) uevent = NULL;
+    g_autoptr(AgentPeer) peer = NULL;
     g_autoptr(GMainLoop) loop = NULL;
     AgentMain m = {0};
     guint sigterm_id;
@@ -185,6 +194,14 @@ int main(int argc, char **argv)
     if (!agent_listen(agent, socket_path, &error)) {
         g_warning("cannot start: %s", error->message);
         return 1;
+    }
+    if (peer_listen) {
+        peer = agent_peer_new(peer_listen,
+                              verbs_run_dir ? verbs_run_dir : AGENT_VERBS_RUN_DIR_DEFAULT, &error);
+        if (!peer) {
+            g_warning("cannot start: %s", error->message);
+            return 1;
+        }
     }
     if (device) {
         channel = agent_channel_new_device(agent, device, agent_main_quit, &m, &error);
