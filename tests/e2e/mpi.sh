@@ -98,9 +98,15 @@ else
     migrate "$p-g1" "$B" "$A" "$tmp/ba.json"
     require_where "$p-g1" A
 fi
+# A rank the layer could not resume stalls the job: say so at once, with the agent's line.
+for g in "${names[@]}"; do
+    bad=$(grep -a "request=RESUME.*result=failed" "$("$lab" console "$g")" | tail -n 1 || true)
+    [ -z "$bad" ] || fail "the verbs layer did not resume a rank on $g: $bad; the layer said: $("$lab" job output \
+        "$p-mig" 2>/dev/null | grep 'hotmig-verbs.*fail' | tr '\n' ' ')"
+done
 since=$(grep -ac "HMLAB job $p-mig done" "$("$lab" console "$launcher")" || true)
 [ "$since" = 0 ] || fail "the job ended before the moves were done: give LU.dat larger problems"
-"$lab" job wait "$p-mig" >"$tmp/$p-mig.out" 2>"$tmp/$p-mig.err" ||
+"$lab" job wait "$p-mig" --timeout 1500 >"$tmp/$p-mig.out" 2>"$tmp/$p-mig.err" ||
     { cat "$tmp/$p-mig.err" "$tmp/$p-mig.out" >&2; fail "migrated job failed"; }
 mig_s=$(($(date +%s) - t0))
 check_run "$p-mig"
