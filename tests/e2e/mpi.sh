@@ -79,8 +79,12 @@ t0=$(date +%s)
     { cat "$tmp/$p-mig.err" >&2; fail "cannot start the job"; }
 launcher=${names[0]}
 "$lab" wait "$launcher" "HMLAB job $p-mig started" --timeout 60 >/dev/null || fail "job did not start"
-# Let the ranks wire up and start computing.
-sleep 10
+# Move only once the ranks compute over their QPs: the driver printed its first test's line.
+for _ in $(seq 1 120); do
+    "$lab" job output "$p-mig" 2>/dev/null | grep -q '^WALL' && break
+    sleep 5
+done
+"$lab" job output "$p-mig" 2>/dev/null | grep -q '^WALL' || fail "the job computed nothing within 10 minutes"
 if [ "$drain" = 1 ]; then
     sock_b=$("$lab" hotmigd-socket B)
     log "migrate-vm drain A --wait (asked of B's hotmigd)"
@@ -98,6 +102,9 @@ else
     migrate "$p-g1" "$B" "$A" "$tmp/ba.json"
     require_where "$p-g1" A
 fi
+# The moves paused ranks that had QPs (the layer says how many it quiesced).
+"$lab" job output "$p-mig" 2>/dev/null | grep -q 'hotmig-verbs.*quiesced in .* ([1-9][0-9]* QPs)' ||
+    fail "no rank with QPs was paused by the moves: $("$lab" job output "$p-mig" 2>/dev/null | grep 'quiesced in' | tr '\n' ' ')"
 # A rank the layer could not resume stalls the job: say so at once, with the agent's line.
 for g in "${names[@]}"; do
     bad=$(grep -a "request=RESUME.*result=failed" "$("$lab" console "$g")" | tail -n 1 || true)
