@@ -79,6 +79,33 @@ static HvDevice *hv_dev_of(struct ibv_device *d)
 
 #define HV_CTX(obj) hv_ctx_of((obj) ? (obj)->context : NULL)
 
+/* A context's lists of shadows (singly linked through ->next; hv.lock held). */
+#define HV_LINK(head, obj)                                                                         \
+    do {                                                                                           \
+        (obj)->next = (head);                                                                      \
+        (head) = (obj);                                                                            \
+    } while (0)
+#define HV_UNLINK(head, obj)                                                                       \
+    do {                                                                                           \
+        __typeof__(obj) *pp_;                                                                      \
+        for (pp_ = &(head); *pp_; pp_ = &(*pp_)->next)                                             \
+            if (*pp_ == (obj)) {                                                                   \
+                *pp_ = (obj)->next;                                                                \
+                break;                                                                             \
+            }                                                                                      \
+    } while (0)
+/* What ibv_destroy_X / ibv_dealloc_pd share for a shadow: the physical object goes (when there
+ * is one), then the shadow leaves its context's list; @r gets 0 or the real call's error. */
+#define HV_DESTROY(ctx, head, obj, realfn, r)                                                      \
+    do {                                                                                           \
+        hv_wait_phys(ctx);                                                                         \
+        pthread_mutex_lock(&hv.lock);                                                              \
+        (r) = (obj)->phys ? realfn((obj)->phys) : 0;                                               \
+        if (!(r))                                                                                  \
+            HV_UNLINK(head, obj);                                                                  \
+        pthread_mutex_unlock(&hv.lock);                                                            \
+    } while (0)
+
 /* Waits while a swap is under way: control calls need a physical object. */
 static int hv_wait_phys(HvContext *ctx)
 {
@@ -348,10 +375,11 @@ static struct ibv_recv_wr *hv_recv_bad(struct ibv_recv_wr *wr, struct ibv_recv_w
     return wr;
 }
 
-/* Posts receives on the physical QP and records them. QP lock held, qp->phys set. */
-int hv_qp_post_recv_phys(HvQp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+/* Posts receives on the physical QP (@pqp) or SRQ (@psrq), translated when the device was
+ * swapped, and records the accepted ones in @fifo. The owner's lock is held. */
+static int hv_post_recv_phys(HvContext *ctx, HvRecvFifo *fifo, struct ibv_qp *pqp,
+                             struct ibv_srq *psrq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
-    HvContext *ctx = qp->pd->ctx;
     struct ibv_recv_wr *tr = wr, *pbad = NULL, *w;
     int r = 0;
 
@@ -361,30 +389,21 @@ int hv_qp_post_recv_phys(HvQp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **
         *bad = wr;
         return r;
     }
-    r = ibv_post_recv(qp->phys, tr, &pbad);
+    r = pqp ? ibv_post_recv(pqp, tr, &pbad) : ibv_post_srq_recv(psrq, tr, &pbad);
     *bad = r ? (tr == wr ? pbad : hv_recv_bad(wr, tr, pbad)) : NULL;
     for (w = wr; w && w != *bad; w = w->next)
-        hv_fifo_push(&qp->recvs, w);
+        hv_fifo_push(fifo, w);
     return r;
+}
+
+int hv_qp_post_recv_phys(HvQp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+    return hv_post_recv_phys(qp->pd->ctx, &qp->recvs, qp->phys, NULL, wr, bad);
 }
 
 int hv_srq_post_recv_phys(HvSrq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
-    HvContext *ctx = srq->pd->ctx;
-    struct ibv_recv_wr *tr = wr, *pbad = NULL, *w;
-    int r = 0;
-
-    if (ctx->swapped)
-        r = hv_recv_translate(ctx, wr, &tr);
-    if (r) {
-        *bad = wr;
-        return r;
-    }
-    r = ibv_post_srq_recv(srq->phys, tr, &pbad);
-    *bad = r ? (tr == wr ? pbad : hv_recv_bad(wr, tr, pbad)) : NULL;
-    for (w = wr; w && w != *bad; w = w->next)
-        hv_fifo_push(&srq->recvs, w);
-    return r;
+    return hv_post_recv_phys(srq->pd->ctx, &srq->recvs, NULL, srq->phys, wr, bad);
 }
 
 /* ---- the ops the inline data path calls ------------------------------------------------- */
@@ -1043,16 +1062,12 @@ fail:
 
 HV_EXPORT int ibv_close_device(struct ibv_context *c)
 {
-    HvContext *ctx = hv_ctx_of(c), **pp;
+    HvContext *ctx = hv_ctx_of(c);
 
     if (!ctx)
         return hv_real.r_ibv_close_device(c);
     pthread_mutex_lock(&hv.lock);
-    for (pp = &hv.ctxs; *pp; pp = &(*pp)->next)
-        if (*pp == ctx) {
-            *pp = ctx->next;
-            break;
-        }
+    HV_UNLINK(hv.ctxs, ctx);
     if (ctx->phys)
         hv_real.r_ibv_close_device(ctx->phys);
     pthread_mutex_unlock(&hv.lock);
@@ -1172,8 +1187,7 @@ HV_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *c)
     pd->pub.context = c;
     pd->pub.handle = pd->phys->handle;
     pthread_mutex_lock(&hv.lock);
-    pd->next = ctx->pds;
-    ctx->pds = pd;
+    HV_LINK(ctx->pds, pd);
     pthread_mutex_unlock(&hv.lock);
     return &pd->pub;
 }
@@ -1181,23 +1195,12 @@ HV_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *c)
 HV_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd)
 {
     HvContext *ctx = HV_CTX(ibpd);
-    HvPd *pd = (HvPd *)ibpd, **pp;
-    int r = 0;
+    HvPd *pd = (HvPd *)ibpd;
+    int r;
 
     if (!ctx)
         return hv_real.r_ibv_dealloc_pd(ibpd);
-    hv_wait_phys(ctx);
-    pthread_mutex_lock(&hv.lock);
-    if (pd->phys)
-        r = hv_real.r_ibv_dealloc_pd(pd->phys);
-    if (!r) {
-        for (pp = &ctx->pds; *pp; pp = &(*pp)->next)
-            if (*pp == pd) {
-                *pp = pd->next;
-                break;
-            }
-    }
-    pthread_mutex_unlock(&hv.lock);
+    HV_DESTROY(ctx, ctx->pds, pd, hv_real.r_ibv_dealloc_pd, r);
     if (!r)
         free(pd);
     return r;
@@ -1263,8 +1266,7 @@ static struct ibv_mr *hv_reg(struct ibv_pd *ibpd, void *addr, size_t len, uint64
     pthread_mutex_lock(&hv.lock);
     pthread_mutex_lock(&ctx->lock);
     hv_mr_keys(ctx, mr);
-    mr->next = ctx->mrs;
-    ctx->mrs = mr;
+    HV_LINK(ctx->mrs, mr);
     pthread_mutex_unlock(&ctx->lock);
     pthread_mutex_unlock(&hv.lock);
     return &mr->pub;
@@ -1296,7 +1298,7 @@ HV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t 
 HV_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 {
     HvContext *ctx = HV_CTX(ibmr);
-    HvMr *mr = (HvMr *)ibmr, **pp;
+    HvMr *mr = (HvMr *)ibmr;
     int r = 0;
 
     if (!ctx)
@@ -1308,11 +1310,7 @@ HV_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
     if (!r) {
         pthread_mutex_lock(&ctx->lock);
         hv_map_del(&ctx->lkey, mr->pub.lkey);
-        for (pp = &ctx->mrs; *pp; pp = &(*pp)->next)
-            if (*pp == mr) {
-                *pp = mr->next;
-                break;
-            }
+        HV_UNLINK(ctx->mrs, mr);
         pthread_mutex_unlock(&ctx->lock);
     }
     pthread_mutex_unlock(&hv.lock);
@@ -1356,8 +1354,7 @@ HV_EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *c
     ch->pub.context = c;
     ch->pub.refcnt = 0;
     pthread_mutex_lock(&hv.lock);
-    ch->next = ctx->chans;
-    ctx->chans = ch;
+    HV_LINK(ctx->chans, ch);
     pthread_mutex_unlock(&hv.lock);
     hv_evt_kick();
     return &ch->pub;
@@ -1366,22 +1363,12 @@ HV_EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *c
 HV_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *ibch)
 {
     HvContext *ctx = HV_CTX(ibch);
-    HvChan *ch = (HvChan *)ibch, **pp;
-    int r = 0;
+    HvChan *ch = (HvChan *)ibch;
+    int r;
 
     if (!ctx)
         return hv_real.r_ibv_destroy_comp_channel(ibch);
-    hv_wait_phys(ctx);
-    pthread_mutex_lock(&hv.lock);
-    if (ch->phys)
-        r = hv_real.r_ibv_destroy_comp_channel(ch->phys);
-    if (!r)
-        for (pp = &ctx->chans; *pp; pp = &(*pp)->next)
-            if (*pp == ch) {
-                *pp = ch->next;
-                break;
-            }
-    pthread_mutex_unlock(&hv.lock);
+    HV_DESTROY(ctx, ctx->chans, ch, hv_real.r_ibv_destroy_comp_channel, r);
     hv_evt_kick();
     if (r)
         return r;
@@ -1434,8 +1421,7 @@ HV_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *c, int cqe, void *cq_
     pthread_mutex_init(&cq->pub.mutex, NULL);
     pthread_cond_init(&cq->pub.cond, NULL);
     pthread_mutex_lock(&hv.lock);
-    cq->next = ctx->cqs;
-    ctx->cqs = cq;
+    HV_LINK(ctx->cqs, cq);
     pthread_mutex_unlock(&hv.lock);
     return &cq->pub;
 }
@@ -1463,21 +1449,12 @@ HV_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 HV_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 {
     HvContext *ctx = HV_CTX(ibcq);
-    HvCq *cq = (HvCq *)ibcq, **pp;
-    int r = 0;
+    HvCq *cq = (HvCq *)ibcq;
+    int r;
 
     if (!ctx)
         return hv_real.r_ibv_destroy_cq(ibcq);
-    hv_wait_phys(ctx);
-    pthread_mutex_lock(&hv.lock);
-    if (cq->phys)
-        r = hv_real.r_ibv_destroy_cq(cq->phys);
-    if (!r)
-        for (pp = &ctx->cqs; *pp; pp = &(*pp)->next)
-            if (*pp == cq) {
-                *pp = cq->next;
-                break;
-            }
+    HV_DESTROY(ctx, ctx->cqs, cq, hv_real.r_ibv_destroy_cq, r);
     /* events of this CQ still queued on its channel must not be returned any more */
     if (!r && cq->chan) {
         pthread_mutex_lock(&cq->chan->lock);
@@ -1486,7 +1463,6 @@ HV_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
                 cq->chan->events[(cq->chan->head + i) % cq->chan->cap] = NULL;
         pthread_mutex_unlock(&cq->chan->lock);
     }
-    pthread_mutex_unlock(&hv.lock);
     if (r)
         return r;
     free(cq->buf);
@@ -1579,8 +1555,7 @@ HV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd, struct ibv_srq_ini
     pthread_mutex_init(&srq->pub.mutex, NULL);
     pthread_cond_init(&srq->pub.cond, NULL);
     pthread_mutex_lock(&hv.lock);
-    srq->next = ctx->srqs;
-    ctx->srqs = srq;
+    HV_LINK(ctx->srqs, srq);
     pthread_mutex_unlock(&hv.lock);
     return &srq->pub;
 }
@@ -1617,22 +1592,12 @@ HV_EXPORT int ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *a)
 HV_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 {
     HvContext *ctx = HV_CTX(ibsrq);
-    HvSrq *srq = (HvSrq *)ibsrq, **pp;
-    int r = 0;
+    HvSrq *srq = (HvSrq *)ibsrq;
+    int r;
 
     if (!ctx)
         return hv_real.r_ibv_destroy_srq(ibsrq);
-    hv_wait_phys(ctx);
-    pthread_mutex_lock(&hv.lock);
-    if (srq->phys)
-        r = hv_real.r_ibv_destroy_srq(srq->phys);
-    if (!r)
-        for (pp = &ctx->srqs; *pp; pp = &(*pp)->next)
-            if (*pp == srq) {
-                *pp = srq->next;
-                break;
-            }
-    pthread_mutex_unlock(&hv.lock);
+    HV_DESTROY(ctx, ctx->srqs, srq, hv_real.r_ibv_destroy_srq, r);
     if (r)
         return r;
     hv_fifo_free(&srq->recvs);
@@ -1730,8 +1695,7 @@ HV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_a
     qp->pub.qp_num = hv_qpn_pick(ctx, qp->phys->qp_num);
     hv_map_put(&ctx->qpn, qp->phys->qp_num, (uintptr_t)qp);
     hv_map_put(&ctx->vqpn, qp->pub.qp_num, (uintptr_t)qp);
-    qp->next = ctx->qps;
-    ctx->qps = qp;
+    HV_LINK(ctx->qps, qp);
     pthread_mutex_unlock(&ctx->lock);
     pthread_mutex_unlock(&hv.lock);
     if (qp->pub.qp_num != qp->phys->qp_num)
@@ -1817,7 +1781,7 @@ HV_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask,
 HV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 {
     HvContext *ctx = HV_CTX(ibqp);
-    HvQp *qp = (HvQp *)ibqp, **pp;
+    HvQp *qp = (HvQp *)ibqp;
     int r = 0;
 
     if (!ctx)
@@ -1838,11 +1802,7 @@ HV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
     if (!r) {
         pthread_mutex_lock(&ctx->lock);
         hv_map_del(&ctx->vqpn, qp->pub.qp_num);
-        for (pp = &ctx->qps; *pp; pp = &(*pp)->next)
-            if (*pp == qp) {
-                *pp = qp->next;
-                break;
-            }
+        HV_UNLINK(ctx->qps, qp);
         pthread_mutex_unlock(&ctx->lock);
     }
     pthread_mutex_unlock(&hv.lock);
@@ -1947,8 +1907,7 @@ HV_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *ibpd, struct ibv_ah_attr *
     ah->pub.pd = ibpd;
     ah->pub.handle = ah->phys->handle;
     pthread_mutex_lock(&hv.lock);
-    ah->next = ctx->ahs;
-    ctx->ahs = ah;
+    HV_LINK(ctx->ahs, ah);
     pthread_mutex_unlock(&hv.lock);
     return &ah->pub;
 }
@@ -1956,22 +1915,12 @@ HV_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *ibpd, struct ibv_ah_attr *
 HV_EXPORT int ibv_destroy_ah(struct ibv_ah *ibah)
 {
     HvContext *ctx = HV_CTX(ibah);
-    HvAh *ah = (HvAh *)ibah, **pp;
-    int r = 0;
+    HvAh *ah = (HvAh *)ibah;
+    int r;
 
     if (!ctx)
         return hv_real.r_ibv_destroy_ah(ibah);
-    hv_wait_phys(ctx);
-    pthread_mutex_lock(&hv.lock);
-    if (ah->phys)
-        r = hv_real.r_ibv_destroy_ah(ah->phys);
-    if (!r)
-        for (pp = &ctx->ahs; *pp; pp = &(*pp)->next)
-            if (*pp == ah) {
-                *pp = ah->next;
-                break;
-            }
-    pthread_mutex_unlock(&hv.lock);
+    HV_DESTROY(ctx, ctx->ahs, ah, hv_real.r_ibv_destroy_ah, r);
     if (!r)
         free(ah);
     return r;

@@ -12,19 +12,15 @@ s=vbench-s
 tmp=$(mktemp -d)
 trap 'cleanup; rm -rf "$tmp"' EXIT
 
-start_guest "$s" B "$c"
-start_guest "$c" A "$s"
-"$lab" wait "$s" 'HMLAB booted' --timeout 240 >/dev/null || fail "$s did not boot"
-"$lab" wait "$c" 'HMLAB booted' --timeout 240 >/dev/null || fail "$c did not boot"
+vpair "$c" "$s"
 si=$("$lab" index "$s")
 gid=$(vgid "$s")
 run_no=0
 
-# one RUN: TOOL ARGS PRELOAD(0|1) -> prints the client's figure row
+# one TAG TOOL ARGS PRELOAD(0|1): the client's figure row into $tmp/row (called directly, not
+# in $(...): the lab's exec in a command substitution left the next exec of that guest hanging)
 one() {
-    local tool=$1 args=$2 pre=$3 env='' tag
-    run_no=$((run_no + 1))
-    tag=VB$run_no
+    local tag=$1 tool=$2 args=$3 pre=$4 env=''
     [ "$pre" = 1 ] &&
         env="LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_PEERS=$(vpeers "$c"),$(vpeers "$s")"
     vtool "$s" "$tag" "$env $tool -d rxe0 -x $gid --use_old_post_send $args"
@@ -33,18 +29,20 @@ one() {
     vwait "$c" "$tag rc=" 1 600 || fail "$tool did not finish"
     vwait "$s" "$tag rc=" 1 60 || fail "$tool's server did not finish"
     vlog "$c" "$tag" | grep -q '^rc=0$' || fail "$tool failed: $(vlog "$c" "$tag")"
-    vlog "$c" "$tag" | grep -E '^ *[0-9]+ +[0-9]+ ' | tail -n 1 | tr -s ' '
+    vlog "$c" "$tag" | grep -E '^ *[0-9]+ +[0-9]+ ' | tail -n 1 | tr -s ' ' >"$tmp/row"
 }
 
 median() { sort -n | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 
-for tool in "ib_send_lat -n 2000 6" "ib_write_bw -n 5000 4"; do
+for tool in "ib_send_lat -n ${LAT_ITERS:-1000} 6" "ib_write_bw -n ${BW_ITERS:-300} 4"; do
     read -r name opt iters col <<<"$tool"
     : >"$tmp/$name.0"
     : >"$tmp/$name.1"
     for r in $(seq 1 "$rounds"); do
         for pre in 0 1; do
-            row=$(one "$name" "$opt $iters" "$pre")
+            run_no=$((run_no + 1))
+            one "VB$run_no" "$name" "$opt $iters" "$pre"
+            row=$(cat "$tmp/row")
             v=$(awk -v c="$col" '{print $c}' <<<"$row")
             echo "VERBS-BENCH-RUN tool=$name round=$r layer=$pre value=$v row='$row'"
             echo "$v" >>"$tmp/$name.$pre"

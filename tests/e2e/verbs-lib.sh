@@ -51,3 +51,13 @@ vconnected() {
     done
     return 1
 }
+
+# vpair CLIENT SERVER: boots the server on B and the client on A (test guests, destroyed at
+# exit) and waits until both booted; fails without the layer built
+vpair() {
+    [ -e "$build/guest-agent/verbs/libhotmig-verbs.so" ] || fail "libhotmig-verbs.so is not built"
+    start_guest "$2" B "$1"
+    start_guest "$1" A "$2"
+    "$lab" wait "$2" 'HMLAB booted' --timeout 240 >/dev/null || fail "$2 did not boot"
+    "$lab" wait "$1" 'HMLAB booted' --timeout 240 >/dev/null || fail "$1 did not boot"
+}

@@ -15,11 +15,7 @@ s=vrc-$sfx-s
 tmp=$(mktemp -d)
 trap 'cleanup; rm -rf "$tmp"' EXIT
 
-[ -e "$build/guest-agent/verbs/libhotmig-verbs.so" ] || fail "libhotmig-verbs.so is not built"
-start_guest "$s" B "$c"
-start_guest "$c" A "$s"
-"$lab" wait "$s" 'HMLAB booted' --timeout 240 >/dev/null || fail "$s did not boot"
-"$lab" wait "$c" 'HMLAB booted' --timeout 240 >/dev/null || fail "$c did not boot"
+vpair "$c" "$s"
 si=$("$lab" index "$s")
 gid_s=$(vgid "$s")
 [ -n "$gid_s" ] || fail "$s printed no GID index"

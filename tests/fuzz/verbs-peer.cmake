@@ -7,8 +7,10 @@ hm_add_test(verbs-peer-fuzz-replay fuzz
   ARGS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/verbs-peer)
 
 if(HM_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
-  add_executable(verbs-peer-fuzz ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/verbs-peer-fuzz.c)
-  target_link_libraries(verbs-peer-fuzz PRIVATE hotmig-verbs-proto)
-  target_compile_options(verbs-peer-fuzz PRIVATE -fsanitize=fuzzer)
-  target_link_options(verbs-peer-fuzz PRIVATE -fsanitize=fuzzer)
+  # the parser compiled into the target, so that libFuzzer's coverage instruments it
+  add_executable(verbs-peer-fuzz ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/verbs-peer-fuzz.c
+                 ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-proto.c)
+  target_include_directories(verbs-peer-fuzz PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs)
+  target_compile_options(verbs-peer-fuzz PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_options(verbs-peer-fuzz PRIVATE -fsanitize=fuzzer,address,undefined)
 endif()

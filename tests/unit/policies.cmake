@@ -3,4 +3,7 @@ hm_add_test(policies-test unit
   LIBS hm-policies)
 hm_add_test(policies-snapshot-test unit
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/policies-snapshot-test.c
-  LIBS hm-orchestrator)
+  LIBS hm-engine)
+hm_add_test(policies-consolidate-test unit
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/policies-consolidate-test.c
+  LIBS hm-policies)
