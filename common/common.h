@@ -63,6 +63,19 @@ gboolean hm_file_read_limited(const char *path, gsize max, char **ret_contents, 
  * UTF-8 comes out unchanged. For tools that may not link a JSON library (hm-hotplug's). */
 void hm_json_append_string(GString *out, const char *str);
 
+/* The deepest nesting of arrays and objects hotmig accepts in a JSON text from anyone it does
+ * not trust (a guest's agent, a peer hotmigd, a webhook). json-glib descends one C frame and
+ * more per level, so 76 000 nested brackets overflow an 8 MiB stack; no hotmig message nests
+ * deeper than 8. */
+#define HM_JSON_MAX_DEPTH 32
+
+/* Fails with HM_COMMON_ERROR_INVALID ("JSON nests deeper than N levels at byte B") when the
+ * @len bytes of @data (up to its NUL when @len is -1) open more than @max_depth arrays and
+ * objects at once. A linear scan, no parse: brackets inside strings (escapes included) do not
+ * count, and anything else malformed is left to the parser. Call it before
+ * json_parser_load_from_data() on every untrusted text. */
+gboolean hm_json_check_depth(const char *data, gssize len, guint max_depth, GError **error);
+
 /* ---- time -------------------------------------------------------------------------------- */
 
 /* A deadline on the monotonic clock, in microseconds (g_get_monotonic_time()). */
