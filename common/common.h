@@ -76,6 +76,19 @@ void hm_json_append_string(GString *out, const char *str);
  * json_parser_load_from_data() on every untrusted text. */
 gboolean hm_json_check_depth(const char *data, gssize len, guint max_depth, GError **error);
 
+/* ---- untrusted text ---------------------------------------------------------------------- */
+
+/* The longest piece of a guest's or a peer's text hotmig repeats (an error description, a
+ * process name), in characters. */
+#define HM_TEXT_UNTRUSTED_MAX 256
+
+/* A copy of @text (NULL gives "") fit for a terminal, a log line or a JSON string: invalid
+ * UTF-8 becomes U+FFFD; control characters (C0, DEL, C1), the line and paragraph separators
+ * and the bidirectional marks and overrides become '?'; after @max_chars characters the rest
+ * is cut and "..." appended. Owned. Everything a guest or a peer sends that hotmig shows
+ * passes through it. */
+char *hm_text_sanitize(const char *text, gsize max_chars);
+
 /* ---- time -------------------------------------------------------------------------------- */
 
 /* A deadline on the monotonic clock, in microseconds (g_get_monotonic_time()). */
