@@ -150,6 +150,8 @@ typedef struct {
     guint64 node_guid;
     guint64 port_guid;
     char *identity_of; /* the domain whose identity it is; NULL: none recorded */
+    char *owner; /* who may act on the lease (hotmigd: the client certificate's identity);
+                  * NULL: whoever knows its id */
 } HotplugLease;
 
 void hotplug_lease_free(HotplugLease *lease);
@@ -183,6 +185,14 @@ char *hotplug_lease_vf_canonical(const char *vf, GError **error);
 HotplugLease *hotplug_lease_acquire(HotplugLeaseStore *store, const char *vf, const char *holder,
                                     const char *reason, const char *domain, guint ttl_s,
                                     GError **error);
+
+/* The same, recording @owner (UTF-8, no control characters, at most HOTPLUG_LEASE_HOLDER_MAX
+ * bytes; NULL: none) as the only party its caller lets act on the lease (the store itself
+ * checks only lease ids: hotmigd compares the owner with the client's identity). */
+HotplugLease *hotplug_lease_acquire_owned(HotplugLeaseStore *store, const char *vf,
+                                          const char *owner, const char *holder,
+                                          const char *reason, const char *domain, guint ttl_s,
+                                          GError **error);
 
 /* LEASED -> ASSIGNED. HOTPLUG_ERROR_STALE when @lease_id is not the current lease (expired and
  * maybe taken by someone else, or released). Confirming an already ASSIGNED lease with the same

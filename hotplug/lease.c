@@ -55,6 +55,7 @@ void hotplug_lease_free(HotplugLease *lease)
     g_free(lease->domain);
     g_free(lease->boot_id);
     g_free(lease->identity_of);
+    g_free(lease->owner);
     g_free(lease);
 }
 
@@ -75,6 +76,7 @@ static HotplugLease *lease_copy(const HotplugLease *lease)
     copy->node_guid = lease->node_guid;
     copy->port_guid = lease->port_guid;
     copy->identity_of = g_strdup(lease->identity_of);
+    copy->owner = g_strdup(lease->owner);
     return copy;
 }
 
@@ -241,6 +243,15 @@ static gboolean lease_record_optional(GKeyFile *kf, const char *name, HotplugLea
             }
         }
     }
+    if (lease->state != HOTPLUG_LEASE_FREE && g_key_file_has_key(kf, LEASE_GROUP, "owner", NULL)) {
+        lease->owner = g_key_file_get_string(kf, LEASE_GROUP, "owner", &local);
+        if (!lease->owner ||
+            !lease_text_valid("owner", lease->owner, HOTPLUG_LEASE_HOLDER_MAX, &local)) {
+            g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, "%s: %s", name,
+                        local ? local->message : "bad owner");
+            return FALSE;
+        }
+    }
     if (lease->state == HOTPLUG_LEASE_LEASED &&
         g_key_file_has_key(kf, LEASE_GROUP, "boot-id", NULL)) {
         lease->boot_id = g_key_file_get_string(kf, LEASE_GROUP, "boot-id", &local);
@@ -391,6 +402,8 @@ char *hotplug_lease_record_format(const HotplugLease *lease)
         g_key_file_set_string(kf, LEASE_GROUP, "reason", lease->reason);
         g_key_file_set_string(kf, LEASE_GROUP, "domain", lease->domain);
         g_key_file_set_int64(kf, LEASE_GROUP, "created", lease->created);
+        if (lease->owner)
+            g_key_file_set_string(kf, LEASE_GROUP, "owner", lease->owner);
     }
     if (lease->state == HOTPLUG_LEASE_LEASED) {
         g_key_file_set_int64(kf, LEASE_GROUP, "expires", lease->expires);
@@ -813,6 +826,14 @@ HotplugLease *hotplug_lease_acquire(HotplugLeaseStore *store, const char *vf, co
                                     const char *reason, const char *domain, guint ttl_s,
                                     GError **error)
 {
+    return hotplug_lease_acquire_owned(store, vf, NULL, holder, reason, domain, ttl_s, error);
+}
+
+HotplugLease *hotplug_lease_acquire_owned(HotplugLeaseStore *store, const char *vf,
+                                          const char *owner, const char *holder,
+                                          const char *reason, const char *domain, guint ttl_s,
+                                          GError **error)
+{
     g_auto(LeaseTxn) txn = {.lock_fd = -1};
     g_autoptr(HotplugLease) lease = NULL;
     g_autoptr(GError) local = NULL;
@@ -827,7 +848,8 @@ HotplugLease *hotplug_lease_acquire(HotplugLeaseStore *store, const char *vf, co
     canon = hotplug_lease_vf_canonical(vf, error);
     if (!canon)
         return NULL;
-    if (!lease_text_valid("holder", holder, HOTPLUG_LEASE_HOLDER_MAX, &local) ||
+    if ((owner && !lease_text_valid("owner", owner, HOTPLUG_LEASE_HOLDER_MAX, &local)) ||
+        !lease_text_valid("holder", holder, HOTPLUG_LEASE_HOLDER_MAX, &local) ||
         !lease_text_valid("reason", reason, HOTPLUG_LEASE_REASON_MAX, &local) ||
         !lease_text_valid("domain", domain, HOTPLUG_LEASE_DOMAIN_MAX, &local)) {
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, "Cannot lease VF '%s': %s", canon,
@@ -859,6 +881,7 @@ HotplugLease *hotplug_lease_acquire(HotplugLeaseStore *store, const char *vf, co
         return NULL;
     }
     lease->holder = g_strdup(holder);
+    lease->owner = g_strdup(owner);
     lease->reason = g_strdup(reason);
     lease->domain = g_strdup(domain);
     lease->created = txn.now.wall;

@@ -1468,6 +1468,12 @@ static void test_record_format(void **state)
         .domain = (char *)"vm;7",
         .created = T0,
         .expires = T0 + 5,
+        .boot_id = (char *)"3f1c4a52-8a55-4a1e-9c1a-5d2e7b8c9d0e",
+        .expires_boot = 86405,
+        .node_guid = 0x0002c90300a1b2c3,
+        .port_guid = 0xfe00000000000001,
+        .identity_of = (char *)"vm 7",
+        .owner = (char *)"node01.cluster.example",
     };
     for (int st = 0; st < HOTPLUG_LEASE_STATE_LAST; st++) {
         g_autoptr(GError) error = NULL;
@@ -1481,7 +1487,11 @@ static void test_record_format(void **state)
         assert_null(error);
         assert_int_equal(back->state, st);
         assert_string_equal(back->vf, VF);
+        /* The identity a VF carries is kept in every state. */
+        assert_string_equal(back->identity_of, lease.identity_of);
+        assert_true(back->node_guid == lease.node_guid && back->port_guid == lease.port_guid);
         if (st == HOTPLUG_LEASE_FREE) {
+            assert_null(back->owner);
             assert_null(back->id);
             assert_int_equal(back->created, 0);
             continue;
@@ -1492,6 +1502,11 @@ static void test_record_format(void **state)
         assert_string_equal(back->domain, lease.domain);
         assert_int_equal(back->created, lease.created);
         assert_int_equal(back->expires, lease.expires);
+        assert_string_equal(back->owner, lease.owner);
+        if (st == HOTPLUG_LEASE_LEASED) {
+            assert_string_equal(back->boot_id, lease.boot_id);
+            assert_int_equal(back->expires_boot, lease.expires_boot);
+        }
     }
     {
         g_autoptr(GError) error = NULL;
