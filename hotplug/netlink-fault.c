@@ -1,5 +1,5 @@
 /* Fault injection for the netlink adapter: forwards to another adapter and fails the calls a
- * spec names. Same spec language as orchestrator/virt-fault.c (HOTMIG_FAULT_INJECT), with the
+ * spec names. Same spec language as engine/virt-fault.c (HOTMIG_FAULT_INJECT), with the
  * operations prefixed "netlink_" so that one spec can name calls of both adapters. */
 #define G_LOG_DOMAIN "hm-hotplug"
 

@@ -9,8 +9,8 @@
  * pci_cleanup() frees everything afterwards. */
 #define G_LOG_DOMAIN "hm-hotplug"
 
+#include "hotplug/pci-address-priv.h"
 #include "hotplug/pci-priv.h"
-#include "hotplug/sysfs-priv.h"
 
 #include <errno.h>
 #include <setjmp.h>

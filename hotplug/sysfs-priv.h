@@ -5,6 +5,7 @@
 #include <glib.h>
 
 #include "hotplug/hotplug.h"
+#include "hotplug/pci-address-priv.h"
 
 G_BEGIN_DECLS
 
@@ -16,17 +17,6 @@ G_BEGIN_DECLS
 #define HOTPLUG_SYSFS_MAX_NETDEVS 1024u      /* entries of a device's net/ */
 #define HOTPLUG_SYSFS_MAX_VFS 65535u         /* TotalVFs is a 16-bit register */
 #define HOTPLUG_SYSFS_MAX_NUMA_NODE 65535
-
-/* Parses a PCI address "DDDD:BB:SS.F", or "BB:SS.F" for domain 0: hex digits of either case,
- * domain 1-8 digits (the kernel prints at least 4; VMD domains have 5), bus 1-2, slot 1-2
- * (<= 0x1f), function 1 (<= 7); nothing else, no "0x", no white space. Returns TRUE and fills
- * the outputs (each may be NULL), or FALSE with HOTPLUG_ERROR_INVALID, outputs untouched. */
-gboolean hotplug_pci_address_parse(const char *str, guint *ret_domain, guint *ret_bus,
-                                   guint *ret_slot, guint *ret_function, GError **error);
-
-/* @str in the kernel's spelling, "%04x:%02x:%02x.%x" (owned), or NULL with
- * HOTPLUG_ERROR_INVALID. */
-char *hotplug_pci_address_normalize(const char *str, GError **error);
 
 /* Parsers of sysfs attribute contents: @text is the file's content, @len bytes (no NUL
  * inside), as the kernel writes it: the value and one newline (optional here). @path names

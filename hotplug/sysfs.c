@@ -3,6 +3,7 @@
 #define G_LOG_DOMAIN "hm-hotplug"
 
 #include "hotplug/hotplug.h"
+#include "hotplug/pci-address-priv.h"
 #include "hotplug/pci-priv.h"
 #include "hotplug/sysfs-priv.h"
 
@@ -12,73 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-/* ---- addresses --------------------------------------------------------------------------- */
-
-/* Parses 1..@max_digits hex digits at *@p, advancing it. */
-static gboolean parse_hex_field(const char **p, guint max_digits, guint *ret)
-{
-    guint value = 0, n = 0;
-
-    while (n < max_digits && g_ascii_isxdigit(**p)) {
-        value = value * 16 + (guint)g_ascii_xdigit_value(**p);
-        (*p)++;
-        n++;
-    }
-    if (n == 0 || g_ascii_isxdigit(**p))
-        return FALSE;
-    *ret = value;
-    return TRUE;
-}
-
-gboolean hotplug_pci_address_parse(const char *str, guint *ret_domain, guint *ret_bus,
-                                   guint *ret_slot, guint *ret_function, GError **error)
-{
-    const char *p = str;
-    const char *first_colon, *last_colon;
-    guint domain = 0, bus = 0, slot = 0, function = 0;
-    gboolean ok = TRUE;
-
-    g_return_val_if_fail(str != NULL, FALSE);
-
-    first_colon = strchr(str, ':');
-    last_colon = strrchr(str, ':');
-    /* DOMAIN:BUS:SLOT.FUNCTION or BUS:SLOT.FUNCTION */
-    if (first_colon && first_colon != last_colon)
-        ok = parse_hex_field(&p, 8, &domain) && *p++ == ':';
-    ok = ok && parse_hex_field(&p, 2, &bus) && *p++ == ':';
-    ok = ok && parse_hex_field(&p, 2, &slot) && slot <= 0x1f && *p++ == '.';
-    ok = ok && *p >= '0' && *p <= '7' && p[1] == '\0';
-    if (!ok) {
-        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID,
-                    "'%s' is not a PCI address (DDDD:BB:SS.F)", str);
-        return FALSE;
-    }
-    function = (guint)(*p - '0');
-    if (ret_domain)
-        *ret_domain = domain;
-    if (ret_bus)
-        *ret_bus = bus;
-    if (ret_slot)
-        *ret_slot = slot;
-    if (ret_function)
-        *ret_function = function;
-    return TRUE;
-}
-
-static char *pci_address_format(guint domain, guint bus, guint slot, guint function)
-{
-    return g_strdup_printf("%04x:%02x:%02x.%x", domain, bus, slot, function);
-}
-
-char *hotplug_pci_address_normalize(const char *str, GError **error)
-{
-    guint domain, bus, slot, function;
-
-    if (!hotplug_pci_address_parse(str, &domain, &bus, &slot, &function, error))
-        return NULL;
-    return pci_address_format(domain, bus, slot, function);
-}
 
 /* ---- attribute parsers ------------------------------------------------------------------- */
 
@@ -539,7 +473,8 @@ static char *vf_address_by_capability(const HotplugPciFunction *pf, guint index)
         ((guint64)bus << 8 | slot << 3 | function) + pf->vf_offset + (guint64)pf->vf_stride * index;
     if (rid > 0xffff)
         return NULL;
-    return pci_address_format(domain, (guint)(rid >> 8), (guint)(rid >> 3) & 0x1f, (guint)rid & 7);
+    return hotplug_pci_address_format(domain, (guint)(rid >> 8), (guint)(rid >> 3) & 0x1f,
+                                      (guint)rid & 7);
 }
 
 /* The SR-IOV capability (config space, through libpci) against what sysfs says. */
@@ -843,7 +778,8 @@ GPtrArray *hotplug_sysfs_list_pfs(const char *sysfs_root, GError **error)
 
         if (hotplug_pci_address_parse(entry.name, &entry.domain, &entry.bus, &entry.slot,
                                       &entry.function, NULL))
-            normal = pci_address_format(entry.domain, entry.bus, entry.slot, entry.function);
+            normal = hotplug_pci_address_format(entry.domain, entry.bus, entry.slot,
+                                                entry.function);
         if (!normal || !g_str_equal(normal, entry.name)) {
             g_autofree char *quoted = attr_quote(entry.name);
             g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_SYSFS,

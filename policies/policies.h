@@ -182,7 +182,7 @@ HM_ENUM_DECL(pol_severity, PolSeverity)
 #define POL_ALERT_KEY_MAX 512        /* bytes of a dedup key */
 #define POL_ALERTS_PER_HOST_MAX 1000 /* active alerts of one host */
 
-/* One event from a failure-prediction input (orchestrator/alert-parse.c reads them). */
+/* One event from a failure-prediction input (hotmigd/alert-parse.c reads them). */
 typedef struct {
     char *host;
     PolSeverity severity;

@@ -10,7 +10,7 @@ source "$(dirname "$0")/lib.sh"
 c=dry-client
 s=dry-server
 start_pair "$c" "$s" lazy 1
-vfd_call="$build/tests/hm-vfd-call"
+hotmigd_call="$build/tests/hm-hotmigd-call"
 out=$(mktemp /tmp/hotmig-dry.XXXXXX)
 trap 'rm -f "$out"; cleanup' EXIT
 
@@ -31,7 +31,7 @@ expect_line() {
 unchanged() {
     require_where "$c" A
     has_vf "$c" "$A" || fail "$c lost its VF on A"
-    [ -z "$("$vfd_call" "$HOTMIG_CONFIG" B list | awk -v t="$1" '$1 == t && $3 != "free"')" ] ||
+    [ -z "$("$hotmigd_call" "$HOTMIG_CONFIG" B list | awk -v t="$1" '$1 == t && $3 != "free"')" ] ||
         fail "B's stand-in $1 is not free after the dry run"
 }
 
@@ -48,11 +48,11 @@ expect_line PASS files "the destination has the domain's 2 file\\(s\\)"
 unchanged "$tap"
 
 log "no free VF: B's hotmigd has $tap leased to someone else"
-lease=$("$vfd_call" "$HOTMIG_CONFIG" B lease "$tap" "e2e dry-run" "holding the VF" other-vm) ||
+lease=$("$hotmigd_call" "$HOTMIG_CONFIG" B lease "$tap" "e2e dry-run" "holding the VF" other-vm) ||
     fail "could not lease $tap on B"
 dry_run 8 "$c" B
 expect_line FAIL target-vf "'$tap' is leased by 'e2e dry-run' \\(holding the VF\\)"
-"$vfd_call" "$HOTMIG_CONFIG" B release "$tap" "$lease" || fail "could not release $tap"
+"$hotmigd_call" "$HOTMIG_CONFIG" B release "$tap" "$lease" || fail "could not release $tap"
 unchanged "$tap"
 
 log "unknown domain"

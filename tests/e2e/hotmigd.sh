@@ -1,11 +1,11 @@
 #!/bin/bash
 # Each lab host's hotmigd answers over mutual TLS with the lab's client certificate, through
-# the client migrate-vm uses (hm-vfd-call, tests/e2e/vfd-call.c): a lease on B's stand-in for a
+# the client migrate-vm uses (hm-hotmigd-call, tests/e2e/hotmigd-call.c): a lease on B's stand-in for a
 # guest's VF tap is taken, refused to a second asker, confirmed, kept across a restart of B's
 # hotmigd, and released. A client that does not trust the lab CA refuses the daemon.
 source "$(dirname "$0")/lib.sh"
 
-call="$build/tests/hm-vfd-call"
+call="$build/tests/hm-hotmigd-call"
 conf=$("$lab" config)
 [ -x "$call" ] || fail "$call is not built"
 

@@ -6,7 +6,7 @@ top=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)
 # A relative HM_BUILD is taken from where the test was started (hotmig-lab works elsewhere).
 build=$(readlink -f "${HM_BUILD:-$top/build}")
 lab="$top/lab/hotmig-lab"
-migrate_vm="$build/orchestrator/migrate-vm"
+migrate_vm="$build/migrate-vm/migrate-vm"
 A=$("$lab" uri A)
 B=$("$lab" uri B)
 # migrate-vm reaches each host's hotmigd with the lab's client certificate and [host] groups.

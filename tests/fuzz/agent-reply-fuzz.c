@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "orchestrator/agent-priv.h"
+#include "engine/agent-client.h"
 
 typedef struct {
     OrchVirt parent;

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "orchestrator/alert-priv.h"
+#include "hotmigd/alert-parse.h"
 
 static void fuzz_alert_check_events(const GPtrArray *events, const char *source)
 {

@@ -1,4 +1,4 @@
-/* Fuzz target for our event lines (orchestrator/alert-parse.c), what an exec'd command prints
+/* Fuzz target for our event lines (hotmigd/alert-parse.c), what an exec'd command prints
  * and what the Unix socket takes: the input is split into lines, each read on its own; every
  * line must be rejected with an error or give an event the alert book accepts, and the
  * events of the whole input go through one book.
@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "orchestrator/alert-priv.h"
+#include "hotmigd/alert-parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,4 +1,4 @@
-/* Fuzz target for the Alertmanager webhook parser (orchestrator/alert-parse.c): whatever a
+/* Fuzz target for the Alertmanager webhook parser (hotmigd/alert-parse.c): whatever a
  * client POSTs must be rejected with an error or read without crashing, leaking or tripping
  * a sanitizer, and every event read must be one the alert book accepts as it is.
  *
@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "orchestrator/alert-priv.h"
+#include "hotmigd/alert-parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,8 +1,8 @@
-/* Fuzz target for hotmigd's local API requests (orch_local_request_parse(), local-client.c) and
- * the plans they carry (orch_plan_parse(), snapshot.c): whatever bytes arrive as a request line
- * must be refused with an error class and a message, or read into a command and its arguments,
- * without crashing, leaking or tripping a sanitizer; a plan read must format as JSON and as a
- * table, and its JSON must read back.
+/* Fuzz target for hotmigd's local API requests (orch_local_request_parse(),
+ * engine/local-protocol.c) and the plans they carry (orch_plan_parse(), engine/snapshot.c):
+ * whatever bytes arrive as a request line must be refused with an error class and a message, or
+ * read into a command and its arguments, without crashing, leaking or tripping a sanitizer; a
+ * plan read must format as JSON and as a table, and its JSON must read back.
  *
  * libFuzzer: see tests/fuzz/local-request.cmake (clang, -DHM_FUZZ=ON). Without libFuzzer the
  * corpus in tests/fuzz/corpus/local-request/ is replayed by local-request-fuzz-replay. */
@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "orchestrator/local-api-priv.h"
-#include "orchestrator/snapshot-priv.h"
+#include "engine/local-protocol.h"
+#include "engine/snapshot.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,4 +1,4 @@
-/* Fuzz target for cluster snapshots (orchestrator/snapshot.c): whatever bytes arrive as a
+/* Fuzz target for cluster snapshots (engine/snapshot.c): whatever bytes arrive as a
  * snapshot must be rejected with an error or read without crashing, leaking or tripping a
  * sanitizer; every cluster read must plan (consolidate, balance, drain of its first host) to
  * a plan that replays without overcommitting, or fail cleanly, and format as JSON.
@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "orchestrator/snapshot-priv.h"
+#include "engine/snapshot.h"
 #include "policies/policies-priv.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

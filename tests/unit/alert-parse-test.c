@@ -1,4 +1,4 @@
-/* The failure-prediction hook's parsers (orchestrator/alert-parse.c): Alertmanager webhook
+/* The failure-prediction hook's parsers (hotmigd/alert-parse.c): Alertmanager webhook
  * bodies as Alertmanager sends them, our event lines, and every rejection naming its field. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "orchestrator/alert-priv.h"
+#include "hotmigd/alert-parse.h"
 
 #define NOW 1700000000 /* 2023-11-14T22:13:20Z */
 

@@ -1,4 +1,4 @@
-/* hotmigd's failure-prediction hook (orchestrator/alerts-daemon.c) with fakes for the other
+/* hotmigd's failure-prediction hook (hotmigd/alerts.c) with fakes for the other
  * hosts' daemons and for the scheduler: the bearer check, bad webhook bodies (oversized,
  * malformed, an unknown host) changing nothing, acting on the book (an evacuation started
  * once, asked again for an earlier deadline, its late VMs said up front, lifted when done), who
@@ -14,7 +14,7 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
-#include "orchestrator/alerts-daemon-priv.h"
+#include "hotmigd/alerts.h"
 
 #define NOW 1700000000
 #define TOKEN "s3cret-token-0123456789"

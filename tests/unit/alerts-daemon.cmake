@@ -1,5 +1,5 @@
-# The failure-prediction hook of hotmigd (orchestrator/alerts-daemon.c, alerts-input.c, the
-# alert listener in vfd-server.c) and /metrics (metrics.c). Two real hotmigds with curl, socat
+# The failure-prediction hook of hotmigd (hotmigd/alerts.c, alerts-input.c, the
+# alert listener in hotmigd/server.c) and /metrics (metrics.c). Two real hotmigds with curl, socat
 # and a predictor script as inputs (tests/unit/hotmigd-alerts-test.sh; ~15 s).
 add_test(NAME hotmigd-alerts-test
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/unit/hotmigd-alerts-test.sh $<TARGET_FILE:hotmigd> ${PROJECT_SOURCE_DIR})
@@ -8,8 +8,8 @@ set_tests_properties(hotmigd-alerts-test PROPERTIES LABELS unit TIMEOUT 120)
 # bodies, acting on the book, who acts, /v1/alerts.
 hm_add_test(alerts-daemon-test unit
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/alerts-daemon-test.c
-  LIBS hm-vfd)
+  LIBS hm-hotmigd)
 # /metrics in the Prometheus text format.
 hm_add_test(metrics-test unit
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/metrics-test.c
-  LIBS hm-vfd)
+  LIBS hm-hotmigd)

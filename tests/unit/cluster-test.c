@@ -12,11 +12,11 @@
 #include <cmocka.h>
 #include <json-glib/json-glib.h>
 
-#include "orchestrator/inventory-priv.h"
-#include "orchestrator/scheduler-priv.h"
-#include "orchestrator/snapshot-priv.h"
-#include "orchestrator/vfd-priv.h"
-#include "orchestrator/virt-priv.h"
+#include "engine/hotmigd-client.h"
+#include "engine/snapshot.h"
+#include "engine/virt.h"
+#include "hotmigd/inventory.h"
+#include "hotmigd/scheduler.h"
 
 /* ---- a fake cluster ------------------------------------------------------------------------ */
 

@@ -3,4 +3,4 @@
 # fake migrate function.
 hm_add_test(cluster-test unit
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/cluster-test.c
-  LIBS hm-orchestrator)
+  LIBS hm-hotmigd)

@@ -14,10 +14,10 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
-#include "orchestrator/hotmigd-priv.h"
-#include "orchestrator/local-api-priv.h"
-#include "orchestrator/vfd-priv.h"
-#include "orchestrator/virt-priv.h"
+#include "engine/hotmigd-client.h"
+#include "engine/local-protocol.h"
+#include "engine/virt.h"
+#include "hotmigd/daemon.h"
 
 /* ---- the fake cluster: hosts A and B, domains that move when migrated --------------------------
  */

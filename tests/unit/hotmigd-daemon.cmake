@@ -2,4 +2,4 @@
 # lines and size limit, drains followed to their end, the evacuation entry point, plans and runs.
 hm_add_test(hotmigd-daemon-test unit
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/hotmigd-daemon-test.c
-  LIBS hm-vfd)
+  LIBS hm-hotmigd)

@@ -6,14 +6,21 @@
 #   xml           [common]                   + libxml2
 #   hotplug       [common, xml]              + libpci (the libpci adapter lives here), libnl
 #   policies      [common]
-#   orchestrator  [all]                      + anything
+#   engine        [common, xml, hotplug, policies]   + libxml2, json-glib, libvirt, libsoup
+#   hotmigd       [common, xml, hotplug, policies, engine]   + json-glib, libsoup
+#   migrate-vm    [common, xml, hotplug, policies, engine]   + json-glib
 #   guest-agent   [common]                   + json-glib, verbs
 #   guest-agent/libhotmig: no project headers, libc and pthreads only
 #
+# So the engine includes neither the daemon (hotmigd/) nor the command line (migrate-vm/), and
+# the daemon never includes the command line.
 # An external library with adapter files (sole_adapter) may be included by those files only:
-# libnl by the netlink adapter, libsoup by hotmigd's HTTPS server and its client.
-# Also: no "../" includes, and no library includes another library's *-priv.h (internals are
-# for tests only). tests/ and lab/ are not libraries and are not checked.
+# libvirt by the engine's libvirt adapter, libpci by the libpci adapter, libnl by the netlink
+# adapter, libsoup by hotmigd's HTTPS server and the engine's hotmigd client (one adapter on
+# each side of the wire, docs/decisions.md).
+# Also: no "../" includes; no library includes another library's *-priv.h (internals are
+# for tests only); no circular includes between the files of a folder (a file and its header
+# count as one: daemon.c and daemon.h). tests/ and lab/ are not libraries and are not checked.
 #
 # Usage: layering-check.sh SOURCE_DIR    check the tree, print every violation, exit 1 if any
 #        layering-check.sh --self-test   prove the check catches what it claims to
@@ -26,7 +33,8 @@ allowed_project() {
     xml) echo "common" ;;
     hotplug) echo "common xml" ;;
     policies) echo "common" ;;
-    orchestrator) echo "common xml hotplug policies guest-agent" ;;
+    engine) echo "common xml hotplug policies" ;;
+    hotmigd | migrate-vm) echo "common xml hotplug policies engine" ;;
     guest-agent) echo "common" ;;
     libhotmig) echo "" ;;
     esac
@@ -39,7 +47,9 @@ allowed_external() {
     xml) echo "glib libxml" ;;
     hotplug) echo "glib libpci libnl" ;;
     policies) echo "glib" ;;
-    orchestrator) echo "glib libxml libvirt libpci verbs json cmocka libsoup" ;;
+    engine) echo "glib libxml json libvirt libsoup" ;;
+    hotmigd) echo "glib json libsoup" ;;
+    migrate-vm) echo "glib json" ;;
     guest-agent) echo "glib json verbs" ;;
     libhotmig) echo "" ;;
     esac
@@ -67,12 +77,15 @@ external_of() {
 sole_adapter() {
     case "$1" in
     libnl) echo "hotplug/netlink-libnl.c" ;;
-    libsoup) echo "orchestrator/vfd-server.c orchestrator/vfd-client.c" ;;
+    libpci) echo "hotplug/pci-libpci.c" ;;
+    libvirt) echo "engine/virt-libvirt.c" ;;
+    libsoup) echo "hotmigd/server.c engine/hotmigd-client-soup.c" ;;
     *) echo "" ;;
     esac
 }
 
-project_dirs="common xml hotplug policies orchestrator guest-agent lab tests"
+libraries="common xml hotplug policies engine hotmigd migrate-vm guest-agent"
+project_dirs="$libraries lab tests"
 
 in_list() {
     local x="$1" w
@@ -142,9 +155,40 @@ check_file() {
     return $bad
 }
 
+# The module a file belongs to: its name without .c, .h and -priv (daemon.c, daemon.h -> daemon).
+module_of() {
+    local m="${1##*/}"
+    m="${m%.[ch]}"
+    echo "${m%-priv}"
+}
+
+# check_cycles ROOT DIR: prints each loop of includes between the modules of DIR (its own
+# files, not its subfolders), returns 1 if any.
+check_cycles() {
+    local root="$1" dir="$2" rel file inc edges="" loops
+    rel="${dir#"$root"/}"
+    while IFS= read -r -d '' file; do
+        while IFS= read -r inc; do
+            case "$inc" in
+            "$rel"/*) inc="${inc#"$rel"/}" ;;
+            */*) continue ;;
+            esac
+            [ -f "$dir/$inc" ] || continue
+            [ "$(module_of "$file")" = "$(module_of "$inc")" ] && continue
+            edges+="$(module_of "$file") $(module_of "$inc")"$'\n'
+        done < <(sed -nE 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"([^"]*)".*/\1/p' "$file")
+    done < <(find "$dir" -maxdepth 1 -type f \( -name '*.c' -o -name '*.h' \) -print0)
+    [ -n "$edges" ] || return 0
+    loops=$(printf '%s' "$edges" | tsort 2>&1 >/dev/null | grep -v 'input contains a loop')
+    [ -z "$loops" ] && return 0
+    echo "$rel: circular includes between $(echo $loops | sed 's/tsort: //g'):" \
+        "a module includes another that includes it back"
+    return 1
+}
+
 check_tree() {
-    local root="$1" bad=0 dir lib file n=0
-    for dir in common xml hotplug policies orchestrator guest-agent; do
+    local root="$1" bad=0 dir lib file sub n=0
+    for dir in $libraries; do
         [ -d "$root/$dir" ] || continue
         while IFS= read -r -d '' file; do
             lib="$dir"
@@ -154,6 +198,9 @@ check_tree() {
             n=$((n + 1))
             check_file "$root" "$file" "$lib" || bad=1
         done < <(find "$root/$dir" -type f \( -name '*.c' -o -name '*.h' \) -print0)
+        while IFS= read -r -d '' sub; do
+            check_cycles "$root" "$sub" || bad=1
+        done < <(find "$root/$dir" -type d -print0)
     done
     if [ $bad -ne 0 ]; then
         echo "layering-check: violations found (rules: STYLE.md, 'Layout shows the architecture')"
@@ -167,7 +214,7 @@ self_test() {
     local tmp fail=0
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' RETURN
-    mkdir -p "$tmp"/{common,xml,hotplug,policies,orchestrator,guest-agent/libhotmig}
+    mkdir -p "$tmp"/{common,xml,hotplug,policies,engine,hotmigd,migrate-vm,guest-agent/libhotmig}
 
     expect() { # expect ok|bad FILE CONTENT
         local want="$1" file="$2"
@@ -189,7 +236,7 @@ self_test() {
     expect ok xml/x.c '#include <libxml/parser.h>'
     expect ok xml/x.c '#include "xml/xml-priv.h"'
     expect bad xml/x.c '#include "hotplug/hotplug.h"'
-    expect bad xml/x.c '#  include "orchestrator/orch.h"'
+    expect bad xml/x.c '#  include "engine/engine.h"'
     expect bad xml/x.c '#include <libvirt/libvirt.h>'
     expect bad xml/x.c '#include "../hotplug/hotplug.h"'
     expect ok hotplug/h.c '#include "xml/xml.h"'
@@ -198,17 +245,30 @@ self_test() {
     expect bad hotplug/h.c '#include <libxml/tree.h>'
     expect ok hotplug/netlink-libnl.c '#include <netlink/route/link/sriov.h>'
     expect bad hotplug/h.c '#include <netlink/netlink.h>'
-    expect bad orchestrator/o.c '#include <netlink/route/link.h>'
+    expect bad engine/o.c '#include <netlink/route/link.h>'
     expect bad xml/x.c '#include <netlink/netlink.h>'
-    expect ok orchestrator/vfd-server.c '#include <libsoup/soup.h>'
-    expect ok orchestrator/vfd-client.c '#include <libsoup/soup.h>'
-    expect bad orchestrator/migration.c '#include <libsoup/soup.h>'
+    expect ok hotmigd/server.c '#include <libsoup/soup.h>'
+    expect ok engine/hotmigd-client-soup.c '#include <libsoup/soup.h>'
+    expect bad engine/migration.c '#include <libsoup/soup.h>'
+    expect bad hotmigd/daemon.c '#include <libsoup/soup.h>'
+    expect bad migrate-vm/main.c '#include <libsoup/soup.h>'
+    expect ok engine/virt-libvirt.c '#include <libvirt/libvirt.h>'
+    expect bad engine/migration.c '#include <libvirt/libvirt.h>'
+    expect bad hotmigd/host.c '#include <libvirt/libvirt.h>'
+    expect ok hotplug/pci-libpci.c '#include <pci/pci.h>'
+    expect bad hotplug/sysfs.c '#include <pci/pci.h>'
+    expect ok hotmigd/d.c '#include "engine/engine.h"'
+    expect ok migrate-vm/m.c '#include "engine/engine.h"'
+    expect bad engine/e.c '#include "hotmigd/daemon.h"'
+    expect bad engine/e.c '#include "migrate-vm/commands.h"'
+    expect bad hotmigd/d.c '#include "migrate-vm/commands.h"'
+    expect bad migrate-vm/m.c '#include "hotmigd/daemon.h"'
+    expect bad hotmigd/d.c '#include "engine/preflight-priv.h"'
     expect bad hotplug/h.c '#include <libsoup/soup.h>'
     expect bad policies/p.c '#include "hotplug/hotplug.h"'
     expect bad policies/p.c '#include <libvirt/libvirt.h>'
-    expect ok orchestrator/o.c '#include "hotplug/hotplug.h"'
-    expect ok orchestrator/o.c '#include <libvirt/libvirt.h>'
-    expect bad orchestrator/o.c '#include "hotplug/hotplug-priv.h"'
+    expect ok engine/o.c '#include "hotplug/hotplug.h"'
+    expect bad engine/o.c '#include "hotplug/hotplug-priv.h"'
     expect ok guest-agent/a.c '#include "common/common.h"'
     expect bad guest-agent/a.c '#include "xml/xml.h"'
     expect ok guest-agent/libhotmig/l.c '#include "guest-agent/libhotmig/hotmig.h"'
@@ -216,7 +276,16 @@ self_test() {
     expect ok guest-agent/libhotmig/l.c '#include "hotmig-priv.h"'
     expect bad guest-agent/libhotmig/l.c '#include <glib.h>'
     expect bad guest-agent/libhotmig/l.c '#include "common/common.h"'
-    expect ok lab/whatever.c '#include "orchestrator/x-priv.h"'
+    expect ok lab/whatever.c '#include "engine/x-priv.h"'
+
+    # Circular includes between the modules of one folder.
+    printf '#include "hotmigd/b.h"\n' >"$tmp/hotmigd/a.c"
+    printf '#include "hotmigd/a.h"\n' >"$tmp/hotmigd/a.h"
+    printf '\n' >"$tmp/hotmigd/a-priv.h"
+    expect ok hotmigd/b.h '#include "common/common.h"'
+    expect bad hotmigd/b.h '#include "hotmigd/a.h"'
+    expect bad hotmigd/b.h '#include "a-priv.h"'
+    rm -f "$tmp"/hotmigd/a.c "$tmp"/hotmigd/a.h "$tmp"/hotmigd/a-priv.h
 
     if [ $fail -ne 0 ]; then
         echo "layering-check: self-test FAILED"

@@ -1,4 +1,4 @@
-/* hotmigd's /metrics (orchestrator/metrics.c): the whole text for one set of values, checked
+/* hotmigd's /metrics (hotmigd/metrics.c): the whole text for one set of values, checked
  * line for line against the Prometheus text format 0.0.4 as written by hand; every family
  * present with zeros; numbers in the C locale. */
 #include <locale.h>
@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "orchestrator/metrics-priv.h"
+#include "hotmigd/metrics.h"
 
 static const char expected[] =
     "# HELP hotmig_migrations_total Migrations run by this hotmigd's scheduler, by how they ended.\n"

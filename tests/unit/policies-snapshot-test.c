@@ -1,4 +1,4 @@
-/* Snapshot parsing and plan formatting (orchestrator/snapshot.c): good snapshots, bad ones
+/* Snapshot parsing and plan formatting (engine/snapshot.c): good snapshots, bad ones
  * rejected with the field named, and the same snapshot always giving the same plan bytes. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "orchestrator/snapshot-priv.h"
+#include "engine/snapshot.h"
 
 #define GOOD                                                                                   \
     "{\"hosts\":[{\"name\":\"h1\",\"cpus\":16,\"memory_mib\":8192,\"vfs\":4},"                  \

@@ -3,4 +3,4 @@ hm_add_test(policies-test unit
   LIBS hm-policies)
 hm_add_test(policies-snapshot-test unit
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/policies-snapshot-test.c
-  LIBS hm-orchestrator)
+  LIBS hm-engine)

@@ -1,0 +1,333 @@
+#include "engine/agent-client.h"
+
+#include <string.h>
+
+struct OrchAgent {
+    OrchVirtChannel *chan;
+    GString *inbuf;   /* bytes received and not yet consumed */
+    gboolean in_sync; /* FALSE after a timeout or a garbled reply */
+    guint64 next_id;
+};
+
+const char *orch_json_get_string(JsonObject *obj, const char *name)
+{
+    JsonNode *node = obj ? json_object_get_member(obj, name) : NULL;
+
+    if (!node || !JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_STRING)
+        return NULL;
+    return json_node_get_string(node);
+}
+
+void orch_agent_free(OrchAgent *agent)
+{
+    if (!agent)
+        return;
+    orch_virt_channel_close(agent->chan);
+    g_string_free(agent->inbuf, TRUE);
+    g_free(agent);
+}
+
+static gboolean agent_send(OrchAgent *agent, const char *data, gsize len, HmDeadline deadline,
+                           GError **error)
+{
+    OrchVirtChannel *chan = agent->chan;
+
+    return chan->virt->ops->channel_send(chan, data, len, deadline, error);
+}
+
+/* Receives more bytes into inbuf; FALSE on error, timeout or end of stream. */
+static gboolean agent_fill(OrchAgent *agent, HmDeadline deadline, GError **error)
+{
+    OrchVirtChannel *chan = agent->chan;
+    char buf[4096];
+    gssize n = chan->virt->ops->channel_recv(chan, buf, sizeof(buf), deadline, error);
+
+    if (n < 0)
+        return FALSE;
+    if (n == 0) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT, "The guest agent closed the channel");
+        return FALSE;
+    }
+    g_string_append_len(agent->inbuf, buf, n);
+    return TRUE;
+}
+
+/* Reads one line (without the newline; owned). Lines over the limit are an error. */
+static char *agent_read_line(OrchAgent *agent, HmDeadline deadline, GError **error)
+{
+    for (;;) {
+        char *nl = memchr(agent->inbuf->str, '\n', agent->inbuf->len);
+
+        if (nl) {
+            gsize len = nl - agent->inbuf->str;
+            char *line = g_strndup(agent->inbuf->str, len);
+
+            g_string_erase(agent->inbuf, 0, len + 1);
+            return line;
+        }
+        if (agent->inbuf->len > ORCH_AGENT_MAX_LINE) {
+            g_string_truncate(agent->inbuf, 0);
+            agent->in_sync = FALSE;
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
+                        "The guest agent sent a line longer than %d bytes", ORCH_AGENT_MAX_LINE);
+            return NULL;
+        }
+        if (!agent_fill(agent, deadline, error))
+            return NULL;
+    }
+}
+
+static JsonObject *agent_parse_reply(const char *line, GError **error)
+{
+    g_autoptr(JsonParser) parser = json_parser_new_immutable();
+    g_autoptr(GError) local = NULL;
+    JsonNode *root;
+
+    if (!g_utf8_validate(line, -1, NULL) || !json_parser_load_from_data(parser, line, -1, &local)) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT, "The guest agent sent bad JSON: %s",
+                    local ? local->message : "not UTF-8");
+        return NULL;
+    }
+    root = json_parser_get_root(parser);
+    if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
+                    "The guest agent sent a reply that is not a JSON object");
+        return NULL;
+    }
+    return json_object_ref(json_node_get_object(root));
+}
+
+/* 0xFF + sync{id}; skip everything up to the agent's 0xFF, then expect {"return":id}. */
+static gboolean agent_sync(OrchAgent *agent, HmDeadline deadline, GError **error)
+{
+    guint64 id = (g_get_real_time() << 8) ^ ++agent->next_id;
+    g_autofree char *req = g_strdup_printf("\xff{\"execute\":\"sync\",\"arguments\":{\"id\":%" G_GUINT64_FORMAT "}}\n", id & G_MAXINT32);
+    gint64 want = (gint64)(id & G_MAXINT32);
+
+    g_string_truncate(agent->inbuf, 0);
+    if (!agent_send(agent, req, strlen(req), deadline, error))
+        return FALSE;
+    for (;;) {
+        char *ff = memchr(agent->inbuf->str, 0xff, agent->inbuf->len);
+
+        if (ff) {
+            g_string_erase(agent->inbuf, 0, ff - agent->inbuf->str + 1);
+            break;
+        }
+        g_string_truncate(agent->inbuf, 0);
+        if (!agent_fill(agent, deadline, error))
+            return FALSE;
+    }
+    for (;;) {
+        g_autofree char *line = agent_read_line(agent, deadline, error);
+        g_autoptr(JsonObject) reply = NULL;
+        JsonNode *ret;
+
+        if (!line)
+            return FALSE;
+        reply = agent_parse_reply(line, NULL);
+        ret = reply ? json_object_get_member(reply, "return") : NULL;
+        if (ret && JSON_NODE_HOLDS_VALUE(ret) &&
+            json_node_get_value_type(ret) == G_TYPE_INT64 && json_node_get_int(ret) == want) {
+            agent->in_sync = TRUE;
+            return TRUE;
+        }
+        /* A stale reply or noise: keep reading until ours or the deadline. */
+    }
+}
+
+OrchAgent *orch_agent_open(OrchVirt *virt, const char *domain, const char *channel,
+                           guint timeout_ms, GError **error)
+{
+    g_autoptr(OrchAgent) agent = g_new0(OrchAgent, 1);
+    g_autoptr(GError) local = NULL;
+    HmDeadline deadline = hm_deadline_in_ms(timeout_ms);
+    gint64 start = g_get_monotonic_time();
+
+    agent->inbuf = g_string_new(NULL);
+    /* Two tries, each with half the time: libvirtd may still be tearing down the stream of
+     * a client that died (a killed migrate-vm), and a channel opened meanwhile can stay
+     * silent although the agent answered (seen with libvirt 9.0). A fresh stream works. */
+    for (guint attempt = 1; attempt <= 2; attempt++) {
+        HmDeadline until = attempt == 1 ? hm_deadline_in_ms(MAX(timeout_ms / 2, 1)) : deadline;
+
+        g_clear_error(&local);
+        g_clear_pointer(&agent->chan, orch_virt_channel_close);
+        agent->chan = virt->ops->channel_open(virt, domain, channel, error);
+        if (!agent->chan)
+            return NULL;
+        if (agent_sync(agent, until, &local)) {
+            g_debug("Agent of '%s' on %s host: channel open and in sync in %.1f ms", domain,
+                    virt->label, (g_get_monotonic_time() - start) / 1000.0);
+            return g_steal_pointer(&agent);
+        }
+        g_debug("Agent handshake with '%s', try %u: %s", domain, attempt, local->message);
+    }
+    g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
+                "The guest agent of '%s' on %s host did not answer the handshake within %u ms: %s",
+                domain, virt->label, timeout_ms, local->message);
+    return NULL;
+}
+
+JsonObject *orch_agent_execute(OrchAgent *agent, const char *command, JsonObject *args,
+                               guint timeout_ms, GError **error)
+{
+    HmDeadline deadline = hm_deadline_in_ms(timeout_ms);
+    g_autoptr(JsonBuilder) builder = json_builder_new();
+    g_autoptr(JsonNode) root = NULL;
+    g_autofree char *body = NULL;
+    g_autofree char *req = NULL;
+    g_autofree char *line = NULL;
+    g_autoptr(JsonObject) reply = NULL;
+    g_autoptr(GError) local = NULL;
+    JsonNode *member;
+    gint64 start = g_get_monotonic_time();
+
+    if (!agent->in_sync && !agent_sync(agent, deadline, &local)) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
+                    "Cannot re-synchronize with the guest agent: %s", local->message);
+        return NULL;
+    }
+    json_builder_begin_object(builder);
+    json_builder_set_member_name(builder, "execute");
+    json_builder_add_string_value(builder, command);
+    if (args) {
+        JsonNode *node = json_node_init_object(json_node_alloc(), args);
+
+        json_builder_set_member_name(builder, "arguments");
+        json_builder_add_value(builder, node);
+    }
+    json_builder_end_object(builder);
+    root = json_builder_get_root(builder);
+    body = json_to_string(root, FALSE);
+    req = g_strconcat(body, "\n", NULL);
+    if (!agent_send(agent, req, strlen(req), deadline, &local) ||
+        !(line = agent_read_line(agent, deadline, &local))) {
+        agent->in_sync = FALSE;
+        g_set_error(error, ORCH_ERROR,
+                    g_error_matches(local, HM_COMMON_ERROR, HM_COMMON_ERROR_TIMEOUT)
+                        ? ORCH_ERROR_TIMEOUT
+                        : ORCH_ERROR_AGENT,
+                    "Agent command '%s': %s", command, local->message);
+        return NULL;
+    }
+    g_debug("Agent command '%s' answered in %.1f ms", command,
+            (g_get_monotonic_time() - start) / 1000.0);
+    reply = agent_parse_reply(line, &local);
+    if (!reply) {
+        agent->in_sync = FALSE;
+        g_propagate_prefixed_error(error, g_steal_pointer(&local), "Agent command '%s': ",
+                                   command);
+        return NULL;
+    }
+    member = json_object_get_member(reply, "error");
+    if (member) {
+        JsonObject *err = JSON_NODE_HOLDS_OBJECT(member) ? json_node_get_object(member) : NULL;
+        const char *cls = orch_json_get_string(err, "class");
+        const char *desc = orch_json_get_string(err, "desc");
+
+        g_set_error(error, ORCH_ERROR,
+                    g_strcmp0(cls, "Busy") == 0 ? ORCH_ERROR_BUSY : ORCH_ERROR_AGENT,
+                    "Agent command '%s' failed: %s: %s", command, cls ? cls : "?",
+                    desc ? desc : "");
+        return NULL;
+    }
+    member = json_object_get_member(reply, "return");
+    if (!member || !JSON_NODE_HOLDS_OBJECT(member)) {
+        agent->in_sync = FALSE;
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
+                    "Agent command '%s': the reply has no \"return\" object", command);
+        return NULL;
+    }
+    return json_object_ref(json_node_get_object(member));
+}
+
+JsonObject *orch_agent_timeout_args(guint timeout_ms)
+{
+    JsonObject *args = json_object_new();
+
+    json_object_set_int_member(args, "timeout_ms", timeout_ms);
+    return args;
+}
+
+/* Names of the processes listed in @member of @ret ("pid name (error)"), comma-separated. */
+char *orch_agent_process_list(JsonObject *ret, const char *member, guint *ret_count)
+{
+    JsonNode *node = json_object_get_member(ret, member);
+    JsonArray *arr = node && JSON_NODE_HOLDS_ARRAY(node) ? json_node_get_array(node) : NULL;
+    g_autoptr(GString) out = g_string_new(NULL);
+    guint n = arr ? json_array_get_length(arr) : 0;
+
+    for (guint i = 0; i < n && i < 16; i++) {
+        JsonNode *el = json_array_get_element(arr, i);
+        JsonObject *p = JSON_NODE_HOLDS_OBJECT(el) ? json_node_get_object(el) : NULL;
+        const char *name = orch_json_get_string(p, "name");
+        const char *err = orch_json_get_string(p, "error");
+        JsonNode *pid = p ? json_object_get_member(p, "pid") : NULL;
+
+        g_string_append_printf(out, "%s%s[%" G_GINT64_FORMAT "]%s%s%s", i ? ", " : "",
+                               name ? name : "?",
+                               pid && JSON_NODE_HOLDS_VALUE(pid) &&
+                                       json_node_get_value_type(pid) == G_TYPE_INT64
+                                   ? json_node_get_int(pid)
+                                   : (gint64)-1,
+                               err ? " (" : "", err ? err : "", err ? ")" : "");
+    }
+    if (n > 16)
+        g_string_append_printf(out, ", and %u more", n - 16);
+    *ret_count = n;
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
+
+gboolean orch_agent_resume(OrchVirt *virt, const char *domain, const char *channel,
+                           guint agent_timeout_ms, guint resume_timeout_ms, char **ret_detail,
+                           GError **error)
+{
+    g_autoptr(OrchAgent) agent = orch_agent_open(virt, domain, channel, agent_timeout_ms, error);
+
+    return agent && orch_agent_resume_open(agent, agent_timeout_ms, resume_timeout_ms, ret_detail,
+                                           error);
+}
+
+gboolean orch_agent_resume_open(OrchAgent *agent, guint agent_timeout_ms, guint resume_timeout_ms,
+                                char **ret_detail, GError **error)
+{
+    g_autoptr(JsonObject) args = orch_agent_timeout_args(resume_timeout_ms);
+    g_autoptr(JsonObject) ret = NULL;
+    g_autofree char *resumed = NULL;
+    g_autofree char *failed = NULL;
+    const char *device;
+    guint n_resumed;
+    guint n_failed;
+    HmDeadline deadline = hm_deadline_in_ms(resume_timeout_ms + agent_timeout_ms);
+
+    /* A resume under way (asked by a migrate-vm that was killed, or by an earlier try) ends
+     * by itself: ask again once it did (resume is idempotent). */
+    for (;;) {
+        g_autoptr(GError) local = NULL;
+
+        ret = orch_agent_execute(agent, "resume", args, resume_timeout_ms + agent_timeout_ms,
+                                 &local);
+        if (ret || !g_error_matches(local, ORCH_ERROR, ORCH_ERROR_BUSY) ||
+            hm_deadline_remaining_ms(deadline) < 250) {
+            if (!ret)
+                g_propagate_error(error, g_steal_pointer(&local));
+            break;
+        }
+        g_debug("%s: waiting for it", local->message);
+        g_usleep(250 * 1000);
+    }
+    if (!ret)
+        return FALSE;
+    resumed = orch_agent_process_list(ret, "resumed", &n_resumed);
+    failed = orch_agent_process_list(ret, "failed", &n_failed);
+    device = orch_json_get_string(ret, "device");
+    if (n_failed > 0) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
+                    "%u process(es) failed to resume: %s", n_failed, failed);
+        return FALSE;
+    }
+    *ret_detail = g_strdup_printf("%u process(es) resumed on %s", n_resumed,
+                                  device && *device ? device : "no RDMA device");
+    return TRUE;
+}

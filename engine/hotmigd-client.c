@@ -1,0 +1,175 @@
+/* The hotmigd client's common part: the calls through OrchVfdOps, the result types. The HTTPS
+ * implementation is engine/hotmigd-client-soup.c; tests bring fakes. */
+#include "engine/hotmigd-client.h"
+
+HM_ENUM_IMPL(orch_vfd_kind, OrchVfdKind, ORCH_VFD_KIND_LAST, "pci", "standin")
+HM_ENUM_IMPL(orch_vfd_state, OrchVfdState, ORCH_VFD_STATE_LAST, "free", "leased", "assigned",
+             "in-use", "missing")
+HM_ENUM_IMPL(orch_vfd_migration_state, OrchVfdMigrationState, ORCH_VFD_MIGRATION_LAST, "running",
+             "done", "failed")
+
+void orch_vfd_migration_free(OrchVfdMigration *mig)
+{
+    if (!mig)
+        return;
+    g_free(mig->id);
+    g_free(mig->domain);
+    g_free(mig->source);
+    g_free(mig->destination);
+    g_free(mig->reason);
+    g_free(mig->plan);
+    g_free(mig->error);
+    g_free(mig->report);
+    g_free(mig);
+}
+
+void orch_vfd_host_info_free(OrchVfdHostInfo *info)
+{
+    if (!info)
+        return;
+    g_free(info->name);
+    g_free(info->version);
+    g_strfreev(info->warnings);
+    g_free(info);
+}
+
+void orch_vfd_lease_free(OrchVfdLease *lease)
+{
+    if (!lease)
+        return;
+    g_free(lease->vf);
+    g_free(lease->id);
+    g_free(lease->holder);
+    g_free(lease->reason);
+    g_free(lease->domain);
+    g_free(lease);
+}
+
+void orch_vfd_vf_info_free(OrchVfdVfInfo *vf)
+{
+    if (!vf)
+        return;
+    g_free(vf->id);
+    g_free(vf->pf);
+    g_free(vf->driver);
+    orch_vfd_lease_free(vf->lease);
+    g_free(vf->assigned_to);
+    g_free(vf->note);
+    g_free(vf);
+}
+
+void orch_vfd_alert_reply_free(OrchVfdAlertReply *reply)
+{
+    if (!reply)
+        return;
+    g_free(reply->result);
+    g_free(reply->actor);
+    g_free(reply->reason);
+    g_free(reply);
+}
+
+void orch_vfd_init(OrchVfd *vfd, const OrchVfdOps *ops, const char *url)
+{
+    vfd->ops = ops;
+    vfd->url = g_strdup(url);
+}
+
+void orch_vfd_clear(OrchVfd *vfd)
+{
+    g_clear_pointer(&vfd->url, g_free);
+}
+
+void orch_vfd_free(OrchVfd *vfd)
+{
+    if (vfd)
+        vfd->ops->free(vfd);
+}
+
+OrchVfdHostInfo *orch_vfd_host(OrchVfd *vfd, GError **error)
+{
+    g_return_val_if_fail(vfd != NULL, NULL);
+    return vfd->ops->host(vfd, error);
+}
+
+GPtrArray *orch_vfd_list(OrchVfd *vfd, GError **error)
+{
+    g_return_val_if_fail(vfd != NULL, NULL);
+    return vfd->ops->list(vfd, error);
+}
+
+OrchVfdLease *orch_vfd_lease(OrchVfd *vfd, const OrchVfdLeaseRequest *req, GError **error)
+{
+    g_return_val_if_fail(vfd && req && req->holder && req->reason && req->domain, NULL);
+    return vfd->ops->lease(vfd, req, error);
+}
+
+OrchVfdLease *orch_vfd_confirm(OrchVfd *vfd, const char *vf, const char *lease_id, GError **error)
+{
+    g_return_val_if_fail(vfd && vf && lease_id, NULL);
+    return vfd->ops->confirm(vfd, vf, lease_id, error);
+}
+
+gboolean orch_vfd_release(OrchVfd *vfd, const char *vf, const char *lease_id, GError **error)
+{
+    g_return_val_if_fail(vfd && vf && lease_id, FALSE);
+    return vfd->ops->release(vfd, vf, lease_id, error);
+}
+
+gboolean orch_vfd_ib_identity(OrchVfd *vfd, const char *vf, guint64 node_guid, guint64 port_guid,
+                              char **ret_note, GError **error)
+{
+    g_return_val_if_fail(vfd && vf, FALSE);
+    return vfd->ops->ib_identity(vfd, vf, node_guid, port_guid, ret_note, error);
+}
+
+gboolean orch_vfd_vfio(OrchVfd *vfd, const char *vf, char **ret_note, GError **error)
+{
+    g_return_val_if_fail(vfd && vf, FALSE);
+    return vfd->ops->vfio(vfd, vf, ret_note, error);
+}
+
+GPtrArray *orch_vfd_files_missing(OrchVfd *vfd, const char *const *paths, GError **error)
+{
+    g_return_val_if_fail(vfd && paths, NULL);
+    return vfd->ops->files_missing(vfd, paths, error);
+}
+
+gboolean orch_vfd_left(OrchVfd *vfd, const char *vf, const char *domain, GError **error)
+{
+    g_return_val_if_fail(vfd && vf && domain, FALSE);
+    return vfd->ops->left(vfd, vf, domain, error);
+}
+
+OrchVfdAlertReply *orch_vfd_alert(OrchVfd *vfd, const PolAlertEvent *event, const char *from,
+                                  gboolean deputy, GError **error)
+{
+    g_return_val_if_fail(vfd && event && event->host && event->key && from, NULL);
+    if (!vfd->ops->alert) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED,
+                    "the client of hotmigd at %s cannot forward alerts", vfd->url);
+        return NULL;
+    }
+    return vfd->ops->alert(vfd, event, from, deputy, error);
+}
+
+char *orch_vfd_migration_start(OrchVfd *vfd, const OrchVfdMigrationRequest *req, GError **error)
+{
+    g_return_val_if_fail(vfd && req && req->domain && req->destination && req->reason, NULL);
+    if (!vfd->ops->migration_start) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED, "hotmigd at %s: cannot start migrations",
+                    vfd->url);
+        return NULL;
+    }
+    return vfd->ops->migration_start(vfd, req, error);
+}
+
+OrchVfdMigration *orch_vfd_migration_get(OrchVfd *vfd, const char *id, GError **error)
+{
+    g_return_val_if_fail(vfd && id, NULL);
+    if (!vfd->ops->migration_get) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED, "hotmigd at %s: cannot follow migrations",
+                    vfd->url);
+        return NULL;
+    }
+    return vfd->ops->migration_get(vfd, id, error);
+}

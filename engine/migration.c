@@ -1,0 +1,1564 @@
+/* The migration state machine: the phases of docs/design.md, each timed into the report, and
+ * the undo of every phase done when a later one fails. Invariant on return: the domain runs on
+ * exactly one host; with all its VFs, or the report says which it lacks and why. */
+#include "engine/agent-client.h"
+#include "engine/engine.h"
+#include "engine/hotmigd-client.h"
+#include "engine/journal.h"
+#include "engine/virt.h"
+#include "hotplug/hotplug.h"
+#include "xml/xml.h"
+
+#include <string.h>
+#include <unistd.h>
+
+G_DEFINE_QUARK(orch-error-quark, orch_error)
+
+HM_ENUM_IMPL(orch_phase, OrchPhase, ORCH_PHASE_LAST, "connect", "inspect", "target-vf",
+             "prepare", "unplug", "migrate", "plug", "resume")
+
+HM_ENUM_IMPL(orch_status, OrchStatus, ORCH_STATUS_LAST, "pending", "ok", "failed", "skipped",
+             "undone")
+
+HM_ENUM_IMPL(orch_timeout_action, OrchTimeoutAction, ORCH_TIMEOUT_LAST, "suspend", "postcopy",
+             "abort")
+
+typedef struct {
+    const OrchOptions *opts;
+    OrchReport *report;
+    OrchVirt *src;
+    OrchVirt *dst;
+    GPtrArray *vfs;          /* XmlVf of the domain */
+    GPtrArray *dest_xml;     /* per VF: the device XML to plug on the destination */
+    GPtrArray *source_xml;   /* per VF: the device XML to plug back on the source */
+    gboolean persistent;     /* the domain is defined on the source */
+    gboolean dest_defined;   /* it was defined (not running) on the destination before */
+    gboolean dest_persistent; /* it is defined on the destination once migrated there: plugs
+                                 and unplugs there change its definition too */
+    gboolean agent_prepared; /* the agent quiesced its processes and has not resumed yet */
+    gboolean on_destination; /* the domain runs on the destination */
+    guint detached;          /* VFs 0..detached-1 are unplugged from the source */
+    guint plugged;           /* VFs 0..plugged-1 are plugged on the destination */
+    gint64 phase_start;
+    gint64 start;
+    GPtrArray *like;         /* per VF: the source VF's HotplugVf (borrowed), or NULL */
+    GPtrArray *src_vfs;      /* HotplugVf: the source's VFs (owns what like points to) */
+    GPtrArray *dest_alias;   /* per VF: its alias on the destination (libvirt names a plugged
+                                hostdev itself), or NULL until plugged */
+    OrchVirtOpenFunc open_fn; /* to reconnect to a host */
+    gpointer open_opaque;
+    OrchJournal *journal;    /* this migration's durable record */
+    char *id;                /* migration id (UUID) */
+    OrchVfd *vfd;            /* the destination's hotmigd */
+    guint64 node_guid;       /* the InfiniBand identity of the guest's RDMA device, 0: unknown */
+    guint64 port_guid;
+    char *identity_note;     /* why it is unknown */
+    GPtrArray *leases;       /* per VF: its OrchVfdLease on the destination (owned) */
+    OrchAgent *agent;        /* the source's agent, opened while the VF is leased, or NULL */
+    OrchAgent *dst_agent;    /* the destination's, opened while the VF is plugged, or NULL */
+    struct Side *dst_agent_side; /* that opening, until the resume joins it */
+    GError *agent_error;     /* why it could not be opened */
+    gboolean settled;        /* the leases were settled after the plug (alongside the resume) */
+} Migration;
+
+/* ---- side work ----------------------------------------------------------------------------
+ * Work that does not wait for the main thread's runs on a thread of its own while the main
+ * thread goes on (docs/architecture.md, "Overlap"): the destination's VF lease while the
+ * source's agent is opened and its inventory read; the destination's agent channel opened
+ * while the VF is plugged there; the leases' end while the processes resume. The main thread
+ * touches no field the side work fills (m->vfd, the leases, m->dst_agent) until it joined it;
+ * progress() from a side work is kept in its own notes and said at its join (two may run at
+ * once: the destination's agent channel and the leases' end). libvirt
+ * connections are thread-safe: a side work and the main thread may use one at once. */
+
+typedef gboolean (*SideFunc)(Migration *m, char **ret_detail, GError **error);
+
+typedef struct Side {
+    Migration *m;
+    SideFunc fn;
+    GThread *thread;
+    gboolean ok;
+    char *detail;
+    GError *error;
+    GPtrArray *notes;  /* char *: what it would have said as progress, or NULL */
+    gint64 start, end; /* monotonic */
+} Side;
+
+/* The Side the calling thread runs, or NULL (the main thread, libvirt's threads). */
+static GPrivate side_current;
+
+static gpointer side_thread(gpointer data)
+{
+    Side *side = data;
+
+    g_private_set(&side_current, side);
+    side->ok = side->fn(side->m, &side->detail, &side->error);
+    side->end = g_get_monotonic_time();
+    return NULL;
+}
+
+static void side_start(Side *side, Migration *m, SideFunc fn, const char *name)
+{
+    *side = (Side){.m = m, .fn = fn, .start = g_get_monotonic_time()};
+    side->thread = g_thread_new(name, side_thread, side);
+}
+
+static void progress(Migration *m, OrchPhase phase, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+
+/* Waits for @side (NULL-safe, once) and says what it noted, as progress of @phase. */
+static void side_join(Side *side, OrchPhase phase)
+{
+    if (!side || !side->thread)
+        return;
+    g_thread_join(side->thread);
+    side->thread = NULL;
+    for (guint i = 0; side->notes && i < side->notes->len; i++)
+        progress(side->m, phase, "%s", (char *)g_ptr_array_index(side->notes, i));
+    g_clear_pointer(&side->notes, g_ptr_array_unref);
+}
+
+static void side_clear(Side *side)
+{
+    g_free(side->detail);
+    g_clear_error(&side->error);
+    g_clear_pointer(&side->notes, g_ptr_array_unref);
+}
+
+static void side_note(Side *side, const char *msg)
+{
+    if (!side->notes)
+        side->notes = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(side->notes, g_strdup(msg));
+}
+
+void orch_options_init(OrchOptions *opts)
+{
+    memset(opts, 0, sizeof(*opts));
+    opts->agent_timeout_ms = 5000;
+    opts->prepare_timeout_ms = 30000;
+    opts->unplug_timeout_ms = 30000;
+    opts->resume_timeout_ms = 60000;
+    opts->plug_attempts = 2;
+    opts->hotmigd_timeout_ms = 10000;
+}
+
+char *orch_options_format_migration(const OrchOptions *opts)
+{
+    g_autoptr(GString) out = g_string_new("live, p2p");
+
+    g_return_val_if_fail(opts != NULL, NULL);
+    if (opts->persistent)
+        g_string_append(out, ", persistent");
+    if (opts->undefine_source)
+        g_string_append(out, ", undefinesource");
+    if (opts->migrate_uri)
+        g_string_append_printf(out, ", migrateuri %s", opts->migrate_uri);
+    if (opts->bandwidth_mib)
+        g_string_append_printf(out, ", bandwidth %" G_GUINT64_FORMAT " MiB/s", opts->bandwidth_mib);
+    if (opts->parallel)
+        g_string_append_printf(out, ", parallel %u", opts->parallel);
+    if (opts->auto_converge)
+        g_string_append(out, ", auto-converge");
+    if (opts->postcopy)
+        g_string_append(out, ", postcopy");
+    if (opts->postcopy && opts->postcopy_after_ms)
+        g_string_append_printf(out, ", postcopy-after %u s", opts->postcopy_after_ms / 1000);
+    if (opts->migrate_timeout_ms)
+        g_string_append_printf(out, ", timeout %u s then %s", opts->migrate_timeout_ms / 1000,
+                               orch_timeout_action_to_string(opts->timeout_action));
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
+
+OrchVfd *orch_options_open_vfd(const OrchOptions *opts, const char *url, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    OrchVfd *vfd;
+
+    if (!url) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                    "No hotmigd URL for the destination: give --hotmigd URL or a [host NAME] "
+                    "group with a hotmigd key");
+        return NULL;
+    }
+    vfd = opts->vfd_open ? opts->vfd_open(url, opts->vfd_opaque, &local)
+                         : orch_vfd_new(url, opts->tls_cert, opts->tls_key,
+                                        opts->tls_ca, MAX(opts->hotmigd_timeout_ms / 1000, 1),
+                                        &local);
+    if (!vfd)
+        g_propagate_prefixed_error(error, g_steal_pointer(&local),
+                                   "Cannot use the destination's hotmigd: ");
+    return vfd;
+}
+
+void orch_options_clear(OrchOptions *opts)
+{
+    g_clear_pointer(&opts->domain, g_free);
+    g_clear_pointer(&opts->source_uri, g_free);
+    g_clear_pointer(&opts->dest_uri, g_free);
+    g_clear_pointer(&opts->migrate_uri, g_free);
+    g_clear_pointer(&opts->alias_prefix, g_free);
+    g_clear_pointer(&opts->target_vf, g_free);
+    g_clear_pointer(&opts->agent_channel, g_free);
+    g_clear_pointer(&opts->state_dir, g_free);
+    g_clear_pointer(&opts->hotmigd_url, g_free);
+    g_clear_pointer(&opts->source_hotmigd_url, g_free);
+    g_clear_pointer(&opts->tls_cert, g_free);
+    g_clear_pointer(&opts->tls_key, g_free);
+    g_clear_pointer(&opts->tls_ca, g_free);
+}
+
+static void rollback_record_free(OrchRollbackRecord *rec)
+{
+    g_free(rec->action);
+    g_free(rec->detail);
+    g_free(rec);
+}
+
+void orch_report_free(OrchReport *report)
+{
+    if (!report)
+        return;
+    g_free(report->domain);
+    g_free(report->source_uri);
+    g_free(report->dest_uri);
+    for (guint i = 0; i < ORCH_PHASE_LAST; i++)
+        g_free(report->phases[i].detail);
+    g_ptr_array_unref(report->rollback);
+    g_free(report->error);
+    g_free(report->final_host);
+    g_free(report);
+}
+
+static OrchReport *report_new(const OrchOptions *opts)
+{
+    OrchReport *report = g_new0(OrchReport, 1);
+
+    report->domain = g_strdup(opts->domain);
+    report->source_uri = g_strdup(opts->source_uri);
+    report->dest_uri = g_strdup(opts->dest_uri);
+    report->rollback = g_ptr_array_new_with_free_func((GDestroyNotify)rollback_record_free);
+    report->final_host = g_strdup("source");
+    for (guint i = 0; i < ORCH_PHASE_LAST; i++)
+        report->phases[i].phase = i;
+    return report;
+}
+
+static gboolean note(Migration *m, const char *event, const char *alias, const char *xml,
+                     GError **error);
+
+static const char *agent_channel(Migration *m)
+{
+    return m->opts->agent_channel ? m->opts->agent_channel : ORCH_AGENT_CHANNEL_DEFAULT;
+}
+
+static void progress(Migration *m, OrchPhase phase, const char *fmt, ...)
+{
+    g_autofree char *msg = NULL;
+    va_list ap;
+
+    va_start(ap, fmt);
+    msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    if (g_private_get(&side_current)) { /* said when joined */
+        side_note(g_private_get(&side_current), msg);
+        return;
+    }
+    if (m->opts->progress)
+        m->opts->progress(phase, msg, m->opts->progress_opaque);
+    else
+        g_debug("%s: %s", orch_phase_to_string(phase), msg);
+}
+
+static void phase_begin(Migration *m, OrchPhase phase)
+{
+    m->phase_start = g_get_monotonic_time();
+    progress(m, phase, "started");
+}
+
+static void phase_end(Migration *m, OrchPhase phase, OrchStatus status, const char *fmt, ...)
+    G_GNUC_PRINTF(4, 5);
+static void phase_end(Migration *m, OrchPhase phase, OrchStatus status, const char *fmt, ...)
+{
+    OrchPhaseRecord *rec = &m->report->phases[phase];
+    va_list ap;
+
+    rec->status = status;
+    rec->duration_us = status == ORCH_STATUS_SKIPPED ? 0 : g_get_monotonic_time() - m->phase_start;
+    g_free(rec->detail);
+    if (fmt) {
+        va_start(ap, fmt);
+        rec->detail = g_strdup_vprintf(fmt, ap);
+        va_end(ap);
+    } else {
+        rec->detail = NULL;
+    }
+    progress(m, phase, "%s%s%s", orch_status_to_string(status), rec->detail ? ": " : "",
+             rec->detail ? rec->detail : "");
+}
+
+static void phase_fail(Migration *m, OrchPhase phase, const GError *error)
+{
+    phase_end(m, phase, ORCH_STATUS_FAILED, "%s", error->message);
+    m->report->ok = FALSE;
+    m->report->failed_phase = phase;
+    g_free(m->report->error);
+    m->report->error = g_strdup(error->message);
+}
+
+static void phase_skip(Migration *m, OrchPhase phase, const char *why)
+{
+    phase_end(m, phase, ORCH_STATUS_SKIPPED, "%s", why);
+}
+
+/* Records one undo step. */
+static void rollback_record(Migration *m, const char *action, gint64 start, const GError *error,
+                            const char *detail)
+{
+    OrchRollbackRecord *rec = g_new0(OrchRollbackRecord, 1);
+
+    rec->action = g_strdup(action);
+    rec->ok = error == NULL;
+    rec->duration_us = g_get_monotonic_time() - start;
+    rec->detail = g_strdup(error ? error->message : detail);
+    g_ptr_array_add(m->report->rollback, rec);
+    if (!note(m, error ? "undo-failed" : "undone", action, NULL, NULL))
+        g_debug("Cannot journal undo step '%s'", action);
+    progress(m, m->report->failed_phase, "rollback %s: %s%s%s", action,
+             error ? "failed" : "ok", rec->detail ? ": " : "", rec->detail ? rec->detail : "");
+}
+
+static XmlVf *vf_at(Migration *m, guint i)
+{
+    return g_ptr_array_index(m->vfs, i);
+}
+
+static const char *vf_name(XmlVf *vf)
+{
+    return vf->host_pci ? vf->host_pci : vf->alias;
+}
+
+/* ---- journal ----------------------------------------------------------------------------- */
+
+/* Records durably that @event is about to happen (or happened), before acting on it. */
+static gboolean note(Migration *m, const char *event, const char *alias, const char *xml,
+                     GError **error)
+{
+    g_autoptr(GError) local = NULL;
+
+    if (!m->journal)
+        return TRUE;
+    if (!orch_journal_event(m->journal, &local, event, "migration", m->id, "alias", alias,
+                            "xml", xml, NULL)) {
+        g_propagate_prefixed_error(error, g_steal_pointer(&local),
+                                   "Not going on without a journal: ");
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* The first entry: everything recovery needs to finish or undo this migration. */
+static gboolean note_begin(Migration *m, GError **error)
+{
+    g_autoptr(JsonObject) entry = json_object_new();
+    JsonArray *vfs = json_array_new();
+
+    json_object_set_string_member(entry, "event", "begin");
+    json_object_set_string_member(entry, "migration", m->id);
+    json_object_set_string_member(entry, "domain", m->opts->domain);
+    json_object_set_string_member(entry, "source", m->src->uri);
+    json_object_set_string_member(entry, "destination", m->dst->uri);
+    json_object_set_boolean_member(entry, "persistent", m->persistent);
+    json_object_set_boolean_member(entry, "agent", !m->opts->no_agent);
+    json_object_set_string_member(entry, "agent_channel", agent_channel(m));
+    if (m->vfd)
+        json_object_set_string_member(entry, "hotmigd", m->vfd->url);
+    for (guint i = 0; i < m->vfs->len; i++) {
+        XmlVf *vf = vf_at(m, i);
+        JsonObject *o = json_object_new();
+
+        json_object_set_string_member(o, "alias", vf->alias);
+        json_object_set_string_member(o, "kind", xml_vf_kind_to_string(vf->kind));
+        if (vf->host_pci)
+            json_object_set_string_member(o, "host_pci", vf->host_pci);
+        json_object_set_string_member(o, "source_xml", g_ptr_array_index(m->source_xml, i));
+        if (m->leases && i < m->leases->len) {
+            OrchVfdLease *lease = g_ptr_array_index(m->leases, i);
+
+            json_object_set_string_member(o, "lease_vf", lease->vf);
+            json_object_set_string_member(o, "lease_id", lease->id);
+        }
+        json_object_set_string_member(o, "destination_xml", g_ptr_array_index(m->dest_xml, i));
+        json_array_add_object_element(vfs, o);
+    }
+    json_object_set_array_member(entry, "vfs", vfs);
+    if (!orch_journal_append(m->journal, entry, error)) {
+        g_prefix_error(error, "Not going on without a journal: ");
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* ---- agent ------------------------------------------------------------------------------- */
+
+
+/* Resumes the agent on @virt (where the domain runs now); fills *ret_detail. */
+static gboolean agent_resume(Migration *m, OrchVirt *virt, char **ret_detail, GError **error)
+{
+    if (!orch_agent_resume(virt, m->opts->domain, agent_channel(m), m->opts->agent_timeout_ms,
+                           m->opts->resume_timeout_ms, ret_detail, error))
+        return FALSE;
+    m->agent_prepared = FALSE;
+    return TRUE;
+}
+
+/* ---- phases ------------------------------------------------------------------------------ */
+
+static gboolean do_connect(Migration *m, OrchVirtOpenFunc open_fn, gpointer open_opaque,
+                           GError **error)
+{
+    OrchVirtDomainState state;
+
+    m->src = open_fn(m->opts->source_uri, "source", open_opaque, error);
+    if (!m->src)
+        return FALSE;
+    m->dst = open_fn(m->opts->dest_uri, "destination", open_opaque, error);
+    if (!m->dst)
+        return FALSE;
+    if (!m->src->ops->domain_state(m->src, m->opts->domain, &state, error))
+        return FALSE;
+    if (state != ORCH_VIRT_DOMAIN_RUNNING) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_NO_DOMAIN,
+                    "Domain '%s' is not %s on source host '%s'", m->opts->domain,
+                    state == ORCH_VIRT_DOMAIN_MISSING ? "defined" : "running", m->src->uri);
+        return FALSE;
+    }
+    if (!m->dst->ops->domain_state(m->dst, m->opts->domain, &state, error))
+        return FALSE;
+    if (state == ORCH_VIRT_DOMAIN_RUNNING) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                    "Domain '%s' already runs on destination host '%s'", m->opts->domain,
+                    m->dst->uri);
+        return FALSE;
+    }
+    m->dest_defined = state == ORCH_VIRT_DOMAIN_INACTIVE;
+    return m->src->ops->domain_is_persistent(m->src, m->opts->domain, &m->persistent, error);
+}
+
+static gboolean do_inspect(Migration *m, char **ret_detail, GError **error)
+{
+    g_autofree char *xml = m->src->ops->domain_get_xml(m->src, m->opts->domain, error);
+    g_autoptr(XmlDomain) dom = NULL;
+    g_autoptr(GString) detail = g_string_new(NULL);
+
+    if (!xml)
+        return FALSE;
+    dom = xml_domain_parse(xml, error);
+    if (!dom)
+        return FALSE;
+    m->vfs = xml_domain_find_vfs(dom, m->opts->alias_prefix, error);
+    if (!m->vfs)
+        return FALSE;
+    for (guint i = 0; i < m->vfs->len; i++) {
+        XmlVf *vf = vf_at(m, i);
+
+        g_string_append_printf(detail, "%s%s (%s%s%s)", i ? ", " : "", vf->alias,
+                               xml_vf_kind_to_string(vf->kind), vf->host_pci ? " " : "",
+                               vf->host_pci ? vf->host_pci : "");
+    }
+    m->report->vfs_total = m->vfs->len;
+    m->report->vfs_attached = m->vfs->len;
+    *ret_detail = m->vfs->len ? g_strdup_printf("%u VF(s): %s", m->vfs->len, detail->str)
+                              : g_strdup("no VF: migrating without unplug and plug");
+    return TRUE;
+}
+
+/* HotplugVf for every PCI VF node device of @virt (owned array). */
+static GPtrArray *host_vfs(OrchVirt *virt, GError **error)
+{
+    g_autoptr(GPtrArray) xmls = virt->ops->nodedev_list_pci_xml(virt, error);
+    g_autoptr(GPtrArray) vfs = g_ptr_array_new_with_free_func((GDestroyNotify)hotplug_vf_free);
+
+    if (!xmls)
+        return NULL;
+    for (guint i = 0; i < xmls->len; i++) {
+        g_autoptr(GError) local = NULL;
+        HotplugVf *vf = hotplug_vf_from_nodedev_xml(g_ptr_array_index(xmls, i), &local);
+
+        if (vf)
+            g_ptr_array_add(vfs, vf);
+        else if (local)
+            g_debug("Ignoring a node device of %s host: %s", virt->label, local->message);
+    }
+    return g_steal_pointer(&vfs);
+}
+
+/* Who holds the destination's leases, and why: for the people reading hotmigd's pool. */
+static void lease_request_init(Migration *m, OrchVfdLeaseRequest *req, char **holder,
+                               char **reason)
+{
+    *holder = g_strdup_printf("migrate-vm pid %d on %s", (int)getpid(), g_get_host_name());
+    *reason = g_strdup_printf("migration %s of '%s' from %s", m->id, m->opts->domain,
+                              m->src->uri);
+    *req = (OrchVfdLeaseRequest){.holder = *holder, .reason = *reason, .domain = m->opts->domain};
+}
+
+/* Leases, through the destination's hotmigd, the VF that VF @i of the domain gets there: the
+ * one named by --target-vf, the stand-in's own network device, or a free one of the source
+ * VF's model. */
+static OrchVfdLease *lease_for(Migration *m, guint i, GError **error)
+{
+    XmlVf *vf = vf_at(m, i);
+    HotplugVf *like = g_ptr_array_index(m->like, i);
+    g_autofree char *holder = NULL;
+    g_autofree char *reason = NULL;
+    OrchVfdLeaseRequest req;
+    g_autoptr(GError) local = NULL;
+    OrchVfdLease *lease;
+
+    lease_request_init(m, &req, &holder, &reason);
+    if (vf->host_pci && m->opts->target_vf) {
+        req.vf = m->opts->target_vf;
+    } else if (vf->host_pci) {
+        req.vendor_id = like->vendor_id;
+        req.device_id = like->product_id;
+    } else if (vf->netdev) {
+        req.vf = vf->netdev;
+    } else {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                    "Stand-in '%s' of '%s' names no network device (<target dev>): nothing to "
+                    "lease on the destination",
+                    vf->alias, m->opts->domain);
+        return NULL;
+    }
+    lease = orch_vfd_lease(m->vfd, &req, &local);
+    if (!lease)
+        g_propagate_prefixed_error(error, g_steal_pointer(&local),
+                                   "Leasing a VF for '%s' on the destination: ", vf->alias);
+    return lease;
+}
+
+/* The target-vf phase's part on the main thread: the options, the destination's hotmigd, the
+ * source VFs' models (libvirt). target_vf_lease() then leases, as side work. */
+static gboolean target_vf_check(Migration *m, GError **error)
+{
+    guint hostdevs = 0;
+
+    for (guint i = 0; i < m->vfs->len; i++)
+        hostdevs += vf_at(m, i)->host_pci != NULL;
+    if (m->opts->target_vf && hostdevs != 1) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                    "--target-vf '%s' needs a domain with exactly one PCI VF, '%s' has %u",
+                    m->opts->target_vf, m->opts->domain, hostdevs);
+        return FALSE;
+    }
+    m->vfd = orch_options_open_vfd(m->opts, m->opts->hotmigd_url, error);
+    if (!m->vfd)
+        return FALSE;
+    if (hostdevs && !m->opts->target_vf && !(m->src_vfs = host_vfs(m->src, error)))
+        return FALSE;
+    m->like = g_ptr_array_new();
+    m->leases = g_ptr_array_new_with_free_func((GDestroyNotify)orch_vfd_lease_free);
+    m->dest_xml = g_ptr_array_new_with_free_func(g_free);
+    m->source_xml = g_ptr_array_new_with_free_func(g_free);
+    for (guint i = 0; i < m->vfs->len; i++) {
+        XmlVf *vf = vf_at(m, i);
+        HotplugVf *like = NULL;
+
+        for (guint j = 0; m->src_vfs && vf->host_pci && j < m->src_vfs->len && !like; j++) {
+            HotplugVf *cand = g_ptr_array_index(m->src_vfs, j);
+
+            if (g_str_equal(cand->pci_address, vf->host_pci))
+                like = cand;
+        }
+        if (vf->host_pci && !m->opts->target_vf && !like) {
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                        "'%s' of '%s' is not an SR-IOV VF on source host '%s'", vf->host_pci,
+                        m->opts->domain, m->src->uri);
+            return FALSE;
+        }
+        g_ptr_array_add(m->like, like);
+    }
+    return TRUE;
+}
+
+/* Side work (hotmigd only): leases each VF's destination VF and writes the device XML to plug
+ * there and, for an undo, back on the source. */
+static gboolean target_vf_lease(Migration *m, char **ret_detail, GError **error)
+{
+    g_autoptr(GString) detail = g_string_new(NULL);
+
+    for (guint i = 0; i < m->vfs->len; i++) {
+        XmlVf *vf = vf_at(m, i);
+        OrchVfdLease *lease;
+        char *dest;
+        char *back;
+
+        lease = lease_for(m, i, error);
+        if (!lease)
+            return FALSE;
+        g_ptr_array_add(m->leases, lease);
+        dest = xml_vf_format_attach(vf, vf->host_pci ? lease->vf : NULL, error);
+        if (!dest)
+            return FALSE;
+        g_ptr_array_add(m->dest_xml, dest);
+        back = xml_vf_format_attach(vf, vf->host_pci, error);
+        if (!back)
+            return FALSE;
+        g_ptr_array_add(m->source_xml, back);
+        g_string_append_printf(detail, "%s%s -> %s (leased from %s)", i ? ", " : "", vf->alias,
+                               lease->vf, m->vfd->url);
+    }
+    *ret_detail = g_string_free(g_steal_pointer(&detail), FALSE);
+    return TRUE;
+}
+
+/* Ends the destination's leases: confirmed for the VFs the domain holds there, released for
+ * the others (a failed or undone migration). Never fails the migration: an unconfirmed lease
+ * expires by itself, and hotmigd sees a plugged VF as in use. Records releases as undo steps
+ * when @undo. */
+static void leases_settle(Migration *m, gboolean undo)
+{
+    for (guint i = 0; m->vfd && m->leases && i < m->leases->len; i++) {
+        OrchVfdLease *lease = g_ptr_array_index(m->leases, i);
+        g_autoptr(GError) err = NULL;
+        gint64 start = g_get_monotonic_time();
+
+        if (lease->state == ORCH_VFD_STATE_ASSIGNED)
+            continue;
+        if (m->on_destination && i < m->plugged) {
+            g_autoptr(OrchVfdLease) done = orch_vfd_confirm(m->vfd, lease->vf, lease->id, &err);
+
+            if (done)
+                lease->state = ORCH_VFD_STATE_ASSIGNED;
+            else
+                progress(m, ORCH_PHASE_PLUG, "cannot confirm the lease of VF %s: %s", lease->vf,
+                         err->message);
+            continue;
+        }
+        orch_vfd_release(m->vfd, lease->vf, lease->id, &err);
+        if (undo)
+            rollback_record(m, "release-lease", start, err, lease->vf);
+        else if (err)
+            g_debug("Cannot release the lease of VF %s: %s", lease->vf, err->message);
+    }
+}
+
+/* The interface identifier (low 64 bits) of GID @text, 0 when it does not parse. */
+static guint64 gid_interface_id(const char *text)
+{
+    g_autoptr(GInetAddress) addr = text ? g_inet_address_new_from_string(text) : NULL;
+    const guint8 *b;
+    guint64 id = 0;
+
+    if (!addr || g_inet_address_get_family(addr) != G_SOCKET_FAMILY_IPV6)
+        return 0;
+    b = g_inet_address_to_bytes(addr);
+    for (guint i = 8; i < 16; i++)
+        id = id << 8 | b[i];
+    return id;
+}
+
+/* Reads, through the agent's inventory, the node and port GUIDs of the guest's RDMA device,
+ * which the VF leased on the destination must carry (docs/ib-identity.md). Only a domain with
+ * one VF and one RDMA device can be matched without doubt; otherwise identity_note says why
+ * nothing is carried over. */
+static void identity_read(Migration *m, OrchAgent *agent)
+{
+    g_autoptr(JsonObject) args = json_object_new();
+    g_autoptr(JsonObject) info = NULL;
+    g_autoptr(JsonObject) inv = NULL;
+    g_autoptr(GError) local = NULL;
+    JsonArray *devices;
+    JsonObject *dev;
+    JsonArray *ports;
+    const char *node;
+
+    json_object_set_int_member(args, "protocol", 2);
+    info = orch_agent_execute(agent, "info", args, m->opts->agent_timeout_ms, &local);
+    inv = info ? orch_agent_execute(agent, "inventory", NULL, m->opts->agent_timeout_ms, &local)
+               : NULL;
+    if (!inv) {
+        m->identity_note = g_strdup_printf("no inventory from the agent (%s)", local->message);
+        return;
+    }
+    devices = json_object_has_member(inv, "devices") &&
+                      JSON_NODE_HOLDS_ARRAY(json_object_get_member(inv, "devices"))
+                  ? json_object_get_array_member(inv, "devices")
+                  : NULL;
+    if (!devices || json_array_get_length(devices) != 1 || m->vfs->len != 1) {
+        m->identity_note = g_strdup_printf(
+            "%u RDMA device(s) in the guest for %u VF(s): cannot tell which is which",
+            devices ? json_array_get_length(devices) : 0, m->vfs->len);
+        return;
+    }
+    dev = JSON_NODE_HOLDS_OBJECT(json_array_get_element(devices, 0))
+              ? json_array_get_object_element(devices, 0)
+              : NULL;
+    node = orch_json_get_string(dev, "node_guid");
+    if (!node || !hotplug_guid_parse(node, &m->node_guid, &local)) {
+        m->identity_note = g_strdup_printf("the guest's RDMA device reports no usable node GUID%s%s",
+                                           local ? ": " : "", local ? local->message : "");
+        return;
+    }
+    /* An InfiniBand port's GUID is the interface identifier of its first GID; a RoCE port has
+     * none of its own. */
+    m->port_guid = m->node_guid;
+    ports = dev && json_object_has_member(dev, "ports") &&
+                    JSON_NODE_HOLDS_ARRAY(json_object_get_member(dev, "ports"))
+                ? json_object_get_array_member(dev, "ports")
+                : NULL;
+    if (ports && json_array_get_length(ports) > 0 &&
+        JSON_NODE_HOLDS_OBJECT(json_array_get_element(ports, 0))) {
+        JsonObject *port = json_array_get_object_element(ports, 0);
+        const char *ll = orch_json_get_string(port, "link_layer");
+        JsonArray *gids = json_object_has_member(port, "gids") &&
+                                  JSON_NODE_HOLDS_ARRAY(json_object_get_member(port, "gids"))
+                              ? json_object_get_array_member(port, "gids")
+                              : NULL;
+
+        if (ll && g_str_equal(ll, "InfiniBand") && gids && json_array_get_length(gids) > 0 &&
+            JSON_NODE_HOLDS_VALUE(json_array_get_element(gids, 0)) &&
+            json_node_get_value_type(json_array_get_element(gids, 0)) == G_TYPE_STRING) {
+            guint64 id = gid_interface_id(json_array_get_string_element(gids, 0));
+
+            if (id)
+                m->port_guid = id;
+        }
+    }
+}
+
+/* Gives the leased destination VF the guest's identity before it is plugged. */
+static gboolean identity_apply(Migration *m, char **ret_note, GError **error)
+{
+    OrchVfdLease *lease;
+    g_autofree char *node = NULL;
+    g_autofree char *port = NULL;
+    g_autofree char *note = NULL;
+
+    if (!m->node_guid) {
+        *ret_note = g_strdup_printf("identity not carried over: %s",
+                                    m->identity_note ? m->identity_note : "unknown");
+        return TRUE;
+    }
+    lease = g_ptr_array_index(m->leases, 0);
+    node = hotplug_guid_format(m->node_guid);
+    port = hotplug_guid_format(m->port_guid);
+    if (!orch_vfd_ib_identity(m->vfd, lease->vf, m->node_guid, m->port_guid, &note, error)) {
+        g_prefix_error(error, "Giving destination VF %s node GUID %s and port GUID %s: ",
+                       lease->vf, node, port);
+        return FALSE;
+    }
+    *ret_note = note ? g_strdup_printf("identity %s/%s for VF %s: %s", node, port, lease->vf, note)
+                     : g_strdup_printf("VF %s given node GUID %s, port GUID %s", lease->vf, node,
+                                       port);
+    return TRUE;
+}
+
+/* The domain runs on the destination now: the source's hotmigd ends the leases its VFs held
+ * there (they came with an earlier migration), so they can be leased again. Not fatal: a
+ * source without hotmigd, or VFs it never leased, change nothing. */
+static void source_leases_end(Migration *m)
+{
+    g_autoptr(OrchVfd) vfd = NULL;
+    g_autoptr(GError) local = NULL;
+
+    if (!m->opts->source_hotmigd_url || !m->vfs || !m->vfs->len)
+        return;
+    vfd = orch_options_open_vfd(m->opts, m->opts->source_hotmigd_url, &local);
+    for (guint i = 0; vfd && i < m->vfs->len; i++) {
+        XmlVf *vf = vf_at(m, i);
+        const char *id = vf->host_pci ? vf->host_pci : vf->netdev;
+
+        g_clear_error(&local);
+        if (id && !orch_vfd_left(vfd, id, m->opts->domain, &local))
+            progress(m, ORCH_PHASE_RESUME, "the source's lease of VF %s stays: %s", id,
+                     local->message);
+    }
+    if (!vfd)
+        progress(m, ORCH_PHASE_RESUME, "the source's leases stay: %s", local->message);
+}
+
+/* Opens the source's agent and reads its inventory (the guest's InfiniBand identity): changes
+ * nothing, so it runs while the VF is leased, before the journal begins. A failure is kept for
+ * the prepare phase to report. */
+static void agent_open_early(Migration *m)
+{
+    m->agent = orch_agent_open(m->src, m->opts->domain, agent_channel(m),
+                               m->opts->agent_timeout_ms, &m->agent_error);
+    if (m->agent)
+        identity_read(m, m->agent);
+}
+
+static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
+{
+    g_autoptr(OrchAgent) agent = NULL;
+    g_autoptr(JsonObject) args = orch_agent_timeout_args(m->opts->prepare_timeout_ms);
+    g_autoptr(JsonObject) ret = NULL;
+    g_autofree char *quiesced = NULL;
+    g_autofree char *failed = NULL;
+    guint n_quiesced;
+    guint n_failed;
+
+    if (!note(m, "prepare", NULL, NULL, error))
+        return FALSE;
+    if (!m->agent && !m->agent_error)
+        agent_open_early(m);
+    agent = g_steal_pointer(&m->agent); /* closed before anything moves */
+    if (!agent) {
+        if (m->agent_error)
+            g_propagate_error(error, g_steal_pointer(&m->agent_error));
+        else
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT, "Cannot reach the agent");
+        if (error && *error) {
+            g_autofree char *msg = (*error)->message;
+
+            (*error)->message = g_strconcat(msg, "; use --no-agent to migrate without quiescing",
+                                            NULL);
+        }
+        return FALSE;
+    }
+    /* Once asked, the agent may have quiesced even if its answer is lost: undo must resume
+     * (resume is idempotent). */
+    m->agent_prepared = TRUE;
+    ret = orch_agent_execute(agent, "prepare", args,
+                             m->opts->prepare_timeout_ms + m->opts->agent_timeout_ms, error);
+    if (!ret)
+        return FALSE;
+    quiesced = orch_agent_process_list(ret, "quiesced", &n_quiesced);
+    failed = orch_agent_process_list(ret, "failed", &n_failed);
+    if (n_failed > 0) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
+                    "%u process(es) did not quiesce: %s", n_failed, failed);
+        return FALSE;
+    }
+    *ret_detail = g_strdup_printf("%u process(es) quiesced%s%s", n_quiesced,
+                                  n_quiesced ? ": " : "", quiesced);
+    return TRUE;
+}
+
+/* Is the device @alias still in the live XML of the domain on @virt? */
+static gboolean device_present(Migration *m, OrchVirt *virt, const char *alias,
+                               gboolean *ret_present, GError **error)
+{
+    g_autofree char *xml = virt->ops->domain_get_xml(virt, m->opts->domain, error);
+    g_autoptr(XmlDomain) dom = xml ? xml_domain_parse(xml, error) : NULL;
+    g_autoptr(GPtrArray) vfs = dom ? xml_domain_find_vfs(dom, m->opts->alias_prefix, error) : NULL;
+
+    if (!vfs)
+        return FALSE;
+    *ret_present = FALSE;
+    for (guint i = 0; i < vfs->len; i++) {
+        XmlVf *vf = g_ptr_array_index(vfs, i);
+        if (g_str_equal(vf->alias, alias))
+            *ret_present = TRUE;
+    }
+    return TRUE;
+}
+
+static gboolean do_unplug(Migration *m, char **ret_detail, GError **error)
+{
+    g_autoptr(GString) detail = g_string_new(NULL);
+
+    for (guint i = 0; i < m->vfs->len; i++) {
+        XmlVf *vf = vf_at(m, i);
+        g_autoptr(GError) local = NULL;
+
+        if (!note(m, "unplug", vf->alias, NULL, error))
+            return FALSE;
+        if (!m->src->ops->device_detach(m->src, m->opts->domain, vf->alias, m->persistent,
+                                        m->opts->unplug_timeout_ms, &local)) {
+            gboolean present = TRUE;
+
+            /* The guest may have let go after all: then it must be plugged back on undo. */
+            if (device_present(m, m->src, vf->alias, &present, NULL) && !present)
+                m->detached = i + 1;
+            g_propagate_prefixed_error(error, g_steal_pointer(&local), "Unplugging VF '%s': ",
+                                       vf_name(vf));
+            return FALSE;
+        }
+        m->detached = i + 1;
+        g_string_append_printf(detail, "%s%s", i ? ", " : "", vf->alias);
+    }
+    *ret_detail = g_strdup_printf("released by the guest: %s", detail->str);
+    return TRUE;
+}
+
+static void migrate_progress(guint64 processed, guint64 total, gpointer opaque)
+{
+    Migration *m = opaque;
+
+    if (total)
+        progress(m, ORCH_PHASE_MIGRATE, "%.1f of %.1f MiB (%.0f%%)", processed / 1048576.0,
+                 total / 1048576.0, 100.0 * processed / total);
+}
+
+/* Runs on the thread that cancelled (the signal thread of migrate-vm). */
+static void migration_cancelled(GCancellable *cancellable, gpointer data)
+{
+    Migration *m = data;
+    g_autoptr(GError) local = NULL;
+
+    if (!m->src->ops->domain_abort_job(m->src, m->opts->domain, &local))
+        g_warning("Cannot abort the migration of '%s': %s", m->opts->domain, local->message);
+}
+
+static gboolean do_migrate(Migration *m, char **ret_detail, GError **error)
+{
+    OrchMigrateParams params = {
+        .migrate_uri = m->opts->migrate_uri,
+        .bandwidth_mib = m->opts->bandwidth_mib,
+        .persistent = m->opts->persistent,
+        .undefine_source = m->opts->undefine_source,
+        .parallel = m->opts->parallel,
+        .auto_converge = m->opts->auto_converge,
+        .postcopy = m->opts->postcopy,
+        .postcopy_after_ms = m->opts->postcopy_after_ms,
+        .timeout_ms = m->opts->migrate_timeout_ms,
+        .timeout_action = m->opts->timeout_action,
+        .progress = migrate_progress,
+        .progress_opaque = m,
+    };
+    OrchMigrateStats stats = {0};
+    g_autofree char *asked = NULL;
+    gulong cancel_id = 0;
+    gboolean ok;
+
+    if (!note(m, "migrate", NULL, NULL, error))
+        return FALSE;
+    if (m->opts->cancellable)
+        cancel_id = g_cancellable_connect(m->opts->cancellable, G_CALLBACK(migration_cancelled),
+                                          m, NULL);
+    ok = m->src->ops->migrate(m->src, m->opts->domain, m->dst->uri, &params, &stats, error);
+    if (cancel_id)
+        g_cancellable_disconnect(m->opts->cancellable, cancel_id);
+    if (!ok && g_cancellable_is_cancelled(m->opts->cancellable)) {
+        g_clear_error(error);
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_CANCELLED,
+                    "Cancelled by the user: the migration job was aborted");
+    }
+    if (!ok) {
+        OrchVirtDomainState state;
+
+        /* A failure after the switch-over leaves the domain running on the destination. */
+        if (m->dst->ops->domain_state(m->dst, m->opts->domain, &state, NULL) &&
+            state == ORCH_VIRT_DOMAIN_RUNNING) {
+            m->on_destination = TRUE;
+            g_free(m->report->final_host);
+            m->report->final_host = g_strdup("destination");
+        }
+        return FALSE;
+    }
+    m->on_destination = TRUE;
+    g_free(m->report->final_host);
+    m->report->final_host = g_strdup("destination");
+    if (!note(m, "migrated", NULL, NULL, NULL))
+        g_debug("Cannot journal the end of the migration of '%s'", m->opts->domain);
+    asked = orch_options_format_migration(m->opts);
+    if (stats.have_stats)
+        *ret_detail =
+            g_strdup_printf("%.1f MiB moved, downtime %" G_GUINT64_FORMAT " ms%s%s; options: %s",
+                            stats.data_bytes / 1048576.0, stats.downtime_ms,
+                            stats.event[0] ? ", " : "", stats.event, asked);
+    else
+        *ret_detail = g_strdup_printf("no job statistics reported%s%s; options: %s",
+                                      stats.event[0] ? ", " : "", stats.event, asked);
+    return TRUE;
+}
+
+/* Records the alias VF @i got on the destination: a plugged hostdev is named by libvirt
+ * (not necessarily as on the source), so it is found by its host PCI address. */
+static void learn_dest_alias(Migration *m, guint i, const char *device_xml)
+{
+    g_autofree char *wrapped = g_strconcat("<domain><name>x</name><devices>", device_xml,
+                                           "</devices></domain>", NULL);
+    g_autoptr(XmlDomain) want_dom = xml_domain_parse(wrapped, NULL);
+    /* Attach XML of a hostdev carries no alias: read its address, not its VF entry. */
+    g_autoptr(GPtrArray) pcis = want_dom ? xml_domain_list_host_pci(want_dom) : NULL;
+    const char *pci = pcis && pcis->len ? g_ptr_array_index(pcis, 0) : NULL;
+    g_autofree char *live_xml = NULL;
+    g_autoptr(XmlDomain) live_dom = NULL;
+    g_autoptr(GPtrArray) live = NULL;
+
+    if (!m->dest_alias)
+        m->dest_alias = g_ptr_array_new_full(m->vfs->len, g_free);
+    while (m->dest_alias->len < m->vfs->len)
+        g_ptr_array_add(m->dest_alias, NULL);
+    if (!pci) /* stand-ins keep their user alias */
+        return;
+    live_xml = m->dst->ops->domain_get_xml(m->dst, m->opts->domain, NULL);
+    live_dom = live_xml ? xml_domain_parse(live_xml, NULL) : NULL;
+    live = live_dom ? xml_domain_find_vfs(live_dom, NULL, NULL) : NULL;
+    for (guint j = 0; live && j < live->len; j++) {
+        XmlVf *vf = g_ptr_array_index(live, j);
+
+        if (vf->host_pci && g_str_equal(vf->host_pci, pci)) {
+            g_free(g_ptr_array_index(m->dest_alias, i));
+            g_ptr_array_index(m->dest_alias, i) = g_strdup(vf->alias);
+        }
+    }
+}
+
+static const char *dest_alias(Migration *m, guint i)
+{
+    const char *alias = m->dest_alias && i < m->dest_alias->len
+                            ? g_ptr_array_index(m->dest_alias, i)
+                            : NULL;
+
+    return alias ? alias : vf_at(m, i)->alias;
+}
+
+/* The VF leased for VF @i would not plug: lease the destination's next free one of the same
+ * model, once, and try it. TRUE when it is plugged (dest_xml[i] and leases[i] then describe
+ * it; the first lease is released). */
+static gboolean plug_other_vf(Migration *m, guint i, const char *why)
+{
+    XmlVf *vf = vf_at(m, i);
+    HotplugVf *like = m->like ? g_ptr_array_index(m->like, i) : NULL;
+    OrchVfdLease *old = g_ptr_array_index(m->leases, i);
+    g_autoptr(GError) local = NULL;
+    g_autoptr(OrchVfdLease) lease = NULL;
+    g_autofree char *xml = NULL;
+    g_autofree char *holder = NULL;
+    g_autofree char *reason = NULL;
+    OrchVfdLeaseRequest req;
+
+    if (!like) /* a stand-in or --target-vf: there is no other */
+        return FALSE;
+    lease_request_init(m, &req, &holder, &reason);
+    req.vendor_id = like->vendor_id;
+    req.device_id = like->product_id;
+    lease = orch_vfd_lease(m->vfd, &req, &local);
+    if (!lease || !(xml = xml_vf_format_attach(vf, lease->vf, &local))) {
+        progress(m, ORCH_PHASE_PLUG, "no other VF for '%s': %s", vf->alias, local->message);
+        if (lease)
+            orch_vfd_release(m->vfd, lease->vf, lease->id, NULL);
+        return FALSE;
+    }
+    progress(m, ORCH_PHASE_PLUG, "'%s' would not plug (%s); trying VF %s instead", vf->alias,
+             why, lease->vf);
+    if (!note(m, "plug", vf->alias, xml, NULL) ||
+        !m->dst->ops->device_attach(m->dst, m->opts->domain, xml, m->dest_persistent, &local)) {
+        if (local)
+            progress(m, ORCH_PHASE_PLUG, "VF %s would not plug either: %s", lease->vf,
+                     local->message);
+        orch_vfd_release(m->vfd, lease->vf, lease->id, NULL);
+        return FALSE;
+    }
+    if (!orch_vfd_release(m->vfd, old->vf, old->id, &local))
+        g_debug("Cannot release the lease of VF %s: %s", old->vf, local->message);
+    g_ptr_array_index(m->leases, i) = g_steal_pointer(&lease);
+    orch_vfd_lease_free(old);
+    g_free(g_ptr_array_index(m->dest_xml, i));
+    g_ptr_array_index(m->dest_xml, i) = g_steal_pointer(&xml);
+    return TRUE;
+}
+
+static gboolean do_plug(Migration *m, char **ret_detail, GError **error)
+{
+    g_autoptr(GString) detail = g_string_new(NULL);
+    guint attempts = MAX(m->opts->plug_attempts, 1);
+
+    /* Defined there when --persistent asked it or it was defined there before, whatever it was
+     * on the source: a transient domain has no definition to plug into (libvirt refuses). */
+    if (!m->dst->ops->domain_is_persistent(m->dst, m->opts->domain, &m->dest_persistent, error))
+        return FALSE;
+
+    for (guint i = 0; i < m->vfs->len; i++) {
+        XmlVf *vf = vf_at(m, i);
+        g_autoptr(GError) local = NULL;
+        guint attempt;
+
+        if (!note(m, "plug", vf->alias, g_ptr_array_index(m->dest_xml, i), error))
+            return FALSE;
+        for (attempt = 1; attempt <= attempts; attempt++) {
+            g_clear_error(&local);
+            if (m->dst->ops->device_attach(m->dst, m->opts->domain,
+                                           g_ptr_array_index(m->dest_xml, i), m->dest_persistent,
+                                           &local))
+                break;
+            progress(m, ORCH_PHASE_PLUG, "attempt %u of %u for '%s' failed: %s", attempt,
+                     attempts, vf->alias, local->message);
+        }
+        if (attempt > attempts && plug_other_vf(m, i, local->message)) {
+            g_clear_error(&local);
+            attempt = attempts;
+        }
+        if (attempt > attempts) {
+            g_propagate_prefixed_error(error, g_steal_pointer(&local),
+                                       "Plugging '%s' on destination host (%u attempts): ",
+                                       vf->alias, attempts);
+            return FALSE;
+        }
+        m->plugged = i + 1;
+        learn_dest_alias(m, i, g_ptr_array_index(m->dest_xml, i));
+        g_string_append_printf(detail, "%s%s", i ? ", " : "", vf->alias);
+    }
+    *ret_detail = g_string_free(g_steal_pointer(&detail), FALSE);
+    return TRUE;
+}
+
+/* ---- rollback ---------------------------------------------------------------------------- */
+
+/* Brings the domain back to where it started: on the source, VFs plugged, agent resumed.
+ * Each step is recorded; a step that fails leaves the rest to do what they still can. */
+static void rollback(Migration *m)
+{
+    gboolean vf_back_ok = TRUE;
+
+    if (m->on_destination) {
+        /* Back as it was: defined on the source again when --undefinesource removed its
+         * definition (one left there is kept as it is), and no definition left on the
+         * destination that this migration made there. */
+        OrchMigrateParams params = {
+            .persistent = m->persistent && m->opts->undefine_source,
+            .undefine_source = m->opts->persistent && !m->dest_defined,
+        };
+        OrchMigrateStats stats = {0};
+        g_autoptr(GError) local = NULL;
+        gint64 start = g_get_monotonic_time();
+
+        /* libvirt refuses to migrate a domain holding a PCI VF: take back what was plugged. */
+        for (guint i = m->plugged; i > 0; i--) {
+            XmlVf *vf = vf_at(m, i - 1);
+            g_autoptr(GError) err = NULL;
+
+            start = g_get_monotonic_time();
+            if (m->dst->ops->device_detach(m->dst, m->opts->domain, dest_alias(m, i - 1),
+                                           m->dest_persistent, m->opts->unplug_timeout_ms, &err))
+                m->plugged = i - 1;
+            rollback_record(m, "unplug-destination", start, err, vf->alias);
+            if (err)
+                break;
+        }
+        start = g_get_monotonic_time();
+        if (m->plugged == 0 &&
+            m->dst->ops->migrate(m->dst, m->opts->domain, m->src->uri, &params, &stats, &local)) {
+            m->on_destination = FALSE;
+            g_free(m->report->final_host);
+            m->report->final_host = g_strdup("source");
+            m->report->phases[ORCH_PHASE_MIGRATE].status = ORCH_STATUS_UNDONE;
+            rollback_record(m, "migrate-back", start, NULL, "the domain runs on the source again");
+        } else {
+            if (!local)
+                g_set_error(&local, ORCH_ERROR, ORCH_ERROR_ROLLBACK,
+                            "VFs still plugged on the destination");
+            rollback_record(m, "migrate-back", start, local, NULL);
+            /* Stay on the destination: give the domain back what it can have there. */
+            for (guint i = m->plugged; i < m->vfs->len; i++) {
+                g_autoptr(GError) err = NULL;
+
+                start = g_get_monotonic_time();
+                if (m->dst->ops->device_attach(m->dst, m->opts->domain,
+                                               g_ptr_array_index(m->dest_xml, i),
+                                               m->dest_persistent, &err))
+                    m->plugged = i + 1;
+                rollback_record(m, "plug-destination", start, err, vf_at(m, i)->alias);
+            }
+            vf_back_ok = FALSE;
+        }
+    }
+
+    if (!m->on_destination) {
+        for (guint i = 0; i < m->detached; i++) {
+            XmlVf *vf = vf_at(m, i);
+            g_autoptr(GError) err = NULL;
+            gint64 start = g_get_monotonic_time();
+
+            if (!m->src->ops->device_attach(m->src, m->opts->domain,
+                                            g_ptr_array_index(m->source_xml, i), m->persistent,
+                                            &err))
+                vf_back_ok = FALSE;
+            rollback_record(m, "plug-source", start, err, vf->alias);
+        }
+        if (m->detached && vf_back_ok)
+            m->report->phases[ORCH_PHASE_UNPLUG].status = ORCH_STATUS_UNDONE;
+        if (vf_back_ok)
+            m->detached = 0;
+    }
+    m->report->vfs_attached =
+        m->on_destination ? m->plugged : (m->vfs ? m->vfs->len - m->detached : 0);
+
+    if (m->agent_prepared) {
+        g_autoptr(GError) err = NULL;
+        g_autofree char *detail = NULL;
+        gint64 start = g_get_monotonic_time();
+
+        if (agent_resume(m, m->on_destination ? m->dst : m->src, &detail, &err))
+            m->report->phases[ORCH_PHASE_PREPARE].status = ORCH_STATUS_UNDONE;
+        rollback_record(m, "agent-resume", start, err, detail);
+    }
+}
+
+/* ---- the whole run ----------------------------------------------------------------------- */
+
+/* Ends @phase, begun with phase_begin(): ok with @detail, or failed with @local (taken). */
+static gboolean phase_finish(Migration *m, OrchPhase phase, gboolean ok, const char *detail,
+                             GError *local, GError **error)
+{
+    if (!ok) {
+        phase_fail(m, phase, local);
+        g_propagate_prefixed_error(error, local, "Phase '%s' failed: ",
+                                   orch_phase_to_string(phase));
+        return FALSE;
+    }
+    phase_end(m, phase, ORCH_STATUS_OK, "%s", detail ? detail : "");
+    return TRUE;
+}
+
+/* Cancelled by the user? (an error to fail the phase with) */
+static gboolean phase_cancelled(Migration *m, GError **error)
+{
+    if (!g_cancellable_set_error_if_cancelled(m->opts->cancellable, error))
+        return FALSE;
+    g_clear_error(error);
+    g_set_error(error, ORCH_ERROR, ORCH_ERROR_CANCELLED, "Cancelled by the user");
+    return TRUE;
+}
+
+static gboolean run_phase(Migration *m, OrchPhase phase,
+                          gboolean (*fn)(Migration *, char **, GError **), GError **error)
+{
+    g_autofree char *detail = NULL;
+    GError *local = NULL;
+    gboolean ok;
+
+    phase_begin(m, phase);
+    ok = !phase_cancelled(m, &local) && fn(m, &detail, &local);
+    return phase_finish(m, phase, ok, detail, local, error);
+}
+
+/* The target-vf phase, overlapped with the opening of the source's agent and the reading of
+ * its inventory (which change nothing): the lease is side work. */
+static gboolean run_target_vf(Migration *m, GError **error)
+{
+    Side lease = {0};
+    GError *local = NULL;
+    g_autofree char *detail = NULL;
+    gboolean ok;
+
+    phase_begin(m, ORCH_PHASE_TARGET_VF);
+    if (phase_cancelled(m, &local) || !target_vf_check(m, &local))
+        return phase_finish(m, ORCH_PHASE_TARGET_VF, FALSE, NULL, local, error);
+    side_start(&lease, m, target_vf_lease, "hm-lease");
+    if (!m->opts->no_agent)
+        agent_open_early(m);
+    side_join(&lease, ORCH_PHASE_TARGET_VF);
+    ok = lease.ok;
+    if (ok)
+        detail = g_strdup_printf("%s%s", lease.detail,
+                                 m->agent ? " (the agent's inventory read meanwhile)" : "");
+    else
+        local = g_steal_pointer(&lease.error);
+    side_clear(&lease);
+    return phase_finish(m, ORCH_PHASE_TARGET_VF, ok, detail, local, error);
+}
+
+/* Side work during the plug: the destination's agent channel opened and synchronized, so
+ * that the resume goes out the moment the VF is there. A failure is left to the resume. */
+static gboolean agent_open_dest(Migration *m, char **ret_detail, GError **error)
+{
+    m->dst_agent = orch_agent_open(m->dst, m->opts->domain, agent_channel(m),
+                                   m->opts->agent_timeout_ms, error);
+    return m->dst_agent != NULL;
+}
+
+/* Side work during the unplug: the destination VF gets the guest's InfiniBand identity before
+ * it is plugged (its driver reads the GUIDs when it probes the VF), while the guest lets go of
+ * the source VF. */
+static gboolean identity_side(Migration *m, char **ret_detail, GError **error)
+{
+    return identity_apply(m, ret_detail, error);
+}
+
+/* The unplug phase, with the destination VF's identity set beside it: either failing fails
+ * the phase (the undo plugs the VF back and resumes the processes). */
+static gboolean run_unplug(Migration *m, GError **error)
+{
+    Side identity = {0};
+    g_autofree char *detail = NULL;
+    g_autofree char *both = NULL;
+    GError *local = NULL;
+    gboolean ok;
+
+    phase_begin(m, ORCH_PHASE_UNPLUG);
+    side_start(&identity, m, identity_side, "hm-identity");
+    ok = !phase_cancelled(m, &local) && do_unplug(m, &detail, &local);
+    side_join(&identity, ORCH_PHASE_UNPLUG);
+    if (ok && !identity.ok) {
+        ok = FALSE;
+        local = g_steal_pointer(&identity.error);
+    }
+    if (ok)
+        both = g_strdup_printf("%s; %s", detail, identity.detail);
+    side_clear(&identity);
+    return phase_finish(m, ORCH_PHASE_UNPLUG, ok, both, local, error);
+}
+
+/* Side work after the plug, alongside the resume: the destination's leases confirmed, the
+ * source's hotmigd told the domain left its VFs. */
+static gboolean leases_end(Migration *m, char **ret_detail, GError **error)
+{
+    leases_settle(m, FALSE);
+    source_leases_end(m);
+    return TRUE;
+}
+
+/* Waits for the opening of the destination's agent channel begun with the plug (NULL-safe). */
+static void dst_agent_join(Migration *m)
+{
+    Side *side = g_steal_pointer(&m->dst_agent_side);
+
+    if (!side)
+        return;
+    side_join(side, ORCH_PHASE_RESUME);
+    if (side->error)
+        progress(m, ORCH_PHASE_RESUME, "the destination's agent did not answer yet (%s): opening it again",
+                 side->error->message);
+    side_clear(side);
+    g_free(side);
+}
+
+static gboolean do_resume(Migration *m, char **ret_detail, GError **error)
+{
+    g_autoptr(GError) first = NULL;
+
+    if (!note(m, "resume", NULL, NULL, error))
+        return FALSE;
+    dst_agent_join(m);
+    if (m->dst_agent) {
+        g_autoptr(OrchAgent) agent = g_steal_pointer(&m->dst_agent);
+
+        if (orch_agent_resume_open(agent, m->opts->agent_timeout_ms, m->opts->resume_timeout_ms,
+                                   ret_detail, &first)) {
+            m->agent_prepared = FALSE;
+            return TRUE;
+        }
+    } else if (agent_resume(m, m->dst, ret_detail, &first)) {
+        return TRUE;
+    }
+    /* The channel may not be ready at once, or the destination's libvirtd restarted and took
+     * our connection with it: one more try, on a fresh connection. */
+    progress(m, ORCH_PHASE_RESUME, "retrying on a new connection after: %s", first->message);
+    {
+        g_autoptr(GError) local = NULL;
+        OrchVirt *fresh = m->open_fn(m->dst->uri, "destination", m->open_opaque, &local);
+
+        if (fresh) {
+            orch_virt_free(m->dst);
+            m->dst = fresh;
+        } else {
+            progress(m, ORCH_PHASE_RESUME, "cannot reconnect, keeping the old connection: %s",
+                     local->message);
+        }
+    }
+    return agent_resume(m, m->dst, ret_detail, error);
+}
+
+static gboolean validate_options(const OrchOptions *opts, GError **error)
+{
+    if (!opts->domain || !*opts->domain) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "No domain given");
+        return FALSE;
+    }
+    if (!opts->dest_uri || !*opts->dest_uri) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "No destination URI given");
+        return FALSE;
+    }
+    guint d, b, s, f;
+
+    if (opts->target_vf && !xml_pci_address_parse(opts->target_vf, &d, &b, &s, &f, NULL)) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                    "--target-vf '%s' is not a PCI address (DDDD:BB:SS.F)", opts->target_vf);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* Ends the journal: removed when the domain is where it should be with what it should have;
+ * kept (for --recover) when undoing failed or the agent could not be resumed. */
+static void journal_end(Migration *m, gboolean keep)
+{
+    g_autoptr(GError) local = NULL;
+
+    if (!m->journal)
+        return;
+    if (keep) {
+        note(m, "end", "kept for recovery", NULL, NULL);
+        return;
+    }
+    if (!note(m, "end", m->report->ok ? "ok" : "undone", NULL, &local) ||
+        !orch_journal_finish(m->journal, &local))
+        g_warning("Cannot close the journal of '%s': %s", m->opts->domain, local->message);
+}
+
+gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
+                      OrchReport **ret_report, GError **error)
+{
+    Migration mig = {.opts = opts};
+    Migration *m = &mig;
+    Side tail = {0};
+    g_autoptr(GError) local = NULL;
+    gboolean has_vf;
+    gboolean ok = FALSE;
+    gboolean keep_journal = FALSE;
+
+    m->report = report_new(opts);
+    m->open_fn = open_fn;
+    m->open_opaque = open_opaque;
+    m->start = g_get_monotonic_time();
+    m->report->ok = FALSE;
+    m->id = g_uuid_string_random();
+
+    if (!validate_options(opts, &local)) {
+        m->report->failed_phase = ORCH_PHASE_CONNECT;
+        m->report->error = g_strdup(local->message);
+        g_propagate_error(error, g_steal_pointer(&local));
+        goto out;
+    }
+
+    phase_begin(m, ORCH_PHASE_CONNECT);
+    /* One migration per domain: the journal's lock is held until the end. */
+    m->journal = orch_journal_open(opts->state_dir ? opts->state_dir : ORCH_STATE_DIR_DEFAULT,
+                                   opts->domain, TRUE, &local);
+    if (!m->journal || !do_connect(m, open_fn, open_opaque, &local)) {
+        phase_fail(m, ORCH_PHASE_CONNECT, local);
+        g_propagate_prefixed_error(error, g_steal_pointer(&local), "Phase 'connect' failed: ");
+        goto out;
+    }
+    phase_end(m, ORCH_PHASE_CONNECT, ORCH_STATUS_OK, "%s -> %s%s", m->src->uri, m->dst->uri,
+              m->persistent ? " (persistent domain)" : "");
+
+    if (!run_phase(m, ORCH_PHASE_INSPECT, do_inspect, error))
+        goto out;
+    has_vf = m->vfs->len > 0;
+    if (has_vf) {
+        if (!run_target_vf(m, error))
+            goto out;
+    } else {
+        m->dest_xml = g_ptr_array_new_with_free_func(g_free);
+        m->source_xml = g_ptr_array_new_with_free_func(g_free);
+        phase_skip(m, ORCH_PHASE_TARGET_VF, "no VF");
+    }
+    /* Nothing has changed so far; from here on every step is journaled before it is taken. */
+    if (!note_begin(m, &local)) {
+        m->report->failed_phase = ORCH_PHASE_PREPARE;
+        m->report->error = g_strdup(local->message);
+        g_propagate_error(error, g_steal_pointer(&local));
+        goto out;
+    }
+
+    if (!has_vf)
+        phase_skip(m, ORCH_PHASE_PREPARE, "no VF");
+    else if (opts->no_agent)
+        phase_skip(m, ORCH_PHASE_PREPARE, "--no-agent");
+    else if (!run_phase(m, ORCH_PHASE_PREPARE, do_prepare, error))
+        goto fail;
+
+    if (!has_vf)
+        phase_skip(m, ORCH_PHASE_UNPLUG, "no VF");
+    else if (!run_unplug(m, error))
+        goto fail;
+
+    if (!run_phase(m, ORCH_PHASE_MIGRATE, do_migrate, error))
+        goto fail;
+
+    if (!has_vf) {
+        phase_skip(m, ORCH_PHASE_PLUG, "no VF");
+    } else {
+        gboolean plugged;
+
+        /* Joined by the resume (its wait counts there), or here when the plug failed. */
+        if (!opts->no_agent) {
+            m->dst_agent_side = g_new0(Side, 1);
+            side_start(m->dst_agent_side, m, agent_open_dest, "hm-agent");
+        }
+        plugged = run_phase(m, ORCH_PHASE_PLUG, do_plug, error);
+        if (!plugged) {
+            /* Not on the way back: the channel closes before the domain moves again. */
+            dst_agent_join(m);
+            g_clear_pointer(&m->dst_agent, orch_agent_free);
+            goto fail;
+        }
+    }
+    m->report->vfs_attached = m->plugged;
+    if (has_vf) {
+        /* The leases end alongside the resume (side work; joined at the end). */
+        side_start(&tail, m, leases_end, "hm-leases");
+        m->settled = TRUE;
+    }
+
+    if (!has_vf)
+        phase_skip(m, ORCH_PHASE_RESUME, "no VF");
+    else if (opts->no_agent)
+        phase_skip(m, ORCH_PHASE_RESUME, "--no-agent");
+    else if (!run_phase(m, ORCH_PHASE_RESUME, do_resume, error)) {
+        /* The domain runs on the destination with its VFs: nothing to undo, but the
+         * processes still wait; --recover retries the resume. */
+        keep_journal = TRUE;
+        goto out;
+    }
+
+    m->report->ok = TRUE;
+    ok = TRUE;
+    goto out;
+
+fail:
+    rollback(m);
+    for (guint i = 0; i < m->report->rollback->len; i++) {
+        OrchRollbackRecord *rec = g_ptr_array_index(m->report->rollback, i);
+
+        if (rec->ok)
+            continue;
+        keep_journal = TRUE;
+        if (error && *error) {
+            g_autofree char *msg = g_strdup((*error)->message);
+
+            g_clear_error(error);
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_ROLLBACK,
+                        "%s; then undoing it failed too (%s: %s): domain '%s' is on the %s host "
+                        "with %u of %u VF(s); 'migrate-vm --recover %s' retries",
+                        msg, rec->action, rec->detail, opts->domain, m->report->final_host,
+                        m->report->vfs_attached, m->report->vfs_total, opts->domain);
+            g_free(m->report->error);
+            m->report->error = g_strdup((*error)->message);
+        }
+        break;
+    }
+
+out:
+    dst_agent_join(m);
+    side_join(&tail, ORCH_PHASE_RESUME);
+    side_clear(&tail);
+    if (!m->settled) {
+        leases_settle(m, !ok);
+        if (m->on_destination && m->plugged == (m->vfs ? m->vfs->len : 0))
+            source_leases_end(m);
+    }
+    journal_end(m, keep_journal);
+    orch_journal_close(m->journal);
+    m->report->total_us = g_get_monotonic_time() - m->start;
+    if (m->vfs)
+        g_ptr_array_unref(m->vfs);
+    if (m->dest_xml)
+        g_ptr_array_unref(m->dest_xml);
+    if (m->source_xml)
+        g_ptr_array_unref(m->source_xml);
+    if (m->like)
+        g_ptr_array_unref(m->like);
+    if (m->dest_alias)
+        g_ptr_array_unref(m->dest_alias);
+    if (m->src_vfs)
+        g_ptr_array_unref(m->src_vfs);
+    if (m->leases)
+        g_ptr_array_unref(m->leases);
+    orch_vfd_free(m->vfd);
+    orch_agent_free(m->agent);
+    orch_agent_free(m->dst_agent);
+    g_clear_error(&m->agent_error);
+    g_free(m->identity_note);
+    orch_virt_free(m->src);
+    orch_virt_free(m->dst);
+    g_free(m->id);
+    *ret_report = m->report;
+    return ok;
+}

@@ -1,0 +1,26 @@
+/* The pre-flight checks' shared state (preflight.c), for the checks that ask the destination's
+ * hotmigd (preflight-target.c). */
+#pragma once
+
+#include "engine/engine.h"
+#include "engine/virt.h"
+#include "xml/xml.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+    const OrchOptions *opts;
+    OrchVirtOpenFunc open_fn;
+    gpointer open_opaque;
+    GPtrArray *checks; /* OrchCheck, in order */
+    OrchVirt *src;     /* NULL when the source is unreachable */
+    OrchVirt *dst;     /* NULL when the destination is unreachable */
+    XmlDomain *dom;    /* the live domain on the source, NULL when not running */
+    GPtrArray *vfs;    /* XmlVf of the domain, NULL when unknown */
+} Preflight;
+
+/* Adds the checks of the destination's VFs: its hotmigd answers, a free compatible VF for each
+ * of the domain's, its files are there, the migration port is reachable. */
+void orch_preflight_check_target(Preflight *pf);
+
+G_END_DECLS

@@ -1,0 +1,254 @@
+/* migrate-vm --dry-run: every check a migration's first phases would make, and the ones a
+ * failure late in the migration would reveal too late, without changing anything. Each check
+ * is one line: passed, failed (with why), or skipped (when an earlier failure makes it
+ * meaningless). */
+#include "engine/agent-client.h"
+#include "engine/engine.h"
+#include "engine/json.h"
+#include "engine/preflight-priv.h"
+#include "engine/virt.h"
+#include "hotplug/hotplug.h"
+#include "xml/xml.h"
+
+HM_ENUM_IMPL(orch_check_status, OrchCheckStatus, ORCH_CHECK_LAST, "pass", "fail", "skip")
+
+void orch_check_free(OrchCheck *check)
+{
+    if (!check)
+        return;
+    g_free(check->name);
+    g_free(check->detail);
+    g_free(check);
+}
+
+static G_GNUC_PRINTF(4, 5) void check_add(Preflight *pf, const char *name, OrchCheckStatus status,
+                                          const char *fmt, ...)
+{
+    OrchCheck *check = g_new0(OrchCheck, 1);
+    va_list ap;
+
+    check->name = g_strdup(name);
+    check->status = status;
+    va_start(ap, fmt);
+    check->detail = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_ptr_array_add(pf->checks, check);
+    if (pf->opts->progress)
+        pf->opts->progress(ORCH_PHASE_CONNECT, check->detail, pf->opts->progress_opaque);
+}
+
+static void check_skip(Preflight *pf, const char *name, const char *why)
+{
+    check_add(pf, name, ORCH_CHECK_SKIP, "%s", why);
+}
+
+/* ---- the checks ---------------------------------------------------------------------------- */
+
+static void check_hosts(Preflight *pf)
+{
+    g_autoptr(GError) error = NULL;
+    OrchVirtDomainState state;
+
+    pf->src = pf->open_fn(pf->opts->source_uri, "source", pf->open_opaque, &error);
+    if (!pf->src) {
+        check_add(pf, "source", ORCH_CHECK_FAIL, "%s", error->message);
+        return;
+    }
+    check_add(pf, "source", ORCH_CHECK_PASS, "connected to source host '%s'", pf->src->uri);
+    if (!pf->src->ops->domain_state(pf->src, pf->opts->domain, &state, &error)) {
+        check_add(pf, "domain", ORCH_CHECK_FAIL, "%s", error->message);
+    } else if (state != ORCH_VIRT_DOMAIN_RUNNING) {
+        check_add(pf, "domain", ORCH_CHECK_FAIL, "domain '%s' is not %s on source host '%s'",
+                  pf->opts->domain, state == ORCH_VIRT_DOMAIN_MISSING ? "defined" : "running",
+                  pf->src->uri);
+    } else {
+        g_autofree char *xml = pf->src->ops->domain_get_xml(pf->src, pf->opts->domain, &error);
+
+        pf->dom = xml ? xml_domain_parse(xml, &error) : NULL;
+        if (!pf->dom)
+            check_add(pf, "domain", ORCH_CHECK_FAIL, "%s", error->message);
+        else
+            check_add(pf, "domain", ORCH_CHECK_PASS, "domain '%s' runs on source host '%s'",
+                      pf->opts->domain, pf->src->uri);
+    }
+    g_clear_error(&error);
+
+    pf->dst = pf->open_fn(pf->opts->dest_uri, "destination", pf->open_opaque, &error);
+    if (!pf->dst) {
+        check_add(pf, "destination", ORCH_CHECK_FAIL, "%s", error->message);
+        return;
+    }
+    if (!pf->dst->ops->domain_state(pf->dst, pf->opts->domain, &state, &error))
+        check_add(pf, "destination", ORCH_CHECK_FAIL, "%s", error->message);
+    else if (state == ORCH_VIRT_DOMAIN_RUNNING)
+        check_add(pf, "destination", ORCH_CHECK_FAIL,
+                  "domain '%s' already runs on destination host '%s'", pf->opts->domain,
+                  pf->dst->uri);
+    else
+        check_add(pf, "destination", ORCH_CHECK_PASS, "connected to destination host '%s'",
+                  pf->dst->uri);
+}
+
+static void check_agent(Preflight *pf)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(OrchAgent) agent = NULL;
+    g_autoptr(JsonObject) info = NULL;
+    const char *channel =
+        pf->opts->agent_channel ? pf->opts->agent_channel : ORCH_AGENT_CHANNEL_DEFAULT;
+
+    if (pf->opts->no_agent) {
+        check_skip(pf, "agent", "--no-agent: the processes will not be quiesced");
+        return;
+    }
+    if (!pf->dom) {
+        check_skip(pf, "agent", "no running domain to ask");
+        return;
+    }
+    agent = orch_agent_open(pf->src, pf->opts->domain, channel, pf->opts->agent_timeout_ms,
+                            &error);
+    info = agent ? orch_agent_execute(agent, "info", NULL, pf->opts->agent_timeout_ms, &error)
+                 : NULL;
+    if (!info) {
+        check_add(pf, "agent", ORCH_CHECK_FAIL, "%s; use --no-agent to migrate without quiescing",
+                  error->message);
+        return;
+    }
+    check_add(pf, "agent", ORCH_CHECK_PASS, "hotmig-agent %s answers on channel '%s'",
+              orch_json_get_string(info, "version") ? orch_json_get_string(info, "version")
+                                                    : "(unknown version)",
+              channel);
+}
+
+static void check_vfs(Preflight *pf)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GString) list = g_string_new(NULL);
+
+    if (!pf->dom) {
+        check_skip(pf, "vfs", "no running domain to inspect");
+        return;
+    }
+    pf->vfs = xml_domain_find_vfs(pf->dom, pf->opts->alias_prefix, &error);
+    if (!pf->vfs) {
+        check_add(pf, "vfs", ORCH_CHECK_FAIL, "%s", error->message);
+        return;
+    }
+    for (guint i = 0; i < pf->vfs->len; i++) {
+        XmlVf *vf = g_ptr_array_index(pf->vfs, i);
+
+        g_string_append_printf(list, "%s%s (%s %s)", i ? ", " : "", vf->alias,
+                               xml_vf_kind_to_string(vf->kind),
+                               vf->host_pci ? vf->host_pci : vf->netdev ? vf->netdev : "?");
+    }
+    if (pf->vfs->len)
+        check_add(pf, "vfs", ORCH_CHECK_PASS, "%u VF(s): %s", pf->vfs->len, list->str);
+    else
+        check_add(pf, "vfs", ORCH_CHECK_PASS, "no VF: the migration needs no unplug or plug");
+}
+
+static void check_capable(Preflight *pf)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(XmlDomainNeeds) needs = NULL;
+    g_autofree char *detail = NULL;
+    gboolean capable = FALSE;
+
+    if (!pf->dom || !pf->dst) {
+        check_skip(pf, "cpu", "needs the domain and the destination host");
+        return;
+    }
+    needs = xml_domain_get_needs(pf->dom);
+    if (!pf->dst->ops->domain_capable(pf->dst, needs, &capable, &detail, &error))
+        check_add(pf, "cpu", ORCH_CHECK_FAIL, "%s", error->message);
+    else
+        check_add(pf, "cpu", capable ? ORCH_CHECK_PASS : ORCH_CHECK_FAIL,
+                  "destination host '%s' %s", pf->dst->uri, detail);
+}
+
+/* ---- the run ------------------------------------------------------------------------------- */
+
+gboolean orch_preflight(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
+                        GPtrArray **ret_checks, GError **error)
+{
+    Preflight pf = {
+        .opts = opts,
+        .open_fn = open_fn,
+        .open_opaque = open_opaque,
+        .checks = g_ptr_array_new_with_free_func((GDestroyNotify)orch_check_free),
+    };
+    gboolean ok = TRUE;
+
+    g_return_val_if_fail(opts && open_fn && ret_checks, FALSE);
+
+    {
+        g_autofree char *asked = orch_options_format_migration(opts);
+
+        check_add(&pf, "options", ORCH_CHECK_PASS, "libvirt will be asked: %s", asked);
+    }
+    check_hosts(&pf);
+    check_agent(&pf);
+    check_vfs(&pf);
+    orch_preflight_check_target(&pf);
+    check_capable(&pf);
+
+    for (guint i = 0; i < pf.checks->len; i++) {
+        OrchCheck *check = g_ptr_array_index(pf.checks, i);
+
+        if (check->status == ORCH_CHECK_FAIL)
+            ok = FALSE;
+    }
+    if (!ok)
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_PREFLIGHT,
+                    "Domain '%s' cannot migrate to '%s' now: a check failed", opts->domain,
+                    opts->dest_uri);
+    if (pf.vfs)
+        g_ptr_array_unref(pf.vfs);
+    xml_domain_free(pf.dom);
+    orch_virt_free(pf.src);
+    orch_virt_free(pf.dst);
+    *ret_checks = pf.checks;
+    return ok;
+}
+
+char *orch_checks_format_table(GPtrArray *checks)
+{
+    g_autoptr(GString) out = g_string_new(NULL);
+
+    for (guint i = 0; i < checks->len; i++) {
+        OrchCheck *check = g_ptr_array_index(checks, i);
+        g_autofree char *status = g_ascii_strup(orch_check_status_to_string(check->status), -1);
+
+        g_string_append_printf(out, "%-4s  %-14s %s\n", status, check->name, check->detail);
+    }
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
+
+char *orch_checks_format_json(GPtrArray *checks, gboolean pretty)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autoptr(JsonNode) root = NULL;
+    gboolean ok = TRUE;
+
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "checks");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < checks->len; i++) {
+        OrchCheck *check = g_ptr_array_index(checks, i);
+
+        ok = ok && check->status != ORCH_CHECK_FAIL;
+        json_builder_begin_object(b);
+        orch_json_member_string(b, "name", check->name);
+        orch_json_member_string(b, "status", orch_check_status_to_string(check->status));
+        orch_json_member_string(b, "detail", check->detail);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    orch_json_member_bool(b, "ok", ok);
+    json_builder_end_object(b);
+    root = json_builder_get_root(b);
+    json_generator_set_root(gen, root);
+    json_generator_set_pretty(gen, pretty);
+    return json_generator_to_data(gen, NULL);
+}

@@ -1,0 +1,495 @@
+/* Recovery: finishes or undoes a migration whose migrate-vm died (SIGKILL, crash, power),
+ * from its journal and from what the hosts say now. Every step checks before it acts, so
+ * recovery can itself be interrupted and run again. */
+#include "engine/agent-client.h"
+#include "engine/engine.h"
+#include "engine/hotmigd-client.h"
+#include "engine/journal.h"
+#include "engine/json.h"
+#include "engine/virt.h"
+#include "xml/xml.h"
+
+/* How long a domain may be seen on both hosts after an interrupted migration job. */
+#define RECOVER_SETTLE_MS 30000
+
+typedef struct {
+    char *alias;
+    char *source_xml;
+    char *destination_xml; /* the last one journaled for a plug, else the planned one */
+    gboolean unplug_asked; /* a detach may have been sent: its removal may still be under way */
+    char *lease_vf;        /* its lease on the destination (hotmigd), or NULL */
+    char *lease_id;
+} RecoverVf;
+
+typedef struct {
+    char *domain;
+    char *source;
+    char *destination;
+    char *agent_channel;
+    char *hotmigd;        /* the destination's hotmigd URL, or NULL */
+    gboolean agent_asked; /* a prepare was (about to be) sent: the agent must be resumed */
+    GPtrArray *vfs;       /* RecoverVf */
+} RecoverPlan;
+
+static void recover_vf_free(RecoverVf *vf)
+{
+    g_free(vf->alias);
+    g_free(vf->source_xml);
+    g_free(vf->destination_xml);
+    g_free(vf->lease_vf);
+    g_free(vf->lease_id);
+    g_free(vf);
+}
+
+static void recover_plan_free(RecoverPlan *plan)
+{
+    if (!plan)
+        return;
+    g_free(plan->domain);
+    g_free(plan->source);
+    g_free(plan->destination);
+    g_free(plan->agent_channel);
+    g_free(plan->hotmigd);
+    if (plan->vfs)
+        g_ptr_array_unref(plan->vfs);
+    g_free(plan);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(RecoverPlan, recover_plan_free)
+
+static void action_free(OrchRollbackRecord *a)
+{
+    g_free(a->action);
+    g_free(a->detail);
+    g_free(a);
+}
+
+void orch_recovery_free(OrchRecovery *rec)
+{
+    if (!rec)
+        return;
+    g_free(rec->domain);
+    g_free(rec->outcome);
+    g_free(rec->final_host);
+    if (rec->actions)
+        g_ptr_array_unref(rec->actions);
+    g_free(rec->error);
+    g_free(rec);
+}
+
+static const char *member_string(JsonObject *obj, const char *name, const char *what,
+                                 guint line, GError **error)
+{
+    const char *value = orch_json_get_string(obj, name);
+
+    if (!value)
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED,
+                    "Journal entry %u (%s) has no string \"%s\"", line, what, name);
+    return value;
+}
+
+/* Reads what recovery needs from the journal's entries. */
+static RecoverPlan *recover_plan_load(GPtrArray *entries, GError **error)
+{
+    g_autoptr(RecoverPlan) plan = g_new0(RecoverPlan, 1);
+    JsonObject *begin;
+    JsonNode *vfs_node;
+    JsonArray *vfs;
+
+    if (entries->len == 0 ||
+        g_strcmp0(orch_json_get_string(g_ptr_array_index(entries, 0), "event"), "begin") != 0) {
+        /* No begin entry: the migration stopped before changing anything. */
+        return g_steal_pointer(&plan);
+    }
+    begin = g_ptr_array_index(entries, 0);
+    plan->vfs = g_ptr_array_new_with_free_func((GDestroyNotify)recover_vf_free);
+    if (!member_string(begin, "domain", "begin", 1, error) ||
+        !member_string(begin, "source", "begin", 1, error) ||
+        !member_string(begin, "destination", "begin", 1, error))
+        return NULL;
+    plan->domain = g_strdup(orch_json_get_string(begin, "domain"));
+    plan->source = g_strdup(orch_json_get_string(begin, "source"));
+    plan->destination = g_strdup(orch_json_get_string(begin, "destination"));
+    plan->agent_channel = g_strdup(orch_json_get_string(begin, "agent_channel"));
+    plan->hotmigd = g_strdup(orch_json_get_string(begin, "hotmigd"));
+    vfs_node = json_object_get_member(begin, "vfs");
+    vfs = vfs_node && JSON_NODE_HOLDS_ARRAY(vfs_node) ? json_node_get_array(vfs_node) : NULL;
+    for (guint i = 0; vfs && i < json_array_get_length(vfs); i++) {
+        JsonNode *el = json_array_get_element(vfs, i);
+        JsonObject *o = JSON_NODE_HOLDS_OBJECT(el) ? json_node_get_object(el) : NULL;
+        RecoverVf *vf;
+
+        if (!member_string(o, "alias", "begin vf", 1, error) ||
+            !member_string(o, "source_xml", "begin vf", 1, error) ||
+            !member_string(o, "destination_xml", "begin vf", 1, error))
+            return NULL;
+        vf = g_new0(RecoverVf, 1);
+        vf->alias = g_strdup(orch_json_get_string(o, "alias"));
+        vf->source_xml = g_strdup(orch_json_get_string(o, "source_xml"));
+        vf->destination_xml = g_strdup(orch_json_get_string(o, "destination_xml"));
+        vf->lease_vf = g_strdup(orch_json_get_string(o, "lease_vf"));
+        vf->lease_id = g_strdup(orch_json_get_string(o, "lease_id"));
+        g_ptr_array_add(plan->vfs, vf);
+    }
+    for (guint i = 1; i < entries->len; i++) {
+        JsonObject *e = g_ptr_array_index(entries, i);
+        const char *event = orch_json_get_string(e, "event");
+        const char *alias = orch_json_get_string(e, "alias");
+        const char *xml = orch_json_get_string(e, "xml");
+
+        if (!g_strcmp0(event, "prepare"))
+            plan->agent_asked = TRUE;
+        if (!g_strcmp0(event, "unplug") && alias) {
+            for (guint j = 0; j < plan->vfs->len; j++) {
+                RecoverVf *vf = g_ptr_array_index(plan->vfs, j);
+
+                if (g_str_equal(vf->alias, alias))
+                    vf->unplug_asked = TRUE;
+            }
+        }
+        if (!g_strcmp0(event, "plug") && alias && xml) {
+            for (guint j = 0; j < plan->vfs->len; j++) {
+                RecoverVf *vf = g_ptr_array_index(plan->vfs, j);
+
+                if (g_str_equal(vf->alias, alias)) {
+                    g_free(vf->destination_xml);
+                    vf->destination_xml = g_strdup(xml);
+                }
+            }
+        }
+    }
+    return g_steal_pointer(&plan);
+}
+
+static void action(OrchRecovery *rec, const char *what, gint64 start, const GError *error,
+                   const char *detail)
+{
+    OrchRollbackRecord *r = g_new0(OrchRollbackRecord, 1);
+
+    r->action = g_strdup(what);
+    r->ok = error == NULL;
+    r->duration_us = g_get_monotonic_time() - start;
+    r->detail = g_strdup(error ? error->message : detail);
+    g_ptr_array_add(rec->actions, r);
+}
+
+/* The VFs in the live XML of the domain on @virt (owned array of XmlVf). */
+static GPtrArray *live_vfs(OrchVirt *virt, const char *domain, GError **error)
+{
+    g_autofree char *xml = virt->ops->domain_get_xml(virt, domain, error);
+    g_autoptr(XmlDomain) dom = xml ? xml_domain_parse(xml, error) : NULL;
+
+    return dom ? xml_domain_find_vfs(dom, NULL, error) : NULL;
+}
+
+/* Is the VF that @device_xml describes among @live? A hostdev is known by its host PCI
+ * address (libvirt names a plugged hostdev itself), a stand-in by its user alias. */
+static gboolean vf_present(GPtrArray *live, const char *device_xml, const char *alias)
+{
+    g_autofree char *wrapped = g_strconcat("<domain><name>x</name><devices>", device_xml,
+                                           "</devices></domain>", NULL);
+    g_autoptr(XmlDomain) dom = xml_domain_parse(wrapped, NULL);
+    /* Attach XML of a hostdev carries no alias: read its address, not its VF entry. */
+    g_autoptr(GPtrArray) pcis = dom ? xml_domain_list_host_pci(dom) : NULL;
+    const char *pci = pcis && pcis->len ? g_ptr_array_index(pcis, 0) : NULL;
+
+    for (guint i = 0; i < live->len; i++) {
+        XmlVf *vf = g_ptr_array_index(live, i);
+
+        if (pci ? g_strcmp0(vf->host_pci, pci) == 0 : g_str_equal(vf->alias, alias))
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/* Recovers one domain whose journal is open (and locked). FALSE: keep the journal. */
+/* Ends the destination leases the migration took: confirmed when the domain ended there with
+ * the VF, released otherwise. Not fatal: an unconfirmed lease expires by itself. */
+static void recover_leases(const OrchOptions *opts, RecoverPlan *plan, OrchRecovery *rec,
+                           gboolean on_destination, GPtrArray *live)
+{
+    g_autoptr(OrchVfd) vfd = NULL;
+    g_autoptr(GError) err = NULL;
+    gint64 start = g_get_monotonic_time();
+
+    if (!plan->hotmigd)
+        return;
+    for (guint i = 0; i < plan->vfs->len && !vfd; i++) {
+        RecoverVf *vf = g_ptr_array_index(plan->vfs, i);
+
+        if (vf->lease_vf && vf->lease_id && !(vfd = orch_options_open_vfd(opts, plan->hotmigd, &err))) {
+            action(rec, "release-lease", start, err, plan->hotmigd);
+            return;
+        }
+    }
+    for (guint i = 0; vfd && i < plan->vfs->len; i++) {
+        RecoverVf *vf = g_ptr_array_index(plan->vfs, i);
+        g_autoptr(GError) e = NULL;
+        g_autoptr(OrchVfdLease) done = NULL;
+
+        if (!vf->lease_vf || !vf->lease_id)
+            continue;
+        start = g_get_monotonic_time();
+        if (on_destination && live && vf_present(live, vf->destination_xml, vf->alias)) {
+            done = orch_vfd_confirm(vfd, vf->lease_vf, vf->lease_id, &e);
+            action(rec, "confirm-lease", start, e, vf->lease_vf);
+        } else {
+            orch_vfd_release(vfd, vf->lease_vf, vf->lease_id, &e);
+            action(rec, "release-lease", start, e, vf->lease_vf);
+        }
+    }
+}
+
+static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchRecovery *rec,
+                            OrchVirtOpenFunc open_fn, gpointer open_opaque, GError **error)
+{
+    g_autoptr(GPtrArray) entries = orch_journal_read(journal, error);
+    g_autoptr(RecoverPlan) plan = NULL;
+    g_autoptr(OrchVirt) src = NULL;
+    g_autoptr(OrchVirt) dst = NULL;
+    g_autoptr(GPtrArray) live = NULL;
+    g_autoptr(GError) local = NULL;
+    OrchVirtDomainState src_state;
+    OrchVirtDomainState dst_state;
+    OrchVirt *here;
+    gboolean on_destination;
+    gboolean persistent = FALSE; /* the domain is defined where it runs */
+    gboolean ok = TRUE;
+    gint64 start;
+
+    if (!entries || !(plan = recover_plan_load(entries, error)))
+        return FALSE;
+    if (!plan->domain) {
+        rec->outcome = g_strdup("nothing to do");
+        return TRUE;
+    }
+    if (!(src = open_fn(plan->source, "source", open_opaque, error)) ||
+        !(dst = open_fn(plan->destination, "destination", open_opaque, error)))
+        return FALSE;
+
+    /* A migration job a killed migrate-vm left running in libvirtd: stop it, then look. */
+    start = g_get_monotonic_time();
+    if (!src->ops->domain_state(src, plan->domain, &src_state, error))
+        return FALSE;
+    if (src_state == ORCH_VIRT_DOMAIN_RUNNING) {
+        if (!src->ops->domain_abort_job(src, plan->domain, &local)) {
+            action(rec, "abort-job", start, local, NULL);
+            g_propagate_error(error, g_steal_pointer(&local));
+            return FALSE;
+        }
+        action(rec, "abort-job", start, NULL, "no migration job left running");
+    }
+    /* Right after a migration job ends, the destination's incoming domain takes a moment to
+     * be torn down (or the source's to go): look again until one of them is left. */
+    for (HmDeadline until = hm_deadline_in_ms(RECOVER_SETTLE_MS);;) {
+        if (!src->ops->domain_state(src, plan->domain, &src_state, error) ||
+            !dst->ops->domain_state(dst, plan->domain, &dst_state, error))
+            return FALSE;
+        if (src_state != ORCH_VIRT_DOMAIN_RUNNING || dst_state != ORCH_VIRT_DOMAIN_RUNNING ||
+            hm_deadline_remaining_ms(until) == 0)
+            break;
+        g_usleep(200 * G_TIME_SPAN_MILLISECOND);
+    }
+    if (src_state == ORCH_VIRT_DOMAIN_RUNNING && dst_state == ORCH_VIRT_DOMAIN_RUNNING) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_ROLLBACK,
+                    "Domain '%s' runs on both hosts; not touching it", plan->domain);
+        return FALSE;
+    }
+    if (src_state != ORCH_VIRT_DOMAIN_RUNNING && dst_state != ORCH_VIRT_DOMAIN_RUNNING) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_NO_DOMAIN,
+                    "Domain '%s' runs on neither '%s' nor '%s'", plan->domain, plan->source,
+                    plan->destination);
+        return FALSE;
+    }
+    on_destination = dst_state == ORCH_VIRT_DOMAIN_RUNNING;
+    here = on_destination ? dst : src;
+    rec->final_host = g_strdup(on_destination ? "destination" : "source");
+    rec->vfs_total = plan->vfs->len;
+    /* Plugs and unplugs change the domain's definition where it runs when it has one there:
+     * on the destination that depends on --persistent, not on the source's. */
+    if (!here->ops->domain_is_persistent(here, plan->domain, &persistent, error))
+        return FALSE;
+
+    /* A hot-unplug is asynchronous: one asked for by the killed process may still be under
+     * way, and the VF would vanish after we looked. Finish it first (the guest has quiesced
+     * its users before any unplug was asked), then plug back what is missing. */
+    if (!on_destination) {
+        for (guint i = 0; i < plan->vfs->len; i++) {
+            RecoverVf *vf = g_ptr_array_index(plan->vfs, i);
+            g_autoptr(GError) err = NULL;
+
+            if (!vf->unplug_asked)
+                continue;
+            start = g_get_monotonic_time();
+            if (here->ops->device_detach(here, plan->domain, vf->alias, persistent,
+                                         opts->unplug_timeout_ms, &err))
+                action(rec, "finish-unplug", start, NULL, vf->alias);
+            else
+                g_debug("Finishing the unplug of '%s': %s", vf->alias, err->message);
+        }
+    }
+
+    /* Give the domain every VF it lacks where it runs. */
+    if (!(live = live_vfs(here, plan->domain, error)))
+        return FALSE;
+    for (guint i = 0; i < plan->vfs->len; i++) {
+        RecoverVf *vf = g_ptr_array_index(plan->vfs, i);
+        g_autoptr(GError) err = NULL;
+
+        if (vf_present(live, on_destination ? vf->destination_xml : vf->source_xml,
+                       vf->alias)) {
+            rec->vfs_attached++;
+            continue;
+        }
+        start = g_get_monotonic_time();
+        if (here->ops->device_attach(here, plan->domain,
+                                     on_destination ? vf->destination_xml : vf->source_xml,
+                                     persistent, &err))
+            rec->vfs_attached++;
+        else
+            ok = FALSE;
+        action(rec, on_destination ? "plug-destination" : "plug-source", start, err, vf->alias);
+    }
+
+    /* Processes quiesced by the agent wait for a resume: send it (idempotent). */
+    if (plan->agent_asked) {
+        g_autoptr(GError) err = NULL;
+        g_autofree char *detail = NULL;
+
+        start = g_get_monotonic_time();
+        if (!orch_agent_resume(here, plan->domain,
+                               plan->agent_channel ? plan->agent_channel
+                                                   : ORCH_AGENT_CHANNEL_DEFAULT,
+                               opts->agent_timeout_ms, opts->resume_timeout_ms, &detail, &err))
+            ok = FALSE;
+        action(rec, "agent-resume", start, err, detail);
+    }
+    if (!ok) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_ROLLBACK,
+                    "Domain '%s' runs on the %s host with %u of %u VF(s); see the steps above",
+                    plan->domain, rec->final_host, rec->vfs_attached, rec->vfs_total);
+        return FALSE;
+    }
+    {
+        g_autoptr(GPtrArray) now = live_vfs(here, plan->domain, NULL);
+
+        recover_leases(opts, plan, rec, on_destination, now);
+    }
+    rec->outcome = g_strdup(on_destination ? "finished" : "rolled back");
+    return TRUE;
+}
+
+gboolean orch_recover(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
+                      GPtrArray **ret_results, GError **error)
+{
+    const char *state_dir = opts->state_dir ? opts->state_dir : ORCH_STATE_DIR_DEFAULT;
+    g_autoptr(GPtrArray) results =
+        g_ptr_array_new_with_free_func((GDestroyNotify)orch_recovery_free);
+    g_autoptr(GPtrArray) domains = NULL;
+    g_autoptr(GError) first = NULL;
+
+    *ret_results = NULL;
+    if (opts->domain) {
+        domains = g_ptr_array_new_with_free_func(g_free);
+        g_ptr_array_add(domains, g_strdup(opts->domain));
+    } else if (!(domains = orch_journal_list(state_dir, error))) {
+        *ret_results = g_steal_pointer(&results);
+        return FALSE;
+    }
+
+    for (guint i = 0; i < domains->len; i++) {
+        const char *domain = g_ptr_array_index(domains, i);
+        OrchRecovery *rec = g_new0(OrchRecovery, 1);
+        g_autoptr(OrchJournal) journal = NULL;
+        g_autoptr(GError) local = NULL;
+
+        rec->domain = g_strdup(domain);
+        rec->actions = g_ptr_array_new_with_free_func((GDestroyNotify)action_free);
+        g_ptr_array_add(results, rec);
+        journal = orch_journal_open(state_dir, domain, FALSE, &local);
+        if (!journal && g_error_matches(local, ORCH_ERROR, ORCH_ERROR_NOT_FOUND)) {
+            /* Already recovered, or never interrupted: recovering again changes nothing. */
+            rec->outcome = g_strdup("nothing to do");
+            continue;
+        }
+        if (journal && recover_one(opts, journal, rec, open_fn, open_opaque, &local)) {
+            if (orch_journal_event(journal, &local, "end", "alias", "recovered", NULL) &&
+                orch_journal_finish(journal, &local))
+                continue;
+        }
+        g_free(rec->outcome);
+        rec->outcome = g_strdup("failed");
+        rec->error = g_strdup(local->message);
+        if (!first)
+            first = g_error_copy(local);
+    }
+    *ret_results = g_steal_pointer(&results);
+    if (first) {
+        g_propagate_error(error, g_steal_pointer(&first));
+        return FALSE;
+    }
+    return TRUE;
+}
+
+char *orch_recovery_format_table(GPtrArray *results)
+{
+    g_autoptr(GString) out = g_string_new(NULL);
+
+    if (results->len == 0)
+        g_string_append(out, "No unfinished migration to recover.\n");
+    for (guint i = 0; i < results->len; i++) {
+        OrchRecovery *rec = g_ptr_array_index(results, i);
+
+        g_string_append_printf(out, "%s: %s", rec->domain, rec->outcome);
+        if (rec->final_host)
+            g_string_append_printf(out, ", on the %s host with %u of %u VF(s)", rec->final_host,
+                                   rec->vfs_attached, rec->vfs_total);
+        g_string_append_c(out, '\n');
+        for (guint j = 0; j < rec->actions->len; j++) {
+            OrchRollbackRecord *a = g_ptr_array_index(rec->actions, j);
+
+            g_string_append_printf(out, "  %-18s %-6s %s\n", a->action, a->ok ? "ok" : "failed",
+                                   a->detail ? a->detail : "");
+        }
+        if (rec->error)
+            g_string_append_printf(out, "  error: %s\n", rec->error);
+    }
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
+
+char *orch_recovery_format_json(GPtrArray *results, gboolean pretty)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autoptr(JsonNode) root = NULL;
+
+    json_builder_begin_array(b);
+    for (guint i = 0; i < results->len; i++) {
+        OrchRecovery *rec = g_ptr_array_index(results, i);
+
+        json_builder_begin_object(b);
+        orch_json_member_string(b, "domain", rec->domain);
+        orch_json_member_string(b, "outcome", rec->outcome);
+        orch_json_member_string(b, "final_host", rec->final_host);
+        orch_json_member_int(b, "vfs_total", rec->vfs_total);
+        orch_json_member_int(b, "vfs_attached", rec->vfs_attached);
+        json_builder_set_member_name(b, "actions");
+        json_builder_begin_array(b);
+        for (guint j = 0; j < rec->actions->len; j++) {
+            OrchRollbackRecord *a = g_ptr_array_index(rec->actions, j);
+
+            json_builder_begin_object(b);
+            orch_json_member_string(b, "action", a->action);
+            orch_json_member_bool(b, "ok", a->ok);
+            orch_json_member_string(b, "detail", a->detail);
+            json_builder_end_object(b);
+        }
+        json_builder_end_array(b);
+        orch_json_member_string(b, "error", rec->error);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    root = json_builder_get_root(b);
+    json_generator_set_root(gen, root);
+    json_generator_set_pretty(gen, pretty);
+    return json_generator_to_data(gen, NULL);
+}

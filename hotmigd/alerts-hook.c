@@ -1,0 +1,151 @@
+/* hotmigd's wiring of the failure-prediction hook (hotmigd/alerts.c, alerts-input.c, the alert
+ * listener in hotmigd/server.c) to the daemon (hotmigd/daemon.h): evacuations, quarantines and
+ * migration statistics from its scheduler, VF states from its pool, /v1/alerts on its HTTPS
+ * server. Kept out of hotmigd/main.c so that main() only starts and stops it. */
+#define G_LOG_DOMAIN "hotmigd"
+
+#include "hotmigd/alerts-hook.h"
+
+#include "hotmigd/alerts.h"
+#include "hotmigd/daemon.h"
+#include "hotmigd/inventory.h"
+
+struct HotmigdAlerts {
+    Hotmigd *daemon; /* borrowed */
+    OrchAlerts *alerts;
+    OrchAlertListener *listener;
+    OrchAlertInputs *inputs;
+};
+
+static gboolean hook_evacuate(gpointer data, const char *host, gint64 deadline, const char *reason,
+                              char **ret_id, gboolean *ret_merged, char ***ret_late, GError **error)
+{
+    HotmigdAlerts *hook = data;
+
+    return hotmigd_evacuate(hook->daemon, host, deadline, reason, ret_id, ret_merged, ret_late,
+                            error);
+}
+
+static gboolean hook_set_state(gpointer data, const char *host, PolHostState state,
+                               const char *reason, GError **error)
+{
+    HotmigdAlerts *hook = data;
+
+    return hotmigd_set_host_state(hook->daemon, host, state, reason, error);
+}
+
+static void hook_stats(gpointer data, OrchMetrics *metrics)
+{
+    HotmigdAlerts *hook = data;
+    OrchVfdPool *pool = hotmigd_get_pool(hook->daemon);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) entries = NULL;
+    HotmigdStats stats = {0};
+
+    hotmigd_get_stats(hook->daemon, &stats);
+    metrics->migrations[ORCH_METRICS_MIGRATION_OK] = stats.migrations_ok;
+    metrics->migrations[ORCH_METRICS_MIGRATION_FAILED] = stats.migrations_failed;
+    metrics->migrations[ORCH_METRICS_MIGRATION_SKIPPED] = stats.migrations_skipped;
+    memcpy(metrics->phase_seconds_sum, stats.phase_seconds_sum, sizeof(stats.phase_seconds_sum));
+    memcpy(metrics->phase_count, stats.phase_count, sizeof(stats.phase_count));
+    if (!pool)
+        return;
+    entries = orch_vfd_pool_list(pool, NULL, &error);
+    if (!entries) {
+        g_warning("/metrics: cannot list the pool: %s", error->message);
+        return;
+    }
+    metrics->have_vfs = TRUE;
+    for (guint i = 0; i < entries->len; i++)
+        metrics->vfs[((OrchVfdEntry *)g_ptr_array_index(entries, i))->state]++;
+}
+
+static void hook_evacuation_done(Hotmigd *daemon, const char *host, gboolean ok, gpointer data)
+{
+    HotmigdAlerts *hook = data;
+
+    orch_alerts_evacuation_done(hook->alerts, host, ok);
+}
+
+static void hook_inventory_taken(Hotmigd *daemon, const OrchInventory *inventory, gpointer data)
+{
+    HotmigdAlerts *hook = data;
+
+    for (guint i = 0; i < inventory->hosts->len; i++) {
+        const OrchInvHost *host = g_ptr_array_index(inventory->hosts, i);
+
+        if (orch_alerts_knows_host(hook->alerts, host->name))
+            orch_alerts_set_answers(hook->alerts, host->name, host->hotmigd_answered);
+    }
+}
+
+static const OrchAlertsOps hook_ops = {
+    .evacuate = hook_evacuate,
+    .set_state = hook_set_state,
+    .stats = hook_stats,
+};
+
+HotmigdAlerts *hotmigd_alerts_start(Hotmigd *daemon, GError **error)
+{
+    g_autoptr(HotmigdAlerts) hook = g_new0(HotmigdAlerts, 1);
+    const HmConfig *config = hotmigd_get_config(daemon);
+    const char *name = hotmigd_get_name(daemon);
+    const char *socket_path = hm_config_get_string(config, HM_CONFIG_ALERTS_SOCKET);
+    const char *exec = hm_config_get_string(config, HM_CONFIG_ALERTS_EXEC);
+    guint port = hm_config_get_uint(config, HM_CONFIG_ALERTS_PORT);
+    g_autofree char *where = NULL;
+
+    hook->daemon = daemon;
+    hook->alerts = orch_alerts_new(config, name, &hook_ops, hook, error);
+    if (!hook->alerts)
+        return NULL;
+    if (!orch_alerts_knows_host(hook->alerts, name) && hm_config_get_hosts(config)->len > 0)
+        g_warning(
+            "This host '%s' is not one of the [host NAME] groups of the configuration: alerts about it are refused, and it acts for no other host (set [hotmigd] name)",
+            name);
+    if (port) {
+        g_autofree char *why = NULL;
+
+        /* Without a header the answer says whether there is a token at all. */
+        if (!orch_alerts_authorized(hook->alerts, NULL, &why) && g_str_has_prefix(why, "no token"))
+            g_warning("The alert listener refuses every webhook request: %s", why);
+        hook->listener = orch_alert_listener_new(
+            hm_config_get_string(config, HM_CONFIG_ALERTS_LISTEN), port, hook->alerts, error);
+        if (!hook->listener)
+            return NULL;
+    }
+    hook->inputs = orch_alert_inputs_new(config, hook->alerts, error);
+    if (!hook->inputs)
+        return NULL;
+    if (hotmigd_get_server(daemon))
+        orch_vfd_server_set_alerts(hotmigd_get_server(daemon), hook->alerts);
+    hotmigd_set_evacuation_done(daemon, hook_evacuation_done, hook);
+    hotmigd_set_inventory_taken(daemon, hook_inventory_taken, hook);
+
+    where = port ? g_strdup_printf("http://%s:%u",
+                                   *hm_config_get_string(config, HM_CONFIG_ALERTS_LISTEN)
+                                       ? hm_config_get_string(config, HM_CONFIG_ALERTS_LISTEN)
+                                       : "*",
+                                   orch_alert_listener_get_port(hook->listener))
+                 : g_strdup("no HTTP listener");
+    g_message("Alerts for %s: webhook and /metrics on %s, socket %s%s%s, command %s%s%s", name,
+              where, *socket_path ? "'" : "", *socket_path ? socket_path : "none",
+              *socket_path ? "'" : "", *exec ? "'" : "", *exec ? exec : "none", *exec ? "'" : "");
+    return g_steal_pointer(&hook);
+}
+
+void hotmigd_alerts_stop(HotmigdAlerts *hook)
+{
+    if (!hook)
+        return;
+    if (hook->alerts) {
+        hotmigd_set_evacuation_done(hook->daemon, NULL, NULL);
+        hotmigd_set_inventory_taken(hook->daemon, NULL, NULL);
+        if (hotmigd_get_server(hook->daemon))
+            orch_vfd_server_set_alerts(hotmigd_get_server(hook->daemon), NULL);
+    }
+    orch_alert_inputs_free(hook->inputs);
+    orch_alert_listener_free(hook->listener);
+    orch_alerts_unref(hook->alerts);
+    g_free(hook);
+}

@@ -1,0 +1,22 @@
+/* hotmigd's wiring of the failure-prediction hook (alerts-hook.c, part of the executable): the
+ * alert book (alerts.h) fed by the daemon (daemon.h) and acting through it. */
+#pragma once
+
+#include <glib.h>
+
+#include "hotmigd/daemon.h"
+
+G_BEGIN_DECLS
+
+typedef struct HotmigdAlerts HotmigdAlerts;
+
+/* Starts the hook of @daemon (borrowed; must outlive it): the book, /v1/alerts on its HTTPS
+ * server, the alert listener ([alerts] listen, port; none for port 0), the socket and the
+ * command; evacuations, quarantines and statistics go to the daemon, VF states come from its
+ * pool. Logs where it listens. Fails naming what could not start (ORCH_ERROR_INVALID: a bad
+ * configuration). Owned result. */
+HotmigdAlerts *hotmigd_alerts_start(Hotmigd *daemon, GError **error);
+void hotmigd_alerts_stop(HotmigdAlerts *hook);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(HotmigdAlerts, hotmigd_alerts_stop)
+
+G_END_DECLS

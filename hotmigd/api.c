@@ -1,0 +1,902 @@
+/* hotmigd's HTTP+JSON API (docs/hotmigd.md) without the transport: a request's method, path and
+ * body in, a status and a JSON body out. The body comes from another host: it is size-limited,
+ * must be UTF-8 JSON with an object at the top and only the members a request knows, each of
+ * the right type and length; every refusal is a 4xx naming the member. Nothing changes before
+ * the whole request has been checked. */
+#define G_LOG_DOMAIN "hotmigd"
+
+#include "hotmigd/api.h"
+
+#include <glib/gstdio.h>
+#include <sys/stat.h>
+
+#include <string.h>
+
+#include <json-glib/json-glib.h>
+
+#include "engine/json.h"
+
+#define API_PREFIX "/v1/"
+#define API_MAX_SEGMENTS 6
+#define API_MAX_REASON ORCH_VFD_API_MAX_REASON
+#define API_TTL_MAX (7 * 24 * 3600)
+
+void orch_vfd_reply_free(OrchVfdReply *reply)
+{
+    if (!reply)
+        return;
+    g_free(reply->body);
+    g_free(reply->log);
+    g_free(reply);
+}
+
+/* @reply with @log (taken) as what the daemon logs about it. */
+static OrchVfdReply *reply_log(OrchVfdReply *reply, char *log)
+{
+    g_free(reply->log);
+    reply->log = log;
+    return reply;
+}
+
+static OrchVfdReply *reply_json(guint status, JsonBuilder *b)
+{
+    OrchVfdReply *reply = g_new0(OrchVfdReply, 1);
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    g_autofree char *text = NULL;
+
+    json_generator_set_root(gen, root);
+    json_generator_set_pretty(gen, TRUE);
+    text = json_generator_to_data(gen, NULL);
+    reply->status = status;
+    reply->body = g_strconcat(text, "\n", NULL);
+    return reply;
+}
+
+static OrchVfdReply *reply_error(guint status, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static OrchVfdReply *reply_error(guint status, const char *fmt, ...)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autofree char *msg = NULL;
+    g_autofree char *valid = NULL;
+    va_list ap;
+
+    va_start(ap, fmt);
+    msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    /* Parts of the request are quoted, cut to a length: keep the message valid UTF-8. */
+    valid = g_utf8_make_valid(msg, -1);
+    json_builder_begin_object(b);
+    orch_json_member_string(b, "error", valid);
+    json_builder_end_object(b);
+    return reply_log(reply_json(status, b), g_strdup(valid));
+}
+
+/* The status for an ORCH_ERROR from the pool. */
+static OrchVfdReply *reply_gerror(const GError *error)
+{
+    guint status = 500;
+
+    if (error->domain == ORCH_ERROR) {
+        switch (error->code) {
+        case ORCH_ERROR_INVALID:
+            status = 400;
+            break;
+        case ORCH_ERROR_NOT_FOUND:
+            status = 404;
+            break;
+        case ORCH_ERROR_CONFLICT:
+            status = 409;
+            break;
+        case ORCH_ERROR_UNAVAILABLE:
+            status = 503;
+            break;
+        default:
+            break;
+        }
+    }
+    return reply_error(status, "%s", error->message);
+}
+
+/* ---- request bodies ------------------------------------------------------------------------ */
+
+/* Deepest nesting of arrays and objects in @text (outside strings). */
+static guint body_depth(const char *text, gsize len)
+{
+    guint depth = 0, max = 0;
+    gboolean in_string = FALSE;
+
+    for (gsize i = 0; i < len; i++) {
+        char c = text[i];
+
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = FALSE;
+        } else if (c == '"') {
+            in_string = TRUE;
+        } else if (c == '{' || c == '[') {
+            max = MAX(max, ++depth);
+        } else if ((c == '}' || c == ']') && depth) {
+            depth--;
+        }
+    }
+    return max;
+}
+
+/* The body as a JSON object (owned), an empty object for an empty body; NULL with a 4xx
+ * in *ret_reply. @known: the members the request takes (NULL-terminated; NULL: none). */
+static JsonObject *body_object(const char *body, gsize len, const char *const *known,
+                               OrchVfdReply **ret_reply)
+{
+    g_autoptr(JsonParser) parser = json_parser_new_immutable();
+    g_autoptr(GError) local = NULL;
+    g_autoptr(GList) members = NULL;
+    JsonNode *root;
+    JsonObject *obj;
+
+    if (len > ORCH_VFD_API_MAX_BODY) {
+        *ret_reply = reply_error(
+            413, "the request body has %" G_GSIZE_FORMAT " bytes, more than the limit of %d", len,
+            ORCH_VFD_API_MAX_BODY);
+        return NULL;
+    }
+    if (len == 0)
+        return json_object_new();
+    if (memchr(body, '\0', len) || !g_utf8_validate(body, len, NULL)) {
+        *ret_reply = reply_error(400, "the request body is not UTF-8 text");
+        return NULL;
+    }
+    if (body_depth(body, len) > ORCH_VFD_API_MAX_DEPTH) {
+        *ret_reply = reply_error(400, "the request body nests deeper than %d levels",
+                                 ORCH_VFD_API_MAX_DEPTH);
+        return NULL;
+    }
+    if (!json_parser_load_from_data(parser, body, len, &local)) {
+        *ret_reply = reply_error(400, "the request body is not JSON: %s", local->message);
+        return NULL;
+    }
+    root = json_parser_get_root(parser);
+    if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
+        *ret_reply = reply_error(400, "the request body is not a JSON object");
+        return NULL;
+    }
+    obj = json_node_get_object(root);
+    members = json_object_get_members(obj);
+    for (GList *m = members; m; m = m->next) {
+        if (!known || !g_strv_contains(known, m->data)) {
+            g_autofree char *list = known ? g_strjoinv(", ", (char **)known) : NULL;
+
+            *ret_reply = list ? reply_error(400, "unknown member '%.64s' (known: %s)",
+                                            (const char *)m->data, list)
+                              : reply_error(400, "this request takes no body (member '%.64s')",
+                                            (const char *)m->data);
+            return NULL;
+        }
+    }
+    return json_object_ref(obj);
+}
+
+/* Member @name as a string: NULL without a reply when absent and not @required; NULL with a 400
+ * when of another type, empty, longer than @max bytes or holding control characters. */
+static const char *member_string(JsonObject *obj, const char *name, gboolean required, gsize max,
+                                 OrchVfdReply **ret_reply)
+{
+    JsonNode *node = json_object_get_member(obj, name);
+    const char *value;
+
+    if (!node) {
+        if (required)
+            *ret_reply = reply_error(400, "member '%s' is missing", name);
+        return NULL;
+    }
+    if (!JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_STRING) {
+        *ret_reply = reply_error(400, "member '%s' must be a string", name);
+        return NULL;
+    }
+    value = json_node_get_string(node);
+    if (!*value) {
+        *ret_reply = reply_error(400, "member '%s' must not be empty", name);
+        return NULL;
+    }
+    if (strlen(value) > max) {
+        *ret_reply =
+            reply_error(400, "member '%s' is longer than %" G_GSIZE_FORMAT " bytes", name, max);
+        return NULL;
+    }
+    for (const char *p = value; *p; p++) {
+        if (g_ascii_iscntrl(*p)) {
+            *ret_reply = reply_error(400, "member '%s' contains a control character", name);
+            return NULL;
+        }
+    }
+    return value;
+}
+
+/* Member @name as a whole number @min..@max: an integer, or (@hex_text) a string of hex
+ * digits with an optional "0x" ("0x15b3", "15b3"). FALSE without a reply when absent. */
+static gboolean member_uint(JsonObject *obj, const char *name, guint64 min, guint64 max,
+                            gboolean hex_text, guint64 *ret_value, OrchVfdReply **ret_reply)
+{
+    JsonNode *node = json_object_get_member(obj, name);
+    guint64 value;
+
+    if (!node)
+        return FALSE;
+    if (JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_INT64) {
+        gint64 n = json_node_get_int(node);
+
+        if (n < 0 || (guint64)n < min || (guint64)n > max) {
+            *ret_reply = reply_error(400,
+                                     "member '%s' must be from %" G_GUINT64_FORMAT
+                                     " to %" G_GUINT64_FORMAT ", not %" G_GINT64_FORMAT,
+                                     name, min, max, n);
+            return FALSE;
+        }
+        value = (guint64)n;
+    } else if (hex_text && JSON_NODE_HOLDS_VALUE(node) &&
+               json_node_get_value_type(node) == G_TYPE_STRING) {
+        const char *text = json_node_get_string(node);
+        const char *digits =
+            g_str_has_prefix(text, "0x") || g_str_has_prefix(text, "0X") ? text + 2 : text;
+
+        if (!*digits || strlen(digits) > 8 ||
+            !g_ascii_string_to_unsigned(digits, 16, min, max, &value, NULL)) {
+            *ret_reply =
+                reply_error(400,
+                            "member '%s': '%.32s' is not a hex number from 0x%" G_GINT64_MODIFIER
+                            "x to 0x%" G_GINT64_MODIFIER "x",
+                            name, text, min, max);
+            return FALSE;
+        }
+    } else {
+        *ret_reply =
+            reply_error(400, "member '%s' must be %s", name,
+                        hex_text ? "a number or a hex string like \"0x15b3\"" : "a whole number");
+        return FALSE;
+    }
+    *ret_value = value;
+    return TRUE;
+}
+
+/* ---- replies ------------------------------------------------------------------------------- */
+
+static void member_time(JsonBuilder *b, const char *name, gint64 unix_s)
+{
+    json_builder_set_member_name(b, name);
+    if (unix_s <= 0) {
+        json_builder_add_null_value(b);
+    } else {
+        g_autoptr(GDateTime) t = g_date_time_new_from_unix_utc(unix_s);
+        g_autofree char *text = t ? g_date_time_format_iso8601(t) : NULL;
+
+        json_builder_add_string_value(b, text ? text : "");
+    }
+}
+
+static void lease_json(JsonBuilder *b, const HotplugLease *lease)
+{
+    json_builder_begin_object(b);
+    orch_json_member_string(b, "vf", lease->vf);
+    orch_json_member_string(b, "id", lease->id);
+    orch_json_member_string(b, "state", hotplug_lease_state_to_string(lease->state));
+    orch_json_member_string(b, "holder", lease->holder);
+    orch_json_member_string(b, "reason", lease->reason);
+    orch_json_member_string(b, "domain", lease->domain);
+    member_time(b, "created", lease->created);
+    member_time(b, "expires", lease->expires);
+    json_builder_end_object(b);
+}
+
+static void member_hex(JsonBuilder *b, const char *name, const OrchVfdPciVf *pci, guint value)
+{
+    g_autofree char *text = pci ? g_strdup_printf("0x%04x", value) : NULL;
+
+    orch_json_member_string(b, name, text);
+}
+
+static void entry_json(JsonBuilder *b, const OrchVfdEntry *entry)
+{
+    const OrchVfdPciVf *pci = entry->pci;
+
+    json_builder_begin_object(b);
+    orch_json_member_string(b, "id", entry->id);
+    orch_json_member_string(b, "kind", orch_vfd_kind_to_string(entry->kind));
+    orch_json_member_string(b, "state", orch_vfd_state_to_string(entry->state));
+    member_hex(b, "vendor_id", pci, pci ? pci->vendor_id : 0);
+    member_hex(b, "device_id", pci, pci ? pci->device_id : 0);
+    orch_json_member_string(b, "pf", pci ? pci->pf_address : NULL);
+    json_builder_set_member_name(b, "vf_index");
+    if (pci && pci->pf_address)
+        json_builder_add_int_value(b, pci->vf_index);
+    else
+        json_builder_add_null_value(b);
+    orch_json_member_string(b, "driver", pci ? pci->driver : NULL);
+    json_builder_set_member_name(b, "lease");
+    if (entry->lease)
+        lease_json(b, entry->lease);
+    else
+        json_builder_add_null_value(b);
+    orch_json_member_string(b, "assigned_to", entry->assigned_to);
+    orch_json_member_string(b, "note", entry->note);
+    json_builder_end_object(b);
+}
+
+static void warnings_json(JsonBuilder *b, char **warnings)
+{
+    json_builder_set_member_name(b, "warnings");
+    json_builder_begin_array(b);
+    for (guint i = 0; warnings && warnings[i]; i++)
+        json_builder_add_string_value(b, warnings[i]);
+    json_builder_end_array(b);
+}
+
+/* ---- the requests -------------------------------------------------------------------------- */
+
+static OrchVfdReply *api_host(OrchVfdPool *pool)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(GError) error = NULL;
+    g_auto(GStrv) warnings = NULL;
+    g_autoptr(GPtrArray) entries = orch_vfd_pool_list(pool, &warnings, &error);
+    guint counts[ORCH_VFD_STATE_LAST] = {0};
+
+    if (!entries)
+        return reply_gerror(error);
+    for (guint i = 0; i < entries->len; i++)
+        counts[((OrchVfdEntry *)g_ptr_array_index(entries, i))->state]++;
+    json_builder_begin_object(b);
+    orch_json_member_string(b, "name", orch_vfd_pool_host_name(pool));
+    orch_json_member_string(b, "version", HOTMIG_VERSION);
+    orch_json_member_int(b, "api", 1);
+    json_builder_set_member_name(b, "pool");
+    json_builder_begin_object(b);
+    orch_json_member_int(b, "size", entries->len);
+    for (int st = 0; st < ORCH_VFD_STATE_LAST; st++)
+        orch_json_member_int(b, orch_vfd_state_to_string(st), counts[st]);
+    json_builder_end_object(b);
+    warnings_json(b, warnings);
+    json_builder_end_object(b);
+    return reply_json(200, b);
+}
+
+static OrchVfdReply *api_vfs(OrchVfdPool *pool)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(GError) error = NULL;
+    g_auto(GStrv) warnings = NULL;
+    g_autoptr(GPtrArray) entries = orch_vfd_pool_list(pool, &warnings, &error);
+
+    if (!entries)
+        return reply_gerror(error);
+    json_builder_begin_object(b);
+    orch_json_member_string(b, "host", orch_vfd_pool_host_name(pool));
+    json_builder_set_member_name(b, "vfs");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < entries->len; i++)
+        entry_json(b, g_ptr_array_index(entries, i));
+    json_builder_end_array(b);
+    warnings_json(b, warnings);
+    json_builder_end_object(b);
+    return reply_json(200, b);
+}
+
+static OrchVfdReply *api_lease(OrchVfdPool *pool, const char *body, gsize len)
+{
+    static const char *const known[] = {"vf",     "vendor_id", "device_id", "holder",
+                                        "reason", "domain",    "ttl",       NULL};
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonObject) obj = NULL;
+    g_autoptr(HotplugLease) lease = NULL;
+    OrchVfdReply *reply = NULL;
+    OrchVfdLeaseSpec spec = {0};
+    guint64 vendor = 0, device = 0, ttl = 0;
+    gboolean have_vendor, have_device;
+
+    obj = body_object(body, len, known, &reply);
+    if (!obj)
+        return reply;
+    spec.vf = member_string(obj, "vf", FALSE, ORCH_VFD_API_MAX_STRING, &reply);
+    if (reply)
+        return reply;
+    have_vendor = member_uint(obj, "vendor_id", 0, 0xffff, TRUE, &vendor, &reply);
+    if (reply)
+        return reply;
+    have_device = member_uint(obj, "device_id", 0, 0xffff, TRUE, &device, &reply);
+    if (reply)
+        return reply;
+    if (spec.vf && (have_vendor || have_device))
+        return reply_error(400, "give either 'vf' or 'vendor_id' and 'device_id', not both");
+    if (!spec.vf && !have_vendor && !have_device)
+        return reply_error(
+            400,
+            "give 'vf' (the VF to lease), or 'vendor_id' and 'device_id' (lease the first free VF of that model)");
+    if (have_vendor != have_device)
+        return reply_error(400, "member '%s' is missing ('vendor_id' and 'device_id' go together)",
+                           have_vendor ? "device_id" : "vendor_id");
+    spec.holder = member_string(obj, "holder", TRUE, ORCH_VFD_API_MAX_STRING, &reply);
+    if (reply)
+        return reply;
+    spec.reason = member_string(obj, "reason", TRUE, API_MAX_REASON, &reply);
+    if (reply)
+        return reply;
+    spec.domain = member_string(obj, "domain", TRUE, ORCH_VFD_API_MAX_STRING, &reply);
+    if (reply)
+        return reply;
+    member_uint(obj, "ttl", 1, API_TTL_MAX, FALSE, &ttl, &reply);
+    if (reply)
+        return reply;
+    spec.vendor_id = vendor;
+    spec.device_id = device;
+    spec.ttl_s = ttl;
+
+    lease = orch_vfd_pool_lease(pool, &spec, &error);
+    if (!lease)
+        return reply_gerror(error);
+    lease_json(b, lease);
+    return reply_log(reply_json(201, b),
+                     g_strdup_printf("VF '%s' leased to '%s' for domain '%s' (%s): lease %s",
+                                     lease->vf, lease->holder, lease->domain, lease->reason,
+                                     lease->id));
+}
+
+static OrchVfdReply *api_confirm(OrchVfdPool *pool, const char *vf, const char *id,
+                                 const char *body, gsize len)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonObject) obj = NULL;
+    g_autoptr(HotplugLease) lease = NULL;
+    OrchVfdReply *reply = NULL;
+
+    obj = body_object(body, len, NULL, &reply);
+    if (!obj)
+        return reply;
+    lease = orch_vfd_pool_confirm(pool, vf, id, &error);
+    if (!lease)
+        return reply_gerror(error);
+    lease_json(b, lease);
+    return reply_log(reply_json(200, b),
+                     g_strdup_printf("VF '%s': lease %s confirmed, assigned to domain '%s'",
+                                     lease->vf, lease->id, lease->domain));
+}
+
+static OrchVfdReply *api_release(OrchVfdPool *pool, const char *vf, const char *id,
+                                 const char *body, gsize len)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonObject) obj = NULL;
+    OrchVfdReply *reply = NULL;
+
+    obj = body_object(body, len, NULL, &reply);
+    if (!obj)
+        return reply;
+    if (!orch_vfd_pool_release(pool, vf, id, &error))
+        return reply_gerror(error);
+    json_builder_begin_object(b);
+    orch_json_member_string(b, "vf", vf);
+    orch_json_member_string(b, "id", id);
+    orch_json_member_bool(b, "released", TRUE);
+    json_builder_end_object(b);
+    return reply_log(reply_json(200, b),
+                     g_strdup_printf("VF '%.64s': lease %.64s released (or gone already)", vf, id));
+}
+
+/* POST /v1/vfs/{vf}/left {"domain"}: the domain migrated away; its assigned lease ends. */
+static OrchVfdReply *api_left(OrchVfdPool *pool, const char *vf, const char *body, gsize len)
+{
+    static const char *const known[] = {"domain", NULL};
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonObject) obj = NULL;
+    OrchVfdReply *reply = NULL;
+    const char *domain;
+
+    obj = body_object(body, len, known, &reply);
+    if (!obj)
+        return reply;
+    domain = member_string(obj, "domain", TRUE, HOTPLUG_LEASE_DOMAIN_MAX, &reply);
+    if (!domain)
+        return reply;
+    if (!orch_vfd_pool_left(pool, vf, domain, &error))
+        return reply_gerror(error);
+    json_builder_begin_object(b);
+    orch_json_member_string(b, "vf", vf);
+    orch_json_member_string(b, "domain", domain);
+    orch_json_member_bool(b, "released", TRUE);
+    json_builder_end_object(b);
+    return reply_log(reply_json(200, b),
+                     g_strdup_printf("VF '%.64s': domain '%.64s' left this host, its lease ended",
+                                     vf, domain));
+}
+
+static OrchVfdReply *api_ib_identity(OrchVfdPool *pool, const char *vf, const char *body, gsize len)
+{
+    static const char *const known[] = {"node_guid", "port_guid", NULL};
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonObject) obj = NULL;
+    g_autofree char *note = NULL;
+    OrchVfdReply *reply = NULL;
+    const char *names[2] = {"node_guid", "port_guid"};
+    guint64 guids[2] = {0};
+    gboolean applied = FALSE;
+
+    obj = body_object(body, len, known, &reply);
+    if (!obj)
+        return reply;
+    for (guint i = 0; i < 2; i++) {
+        const char *text = member_string(obj, names[i], TRUE, 64, &reply);
+
+        if (!text)
+            return reply;
+        if (!hotplug_guid_parse(text, &guids[i], &error))
+            return reply_error(400, "member '%s': %s", names[i], error->message);
+    }
+    if (!orch_vfd_pool_ib_identity(pool, vf, guids[0], guids[1], &applied, &note, &error))
+        return reply_gerror(error);
+    json_builder_begin_object(b);
+    orch_json_member_string(b, "vf", vf);
+    for (guint i = 0; i < 2; i++) {
+        g_autofree char *text = hotplug_guid_format(guids[i]);
+
+        orch_json_member_string(b, names[i], text);
+    }
+    orch_json_member_bool(b, "applied", applied);
+    orch_json_member_string(b, "note", note);
+    json_builder_end_object(b);
+    return reply_log(reply_json(200, b), g_strdup_printf("VF '%.64s': %s", vf, note));
+}
+
+static OrchVfdReply *api_vfio(OrchVfdPool *pool, const char *vf, const char *body, gsize len)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonObject) obj = NULL;
+    g_autofree char *driver = NULL;
+    g_autofree char *note = NULL;
+    OrchVfdReply *reply = NULL;
+    gboolean changed = FALSE;
+
+    obj = body_object(body, len, NULL, &reply);
+    if (!obj)
+        return reply;
+    if (!orch_vfd_pool_vfio(pool, vf, &changed, &driver, &note, &error))
+        return reply_gerror(error);
+    json_builder_begin_object(b);
+    orch_json_member_string(b, "vf", vf);
+    orch_json_member_string(b, "driver", driver);
+    orch_json_member_bool(b, "changed", changed);
+    orch_json_member_string(b, "note", note);
+    json_builder_end_object(b);
+    return reply_log(reply_json(200, b), g_strdup_printf("VF '%.64s': %s", vf, note));
+}
+
+/* ---- routing ------------------------------------------------------------------------------- */
+
+#define API_FILES_MAX 64
+
+/* POST /v1/files {"paths":[...]}: which of these files this host has (a pre-flight check: the
+ * domain's disks and kernel must be reachable from the destination). Read only. */
+static OrchVfdReply *api_files(const char *body, gsize len)
+{
+    static const char *const known[] = {"paths", NULL};
+    OrchVfdReply *bad = NULL;
+    g_autoptr(JsonObject) obj = body_object(body, len, known, &bad);
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    JsonNode *node;
+    JsonArray *paths;
+
+    if (!obj)
+        return bad;
+    node = json_object_get_member(obj, "paths");
+    if (!node || !JSON_NODE_HOLDS_ARRAY(node))
+        return reply_error(400, "member 'paths' must be an array of absolute paths");
+    paths = json_node_get_array(node);
+    if (json_array_get_length(paths) > API_FILES_MAX)
+        return reply_error(400, "member 'paths' has %u entries, more than %d",
+                           json_array_get_length(paths), API_FILES_MAX);
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "files");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < json_array_get_length(paths); i++) {
+        JsonNode *el = json_array_get_element(paths, i);
+        const char *path;
+        GStatBuf st;
+        gboolean exists;
+
+        if (!JSON_NODE_HOLDS_VALUE(el) || json_node_get_value_type(el) != G_TYPE_STRING)
+            return reply_error(400, "paths[%u] must be a string", i);
+        path = json_node_get_string(el);
+        if (path[0] != '/' || strlen(path) > 4096)
+            return reply_error(400, "paths[%u] must be an absolute path of at most 4096 bytes", i);
+        for (const char *p = path; *p; p++) {
+            if (g_ascii_iscntrl(*p))
+                return reply_error(400, "paths[%u] contains a control character", i);
+        }
+        exists = g_stat(path, &st) == 0;
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "path");
+        json_builder_add_string_value(b, path);
+        json_builder_set_member_name(b, "exists");
+        json_builder_add_boolean_value(b, exists);
+        json_builder_set_member_name(b, "kind");
+        json_builder_add_string_value(b, !exists                ? "none"
+                                         : S_ISREG(st.st_mode) ? "file"
+                                         : S_ISDIR(st.st_mode) ? "dir"
+                                         : S_ISBLK(st.st_mode) ? "block"
+                                                               : "other");
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    return reply_json(200, b);
+}
+
+/* The path's segments after "/v1/", percent-decoded (owned, NULL-terminated), or NULL when the
+ * path is not an API path. */
+static char **path_segments(const char *path)
+{
+    g_auto(GStrv) raw = NULL;
+    g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func(g_free);
+
+    if (!path || !g_str_has_prefix(path, API_PREFIX) || strlen(path) > 512)
+        return NULL;
+    raw = g_strsplit(path + strlen(API_PREFIX), "/", API_MAX_SEGMENTS + 1);
+    if (g_strv_length(raw) > API_MAX_SEGMENTS)
+        return NULL;
+    for (guint i = 0; raw[i]; i++) {
+        char *seg = g_uri_unescape_segment(raw[i], NULL, "/");
+
+        if (!seg || !*seg || !g_utf8_validate(seg, -1, NULL)) {
+            g_free(seg);
+            return NULL;
+        }
+        for (const char *p = seg; *p; p++) {
+            if (g_ascii_iscntrl(*p)) {
+                g_free(seg);
+                return NULL;
+            }
+        }
+        g_ptr_array_add(out, seg);
+    }
+    g_ptr_array_add(out, NULL);
+    return (char **)g_ptr_array_steal(out, NULL);
+}
+
+static OrchVfdReply *method_not_allowed(const char *method, const char *path, const char *allowed)
+{
+    return reply_error(405, "method %.16s is not allowed on %.200s (allowed: %s)", method, path,
+                       allowed);
+}
+
+/* ---- the cluster's requests ------------------------------------------------------------------ */
+
+static void migration_json(JsonBuilder *b, const OrchVfdMigration *mig)
+{
+    json_builder_begin_object(b);
+    orch_json_member_string(b, "id", mig->id);
+    orch_json_member_string(b, "domain", mig->domain);
+    orch_json_member_string(b, "source", mig->source);
+    orch_json_member_string(b, "destination", mig->destination);
+    orch_json_member_string(b, "reason", mig->reason);
+    orch_json_member_string(b, "plan", mig->plan);
+    orch_json_member_string(b, "state", orch_vfd_migration_state_to_string(mig->state));
+    orch_json_member_string(b, "error", mig->error);
+    member_time(b, "started", mig->started);
+    member_time(b, "finished", mig->finished);
+    json_builder_set_member_name(b, "report");
+    {
+        g_autoptr(JsonNode) report = mig->report ? json_from_string(mig->report, NULL) : NULL;
+
+        if (report && JSON_NODE_HOLDS_OBJECT(report))
+            json_builder_add_value(b, g_steal_pointer(&report));
+        else
+            json_builder_add_null_value(b);
+    }
+    json_builder_end_object(b);
+}
+
+char *orch_vfd_migration_format_json(const OrchVfdMigration *mig)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(OrchVfdReply) reply = NULL;
+
+    migration_json(b, mig);
+    reply = reply_json(200, b);
+    return g_steal_pointer(&reply->body);
+}
+
+static OrchVfdReply *api_migration_start(const OrchVfdServices *services, const char *body,
+                                         gsize len)
+{
+    static const char *const known[] = {"domain", "destination", "reason", "plan", NULL};
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonObject) obj = NULL;
+    g_autofree char *id = NULL;
+    OrchVfdReply *reply = NULL;
+    OrchVfdMigrationRequest req = {0};
+
+    obj = body_object(body, len, known, &reply);
+    if (!obj)
+        return reply;
+    req.domain = member_string(obj, "domain", TRUE, ORCH_VFD_API_MAX_STRING, &reply);
+    if (reply)
+        return reply;
+    req.destination = member_string(obj, "destination", TRUE, ORCH_VFD_API_MAX_STRING, &reply);
+    if (reply)
+        return reply;
+    req.reason = member_string(obj, "reason", TRUE, API_MAX_REASON, &reply);
+    if (reply)
+        return reply;
+    req.plan = member_string(obj, "plan", FALSE, ORCH_VFD_API_MAX_STRING, &reply);
+    if (reply)
+        return reply;
+    id = services->migration_start(services->data, &req, &error);
+    if (!id)
+        return reply_gerror(error);
+    json_builder_begin_object(b);
+    orch_json_member_string(b, "id", id);
+    orch_json_member_string(b, "domain", req.domain);
+    orch_json_member_string(b, "destination", req.destination);
+    orch_json_member_string(b, "state", "running");
+    json_builder_end_object(b);
+    return reply_log(reply_json(202, b),
+                     g_strdup_printf("migration %s of domain '%s' to '%s' started (%s)", id,
+                                     req.domain, req.destination, req.reason));
+}
+
+static OrchVfdReply *api_migration_get(const OrchVfdServices *services, const char *id,
+                                       const char *body, gsize len)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonObject) obj = NULL;
+    g_autoptr(OrchVfdMigration) mig = NULL;
+    OrchVfdReply *reply = NULL;
+
+    obj = body_object(body, len, NULL, &reply);
+    if (!obj)
+        return reply;
+    mig = services->migration_get(services->data, id, &error);
+    if (!mig)
+        return reply_gerror(error);
+    migration_json(b, mig);
+    return reply_json(200, b);
+}
+
+typedef struct {
+    OrchVfdReplyFunc cb;
+    gpointer data;
+} SnapshotWait;
+
+static void api_snapshot_done(char *json, GError *error, gpointer data)
+{
+    SnapshotWait *wait = data;
+    g_autofree char *text = json;
+    g_autoptr(GError) local = error;
+    OrchVfdReply *reply;
+
+    if (text) {
+        reply = g_new0(OrchVfdReply, 1);
+        reply->status = 200;
+        reply->body = g_strconcat(text, "\n", NULL);
+    } else {
+        reply = reply_gerror(local);
+    }
+    wait->cb(reply, wait->data);
+    g_free(wait);
+}
+
+/* ---- routing ------------------------------------------------------------------------------- */
+
+static const char api_paths[] =
+    "GET /v1/host, GET /v1/vfs, POST /v1/leases, POST /v1/leases/VF/ID/confirm, DELETE /v1/leases/VF/ID, POST /v1/vfs/VF/ib-identity, POST /v1/vfs/VF/vfio, POST /v1/vfs/VF/left, POST /v1/files, POST /v1/migrations, GET /v1/migrations/ID, GET /v1/snapshot";
+
+static OrchVfdReply *unavailable(const char *what)
+{
+    return reply_error(503, "this hotmigd does not serve %s", what);
+}
+
+/* The pool's requests (synchronous); NULL when @seg is not one of them. */
+static OrchVfdReply *route_pool(OrchVfdPool *pool, char **seg, const char *method,
+                                const char *path, const char *body, gsize len)
+{
+    guint n = seg ? g_strv_length(seg) : 0;
+    gboolean get = g_str_equal(method, "GET");
+    gboolean post = g_str_equal(method, "POST");
+
+    if (n == 0 || !(g_str_equal(seg[0], "host") || g_str_equal(seg[0], "vfs") ||
+                    g_str_equal(seg[0], "leases") || g_str_equal(seg[0], "files")))
+        return NULL;
+    if (!pool)
+        return unavailable("its VF pool");
+    if (n == 1 && g_str_equal(seg[0], "host"))
+        return get ? api_host(pool) : method_not_allowed(method, path, "GET");
+    if (n == 1 && g_str_equal(seg[0], "vfs"))
+        return get ? api_vfs(pool) : method_not_allowed(method, path, "GET");
+    if (n == 1 && g_str_equal(seg[0], "leases"))
+        return post ? api_lease(pool, body, len) : method_not_allowed(method, path, "POST");
+    if (n == 1 && g_str_equal(seg[0], "files"))
+        return post ? api_files(body, len) : method_not_allowed(method, path, "POST");
+    if (n == 3 && g_str_equal(seg[0], "leases"))
+        return g_str_equal(method, "DELETE") ? api_release(pool, seg[1], seg[2], body, len)
+                                             : method_not_allowed(method, path, "DELETE");
+    if (n == 4 && g_str_equal(seg[0], "leases") && g_str_equal(seg[3], "confirm"))
+        return post ? api_confirm(pool, seg[1], seg[2], body, len)
+                    : method_not_allowed(method, path, "POST");
+    if (n == 3 && g_str_equal(seg[0], "vfs") && g_str_equal(seg[2], "ib-identity"))
+        return post ? api_ib_identity(pool, seg[1], body, len)
+                    : method_not_allowed(method, path, "POST");
+    if (n == 3 && g_str_equal(seg[0], "vfs") && g_str_equal(seg[2], "left"))
+        return post ? api_left(pool, seg[1], body, len) : method_not_allowed(method, path, "POST");
+    if (n == 3 && g_str_equal(seg[0], "vfs") && g_str_equal(seg[2], "vfio"))
+        return post ? api_vfio(pool, seg[1], body, len) : method_not_allowed(method, path, "POST");
+    return NULL;
+}
+
+void orch_vfd_api_handle_async(OrchVfdPool *pool, const OrchVfdServices *services,
+                               const char *method, const char *path, const char *body, gsize len,
+                               OrchVfdReplyFunc cb, gpointer data)
+{
+    g_auto(GStrv) seg = NULL;
+    OrchVfdReply *reply;
+    guint n;
+    gboolean get, post;
+
+    g_return_if_fail(method && path && (body || !len) && cb);
+
+    get = g_str_equal(method, "GET");
+    post = g_str_equal(method, "POST");
+    seg = path_segments(path);
+    n = seg ? g_strv_length(seg) : 0;
+    if ((reply = route_pool(pool, seg, method, path, body, len))) {
+        cb(reply, data);
+        return;
+    }
+    if (n == 1 && g_str_equal(seg[0], "migrations")) {
+        reply = !post                                ? method_not_allowed(method, path, "POST")
+                : !services || !services->migration_start ? unavailable("migrations")
+                                                          : api_migration_start(services, body, len);
+    } else if (n == 2 && g_str_equal(seg[0], "migrations")) {
+        reply = !get                               ? method_not_allowed(method, path, "GET")
+                : !services || !services->migration_get ? unavailable("migrations")
+                                                        : api_migration_get(services, seg[1], body, len);
+    } else if (n == 1 && g_str_equal(seg[0], "snapshot")) {
+        if (get && services && services->snapshot && len == 0) {
+            SnapshotWait *wait = g_new0(SnapshotWait, 1);
+
+            wait->cb = cb;
+            wait->data = data;
+            services->snapshot(services->data, api_snapshot_done, wait);
+            return;
+        }
+        reply = !get                          ? method_not_allowed(method, path, "GET")
+                : !services || !services->snapshot ? unavailable("snapshots")
+                                                   : reply_error(400, "this request takes no body");
+    } else {
+        reply = reply_error(404, "no API path %.200s (%s)", path, api_paths);
+    }
+    cb(reply, data);
+}
+
+static void api_handle_keep(OrchVfdReply *reply, gpointer data)
+{
+    *(OrchVfdReply **)data = reply;
+}
+
+OrchVfdReply *orch_vfd_api_handle(OrchVfdPool *pool, const char *method, const char *path,
+                                  const char *body, gsize len)
+{
+    OrchVfdReply *reply = NULL;
+
+    g_return_val_if_fail(pool && method && path && (body || !len), NULL);
+    /* Without services every request is answered at once. */
+    orch_vfd_api_handle_async(pool, NULL, method, path, body, len, api_handle_keep, &reply);
+    g_assert(reply != NULL);
+    return reply;
+}

@@ -1,0 +1,282 @@
+/* The host hotmigd runs on, as the pool sees it (OrchVfdHostOps): SR-IOV VFs from sysfs
+ * (hm-hotplug's reader), network devices under class/net, the domains using PCI devices from
+ * libvirt (through the libvirt adapter), GUIDs through netlink, vfio-pci through sysfs. */
+#define G_LOG_DOMAIN "hotmigd"
+
+#include "hotmigd/pool.h"
+
+#include <sys/stat.h>
+
+#include "engine/virt.h"
+#include "xml/xml.h"
+
+typedef struct {
+    char *sysfs_root;
+    char *libvirt_uri; /* NULL: libvirt's default */
+    guint vfio_timeout_ms;
+    guint libvirt_timeout_ms;
+    HotplugNetlink *nl; /* opened on first use */
+} VfdHost;
+
+gpointer orch_vfd_host_new(const char *sysfs_root, const char *libvirt_uri, guint vfio_timeout_ms,
+                           guint libvirt_timeout_ms)
+{
+    VfdHost *host = g_new0(VfdHost, 1);
+
+    g_return_val_if_fail(sysfs_root != NULL, NULL);
+    host->sysfs_root = g_strdup(sysfs_root);
+    host->libvirt_uri = libvirt_uri && *libvirt_uri ? g_strdup(libvirt_uri) : NULL;
+    host->vfio_timeout_ms = vfio_timeout_ms;
+    host->libvirt_timeout_ms = libvirt_timeout_ms;
+    return host;
+}
+
+static void host_free(gpointer data)
+{
+    VfdHost *host = data;
+
+    if (!host)
+        return;
+    hotplug_netlink_free(host->nl);
+    g_free(host->sysfs_root);
+    g_free(host->libvirt_uri);
+    g_free(host);
+}
+
+/* hm-hotplug's errors in ORCH_ERROR, message kept. */
+static void host_propagate(GError **error, GError *local)
+{
+    g_set_error_literal(error, ORCH_ERROR,
+                        g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID)
+                            ? ORCH_ERROR_INVALID
+                            : ORCH_ERROR_FAILED,
+                        local->message);
+    g_error_free(local);
+}
+
+static OrchVfdPciVf *host_vf_from(const HotplugPciFunction *fn, const char *pf_netdev)
+{
+    OrchVfdPciVf *vf = g_new0(OrchVfdPciVf, 1);
+
+    vf->address = g_strdup(fn->address);
+    vf->pf_address = g_strdup(fn->pf_address);
+    vf->vf_index = fn->vf_index;
+    vf->vendor_id = fn->vendor_id;
+    vf->device_id = fn->device_id;
+    vf->driver = g_strdup(fn->driver);
+    vf->pf_netdev = g_strdup(pf_netdev);
+    return vf;
+}
+
+static GPtrArray *host_pf_vfs(gpointer data, const char *pf, GError **error)
+{
+    VfdHost *host = data;
+    GError *local = NULL;
+    g_autoptr(HotplugPciFunction) fn = hotplug_sysfs_read(host->sysfs_root, pf, &local);
+    GPtrArray *out;
+
+    if (!fn) {
+        host_propagate(error, local);
+        return NULL;
+    }
+    if (fn->pf_address) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                    "'%s' is a VF (of PF '%s'), not a PF: list it in [pool] vfs", pf,
+                    fn->pf_address);
+        return NULL;
+    }
+    out = g_ptr_array_new_with_free_func((GDestroyNotify)orch_vfd_pci_vf_free);
+    for (guint i = 0; i < fn->vfs->len; i++)
+        g_ptr_array_add(out, host_vf_from(g_ptr_array_index(fn->vfs, i), fn->netdev));
+    return out;
+}
+
+static OrchVfdPciVf *host_vf_read(gpointer data, const char *address, GError **error)
+{
+    VfdHost *host = data;
+    GError *local = NULL;
+    g_autoptr(HotplugPciFunction) fn = hotplug_sysfs_read(host->sysfs_root, address, &local);
+    g_autoptr(HotplugPciFunction) pf = NULL;
+
+    if (!fn) {
+        host_propagate(error, local);
+        return NULL;
+    }
+    if (!fn->pf_address) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                    "'%s' is a PF, not a VF: list it in [pool] pfs", address);
+        return NULL;
+    }
+    /* The PF's network device is where GUIDs are set; a PF that cannot be read leaves it
+     * unknown (ib-identity then says so). */
+    pf = hotplug_sysfs_read(host->sysfs_root, fn->pf_address, &local);
+    if (!pf) {
+        g_debug("VF '%s': its PF '%s' cannot be read: %s", address, fn->pf_address, local->message);
+        g_clear_error(&local);
+    }
+    return host_vf_from(fn, pf ? pf->netdev : NULL);
+}
+
+static gboolean host_netdev_exists(gpointer data, const char *name)
+{
+    VfdHost *host = data;
+    g_autofree char *path = g_build_filename(host->sysfs_root, "class", "net", name, NULL);
+    struct stat st;
+
+    return lstat(path, &st) == 0;
+}
+
+/* One question to libvirt, asked from a thread of its own so that a libvirtd that does not
+ * answer stalls hotmigd's main loop for libvirt_timeout_ms at most; the thread finishes (and
+ * frees its part) whenever libvirt lets it. */
+typedef struct {
+    gint refs;
+    GMutex lock;
+    GCond cond;
+    gboolean done;
+    char *uri;          /* NULL: libvirt's default */
+    GHashTable *result; /* PCI address -> domain */
+    GError *error;
+} DomainsQuery;
+
+static void query_unref(DomainsQuery *q)
+{
+    if (!g_atomic_int_dec_and_test(&q->refs))
+        return;
+    g_mutex_clear(&q->lock);
+    g_cond_clear(&q->cond);
+    g_free(q->uri);
+    g_clear_pointer(&q->result, g_hash_table_unref);
+    g_clear_error(&q->error);
+    g_free(q);
+}
+
+/* The domains using PCI devices and stand-in network devices, from libvirt (ORCH_ERROR_UNAVAILABLE naming the URI). */
+static GHashTable *query_libvirt(const char *libvirt_uri, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    g_autoptr(OrchVirt) virt = orch_virt_libvirt_open(libvirt_uri, "local", NULL, &local);
+    g_autoptr(GPtrArray) xmls = NULL;
+    g_autoptr(GHashTable) out = NULL;
+    const char *uri = libvirt_uri ? libvirt_uri : "(default URI)";
+
+    if (!virt || !(xmls = virt->ops->domain_list_xml(virt, &local))) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE, "libvirt at '%s': %s", uri,
+                    local->message);
+        return NULL;
+    }
+    out = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    for (guint i = 0; i < xmls->len; i++) {
+        g_autoptr(XmlDomain) dom = xml_domain_parse(g_ptr_array_index(xmls, i), &local);
+        g_autoptr(GPtrArray) pcis = NULL;
+
+        if (!dom) {
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE,
+                        "libvirt at '%s' gave a domain XML that does not parse: %s", uri,
+                        local->message);
+            return NULL;
+        }
+        pcis = xml_domain_list_host_pci(dom);
+        for (guint p = 0; p < pcis->len; p++)
+            g_hash_table_insert(out, g_strdup(g_ptr_array_index(pcis, p)),
+                                g_strdup(xml_domain_get_name(dom)));
+        /* The stand-ins' network devices too (the emulated lab's VFs). */
+        {
+            g_autoptr(GPtrArray) vfs = xml_domain_find_vfs(dom, NULL, NULL);
+
+            for (guint v = 0; vfs && v < vfs->len; v++) {
+                XmlVf *vf = g_ptr_array_index(vfs, v);
+
+                if (vf->kind == XML_VF_KIND_STANDIN && vf->netdev)
+                    g_hash_table_insert(out, g_strdup(vf->netdev),
+                                        g_strdup(xml_domain_get_name(dom)));
+            }
+        }
+    }
+    return g_steal_pointer(&out);
+}
+
+static gpointer query_thread(gpointer data)
+{
+    DomainsQuery *q = data;
+    GError *local = NULL;
+    GHashTable *result = query_libvirt(q->uri, &local);
+
+    g_mutex_lock(&q->lock);
+    q->result = result;
+    q->error = local;
+    q->done = TRUE;
+    g_cond_signal(&q->cond);
+    g_mutex_unlock(&q->lock);
+    query_unref(q);
+    return NULL;
+}
+
+static GHashTable *host_domains_using(gpointer data, GError **error)
+{
+    VfdHost *host = data;
+    DomainsQuery *q = g_new0(DomainsQuery, 1);
+    gint64 deadline = g_get_monotonic_time() + host->libvirt_timeout_ms * G_TIME_SPAN_MILLISECOND;
+    GHashTable *result = NULL;
+    g_autoptr(GThread) thread = NULL;
+
+    q->refs = 2; /* this call's and the thread's */
+    g_mutex_init(&q->lock);
+    g_cond_init(&q->cond);
+    q->uri = g_strdup(host->libvirt_uri);
+    thread = g_thread_new("libvirt", query_thread, q);
+    g_mutex_lock(&q->lock);
+    while (!q->done && g_cond_wait_until(&q->cond, &q->lock, deadline))
+        ;
+    if (q->done && q->result) {
+        result = g_steal_pointer(&q->result);
+    } else if (q->done) {
+        g_propagate_error(error, g_steal_pointer(&q->error));
+    } else {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE,
+                    "libvirt at '%s' did not list its domains within %u ms",
+                    host->libvirt_uri ? host->libvirt_uri : "(default URI)",
+                    host->libvirt_timeout_ms);
+    }
+    g_mutex_unlock(&q->lock);
+    query_unref(q);
+    return result;
+}
+
+static gboolean host_ib_identity(gpointer data, const OrchVfdPciVf *vf, guint64 node_guid,
+                                 guint64 port_guid, char **ret_note, GError **error)
+{
+    VfdHost *host = data;
+    GError *local = NULL;
+
+    if (!vf->pf_netdev) {
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_FAILED,
+                    "its PF '%s' has no network device to set the GUIDs through", vf->pf_address);
+        return FALSE;
+    }
+    if (!host->nl && !(host->nl = hotplug_netlink_new(&local))) {
+        g_propagate_error(error, local);
+        return FALSE;
+    }
+    return hotplug_ib_identity_apply(host->nl, vf->pf_netdev, vf->vf_index, node_guid, port_guid,
+                                     ret_note, error);
+}
+
+static gboolean host_vfio_bind(gpointer data, const char *address, gboolean *ret_changed,
+                               char **ret_previous_driver, GError **error)
+{
+    VfdHost *host = data;
+
+    return hotplug_vfio_bind(host->sysfs_root, address, host->vfio_timeout_ms, ret_changed,
+                             ret_previous_driver, error);
+}
+
+const OrchVfdHostOps orch_vfd_host_ops = {
+    .pf_vfs = host_pf_vfs,
+    .vf_read = host_vf_read,
+    .netdev_exists = host_netdev_exists,
+    .domains_using = host_domains_using,
+    .ib_identity = host_ib_identity,
+    .vfio_bind = host_vfio_bind,
+    .free = host_free,
+};

@@ -1,0 +1,457 @@
+/* The cluster's inventory from each host's libvirt and hotmigd (hotmigd/inventory.h). */
+#include "hotmigd/inventory.h"
+
+#include <json-glib/json-glib.h>
+#include <math.h>
+
+#include "engine/hotmigd-client.h"
+#include "engine/json.h"
+#include "engine/virt.h"
+#include "hotmigd/scheduler.h"
+#include "xml/xml.h"
+
+#define KIB_PER_MIB 1024
+
+static void inv_host_free(OrchInvHost *host)
+{
+    if (!host)
+        return;
+    g_free(host->name);
+    g_free(host->uri);
+    g_free(host->hotmigd);
+    g_free(host->state_reason);
+    g_free(host);
+}
+
+static void inv_vm_free(OrchInvVm *vm)
+{
+    if (!vm)
+        return;
+    g_free(vm->name);
+    g_free(vm->host);
+    g_free(vm);
+}
+
+void orch_inventory_free(OrchInventory *inv)
+{
+    if (!inv)
+        return;
+    g_ptr_array_unref(inv->hosts);
+    g_ptr_array_unref(inv->vms);
+    g_ptr_array_unref(inv->warnings);
+    g_free(inv);
+}
+
+/* ---- reading the hosts --------------------------------------------------------------------- */
+
+/* One host while it is read: its connection and first sample. */
+typedef struct {
+    OrchInvHost *host; /* borrowed from the inventory */
+    OrchVirt *virt;
+    GPtrArray *first; /* OrchVirtDomainInfo, with XML */
+} Reading;
+
+static void reading_clear(Reading *r)
+{
+    orch_virt_free(r->virt);
+    if (r->first)
+        g_ptr_array_unref(r->first);
+}
+
+static void host_down(OrchInvHost *host, const char *what, const GError *error)
+{
+    host->state = POL_HOST_DOWN;
+    g_free(host->state_reason);
+    host->state_reason = g_strdup_printf("%s: %s", what, error->message);
+}
+
+/* Connects, reads the node and the first sample; FALSE when the host is down. */
+static gboolean read_libvirt(Reading *r, const OrchInventoryOptions *opts)
+{
+    g_autoptr(GError) error = NULL;
+    OrchVirtNodeInfo node = {0};
+    OrchInvHost *host = r->host;
+
+    r->virt = opts->virt_open(host->uri, host->name, opts->virt_opaque, &error);
+    if (!r->virt) {
+        host_down(host, "libvirt does not answer", error);
+        return FALSE;
+    }
+    if (!r->virt->ops->node_get_info || !r->virt->ops->domain_list_info) {
+        g_set_error(&error, ORCH_ERROR, ORCH_ERROR_FAILED,
+                    "the hypervisor adapter cannot list hosts and domains");
+        host_down(host, "libvirt", error);
+        return FALSE;
+    }
+    if (!r->virt->ops->node_get_info(r->virt, &node, &error) ||
+        !(r->first = r->virt->ops->domain_list_info(r->virt, TRUE, &error))) {
+        host_down(host, "libvirt", error);
+        return FALSE;
+    }
+    host->cpus = MIN(node.cpus, (guint)POL_CPUS_MAX);
+    host->memory_mib = MIN(node.memory_kib / KIB_PER_MIB, POL_MEMORY_MIB_MAX);
+    return TRUE;
+}
+
+static void read_hotmigd(OrchInvHost *host, const OrchInventoryOptions *opts)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(OrchVfd) vfd = NULL;
+    g_autoptr(OrchVfdHostInfo) info = NULL;
+
+    if (!host->hotmigd) {
+        g_set_error(&error, ORCH_ERROR, ORCH_ERROR_INVALID, "no URL known");
+    } else if ((vfd = opts->vfd_open(host->hotmigd, opts->vfd_opaque, &error))) {
+        info = orch_vfd_host(vfd, &error);
+    }
+    if (!info) {
+        host->state = POL_HOST_QUARANTINED;
+        host->state_reason = g_strdup_printf(
+            "its hotmigd (%s) does not answer, so no VF can be leased and no move started there: %s",
+            host->hotmigd ? host->hotmigd : "?", error->message);
+        return;
+    }
+    host->hotmigd_answered = TRUE;
+    host->vfs_total = info->pool_size - MIN(info->pool_size, info->counts[ORCH_VFD_STATE_MISSING]);
+    host->vfs_free = MIN(info->counts[ORCH_VFD_STATE_FREE], host->vfs_total);
+    host->vfs_total = MIN(host->vfs_total, (guint)POL_VFS_MAX);
+    host->vfs_free = MIN(host->vfs_free, host->vfs_total);
+}
+
+/* The VFs in @xml (0 with a warning when it cannot be read). */
+static guint count_vfs(const char *xml, const char *alias_prefix, const char *where,
+                       GPtrArray *warnings)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(XmlDomain) dom = xml ? xml_domain_parse(xml, &error) : NULL;
+    g_autoptr(GPtrArray) vfs = dom ? xml_domain_find_vfs(dom, alias_prefix, &error) : NULL;
+
+    if (vfs)
+        return vfs->len;
+    g_ptr_array_add(warnings, g_strdup_printf("%s: cannot count its VFs: %s", where,
+                                              error ? error->message : "no XML"));
+    return 0;
+}
+
+static double cpu_util_of(const OrchVirtDomainInfo *a, const OrchVirtDomainInfo *b,
+                          gboolean *ret_measured)
+{
+    gint64 wall_us = b ? b->sampled_us - a->sampled_us : 0;
+    double util;
+
+    *ret_measured = FALSE;
+    if (!b || wall_us <= 0 || a->vcpus == 0 || b->cpu_time_ns < a->cpu_time_ns)
+        return 1.0;
+    util = (double)(b->cpu_time_ns - a->cpu_time_ns) / ((double)wall_us * 1000.0 * a->vcpus);
+    if (!isfinite(util))
+        return 1.0;
+    *ret_measured = TRUE;
+    return CLAMP(util, 0.0, 1.0);
+}
+
+/* Adds the VMs of @r (first sample, @second may be NULL) to @inv. A VM already listed (the
+ * other side of a migration) replaces the earlier entry when that one is paused and this one
+ * runs. */
+static void add_vms(OrchInventory *inv, Reading *r, GPtrArray *second, GHashTable *seen,
+                    const OrchInventoryOptions *opts)
+{
+    for (guint i = 0; i < r->first->len; i++) {
+        const OrchVirtDomainInfo *a = g_ptr_array_index(r->first, i);
+        const OrchVirtDomainInfo *b = NULL;
+        g_autofree char *where = g_strdup_printf("VM '%s' on '%s'", a->name, r->host->name);
+        OrchInvVm *vm;
+        gpointer prev;
+
+        for (guint j = 0; second && j < second->len && !b; j++) {
+            const OrchVirtDomainInfo *c = g_ptr_array_index(second, j);
+
+            if (g_str_equal(c->name, a->name))
+                b = c;
+        }
+        if (g_hash_table_lookup_extended(seen, a->name, NULL, &prev)) {
+            OrchInvVm *other = g_ptr_array_index(inv->vms, GPOINTER_TO_UINT(prev));
+
+            g_ptr_array_add(
+                inv->warnings,
+                g_strdup_printf(
+                    "VM '%s' runs on '%s' and '%s' (a migration under way?): counted on '%s'",
+                    a->name, other->host, r->host->name, a->paused ? other->host : r->host->name));
+            if (a->paused)
+                continue;
+            vm = other;
+            g_free(vm->host);
+        } else {
+            vm = g_new0(OrchInvVm, 1);
+            vm->name = g_strdup(a->name);
+            g_hash_table_insert(seen, vm->name, GUINT_TO_POINTER(inv->vms->len));
+            g_ptr_array_add(inv->vms, vm);
+        }
+        vm->host = g_strdup(r->host->name);
+        vm->vcpus = CLAMP(a->vcpus, 1, (guint)POL_CPUS_MAX);
+        vm->memory_mib = MIN((a->memory_kib + KIB_PER_MIB - 1) / KIB_PER_MIB, POL_MEMORY_MIB_MAX);
+        vm->cpu_util = cpu_util_of(a, b, &vm->cpu_measured);
+        vm->vfs =
+            MIN(count_vfs(a->xml, opts->alias_prefix, where, inv->warnings), (guint)POL_VFS_MAX);
+    }
+}
+
+OrchInventory *orch_inventory_collect(GPtrArray *hosts, const OrchInventoryOptions *opts,
+                                      GError **error)
+{
+    g_autoptr(OrchInventory) inv = g_new0(OrchInventory, 1);
+    g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
+    g_autofree Reading *readings = NULL;
+    gint64 start = g_get_monotonic_time();
+    gboolean cancelled = FALSE;
+
+    g_return_val_if_fail(hosts && opts && opts->virt_open && opts->vfd_open, NULL);
+    inv->hosts = g_ptr_array_new_with_free_func((GDestroyNotify)inv_host_free);
+    inv->vms = g_ptr_array_new_with_free_func((GDestroyNotify)inv_vm_free);
+    inv->warnings = g_ptr_array_new_with_free_func(g_free);
+    readings = g_new0(Reading, hosts->len + 1);
+
+    for (guint i = 0; i < hosts->len; i++) {
+        const HmConfigHost *spec = g_ptr_array_index(hosts, i);
+        OrchInvHost *host = g_new0(OrchInvHost, 1);
+
+        host->name = g_strdup(spec->name);
+        host->uri = g_strdup(spec->uri);
+        host->hotmigd = g_strdup(spec->hotmigd);
+        host->state = POL_HOST_OK;
+        g_ptr_array_add(inv->hosts, host);
+        readings[i].host = host;
+        if (read_libvirt(&readings[i], opts))
+            read_hotmigd(host, opts);
+    }
+    if (opts->cpu_sample_ms > 0)
+        cancelled = !orch_wait_ms(opts->cpu_sample_ms, opts->cancellable);
+    for (guint i = 0; i < hosts->len && !cancelled; i++) {
+        Reading *r = &readings[i];
+        g_autoptr(GPtrArray) second = NULL;
+        g_autoptr(GError) local = NULL;
+        guint used = 0;
+
+        if (!r->first)
+            continue;
+        if (opts->cpu_sample_ms > 0) {
+            second = r->virt->ops->domain_list_info(r->virt, FALSE, &local);
+            if (!second)
+                g_ptr_array_add(
+                    inv->warnings,
+                    g_strdup_printf(
+                        "host '%s': the second CPU sample failed, cpu_util 1.0 for its VMs: %s",
+                        r->host->name, local->message));
+        }
+        add_vms(inv, r, second, seen, opts);
+        for (guint v = 0; v < inv->vms->len; v++) {
+            OrchInvVm *vm = g_ptr_array_index(inv->vms, v);
+
+            if (g_str_equal(vm->host, r->host->name))
+                used += vm->vfs;
+        }
+        /* A host whose pool could not be read still holds its VMs' VFs. */
+        if (r->host->state == POL_HOST_QUARANTINED && r->host->vfs_total < used)
+            r->host->vfs_total = MIN(used, (guint)POL_VFS_MAX);
+    }
+    for (guint i = 0; i < hosts->len; i++)
+        reading_clear(&readings[i]);
+    if (cancelled) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_CANCELLED, "The inventory was cancelled");
+        return NULL;
+    }
+    for (guint v = 0; v < inv->vms->len; v++) {
+        OrchInvVm *vm = g_ptr_array_index(inv->vms, v);
+
+        for (guint h = 0; h < inv->hosts->len; h++) {
+            OrchInvHost *host = g_ptr_array_index(inv->hosts, h);
+
+            if (g_str_equal(host->name, vm->host))
+                host->vms++;
+        }
+    }
+    inv->taken = g_get_real_time() / G_USEC_PER_SEC;
+    inv->took_ms = (g_get_monotonic_time() - start) / 1000.0;
+    return g_steal_pointer(&inv);
+}
+
+/* ---- the daemon's view ------------------------------------------------------------------------
+ */
+
+/* ok < quarantined < evacuating < down */
+static int state_rank(PolHostState state)
+{
+    switch (state) {
+    case POL_HOST_QUARANTINED:
+        return 1;
+    case POL_HOST_EVACUATING:
+        return 2;
+    case POL_HOST_DOWN:
+        return 3;
+    default:
+        return 0;
+    }
+}
+
+PolHostState orch_inventory_host_state(const OrchInventory *inv, const OrchInvHost *host,
+                                       const OrchInventoryView *view)
+{
+    gpointer value;
+
+    if (view && view->states &&
+        g_hash_table_lookup_extended(view->states, host->name, NULL, &value) &&
+        state_rank(GPOINTER_TO_INT(value)) > state_rank(host->state))
+        return GPOINTER_TO_INT(value);
+    return host->state;
+}
+
+/* Seconds since @vm last moved, -1 when not known. */
+static gint64 moved_ago(const OrchInvVm *vm, const OrchInventoryView *view)
+{
+    const gint64 *when = view && view->moved ? g_hash_table_lookup(view->moved, vm->name) : NULL;
+
+    return when ? MAX(view->now - *when, 0) : -1;
+}
+
+PolCluster *orch_inventory_to_cluster(const OrchInventory *inv, const OrchInventoryView *view,
+                                      GError **error)
+{
+    g_autoptr(PolCluster) cluster = pol_cluster_new();
+    g_autoptr(GError) local = NULL;
+    g_autoptr(GPtrArray) arriving = g_ptr_array_new(); /* OrchInvVm, parallel to: */
+    g_autoptr(GPtrArray) arriving_at = g_ptr_array_new(); /* const char *: their hosts */
+
+    g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
+
+    for (guint i = 0; view && view->arriving && i < view->arriving->len; i++) {
+        const OrchInvArrival *a = &g_array_index(view->arriving, OrchInvArrival, i);
+
+        /* The first arrival of a VM holds the room (a VM has one move under way at a time). */
+        if (!g_hash_table_add(seen, (gpointer)a->vm))
+            continue;
+        for (guint k = 0; k < inv->vms->len; k++) {
+            const OrchInvVm *vm = g_ptr_array_index(inv->vms, k);
+
+            /* Not there yet (a VM already on its destination needs no stand-in). */
+            if (g_str_equal(vm->name, a->vm) && g_strcmp0(vm->host, a->host) != 0) {
+                g_ptr_array_add(arriving, (gpointer)vm);
+                g_ptr_array_add(arriving_at, (gpointer)a->host);
+            }
+        }
+    }
+    for (guint i = 0; i < inv->hosts->len; i++) {
+        const OrchInvHost *host = g_ptr_array_index(inv->hosts, i);
+        guint held = 0; /* VFs the arrivals will take there */
+
+        for (guint k = 0; k < arriving->len; k++)
+            if (g_str_equal(g_ptr_array_index(arriving_at, k), host->name))
+                held += ((const OrchInvVm *)g_ptr_array_index(arriving, k))->vfs;
+        if (!pol_cluster_add_host(cluster, host->name, host->cpus, host->memory_mib,
+                                  orch_inventory_host_state(inv, host, view), &local) ||
+            !pol_cluster_set_host_vfs(cluster, host->name, NULL, host->vfs_total,
+                                      (gint)(host->vfs_free - MIN(held, host->vfs_free)), &local)) {
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "inventory: host '%s': %s",
+                        host->name, local->message);
+            return NULL;
+        }
+    }
+    for (guint i = 0; i < inv->vms->len; i++) {
+        const OrchInvVm *vm = g_ptr_array_index(inv->vms, i);
+        PolVmSpec spec = {
+            .name = vm->name,
+            .host = vm->host,
+            .vcpus = vm->vcpus,
+            .memory_mib = vm->memory_mib,
+            .cpu_util = vm->cpu_util,
+            .vfs = vm->vfs,
+            .moved_ago_s = moved_ago(vm, view),
+        };
+
+        if (!pol_cluster_add_vm(cluster, &spec, &local)) {
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "inventory: %s", local->message);
+            return NULL;
+        }
+    }
+    for (guint k = 0; k < arriving->len; k++) {
+        const OrchInvVm *vm = g_ptr_array_index(arriving, k);
+        g_autofree char *name = g_strdup_printf("%.200s/arriving/%u", vm->name, k);
+        PolVmSpec spec = {
+            .name = name,
+            .host = g_ptr_array_index(arriving_at, k),
+            .vcpus = vm->vcpus,
+            .memory_mib = vm->memory_mib,
+            .cpu_util = vm->cpu_util,
+            .vfs = vm->vfs,
+            .pinned = TRUE,
+            .moved_ago_s = -1,
+        };
+
+        if (!pol_cluster_add_vm(cluster, &spec, &local)) {
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "inventory: %s", local->message);
+            return NULL;
+        }
+    }
+    return g_steal_pointer(&cluster);
+}
+
+char *orch_inventory_format_snapshot(const OrchInventory *inv, const OrchInventoryView *view,
+                                     gboolean pretty)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new_immutable();
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autoptr(JsonNode) root = NULL;
+    g_autoptr(GDateTime) taken = g_date_time_new_from_unix_utc(inv->taken);
+    g_autofree char *taken_text = taken ? g_date_time_format_iso8601(taken) : NULL;
+
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "hosts");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < inv->hosts->len; i++) {
+        const OrchInvHost *host = g_ptr_array_index(inv->hosts, i);
+        PolHostState state = orch_inventory_host_state(inv, host, view);
+
+        json_builder_begin_object(b);
+        orch_json_member_string(b, "name", host->name);
+        orch_json_member_int(b, "cpus", host->cpus);
+        orch_json_member_int(b, "memory_mib", (gint64)host->memory_mib);
+        orch_json_member_int(b, "vfs", host->vfs_total);
+        orch_json_member_int(b, "vfs_free", host->vfs_free);
+        orch_json_member_string(b, "state", pol_host_state_to_string(state));
+        if (host->state_reason)
+            orch_json_member_string(b, "state_reason", host->state_reason);
+        orch_json_member_int(b, "running_vms", host->vms);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_set_member_name(b, "vms");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < inv->vms->len; i++) {
+        const OrchInvVm *vm = g_ptr_array_index(inv->vms, i);
+        gint64 ago = moved_ago(vm, view);
+
+        json_builder_begin_object(b);
+        orch_json_member_string(b, "name", vm->name);
+        orch_json_member_string(b, "host", vm->host);
+        orch_json_member_int(b, "vcpus", vm->vcpus);
+        orch_json_member_int(b, "memory_mib", (gint64)vm->memory_mib);
+        orch_json_member_double(b, "cpu_util", vm->cpu_util);
+        orch_json_member_bool(b, "cpu_measured", vm->cpu_measured);
+        orch_json_member_int(b, "vfs", vm->vfs);
+        if (ago >= 0)
+            orch_json_member_int(b, "moved_ago_s", ago);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    orch_json_member_string(b, "taken", taken_text);
+    orch_json_member_double(b, "took_ms", round(inv->took_ms * 10.0) / 10.0);
+    json_builder_set_member_name(b, "warnings");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < inv->warnings->len; i++)
+        json_builder_add_string_value(b, g_ptr_array_index(inv->warnings, i));
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+
+    root = json_builder_get_root(b);
+    json_generator_set_root(gen, root);
+    json_generator_set_pretty(gen, pretty);
+    return json_generator_to_data(gen, NULL);
+}

@@ -1,0 +1,126 @@
+/* The cluster's inventory: what every host of the configuration's [host NAME] groups has and
+ * runs, read from its libvirt (through OrchVirtOps) and its hotmigd (GET /v1/host, through
+ * OrchVfdOps), turned into a PolCluster for the planner or into the snapshot JSON that
+ * `migrate-vm plan --snapshot` reads (docs/policies.md, docs/hotmigd.md).
+ *
+ * What is read, and from where:
+ *   host   cpus, memory_mib     virNodeGetInfo (node_get_info)
+ *          vfs, vfs_free        its hotmigd's GET /v1/host: pool size minus missing, free
+ *   VM     vcpus, memory_mib    virDomainGetInfo: nrVirtCpu, maxMem (the most it may use)
+ *          cpu_util             two cpuTime samples cpu_sample_ms apart:
+ *                               delta cpuTime / (delta wall time x vcpus), within 0..1;
+ *                               1.0 (as busy as it may be) when not measurable: no sampling,
+ *                               the VM missing from the second sample, a clock that did not move
+ *          vfs                  its live XML's VFs (xml_domain_find_vfs, stand-ins included)
+ * Host states: libvirt unreachable (or its answers fail) -> down (its VMs are unknown and
+ * cannot be live-migrated); libvirt answers but the host's hotmigd does not -> quarantined (its
+ * VMs run and count, but no VF can be leased there and no move can be started from there: it
+ * takes no VM, and only a drain tries to move its VMs). The reason is kept (state_reason).
+ * VF models are not told apart (GET /v1/host counts the pool as a whole): one model per host. */
+#pragma once
+
+#include <gio/gio.h>
+#include <glib.h>
+
+#include "common/config.h"
+#include "engine/engine.h"
+#include "policies/policies.h"
+
+G_BEGIN_DECLS
+
+#define ORCH_INVENTORY_CPU_SAMPLE_MS_DEFAULT 500
+
+typedef struct {
+    char *name;    /* the [host NAME] */
+    char *uri;     /* its libvirt URI */
+    char *hotmigd; /* its hotmigd URL */
+    PolHostState state;
+    char *state_reason;        /* why the inventory found it down or quarantined; NULL when ok */
+    gboolean hotmigd_answered; /* its hotmigd answered GET /v1/host */
+    guint cpus;
+    guint64 memory_mib;
+    guint vfs_total; /* VFs of its pool that are there */
+    guint vfs_free;
+    guint vms; /* VMs running there */
+} OrchInvHost;
+
+typedef struct {
+    char *name;
+    char *host;
+    guint vcpus;
+    guint64 memory_mib;
+    double cpu_util;       /* 0..1 */
+    gboolean cpu_measured; /* FALSE: cpu_util is 1.0 because it could not be measured */
+    guint vfs;
+} OrchInvVm;
+
+typedef struct {
+    GPtrArray *hosts;    /* OrchInvHost, in configuration order */
+    GPtrArray *vms;      /* OrchInvVm, host by host */
+    GPtrArray *warnings; /* char *: what could not be read but did not make a host down */
+    gint64 taken;        /* unix seconds at the end */
+    double took_ms;
+} OrchInventory;
+
+void orch_inventory_free(OrchInventory *inv);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchInventory, orch_inventory_free)
+
+typedef struct {
+    OrchVirtOpenFunc virt_open; /* required */
+    gpointer virt_opaque;
+    /* The client of a host's hotmigd (required). */
+    OrchVfd *(*vfd_open)(const char *url, gpointer opaque, GError **error);
+    gpointer vfd_opaque;
+    const char *alias_prefix;  /* stand-in VFs ([migrate] vf-alias-prefix); NULL: the default */
+    guint cpu_sample_ms;       /* 0: cpu_util 1.0 everywhere, no second sample */
+    GCancellable *cancellable; /* cuts the wait between the samples short (then FAILS) */
+} OrchInventoryOptions;
+
+/* Reads every host of @hosts (HmConfigHost, borrowed; each with its hotmigd URL resolved, NULL
+ * when none is known: the host is then quarantined); blocking (call it
+ * from a thread of its own): each host's libvirt twice, cpu_sample_ms apart, and its hotmigd
+ * once. A host that does not answer is down or quarantined with the reason, not an error; a VM
+ * seen on two hosts (the two sides of a migration under way) is counted where it runs, not
+ * where it is paused. Fails only when cancelled (ORCH_ERROR_CANCELLED). Owned result. */
+OrchInventory *orch_inventory_collect(GPtrArray *hosts, const OrchInventoryOptions *opts,
+                                      GError **error);
+
+/* A VM that a running or pending move (of a schedule under way) brings to @host. */
+typedef struct {
+    const char *vm;
+    const char *host;
+} OrchInvArrival;
+
+/* What the daemon adds to the inventory: host states set by alerts and evacuations (@states:
+ * host name -> GINT_TO_POINTER(PolHostState), may be NULL), when VMs last moved (@moved: VM name
+ * -> gint64 * unix seconds, may be NULL), the arrivals of the schedules under way (@arriving:
+ * OrchInvArrival, may be NULL), and now. A host's state is the stronger of the inventory's and
+ * @states' (ok < quarantined < evacuating < down). */
+typedef struct {
+    GHashTable *states;
+    GHashTable *moved;
+    GArray *arriving;
+    gint64 now;
+} OrchInventoryView;
+
+/* The host's state in @view (its inventory state, raised by view->states). */
+PolHostState orch_inventory_host_state(const OrchInventory *inv, const OrchInvHost *host,
+                                       const OrchInventoryView *view);
+
+/* The inventory as a cluster for the planner (owned). Each arrival of @view holds, on its
+ * destination, the room its VM will take there: a pinned stand-in named "VM/arriving/N" (libvirt
+ * names hold no '/') with the VM's size, its VFs taken from the host's free ones; the VM itself
+ * still counts on its source, where it runs until its move is done. So no plan made while
+ * other schedules run can take room they count on (docs/policies.md). Fails only on what the
+ * model refuses (names too long, ...), naming the host or VM. */
+PolCluster *orch_inventory_to_cluster(const OrchInventory *inv, const OrchInventoryView *view,
+                                      GError **error);
+
+/* The inventory in the snapshot format orch_snapshot_parse() reads (owned JSON text): hosts with
+ * name, cpus, memory_mib, vfs, vfs_free, state (+ state_reason), VMs with name, host, vcpus,
+ * memory_mib, cpu_util (+ cpu_measured), vfs, moved_ago_s when known; "taken" (RFC 3339) and
+ * "warnings" at the top. Parsed back it gives the cluster orch_inventory_to_cluster() gives. */
+char *orch_inventory_format_snapshot(const OrchInventory *inv, const OrchInventoryView *view,
+                                     gboolean pretty);
+
+G_END_DECLS

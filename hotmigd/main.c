@@ -1,0 +1,167 @@
+/* hotmigd: each host's VF daemon. Serves this host's pool of VFs (leases, IB identity, vfio) to
+ * the other hosts' migrate-vm over HTTPS with mutual TLS (docs/hotmigd.md).
+ *
+ *   hotmigd [--config FILE] [--foreground] [--verbose]
+ *
+ * It always runs in the foreground (a systemd Type=notify service: READY=1 once it listens);
+ * SIGTERM and SIGINT stop it cleanly. Exit status: 0 stopped by a signal; 1 could not start
+ * (certificates, address, lease store); 2 bad usage; 4 bad configuration file. The daemon
+ * itself (pool, server, cluster work) is hotmigd/daemon.c (hotmigd/daemon.h). */
+#define G_LOG_DOMAIN "hotmigd"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gio/gio.h>
+#include <gio/gunixsocketaddress.h>
+#include <glib-unix.h>
+
+#include "common/config.h"
+#include "hotmigd/alerts-hook.h"
+#include "hotmigd/daemon.h"
+
+enum {
+    EXIT_STOPPED = 0,
+    EXIT_FAILED = 1,
+    EXIT_USAGE = 2,
+    EXIT_CONFIG = 4,
+};
+
+/* sd_notify(3) without libsystemd: one datagram to $NOTIFY_SOCKET, when set. */
+static void notify_systemd(const char *state)
+{
+    const char *path = g_getenv("NOTIFY_SOCKET");
+    g_autoptr(GSocket) sock = NULL;
+    g_autoptr(GSocketAddress) addr = NULL;
+    g_autoptr(GError) error = NULL;
+
+    if (!path || !*path)
+        return;
+    if (path[0] == '@')
+        addr = g_unix_socket_address_new_with_type(path + 1, -1, G_UNIX_SOCKET_ADDRESS_ABSTRACT);
+    else
+        addr = g_unix_socket_address_new(path);
+    sock = g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_DATAGRAM, G_SOCKET_PROTOCOL_DEFAULT,
+                        &error);
+    if (!sock || g_socket_send_to(sock, addr, state, strlen(state), NULL, &error) < 0)
+        g_warning("Cannot tell systemd '%s' through NOTIFY_SOCKET '%s': %s", state, path,
+                  error->message);
+}
+
+static gboolean on_signal(gpointer data)
+{
+    GMainLoop *loop = data;
+
+    g_message("Stopping (signal)");
+    notify_systemd("STOPPING=1");
+    g_main_loop_quit(loop);
+    return G_SOURCE_CONTINUE;
+}
+
+/* --config FILE, else /etc/hotmig/hotmig.conf when it exists, else the defaults. */
+static HmConfig *config_open(const char *path, GError **error)
+{
+    if (path)
+        return hm_config_load(path, error);
+    if (g_file_test(HM_CONFIG_PATH_DEFAULT, G_FILE_TEST_EXISTS))
+        return hm_config_load(HM_CONFIG_PATH_DEFAULT, error);
+    return hm_config_new();
+}
+
+static const char help_description[] =
+    "The pool: [pool] pfs (every VF of these PFs), vfs (single VFs) and standins (network\n"
+    "devices standing in for VFs, the emulated lab). TLS: [hotmigd] server-cert, server-key\n"
+    "and ca-cert (by default the host's libvirt PKI); clients must present a certificate\n"
+    "signed by that CA. Leases live in [hotmigd] run-dir/leases and survive a restart.\n"
+    "\n"
+    "Exit status:\n"
+    "  0   stopped by SIGTERM or SIGINT\n"
+    "  1   could not start (certificates, listen address, lease store)\n"
+    "  2   bad usage\n"
+    "  4   the configuration file is unreadable or invalid\n"
+    "\n"
+    "See hotmigd(8) and docs/hotmigd.md.";
+
+int main(int argc, char **argv)
+{
+    g_autoptr(GOptionContext) ctx = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(HmConfig) config = NULL;
+    g_autoptr(Hotmigd) daemon = NULL;
+    g_autoptr(HotmigdAlerts) alerts = NULL;
+    g_autoptr(GMainLoop) loop = NULL;
+    g_autofree char *config_path = NULL;
+    gboolean foreground = FALSE, verbose = FALSE, version = FALSE;
+    const char *listen;
+    guint sigterm, sigint;
+    GOptionEntry entries[] = {
+        {"config", 'c', 0, G_OPTION_ARG_FILENAME, &config_path,
+         "Configuration file (default " HM_CONFIG_PATH_DEFAULT " when it exists)", "FILE"},
+        {"foreground", 'f', 0, G_OPTION_ARG_NONE, &foreground,
+         "Run in the foreground (the only mode: hotmigd never forks; for systemd and scripts)",
+         NULL},
+        {"verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose, "Log every request, not only changes",
+         NULL},
+        {"version", 'V', 0, G_OPTION_ARG_NONE, &version, "Print the version and exit", NULL},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+
+    ctx = g_option_context_new("- serve this host's SR-IOV VFs to hotmig over mutual TLS");
+    g_option_context_set_summary(
+        ctx, "Leases this host's VFs to migrate-vm on other hosts, sets their InfiniBand GUIDs\n"
+             "and binds them to vfio-pci, over HTTPS with client certificates; plans and runs\n"
+             "the cluster's migrations (drain, consolidate, balance) from the local socket.");
+    g_option_context_set_description(ctx, help_description);
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
+        fprintf(stderr, "hotmigd: %s\n", error->message);
+        return EXIT_USAGE;
+    }
+    if (argc > 1) {
+        fprintf(stderr, "hotmigd: unexpected argument '%s' (see --help)\n", argv[1]);
+        return EXIT_USAGE;
+    }
+    if (version) {
+        printf("hotmigd %s\n", HOTMIG_VERSION);
+        return EXIT_STOPPED;
+    }
+    hm_log_setup("hotmigd", verbose);
+    config = config_open(config_path, &error);
+    if (!config) {
+        g_critical("%s", error->message);
+        return EXIT_CONFIG;
+    }
+
+    loop = g_main_loop_new(NULL, FALSE);
+    daemon = hotmigd_new(g_steal_pointer(&config), NULL, &error);
+    if (!daemon) {
+        g_critical("%s", error->message);
+        return g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID) ? EXIT_CONFIG : EXIT_FAILED;
+    }
+    /* The failure-prediction hook (hotmigd/alerts-hook.c; docs/alerts.md). */
+    alerts = hotmigd_alerts_start(daemon, &error);
+    if (!alerts) {
+        g_critical("%s", error->message);
+        return g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID) ? EXIT_CONFIG : EXIT_FAILED;
+    }
+    sigterm = g_unix_signal_add(SIGTERM, on_signal, loop);
+    sigint = g_unix_signal_add(SIGINT, on_signal, loop);
+    listen = hm_config_get_string(hotmigd_get_config(daemon), HM_CONFIG_HOTMIGD_LISTEN);
+    g_message(
+        "hotmigd %s on %s listening on https://%s:%u (client certificates from CA '%s'); local API on '%s'",
+        HOTMIG_VERSION, hotmigd_get_name(daemon), *listen ? listen : "*",
+        hotmigd_get_port(daemon),
+        hm_config_get_string(hotmigd_get_config(daemon), HM_CONFIG_HOTMIGD_CA_CERT),
+        hotmigd_get_socket_path(daemon));
+    notify_systemd("READY=1");
+    g_main_loop_run(loop);
+
+    g_source_remove(sigterm);
+    g_source_remove(sigint);
+    g_clear_pointer(&alerts, hotmigd_alerts_stop);
+    g_clear_pointer(&daemon, hotmigd_free);
+    g_message("Stopped");
+    return EXIT_STOPPED;
+}

@@ -1,0 +1,56 @@
+/* hotmigd's /metrics (docs/hotmigd.md, "Metrics"): what the daemon counts, rendered in the
+ * Prometheus text exposition format 0.0.4. metrics.c only formats; the daemon fills
+ * OrchMetrics from its parts (the cluster's statistics, the pool, the alert book). */
+#pragma once
+
+#include <glib.h>
+
+#include "engine/engine.h"
+#include "engine/hotmigd-client.h"
+#include "policies/policies.h"
+
+G_BEGIN_DECLS
+
+/* How a migration ended: label result of hotmig_migrations_total. */
+typedef enum {
+    ORCH_METRICS_MIGRATION_OK,
+    ORCH_METRICS_MIGRATION_FAILED,
+    ORCH_METRICS_MIGRATION_SKIPPED,
+    ORCH_METRICS_MIGRATION_LAST,
+} OrchMetricsMigration;
+
+HM_ENUM_DECL(orch_metrics_migration, OrchMetricsMigration) /* "ok", "failed", "skipped" */
+
+/* What an alert event received by this daemon led to: label action of hotmig_alerts_total.
+ * One per event: the book's action when it asked for one, else why nothing happened. */
+typedef enum {
+    ORCH_ALERT_OUTCOME_QUARANTINE, /* the host was quarantined */
+    ORCH_ALERT_OUTCOME_EVACUATE,   /* its evacuation was started */
+    ORCH_ALERT_OUTCOME_LIFT,       /* it is ok again */
+    ORCH_ALERT_OUTCOME_NONE,       /* recorded; nothing to do (the state holds already) */
+    ORCH_ALERT_OUTCOME_MERGED,     /* a repeat or update of an active alert, nothing to do */
+    ORCH_ALERT_OUTCOME_IGNORED,    /* below the confidence threshold */
+    ORCH_ALERT_OUTCOME_FORWARDED,  /* handed to the daemon responsible for the host */
+    ORCH_ALERT_OUTCOME_REJECTED,   /* invalid, unknown host, or no daemon took it */
+    ORCH_ALERT_OUTCOME_LAST,
+} OrchAlertOutcome;
+
+HM_ENUM_DECL(orch_alert_outcome, OrchAlertOutcome)
+
+typedef struct {
+    guint64 migrations[ORCH_METRICS_MIGRATION_LAST];
+    double phase_seconds_sum[ORCH_PHASE_LAST];
+    guint64 phase_count[ORCH_PHASE_LAST];
+    gboolean have_vfs; /* FALSE: the pool could not be listed; hotmig_vf_leases is left out */
+    guint vfs[ORCH_VFD_STATE_LAST];
+    guint hosts[POL_HOST_STATE_LAST];
+    guint64 alerts[ORCH_ALERT_OUTCOME_LAST];
+} OrchMetrics;
+
+#define ORCH_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+/* @metrics in the text format (owned): every family with HELP and TYPE, every label value
+ * present, also when 0, in a fixed order. */
+char *orch_metrics_render(const OrchMetrics *metrics);
+
+G_END_DECLS

@@ -1,0 +1,746 @@
+/* hotmigd's VF pool: the VFs this host may hand out ([pool] pfs, vfs, standins), what state
+ * each is in, and the operations on them. Leases are hm-hotplug's lease store; everything the
+ * pool needs to know about the host comes through OrchVfdHostOps (hotmigd/host.c, or a fake). */
+#define G_LOG_DOMAIN "hotmigd"
+
+#include "hotmigd/pool.h"
+
+#include <string.h>
+
+struct OrchVfdPool {
+    char *host_name;
+    guint lease_ttl_s;
+    GPtrArray *pfs; /* canonical ids (owned strings) */
+    GPtrArray *vfs;
+    GPtrArray *standins;
+    HotplugLeaseStore *store;
+    const OrchVfdHostOps *ops;
+    gpointer host;
+};
+
+void orch_vfd_pci_vf_free(OrchVfdPciVf *vf)
+{
+    if (!vf)
+        return;
+    g_free(vf->address);
+    g_free(vf->pf_address);
+    g_free(vf->driver);
+    g_free(vf->pf_netdev);
+    g_free(vf);
+}
+
+void orch_vfd_entry_free(OrchVfdEntry *entry)
+{
+    if (!entry)
+        return;
+    g_free(entry->id);
+    orch_vfd_pci_vf_free(entry->pci);
+    hotplug_lease_free(entry->lease);
+    g_free(entry->assigned_to);
+    g_free(entry->note);
+    g_free(entry);
+}
+
+void orch_vfd_pool_free(OrchVfdPool *pool)
+{
+    if (!pool)
+        return;
+    g_free(pool->host_name);
+    g_clear_pointer(&pool->pfs, g_ptr_array_unref);
+    g_clear_pointer(&pool->vfs, g_ptr_array_unref);
+    g_clear_pointer(&pool->standins, g_ptr_array_unref);
+    hotplug_lease_store_free(pool->store);
+    if (pool->host && pool->ops->free)
+        pool->ops->free(pool->host);
+    g_free(pool);
+}
+
+/* The canonical ids of @list, checked: PCI addresses for pfs and vfs, net device names for
+ * stand-ins, none twice in the whole pool (@seen). */
+static GPtrArray *pool_ids(const char *key, const char *const *list, gboolean pci, GHashTable *seen,
+                           GError **error)
+{
+    g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func(g_free);
+
+    for (guint i = 0; list && list[i]; i++) {
+        g_autoptr(GError) local = NULL;
+        g_autofree char *id = hotplug_lease_vf_canonical(list[i], &local);
+        gboolean is_pci = id && xml_pci_address_parse(id, NULL, NULL, NULL, NULL, NULL);
+
+        if (!id) {
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "[pool] %s: %s", key,
+                        local->message);
+            return NULL;
+        }
+        if (is_pci != pci) {
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "[pool] %s: '%s' is %s", key,
+                        list[i], pci ? "not a PCI address" : "a PCI address, not a net device");
+            return NULL;
+        }
+        if (g_hash_table_contains(seen, id)) {
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                        "[pool] %s: '%s' is in the pool twice", key, list[i]);
+            return NULL;
+        }
+        g_hash_table_add(seen, g_strdup(id));
+        g_ptr_array_add(out, g_steal_pointer(&id));
+    }
+    return g_steal_pointer(&out);
+}
+
+OrchVfdPool *orch_vfd_pool_new(const OrchVfdPoolConfig *config, const OrchVfdHostOps *ops,
+                               gpointer host, GError **error)
+{
+    g_autoptr(OrchVfdPool) pool = g_new0(OrchVfdPool, 1);
+    g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    g_autoptr(GError) local = NULL;
+
+    g_return_val_if_fail(config && config->lease_dir && ops, NULL);
+
+    pool->ops = ops;
+    pool->host = host;
+    pool->host_name = g_strdup(config->host_name ? config->host_name : g_get_host_name());
+    pool->lease_ttl_s = config->lease_ttl_s ? config->lease_ttl_s : 300;
+    pool->pfs = pool_ids("pfs", config->pfs, TRUE, seen, error);
+    if (!pool->pfs)
+        return NULL;
+    pool->vfs = pool_ids("vfs", config->vfs, TRUE, seen, error);
+    if (!pool->vfs)
+        return NULL;
+    pool->standins = pool_ids("standins", config->standins, FALSE, seen, error);
+    if (!pool->standins)
+        return NULL;
+    pool->store = hotplug_lease_store_open(config->lease_dir, &local);
+    if (!pool->store) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED, "Cannot open the lease store '%s': %s",
+                    config->lease_dir, local->message);
+        return NULL;
+    }
+    return g_steal_pointer(&pool);
+}
+
+const char *orch_vfd_pool_host_name(const OrchVfdPool *pool)
+{
+    g_return_val_if_fail(pool != NULL, NULL);
+    return pool->host_name;
+}
+
+/* ---- the pool's state ---------------------------------------------------------------------- */
+
+static OrchVfdEntry *entry_new(const char *id, OrchVfdKind kind)
+{
+    OrchVfdEntry *entry = g_new0(OrchVfdEntry, 1);
+
+    entry->id = g_strdup(id);
+    entry->kind = kind;
+    entry->state = ORCH_VFD_STATE_FREE;
+    return entry;
+}
+
+/* What the pool holds now, without states: every configured VF, PCI facts read. */
+typedef struct {
+    GPtrArray *entries;  /* OrchVfdEntry */
+    GHashTable *by_id;   /* id -> entry (borrowed) */
+    GHashTable *domains; /* PCI address -> domain, NULL when unknown */
+    char *domains_error; /* why unknown, or NULL (no PCI VF: not asked) */
+    GPtrArray *warnings; /* owned strings */
+} PoolView;
+
+static void pool_view_clear(PoolView *view)
+{
+    g_clear_pointer(&view->entries, g_ptr_array_unref);
+    g_clear_pointer(&view->by_id, g_hash_table_unref);
+    g_clear_pointer(&view->domains, g_hash_table_unref);
+    g_clear_pointer(&view->domains_error, g_free);
+    g_clear_pointer(&view->warnings, g_ptr_array_unref);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(PoolView, pool_view_clear)
+
+static void view_add(PoolView *view, OrchVfdEntry *entry)
+{
+    if (g_hash_table_contains(view->by_id, entry->id)) {
+        orch_vfd_entry_free(entry); /* a VF listed alone and under its PF: once */
+        return;
+    }
+    g_hash_table_insert(view->by_id, entry->id, entry);
+    g_ptr_array_add(view->entries, entry);
+}
+
+static void view_warn(PoolView *view, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static void view_warn(PoolView *view, const char *fmt, ...)
+{
+    g_autofree char *msg = NULL;
+    va_list ap;
+
+    va_start(ap, fmt);
+    msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_ptr_array_add(view->warnings, g_steal_pointer(&msg));
+}
+
+static gboolean pool_lists(GPtrArray *list, const char *id)
+{
+    return g_ptr_array_find_with_equal_func(list, id, g_str_equal, NULL);
+}
+
+/* Reads the configured VFs; @with_states: also the leases and the domains using them. @only
+ * (a canonical id, or NULL for all): the caller needs that VF only, so a stand-in or a single
+ * VF is read alone and the PFs (which may hold it) without the other kinds. */
+static void pool_view_read(OrchVfdPool *pool, PoolView *view, gboolean with_states,
+                           const char *only)
+{
+    gboolean any_pci = FALSE;
+    gboolean only_standin = only && pool_lists(pool->standins, only);
+    gboolean only_vf = only && pool_lists(pool->vfs, only);
+
+    view->entries = g_ptr_array_new_with_free_func((GDestroyNotify)orch_vfd_entry_free);
+    view->by_id = g_hash_table_new(g_str_hash, g_str_equal);
+    view->warnings = g_ptr_array_new_with_free_func(g_free);
+
+    for (guint i = 0; !only_standin && !only_vf && i < pool->pfs->len; i++) {
+        const char *pf = g_ptr_array_index(pool->pfs, i);
+        g_autoptr(GError) local = NULL;
+        g_autoptr(GPtrArray) vfs = pool->ops->pf_vfs(pool->host, pf, &local);
+
+        if (!vfs) {
+            view_warn(view, "PF '%s': %s", pf, local->message);
+            continue;
+        }
+        for (guint v = 0; v < vfs->len; v++) {
+            OrchVfdPciVf *vf = g_ptr_array_index(vfs, v);
+            OrchVfdEntry *entry = entry_new(vf->address, ORCH_VFD_KIND_PCI);
+
+            entry->pci = g_ptr_array_steal_index(vfs, v--);
+            view_add(view, entry);
+        }
+    }
+    for (guint i = 0; i < pool->vfs->len; i++) {
+        const char *id = g_ptr_array_index(pool->vfs, i);
+        g_autoptr(GError) local = NULL;
+        OrchVfdEntry *entry;
+
+        if (only && !g_str_equal(only, id))
+            continue;
+        entry = entry_new(id, ORCH_VFD_KIND_PCI);
+
+        entry->pci = pool->ops->vf_read(pool->host, id, &local);
+        if (!entry->pci) {
+            entry->state = ORCH_VFD_STATE_MISSING;
+            entry->note = g_strdup(local->message);
+        }
+        view_add(view, entry);
+    }
+    for (guint i = 0; i < pool->standins->len; i++) {
+        const char *id = g_ptr_array_index(pool->standins, i);
+        OrchVfdEntry *entry;
+
+        if (only && !g_str_equal(only, id))
+            continue;
+        entry = entry_new(id, ORCH_VFD_KIND_STANDIN);
+
+        if (!pool->ops->netdev_exists(pool->host, id)) {
+            entry->state = ORCH_VFD_STATE_MISSING;
+            entry->note = g_strdup_printf("no network device '%s'", id);
+        }
+        view_add(view, entry);
+    }
+    if (!with_states)
+        return;
+
+    /* Which domain holds which VF: for PCI VFs (in use without a lease) and for every assigned
+     * lease (is its domain still here?). */
+    any_pci = view->entries->len > 0;
+    if (any_pci) {
+        g_autoptr(GError) local = NULL;
+
+        view->domains = pool->ops->domains_using(pool->host, &local);
+        if (!view->domains) {
+            view->domains_error = g_strdup(local->message);
+            view_warn(view, "which domains use which VF is unknown: %s", local->message);
+        }
+    }
+    for (guint i = 0; i < view->entries->len; i++) {
+        OrchVfdEntry *entry = g_ptr_array_index(view->entries, i);
+        g_autoptr(GError) local = NULL;
+        g_autoptr(HotplugLease) lease = hotplug_lease_get(pool->store, entry->id, &local);
+        const char *domain = view->domains ? g_hash_table_lookup(view->domains, entry->id) : NULL;
+
+        if (!lease) {
+            view_warn(view, "VF '%s': cannot read its lease: %s", entry->id, local->message);
+        } else if (lease->state != HOTPLUG_LEASE_FREE) {
+            entry->lease = g_steal_pointer(&lease);
+        }
+        if (domain)
+            entry->assigned_to = g_strdup(domain);
+        else if (entry->lease && entry->lease->state == HOTPLUG_LEASE_ASSIGNED)
+            entry->assigned_to = g_strdup(entry->lease->domain);
+        if (entry->state == ORCH_VFD_STATE_MISSING)
+            continue;
+        if (entry->lease)
+            entry->state = entry->lease->state == HOTPLUG_LEASE_ASSIGNED ? ORCH_VFD_STATE_ASSIGNED
+                                                                         : ORCH_VFD_STATE_LEASED;
+        else if (domain)
+            entry->state = ORCH_VFD_STATE_IN_USE;
+    }
+}
+
+GPtrArray *orch_vfd_pool_list(OrchVfdPool *pool, char ***ret_warnings, GError **error)
+{
+    g_auto(PoolView) view = {0};
+
+    g_return_val_if_fail(pool != NULL, NULL);
+
+    pool_view_read(pool, &view, TRUE, NULL);
+    if (ret_warnings) {
+        g_ptr_array_add(view.warnings, NULL);
+        *ret_warnings = (char **)g_ptr_array_steal(view.warnings, NULL);
+    }
+    return g_steal_pointer(&view.entries);
+}
+
+/* ---- operations ---------------------------------------------------------------------------- */
+
+/* The canonical spelling of a VF id from a request, or NULL with ORCH_ERROR_INVALID. */
+static char *pool_canonical(const char *vf, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    char *id = hotplug_lease_vf_canonical(vf, &local);
+
+    if (!id)
+        g_set_error_literal(error, ORCH_ERROR, ORCH_ERROR_INVALID, local->message);
+    return id;
+}
+
+/* Reads the pool and finds @vf in it (borrowed from @view), or NULL with ORCH_ERROR_NOT_FOUND. */
+static OrchVfdEntry *pool_find(OrchVfdPool *pool, PoolView *view, const char *vf, GError **error)
+{
+    g_autofree char *id = pool_canonical(vf, error);
+    OrchVfdEntry *entry;
+
+    if (!id)
+        return NULL;
+    pool_view_read(pool, view, TRUE, id);
+    entry = g_hash_table_lookup(view->by_id, id);
+    if (!entry) {
+        /* A VF of a PF that cannot be read now is not known either: say so. */
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_NOT_FOUND, "VF '%s' is not in the pool of %s%s%s",
+                    id, pool->host_name, view->warnings->len ? "; " : "",
+                    view->warnings->len ? (const char *)g_ptr_array_index(view->warnings, 0) : "");
+        return NULL;
+    }
+    return entry;
+}
+
+/* "leased by 'HOLDER' (REASON) for domain 'D' until TIME" or "assigned to domain 'D' (holder
+ * 'H', reason 'R')" (owned). */
+static char *lease_describe(const HotplugLease *lease)
+{
+    g_autoptr(GDateTime) t = lease->expires ? g_date_time_new_from_unix_utc(lease->expires) : NULL;
+    g_autofree char *until = t ? g_date_time_format_iso8601(t) : NULL;
+    const char *holder = lease->holder ? lease->holder : "?";
+    const char *reason = lease->reason ? lease->reason : "?";
+    const char *domain = lease->domain ? lease->domain : "?";
+
+    if (lease->state == HOTPLUG_LEASE_ASSIGNED)
+        return g_strdup_printf("assigned to domain '%s' (holder '%s', reason '%s')", domain, holder,
+                               reason);
+    return g_strdup_printf("leased by '%s' (%s) for domain '%s' until %s", holder, reason, domain,
+                           until ? until : "?");
+}
+
+/* An ASSIGNED lease whose domain does not hold the VF on this host (it was destroyed, or it
+ * migrated away and the source was not told) ends when someone asks for the VF: the lease was
+ * confirmed because the domain held the VF here, and it no longer does. Only when libvirt
+ * answered; a lease not yet confirmed (a migration in flight) is never touched. */
+static void entry_reclaim(OrchVfdPool *pool, const PoolView *view, OrchVfdEntry *entry)
+{
+    g_autoptr(GError) local = NULL;
+    const char *holder;
+
+    if (entry->state != ORCH_VFD_STATE_ASSIGNED || !entry->lease || !view->domains)
+        return;
+    holder = g_hash_table_lookup(view->domains, entry->id);
+    if (holder && g_strcmp0(holder, entry->lease->domain) == 0)
+        return;
+    if (!hotplug_lease_forget(pool->store, entry->id, &local)) {
+        g_debug("VF '%s': cannot end the stale lease of '%s': %s", entry->id,
+                entry->lease->domain, local->message);
+        return;
+    }
+    g_message("VF '%s': lease of domain '%s' ended: the domain does not hold it on %s any more",
+              entry->id, entry->lease->domain ? entry->lease->domain : "?", pool->host_name);
+    g_clear_pointer(&entry->lease, hotplug_lease_free);
+    g_clear_pointer(&entry->assigned_to, g_free);
+    entry->state = holder ? ORCH_VFD_STATE_IN_USE : ORCH_VFD_STATE_FREE;
+    if (holder)
+        entry->assigned_to = g_strdup(holder);
+}
+
+/* Can @entry be leased? FALSE with ORCH_ERROR_CONFLICT / _UNAVAILABLE saying why not. */
+static gboolean entry_leasable(const PoolView *view, const OrchVfdEntry *entry, GError **error)
+{
+    switch (entry->state) {
+    case ORCH_VFD_STATE_FREE:
+        if (entry->pci && view->domains_error) {
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE,
+                        "Cannot tell whether a domain uses VF '%s': %s", entry->id,
+                        view->domains_error);
+            return FALSE;
+        }
+        return TRUE;
+    case ORCH_VFD_STATE_LEASED:
+    case ORCH_VFD_STATE_ASSIGNED: {
+        g_autofree char *what = lease_describe(entry->lease);
+
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT, "VF '%s' is %s", entry->id, what);
+        return FALSE;
+    }
+    case ORCH_VFD_STATE_IN_USE:
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT,
+                    "VF '%s' is used by domain '%s' (plugged without a lease)", entry->id,
+                    entry->assigned_to);
+        return FALSE;
+    case ORCH_VFD_STATE_MISSING:
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT, "VF '%s' is missing: %s", entry->id,
+                    entry->note);
+        return FALSE;
+    default:
+        g_assert_not_reached();
+    }
+}
+
+/* hotplug_lease_acquire() with the error in ORCH_ERROR (BUSY: CONFLICT, INVALID stays). */
+static HotplugLease *pool_acquire(OrchVfdPool *pool, const char *id, const OrchVfdLeaseSpec *spec,
+                                  GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    HotplugLease *lease =
+        hotplug_lease_acquire(pool->store, id, spec->holder, spec->reason, spec->domain,
+                              spec->ttl_s ? spec->ttl_s : pool->lease_ttl_s, &local);
+
+    if (lease) {
+        g_debug("VF '%s' leased to '%s' for domain '%s' (%s), lease %s", id, spec->holder,
+                spec->domain, spec->reason, lease->id);
+        return lease;
+    }
+    g_set_error_literal(
+        error, ORCH_ERROR,
+        g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_BUSY)      ? ORCH_ERROR_CONFLICT
+        : g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID) ? ORCH_ERROR_INVALID
+                                                                       : ORCH_ERROR_FAILED,
+        local->message);
+    return NULL;
+}
+
+/* Per state, how many VFs of the pool are of model @vendor:@device. */
+static char *pool_model_summary(const PoolView *view, guint vendor, guint device, guint *ret_n)
+{
+    guint counts[ORCH_VFD_STATE_LAST] = {0};
+    guint n = 0;
+    g_autoptr(GString) s = g_string_new(NULL);
+
+    for (guint i = 0; i < view->entries->len; i++) {
+        const OrchVfdEntry *entry = g_ptr_array_index(view->entries, i);
+
+        if (!entry->pci || entry->pci->vendor_id != vendor || entry->pci->device_id != device)
+            continue;
+        counts[entry->state]++;
+        n++;
+    }
+    for (int st = 0; st < ORCH_VFD_STATE_LAST; st++) {
+        if (counts[st])
+            g_string_append_printf(s, "%s%u %s", s->len ? ", " : "", counts[st],
+                                   orch_vfd_state_to_string(st));
+    }
+    *ret_n = n;
+    return g_string_free(g_steal_pointer(&s), FALSE);
+}
+
+HotplugLease *orch_vfd_pool_lease(OrchVfdPool *pool, const OrchVfdLeaseSpec *spec, GError **error)
+{
+    g_auto(PoolView) view = {0};
+    g_autofree char *summary = NULL;
+    guint n_model = 0;
+
+    g_return_val_if_fail(pool && spec, NULL);
+
+    if (spec->vf) {
+        OrchVfdEntry *entry = pool_find(pool, &view, spec->vf, error);
+
+        if (entry)
+            entry_reclaim(pool, &view, entry);
+        if (!entry || !entry_leasable(&view, entry, error))
+            return NULL;
+        return pool_acquire(pool, entry->id, spec, error);
+    }
+
+    pool_view_read(pool, &view, TRUE, NULL);
+    for (guint i = 0; i < view.entries->len; i++) {
+        OrchVfdEntry *entry = g_ptr_array_index(view.entries, i);
+        g_autoptr(GError) local = NULL;
+        HotplugLease *lease;
+
+        if (!entry->pci || entry->pci->vendor_id != spec->vendor_id ||
+            entry->pci->device_id != spec->device_id)
+            continue;
+        entry_reclaim(pool, &view, entry);
+        if (!entry_leasable(&view, entry, &local)) {
+            if (g_error_matches(local, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE)) {
+                g_propagate_error(error, g_steal_pointer(&local));
+                return NULL;
+            }
+            continue;
+        }
+        lease = pool_acquire(pool, entry->id, spec, &local);
+        if (lease)
+            return lease;
+        if (!g_error_matches(local, ORCH_ERROR, ORCH_ERROR_CONFLICT)) {
+            g_propagate_error(error, g_steal_pointer(&local));
+            return NULL;
+        }
+        /* Taken by another process between the look and the lease: the next one. */
+    }
+    summary = pool_model_summary(&view, spec->vendor_id, spec->device_id, &n_model);
+    if (n_model)
+        g_set_error(
+            error, ORCH_ERROR, ORCH_ERROR_CONFLICT,
+            "no free VF %04x:%04x on %s: the pool has %u of that model (%s) and %u VFs in all",
+            spec->vendor_id, spec->device_id, pool->host_name, n_model, summary, view.entries->len);
+    else
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT,
+                    "no free VF %04x:%04x on %s: the pool has none of that model (%u VFs in all)",
+                    spec->vendor_id, spec->device_id, pool->host_name, view.entries->len);
+    return NULL;
+}
+
+/* The lease of @id now (owned), errors in ORCH_ERROR. */
+static HotplugLease *pool_lease_get(OrchVfdPool *pool, const char *id, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    HotplugLease *lease = hotplug_lease_get(pool->store, id, &local);
+
+    if (!lease)
+        g_set_error_literal(error, ORCH_ERROR, ORCH_ERROR_FAILED, local->message);
+    return lease;
+}
+
+/* The lease-changing calls: @vf must be a configured VF (present or not). */
+static char *pool_configured(OrchVfdPool *pool, const char *vf, GError **error)
+{
+    g_autofree char *id = pool_canonical(vf, error);
+
+    if (!id)
+        return NULL;
+    if (!pool_lists(pool->vfs, id) && !pool_lists(pool->standins, id)) {
+        g_auto(PoolView) view = {0};
+
+        pool_view_read(pool, &view, FALSE, id);
+        if (!g_hash_table_contains(view.by_id, id)) {
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_NOT_FOUND, "VF '%s' is not in the pool of %s",
+                        id, pool->host_name);
+            return NULL;
+        }
+    }
+    return g_steal_pointer(&id);
+}
+
+HotplugLease *orch_vfd_pool_confirm(OrchVfdPool *pool, const char *vf, const char *id,
+                                    GError **error)
+{
+    g_autofree char *canonical = NULL;
+    g_autoptr(GError) local = NULL;
+
+    g_return_val_if_fail(pool && vf && id, NULL);
+
+    canonical = pool_configured(pool, vf, error);
+    if (!canonical)
+        return NULL;
+    if (!hotplug_lease_confirm(pool->store, canonical, id, &local)) {
+        g_set_error_literal(
+            error, ORCH_ERROR,
+            g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_STALE)     ? ORCH_ERROR_CONFLICT
+            : g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID) ? ORCH_ERROR_INVALID
+                                                                           : ORCH_ERROR_FAILED,
+            local->message);
+        return NULL;
+    }
+    g_debug("VF '%s': lease %s confirmed", canonical, id);
+    return pool_lease_get(pool, canonical, error);
+}
+
+gboolean orch_vfd_pool_release(OrchVfdPool *pool, const char *vf, const char *id, GError **error)
+{
+    g_autofree char *canonical = NULL;
+    g_autoptr(GError) local = NULL;
+
+    g_return_val_if_fail(pool && vf && id, FALSE);
+
+    canonical = pool_configured(pool, vf, error);
+    if (!canonical)
+        return FALSE;
+    if (!hotplug_lease_release(pool->store, canonical, id, &local)) {
+        g_set_error_literal(
+            error, ORCH_ERROR,
+            g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_STALE)     ? ORCH_ERROR_CONFLICT
+            : g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID) ? ORCH_ERROR_INVALID
+                                                                           : ORCH_ERROR_FAILED,
+            local->message);
+        return FALSE;
+    }
+    g_debug("VF '%s': lease %s released", canonical, id);
+    return TRUE;
+}
+
+gboolean orch_vfd_pool_left(OrchVfdPool *pool, const char *vf, const char *domain, GError **error)
+{
+    g_autofree char *canonical = NULL;
+    g_autoptr(GError) local = NULL;
+    g_autoptr(HotplugLease) lease = NULL;
+
+    g_return_val_if_fail(pool && vf && domain, FALSE);
+
+    canonical = pool_configured(pool, vf, error);
+    if (!canonical)
+        return FALSE;
+    lease = hotplug_lease_get(pool->store, canonical, &local);
+    if (!lease) {
+        g_set_error_literal(error, ORCH_ERROR, ORCH_ERROR_FAILED, local->message);
+        return FALSE;
+    }
+    if (lease->state == HOTPLUG_LEASE_FREE)
+        return TRUE;
+    if (lease->state != HOTPLUG_LEASE_ASSIGNED || g_strcmp0(lease->domain, domain) != 0) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT,
+                    "VF '%s' is %s for domain '%s', not assigned to '%s': left alone", canonical,
+                    hotplug_lease_state_to_string(lease->state),
+                    lease->domain ? lease->domain : "?", domain);
+        return FALSE;
+    }
+    if (!hotplug_lease_forget(pool->store, canonical, &local)) {
+        g_set_error_literal(error, ORCH_ERROR, ORCH_ERROR_FAILED, local->message);
+        return FALSE;
+    }
+    g_debug("VF '%s': domain '%s' left, its lease ended", canonical, domain);
+    return TRUE;
+}
+
+/* @vf must be leased (LEASED or ASSIGNED) for the calls that change the device. */
+static OrchVfdEntry *pool_find_held(OrchVfdPool *pool, PoolView *view, const char *vf,
+                                    const char *what, GError **error)
+{
+    OrchVfdEntry *entry = pool_find(pool, view, vf, error);
+
+    if (!entry)
+        return NULL;
+    if (!entry->lease) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT,
+                    "VF '%s' is %s, not leased: lease it (POST /v1/leases) before %s", entry->id,
+                    orch_vfd_state_to_string(entry->state), what);
+        return NULL;
+    }
+    if (entry->state == ORCH_VFD_STATE_MISSING) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT, "VF '%s' is missing: %s", entry->id,
+                    entry->note);
+        return NULL;
+    }
+    return entry;
+}
+
+gboolean orch_vfd_pool_ib_identity(OrchVfdPool *pool, const char *vf, guint64 node_guid,
+                                   guint64 port_guid, gboolean *ret_applied, char **ret_note,
+                                   GError **error)
+{
+    g_auto(PoolView) view = {0};
+    g_autoptr(GError) local = NULL;
+    g_autofree char *note = NULL;
+    g_autofree char *node = hotplug_guid_format(node_guid);
+    g_autofree char *port = hotplug_guid_format(port_guid);
+    OrchVfdEntry *entry;
+
+    g_return_val_if_fail(pool && vf, FALSE);
+
+    entry = pool_find_held(pool, &view, vf, "setting its IB identity", error);
+    if (!entry)
+        return FALSE;
+    if (entry->kind == ORCH_VFD_KIND_STANDIN) {
+        if (ret_applied)
+            *ret_applied = FALSE;
+        if (ret_note)
+            *ret_note = g_strdup_printf(
+                "'%s' is a stand-in network device: it has no IB identity, nothing set", entry->id);
+        return TRUE;
+    }
+    if (view.domains_error) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE,
+                    "Cannot tell whether a domain uses VF '%s': %s", entry->id, view.domains_error);
+        return FALSE;
+    }
+    if (view.domains && g_hash_table_contains(view.domains, entry->id)) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT,
+                    "VF '%s' is in use by domain '%s': its IB identity cannot change under it",
+                    entry->id, (const char *)g_hash_table_lookup(view.domains, entry->id));
+        return FALSE;
+    }
+    if (!pool->ops->ib_identity(pool->host, entry->pci, node_guid, port_guid, &note, &local)) {
+        g_set_error(error, ORCH_ERROR,
+                    g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID)
+                        ? ORCH_ERROR_INVALID
+                        : ORCH_ERROR_FAILED,
+                    "Setting node GUID %s, port GUID %s on VF '%s': %s", node, port, entry->id,
+                    local->message);
+        return FALSE;
+    }
+    g_debug("VF '%s': node GUID %s, port GUID %s %s", entry->id, node, port, note ? note : "set");
+    if (ret_applied)
+        *ret_applied = note == NULL;
+    if (ret_note)
+        *ret_note = note ? g_steal_pointer(&note)
+                         : g_strdup_printf("node GUID %s, port GUID %s set", node, port);
+    return TRUE;
+}
+
+gboolean orch_vfd_pool_vfio(OrchVfdPool *pool, const char *vf, gboolean *ret_changed,
+                            char **ret_driver, char **ret_note, GError **error)
+{
+    g_auto(PoolView) view = {0};
+    g_autoptr(GError) local = NULL;
+    g_autofree char *previous = NULL;
+    gboolean changed = FALSE;
+    OrchVfdEntry *entry;
+
+    g_return_val_if_fail(pool && vf, FALSE);
+
+    entry = pool_find_held(pool, &view, vf, "binding it to vfio-pci", error);
+    if (!entry)
+        return FALSE;
+    if (entry->kind == ORCH_VFD_KIND_STANDIN) {
+        if (ret_changed)
+            *ret_changed = FALSE;
+        if (ret_driver)
+            *ret_driver = NULL;
+        if (ret_note)
+            *ret_note = g_strdup_printf(
+                "'%s' is a stand-in network device: no PCI driver to bind, nothing done",
+                entry->id);
+        return TRUE;
+    }
+    if (!pool->ops->vfio_bind(pool->host, entry->id, &changed, &previous, &local)) {
+        g_set_error_literal(error, ORCH_ERROR,
+                            g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_NOT_FOUND)
+                                ? ORCH_ERROR_CONFLICT
+                                : ORCH_ERROR_FAILED,
+                            local->message);
+        return FALSE;
+    }
+    if (changed)
+        g_debug("VF '%s' bound to vfio-pci (was %s)", entry->id, previous ? previous : "unbound");
+    if (ret_changed)
+        *ret_changed = changed;
+    if (ret_driver)
+        *ret_driver = g_strdup("vfio-pci");
+    if (ret_note)
+        *ret_note = changed ? g_strdup_printf("bound to vfio-pci (was %s)",
+                                              previous ? previous : "bound to no driver")
+                            : g_strdup("bound to vfio-pci already");
+    return TRUE;
+}

@@ -1,0 +1,154 @@
+/* hotmigd's side of the VF API (docs/hotmigd.md): the pool of VFs this host hands out.
+ *
+ *   pool.c    the pool: which VFs, their state, leases (hotplug lease store), IB identity,
+ *             vfio; asks the host through OrchVfdHostOps so tests can fake it
+ *   host.c    the real OrchVfdHostOps: sysfs, netlink, vfio under a sysfs root, libvirt
+ *
+ * The HTTP+JSON API over the pool is api.h, the mutual-TLS server that carries it server.h.
+ *
+ * Errors are ORCH_ERROR: _INVALID bad input (400), _NOT_FOUND unknown VF (404), _CONFLICT the
+ * state says no (409), _UNAVAILABLE something the daemon needs did not answer (503), anything
+ * else 500. */
+#pragma once
+
+#include <glib.h>
+
+#include "common/common.h"
+#include "engine/engine.h"
+#include "engine/hotmigd-client.h"
+#include "hotplug/hotplug.h"
+
+G_BEGIN_DECLS
+
+/* ---- what the pool asks of the host ------------------------------------------------------ */
+
+/* A PCI VF as the pool needs it (filled from hm-hotplug's sysfs reader). */
+typedef struct {
+    char *address;    /* "0000:3b:00.1" */
+    char *pf_address; /* its PF */
+    guint vf_index;   /* virtfnN of the PF */
+    guint vendor_id;
+    guint device_id;
+    char *driver;    /* bound driver or NULL */
+    char *pf_netdev; /* the PF's network device (netlink sets GUIDs through it), or NULL */
+} OrchVfdPciVf;
+
+void orch_vfd_pci_vf_free(OrchVfdPciVf *vf);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchVfdPciVf, orch_vfd_pci_vf_free)
+
+typedef struct {
+    /* The VFs of PF @pf (new array of OrchVfdPciVf). */
+    GPtrArray *(*pf_vfs)(gpointer host, const char *pf, GError **error);
+    /* One VF (owned). */
+    OrchVfdPciVf *(*vf_read)(gpointer host, const char *address, GError **error);
+    /* Does network device @name exist (a stand-in is there)? */
+    gboolean (*netdev_exists)(gpointer host, const char *name);
+    /* Which running domain uses which PCI address: a new table "DDDD:BB:SS.F" -> domain name
+     * (owned strings). ORCH_ERROR_UNAVAILABLE when the hypervisor cannot be asked. */
+    GHashTable *(*domains_using)(gpointer host, GError **error);
+    /* Sets the IB node and port GUIDs of @vf through its PF. *ret_note (owned, may be NULL
+     * when nothing is worth saying) says what was done. */
+    gboolean (*ib_identity)(gpointer host, const OrchVfdPciVf *vf, guint64 node_guid,
+                            guint64 port_guid, char **ret_note, GError **error);
+    /* hotplug_vfio_bind() on the host's sysfs. */
+    gboolean (*vfio_bind)(gpointer host, const char *address, gboolean *ret_changed,
+                          char **ret_previous_driver, GError **error);
+    void (*free)(gpointer host);
+} OrchVfdHostOps;
+
+/* ---- the real host (host.c) --------------------------------------------------------- */
+
+/* @sysfs_root: where sysfs is ("/sys" or a fixture); @libvirt_uri: the host's hypervisor for
+ * domains_using ("" or NULL: libvirt's default), asked from a thread of its own and given up
+ * (ORCH_ERROR_UNAVAILABLE) after @libvirt_timeout_ms; @vfio_timeout_ms: how long a vfio-pci
+ * probe may take. Owned result, free with ops->free. Never fails: netlink and libvirt are
+ * opened when first needed. */
+gpointer orch_vfd_host_new(const char *sysfs_root, const char *libvirt_uri, guint vfio_timeout_ms,
+                           guint libvirt_timeout_ms);
+extern const OrchVfdHostOps orch_vfd_host_ops;
+
+/* ---- the pool ----------------------------------------------------------------------------- */
+
+/* OrchVfdKind, OrchVfdState: engine/hotmigd-client.h (the client reads the same words). */
+
+/* One VF of the pool, as listed. */
+typedef struct {
+    char *id; /* PCI address (kernel spelling) or the stand-in's netdev name */
+    OrchVfdKind kind;
+    OrchVfdState state;
+    OrchVfdPciVf *pci;   /* PCI facts (NULL for stand-ins and missing VFs) */
+    HotplugLease *lease; /* the current lease (NULL when free) */
+    char *assigned_to;   /* the domain that has it: from the hypervisor, else the lease */
+    char *note;          /* why missing, or NULL */
+} OrchVfdEntry;
+
+void orch_vfd_entry_free(OrchVfdEntry *entry);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchVfdEntry, orch_vfd_entry_free)
+
+typedef struct {
+    const char *host_name;  /* reported by GET /v1/host */
+    const char *lease_dir;  /* the lease store ([hotmigd] run-dir/leases) */
+    guint lease_ttl_s;      /* default TTL of an unconfirmed lease */
+    const char *const *pfs; /* [pool] pfs, vfs, standins (NULL-terminated; NULL for none) */
+    const char *const *vfs;
+    const char *const *standins;
+} OrchVfdPoolConfig;
+
+typedef struct OrchVfdPool OrchVfdPool;
+
+/* Checks @config (addresses and names) and opens the lease store. Takes ownership of @host
+ * (freed with @ops->free, also on failure). Owned result. */
+OrchVfdPool *orch_vfd_pool_new(const OrchVfdPoolConfig *config, const OrchVfdHostOps *ops,
+                               gpointer host, GError **error);
+void orch_vfd_pool_free(OrchVfdPool *pool);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchVfdPool, orch_vfd_pool_free)
+
+const char *orch_vfd_pool_host_name(const OrchVfdPool *pool); /* borrowed */
+
+/* The pool now: a new array of OrchVfdEntry in configuration order (PFs' VFs, VFs,
+ * stand-ins). Problems that do not stop the listing (a PF that cannot be read, the hypervisor
+ * not answering) go to *ret_warnings (owned, NULL-terminated, may be empty; NULL allowed). */
+GPtrArray *orch_vfd_pool_list(OrchVfdPool *pool, char ***ret_warnings, GError **error);
+
+/* A lease request: @vf, or the first free VF of the model @vendor_id:@device_id. */
+typedef struct {
+    const char *vf;  /* or NULL */
+    guint vendor_id; /* with device_id, when vf is NULL */
+    guint device_id;
+    const char *holder; /* who asks (e.g. "migrate-vm@hostA"), required */
+    const char *reason; /* why (e.g. "migration of vm7 from hostA"), required */
+    const char *domain; /* the domain that will get it, required */
+    guint ttl_s;        /* 0: the pool's lease_ttl_s */
+} OrchVfdLeaseSpec;
+
+/* Leases a VF. ORCH_ERROR_NOT_FOUND: @vf is not in the pool; ORCH_ERROR_CONFLICT: it is not
+ * free, or no VF of that model is ("no free VF ..." with the pool's state);
+ * ORCH_ERROR_UNAVAILABLE: the hypervisor cannot say which PCI VFs domains use. Owned lease. */
+HotplugLease *orch_vfd_pool_lease(OrchVfdPool *pool, const OrchVfdLeaseSpec *spec, GError **error);
+
+/* Makes lease @id of @vf lasting (LEASED -> ASSIGNED). ORCH_ERROR_CONFLICT when @id is not
+ * the VF's current lease (expired, released, another's). Owned lease. */
+HotplugLease *orch_vfd_pool_confirm(OrchVfdPool *pool, const char *vf, const char *id,
+                                    GError **error);
+
+/* Ends lease @id of @vf; TRUE as well when it is gone already (idempotent), also after expiry.
+ * ORCH_ERROR_CONFLICT when the VF holds another lease. */
+gboolean orch_vfd_pool_release(OrchVfdPool *pool, const char *vf, const char *id, GError **error);
+
+/* Domain @domain has left this host (migrated away): ends the ASSIGNED lease it held on @vf.
+ * TRUE as well when @vf holds no lease (nothing to do). ORCH_ERROR_CONFLICT when the lease is
+ * another domain's, or not confirmed yet (a migration in flight). */
+gboolean orch_vfd_pool_left(OrchVfdPool *pool, const char *vf, const char *domain, GError **error);
+
+/* Sets the IB identity of leased VF @vf. *ret_applied FALSE with a note when there is nothing
+ * to set (a stand-in). ORCH_ERROR_CONFLICT when @vf is not leased, or a domain uses it. */
+gboolean orch_vfd_pool_ib_identity(OrchVfdPool *pool, const char *vf, guint64 node_guid,
+                                   guint64 port_guid, gboolean *ret_applied, char **ret_note,
+                                   GError **error);
+
+/* Makes sure vfio-pci drives leased VF @vf (binds it when not). *ret_note says what was done.
+ * Stand-ins: nothing to do (*ret_changed FALSE, a note). ORCH_ERROR_CONFLICT when not leased. */
+gboolean orch_vfd_pool_vfio(OrchVfdPool *pool, const char *vf, gboolean *ret_changed,
+                            char **ret_driver, char **ret_note, GError **error);
+
+G_END_DECLS

@@ -1,0 +1,529 @@
+/* hotmigd's HTTPS listener: libsoup's SoupServer with the host's certificate, client
+ * certificates required and checked against the CA (mutual TLS). It only carries requests to
+ * api.c (and /v1/alerts to alerts.c) and their replies back. Also the plain-HTTP listener of
+ * the failure-prediction hook: the Alertmanager webhook and /metrics (at the end). One of the
+ * two files that use libsoup (engine/hotmigd-client-soup.c is the other; docs/decisions.md). */
+#define G_LOG_DOMAIN "hotmigd"
+
+#include "hotmigd/server.h"
+
+#include <json-glib/json-glib.h>
+
+#include <libsoup/soup.h>
+
+struct OrchVfdServer {
+    SoupServer *soup;
+    GTlsDatabase *ca;  /* client certificates must chain to it */
+    OrchVfdPool *pool; /* borrowed */
+    const OrchVfdServices *services; /* borrowed, or NULL */
+    guint port;
+    OrchAlerts *alerts; /* borrowed; NULL: no /v1/alerts */
+};
+
+#define SERVER_PEER_KEY "hotmigd-peer-subject"
+
+/* "ADDRESS (SUBJECT)" of @msg's peer, for the log (owned). The subject of the certificate
+ * accepted at the handshake is kept on the connection's socket: later requests on the same
+ * connection do not carry it. */
+static char *server_peer(SoupServerMessage *msg)
+{
+    GSocket *sock = soup_server_message_get_socket(msg);
+    const char *subject = sock ? g_object_get_data(G_OBJECT(sock), SERVER_PEER_KEY) : NULL;
+    const char *host = soup_server_message_get_remote_host(msg);
+
+    return g_strdup_printf("%s (%s)", host ? host : "?", subject ? subject : "?");
+}
+
+static void server_reply(SoupServerMessage *msg, guint status, const char *json)
+{
+    soup_server_message_set_status(msg, status, NULL);
+    soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_COPY, json, strlen(json));
+}
+
+/* A refusal before the API saw the request: {"error": MESSAGE}, logged. */
+static void server_reply_error(SoupServerMessage *msg, guint status, const char *message)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autoptr(JsonNode) root = NULL;
+    g_autofree char *json = NULL;
+    g_autofree char *peer = server_peer(msg);
+
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "error");
+    json_builder_add_string_value(b, message);
+    json_builder_end_object(b);
+    root = json_builder_get_root(b);
+    json_generator_set_root(gen, root);
+    json = json_generator_to_data(gen, NULL);
+    server_reply(msg, status, json);
+    soup_message_headers_append(soup_server_message_get_response_headers(msg), "Connection",
+                                "close");
+    g_message("%s %.200s from %s: %u %s", soup_server_message_get_method(msg),
+              g_uri_get_path(soup_server_message_get_uri(msg)), peer, status, message);
+}
+
+/* GIO asks the server about every client certificate, valid or not, and accepts only what a
+ * handler accepts: a certificate that chains to our CA (for client authentication), with no
+ * error GIO found either. Refusals end the handshake; they are logged here, since the client
+ * only sees the connection end. */
+static gboolean server_accept_certificate(SoupServerMessage *msg, GTlsCertificate *cert,
+                                          GTlsCertificateFlags errors, gpointer data)
+{
+    OrchVfdServer *server = data;
+    const char *host = soup_server_message_get_remote_host(msg);
+    g_autofree char *subject = NULL;
+    g_autoptr(GError) local = NULL;
+    GTlsCertificateFlags ours = G_TLS_CERTIFICATE_GENERIC_ERROR;
+
+    if (cert) {
+        g_object_get(cert, "subject-name", &subject, NULL);
+        ours = g_tls_database_verify_chain(server->ca, cert,
+                                           G_TLS_DATABASE_PURPOSE_AUTHENTICATE_CLIENT, NULL, NULL,
+                                           G_TLS_DATABASE_VERIFY_NONE, NULL, &local);
+    }
+    g_autoptr(GString) why = g_string_new(NULL);
+
+    if (cert && errors == 0 && ours == 0 && !local) {
+        GSocket *sock = soup_server_message_get_socket(msg);
+
+        if (sock)
+            g_object_set_data_full(G_OBJECT(sock), SERVER_PEER_KEY, g_steal_pointer(&subject),
+                                   g_free);
+        return TRUE;
+    }
+    errors |= ours;
+    if (errors & G_TLS_CERTIFICATE_UNKNOWN_CA)
+        g_string_append(why, ", not signed by the CA");
+    if (errors & G_TLS_CERTIFICATE_EXPIRED)
+        g_string_append(why, ", expired");
+    if (errors & G_TLS_CERTIFICATE_NOT_ACTIVATED)
+        g_string_append(why, ", not valid yet");
+    if (errors & G_TLS_CERTIFICATE_REVOKED)
+        g_string_append(why, ", revoked");
+    if (errors & G_TLS_CERTIFICATE_INSECURE)
+        g_string_append(why, ", insecure");
+    if (local)
+        g_string_append_printf(why, ", %s", local->message);
+    if (!why->len)
+        g_string_append_printf(why, ", verification flags 0x%x", errors);
+    g_message("Refused the client certificate '%s' of %s: %s", subject ? subject : "none",
+              host ? host : "?", why->str + 2);
+    return FALSE;
+}
+
+static void server_request_started(SoupServer *soup, SoupServerMessage *msg, gpointer data)
+{
+    g_signal_connect(msg, "accept-certificate", G_CALLBACK(server_accept_certificate), data);
+}
+
+/* After the request headers, before the body: refuse bodies over the limit (413) and bodies
+ * of unknown length (411), so that no large body is read at all. */
+static void server_early(SoupServer *soup, SoupServerMessage *msg, const char *path,
+                         GHashTable *query, gpointer data)
+{
+    SoupMessageHeaders *headers = soup_server_message_get_request_headers(msg);
+    SoupEncoding encoding = soup_message_headers_get_encoding(headers);
+    goffset length;
+
+    if (encoding == SOUP_ENCODING_CONTENT_LENGTH) {
+        length = soup_message_headers_get_content_length(headers);
+        if (length > ORCH_VFD_API_MAX_BODY) {
+            g_autofree char *text = g_strdup_printf("the request body has %" G_GOFFSET_FORMAT
+                                                    " bytes, more than the limit of %d",
+                                                    length, ORCH_VFD_API_MAX_BODY);
+
+            server_reply_error(msg, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, text);
+            soup_message_headers_append(soup_server_message_get_response_headers(msg), "Connection",
+                                        "close");
+        }
+    } else if (encoding != SOUP_ENCODING_NONE) {
+        server_reply_error(msg, SOUP_STATUS_LENGTH_REQUIRED,
+                           "a request body needs a Content-Length header");
+    }
+}
+
+/* A request the API answers later (GET /v1/snapshot): the message is paused until then. */
+typedef struct {
+    SoupServerMessage *msg;
+    char *method;
+    char *path;
+    char *peer;
+    gboolean in_handler; /* the answer came before the handler returned: nothing to unpause */
+    gboolean answered;
+} Pending;
+
+static void server_answer(OrchVfdReply *reply, gpointer data)
+{
+    Pending *p = data;
+    g_autoptr(OrchVfdReply) owned = reply;
+
+    server_reply(p->msg, reply->status, reply->body);
+    /* Changes and refusals are logged (who did what); reads only when debugging. */
+    if (reply->log)
+        g_message("%s %.200s from %s: %u %s", p->method, p->path, p->peer, reply->status,
+                  reply->log);
+    else
+        g_debug("%s %.200s from %s: %u", p->method, p->path, p->peer, reply->status);
+    p->answered = TRUE;
+    if (p->in_handler)
+        return;
+    soup_server_message_unpause(p->msg);
+    g_object_unref(p->msg);
+    g_free(p->method);
+    g_free(p->path);
+    g_free(p->peer);
+    g_free(p);
+}
+
+static void server_handle(SoupServer *soup, SoupServerMessage *msg, const char *path,
+                          GHashTable *query, gpointer data)
+{
+    OrchVfdServer *server = data;
+    SoupMessageBody *body = soup_server_message_get_request_body(msg);
+    g_autoptr(GBytes) bytes = soup_message_body_flatten(body);
+    Pending *p = g_new0(Pending, 1);
+    gsize len = 0;
+    const char *data_ptr = g_bytes_get_data(bytes, &len);
+
+    p->msg = g_object_ref(msg);
+    p->method = g_strdup(soup_server_message_get_method(msg));
+    p->path = g_strdup(g_uri_get_path(soup_server_message_get_uri(msg)));
+    p->peer = server_peer(msg);
+    p->in_handler = TRUE;
+    if (server->alerts && g_strcmp0(p->path, "/v1/alerts") == 0)
+        server_answer(orch_alerts_api_handle(server->alerts, p->method, data_ptr, len, p->peer), p);
+    else
+        orch_vfd_api_handle_async(server->pool, server->services, p->method, p->path, data_ptr, len,
+                                  server_answer, p);
+    p->in_handler = FALSE;
+    if (!p->answered) {
+        soup_server_message_pause(msg);
+        return;
+    }
+    g_object_unref(p->msg);
+    g_free(p->method);
+    g_free(p->path);
+    g_free(p->peer);
+    g_free(p);
+}
+
+void orch_vfd_server_set_services(OrchVfdServer *server, const OrchVfdServices *services)
+{
+    g_return_if_fail(server != NULL);
+    server->services = services;
+}
+
+void orch_vfd_server_free(OrchVfdServer *server)
+{
+    if (!server)
+        return;
+    if (server->soup) {
+        soup_server_disconnect(server->soup);
+        g_object_unref(server->soup);
+    }
+    g_clear_object(&server->ca);
+    g_free(server);
+}
+
+/* The port of the first listener. */
+static guint server_listen_port(SoupServer *soup)
+{
+    GSList *listeners = soup_server_get_listeners(soup);
+    guint port = 0;
+
+    for (GSList *l = listeners; l && !port; l = l->next) {
+        g_autoptr(GSocketAddress) addr = g_socket_get_local_address(l->data, NULL);
+
+        if (addr && G_IS_INET_SOCKET_ADDRESS(addr))
+            port = g_inet_socket_address_get_port(G_INET_SOCKET_ADDRESS(addr));
+    }
+    g_slist_free(listeners);
+    return port;
+}
+
+OrchVfdServer *orch_vfd_server_new(const OrchVfdServerConfig *config, OrchVfdPool *pool,
+                                   GError **error)
+{
+    g_autoptr(OrchVfdServer) server = g_new0(OrchVfdServer, 1);
+    g_autoptr(GTlsCertificate) cert = NULL;
+    g_autoptr(GTlsDatabase) ca = NULL;
+    g_autoptr(GError) local = NULL;
+    gboolean ok;
+
+    g_return_val_if_fail(config && config->cert && config->key && config->ca && pool, NULL);
+
+    if (!g_tls_backend_supports_tls(g_tls_backend_get_default())) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED,
+                    "GIO has no TLS backend (install glib-networking)");
+        return NULL;
+    }
+    cert = g_tls_certificate_new_from_files(config->cert, config->key, &local);
+    if (!cert) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                    "Cannot load the server certificate '%s' with key '%s': %s", config->cert,
+                    config->key, local->message);
+        return NULL;
+    }
+    ca = g_tls_file_database_new(config->ca, &local);
+    if (!ca) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                    "Cannot load the CA certificate '%s': %s", config->ca, local->message);
+        return NULL;
+    }
+    server->pool = pool;
+    server->ca = g_object_ref(ca);
+    server->soup = soup_server_new("tls-certificate", cert, "tls-database", ca, "tls-auth-mode",
+                                   G_TLS_AUTHENTICATION_REQUIRED, "server-header",
+                                   "hotmigd/" HOTMIG_VERSION, NULL);
+    g_signal_connect(server->soup, "request-started", G_CALLBACK(server_request_started), server);
+    soup_server_add_early_handler(server->soup, NULL, server_early, server, NULL);
+    soup_server_add_handler(server->soup, NULL, server_handle, server, NULL);
+
+    if (config->listen && *config->listen) {
+        g_autoptr(GInetAddress) inet = g_inet_address_new_from_string(config->listen);
+        g_autoptr(GSocketAddress) addr = NULL;
+
+        if (!inet) {
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                        "listen address '%s' is not an IP address", config->listen);
+            return NULL;
+        }
+        addr = g_inet_socket_address_new(inet, config->port);
+        ok = soup_server_listen(server->soup, addr, SOUP_SERVER_LISTEN_HTTPS, &local);
+    } else {
+        ok = soup_server_listen_all(server->soup, config->port, SOUP_SERVER_LISTEN_HTTPS, &local);
+    }
+    if (!ok) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED, "Cannot listen on %s%s%s port %u: %s",
+                    config->listen && *config->listen ? "'" : "",
+                    config->listen && *config->listen ? config->listen : "every address",
+                    config->listen && *config->listen ? "'" : "", config->port, local->message);
+        return NULL;
+    }
+    server->port = server_listen_port(server->soup);
+    return g_steal_pointer(&server);
+}
+
+guint orch_vfd_server_get_port(const OrchVfdServer *server)
+{
+    g_return_val_if_fail(server != NULL, 0);
+    return server->port;
+}
+
+void orch_vfd_server_set_alerts(OrchVfdServer *server, OrchAlerts *alerts)
+{
+    g_return_if_fail(server != NULL);
+    server->alerts = alerts;
+}
+
+/* ---- the alert listener: the Alertmanager webhook and /metrics, plain HTTP ------------------ */
+
+#define ALERT_WEBHOOK_PATH "/v1/alerts/alertmanager"
+#define ALERT_METRICS_PATH "/metrics"
+
+struct OrchAlertListener {
+    SoupServer *soup;
+    OrchAlerts *alerts; /* a reference */
+    guint port;
+    GList *waiting; /* SoupServerMessage: paused until their events are handled */
+};
+
+static void alert_reply(SoupServerMessage *msg, OrchVfdReply *reply)
+{
+    server_reply(msg, reply->status, reply->body);
+}
+
+/* A refusal before the body is read: {"error": MESSAGE}, logged, the connection closed. */
+static void alert_refuse(SoupServerMessage *msg, guint status, const char *message)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autoptr(JsonNode) root = NULL;
+    g_autofree char *json = NULL;
+    const char *host = soup_server_message_get_remote_host(msg);
+
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "error");
+    json_builder_add_string_value(b, message);
+    json_builder_end_object(b);
+    root = json_builder_get_root(b);
+    json_generator_set_root(gen, root);
+    json = json_generator_to_data(gen, NULL);
+    server_reply(msg, status, json);
+    soup_message_headers_append(soup_server_message_get_response_headers(msg), "Connection",
+                                "close");
+    g_message("%s %.200s from %s: %u %s", soup_server_message_get_method(msg),
+              g_uri_get_path(soup_server_message_get_uri(msg)), host ? host : "?", status, message);
+}
+
+/* After the headers: the path and method, the bearer token, then the body's size: nothing
+ * unauthorized or too large is read. */
+static void alert_early(SoupServer *soup, SoupServerMessage *msg, const char *path,
+                        GHashTable *query, gpointer data)
+{
+    OrchAlertListener *listener = data;
+    SoupMessageHeaders *headers = soup_server_message_get_request_headers(msg);
+    const char *method = soup_server_message_get_method(msg);
+    g_autofree char *why = NULL;
+    g_autofree char *text = NULL;
+    goffset length;
+
+    if (g_strcmp0(path, ALERT_METRICS_PATH) == 0) {
+        if (!g_str_equal(method, "GET") && !g_str_equal(method, "HEAD"))
+            alert_refuse(msg, SOUP_STATUS_METHOD_NOT_ALLOWED,
+                         "only GET is allowed on " ALERT_METRICS_PATH);
+        else if (soup_message_headers_get_encoding(headers) != SOUP_ENCODING_NONE)
+            alert_refuse(msg, SOUP_STATUS_BAD_REQUEST, "GET " ALERT_METRICS_PATH " takes no body");
+        return;
+    }
+    if (g_strcmp0(path, ALERT_WEBHOOK_PATH) != 0) {
+        text = g_strdup_printf(
+            "no path %.200s here (POST " ALERT_WEBHOOK_PATH ", GET " ALERT_METRICS_PATH ")", path);
+        alert_refuse(msg, SOUP_STATUS_NOT_FOUND, text);
+        return;
+    }
+    if (!g_str_equal(method, "POST")) {
+        alert_refuse(msg, SOUP_STATUS_METHOD_NOT_ALLOWED,
+                     "only POST is allowed on " ALERT_WEBHOOK_PATH);
+        return;
+    }
+    if (!orch_alerts_authorized(listener->alerts,
+                                soup_message_headers_get_one(headers, "Authorization"), &why)) {
+        soup_message_headers_append(soup_server_message_get_response_headers(msg),
+                                    "WWW-Authenticate", "Bearer");
+        text = g_strdup_printf("not authorized: %s", why);
+        alert_refuse(msg, SOUP_STATUS_UNAUTHORIZED, text);
+        return;
+    }
+    if (soup_message_headers_get_encoding(headers) != SOUP_ENCODING_CONTENT_LENGTH) {
+        alert_refuse(msg, SOUP_STATUS_LENGTH_REQUIRED,
+                     "the webhook body needs a Content-Length header");
+        return;
+    }
+    length = soup_message_headers_get_content_length(headers);
+    if (length > ORCH_ALERT_WEBHOOK_MAX_BYTES) {
+        text = g_strdup_printf("the webhook body has %" G_GOFFSET_FORMAT
+                               " bytes, more than the limit of %d",
+                               length, ORCH_ALERT_WEBHOOK_MAX_BYTES);
+        alert_refuse(msg, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, text);
+    }
+}
+
+typedef struct {
+    OrchAlertListener *listener; /* NULL once the listener is gone */
+    SoupServerMessage *msg;      /* a reference */
+    char *peer;
+} AlertWait;
+
+static void alert_webhook_done(OrchVfdReply *reply, gpointer data)
+{
+    AlertWait *wait = data;
+    g_autoptr(OrchVfdReply) owned = reply;
+
+    if (wait->listener) {
+        alert_reply(wait->msg, reply);
+        if (reply->log)
+            g_message("POST " ALERT_WEBHOOK_PATH " from %s: %u %s", wait->peer, reply->status,
+                      reply->log);
+        wait->listener->waiting = g_list_remove(wait->listener->waiting, wait);
+        soup_server_message_unpause(wait->msg);
+    }
+    g_object_unref(wait->msg);
+    g_free(wait->peer);
+    g_free(wait);
+}
+
+static void alert_handle(SoupServer *soup, SoupServerMessage *msg, const char *path,
+                         GHashTable *query, gpointer data)
+{
+    OrchAlertListener *listener = data;
+    const char *host = soup_server_message_get_remote_host(msg);
+    SoupMessageBody *body;
+    g_autoptr(GBytes) bytes = NULL;
+    AlertWait *wait;
+    gsize len = 0;
+    const char *ptr;
+
+    if (g_strcmp0(path, ALERT_METRICS_PATH) == 0) {
+        g_autofree char *text = orch_alerts_metrics(listener->alerts);
+
+        soup_server_message_set_status(msg, SOUP_STATUS_OK, NULL);
+        soup_server_message_set_response(msg, ORCH_METRICS_CONTENT_TYPE, SOUP_MEMORY_COPY, text,
+                                         strlen(text));
+        return;
+    }
+    /* Only the webhook gets here (alert_early() answered the rest). */
+    body = soup_server_message_get_request_body(msg);
+    bytes = soup_message_body_flatten(body);
+    ptr = g_bytes_get_data(bytes, &len);
+    wait = g_new0(AlertWait, 1);
+    wait->listener = listener;
+    wait->msg = g_object_ref(msg);
+    wait->peer = g_strdup(host ? host : "?");
+    listener->waiting = g_list_prepend(listener->waiting, wait);
+    /* Events about other hosts wait for their daemons: the reply comes later. */
+    soup_server_message_pause(msg);
+    orch_alerts_webhook(listener->alerts, ptr ? ptr : "", len, wait->peer, alert_webhook_done,
+                        wait);
+}
+
+OrchAlertListener *orch_alert_listener_new(const char *listen, guint port, OrchAlerts *alerts,
+                                           GError **error)
+{
+    g_autoptr(OrchAlertListener) listener = g_new0(OrchAlertListener, 1);
+    g_autoptr(GError) local = NULL;
+    gboolean ok;
+
+    g_return_val_if_fail(alerts != NULL, NULL);
+
+    listener->alerts = orch_alerts_ref(alerts);
+    listener->soup = soup_server_new("server-header", "hotmigd/" HOTMIG_VERSION, NULL);
+    soup_server_add_early_handler(listener->soup, NULL, alert_early, listener, NULL);
+    soup_server_add_handler(listener->soup, NULL, alert_handle, listener, NULL);
+    if (listen && *listen) {
+        g_autoptr(GInetAddress) inet = g_inet_address_new_from_string(listen);
+        g_autoptr(GSocketAddress) addr = NULL;
+
+        if (!inet) {
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                        "[alerts] listen address '%s' is not an IP address", listen);
+            return NULL;
+        }
+        addr = g_inet_socket_address_new(inet, port);
+        ok = soup_server_listen(listener->soup, addr, 0, &local);
+    } else {
+        ok = soup_server_listen_all(listener->soup, port, 0, &local);
+    }
+    if (!ok) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED,
+                    "Cannot listen for alerts on %s%s%s port %u: %s", listen && *listen ? "'" : "",
+                    listen && *listen ? listen : "every address", listen && *listen ? "'" : "",
+                    port, local->message);
+        return NULL;
+    }
+    listener->port = server_listen_port(listener->soup);
+    return g_steal_pointer(&listener);
+}
+
+void orch_alert_listener_free(OrchAlertListener *listener)
+{
+    if (!listener)
+        return;
+    /* Requests still waiting are answered into the void. */
+    for (GList *l = listener->waiting; l; l = l->next)
+        ((AlertWait *)l->data)->listener = NULL;
+    g_list_free(listener->waiting);
+    if (listener->soup) {
+        soup_server_disconnect(listener->soup);
+        g_object_unref(listener->soup);
+    }
+    orch_alerts_unref(listener->alerts);
+    g_free(listener);
+}
+
+guint orch_alert_listener_get_port(const OrchAlertListener *listener)
+{
+    g_return_val_if_fail(listener != NULL, 0);
+    return listener->port;
+}

@@ -1,0 +1,1636 @@
+/* The migration state machine against a fake two-host world: the fake adapter keeps the
+ * domain's devices and location, refuses to migrate a domain holding a PCI VF (as libvirt does)
+ * and runs a fake guest agent on the channel. The fault walk fails each adapter call in turn
+ * and checks that the domain always ends on exactly one host, with its VFs or with a report
+ * that says which it lacks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <glib/gstdio.h>
+
+#include "engine/engine.h"
+#include "engine/hotmigd-client.h"
+#include "engine/journal.h"
+#include "engine/virt.h"
+
+#define DOMAIN "vm1"
+
+typedef enum {
+    AGENT_OK,
+    AGENT_SILENT,
+    AGENT_REFUSES_QUIESCE,
+    AGENT_STOPS_IN_PREPARE, /* answers the handshake, takes the prepare, then goes silent */
+    AGENT_RESUME_BUSY,      /* a resume is under way (asked by a killed migrate-vm): the next
+                             * two resumes are refused as Busy, then it has ended */
+} FakeAgentMode;
+
+typedef struct {
+    char *where;          /* label of the host running the domain */
+    GPtrArray *devices;   /* device XML strings attached now */
+    gboolean agent_prepared;
+    FakeAgentMode agent_mode;
+    guint agent_busy_left; /* AGENT_RESUME_BUSY: resumes still refused */
+    guint next_hostdev;
+    guint migrations;
+    char *last_plugged;   /* the last device XML attached on the destination */
+    GHashTable *leases;   /* the destination hotmigd's pool: VF id -> lease id (leased) */
+    GHashTable *assigned; /* VF id -> lease id (confirmed) */
+    GString *vfd_log;     /* "op vf;" for every hotmigd call */
+    const char *cpu_model; /* the domain's <cpu><model>, or NULL */
+    const char *kernel;    /* the domain's <os><kernel>, or NULL */
+    guint vfd_lease_seq;
+    /* The domain is defined (persistent) on the source, on the destination; as libvirt, a
+     * plug or unplug that asks to change the definition fails where there is none. */
+    gboolean defined_source, defined_destination;
+    gboolean last_plug_config; /* the last attach on the destination changed the definition */
+} FakeWorld;
+
+typedef struct {
+    OrchVirt parent;
+    FakeWorld *world;
+} FakeVirt;
+
+typedef struct {
+    OrchVirtChannel parent;
+    GString *out; /* bytes the agent sent, not yet received */
+    GString *in;  /* bytes the host sent, not yet processed */
+} FakeChannel;
+
+static const char *SRC_NODEDEVS[] = {
+    "<device><name>pci_0000_3b_02_1</name><parent>pci_0000_3a_00_0</parent>"
+    "<driver><name>vfio-pci</name></driver><capability type='pci'><class>0x020700</class>"
+    "<domain>0</domain><bus>59</bus><slot>2</slot><function>1</function>"
+    "<product id='0x101e'>ConnectX Family mlx5Gen Virtual Function</product>"
+    "<vendor id='0x15b3'>Mellanox Technologies</vendor>"
+    "<capability type='phys_function'><address domain='0x0000' bus='0x3b' slot='0x00' "
+    "function='0x0'/></capability></capability></device>",
+};
+
+static const char *DST_NODEDEVS[] = {
+    "<device><name>pci_0000_5e_02_1</name><parent>pci_0000_5d_00_0</parent>"
+    "<driver><name>vfio-pci</name></driver><capability type='pci'><class>0x020700</class>"
+    "<domain>0</domain><bus>94</bus><slot>2</slot><function>1</function>"
+    "<product id='0x101e'>ConnectX Family mlx5Gen Virtual Function</product>"
+    "<vendor id='0x15b3'>Mellanox Technologies</vendor>"
+    "<capability type='phys_function'><address domain='0x0000' bus='0x5e' slot='0x00' "
+    "function='0x0'/></capability></capability></device>",
+    "<device><name>pci_0000_5e_02_2</name><parent>pci_0000_5d_00_0</parent>"
+    "<driver><name>vfio-pci</name></driver><capability type='pci'><class>0x020700</class>"
+    "<domain>0</domain><bus>94</bus><slot>2</slot><function>2</function>"
+    "<product id='0x101e'>ConnectX Family mlx5Gen Virtual Function</product>"
+    "<vendor id='0x15b3'>Mellanox Technologies</vendor>"
+    "<capability type='phys_function'><address domain='0x0000' bus='0x5e' slot='0x00' "
+    "function='0x0'/></capability></capability></device>",
+    "<device><name>pci_0000_5e_02_3</name><parent>pci_0000_5d_00_0</parent>"
+    "<driver><name>vfio-pci</name></driver><capability type='pci'><class>0x020700</class>"
+    "<domain>0</domain><bus>94</bus><slot>2</slot><function>3</function>"
+    "<product id='0x101e'>ConnectX Family mlx5Gen Virtual Function</product>"
+    "<vendor id='0x15b3'>Mellanox Technologies</vendor>"
+    "<capability type='phys_function'><address domain='0x0000' bus='0x5e' slot='0x00' "
+    "function='0x0'/></capability></capability></device>",
+};
+
+/* Another domain on the destination already holds 0000:5e:02.1. */
+static const char *DST_OTHER_DOMAIN =
+    "<domain type='kvm'><name>other</name><devices>"
+    "<hostdev mode='subsystem' type='pci' managed='yes'><source><address domain='0x0000' "
+    "bus='0x5e' slot='0x02' function='0x1'/></source><alias name='hostdev0'/></hostdev>"
+    "</devices></domain>";
+
+static const char *HOSTDEV_XML =
+    "<hostdev mode='subsystem' type='pci' managed='yes'><source><address domain='0x0000' "
+    "bus='0x3b' slot='0x02' function='0x1'/></source><alias name='hostdev0'/>"
+    "<address type='pci' domain='0x0000' bus='0x05' slot='0x00' function='0x0'/></hostdev>";
+
+static const char *STANDIN_XML =
+    "<interface type='ethernet'><mac address='52:54:00:48:01:01'/>"
+    "<target dev='hmtap1' managed='no'/><model type='virtio'/>"
+    "<alias name='ua-hmvf0'/></interface>";
+
+static const char *NIC_XML =
+    "<interface type='udp'><mac address='52:54:00:48:02:01'/><source address='127.0.0.1' "
+    "port='42002'><local address='127.0.0.1' port='42001'/></source><model type='virtio'/>"
+    "<alias name='ua-net0'/></interface>";
+
+/* ---- the fake world ---------------------------------------------------------------------- */
+
+static char *device_alias(const char *xml)
+{
+    const char *p = strstr(xml, "<alias name='");
+    const char *end;
+
+    if (!p)
+        return NULL;
+    p += strlen("<alias name='");
+    end = strchr(p, '\'');
+    return g_strndup(p, end - p);
+}
+
+static FakeWorld *world_new(gboolean hostdev, gboolean standin)
+{
+    FakeWorld *w = g_new0(FakeWorld, 1);
+
+    w->where = g_strdup("source");
+    w->devices = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(w->devices, g_strdup(NIC_XML));
+    if (hostdev)
+        g_ptr_array_add(w->devices, g_strdup(HOSTDEV_XML));
+    if (standin)
+        g_ptr_array_add(w->devices, g_strdup(STANDIN_XML));
+    w->next_hostdev = 1;
+    w->leases = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    w->assigned = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    w->vfd_log = g_string_new(NULL);
+    return w;
+}
+
+static void world_free(FakeWorld *w)
+{
+    g_free(w->where);
+    g_ptr_array_unref(w->devices);
+    g_free(w->last_plugged);
+    g_hash_table_unref(w->leases);
+    g_hash_table_unref(w->assigned);
+    g_string_free(w->vfd_log, TRUE);
+    g_free(w);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(FakeWorld, world_free)
+
+static guint world_count_vfs(FakeWorld *w)
+{
+    guint n = 0;
+
+    for (guint i = 0; i < w->devices->len; i++) {
+        const char *xml = g_ptr_array_index(w->devices, i);
+        n += g_str_has_prefix(xml, "<hostdev") || strstr(xml, "ua-hmvf") != NULL;
+    }
+    return n;
+}
+
+static gboolean here(OrchVirt *v)
+{
+    return g_str_equal(((FakeVirt *)v)->world->where, v->label);
+}
+
+static gboolean *defined_here(OrchVirt *v)
+{
+    FakeWorld *w = ((FakeVirt *)v)->world;
+
+    return g_str_equal(v->label, "source") ? &w->defined_source : &w->defined_destination;
+}
+
+static gboolean fake_domain_state(OrchVirt *v, const char *d, OrchVirtDomainState *s, GError **e)
+{
+    if (!g_str_equal(d, DOMAIN)) {
+        *s = ORCH_VIRT_DOMAIN_MISSING;
+        return TRUE;
+    }
+    *s = here(v)            ? ORCH_VIRT_DOMAIN_RUNNING
+         : *defined_here(v) ? ORCH_VIRT_DOMAIN_INACTIVE
+                            : ORCH_VIRT_DOMAIN_MISSING;
+    return TRUE;
+}
+
+static gboolean no_domain(OrchVirt *v, const char *d, GError **e)
+{
+    g_set_error(e, ORCH_ERROR, ORCH_ERROR_NO_DOMAIN, "Domain not found: '%s' on %s", d, v->label);
+    return FALSE;
+}
+
+static gboolean fake_domain_is_persistent(OrchVirt *v, const char *d, gboolean *p, GError **e)
+{
+    if (!g_str_equal(d, DOMAIN) || (!here(v) && !*defined_here(v)))
+        return no_domain(v, d, e);
+    *p = *defined_here(v);
+    return TRUE;
+}
+
+/* libvirt refuses VIR_DOMAIN_AFFECT_CONFIG for a transient domain. */
+static gboolean check_config(OrchVirt *v, gboolean config, GError **e)
+{
+    if (config && !*defined_here(v)) {
+        g_set_error(e, ORCH_ERROR, ORCH_ERROR_HYPERVISOR,
+                    "Requested operation is not valid: transient domains do not have any "
+                    "persistent config (on %s)",
+                    v->label);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean check_here(OrchVirt *v, const char *d, GError **e)
+{
+    return (g_str_equal(d, DOMAIN) && here(v)) || no_domain(v, d, e);
+}
+
+static char *fake_domain_get_xml(OrchVirt *v, const char *d, GError **e)
+{
+    FakeWorld *w = ((FakeVirt *)v)->world;
+    g_autoptr(GString) xml = g_string_new("<domain type='kvm'><name>" DOMAIN "</name>");
+
+    if (!check_here(v, d, e))
+        return NULL;
+    if (w->kernel)
+        g_string_append_printf(xml, "<os><type>hvm</type><kernel>%s</kernel></os>", w->kernel);
+    if (w->cpu_model)
+        g_string_append_printf(xml, "<cpu mode='custom'><model>%s</model></cpu>", w->cpu_model);
+    g_string_append(xml, "<devices>");
+    for (guint i = 0; i < w->devices->len; i++)
+        g_string_append(xml, g_ptr_array_index(w->devices, i));
+    g_string_append(xml, "<channel type='unix'><target type='virtio' name='org.hotmig.agent.0'/>"
+                         "</channel></devices></domain>");
+    return g_string_free(g_steal_pointer(&xml), FALSE);
+}
+
+static gboolean fake_device_detach(OrchVirt *v, const char *d, const char *alias,
+                                   gboolean config, guint timeout_ms, GError **e)
+{
+    FakeWorld *w = ((FakeVirt *)v)->world;
+
+    if (!check_here(v, d, e) || !check_config(v, config, e))
+        return FALSE;
+    for (guint i = 0; i < w->devices->len; i++) {
+        g_autofree char *a = device_alias(g_ptr_array_index(w->devices, i));
+
+        if (a && g_str_equal(a, alias)) {
+            g_ptr_array_remove_index(w->devices, i);
+            return TRUE;
+        }
+    }
+    g_set_error(e, ORCH_ERROR, ORCH_ERROR_HYPERVISOR, "no device with alias '%s'", alias);
+    return FALSE;
+}
+
+static gboolean fake_device_attach(OrchVirt *v, const char *d, const char *xml, gboolean config,
+                                   GError **e)
+{
+    FakeWorld *w = ((FakeVirt *)v)->world;
+    g_autofree char *alias = device_alias(xml);
+    char *dev;
+
+    if (!check_here(v, d, e) || !check_config(v, config, e))
+        return FALSE;
+    assert_non_null(strstr(xml, "<"));
+    /* libxml2 writes attributes in double quotes; the fake compares with single ones. */
+    g_autofree char *norm = g_strdelimit(g_strdup(xml), "\"", '\'');
+    xml = norm;
+    g_free(alias);
+    alias = device_alias(xml);
+    if (alias) {
+        dev = g_strdup(xml);
+    } else {
+        /* libvirt names a hot-plugged hostdev itself. */
+        g_autofree char *named = g_strdup_printf("<alias name='hostdev%u'/></hostdev>",
+                                                 w->next_hostdev++);
+        g_auto(GStrv) parts = g_strsplit(xml, "</hostdev>", 2);
+        assert_non_null(parts[1]);
+        dev = g_strconcat(parts[0], named, parts[1], NULL);
+    }
+    g_ptr_array_add(w->devices, dev);
+    if (g_str_equal(v->label, "destination")) {
+        g_free(w->last_plugged);
+        w->last_plugged = g_strdup(xml);
+        w->last_plug_config = config;
+    }
+    return TRUE;
+}
+
+static gboolean fake_migrate(OrchVirt *v, const char *d, const char *dest_uri,
+                             const OrchMigrateParams *p, OrchMigrateStats *s, GError **e)
+{
+    FakeWorld *w = ((FakeVirt *)v)->world;
+
+    if (!check_here(v, d, e))
+        return FALSE;
+    for (guint i = 0; i < w->devices->len; i++) {
+        if (g_str_has_prefix(g_ptr_array_index(w->devices, i), "<hostdev")) {
+            g_set_error(e, ORCH_ERROR, ORCH_ERROR_HYPERVISOR,
+                        "cannot migrate a domain with <hostdev mode='subsystem' type='pci'>");
+            return FALSE;
+        }
+    }
+    /* VIR_MIGRATE_PERSIST_DEST defines it there; else a definition there stays as it was. */
+    if (p->persistent)
+        *(g_str_equal(v->label, "source") ? &w->defined_destination : &w->defined_source) = TRUE;
+    if (p->undefine_source)
+        *defined_here(v) = FALSE;
+    g_free(w->where);
+    w->where = g_strdup(g_str_equal(v->label, "source") ? "destination" : "source");
+    w->migrations++;
+    s->have_stats = TRUE;
+    s->data_bytes = 89 * 1048576;
+    s->downtime_ms = 150;
+    return TRUE;
+}
+
+/* The fake agent: sync, prepare, resume, per docs/design.md. */
+static void fake_agent_line(FakeWorld *w, FakeChannel *c, const char *line)
+{
+    if (w->agent_mode == AGENT_SILENT)
+        return;
+    if (strstr(line, "\"sync\"")) {
+        const char *id = strstr(line, "\"id\":");
+        g_autofree char *num = NULL;
+
+        assert_non_null(id);
+        num = g_strndup(id + 5, strspn(id + 5, "0123456789"));
+        g_string_append_printf(c->out, "\xff{\"return\":%s}\n", num);
+    } else if (strstr(line, "\"prepare\"")) {
+        if (w->agent_mode == AGENT_STOPS_IN_PREPARE) {
+            w->agent_prepared = TRUE;
+            w->agent_mode = AGENT_SILENT;
+        } else if (w->agent_mode == AGENT_REFUSES_QUIESCE) {
+            w->agent_prepared = TRUE;
+            g_string_append(c->out, "{\"return\":{\"state\":\"prepared\",\"quiesced\":[],"
+                                    "\"failed\":[{\"pid\":7,\"name\":\"mpi\",\"mode\":\"lazy\","
+                                    "\"error\":\"timeout\"}]}}\n");
+        } else if (w->agent_prepared) {
+            g_string_append(c->out, "{\"error\":{\"class\":\"Busy\",\"desc\":\"prepared\"}}\n");
+        } else {
+            w->agent_prepared = TRUE;
+            g_string_append(c->out, "{\"return\":{\"state\":\"prepared\",\"quiesced\":"
+                                    "[{\"pid\":7,\"name\":\"mpi\",\"mode\":\"lazy\"}],"
+                                    "\"failed\":[]}}\n");
+        }
+    } else if (strstr(line, "\"info\"")) {
+        g_string_append(c->out, "{\"return\":{\"version\":\"test\",\"protocol\":2}}\n");
+    } else if (strstr(line, "\"inventory\"")) {
+        g_string_append(c->out,
+                        "{\"return\":{\"state\":\"running\",\"processes\":[],\"devices\":[{"
+                        "\"name\":\"mlx5_0\",\"node_guid\":\"0002:c903:00a1:b2c3\",\"ports\":[{"
+                        "\"port\":1,\"state\":\"ACTIVE\",\"link_layer\":\"InfiniBand\",\"lid\":7,"
+                        "\"gids\":[\"fe80::2:c903:a1:b2c4\"]}]}]}}\n");
+    } else if (strstr(line, "\"resume\"") && w->agent_mode == AGENT_RESUME_BUSY &&
+               w->agent_busy_left) {
+        w->agent_busy_left--;
+        g_string_append(c->out,
+                        "{\"error\":{\"class\":\"Busy\",\"desc\":\"A resume is under way\"}}\n");
+    } else if (strstr(line, "\"resume\"")) {
+        w->agent_prepared = FALSE;
+        g_string_append(c->out, "{\"return\":{\"state\":\"running\",\"resumed\":"
+                                "[{\"pid\":7,\"name\":\"mpi\",\"mode\":\"lazy\"}],"
+                                "\"failed\":[],\"device\":\"mlx5_0\"}}\n");
+    } else {
+        g_string_append(c->out, "{\"error\":{\"class\":\"CommandNotFound\",\"desc\":\"?\"}}\n");
+    }
+}
+
+static gboolean fake_domain_abort_job(OrchVirt *v, const char *d, GError **e)
+{
+    return check_here(v, d, e);
+}
+
+static OrchVirtChannel *fake_channel_open(OrchVirt *v, const char *d, const char *name,
+                                          GError **e)
+{
+    FakeChannel *c;
+
+    if (!check_here(v, d, e))
+        return NULL;
+    assert_string_equal(name, "org.hotmig.agent.0");
+    c = g_new0(FakeChannel, 1);
+    c->parent.virt = v;
+    c->out = g_string_new(NULL);
+    c->in = g_string_new(NULL);
+    return &c->parent;
+}
+
+static gboolean fake_channel_send(OrchVirtChannel *chan, const void *buf, gsize len,
+                                  HmDeadline deadline, GError **e)
+{
+    FakeChannel *c = (FakeChannel *)chan;
+    FakeWorld *w = ((FakeVirt *)chan->virt)->world;
+    char *nl;
+
+    g_string_append_len(c->in, buf, len);
+    while ((nl = memchr(c->in->str, '\n', c->in->len))) {
+        g_autofree char *line = g_strndup(c->in->str, nl - c->in->str);
+
+        g_string_erase(c->in, 0, nl - c->in->str + 1);
+        fake_agent_line(w, c, line[0] == '\xff' ? line + 1 : line);
+    }
+    return TRUE;
+}
+
+static gssize fake_channel_recv(OrchVirtChannel *chan, void *buf, gsize len, HmDeadline deadline,
+                                GError **e)
+{
+    FakeChannel *c = (FakeChannel *)chan;
+    gsize n = MIN(len, c->out->len);
+
+    if (n == 0) {
+        g_set_error(e, HM_COMMON_ERROR, HM_COMMON_ERROR_TIMEOUT, "Timed out (fake)");
+        return -1;
+    }
+    memcpy(buf, c->out->str, n);
+    g_string_erase(c->out, 0, n);
+    return n;
+}
+
+static void fake_channel_close(OrchVirtChannel *chan)
+{
+    FakeChannel *c = (FakeChannel *)chan;
+
+    g_string_free(c->out, TRUE);
+    g_string_free(c->in, TRUE);
+    g_free(c);
+}
+
+static GPtrArray *fake_nodedev_list_pci_xml(OrchVirt *v, GError **e)
+{
+    GPtrArray *out = g_ptr_array_new_with_free_func(g_free);
+    gboolean src = g_str_equal(v->label, "source");
+    const char **list = src ? SRC_NODEDEVS : DST_NODEDEVS;
+    gsize n = src ? G_N_ELEMENTS(SRC_NODEDEVS) : G_N_ELEMENTS(DST_NODEDEVS);
+
+    for (gsize i = 0; i < n; i++)
+        g_ptr_array_add(out, g_strdup(list[i]));
+    return out;
+}
+
+static GPtrArray *fake_domain_list_xml(OrchVirt *v, GError **e)
+{
+    GPtrArray *out = g_ptr_array_new_with_free_func(g_free);
+
+    if (g_str_equal(v->label, "destination"))
+        g_ptr_array_add(out, g_strdup(DST_OTHER_DOMAIN));
+    if (here(v))
+        g_ptr_array_add(out, fake_domain_get_xml(v, DOMAIN, NULL));
+    return out;
+}
+
+/* The destination cannot provide a CPU model named "NoSuchCPU"; anything else runs. */
+static gboolean fake_domain_capable(OrchVirt *v, const XmlDomainNeeds *needs, gboolean *ret_capable,
+                                    char **ret_detail, GError **e)
+{
+    *ret_capable = !needs->cpu_xml || !strstr(needs->cpu_xml, "NoSuchCPU");
+    *ret_detail = g_strdup(*ret_capable ? "runs it" : "cannot provide the domain's CPU");
+    return TRUE;
+}
+
+static void fake_free(OrchVirt *v)
+{
+    orch_virt_clear(v);
+    g_free(v);
+}
+
+static const OrchVirtOps fake_ops = {
+    .domain_state = fake_domain_state,
+    .domain_is_persistent = fake_domain_is_persistent,
+    .domain_get_xml = fake_domain_get_xml,
+    .device_detach = fake_device_detach,
+    .device_attach = fake_device_attach,
+    .migrate = fake_migrate,
+    .domain_abort_job = fake_domain_abort_job,
+    .channel_open = fake_channel_open,
+    .channel_send = fake_channel_send,
+    .channel_recv = fake_channel_recv,
+    .channel_close = fake_channel_close,
+    .nodedev_list_pci_xml = fake_nodedev_list_pci_xml,
+    .domain_list_xml = fake_domain_list_xml,
+    .domain_capable = fake_domain_capable,
+    .free = fake_free,
+};
+
+typedef struct {
+    FakeWorld *world;
+    const char *fault; /* fault spec or NULL */
+} FakeOpen;
+
+/* The fake world and fault spec of the last fake_open(): its hotmigd serves that world. */
+static FakeOpen *last_open;
+
+static OrchVirt *fake_open(const char *uri, const char *label, gpointer opaque, GError **error)
+{
+    FakeOpen *fo = opaque;
+    FakeVirt *v;
+
+    last_open = fo;
+    if (g_str_has_prefix(uri, "bad://")) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_HYPERVISOR, "Cannot connect to '%s'", uri);
+        return NULL;
+    }
+    v = g_new0(FakeVirt, 1);
+    v->world = fo->world;
+    orch_virt_init(&v->parent, &fake_ops, uri, label);
+    if (fo->fault)
+        return orch_virt_fault_wrap(&v->parent, fo->fault, error);
+    return &v->parent;
+}
+
+
+/* ---- the destination's hotmigd --------------------------------------------------------------
+ * Its pool: three ConnectX VFs (02.1 used by another domain) and the stand-in's tap. Calls
+ * fail as the test's fault spec says ("vfd_OP[#N]"). */
+
+static const char *const POOL_PCI[] = {"0000:5e:02.1", "0000:5e:02.2", "0000:5e:02.3"};
+#define POOL_STANDIN "hmtap1"
+
+typedef struct {
+    OrchVfd parent;
+    FakeWorld *world;
+    char *fault;
+    GHashTable *calls; /* op -> count */
+} FakeVfd;
+
+static gboolean vfd_fault(FakeVfd *f, const char *op, GError **error)
+{
+    g_auto(GStrv) rules = f->fault ? g_strsplit(f->fault, ",", -1) : NULL;
+    guint n = GPOINTER_TO_UINT(g_hash_table_lookup(f->calls, op)) + 1;
+    g_autofree char *name = g_strconcat("vfd_", op, NULL);
+
+    g_hash_table_insert(f->calls, (gpointer)op, GUINT_TO_POINTER(n));
+    g_string_append_printf(f->world->vfd_log, "%s;", op);
+    for (char **r = rules; r && *r; r++) {
+        char *hash = strchr(*r, '#');
+        char *at = strchr(*r, '@');
+        gsize len = at ? (gsize)(at - *r) : hash ? (gsize)(hash - *r) : strlen(*r);
+
+        /* The destination's hotmigd is the only one asked. */
+        if (at && strncmp(at, "@destination", strlen("@destination")) != 0)
+            continue;
+        if (len == strlen(name) && !strncmp(*r, name, len) &&
+            (!hash || g_ascii_strtoull(hash + 1, NULL, 10) == n)) {
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE,
+                        "hotmigd at %s: injected fault (%s call %u)", f->parent.url, op, n);
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+static OrchVfdState pool_state(FakeWorld *w, const char *vf)
+{
+    if (g_str_equal(vf, POOL_PCI[0]))
+        return ORCH_VFD_STATE_IN_USE;
+    if (g_hash_table_contains(w->assigned, vf))
+        return ORCH_VFD_STATE_ASSIGNED;
+    if (g_hash_table_contains(w->leases, vf))
+        return ORCH_VFD_STATE_LEASED;
+    return ORCH_VFD_STATE_FREE;
+}
+
+static OrchVfdHostInfo *fvfd_host(OrchVfd *v, GError **e)
+{
+    FakeVfd *f = (FakeVfd *)v;
+    OrchVfdHostInfo *info;
+
+    if (vfd_fault(f, "host", e))
+        return NULL;
+    info = g_new0(OrchVfdHostInfo, 1);
+    info->name = g_strdup("b");
+    info->version = g_strdup("test");
+    info->pool_size = G_N_ELEMENTS(POOL_PCI) + 1;
+    for (gsize i = 0; i < G_N_ELEMENTS(POOL_PCI); i++)
+        info->counts[pool_state(f->world, POOL_PCI[i])]++;
+    info->counts[pool_state(f->world, POOL_STANDIN)]++;
+    return info;
+}
+
+static OrchVfdVfInfo *pool_info(FakeWorld *w, const char *id, gboolean pci)
+{
+    OrchVfdVfInfo *info = g_new0(OrchVfdVfInfo, 1);
+
+    info->id = g_strdup(id);
+    info->kind = pci ? ORCH_VFD_KIND_PCI : ORCH_VFD_KIND_STANDIN;
+    info->state = pool_state(w, id);
+    info->vendor_id = pci ? 0x15b3 : 0;
+    info->device_id = pci ? 0x101e : 0;
+    info->vf_index = -1;
+    if (info->state == ORCH_VFD_STATE_IN_USE)
+        info->assigned_to = g_strdup("other");
+    if (info->state == ORCH_VFD_STATE_LEASED || info->state == ORCH_VFD_STATE_ASSIGNED) {
+        info->lease = g_new0(OrchVfdLease, 1);
+        info->lease->vf = g_strdup(id);
+        info->lease->holder = g_strdup("someone");
+        info->lease->reason = g_strdup("a test");
+    }
+    return info;
+}
+
+static GPtrArray *fvfd_list(OrchVfd *v, GError **e)
+{
+    FakeVfd *f = (FakeVfd *)v;
+    GPtrArray *out;
+
+    if (vfd_fault(f, "list", e))
+        return NULL;
+    out = g_ptr_array_new_with_free_func((GDestroyNotify)orch_vfd_vf_info_free);
+    for (gsize i = 0; i < G_N_ELEMENTS(POOL_PCI); i++)
+        g_ptr_array_add(out, pool_info(f->world, POOL_PCI[i], TRUE));
+    g_ptr_array_add(out, pool_info(f->world, POOL_STANDIN, FALSE));
+    return out;
+}
+
+static OrchVfdLease *lease_new(const char *vf, const char *id, OrchVfdState state)
+{
+    OrchVfdLease *lease = g_new0(OrchVfdLease, 1);
+
+    lease->vf = g_strdup(vf);
+    lease->id = g_strdup(id);
+    lease->state = state;
+    return lease;
+}
+
+static OrchVfdLease *fvfd_lease(OrchVfd *v, const OrchVfdLeaseRequest *req, GError **e)
+{
+    FakeVfd *f = (FakeVfd *)v;
+    const char *got = NULL;
+    g_autofree char *id = NULL;
+
+    if (vfd_fault(f, "lease", e))
+        return NULL;
+    if (req->vf) {
+        gboolean known = g_str_equal(req->vf, POOL_STANDIN);
+
+        for (gsize i = 0; i < G_N_ELEMENTS(POOL_PCI); i++)
+            known = known || g_str_equal(req->vf, POOL_PCI[i]);
+        if (!known) {
+            g_set_error(e, ORCH_ERROR, ORCH_ERROR_NOT_FOUND, "VF '%s' is not in the pool",
+                        req->vf);
+            return NULL;
+        }
+        if (pool_state(f->world, req->vf) == ORCH_VFD_STATE_FREE)
+            got = req->vf;
+    } else {
+        for (gsize i = 0; i < G_N_ELEMENTS(POOL_PCI) && !got; i++)
+            if (req->vendor_id == 0x15b3 && req->device_id == 0x101e &&
+                pool_state(f->world, POOL_PCI[i]) == ORCH_VFD_STATE_FREE)
+                got = POOL_PCI[i];
+    }
+    if (!got) {
+        g_set_error(e, ORCH_ERROR, ORCH_ERROR_CONFLICT, "no free VF for '%s'",
+                    req->vf ? req->vf : "15b3:101e");
+        return NULL;
+    }
+    id = g_strdup_printf("lease%u", ++f->world->vfd_lease_seq);
+    g_hash_table_insert(f->world->leases, g_strdup(got), g_strdup(id));
+    return lease_new(got, id, ORCH_VFD_STATE_LEASED);
+}
+
+static OrchVfdLease *fvfd_confirm(OrchVfd *v, const char *vf, const char *id, GError **e)
+{
+    FakeVfd *f = (FakeVfd *)v;
+    const char *cur;
+
+    if (vfd_fault(f, "confirm", e))
+        return NULL;
+    if (g_strcmp0(g_hash_table_lookup(f->world->assigned, vf), id) == 0)
+        return lease_new(vf, id, ORCH_VFD_STATE_ASSIGNED);
+    cur = g_hash_table_lookup(f->world->leases, vf);
+    if (g_strcmp0(cur, id) != 0) {
+        g_set_error(e, ORCH_ERROR, ORCH_ERROR_CONFLICT, "lease '%s' of VF '%s' is not current",
+                    id, vf);
+        return NULL;
+    }
+    g_hash_table_remove(f->world->leases, vf);
+    g_hash_table_insert(f->world->assigned, g_strdup(vf), g_strdup(id));
+    return lease_new(vf, id, ORCH_VFD_STATE_ASSIGNED);
+}
+
+static gboolean fvfd_release(OrchVfd *v, const char *vf, const char *id, GError **e)
+{
+    FakeVfd *f = (FakeVfd *)v;
+
+    if (vfd_fault(f, "release", e))
+        return FALSE;
+    if (g_strcmp0(g_hash_table_lookup(f->world->leases, vf), id) == 0)
+        g_hash_table_remove(f->world->leases, vf);
+    if (g_strcmp0(g_hash_table_lookup(f->world->assigned, vf), id) == 0)
+        g_hash_table_remove(f->world->assigned, vf);
+    return TRUE;
+}
+
+static gboolean fvfd_ib_identity(OrchVfd *v, const char *vf, guint64 node, guint64 port,
+                                 char **ret_note, GError **e)
+{
+    FakeVfd *f = (FakeVfd *)v;
+
+    if (vfd_fault(f, "ib_identity", e))
+        return FALSE;
+    g_string_append_printf(f->world->vfd_log, "identity %s %016" G_GINT64_MODIFIER "x;", vf,
+                           node);
+    *ret_note = g_str_equal(vf, POOL_STANDIN) ? g_strdup("skipped: a stand-in") : NULL;
+    return TRUE;
+}
+
+static gboolean fvfd_vfio(OrchVfd *v, const char *vf, char **ret_note, GError **e)
+{
+    return !vfd_fault((FakeVfd *)v, "vfio", e);
+}
+
+/* The source's hotmigd is told which VFs the domain left (its pool is not modelled). */
+static gboolean fvfd_left(OrchVfd *v, const char *vf, const char *domain, GError **e)
+{
+    FakeVfd *f = (FakeVfd *)v;
+
+    if (vfd_fault(f, "left", e))
+        return FALSE;
+    g_string_append_printf(f->world->vfd_log, "left %s@%s;", vf, v->url);
+    return TRUE;
+}
+
+/* The destination has every file but those whose name says "missing". */
+static GPtrArray *fvfd_files_missing(OrchVfd *v, const char *const *paths, GError **e)
+{
+    GPtrArray *out;
+
+    if (vfd_fault((FakeVfd *)v, "files_missing", e))
+        return NULL;
+    out = g_ptr_array_new_with_free_func(g_free);
+    for (const char *const *p = paths; *p; p++)
+        if (strstr(*p, "missing"))
+            g_ptr_array_add(out, g_strdup(*p));
+    return out;
+}
+
+static void fvfd_free(OrchVfd *v)
+{
+    FakeVfd *f = (FakeVfd *)v;
+
+    g_free(f->fault);
+    g_hash_table_unref(f->calls);
+    orch_vfd_clear(v);
+    g_free(f);
+}
+
+static const OrchVfdOps fake_vfd_ops = {
+    .host = fvfd_host,
+    .list = fvfd_list,
+    .lease = fvfd_lease,
+    .confirm = fvfd_confirm,
+    .release = fvfd_release,
+    .ib_identity = fvfd_ib_identity,
+    .vfio = fvfd_vfio,
+    .left = fvfd_left,
+    .files_missing = fvfd_files_missing,
+    .free = fvfd_free,
+};
+
+
+static OrchVfd *fake_vfd_open(const char *url, gpointer opaque, GError **error)
+{
+    FakeVfd *f;
+
+    if (g_str_has_prefix(url, "https://down")) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE, "hotmigd at %s: refused", url);
+        return NULL;
+    }
+    f = g_new0(FakeVfd, 1);
+    f->world = last_open->world;
+    f->fault = g_strdup(last_open->fault);
+    f->calls = g_hash_table_new(g_str_hash, g_str_equal);
+    orch_vfd_init(&f->parent, &fake_vfd_ops, url);
+    return &f->parent;
+}
+
+static char *state_dir;
+
+static void options_for_test(OrchOptions *opts)
+{
+    orch_options_init(opts);
+    opts->hotmigd_url = g_strdup("https://127.0.0.1:16680");
+    opts->source_hotmigd_url = g_strdup("https://a:16680");
+    opts->vfd_open = fake_vfd_open;
+    opts->state_dir = g_strdup(state_dir);
+    opts->domain = g_strdup(DOMAIN);
+    opts->source_uri = g_strdup("fake://a");
+    opts->dest_uri = g_strdup("fake://b");
+}
+
+/* ---- tests ------------------------------------------------------------------------------- */
+
+static void test_happy_path(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *table = NULL;
+    g_autofree char *json = NULL;
+
+    options_for_test(&opts);
+    assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_null(error);
+    assert_true(report->ok);
+    assert_string_equal(w->where, "destination");
+    assert_int_equal(world_count_vfs(w), 2);
+    assert_false(w->agent_prepared);
+    /* The hostdev got the destination's free VF, not the one another domain holds. */
+    {
+        gboolean found = FALSE;
+        for (guint i = 0; i < w->devices->len; i++) {
+            const char *dev = g_ptr_array_index(w->devices, i);
+            if (g_str_has_prefix(dev, "<hostdev")) {
+                assert_non_null(strstr(dev, "bus='0x5e'"));
+                assert_non_null(strstr(dev, "function='0x2'"));
+                found = TRUE;
+            }
+        }
+        assert_true(found);
+    }
+    for (guint i = 0; i < ORCH_PHASE_LAST; i++)
+        assert_int_equal(report->phases[i].status, ORCH_STATUS_OK);
+    assert_int_equal(report->vfs_total, 2);
+    assert_int_equal(report->vfs_attached, 2);
+    assert_int_equal(report->rollback->len, 0);
+    /* Both destination VFs were leased through hotmigd and confirmed. */
+    assert_int_equal(g_hash_table_size(w->leases), 0);
+    assert_true(g_hash_table_contains(w->assigned, "0000:5e:02.2"));
+    assert_true(g_hash_table_contains(w->assigned, "hmtap1"));
+    /* The source's hotmigd was told the domain left both VFs there. */
+    assert_non_null(strstr(w->vfd_log->str, "left 0000:3b:02.1@https://a:16680;"));
+    assert_non_null(strstr(w->vfd_log->str, "left hmtap1@https://a:16680;"));
+    /* Two VFs, one RDMA device in the guest: no identity is carried over, and it says why. */
+    assert_null(strstr(w->vfd_log->str, "identity"));
+    assert_non_null(strstr(report->phases[ORCH_PHASE_UNPLUG].detail, "cannot tell which"));
+    table = orch_report_format_table(report);
+    assert_non_null(strstr(table, "migrate"));
+    assert_non_null(strstr(table, "downtime 150 ms"));
+    json = orch_report_format_json(report, FALSE);
+    assert_non_null(strstr(json, "\"ok\":true"));
+    assert_non_null(strstr(json, "\"final_host\":\"destination\""));
+}
+
+static void test_no_vf(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(FALSE, FALSE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    options_for_test(&opts);
+    w->agent_mode = AGENT_SILENT; /* not asked: no VF, nothing to quiesce */
+    assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_string_equal(w->where, "destination");
+    assert_int_equal(report->phases[ORCH_PHASE_UNPLUG].status, ORCH_STATUS_SKIPPED);
+    assert_int_equal(report->phases[ORCH_PHASE_PLUG].status, ORCH_STATUS_SKIPPED);
+    assert_int_equal(report->phases[ORCH_PHASE_PREPARE].status, ORCH_STATUS_SKIPPED);
+    assert_non_null(strstr(report->phases[ORCH_PHASE_INSPECT].detail, "no VF"));
+}
+
+/* The resume finds one under way (the agent says Busy): it asks again until that one ended. */
+static void test_resume_waits_for_one_under_way(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    options_for_test(&opts);
+    w->agent_mode = AGENT_RESUME_BUSY;
+    w->agent_busy_left = 2;
+    if (!orch_migrate(&opts, fake_open, &fo, &report, &error))
+        fail_msg("%s", error->message);
+    assert_int_equal(w->agent_busy_left, 0);
+    assert_false(w->agent_prepared);
+    assert_string_equal(w->where, "destination");
+}
+
+static void test_agent_silent_refuses(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(FALSE, TRUE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    options_for_test(&opts);
+    w->agent_mode = AGENT_SILENT;
+    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_AGENT));
+    assert_non_null(strstr(error->message, "--no-agent"));
+    assert_int_equal(report->failed_phase, ORCH_PHASE_PREPARE);
+    assert_string_equal(w->where, "source");
+    assert_int_equal(world_count_vfs(w), 1);
+    assert_int_equal(w->migrations, 0);
+}
+
+static void test_no_agent_option(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(FALSE, TRUE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    options_for_test(&opts);
+    opts.no_agent = TRUE;
+    w->agent_mode = AGENT_SILENT;
+    assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_string_equal(w->where, "destination");
+    assert_int_equal(world_count_vfs(w), 1);
+    assert_int_equal(report->phases[ORCH_PHASE_PREPARE].status, ORCH_STATUS_SKIPPED);
+    assert_int_equal(report->phases[ORCH_PHASE_RESUME].status, ORCH_STATUS_SKIPPED);
+}
+
+static void test_quiesce_refused_resumes(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    options_for_test(&opts);
+    w->agent_mode = AGENT_REFUSES_QUIESCE;
+    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_non_null(strstr(error->message, "did not quiesce"));
+    assert_non_null(strstr(error->message, "mpi[7] (timeout)"));
+    assert_false(w->agent_prepared); /* undone */
+    assert_string_equal(w->where, "source");
+    assert_int_equal(world_count_vfs(w), 1);
+}
+
+static void test_plug_fails_migrates_back(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+    FakeOpen fo = {w, "device_attach@destination"};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    options_for_test(&opts);
+    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_HYPERVISOR));
+    assert_non_null(strstr(error->message, "Phase 'plug' failed"));
+    assert_int_equal(report->failed_phase, ORCH_PHASE_PLUG);
+    assert_string_equal(w->where, "source");
+    assert_int_equal(w->migrations, 2);
+    assert_int_equal(world_count_vfs(w), 2);
+    assert_false(w->agent_prepared);
+    assert_string_equal(report->final_host, "source");
+    assert_int_equal(report->vfs_attached, 2);
+    assert_int_equal(report->phases[ORCH_PHASE_MIGRATE].status, ORCH_STATUS_UNDONE);
+}
+
+/* Where the domain is defined after a migration, and so whether a plug there may change its
+ * definition: --persistent or a definition the destination already had, not the source's.
+ * A failed plug migrates back and leaves the definitions as they were. */
+static void test_persistence(void **state)
+{
+    static const struct {
+        const char *name;
+        gboolean defined_source, defined_destination; /* before */
+        gboolean persistent, undefine_source;         /* asked */
+        const char *fault;
+        gboolean ok;
+        gboolean want_source, want_destination; /* after */
+        gboolean want_plug_config;              /* when it migrated */
+    } cases[] = {
+        /* libvirt refused the plug into the transient domain on the destination: exit 16 */
+        {"defined source, plain", TRUE, FALSE, FALSE, FALSE, NULL, TRUE, TRUE, FALSE, FALSE},
+        {"--persistent --undefinesource", TRUE, FALSE, TRUE, TRUE, NULL, TRUE, FALSE, TRUE, TRUE},
+        {"transient source, --persistent", FALSE, FALSE, TRUE, FALSE, NULL, TRUE, FALSE, TRUE,
+         TRUE},
+        {"defined on the destination before", FALSE, TRUE, FALSE, FALSE, NULL, TRUE, FALSE, TRUE,
+         TRUE},
+        {"--persistent, plug fails", FALSE, FALSE, TRUE, FALSE, "device_attach@destination", FALSE,
+         FALSE, FALSE, FALSE},
+        {"--persistent --undefinesource, plug fails", TRUE, FALSE, TRUE, TRUE,
+         "device_attach@destination", FALSE, TRUE, FALSE, FALSE},
+        {"defined on both, plug fails", TRUE, TRUE, TRUE, TRUE, "device_attach@destination", FALSE,
+         TRUE, TRUE, FALSE},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+        FakeOpen fo = {w, cases[i].fault};
+        g_auto(OrchOptions) opts;
+        g_autoptr(OrchReport) report = NULL;
+        g_autoptr(GError) error = NULL;
+        gboolean ok;
+
+        options_for_test(&opts);
+        w->defined_source = cases[i].defined_source;
+        w->defined_destination = cases[i].defined_destination;
+        opts.persistent = cases[i].persistent;
+        opts.undefine_source = cases[i].undefine_source;
+        ok = orch_migrate(&opts, fake_open, &fo, &report, &error);
+        if (ok != cases[i].ok)
+            fail_msg("%s: %s", cases[i].name, error ? error->message : "migrated");
+        assert_string_equal(w->where, ok ? "destination" : "source");
+        assert_int_equal(world_count_vfs(w), 2);
+        if (w->defined_source != cases[i].want_source ||
+            w->defined_destination != cases[i].want_destination)
+            fail_msg("%s: defined on the source %d, on the destination %d", cases[i].name,
+                     w->defined_source, w->defined_destination);
+        if (ok && w->last_plug_config != cases[i].want_plug_config)
+            fail_msg("%s: the plug on the destination %s the definition", cases[i].name,
+                     w->last_plug_config ? "changed" : "left");
+        if (!ok)
+            assert_int_equal(report->failed_phase, ORCH_PHASE_PLUG);
+    }
+}
+
+/* The chosen destination VF (02.2: 02.1 is taken) fails both attempts; the next free VF of the
+ * same model (02.3) is plugged instead. */
+static void test_plug_other_vf(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+    FakeOpen fo = {w, "device_attach@destination#1,device_attach@destination#2"};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+    const char *want = "function='0x3'";
+    gboolean found = FALSE;
+
+    options_for_test(&opts);
+    assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_string_equal(w->where, "destination");
+    assert_int_equal(world_count_vfs(w), 2);
+    for (guint i = 0; i < w->devices->len; i++) {
+        const char *dev = g_ptr_array_index(w->devices, i);
+        if (g_str_has_prefix(dev, "<hostdev")) {
+            assert_non_null(strstr(dev, "bus='0x5e'"));
+            if (!strstr(dev, want))
+                fail_msg("plugged: %s", dev);
+            found = TRUE;
+        }
+    }
+    assert_true(found);
+}
+
+static void test_bad_input(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(GError) error = NULL;
+
+    {
+        g_autoptr(OrchReport) report = NULL;
+        options_for_test(&opts);
+        g_free(opts.domain);
+        opts.domain = g_strdup("nosuch");
+        assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+        assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_NO_DOMAIN));
+        assert_non_null(strstr(error->message, "'nosuch'"));
+        g_clear_error(&error);
+        orch_options_clear(&opts);
+    }
+    {
+        g_autoptr(OrchReport) report = NULL;
+        options_for_test(&opts);
+        g_free(opts.dest_uri);
+        opts.dest_uri = g_strdup("bad://host");
+        assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+        assert_non_null(strstr(error->message, "bad://host"));
+        assert_int_equal(report->failed_phase, ORCH_PHASE_CONNECT);
+        g_clear_error(&error);
+        orch_options_clear(&opts);
+    }
+    {
+        g_autoptr(OrchReport) report = NULL;
+        options_for_test(&opts);
+        opts.target_vf = g_strdup("zz:1");
+        assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+        assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID));
+        assert_non_null(strstr(error->message, "'zz:1'"));
+        g_clear_error(&error);
+    }
+    assert_string_equal(w->where, "source");
+    assert_int_equal(world_count_vfs(w), 2);
+}
+
+static void test_fault_spec_rejected(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+    FakeOpen fo = {w, "explode@source"};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    options_for_test(&opts);
+    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_non_null(strstr(error->message, "unknown operation 'explode'"));
+    assert_string_equal(w->where, "source");
+}
+
+static gboolean journal_exists(void)
+{
+    g_autofree char *path = g_build_filename(state_dir, "journal", DOMAIN ".journal", NULL);
+
+    return g_file_test(path, G_FILE_TEST_EXISTS);
+}
+
+/* Recovers DOMAIN without faults: it must end on one host with all VFs and the agent resumed;
+ * a second recovery finds nothing to do. */
+static void recover_and_check(FakeWorld *w, const char *spec)
+{
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(GPtrArray) results = NULL;
+    g_autoptr(GError) error = NULL;
+    OrchRecovery *rec;
+
+    options_for_test(&opts);
+    if (!orch_recover(&opts, fake_open, &fo, &results, &error))
+        fail_msg("%s: recovery failed: %s", spec, error->message);
+    assert_int_equal(results->len, 1);
+    rec = g_ptr_array_index(results, 0);
+    if (world_count_vfs(w) != 2 || w->agent_prepared) {
+        for (guint i = 0; i < w->devices->len; i++)
+            print_message("device: %s\n", (char *)g_ptr_array_index(w->devices, i));
+        fail_msg("%s: after recovery %u VFs, agent %s", spec, world_count_vfs(w),
+                 w->agent_prepared ? "prepared" : "running");
+    }
+    assert_string_equal(rec->final_host, w->where);
+    assert_false(journal_exists());
+    g_clear_pointer(&results, g_ptr_array_unref);
+    assert_true(orch_recover(&opts, fake_open, &fo, &results, &error));
+    assert_int_equal(results->len, 1);
+    assert_string_equal(((OrchRecovery *)g_ptr_array_index(results, 0))->outcome,
+                        "nothing to do");
+}
+
+static void test_unfinished_blocks_then_recover(void **state)
+{
+    /* Every plug fails on both hosts: the undo cannot give the VFs back. */
+    g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+    FakeOpen fo = {w, "device_attach"};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    options_for_test(&opts);
+    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_ROLLBACK));
+    assert_non_null(strstr(error->message, "--recover"));
+    assert_true(journal_exists());
+    g_clear_error(&error);
+    g_clear_pointer(&report, orch_report_free);
+
+    /* A new migration of the same domain is refused until it is recovered. */
+    fo.fault = NULL;
+    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_UNFINISHED));
+    assert_non_null(strstr(error->message, "--recover vm1"));
+
+    recover_and_check(w, "device_attach");
+}
+
+/* The agent stops answering in the middle of a prepare (e2e: tests/e2e/agent-stops.sh): the
+ * undo cannot resume it, so exit 3 with the journal kept and the VFs untouched; once the agent
+ * answers again, the recovery resumes it. */
+static void test_agent_stops_in_prepare(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    options_for_test(&opts);
+    w->agent_mode = AGENT_STOPS_IN_PREPARE;
+    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_ROLLBACK));
+    assert_non_null(strstr(error->message, "Phase 'prepare' failed"));
+    assert_int_equal(report->failed_phase, ORCH_PHASE_PREPARE);
+    assert_true(w->agent_prepared);
+    assert_string_equal(w->where, "source");
+    assert_int_equal(world_count_vfs(w), 2);
+    assert_int_equal(w->migrations, 0);
+    assert_true(journal_exists());
+
+    w->agent_mode = AGENT_OK;
+    recover_and_check(w, "agent stops in prepare");
+}
+
+/* While one process holds a domain's journal lock, a migration of that domain is refused and
+ * changes nothing. (flock locks belong to open file descriptions: a second open in this same
+ * process conflicts like another process would.) */
+static void test_busy_domain_refused(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(OrchJournal) held = orch_journal_open(state_dir, DOMAIN, TRUE, &error);
+
+    assert_non_null(held);
+    options_for_test(&opts);
+    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_BUSY));
+    assert_non_null(strstr(error->message, "under way"));
+    assert_string_equal(w->where, "source");
+    assert_int_equal(w->migrations, 0);
+    assert_true(orch_journal_finish(held, NULL));
+}
+
+
+/* One VF, one RDMA device: the destination VF gets the guest's node GUID (and the port GUID of
+ * its first GID) through hotmigd while the source VF is unplugged, before anything moves. */
+static void test_identity_carried(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+    const char *detail;
+
+    options_for_test(&opts);
+    assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_non_null(strstr(w->vfd_log->str, "lease;ib_identity;identity 0000:5e:02.2 0002c90300a1b2c3;"));
+    detail = report->phases[ORCH_PHASE_UNPLUG].detail;
+    if (!strstr(detail, "node GUID 0002:c903:00a1:b2c3, port GUID 0002:c903:00a1:b2c4"))
+        fail_msg("unplug detail: %s", detail);
+    assert_true(g_hash_table_contains(w->assigned, "0000:5e:02.2"));
+}
+
+/* hotmigd refuses to give the identity (asked while the VF is unplugged): the domain has not
+ * moved; the VF is plugged back, the processes resumed, the lease released. */
+static void test_identity_refused(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
+    FakeOpen fo = {w, "vfd_ib_identity"};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    options_for_test(&opts);
+    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_int_equal(report->failed_phase, ORCH_PHASE_UNPLUG);
+    assert_non_null(strstr(error->message, "node GUID 0002:c903:00a1:b2c3"));
+    assert_string_equal(w->where, "source");
+    assert_int_equal(world_count_vfs(w), 1);
+    assert_false(w->agent_prepared);
+    assert_int_equal(g_hash_table_size(w->leases), 0);
+    assert_int_equal(g_hash_table_size(w->assigned), 0);
+}
+
+/* The destination's hotmigd does not take a lease back while a failed migration is undone
+ * (after target-vf, and after migrate): the migration ends undone as it would have, no
+ * journal is kept, the report lists the failed release, and the lease stays with hotmigd until
+ * it expires (it was never confirmed). */
+static void test_lease_release_fails(void **state)
+{
+    static const struct {
+        const char *fault;
+        OrchPhase phase;
+    } cases[] = {
+        {"vfd_lease@destination#2,vfd_release@destination#1", ORCH_PHASE_TARGET_VF},
+        {"migrate@source#1,vfd_release@destination#1", ORCH_PHASE_MIGRATE},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+        FakeOpen fo = {w, cases[i].fault};
+        g_auto(OrchOptions) opts;
+        g_autoptr(OrchReport) report = NULL;
+        g_autoptr(GError) error = NULL;
+        gboolean release_failed = FALSE;
+
+        options_for_test(&opts);
+        assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+        assert_int_equal(report->failed_phase, cases[i].phase);
+        assert_false(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_ROLLBACK));
+        assert_false(journal_exists());
+        assert_string_equal(w->where, "source");
+        assert_int_equal(world_count_vfs(w), 2);
+        assert_false(w->agent_prepared);
+        assert_int_equal(g_hash_table_size(w->leases), 1);
+        assert_int_equal(g_hash_table_size(w->assigned), 0);
+        for (guint r = 0; r < report->rollback->len; r++) {
+            OrchRollbackRecord *rec = g_ptr_array_index(report->rollback, r);
+
+            release_failed = release_failed || (g_str_equal(rec->action, "release-lease") &&
+                                                !rec->ok && strstr(rec->detail, "injected"));
+        }
+        assert_true(release_failed);
+    }
+}
+
+/* No free VF of the model on the destination, or its hotmigd is down: target-vf fails, nothing
+ * changes, and no lease is left behind. */
+static void test_no_free_vf(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(GError) error = NULL;
+
+    g_hash_table_insert(w->leases, g_strdup("0000:5e:02.2"), g_strdup("x"));
+    g_hash_table_insert(w->leases, g_strdup("0000:5e:02.3"), g_strdup("y"));
+    {
+        g_autoptr(OrchReport) report = NULL;
+
+        options_for_test(&opts);
+        assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+        assert_int_equal(report->failed_phase, ORCH_PHASE_TARGET_VF);
+        assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_CONFLICT));
+        assert_non_null(strstr(error->message, "Leasing a VF for 'hostdev0'"));
+        g_clear_error(&error);
+        orch_options_clear(&opts);
+    }
+    assert_int_equal(g_hash_table_size(w->leases), 2); /* the others' leases, not ours */
+    g_hash_table_remove_all(w->leases);
+    /* The stand-in's tap is taken: the hostdev's lease, taken first, is given back. */
+    g_hash_table_insert(w->leases, g_strdup("hmtap1"), g_strdup("z"));
+    {
+        g_autoptr(OrchReport) report = NULL;
+
+        options_for_test(&opts);
+        assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+        assert_int_equal(report->failed_phase, ORCH_PHASE_TARGET_VF);
+        assert_int_equal(g_hash_table_size(w->leases), 1);
+        assert_non_null(strstr(w->vfd_log->str, "lease;lease;release;"));
+        g_clear_error(&error);
+        orch_options_clear(&opts);
+    }
+    {
+        g_autoptr(OrchReport) report = NULL;
+
+        options_for_test(&opts);
+        g_free(opts.hotmigd_url);
+        opts.hotmigd_url = g_strdup("https://down:16680");
+        assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+        assert_int_equal(report->failed_phase, ORCH_PHASE_TARGET_VF);
+        assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE));
+        assert_non_null(strstr(error->message, "https://down:16680"));
+    }
+    assert_string_equal(w->where, "source");
+    assert_int_equal(world_count_vfs(w), 2);
+    assert_int_equal(w->migrations, 0);
+    assert_null(strstr(w->vfd_log->str, "left ")); /* the domain left nothing */
+}
+
+static OrchCheckStatus check_status(GPtrArray *checks, const char *name, const char **ret_detail)
+{
+    for (guint i = 0; i < checks->len; i++) {
+        OrchCheck *check = g_ptr_array_index(checks, i);
+
+        if (g_str_equal(check->name, name)) {
+            if (ret_detail)
+                *ret_detail = check->detail;
+            return check->status;
+        }
+    }
+    fail_msg("no check '%s'", name);
+    return ORCH_CHECK_LAST;
+}
+
+/* --dry-run: every check passes on a good case; each bad case fails its own line, and
+ * nothing changes on either host. */
+static void test_preflight(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+    FakeOpen fo = {w, NULL};
+    const char *detail = NULL;
+
+    {
+        g_auto(OrchOptions) opts;
+        g_autoptr(GPtrArray) checks = NULL;
+        g_autoptr(GError) error = NULL;
+        g_autofree char *table = NULL;
+        g_autofree char *json = NULL;
+
+        options_for_test(&opts);
+        assert_true(orch_preflight(&opts, fake_open, &fo, &checks, &error));
+        table = orch_checks_format_table(checks);
+        for (guint i = 0; i < checks->len; i++) {
+            OrchCheck *check = g_ptr_array_index(checks, i);
+
+            if (check->status != ORCH_CHECK_PASS)
+                fail_msg("%s", table);
+        }
+        assert_int_equal(check_status(checks, "target-vf", &detail), ORCH_CHECK_PASS);
+        assert_non_null(strstr(detail, "hostdev0 -> 0000:5e:02.2, ua-hmvf0 -> hmtap1"));
+        assert_int_equal(check_status(checks, "migration-port", &detail), ORCH_CHECK_PASS);
+        assert_non_null(strstr(detail, "127.0.0.1"));
+        json = orch_checks_format_json(checks, FALSE);
+        assert_non_null(strstr(json, "\"ok\":true"));
+    }
+    /* No free VF: the stand-in's tap is leased by someone else. */
+    g_hash_table_insert(w->leases, g_strdup("hmtap1"), g_strdup("z"));
+    {
+        g_auto(OrchOptions) opts;
+        g_autoptr(GPtrArray) checks = NULL;
+        g_autoptr(GError) error = NULL;
+
+        options_for_test(&opts);
+        assert_false(orch_preflight(&opts, fake_open, &fo, &checks, &error));
+        assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_PREFLIGHT));
+        assert_int_equal(check_status(checks, "target-vf", &detail), ORCH_CHECK_FAIL);
+        if (!strstr(detail, "'hmtap1' is leased by 'someone' (a test)"))
+            fail_msg("detail: %s", detail);
+        assert_int_equal(check_status(checks, "hotmigd", NULL), ORCH_CHECK_PASS);
+    }
+    g_hash_table_remove_all(w->leases);
+    /* Unknown domain. */
+    {
+        g_auto(OrchOptions) opts;
+        g_autoptr(GPtrArray) checks = NULL;
+        g_autoptr(GError) error = NULL;
+
+        options_for_test(&opts);
+        g_free(opts.domain);
+        opts.domain = g_strdup("nosuch");
+        assert_false(orch_preflight(&opts, fake_open, &fo, &checks, &error));
+        assert_int_equal(check_status(checks, "domain", &detail), ORCH_CHECK_FAIL);
+        assert_non_null(strstr(detail, "'nosuch' is not defined"));
+        assert_int_equal(check_status(checks, "agent", NULL), ORCH_CHECK_SKIP);
+    }
+    /* The agent does not answer. */
+    w->agent_mode = AGENT_SILENT;
+    {
+        g_auto(OrchOptions) opts;
+        g_autoptr(GPtrArray) checks = NULL;
+        g_autoptr(GError) error = NULL;
+
+        options_for_test(&opts);
+        opts.agent_timeout_ms = 100;
+        assert_false(orch_preflight(&opts, fake_open, &fo, &checks, &error));
+        assert_int_equal(check_status(checks, "agent", &detail), ORCH_CHECK_FAIL);
+        assert_non_null(strstr(detail, "--no-agent"));
+        assert_int_equal(check_status(checks, "target-vf", NULL), ORCH_CHECK_PASS);
+    }
+    w->agent_mode = AGENT_OK;
+    /* The destination lacks the domain's kernel. */
+    w->kernel = "/images/missing-vmlinuz";
+    {
+        g_auto(OrchOptions) opts;
+        g_autoptr(GPtrArray) checks = NULL;
+        g_autoptr(GError) error = NULL;
+
+        options_for_test(&opts);
+        assert_false(orch_preflight(&opts, fake_open, &fo, &checks, &error));
+        assert_int_equal(check_status(checks, "files", &detail), ORCH_CHECK_FAIL);
+        assert_non_null(strstr(detail, "lacks 1 of the domain's 1 file(s): '/images/missing-vmlinuz'"));
+    }
+    w->kernel = "/images/vmlinuz";
+    /* The destination cannot provide the domain's CPU; its hotmigd is down. */
+    w->cpu_model = "NoSuchCPU";
+    {
+        g_auto(OrchOptions) opts;
+        g_autoptr(GPtrArray) checks = NULL;
+        g_autoptr(GError) error = NULL;
+
+        options_for_test(&opts);
+        g_free(opts.hotmigd_url);
+        opts.hotmigd_url = g_strdup("https://down:16680");
+        assert_false(orch_preflight(&opts, fake_open, &fo, &checks, &error));
+        assert_int_equal(check_status(checks, "cpu", &detail), ORCH_CHECK_FAIL);
+        assert_non_null(strstr(detail, "cannot provide the domain's CPU"));
+        assert_int_equal(check_status(checks, "hotmigd", &detail), ORCH_CHECK_FAIL);
+        assert_non_null(strstr(detail, "https://down:16680"));
+        assert_int_equal(check_status(checks, "target-vf", NULL), ORCH_CHECK_SKIP);
+    }
+    /* Nothing changed anywhere. */
+    assert_string_equal(w->where, "source");
+    assert_int_equal(world_count_vfs(w), 2);
+    assert_int_equal(w->migrations, 0);
+    assert_false(w->agent_prepared);
+    assert_int_equal(g_hash_table_size(w->leases) + g_hash_table_size(w->assigned), 0);
+}
+
+/* Fails every adapter call in turn, on each host, and checks the invariant. */
+static void test_fault_walk(void **state)
+{
+    static const char *ops[] = {"domain_state", "domain_is_persistent", "domain_get_xml",
+                                "device_detach", "device_attach", "migrate", "domain_abort_job",
+                                "channel_open",
+                                "channel_send", "channel_recv", "nodedev_list_pci_xml",
+                                "domain_list_xml", "vfd_lease", "vfd_confirm", "vfd_release",
+                                "vfd_ib_identity", "vfd_left"};
+    static const char *labels[] = {"source", "destination"};
+    guint runs = 0;
+    guint failures = 0;
+
+    /* Each operation with a transient domain, then with a defined one moved with --persistent
+     * --undefinesource. */
+    for (gsize o = 0; o < 2 * G_N_ELEMENTS(ops); o++) {
+        const char *op = ops[o % G_N_ELEMENTS(ops)];
+        gboolean defined = o >= G_N_ELEMENTS(ops);
+
+        for (gsize l = 0; l < G_N_ELEMENTS(labels); l++) {
+            for (guint nth = 1; nth <= 6; nth++) {
+                g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+                g_autofree char *spec = g_strdup_printf("%s@%s#%u", op, labels[l], nth);
+                FakeOpen fo = {w, spec};
+                g_auto(OrchOptions) opts;
+                g_autoptr(OrchReport) report = NULL;
+                g_autoptr(GError) error = NULL;
+                gboolean ok;
+
+                options_for_test(&opts);
+                w->defined_source = opts.persistent = opts.undefine_source = defined;
+                ok = orch_migrate(&opts, fake_open, &fo, &report, &error);
+                runs++;
+                /* The report always tells where the domain is and how many VFs it has. */
+                if (!g_str_equal(report->final_host, w->where))
+                    fail_msg("%s: report says %s, domain is on %s", spec, report->final_host,
+                             w->where);
+                if (report->phases[ORCH_PHASE_INSPECT].status == ORCH_STATUS_OK &&
+                    report->vfs_attached != world_count_vfs(w))
+                    fail_msg("%s: report says %u VFs, domain has %u", spec,
+                             report->vfs_attached, world_count_vfs(w));
+                /* No lease of ours is left unconfirmed, unless confirming or releasing it was
+                 * what failed (it expires then); the VFs the domain left are not assigned. */
+                if (g_hash_table_size(w->leases) && !g_str_has_prefix(op, "vfd_"))
+                    fail_msg("%s: a lease was left behind: %s", spec, w->vfd_log->str);
+                if (g_str_equal(w->where, "source") && g_hash_table_size(w->assigned))
+                    fail_msg("%s: a destination VF stays assigned", spec);
+                if (ok) {
+                    assert_false(journal_exists());
+                    assert_string_equal(w->where, "destination");
+                    assert_int_equal(world_count_vfs(w), 2);
+                    assert_false(w->agent_prepared);
+                    if (w->defined_destination != defined || w->defined_source)
+                        fail_msg("%s: migrated, defined on the source %d, destination %d", spec,
+                                 w->defined_source, w->defined_destination);
+                    continue;
+                }
+                failures++;
+                assert_non_null(error);
+                assert_non_null(report->error);
+                if (journal_exists()) {
+                    /* Kept only when the undo or the resume failed: recovery finishes it. */
+                    assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_ROLLBACK) ||
+                                report->failed_phase == ORCH_PHASE_RESUME);
+                    recover_and_check(w, spec);
+                    continue;
+                }
+                if (g_error_matches(error, ORCH_ERROR, ORCH_ERROR_ROLLBACK))
+                    fail_msg("%s: undo failed but no journal kept", spec);
+                /* Otherwise nothing is lost: all VFs attached where the domain runs. */
+                if (world_count_vfs(w) != 2)
+                    fail_msg("%s: %u VFs left, error: %s", spec, world_count_vfs(w),
+                             error->message);
+                if (report->failed_phase == ORCH_PHASE_RESUME) {
+                    assert_string_equal(w->where, "destination");
+                } else {
+                    assert_string_equal(w->where, "source");
+                    if (w->agent_prepared)
+                        fail_msg("%s: agent left prepared: %s", spec, error->message);
+                    /* Undone: the definitions are as they were. */
+                    if (w->defined_source != defined || w->defined_destination)
+                        fail_msg("%s: undone, defined on the source %d, destination %d: %s", spec,
+                                 w->defined_source, w->defined_destination, error->message);
+                }
+            }
+        }
+    }
+    print_message("fault walk: %u runs, %u failed and were checked\n", runs, failures);
+    assert_int_equal(runs, 2 * G_N_ELEMENTS(ops) * G_N_ELEMENTS(labels) * 6);
+    /* Failing vfd_confirm, vfd_release or vfd_left does not fail a migration (a lease expires,
+     * a source lease stays), and two VFs ask for no identity: every other operation must have
+     * failed a run. */
+    assert_true(failures >= 2 * (G_N_ELEMENTS(ops) - 4));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_happy_path),
+        cmocka_unit_test(test_no_vf),
+        cmocka_unit_test(test_agent_silent_refuses),
+        cmocka_unit_test(test_no_agent_option),
+        cmocka_unit_test(test_quiesce_refused_resumes),
+        cmocka_unit_test(test_plug_fails_migrates_back),
+        cmocka_unit_test(test_persistence),
+        cmocka_unit_test(test_plug_other_vf),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_fault_spec_rejected),
+        cmocka_unit_test(test_unfinished_blocks_then_recover),
+        cmocka_unit_test(test_agent_stops_in_prepare),
+        cmocka_unit_test(test_busy_domain_refused),
+        cmocka_unit_test(test_identity_carried),
+        cmocka_unit_test(test_resume_waits_for_one_under_way),
+        cmocka_unit_test(test_identity_refused),
+        cmocka_unit_test(test_no_free_vf),
+        cmocka_unit_test(test_lease_release_fails),
+        cmocka_unit_test(test_preflight),
+        cmocka_unit_test(test_fault_walk),
+    };
+
+    g_autofree char *dir = g_dir_make_tmp("hm-orch-XXXXXX", NULL);
+    int rc;
+
+    g_assert(dir);
+    state_dir = dir;
+    g_log_set_always_fatal(G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING);
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+    {
+        g_autofree char *jdir = g_build_filename(dir, "journal", NULL);
+        g_autoptr(GDir) d = g_dir_open(jdir, 0, NULL);
+        const char *name;
+
+        while (d && (name = g_dir_read_name(d))) {
+            g_autofree char *path = g_build_filename(jdir, name, NULL);
+            g_unlink(path);
+        }
+        g_rmdir(jdir);
+        g_rmdir(dir);
+    }
+    return rc;
+}

@@ -1,0 +1,748 @@
+/* Unit tests for hotmigd's pool and API (hotmigd/pool.c, hotmigd/api.c) without TLS: requests
+ * go straight to orch_vfd_api_handle(); the host is a fake (pool-fake-host.c); leases are the real
+ * lease store in a temp dir. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <glib/gstdio.h>
+#include <gio/gunixsocketaddress.h>
+#include <json-glib/json-glib.h>
+
+#include "pool-fake-host.h"
+
+#define PF "0000:3b:00.0"
+#define VF1 "0000:3b:01.0"
+#define VF2 "0000:3b:01.1"
+#define VF3 "0000:3b:01.2"
+#define LONE "0000:5e:00.4" /* a [pool] vfs entry, another model */
+#define GONE "0000:5e:00.5" /* a [pool] vfs entry that sysfs does not have */
+
+typedef struct {
+    char *dir;
+    FakeHost *host; /* borrowed from the pool */
+    OrchVfdPool *pool;
+} Fx;
+
+static int rm_rf(const char *path)
+{
+    g_autoptr(GDir) dir = g_dir_open(path, 0, NULL);
+    const char *name;
+
+    while (dir && (name = g_dir_read_name(dir))) {
+        g_autofree char *child = g_build_filename(path, name, NULL);
+
+        if (g_file_test(child, G_FILE_TEST_IS_DIR) && !g_file_test(child, G_FILE_TEST_IS_SYMLINK))
+            rm_rf(child);
+        else
+            g_unlink(child);
+    }
+    return g_rmdir(path);
+}
+
+static OrchVfdPool *fx_pool(Fx *fx, GError **error)
+{
+    static const char *const pfs[] = {PF, NULL};
+    static const char *const vfs[] = {LONE, "5e:00.5", NULL};
+    static const char *const standins[] = {"hmlab0vf1", "hmlab0vf2", NULL};
+    g_autofree char *leases = g_build_filename(fx->dir, "leases", NULL);
+    OrchVfdPoolConfig config = {
+        .host_name = "test-host",
+        .lease_dir = leases,
+        .lease_ttl_s = 300,
+        .pfs = pfs,
+        .vfs = vfs,
+        .standins = standins,
+    };
+
+    fx->host = fake_host_new();
+    fake_host_add_pf(fx->host, PF, 3, 0x15b3, 0x101c);
+    g_hash_table_insert(fx->host->vfs, g_strdup(LONE),
+                        fake_vf(LONE, "0000:5e:00.0", 3, 0x15b3, 0x101e, "vfio-pci"));
+    g_hash_table_add(fx->host->netdevs, g_strdup("hmlab0vf1"));
+    return orch_vfd_pool_new(&config, &fake_host_ops, fx->host, error);
+}
+
+static int fx_setup(void **state)
+{
+    Fx *fx = g_new0(Fx, 1);
+    g_autoptr(GError) error = NULL;
+
+    fx->dir = g_dir_make_tmp("hm-hotmigd-pool-test-XXXXXX", NULL);
+    assert_non_null(fx->dir);
+    fx->pool = fx_pool(fx, &error);
+    assert_null(error);
+    assert_non_null(fx->pool);
+    *state = fx;
+    return 0;
+}
+
+static int fx_teardown(void **state)
+{
+    Fx *fx = *state;
+
+    orch_vfd_pool_free(fx->pool);
+    rm_rf(fx->dir);
+    g_free(fx->dir);
+    g_free(fx);
+    return 0;
+}
+
+/* Runs one request; returns the reply's JSON object (owned) and sets *ret_status. */
+static JsonObject *call(Fx *fx, const char *method, const char *path, const char *body,
+                        guint *ret_status)
+{
+    g_autoptr(OrchVfdReply) reply =
+        orch_vfd_api_handle(fx->pool, method, path, body, body ? strlen(body) : 0);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(GError) error = NULL;
+    JsonNode *root;
+
+    assert_non_null(reply);
+    assert_true(json_parser_load_from_data(parser, reply->body, -1, &error));
+    root = json_parser_get_root(parser);
+    assert_true(JSON_NODE_HOLDS_OBJECT(root));
+    *ret_status = reply->status;
+    return json_object_ref(json_node_get_object(root));
+}
+
+/* The request must fail with @status and an error naming @needle. */
+static void expect_error(Fx *fx, const char *method, const char *path, const char *body,
+                         guint status, const char *needle)
+{
+    guint got = 0;
+    g_autoptr(JsonObject) obj = call(fx, method, path, body, &got);
+    const char *msg = json_object_get_string_member_with_default(obj, "error", NULL);
+
+    if (g_getenv("HM_TEST_VERBOSE"))
+        g_printerr("%s %s -> %u %s\n", method, path, got, msg ? msg : "");
+    if (got != status || !msg || !strstr(msg, needle))
+        fail_msg("%s %s %s: got %u '%s', expected %u with '%s'", method, path, body ? body : "",
+                 got, msg ? msg : "(no error)", status, needle);
+}
+
+static const char *member(JsonObject *obj, const char *name)
+{
+    return json_object_get_string_member_with_default(obj, name, NULL);
+}
+
+/* The entry of @id in GET /v1/vfs (owned). */
+static JsonObject *vf_entry(Fx *fx, const char *id)
+{
+    guint status = 0;
+    g_autoptr(JsonObject) list = call(fx, "GET", "/v1/vfs", NULL, &status);
+    JsonArray *vfs = json_object_get_array_member(list, "vfs");
+
+    assert_int_equal(status, 200);
+    for (guint i = 0; i < json_array_get_length(vfs); i++) {
+        JsonObject *e = json_array_get_object_element(vfs, i);
+
+        if (g_str_equal(member(e, "id"), id))
+            return json_object_ref(e);
+    }
+    fail_msg("VF '%s' is not listed", id);
+    return NULL;
+}
+
+#define LEASE_BODY(what)                                                                           \
+    "{" what ", \"holder\": \"test\", \"reason\": \"unit test\", \"domain\": \"vm7\"}"
+
+/* Leases @what (a JSON member list) and returns the lease id (owned). */
+static char *lease(Fx *fx, const char *body)
+{
+    guint status = 0;
+    g_autoptr(JsonObject) obj = call(fx, "POST", "/v1/leases", body, &status);
+
+    if (status != 201)
+        fail_msg("lease %s: %u %s", body, status, member(obj, "error"));
+    assert_string_equal(member(obj, "state"), "leased");
+    return g_strdup(member(obj, "id"));
+}
+
+/* ---- the pool's configuration and listing ------------------------------------------------- */
+
+static void test_config_refused(void **state)
+{
+    g_autofree char *dir = g_dir_make_tmp("hm-hotmigd-pool-test-XXXXXX", NULL);
+    g_autofree char *leases = g_build_filename(dir, "leases", NULL);
+    static const char *const bad_pf[] = {"3b:00", NULL};
+    static const char *const pci_as_standin[] = {"0000:3b:00.1", NULL};
+    static const char *const slash[] = {"a/b", NULL};
+    static const char *const twice[] = {"0000:3b:00.1", NULL};
+    static const char *const twice2[] = {"3b:00.1", NULL};
+    struct {
+        OrchVfdPoolConfig config;
+        const char *needle;
+    } cases[] = {
+        {{.lease_dir = leases, .pfs = bad_pf}, "[pool] pfs"},
+        {{.lease_dir = leases, .standins = pci_as_standin}, "a PCI address, not a net device"},
+        {{.lease_dir = leases, .standins = slash}, "[pool] standins"},
+        {{.lease_dir = leases, .pfs = twice, .vfs = twice2}, "in the pool twice"},
+    };
+
+    for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(GError) error = NULL;
+        g_autoptr(OrchVfdPool) pool =
+            orch_vfd_pool_new(&cases[i].config, &fake_host_ops, fake_host_new(), &error);
+
+        assert_null(pool);
+        assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID));
+        if (!strstr(error->message, cases[i].needle))
+            fail_msg("case %u: '%s' lacks '%s'", i, error->message, cases[i].needle);
+    }
+    rm_rf(dir);
+}
+
+static void test_host_and_list(void **state)
+{
+    Fx *fx = *state;
+    guint status = 0;
+    g_autoptr(JsonObject) host = call(fx, "GET", "/v1/host", NULL, &status);
+    JsonObject *pool;
+    g_autoptr(JsonObject) vf1 = NULL;
+    g_autoptr(JsonObject) lone = NULL;
+    g_autoptr(JsonObject) gone = NULL;
+    g_autoptr(JsonObject) s1 = NULL;
+    g_autoptr(JsonObject) s2 = NULL;
+
+    assert_int_equal(status, 200);
+    assert_string_equal(member(host, "name"), "test-host");
+    assert_string_equal(member(host, "version"), HOTMIG_VERSION);
+    pool = json_object_get_object_member(host, "pool");
+    assert_int_equal(json_object_get_int_member(pool, "size"), 7); /* 3 + 2 + 2 */
+    assert_int_equal(json_object_get_int_member(pool, "free"), 5);
+    assert_int_equal(json_object_get_int_member(pool, "missing"), 2);
+
+    vf1 = vf_entry(fx, VF1);
+    assert_string_equal(member(vf1, "kind"), "pci");
+    assert_string_equal(member(vf1, "state"), "free");
+    assert_string_equal(member(vf1, "vendor_id"), "0x15b3");
+    assert_string_equal(member(vf1, "device_id"), "0x101c");
+    assert_string_equal(member(vf1, "pf"), PF);
+    assert_int_equal(json_object_get_int_member(vf1, "vf_index"), 0);
+    assert_string_equal(member(vf1, "driver"), "mlx5_core");
+    assert_true(json_object_get_null_member(vf1, "lease"));
+    lone = vf_entry(fx, LONE);
+    assert_string_equal(member(lone, "device_id"), "0x101e");
+    gone = vf_entry(fx, GONE); /* configured as "5e:00.5": listed in the kernel's spelling */
+    assert_string_equal(member(gone, "state"), "missing");
+    assert_non_null(strstr(member(gone, "note"), "no PCI function"));
+    s1 = vf_entry(fx, "hmlab0vf1");
+    assert_string_equal(member(s1, "kind"), "standin");
+    assert_string_equal(member(s1, "state"), "free");
+    assert_true(json_object_get_null_member(s1, "vendor_id"));
+    s2 = vf_entry(fx, "hmlab0vf2");
+    assert_string_equal(member(s2, "state"), "missing");
+    assert_non_null(strstr(member(s2, "note"), "no network device 'hmlab0vf2'"));
+}
+
+static void test_list_warnings(void **state)
+{
+    Fx *fx = *state;
+    guint status = 0;
+    g_autoptr(JsonObject) list = NULL;
+    g_autoptr(JsonObject) vf1 = NULL;
+    JsonArray *warnings;
+
+    g_hash_table_remove(fx->host->pfs, PF);
+    fx->host->domains_fail = TRUE;
+    list = call(fx, "GET", "/v1/vfs", NULL, &status);
+    assert_int_equal(status, 200);
+    assert_int_equal(json_array_get_length(json_object_get_array_member(list, "vfs")), 4);
+    warnings = json_object_get_array_member(list, "warnings");
+    assert_int_equal(json_array_get_length(warnings), 2);
+    assert_non_null(strstr(json_array_get_string_element(warnings, 0), "PF '" PF "'"));
+    assert_non_null(strstr(json_array_get_string_element(warnings, 1), "does not answer"));
+    /* A VF of that PF is unknown now, and the message says why. */
+    expect_error(fx, "POST", "/v1/leases", LEASE_BODY("\"vf\": \"" VF1 "\""), 404,
+                 "no PF '" PF "' in sysfs");
+}
+
+/* ---- leases --------------------------------------------------------------------------------- */
+
+static void test_lease_by_id(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *id = lease(fx, LEASE_BODY("\"vf\": \"3B:01.0\""));
+    g_autoptr(JsonObject) entry = vf_entry(fx, VF1);
+    JsonObject *l = json_object_get_object_member(entry, "lease");
+
+    assert_int_equal(strlen(id), 32);
+    assert_string_equal(member(entry, "state"), "leased");
+    assert_string_equal(member(l, "id"), id);
+    assert_string_equal(member(l, "holder"), "test");
+    assert_string_equal(member(l, "domain"), "vm7");
+    assert_non_null(member(l, "expires"));
+    /* Taken: the second asker is told by whom. */
+    expect_error(fx, "POST", "/v1/leases", LEASE_BODY("\"vf\": \"" VF1 "\""), 409,
+                 "VF '" VF1 "' is leased by 'test' (unit test) for domain 'vm7' until ");
+    expect_error(fx, "POST", "/v1/leases", LEASE_BODY("\"vf\": \"0000:3b:07.0\""), 404,
+                 "VF '0000:3b:07.0' is not in the pool of test-host");
+    expect_error(fx, "POST", "/v1/leases", LEASE_BODY("\"vf\": \"hmlab0vf9\""), 404,
+                 "VF 'hmlab0vf9' is not in the pool");
+    expect_error(fx, "POST", "/v1/leases", LEASE_BODY("\"vf\": \"hmlab0vf2\""), 409,
+                 "VF 'hmlab0vf2' is missing: no network device 'hmlab0vf2'");
+    expect_error(fx, "POST", "/v1/leases", LEASE_BODY("\"vf\": \"a/b\""), 400, "a/b");
+    /* A VF plugged by hand into a domain, without a lease. */
+    g_hash_table_insert(fx->host->domains, g_strdup(VF2), g_strdup("vm9"));
+    expect_error(fx, "POST", "/v1/leases", LEASE_BODY("\"vf\": \"" VF2 "\""), 409,
+                 "VF '" VF2 "' is used by domain 'vm9' (plugged without a lease)");
+    {
+        g_autoptr(JsonObject) e2 = vf_entry(fx, VF2);
+
+        assert_string_equal(member(e2, "state"), "in-use");
+        assert_string_equal(member(e2, "assigned_to"), "vm9");
+    }
+    /* libvirt does not answer: PCI VFs cannot be leased, stand-ins can. */
+    fx->host->domains_fail = TRUE;
+    expect_error(fx, "POST", "/v1/leases", LEASE_BODY("\"vf\": \"" VF3 "\""), 503,
+                 "Cannot tell whether a domain uses VF '" VF3 "': libvirt");
+    g_free(lease(fx, LEASE_BODY("\"vf\": \"hmlab0vf1\"")));
+}
+
+static void test_lease_by_model(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *a = lease(fx, LEASE_BODY("\"vendor_id\": \"0x15b3\", \"device_id\": 4124"));
+    g_autofree char *b = lease(fx, LEASE_BODY("\"vendor_id\": 5555, \"device_id\": \"101c\""));
+    g_autofree char *c = NULL;
+    g_autoptr(JsonObject) e1 = vf_entry(fx, VF1);
+    g_autoptr(JsonObject) e2 = vf_entry(fx, VF2);
+
+    /* The first free ones, in pool order. */
+    assert_string_equal(member(json_object_get_object_member(e1, "lease"), "id"), a);
+    assert_string_equal(member(json_object_get_object_member(e2, "lease"), "id"), b);
+    g_hash_table_insert(fx->host->domains, g_strdup(VF3), g_strdup("vm9"));
+    expect_error(
+        fx, "POST", "/v1/leases", LEASE_BODY("\"vendor_id\": \"15b3\", \"device_id\": \"101c\""),
+        409,
+        "no free VF 15b3:101c on test-host: the pool has 3 of that model (2 leased, 1 in-use) and 7 VFs in all");
+    expect_error(
+        fx, "POST", "/v1/leases", LEASE_BODY("\"vendor_id\": \"8086\", \"device_id\": \"1515\""),
+        409, "no free VF 8086:1515 on test-host: the pool has none of that model (7 VFs in all)");
+    /* Released, it is the one the next model lease gets. */
+    {
+        guint status = 0;
+        g_autofree char *path = g_strdup_printf("/v1/leases/" VF2 "/%s", b);
+        g_autoptr(JsonObject) obj = call(fx, "DELETE", path, NULL, &status);
+
+        assert_int_equal(status, 200);
+        assert_true(json_object_get_boolean_member(obj, "released"));
+    }
+    c = lease(fx, LEASE_BODY("\"vendor_id\": \"15b3\", \"device_id\": \"101c\""));
+    {
+        g_autoptr(JsonObject) again = vf_entry(fx, VF2);
+
+        assert_string_equal(member(json_object_get_object_member(again, "lease"), "id"), c);
+    }
+}
+
+static void test_confirm_release(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *id = lease(fx, LEASE_BODY("\"vf\": \"" VF1 "\""));
+    g_autofree char *confirm = g_strdup_printf("/v1/leases/" VF1 "/%s/confirm", id);
+    g_autofree char *release = g_strdup_printf("/v1/leases/" VF1 "/%s", id);
+    g_autofree char *other = g_strdup_printf("/v1/leases/" VF2 "/%s/confirm", id);
+    guint status = 0;
+
+    expect_error(fx, "POST", "/v1/leases/" VF1 "/0123456789abcdef0123456789abcdef/confirm", NULL,
+                 409, "");
+    expect_error(fx, "POST", other, NULL, 409, "");
+    expect_error(fx, "POST", "/v1/leases/0000:3b:09.0/x/confirm", NULL, 404, "not in the pool");
+    expect_error(fx, "POST", confirm, "{\"force\": true}", 400,
+                 "this request takes no body (member 'force')");
+    {
+        g_autoptr(JsonObject) obj = call(fx, "POST", confirm, NULL, &status);
+
+        assert_int_equal(status, 200);
+        assert_string_equal(member(obj, "state"), "assigned");
+        assert_true(json_object_get_null_member(obj, "expires"));
+    }
+    {
+        g_autoptr(JsonObject) entry = vf_entry(fx, VF1);
+
+        assert_string_equal(member(entry, "state"), "assigned");
+        assert_string_equal(member(entry, "assigned_to"), "vm7");
+    }
+    /* Confirming twice is harmless; releasing with another id is refused. */
+    {
+        g_autoptr(JsonObject) obj = call(fx, "POST", confirm, "{}", &status);
+
+        assert_int_equal(status, 200);
+    }
+    expect_error(fx, "DELETE", "/v1/leases/" VF1 "/0123456789abcdef0123456789abcdef", NULL, 409,
+                 "");
+    {
+        g_autoptr(JsonObject) obj = call(fx, "DELETE", release, NULL, &status);
+
+        assert_int_equal(status, 200);
+    }
+    {
+        g_autoptr(JsonObject) entry = vf_entry(fx, VF1);
+
+        assert_string_equal(member(entry, "state"), "free");
+    }
+    /* Idempotent, for rollbacks; confirming a released lease is refused. */
+    {
+        g_autoptr(JsonObject) obj = call(fx, "DELETE", release, NULL, &status);
+
+        assert_int_equal(status, 200);
+    }
+    expect_error(fx, "POST", confirm, NULL, 409, "");
+    expect_error(fx, "DELETE", "/v1/leases/0000:3b:09.0/x", NULL, 404, "not in the pool");
+}
+
+/* A new pool on the same lease directory (hotmigd restarted) keeps the confirmed lease. */
+static void test_restart_keeps_leases(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *id = lease(fx, LEASE_BODY("\"vf\": \"hmlab0vf1\""));
+    g_autofree char *confirm = g_strdup_printf("/v1/leases/hmlab0vf1/%s/confirm", id);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonObject) entry = NULL;
+    guint status = 0;
+
+    g_autoptr(JsonObject) obj = call(fx, "POST", confirm, NULL, &status);
+    assert_int_equal(status, 200);
+    orch_vfd_pool_free(fx->pool);
+    fx->pool = fx_pool(fx, &error);
+    assert_non_null(fx->pool);
+    entry = vf_entry(fx, "hmlab0vf1");
+    assert_string_equal(member(entry, "state"), "assigned");
+    assert_string_equal(member(json_object_get_object_member(entry, "lease"), "id"), id);
+    /* While vm7 holds the VF here, nobody else gets it. */
+    g_hash_table_insert(fx->host->domains, g_strdup("hmlab0vf1"), g_strdup("vm7"));
+    expect_error(fx, "POST", "/v1/leases", LEASE_BODY("\"vf\": \"hmlab0vf1\""), 409,
+                 "is assigned to domain 'vm7' (holder 'test', reason 'unit test')");
+}
+
+/* A confirmed lease whose domain no longer holds the VF here (destroyed, or migrated away
+ * without telling) ends when someone asks for the VF; one whose domain holds it does not. */
+static void test_stale_assigned_reclaimed(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *id = lease(fx, LEASE_BODY("\"vf\": \"hmlab0vf1\""));
+    g_autofree char *confirm = g_strdup_printf("/v1/leases/hmlab0vf1/%s/confirm", id);
+    g_autofree char *again = NULL;
+    guint status = 0;
+    g_autoptr(JsonObject) obj = call(fx, "POST", confirm, NULL, &status);
+
+    assert_int_equal(status, 200);
+    g_hash_table_insert(fx->host->domains, g_strdup("hmlab0vf1"), g_strdup("vm7"));
+    expect_error(fx, "POST", "/v1/leases", LEASE_BODY("\"vf\": \"hmlab0vf1\""), 409,
+                 "is assigned to domain 'vm7'");
+    /* vm7 is gone from this host. */
+    g_hash_table_remove(fx->host->domains, "hmlab0vf1");
+    again = lease(fx, LEASE_BODY("\"vf\": \"hmlab0vf1\""));
+    assert_string_not_equal(again, id);
+}
+
+/* ---- IB identity, vfio ---------------------------------------------------------------------- */
+
+static void test_ib_identity(void **state)
+{
+    Fx *fx = *state;
+    const char *body =
+        "{\"node_guid\": \"0x0002c90300a1b2c3\", \"port_guid\": \"00:02:c9:03:00:a1:b2:c4\"}";
+    g_autofree char *id = NULL;
+    guint status = 0;
+
+    expect_error(
+        fx, "POST", "/v1/vfs/" VF2 "/ib-identity", body, 409,
+        "VF '" VF2
+        "' is free, not leased: lease it (POST /v1/leases) before setting its IB identity");
+    assert_int_equal(fx->host->ib_calls, 0);
+    id = lease(fx, LEASE_BODY("\"vf\": \"" VF2 "\""));
+    expect_error(fx, "POST", "/v1/vfs/" VF2 "/ib-identity",
+                 "{\"node_guid\": \"xyz\", \"port_guid\": \"0x1\"}", 400, "member 'node_guid': ");
+    expect_error(fx, "POST", "/v1/vfs/" VF2 "/ib-identity", "{\"node_guid\": \"0x1\"}", 400,
+                 "member 'port_guid' is missing");
+    expect_error(fx, "POST", "/v1/vfs/" VF2 "/ib-identity",
+                 "{\"node_guid\": 1, \"port_guid\": \"0x1\"}", 400,
+                 "member 'node_guid' must be a string");
+    assert_int_equal(fx->host->ib_calls, 0);
+    {
+        g_autoptr(JsonObject) obj = call(fx, "POST", "/v1/vfs/" VF2 "/ib-identity", body, &status);
+
+        assert_int_equal(status, 200);
+        assert_true(json_object_get_boolean_member(obj, "applied"));
+        assert_string_equal(member(obj, "node_guid"), "0002:c903:00a1:b2c3");
+        assert_string_equal(member(obj, "port_guid"), "0002:c903:00a1:b2c4");
+    }
+    assert_int_equal(fx->host->ib_calls, 1);
+    assert_string_equal(fx->host->ib_pf_netdev, "ib0");
+    assert_int_equal(fx->host->ib_vf_index, 1);
+    assert_true(fx->host->ib_node == 0x0002c90300a1b2c3ULL);
+    assert_true(fx->host->ib_port == 0x0002c90300a1b2c4ULL);
+    /* Not under a running domain. */
+    g_hash_table_insert(fx->host->domains, g_strdup(VF2), g_strdup("vm9"));
+    expect_error(fx, "POST", "/v1/vfs/" VF2 "/ib-identity", body, 409,
+                 "VF '" VF2 "' is in use by domain 'vm9'");
+    g_hash_table_remove(fx->host->domains, VF2);
+    fx->host->ib_fail = TRUE;
+    expect_error(fx, "POST", "/v1/vfs/" VF2 "/ib-identity", body, 500,
+                 "Setting node GUID 0002:c903:00a1:b2c3, port GUID 0002:c903:00a1:b2c4 on VF '" VF2
+                 "': injected");
+    /* A stand-in: nothing to set, said so. */
+    g_free(lease(fx, LEASE_BODY("\"vf\": \"hmlab0vf1\"")));
+    {
+        g_autoptr(JsonObject) obj =
+            call(fx, "POST", "/v1/vfs/hmlab0vf1/ib-identity", body, &status);
+
+        assert_int_equal(status, 200);
+        assert_false(json_object_get_boolean_member(obj, "applied"));
+        assert_non_null(strstr(member(obj, "note"), "stand-in"));
+    }
+    assert_int_equal(fx->host->ib_calls, 2);
+}
+
+static void test_vfio(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *id = NULL;
+    guint status = 0;
+
+    expect_error(fx, "POST", "/v1/vfs/" VF3 "/vfio", NULL, 409, "not leased");
+    expect_error(fx, "POST", "/v1/vfs/0000:3b:0f.0/vfio", NULL, 404, "not in the pool");
+    id = lease(fx, LEASE_BODY("\"vf\": \"" VF3 "\""));
+    {
+        g_autoptr(JsonObject) obj = call(fx, "POST", "/v1/vfs/" VF3 "/vfio", NULL, &status);
+
+        assert_int_equal(status, 200);
+        assert_true(json_object_get_boolean_member(obj, "changed"));
+        assert_string_equal(member(obj, "driver"), "vfio-pci");
+        assert_string_equal(member(obj, "note"), "bound to vfio-pci (was mlx5_core)");
+    }
+    assert_string_equal(fx->host->vfio_address, VF3);
+    {
+        g_autoptr(JsonObject) obj = call(fx, "POST", "/v1/vfs/" VF3 "/vfio", "{}", &status);
+
+        assert_int_equal(status, 200);
+        assert_false(json_object_get_boolean_member(obj, "changed"));
+    }
+    g_free(lease(fx, LEASE_BODY("\"vf\": \"hmlab0vf1\"")));
+    {
+        g_autoptr(JsonObject) obj = call(fx, "POST", "/v1/vfs/hmlab0vf1/vfio", NULL, &status);
+
+        assert_int_equal(status, 200);
+        assert_false(json_object_get_boolean_member(obj, "changed"));
+        assert_true(json_object_get_null_member(obj, "driver"));
+    }
+    assert_int_equal(fx->host->vfio_calls, 2);
+}
+
+/* ---- bad requests --------------------------------------------------------------------------- */
+
+/* POST /v1/vfs/VF/left: a domain that migrated away ends its assigned lease, not another's. */
+static void test_left(void **state)
+{
+    Fx *fx = *state;
+    guint status = 0;
+    g_autofree char *id = lease(fx, LEASE_BODY("\"vf\": \"hmlab0vf1\""));
+    g_autofree char *confirm = g_strdup_printf("/v1/leases/hmlab0vf1/%s/confirm", id);
+    g_autoptr(JsonObject) obj = NULL;
+
+    /* Not confirmed yet: a migration in flight is left alone. */
+    expect_error(fx, "POST", "/v1/vfs/hmlab0vf1/left", "{\"domain\": \"vm7\"}", 409, "leased");
+    obj = call(fx, "POST", confirm, NULL, &status);
+    assert_int_equal(status, 200);
+    expect_error(fx, "POST", "/v1/vfs/hmlab0vf1/left", "{\"domain\": \"other\"}", 409,
+                 "not assigned to 'other'");
+    expect_error(fx, "POST", "/v1/vfs/hmlab0vf1/left", "{}", 400, "'domain' is missing");
+    g_clear_pointer(&obj, json_object_unref);
+    obj = call(fx, "POST", "/v1/vfs/hmlab0vf1/left", "{\"domain\": \"vm7\"}", &status);
+    assert_int_equal(status, 200);
+    /* Free again, and telling twice is harmless. */
+    g_clear_pointer(&obj, json_object_unref);
+    obj = call(fx, "POST", "/v1/vfs/hmlab0vf1/left", "{\"domain\": \"vm7\"}", &status);
+    assert_int_equal(status, 200);
+    g_clear_pointer(&obj, json_object_unref);
+    obj = vf_entry(fx, "hmlab0vf1");
+    assert_string_equal(member(obj, "state"), "free");
+}
+
+/* POST /v1/files: which of the domain's files this host has (for --dry-run). */
+static void test_files(void **state)
+{
+    Fx *fx = *state;
+    guint status = 0;
+    g_autofree char *body = g_strdup_printf("{\"paths\": [\"/\", \"%s\", \"/nonexistent/x\"]}",
+                                            g_get_tmp_dir());
+    g_autoptr(JsonObject) obj = call(fx, "POST", "/v1/files", body, &status);
+    JsonArray *files;
+
+    assert_int_equal(status, 200);
+    files = json_object_get_array_member(obj, "files");
+    assert_int_equal(json_array_get_length(files), 3);
+    assert_true(json_object_get_boolean_member(json_array_get_object_element(files, 0), "exists"));
+    assert_string_equal(
+        json_object_get_string_member(json_array_get_object_element(files, 0), "kind"), "dir");
+    assert_false(json_object_get_boolean_member(json_array_get_object_element(files, 2), "exists"));
+    expect_error(fx, "POST", "/v1/files", "{}", 400, "'paths' must be an array");
+    expect_error(fx, "POST", "/v1/files", "{\"paths\": [\"relative\"]}", 400,
+                 "paths[0] must be an absolute path");
+    expect_error(fx, "POST", "/v1/files", "{\"paths\": [7]}", 400, "paths[0] must be a string");
+    expect_error(fx, "GET", "/v1/files", NULL, 405, "POST");
+}
+
+static void test_bad_requests(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *big = g_strnfill(ORCH_VFD_API_MAX_BODY + 1, ' ');
+    g_autofree char *deep = g_strdup_printf("{\"vf\": %s1%s}", "[[[[[[", "]]]]]]");
+    g_autofree char *long_holder = NULL;
+    g_autoptr(GString) huge_holder = g_string_new(NULL);
+    static const char bad_utf8[] = "{\"vf\": \"\xff\"}";
+
+    for (guint i = 0; i < 300; i++)
+        g_string_append_c(huge_holder, 'h');
+    long_holder = g_strdup_printf(
+        "{\"vf\": \"hmlab0vf1\", \"holder\": \"%s\", \"reason\": \"r\", \"domain\": \"d\"}",
+        huge_holder->str);
+
+    expect_error(fx, "POST", "/v1/leases", "", 400, "give 'vf'");
+    expect_error(fx, "POST", "/v1/leases", "{", 400, "the request body is not JSON");
+    expect_error(fx, "POST", "/v1/leases", "[1, 2]", 400, "not a JSON object");
+    expect_error(fx, "POST", "/v1/leases", "\"vf\"", 400, "not a JSON object");
+    expect_error(fx, "POST", "/v1/leases", bad_utf8, 400, "not UTF-8");
+    expect_error(fx, "POST", "/v1/leases", big, 413, "more than the limit of 16384");
+    expect_error(fx, "POST", "/v1/leases", deep, 400, "nests deeper than");
+    expect_error(
+        fx, "POST", "/v1/leases", LEASE_BODY("\"vf\": \"hmlab0vf1\", \"force\": 1"), 400,
+        "unknown member 'force' (known: vf, vendor_id, device_id, holder, reason, domain, ttl)");
+    expect_error(fx, "POST", "/v1/leases", LEASE_BODY("\"vf\": 7"), 400,
+                 "member 'vf' must be a string");
+    expect_error(fx, "POST", "/v1/leases", LEASE_BODY("\"vf\": \"\""), 400,
+                 "member 'vf' must not be empty");
+    expect_error(fx, "POST", "/v1/leases",
+                 "{\"vf\": \"hmlab0vf1\", \"reason\": \"r\", \"domain\": \"d\"}", 400,
+                 "member 'holder' is missing");
+    expect_error(fx, "POST", "/v1/leases", long_holder, 400,
+                 "member 'holder' is longer than 256 bytes");
+    expect_error(
+        fx, "POST", "/v1/leases",
+        "{\"vf\": \"hmlab0vf1\", \"holder\": \"a\\nb\", \"reason\": \"r\", \"domain\": \"d\"}", 400,
+        "member 'holder' contains a control character");
+    expect_error(fx, "POST", "/v1/leases", LEASE_BODY("\"vf\": \"hmlab0vf1\", \"ttl\": 0"), 400,
+                 "member 'ttl' must be from 1 to 604800, not 0");
+    expect_error(fx, "POST", "/v1/leases", LEASE_BODY("\"vf\": \"hmlab0vf1\", \"ttl\": \"5\""), 400,
+                 "member 'ttl' must be a whole number");
+    expect_error(fx, "POST", "/v1/leases", LEASE_BODY("\"vendor_id\": \"0x15b3\""), 400,
+                 "member 'device_id' is missing");
+    expect_error(fx, "POST", "/v1/leases", LEASE_BODY("\"vendor_id\": \"0x1g\", \"device_id\": 1"),
+                 400, "member 'vendor_id': '0x1g' is not a hex number from 0x0 to 0xffff");
+    expect_error(fx, "POST", "/v1/leases", LEASE_BODY("\"vendor_id\": 70000, \"device_id\": 1"),
+                 400, "member 'vendor_id' must be from 0 to 65535, not 70000");
+    expect_error(fx, "POST", "/v1/leases",
+                 LEASE_BODY("\"vf\": \"hmlab0vf1\", \"vendor_id\": 1, \"device_id\": 1"), 400,
+                 "not both");
+    expect_error(fx, "GET", "/v1/leases", NULL, 405,
+                 "method GET is not allowed on /v1/leases (allowed: POST)");
+    expect_error(fx, "DELETE", "/v1/host", NULL, 405, "allowed: GET");
+    expect_error(fx, "GET", "/v2/host", NULL, 404, "no API path /v2/host");
+    expect_error(fx, "GET", "/v1/vfs/x", NULL, 404, "no API path");
+    expect_error(fx, "GET", "/v1//host", NULL, 404, "no API path");
+    expect_error(fx, "POST", "/v1/vfs/..%2Fetc/vfio", NULL, 404, "no API path");
+    expect_error(fx, "POST", "/v1/vfs/%ff/vfio", NULL, 404, "no API path");
+    expect_error(fx, "POST", "/v1/vfs/a%00b/vfio", NULL, 404, "no API path");
+    /* Percent-encoding is decoded in ids. */
+    expect_error(fx, "POST", "/v1/vfs/0000%3A3b%3A01.0/vfio", NULL, 409,
+                 "VF '" VF1 "' is free, not leased");
+    /* Nothing was leased by any of these. */
+    {
+        guint status = 0;
+        g_autoptr(JsonObject) host = call(fx, "GET", "/v1/host", NULL, &status);
+
+        assert_int_equal(
+            json_object_get_int_member(json_object_get_object_member(host, "pool"), "leased"), 0);
+    }
+}
+
+/* ---- the real host (hotmigd/host.c) on a fixture tree ---------------------------------- */
+
+static void test_real_host(void **state)
+{
+    g_autofree char *root = g_build_filename(g_getenv("HM_FIXTURES"), "sysfs", "cx6-ib", NULL);
+    gpointer host = orch_vfd_host_new(root, "test:///default", 1000, 5000);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) vfs = orch_vfd_host_ops.pf_vfs(host, "0001:af:00.1", &error);
+    g_autoptr(OrchVfdPciVf) vf = NULL;
+    g_autoptr(GHashTable) domains = NULL;
+    OrchVfdPciVf *v;
+
+    assert_non_null(vfs);
+    assert_int_equal(vfs->len, 2);
+    v = g_ptr_array_index(vfs, 0);
+    assert_string_equal(v->address, "0001:af:02.2");
+    assert_string_equal(v->pf_address, "0001:af:00.1");
+    assert_int_equal(v->vendor_id, 0x15b3);
+    assert_int_equal(v->device_id, 0x101c);
+    assert_string_equal(v->pf_netdev, "ib1");
+    assert_string_equal(v->driver, "mlx5_core");
+    vf = orch_vfd_host_ops.vf_read(host, "0001:AF:00.3", &error);
+    assert_non_null(vf);
+    assert_string_equal(vf->pf_netdev, "ib0");
+    assert_int_equal(vf->vf_index, 1);
+    assert_null(orch_vfd_host_ops.pf_vfs(host, "0001:af:00.2", &error));
+    assert_non_null(strstr(error->message, "is a VF (of PF '0001:af:00.0'), not a PF"));
+    g_clear_error(&error);
+    assert_null(orch_vfd_host_ops.vf_read(host, "0001:af:00.0", &error));
+    assert_non_null(strstr(error->message, "is a PF, not a VF"));
+    g_clear_error(&error);
+    assert_false(orch_vfd_host_ops.netdev_exists(host, "hmt0"));
+    domains = orch_vfd_host_ops.domains_using(host, &error);
+    assert_non_null(domains); /* the test driver's domain has no hostdev */
+    assert_int_equal(g_hash_table_size(domains), 0);
+    orch_vfd_host_ops.free(host);
+}
+
+/* A libvirtd that accepts and never answers: hotmigd gives up after its deadline. */
+static void test_real_host_libvirt_silent(void **state)
+{
+    g_autofree char *dir = g_dir_make_tmp("hm-hotmigd-pool-test-XXXXXX", NULL);
+    g_autofree char *path = g_build_filename(dir, "libvirt-sock", NULL);
+    g_autofree char *uri = g_strdup_printf("qemu+unix:///system?socket=%s", path);
+    g_autoptr(GSocket) sock =
+        g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_DEFAULT, NULL);
+    g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(path);
+    g_autoptr(GError) error = NULL;
+    gpointer host = orch_vfd_host_new(dir, uri, 1000, 300);
+    gint64 t0 = g_get_monotonic_time();
+
+    assert_true(g_socket_bind(sock, addr, TRUE, NULL));
+    assert_true(g_socket_listen(sock, NULL));
+    assert_null(orch_vfd_host_ops.domains_using(host, &error));
+    assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE));
+    assert_non_null(strstr(error->message, "did not list its domains within 300 ms"));
+    assert_true(g_get_monotonic_time() - t0 < 5 * G_TIME_SPAN_SECOND);
+    orch_vfd_host_ops.free(host);
+    g_unlink(path);
+    g_rmdir(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_config_refused),
+        cmocka_unit_test_setup_teardown(test_host_and_list, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_list_warnings, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_lease_by_id, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_lease_by_model, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_confirm_release, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_restart_keeps_leases, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_ib_identity, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_vfio, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_requests, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_files, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_left, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_stale_assigned_reclaimed, fx_setup, fx_teardown),
+        cmocka_unit_test(test_real_host),
+        cmocka_unit_test(test_real_host_libvirt_silent),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,372 @@
+/* hotmigd's TLS server (hotmigd/server.c) and the client migrate-vm uses
+ * (engine/hotmigd-client-soup.c), in one process: the server runs in a thread of its own over
+ * the fake host, the client calls it on 127.0.0.1 with certificates made by
+ * tests/unit/test-pki.sh. Checks the client's calls and what a refused handshake says, either
+ * way.
+ *
+ *   hotmigd-tls-test TEST_PKI_SCRIPT */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <glib/gstdio.h>
+
+#include "pool-fake-host.h"
+
+static const char *pki_script;
+
+typedef struct {
+    char *dir;
+    char *pki;
+    FakeHost *host;
+    OrchVfdPool *pool;
+    GThread *thread;
+    GMainContext *ctx;
+    GMainLoop *loop;
+    GMutex lock;
+    GCond ready;
+    guint port; /* 0 until the server listens */
+    char *url;
+    char *server_error;
+} Fx;
+
+static int rm_rf(const char *path)
+{
+    g_autoptr(GDir) dir = g_dir_open(path, 0, NULL);
+    const char *name;
+
+    while (dir && (name = g_dir_read_name(dir))) {
+        g_autofree char *child = g_build_filename(path, name, NULL);
+
+        if (g_file_test(child, G_FILE_TEST_IS_DIR) && !g_file_test(child, G_FILE_TEST_IS_SYMLINK))
+            rm_rf(child);
+        else
+            g_unlink(child);
+    }
+    return g_rmdir(path);
+}
+
+static char *pki(const Fx *fx, const char *name)
+{
+    return g_build_filename(fx->pki, name, NULL);
+}
+
+static gpointer server_thread(gpointer data)
+{
+    Fx *fx = data;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *cert = pki(fx, "server.pem");
+    g_autofree char *key = pki(fx, "server-key.pem");
+    g_autofree char *ca = pki(fx, "ca.pem");
+    OrchVfdServerConfig config = {
+        .listen = "127.0.0.1", .port = 0, .cert = cert, .key = key, .ca = ca};
+    g_autoptr(OrchVfdServer) server = NULL;
+
+    g_main_context_push_thread_default(fx->ctx);
+    server = orch_vfd_server_new(&config, fx->pool, &error);
+    g_mutex_lock(&fx->lock);
+    if (server)
+        fx->port = orch_vfd_server_get_port(server);
+    else
+        fx->server_error = g_strdup(error->message);
+    g_cond_signal(&fx->ready);
+    g_mutex_unlock(&fx->lock);
+    if (server)
+        g_main_loop_run(fx->loop);
+    g_clear_pointer(&server, orch_vfd_server_free);
+    g_main_context_pop_thread_default(fx->ctx);
+    return NULL;
+}
+
+static int fx_setup(void **state)
+{
+    Fx *fx = g_new0(Fx, 1);
+    g_autoptr(GError) error = NULL;
+    g_autofree char *leases = NULL;
+    const char *argv[] = {"bash", pki_script, NULL, NULL};
+    int status = 0;
+    static const char *const standins[] = {"hmlab0vf1", "hmlab0vf2", NULL};
+    static const char *const pfs[] = {"0000:3b:00.0", NULL};
+    OrchVfdPoolConfig config = {
+        .host_name = "tls-host", .lease_ttl_s = 60, .standins = standins, .pfs = pfs};
+
+    fx->dir = g_dir_make_tmp("hm-hotmigd-tls-XXXXXX", NULL);
+    fx->pki = g_build_filename(fx->dir, "pki", NULL);
+    argv[2] = fx->pki;
+    assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL,
+                             &status, &error));
+    assert_true(g_spawn_check_wait_status(status, NULL));
+    leases = g_build_filename(fx->dir, "leases", NULL);
+    config.lease_dir = leases;
+    fx->host = fake_host_new();
+    fake_host_add_pf(fx->host, "0000:3b:00.0", 2, 0x15b3, 0x101c);
+    g_hash_table_add(fx->host->netdevs, g_strdup("hmlab0vf1"));
+    fx->pool = orch_vfd_pool_new(&config, &fake_host_ops, fx->host, &error);
+    assert_non_null(fx->pool);
+    fx->ctx = g_main_context_new();
+    fx->loop = g_main_loop_new(fx->ctx, FALSE);
+    g_mutex_init(&fx->lock);
+    g_cond_init(&fx->ready);
+    fx->thread = g_thread_new("server", server_thread, fx);
+    g_mutex_lock(&fx->lock);
+    while (!fx->port && !fx->server_error)
+        g_cond_wait(&fx->ready, &fx->lock);
+    g_mutex_unlock(&fx->lock);
+    if (fx->server_error)
+        fail_msg("server: %s", fx->server_error);
+    fx->url = g_strdup_printf("https://127.0.0.1:%u", fx->port);
+    *state = fx;
+    return 0;
+}
+
+static gboolean quit_loop(gpointer data)
+{
+    g_main_loop_quit(data);
+    return G_SOURCE_REMOVE;
+}
+
+static int fx_teardown(void **state)
+{
+    Fx *fx = *state;
+
+    g_main_context_invoke(fx->ctx, quit_loop, fx->loop);
+    g_thread_join(fx->thread);
+    g_main_loop_unref(fx->loop);
+    g_main_context_unref(fx->ctx);
+    orch_vfd_pool_free(fx->pool);
+    rm_rf(fx->dir);
+    g_free(fx->dir);
+    g_free(fx->pki);
+    g_free(fx->url);
+    g_free(fx->server_error);
+    g_mutex_clear(&fx->lock);
+    g_cond_clear(&fx->ready);
+    g_free(fx);
+    return 0;
+}
+
+/* A client with certificate @cert (NULL: the test CA's client) trusting CA @ca (NULL: the test
+ * CA), to @url (NULL: the server). */
+static OrchVfd *client(Fx *fx, const char *cert, const char *ca, const char *url, guint timeout)
+{
+    g_autofree char *c = pki(fx, cert ? cert : "client");
+    g_autofree char *cpem = g_strconcat(c, ".pem", NULL);
+    g_autofree char *kpem = g_strconcat(c, "-key.pem", NULL);
+    g_autofree char *a = pki(fx, ca ? ca : "ca.pem");
+    g_autoptr(GError) error = NULL;
+    OrchVfd *vfd = orch_vfd_new(url ? url : fx->url, cpem, kpem, a, timeout, &error);
+
+    if (!vfd)
+        fail_msg("orch_vfd_new: %s", error->message);
+    return vfd;
+}
+
+static void expect(const GError *error, int code, const char *needle)
+{
+    if (g_getenv("HM_TEST_VERBOSE") && error)
+        g_printerr("-> %s\n", error->message);
+    if (!error || error->domain != ORCH_ERROR || error->code != code ||
+        !strstr(error->message, needle))
+        fail_msg("expected ORCH_ERROR %d with '%s', got %s", code, needle,
+                 error ? error->message : "success");
+}
+
+static void test_calls(void **state)
+{
+    Fx *fx = *state;
+    g_autoptr(OrchVfd) vfd = client(fx, NULL, NULL, NULL, 10);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(OrchVfdHostInfo) info = orch_vfd_host(vfd, &error);
+    g_autoptr(GPtrArray) vfs = NULL;
+
+    if (!info)
+        fail_msg("GET /v1/host: %s", error->message);
+    g_autoptr(OrchVfdLease) lease = NULL;
+    g_autoptr(OrchVfdLease) confirmed = NULL;
+    g_autoptr(OrchVfdLease) model = NULL;
+    g_autofree char *note = NULL;
+    OrchVfdLeaseRequest req = {
+        .vf = "hmlab0vf1", .holder = "hotmigd-tls-test", .reason = "a test", .domain = "vm7"};
+
+    assert_non_null(info);
+    assert_string_equal(info->name, "tls-host");
+    assert_string_equal(info->version, HOTMIG_VERSION);
+    assert_int_equal(info->pool_size, 4);
+    assert_int_equal(info->counts[ORCH_VFD_STATE_FREE], 3);
+    assert_int_equal(info->counts[ORCH_VFD_STATE_MISSING], 1);
+
+    lease = orch_vfd_lease(vfd, &req, &error);
+    assert_non_null(lease);
+    assert_string_equal(lease->vf, "hmlab0vf1");
+    assert_int_equal(lease->state, ORCH_VFD_STATE_LEASED);
+    assert_true(lease->expires > lease->created);
+    assert_null(orch_vfd_lease(vfd, &req, &error));
+    expect(error, ORCH_ERROR_CONFLICT, "hotmigd at https://127.0.0.1:");
+    assert_non_null(strstr(
+        error->message,
+        "refused POST /v1/leases (409 Conflict): VF 'hmlab0vf1' is leased by 'hotmigd-tls-test'"));
+    g_clear_error(&error);
+
+    assert_true(orch_vfd_ib_identity(vfd, "hmlab0vf1", 1, 2, &note, &error));
+    assert_non_null(strstr(note, "stand-in"));
+    g_clear_pointer(&note, g_free);
+    assert_true(orch_vfd_vfio(vfd, "hmlab0vf1", &note, &error));
+    confirmed = orch_vfd_confirm(vfd, "hmlab0vf1", lease->id, &error);
+    assert_non_null(confirmed);
+    assert_int_equal(confirmed->state, ORCH_VFD_STATE_ASSIGNED);
+    assert_int_equal(confirmed->expires, 0);
+
+    req.vf = NULL;
+    req.vendor_id = 0x15b3;
+    req.device_id = 0x101c;
+    req.ttl_s = 30;
+    model = orch_vfd_lease(vfd, &req, &error);
+    assert_non_null(model);
+    assert_string_equal(model->vf, "0000:3b:01.0");
+    assert_true(orch_vfd_ib_identity(vfd, model->vf, 0x0002c90300a1b2c3ULL, 0x0002c90300a1b2c4ULL,
+                                     NULL, &error));
+    assert_true(fx->host->ib_port == 0x0002c90300a1b2c4ULL);
+
+    vfs = orch_vfd_list(vfd, &error);
+    assert_non_null(vfs);
+    assert_int_equal(vfs->len, 4);
+    {
+        OrchVfdVfInfo *v0 = g_ptr_array_index(vfs, 0);
+        OrchVfdVfInfo *s1 = g_ptr_array_index(vfs, 2);
+
+        assert_string_equal(v0->id, "0000:3b:01.0");
+        assert_int_equal(v0->kind, ORCH_VFD_KIND_PCI);
+        assert_int_equal(v0->state, ORCH_VFD_STATE_LEASED);
+        assert_int_equal(v0->vendor_id, 0x15b3);
+        assert_int_equal(v0->vf_index, 0);
+        assert_string_equal(v0->lease->id, model->id);
+        assert_string_equal(s1->id, "hmlab0vf1");
+        assert_int_equal(s1->kind, ORCH_VFD_KIND_STANDIN);
+        assert_int_equal(s1->state, ORCH_VFD_STATE_ASSIGNED);
+        assert_string_equal(s1->assigned_to, "vm7");
+        assert_int_equal(s1->vf_index, -1);
+    }
+    assert_true(orch_vfd_release(vfd, "hmlab0vf1", lease->id, &error));
+    assert_true(orch_vfd_release(vfd, "hmlab0vf1", lease->id, &error)); /* idempotent */
+    assert_null(orch_vfd_confirm(vfd, "hmlab0vf9", lease->id, &error));
+    expect(error, ORCH_ERROR_NOT_FOUND, "(404 Not Found): VF 'hmlab0vf9' is not in the pool");
+    g_clear_error(&error);
+    assert_false(orch_vfd_release(vfd, "a/b", "x", &error));
+    expect(error, ORCH_ERROR_NOT_FOUND, "no API path"); /* the '/' is escaped, not a separator */
+}
+
+/* Clients without a certificate the daemon accepts are refused, and say so. */
+static void test_refused_client(void **state)
+{
+    Fx *fx = *state;
+    static const char *const certs[] = {"self", "other-client", "expired"};
+
+    for (guint i = 0; i < G_N_ELEMENTS(certs); i++) {
+        g_autoptr(OrchVfd) vfd = client(fx, certs[i], NULL, NULL, 10);
+        g_autoptr(GError) error = NULL;
+        g_autoptr(OrchVfdHostInfo) info = orch_vfd_host(vfd, &error);
+
+        assert_null(info);
+        expect(error, ORCH_ERROR_UNAVAILABLE, "refused our certificate");
+        assert_non_null(strstr(error->message, certs[i]));
+    }
+    assert_int_equal(fx->host->ib_calls, 0);
+}
+
+/* A daemon whose certificate is not signed by our CA, or does not name the host we asked. */
+static void test_refused_server(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *localhost = g_strdup_printf("https://localhost:%u", fx->port);
+    g_autoptr(GError) error = NULL;
+
+    {
+        g_autoptr(OrchVfd) vfd = client(fx, NULL, "other-ca.pem", NULL, 10);
+
+        assert_null(orch_vfd_host(vfd, &error));
+        expect(error, ORCH_ERROR_UNAVAILABLE, "certificate of hotmigd at https://127.0.0.1:");
+        assert_non_null(strstr(error->message, "not signed by CA '"));
+        assert_non_null(strstr(error->message, "other-ca.pem'"));
+        g_clear_error(&error);
+    }
+    {
+        g_autoptr(OrchVfd) vfd = client(fx, NULL, NULL, localhost, 10);
+        g_autoptr(OrchVfdHostInfo) info = orch_vfd_host(vfd, &error);
+
+        assert_non_null(info); /* the certificate names localhost too */
+    }
+}
+
+static void test_unreachable(void **state)
+{
+    Fx *fx = *state;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *cert = pki(fx, "client.pem");
+    g_autofree char *key = pki(fx, "client-key.pem");
+    g_autofree char *ca = pki(fx, "ca.pem");
+    g_autoptr(GSocket) sock = NULL;
+    g_autoptr(GSocketAddress) addr = NULL;
+    g_autoptr(GInetAddress) lo = g_inet_address_new_loopback(G_SOCKET_FAMILY_IPV4);
+    g_autofree char *silent = NULL;
+    guint port;
+
+    /* A port nobody listens on. */
+    {
+        g_autoptr(OrchVfd) vfd = client(fx, NULL, NULL, "https://127.0.0.1:1", 5);
+
+        assert_null(orch_vfd_host(vfd, &error));
+        expect(error, ORCH_ERROR_UNREACHABLE, "Cannot reach hotmigd at https://127.0.0.1:1");
+        g_clear_error(&error);
+    }
+    /* A port that accepts and never answers: the deadline. */
+    sock = g_socket_new(G_SOCKET_FAMILY_IPV4, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, NULL);
+    addr = g_inet_socket_address_new(lo, 0);
+    assert_true(g_socket_bind(sock, addr, TRUE, NULL));
+    assert_true(g_socket_listen(sock, NULL));
+    g_clear_object(&addr);
+    addr = g_socket_get_local_address(sock, NULL);
+    port = g_inet_socket_address_get_port(G_INET_SOCKET_ADDRESS(addr));
+    silent = g_strdup_printf("https://127.0.0.1:%u", port);
+    {
+        g_autoptr(OrchVfd) vfd = client(fx, NULL, NULL, silent, 1);
+
+        assert_null(orch_vfd_host(vfd, &error));
+        expect(error, ORCH_ERROR_TIMEOUT, "did not answer GET /v1/host within 1 s");
+        g_clear_error(&error);
+    }
+    /* Bad arguments. */
+    assert_null(orch_vfd_new("http://127.0.0.1:1", cert, key, ca, 5, &error));
+    expect(error, ORCH_ERROR_INVALID, "is not of the form https://HOST[:PORT]");
+    g_clear_error(&error);
+    assert_null(orch_vfd_new("https://127.0.0.1:1/v1", cert, key, ca, 5, &error));
+    expect(error, ORCH_ERROR_INVALID, "is not of the form");
+    g_clear_error(&error);
+    assert_null(orch_vfd_new("https://127.0.0.1:1", key, key, ca, 5, &error));
+    expect(error, ORCH_ERROR_INVALID, "Cannot load the client certificate");
+    g_clear_error(&error);
+    assert_null(orch_vfd_new("https://127.0.0.1:1", cert, key, ca, 0, &error));
+    expect(error, ORCH_ERROR_INVALID, "timeout 0 s is not from 1 to 3600 s");
+    g_clear_error(&error);
+    assert_null(orch_vfd_new("https://127.0.0.1:1", cert, key, key, 5, &error));
+    expect(error, ORCH_ERROR_INVALID, "Cannot load the CA certificate");
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_calls, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_refused_client, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_refused_server, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_unreachable, fx_setup, fx_teardown),
+    };
+
+    if (argc != 2) {
+        g_printerr("usage: %s TEST_PKI_SCRIPT\n", argv[0]);
+        return 2;
+    }
+    pki_script = argv[1];
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
