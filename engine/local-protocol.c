@@ -46,31 +46,6 @@ static char *line_of(JsonBuilder *b)
 
 #define LOCAL_MAX_DEPTH 16
 
-static gboolean too_deep(const char *text, gsize len)
-{
-    guint depth = 0;
-    gboolean in_string = FALSE;
-
-    for (gsize i = 0; i < len; i++) {
-        char ch = text[i];
-
-        if (in_string) {
-            if (ch == '\\')
-                i++;
-            else if (ch == '"')
-                in_string = FALSE;
-        } else if (ch == '"') {
-            in_string = TRUE;
-        } else if (ch == '{' || ch == '[') {
-            if (++depth > LOCAL_MAX_DEPTH)
-                return TRUE;
-        } else if ((ch == '}' || ch == ']') && depth) {
-            depth--;
-        }
-    }
-    return FALSE;
-}
-
 static gboolean request_fail(OrchLocalErrorClass *ret_class, OrchLocalErrorClass cls,
                              GError **error, const char *fmt, ...) G_GNUC_PRINTF(4, 5);
 static gboolean request_fail(OrchLocalErrorClass *ret_class, OrchLocalErrorClass cls,
@@ -106,7 +81,7 @@ gboolean orch_local_request_parse(const char *line, gsize len, char **ret_comman
     if ((len && memchr(line, '\0', len)) || !g_utf8_validate(line, len, NULL))
         return request_fail(ret_class, ORCH_LOCAL_ERROR_INVALID_JSON, error,
                             "the request is not UTF-8 text");
-    if (too_deep(line, len))
+    if (!hm_json_check_depth(line, (gssize)len, LOCAL_MAX_DEPTH, NULL))
         return request_fail(ret_class, ORCH_LOCAL_ERROR_INVALID_JSON, error,
                             "the request nests deeper than %d levels", LOCAL_MAX_DEPTH);
     if (len && !json_parser_load_from_data(parser, line, (gssize)len, &local))
@@ -258,7 +233,8 @@ JsonNode *orch_local_call(const char *path, const char *command, JsonNode *argum
 
         if (!line)
             return NULL;
-        if (!json_parser_load_from_data(parser, line, -1, NULL) ||
+        if (!hm_json_check_depth(line, -1, HM_JSON_MAX_DEPTH, NULL) ||
+            !json_parser_load_from_data(parser, line, -1, NULL) ||
             !(root = json_parser_get_root(parser)) || !JSON_NODE_HOLDS_OBJECT(root)) {
             call_fail(error, ORCH_ERROR_FAILED,
                       "hotmigd at '%s' answered something that is not a JSON object", path);

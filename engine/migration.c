@@ -658,11 +658,12 @@ static guint64 gid_interface_id(const char *text)
     return id;
 }
 
-/* Reads, through the agent's inventory, the node and port GUIDs of the guest's RDMA device,
- * which the VF leased on the destination must carry (docs/ib-identity.md). Only a domain with
- * one VF and one RDMA device can be matched without doubt; otherwise identity_note says why
- * nothing is carried over. */
-static void identity_read(Migration *m, OrchAgent *agent)
+/* The guest's view of its identity, through the agent's inventory: the node and port GUIDs of
+ * its one RDMA device. A cross-check only (issue 15): the guest may claim any GUID, so what is
+ * carried comes from the source host (identity_read()). FALSE with *ret_why (owned) when the
+ * guest says nothing usable. */
+static gboolean identity_guest_view(Migration *m, OrchAgent *agent, guint64 *ret_node,
+                                    guint64 *ret_port, char **ret_why)
 {
     g_autoptr(JsonObject) args = json_object_new();
     g_autoptr(JsonObject) info = NULL;
@@ -672,37 +673,38 @@ static void identity_read(Migration *m, OrchAgent *agent)
     JsonObject *dev;
     JsonArray *ports;
     const char *node;
+    guint64 node_guid = 0;
+    guint64 port_guid;
 
     json_object_set_int_member(args, "protocol", 2);
     info = orch_agent_execute(agent, "info", args, m->opts->agent_timeout_ms, &local);
     inv = info ? orch_agent_execute(agent, "inventory", NULL, m->opts->agent_timeout_ms, &local)
                : NULL;
     if (!inv) {
-        m->identity_note = g_strdup_printf("no inventory from the agent (%s)", local->message);
-        return;
+        *ret_why = g_strdup_printf("no inventory from the agent (%s)", local->message);
+        return FALSE;
     }
     devices = json_object_has_member(inv, "devices") &&
                       JSON_NODE_HOLDS_ARRAY(json_object_get_member(inv, "devices"))
                   ? json_object_get_array_member(inv, "devices")
                   : NULL;
-    if (!devices || json_array_get_length(devices) != 1 || m->vfs->len != 1) {
-        m->identity_note = g_strdup_printf(
-            "%u RDMA device(s) in the guest for %u VF(s): cannot tell which is which",
-            devices ? json_array_get_length(devices) : 0, m->vfs->len);
-        return;
+    if (!devices || json_array_get_length(devices) != 1) {
+        *ret_why = g_strdup_printf("%u RDMA device(s) in the guest",
+                                   devices ? json_array_get_length(devices) : 0);
+        return FALSE;
     }
     dev = JSON_NODE_HOLDS_OBJECT(json_array_get_element(devices, 0))
               ? json_array_get_object_element(devices, 0)
               : NULL;
     node = orch_json_get_string(dev, "node_guid");
-    if (!node || !hotplug_guid_parse(node, &m->node_guid, &local)) {
-        m->identity_note = g_strdup_printf("the guest's RDMA device reports no usable node GUID%s%s",
-                                           local ? ": " : "", local ? local->message : "");
-        return;
+    if (!node || !hotplug_guid_parse(node, &node_guid, &local)) {
+        *ret_why = g_strdup_printf("the guest's RDMA device reports no usable node GUID%s%s",
+                                   local ? ": " : "", local ? local->message : "");
+        return FALSE;
     }
     /* An InfiniBand port's GUID is the interface identifier of its first GID; a RoCE port has
      * none of its own. */
-    m->port_guid = m->node_guid;
+    port_guid = node_guid;
     ports = dev && json_object_has_member(dev, "ports") &&
                     JSON_NODE_HOLDS_ARRAY(json_object_get_member(dev, "ports"))
                 ? json_object_get_array_member(dev, "ports")
@@ -722,12 +724,72 @@ static void identity_read(Migration *m, OrchAgent *agent)
             guint64 id = gid_interface_id(json_array_get_string_element(gids, 0));
 
             if (id)
-                m->port_guid = id;
+                port_guid = id;
         }
+    }
+    *ret_node = node_guid;
+    *ret_port = port_guid;
+    return TRUE;
+}
+
+/* The InfiniBand identity the VF leased on the destination must carry (docs/ib-identity.md,
+ * docs/security.md): what the source host knows its VF carries for this domain (its hotmigd's
+ * record of the GUIDs it gave it, or what its kernel reports), never what the guest says. The
+ * guest's view (@agent, may be NULL) is compared and any difference reported. Only a domain
+ * with one VF is matched; otherwise, or when the source host does not know, identity_note says
+ * why nothing is carried over. */
+static void identity_read(Migration *m, OrchAgent *agent)
+{
+    g_autoptr(OrchVfd) src = NULL;
+    g_autoptr(GError) local = NULL;
+    g_autofree char *source = NULL;
+    g_autofree char *guest_why = NULL;
+    g_autofree char *guest_part = NULL;
+    guint64 node = 0, port = 0, guest_node = 0, guest_port = 0;
+    gboolean guest_ok;
+    XmlVf *vf;
+    const char *id;
+
+    if (!m->vfs || m->vfs->len != 1) {
+        m->identity_note = g_strdup_printf("%u VF(s): cannot tell which identity is which",
+                                           m->vfs ? m->vfs->len : 0);
+        return;
+    }
+    vf = vf_at(m, 0);
+    id = vf->host_pci ? vf->host_pci : vf->netdev;
+    guest_ok = agent && identity_guest_view(m, agent, &guest_node, &guest_port, &guest_why);
+    guest_part = guest_ok    ? g_strdup("; the guest's own claim is not taken")
+                 : guest_why ? g_strdup_printf("; no guest view: %s", guest_why)
+                             : g_strdup("");
+    if (!m->opts->source_hotmigd_url || !id) {
+        m->identity_note =
+            g_strdup_printf("no source hotmigd knows the GUIDs of the source VF%s", guest_part);
+        return;
+    }
+    src = orch_options_open_vfd(m->opts, m->opts->source_hotmigd_url, &local);
+    if (!src || !orch_vfd_identity(src, id, m->opts->domain, &node, &port, &source, &local)) {
+        m->identity_note = g_strdup_printf("the source host does not know the GUIDs of VF %s (%s)%s",
+                                           id, local->message, guest_part);
+        return;
+    }
+    m->node_guid = node;
+    m->port_guid = port;
+    if (guest_ok && (guest_node != node || guest_port != port)) {
+        g_autofree char *gn = hotplug_guid_format(guest_node);
+        g_autofree char *gp = hotplug_guid_format(guest_port);
+
+        m->identity_note = g_strdup_printf(
+            "%s; the guest claims node GUID %s, port GUID %s instead: not taken", source, gn, gp);
+    } else if (guest_ok) {
+        m->identity_note = g_strdup_printf("%s; the guest agrees", source);
+    } else {
+        m->identity_note = g_strdup_printf("%s; no guest view: %s", source,
+                                           guest_why ? guest_why : "no agent");
     }
 }
 
-/* Gives the leased destination VF the guest's identity before it is plugged. */
+/* Gives the leased destination VF the identity the source host knows (identity_read()) before
+ * it is plugged. */
 static gboolean identity_apply(Migration *m, char **ret_note, GError **error)
 {
     OrchVfdLease *lease;
@@ -749,8 +811,8 @@ static gboolean identity_apply(Migration *m, char **ret_note, GError **error)
         return FALSE;
     }
     *ret_note = note ? g_strdup_printf("identity %s/%s for VF %s: %s", node, port, lease->vf, note)
-                     : g_strdup_printf("VF %s given node GUID %s, port GUID %s", lease->vf, node,
-                                       port);
+                     : g_strdup_printf("VF %s given node GUID %s, port GUID %s (%s)", lease->vf,
+                                       node, port, m->identity_note);
     return TRUE;
 }
 
@@ -785,8 +847,7 @@ static void agent_open_early(Migration *m)
 {
     m->agent = orch_agent_open(m->src, m->opts->domain, agent_channel(m),
                                m->opts->agent_timeout_ms, &m->agent_error);
-    if (m->agent)
-        identity_read(m, m->agent);
+    identity_read(m, m->agent);
 }
 
 static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)

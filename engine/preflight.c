@@ -114,10 +114,14 @@ static void check_agent(Preflight *pf)
                   error->message);
         return;
     }
-    check_add(pf, "agent", ORCH_CHECK_PASS, "hotmig-agent %s answers on channel '%s'",
-              orch_json_get_string(info, "version") ? orch_json_get_string(info, "version")
-                                                    : "(unknown version)",
-              channel);
+    {
+        /* The guest's words: stripped of what a terminal would act on. */
+        const char *version = orch_json_get_string(info, "version");
+        g_autofree char *shown = hm_text_sanitize(version ? version : "(unknown version)", 64);
+
+        check_add(pf, "agent", ORCH_CHECK_PASS, "hotmig-agent %s answers on channel '%s'", shown,
+                  channel);
+    }
 }
 
 static void check_vfs(Preflight *pf)

@@ -10,34 +10,12 @@
 /* json-glib's parser recurses: refuse deep nesting before it sees the input. */
 static gboolean check_depth(const char *data, gsize len, const char *name, GError **error)
 {
-    guint depth = 0;
-    gboolean in_string = FALSE, escaped = FALSE;
+    g_autoptr(GError) local = NULL;
 
-    for (gsize i = 0; i < len; i++) {
-        char ch = data[i];
-        if (in_string) {
-            if (escaped)
-                escaped = FALSE;
-            else if (ch == '\\')
-                escaped = TRUE;
-            else if (ch == '"')
-                in_string = FALSE;
-            continue;
-        }
-        if (ch == '"') {
-            in_string = TRUE;
-        } else if (ch == '[' || ch == '{') {
-            if (++depth > ORCH_SNAPSHOT_MAX_DEPTH) {
-                g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
-                            "snapshot '%s': nested deeper than %d levels at byte %" G_GSIZE_FORMAT,
-                            name, ORCH_SNAPSHOT_MAX_DEPTH, i);
-                return FALSE;
-            }
-        } else if ((ch == ']' || ch == '}') && depth > 0) {
-            depth--;
-        }
-    }
-    return TRUE;
+    if (hm_json_check_depth(data, (gssize)len, ORCH_SNAPSHOT_MAX_DEPTH, &local))
+        return TRUE;
+    g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "snapshot '%s': %s", name, local->message);
+    return FALSE;
 }
 
 typedef struct {

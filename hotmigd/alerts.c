@@ -868,6 +868,7 @@ static OrchVfdReply *api_forwarded(OrchAlerts *alerts, const char *body, gsize l
             413, "the request body has %" G_GSIZE_FORMAT " bytes, more than the limit of %d", len,
             ORCH_VFD_API_MAX_BODY);
     if (len == 0 || memchr(body, '\0', len) || !g_utf8_validate(body, len, NULL) ||
+        !hm_json_check_depth(body, (gssize)len, ORCH_ALERT_MAX_DEPTH, &local) ||
         !json_parser_load_from_data(parser, body, len, &local) ||
         !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser)))
         return reply_error(400, "the request body is not a JSON object%s%s", local ? ": " : "",

@@ -100,31 +100,6 @@ static OrchVfdReply *reply_gerror(const GError *error)
 
 /* ---- request bodies ------------------------------------------------------------------------ */
 
-/* Deepest nesting of arrays and objects in @text (outside strings). */
-static guint body_depth(const char *text, gsize len)
-{
-    guint depth = 0, max = 0;
-    gboolean in_string = FALSE;
-
-    for (gsize i = 0; i < len; i++) {
-        char c = text[i];
-
-        if (in_string) {
-            if (c == '\\')
-                i++;
-            else if (c == '"')
-                in_string = FALSE;
-        } else if (c == '"') {
-            in_string = TRUE;
-        } else if (c == '{' || c == '[') {
-            max = MAX(max, ++depth);
-        } else if ((c == '}' || c == ']') && depth) {
-            depth--;
-        }
-    }
-    return max;
-}
-
 /* The body as a JSON object (owned), an empty object for an empty body; NULL with a 4xx
  * in *ret_reply. @known: the members the request takes (NULL-terminated; NULL: none). */
 static JsonObject *body_object(const char *body, gsize len, const char *const *known,
@@ -148,7 +123,7 @@ static JsonObject *body_object(const char *body, gsize len, const char *const *k
         *ret_reply = reply_error(400, "the request body is not UTF-8 text");
         return NULL;
     }
-    if (body_depth(body, len) > ORCH_VFD_API_MAX_DEPTH) {
+    if (!hm_json_check_depth(body, (gssize)len, ORCH_VFD_API_MAX_DEPTH, NULL)) {
         *ret_reply = reply_error(400, "the request body nests deeper than %d levels",
                                  ORCH_VFD_API_MAX_DEPTH);
         return NULL;
@@ -551,6 +526,34 @@ static OrchVfdReply *api_ib_identity(OrchVfdPool *pool, const char *vf, const ch
     return reply_log(reply_json(200, b), g_strdup_printf("VF '%.64s': %s", vf, note));
 }
 
+/* GET /v1/vfs/VF/identity/DOMAIN: the GUIDs the VF carries for DOMAIN, as this host knows
+ * them (a migration carries them away: never the guest's word, docs/security.md). */
+static OrchVfdReply *api_identity(OrchVfdPool *pool, const char *vf, const char *domain,
+                                  gsize len)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(GError) error = NULL;
+    g_autofree char *source = NULL;
+    g_autofree char *node = NULL;
+    g_autofree char *port = NULL;
+    guint64 guids[2] = {0};
+
+    if (len)
+        return reply_error(400, "this request takes no body");
+    if (!orch_vfd_pool_identity(pool, vf, domain, &guids[0], &guids[1], &source, &error))
+        return reply_gerror(error);
+    node = hotplug_guid_format(guids[0]);
+    port = hotplug_guid_format(guids[1]);
+    json_builder_begin_object(b);
+    orch_json_member_string(b, "vf", vf);
+    orch_json_member_string(b, "domain", domain);
+    orch_json_member_string(b, "node_guid", node);
+    orch_json_member_string(b, "port_guid", port);
+    orch_json_member_string(b, "source", source);
+    json_builder_end_object(b);
+    return reply_json(200, b);
+}
+
 static OrchVfdReply *api_vfio(OrchVfdPool *pool, const char *vf, const char *body, gsize len)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
@@ -795,7 +798,7 @@ static void api_snapshot_done(char *json, GError *error, gpointer data)
 /* ---- routing ------------------------------------------------------------------------------- */
 
 static const char api_paths[] =
-    "GET /v1/host, GET /v1/vfs, POST /v1/leases, POST /v1/leases/VF/ID/confirm, DELETE /v1/leases/VF/ID, POST /v1/vfs/VF/ib-identity, POST /v1/vfs/VF/vfio, POST /v1/vfs/VF/left, POST /v1/files, POST /v1/migrations, GET /v1/migrations/ID, GET /v1/snapshot";
+    "GET /v1/host, GET /v1/vfs, POST /v1/leases, POST /v1/leases/VF/ID/confirm, DELETE /v1/leases/VF/ID, POST /v1/vfs/VF/ib-identity, GET /v1/vfs/VF/identity/DOMAIN, POST /v1/vfs/VF/vfio, POST /v1/vfs/VF/left, POST /v1/files, POST /v1/migrations, GET /v1/migrations/ID, GET /v1/snapshot";
 
 static OrchVfdReply *unavailable(const char *what)
 {
@@ -834,6 +837,8 @@ static OrchVfdReply *route_pool(OrchVfdPool *pool, char **seg, const char *metho
                     : method_not_allowed(method, path, "POST");
     if (n == 3 && g_str_equal(seg[0], "vfs") && g_str_equal(seg[2], "left"))
         return post ? api_left(pool, seg[1], body, len) : method_not_allowed(method, path, "POST");
+    if (n == 4 && g_str_equal(seg[0], "vfs") && g_str_equal(seg[2], "identity"))
+        return get ? api_identity(pool, seg[1], seg[3], len) : method_not_allowed(method, path, "GET");
     if (n == 3 && g_str_equal(seg[0], "vfs") && g_str_equal(seg[2], "vfio"))
         return post ? api_vfio(pool, seg[1], body, len) : method_not_allowed(method, path, "POST");
     return NULL;

@@ -690,12 +690,60 @@ gboolean orch_vfd_pool_ib_identity(OrchVfdPool *pool, const char *vf, guint64 no
                     local->message);
         return FALSE;
     }
+    /* What the VF carries now, and for whom: the source of a later migration asks for it. */
+    if (!note && !hotplug_lease_set_identity(pool->store, entry->id, entry->lease->id, node_guid,
+                                             port_guid, &local))
+        g_warning("VF '%s' has node GUID %s, port GUID %s but they were not recorded: %s",
+                  entry->id, node, port, local->message);
     g_debug("VF '%s': node GUID %s, port GUID %s %s", entry->id, node, port, note ? note : "set");
     if (ret_applied)
         *ret_applied = note == NULL;
     if (ret_note)
         *ret_note = note ? g_steal_pointer(&note)
                          : g_strdup_printf("node GUID %s, port GUID %s set", node, port);
+    return TRUE;
+}
+
+gboolean orch_vfd_pool_identity(OrchVfdPool *pool, const char *vf, const char *domain,
+                                guint64 *ret_node_guid, guint64 *ret_port_guid, char **ret_source,
+                                GError **error)
+{
+    g_auto(PoolView) view = {0};
+    g_autoptr(GError) local = NULL;
+    g_autoptr(HotplugLease) record = NULL;
+    OrchVfdEntry *entry;
+    guint64 node = 0;
+    guint64 port = 0;
+
+    g_return_val_if_fail(pool && vf && domain && ret_node_guid && ret_port_guid, FALSE);
+
+    entry = pool_find(pool, &view, vf, error);
+    if (!entry)
+        return FALSE;
+    record = hotplug_lease_get(pool->store, entry->id, NULL);
+    if (record && record->identity_of && g_str_equal(record->identity_of, domain)) {
+        *ret_node_guid = record->node_guid;
+        *ret_port_guid = record->port_guid;
+        if (ret_source)
+            *ret_source = g_strdup("recorded by hotmigd when it gave the VF these GUIDs");
+        return TRUE;
+    }
+    if (entry->kind == ORCH_VFD_KIND_STANDIN || !entry->pci) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_NOT_FOUND,
+                    "%s '%s' has no InfiniBand identity this host knows of for domain '%s'",
+                    entry->kind == ORCH_VFD_KIND_STANDIN ? "stand-in" : "VF", entry->id, domain);
+        return FALSE;
+    }
+    if (!pool->ops->ib_identity_read(pool->host, entry->pci, &node, &port, &local)) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_NOT_FOUND,
+                    "The GUIDs of VF '%s' are unknown to this host: %s", entry->id,
+                    local->message);
+        return FALSE;
+    }
+    *ret_node_guid = node;
+    *ret_port_guid = port;
+    if (ret_source)
+        *ret_source = g_strdup("reported by the host's kernel");
     return TRUE;
 }
 

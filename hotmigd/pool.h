@@ -50,6 +50,10 @@ typedef struct {
      * when nothing is worth saying) says what was done. */
     gboolean (*ib_identity)(gpointer host, const OrchVfdPciVf *vf, guint64 node_guid,
                             guint64 port_guid, char **ret_note, GError **error);
+    /* The node and port GUIDs @vf has now, as the host's kernel reports them
+     * (hotplug_ib_identity_read(); HOTPLUG_ERROR_UNKNOWN when it does not say). */
+    gboolean (*ib_identity_read)(gpointer host, const OrchVfdPciVf *vf, guint64 *ret_node_guid,
+                                 guint64 *ret_port_guid, GError **error);
     /* hotplug_vfio_bind() on the host's sysfs. */
     gboolean (*vfio_bind)(gpointer host, const char *address, gboolean *ret_changed,
                           char **ret_previous_driver, GError **error);
@@ -145,6 +149,14 @@ gboolean orch_vfd_pool_left(OrchVfdPool *pool, const char *vf, const char *domai
 gboolean orch_vfd_pool_ib_identity(OrchVfdPool *pool, const char *vf, guint64 node_guid,
                                    guint64 port_guid, gboolean *ret_applied, char **ret_note,
                                    GError **error);
+
+/* The InfiniBand identity VF @vf carries for domain @domain, as this host knows it (never as
+ * a guest says): the GUIDs hotmigd gave it for @domain (recorded with its lease), else those
+ * the kernel reports for it. *ret_source (owned) says which. ORCH_ERROR_NOT_FOUND when @vf is
+ * not in the pool or the host does not know its GUIDs (the message says why). */
+gboolean orch_vfd_pool_identity(OrchVfdPool *pool, const char *vf, const char *domain,
+                                guint64 *ret_node_guid, guint64 *ret_port_guid, char **ret_source,
+                                GError **error);
 
 /* Makes sure vfio-pci drives leased VF @vf (binds it when not). *ret_note says what was done.
  * Stand-ins: nothing to do (*ret_changed FALSE, a note). ORCH_ERROR_CONFLICT when not leased. */

@@ -7,6 +7,6 @@ set_tests_properties(packaging PROPERTIES LABELS package TIMEOUT 900)
 # The systemd units' sandbox, as `systemd-analyze security --offline=true` rates it (a second).
 add_test(NAME unit-security
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/packaging/unit-security.sh
-    ${CMAKE_BINARY_DIR}/orchestrator/hotmigd.service 5.0
+    ${CMAKE_BINARY_DIR}/hotmigd/hotmigd.service 5.0
     ${CMAKE_BINARY_DIR}/guest-agent/hotmig-agent.service 4.0)
 set_tests_properties(unit-security PROPERTIES LABELS "package;unit" TIMEOUT 60)

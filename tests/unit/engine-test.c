@@ -26,6 +26,7 @@ typedef enum {
     AGENT_STOPS_IN_PREPARE, /* answers the handshake, takes the prepare, then goes silent */
     AGENT_RESUME_BUSY,      /* a resume is under way (asked by a killed migrate-vm): the next
                              * two resumes are refused as Busy, then it has ended */
+    AGENT_DEEP_INVENTORY,   /* answers inventory with 60 000 nested brackets (issue 15) */
 } FakeAgentMode;
 
 typedef struct {
@@ -40,6 +41,8 @@ typedef struct {
     GHashTable *leases;   /* the destination hotmigd's pool: VF id -> lease id (leased) */
     GHashTable *assigned; /* VF id -> lease id (confirmed) */
     GString *vfd_log;     /* "op vf;" for every hotmigd call */
+    /* What the source's hotmigd knows its VF carries (GET /v1/vfs/VF/identity); 0: unknown. */
+    guint64 src_node_guid, src_port_guid;
     const char *cpu_model; /* the domain's <cpu><model>, or NULL */
     const char *kernel;    /* the domain's <os><kernel>, or NULL */
     guint vfd_lease_seq;
@@ -347,7 +350,8 @@ static void fake_agent_line(FakeWorld *w, FakeChannel *c, const char *line)
             w->agent_prepared = TRUE;
             g_string_append(c->out, "{\"return\":{\"state\":\"prepared\",\"quiesced\":[],"
                                     "\"failed\":[{\"pid\":7,\"name\":\"mpi\",\"mode\":\"lazy\","
-                                    "\"error\":\"timeout\"}]}}\n");
+                                    "\"error\":\"timeout\"},{\"pid\":8,\"name\":"
+                                    "\"x\\u001b]0;owned\\u0007\",\"error\":\"a\\nb\"}]}}\n");
         } else if (w->agent_prepared) {
             g_string_append(c->out, "{\"error\":{\"class\":\"Busy\",\"desc\":\"prepared\"}}\n");
         } else {
@@ -358,6 +362,10 @@ static void fake_agent_line(FakeWorld *w, FakeChannel *c, const char *line)
         }
     } else if (strstr(line, "\"info\"")) {
         g_string_append(c->out, "{\"return\":{\"version\":\"test\",\"protocol\":2}}\n");
+    } else if (strstr(line, "\"inventory\"") && w->agent_mode == AGENT_DEEP_INVENTORY) {
+        g_autofree char *deep = g_strnfill(60000, '[');
+
+        g_string_append_printf(c->out, "%s\n", deep);
     } else if (strstr(line, "\"inventory\"")) {
         g_string_append(c->out,
                         "{\"return\":{\"state\":\"running\",\"processes\":[],\"devices\":[{"
@@ -718,6 +726,24 @@ static gboolean fvfd_ib_identity(OrchVfd *v, const char *vf, guint64 node, guint
     return TRUE;
 }
 
+static gboolean fvfd_identity(OrchVfd *v, const char *vf, const char *domain, guint64 *ret_node,
+                              guint64 *ret_port, char **ret_source, GError **e)
+{
+    FakeVfd *f = (FakeVfd *)v;
+
+    if (vfd_fault(f, "identity", e))
+        return FALSE;
+    g_string_append_printf(f->world->vfd_log, "host-identity %s@%s;", vf, v->url);
+    if (!f->world->src_node_guid) {
+        g_set_error(e, ORCH_ERROR, ORCH_ERROR_NOT_FOUND, "The GUIDs of VF '%s' are unknown", vf);
+        return FALSE;
+    }
+    *ret_node = f->world->src_node_guid;
+    *ret_port = f->world->src_port_guid;
+    *ret_source = g_strdup("reported by the host's kernel");
+    return TRUE;
+}
+
 static gboolean fvfd_vfio(OrchVfd *v, const char *vf, char **ret_note, GError **e)
 {
     return !vfd_fault((FakeVfd *)v, "vfio", e);
@@ -765,6 +791,7 @@ static const OrchVfdOps fake_vfd_ops = {
     .confirm = fvfd_confirm,
     .release = fvfd_release,
     .ib_identity = fvfd_ib_identity,
+    .identity = fvfd_identity,
     .vfio = fvfd_vfio,
     .left = fvfd_left,
     .files_missing = fvfd_files_missing,
@@ -944,6 +971,10 @@ static void test_quiesce_refused_resumes(void **state)
     assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
     assert_non_null(strstr(error->message, "did not quiesce"));
     assert_non_null(strstr(error->message, "mpi[7] (timeout)"));
+    /* The guest's text reaches the message without its control characters (issue 15). */
+    assert_non_null(strstr(error->message, "x?]0;owned?[8] (a?b)"));
+    for (const char *p = error->message; *p; p++)
+        assert_false(g_ascii_iscntrl(*p));
     assert_false(w->agent_prepared); /* undone */
     assert_string_equal(w->where, "source");
     assert_int_equal(world_count_vfs(w), 1);
@@ -1238,6 +1269,9 @@ static void test_identity_carried(void **state)
     g_autoptr(GError) error = NULL;
     const char *detail;
 
+    /* The source host knows the GUIDs its VF carries; the guest agrees. */
+    w->src_node_guid = 0x0002c90300a1b2c3;
+    w->src_port_guid = 0x0002c90300a1b2c4;
     options_for_test(&opts);
     assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
     assert_non_null(strstr(w->vfd_log->str, "lease;ib_identity;identity 0000:5e:02.2 0002c90300a1b2c3;"));
@@ -1245,6 +1279,75 @@ static void test_identity_carried(void **state)
     if (!strstr(detail, "node GUID 0002:c903:00a1:b2c3, port GUID 0002:c903:00a1:b2c4"))
         fail_msg("unplug detail: %s", detail);
     assert_true(g_hash_table_contains(w->assigned, "0000:5e:02.2"));
+}
+
+/* The guest claims another VF's GUIDs (0002:c903:00a1:b2c3, in the fake agent's inventory):
+ * what is carried is what the source host knows, and the claim is reported, never applied
+ * (issue 15, item 1). Before the fix the identity request carried the guest's GUID. */
+static void test_identity_from_host_not_guest(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+    const char *detail;
+
+    w->src_node_guid = 0x0002c90300ee0001;
+    w->src_port_guid = 0x0002c90300ee0002;
+    options_for_test(&opts);
+    assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    if (!strstr(w->vfd_log->str, "host-identity 0000:3b:02.1@https://a:16680;") ||
+        !strstr(w->vfd_log->str, "identity 0000:5e:02.2 0002c90300ee0001;"))
+        fail_msg("hotmigd calls: %s", w->vfd_log->str);
+    /* No identity request carries the guest's GUID. */
+    assert_null(strstr(w->vfd_log->str, "0002c90300a1b2c3"));
+    detail = report->phases[ORCH_PHASE_UNPLUG].detail;
+    if (!strstr(detail, "the guest claims node GUID 0002:c903:00a1:b2c3") ||
+        !strstr(detail, "not taken"))
+        fail_msg("unplug detail: %s", detail);
+}
+
+/* The source host does not know its VF's GUIDs (no record, a driver that reports none): no
+ * identity is carried at all, whatever the guest claims. */
+static void test_identity_unknown_to_host(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+    const char *detail;
+
+    options_for_test(&opts);
+    assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    if (strstr(w->vfd_log->str, "identity 0000:5e:02.2"))
+        fail_msg("an identity was set: %s", w->vfd_log->str);
+    detail = report->phases[ORCH_PHASE_UNPLUG].detail;
+    if (!strstr(detail, "identity not carried over: the source host does not know the GUIDs") ||
+        !strstr(detail, "the guest's own claim is not taken"))
+        fail_msg("unplug detail: %s", detail);
+}
+
+/* A hostile guest answers inventory with 60 000 nested brackets (within the 64 KiB line
+ * limit): the nesting is refused before json-glib sees it, the migration goes on without the
+ * guest's view (issue 15, item 6). */
+static void test_agent_deep_nesting(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+    const char *detail;
+
+    w->agent_mode = AGENT_DEEP_INVENTORY;
+    options_for_test(&opts);
+    assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    detail = report->phases[ORCH_PHASE_UNPLUG].detail;
+    if (!strstr(detail, "JSON nests deeper than 32 levels"))
+        fail_msg("unplug detail: %s", detail);
+    assert_string_equal(w->where, "destination");
 }
 
 /* hotmigd refuses to give the identity (asked while the VF is unplugged): the domain has not
@@ -1257,6 +1360,8 @@ static void test_identity_refused(void **state)
     g_autoptr(OrchReport) report = NULL;
     g_autoptr(GError) error = NULL;
 
+    w->src_node_guid = 0x0002c90300a1b2c3;
+    w->src_port_guid = 0x0002c90300a1b2c4;
     options_for_test(&opts);
     assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
     assert_int_equal(report->failed_phase, ORCH_PHASE_UNPLUG);
@@ -1605,6 +1710,9 @@ int main(void)
         cmocka_unit_test(test_agent_stops_in_prepare),
         cmocka_unit_test(test_busy_domain_refused),
         cmocka_unit_test(test_identity_carried),
+        cmocka_unit_test(test_agent_deep_nesting),
+        cmocka_unit_test(test_identity_from_host_not_guest),
+        cmocka_unit_test(test_identity_unknown_to_host),
         cmocka_unit_test(test_resume_waits_for_one_under_way),
         cmocka_unit_test(test_identity_refused),
         cmocka_unit_test(test_no_free_vf),

@@ -354,6 +354,73 @@ static void test_unreachable(void **state)
     expect(error, ORCH_ERROR_INVALID, "Cannot load the CA certificate");
 }
 
+/* A hostile peer: an HTTPS server (the test CA's server certificate, GIO only) that answers
+ * one request with 76 000 nested brackets, well within the client's 4 MiB reply limit. */
+typedef struct {
+    GSocketListener *listener;
+    GTlsCertificate *cert;
+} DeepPeer;
+
+static gpointer deep_peer_thread(gpointer data)
+{
+    DeepPeer *peer = data;
+    g_autoptr(GSocketConnection) conn = g_socket_listener_accept(peer->listener, NULL, NULL, NULL);
+    g_autoptr(GIOStream) tls = NULL;
+    g_autoptr(GString) head = g_string_new(NULL);
+    g_autofree char *body = g_strnfill(76000, '[');
+    g_autofree char *reply = NULL;
+    char c;
+
+    if (!conn)
+        return NULL;
+    tls = g_tls_server_connection_new(G_IO_STREAM(conn), peer->cert, NULL);
+    if (!tls || !g_tls_connection_handshake(G_TLS_CONNECTION(tls), NULL, NULL))
+        return NULL;
+    /* The request's head, up to the blank line (GET: no body). */
+    while (!g_str_has_suffix(head->str, "\r\n\r\n") && head->len < 65536 &&
+           g_input_stream_read(g_io_stream_get_input_stream(tls), &c, 1, NULL, NULL) == 1)
+        g_string_append_c(head, c);
+    reply = g_strdup_printf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                            "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                            strlen(body), body);
+    g_output_stream_write_all(g_io_stream_get_output_stream(tls), reply, strlen(reply), NULL, NULL,
+                              NULL);
+    g_io_stream_close(tls, NULL, NULL);
+    return NULL;
+}
+
+/* json-glib recurses per level: before the nesting limit this crashed the client (SIGSEGV on
+ * an 8 MiB stack); now it is an error naming the peer (issue 15, item 6). */
+static void test_deep_peer(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *cert = pki(fx, "server.pem");
+    g_autofree char *key = pki(fx, "server-key.pem");
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GInetAddress) lo = g_inet_address_new_loopback(G_SOCKET_FAMILY_IPV4);
+    g_autoptr(GSocketAddress) any = g_inet_socket_address_new(lo, 0);
+    g_autoptr(GSocketAddress) bound = NULL;
+    g_autofree char *url = NULL;
+    DeepPeer peer = {g_socket_listener_new(), g_tls_certificate_new_from_files(cert, key, &error)};
+    GThread *thread;
+
+    assert_non_null(peer.cert);
+    assert_true(g_socket_listener_add_address(peer.listener, any, G_SOCKET_TYPE_STREAM,
+                                              G_SOCKET_PROTOCOL_TCP, NULL, &bound, &error));
+    url = g_strdup_printf("https://127.0.0.1:%u",
+                          g_inet_socket_address_get_port(G_INET_SOCKET_ADDRESS(bound)));
+    thread = g_thread_new("deep-peer", deep_peer_thread, &peer);
+    {
+        g_autoptr(OrchVfd) vfd = client(fx, NULL, NULL, url, 10);
+
+        assert_null(orch_vfd_host(vfd, &error));
+        expect(error, ORCH_ERROR_INVALID, "JSON nests deeper than 32 levels");
+    }
+    g_thread_join(thread);
+    g_object_unref(peer.listener);
+    g_object_unref(peer.cert);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -361,6 +428,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_refused_client, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_refused_server, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_unreachable, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_deep_peer, fx_setup, fx_teardown),
     };
 
     if (argc != 2) {

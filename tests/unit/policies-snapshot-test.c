@@ -121,7 +121,7 @@ static void test_bad_snapshots(void **state)
                  "\"vms\":[{\"name\":\"v\",\"host\":\"h\",\"vcpus\":1,\"memory_mib\":1,\"pinned\":\"yes\"}]}",
                  "vms[0].pinned");
     expect_error("{\"hosts\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}",
-                 "nested deeper");
+                 "nests deeper");
 }
 
 static void test_oversized_file(void **state)
