@@ -293,6 +293,7 @@ static JsonObject *request(VfdClient *client, const char *method, const char *pa
         OrchError code = status == 400 || status == 413 || status == 422 ? ORCH_ERROR_INVALID
                          : status == 404                                 ? ORCH_ERROR_NOT_FOUND
                          : status == 409                                 ? ORCH_ERROR_CONFLICT
+                         : status == 403                                 ? ORCH_ERROR_FORBIDDEN
                          : status == 503                                 ? ORCH_ERROR_UNAVAILABLE
                                                                          : ORCH_ERROR_FAILED;
 

@@ -79,6 +79,37 @@ static void hook_inventory_taken(Hotmigd *daemon, const OrchInventory *inventory
     }
 }
 
+/* The alert book's transports: the plain-HTTP listener and /v1/alerts of the HTTPS server. */
+static gboolean listener_authorized(gpointer owner, const char *authorization, char **ret_why)
+{
+    return orch_alerts_authorized(owner, authorization, ret_why);
+}
+
+static void listener_webhook(gpointer owner, const char *body, gsize len, const char *peer,
+                             OrchVfdReplyFunc done, gpointer data)
+{
+    orch_alerts_webhook(owner, body, len, peer, done, data);
+}
+
+static char *listener_metrics(gpointer owner)
+{
+    return orch_alerts_metrics(owner);
+}
+
+static const OrchAlertListenerOps listener_ops = {
+    .authorized = listener_authorized,
+    .webhook = listener_webhook,
+    .metrics = listener_metrics,
+    .metrics_content_type = ORCH_METRICS_CONTENT_TYPE,
+    .webhook_max_bytes = ORCH_ALERT_WEBHOOK_MAX_BYTES,
+};
+
+static OrchVfdReply *server_alerts(gpointer data, const char *method, const char *body, gsize len,
+                                   const char *peer, const OrchPeer *who)
+{
+    return orch_alerts_api_handle(data, method, body, len, peer, who ? who->host : NULL);
+}
+
 static const OrchAlertsOps hook_ops = {
     .evacuate = hook_evacuate,
     .set_state = hook_set_state,
@@ -109,8 +140,9 @@ HotmigdAlerts *hotmigd_alerts_start(Hotmigd *daemon, GError **error)
         /* Without a header the answer says whether there is a token at all. */
         if (!orch_alerts_authorized(hook->alerts, NULL, &why) && g_str_has_prefix(why, "no token"))
             g_warning("The alert listener refuses every webhook request: %s", why);
-        hook->listener = orch_alert_listener_new(
-            hm_config_get_string(config, HM_CONFIG_ALERTS_LISTEN), port, hook->alerts, error);
+        hook->listener =
+            orch_alert_listener_new(hm_config_get_string(config, HM_CONFIG_ALERTS_LISTEN), port,
+                                    &listener_ops, hook->alerts, error);
         if (!hook->listener)
             return NULL;
     }
@@ -118,7 +150,7 @@ HotmigdAlerts *hotmigd_alerts_start(Hotmigd *daemon, GError **error)
     if (!hook->inputs)
         return NULL;
     if (hotmigd_get_server(daemon))
-        orch_vfd_server_set_alerts(hotmigd_get_server(daemon), hook->alerts);
+        orch_vfd_server_set_alerts(hotmigd_get_server(daemon), server_alerts, hook->alerts);
     hotmigd_set_evacuation_done(daemon, hook_evacuation_done, hook);
     hotmigd_set_inventory_taken(daemon, hook_inventory_taken, hook);
 
@@ -142,7 +174,7 @@ void hotmigd_alerts_stop(HotmigdAlerts *hook)
         hotmigd_set_evacuation_done(hook->daemon, NULL, NULL);
         hotmigd_set_inventory_taken(hook->daemon, NULL, NULL);
         if (hotmigd_get_server(hook->daemon))
-            orch_vfd_server_set_alerts(hotmigd_get_server(hook->daemon), NULL);
+            orch_vfd_server_set_alerts(hotmigd_get_server(hook->daemon), NULL, NULL);
     }
     orch_alert_inputs_free(hook->inputs);
     orch_alert_listener_free(hook->listener);

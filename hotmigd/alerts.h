@@ -128,9 +128,11 @@ void orch_alerts_evacuation_done(OrchAlerts *alerts, const char *host, gboolean 
 void orch_alerts_set_answers(OrchAlerts *alerts, const char *host, gboolean answers);
 
 /* /v1/alerts of the mutual-TLS API, from @peer (for the log): POST takes a forwarded event
- * (orch_vfd_alert()) and applies it here; GET lists the book. */
+ * (orch_vfd_alert()) and applies it here, and only from the host it names in 'from':
+ * @peer_host is the [host NAME] the client's certificate is (NULL: none, 403); GET lists the
+ * book. */
 OrchVfdReply *orch_alerts_api_handle(OrchAlerts *alerts, const char *method, const char *body,
-                                     gsize len, const char *peer);
+                                     gsize len, const char *peer, const char *peer_host);
 
 /* ---- the webhook and /metrics (the plain-HTTP listener) ---------------------------------- */
 
@@ -139,8 +141,6 @@ OrchVfdReply *orch_alerts_api_handle(OrchAlerts *alerts, const char *method, con
 gboolean orch_alerts_authorized(const OrchAlerts *alerts, const char *authorization,
                                 char **ret_why);
 
-typedef void (*OrchAlertsReplyDone)(OrchVfdReply *reply, gpointer data);
-
 /* POST /v1/alerts/alertmanager with an authorized body of @len bytes from @peer: 413 over
  * ORCH_ALERT_WEBHOOK_MAX_BYTES, 400 naming the field when it does not parse, 422 naming an
  * unknown host (nothing of the body is applied then); else every event is handled as by
@@ -148,7 +148,7 @@ typedef void (*OrchAlertsReplyDone)(OrchVfdReply *reply, gpointer data);
  * not be applied anywhere (Alertmanager sends it again; repeats merge). Calls @done with the
  * reply (taken) once, maybe before returning. */
 void orch_alerts_webhook(OrchAlerts *alerts, const char *body, gsize len, const char *peer,
-                         OrchAlertsReplyDone done, gpointer data);
+                         OrchVfdReplyFunc done, gpointer data);
 
 /* /metrics (owned text). */
 char *orch_alerts_metrics(OrchAlerts *alerts);

@@ -19,7 +19,6 @@
 #define API_PREFIX "/v1/"
 #define API_MAX_SEGMENTS 6
 #define API_MAX_REASON ORCH_VFD_API_MAX_REASON
-#define API_TTL_MAX (7 * 24 * 3600)
 
 void orch_vfd_reply_free(OrchVfdReply *reply)
 {
@@ -90,6 +89,9 @@ static OrchVfdReply *reply_gerror(const GError *error)
             break;
         case ORCH_ERROR_UNAVAILABLE:
             status = 503;
+            break;
+        case ORCH_ERROR_FORBIDDEN:
+            status = 403;
             break;
         default:
             break;
@@ -357,7 +359,7 @@ static OrchVfdReply *api_vfs(OrchVfdPool *pool)
     return reply_json(200, b);
 }
 
-static OrchVfdReply *api_lease(OrchVfdPool *pool, const char *body, gsize len)
+static OrchVfdReply *api_lease(OrchVfdPool *pool, const char *owner, const char *body, gsize len)
 {
     static const char *const known[] = {"vf",     "vendor_id", "device_id", "holder",
                                         "reason", "domain",    "ttl",       NULL};
@@ -400,9 +402,10 @@ static OrchVfdReply *api_lease(OrchVfdPool *pool, const char *body, gsize len)
     spec.domain = member_string(obj, "domain", TRUE, ORCH_VFD_API_MAX_STRING, &reply);
     if (reply)
         return reply;
-    member_uint(obj, "ttl", 1, API_TTL_MAX, FALSE, &ttl, &reply);
+    member_uint(obj, "ttl", 1, orch_vfd_pool_lease_ttl_max(pool), FALSE, &ttl, &reply);
     if (reply)
         return reply;
+    spec.owner = owner;
     spec.vendor_id = vendor;
     spec.device_id = device;
     spec.ttl_s = ttl;
@@ -578,13 +581,34 @@ static OrchVfdReply *api_vfio(OrchVfdPool *pool, const char *vf, const char *bod
     return reply_log(reply_json(200, b), g_strdup_printf("VF '%.64s': %s", vf, note));
 }
 
-/* ---- routing ------------------------------------------------------------------------------- */
+/* ---- paths --------------------------------------------------------------------------------- */
 
 #define API_FILES_MAX 64
 
 /* POST /v1/files {"paths":[...]}: which of these files this host has (a pre-flight check: the
  * domain's disks and kernel must be reachable from the destination). Read only. */
-static OrchVfdReply *api_files(const char *body, gsize len)
+/* Is @path under one of @roots (each a directory; a path with a '.' or '..' component is
+ * under none)? */
+static gboolean files_allowed(const char *path, const char *const *roots)
+{
+    g_auto(GStrv) parts = g_strsplit(path, "/", -1);
+
+    for (char **p = parts; *p; p++) {
+        if (g_str_equal(*p, ".") || g_str_equal(*p, ".."))
+            return FALSE;
+    }
+    for (const char *const *r = roots; r && *r; r++) {
+        gsize n = strlen(*r);
+
+        while (n > 1 && (*r)[n - 1] == '/')
+            n--;
+        if (n > 0 && strncmp(path, *r, n) == 0 && (path[n] == '/' || (n == 1 && **r == '/')))
+            return TRUE;
+    }
+    return FALSE;
+}
+
+static OrchVfdReply *api_files(const char *const *roots, const char *body, gsize len)
 {
     static const char *const known[] = {"paths", NULL};
     OrchVfdReply *bad = NULL;
@@ -620,6 +644,10 @@ static OrchVfdReply *api_files(const char *body, gsize len)
             if (g_ascii_iscntrl(*p))
                 return reply_error(400, "paths[%u] contains a control character", i);
         }
+        if (!files_allowed(path, roots))
+            return reply_error(403,
+                               "paths[%u] is not under a directory of [hotmigd] file-roots (no '.' or '..' components)",
+                               i);
         exists = g_stat(path, &st) == 0;
         json_builder_begin_object(b);
         json_builder_set_member_name(b, "path");
@@ -795,98 +823,269 @@ static void api_snapshot_done(char *json, GError *error, gpointer data)
     g_free(wait);
 }
 
-/* ---- routing ------------------------------------------------------------------------------- */
+/* ---- routing: the API's methods, bound from a table ------------------------------------- */
 
-static const char api_paths[] =
-    "GET /v1/host, GET /v1/vfs, POST /v1/leases, POST /v1/leases/VF/ID/confirm, DELETE /v1/leases/VF/ID, POST /v1/vfs/VF/ib-identity, GET /v1/vfs/VF/identity/DOMAIN, POST /v1/vfs/VF/vfio, POST /v1/vfs/VF/left, POST /v1/files, POST /v1/migrations, GET /v1/migrations/ID, GET /v1/snapshot";
+/* One request on its way to its method: the API's bindings, the request, and the parameters
+ * of the route's pattern (the segments written in capitals: VF, ID), in pattern order. */
+typedef struct {
+    const OrchVfdApi *api;
+    const OrchVfdRequest *req;
+    char **args;
+} Call;
+
+/* What a route needs bound to the API; without it the route answers 503 (404 for the alerts). */
+typedef enum {
+    NEED_POOL,
+    NEED_MIGRATION_START,
+    NEED_MIGRATION_GET,
+    NEED_SNAPSHOT,
+    NEED_ALERTS,
+} RouteNeed;
+
+/* Who may call a route (docs/security.md): the roles of the client's certificate. */
+#define ANY_ROLE (ORCH_ROLE_HOST | ORCH_ROLE_OPERATOR)
+
+typedef struct {
+    const char *method;  /* NULL: the method checks the request's method itself */
+    const char *pattern; /* after /v1/ */
+    guint roles;         /* OrchRole bits, any of which may call it */
+    RouteNeed need;
+    OrchVfdReply *(*handle)(const Call *c);                                 /* answers now */
+    void (*handle_async)(const Call *c, OrchVfdReplyFunc cb, gpointer data); /* or later */
+} Route;
+
+static OrchVfdReply *route_host(const Call *c)
+{
+    return api_host(c->api->pool);
+}
+
+static OrchVfdReply *route_vfs(const Call *c)
+{
+    return api_vfs(c->api->pool);
+}
+
+static OrchVfdReply *route_lease(const Call *c)
+{
+    return api_lease(c->api->pool, orch_peer_owner(c->req->who), c->req->body, c->req->len);
+}
+
+/* NULL when the client holds the lease (@id; NULL: the VF's current one) it acts on, else
+ * the 403. */
+static OrchVfdReply *route_owner_refusal(const Call *c, const char *vf, const char *id)
+{
+    g_autoptr(GError) error = NULL;
+
+    if (orch_vfd_pool_check_owner(c->api->pool, vf, id, orch_peer_owner(c->req->who), &error))
+        return NULL;
+    return reply_gerror(error);
+}
+
+static OrchVfdReply *route_confirm(const Call *c)
+{
+    OrchVfdReply *refused = route_owner_refusal(c, c->args[0], c->args[1]);
+
+    return refused ? refused
+                   : api_confirm(c->api->pool, c->args[0], c->args[1], c->req->body, c->req->len);
+}
+
+static OrchVfdReply *route_release(const Call *c)
+{
+    OrchVfdReply *refused = route_owner_refusal(c, c->args[0], c->args[1]);
+
+    return refused ? refused
+                   : api_release(c->api->pool, c->args[0], c->args[1], c->req->body, c->req->len);
+}
+
+static OrchVfdReply *route_ib_identity(const Call *c)
+{
+    OrchVfdReply *refused = route_owner_refusal(c, c->args[0], NULL);
+
+    return refused ? refused
+                   : api_ib_identity(c->api->pool, c->args[0], c->req->body, c->req->len);
+}
+
+static OrchVfdReply *route_identity(const Call *c)
+{
+    return api_identity(c->api->pool, c->args[0], c->args[1], c->req->len);
+}
+
+static OrchVfdReply *route_vfio(const Call *c)
+{
+    OrchVfdReply *refused = route_owner_refusal(c, c->args[0], NULL);
+
+    return refused ? refused : api_vfio(c->api->pool, c->args[0], c->req->body, c->req->len);
+}
+
+static OrchVfdReply *route_left(const Call *c)
+{
+    return api_left(c->api->pool, c->args[0], c->req->body, c->req->len);
+}
+
+static OrchVfdReply *route_files(const Call *c)
+{
+    return api_files(c->api->file_roots, c->req->body, c->req->len);
+}
+
+static OrchVfdReply *route_migration_start(const Call *c)
+{
+    return api_migration_start(c->api->services, c->req->body, c->req->len);
+}
+
+static OrchVfdReply *route_migration_get(const Call *c)
+{
+    return api_migration_get(c->api->services, c->args[0], c->req->body, c->req->len);
+}
+
+static void route_snapshot(const Call *c, OrchVfdReplyFunc cb, gpointer data)
+{
+    const OrchVfdServices *services = c->api->services;
+    SnapshotWait *wait;
+
+    if (c->req->len) {
+        cb(reply_error(400, "this request takes no body"), data);
+        return;
+    }
+    wait = g_new0(SnapshotWait, 1);
+    wait->cb = cb;
+    wait->data = data;
+    services->snapshot(services->data, api_snapshot_done, wait);
+}
+
+static OrchVfdReply *route_alerts(const Call *c)
+{
+    return c->api->alerts(c->api->alerts_data, c->req->method, c->req->body, c->req->len,
+                          c->req->peer, c->req->who);
+}
+
+static const Route api_routes[] = {
+    {"GET", "host", ANY_ROLE, NEED_POOL, route_host, NULL},
+    {"GET", "vfs", ANY_ROLE, NEED_POOL, route_vfs, NULL},
+    {"POST", "leases", ANY_ROLE, NEED_POOL, route_lease, NULL},
+    {"POST", "leases/VF/ID/confirm", ANY_ROLE, NEED_POOL, route_confirm, NULL},
+    {"DELETE", "leases/VF/ID", ANY_ROLE, NEED_POOL, route_release, NULL},
+    {"POST", "vfs/VF/ib-identity", ANY_ROLE, NEED_POOL, route_ib_identity, NULL},
+    {"GET", "vfs/VF/identity/DOMAIN", ANY_ROLE, NEED_POOL, route_identity, NULL},
+    {"POST", "vfs/VF/vfio", ANY_ROLE, NEED_POOL, route_vfio, NULL},
+    /* Whoever ran the migration tells the source the domain left (the pool ends only an
+     * ASSIGNED lease of that domain; a VF a domain still uses is never leasable). */
+    {"POST", "vfs/VF/left", ANY_ROLE, NEED_POOL, route_left, NULL},
+    {"POST", "files", ANY_ROLE, NEED_POOL, route_files, NULL},
+    {"POST", "migrations", ANY_ROLE, NEED_MIGRATION_START, route_migration_start, NULL},
+    {"GET", "migrations/ID", ANY_ROLE, NEED_MIGRATION_GET, route_migration_get, NULL},
+    {"GET", "snapshot", ANY_ROLE, NEED_SNAPSHOT, NULL, route_snapshot},
+    /* A POST must come from the host it names ('from'): checked by the alerts' method. */
+    {NULL, "alerts", ANY_ROLE, NEED_ALERTS, route_alerts, NULL},
+};
+
+/* What @route needs of @api, named for a 503 ("this hotmigd does not serve ..."); NULL when
+ * it is bound. */
+static const char *route_missing(const Route *route, const OrchVfdApi *api)
+{
+    const OrchVfdServices *services = api->services;
+
+    switch (route->need) {
+    case NEED_POOL:
+        return api->pool ? NULL : "its VF pool";
+    case NEED_MIGRATION_START:
+        return services && services->migration_start ? NULL : "migrations";
+    case NEED_MIGRATION_GET:
+        return services && services->migration_get ? NULL : "migrations";
+    case NEED_SNAPSHOT:
+        return services && services->snapshot ? NULL : "snapshots";
+    case NEED_ALERTS:
+        return api->alerts ? NULL : "alerts";
+    }
+    g_return_val_if_reached("?");
+}
+
+/* Does @seg (the path's segments) match @pattern? Fills @ret_args (borrowed from @seg). */
+static gboolean route_match(const char *pattern, char **seg, const char **ret_args)
+{
+    g_auto(GStrv) parts = g_strsplit(pattern, "/", -1);
+    guint n = 0, i;
+
+    if (g_strv_length(parts) != g_strv_length(seg))
+        return FALSE;
+    for (i = 0; parts[i]; i++) {
+        if (g_ascii_isupper(parts[i][0]))
+            ret_args[n++] = seg[i];
+        else if (!g_str_equal(parts[i], seg[i]))
+            return FALSE;
+    }
+    ret_args[n] = NULL;
+    return TRUE;
+}
+
+/* Every route bound to @api, for the 404's message: "GET /v1/host, ..." (owned). */
+static char *route_list(const OrchVfdApi *api)
+{
+    g_autoptr(GString) out = g_string_new(NULL);
+
+    for (guint i = 0; i < G_N_ELEMENTS(api_routes); i++) {
+        const Route *r = &api_routes[i];
+
+        if (r->need == NEED_ALERTS && route_missing(r, api))
+            continue;
+        g_string_append_printf(out, "%s%s /v1/%s", out->len ? ", " : "",
+                               r->method ? r->method : "GET|POST", r->pattern);
+    }
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
 
 static OrchVfdReply *unavailable(const char *what)
 {
     return reply_error(503, "this hotmigd does not serve %s", what);
 }
 
-/* The pool's requests (synchronous); NULL when @seg is not one of them. */
-static OrchVfdReply *route_pool(OrchVfdPool *pool, char **seg, const char *method,
-                                const char *path, const char *body, gsize len)
-{
-    guint n = seg ? g_strv_length(seg) : 0;
-    gboolean get = g_str_equal(method, "GET");
-    gboolean post = g_str_equal(method, "POST");
-
-    if (n == 0 || !(g_str_equal(seg[0], "host") || g_str_equal(seg[0], "vfs") ||
-                    g_str_equal(seg[0], "leases") || g_str_equal(seg[0], "files")))
-        return NULL;
-    if (!pool)
-        return unavailable("its VF pool");
-    if (n == 1 && g_str_equal(seg[0], "host"))
-        return get ? api_host(pool) : method_not_allowed(method, path, "GET");
-    if (n == 1 && g_str_equal(seg[0], "vfs"))
-        return get ? api_vfs(pool) : method_not_allowed(method, path, "GET");
-    if (n == 1 && g_str_equal(seg[0], "leases"))
-        return post ? api_lease(pool, body, len) : method_not_allowed(method, path, "POST");
-    if (n == 1 && g_str_equal(seg[0], "files"))
-        return post ? api_files(body, len) : method_not_allowed(method, path, "POST");
-    if (n == 3 && g_str_equal(seg[0], "leases"))
-        return g_str_equal(method, "DELETE") ? api_release(pool, seg[1], seg[2], body, len)
-                                             : method_not_allowed(method, path, "DELETE");
-    if (n == 4 && g_str_equal(seg[0], "leases") && g_str_equal(seg[3], "confirm"))
-        return post ? api_confirm(pool, seg[1], seg[2], body, len)
-                    : method_not_allowed(method, path, "POST");
-    if (n == 3 && g_str_equal(seg[0], "vfs") && g_str_equal(seg[2], "ib-identity"))
-        return post ? api_ib_identity(pool, seg[1], body, len)
-                    : method_not_allowed(method, path, "POST");
-    if (n == 3 && g_str_equal(seg[0], "vfs") && g_str_equal(seg[2], "left"))
-        return post ? api_left(pool, seg[1], body, len) : method_not_allowed(method, path, "POST");
-    if (n == 4 && g_str_equal(seg[0], "vfs") && g_str_equal(seg[2], "identity"))
-        return get ? api_identity(pool, seg[1], seg[3], len) : method_not_allowed(method, path, "GET");
-    if (n == 3 && g_str_equal(seg[0], "vfs") && g_str_equal(seg[2], "vfio"))
-        return post ? api_vfio(pool, seg[1], body, len) : method_not_allowed(method, path, "POST");
-    return NULL;
-}
-
-void orch_vfd_api_handle_async(OrchVfdPool *pool, const OrchVfdServices *services,
-                               const char *method, const char *path, const char *body, gsize len,
-                               OrchVfdReplyFunc cb, gpointer data)
+void orch_vfd_api_dispatch(const OrchVfdApi *api, const OrchVfdRequest *req, OrchVfdReplyFunc cb,
+                           gpointer data)
 {
     g_auto(GStrv) seg = NULL;
-    OrchVfdReply *reply;
-    guint n;
-    gboolean get, post;
+    g_autoptr(GString) allowed = g_string_new(NULL);
+    const char *args[API_MAX_SEGMENTS + 1];
+    const Route *route = NULL;
+    const char *missing;
 
-    g_return_if_fail(method && path && (body || !len) && cb);
+    g_return_if_fail(api && req && req->method && req->path && (req->body || !req->len) && cb);
 
-    get = g_str_equal(method, "GET");
-    post = g_str_equal(method, "POST");
-    seg = path_segments(path);
-    n = seg ? g_strv_length(seg) : 0;
-    if ((reply = route_pool(pool, seg, method, path, body, len))) {
-        cb(reply, data);
-        return;
+    seg = path_segments(req->path);
+    for (guint i = 0; seg && i < G_N_ELEMENTS(api_routes) && !route; i++) {
+        const Route *r = &api_routes[i];
+
+        if (!route_match(r->pattern, seg, args))
+            continue;
+        if (r->need == NEED_ALERTS && route_missing(r, api))
+            continue; /* no alert hook: no such path */
+        if (!r->method || g_str_equal(r->method, req->method))
+            route = r;
+        else
+            g_string_append_printf(allowed, "%s%s", allowed->len ? ", " : "", r->method);
     }
-    if (n == 1 && g_str_equal(seg[0], "migrations")) {
-        reply = !post                                ? method_not_allowed(method, path, "POST")
-                : !services || !services->migration_start ? unavailable("migrations")
-                                                          : api_migration_start(services, body, len);
-    } else if (n == 2 && g_str_equal(seg[0], "migrations")) {
-        reply = !get                               ? method_not_allowed(method, path, "GET")
-                : !services || !services->migration_get ? unavailable("migrations")
-                                                        : api_migration_get(services, seg[1], body, len);
-    } else if (n == 1 && g_str_equal(seg[0], "snapshot")) {
-        if (get && services && services->snapshot && len == 0) {
-            SnapshotWait *wait = g_new0(SnapshotWait, 1);
+    if (!route && allowed->len) {
+        cb(method_not_allowed(req->method, req->path, allowed->str), data);
+    } else if (!route) {
+        g_autofree char *paths = route_list(api);
 
-            wait->cb = cb;
-            wait->data = data;
-            services->snapshot(services->data, api_snapshot_done, wait);
-            return;
-        }
-        reply = !get                          ? method_not_allowed(method, path, "GET")
-                : !services || !services->snapshot ? unavailable("snapshots")
-                                                   : reply_error(400, "this request takes no body");
+        cb(reply_error(404, "no API path %.200s (%s)", req->path, paths), data);
+    } else if (!req->who || !(req->who->roles & route->roles)) {
+        cb(reply_error(403,
+                       "'%.128s' may not %s /v1/%s: its certificate is neither a [host NAME] identity nor in [hotmigd] operators%s",
+                       req->who ? req->who->identity : "an unknown client", req->method,
+                       route->pattern,
+                       req->who && req->who->roles ? " (this needs one of the cluster's hosts)"
+                                                    : ""),
+           data);
+    } else if ((missing = route_missing(route, api))) {
+        cb(unavailable(missing), data);
+    } else if (route->handle_async) {
+        Call c = {api, req, (char **)args};
+
+        route->handle_async(&c, cb, data);
     } else {
-        reply = reply_error(404, "no API path %.200s (%s)", path, api_paths);
+        Call c = {api, req, (char **)args};
+
+        cb(route->handle(&c), data);
     }
-    cb(reply, data);
 }
 
 static void api_handle_keep(OrchVfdReply *reply, gpointer data)
@@ -897,11 +1096,15 @@ static void api_handle_keep(OrchVfdReply *reply, gpointer data)
 OrchVfdReply *orch_vfd_api_handle(OrchVfdPool *pool, const char *method, const char *path,
                                   const char *body, gsize len)
 {
+    static const char *const roots[] = {"/", NULL};
+    OrchVfdApi api = {.pool = pool, .file_roots = roots};
+    g_autoptr(OrchPeer) who = orch_peer_new("test", "test", ORCH_ROLE_HOST | ORCH_ROLE_OPERATOR);
+    OrchVfdRequest req = {.method = method, .path = path, .body = body, .len = len, .who = who};
     OrchVfdReply *reply = NULL;
 
     g_return_val_if_fail(pool && method && path && (body || !len), NULL);
     /* Without services every request is answered at once. */
-    orch_vfd_api_handle_async(pool, NULL, method, path, body, len, api_handle_keep, &reply);
+    orch_vfd_api_dispatch(&api, &req, api_handle_keep, &reply);
     g_assert(reply != NULL);
     return reply;
 }

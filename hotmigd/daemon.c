@@ -83,6 +83,8 @@ struct Hotmigd {
     char *name;
     OrchVfdPool *pool;
     OrchVfdServer *server;
+    OrchAuthz *authz;  /* who may do what on the HTTPS API (docs/security.md) */
+    char **file_roots; /* [hotmigd] file-roots */
     OrchVfdServices services;
     OrchLocalApi *local;
     GPtrArray *hosts;         /* HmConfigHost (owned copies), hotmigd URLs resolved */
@@ -1682,6 +1684,7 @@ static gboolean daemon_open_pool(Hotmigd *daemon, GError **error)
         .host_name = g_get_host_name(),
         .lease_dir = lease_dir,
         .lease_ttl_s = hm_config_get_uint(config, HM_CONFIG_HOTMIGD_LEASE_TTL),
+        .lease_ttl_max_s = hm_config_get_uint(config, HM_CONFIG_HOTMIGD_LEASE_TTL_MAX),
         .pfs = (const char *const *)pfs,
         .vfs = (const char *const *)vfs,
         .standins = (const char *const *)standins,
@@ -1719,6 +1722,10 @@ static gboolean daemon_listen_https(Hotmigd *daemon, GError **error)
     };
     g_autoptr(GError) local = NULL;
 
+    daemon->authz = orch_authz_new(config);
+    daemon->file_roots = hm_config_get_list(config, HM_CONFIG_HOTMIGD_FILE_ROOTS);
+    server_config.authz = daemon->authz;
+    server_config.file_roots = (const char *const *)daemon->file_roots;
     daemon->server = orch_vfd_server_new(&server_config, daemon->pool, &local);
     if (!daemon->server) {
         /* Certificates that do not load are not a bad configuration file (exit 1, not 4). */
@@ -1912,6 +1919,8 @@ void hotmigd_free(Hotmigd *daemon)
         g_ptr_array_set_size(daemon->remotes, 0);
     g_clear_pointer(&daemon->local, orch_local_api_free);
     g_clear_pointer(&daemon->server, orch_vfd_server_free);
+    g_clear_pointer(&daemon->authz, orch_authz_free);
+    g_clear_pointer(&daemon->file_roots, g_strfreev);
     g_clear_pointer(&daemon->pool, orch_vfd_pool_free);
     orch_inventory_free(daemon->inventory);
     g_clear_pointer(&daemon->inventory_waiters, g_ptr_array_unref);

@@ -10,6 +10,7 @@
 struct OrchVfdPool {
     char *host_name;
     guint lease_ttl_s;
+    guint lease_ttl_max_s;
     GPtrArray *pfs; /* canonical ids (owned strings) */
     GPtrArray *vfs;
     GPtrArray *standins;
@@ -101,6 +102,7 @@ OrchVfdPool *orch_vfd_pool_new(const OrchVfdPoolConfig *config, const OrchVfdHos
     pool->host = host;
     pool->host_name = g_strdup(config->host_name ? config->host_name : g_get_host_name());
     pool->lease_ttl_s = config->lease_ttl_s ? config->lease_ttl_s : 300;
+    pool->lease_ttl_max_s = config->lease_ttl_max_s ? config->lease_ttl_max_s : 1800;
     pool->pfs = pool_ids("pfs", config->pfs, TRUE, seen, error);
     if (!pool->pfs)
         return NULL;
@@ -298,6 +300,33 @@ GPtrArray *orch_vfd_pool_list(OrchVfdPool *pool, char ***ret_warnings, GError **
     return g_steal_pointer(&view.entries);
 }
 
+guint orch_vfd_pool_lease_ttl_max(const OrchVfdPool *pool)
+{
+    g_return_val_if_fail(pool != NULL, 0);
+    return pool->lease_ttl_max_s;
+}
+
+gboolean orch_vfd_pool_check_owner(OrchVfdPool *pool, const char *vf, const char *id,
+                                   const char *owner, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    g_autoptr(HotplugLease) lease = NULL;
+    g_autofree char *canon = hotplug_lease_vf_canonical(vf, &local);
+
+    g_return_val_if_fail(pool && vf && owner, FALSE);
+
+    if (!canon)
+        return TRUE; /* the call itself refuses the id */
+    lease = hotplug_lease_get(pool->store, canon, NULL);
+    if (!lease || lease->state == HOTPLUG_LEASE_FREE || !lease->owner ||
+        (id && g_strcmp0(lease->id, id) != 0) || g_str_equal(lease->owner, owner))
+        return TRUE;
+    g_set_error(error, ORCH_ERROR, ORCH_ERROR_FORBIDDEN,
+                "VF '%s' is held by '%s' (lease taken by another client): '%s' may not act on it",
+                canon, lease->owner, owner);
+    return FALSE;
+}
+
 /* ---- operations ---------------------------------------------------------------------------- */
 
 /* The canonical spelling of a VF id from a request, or NULL with ORCH_ERROR_INVALID. */
@@ -415,8 +444,9 @@ static HotplugLease *pool_acquire(OrchVfdPool *pool, const char *id, const OrchV
 {
     g_autoptr(GError) local = NULL;
     HotplugLease *lease =
-        hotplug_lease_acquire(pool->store, id, spec->holder, spec->reason, spec->domain,
-                              spec->ttl_s ? spec->ttl_s : pool->lease_ttl_s, &local);
+        hotplug_lease_acquire_owned(pool->store, id, spec->owner, spec->holder, spec->reason,
+                                    spec->domain, spec->ttl_s ? spec->ttl_s : pool->lease_ttl_s,
+                                    &local);
 
     if (lease) {
         g_debug("VF '%s' leased to '%s' for domain '%s' (%s), lease %s", id, spec->holder,

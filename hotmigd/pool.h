@@ -93,6 +93,7 @@ typedef struct {
     const char *host_name;  /* reported by GET /v1/host */
     const char *lease_dir;  /* the lease store ([hotmigd] run-dir/leases) */
     guint lease_ttl_s;      /* default TTL of an unconfirmed lease */
+    guint lease_ttl_max_s;  /* the longest TTL a client may ask for; 0: 1800 */
     const char *const *pfs; /* [pool] pfs, vfs, standins (NULL-terminated; NULL for none) */
     const char *const *vfs;
     const char *const *standins;
@@ -109,6 +110,15 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchVfdPool, orch_vfd_pool_free)
 
 const char *orch_vfd_pool_host_name(const OrchVfdPool *pool); /* borrowed */
 
+/* The longest TTL a client may ask for (OrchVfdPoolConfig lease_ttl_max_s). */
+guint orch_vfd_pool_lease_ttl_max(const OrchVfdPool *pool);
+
+/* May @owner act on the lease of @vf (@id: that lease; NULL: the VF's current one)? TRUE when
+ * the lease was taken by @owner, has no owner recorded (taken before owners were), or is gone
+ * (the call itself then says so). ORCH_ERROR_FORBIDDEN naming the holder otherwise. */
+gboolean orch_vfd_pool_check_owner(OrchVfdPool *pool, const char *vf, const char *id,
+                                   const char *owner, GError **error);
+
 /* The pool now: a new array of OrchVfdEntry in configuration order (PFs' VFs, VFs,
  * stand-ins). Problems that do not stop the listing (a PF that cannot be read, the hypervisor
  * not answering) go to *ret_warnings (owned, NULL-terminated, may be empty; NULL allowed). */
@@ -123,6 +133,7 @@ typedef struct {
     const char *reason; /* why (e.g. "migration of vm7 from hostA"), required */
     const char *domain; /* the domain that will get it, required */
     guint ttl_s;        /* 0: the pool's lease_ttl_s */
+    const char *owner;  /* the client that may act on the lease (orch_peer_owner()); or NULL */
 } OrchVfdLeaseSpec;
 
 /* Leases a VF. ORCH_ERROR_NOT_FOUND: @vf is not in the pool; ORCH_ERROR_CONFLICT: it is not

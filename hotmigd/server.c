@@ -14,13 +14,13 @@
 struct OrchVfdServer {
     SoupServer *soup;
     GTlsDatabase *ca;  /* client certificates must chain to it */
-    OrchVfdPool *pool; /* borrowed */
-    const OrchVfdServices *services; /* borrowed, or NULL */
+    OrchVfdApi api; /* what the API's methods are bound to (borrowed) */
+    const OrchAuthz *authz; /* who a client certificate is (borrowed); NULL: nobody */
     guint port;
-    OrchAlerts *alerts; /* borrowed; NULL: no /v1/alerts */
 };
 
 #define SERVER_PEER_KEY "hotmigd-peer-subject"
+#define SERVER_CERT_KEY "hotmigd-peer-certificate"
 
 /* "ADDRESS (SUBJECT)" of @msg's peer, for the log (owned). The subject of the certificate
  * accepted at the handshake is kept on the connection's socket: later requests on the same
@@ -87,9 +87,12 @@ static gboolean server_accept_certificate(SoupServerMessage *msg, GTlsCertificat
     if (cert && errors == 0 && ours == 0 && !local) {
         GSocket *sock = soup_server_message_get_socket(msg);
 
-        if (sock)
+        if (sock) {
             g_object_set_data_full(G_OBJECT(sock), SERVER_PEER_KEY, g_steal_pointer(&subject),
                                    g_free);
+            g_object_set_data_full(G_OBJECT(sock), SERVER_CERT_KEY, g_object_ref(cert),
+                                   g_object_unref);
+        }
         return TRUE;
     }
     errors |= ours;
@@ -149,9 +152,35 @@ typedef struct {
     char *method;
     char *path;
     char *peer;
+    OrchPeer *who;
     gboolean in_handler; /* the answer came before the handler returned: nothing to unpause */
     gboolean answered;
 } Pending;
+
+static void pending_free(Pending *p)
+{
+    g_object_unref(p->msg);
+    g_free(p->method);
+    g_free(p->path);
+    g_free(p->peer);
+    orch_peer_free(p->who);
+    g_free(p);
+}
+
+/* Who the client of @msg is, from the certificate accepted at the handshake (kept on the
+ * connection's socket). Owned, never NULL. */
+static OrchPeer *server_who(OrchVfdServer *server, SoupServerMessage *msg)
+{
+    GSocket *sock = soup_server_message_get_socket(msg);
+    GTlsCertificate *cert = sock ? g_object_get_data(G_OBJECT(sock), SERVER_CERT_KEY) : NULL;
+
+    if (!server->authz) {
+        g_autoptr(GPtrArray) ids = orch_cert_identities(cert);
+
+        return orch_peer_new(ids->len ? g_ptr_array_index(ids, 0) : NULL, NULL, 0);
+    }
+    return orch_authz_identify(server->authz, cert);
+}
 
 static void server_answer(OrchVfdReply *reply, gpointer data)
 {
@@ -169,11 +198,7 @@ static void server_answer(OrchVfdReply *reply, gpointer data)
     if (p->in_handler)
         return;
     soup_server_message_unpause(p->msg);
-    g_object_unref(p->msg);
-    g_free(p->method);
-    g_free(p->path);
-    g_free(p->peer);
-    g_free(p);
+    pending_free(p);
 }
 
 static void server_handle(SoupServer *soup, SoupServerMessage *msg, const char *path,
@@ -190,28 +215,25 @@ static void server_handle(SoupServer *soup, SoupServerMessage *msg, const char *
     p->method = g_strdup(soup_server_message_get_method(msg));
     p->path = g_strdup(g_uri_get_path(soup_server_message_get_uri(msg)));
     p->peer = server_peer(msg);
+    p->who = server_who(server, msg);
     p->in_handler = TRUE;
-    if (server->alerts && g_strcmp0(p->path, "/v1/alerts") == 0)
-        server_answer(orch_alerts_api_handle(server->alerts, p->method, data_ptr, len, p->peer), p);
-    else
-        orch_vfd_api_handle_async(server->pool, server->services, p->method, p->path, data_ptr, len,
-                                  server_answer, p);
+    orch_vfd_api_dispatch(&server->api,
+                          &(OrchVfdRequest){.method = p->method, .path = p->path,
+                                            .body = data_ptr, .len = len, .peer = p->peer,
+                                            .who = p->who},
+                          server_answer, p);
     p->in_handler = FALSE;
     if (!p->answered) {
         soup_server_message_pause(msg);
         return;
     }
-    g_object_unref(p->msg);
-    g_free(p->method);
-    g_free(p->path);
-    g_free(p->peer);
-    g_free(p);
+    pending_free(p);
 }
 
 void orch_vfd_server_set_services(OrchVfdServer *server, const OrchVfdServices *services)
 {
     g_return_if_fail(server != NULL);
-    server->services = services;
+    server->api.services = services;
 }
 
 void orch_vfd_server_free(OrchVfdServer *server)
@@ -271,7 +293,9 @@ OrchVfdServer *orch_vfd_server_new(const OrchVfdServerConfig *config, OrchVfdPoo
                     "Cannot load the CA certificate '%s': %s", config->ca, local->message);
         return NULL;
     }
-    server->pool = pool;
+    server->api.pool = pool;
+    server->api.file_roots = config->file_roots;
+    server->authz = config->authz;
     server->ca = g_object_ref(ca);
     server->soup = soup_server_new("tls-certificate", cert, "tls-database", ca, "tls-auth-mode",
                                    G_TLS_AUTHENTICATION_REQUIRED, "server-header",
@@ -311,10 +335,11 @@ guint orch_vfd_server_get_port(const OrchVfdServer *server)
     return server->port;
 }
 
-void orch_vfd_server_set_alerts(OrchVfdServer *server, OrchAlerts *alerts)
+void orch_vfd_server_set_alerts(OrchVfdServer *server, OrchVfdAlertsFunc alerts, gpointer data)
 {
     g_return_if_fail(server != NULL);
-    server->alerts = alerts;
+    server->api.alerts = alerts;
+    server->api.alerts_data = data;
 }
 
 /* ---- the alert listener: the Alertmanager webhook and /metrics, plain HTTP ------------------ */
@@ -324,7 +349,8 @@ void orch_vfd_server_set_alerts(OrchVfdServer *server, OrchAlerts *alerts)
 
 struct OrchAlertListener {
     SoupServer *soup;
-    OrchAlerts *alerts; /* a reference */
+    const OrchAlertListenerOps *ops; /* borrowed */
+    gpointer owner;                  /* borrowed */
     guint port;
     GList *waiting; /* SoupServerMessage: paused until their events are handled */
 };
@@ -388,8 +414,8 @@ static void alert_early(SoupServer *soup, SoupServerMessage *msg, const char *pa
                      "only POST is allowed on " ALERT_WEBHOOK_PATH);
         return;
     }
-    if (!orch_alerts_authorized(listener->alerts,
-                                soup_message_headers_get_one(headers, "Authorization"), &why)) {
+    if (!listener->ops->authorized(listener->owner,
+                                   soup_message_headers_get_one(headers, "Authorization"), &why)) {
         soup_message_headers_append(soup_server_message_get_response_headers(msg),
                                     "WWW-Authenticate", "Bearer");
         text = g_strdup_printf("not authorized: %s", why);
@@ -402,10 +428,10 @@ static void alert_early(SoupServer *soup, SoupServerMessage *msg, const char *pa
         return;
     }
     length = soup_message_headers_get_content_length(headers);
-    if (length > ORCH_ALERT_WEBHOOK_MAX_BYTES) {
+    if (length > (goffset)listener->ops->webhook_max_bytes) {
         text = g_strdup_printf("the webhook body has %" G_GOFFSET_FORMAT
-                               " bytes, more than the limit of %d",
-                               length, ORCH_ALERT_WEBHOOK_MAX_BYTES);
+                               " bytes, more than the limit of %" G_GSIZE_FORMAT,
+                               length, listener->ops->webhook_max_bytes);
         alert_refuse(msg, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, text);
     }
 }
@@ -446,11 +472,11 @@ static void alert_handle(SoupServer *soup, SoupServerMessage *msg, const char *p
     const char *ptr;
 
     if (g_strcmp0(path, ALERT_METRICS_PATH) == 0) {
-        g_autofree char *text = orch_alerts_metrics(listener->alerts);
+        g_autofree char *text = listener->ops->metrics(listener->owner);
 
         soup_server_message_set_status(msg, SOUP_STATUS_OK, NULL);
-        soup_server_message_set_response(msg, ORCH_METRICS_CONTENT_TYPE, SOUP_MEMORY_COPY, text,
-                                         strlen(text));
+        soup_server_message_set_response(msg, listener->ops->metrics_content_type,
+                                         SOUP_MEMORY_COPY, text, strlen(text));
         return;
     }
     /* Only the webhook gets here (alert_early() answered the rest). */
@@ -464,20 +490,22 @@ static void alert_handle(SoupServer *soup, SoupServerMessage *msg, const char *p
     listener->waiting = g_list_prepend(listener->waiting, wait);
     /* Events about other hosts wait for their daemons: the reply comes later. */
     soup_server_message_pause(msg);
-    orch_alerts_webhook(listener->alerts, ptr ? ptr : "", len, wait->peer, alert_webhook_done,
-                        wait);
+    listener->ops->webhook(listener->owner, ptr ? ptr : "", len, wait->peer, alert_webhook_done,
+                           wait);
 }
 
-OrchAlertListener *orch_alert_listener_new(const char *listen, guint port, OrchAlerts *alerts,
+OrchAlertListener *orch_alert_listener_new(const char *listen, guint port,
+                                           const OrchAlertListenerOps *ops, gpointer owner,
                                            GError **error)
 {
     g_autoptr(OrchAlertListener) listener = g_new0(OrchAlertListener, 1);
     g_autoptr(GError) local = NULL;
     gboolean ok;
 
-    g_return_val_if_fail(alerts != NULL, NULL);
+    g_return_val_if_fail(ops != NULL, NULL);
 
-    listener->alerts = orch_alerts_ref(alerts);
+    listener->ops = ops;
+    listener->owner = owner;
     listener->soup = soup_server_new("server-header", "hotmigd/" HOTMIG_VERSION, NULL);
     soup_server_add_early_handler(listener->soup, NULL, alert_early, listener, NULL);
     soup_server_add_handler(listener->soup, NULL, alert_handle, listener, NULL);
@@ -518,7 +546,6 @@ void orch_alert_listener_free(OrchAlertListener *listener)
         soup_server_disconnect(listener->soup);
         g_object_unref(listener->soup);
     }
-    orch_alerts_unref(listener->alerts);
     g_free(listener);
 }
 

@@ -1,11 +1,11 @@
 /* hotmigd's HTTP servers (server.c, the only file of the daemon that talks to libsoup): the
- * mutual-TLS listener that carries the API (api.h) and /v1/alerts, and the plain-HTTP listener
- * of the failure-prediction hook (alerts.h). */
+ * mutual-TLS listener that carries the API (api.h), and the plain-HTTP listener of the
+ * failure-prediction hook. Both are transports only: what a request does is bound to them from
+ * a table (OrchVfdApi, OrchAlertListenerOps). */
 #pragma once
 
 #include <glib.h>
 
-#include "hotmigd/alerts.h"
 #include "hotmigd/api.h"
 #include "hotmigd/pool.h"
 
@@ -17,6 +17,8 @@ typedef struct {
     const char *cert;   /* server certificate (PEM) */
     const char *key;    /* its private key (PEM) */
     const char *ca;     /* CA certificate(s) (PEM) client certificates must chain to */
+    const OrchAuthz *authz; /* who may do what (borrowed; NULL: no client has a role) */
+    const char *const *file_roots; /* [hotmigd] file-roots (borrowed; NULL: none) */
 } OrchVfdServerConfig;
 
 typedef struct OrchVfdServer OrchVfdServer;
@@ -34,20 +36,35 @@ guint orch_vfd_server_get_port(const OrchVfdServer *server);
 /* Serves the cluster's requests with @services (borrowed; must outlive the server; NULL: none). */
 void orch_vfd_server_set_services(OrchVfdServer *server, const OrchVfdServices *services);
 
-/* ---- the failure-prediction hook's listeners ------------------------------------------- */
+/* ---- the failure-prediction hook's listeners ---------------------------------------------- */
 
-/* The plain-HTTP listener (server.c): POST /v1/alerts/alertmanager (bearer token checked
- * before the body is read; no Content-Length 411, over 1 MiB 413) and GET /metrics, on
- * @listen (an IP address; "" every address) port @port (0: any free port, for tests). */
+/* What the plain-HTTP listener asks of its owner (the alert book, alerts.h). */
+typedef struct {
+    /* Does the Authorization header (NULL: none) carry the bearer token? FALSE with *ret_why
+     * (owned) for the log when not. */
+    gboolean (*authorized)(gpointer owner, const char *authorization, char **ret_why);
+    /* POST /v1/alerts/alertmanager: an authorized body; @done gets the reply (taken) once. */
+    void (*webhook)(gpointer owner, const char *body, gsize len, const char *peer,
+                    OrchVfdReplyFunc done, gpointer data);
+    char *(*metrics)(gpointer owner); /* GET /metrics (owned text) */
+    const char *metrics_content_type;
+    gsize webhook_max_bytes; /* a larger Content-Length is refused (413) before it is read */
+} OrchAlertListenerOps;
+
+/* The plain-HTTP listener: POST /v1/alerts/alertmanager (bearer token checked before the body
+ * is read; no Content-Length 411, over @ops->webhook_max_bytes 413) and GET /metrics, on
+ * @listen (an IP address; "" every address) port @port (0: any free port, for tests), each
+ * request's work done by @ops on @owner (both borrowed: they outlive the listener). */
 typedef struct OrchAlertListener OrchAlertListener;
 
-OrchAlertListener *orch_alert_listener_new(const char *listen, guint port, OrchAlerts *alerts,
+OrchAlertListener *orch_alert_listener_new(const char *listen, guint port,
+                                           const OrchAlertListenerOps *ops, gpointer owner,
                                            GError **error);
 void orch_alert_listener_free(OrchAlertListener *listener);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchAlertListener, orch_alert_listener_free)
 guint orch_alert_listener_get_port(const OrchAlertListener *listener);
 
-/* The mutual-TLS server takes /v1/alerts to @alerts (borrowed; NULL: 404 again). */
-void orch_vfd_server_set_alerts(OrchVfdServer *server, OrchAlerts *alerts);
+/* The mutual-TLS server takes /v1/alerts to @alerts with @data (borrowed; NULL: 404 again). */
+void orch_vfd_server_set_alerts(OrchVfdServer *server, OrchVfdAlertsFunc alerts, gpointer data);
 
 G_END_DECLS

@@ -62,6 +62,8 @@ socket = $tmp/run/hotmigd.sock
 sysfs-root = $tmp/sys
 lease-ttl = 2
 connect = test:///default
+operators = hotmig-test-client
+file-roots = $tmp/files
 
 [pool]
 pfs = 0001:af:00.0, 0001:af:00.1
