@@ -604,6 +604,22 @@ static gboolean client_release(OrchVfd *vfd, const char *vf, const char *lease_i
     return obj != NULL;
 }
 
+static gboolean client_renew(OrchVfd *vfd, const char *vf, const char *lease_id, guint ttl_s,
+                             GError **error)
+{
+    VfdClient *client = (VfdClient *)vfd;
+    g_autofree char *path = path_join("/v1/leases/", vf, lease_id, "/renew");
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(JsonObject) obj = NULL;
+
+    json_builder_begin_object(b);
+    if (ttl_s)
+        orch_json_member_int(b, "ttl", ttl_s);
+    json_builder_end_object(b);
+    obj = request(client, "POST", path, b, 200, error);
+    return obj != NULL;
+}
+
 /* The reply's "note", when @ret_note wants it. */
 static gboolean client_note(VfdClient *client, const char *what, JsonObject *obj, char **ret_note,
                             GError **error)
@@ -865,6 +881,7 @@ static const OrchVfdOps vfd_client_ops = {
     .release = client_release,
     .ib_identity = client_ib_identity,
     .identity = client_identity,
+    .renew = client_renew,
     .vfio = client_vfio,
     .left = client_left,
     .files_missing = client_files_missing,

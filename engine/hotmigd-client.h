@@ -159,6 +159,9 @@ typedef struct {
     OrchVfdLease *(*lease)(OrchVfd *vfd, const OrchVfdLeaseRequest *req, GError **error);
     OrchVfdLease *(*confirm)(OrchVfd *vfd, const char *vf, const char *lease_id, GError **error);
     gboolean (*release)(OrchVfd *vfd, const char *vf, const char *lease_id, GError **error);
+    /* NULL in implementations without it (the call fails). */
+    gboolean (*renew)(OrchVfd *vfd, const char *vf, const char *lease_id, guint ttl_s,
+                      GError **error);
     gboolean (*ib_identity)(OrchVfd *vfd, const char *vf, guint64 node_guid, guint64 port_guid,
                             char **ret_note, GError **error);
     gboolean (*vfio)(OrchVfd *vfd, const char *vf, char **ret_note, GError **error);
@@ -219,6 +222,12 @@ OrchVfdLease *orch_vfd_lease(OrchVfd *vfd, const OrchVfdLeaseRequest *req, GErro
 /* POST /v1/leases/VF/ID/confirm: the domain has the VF now (LEASED -> ASSIGNED). Owned lease.
  * Confirming twice is harmless. */
 OrchVfdLease *orch_vfd_confirm(OrchVfd *vfd, const char *vf, const char *lease_id, GError **error);
+
+/* POST /v1/leases/VF/ID/renew: the lease lives @ttl_s more seconds (0: the daemon's
+ * lease-ttl); an assigned one is left as it is. ORCH_ERROR_CONFLICT when it is no longer the
+ * VF's current lease (it expired, maybe taken by another). */
+gboolean orch_vfd_renew(OrchVfd *vfd, const char *vf, const char *lease_id, guint ttl_s,
+                        GError **error);
 
 /* DELETE /v1/leases/VF/ID: TRUE also when the lease is gone already (expired, released). */
 gboolean orch_vfd_release(OrchVfd *vfd, const char *vf, const char *lease_id, GError **error);

@@ -59,6 +59,7 @@ typedef struct {
     struct Side *dst_agent_side; /* that opening, until the resume joins it */
     GError *agent_error;     /* why it could not be opened */
     gboolean settled;        /* the leases were settled after the plug (alongside the resume) */
+    struct LeaseKeeper *keeper; /* renews the destination's leases until they settle */
 } Migration;
 
 /* ---- side work ----------------------------------------------------------------------------
@@ -612,12 +613,122 @@ static gboolean target_vf_lease(Migration *m, char **ret_detail, GError **error)
     return TRUE;
 }
 
+/* ---- keeping the leases -------------------------------------------------------------------
+ * A lease lives its TTL (hotmigd's lease-ttl, 300 s by default) unless renewed; a migration may
+ * copy memory for longer, and a lease that expired under it lets another migration take the VF
+ * and give it other GUIDs before the plug (issue 15). A thread of its own, with its own client
+ * of the destination's hotmigd (a client is not shared between threads), renews every lease a
+ * third of its TTL, until the leases settle; the plug checks each lease once more. */
+typedef struct LeaseKeeper {
+    GThread *thread;
+    GMutex lock;
+    GCond cond;
+    gboolean stop;
+    OrchVfd *vfd;
+    GPtrArray *vfs; /* lease VF ids (owned) */
+    GPtrArray *ids; /* lease ids (owned) */
+    guint ttl_s;
+    guint renewals;
+    char *lost; /* the first renewal that failed */
+} LeaseKeeper;
+
+static gpointer keeper_thread(gpointer data)
+{
+    LeaseKeeper *k = data;
+    gint64 interval = MAX((gint64)k->ttl_s * G_TIME_SPAN_SECOND / 3, 500 * G_TIME_SPAN_MILLISECOND);
+
+    g_mutex_lock(&k->lock);
+    while (!k->stop) {
+        gint64 until = g_get_monotonic_time() + interval;
+
+        while (!k->stop && g_cond_wait_until(&k->cond, &k->lock, until))
+            ;
+        if (k->stop)
+            break;
+        g_mutex_unlock(&k->lock);
+        for (guint i = 0; i < k->vfs->len; i++) {
+            g_autoptr(GError) local = NULL;
+            const char *vf = g_ptr_array_index(k->vfs, i);
+
+            if (orch_vfd_renew(k->vfd, vf, g_ptr_array_index(k->ids, i), k->ttl_s, &local)) {
+                g_atomic_int_inc(&k->renewals);
+                continue;
+            }
+            g_debug("Renewing the lease of VF %s: %s", vf, local->message);
+            g_mutex_lock(&k->lock);
+            if (!k->lost)
+                k->lost = g_strdup_printf("VF %s: %s", vf, local->message);
+            g_mutex_unlock(&k->lock);
+        }
+        g_mutex_lock(&k->lock);
+    }
+    g_mutex_unlock(&k->lock);
+    return NULL;
+}
+
+/* Starts renewing the destination's leases (after the target-vf phase). Nothing to do when no
+ * lease expires. */
+static void keeper_start(Migration *m)
+{
+    g_autoptr(GError) local = NULL;
+    LeaseKeeper *k;
+    OrchVfdLease *first = m->leases && m->leases->len ? g_ptr_array_index(m->leases, 0) : NULL;
+
+    if (!first || first->expires <= first->created)
+        return;
+    k = g_new0(LeaseKeeper, 1);
+    k->vfd = orch_options_open_vfd(m->opts, m->opts->hotmigd_url, &local);
+    if (!k->vfd) {
+        progress(m, ORCH_PHASE_TARGET_VF, "the leases will not be renewed: %s", local->message);
+        g_free(k);
+        return;
+    }
+    g_mutex_init(&k->lock);
+    g_cond_init(&k->cond);
+    k->ttl_s = (guint)MIN(first->expires - first->created, G_MAXUINT);
+    k->vfs = g_ptr_array_new_with_free_func(g_free);
+    k->ids = g_ptr_array_new_with_free_func(g_free);
+    for (guint i = 0; i < m->leases->len; i++) {
+        OrchVfdLease *lease = g_ptr_array_index(m->leases, i);
+
+        g_ptr_array_add(k->vfs, g_strdup(lease->vf));
+        g_ptr_array_add(k->ids, g_strdup(lease->id));
+    }
+    k->thread = g_thread_new("hm-lease-keep", keeper_thread, k);
+    m->keeper = k;
+}
+
+/* Stops the renewals (the leases settle, or the migration ends). */
+static void keeper_stop(Migration *m)
+{
+    LeaseKeeper *k = m->keeper;
+
+    if (!k)
+        return;
+    g_mutex_lock(&k->lock);
+    k->stop = TRUE;
+    g_cond_signal(&k->cond);
+    g_mutex_unlock(&k->lock);
+    g_thread_join(k->thread);
+    if (k->renewals)
+        g_debug("The destination's leases were renewed %u time(s)", k->renewals);
+    orch_vfd_free(k->vfd);
+    g_ptr_array_unref(k->vfs);
+    g_ptr_array_unref(k->ids);
+    g_free(k->lost);
+    g_mutex_clear(&k->lock);
+    g_cond_clear(&k->cond);
+    g_free(k);
+    m->keeper = NULL;
+}
+
 /* Ends the destination's leases: confirmed for the VFs the domain holds there, released for
  * the others (a failed or undone migration). Never fails the migration: an unconfirmed lease
  * expires by itself, and hotmigd sees a plugged VF as in use. Records releases as undo steps
  * when @undo. */
 static void leases_settle(Migration *m, gboolean undo)
 {
+    keeper_stop(m);
     for (guint i = 0; m->vfd && m->leases && i < m->leases->len; i++) {
         OrchVfdLease *lease = g_ptr_array_index(m->leases, i);
         g_autoptr(GError) err = NULL;
@@ -1131,6 +1242,19 @@ static gboolean do_plug(Migration *m, char **ret_detail, GError **error)
 
         if (!note(m, "plug", vf->alias, g_ptr_array_index(m->dest_xml, i), error))
             return FALSE;
+        /* The lease must still be ours: one lost under a long copy may hold another
+         * migration's VF, GUIDs and all, by now. */
+        if (m->keeper) {
+            OrchVfdLease *lease = g_ptr_array_index(m->leases, i);
+
+            if (lease->state == ORCH_VFD_STATE_LEASED &&
+                !orch_vfd_renew(m->vfd, lease->vf, lease->id, m->keeper->ttl_s, &local)) {
+                g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT,
+                            "The lease of VF %s on the destination was lost before the plug: %s",
+                            lease->vf, local->message);
+                return FALSE;
+            }
+        }
         for (attempt = 1; attempt <= attempts; attempt++) {
             g_clear_error(&local);
             if (m->dst->ops->device_attach(m->dst, m->opts->domain,
@@ -1311,6 +1435,8 @@ static gboolean run_target_vf(Migration *m, GError **error)
     else
         local = g_steal_pointer(&lease.error);
     side_clear(&lease);
+    if (ok)
+        keeper_start(m);
     return phase_finish(m, ORCH_PHASE_TARGET_VF, ok, detail, local, error);
 }
 
@@ -1612,6 +1738,7 @@ out:
         g_ptr_array_unref(m->src_vfs);
     if (m->leases)
         g_ptr_array_unref(m->leases);
+    keeper_stop(m);
     orch_vfd_free(m->vfd);
     orch_agent_free(m->agent);
     orch_agent_free(m->dst_agent);

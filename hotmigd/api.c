@@ -463,6 +463,34 @@ static OrchVfdReply *api_release(OrchVfdPool *pool, const char *vf, const char *
                      g_strdup_printf("VF '%.64s': lease %.64s released (or gone already)", vf, id));
 }
 
+/* POST /v1/leases/{vf}/{id}/renew {"ttl"?}: a migration that outlasts the lease's TTL keeps
+ * it (issue 15). */
+static OrchVfdReply *api_renew(OrchVfdPool *pool, const char *vf, const char *id,
+                               const char *body, gsize len)
+{
+    static const char *const known[] = {"ttl", NULL};
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonObject) obj = NULL;
+    OrchVfdReply *reply = NULL;
+    guint64 ttl = 0;
+
+    obj = body_object(body, len, known, &reply);
+    if (!obj)
+        return reply;
+    member_uint(obj, "ttl", 1, orch_vfd_pool_lease_ttl_max(pool), FALSE, &ttl, &reply);
+    if (reply)
+        return reply;
+    if (!orch_vfd_pool_renew(pool, vf, id, (guint)ttl, &error))
+        return reply_gerror(error);
+    json_builder_begin_object(b);
+    orch_json_member_string(b, "vf", vf);
+    orch_json_member_string(b, "id", id);
+    orch_json_member_bool(b, "renewed", TRUE);
+    json_builder_end_object(b);
+    return reply_json(200, b);
+}
+
 /* POST /v1/vfs/{vf}/left {"domain"}: the domain migrated away; its assigned lease ends. */
 static OrchVfdReply *api_left(OrchVfdPool *pool, const char *vf, const char *body, gsize len)
 {
@@ -896,6 +924,14 @@ static OrchVfdReply *route_release(const Call *c)
                    : api_release(c->api->pool, c->args[0], c->args[1], c->req->body, c->req->len);
 }
 
+static OrchVfdReply *route_renew(const Call *c)
+{
+    OrchVfdReply *refused = route_owner_refusal(c, c->args[0], c->args[1]);
+
+    return refused ? refused
+                   : api_renew(c->api->pool, c->args[0], c->args[1], c->req->body, c->req->len);
+}
+
 static OrchVfdReply *route_ib_identity(const Call *c)
 {
     OrchVfdReply *refused = route_owner_refusal(c, c->args[0], NULL);
@@ -962,6 +998,7 @@ static const Route api_routes[] = {
     {"GET", "vfs", ANY_ROLE, NEED_POOL, route_vfs, NULL},
     {"POST", "leases", ANY_ROLE, NEED_POOL, route_lease, NULL},
     {"POST", "leases/VF/ID/confirm", ANY_ROLE, NEED_POOL, route_confirm, NULL},
+    {"POST", "leases/VF/ID/renew", ANY_ROLE, NEED_POOL, route_renew, NULL},
     {"DELETE", "leases/VF/ID", ANY_ROLE, NEED_POOL, route_release, NULL},
     {"POST", "vfs/VF/ib-identity", ANY_ROLE, NEED_POOL, route_ib_identity, NULL},
     {"GET", "vfs/VF/identity/DOMAIN", ANY_ROLE, NEED_POOL, route_identity, NULL},

@@ -1710,11 +1710,42 @@ static gboolean daemon_open_pool(Hotmigd *daemon, GError **error)
     return TRUE;
 }
 
+/* Where the HTTPS API listens ([hotmigd] listen): "*" is every address; empty is the address
+ * of this host's own [host NAME] hotmigd URL when that is an IP address, else loopback (never
+ * every address by default: issue 15). Owned. */
+static char *daemon_listen_address(Hotmigd *daemon)
+{
+    const char *listen = hm_config_get_string(daemon->config, HM_CONFIG_HOTMIGD_LISTEN);
+
+    if (g_str_equal(listen, "*"))
+        return g_strdup("");
+    if (*listen)
+        return g_strdup(listen);
+    for (guint i = 0; i < daemon->hosts->len; i++) {
+        const HmConfigHost *h = g_ptr_array_index(daemon->hosts, i);
+        g_autoptr(GUri) uri = NULL;
+        g_autoptr(GInetAddress) inet = NULL;
+
+        if (!g_str_equal(h->name, daemon->name) || !h->hotmigd)
+            continue;
+        uri = g_uri_parse(h->hotmigd, G_URI_FLAGS_NONE, NULL);
+        inet = uri && g_uri_get_host(uri) ? g_inet_address_new_from_string(g_uri_get_host(uri))
+                                          : NULL;
+        if (inet)
+            return g_inet_address_to_string(inet);
+    }
+    return g_strdup("127.0.0.1");
+}
+
 static gboolean daemon_listen_https(Hotmigd *daemon, GError **error)
 {
     const HmConfig *config = daemon->config;
+    g_autofree char *listen = daemon_listen_address(daemon);
     OrchVfdServerConfig server_config = {
-        .listen = hm_config_get_string(config, HM_CONFIG_HOTMIGD_LISTEN),
+        .listen = listen,
+        .max_connections = hm_config_get_uint(config, HM_CONFIG_HOTMIGD_MAX_CONNECTIONS),
+        .handshake_timeout_s = hm_config_get_uint(config, HM_CONFIG_HOTMIGD_HANDSHAKE_TIMEOUT),
+        .idle_timeout_s = hm_config_get_uint(config, HM_CONFIG_HOTMIGD_IDLE_TIMEOUT),
         .port = hm_config_get_uint(config, HM_CONFIG_HOTMIGD_PORT),
         .cert = hm_config_get_string(config, HM_CONFIG_HOTMIGD_SERVER_CERT),
         .key = hm_config_get_string(config, HM_CONFIG_HOTMIGD_SERVER_KEY),

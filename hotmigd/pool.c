@@ -598,6 +598,36 @@ HotplugLease *orch_vfd_pool_confirm(OrchVfdPool *pool, const char *vf, const cha
     return pool_lease_get(pool, canonical, error);
 }
 
+gboolean orch_vfd_pool_renew(OrchVfdPool *pool, const char *vf, const char *id, guint ttl_s,
+                             GError **error)
+{
+    g_autofree char *canonical = NULL;
+    g_autoptr(GError) local = NULL;
+
+    g_return_val_if_fail(pool && vf && id, FALSE);
+
+    canonical = pool_configured(pool, vf, error);
+    if (!canonical)
+        return FALSE;
+    if (ttl_s > pool->lease_ttl_max_s) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                    "the time to live %u s is more than [hotmigd] lease-ttl-max (%u s)", ttl_s,
+                    pool->lease_ttl_max_s);
+        return FALSE;
+    }
+    if (!hotplug_lease_renew(pool->store, canonical, id, ttl_s ? ttl_s : pool->lease_ttl_s,
+                             &local)) {
+        g_set_error_literal(
+            error, ORCH_ERROR,
+            g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_STALE)     ? ORCH_ERROR_CONFLICT
+            : g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID) ? ORCH_ERROR_INVALID
+                                                                           : ORCH_ERROR_FAILED,
+            local->message);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 gboolean orch_vfd_pool_release(OrchVfdPool *pool, const char *vf, const char *id, GError **error)
 {
     g_autofree char *canonical = NULL;

@@ -150,6 +150,12 @@ HotplugLease *orch_vfd_pool_confirm(OrchVfdPool *pool, const char *vf, const cha
  * ORCH_ERROR_CONFLICT when the VF holds another lease. */
 gboolean orch_vfd_pool_release(OrchVfdPool *pool, const char *vf, const char *id, GError **error);
 
+/* Extends lease @id of @vf to @ttl_s seconds from now (1..lease_ttl_max; 0: the pool's
+ * lease_ttl_s) while its migration runs; an assigned lease is left as it is.
+ * ORCH_ERROR_CONFLICT when @id is not the VF's current lease (expired, released, another's). */
+gboolean orch_vfd_pool_renew(OrchVfdPool *pool, const char *vf, const char *id, guint ttl_s,
+                             GError **error);
+
 /* Domain @domain has left this host (migrated away): ends the ASSIGNED lease it held on @vf.
  * TRUE as well when @vf holds no lease (nothing to do). ORCH_ERROR_CONFLICT when the lease is
  * another domain's, or not confirmed yet (a migration in flight). */

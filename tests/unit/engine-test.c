@@ -43,6 +43,16 @@ typedef struct {
     GString *vfd_log;     /* "op vf;" for every hotmigd call */
     /* What the source's hotmigd knows its VF carries (GET /v1/vfs/VF/identity); 0: unknown. */
     guint64 src_node_guid, src_port_guid;
+    /* Leases that expire (issue 15, item 4): lease_ttl_s > 0 makes the destination's leases
+     * end that long after they were taken or renewed; migrate_sleep_ms makes the copy last,
+     * and half-way through another client tries to lease the VF (mid_copy_taken says whether
+     * it got it). The keeper renews from a thread of its own: lease_lock. */
+    guint lease_ttl_s;
+    GHashTable *lease_until; /* VF -> gint64 monotonic deadline */
+    GMutex lease_lock;
+    guint migrate_sleep_ms;
+    gboolean mid_copy_tried, mid_copy_taken;
+    guint renewals;
     const char *cpu_model; /* the domain's <cpu><model>, or NULL */
     const char *kernel;    /* the domain's <os><kernel>, or NULL */
     guint vfd_lease_seq;
@@ -146,6 +156,8 @@ static FakeWorld *world_new(gboolean hostdev, gboolean standin)
         g_ptr_array_add(w->devices, g_strdup(STANDIN_XML));
     w->next_hostdev = 1;
     w->leases = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    w->lease_until = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    g_mutex_init(&w->lease_lock);
     w->assigned = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     w->vfd_log = g_string_new(NULL);
     return w;
@@ -157,6 +169,8 @@ static void world_free(FakeWorld *w)
     g_ptr_array_unref(w->devices);
     g_free(w->last_plugged);
     g_hash_table_unref(w->leases);
+    g_hash_table_unref(w->lease_until);
+    g_mutex_clear(&w->lease_lock);
     g_hash_table_unref(w->assigned);
     g_string_free(w->vfd_log, TRUE);
     g_free(w);
@@ -302,6 +316,8 @@ static gboolean fake_device_attach(OrchVirt *v, const char *d, const char *xml, 
     return TRUE;
 }
 
+static OrchVfdState pool_state(FakeWorld *w, const char *vf);
+
 static gboolean fake_migrate(OrchVirt *v, const char *d, const char *dest_uri,
                              const OrchMigrateParams *p, OrchMigrateStats *s, GError **e)
 {
@@ -315,6 +331,26 @@ static gboolean fake_migrate(OrchVirt *v, const char *d, const char *dest_uri,
                         "cannot migrate a domain with <hostdev mode='subsystem' type='pci'>");
             return FALSE;
         }
+    }
+    if (w->migrate_sleep_ms) {
+        GHashTableIter it;
+        gpointer vf;
+
+        /* Half-way through the copy another client tries to lease the VF leased for it. */
+        g_usleep(w->migrate_sleep_ms * 1000 / 2);
+        g_mutex_lock(&w->lease_lock);
+        g_hash_table_iter_init(&it, w->leases);
+        if (g_hash_table_iter_next(&it, &vf, NULL)) {
+            g_autofree char *key = g_strdup(vf);
+
+            w->mid_copy_tried = TRUE;
+            if (pool_state(w, key) == ORCH_VFD_STATE_FREE) {
+                w->mid_copy_taken = TRUE;
+                g_hash_table_insert(w->leases, g_strdup(key), g_strdup("another-client"));
+            }
+        }
+        g_mutex_unlock(&w->lease_lock);
+        g_usleep(w->migrate_sleep_ms * 1000 / 2);
     }
     /* VIR_MIGRATE_PERSIST_DEST defines it there; else a definition there stays as it was. */
     if (p->persistent)
@@ -571,8 +607,28 @@ static gboolean vfd_fault(FakeVfd *f, const char *op, GError **error)
     return FALSE;
 }
 
+/* An unconfirmed lease whose time ran out is gone (lease_ttl_s). Called with lease_lock. */
+static void lease_expire(FakeWorld *w, const char *vf)
+{
+    gint64 *until = g_hash_table_lookup(w->lease_until, vf);
+
+    if (until && g_get_monotonic_time() >= *until && !g_hash_table_contains(w->assigned, vf)) {
+        g_hash_table_remove(w->leases, vf);
+        g_hash_table_remove(w->lease_until, vf);
+    }
+}
+
+static void lease_set_until(FakeWorld *w, const char *vf)
+{
+    gint64 *until = g_new(gint64, 1);
+
+    *until = g_get_monotonic_time() + (gint64)w->lease_ttl_s * G_TIME_SPAN_SECOND;
+    g_hash_table_insert(w->lease_until, g_strdup(vf), until);
+}
+
 static OrchVfdState pool_state(FakeWorld *w, const char *vf)
 {
+    lease_expire(w, vf);
     if (g_str_equal(vf, POOL_PCI[0]))
         return ORCH_VFD_STATE_IN_USE;
     if (g_hash_table_contains(w->assigned, vf))
@@ -652,6 +708,7 @@ static OrchVfdLease *fvfd_lease(OrchVfd *v, const OrchVfdLeaseRequest *req, GErr
 
     if (vfd_fault(f, "lease", e))
         return NULL;
+    g_mutex_lock(&f->world->lease_lock);
     if (req->vf) {
         gboolean known = g_str_equal(req->vf, POOL_STANDIN);
 
@@ -671,13 +728,46 @@ static OrchVfdLease *fvfd_lease(OrchVfd *v, const OrchVfdLeaseRequest *req, GErr
                 got = POOL_PCI[i];
     }
     if (!got) {
+        g_mutex_unlock(&f->world->lease_lock);
         g_set_error(e, ORCH_ERROR, ORCH_ERROR_CONFLICT, "no free VF for '%s'",
                     req->vf ? req->vf : "15b3:101e");
         return NULL;
     }
     id = g_strdup_printf("lease%u", ++f->world->vfd_lease_seq);
     g_hash_table_insert(f->world->leases, g_strdup(got), g_strdup(id));
-    return lease_new(got, id, ORCH_VFD_STATE_LEASED);
+    if (f->world->lease_ttl_s)
+        lease_set_until(f->world, got);
+    g_mutex_unlock(&f->world->lease_lock);
+    {
+        OrchVfdLease *lease = lease_new(got, id, ORCH_VFD_STATE_LEASED);
+
+        if (f->world->lease_ttl_s) {
+            lease->created = g_get_real_time() / G_USEC_PER_SEC;
+            lease->expires = lease->created + f->world->lease_ttl_s;
+        }
+        return lease;
+    }
+}
+
+static gboolean fvfd_renew(OrchVfd *v, const char *vf, const char *id, guint ttl_s, GError **e)
+{
+    FakeVfd *f = (FakeVfd *)v;
+    gboolean ok;
+
+    if (vfd_fault(f, "renew", e))
+        return FALSE;
+    g_mutex_lock(&f->world->lease_lock);
+    lease_expire(f->world, vf);
+    ok = g_strcmp0(g_hash_table_lookup(f->world->leases, vf), id) == 0;
+    if (ok && f->world->lease_ttl_s && !g_hash_table_contains(f->world->assigned, vf))
+        lease_set_until(f->world, vf);
+    if (ok)
+        f->world->renewals++;
+    g_mutex_unlock(&f->world->lease_lock);
+    if (!ok)
+        g_set_error(e, ORCH_ERROR, ORCH_ERROR_CONFLICT, "lease %s of VF '%s' is not current", id,
+                    vf);
+    return ok;
 }
 
 static OrchVfdLease *fvfd_confirm(OrchVfd *v, const char *vf, const char *id, GError **e)
@@ -790,6 +880,7 @@ static const OrchVfdOps fake_vfd_ops = {
     .lease = fvfd_lease,
     .confirm = fvfd_confirm,
     .release = fvfd_release,
+    .renew = fvfd_renew,
     .ib_identity = fvfd_ib_identity,
     .identity = fvfd_identity,
     .vfio = fvfd_vfio,
@@ -1329,6 +1420,50 @@ static void test_identity_unknown_to_host(void **state)
         fail_msg("unplug detail: %s", detail);
 }
 
+/* Issue 15, item 4: a 2 s lease under a 5 s copy. The migration renews it (a third of its TTL),
+ * so a second client's lease attempt mid-copy fails and the plug finds the lease still its
+ * own. Without the renewals the lease expired under the copy and the other client took the VF. */
+static void test_lease_renewed_under_long_copy(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    w->lease_ttl_s = 2;
+    w->migrate_sleep_ms = 5000;
+    options_for_test(&opts);
+    if (!orch_migrate(&opts, fake_open, &fo, &report, &error))
+        fail_msg("migration: %s", error->message);
+    assert_true(w->mid_copy_tried);
+    assert_false(w->mid_copy_taken);
+    assert_true(w->renewals >= 3);
+    assert_string_equal(w->where, "destination");
+}
+
+/* The lease is lost anyway (the keeper's renewals fail): the plug refuses a VF that may be
+ * another migration's by now, and the domain goes back with its VF. */
+static void test_lease_lost_before_plug(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
+    FakeOpen fo = {w, "vfd_renew"};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    w->lease_ttl_s = 1;
+    w->migrate_sleep_ms = 2500;
+    options_for_test(&opts);
+    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_int_equal(report->failed_phase, ORCH_PHASE_PLUG);
+    if (!strstr(error->message, "was lost before the plug"))
+        fail_msg("error: %s", error->message);
+    assert_true(w->mid_copy_taken);
+    assert_string_equal(w->where, "source");
+    assert_int_equal(world_count_vfs(w), 1);
+}
+
 /* A hostile guest answers inventory with 60 000 nested brackets (within the 64 KiB line
  * limit): the nesting is refused before json-glib sees it, the migration goes on without the
  * guest's view (issue 15, item 6). */
@@ -1713,6 +1848,8 @@ int main(void)
         cmocka_unit_test(test_agent_deep_nesting),
         cmocka_unit_test(test_identity_from_host_not_guest),
         cmocka_unit_test(test_identity_unknown_to_host),
+        cmocka_unit_test(test_lease_renewed_under_long_copy),
+        cmocka_unit_test(test_lease_lost_before_plug),
         cmocka_unit_test(test_resume_waits_for_one_under_way),
         cmocka_unit_test(test_identity_refused),
         cmocka_unit_test(test_no_free_vf),
