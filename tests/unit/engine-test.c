@@ -47,6 +47,7 @@ typedef struct {
      * end that long after they were taken or renewed; migrate_sleep_ms makes the copy last,
      * and half-way through another client tries to lease the VF (mid_copy_taken says whether
      * it got it). The keeper renews from a thread of its own: lease_lock. */
+    GMutex log_lock; /* vfd_log: the main thread, side work and the lease keeper write it */
     guint lease_ttl_s;
     GHashTable *lease_until; /* VF -> gint64 monotonic deadline */
     GMutex lease_lock;
@@ -158,6 +159,7 @@ static FakeWorld *world_new(gboolean hostdev, gboolean standin)
     w->leases = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     w->lease_until = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     g_mutex_init(&w->lease_lock);
+    g_mutex_init(&w->log_lock);
     w->assigned = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     w->vfd_log = g_string_new(NULL);
     return w;
@@ -171,6 +173,7 @@ static void world_free(FakeWorld *w)
     g_hash_table_unref(w->leases);
     g_hash_table_unref(w->lease_until);
     g_mutex_clear(&w->lease_lock);
+    g_mutex_clear(&w->log_lock);
     g_hash_table_unref(w->assigned);
     g_string_free(w->vfd_log, TRUE);
     g_free(w);
@@ -581,6 +584,18 @@ typedef struct {
     GHashTable *calls; /* op -> count */
 } FakeVfd;
 
+static void vfd_log_add(FakeWorld *w, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static void vfd_log_add(FakeWorld *w, const char *fmt, ...)
+{
+    va_list ap;
+
+    g_mutex_lock(&w->log_lock);
+    va_start(ap, fmt);
+    g_string_append_vprintf(w->vfd_log, fmt, ap);
+    va_end(ap);
+    g_mutex_unlock(&w->log_lock);
+}
+
 static gboolean vfd_fault(FakeVfd *f, const char *op, GError **error)
 {
     g_auto(GStrv) rules = f->fault ? g_strsplit(f->fault, ",", -1) : NULL;
@@ -588,7 +603,7 @@ static gboolean vfd_fault(FakeVfd *f, const char *op, GError **error)
     g_autofree char *name = g_strconcat("vfd_", op, NULL);
 
     g_hash_table_insert(f->calls, (gpointer)op, GUINT_TO_POINTER(n));
-    g_string_append_printf(f->world->vfd_log, "%s;", op);
+    vfd_log_add(f->world, "%s;", op);
     for (char **r = rules; r && *r; r++) {
         char *hash = strchr(*r, '#');
         char *at = strchr(*r, '@');
@@ -810,7 +825,7 @@ static gboolean fvfd_ib_identity(OrchVfd *v, const char *vf, guint64 node, guint
 
     if (vfd_fault(f, "ib_identity", e))
         return FALSE;
-    g_string_append_printf(f->world->vfd_log, "identity %s %016" G_GINT64_MODIFIER "x;", vf,
+    vfd_log_add(f->world, "identity %s %016" G_GINT64_MODIFIER "x;", vf,
                            node);
     *ret_note = g_str_equal(vf, POOL_STANDIN) ? g_strdup("skipped: a stand-in") : NULL;
     return TRUE;
@@ -823,7 +838,7 @@ static gboolean fvfd_identity(OrchVfd *v, const char *vf, const char *domain, gu
 
     if (vfd_fault(f, "identity", e))
         return FALSE;
-    g_string_append_printf(f->world->vfd_log, "host-identity %s@%s;", vf, v->url);
+    vfd_log_add(f->world, "host-identity %s@%s;", vf, v->url);
     if (!f->world->src_node_guid) {
         g_set_error(e, ORCH_ERROR, ORCH_ERROR_NOT_FOUND, "The GUIDs of VF '%s' are unknown", vf);
         return FALSE;
@@ -846,7 +861,7 @@ static gboolean fvfd_left(OrchVfd *v, const char *vf, const char *domain, GError
 
     if (vfd_fault(f, "left", e))
         return FALSE;
-    g_string_append_printf(f->world->vfd_log, "left %s@%s;", vf, v->url);
+    vfd_log_add(f->world, "left %s@%s;", vf, v->url);
     return TRUE;
 }
 
@@ -1365,7 +1380,9 @@ static void test_identity_carried(void **state)
     w->src_port_guid = 0x0002c90300a1b2c4;
     options_for_test(&opts);
     assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
-    assert_non_null(strstr(w->vfd_log->str, "lease;ib_identity;identity 0000:5e:02.2 0002c90300a1b2c3;"));
+    /* The source host's identity is asked for while the lease is taken: any order. */
+    assert_non_null(strstr(w->vfd_log->str, "lease;"));
+    assert_non_null(strstr(w->vfd_log->str, "ib_identity;identity 0000:5e:02.2 0002c90300a1b2c3;"));
     detail = report->phases[ORCH_PHASE_UNPLUG].detail;
     if (!strstr(detail, "node GUID 0002:c903:00a1:b2c3, port GUID 0002:c903:00a1:b2c4"))
         fail_msg("unplug detail: %s", detail);
