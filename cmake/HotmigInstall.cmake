@@ -18,7 +18,11 @@ install(FILES ${PROJECT_SOURCE_DIR}/man/hotmigd.8
 # hotmigd's API reference, for the operators who set up the daemons and their certificates,
 # and its failure-prediction hook (Alertmanager, the socket, the predictor command).
 install(FILES ${PROJECT_SOURCE_DIR}/docs/hotmigd.md ${PROJECT_SOURCE_DIR}/docs/alerts.md
+  ${PROJECT_SOURCE_DIR}/docs/hardware.md
   DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/hotmig COMPONENT hotmig)
+# The cluster's certificates, laid out as libvirt's PKI (docs/hardware.md, section 5).
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/contrib/hotmig-make-certs
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/hotmig COMPONENT hotmig)
 
 # bash-completion's own directory when its pkg-config file says where, else the usual one.
 pkg_get_variable(HM_BASH_COMPLETION_DIR bash-completion completionsdir)

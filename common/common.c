@@ -92,18 +92,30 @@ static const char *log_program = "hotmig";
 static gboolean log_verbose;
 static gboolean log_journald; /* stderr is the journal (a systemd service): keep the fields */
 
+/* hotmig's own log domains: none (the programs and most libraries), "hotmigd", "hotmig-*",
+ * "hm-*". Everything else (GLib-GIO's GSocketClient, GLib-Net, libsoup, json-glib) is a
+ * library's internal debug output. */
+static gboolean own_log_domain(const char *domain)
+{
+    return !domain || g_str_equal(domain, "hotmigd") || g_str_has_prefix(domain, "hotmig-") ||
+           g_str_has_prefix(domain, "hm-");
+}
+
 static GLogWriterOutput hm_log_writer(GLogLevelFlags level, const GLogField *fields,
                                       gsize n_fields, gpointer user_data)
 {
     const char *message = NULL;
     const char *domain = NULL;
 
-    if ((level & G_LOG_LEVEL_DEBUG) && !log_verbose) {
+    /* Debug messages: hotmig's own with --verbose; a library's only when G_MESSAGES_DEBUG
+     * names its domain (or "all"), the explicit debug switch. */
+    if (level & G_LOG_LEVEL_DEBUG) {
         for (gsize i = 0; i < n_fields; i++) {
             if (g_str_equal(fields[i].key, "GLIB_DOMAIN"))
                 domain = fields[i].value;
         }
-        if (g_log_writer_default_would_drop(level, domain))
+        if (!(log_verbose && own_log_domain(domain)) &&
+            g_log_writer_default_would_drop(level, domain))
             return G_LOG_WRITER_HANDLED;
     }
     if (log_journald &&

@@ -105,7 +105,9 @@ guint hm_deadline_remaining_ms(HmDeadline deadline);
 /* ---- logging ----------------------------------------------------------------------------- */
 
 /* Installs the log writer for programs: messages at @verbose or below go to stderr as
- * "PROGRAM: message"; debug messages only when @verbose or G_MESSAGES_DEBUG ask for them.
+ * "PROGRAM: message"; hotmig's own debug messages when @verbose or G_MESSAGES_DEBUG ask for
+ * them, a library's (GLib-GIO, GLib-Net, libsoup...) only when G_MESSAGES_DEBUG names its
+ * domain or "all": --verbose never prints GLib's internal debug lines.
  * When stderr is the systemd journal (a service), entries go to journald with their fields
  * (MIGRATION_ID, DOMAIN, VF, PHASE) so `journalctl DOMAIN=vm7` finds them.
  * Libraries never call this; they log with g_debug() and structured fields (HM_LOG_*). */

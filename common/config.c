@@ -1,6 +1,12 @@
 #include "common/config.h"
+#include "common/pci-address.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- the schema ---------------------------------------------------------------------------- */
 
@@ -118,11 +124,11 @@ static const HmConfigKeyInfo keys[] = {
          .doc = "CA certificate (PEM) that client certificates must chain to; clients without one are refused."},
     [HM_CONFIG_HOTMIGD_RUN_DIR] =
         {"hotmigd", "run-dir", HM_CONFIG_TYPE_STRING, .nonempty = TRUE, .def = "/run/hotmig",
-         .doc = "Directory of the VF lease lock files and the local socket."},
+         .doc = "Directory of the VF lease store (run-dir/leases: a lock file and a record per VF, kept across restarts of hotmigd, not reboots)."},
     [HM_CONFIG_HOTMIGD_STATE_DIR] =
         {"hotmigd", "state-dir", HM_CONFIG_TYPE_STRING, .nonempty = TRUE,
          .def = "/var/lib/hotmig",
-         .doc = "Directory of hotmigd's lasting state (confirmed leases, migration journals)."},
+         .doc = "Directory of hotmigd's lasting state: the journals of the migrations it runs (migrate-vm --recover). Leases are in run-dir."},
     [HM_CONFIG_HOTMIGD_SOCKET] =
         {"hotmigd", "socket", HM_CONFIG_TYPE_STRING, .nonempty = TRUE,
          .def = "/run/hotmig/hotmigd.sock",
@@ -179,8 +185,11 @@ static const HmConfigKeyInfo keys[] = {
         {"scheduler", "min-stay", HM_CONFIG_TYPE_UINT, 0, 7 * 24 * 3600, .def = "600",
          .doc = "Seconds a migrated VM stays put before a consolidation or balance plan moves it again (drains and evacuations ignore it)."},
     [HM_CONFIG_SCHEDULER_BANDWIDTH] =
-        {"scheduler", "bandwidth", HM_CONFIG_TYPE_UINT, 1, 1000000, .def = "1000",
+        {"scheduler", "bandwidth", HM_CONFIG_TYPE_UINT, 1, 1000000, .def = "1250",
          .doc = "MiB/s a migration is assumed to move, for the predicted durations of plans and evacuation deadlines."},
+    [HM_CONFIG_SCHEDULER_HOST_VALUE] =
+        {"scheduler", "host-value", HM_CONFIG_TYPE_UINT, 0, 1000000, .def = "64",
+         .doc = "Migrations a consolidation may spend to free one host: it frees a host only when that costs at most this many more migrations (--host-value)."},
     [HM_CONFIG_ALERTS_LISTEN] =
         {"alerts", "listen", HM_CONFIG_TYPE_STRING, .def = "127.0.0.1",
          .doc = "Address of the plain-HTTP listener for the Alertmanager webhook (POST /v1/alerts/alertmanager) and /metrics."},
@@ -395,6 +404,30 @@ const HmConfigHost *hm_config_find_host(const HmConfig *config, const char *name
     return NULL;
 }
 
+gboolean hm_config_key_equal(const HmConfig *a, const HmConfig *b, HmConfigKey key)
+{
+    g_return_val_if_fail(a && b && key < HM_CONFIG_KEY_LAST, FALSE);
+    if (keys[key].type == HM_CONFIG_TYPE_STRING || keys[key].type == HM_CONFIG_TYPE_ENUM)
+        return g_str_equal(a->strings[key], b->strings[key]);
+    return a->numbers[key] == b->numbers[key];
+}
+
+gboolean hm_config_hosts_equal(const HmConfig *a, const HmConfig *b)
+{
+    g_return_val_if_fail(a && b, FALSE);
+    if (a->hosts->len != b->hosts->len)
+        return FALSE;
+    for (guint i = 0; i < a->hosts->len; i++) {
+        const HmConfigHost *x = g_ptr_array_index(a->hosts, i);
+        const HmConfigHost *y = g_ptr_array_index(b->hosts, i);
+
+        if (!g_str_equal(x->name, y->name) || !g_str_equal(x->uri, y->uri) ||
+            g_strcmp0(x->hotmigd, y->hotmigd) != 0)
+            return FALSE;
+    }
+    return TRUE;
+}
+
 guint hm_config_get_line(const HmConfig *config, HmConfigKey key)
 {
     g_return_val_if_fail(config && key < HM_CONFIG_KEY_LAST, 0);
@@ -429,23 +462,71 @@ static char *config_group_keys(const char *group)
     return g_string_free(g_steal_pointer(&list), FALSE);
 }
 
-static gboolean config_fail(GError **error, const char *name, guint line, const char *fmt, ...)
-    G_GNUC_PRINTF(4, 5);
-static gboolean config_fail(GError **error, const char *name, guint line, const char *fmt, ...)
+/* Every problem found in a file, so that one run of 'config check' reports them all. */
+#define HM_CONFIG_PROBLEMS_MAX 50
+
+typedef struct {
+    const char *name; /* the file, in messages */
+    GPtrArray *messages;
+    guint more; /* problems beyond HM_CONFIG_PROBLEMS_MAX */
+} ConfigProblems;
+
+static void config_problems_clear(ConfigProblems *problems)
+{
+    g_clear_pointer(&problems->messages, g_ptr_array_unref);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(ConfigProblems, config_problems_clear)
+
+static void config_problems_init(ConfigProblems *problems, const char *name)
+{
+    problems->name = name;
+    problems->messages = g_ptr_array_new_with_free_func(g_free);
+    problems->more = 0;
+}
+
+/* Notes "NAME:LINE: message" (LINE 0: "NAME: message"). */
+static void config_problem(ConfigProblems *problems, guint line, const char *fmt, ...)
+    G_GNUC_PRINTF(3, 4);
+static void config_problem(ConfigProblems *problems, guint line, const char *fmt, ...)
 {
     g_autofree char *msg = NULL;
     va_list ap;
 
+    if (problems->messages->len >= HM_CONFIG_PROBLEMS_MAX) {
+        problems->more++;
+        return;
+    }
     va_start(ap, fmt);
     msg = g_strdup_vprintf(fmt, ap);
     va_end(ap);
-    g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID, "%s:%u: %s", name, line, msg);
+    g_ptr_array_add(problems->messages,
+                    line ? g_strdup_printf("%s:%u: %s", problems->name, line, msg)
+                         : g_strdup_printf("%s: %s", problems->name, msg));
+}
+
+/* FALSE with one HM_COMMON_ERROR_INVALID listing every problem, one per line; TRUE when none. */
+static gboolean config_problems_report(const ConfigProblems *problems, GError **error)
+{
+    g_autoptr(GString) text = NULL;
+
+    if (!problems->messages->len)
+        return TRUE;
+    text = g_string_new(NULL);
+    for (guint i = 0; i < problems->messages->len; i++)
+        g_string_append_printf(text, "%s%s", i ? "\n" : "",
+                               (const char *)g_ptr_array_index(problems->messages, i));
+    if (problems->more)
+        g_string_append_printf(text, "\n%s: %u more problems not shown", problems->name,
+                               problems->more);
+    g_set_error_literal(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID, text->str);
     return FALSE;
 }
 
 /* The line-level pass: every line is blank, a comment, a known [group] or a known key of the
  * current group, each set once. GKeyFile is more lenient and does not say where it failed,
- * so this pass finds the line; GKeyFile then reads the values (escapes). Fills @key_lines. */
+ * so this pass finds the line; GKeyFile then reads the values (escapes). Fills @key_lines.
+ * A bad line is noted in @problems and the scan goes on; @clean receives the file with every
+ * bad line (and every key of a bad group) blanked, line numbers kept, for GKeyFile. */
 #define HM_CONFIG_HOST_PREFIX "host "
 #define HM_CONFIG_HOSTS_MAX 4096
 
@@ -494,13 +575,26 @@ static gboolean config_host_set(HmConfigHost *host, const char *key, const char 
     return TRUE;
 }
 
-static gboolean config_scan(const char *data, gsize len, const char *name, guint *key_lines,
-                            GPtrArray *hosts, GError **error)
+/* A '#' after white space inside a value: an operator's trailing comment, which GKeyFile would
+ * keep as part of the value ('name = node01 # this host' names 'node01 # this host'). Refused
+ * rather than stripped: a '#' is data in a URL or a command, and a silent cut is worse. */
+static const char *config_trailing_comment(const char *value)
+{
+    for (const char *p = value; *p; p++) {
+        if (*p == '#' && p > value && g_ascii_isspace(p[-1]))
+            return p;
+    }
+    return NULL;
+}
+
+static gboolean config_scan(const char *data, gsize len, guint *key_lines, GPtrArray *hosts,
+                            GString *clean, ConfigProblems *problems)
 {
     HmConfigHost *host = NULL; /* the current [host NAME] group, borrowed from @hosts */
     guint host_key_lines[3] = {0};
     g_autoptr(GHashTable) seen_groups = g_hash_table_new(g_str_hash, g_str_equal);
     g_autofree char *group = NULL;
+    gboolean bad_group = FALSE; /* the current group's header was refused: skip its keys */
     gsize pos = 0;
     guint lineno = 0;
 
@@ -510,100 +604,144 @@ static gboolean config_scan(const char *data, gsize len, const char *name, guint
 
         for (gsize i = 0; i < at; i++)
             nul_line += data[i] == '\n';
-        return config_fail(error, name, nul_line, "contains a NUL byte");
+        config_problem(problems, nul_line, "contains a NUL byte");
+        return FALSE; /* the lines cannot be told apart: nothing more to say */
     }
     while (pos < len) {
         const char *start = data + pos;
         const char *nl = memchr(start, '\n', len - pos);
         gsize n = nl ? (gsize)(nl - start) : len - pos;
         g_autofree char *line = g_strndup(start, n);
+        gboolean keep = FALSE;
         char *s;
         char *eq;
 
         pos += n + (nl ? 1 : 0);
         lineno++;
-        if (!g_utf8_validate(line, -1, NULL))
-            return config_fail(error, name, lineno, "not valid UTF-8");
+        if (!g_utf8_validate(line, -1, NULL)) {
+            config_problem(problems, lineno, "not valid UTF-8");
+            goto next;
+        }
         s = g_strstrip(line);
         if (!*s || *s == '#')
-            continue;
+            goto next;
         if (*s == '[') {
             char *end = strchr(s, ']');
 
-            if (!end || end[1] != '\0' || end == s + 1 || strchr(s + 1, '['))
-                return config_fail(error, name, lineno,
-                                   "'%s' is not a group header like '[migrate]'", s);
-            *end = '\0';
             host = NULL;
+            bad_group = TRUE;
+            g_clear_pointer(&group, g_free);
+            if (!end || end[1] != '\0' || end == s + 1 || strchr(s + 1, '[')) {
+                config_problem(problems, lineno, "'%s' is not a group header like '[migrate]'",
+                               s);
+                goto next;
+            }
+            *end = '\0';
             if (g_str_has_prefix(s + 1, HM_CONFIG_HOST_PREFIX)) {
                 const char *hname = s + 1 + strlen(HM_CONFIG_HOST_PREFIX);
+                const HmConfigHost *twin = NULL;
 
-                if (!config_host_name_valid(hname))
-                    return config_fail(error, name, lineno,
-                                       "'[%s]': host name '%s' may hold only letters, digits, '-', '_' and '.'",
-                                       s + 1, hname);
-                for (guint i = 0; i < hosts->len; i++) {
-                    const HmConfigHost *other = g_ptr_array_index(hosts, i);
-
-                    if (g_str_equal(other->name, hname))
-                        return config_fail(error, name, lineno,
-                                           "group '[%s]' appears twice (first on line %u)", s + 1,
-                                           other->line);
+                if (!config_host_name_valid(hname)) {
+                    config_problem(problems, lineno,
+                                   "'[%s]': host name '%s' may hold only letters, digits, '-', '_' and '.'",
+                                   s + 1, hname);
+                    goto next;
                 }
-                if (hosts->len >= HM_CONFIG_HOSTS_MAX)
-                    return config_fail(error, name, lineno, "more than %d [host NAME] groups",
-                                       HM_CONFIG_HOSTS_MAX);
+                for (guint i = 0; i < hosts->len && !twin; i++) {
+                    if (g_str_equal(((const HmConfigHost *)g_ptr_array_index(hosts, i))->name,
+                                    hname))
+                        twin = g_ptr_array_index(hosts, i);
+                }
+                if (twin) {
+                    config_problem(problems, lineno,
+                                   "group '[%s]' appears twice (first on line %u)", s + 1,
+                                   twin->line);
+                    goto next;
+                }
+                if (hosts->len >= HM_CONFIG_HOSTS_MAX) {
+                    config_problem(problems, lineno, "more than %d [host NAME] groups",
+                                   HM_CONFIG_HOSTS_MAX);
+                    goto next;
+                }
                 host = g_new0(HmConfigHost, 1);
                 host->name = g_strdup(hname);
                 host->line = lineno;
                 g_ptr_array_add(hosts, host);
                 host_key_lines[0] = host_key_lines[1] = host_key_lines[2] = 0;
-                g_free(group);
-                group = g_strdup(s + 1);
-                continue;
-            }
-            if (!g_strv_contains(groups, s + 1)) {
+            } else if (!g_strv_contains(groups, s + 1)) {
                 g_autofree char *list = g_strjoinv("], [", (char **)groups);
 
-                return config_fail(error, name, lineno,
-                                   "unknown group '[%s]' (known: [%s], [host NAME])", s + 1, list);
+                config_problem(problems, lineno, "unknown group '[%s]' (known: [%s], [host NAME])",
+                               s + 1, list);
+                goto next;
+            } else if (g_hash_table_contains(seen_groups, s + 1)) {
+                config_problem(problems, lineno, "group '[%s]' appears twice", s + 1);
+                goto next;
+            } else {
+                for (int g = 0; groups[g]; g++) {
+                    if (g_str_equal(groups[g], s + 1))
+                        g_hash_table_add(seen_groups, (gpointer)groups[g]);
+                }
             }
-            if (g_hash_table_contains(seen_groups, s + 1))
-                return config_fail(error, name, lineno, "group '[%s]' appears twice", s + 1);
-            g_free(group);
             group = g_strdup(s + 1);
-            for (int g = 0; groups[g]; g++) {
-                if (g_str_equal(groups[g], group))
-                    g_hash_table_add(seen_groups, (gpointer)groups[g]);
-            }
-            continue;
+            bad_group = FALSE;
+            keep = TRUE;
+            goto next;
         }
         eq = strchr(s, '=');
-        if (!eq)
-            return config_fail(error, name, lineno,
-                               "'%s' is not 'key = value', a '[group]' or a '#' comment", s);
+        if (!eq) {
+            config_problem(problems, lineno,
+                           "'%s' is not 'key = value', a '[group]' or a '#' comment", s);
+            goto next;
+        }
         *eq = '\0';
         g_strchomp(s);
-        if (!group)
-            return config_fail(error, name, lineno, "key '%s' comes before any '[group]'", s);
-        if (strchr(s, '['))
-            return config_fail(error, name, lineno, "[%s] %s: localized keys are not supported",
-                               group, s);
+        if (bad_group)
+            goto next; /* the header's problem is reported; its keys would only repeat it */
+        if (!group) {
+            config_problem(problems, lineno, "key '%s' comes before any '[group]'", s);
+            goto next;
+        }
+        if (strchr(s, '[')) {
+            config_problem(problems, lineno, "[%s] %s: localized keys are not supported", group,
+                           s);
+            goto next;
+        }
+        {
+            const char *value = eq + 1;
+            const char *hash = config_trailing_comment(value);
+
+            if (hash) {
+                g_autofree char *whole = g_strstrip(g_strdup(value));
+                g_autofree char *bare = g_strstrip(g_strndup(value, hash - value));
+
+                config_problem(problems, lineno,
+                               "[%s] %s: '%s' ends in a comment: '#' starts a comment only at the start of a line (write '%s = %s' and the comment above it)",
+                               group, s, whole, s, bare);
+                goto next;
+            }
+        }
         if (host) {
             int hk = g_str_equal(s, "uri")        ? 0
                      : g_str_equal(s, "hotmigd")  ? 1
                      : g_str_equal(s, "identity") ? 2
                                                   : -1;
 
-            if (hk < 0)
-                return config_fail(error, name, lineno,
-                                   "[%s] unknown key '%s' (known: uri, hotmigd, identity)", group,
-                                   s);
-            if (host_key_lines[hk])
-                return config_fail(error, name, lineno, "[%s] %s: set twice (first on line %u)",
-                                   group, s, host_key_lines[hk]);
+            if (hk < 0) {
+                config_problem(problems, lineno, "[%s] unknown key '%s' (known: uri, hotmigd, identity)",
+                               group, s);
+                goto next;
+            }
+            if (host_key_lines[hk]) {
+                config_problem(problems, lineno, "[%s] %s: set twice (first on line %u)", group,
+                               s, host_key_lines[hk]);
+                goto next;
+            }
             host_key_lines[hk] = lineno;
-            continue;
+            if (hk == 0)
+                host->uri_line = lineno;
+            keep = TRUE;
+            goto next;
         }
         {
             int key = config_find_key(group, s);
@@ -611,14 +749,22 @@ static gboolean config_scan(const char *data, gsize len, const char *name, guint
             if (key < 0) {
                 g_autofree char *list = config_group_keys(group);
 
-                return config_fail(error, name, lineno, "[%s] unknown key '%s' (known: %s)", group,
-                                   s, list);
+                config_problem(problems, lineno, "[%s] unknown key '%s' (known: %s)", group, s,
+                               list);
+                goto next;
             }
-            if (key_lines[key])
-                return config_fail(error, name, lineno, "[%s] %s: set twice (first on line %u)",
-                                   group, s, key_lines[key]);
+            if (key_lines[key]) {
+                config_problem(problems, lineno, "[%s] %s: set twice (first on line %u)", group,
+                               s, key_lines[key]);
+                goto next;
+            }
             key_lines[key] = lineno;
+            keep = TRUE;
         }
+    next:
+        if (keep)
+            g_string_append_len(clean, start, n);
+        g_string_append_c(clean, '\n');
     }
     return TRUE;
 }
@@ -628,6 +774,8 @@ HmConfig *hm_config_load_data(const char *data, gsize len, const char *name, GEr
     g_autoptr(HmConfig) config = hm_config_new();
     g_autoptr(GKeyFile) kf = g_key_file_new();
     g_autoptr(GError) local = NULL;
+    g_autoptr(GString) clean = g_string_new(NULL);
+    g_auto(ConfigProblems) problems = {0};
     guint key_lines[HM_CONFIG_KEY_LAST] = {0};
 
     g_return_val_if_fail(data != NULL || len == 0, NULL);
@@ -638,11 +786,16 @@ HmConfig *hm_config_load_data(const char *data, gsize len, const char *name, GEr
                     "%s: larger than the limit of %d bytes", name, HM_CONFIG_MAX_BYTES);
         return NULL;
     }
-    if (!config_scan(data ? data : "", len, name, key_lines, config->hosts, error))
+    config_problems_init(&problems, name);
+    if (!config_scan(data ? data : "", len, key_lines, config->hosts, clean, &problems)) {
+        config_problems_report(&problems, error);
         return NULL;
-    if (len && !g_key_file_load_from_data(kf, data, len, G_KEY_FILE_NONE, &local)) {
-        g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID, "%s: %s", name,
-                    local->message);
+    }
+    /* Only the lines the scan accepted: GKeyFile then reads every value it kept. */
+    if (clean->len && !g_key_file_load_from_data(kf, clean->str, clean->len, G_KEY_FILE_NONE,
+                                                 &local)) {
+        config_problem(&problems, 0, "%s", local->message);
+        config_problems_report(&problems, error);
         return NULL;
     }
     for (int k = 0; k < HM_CONFIG_KEY_LAST; k++) {
@@ -653,14 +806,16 @@ HmConfig *hm_config_load_data(const char *data, gsize len, const char *name, GEr
         /* GKeyFile returns the raw text and sets the error for a bad escape sequence. */
         value = g_key_file_get_string(kf, keys[k].group, keys[k].name, &local);
         if (!value || local) {
-            config_fail(error, name, key_lines[k], "[%s] %s: %s", keys[k].group, keys[k].name,
-                        local->message);
-            return NULL;
+            config_problem(&problems, key_lines[k], "[%s] %s: %s", keys[k].group, keys[k].name,
+                           local->message);
+            g_clear_error(&local);
+            continue;
         }
         if (!config_set(config, k, value, &local)) {
-            config_fail(error, name, key_lines[k], "[%s] %s: %s", keys[k].group, keys[k].name,
-                        local->message);
-            return NULL;
+            config_problem(&problems, key_lines[k], "[%s] %s: %s", keys[k].group, keys[k].name,
+                           local->message);
+            g_clear_error(&local);
+            continue;
         }
         config->lines[k] = key_lines[k];
     }
@@ -676,16 +831,16 @@ HmConfig *hm_config_load_data(const char *data, gsize len, const char *name, GEr
                 continue;
             value = g_key_file_get_string(kf, group, host_keys[k], &local);
             if (!value || !config_host_set(host, host_keys[k], value, &local)) {
-                config_fail(error, name, host->line, "[%s] %s: %s", group, host_keys[k],
-                            local->message);
-                return NULL;
+                config_problem(&problems, k == 0 ? host->uri_line : host->line, "[%s] %s: %s",
+                               group, host_keys[k], local->message);
+                g_clear_error(&local);
             }
         }
-        if (!host->uri) {
-            config_fail(error, name, host->line, "[%s] has no 'uri' key", group);
-            return NULL;
-        }
+        if (!host->uri_line)
+            config_problem(&problems, host->line, "[%s] has no 'uri' key", group);
     }
+    if (!config_problems_report(&problems, error))
+        return NULL;
     config->path = g_strdup(name);
     return g_steal_pointer(&config);
 }
@@ -700,6 +855,192 @@ HmConfig *hm_config_load(const char *path, GError **error)
     if (!hm_file_read_limited(path, HM_CONFIG_MAX_BYTES, &data, &len, error))
         return NULL;
     return hm_config_load_data(data, len, path, error);
+}
+
+HmConfig *hm_config_open(const char *path, GError **error)
+{
+    const char *env = g_getenv(HM_CONFIG_ENV);
+
+    if (path)
+        return hm_config_load(path, error);
+    if (env && *env)
+        return hm_config_load(env, error);
+    if (g_file_test(HM_CONFIG_PATH_DEFAULT, G_FILE_TEST_EXISTS))
+        return hm_config_load(HM_CONFIG_PATH_DEFAULT, error);
+    return hm_config_new();
+}
+
+/* ---- meaning ------------------------------------------------------------------------------- */
+
+/* The keys naming a file the programs read: they must exist and be readable. */
+static const HmConfigKey file_keys[] = {
+    HM_CONFIG_MIGRATE_CLIENT_CERT, HM_CONFIG_MIGRATE_CLIENT_KEY, HM_CONFIG_MIGRATE_CA_CERT,
+    HM_CONFIG_HOTMIGD_SERVER_CERT, HM_CONFIG_HOTMIGD_SERVER_KEY, HM_CONFIG_HOTMIGD_CA_CERT,
+    HM_CONFIG_ALERTS_TOKEN_FILE,
+};
+
+/* The keys holding a libvirt URI (empty: libvirt's default) and an IP address to listen on
+ * (empty: every address); the keys holding comma-separated PCI addresses. */
+static const HmConfigKey uri_keys[] = {HM_CONFIG_MIGRATE_CONNECT, HM_CONFIG_HOTMIGD_CONNECT};
+static const HmConfigKey listen_keys[] = {HM_CONFIG_HOTMIGD_LISTEN, HM_CONFIG_ALERTS_LISTEN};
+static const HmConfigKey pci_keys[] = {HM_CONFIG_POOL_PFS, HM_CONFIG_POOL_VFS};
+
+/* libvirt's remote transports (virConnectOpen: "driver[+transport]://[user@][host][:port]/path"). */
+static const char *const uri_transports[] = {"tls",  "tcp", "unix", "ssh", "libssh",
+                                             "libssh2", "ext", NULL};
+
+/* Where @key was set, for a message: "FILE:LINE: [group] key" or "FILE: [group] key (default)". */
+static void config_key_problem(ConfigProblems *problems, const HmConfig *config, HmConfigKey key,
+                               const char *fmt, ...) G_GNUC_PRINTF(4, 5);
+static void config_key_problem(ConfigProblems *problems, const HmConfig *config, HmConfigKey key,
+                               const char *fmt, ...)
+{
+    g_autofree char *msg = NULL;
+    va_list ap;
+
+    va_start(ap, fmt);
+    msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    config_problem(problems, config->lines[key], "[%s] %s%s: %s", keys[key].group, keys[key].name,
+                   config->lines[key] ? "" : " (default)", msg);
+}
+
+/* Checks that @uri is a libvirt URI, "driver[+transport]://[host]/path"; with @need_server,
+ * that it names a server. FALSE with the reason only. */
+static gboolean config_uri_check(const char *uri, gboolean need_server, GError **error)
+{
+    g_autoptr(GUri) parsed = NULL;
+    g_autoptr(GError) local = NULL;
+    const char *scheme, *plus;
+
+    parsed = g_uri_parse(uri, G_URI_FLAGS_NONE, &local);
+    if (!parsed || !g_uri_get_host(parsed)) {
+        g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID,
+                    "'%s' is not a libvirt URI like 'qemu+tls://node02/system'", uri);
+        return FALSE;
+    }
+    scheme = g_uri_get_scheme(parsed);
+    plus = strchr(scheme, '+');
+    if (plus && !g_strv_contains(uri_transports, plus + 1)) {
+        g_autofree char *list = g_strjoinv(", ", (char **)uri_transports);
+
+        g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID,
+                    "'%s': unknown transport '%s' (libvirt knows %s)", uri, plus + 1, list);
+        return FALSE;
+    }
+    if (need_server && !*g_uri_get_host(parsed)) {
+        g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID,
+                    "'%s' names no server (a cluster host is reached over the network, e.g. 'qemu+tls://node02/system')",
+                    uri);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static void config_check_file(ConfigProblems *problems, const HmConfig *config, HmConfigKey key)
+{
+    const char *path = config->strings[key];
+    struct stat st;
+    int fd;
+
+    if (!*path)
+        return; /* an optional file, not set */
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        int errsv = errno;
+
+        config_key_problem(problems, config, key, "cannot read '%s': %s", path,
+                           g_strerror(errsv));
+        return;
+    }
+    if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode))
+        config_key_problem(problems, config, key, "'%s' is not a regular file", path);
+    close(fd);
+}
+
+gboolean hm_config_check(const HmConfig *config, HmConfigCheckFlags flags, GError **error)
+{
+    g_auto(ConfigProblems) problems = {0};
+    const char *name;
+
+    g_return_val_if_fail(config != NULL, FALSE);
+
+    config_problems_init(&problems, config->path ? config->path : "defaults");
+    if (!(flags & HM_CONFIG_CHECK_SKIP_FILES)) {
+        for (gsize i = 0; i < G_N_ELEMENTS(file_keys); i++) {
+            /* The token is read only by the alert listener, which port 0 turns off. */
+            if (file_keys[i] == HM_CONFIG_ALERTS_TOKEN_FILE &&
+                !config->numbers[HM_CONFIG_ALERTS_PORT])
+                continue;
+            config_check_file(&problems, config, file_keys[i]);
+        }
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(uri_keys); i++) {
+        g_autoptr(GError) local = NULL;
+        const char *uri = config->strings[uri_keys[i]];
+
+        if (*uri && !config_uri_check(uri, FALSE, &local))
+            config_key_problem(&problems, config, uri_keys[i], "%s", local->message);
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(listen_keys); i++) {
+        const char *addr = config->strings[listen_keys[i]];
+        guchar buf[sizeof(struct in6_addr)];
+
+        if (*addr && inet_pton(AF_INET, addr, buf) != 1 && inet_pton(AF_INET6, addr, buf) != 1)
+            config_key_problem(&problems, config, listen_keys[i],
+                               "'%s' is not an IP address (IPv4 or IPv6; empty: every address)",
+                               addr);
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(pci_keys); i++) {
+        g_auto(GStrv) items = hm_config_get_list(config, pci_keys[i]);
+
+        for (char **p = items; *p; p++) {
+            g_autoptr(GError) local = NULL;
+
+            if (!hm_pci_address_parse(*p, NULL, &local))
+                config_key_problem(&problems, config, pci_keys[i], "%s", local->message);
+        }
+    }
+    for (guint i = 0; i < config->hosts->len; i++) {
+        const HmConfigHost *host = g_ptr_array_index(config->hosts, i);
+        g_autoptr(GError) local = NULL;
+
+        if (!config_uri_check(host->uri, TRUE, &local)) {
+            config_problem(&problems, host->uri_line, "[host %s] uri: %s", host->name,
+                           local->message);
+            continue;
+        }
+        for (guint j = 0; j < i; j++) {
+            const HmConfigHost *other = g_ptr_array_index(config->hosts, j);
+
+            if (g_str_equal(other->uri, host->uri)) {
+                config_problem(&problems, host->uri_line,
+                               "[host %s] uri: '%s' is also the uri of [host %s] (line %u): two hosts cannot share one",
+                               host->name, host->uri, other->name, other->uri_line);
+                break;
+            }
+        }
+        if (host->hotmigd) {
+            g_autoptr(GUri) url = g_uri_parse(host->hotmigd, G_URI_FLAGS_NONE, NULL);
+
+            if (!url || !g_uri_get_host(url) || !*g_uri_get_host(url))
+                config_problem(&problems, host->line,
+                               "[host %s] hotmigd: '%s' is not a URL like 'https://node02:16680'",
+                               host->name, host->hotmigd);
+        }
+    }
+    name = config->strings[HM_CONFIG_HOTMIGD_NAME];
+    if (*name && !hm_config_find_host(config, name)) {
+        g_autoptr(GString) known = g_string_new(NULL);
+
+        for (guint i = 0; i < config->hosts->len; i++)
+            g_string_append_printf(known, "%s%s", i ? ", " : "",
+                                   ((const HmConfigHost *)g_ptr_array_index(config->hosts, i))->name);
+        config_key_problem(&problems, config, HM_CONFIG_HOTMIGD_NAME,
+                           "'%s' names no [host NAME] group (%s%s)", name,
+                           known->len ? "known: " : "the file has none", known->str);
+    }
+    return config_problems_report(&problems, error);
 }
 
 /* ---- output -------------------------------------------------------------------------------- */

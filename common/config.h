@@ -3,7 +3,9 @@
  * Every key is declared once, in config.c, with its type, range, default and one line of
  * documentation; the commented sample (etc/hotmig.conf.sample) is generated from that table
  * and a test keeps the two equal. A file is checked strictly: a syntax error, an unknown group
- * or key, a key set twice and a value out of range are errors naming FILE:LINE and the key. */
+ * or key, a key set twice, a value out of range and a value ending in a '# comment' are errors
+ * naming FILE:LINE and the key; loading reports every such error, one per line of the message.
+ * hm_config_check() then checks what the values mean. */
 #pragma once
 
 #include <glib.h>
@@ -14,6 +16,8 @@ G_BEGIN_DECLS
 
 #define HM_CONFIG_PATH_DEFAULT "/etc/hotmig/hotmig.conf"
 #define HM_CONFIG_MAX_BYTES (64 * 1024)
+/* The environment variable naming the file when no --config is given. */
+#define HM_CONFIG_ENV "HOTMIG_CONFIG"
 
 /* The keys, in the order of the sample file. */
 typedef enum {
@@ -64,6 +68,7 @@ typedef enum {
     HM_CONFIG_SCHEDULER_TOTAL,
     HM_CONFIG_SCHEDULER_MIN_STAY,
     HM_CONFIG_SCHEDULER_BANDWIDTH,
+    HM_CONFIG_SCHEDULER_HOST_VALUE,
     HM_CONFIG_ALERTS_LISTEN,
     HM_CONFIG_ALERTS_PORT,
     HM_CONFIG_ALERTS_TOKEN_FILE,
@@ -95,6 +100,26 @@ HmConfig *hm_config_load(const char *path, GError **error);
 /* The same for @len bytes of @data; @name stands for the file in messages. */
 HmConfig *hm_config_load_data(const char *data, gsize len, const char *name, GError **error);
 
+/* The configuration a program uses: @path when not NULL, else $HOTMIG_CONFIG when set and not
+ * empty, else HM_CONFIG_PATH_DEFAULT when it exists, else the defaults. Owned; NULL with
+ * @error when the file named or present cannot be used. */
+HmConfig *hm_config_open(const char *path, GError **error);
+
+typedef enum {
+    HM_CONFIG_CHECK_DEFAULT = 0,
+    HM_CONFIG_CHECK_SKIP_FILES = 1 << 0, /* do not open the certificate, key and token files */
+} HmConfigCheckFlags;
+
+/* Checks what a loaded @config means, beyond its syntax: the certificate, key, CA and token
+ * files (set or default; the token only with an [alerts] port) exist and are readable regular
+ * files; libvirt URIs parse
+ * (driver[+transport]://[server]/path, a known transport; a [host NAME] uri names a server);
+ * [pool] addresses are PCI addresses; each listen is an IP address; [hotmigd] name names a
+ * [host NAME] group; no two hosts share a uri; a host's hotmigd is a URL with a server.
+ * TRUE when all hold; else FALSE with one HM_COMMON_ERROR_INVALID listing every problem, one
+ * "FILE:LINE: [group] key: ..." per line. */
+gboolean hm_config_check(const HmConfig *config, HmConfigCheckFlags flags, GError **error);
+
 void hm_config_free(HmConfig *config);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(HmConfig, hm_config_free)
 
@@ -119,12 +144,18 @@ typedef struct {
     char *hotmigd;  /* NULL when not set */
     char *identity; /* NULL when not set: the host is known by its NAME */
     guint line;     /* the line of the group header */
+    guint uri_line; /* the line of its 'uri' key */
 } HmConfigHost;
 
 /* Borrowed array of HmConfigHost, in file order; never NULL. */
 GPtrArray *hm_config_get_hosts(const HmConfig *config);
 /* The [host NAME] entry, or NULL (borrowed). */
 const HmConfigHost *hm_config_find_host(const HmConfig *config, const char *name);
+
+/* Whether @a and @b hold the same value for @key; the same [host NAME] groups (names, uris,
+ * hotmigd URLs, in order). Lines do not count. */
+gboolean hm_config_key_equal(const HmConfig *a, const HmConfig *b, HmConfigKey key);
+gboolean hm_config_hosts_equal(const HmConfig *a, const HmConfig *b);
 
 /* The line of the file that set @key, 0 when it holds the default. */
 guint hm_config_get_line(const HmConfig *config, HmConfigKey key);

@@ -9,15 +9,6 @@ struct OrchAgent {
     guint64 next_id;
 };
 
-const char *orch_json_get_string(JsonObject *obj, const char *name)
-{
-    JsonNode *node = obj ? json_object_get_member(obj, name) : NULL;
-
-    if (!node || !JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_STRING)
-        return NULL;
-    return json_node_get_string(node);
-}
-
 void orch_agent_free(OrchAgent *agent)
 {
     if (!agent)
@@ -303,6 +294,7 @@ gboolean orch_agent_resume_open(OrchAgent *agent, guint agent_timeout_ms, guint 
     g_autofree char *resumed = NULL;
     g_autofree char *failed = NULL;
     const char *device;
+    const char *device_error;
     guint n_resumed;
     guint n_failed;
     HmDeadline deadline = hm_deadline_in_ms(resume_timeout_ms + agent_timeout_ms);
@@ -328,6 +320,14 @@ gboolean orch_agent_resume_open(OrchAgent *agent, guint agent_timeout_ms, guint 
     resumed = orch_agent_process_list(ret, "resumed", &n_resumed);
     failed = orch_agent_process_list(ret, "failed", &n_failed);
     device = orch_json_get_string(ret, "device");
+    device_error = orch_json_get_string(ret, "device_error");
+    if (n_failed > 0 && (!device || !*device) && device_error) {
+        /* The processes waited for a device that never came: that is the failure. */
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
+                    "The guest's RDMA device never came up (%s); %u process(es) failed to "
+                    "resume: %s", device_error, n_failed, failed);
+        return FALSE;
+    }
     if (n_failed > 0) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
                     "%u process(es) failed to resume: %s", n_failed, failed);

@@ -5,6 +5,8 @@
 
 #include <json-glib/json-glib.h>
 
+#include "engine/json.h"
+
 #include "engine/virt.h"
 
 G_BEGIN_DECLS
@@ -26,10 +28,6 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchAgent, orch_agent_free)
  * the next call re-synchronizes first. */
 JsonObject *orch_agent_execute(OrchAgent *agent, const char *command, JsonObject *args,
                                guint timeout_ms, GError **error);
-
-/* The string member @name of @obj (borrowed), or NULL when @obj is NULL, the member is missing
- * or is not a string. Safe on hostile input. */
-const char *orch_json_get_string(JsonObject *obj, const char *name);
 
 /* {"timeout_ms": @timeout_ms} (owned). */
 JsonObject *orch_agent_timeout_args(guint timeout_ms);

@@ -7,6 +7,7 @@
 #include <glib.h>
 
 #include "common/common.h"
+#include "common/config.h"
 
 G_BEGIN_DECLS
 
@@ -112,8 +113,16 @@ typedef struct {
     gpointer progress_opaque;
 } OrchOptions;
 
-/* Fills @opts with the defaults (timeouts, one plug retry). Strings stay NULL. */
+/* Fills @opts with the defaults: those of the configuration's [migrate] keys for the timeouts
+ * and plug attempts (common/config.c). Strings stay NULL. */
 void orch_options_init(OrchOptions *opts);
+
+/* Sets what the configuration's [migrate] group says of a migration in @opts (after
+ * orch_options_init()): agent channel, VF alias prefix, timeouts and their action, plug
+ * attempts, persistent, undefinesource, bandwidth, parallel, auto-converge, post-copy, the
+ * client's TLS files. The only mapping from the configuration to the options: a command line
+ * overrides what it gives on top. */
+void orch_options_take_config(OrchOptions *opts, const HmConfig *config);
 void orch_options_clear(OrchOptions *opts);
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(OrchOptions, orch_options_clear)
 

@@ -3,10 +3,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glib/gstdio.h>
-#include <stdarg.h>
 #include <string.h>
 #include <sys/file.h>
 #include <unistd.h>
+
+#include "engine/json.h"
 
 struct OrchJournal {
     char *dir;  /* STATE/journal */
@@ -129,7 +130,8 @@ OrchJournal *orch_journal_open(const char *state_dir, const char *domain, gboole
     return g_steal_pointer(&journal);
 }
 
-gboolean orch_journal_append(OrchJournal *journal, JsonObject *entry, GError **error)
+/* Appends @entry (borrowed; "time" is added) as one line and makes it durable (fsync). */
+static gboolean journal_append(OrchJournal *journal, JsonObject *entry, GError **error)
 {
     g_autoptr(JsonNode) node = json_node_init_object(json_node_alloc(), entry);
     g_autoptr(GDateTime) now = g_date_time_new_now_utc();
@@ -163,22 +165,88 @@ gboolean orch_journal_append(OrchJournal *journal, JsonObject *entry, GError **e
     return TRUE;
 }
 
-gboolean orch_journal_event(OrchJournal *journal, GError **error, const char *event, ...)
+/* ---- the record ---------------------------------------------------------------------------- */
+
+void orch_journal_vf_free(OrchJournalVf *vf)
+{
+    if (!vf)
+        return;
+    g_free(vf->alias);
+    g_free(vf->kind);
+    g_free(vf->host_pci);
+    g_free(vf->source_xml);
+    g_free(vf->destination_xml);
+    g_free(vf->lease_vf);
+    g_free(vf->lease_id);
+    g_free(vf);
+}
+
+void orch_journal_record_free(OrchJournalRecord *rec)
+{
+    if (!rec)
+        return;
+    g_free(rec->migration);
+    g_free(rec->domain);
+    g_free(rec->source);
+    g_free(rec->destination);
+    g_free(rec->agent_channel);
+    g_free(rec->hotmigd);
+    if (rec->vfs)
+        g_ptr_array_unref(rec->vfs);
+    g_free(rec);
+}
+
+/* Sets string member @name when @value is not NULL. */
+static void set_string(JsonObject *o, const char *name, const char *value)
+{
+    if (value)
+        json_object_set_string_member(o, name, value);
+}
+
+gboolean orch_journal_begin(OrchJournal *journal, const OrchJournalRecord *rec, GError **error)
 {
     g_autoptr(JsonObject) entry = json_object_new();
-    va_list ap;
-    const char *key;
+    JsonArray *vfs = json_array_new();
 
-    json_object_set_string_member(entry, "event", event);
-    va_start(ap, event);
-    while ((key = va_arg(ap, const char *))) {
-        const char *value = va_arg(ap, const char *);
+    g_return_val_if_fail(journal && rec && rec->domain && rec->source && rec->destination,
+                         FALSE);
+    json_object_set_string_member(entry, "event", "begin");
+    set_string(entry, "migration", rec->migration);
+    json_object_set_string_member(entry, "domain", rec->domain);
+    json_object_set_string_member(entry, "source", rec->source);
+    json_object_set_string_member(entry, "destination", rec->destination);
+    json_object_set_boolean_member(entry, "persistent", rec->persistent);
+    json_object_set_boolean_member(entry, "agent", rec->agent);
+    set_string(entry, "agent_channel", rec->agent_channel);
+    set_string(entry, "hotmigd", rec->hotmigd);
+    for (guint i = 0; rec->vfs && i < rec->vfs->len; i++) {
+        const OrchJournalVf *vf = g_ptr_array_index(rec->vfs, i);
+        JsonObject *o = json_object_new();
 
-        if (value)
-            json_object_set_string_member(entry, key, value);
+        json_object_set_string_member(o, "alias", vf->alias);
+        set_string(o, "kind", vf->kind);
+        set_string(o, "host_pci", vf->host_pci);
+        json_object_set_string_member(o, "source_xml", vf->source_xml);
+        set_string(o, "lease_vf", vf->lease_vf);
+        set_string(o, "lease_id", vf->lease_id);
+        json_object_set_string_member(o, "destination_xml", vf->destination_xml);
+        json_array_add_object_element(vfs, o);
     }
-    va_end(ap);
-    return orch_journal_append(journal, entry, error);
+    json_object_set_array_member(entry, "vfs", vfs);
+    return journal_append(journal, entry, error);
+}
+
+gboolean orch_journal_step(OrchJournal *journal, const char *migration, const char *step,
+                           const char *alias, const char *xml, GError **error)
+{
+    g_autoptr(JsonObject) entry = json_object_new();
+
+    g_return_val_if_fail(journal && step, FALSE);
+    json_object_set_string_member(entry, "event", step);
+    set_string(entry, "migration", migration);
+    set_string(entry, "alias", alias);
+    set_string(entry, "xml", xml);
+    return journal_append(journal, entry, error);
 }
 
 gboolean orch_journal_finish(OrchJournal *journal, GError **error)
@@ -191,7 +259,9 @@ gboolean orch_journal_finish(OrchJournal *journal, GError **error)
     return journal_fsync_dir(journal->dir, error);
 }
 
-GPtrArray *orch_journal_read(OrchJournal *journal, GError **error)
+/* Every line of the journal in order (owned array of owned JsonObject). A truncated last line
+ * (a crash mid-write) is ignored; any other bad line is an error naming the line. */
+static GPtrArray *journal_read(OrchJournal *journal, GError **error)
 {
     g_autofree char *contents = NULL;
     g_autoptr(GPtrArray) entries = g_ptr_array_new_with_free_func((GDestroyNotify)json_object_unref);
@@ -226,6 +296,99 @@ GPtrArray *orch_journal_read(OrchJournal *journal, GError **error)
         g_ptr_array_add(entries, json_object_ref(json_node_get_object(root)));
     }
     return g_steal_pointer(&entries);
+}
+
+/* ---- reading the record ---------------------------------------------------------------------- */
+
+static const char *member_string(JsonObject *obj, const char *name, const char *what,
+                                 guint line, GError **error)
+{
+    const char *value = orch_json_get_string(obj, name);
+
+    if (!value)
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED,
+                    "Journal entry %u (%s) has no string \"%s\"", line, what, name);
+    return value;
+}
+
+OrchJournalRecord *orch_journal_load(OrchJournal *journal, GError **error)
+{
+    g_autoptr(GPtrArray) entries = journal_read(journal, error);
+    g_autoptr(OrchJournalRecord) plan = g_new0(OrchJournalRecord, 1);
+    JsonObject *begin;
+    JsonNode *vfs_node;
+    JsonArray *vfs;
+
+    if (!entries)
+        return NULL;
+    if (entries->len == 0 ||
+        g_strcmp0(orch_json_get_string(g_ptr_array_index(entries, 0), "event"), "begin") != 0) {
+        /* No begin entry: the migration stopped before changing anything. */
+        return g_steal_pointer(&plan);
+    }
+    begin = g_ptr_array_index(entries, 0);
+    plan->vfs = g_ptr_array_new_with_free_func((GDestroyNotify)orch_journal_vf_free);
+    if (!member_string(begin, "domain", "begin", 1, error) ||
+        !member_string(begin, "source", "begin", 1, error) ||
+        !member_string(begin, "destination", "begin", 1, error))
+        return NULL;
+    plan->migration = g_strdup(orch_json_get_string(begin, "migration"));
+    plan->domain = g_strdup(orch_json_get_string(begin, "domain"));
+    plan->source = g_strdup(orch_json_get_string(begin, "source"));
+    plan->destination = g_strdup(orch_json_get_string(begin, "destination"));
+    plan->agent_channel = g_strdup(orch_json_get_string(begin, "agent_channel"));
+    plan->hotmigd = g_strdup(orch_json_get_string(begin, "hotmigd"));
+    plan->persistent = json_object_get_boolean_member_with_default(begin, "persistent", FALSE);
+    plan->agent = json_object_get_boolean_member_with_default(begin, "agent", TRUE);
+    vfs_node = json_object_get_member(begin, "vfs");
+    vfs = vfs_node && JSON_NODE_HOLDS_ARRAY(vfs_node) ? json_node_get_array(vfs_node) : NULL;
+    for (guint i = 0; vfs && i < json_array_get_length(vfs); i++) {
+        JsonNode *el = json_array_get_element(vfs, i);
+        JsonObject *o = JSON_NODE_HOLDS_OBJECT(el) ? json_node_get_object(el) : NULL;
+        OrchJournalVf *vf;
+
+        if (!member_string(o, "alias", "begin vf", 1, error) ||
+            !member_string(o, "source_xml", "begin vf", 1, error) ||
+            !member_string(o, "destination_xml", "begin vf", 1, error))
+            return NULL;
+        vf = g_new0(OrchJournalVf, 1);
+        vf->alias = g_strdup(orch_json_get_string(o, "alias"));
+        vf->kind = g_strdup(orch_json_get_string(o, "kind"));
+        vf->host_pci = g_strdup(orch_json_get_string(o, "host_pci"));
+        vf->source_xml = g_strdup(orch_json_get_string(o, "source_xml"));
+        vf->destination_xml = g_strdup(orch_json_get_string(o, "destination_xml"));
+        vf->lease_vf = g_strdup(orch_json_get_string(o, "lease_vf"));
+        vf->lease_id = g_strdup(orch_json_get_string(o, "lease_id"));
+        g_ptr_array_add(plan->vfs, vf);
+    }
+    for (guint i = 1; i < entries->len; i++) {
+        JsonObject *e = g_ptr_array_index(entries, i);
+        const char *event = orch_json_get_string(e, "event");
+        const char *alias = orch_json_get_string(e, "alias");
+        const char *xml = orch_json_get_string(e, "xml");
+
+        if (!g_strcmp0(event, "prepare"))
+            plan->agent_asked = TRUE;
+        if (!g_strcmp0(event, "unplug") && alias) {
+            for (guint j = 0; j < plan->vfs->len; j++) {
+                OrchJournalVf *vf = g_ptr_array_index(plan->vfs, j);
+
+                if (g_str_equal(vf->alias, alias))
+                    vf->unplug_asked = TRUE;
+            }
+        }
+        if (!g_strcmp0(event, "plug") && alias && xml) {
+            for (guint j = 0; j < plan->vfs->len; j++) {
+                OrchJournalVf *vf = g_ptr_array_index(plan->vfs, j);
+
+                if (g_str_equal(vf->alias, alias)) {
+                    g_free(vf->destination_xml);
+                    vf->destination_xml = g_strdup(xml);
+                }
+            }
+        }
+    }
+    return g_steal_pointer(&plan);
 }
 
 static int compare_strings(gconstpointer a, gconstpointer b)

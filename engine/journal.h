@@ -4,7 +4,11 @@
  * Layout under the state directory (default /var/lib/hotmig):
  *   journal/DOMAIN.lock     flock()ed by the one process migrating or recovering DOMAIN
  *   journal/DOMAIN.journal  JSON lines, one per event; exists while a migration is unfinished
- * A finished migration's journal is removed. */
+ * A finished migration's journal is removed.
+ *
+ * This file owns the record format, writing and reading it: the migration writes a begin
+ * record (OrchJournalRecord) and then one step line before each step acts; recovery loads
+ * them back into the same record (orch_journal_load()). */
 #pragma once
 
 #include <json-glib/json-glib.h>
@@ -28,20 +32,58 @@ OrchJournal *orch_journal_open(const char *state_dir, const char *domain, gboole
 void orch_journal_close(OrchJournal *journal);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchJournal, orch_journal_close)
 
-/* Appends @entry (borrowed; "time" is added) as one line and makes it durable (fsync) before
- * returning. */
-gboolean orch_journal_append(OrchJournal *journal, JsonObject *entry, GError **error);
+/* ---- the record ---------------------------------------------------------------------------- */
 
-/* Convenience: appends {"event": @event} plus string pairs (key, value, ..., NULL). */
-gboolean orch_journal_event(OrchJournal *journal, GError **error, const char *event, ...)
-    G_GNUC_NULL_TERMINATED;
+/* One VF of the migration. */
+typedef struct {
+    char *alias;
+    char *kind;            /* xml_vf_kind word ("hostdev", ...) */
+    char *host_pci;        /* its PCI address on the source, NULL for a stand-in */
+    char *source_xml;      /* its device XML on the source */
+    char *destination_xml; /* planned; once loaded, the last one journaled for a plug */
+    char *lease_vf;        /* its lease on the destination (hotmigd), or NULL */
+    char *lease_id;
+    gboolean unplug_asked; /* loaded: a detach may have been sent (its removal may be under way) */
+} OrchJournalVf;
+
+void orch_journal_vf_free(OrchJournalVf *vf);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchJournalVf, orch_journal_vf_free)
+
+/* What recovery needs to finish or undo the migration (all owned). Loaded from a journal
+ * without a begin line (the migration stopped before changing anything), everything is NULL. */
+typedef struct {
+    char *migration; /* its id */
+    char *domain;
+    char *source;      /* the hosts' libvirt URIs */
+    char *destination;
+    gboolean persistent;
+    gboolean agent;
+    char *agent_channel;
+    char *hotmigd;        /* the destination's hotmigd URL, or NULL */
+    GPtrArray *vfs;       /* OrchJournalVf */
+    gboolean agent_asked; /* loaded: a prepare was (about to be) sent: the agent must be resumed */
+} OrchJournalRecord;
+
+void orch_journal_record_free(OrchJournalRecord *rec);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchJournalRecord, orch_journal_record_free)
+
+/* Writes @rec as the begin line, durably (fsync) before returning. */
+gboolean orch_journal_begin(OrchJournal *journal, const OrchJournalRecord *rec, GError **error);
+
+/* Writes a step line, durably, before the step acts (or once it happened): @step is one of
+ * "prepare", "unplug" (@alias), "migrate", "migrated", "plug" (@alias, @xml: the device XML),
+ * "resume", "undone" / "undo-failed" (@alias: the undo action), "end" (@alias: "ok", "undone",
+ * "kept for recovery", "recovered"). @migration, @alias, @xml may be NULL. */
+gboolean orch_journal_step(OrchJournal *journal, const char *migration, const char *step,
+                           const char *alias, const char *xml, GError **error);
+
+/* The record of @journal with what its steps say (owned). A truncated last line (a crash
+ * mid-write) is ignored; any other bad line, or a begin line without a string it needs, is
+ * an error naming the line. */
+OrchJournalRecord *orch_journal_load(OrchJournal *journal, GError **error);
 
 /* The migration is over (done or undone): removes the journal durably. */
 gboolean orch_journal_finish(OrchJournal *journal, GError **error);
-
-/* Every entry of the journal in order (owned array of owned JsonObject). A truncated last line
- * (a crash mid-write) is ignored; any other bad line is an error naming the line. */
-GPtrArray *orch_journal_read(OrchJournal *journal, GError **error);
 
 /* Domains that have an unfinished journal under @state_dir (owned strings, sorted). */
 GPtrArray *orch_journal_list(const char *state_dir, GError **error);

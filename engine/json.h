@@ -1,7 +1,19 @@
-/* Small helpers for the JSON the orchestrator prints (json-glib's builder, one call a member). */
+/* Small helpers for the JSON the engine prints (json-glib's builder, one call a member) and
+ * reads. */
 #pragma once
 
 #include <json-glib/json-glib.h>
+
+/* The string member @name of @obj (borrowed), or NULL when @obj is NULL, the member is missing
+ * or is not a string. Safe on hostile input. */
+static inline const char *orch_json_get_string(JsonObject *obj, const char *name)
+{
+    JsonNode *node = obj ? json_object_get_member(obj, name) : NULL;
+
+    if (!node || !JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_STRING)
+        return NULL;
+    return json_node_get_string(node);
+}
 
 /* "name": "value", or "name": null when @value is NULL. */
 static inline void orch_json_member_string(JsonBuilder *b, const char *name, const char *value)

@@ -132,82 +132,6 @@ static void side_note(Side *side, const char *msg)
     g_ptr_array_add(side->notes, g_strdup(msg));
 }
 
-void orch_options_init(OrchOptions *opts)
-{
-    memset(opts, 0, sizeof(*opts));
-    opts->agent_timeout_ms = 5000;
-    opts->prepare_timeout_ms = 30000;
-    opts->unplug_timeout_ms = 30000;
-    opts->resume_timeout_ms = 60000;
-    opts->plug_attempts = 2;
-    opts->hotmigd_timeout_ms = 10000;
-}
-
-char *orch_options_format_migration(const OrchOptions *opts)
-{
-    g_autoptr(GString) out = g_string_new("live, p2p");
-
-    g_return_val_if_fail(opts != NULL, NULL);
-    if (opts->persistent)
-        g_string_append(out, ", persistent");
-    if (opts->undefine_source)
-        g_string_append(out, ", undefinesource");
-    if (opts->migrate_uri)
-        g_string_append_printf(out, ", migrateuri %s", opts->migrate_uri);
-    if (opts->bandwidth_mib)
-        g_string_append_printf(out, ", bandwidth %" G_GUINT64_FORMAT " MiB/s", opts->bandwidth_mib);
-    if (opts->parallel)
-        g_string_append_printf(out, ", parallel %u", opts->parallel);
-    if (opts->auto_converge)
-        g_string_append(out, ", auto-converge");
-    if (opts->postcopy)
-        g_string_append(out, ", postcopy");
-    if (opts->postcopy && opts->postcopy_after_ms)
-        g_string_append_printf(out, ", postcopy-after %u s", opts->postcopy_after_ms / 1000);
-    if (opts->migrate_timeout_ms)
-        g_string_append_printf(out, ", timeout %u s then %s", opts->migrate_timeout_ms / 1000,
-                               orch_timeout_action_to_string(opts->timeout_action));
-    return g_string_free(g_steal_pointer(&out), FALSE);
-}
-
-OrchVfd *orch_options_open_vfd(const OrchOptions *opts, const char *url, GError **error)
-{
-    g_autoptr(GError) local = NULL;
-    OrchVfd *vfd;
-
-    if (!url) {
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
-                    "No hotmigd URL for the destination: give --hotmigd URL or a [host NAME] "
-                    "group with a hotmigd key");
-        return NULL;
-    }
-    vfd = opts->vfd_open ? opts->vfd_open(url, opts->vfd_opaque, &local)
-                         : orch_vfd_new(url, opts->tls_cert, opts->tls_key,
-                                        opts->tls_ca, MAX(opts->hotmigd_timeout_ms / 1000, 1),
-                                        &local);
-    if (!vfd)
-        g_propagate_prefixed_error(error, g_steal_pointer(&local),
-                                   "Cannot use the destination's hotmigd: ");
-    return vfd;
-}
-
-void orch_options_clear(OrchOptions *opts)
-{
-    g_clear_pointer(&opts->domain, g_free);
-    g_clear_pointer(&opts->source_uri, g_free);
-    g_clear_pointer(&opts->dest_uri, g_free);
-    g_clear_pointer(&opts->migrate_uri, g_free);
-    g_clear_pointer(&opts->alias_prefix, g_free);
-    g_clear_pointer(&opts->target_vf, g_free);
-    g_clear_pointer(&opts->agent_channel, g_free);
-    g_clear_pointer(&opts->state_dir, g_free);
-    g_clear_pointer(&opts->hotmigd_url, g_free);
-    g_clear_pointer(&opts->source_hotmigd_url, g_free);
-    g_clear_pointer(&opts->tls_cert, g_free);
-    g_clear_pointer(&opts->tls_key, g_free);
-    g_clear_pointer(&opts->tls_ca, g_free);
-}
-
 static void rollback_record_free(OrchRollbackRecord *rec)
 {
     g_free(rec->action);
@@ -348,8 +272,7 @@ static gboolean note(Migration *m, const char *event, const char *alias, const c
 
     if (!m->journal)
         return TRUE;
-    if (!orch_journal_event(m->journal, &local, event, "migration", m->id, "alias", alias,
-                            "xml", xml, NULL)) {
+    if (!orch_journal_step(m->journal, m->id, event, alias, xml, &local)) {
         g_propagate_prefixed_error(error, g_steal_pointer(&local),
                                    "Not going on without a journal: ");
         return FALSE;
@@ -360,39 +283,35 @@ static gboolean note(Migration *m, const char *event, const char *alias, const c
 /* The first entry: everything recovery needs to finish or undo this migration. */
 static gboolean note_begin(Migration *m, GError **error)
 {
-    g_autoptr(JsonObject) entry = json_object_new();
-    JsonArray *vfs = json_array_new();
+    g_autoptr(OrchJournalRecord) rec = g_new0(OrchJournalRecord, 1);
 
-    json_object_set_string_member(entry, "event", "begin");
-    json_object_set_string_member(entry, "migration", m->id);
-    json_object_set_string_member(entry, "domain", m->opts->domain);
-    json_object_set_string_member(entry, "source", m->src->uri);
-    json_object_set_string_member(entry, "destination", m->dst->uri);
-    json_object_set_boolean_member(entry, "persistent", m->persistent);
-    json_object_set_boolean_member(entry, "agent", !m->opts->no_agent);
-    json_object_set_string_member(entry, "agent_channel", agent_channel(m));
-    if (m->vfd)
-        json_object_set_string_member(entry, "hotmigd", m->vfd->url);
+    rec->migration = g_strdup(m->id);
+    rec->domain = g_strdup(m->opts->domain);
+    rec->source = g_strdup(m->src->uri);
+    rec->destination = g_strdup(m->dst->uri);
+    rec->persistent = m->persistent;
+    rec->agent = !m->opts->no_agent;
+    rec->agent_channel = g_strdup(agent_channel(m));
+    rec->hotmigd = m->vfd ? g_strdup(m->vfd->url) : NULL;
+    rec->vfs = g_ptr_array_new_with_free_func((GDestroyNotify)orch_journal_vf_free);
     for (guint i = 0; i < m->vfs->len; i++) {
         XmlVf *vf = vf_at(m, i);
-        JsonObject *o = json_object_new();
+        OrchJournalVf *jvf = g_new0(OrchJournalVf, 1);
 
-        json_object_set_string_member(o, "alias", vf->alias);
-        json_object_set_string_member(o, "kind", xml_vf_kind_to_string(vf->kind));
-        if (vf->host_pci)
-            json_object_set_string_member(o, "host_pci", vf->host_pci);
-        json_object_set_string_member(o, "source_xml", g_ptr_array_index(m->source_xml, i));
+        jvf->alias = g_strdup(vf->alias);
+        jvf->kind = g_strdup(xml_vf_kind_to_string(vf->kind));
+        jvf->host_pci = g_strdup(vf->host_pci);
+        jvf->source_xml = g_strdup(g_ptr_array_index(m->source_xml, i));
         if (m->leases && i < m->leases->len) {
             OrchVfdLease *lease = g_ptr_array_index(m->leases, i);
 
-            json_object_set_string_member(o, "lease_vf", lease->vf);
-            json_object_set_string_member(o, "lease_id", lease->id);
+            jvf->lease_vf = g_strdup(lease->vf);
+            jvf->lease_id = g_strdup(lease->id);
         }
-        json_object_set_string_member(o, "destination_xml", g_ptr_array_index(m->dest_xml, i));
-        json_array_add_object_element(vfs, o);
+        jvf->destination_xml = g_strdup(g_ptr_array_index(m->dest_xml, i));
+        g_ptr_array_add(rec->vfs, jvf);
     }
-    json_object_set_array_member(entry, "vfs", vfs);
-    if (!orch_journal_append(m->journal, entry, error)) {
+    if (!orch_journal_begin(m->journal, rec, error)) {
         g_prefix_error(error, "Not going on without a journal: ");
         return FALSE;
     }
@@ -534,7 +453,8 @@ static OrchVfdLease *lease_for(Migration *m, guint i, GError **error)
     lease = orch_vfd_lease(m->vfd, &req, &local);
     if (!lease)
         g_propagate_prefixed_error(error, g_steal_pointer(&local),
-                                   "Leasing a VF for '%s' on the destination: ", vf->alias);
+                                   "Leasing a VF for '%s' of '%s' on the destination: ", vf->alias,
+                                   m->opts->domain);
     return lease;
 }
 
@@ -1551,9 +1471,7 @@ static gboolean validate_options(const OrchOptions *opts, GError **error)
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "No destination URI given");
         return FALSE;
     }
-    guint d, b, s, f;
-
-    if (opts->target_vf && !xml_pci_address_parse(opts->target_vf, &d, &b, &s, &f, NULL)) {
+    if (opts->target_vf && !hm_pci_address_parse(opts->target_vf, NULL, NULL)) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
                     "--target-vf '%s' is not a PCI address (DDDD:BB:SS.F)", opts->target_vf);
         return FALSE;

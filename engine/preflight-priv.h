@@ -20,7 +20,8 @@ typedef struct {
 } Preflight;
 
 /* Adds the checks of the destination's VFs: its hotmigd answers, a free compatible VF for each
- * of the domain's, its files are there, the migration port is reachable. */
+ * of the domain's, its files are there, the migration port is reachable. With no source
+ * (pf->src NULL) each is added as skipped. */
 void orch_preflight_check_target(Preflight *pf);
 
 G_END_DECLS

@@ -118,9 +118,9 @@ static const char *choose(Preflight *pf, XmlVf *vf, GPtrArray *pool, GHashTable 
     if (want)
         *ret_why = g_strdup_printf("'%s' is not in the destination's VF pool", want);
     else
-        *ret_why = g_strdup_printf("no free VF of model %04x:%04x in the destination's pool "
-                                   "(%u of that model, none free)",
-                                   vendor, device, same_model);
+        *ret_why = g_strdup_printf("no free VF of its model %04x:%04x (the source VF %s) in the "
+                                   "destination's pool (%u of that model, none free)",
+                                   vendor, device, vf->host_pci, same_model);
     return NULL;
 }
 
@@ -160,7 +160,6 @@ static void check_migration_port(Preflight *pf)
 
 void orch_preflight_check_target(Preflight *pf)
 {
-    check_migration_port(pf);
     g_autoptr(GError) error = NULL;
     g_autoptr(OrchVfd) vfd = NULL;
     g_autoptr(OrchVfdHostInfo) host = NULL;
@@ -168,6 +167,15 @@ void orch_preflight_check_target(Preflight *pf)
     g_autoptr(GHashTable) taken = g_hash_table_new(g_str_hash, g_str_equal);
     g_autoptr(GString) chosen = g_string_new(NULL);
 
+    if (!pf->src) {
+        add(pf, "migration-port", ORCH_CHECK_SKIP, "the source host failed");
+        add(pf, "hotmigd", ORCH_CHECK_SKIP, "the source host failed (the destination's is %s)",
+            pf->opts->hotmigd_url ? pf->opts->hotmigd_url : "unknown");
+        add(pf, "files", ORCH_CHECK_SKIP, "the source host failed");
+        add(pf, "target-vf", ORCH_CHECK_SKIP, "the source host failed");
+        return;
+    }
+    check_migration_port(pf);
     vfd = orch_options_open_vfd(pf->opts, pf->opts->hotmigd_url, &error);
     host = vfd ? orch_vfd_host(vfd, &error) : NULL;
     if (!host) {
@@ -228,8 +236,8 @@ void orch_preflight_check_target(Preflight *pf)
         const char *id = choose(pf, vf, pool, taken, &why);
 
         if (!id) {
-            add(pf, "target-vf", ORCH_CHECK_FAIL, "no VF for '%s' on the destination: %s",
-                vf->alias, why);
+            add(pf, "target-vf", ORCH_CHECK_FAIL, "no VF for '%s' of '%s' on the destination: %s",
+                vf->alias, pf->opts->domain, why);
             return;
         }
         g_string_append_printf(chosen, "%s%s -> %s", i ? ", " : "", vf->alias, id);

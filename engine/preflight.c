@@ -52,6 +52,10 @@ static void check_hosts(Preflight *pf)
     pf->src = pf->open_fn(pf->opts->source_uri, "source", pf->open_opaque, &error);
     if (!pf->src) {
         check_add(pf, "source", ORCH_CHECK_FAIL, "%s", error->message);
+        /* Nothing can move from a source that cannot be reached: the destination is not asked,
+         * its checks are shown as skipped (orch_preflight_check_target() too). */
+        check_skip(pf, "domain", "the source host failed");
+        check_skip(pf, "destination", "the source host failed");
         return;
     }
     check_add(pf, "source", ORCH_CHECK_PASS, "connected to source host '%s'", pf->src->uri);
@@ -101,6 +105,10 @@ static void check_agent(Preflight *pf)
         check_skip(pf, "agent", "--no-agent: the processes will not be quiesced");
         return;
     }
+    if (!pf->src) {
+        check_skip(pf, "agent", "the source host failed");
+        return;
+    }
     if (!pf->dom) {
         check_skip(pf, "agent", "no running domain to ask");
         return;
@@ -129,6 +137,10 @@ static void check_vfs(Preflight *pf)
     g_autoptr(GError) error = NULL;
     g_autoptr(GString) list = g_string_new(NULL);
 
+    if (!pf->src) {
+        check_skip(pf, "vfs", "the source host failed");
+        return;
+    }
     if (!pf->dom) {
         check_skip(pf, "vfs", "no running domain to inspect");
         return;
@@ -158,6 +170,10 @@ static void check_capable(Preflight *pf)
     g_autofree char *detail = NULL;
     gboolean capable = FALSE;
 
+    if (!pf->src) {
+        check_skip(pf, "cpu", "the source host failed");
+        return;
+    }
     if (!pf->dom || !pf->dst) {
         check_skip(pf, "cpu", "needs the domain and the destination host");
         return;

@@ -12,50 +12,6 @@
 /* How long a domain may be seen on both hosts after an interrupted migration job. */
 #define RECOVER_SETTLE_MS 30000
 
-typedef struct {
-    char *alias;
-    char *source_xml;
-    char *destination_xml; /* the last one journaled for a plug, else the planned one */
-    gboolean unplug_asked; /* a detach may have been sent: its removal may still be under way */
-    char *lease_vf;        /* its lease on the destination (hotmigd), or NULL */
-    char *lease_id;
-} RecoverVf;
-
-typedef struct {
-    char *domain;
-    char *source;
-    char *destination;
-    char *agent_channel;
-    char *hotmigd;        /* the destination's hotmigd URL, or NULL */
-    gboolean agent_asked; /* a prepare was (about to be) sent: the agent must be resumed */
-    GPtrArray *vfs;       /* RecoverVf */
-} RecoverPlan;
-
-static void recover_vf_free(RecoverVf *vf)
-{
-    g_free(vf->alias);
-    g_free(vf->source_xml);
-    g_free(vf->destination_xml);
-    g_free(vf->lease_vf);
-    g_free(vf->lease_id);
-    g_free(vf);
-}
-
-static void recover_plan_free(RecoverPlan *plan)
-{
-    if (!plan)
-        return;
-    g_free(plan->domain);
-    g_free(plan->source);
-    g_free(plan->destination);
-    g_free(plan->agent_channel);
-    g_free(plan->hotmigd);
-    if (plan->vfs)
-        g_ptr_array_unref(plan->vfs);
-    g_free(plan);
-}
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(RecoverPlan, recover_plan_free)
-
 static void action_free(OrchRollbackRecord *a)
 {
     g_free(a->action);
@@ -76,89 +32,6 @@ void orch_recovery_free(OrchRecovery *rec)
     g_free(rec);
 }
 
-static const char *member_string(JsonObject *obj, const char *name, const char *what,
-                                 guint line, GError **error)
-{
-    const char *value = orch_json_get_string(obj, name);
-
-    if (!value)
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED,
-                    "Journal entry %u (%s) has no string \"%s\"", line, what, name);
-    return value;
-}
-
-/* Reads what recovery needs from the journal's entries. */
-static RecoverPlan *recover_plan_load(GPtrArray *entries, GError **error)
-{
-    g_autoptr(RecoverPlan) plan = g_new0(RecoverPlan, 1);
-    JsonObject *begin;
-    JsonNode *vfs_node;
-    JsonArray *vfs;
-
-    if (entries->len == 0 ||
-        g_strcmp0(orch_json_get_string(g_ptr_array_index(entries, 0), "event"), "begin") != 0) {
-        /* No begin entry: the migration stopped before changing anything. */
-        return g_steal_pointer(&plan);
-    }
-    begin = g_ptr_array_index(entries, 0);
-    plan->vfs = g_ptr_array_new_with_free_func((GDestroyNotify)recover_vf_free);
-    if (!member_string(begin, "domain", "begin", 1, error) ||
-        !member_string(begin, "source", "begin", 1, error) ||
-        !member_string(begin, "destination", "begin", 1, error))
-        return NULL;
-    plan->domain = g_strdup(orch_json_get_string(begin, "domain"));
-    plan->source = g_strdup(orch_json_get_string(begin, "source"));
-    plan->destination = g_strdup(orch_json_get_string(begin, "destination"));
-    plan->agent_channel = g_strdup(orch_json_get_string(begin, "agent_channel"));
-    plan->hotmigd = g_strdup(orch_json_get_string(begin, "hotmigd"));
-    vfs_node = json_object_get_member(begin, "vfs");
-    vfs = vfs_node && JSON_NODE_HOLDS_ARRAY(vfs_node) ? json_node_get_array(vfs_node) : NULL;
-    for (guint i = 0; vfs && i < json_array_get_length(vfs); i++) {
-        JsonNode *el = json_array_get_element(vfs, i);
-        JsonObject *o = JSON_NODE_HOLDS_OBJECT(el) ? json_node_get_object(el) : NULL;
-        RecoverVf *vf;
-
-        if (!member_string(o, "alias", "begin vf", 1, error) ||
-            !member_string(o, "source_xml", "begin vf", 1, error) ||
-            !member_string(o, "destination_xml", "begin vf", 1, error))
-            return NULL;
-        vf = g_new0(RecoverVf, 1);
-        vf->alias = g_strdup(orch_json_get_string(o, "alias"));
-        vf->source_xml = g_strdup(orch_json_get_string(o, "source_xml"));
-        vf->destination_xml = g_strdup(orch_json_get_string(o, "destination_xml"));
-        vf->lease_vf = g_strdup(orch_json_get_string(o, "lease_vf"));
-        vf->lease_id = g_strdup(orch_json_get_string(o, "lease_id"));
-        g_ptr_array_add(plan->vfs, vf);
-    }
-    for (guint i = 1; i < entries->len; i++) {
-        JsonObject *e = g_ptr_array_index(entries, i);
-        const char *event = orch_json_get_string(e, "event");
-        const char *alias = orch_json_get_string(e, "alias");
-        const char *xml = orch_json_get_string(e, "xml");
-
-        if (!g_strcmp0(event, "prepare"))
-            plan->agent_asked = TRUE;
-        if (!g_strcmp0(event, "unplug") && alias) {
-            for (guint j = 0; j < plan->vfs->len; j++) {
-                RecoverVf *vf = g_ptr_array_index(plan->vfs, j);
-
-                if (g_str_equal(vf->alias, alias))
-                    vf->unplug_asked = TRUE;
-            }
-        }
-        if (!g_strcmp0(event, "plug") && alias && xml) {
-            for (guint j = 0; j < plan->vfs->len; j++) {
-                RecoverVf *vf = g_ptr_array_index(plan->vfs, j);
-
-                if (g_str_equal(vf->alias, alias)) {
-                    g_free(vf->destination_xml);
-                    vf->destination_xml = g_strdup(xml);
-                }
-            }
-        }
-    }
-    return g_steal_pointer(&plan);
-}
 
 static void action(OrchRecovery *rec, const char *what, gint64 start, const GError *error,
                    const char *detail)
@@ -204,7 +77,7 @@ static gboolean vf_present(GPtrArray *live, const char *device_xml, const char *
 /* Recovers one domain whose journal is open (and locked). FALSE: keep the journal. */
 /* Ends the destination leases the migration took: confirmed when the domain ended there with
  * the VF, released otherwise. Not fatal: an unconfirmed lease expires by itself. */
-static void recover_leases(const OrchOptions *opts, RecoverPlan *plan, OrchRecovery *rec,
+static void recover_leases(const OrchOptions *opts, OrchJournalRecord *plan, OrchRecovery *rec,
                            gboolean on_destination, GPtrArray *live)
 {
     g_autoptr(OrchVfd) vfd = NULL;
@@ -214,7 +87,7 @@ static void recover_leases(const OrchOptions *opts, RecoverPlan *plan, OrchRecov
     if (!plan->hotmigd)
         return;
     for (guint i = 0; i < plan->vfs->len && !vfd; i++) {
-        RecoverVf *vf = g_ptr_array_index(plan->vfs, i);
+        OrchJournalVf *vf = g_ptr_array_index(plan->vfs, i);
 
         if (vf->lease_vf && vf->lease_id && !(vfd = orch_options_open_vfd(opts, plan->hotmigd, &err))) {
             action(rec, "release-lease", start, err, plan->hotmigd);
@@ -222,7 +95,7 @@ static void recover_leases(const OrchOptions *opts, RecoverPlan *plan, OrchRecov
         }
     }
     for (guint i = 0; vfd && i < plan->vfs->len; i++) {
-        RecoverVf *vf = g_ptr_array_index(plan->vfs, i);
+        OrchJournalVf *vf = g_ptr_array_index(plan->vfs, i);
         g_autoptr(GError) e = NULL;
         g_autoptr(OrchVfdLease) done = NULL;
 
@@ -242,8 +115,7 @@ static void recover_leases(const OrchOptions *opts, RecoverPlan *plan, OrchRecov
 static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchRecovery *rec,
                             OrchVirtOpenFunc open_fn, gpointer open_opaque, GError **error)
 {
-    g_autoptr(GPtrArray) entries = orch_journal_read(journal, error);
-    g_autoptr(RecoverPlan) plan = NULL;
+    g_autoptr(OrchJournalRecord) plan = orch_journal_load(journal, error);
     g_autoptr(OrchVirt) src = NULL;
     g_autoptr(OrchVirt) dst = NULL;
     g_autoptr(GPtrArray) live = NULL;
@@ -256,7 +128,7 @@ static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchR
     gboolean ok = TRUE;
     gint64 start;
 
-    if (!entries || !(plan = recover_plan_load(entries, error)))
+    if (!plan)
         return FALSE;
     if (!plan->domain) {
         rec->outcome = g_strdup("nothing to do");
@@ -314,7 +186,7 @@ static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchR
      * its users before any unplug was asked), then plug back what is missing. */
     if (!on_destination) {
         for (guint i = 0; i < plan->vfs->len; i++) {
-            RecoverVf *vf = g_ptr_array_index(plan->vfs, i);
+            OrchJournalVf *vf = g_ptr_array_index(plan->vfs, i);
             g_autoptr(GError) err = NULL;
 
             if (!vf->unplug_asked)
@@ -332,7 +204,7 @@ static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchR
     if (!(live = live_vfs(here, plan->domain, error)))
         return FALSE;
     for (guint i = 0; i < plan->vfs->len; i++) {
-        RecoverVf *vf = g_ptr_array_index(plan->vfs, i);
+        OrchJournalVf *vf = g_ptr_array_index(plan->vfs, i);
         g_autoptr(GError) err = NULL;
 
         if (vf_present(live, on_destination ? vf->destination_xml : vf->source_xml,
@@ -412,7 +284,7 @@ gboolean orch_recover(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointe
             continue;
         }
         if (journal && recover_one(opts, journal, rec, open_fn, open_opaque, &local)) {
-            if (orch_journal_event(journal, &local, "end", "alias", "recovered", NULL) &&
+            if (orch_journal_step(journal, NULL, "end", "recovered", NULL, &local) &&
                 orch_journal_finish(journal, &local))
                 continue;
         }

@@ -154,6 +154,64 @@ static gboolean wrap(GError *pol_error, const Item *it, GError **error)
     return FALSE;
 }
 
+/* The members each object may have: what the reader takes, and what hotmigd's snapshot export
+ * (GET /v1/snapshot) adds for people (state_reason, running_vms, cpu_measured, taken, took_ms,
+ * warnings). Anything else is refused: a misspelt "pined" would otherwise move a pinned VM. */
+static const char *const top_members[] = {"hosts", "vms", "taken", "took_ms", "warnings", NULL};
+static const char *const host_members[] = {"name",     "cpus",  "memory_mib",   "vfs",
+                                           "vfs_free", "state", "vf_model",     "state_reason",
+                                           "running_vms", NULL};
+static const char *const vm_members[] = {"name", "host",     "vcpus",  "memory_mib",
+                                         "cpu_util", "cpu_measured", "vfs", "vf_model",
+                                         "job",  "pinned",   "moved_ago_s", NULL};
+
+/* Levenshtein distance of two short strings, capped: "pined" is 1 from "pinned". */
+static guint edit_distance(const char *a, const char *b)
+{
+    gsize la = strlen(a), lb = strlen(b);
+    guint row[33];
+
+    if (la > 32 || lb > 32)
+        return G_MAXUINT;
+    for (gsize j = 0; j <= lb; j++)
+        row[j] = (guint)j;
+    for (gsize i = 1; i <= la; i++) {
+        guint diag = row[0];
+
+        row[0] = (guint)i;
+        for (gsize j = 1; j <= lb; j++) {
+            guint up = row[j];
+
+            row[j] = MIN(MIN(row[j] + 1, row[j - 1] + 1), diag + (a[i - 1] != b[j - 1]));
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+static gboolean known_members(const Item *it, const char *const *known, GError **error)
+{
+    g_autoptr(GList) names = json_object_get_members(it->obj);
+
+    for (GList *l = names; l; l = l->next) {
+        const char *field = l->data;
+        const char *near = NULL;
+        g_autofree char *list = NULL;
+
+        if (g_strv_contains(known, field))
+            continue;
+        for (guint i = 0; known[i] && !near; i++) {
+            if (edit_distance(field, known[i]) <= (strlen(field) >= 6 ? 2u : 1u))
+                near = known[i];
+        }
+        if (near)
+            return bad(it, field, error, "unknown member (did you mean \"%s\"?)", near);
+        list = g_strjoinv(", ", (char **)known);
+        return bad(it, field, error, "unknown member (known: %s)", list);
+    }
+    return TRUE;
+}
+
 static gboolean parse_host(PolCluster *c, const Item *it, GError **error)
 {
     const char *name, *state_str, *model;
@@ -161,7 +219,7 @@ static gboolean parse_host(PolCluster *c, const Item *it, GError **error)
     int state = POL_HOST_OK;
     GError *perr = NULL;
 
-    if (!get_string(it, "name", TRUE, &name, error) ||
+    if (!known_members(it, host_members, error) || !get_string(it, "name", TRUE, &name, error) ||
         !get_int(it, "cpus", TRUE, 0, POL_CPUS_MAX, 0, &cpus, error) ||
         !get_int(it, "memory_mib", TRUE, 0, (gint64)POL_MEMORY_MIB_MAX, 0, &memory, error) ||
         !get_int(it, "vfs", FALSE, 0, POL_VFS_MAX, 0, &vfs, error) ||
@@ -187,7 +245,7 @@ static gboolean parse_vm(PolCluster *c, const Item *it, GError **error)
     gint64 vcpus, memory, vfs;
     GError *perr = NULL;
 
-    if (!get_string(it, "name", TRUE, &spec.name, error) ||
+    if (!known_members(it, vm_members, error) || !get_string(it, "name", TRUE, &spec.name, error) ||
         !get_string(it, "host", TRUE, &spec.host, error) ||
         !get_int(it, "vcpus", TRUE, 1, POL_CPUS_MAX, 0, &vcpus, error) ||
         !get_int(it, "memory_mib", TRUE, 0, (gint64)POL_MEMORY_MIB_MAX, 0, &memory, error) ||
@@ -233,6 +291,12 @@ PolCluster *orch_snapshot_parse(const char *data, gsize len, const char *name, G
                     "snapshot '%s': the top level must be an object with \"hosts\" and \"vms\"",
                     name);
         return NULL;
+    }
+    {
+        Item top = {name, "(top level)", json_node_get_object(root)};
+
+        if (!known_members(&top, top_members, error))
+            return NULL;
     }
     if (!(hosts = get_objects(json_node_get_object(root), "hosts", name, error)) ||
         !(vms = get_objects(json_node_get_object(root), "vms", name, error)))
@@ -335,6 +399,7 @@ static gboolean plan_fill(PolPlan *plan, JsonObject *root, const char *name, GEr
         m->duration_s = dur / 1000.0;
         plan->extra_moves += m->extra;
         plan->duration_s += m->duration_s;
+        plan->moved_mib += m->memory_mib;
         g_ptr_array_add(plan->migrations, g_steal_pointer(&m));
     }
     node = json_object_get_member(root, "hosts");
@@ -406,6 +471,16 @@ static double rounded(double x, double scale)
     return round(x * scale) / scale;
 }
 
+/* Member @name: @value, or null when it is @none (not computed, no limit). */
+static void add_count_or_null(JsonBuilder *b, const char *name, guint value, guint none)
+{
+    json_builder_set_member_name(b, name);
+    if (value == none)
+        json_builder_add_null_value(b);
+    else
+        json_builder_add_int_value(b, value);
+}
+
 char *orch_plan_format_json(const PolPlan *plan, gboolean pretty, gboolean timing)
 {
     g_autoptr(JsonBuilder) b = json_builder_new_immutable();
@@ -458,6 +533,31 @@ char *orch_plan_format_json(const PolPlan *plan, gboolean pretty, gboolean timin
     json_builder_add_double_value(b, rounded(plan->max_load_before, 1e4));
     json_builder_set_member_name(b, "max_load_after");
     json_builder_add_double_value(b, rounded(plan->max_load_after, 1e4));
+    json_builder_set_member_name(b, "moved_mib");
+    json_builder_add_int_value(b, (gint64)plan->moved_mib);
+    if (plan->policy == POL_POLICY_CONSOLIDATE && plan->front) {
+        add_count_or_null(b, "migration_bound", plan->migration_bound, G_MAXUINT);
+        json_builder_set_member_name(b, "host_value");
+        json_builder_add_int_value(b, plan->host_value);
+        add_count_or_null(b, "max_migrations", plan->max_migrations, 0);
+        json_builder_set_member_name(b, "front");
+        json_builder_begin_array(b);
+        for (guint i = 0; i < plan->front->len; i++) {
+            const PolFrontPoint *f = &g_array_index(plan->front, PolFrontPoint, i);
+            json_builder_begin_object(b);
+            json_builder_set_member_name(b, "hosts");
+            json_builder_add_int_value(b, f->hosts);
+            json_builder_set_member_name(b, "migrations");
+            json_builder_add_int_value(b, f->migrations);
+            json_builder_set_member_name(b, "moved_mib");
+            json_builder_add_int_value(b, (gint64)f->moved_mib);
+            add_count_or_null(b, "migration_bound", f->migration_bound, G_MAXUINT);
+            json_builder_end_object(b);
+        }
+        json_builder_end_array(b);
+        json_builder_set_member_name(b, "chosen");
+        json_builder_add_int_value(b, plan->front_chosen);
+    }
     json_builder_set_member_name(b, "hosts");
     json_builder_begin_array(b);
     for (guint i = 0; i < plan->hosts->len; i++)
@@ -485,6 +585,25 @@ char *orch_plan_format_table(const PolPlan *plan)
     g_string_append_printf(out, "hosts with VMs: %u -> %u (lower bound %u), max load %.2f -> %.2f\n",
                            plan->hosts_before, plan->hosts_used, plan->lower_bound,
                            plan->max_load_before, plan->max_load_after);
+    if (plan->policy == POL_POLICY_CONSOLIDATE && plan->front) {
+        g_autofree char *bound = plan->migration_bound == G_MAXUINT
+                                     ? g_strdup("none")
+                                     : g_strdup_printf("%u", plan->migration_bound);
+        g_string_append_printf(out, "migrations %u (lower bound %s on %u hosts), %.1f GiB moved; a host is worth %u migrations; %u plans on the front:\n",
+                               plan->migrations->len, bound, plan->hosts_used,
+                               plan->moved_mib / 1024.0, plan->host_value, plan->front->len);
+        /* The points around the chosen one; --json has them all. */
+        guint from = plan->front_chosen > 4 ? plan->front_chosen - 4 : 0;
+        guint to = MIN(plan->front->len, from + 10);
+        for (guint i = from; i < to; i++) {
+            const PolFrontPoint *f = &g_array_index(plan->front, PolFrontPoint, i);
+            g_string_append_printf(out, "  %5u hosts %7u migrations %10.1f GiB%s\n", f->hosts,
+                                   f->migrations, f->moved_mib / 1024.0,
+                                   i == plan->front_chosen ? "  <- chosen" : "");
+        }
+        if (to - from < plan->front->len)
+            g_string_append_printf(out, "  (%u more in --json)\n", plan->front->len - (to - from));
+    }
     for (guint i = 0; i < plan->migrations->len; i++) {
         const PolMigration *m = g_ptr_array_index(plan->migrations, i);
         g_string_append_printf(out, "%5u  %-24s %-16s -> %-16s %8.1f s%s\n", i + 1, m->vm,

@@ -116,6 +116,17 @@ static const OrchAlertsOps hook_ops = {
     .stats = hook_stats,
 };
 
+void hotmigd_alerts_reload(HotmigdAlerts *hook, const HmConfig *config)
+{
+    g_autofree char *why = NULL;
+
+    g_return_if_fail(hook != NULL && config != NULL);
+    orch_alerts_reload_token(hook->alerts, hm_config_get_string(config, HM_CONFIG_ALERTS_TOKEN_FILE));
+    if (hook->listener && !orch_alerts_authorized(hook->alerts, NULL, &why) &&
+        g_str_has_prefix(why, "no token"))
+        g_warning("The alert listener refuses every webhook request: %s", why);
+}
+
 HotmigdAlerts *hotmigd_alerts_start(Hotmigd *daemon, GError **error)
 {
     g_autoptr(HotmigdAlerts) hook = g_new0(HotmigdAlerts, 1);

@@ -17,6 +17,11 @@ typedef struct HotmigdAlerts HotmigdAlerts;
  * configuration). Owned result. */
 HotmigdAlerts *hotmigd_alerts_start(Hotmigd *daemon, GError **error);
 void hotmigd_alerts_stop(HotmigdAlerts *hook);
+
+/* A reload: the bearer token is read again from @config's [alerts] token-file (a rotated token
+ * applies at once; one that cannot be read is a warning and every webhook request is then
+ * refused, as at the start). The listener, socket and command keep their settings. */
+void hotmigd_alerts_reload(HotmigdAlerts *hook, const HmConfig *config);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(HotmigdAlerts, hotmigd_alerts_stop)
 
 G_END_DECLS

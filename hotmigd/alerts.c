@@ -941,6 +941,16 @@ OrchVfdReply *orch_alerts_api_handle(OrchAlerts *alerts, const char *method, con
 
 /* ---- the webhook ----------------------------------------------------------------------------- */
 
+void orch_alerts_reload_token(OrchAlerts *alerts, const char *token_file)
+{
+    g_return_if_fail(alerts != NULL && token_file != NULL);
+    if (alerts->token)
+        memset(alerts->token, 0, strlen(alerts->token));
+    g_clear_pointer(&alerts->token, g_free);
+    g_clear_pointer(&alerts->token_problem, g_free);
+    alerts->token = token_read(token_file, &alerts->token_problem);
+}
+
 gboolean orch_alerts_authorized(const OrchAlerts *alerts, const char *authorization, char **ret_why)
 {
     const char *given;

@@ -136,6 +136,10 @@ OrchVfdReply *orch_alerts_api_handle(OrchAlerts *alerts, const char *method, con
 
 /* ---- the webhook and /metrics (the plain-HTTP listener) ---------------------------------- */
 
+/* Reads the bearer token again from @token_file (a reload), replacing the one held; main
+ * context only (the listener checks tokens there). */
+void orch_alerts_reload_token(OrchAlerts *alerts, const char *token_file);
+
 /* Does the Authorization header @authorization (NULL: none) carry the bearer token? Compared
  * in constant time. FALSE with *@ret_why (owned) for the log when not. */
 gboolean orch_alerts_authorized(const OrchAlerts *alerts, const char *authorization,

@@ -88,12 +88,15 @@ struct Hotmigd {
     OrchVfdServices services;
     OrchLocalApi *local;
     GPtrArray *hosts;         /* HmConfigHost (owned copies), hotmigd URLs resolved */
-    OrchOptions migrate_opts; /* what a migration run here starts from */
+    OrchOptions migrate_opts; /* what a migration run here starts from, until a reload */
+    GPtrArray *reloaded_opts; /* OrchOptions: each reload's, the last in use (env.migrate_opts);
+                                 earlier ones stay until the end, threads may read them */
     OrchMoveEnv env;
     PolScheduleLimits limits;
     PolScheduleShare *share; /* the running moves of all schedules, for the limits */
     guint min_stay_s;
     double bandwidth;
+    guint host_value; /* [scheduler] host-value */
     /* the inventory */
     OrchInventory *inventory;
     GCancellable *cancel; /* the daemon stops: inventories and follow-ups end */
@@ -299,6 +302,7 @@ static void options_for(Hotmigd *daemon, PolOptions *opts)
     pol_options_init(opts);
     opts->min_stay_s = daemon->min_stay_s;
     opts->bandwidth_mib_s = daemon->bandwidth;
+    opts->host_value = daemon->host_value;
 }
 
 /* ---- the inventory ------------------------------------------------------------------------- */
@@ -311,7 +315,7 @@ static void inventory_thread(GTask *task, gpointer source, gpointer data, GCance
         .virt_opaque = daemon->env.virt_opaque,
         .vfd_open = daemon->env.vfd_open,
         .vfd_opaque = daemon->env.vfd_opaque,
-        .alias_prefix = daemon->migrate_opts.alias_prefix,
+        .alias_prefix = daemon->env.migrate_opts->alias_prefix,
         .cpu_sample_ms = daemon->opts.cpu_sample_ms,
         .cancellable = cancel,
     };
@@ -1066,6 +1070,10 @@ static void plan_after_inventory(Hotmigd *daemon, const GError *error, gpointer 
         opts.balance_tolerance = req->tolerance;
     if (req->max_moves >= 0)
         opts.max_moves = (guint)req->max_moves;
+    if (req->host_value >= 0)
+        opts.host_value = (guint)req->host_value;
+    if (req->max_migrations >= 0)
+        opts.max_migrations = (guint)req->max_migrations;
     opts.pack_by_vcpus = req->pack_vcpus;
     opts.keep_jobs_together = req->keep_jobs;
     switch (req->policy) {
@@ -1593,7 +1601,7 @@ static OrchVirt *open_libvirt(const char *uri, const char *label, gpointer opaqu
 static OrchVfd *open_vfd(const char *url, gpointer opaque, GError **error)
 {
     Hotmigd *daemon = opaque;
-    const OrchOptions *o = &daemon->migrate_opts;
+    const OrchOptions *o = daemon->env.migrate_opts;
 
     return orch_vfd_new(url, o->tls_cert, o->tls_key, o->tls_ca,
                         MAX(o->hotmigd_timeout_ms / 1000, 1), error);
@@ -1639,35 +1647,29 @@ static GPtrArray *daemon_hosts(const HmConfig *config)
     return hosts;
 }
 
-/* What migrations run here start from: [migrate] and [hotmigd] state-dir. */
-static void daemon_migrate_options(Hotmigd *daemon)
+static void options_free(OrchOptions *o)
 {
-    const HmConfig *c = daemon->config;
-    OrchOptions *o = &daemon->migrate_opts;
-    int action =
-        orch_timeout_action_from_string(hm_config_get_string(c, HM_CONFIG_MIGRATE_TIMEOUT_ACTION));
+    orch_options_clear(o);
+    g_free(o);
+}
 
+/* [scheduler]: the limits the schedules share, min-stay, the bandwidth plans assume. */
+static void daemon_scheduler_settings(Hotmigd *daemon, const HmConfig *config)
+{
+    daemon->limits.per_host_out = hm_config_get_uint(config, HM_CONFIG_SCHEDULER_PER_HOST_OUT);
+    daemon->limits.per_host_in = hm_config_get_uint(config, HM_CONFIG_SCHEDULER_PER_HOST_IN);
+    daemon->limits.total = hm_config_get_uint(config, HM_CONFIG_SCHEDULER_TOTAL);
+    daemon->min_stay_s = hm_config_get_uint(config, HM_CONFIG_SCHEDULER_MIN_STAY);
+    daemon->bandwidth = (double)hm_config_get_uint(config, HM_CONFIG_SCHEDULER_BANDWIDTH);
+    daemon->host_value = (guint)hm_config_get_uint(config, HM_CONFIG_SCHEDULER_HOST_VALUE);
+}
+
+/* What migrations run here start from: [migrate] and [hotmigd] state-dir of @c, into @o. */
+static void daemon_migrate_options(Hotmigd *daemon, const HmConfig *c, OrchOptions *o)
+{
     orch_options_init(o);
-    o->agent_channel = g_strdup(hm_config_get_string(c, HM_CONFIG_MIGRATE_AGENT_CHANNEL));
-    o->alias_prefix = g_strdup(hm_config_get_string(c, HM_CONFIG_MIGRATE_VF_ALIAS_PREFIX));
-    o->agent_timeout_ms = hm_config_get_uint(c, HM_CONFIG_MIGRATE_AGENT_TIMEOUT) * 1000;
-    o->prepare_timeout_ms = hm_config_get_uint(c, HM_CONFIG_MIGRATE_PREPARE_TIMEOUT) * 1000;
-    o->unplug_timeout_ms = hm_config_get_uint(c, HM_CONFIG_MIGRATE_UNPLUG_TIMEOUT) * 1000;
-    o->resume_timeout_ms = hm_config_get_uint(c, HM_CONFIG_MIGRATE_RESUME_TIMEOUT) * 1000;
-    o->plug_attempts = hm_config_get_uint(c, HM_CONFIG_MIGRATE_PLUG_ATTEMPTS);
-    o->persistent = hm_config_get_bool(c, HM_CONFIG_MIGRATE_PERSISTENT);
-    o->undefine_source = hm_config_get_bool(c, HM_CONFIG_MIGRATE_UNDEFINE_SOURCE);
-    o->bandwidth_mib = hm_config_get_uint(c, HM_CONFIG_MIGRATE_BANDWIDTH);
-    o->parallel = hm_config_get_uint(c, HM_CONFIG_MIGRATE_PARALLEL);
-    o->auto_converge = hm_config_get_bool(c, HM_CONFIG_MIGRATE_AUTO_CONVERGE);
-    o->postcopy = hm_config_get_bool(c, HM_CONFIG_MIGRATE_POSTCOPY);
-    o->postcopy_after_ms = hm_config_get_uint(c, HM_CONFIG_MIGRATE_POSTCOPY_AFTER) * 1000;
-    o->migrate_timeout_ms = hm_config_get_uint(c, HM_CONFIG_MIGRATE_TIMEOUT) * 1000;
-    o->timeout_action = action >= 0 ? action : ORCH_TIMEOUT_SUSPEND;
+    orch_options_take_config(o, c);
     o->state_dir = g_strdup(hm_config_get_string(c, HM_CONFIG_HOTMIGD_STATE_DIR));
-    o->tls_cert = g_strdup(hm_config_get_string(c, HM_CONFIG_MIGRATE_CLIENT_CERT));
-    o->tls_key = g_strdup(hm_config_get_string(c, HM_CONFIG_MIGRATE_CLIENT_KEY));
-    o->tls_ca = g_strdup(hm_config_get_string(c, HM_CONFIG_MIGRATE_CA_CERT));
     o->vfd_open = daemon->opts.vfd_open;
     o->vfd_opaque = daemon->opts.vfd_opaque;
 }
@@ -1858,12 +1860,9 @@ Hotmigd *hotmigd_new(HmConfig *config, const HotmigdOptions *opts, GError **erro
     daemon->remotes = g_ptr_array_new_with_free_func((GDestroyNotify)remote_free);
     if (!daemon->opts.cpu_sample_ms)
         daemon->opts.cpu_sample_ms = ORCH_INVENTORY_CPU_SAMPLE_MS_DEFAULT;
-    daemon_migrate_options(daemon);
-    daemon->limits.per_host_out = hm_config_get_uint(config, HM_CONFIG_SCHEDULER_PER_HOST_OUT);
-    daemon->limits.per_host_in = hm_config_get_uint(config, HM_CONFIG_SCHEDULER_PER_HOST_IN);
-    daemon->limits.total = hm_config_get_uint(config, HM_CONFIG_SCHEDULER_TOTAL);
-    daemon->min_stay_s = hm_config_get_uint(config, HM_CONFIG_SCHEDULER_MIN_STAY);
-    daemon->bandwidth = (double)hm_config_get_uint(config, HM_CONFIG_SCHEDULER_BANDWIDTH);
+    daemon_migrate_options(daemon, config, &daemon->migrate_opts);
+    daemon->reloaded_opts = g_ptr_array_new_with_free_func((GDestroyNotify)options_free);
+    daemon_scheduler_settings(daemon, config);
     daemon->share = pol_schedule_share_new();
     daemon->env = (OrchMoveEnv){
         .self = daemon->name,
@@ -1902,6 +1901,47 @@ Hotmigd *hotmigd_new(HmConfig *config, const HotmigdOptions *opts, GError **erro
         inventory_refresh(daemon, inventory_background_done, NULL);
     }
     return g_steal_pointer(&daemon);
+}
+
+guint hotmigd_reload(Hotmigd *daemon, HmConfig *config)
+{
+    g_autoptr(HmConfig) fresh = config;
+    OrchOptions *opts;
+    guint pending = 0;
+
+    g_return_val_if_fail(daemon != NULL && config != NULL, 0);
+
+    /* What applies now: [migrate] for the migrations that start from now on (a running one
+     * keeps its copy), [scheduler] for the schedules' next moves. */
+    opts = g_new0(OrchOptions, 1);
+    daemon_migrate_options(daemon, fresh, opts);
+    /* The journals stay where recovery looks for them: state-dir waits for a restart. */
+    g_free(opts->state_dir);
+    opts->state_dir = g_strdup(hm_config_get_string(daemon->config, HM_CONFIG_HOTMIGD_STATE_DIR));
+    g_ptr_array_add(daemon->reloaded_opts, opts);
+    daemon->env.migrate_opts = opts;
+    daemon_scheduler_settings(daemon, fresh);
+    /* The rest is read once, at the start: name what changed and stays as it was. */
+    for (int k = 0; k < HM_CONFIG_KEY_LAST; k++) {
+        const char *group = hm_config_key_group(k);
+
+        if (g_str_equal(group, "migrate") || g_str_equal(group, "scheduler") ||
+            k == HM_CONFIG_ALERTS_TOKEN_FILE || hm_config_key_equal(daemon->config, fresh, k))
+            continue;
+        g_warning("Reload: [%s] %s changed; it takes effect when hotmigd restarts (a restart "
+                  "ends the migrations it runs)",
+                  group, hm_config_key_name(k));
+        pending++;
+    }
+    if (!hm_config_hosts_equal(daemon->config, fresh)) {
+        g_warning("Reload: the [host NAME] groups changed; they take effect when hotmigd restarts "
+                  "(a restart ends the migrations it runs)");
+        pending++;
+    }
+    g_message("Reloaded '%s': [migrate] and [scheduler] apply from now on%s",
+              hm_config_get_path(fresh) ? hm_config_get_path(fresh) : "the defaults",
+              pending ? "; other changes wait for a restart (see above)" : "");
+    return pending;
 }
 
 void hotmigd_free(Hotmigd *daemon)
@@ -1964,6 +2004,7 @@ void hotmigd_free(Hotmigd *daemon)
     g_clear_pointer(&daemon->hosts, g_ptr_array_unref);
     g_clear_object(&daemon->cancel);
     orch_options_clear(&daemon->migrate_opts);
+    g_clear_pointer(&daemon->reloaded_opts, g_ptr_array_unref);
     g_clear_pointer(&daemon->config, hm_config_free);
     g_free(daemon->name);
     g_free(daemon);

@@ -108,6 +108,12 @@ typedef struct {
  * configuration). Owned result. */
 Hotmigd *hotmigd_new(HmConfig *config, const HotmigdOptions *opts, GError **error);
 
+/* SIGHUP: @config (taken; loaded and checked by the caller) replaces [migrate] for the
+ * migrations that start from now on and [scheduler] for the schedules' next moves (running ones
+ * keep what they started with). Every other key is read once, at the start: each one that
+ * differs is logged as waiting for a restart ([alerts] token-file: hotmigd_alerts_reload()). Returns how many such differences there are. */
+guint hotmigd_reload(Hotmigd *daemon, HmConfig *config);
+
 /* Stops: cancels the migrations running here (they are undone), stops polling remote ones,
  * closes the listeners. NULL-safe. */
 void hotmigd_free(Hotmigd *daemon);

@@ -339,9 +339,10 @@ static void client_done(JsonNode *result, GError *error, gpointer data)
 
 static void cmd_plan(Client *c, Args *a)
 {
-    static const char *const known[] = {"policy",    "host",       "min_stay",
-                                        "bandwidth", "pack_vcpus", "keep_jobs",
-                                        "tolerance", "max_moves",  NULL};
+    static const char *const known[] = {"policy",     "host",       "min_stay",
+                                        "bandwidth",  "pack_vcpus", "keep_jobs",
+                                        "tolerance",  "max_moves",  "host_value",
+                                        "max_migrations", NULL};
     HotmigdPlanRequest req = {0};
     const char *policy;
     int p = -1;
@@ -355,6 +356,8 @@ static void cmd_plan(Client *c, Args *a)
     req.keep_jobs = args_bool(a, "keep_jobs");
     req.tolerance = args_double(a, "tolerance", 0, 1, -1);
     req.max_moves = (gint)args_int(a, "max_moves", 0, G_MAXINT, -1);
+    req.host_value = (gint)args_int(a, "host_value", 0, POL_HOST_VALUE_MAX, -1);
+    req.max_migrations = (gint)args_int(a, "max_migrations", 1, G_MAXINT, -1);
     if (policy && (p = pol_policy_from_string(policy)) < 0)
         args_bad(a, "argument 'policy' must be consolidate, drain or balance, not '%.64s'", policy);
     else if (policy)

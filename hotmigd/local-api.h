@@ -24,6 +24,8 @@ typedef struct {
     gboolean keep_jobs;
     double tolerance; /* < 0: the default */
     gint max_moves;   /* < 0: none */
+    gint host_value;  /* consolidate; < 0: [scheduler] host-value */
+    gint max_migrations; /* consolidate; < 0: none */
 } HotmigdPlanRequest;
 
 /* A move's start or end while a schedule runs; NULL once when it has ended (@event borrowed). */

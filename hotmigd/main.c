@@ -2,9 +2,10 @@
  * the other hosts' migrate-vm over HTTPS with mutual TLS (docs/hotmigd.md).
  *
  *   hotmigd [--config FILE] [--foreground] [--verbose]
+ *   hotmigd [--config FILE] --check-config
  *
  * It always runs in the foreground (a systemd Type=notify service: READY=1 once it listens);
- * SIGTERM and SIGINT stop it cleanly. Exit status: 0 stopped by a signal; 1 could not start
+ * SIGTERM and SIGINT stop it cleanly; SIGHUP reloads the configuration (hotmigd_reload()). Exit status: 0 stopped by a signal; 1 could not start
  * (certificates, address, lease store); 2 bad usage; 4 bad configuration file. The daemon
  * itself (pool, server, cluster work) is hotmigd/daemon.c (hotmigd/daemon.h). */
 #define G_LOG_DOMAIN "hotmigd"
@@ -60,14 +61,48 @@ static gboolean on_signal(gpointer data)
     return G_SOURCE_CONTINUE;
 }
 
-/* --config FILE, else /etc/hotmig/hotmig.conf when it exists, else the defaults. */
-static HmConfig *config_open(const char *path, GError **error)
+typedef struct {
+    Hotmigd *daemon;
+    HotmigdAlerts *alerts;
+    const char *config_path; /* --config, or NULL */
+} Reload;
+
+/* SIGHUP (systemctl reload): the file is read and checked again; a file that does not load or
+ * check is refused, naming every problem, and the running configuration stays. */
+static gboolean on_sighup(gpointer data)
 {
-    if (path)
-        return hm_config_load(path, error);
-    if (g_file_test(HM_CONFIG_PATH_DEFAULT, G_FILE_TEST_EXISTS))
-        return hm_config_load(HM_CONFIG_PATH_DEFAULT, error);
-    return hm_config_new();
+    Reload *r = data;
+    g_autoptr(HmConfig) config = NULL;
+    g_autoptr(GError) error = NULL;
+
+    notify_systemd("RELOADING=1");
+    config = hm_config_open(r->config_path, &error);
+    if (!config || !hm_config_check(config, HM_CONFIG_CHECK_DEFAULT, &error)) {
+        g_warning("Reload refused, the running configuration stays: %s", error->message);
+    } else {
+        if (r->alerts)
+            hotmigd_alerts_reload(r->alerts, config);
+        hotmigd_reload(r->daemon, g_steal_pointer(&config));
+    }
+    notify_systemd("READY=1");
+    return G_SOURCE_CONTINUE;
+}
+
+/* --check-config: what `migrate-vm config check` says about the file hotmigd would read, every
+ * problem on stderr; exit 0 or 4. */
+static int check_config(const char *path)
+{
+    g_autoptr(HmConfig) config = NULL;
+    g_autoptr(GError) error = NULL;
+
+    config = hm_config_open(path, &error);
+    if (!config || !hm_config_check(config, HM_CONFIG_CHECK_DEFAULT, &error)) {
+        fprintf(stderr, "hotmigd: %s\n", error->message);
+        return EXIT_CONFIG;
+    }
+    fprintf(stderr, "hotmigd: '%s' is valid\n",
+            hm_config_get_path(config) ? hm_config_get_path(config) : "the defaults");
+    return EXIT_STOPPED;
 }
 
 static const char help_description[] =
@@ -76,11 +111,15 @@ static const char help_description[] =
     "and ca-cert (by default the host's libvirt PKI); clients must present a certificate\n"
     "signed by that CA. Leases live in [hotmigd] run-dir/leases and survive a restart.\n"
     "\n"
+    "SIGHUP (systemctl reload hotmigd) reads the file again: [migrate] and [scheduler] apply to\n"
+    "what starts next, the alert token is read again, other changes are logged as waiting for\n"
+    "a restart (which would end the migrations running here); a bad file is refused.\n"
+    "\n"
     "Exit status:\n"
-    "  0   stopped by SIGTERM or SIGINT\n"
+    "  0   stopped by SIGTERM or SIGINT; --check-config: the file is valid\n"
     "  1   could not start (certificates, listen address, lease store)\n"
     "  2   bad usage\n"
-    "  4   the configuration file is unreadable or invalid\n"
+    "  4   the configuration file is unreadable or invalid (--check-config: every problem)\n"
     "\n"
     "See hotmigd(8) and docs/hotmigd.md.";
 
@@ -93,12 +132,19 @@ int main(int argc, char **argv)
     g_autoptr(HotmigdAlerts) alerts = NULL;
     g_autoptr(GMainLoop) loop = NULL;
     g_autofree char *config_path = NULL;
-    gboolean foreground = FALSE, verbose = FALSE, version = FALSE;
+    gboolean foreground = FALSE, verbose = FALSE, version = FALSE, check = FALSE;
     const char *listen;
-    guint sigterm, sigint;
+    guint sigterm, sigint, sighup;
+    Reload reload = {0};
     GOptionEntry entries[] = {
         {"config", 'c', 0, G_OPTION_ARG_FILENAME, &config_path,
-         "Configuration file (default " HM_CONFIG_PATH_DEFAULT " when it exists)", "FILE"},
+         "Configuration file (default $" HM_CONFIG_ENV ", else " HM_CONFIG_PATH_DEFAULT
+         " when it exists)",
+         "FILE"},
+        {"check-config", 0, 0, G_OPTION_ARG_NONE, &check,
+         "Check the configuration file, what it means too (certificate files, URIs, addresses), "
+         "report every problem and exit (0 valid, 4 not)",
+         NULL},
         {"foreground", 'f', 0, G_OPTION_ARG_NONE, &foreground,
          "Run in the foreground (the only mode: hotmigd never forks; for systemd and scripts)",
          NULL},
@@ -127,8 +173,10 @@ int main(int argc, char **argv)
         printf("hotmigd %s\n", HOTMIG_VERSION);
         return EXIT_STOPPED;
     }
+    if (check)
+        return check_config(config_path);
     hm_log_setup("hotmigd", verbose);
-    config = config_open(config_path, &error);
+    config = hm_config_open(config_path, &error);
     if (!config) {
         g_critical("%s", error->message);
         return EXIT_CONFIG;
@@ -148,6 +196,8 @@ int main(int argc, char **argv)
     }
     sigterm = g_unix_signal_add(SIGTERM, on_signal, loop);
     sigint = g_unix_signal_add(SIGINT, on_signal, loop);
+    reload = (Reload){.daemon = daemon, .alerts = alerts, .config_path = config_path};
+    sighup = g_unix_signal_add(SIGHUP, on_sighup, &reload);
     listen = hm_config_get_string(hotmigd_get_config(daemon), HM_CONFIG_HOTMIGD_LISTEN);
     g_message(
         "hotmigd %s on %s listening on https://%s:%u (client certificates from CA '%s'); local API on '%s'",
@@ -160,6 +210,7 @@ int main(int argc, char **argv)
 
     g_source_remove(sigterm);
     g_source_remove(sigint);
+    g_source_remove(sighup);
     g_clear_pointer(&alerts, hotmigd_alerts_stop);
     g_clear_pointer(&daemon, hotmigd_free);
     g_message("Stopped");

@@ -66,7 +66,7 @@ static GPtrArray *pool_ids(const char *key, const char *const *list, gboolean pc
     for (guint i = 0; list && list[i]; i++) {
         g_autoptr(GError) local = NULL;
         g_autofree char *id = hotplug_lease_vf_canonical(list[i], &local);
-        gboolean is_pci = id && xml_pci_address_parse(id, NULL, NULL, NULL, NULL, NULL);
+        gboolean is_pci = id && hm_pci_address_parse(id, NULL, NULL);
 
         if (!id) {
             g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "[pool] %s: %s", key,

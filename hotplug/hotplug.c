@@ -45,11 +45,9 @@ HotplugVf *hotplug_vf_from_nodedev_xml(const char *xml, GError **error)
  * compare equal; an address that does not parse is compared as written. Owned. */
 static char *pci_address_canonical(const char *addr)
 {
-    guint domain, bus, slot, function;
+    char *normal = hm_pci_address_normalize(addr, NULL);
 
-    if (!xml_pci_address_parse(addr, &domain, &bus, &slot, &function, NULL))
-        return g_strdup(addr);
-    return g_strdup_printf("%04x:%02x:%02x.%x", domain, bus, slot, function);
+    return normal ? normal : g_strdup(addr);
 }
 
 char *hotplug_vf_choose(const HotplugVf *like, GPtrArray *candidates, GPtrArray *in_use,

@@ -127,13 +127,13 @@ static gboolean lease_netdev_name_valid(const char *name)
 
 char *hotplug_lease_vf_canonical(const char *vf, GError **error)
 {
-    guint domain, bus, slot, function;
     g_autofree char *quoted = NULL;
+    char *normal;
 
     g_return_val_if_fail(vf != NULL, NULL);
 
-    if (xml_pci_address_parse(vf, &domain, &bus, &slot, &function, NULL))
-        return g_strdup_printf("%04x:%02x:%02x.%x", domain, bus, slot, function);
+    if ((normal = hm_pci_address_normalize(vf, NULL)))
+        return normal;
     if (lease_netdev_name_valid(vf))
         return g_strdup(vf);
     quoted = lease_quote(vf);

@@ -9,7 +9,7 @@
  * pci_cleanup() frees everything afterwards. */
 #define G_LOG_DOMAIN "hm-hotplug"
 
-#include "hotplug/pci-address-priv.h"
+#include "common/pci-address.h"
 #include "hotplug/pci-priv.h"
 
 #include <errno.h>
@@ -314,14 +314,15 @@ static gboolean pci_sriov_check(const PciSriovData *d, const char *what, GError 
 
 typedef struct {
     PciSriovData *sriov;
-    guint domain, bus, slot, function;
+    HmPciAddress addr;
 } PciSysfsDevData;
 
 static void pci_sysfs_dev_func(struct pci_access *acc, gpointer data)
 {
     PciSysfsDevData *d = data;
 
-    d->sriov->dev = pci_get_dev(acc, (int)d->domain, (int)d->bus, (int)d->slot, (int)d->function);
+    d->sriov->dev = pci_get_dev(acc, (int)d->addr.domain, (int)d->addr.bus, (int)d->addr.slot,
+                                (int)d->addr.function);
     pci_sriov_func(acc, d->sriov);
 }
 
@@ -333,6 +334,7 @@ gboolean hotplug_pci_read_sriov(HotplugPci *pci, const char *address,
     g_autofree char *what = NULL;
     g_autofree PciSriovData *sriov = g_new0(PciSriovData, 1);
     PciSysfsDevData dev = {.sriov = sriov};
+    g_autoptr(GError) local = NULL;
     struct stat st;
     gboolean ok;
 
@@ -340,8 +342,10 @@ gboolean hotplug_pci_read_sriov(HotplugPci *pci, const char *address,
     g_return_val_if_fail(address != NULL, FALSE);
     g_return_val_if_fail(ret_status != NULL, FALSE);
 
-    if (!hotplug_pci_address_parse(address, &dev.domain, &dev.bus, &dev.slot, &dev.function, error))
+    if (!hm_pci_address_parse(address, &dev.addr, &local)) {
+        g_set_error_literal(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, local->message);
         return FALSE;
+    }
     /* libpci would block on a fifo and read a device node: only a regular file goes to it. */
     path = g_build_filename(pci->sysfs_root, "bus", "pci", "devices", address, "config", NULL);
     if (stat(path, &st) != 0) {
@@ -378,7 +382,7 @@ gboolean hotplug_pci_read_sriov(HotplugPci *pci, const char *address,
 typedef struct {
     const char *dump_path;
     gboolean any; /* no address given: the first device of the dump */
-    guint domain, bus, slot, function;
+    HmPciAddress addr;
     PciSriovData *sriov; /* ->dev borrowed from the access's device list */
     gboolean found;
 } PciDumpData;
@@ -399,8 +403,8 @@ static void pci_dump_func(struct pci_access *acc, gpointer data)
             first = dev;
             continue;
         }
-        if ((guint)dev->domain == d->domain && dev->bus == d->bus && dev->dev == d->slot &&
-            dev->func == d->function) {
+        if ((guint)dev->domain == d->addr.domain && dev->bus == d->addr.bus &&
+            dev->dev == d->addr.slot && dev->func == d->addr.function) {
             first = dev;
             break;
         }
@@ -408,10 +412,10 @@ static void pci_dump_func(struct pci_access *acc, gpointer data)
     if (!first)
         return;
     d->found = TRUE;
-    d->domain = (guint)first->domain;
-    d->bus = first->bus;
-    d->slot = first->dev;
-    d->function = first->func;
+    d->addr.domain = (guint)first->domain;
+    d->addr.bus = first->bus;
+    d->addr.slot = first->dev;
+    d->addr.function = first->func;
     d->sriov->dev = first;
     pci_sriov_func(acc, d->sriov);
 }
@@ -423,15 +427,17 @@ gboolean hotplug_pci_read_sriov_dump(const char *dump_path, const char *address,
     g_autofree char *what = NULL;
     g_autofree PciSriovData *sriov = g_new0(PciSriovData, 1);
     PciDumpData dump = {.dump_path = dump_path, .any = address == NULL, .sriov = sriov};
+    g_autoptr(GError) local = NULL;
     struct pci_access *acc;
     gboolean ok;
 
     g_return_val_if_fail(dump_path != NULL, FALSE);
     g_return_val_if_fail(ret_status != NULL, FALSE);
 
-    if (address && !hotplug_pci_address_parse(address, &dump.domain, &dump.bus, &dump.slot,
-                                              &dump.function, error))
+    if (address && !hm_pci_address_parse(address, &dump.addr, &local)) {
+        g_set_error_literal(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, local->message);
         return FALSE;
+    }
 
     what = g_strdup_printf("Cannot read the lspci dump '%s'", dump_path);
     acc = pci_access_new();

@@ -5,7 +5,7 @@
 #include <glib.h>
 
 #include "hotplug/hotplug.h"
-#include "hotplug/pci-address-priv.h"
+#include "common/pci-address.h"
 
 G_BEGIN_DECLS
 

@@ -3,7 +3,7 @@
 #define G_LOG_DOMAIN "hm-hotplug"
 
 #include "hotplug/hotplug.h"
-#include "hotplug/pci-address-priv.h"
+#include "common/pci-address.h"
 #include "hotplug/pci-priv.h"
 #include "hotplug/sysfs-priv.h"
 
@@ -464,17 +464,19 @@ static HotplugPciFunction *read_function(SysfsCtx *ctx, const char *address, GEr
  * when it falls outside the PF's domain's 16-bit routing ID space. */
 static char *vf_address_by_capability(const HotplugPciFunction *pf, guint index)
 {
-    guint domain, bus, slot, function;
+    HmPciAddress addr;
     guint64 rid;
 
-    if (!hotplug_pci_address_parse(pf->address, &domain, &bus, &slot, &function, NULL))
+    if (!hm_pci_address_parse(pf->address, &addr, NULL))
         return NULL;
-    rid =
-        ((guint64)bus << 8 | slot << 3 | function) + pf->vf_offset + (guint64)pf->vf_stride * index;
+    rid = ((guint64)addr.bus << 8 | addr.slot << 3 | addr.function) + pf->vf_offset +
+          (guint64)pf->vf_stride * index;
     if (rid > 0xffff)
         return NULL;
-    return hotplug_pci_address_format(domain, (guint)(rid >> 8), (guint)(rid >> 3) & 0x1f,
-                                      (guint)rid & 7);
+    addr.bus = (guint)(rid >> 8);
+    addr.slot = (guint)(rid >> 3) & 0x1f;
+    addr.function = (guint)rid & 7;
+    return hm_pci_address_format(&addr);
 }
 
 /* The SR-IOV capability (config space, through libpci) against what sysfs says. */
@@ -580,7 +582,7 @@ static HotplugPciFunction *read_vf(SysfsCtx *ctx, const HotplugPciFunction *pf, 
 
     if (!sysfs_link_name(link, FALSE, &name, error))
         return NULL;
-    address = hotplug_pci_address_normalize(name, NULL);
+    address = hm_pci_address_normalize(name, NULL);
     if (!address || !g_str_equal(address, name)) {
         g_autofree char *quoted = attr_quote(name);
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_SYSFS,
@@ -738,13 +740,14 @@ static HotplugPciFunction *read_pf(SysfsCtx *ctx, const char *address, GError **
 /* ---- the entry points -------------------------------------------------------------------- */
 
 typedef struct {
-    guint domain, bus, slot, function;
+    HmPciAddress addr;
     char *name;
 } SysfsEntry;
 
 static gint entry_compare(gconstpointer pa, gconstpointer pb)
 {
-    const SysfsEntry *a = pa, *b = pb;
+    const HmPciAddress *a = &((const SysfsEntry *)pa)->addr;
+    const HmPciAddress *b = &((const SysfsEntry *)pb)->addr;
 
     if (a->domain != b->domain)
         return a->domain < b->domain ? -1 : 1;
@@ -776,10 +779,8 @@ GPtrArray *hotplug_sysfs_list_pfs(const char *sysfs_root, GError **error)
         SysfsEntry entry = {.name = g_ptr_array_index(names, i)};
         g_autofree char *normal = NULL;
 
-        if (hotplug_pci_address_parse(entry.name, &entry.domain, &entry.bus, &entry.slot,
-                                      &entry.function, NULL))
-            normal = hotplug_pci_address_format(entry.domain, entry.bus, entry.slot,
-                                                entry.function);
+        if (hm_pci_address_parse(entry.name, &entry.addr, NULL))
+            normal = hm_pci_address_format(&entry.addr);
         if (!normal || !g_str_equal(normal, entry.name)) {
             g_autofree char *quoted = attr_quote(entry.name);
             g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_SYSFS,
@@ -812,6 +813,7 @@ GPtrArray *hotplug_sysfs_list_pfs(const char *sysfs_root, GError **error)
 HotplugPciFunction *hotplug_sysfs_read(const char *sysfs_root, const char *address, GError **error)
 {
     g_auto(SysfsCtx) ctx = {0};
+    g_autoptr(GError) local = NULL;
     g_autofree char *normal = NULL;
     g_autofree char *dir = NULL;
     g_autofree char *path = NULL;
@@ -824,9 +826,11 @@ HotplugPciFunction *hotplug_sysfs_read(const char *sysfs_root, const char *addre
     g_return_val_if_fail(sysfs_root != NULL, NULL);
     g_return_val_if_fail(address != NULL, NULL);
 
-    normal = hotplug_pci_address_normalize(address, error);
-    if (!normal)
+    normal = hm_pci_address_normalize(address, &local);
+    if (!normal) {
+        g_set_error_literal(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, local->message);
         return NULL;
+    }
     if (!sysfs_ctx_init(&ctx, sysfs_root, error))
         return NULL;
     dir = device_dir(&ctx, normal);
@@ -859,7 +863,7 @@ HotplugPciFunction *hotplug_sysfs_read(const char *sysfs_root, const char *addre
             normal, dir, dir);
         return NULL;
     }
-    pf_address = hotplug_pci_address_normalize(pf_name, NULL);
+    pf_address = hm_pci_address_normalize(pf_name, NULL);
     if (!pf_address || !g_str_equal(pf_address, pf_name)) {
         g_autofree char *quoted = attr_quote(pf_name);
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_SYSFS,

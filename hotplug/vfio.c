@@ -22,14 +22,12 @@ static char *vfio_device_dir(const char *sysfs_root, const char *address, char *
                              GError **error)
 {
     g_autoptr(GError) local = NULL;
-    guint domain, bus, slot, function;
 
-    if (!xml_pci_address_parse(address, &domain, &bus, &slot, &function, &local)) {
-        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, "'%s' is not a PCI address: %s",
-                    address, local->message);
+    *ret_address = hm_pci_address_normalize(address, &local);
+    if (!*ret_address) {
+        g_set_error_literal(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, local->message);
         return NULL;
     }
-    *ret_address = g_strdup_printf("%04x:%02x:%02x.%x", domain, bus, slot, function);
     return g_build_filename(sysfs_root, "bus", "pci", "devices", *ret_address, NULL);
 }
 

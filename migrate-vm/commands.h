@@ -1,30 +1,67 @@
-/* migrate-vm's subcommands beside one migration (main.c dispatches to them): plan (plan.c), and
- * those that ask this host's hotmigd over its local socket (local.c): drain, status, run, and
- * plan without --snapshot (docs/operations.md). */
+/* migrate-vm's subcommands (main.c dispatches to them from its table), one file each:
+ * cmd-migrate.c (one migration, --recover, --dry-run: what runs without a subcommand),
+ * cmd-config.c, cmd-plan.c, cmd-drain.c, cmd-run.c, cmd-status.c; local.c holds what those
+ * asking this host's hotmigd over its local socket share (docs/operations.md). */
 #pragma once
 
 #include <glib.h>
 #include <json-glib/json-glib.h>
 
+#include "common/config.h"
+
 G_BEGIN_DECLS
 
-/* `migrate-vm plan ...` (plan.c): argv[0] is "plan". Returns the exit status. */
-int orch_plan_cli_main(int argc, char **argv);
+/* Exit statuses every subcommand shares; cmd-migrate.c adds the migration's own. */
+enum {
+    EXIT_OK = 0,
+    EXIT_FAILED = 1,
+    EXIT_USAGE = 2,
+    EXIT_CONFIG = 4,
+};
 
-/* `migrate-vm drain|status|run ...`: argv[0] is the subcommand. Returns the exit status. */
-int orch_daemon_cli_main(int argc, char **argv);
+/* ---- the subcommands: argv[0] is the subcommand's name (the program's, for migrate); each
+ * returns the exit status ----------------------------------------------------------------- */
 
-/* `migrate-vm plan ...` without --snapshot: asks hotmigd at @socket for the plan described by
- * @args (the local API's "plan" arguments) and prints it as plan-cli does. Exit status. */
-int orch_daemon_plan(const char *socket, JsonNode *args, gboolean json, gboolean pretty,
-                     gboolean timing);
+int cmd_migrate_main(int argc, char **argv);
+int cmd_config_main(int argc, char **argv);
+int cmd_plan_main(int argc, char **argv);
+int cmd_drain_main(int argc, char **argv);
+int cmd_run_main(int argc, char **argv);
+int cmd_status_main(int argc, char **argv);
+
+/* Whether @config's migration settings go together, as a migration would find them (the
+ * message names the clashing keys with their FILE:LINE). cmd-migrate.c. */
+gboolean cmd_migrate_check_config(const HmConfig *config, GError **error);
+
+/* ---- asking this host's hotmigd (local.c) -------------------------------------------------- */
+
+#define CLI_TIMEOUT_S 60         /* an answer to a request */
+#define CLI_WAIT_TIMEOUT_S 86400 /* --wait: how long the schedule may take (--timeout) */
 
 /* The local socket: @socket, else [hotmigd] socket of the configuration @config_path (NULL: the
  * default file when it exists, else the default). Owned; NULL with the configuration's error. */
-char *orch_daemon_socket(const char *config_path, const char *socket, GError **error);
+char *local_socket(const char *config_path, const char *socket, GError **error);
 
 /* The exit status for an error of the local API: 2 for a request refused as bad (INVALID,
  * NOT_FOUND), 4 for a bad configuration file, else 1. */
-int orch_daemon_exit_status(const GError *error);
+int local_exit_status(const GError *error);
+
+/* `migrate-vm plan ...` without --snapshot: asks hotmigd at @socket for the plan described by
+ * @args (the local API's "plan" arguments) and prints it as cmd-plan.c does. Exit status. */
+int local_plan(const char *socket, JsonNode *args, gboolean json, gboolean pretty, gboolean timing);
+
+/* Members of an answer, NULL or 0 when absent or of another type (borrowed). */
+const char *local_member_str(JsonObject *o, const char *name);
+gint64 local_member_int(JsonObject *o, const char *name);
+JsonObject *local_member_obj(JsonObject *o, const char *name);
+JsonArray *local_member_array(JsonObject *o, const char *name);
+
+/* Prints an answer as JSON; a schedule (with each move when @moves) for people. */
+void local_print_json(JsonNode *node);
+void local_print_schedule(JsonObject *s, gboolean moves);
+
+/* Follows schedule @id until it ends (at most @timeout_s), showing each move on stderr, then
+ * prints its report (as JSON with @json). 0 when every move is done, else 1 (or the error's). */
+int local_wait_schedule(const char *socket, const char *id, gboolean json, guint timeout_s);
 
 G_END_DECLS

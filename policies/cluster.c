@@ -1,6 +1,8 @@
 /* hm-policies: the cluster model (hosts, VFs per model, VMs) and the planning problem. */
 #include "policies/policies-priv.h"
 
+#include "common/config.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -262,6 +264,11 @@ void pol_options_init(PolOptions *opts)
     memset(opts, 0, sizeof(*opts));
     opts->bandwidth_mib_s = POL_BANDWIDTH_MIB_S_DEFAULT;
     opts->balance_tolerance = POL_BALANCE_TOLERANCE_DEFAULT;
+    {
+        /* The default is written once, in the configuration schema. */
+        g_autoptr(HmConfig) defaults = hm_config_new();
+        opts->host_value = (guint)hm_config_get_uint(defaults, HM_CONFIG_SCHEDULER_HOST_VALUE);
+    }
 }
 
 char *pol_vm_blocked_reason(const PolCluster *c, guint v, const PolOptions *opts)

@@ -138,29 +138,33 @@ gboolean pol_packer_eject(PolPacker *pk, guint u)
     const guint D = p->dims;
     const gint64 *need = p->unit_dem + (gsize)u * D;
 
-    for (guint b = 0; b < p->n_hosts; b++) {
-        const gint64 *res = pk->res + (gsize)b * D;
+    /* First a unit that moves anyway (not on its own host: moving it elsewhere costs no
+     * migration), then one that would otherwise stay. */
+    for (guint pass = 0; pass < 2; pass++) {
+        for (guint b = 0; b < p->n_hosts; b++) {
+            const gint64 *res = pk->res + (gsize)b * D;
 
-        if (!pk->open[b])
-            continue;
-        for (gint x = pk->head[b]; x >= 0; x = pk->next[x]) {
-            const gint64 *dx = p->unit_dem + (gsize)x * D;
-            gboolean room = TRUE;
-            gint c;
+            if (!pk->open[b])
+                continue;
+            for (gint x = pk->head[b]; x >= 0; x = pk->next[x]) {
+                const gint64 *dx = p->unit_dem + (gsize)x * D;
+                gboolean room = TRUE;
+                gint c;
 
-            if (pk->locked[x])
-                continue;
-            for (guint d = 0; d < D && room; d++)
-                room = res[d] + dx[d] >= need[d];
-            if (!room)
-                continue;
-            c = pol_packer_find(pk, (guint)x, (gint)b);
-            if (c < 0)
-                continue;
-            pol_packer_take(pk, (guint)x);
-            pol_packer_put(pk, (guint)x, (guint)c, FALSE);
-            pol_packer_put(pk, u, b, FALSE);
-            return TRUE;
+                if (pk->locked[x] || (pass == 0 && p->unit_host[x] == b))
+                    continue;
+                for (guint d = 0; d < D && room; d++)
+                    room = res[d] + dx[d] >= need[d];
+                if (!room)
+                    continue;
+                c = pol_packer_find(pk, (guint)x, (gint)b);
+                if (c < 0)
+                    continue;
+                pol_packer_take(pk, (guint)x);
+                pol_packer_put(pk, (guint)x, (guint)c, FALSE);
+                pol_packer_put(pk, u, b, FALSE);
+                return TRUE;
+            }
         }
     }
     return FALSE;

@@ -35,6 +35,7 @@ void pol_plan_free(PolPlan *plan)
     g_free(plan->drained);
     g_clear_pointer(&plan->migrations, g_ptr_array_unref);
     g_clear_pointer(&plan->hosts, g_ptr_array_unref);
+    g_clear_pointer(&plan->front, g_array_unref);
     g_free(plan);
 }
 
@@ -108,6 +109,7 @@ static void plan_summarize(PolPlan *plan, const PolProblem *p, const guint *vm_f
         PolMigration *m = g_ptr_array_index(plan->migrations, i);
         plan->duration_s += m->duration_s;
         plan->extra_moves += m->extra;
+        plan->moved_mib += m->memory_mib;
     }
     plan->plan_ms = (double)(g_get_monotonic_time() - start_us) / 1000.0;
 }
@@ -404,19 +406,29 @@ typedef struct {
     guint host;
     double capacity; /* weighted, relative to the largest host */
     guint vms;
+    guint64 memory; /* of its VMs */
     guint8 anchor;
 } CandKey;
 
-static int cand_cmp(const void *a, const void *b)
+/* Orders of the hosts to keep: holding VMs that cannot move first; then, by capacity
+ * (@data NULL: repacking onto the largest), larger first, then more VMs; or by VMs held
+ * (@data non-NULL: keeping VMs in place), more VMs first (fewer to move), then more memory
+ * (less moved), then larger. Then index. */
+static gint cand_cmp(gconstpointer a, gconstpointer b, gpointer data)
 {
     const CandKey *x = a, *y = b;
+    gboolean by_count = data != NULL;
 
     if (x->anchor != y->anchor)
         return x->anchor ? -1 : 1;
-    if (x->capacity != y->capacity)
+    if (!by_count && x->capacity != y->capacity)
         return x->capacity > y->capacity ? -1 : 1;
     if (x->vms != y->vms)
         return x->vms > y->vms ? -1 : 1;
+    if (by_count && x->memory != y->memory)
+        return x->memory > y->memory ? -1 : 1;
+    if (by_count && x->capacity != y->capacity)
+        return x->capacity > y->capacity ? -1 : 1;
     return x->host < y->host ? -1 : x->host > y->host;
 }
 
@@ -451,6 +463,265 @@ static PolPacker *consolidate_search(Consolidation *cs, guint kmin)
     return g_steal_pointer(&best);
 }
 
+/* Fewer migrations: a unit sent away from a host that stays in use goes back when it still
+ * fits there. */
+static void consolidate_send_back(const PolProblem *p, PolPacker *pk)
+{
+    for (guint u = 0; u < p->n_units; u++) {
+        guint h = p->unit_host[u];
+        if (p->unit_fixed[u] || pk->assign[u] == (gint)h || pk->assign[u] < 0 || !pk->open[h])
+            continue;
+        if (pk->head[h] >= 0 && pol_packer_fits(pk, u, h)) {
+            pol_packer_take(pk, u);
+            pol_packer_put(pk, u, h, FALSE);
+        }
+    }
+}
+
+/* Variant @variant (< CONSOLIDATE_VARIANTS) of a placement on @k hosts: the hosts kept in
+ * count order (@cs) or capacity order (@cc), the last 0, k/8, k/4, k/2 or k of them unpinned,
+ * each sort key. */
+#define CONSOLIDATE_VARIANTS (2 * 5 * POL_KEY_LAST)
+static PolPacker *consolidate_variant(Consolidation *cs, Consolidation *cc, guint k,
+                                      guint variant)
+{
+    const guint unpin[] = {0, k / 8, k / 4, k / 2, k};
+    guint order = variant / (5 * POL_KEY_LAST), rest = variant % (5 * POL_KEY_LAST);
+
+    return consolidate_try(order ? cc : cs, k, unpin[rest / POL_KEY_LAST],
+                           (PolKey)(rest % POL_KEY_LAST));
+}
+
+/* Front points x units up to which every point gets its migration bound. */
+#define CONSOLIDATE_BOUND_BUDGET G_GUINT64_CONSTANT(20000000)
+
+/* A placement found for some number of hosts. */
+typedef struct {
+    guint hosts;      /* hosts holding VMs after it */
+    guint migrations; /* VMs moved (detours not counted) */
+    guint64 moved_mib;
+    PolPacker *pk;    /* owned; NULL: derived from the first incremental placement */
+    guint keep;       /* derived: the first @keep hosts of the count order keep their VMs */
+    gboolean unusable; /* its moves could not be ordered */
+    gboolean base;     /* the incremental placement the derived points start from */
+} ConsPoint;
+
+static void cons_point_clear(gpointer data)
+{
+    ConsPoint *pt = data;
+    g_clear_pointer(&pt->pk, pol_packer_free);
+}
+
+/* The final host of each VM of @pk's placement. */
+static void consolidate_final(const PolProblem *p, const PolPacker *pk, guint *vm_final)
+{
+    for (guint v = 0; v < p->n_vms; v++) {
+        guint u = p->vm_unit[v];
+        vm_final[v] = p->unit_fixed[u] || pk->assign[u] < 0 ? p->unit_host[u]
+                                                             : (guint)pk->assign[u];
+    }
+}
+
+/* Counts what the placement @vm_final moves, and the hosts holding VMs after it. */
+static void consolidate_count(const PolProblem *p, const guint *vm_final, ConsPoint *pt)
+{
+    const PolCluster *c = p->cluster;
+    g_autofree guint8 *used = g_new0(guint8, p->n_hosts + 1);
+
+    pt->hosts = pt->migrations = 0;
+    pt->moved_mib = 0;
+    for (guint v = 0; v < p->n_vms; v++) {
+        const PolVm *vm = g_ptr_array_index(c->vms, v);
+        if (vm_final[v] != vm->host) {
+            pt->migrations++;
+            pt->moved_mib += vm->memory_mib;
+        }
+        if (p->active[vm_final[v]] && !used[vm_final[v]]) {
+            used[vm_final[v]] = TRUE;
+            pt->hosts++;
+        }
+    }
+}
+
+/* Every active host fits what it holds now; else POL_ERROR_INVALID naming the hosts. */
+static gboolean consolidate_check_capacity(const PolProblem *p, GError **error)
+{
+    static const char *const dim_names[] = {"CPU (millicores)", "memory (MiB)"};
+    const PolCluster *c = p->cluster;
+    const guint D = p->dims;
+    g_autofree gint64 *used = g_new0(gint64, (gsize)p->n_hosts * D + 1);
+    g_autoptr(GString) msg = g_string_new(NULL);
+    guint bad = 0;
+
+    for (guint u = 0; u < p->n_units; u++) {
+        for (guint d = 0; d < D; d++)
+            used[(gsize)p->unit_host[u] * D + d] += p->unit_dem[(gsize)u * D + d];
+    }
+    for (guint h = 0; h < p->n_hosts; h++) {
+        const PolHost *host = g_ptr_array_index(c->hosts, h);
+        for (guint d = 0; d < D && p->active[h]; d++) {
+            gint64 x = used[(gsize)h * D + d], cap = p->cap[(gsize)h * D + d];
+            if (x <= cap)
+                continue;
+            if (++bad <= 5) {
+                g_autofree char *dim =
+                    d < POL_DIM_VF0
+                        ? g_strdup(dim_names[d])
+                        : g_strdup_printf("VFs of model '%s'",
+                                          (char *)g_ptr_array_index(c->models, d - POL_DIM_VF0));
+                g_string_append_printf(msg, "%shost '%s' %s %" G_GINT64_FORMAT " > %" G_GINT64_FORMAT,
+                                       bad > 1 ? "; " : "", host->name, dim, x, cap);
+            }
+            break;
+        }
+    }
+    if (bad == 0)
+        return TRUE;
+    g_set_error(error, POL_ERROR, POL_ERROR_INVALID,
+                "%u host%s already over capacity, nothing planned: %s%s", bad,
+                bad > 1 ? "s are" : " is", msg->str, bad > 5 ? "; ..." : "");
+    return FALSE;
+}
+
+/* The error when no point is within the cap: the VMs that must move whatever the plan. */
+static void consolidate_over_cap(const PolProblem *p, const GArray *points, guint cap,
+                                 GError **error)
+{
+    const PolCluster *c = p->cluster;
+    g_autoptr(GString) names = g_string_new(NULL);
+    guint must = 0, fewest = G_MAXUINT;
+
+    for (guint i = 0; i < points->len; i++) {
+        const ConsPoint *pt = &g_array_index(points, ConsPoint, i);
+        fewest = MIN(fewest, pt->migrations);
+    }
+    for (guint v = 0; v < p->n_vms; v++) {
+        const PolVm *vm = g_ptr_array_index(c->vms, v);
+        if (!p->active[vm->host] || p->accepts[vm->host] || p->unit_fixed[p->vm_unit[v]])
+            continue;
+        if (++must <= 8)
+            g_string_append_printf(names, "%s'%s' on '%s'", must > 1 ? ", " : "", vm->name,
+                                   ((PolHost *)g_ptr_array_index(c->hosts, vm->host))->name);
+    }
+    if (must > cap)
+        g_set_error(error, POL_ERROR, POL_ERROR_OVER_CAP,
+                    "no consolidation within %u migrations: %u VMs must leave evacuating hosts: %s%s",
+                    cap, must, names->str, must > 8 ? ", ..." : "");
+    else
+        g_set_error(error, POL_ERROR, POL_ERROR_OVER_CAP,
+                    "no consolidation within %u migrations: the fewest found moves %u VMs", cap,
+                    fewest);
+}
+
+/* Which point to take: the lowest host_value x hosts + migrations within the cap, then less
+ * memory moved, then fewer hosts. -1: none. */
+static gint consolidate_choose(const GArray *points, const PolOptions *opts)
+{
+    gint best = -1;
+    guint64 best_cost = 0;
+
+    for (guint i = 0; i < points->len; i++) {
+        const ConsPoint *pt = &g_array_index(points, ConsPoint, i);
+        guint64 cost = (guint64)opts->host_value * pt->hosts + pt->migrations;
+        const ConsPoint *b = best >= 0 ? &g_array_index(points, ConsPoint, best) : NULL;
+
+        if (pt->unusable || (opts->max_migrations && pt->migrations > opts->max_migrations))
+            continue;
+        if (!b || cost < best_cost ||
+            (cost == best_cost && (pt->moved_mib < b->moved_mib ||
+                                   (pt->moved_mib == b->moved_mib && pt->hosts < b->hosts)))) {
+            best = (gint)i;
+            best_cost = cost;
+        }
+    }
+    return best;
+}
+
+/* Adds @pt unless a point with as many hosts is as good; keeps one point per host count
+ * (@by_hosts: hosts -> index + 1 of that point, n_hosts + 1 entries). */
+static void consolidate_add_point(GArray *points, guint *by_hosts, ConsPoint *pt)
+{
+    guint i = by_hosts[pt->hosts];
+
+    if (i > 0) {
+        ConsPoint *q = &g_array_index(points, ConsPoint, i - 1);
+        if (q->migrations < pt->migrations ||
+            (q->migrations == pt->migrations && q->moved_mib <= pt->moved_mib)) {
+            cons_point_clear(pt);
+            return;
+        }
+        if (!q->base) {
+            cons_point_clear(q);
+            *q = *pt;
+            return;
+        }
+        /* the derived points need the base placement: keep both */
+    }
+    g_array_append_val(points, *pt);
+    by_hosts[pt->hosts] = points->len;
+}
+
+/* Records placement @pk (taken) as a point: its units sent back home where they fit, counted
+ * (@vm_final: scratch). @base: the incremental placement the derived points start from.
+ * @keep_all: append even when a point with as many hosts exists (the fallback's tries). */
+static void consolidate_record(const PolProblem *p, PolPacker *pk, gboolean base,
+                               gboolean keep_all, guint *vm_final, GArray *points,
+                               guint *by_hosts)
+{
+    ConsPoint pt = {.pk = pk, .base = base};
+
+    consolidate_send_back(p, pk);
+    consolidate_final(p, pk, vm_final);
+    consolidate_count(p, vm_final, &pt);
+    if (keep_all)
+        g_array_append_val(points, pt);
+    else
+        consolidate_add_point(points, by_hosts, &pt);
+}
+
+static gint cons_point_cmp(gconstpointer a, gconstpointer b)
+{
+    const ConsPoint *x = *(ConsPoint *const *)a, *y = *(ConsPoint *const *)b;
+
+    if (x->hosts != y->hosts)
+        return x->hosts < y->hosts ? -1 : 1;
+    if (x->migrations != y->migrations)
+        return x->migrations < y->migrations ? -1 : 1;
+    return x->moved_mib < y->moved_mib ? -1 : x->moved_mib > y->moved_mib;
+}
+
+/* The front: fewest hosts first, each point with fewer migrations than every point with
+ * fewer hosts (as many: less memory moved), and the chosen one; *@ret_chosen: where
+ * @chosen is among them. O(points log points). */
+static GArray *consolidate_front(const GArray *points, guint chosen, guint *ret_chosen)
+{
+    GArray *front = g_array_new(FALSE, FALSE, sizeof(PolFrontPoint));
+    g_autoptr(GPtrArray) sorted = g_ptr_array_sized_new(points->len);
+    const ConsPoint *ch = &g_array_index(points, ConsPoint, chosen);
+    const ConsPoint *last = NULL;
+
+    for (guint i = 0; i < points->len; i++) {
+        const ConsPoint *pt = &g_array_index(points, ConsPoint, i);
+        if (!pt->unusable || i == chosen)
+            g_ptr_array_add(sorted, (gpointer)pt);
+    }
+    g_ptr_array_sort(sorted, cons_point_cmp);
+    for (guint i = 0; i < sorted->len; i++) {
+        const ConsPoint *pt = g_ptr_array_index(sorted, i);
+        gboolean better = !last || pt->migrations < last->migrations ||
+                          (pt->migrations == last->migrations && pt->moved_mib < last->moved_mib);
+        if (better || pt == ch) {
+            PolFrontPoint f = {pt->hosts, pt->migrations, pt->moved_mib, G_MAXUINT};
+            if (pt == ch)
+                *ret_chosen = front->len;
+            g_array_append_val(front, f);
+        }
+        if (better)
+            last = pt;
+    }
+    return front;
+}
+
 PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts, GError **error)
 {
     gint64 start = g_get_monotonic_time();
@@ -459,22 +730,37 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
     g_auto(PolShape) shape = {0};
     g_autofree CandKey *keys = NULL;
     g_autofree guint *cand = NULL;
+    g_autofree guint *cand_count = NULL;
     g_autofree guint *units = NULL;
     g_autofree guint *vm_final = NULL;
     g_autofree guint8 *anchor = NULL;
     g_autofree guint *vm_count = NULL;
-    Consolidation cs = {0};
-    guint n_cand = 0, accepting_anchors = 0, other_anchors = 0, movers = 0, lb, kmin;
+    g_autofree guint64 *vm_memory = NULL;
+    g_autoptr(GArray) points = g_array_new(FALSE, TRUE, sizeof(ConsPoint));
+    g_autofree guint *by_hosts = NULL;
+    Consolidation cs = {0}, cc = {0};
+    guint n_cand = 0, accepting_anchors = 0, other_anchors = 0, movers = 0, lb, kmin, kmax = 0;
+    gint k0 = -1;
 
     g_return_val_if_fail(cluster != NULL, NULL);
     opts_or_default(&opts, &defaults);
+    if (opts->host_value > POL_HOST_VALUE_MAX) {
+        g_set_error(error, POL_ERROR, POL_ERROR_INVALID, "host_value must be at most %u, not %u",
+                    POL_HOST_VALUE_MAX, opts->host_value);
+        return NULL;
+    }
+    g_array_set_clear_func(points, cons_point_clear);
     p = pol_problem_new(cluster, opts);
+    by_hosts = g_new0(guint, p->n_hosts + 1);
+    if (!consolidate_check_capacity(p, error))
+        return NULL;
     shape_init(&shape, p);
     lb = pol_problem_lower_bound(p);
 
     anchor = g_new0(guint8, p->n_hosts + 1);
     keys = g_new0(CandKey, p->n_hosts + 1);
     vm_count = g_new0(guint, p->n_hosts + 1);
+    vm_memory = g_new0(guint64, p->n_hosts + 1);
     for (guint u = 0; u < p->n_units; u++) {
         guint h = p->unit_host[u];
         if (p->unit_fixed[u] && p->active[h])
@@ -482,6 +768,7 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
         else if (!p->unit_fixed[u])
             movers++;
         vm_count[h] += p->unit_first[u + 1] - p->unit_first[u];
+        vm_memory[h] += (guint64)p->unit_dem[(gsize)u * p->dims + POL_DIM_MEM];
     }
     for (guint h = 0; h < p->n_hosts; h++) {
         if (!p->accepts[h]) {
@@ -489,9 +776,11 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
             continue;
         }
         accepting_anchors += anchor[h];
+        kmax += vm_count[h] > 0 || anchor[h];
         keys[n_cand].host = h;
         keys[n_cand].anchor = anchor[h];
         keys[n_cand].vms = vm_count[h];
+        keys[n_cand].memory = vm_memory[h];
         for (guint d = 0; d < p->dims; d++) {
             if (shape.ref[d] > 0)
                 keys[n_cand].capacity +=
@@ -499,65 +788,213 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
         }
         n_cand++;
     }
-    qsort(keys, n_cand, sizeof(*keys), cand_cmp);
+    units = g_new(guint, p->n_units + 1);
+    /* Two orders of the hosts to keep: by VMs held (keeping VMs in place) and by capacity
+     * (repacking onto the largest). */
+    g_qsort_with_data(keys, (gint)n_cand, sizeof(*keys), cand_cmp, GINT_TO_POINTER(1));
+    cand_count = g_new(guint, n_cand + 1);
+    for (guint i = 0; i < n_cand; i++)
+        cand_count[i] = keys[i].host;
+    g_qsort_with_data(keys, (gint)n_cand, sizeof(*keys), cand_cmp, NULL);
     cand = g_new(guint, n_cand + 1);
     for (guint i = 0; i < n_cand; i++)
         cand[i] = keys[i].host;
-    units = g_new(guint, p->n_units + 1);
-    cs = (Consolidation){p, &shape, cand, n_cand, units};
+    cs = (Consolidation){p, &shape, cand_count, n_cand, units};
+    cc = (Consolidation){p, &shape, cand, n_cand, units};
 
     kmin = lb > other_anchors ? lb - other_anchors : 0;
     kmin = MAX(kmin, accepting_anchors);
     if (movers > 0)
         kmin = MAX(kmin, 1);
     kmin = MIN(kmin, n_cand);
-
+    kmax = MAX(kmax, kmin);
     vm_final = g_new(guint, p->n_vms + 1);
-    /* Rarely the placement found cannot be reached without overcommitting (a cycle of moves
-     * between full hosts and no room for a detour): then one host more is allowed. */
-    for (;;) {
-        g_autoptr(PolPacker) pk = consolidate_search(&cs, kmin);
-        g_autoptr(GPtrArray) moves = NULL;
-        g_autoptr(GError) local = NULL;
-        guint k = 0;
 
-        if (!pk) {
-            g_set_error(error, POL_ERROR, POL_ERROR_NO_ROOM,
-                        "the VMs do not fit on the %u hosts that accept VMs", n_cand);
-            return NULL;
-        }
-        /* Fewer migrations: a unit sent away from a host that stays in use goes back when it
-         * still fits there. */
-        for (guint u = 0; u < p->n_units; u++) {
-            guint h = p->unit_host[u];
-            if (p->unit_fixed[u] || pk->assign[u] == (gint)h || !pk->open[h])
-                continue;
-            if (pk->head[h] >= 0 && pol_packer_fits(pk, u, h)) {
-                pol_packer_take(pk, u);
-                pol_packer_put(pk, u, h, FALSE);
+    /* 1. Keep the hosts with the most VMs and their VMs, place the others' VMs in the room
+     * left (a few ejections when needed): from the bound up until a try succeeds; a binary
+     * search beyond bound + 2. */
+    {
+        guint lo = kmin, hi = kmax;
+        for (guint k = kmin; k <= MIN(kmin + 2, kmax) && k0 < 0; k++) {
+            for (PolKey key = 0; key < POL_KEY_LAST && k0 < 0; key++) {
+                PolPacker *pk = consolidate_try(&cs, k, 0, key);
+                if (pk) {
+                    consolidate_record(p, pk, TRUE, FALSE, vm_final, points, by_hosts);
+                    k0 = (gint)k;
+                }
             }
         }
-        for (guint v = 0; v < p->n_vms; v++) {
-            guint u = p->vm_unit[v];
-            vm_final[v] = p->unit_fixed[u] || pk->assign[u] < 0
-                              ? ((PolVm *)g_ptr_array_index(cluster->vms, v))->host
-                              : (guint)pk->assign[u];
+        if (k0 < 0 && kmin + 3 <= kmax) {
+            g_autoptr(PolPacker) best = NULL;
+            guint kbest = 0;
+            lo = kmin + 3;
+            while (lo <= hi) {
+                guint mid = lo + (hi - lo) / 2;
+                PolPacker *got = consolidate_try(&cs, mid, 0, POL_KEY_WEIGHTED);
+                if (got) {
+                    g_clear_pointer(&best, pol_packer_free);
+                    best = got;
+                    kbest = mid;
+                    if (mid == lo)
+                        break;
+                    hi = mid - 1;
+                } else {
+                    lo = mid + 1;
+                }
+            }
+            if (best) {
+                consolidate_record(p, g_steal_pointer(&best), TRUE, FALSE, vm_final, points,
+                                   by_hosts);
+                k0 = (gint)kbest;
+            }
         }
-        for (guint h = 0; h < p->n_hosts; h++)
-            k += pk->open[h];
+    }
+    /* 2. More hosts kept than k0: the same placement, the VMs of the hosts kept in addition
+     * staying home. Hosts kept in count order hold VMs, so each adds one host. */
+    if (k0 >= 0) {
+        const ConsPoint *base = NULL;
+        g_autofree guint *moved_vms = g_new0(guint, p->n_hosts + 1);
+        g_autofree guint64 *moved_mem = g_new0(guint64, p->n_hosts + 1);
+        guint mig, hosts;
+        guint64 mem;
+
+        for (guint i = 0; i < points->len; i++) {
+            if (g_array_index(points, ConsPoint, i).base)
+                base = &g_array_index(points, ConsPoint, i);
+        }
+        consolidate_final(p, base->pk, vm_final);
+        for (guint v = 0; v < p->n_vms; v++) {
+            const PolVm *vm = g_ptr_array_index(cluster->vms, v);
+            if (vm_final[v] != vm->host) {
+                moved_vms[vm->host]++;
+                moved_mem[vm->host] += vm->memory_mib;
+            }
+        }
+        mig = base->migrations;
+        mem = base->moved_mib;
+        hosts = base->hosts;
+        for (guint k = (guint)k0; k < kmax; k++) {
+            guint h = cand_count[k];
+            ConsPoint pt = {0};
+            if (!moved_vms[h] || moved_vms[h] != vm_count[h])
+                continue; /* not emptied by the base placement */
+            mig -= moved_vms[h];
+            mem -= moved_mem[h];
+            hosts++;
+            pt = (ConsPoint){hosts, mig, mem, NULL, k + 1, FALSE, FALSE};
+            consolidate_add_point(points, by_hosts, &pt);
+        }
+    }
+    /* 3. Fewer hosts than the incremental tries reached: repack (some or all VMs of the kept
+     * hosts move too), near the bound only. The cost decides whether such a plan is worth it. */
+    if (k0 < 0 || (guint)k0 > kmin) {
+        guint top = k0 < 0 ? kmax : (guint)k0 - 1;
+        for (guint k = kmin; k <= MIN(top, kmin + 2); k++) {
+            PolPacker *pk = consolidate_k(&cc, k, TRUE);
+            if (pk) {
+                consolidate_record(p, pk, FALSE, FALSE, vm_final, points, by_hosts);
+                break;
+            }
+        }
+        if (points->len == 0) {
+            PolPacker *pk = consolidate_search(&cc, kmin);
+            if (pk) {
+                consolidate_record(p, pk, FALSE, FALSE, vm_final, points, by_hosts);
+            }
+        }
+    }
+    if (points->len == 0) {
+        g_set_error(error, POL_ERROR, POL_ERROR_NO_ROOM,
+                    "the VMs do not fit on the %u hosts that accept VMs", n_cand);
+        return NULL;
+    }
+
+    /* 4. The cheapest point whose moves can be ordered. */
+    for (guint repack_k = 0, variant = 0;;) {
+        gint chosen = consolidate_choose(points, opts);
+        ConsPoint *pt;
+        g_autoptr(GPtrArray) moves = NULL;
+        g_autoptr(GError) local = NULL;
+
+        if (chosen < 0) {
+            /* Every point left is over the cap, or none could be ordered: then every way of
+             * packing onto the bound, one host more, ... as long as there are hosts. */
+            gboolean capped = FALSE;
+            PolPacker *pk = NULL;
+            for (guint i = 0; i < points->len; i++) {
+                const ConsPoint *q = &g_array_index(points, ConsPoint, i);
+                capped |= !q->unusable;
+            }
+            if (repack_k == 0)
+                repack_k = MAX(kmin, 1);
+            /* Every variant up to bound + 2; beyond, the two incremental ones only (as many
+             * tries per host count as before this fallback existed, so a large cluster whose
+             * moves never order costs O(hosts) tries, not 30 times that). */
+            while (!capped && !pk && repack_k <= n_cand) {
+                pk = consolidate_variant(&cs, &cc, repack_k, variant);
+                variant = repack_k <= kmin + 2 ? variant + 1
+                                               : variant + CONSOLIDATE_VARIANTS / 2;
+                if (variant >= CONSOLIDATE_VARIANTS) {
+                    variant = 0;
+                    repack_k++;
+                }
+            }
+            if (!pk && capped) {
+                consolidate_over_cap(p, points, opts->max_migrations, error);
+                return NULL;
+            }
+            if (!pk) {
+                g_set_error(error, POL_ERROR, POL_ERROR_NO_ROOM,
+                            "cannot order the moves of any consolidation without overcommitting a host");
+                return NULL;
+            }
+            consolidate_record(p, pk, FALSE, TRUE, vm_final, points, by_hosts);
+            continue;
+        }
+        pt = &g_array_index(points, ConsPoint, chosen);
+        if (pt->pk) {
+            consolidate_final(p, pt->pk, vm_final);
+        } else {
+            const ConsPoint *base = NULL;
+            g_autofree guint8 *stay = g_new0(guint8, p->n_hosts + 1);
+            for (guint i = 0; i < points->len; i++) {
+                const ConsPoint *q = &g_array_index(points, ConsPoint, i);
+                if (q->base)
+                    base = q;
+            }
+            for (guint i = 0; i < pt->keep; i++)
+                stay[cand_count[i]] = TRUE;
+            consolidate_final(p, base->pk, vm_final);
+            for (guint v = 0; v < p->n_vms; v++) {
+                guint home = ((PolVm *)g_ptr_array_index(cluster->vms, v))->host;
+                if (stay[home])
+                    vm_final[v] = home;
+            }
+        }
         moves = pol_moves_order(p, vm_final, opts, &local);
-        if (moves) {
+        if (moves && (!opts->max_migrations || moves->len <= opts->max_migrations)) {
             g_autoptr(PolPlan) plan = plan_new(POL_POLICY_CONSOLIDATE);
             g_ptr_array_extend_and_steal(plan->migrations, g_steal_pointer(&moves));
+            plan->host_value = opts->host_value;
+            plan->max_migrations = opts->max_migrations;
+            plan->front = consolidate_front(points, (guint)chosen, &plan->front_chosen);
             plan_summarize(plan, p, vm_final, lb, start);
+            plan->migration_bound = pol_problem_migration_bound(p, plan->hosts_used);
+            /* The bound beside every point, while that stays cheap (each is about one pass
+             * over the VMs); else beside the chosen one only. */
+            for (guint i = 0; i < plan->front->len; i++) {
+                PolFrontPoint *f = &g_array_index(plan->front, PolFrontPoint, i);
+                if (f->hosts == plan->hosts_used)
+                    f->migration_bound = plan->migration_bound;
+                else if ((guint64)plan->front->len * p->n_units <= CONSOLIDATE_BOUND_BUDGET)
+                    f->migration_bound = pol_problem_migration_bound(p, f->hosts);
+            }
+            plan->plan_ms = (double)(g_get_monotonic_time() - start) / 1000.0;
             return g_steal_pointer(&plan);
         }
-        g_debug("consolidate: %u hosts: %s; trying one more", k, local->message);
-        if (k >= n_cand) {
-            g_propagate_error(error, g_steal_pointer(&local));
-            return NULL;
-        }
-        kmin = k + 1;
+        g_debug("consolidate: %u hosts: %s; trying another point", pt->hosts,
+                local ? local->message : "over the cap with detours");
+        pt->unusable = TRUE;
     }
 }
 

@@ -80,6 +80,10 @@ char *pol_vm_blocked_reason(const PolCluster *cluster, guint vm, const PolOption
 /* The lower bound on the hosts the problem's units need (docs/policies.md). */
 guint pol_problem_lower_bound(const PolProblem *p);
 
+/* The fewest migrations a consolidation of @p onto @k hosts needs (docs/policies.md), or
+ * G_MAXUINT when no @k hosts can hold the VMs. */
+guint pol_problem_migration_bound(const PolProblem *p, guint k);
+
 /* Orders the moves that take each VM from its current host to @vm_final[vm] so that no host
  * exceeds a capacity at any step; when the remaining moves form cycles, one VM of a cycle
  * detours through a third host that has room (one extra move). Returns PolMigration (owned)

@@ -21,6 +21,7 @@ typedef enum {
     POL_ERROR_NOT_FOUND, /* an unknown host or VM */
     POL_ERROR_NO_ROOM,   /* the VMs do not fit, or cannot be moved without overcommitting */
     POL_ERROR_BLOCKED,   /* a VM that must move is pinned or within its minimum stay */
+    POL_ERROR_OVER_CAP,  /* no plan within opts->max_migrations */
     POL_ERROR_LAST,
 } PolError;
 
@@ -35,7 +36,7 @@ typedef enum {
 HM_ENUM_DECL(pol_host_state, PolHostState)
 
 typedef enum {
-    POL_POLICY_CONSOLIDATE, /* fewest hosts, then fewest migrations */
+    POL_POLICY_CONSOLIDATE, /* fewest hosts, each freed host worth host_value migrations */
     POL_POLICY_DRAIN,       /* empty one host */
     POL_POLICY_BALANCE,     /* lower the most loaded host's load */
     POL_POLICY_LAST,
@@ -102,12 +103,16 @@ typedef struct {
     double bandwidth_mib_s;     /* for predicted durations: memory / bandwidth */
     double balance_tolerance;   /* balance stops when max - min host load <= this (0..1) */
     guint max_moves;            /* balance: at most this many migrations (0: no limit) */
+    guint host_value;           /* consolidate: a freed host is worth this many migrations */
+    guint max_migrations;       /* consolidate: at most this many migrations (0: no limit) */
 } PolOptions;
 
 #define POL_BANDWIDTH_MIB_S_DEFAULT 1250.0 /* ~10 Gb/s */
 #define POL_BALANCE_TOLERANCE_DEFAULT 0.05
 
-/* Fills @opts with the defaults. */
+#define POL_HOST_VALUE_MAX 1000000
+
+/* Fills @opts with the defaults (host_value: hotmig.conf's [scheduler] host-value default). */
 void pol_options_init(PolOptions *opts);
 
 typedef struct {
@@ -125,6 +130,16 @@ PolMigration *pol_migration_copy(const PolMigration *m);
 void pol_migration_free(PolMigration *m);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PolMigration, pol_migration_free)
 
+/* One plan the consolidation found: with so many hosts, so many migrations and so much memory
+ * moved (detours left out), and the migration lower bound at that many hosts (G_MAXUINT: not
+ * computed, see docs/policies.md). */
+typedef struct {
+    guint hosts;
+    guint migrations;
+    guint64 moved_mib;
+    guint migration_bound;
+} PolFrontPoint;
+
 typedef struct {
     PolPolicy policy;
     char *drained;          /* DRAIN: the host emptied; else NULL */
@@ -134,6 +149,13 @@ typedef struct {
     guint hosts_used;       /* == hosts->len */
     guint lower_bound;      /* fewest hosts any placement needs (see docs/policies.md) */
     guint extra_moves;      /* migrations with extra == TRUE */
+    guint64 moved_mib;      /* memory of the VMs migrated, detours included */
+    guint migration_bound;  /* CONSOLIDATE: fewest migrations any plan on hosts_used hosts needs */
+    guint host_value;       /* CONSOLIDATE: the options' host_value and max_migrations */
+    guint max_migrations;
+    GArray *front;          /* CONSOLIDATE: PolFrontPoint, fewest hosts first, none worse than
+                             * another on all three counts; else NULL */
+    guint front_chosen;     /* index of the plan's point in front */
     double duration_s;      /* sum of the predicted durations */
     double max_load_before; /* highest host load (max over dimensions, 0..1) before */
     double max_load_after;  /* ... and after the plan */
@@ -143,8 +165,11 @@ typedef struct {
 void pol_plan_free(PolPlan *plan);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PolPlan, pol_plan_free)
 
-/* Packs the VMs onto the fewest hosts, then with the fewest migrations. Returns the plan
- * (owned) or NULL with @error set. */
+/* Consolidates: among the plans found for each number of hosts (the front), the one with the
+ * lowest host_value x hosts + migrations, within max_migrations, less memory moved breaking
+ * ties (docs/policies.md). Fails with POL_ERROR_INVALID naming the hosts already over a
+ * capacity, POL_ERROR_OVER_CAP when no plan is within max_migrations (naming the VMs that must
+ * move), POL_ERROR_NO_ROOM when the VMs fit nowhere. Returns the plan (owned). */
 PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
                               GError **error);
 
@@ -162,6 +187,13 @@ PolPlan *pol_plan_balance(const PolCluster *cluster, const PolOptions *opts, GEr
  * moves. Returns FALSE with POL_ERROR_INVALID describing the first bad step. */
 gboolean pol_plan_verify(const PolCluster *cluster, const PolPlan *plan, const PolOptions *opts,
                          GError **error);
+
+/* Sets *@ret_bound to the fewest migrations any consolidation of @cluster onto @hosts hosts
+ * needs (docs/policies.md, "Migration lower bound"; @opts NULL: the defaults). Fails with
+ * POL_ERROR_NO_ROOM, *@ret_bound untouched, when no placement on @hosts hosts can exist (more
+ * hosts must keep VMs, or the kept hosts can never hold the others' VMs). */
+gboolean pol_cluster_migration_bound(const PolCluster *cluster, const PolOptions *opts,
+                                     guint hosts, guint *ret_bound, GError **error);
 
 /* The Martello-Toth L2 lower bound on the number of bins of capacity @capacity that can hold
  * @n_sizes items of the given sizes (each <= capacity). */

@@ -79,18 +79,18 @@ static gboolean pci_id_field(const xmlNode *cap, const char *field, const char *
 static gboolean nodedev_parse_pci(XmlNodeDev *nodedev, const xmlNode *cap, const char *what,
                                   GError **error)
 {
-    guint domain, bus, slot, function;
+    HmPciAddress pci;
     xmlNode *pf;
     xmlNode *vfs;
 
-    if (!pci_decimal_field(cap, "domain", XML_PCI_DOMAIN_MAX, what, &domain, error) ||
-        !pci_decimal_field(cap, "bus", XML_PCI_BUS_MAX, what, &bus, error) ||
-        !pci_decimal_field(cap, "slot", XML_PCI_SLOT_MAX, what, &slot, error) ||
-        !pci_decimal_field(cap, "function", XML_PCI_FUNCTION_MAX, what, &function, error) ||
+    if (!pci_decimal_field(cap, "domain", HM_PCI_DOMAIN_MAX, what, &pci.domain, error) ||
+        !pci_decimal_field(cap, "bus", HM_PCI_BUS_MAX, what, &pci.bus, error) ||
+        !pci_decimal_field(cap, "slot", HM_PCI_SLOT_MAX, what, &pci.slot, error) ||
+        !pci_decimal_field(cap, "function", HM_PCI_FUNCTION_MAX, what, &pci.function, error) ||
         !pci_id_field(cap, "vendor", what, &nodedev->vendor_id, error) ||
         !pci_id_field(cap, "product", what, &nodedev->product_id, error))
         return FALSE;
-    nodedev->pci_address = xml_pci_address_format(domain, bus, slot, function);
+    nodedev->pci_address = hm_pci_address_format(&pci);
 
     pf = capability_find(cap, "phys_function");
     if (pf) {

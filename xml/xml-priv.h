@@ -47,18 +47,10 @@ gboolean xml_uint_parse_auto(const char *str, guint max, guint *ret);
 /* Same for a fixed @base (10 or 16; base 16 accepts an optional "0x"). */
 gboolean xml_uint_parse_base(const char *str, guint base, guint max, guint *ret);
 
-/* Formats a PCI address as the kernel does: "0000:3b:02.1" (owned). */
-char *xml_pci_address_format(guint domain, guint bus, guint slot, guint function);
-
 /* Reads a libvirt PCI <address domain= bus= slot= function=/> element (libvirt's number syntax,
  * domain defaults to 0, type must be 'pci' if given) into "0000:3b:02.1" (owned). @what and
  * @where name the input in messages: "<what> has a bad <where> bus='0x1ff' ...". */
 char *xml_pci_address_from_node(const xmlNode *addr, const char *what, const char *where,
                                 GError **error);
-
-#define XML_PCI_DOMAIN_MAX 0xffffu
-#define XML_PCI_BUS_MAX 0xffu
-#define XML_PCI_SLOT_MAX 0x1fu
-#define XML_PCI_FUNCTION_MAX 0x7u
 
 G_END_DECLS

@@ -206,75 +206,6 @@ gboolean xml_uint_parse_auto(const char *str, guint max, guint *ret)
     return xml_uint_parse_base(str, 10, max, ret);
 }
 
-char *xml_pci_address_format(guint domain, guint bus, guint slot, guint function)
-{
-    return g_strdup_printf("%04x:%02x:%02x.%x", domain, bus, slot, function);
-}
-
-/* ---- PCI addresses ----------------------------------------------------------------------- */
-
-/* One hex field of a PCI address string: 1..@max_digits hex digits, value at most @max. */
-static const char *pci_field_parse(const char *p, guint max_digits, guint max, guint *ret)
-{
-    guint value = 0;
-    guint n = 0;
-
-    while (g_ascii_isxdigit(p[n])) {
-        if (n == max_digits)
-            return NULL;
-        value = value * 16 + (guint)g_ascii_xdigit_value(p[n]);
-        n++;
-    }
-    if (n == 0 || value > max)
-        return NULL;
-    *ret = value;
-    return p + n;
-}
-
-gboolean xml_pci_address_parse(const char *str, guint *ret_domain, guint *ret_bus, guint *ret_slot,
-                               guint *ret_function, GError **error)
-{
-    guint domain = 0, bus, slot, function;
-    const char *p = str;
-    gboolean has_domain;
-
-    g_return_val_if_fail(str != NULL, FALSE);
-
-    /* "DDDD:BB:SS.F" has two colons, "BB:SS.F" one. */
-    has_domain = strchr(str, ':') != strrchr(str, ':');
-    if (has_domain) {
-        p = pci_field_parse(p, 4, XML_PCI_DOMAIN_MAX, &domain);
-        if (!p || *p++ != ':')
-            goto bad;
-    }
-    p = pci_field_parse(p, 2, XML_PCI_BUS_MAX, &bus);
-    if (!p || *p++ != ':')
-        goto bad;
-    p = pci_field_parse(p, 2, XML_PCI_SLOT_MAX, &slot);
-    if (!p || *p++ != '.')
-        goto bad;
-    p = pci_field_parse(p, 1, XML_PCI_FUNCTION_MAX, &function);
-    if (!p || *p != '\0')
-        goto bad;
-
-    if (ret_domain)
-        *ret_domain = domain;
-    if (ret_bus)
-        *ret_bus = bus;
-    if (ret_slot)
-        *ret_slot = slot;
-    if (ret_function)
-        *ret_function = function;
-    return TRUE;
-
-bad:
-    g_set_error(
-        error, XML_ERROR, XML_ERROR_INVALID,
-        "Invalid PCI address '%s': expected DDDD:BB:SS.F with domain <= ffff, bus <= ff, slot <= 1f, function <= 7",
-        str);
-    return FALSE;
-}
-
 /* ---- domains ----------------------------------------------------------------------------- */
 
 XmlDomain *xml_domain_parse(const char *xml, GError **error)
@@ -344,10 +275,10 @@ char *xml_pci_address_from_node(const xmlNode *addr, const char *what, const cha
         guint max;
         gboolean required;
     } fields[] = {
-        {"domain", XML_PCI_DOMAIN_MAX, FALSE},
-        {"bus", XML_PCI_BUS_MAX, TRUE},
-        {"slot", XML_PCI_SLOT_MAX, TRUE},
-        {"function", XML_PCI_FUNCTION_MAX, TRUE},
+        {"domain", HM_PCI_DOMAIN_MAX, FALSE},
+        {"bus", HM_PCI_BUS_MAX, TRUE},
+        {"slot", HM_PCI_SLOT_MAX, TRUE},
+        {"function", HM_PCI_FUNCTION_MAX, TRUE},
     };
     guint values[G_N_ELEMENTS(fields)] = {0};
     g_autofree char *type = xml_node_prop(addr, "type");
@@ -372,7 +303,7 @@ char *xml_pci_address_from_node(const xmlNode *addr, const char *what, const cha
             return NULL;
         }
     }
-    return xml_pci_address_format(values[0], values[1], values[2], values[3]);
+    return hm_pci_address_format(&(HmPciAddress){values[0], values[1], values[2], values[3]});
 }
 
 /* Reads the host PCI address of a hostdev kind VF from <source><address>. @what names the
@@ -720,13 +651,13 @@ char *xml_vf_format_attach(const XmlVf *vf, const char *new_host_pci, GError **e
     }
 
     if (new_host_pci) {
-        guint domain, bus, slot, function;
+        HmPciAddress pci;
         xmlNode *addr = xml_node_child(xml_node_child(dev, "source"), "address");
         char value[16];
 
-        if (!xml_pci_address_parse(new_host_pci, &domain, &bus, &slot, &function, &local_error)) {
-            g_propagate_prefixed_error(error, g_steal_pointer(&local_error),
-                                       "VF '%s': ", vf->alias);
+        if (!hm_pci_address_parse(new_host_pci, &pci, &local_error)) {
+            g_set_error(error, XML_ERROR, XML_ERROR_INVALID, "VF '%s': %s", vf->alias,
+                        local_error->message);
             return NULL;
         }
         if (!addr) {
@@ -734,13 +665,13 @@ char *xml_vf_format_attach(const XmlVf *vf, const char *new_host_pci, GError **e
                         "VF '%s': its device XML has no <source><address>", vf->alias);
             return NULL;
         }
-        g_snprintf(value, sizeof(value), "0x%04x", domain);
+        g_snprintf(value, sizeof(value), "0x%04x", pci.domain);
         xmlSetProp(addr, BAD_CAST "domain", BAD_CAST value);
-        g_snprintf(value, sizeof(value), "0x%02x", bus);
+        g_snprintf(value, sizeof(value), "0x%02x", pci.bus);
         xmlSetProp(addr, BAD_CAST "bus", BAD_CAST value);
-        g_snprintf(value, sizeof(value), "0x%02x", slot);
+        g_snprintf(value, sizeof(value), "0x%02x", pci.slot);
         xmlSetProp(addr, BAD_CAST "slot", BAD_CAST value);
-        g_snprintf(value, sizeof(value), "0x%x", function);
+        g_snprintf(value, sizeof(value), "0x%x", pci.function);
         xmlSetProp(addr, BAD_CAST "function", BAD_CAST value);
     }
 

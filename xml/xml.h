@@ -6,6 +6,7 @@
 #include <glib.h>
 
 #include "common/common.h"
+#include "common/pci-address.h"
 
 G_BEGIN_DECLS
 
@@ -97,13 +98,6 @@ gboolean xml_caps_offer_guest(const char *caps, const char *type, const char *ar
  * stand-in, whose backend is kept). The guest-side <address> is kept so the device comes back
  * in the same slot; an alias is kept only if it is a user alias ("ua-" prefix). */
 char *xml_vf_format_attach(const XmlVf *vf, const char *new_host_pci, GError **error);
-
-/* Parses "DDDD:BB:SS.F" (also "BB:SS.F", domain 0): hex digits only (1-4, 1-2, 1-2, 1), no
- * "0x", no whitespace, domain <= 0xffff, bus <= 0xff, slot <= 0x1f, function <= 7. Returns
- * TRUE and fills the outputs (each may be NULL); FALSE with XML_ERROR_INVALID, outputs
- * untouched. */
-gboolean xml_pci_address_parse(const char *str, guint *ret_domain, guint *ret_bus, guint *ret_slot,
-                               guint *ret_function, GError **error);
 
 /* ---- node devices ------------------------------------------------------------------------ */
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <glib.h>
+#include <sys/types.h>
 
 #include "common/common.h"
 #include "agent-schema.h" /* generated from guest-agent/schema/agent-protocol.json */
@@ -198,9 +199,28 @@ void agent_set_device_events(Agent *agent, gboolean device_events);
  * of the devices present then. */
 void agent_devices_changed(Agent *agent);
 
-/* Creates the registry socket at @path (mode 0600; its directory is created if missing) and
- * accepts processes on it. The socket is unlinked by agent_free(). */
-gboolean agent_listen(Agent *agent, const char *path, GError **error);
+/* Who may connect to the registry socket: its group and mode. MPI ranks started by Slurm or
+ * mpirun run as the user, not root: give the socket a group they are in and mode 0660. */
+typedef struct {
+    gid_t group; /* AGENT_SOCKET_GROUP_ROOT: the agent's own (root's) */
+    mode_t mode; /* permission bits, owner read and write always included */
+} AgentSocketAccess;
+
+#define AGENT_SOCKET_GROUP_ROOT ((gid_t)-1)
+#define AGENT_SOCKET_MODE_DEFAULT 0600
+#define AGENT_SOCKET_ACCESS_DEFAULT {AGENT_SOCKET_GROUP_ROOT, AGENT_SOCKET_MODE_DEFAULT}
+
+/* Parses --socket-group (a group name or number; NULL: root's) and --socket-mode (octal, from
+ * 0600 to 0777 without execute bits that mean nothing on a socket; NULL: 0600) into @ret.
+ * FALSE with HM_COMMON_ERROR_INVALID naming the value, @ret untouched. */
+gboolean agent_socket_access_parse(const char *group, const char *mode, AgentSocketAccess *ret,
+                                   GError **error);
+
+/* Creates the registry socket at @path (its directory is created if missing) with @access
+ * (NULL: root only, 0600) and accepts processes on it. The socket is created 0600 and only
+ * then given its group and mode: it is never open wider than asked. Unlinked by agent_free(). */
+gboolean agent_listen(Agent *agent, const char *path, const AgentSocketAccess *access,
+                      GError **error);
 
 /* Bytes from the host. */
 void agent_host_feed(Agent *agent, const guint8 *data, gsize len);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <glib-unix.h>
 #include <glib/gstdio.h>
+#include <grp.h>
 #include <json-glib/json-glib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -451,8 +452,52 @@ static gboolean agent_listen_io(int fd, GIOCondition condition, gpointer user_da
     }
 }
 
-gboolean agent_listen(Agent *agent, const char *path, GError **error)
+gboolean agent_socket_access_parse(const char *group, const char *mode, AgentSocketAccess *ret,
+                                   GError **error)
 {
+    AgentSocketAccess access = AGENT_SOCKET_ACCESS_DEFAULT;
+
+    g_return_val_if_fail(ret != NULL, FALSE);
+
+    if (group) {
+        guint64 gid;
+
+        if (g_ascii_string_to_unsigned(group, 10, 0, G_MAXUINT32 - 1, &gid, NULL)) {
+            access.group = (gid_t)gid;
+        } else {
+            struct group gr, *found = NULL;
+            char buf[4096];
+            int r = getgrnam_r(group, &gr, buf, sizeof(buf), &found);
+
+            if (r != 0 || !found) {
+                g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID,
+                            "--socket-group '%s': no such group%s%s", group, r ? ": " : "",
+                            r ? g_strerror(r) : "");
+                return FALSE;
+            }
+            access.group = found->gr_gid;
+        }
+    }
+    if (mode) {
+        guint64 bits;
+
+        if (!g_ascii_string_to_unsigned(mode, 8, 0, 0777, &bits, NULL) || (bits & 0600) != 0600 ||
+            (bits & 0111)) {
+            g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID,
+                        "--socket-mode '%s': not an octal mode from 0600 to 0666 (owner read and write, no execute bits), e.g. 0660",
+                        mode);
+            return FALSE;
+        }
+        access.mode = (mode_t)bits;
+    }
+    *ret = access;
+    return TRUE;
+}
+
+gboolean agent_listen(Agent *agent, const char *path, const AgentSocketAccess *access,
+                      GError **error)
+{
+    static const AgentSocketAccess root_only = AGENT_SOCKET_ACCESS_DEFAULT;
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     g_autofree char *dir = NULL;
     struct stat st;
@@ -501,10 +546,15 @@ gboolean agent_listen(Agent *agent, const char *path, GError **error)
         }
         unlink(path);
     }
+    if (!access)
+        access = &root_only;
     old_umask = umask(0177);
     r = bind(fd, (struct sockaddr *)&addr, sizeof(addr));
     umask(old_umask);
-    if (r < 0 || chmod(path, 0600) < 0 || listen(fd, 64) < 0) {
+    /* Born 0600: the group first, then the mode, so it is never wider than asked. */
+    if (r < 0 ||
+        (access->group != AGENT_SOCKET_GROUP_ROOT && chown(path, (uid_t)-1, access->group) < 0) ||
+        chmod(path, access->mode) < 0 || listen(fd, 64) < 0) {
         int errsv = errno;
 
         close(fd);
@@ -516,7 +566,11 @@ gboolean agent_listen(Agent *agent, const char *path, GError **error)
     agent->listen_fd = fd;
     agent->socket_path = g_strdup(path);
     agent->listen_id = g_unix_fd_add(fd, G_IO_IN, agent_listen_io, agent);
-    g_message("listening for processes: socket='%s'", path);
+    if (access->group != AGENT_SOCKET_GROUP_ROOT)
+        g_message("listening for processes: socket='%s' mode=%04o group=%u", path,
+                  (unsigned)access->mode, (unsigned)access->group);
+    else
+        g_message("listening for processes: socket='%s' mode=%04o", path, (unsigned)access->mode);
     return TRUE;
 }
 
@@ -585,6 +639,16 @@ static void agent_op_finish(Agent *agent)
         json_builder_add_string_value(b, agent->old_device ? agent->old_device : "");
     else
         json_builder_add_string_value(b, op->device ? op->device : "");
+    /* No device came up: say why (a port that stays DOWN, no device at all), so that the host
+     * reports a device that never came up rather than processes that did not answer. */
+    if (op->kind != AGENT_OP_PREPARE && !op->device) {
+        g_autofree char *why = g_strdup_printf(
+            "no RDMA device with an ACTIVE port within %u ms: %s", op->device_wait_ms,
+            op->device_error ? op->device_error : "none found");
+
+        json_builder_set_member_name(b, "device_error");
+        json_builder_add_string_value(b, why);
+    }
     agent_return_end(agent, b);
 }
 

@@ -61,8 +61,11 @@ static void agent_notify_ready(int *ready_fd)
 }
 
 /* --self-test: what an installation check needs to know, without starting. Exit 0 when the
- * binary and its libraries load and the socket directory can be created; the virtio port is
- * only reported (it exists in a guest with the hotmig channel, not on a build machine). */
+ * binary and its libraries load, the socket directory can be created and the virtio port is
+ * there; 1 when the installation is broken (socket directory); 3 when only the virtio port is
+ * missing (a guest without the hotmig channel, or a build machine): the agent could not start. */
+#define AGENT_SELF_TEST_NO_PORT 3
+
 static int agent_self_test(const char *socket_path, const char *sysfs_root, const char *dev_root,
                            const char *port)
 {
@@ -77,11 +80,14 @@ static int agent_self_test(const char *socket_path, const char *sysfs_root, cons
     }
     g_print("socket directory '%s': ok\n", dir);
     path = agent_channel_find_port(sysfs_root, dev_root, port, &error);
-    if (path)
-        g_print("virtio port '%s': %s\n", port, path);
-    else
-        g_print("virtio port '%s': not found (expected outside a guest): %s\n", port,
-                error->message);
+    if (!path) {
+        g_print("virtio port '%s': not found: %s\n", port, error->message);
+        g_print("FAIL: no host channel; add the virtio-serial channel '%s' to the domain "
+                "(docs/operations.md)\n",
+                port);
+        return AGENT_SELF_TEST_NO_PORT;
+    }
+    g_print("virtio port '%s': %s\n", port, path);
     g_print("ok\n");
     return 0;
 }
@@ -102,6 +108,9 @@ int main(int argc, char **argv)
     g_autofree char *socket_path = NULL;
     g_autofree char *sysfs_root = NULL;
     g_autofree char *dev_root = NULL;
+    g_autofree char *socket_group = NULL;
+    g_autofree char *socket_mode = NULL;
+    AgentSocketAccess socket_access = AGENT_SOCKET_ACCESS_DEFAULT;
     gboolean verbose = FALSE;
     gboolean version = FALSE;
     gboolean self_test = FALSE;
@@ -115,6 +124,13 @@ int main(int argc, char **argv)
         {"socket", 's', 0, G_OPTION_ARG_FILENAME, &socket_path,
          "process socket (default $" HOTMIG_AGENT_SOCKET_ENV " or " HOTMIG_AGENT_SOCKET_DEFAULT ")",
          "PATH"},
+        {"socket-group", 'g', 0, G_OPTION_ARG_STRING, &socket_group,
+         "group of the process socket, so that its members' processes (MPI ranks run as the user) "
+         "can register; with --socket-mode 0660 (default: root's group)",
+         "GROUP"},
+        {"socket-mode", 'm', 0, G_OPTION_ARG_STRING, &socket_mode,
+         "permissions of the process socket, octal (default 0600: root's processes only)",
+         "MODE"},
         {"sysfs-root", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &sysfs_root, NULL, NULL},
         {"dev-root", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &dev_root, NULL, NULL},
         {"daemonize", 'D', 0, G_OPTION_ARG_NONE, &daemonize,
@@ -122,7 +138,8 @@ int main(int argc, char **argv)
         {"verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose, "log debug messages", NULL},
         {"version", 'V', 0, G_OPTION_ARG_NONE, &version, "print the version and exit", NULL},
         {"self-test", 0, 0, G_OPTION_ARG_NONE, &self_test,
-         "check the installation (socket directory, virtio port), print what was found, exit",
+         "check the installation (socket directory, virtio port), print what was found, exit 0 "
+         "when all is there, 1 when the installation is broken, 3 without the virtio port",
          NULL},
         {NULL},
     };
@@ -151,6 +168,10 @@ int main(int argc, char **argv)
     }
     if (port && device) {
         g_printerr("hotmig-agent: --port and --device exclude each other\n");
+        return 2;
+    }
+    if (!agent_socket_access_parse(socket_group, socket_mode, &socket_access, &error)) {
+        g_printerr("hotmig-agent: %s\n", error->message);
         return 2;
     }
     if (self_test) {
@@ -182,7 +203,7 @@ int main(int argc, char **argv)
         g_clear_error(&error);
     }
     /* The socket first: processes may start as soon as the agent does. */
-    if (!agent_listen(agent, socket_path, &error)) {
+    if (!agent_listen(agent, socket_path, &socket_access, &error)) {
         g_warning("cannot start: %s", error->message);
         return 1;
     }

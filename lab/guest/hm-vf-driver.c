@@ -40,6 +40,10 @@
 
 #define VFD_BUF 32768
 #define VFD_ACTIVE_WAIT_MS 10000
+/* How long a new NIC waits for the RDMA device name still held by the device of a NIC that
+ * went away (the kernel unregisters it asynchronously, after the processes using it let go). */
+#define VFD_STALE_WAIT_MS 30000
+#define VFD_RETRY_MS 100
 #define VFD_REPLY_WAIT_MS 5000
 #define VFD_GIDS_MAX 256
 
@@ -62,6 +66,9 @@ typedef struct {
     int new_ifindex;    /* a NIC with our MAC seen in the messages being read; 0 = none */
     char new_ifname[IFNAMSIZ];
     int64_t active_deadline;
+    int rdma_stale;     /* our NIC went away: an rdma_dev still there is its old device */
+    int retry_rxe;      /* rdma_dev is held by an old device: retry creating ours */
+    int64_t retry_at, retry_deadline;
 } Vfd;
 
 static int64_t now_ms(void)
@@ -293,6 +300,61 @@ static void check_active(Vfd *vfd)
     hm_log("vf up %s %s PORT_%s gid=%s", vfd->ifname, vfd->rdma_dev, state, gid);
 }
 
+/* The RDMA device was created on our NIC: "vf up" once its port is ACTIVE. */
+static void rxe_created(Vfd *vfd)
+{
+    vfd->rdma_stale = 0;
+    vfd->retry_rxe = 0;
+    vfd->waiting_active = 1;
+    vfd->active_deadline = now_ms() + VFD_ACTIVE_WAIT_MS;
+    check_active(vfd);
+}
+
+/* rdma link add answered EEXIST. TRUE when the device there is ours (hm-vf-driver restarted with
+ * our NIC up: its parent is our NIC); else the name is held by the device of a NIC that went
+ * away (or another NIC's): creating ours is retried until that one is gone. Taking the old
+ * device for ours printed "vf up IF rxe0 PORT_DOWN" and never created the new one once the old
+ * one went (a kill inside the unplug, the plug coming before the old device was unregistered). */
+static int rxe_exists_is_ours(Vfd *vfd, const char *ifname)
+{
+    char parent[IFNAMSIZ + 2];
+
+    if (vfd->rdma_stale)
+        return 0;
+    return rdma_sysfs_read(vfd, "parent", parent, sizeof(parent)) == 0 &&
+           strcmp(parent, ifname) == 0 && port_readable(vfd);
+}
+
+static void rxe_retry(Vfd *vfd)
+{
+    char parent[IFNAMSIZ + 2] = "?";
+    int r;
+
+    if (!vfd->retry_rxe || now_ms() < vfd->retry_at)
+        return;
+    r = rxe_add(vfd, vfd->ifname);
+    if (r == 0) {
+        fprintf(stderr, "hm-vf-driver: %s created on %s once the old device let go of the name\n",
+                vfd->rdma_dev, vfd->ifname);
+        rxe_created(vfd);
+        return;
+    }
+    if ((r == -EEXIST || r == -ENFILE) && now_ms() < vfd->retry_deadline) {
+        vfd->retry_at = now_ms() + VFD_RETRY_MS;
+        return;
+    }
+    vfd->retry_rxe = 0;
+    if (r == -EEXIST || r == -ENFILE) {
+        rdma_sysfs_read(vfd, "parent", parent, sizeof(parent));
+        hm_log("vf error: rdma link add %s on %s failed: the %s there, on '%s', did not go "
+               "within %d s", vfd->rdma_dev, vfd->ifname, vfd->rdma_dev, parent,
+               VFD_STALE_WAIT_MS / 1000);
+        return;
+    }
+    hm_log("vf error: rdma link add %s on %s failed: %s", vfd->rdma_dev, vfd->ifname,
+           strerror(-r));
+}
+
 static void vf_up(Vfd *vfd, int ifindex, const char *ifname)
 {
     int r;
@@ -310,15 +372,23 @@ static void vf_up(Vfd *vfd, int ifindex, const char *ifname)
     }
     /* After the address: the RoCE v2 IPv4 GID is then in the table when the device registers. */
     r = rxe_add(vfd, ifname);
-    if (r == -EEXIST && port_readable(vfd))
+    if (r == -EEXIST && rxe_exists_is_ours(vfd, ifname))
         r = 0; /* already there (hm-vf-driver restarted): report it */
+    /* EEXIST: a device is there that is not ours; ENFILE: the kernel's answer when the name is
+     * taken by a device on another (or a vanished) NIC. Both go once that device is gone. */
+    if (r == -EEXIST || r == -ENFILE) {
+        fprintf(stderr, "hm-vf-driver: %s is still the device of a NIC that went away: waiting\n",
+                vfd->rdma_dev);
+        vfd->retry_rxe = 1;
+        vfd->retry_at = now_ms() + VFD_RETRY_MS;
+        vfd->retry_deadline = now_ms() + VFD_STALE_WAIT_MS;
+        return;
+    }
     if (r < 0) {
         hm_log("vf error: rdma link add %s on %s failed: %s", vfd->rdma_dev, ifname, strerror(-r));
         return;
     }
-    vfd->waiting_active = 1;
-    vfd->active_deadline = now_ms() + VFD_ACTIVE_WAIT_MS;
-    check_active(vfd);
+    rxe_created(vfd);
 }
 
 /* One RTM_NEWLINK / RTM_DELLINK message (an event or a dump entry). */
@@ -345,6 +415,8 @@ static void on_link(Vfd *vfd, const struct nlmsghdr *h)
             hm_log("vf gone %s", vfd->ifname);
             vfd->ifindex = 0;
             vfd->waiting_active = 0;
+            vfd->retry_rxe = 0;
+            vfd->rdma_stale = 1; /* its RDMA device goes too, asynchronously */
         }
         return;
     }
@@ -543,6 +615,14 @@ int main(int argc, char **argv)
 
             timeout = left > 0 ? (int)left : 0;
         }
+        if (vfd.retry_rxe) {
+            int64_t left = vfd.retry_at - now_ms();
+
+            if (left < 0)
+                left = 0;
+            if (timeout < 0 || left < timeout)
+                timeout = (int)left;
+        }
         if (poll(&pfd, 1, timeout) < 0 && errno != EINTR) {
             fprintf(stderr, "hm-vf-driver: poll: %s\n", strerror(errno));
             return 1;
@@ -558,6 +638,7 @@ int main(int argc, char **argv)
             return 1;
         }
         handle_new(&vfd);
+        rxe_retry(&vfd);
         check_active(&vfd);
     }
 }

@@ -33,9 +33,12 @@ mtls=(curl -sS --max-time 10 --cacert "$P/ca.pem" --cert "$P/client.pem" --key "
 hmlogA=$state/hosts/A/hotmigd.log
 mark=$(stat -c %s "$hmlogA")
 
-metric() { # metric URL 'name{label="value"}': its value (0 when absent)
-    local v
-    v=$(curl -sS --max-time 10 "$1/metrics" | grep -F "$2 " | awk '{print $2}')
+metric() { # metric URL 'name{label="value"}': its value (0 when the family has no such sample);
+    # fails, printing nothing, when /metrics cannot be read or lacks the family.
+    local body v name=${2%%\{*}
+    body=$(curl -fsS --max-time 10 "$1/metrics") || { echo "cannot read $1/metrics" >&2; return 1; }
+    grep -q "^# TYPE $name " <<<"$body" || { echo "$1/metrics has no family $name" >&2; return 1; }
+    v=$(grep -F "$2 " <<<"$body" | awk '{print $2}')
     echo "${v:-0}"
 }
 book() { # book A|B: the alerts hotmigd of that host holds, as JSON

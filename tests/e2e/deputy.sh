@@ -9,7 +9,8 @@
 #   - the guest runs on B with its VF stand-in, the workload lost and corrupted no message and
 #     its verbs traffic resumed after the move;
 #   - one evacuation: a second firing of the same alert is merged on B;
-#   - the resolved alert lifts A on B; A's hotmigd, started again, lists no migration it ran.
+#   - the resolved alert lifts A on B; A's hotmigd, started again, lists no schedule or move of
+#     the guest (it was down).
 # Prints "DEPUTY ..." with the figures.
 source "$(dirname "$0")/lib.sh"
 c=dp-c
@@ -29,9 +30,12 @@ sock_b=$("$lab" hotmigd-socket B)
 hmlogB=$state/hosts/B/hotmigd.log
 mark=$(stat -c %s "$hmlogB")
 newlog() { tail -c "+$((mark + 1))" "$hmlogB"; }
-metric() { # metric 'name{label="value"}': B's value (0 when absent)
-    local v
-    v=$(curl -sS --max-time 10 "$urlB/metrics" | grep -F "$1 " | awk '{print $2}')
+metric() { # metric 'name{label="value"}': B's value (0 when the family has no such sample);
+    # fails, printing nothing, when /metrics cannot be read or lacks the family.
+    local body v name=${1%%\{*}
+    body=$(curl -fsS --max-time 10 "$urlB/metrics") || { echo "cannot read $urlB/metrics" >&2; return 1; }
+    grep -q "^# TYPE $name " <<<"$body" || { echo "$urlB/metrics has no family $name" >&2; return 1; }
+    v=$(grep -F "$1 " <<<"$body" | awk '{print $2}')
     echo "${v:-0}"
 }
 hook() { # hook STATUS: posts an "evacuate A" alert in that status to B's webhook; prints the HTTP code
@@ -95,6 +99,11 @@ book_b() {
 [ "$(book_b | jq '[.hosts[] | select(.name == "A") | .alerts[]] | length')" = 0 ] ||
     fail "the resolved alert is still active on B: $(book_b)"
 "$lab" restart-hotmigd A >&2
+# A's hotmigd was down the whole time: it ran no migration and no schedule of $c.
+"$migrate_vm" status --socket "$("$lab" hotmigd-socket A)" --json >"$tmp/status-a.json" 2>"$tmp/status.err" ||
+    fail "migrate-vm status on A: $(cat "$tmp/status.err")"
+jq -e --arg c "$c" '(.schedules | type) == "array" and ([.. | objects | select(.vm? == $c or .domain? == $c)] | length == 0)' \
+    "$tmp/status-a.json" >/dev/null || fail "A's hotmigd lists a migration of $c it cannot have run: $(cat "$tmp/status-a.json")"
 "$migrate_vm" plan consolidate --socket "$sock_b" --json >"$tmp/plan.json" 2>"$tmp/plan.err" ||
     fail "migrate-vm plan consolidate: $(cat "$tmp/plan.err")"
 [ "$(book_b | jq -r '.hosts[] | select(.name == "A") | .state')" = ok ] ||

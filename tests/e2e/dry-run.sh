@@ -31,8 +31,11 @@ expect_line() {
 unchanged() {
     require_where "$c" A
     has_vf "$c" "$A" || fail "$c lost its VF on A"
-    [ -z "$("$hotmigd_call" "$HOTMIG_CONFIG" B list | awk -v t="$1" '$1 == t && $3 != "free"')" ] ||
-        fail "B's stand-in $1 is not free after the dry run"
+    local pool
+    # The pool must be read (an unreadable one would look free) and list the tap as free.
+    pool=$("$hotmigd_call" "$HOTMIG_CONFIG" B list) || fail "cannot list B's VF pool: $pool"
+    awk -v t="$1" '$1 == t && $3 == "free" {found = 1} END {exit !found}' <<<"$pool" ||
+        fail "B's stand-in $1 is not free after the dry run: $(awk -v t="$1" '$1 == t' <<<"$pool")"
 }
 
 tap=$(virsh -c "$A" dumpxml "$c" | sed -n "s/.*<target dev='\(hmlab[0-9]*vf[0-9]*\)'.*/\1/p" | head -n 1)

@@ -4,6 +4,7 @@
  *
  *   hm-hotmigd-call CONFIG HOST host
  *   hm-hotmigd-call CONFIG HOST list                         one line a VF: id kind state lease domain
+ *   hm-hotmigd-call CONFIG HOST leases                       one line a leased VF: id lease lease's-domain
  *   hm-hotmigd-call CONFIG HOST lease VF HOLDER REASON DOMAIN [TTL]      prints the lease id
  *   hm-hotmigd-call CONFIG HOST lease-model VENDOR DEVICE HOLDER REASON DOMAIN [TTL]
  *                                                       prints "VF LEASE-ID"
@@ -24,7 +25,7 @@ static int usage(void)
 {
     fprintf(
         stderr,
-        "usage: hm-hotmigd-call CONFIG HOST host|list|lease|lease-model|confirm|release|ib-identity|vfio [ARGS]\n");
+        "usage: hm-hotmigd-call CONFIG HOST host|list|leases|lease|lease-model|confirm|release|ib-identity|vfio [ARGS]\n");
     return 2;
 }
 
@@ -112,6 +113,17 @@ int main(int argc, char **argv)
             printf("%s %s %s %s %s\n", vf->id, orch_vfd_kind_to_string(vf->kind),
                    orch_vfd_state_to_string(vf->state), vf->lease ? vf->lease->id : "-",
                    vf->assigned_to ? vf->assigned_to : "-");
+        }
+        ok = vfs != NULL;
+    } else if (g_str_equal(cmd, "leases") && argc == 4) {
+        g_autoptr(GPtrArray) vfs = orch_vfd_list(vfd, &error);
+
+        for (guint i = 0; vfs && i < vfs->len; i++) {
+            OrchVfdVfInfo *vf = g_ptr_array_index(vfs, i);
+
+            if (vf->lease)
+                printf("%s %s %s\n", vf->id, vf->lease->id,
+                       vf->lease->domain ? vf->lease->domain : "-");
         }
         ok = vfs != NULL;
     } else if ((g_str_equal(cmd, "lease") && (argc == 8 || argc == 9)) ||

@@ -21,7 +21,37 @@ log() {
     echo "[$(date +%T)] $*" >&2
 }
 
+# What a guest kernel prints when it crashes or finds itself broken (an oops, a BUG, a panic, a
+# general protection fault).
+oops_regex='Oops:|BUG: |kernel BUG at|Kernel panic|general protection fault|Unable to handle|invalid opcode:'
+
+# guest_oops NAME: prints NAME's console from its first kernel oops/panic on (60 lines) and
+# succeeds, or fails when the console has none.
+guest_oops() {
+    local console line
+    console=$("$lab" console "$1" 2>/dev/null) || return 1
+    [ -f "$console" ] || return 1
+    line=$(grep -anE "$oops_regex" "$console" | head -n 1 | cut -d: -f1)
+    [ -n "$line" ] || return 1
+    tail -n +"$((line > 5 ? line - 5 : 1))" "$console" | head -n 60 | tr -d '\r'
+}
+
+# crash_check: when a guest's kernel crashed, says so distinctly (printing the oops) and exits
+# 3: a crashed guest is not a hotmig failure, and a hotmig failure is not a crash.
+crash_check() {
+    local g crashed=0 text
+    for g in "${guests[@]}"; do
+        text=$(guest_oops "$g") || continue
+        crashed=1
+        echo "GUEST KERNEL CRASH: the kernel of guest '$g' oopsed or panicked (a guest crash, not a hotmig verdict):" >&2
+        echo "$text" | sed "s/^/  $g| /" >&2
+    done
+    ((crashed == 0)) || exit 3
+}
+
 fail() {
+    # A failure that follows a guest crash is the crash's consequence: report the crash.
+    crash_check
     echo "FAIL: $*" >&2
     for g in "${guests[@]}"; do
         echo "---- last console lines of $g" >&2
@@ -31,11 +61,37 @@ fail() {
 }
 
 cleanup() {
+    local rc=$?
     rm -rf "$HOTMIG_STATE_DIR"
+    # Every test, passed or failed, scans its guests' consoles for kernel oopses and panics
+    # (fail() has done so already when it exited with 1).
+    if ((rc != 3)); then
+        (crash_check) || rc=3
+    fi
     for g in "${guests[@]}"; do
         for uri in "$A" "$B"; do
             virsh -q -c "$uri" destroy "$g" >/dev/null 2>&1 || true
         done
+    done
+    # A failed run may leave a lease of its guests' VFs behind (a migration whose recovery
+    # could not finish): release it, so that the next run of the test (same guest names, same
+    # stand-ins) does not meet it for the lease's 5 minutes. A passing run releases nothing.
+    ((rc == 0)) || release_leases
+    ((rc != 3)) || exit 3
+}
+
+release_leases() {
+    local call="$build/tests/hm-hotmigd-call" h id lease dom g
+    [ -x "$call" ] || return 0
+    for h in A B; do
+        while read -r id lease dom; do
+            for g in "${guests[@]}"; do
+                [ "$dom" = "$g" ] || continue
+                if "$call" "$HOTMIG_CONFIG" "$h" release "$id" "$lease" >/dev/null 2>&1; then
+                    echo "cleanup: released the lease of $h's $id for $g" >&2
+                fi
+            done
+        done < <("$call" "$HOTMIG_CONFIG" "$h" leases 2>/dev/null || true)
     done
 }
 trap cleanup EXIT

@@ -26,17 +26,23 @@ else
     start_pair "$c" "$s" "$mode" 2
 fi
 
+# all_phases_ok REPORT WHAT: the report is ok with each of the 8 phases present, in order, ok.
+all_phases_ok() {
+    jq -e '.ok and ([.phases[].name] == ["connect", "inspect", "target-vf", "prepare", "unplug",
+        "migrate", "plug", "resume"]) and ([.phases[] | select(.status != "ok")] | length == 0)' \
+        "$1" >/dev/null || fail "$2 report: not every phase ok: $(jq -c '[.phases[] | {name, status}]' "$1")"
+}
+
 migrate "$c" "$A" "$B" "$tmp/ab.json"
 require_where "$c" B
 has_vf "$c" "$B" || fail "$c has no VF on B"
-jq -e '.ok and ([.phases[] | select(.status != "ok")] | length == 0)' "$tmp/ab.json" >/dev/null ||
-    fail "A->B report not all ok"
+all_phases_ok "$tmp/ab.json" A->B
 "$lab" wait "$c" 'HMWL .*"event":"resumed".*"cycle":1' --timeout 120 >/dev/null || fail "no resume after A->B"
 
 migrate "$c" "$B" "$A" "$tmp/ba.json"
 require_where "$c" A
 has_vf "$c" "$A" || fail "$c has no VF on A"
-jq -e '.ok' "$tmp/ba.json" >/dev/null || fail "B->A report not ok"
+all_phases_ok "$tmp/ba.json" B->A
 
 result=$(result_of "$c")
 echo "client result: $result" >&2

@@ -67,11 +67,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         g_assert(!ok || u <= 0xffff);
         break;
     case 4: {
-        g_autofree char *normal = hotplug_pci_address_normalize(text, &error);
+        g_autofree char *normal = hm_pci_address_normalize(text, &error);
 
         ok = normal != NULL;
         if (normal) { /* normalizing is idempotent */
-            g_autofree char *again = hotplug_pci_address_normalize(normal, NULL);
+            g_autofree char *again = hm_pci_address_normalize(normal, NULL);
             g_assert(again && g_str_equal(again, normal));
         }
         break;

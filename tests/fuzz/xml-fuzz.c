@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         g_assert(vf->alias != NULL && vf->device_xml != NULL);
         g_assert(standin == (vf->host_pci == NULL));
         if (vf->host_pci)
-            g_assert(xml_pci_address_parse(vf->host_pci, NULL, NULL, NULL, NULL, NULL));
+            g_assert(hm_pci_address_parse(vf->host_pci, NULL, NULL));
         attach = xml_vf_format_attach(vf, standin ? NULL : "0000:af:00.2", &error);
         g_assert((attach == NULL) == (error != NULL));
         g_clear_error(&error);

@@ -3,6 +3,14 @@
 add_test(NAME packaging
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/packaging/run ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR}/packaging-test)
 set_tests_properties(packaging PROPERTIES LABELS package TIMEOUT 900)
+# The packages' maintainer scripts under dpkg in a scratch root: install, upgrade, remove,
+# purge, and what each asks of systemd and udev (tests/packaging/deb-lifecycle says what this
+# does not prove). Root only (77: skipped); uses the packages the packaging test built.
+add_test(NAME deb-lifecycle
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/packaging/deb-lifecycle ${CMAKE_BINARY_DIR}/packaging-test/build
+          ${CMAKE_BINARY_DIR}/deb-lifecycle)
+set_tests_properties(deb-lifecycle PROPERTIES LABELS package FIXTURES_REQUIRED debs
+  SKIP_RETURN_CODE 77 TIMEOUT 300)
 
 # The systemd units' sandbox, as `systemd-analyze security --offline=true` rates it (a second).
 add_test(NAME unit-security

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <grp.h>
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
@@ -16,6 +17,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,7 +36,8 @@ typedef struct {
     char device[64];
 } Fixture;
 
-static int setup(void **state)
+/* Starts the binary with @extra arguments (NULL-terminated, at most 4). */
+static int setup_args(void **state, const char *const *extra)
 {
     Fixture *f = g_new0(Fixture, 1);
     int sv[2];
@@ -47,7 +50,12 @@ static int setup(void **state)
     assert_true(f->pid >= 0);
     if (f->pid == 0) {
         dup2(sv[1], 3); /* dup2 clears O_CLOEXEC on the copy */
-        execl(agent_path, agent_path, "--device", "fd:3", "--socket", f->sock, NULL);
+        const char *argv[10] = {agent_path, "--device", "fd:3", "--socket", f->sock};
+        guint n = 5;
+
+        for (guint i = 0; extra && extra[i] && n < G_N_ELEMENTS(argv) - 1; i++)
+            argv[n++] = extra[i];
+        execv(agent_path, (char **)argv);
         _exit(127);
     }
     close(sv[1]);
@@ -59,6 +67,23 @@ static int setup(void **state)
     g_setenv(HOTMIG_AGENT_SOCKET_ENV, f->sock, TRUE);
     *state = f;
     return 0;
+}
+
+static int setup(void **state)
+{
+    return setup_args(state, NULL);
+}
+
+/* Non-root processes' group: Debian's 'nogroup' (65534), which every system has. */
+#define TEST_GID 65534
+#define TEST_UID 65534
+
+static int setup_group(void **state)
+{
+    static const char *const extra[] = {"--socket-group", G_STRINGIFY(TEST_GID), "--socket-mode",
+                                        "0660", NULL};
+
+    return setup_args(state, extra);
 }
 
 static int teardown(void **state)
@@ -259,6 +284,174 @@ static void test_binary_cli_errors(void **state)
     assert_true(g_str_has_prefix(out, "hotmig-agent 0.1.0"));
 }
 
+/* Registers a lazy client from a child running as uid/gid 65534 (nobody/nogroup): exit 0 once
+ * registered and told to go (a byte on @go), 3 when the socket refused it (EACCES), 4 else. */
+static pid_t register_as_nobody(const char *sock, int go)
+{
+    pid_t pid = fork();
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        gid_t gid = TEST_GID;
+        HotmigClient *client;
+        char c;
+
+        if (setgroups(1, &gid) < 0 || setgid(TEST_GID) < 0 || setuid(TEST_UID) < 0)
+            _exit(5);
+        g_setenv(HOTMIG_AGENT_SOCKET_ENV, sock, TRUE);
+        client = hotmig_client_new("user-rank", HOTMIG_MODE_LAZY, on_quiesce, on_resume, NULL);
+        if (!client)
+            _exit(errno == EACCES ? 3 : 4);
+        if (read(go, &c, 1) != 1)
+            _exit(6);
+        hotmig_client_free(client);
+        _exit(0);
+    }
+    return pid;
+}
+
+static int wait_exit(pid_t pid)
+{
+    int status = 0;
+
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+/* The default socket (0600, root's) refuses a process that is not root's: the problem MPI
+ * ranks started by Slurm or mpirun as the user meet. */
+static void test_binary_socket_root_only(void **state)
+{
+    Fixture *f = *state;
+    struct stat st;
+    int go[2];
+    pid_t child;
+
+    g_autoptr(JsonNode) node = NULL;
+
+    /* Started (the teardown's SIGTERM must find the agent's handler in place). */
+    host_return(f, "{\"execute\":\"status\"}\n", NULL, &node);
+    if (geteuid() != 0)
+        skip(); /* needs to switch to another user */
+    assert_int_equal(stat(f->sock, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    assert_int_equal(chmod(f->dir, 0755), 0); /* the path, not the socket, is not in the way */
+    assert_int_equal(pipe(go), 0);
+    child = register_as_nobody(f->sock, go[0]);
+    close(go[0]);
+    assert_int_equal(wait_exit(child), 3);
+    close(go[1]);
+}
+
+/* --socket-group 65534 --socket-mode 0660: a process of that group, not root, registers and
+ * the agent lists it. */
+static void test_binary_socket_group(void **state)
+{
+    Fixture *f = *state;
+    g_autoptr(JsonNode) node = NULL;
+    JsonObject *ret = NULL;
+    JsonArray *procs;
+    struct stat st;
+    int go[2];
+    pid_t child;
+
+    assert_int_equal(stat(f->sock, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0660);
+    assert_int_equal(st.st_gid, TEST_GID);
+    if (geteuid() != 0)
+        skip(); /* the agent could chown to a group we are in; the switch of user needs root */
+    assert_int_equal(chmod(f->dir, 0755), 0);
+    assert_int_equal(pipe(go), 0);
+    child = register_as_nobody(f->sock, go[0]);
+    close(go[0]);
+    for (int i = 0; i < 200; i++) {
+        g_clear_pointer(&node, json_node_unref);
+        ret = host_return(f, "{\"execute\":\"status\"}\n", NULL, &node);
+        if (json_array_get_length(json_object_get_array_member(ret, "processes")) == 1)
+            break;
+        g_usleep(10000);
+    }
+    procs = json_object_get_array_member(ret, "processes");
+    assert_int_equal(json_array_get_length(procs), 1);
+    {
+        g_autofree char *proc = json_to_string(json_array_get_element(procs, 0), FALSE);
+
+        assert_non_null(strstr(proc, "user-rank"));
+    }
+    assert_int_equal(write(go[1], "g", 1), 1);
+    close(go[1]);
+    assert_int_equal(wait_exit(child), 0);
+}
+
+/* Bad --socket-group / --socket-mode: usage errors naming the value. --self-test: 0 with the
+ * port, 3 without it. */
+static void test_binary_socket_options_and_self_test(void **state)
+{
+    g_autofree char *dir = g_dir_make_tmp("agent-binary-self-test.XXXXXX", NULL);
+    g_autofree char *sock = g_build_filename(dir, "run", "agent.sock", NULL);
+    g_autofree char *sys = g_build_filename(dir, "sys", NULL);
+    g_autofree char *port_dir = g_build_filename(sys, "class", "virtio-ports", "vport1p1", NULL);
+    g_autofree char *name = g_build_filename(port_dir, "name", NULL);
+    static const struct {
+        const char *option, *value, *message;
+    } bad[] = {
+        {"--socket-group", "no-such-group-hm", "--socket-group 'no-such-group-hm': no such group"},
+        {"--socket-mode", "0644x", "--socket-mode '0644x': not an octal mode"},
+        {"--socket-mode", "0400", "--socket-mode '0400'"},
+        {"--socket-mode", "0770", "--socket-mode '0770'"},
+        {"--socket-mode", "1666", "--socket-mode '1666'"},
+    };
+
+    (void)state;
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+        const char *argv[] = {agent_path, bad[i].option, bad[i].value, "--self-test", NULL};
+        g_autofree char *out = NULL;
+        g_autofree char *err = NULL;
+        int status = 0;
+
+        assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
+                                 &err, &status, NULL));
+        assert_int_equal(WEXITSTATUS(status), 2);
+        if (!strstr(err, bad[i].message))
+            fail_msg("case %zu: '%s'", i, err);
+    }
+    for (int with_port = 0; with_port < 2; with_port++) {
+        const char *argv[] = {agent_path, "--self-test", "--socket", sock, "--sysfs-root", sys,
+                              "--dev-root", "/dev", NULL};
+        g_autofree char *out = NULL;
+        int status = 0;
+
+        if (with_port) {
+            assert_int_equal(g_mkdir_with_parents(port_dir, 0755), 0);
+            assert_true(g_file_set_contents(name, "org.hotmig.agent.0\n", -1, NULL));
+        }
+        assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL,
+                                 NULL, &out, NULL, &status, NULL));
+        assert_int_equal(WEXITSTATUS(status), with_port ? 0 : 3);
+        assert_non_null(strstr(out, with_port ? "virtio port 'org.hotmig.agent.0': /dev/vport1p1"
+                                              : "FAIL: no host channel"));
+    }
+    g_unlink(name);
+    for (int up = 0; up < 4; up++) { /* vport1p1, virtio-ports, class, sys */
+        g_autofree char *d = g_strdup(port_dir);
+
+        for (int i = 0; i < up; i++) {
+            char *parent = g_path_get_dirname(d);
+
+            g_free(d);
+            d = parent;
+        }
+        g_rmdir(d);
+    }
+    {
+        g_autofree char *run = g_path_get_dirname(sock);
+
+        g_rmdir(run);
+    }
+    g_rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -266,6 +459,9 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_binary_migration_cycle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_binary_channel_eof_exits, setup, teardown),
         cmocka_unit_test(test_binary_cli_errors),
+        cmocka_unit_test_setup_teardown(test_binary_socket_root_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_binary_socket_group, setup_group, teardown),
+        cmocka_unit_test(test_binary_socket_options_and_self_test),
     };
 
     if (argc != 2) {

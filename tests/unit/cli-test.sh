@@ -54,6 +54,9 @@ expect 2 "--plug-attempts must be between 1 and 100, not 0" --plug-attempts 0 vm
 expect 2 "--postcopy-after \\(60 s\\) must come before --timeout \\(30 s\\)" \
     --postcopy --postcopy-after 60 --timeout 30 vm7 "$bad"
 expect 2 "--recover takes at most one DOMAIN" --recover a b
+expect 2 "--dry-run and --recover exclude each other" --dry-run --recover
+expect 2 "--dry-run and --recover exclude each other" --dry-run --recover vm7
+expect 2 "--quiet and --verbose exclude each other" --quiet --verbose vm7 "$bad"
 expect 2 "--hotmigd 'http://b:1' is not an https:// URL" --hotmigd http://b:1 vm7 "$bad"
 expect 2 "--migrateuri 'ftp://b:1': libvirt takes tcp://HOST\[:PORT\]" --migrateuri ftp://b:1 vm7 "$bad"
 expect 2 "--postcopy and --no-postcopy exclude each other" --postcopy --no-postcopy vm7 "$bad"
@@ -66,9 +69,29 @@ expect 0 "^\\[migrate\\]$" config sample
 "$mv" config sample >"$tmp/sample.conf"
 cmp -s "$tmp/sample.conf" "$src/etc/hotmig.conf.sample" ||
     fail "etc/hotmig.conf.sample differs from 'migrate-vm config sample': regenerate it"
-expect 0 "prepare-timeout = 30 +# default" config check "$tmp/sample.conf"
+expect 0 "prepare-timeout = 30 +# default" config check --skip-files "$tmp/sample.conf"
+# Without --skip-files the certificates the file names (here: the defaults) must be readable;
+# every missing one is reported (this machine has no libvirt PKI at the default paths).
+if [ ! -e /etc/pki/libvirt/clientcert.pem ] && [ ! -e /etc/pki/CA/cacert.pem ]; then
+    expect 4 "\[migrate\] client-cert \(default\): cannot read '/etc/pki/libvirt/clientcert.pem'" \
+        config check "$tmp/sample.conf"
+    grep -q "\[hotmigd\] ca-cert (default): cannot read '/etc/pki/CA/cacert.pem'" "$tmp/out" ||
+        fail "config check stopped at the first missing file: $(cat "$tmp/out")"
+fi
 printf '[migrate]\n# comment\nprepare-timeout = 45\nparallel = 2\n' >"$tmp/good.conf"
-expect 0 "prepare-timeout = 45 +# $tmp/good.conf:3" config check "$tmp/good.conf"
+expect 0 "prepare-timeout = 45 +# $tmp/good.conf:3" config check --skip-files "$tmp/good.conf"
+# $HOTMIG_CONFIG names the file when none is given, for config check as for a migration.
+HOTMIG_CONFIG=$tmp/good.conf expect 0 "prepare-timeout = 45 +# $tmp/good.conf:3" config check --skip-files
+# Trailing comments are refused, naming the value meant; every problem of the file at once.
+printf '[hotmigd]\nname = node01 # this host\nlisten = node01\n[host node01]\nuri = node01\n' >"$tmp/meaning.conf"
+expect 4 "meaning.conf:2: \[hotmigd\] name: 'node01 # this host' ends in a comment" \
+    config check --skip-files "$tmp/meaning.conf"
+sed -i 's/ # this host//' "$tmp/meaning.conf"
+expect 4 "meaning.conf:3: \[hotmigd\] listen: 'node01' is not an IP address" \
+    config check --skip-files "$tmp/meaning.conf"
+grep -q "meaning.conf:5: \[host node01\] uri: 'node01' is not a libvirt URI" "$tmp/out" ||
+    fail "config check did not report every problem: $(cat "$tmp/out")"
+expect 2 "usage: migrate-vm config check \[--skip-files\] \[FILE\]" config check --bogus
 printf '[migrate]\n\nunplug-timeout = soon\n' >"$tmp/bad.conf"
 expect 4 "$tmp/bad.conf:3: \\[migrate\\] unplug-timeout: 'soon' is not a whole number" \
     config check "$tmp/bad.conf"
@@ -118,7 +141,7 @@ expect 2 "postcopy = true \\($tmp/on.conf:5\\) and --parallel exclude each other
 expect 2 "--postcopy-after needs --postcopy \\(or postcopy = true\\), which --no-postcopy turns off" \
     --config "$tmp/on.conf" --no-postcopy --postcopy-after 5 vm7 "$bad"
 printf '[migrate]\npostcopy = true\ntimeout = 60\ntimeout-action = postcopy\n' >"$tmp/tpc.conf"
-expect 0 "timeout-action = postcopy" config check "$tmp/tpc.conf"
+expect 0 "timeout-action = postcopy" config check --skip-files "$tmp/tpc.conf"
 expect 2 "timeout-action = postcopy \\($tmp/tpc.conf:4\\) needs --postcopy.*which --no-postcopy turns off: give --timeout-suspend or --timeout-abort" \
     --config "$tmp/tpc.conf" --no-postcopy vm7 "$bad"
 options_line "live, p2p, timeout 60 s then abort" --config "$tmp/tpc.conf" --no-postcopy --timeout-abort
@@ -139,8 +162,14 @@ printf '[host b]\nuri = test:///nonexistent-%s\nhotmigd = https://127.0.0.1:9\n'
 [[ $? -eq 8 ]] || fail "--dry-run exited $?, expected 8: $(cat "$tmp/dry.out")"
 grep -qE "^FAIL +source +Cannot connect to source host 'test:///nonexistent-$$'" "$tmp/dry.out" ||
     fail "--dry-run did not report the source: $(cat "$tmp/dry.out")"
-grep -qE "^FAIL +hotmigd .*https://127.0.0.1:9" "$tmp/dry.out" ||
+grep -qE "^SKIP +hotmigd +the source host failed \(the destination's is https://127.0.0.1:9\)" "$tmp/dry.out" ||
     fail "--dry-run did not name the hotmigd of [host b]: $(cat "$tmp/dry.out")"
+# The source failed: every check of the destination is shown, skipped, none asked.
+for check in domain destination agent vfs migration-port files target-vf cpu; do
+    grep -qE "^SKIP +$check +the source host failed" "$tmp/dry.out" ||
+        fail "--dry-run did not skip '$check' after the source failed: $(cat "$tmp/dry.out")"
+done
+[ "$(grep -c '^FAIL' "$tmp/dry.out")" = 1 ] || fail "--dry-run failed more than the source: $(cat "$tmp/dry.out")"
 
 # The subcommands that ask hotmigd: bad usage is 2 before any socket; no daemon is 1, naming
 # the socket; --socket beats the configuration's [hotmigd] socket.
@@ -157,4 +186,54 @@ printf '[hotmigd]\nsocket = %s\n' "$tmp/conf.sock" >"$tmp/sock.conf"
 expect 1 "Cannot reach hotmigd at '$tmp/conf.sock'" status --config "$tmp/sock.conf"
 expect 4 "zero.conf:2: \\[migrate\\] plug-attempts" status --config "$tmp/zero.conf"
 expect 2 "not with --snapshot" plan consolidate --snapshot x.json --socket "$nosock"
+# Negative limits are refused, naming the value (-1 is not "unset").
+expect 2 "--tolerance must be between 0 and 1, not -1" plan balance --snapshot x.json --tolerance=-1
+expect 2 "--max-moves must be >= 0, not -1" plan balance --snapshot x.json --max-moves=-1
+expect 2 "--min-stay must be >= 0 seconds, not -1" plan consolidate --snapshot x.json --min-stay=-1
+expect 2 "--bandwidth must be > 0 MiB/s, not -1" plan consolidate --snapshot x.json --bandwidth=-1
+# plan consolidate --snapshot: bad snapshots are 2 and no plan within --max-migrations is 1,
+# each naming the entries, with nothing on stdout; --host-value trades hosts for migrations
+# (default: the configuration's [scheduler] host-value); --json carries the front.
+# expect_plan RC PATTERN ARGS...: as expect, and stdout stays empty unless RC is 0.
+expect_plan() {
+    local want=$1 pattern=$2 rc
+    shift 2
+    "$mv" plan consolidate "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ "$rc" -eq "$want" ] || fail "plan consolidate $* exited $rc, expected $want: $(cat "$tmp/out" "$tmp/err")"
+    if [ "$want" -ne 0 ]; then
+        [ ! -s "$tmp/out" ] || fail "plan consolidate $*: printed a plan although it failed: $(cat "$tmp/out")"
+        grep -qE -- "$pattern" "$tmp/err" || fail "plan consolidate $*: error lacks '$pattern': $(cat "$tmp/err")"
+    else
+        grep -qE -- "$pattern" "$tmp/out" || fail "plan consolidate $*: output lacks '$pattern': $(cat "$tmp/out")"
+    fi
+}
+hosts='{"name":"a","cpus":8,"memory_mib":10240},{"name":"b","cpus":8,"memory_mib":10240},{"name":"c","cpus":8,"memory_mib":10240}'
+vm() { printf '{"name":"%s","host":"%s","vcpus":1,"memory_mib":%s,"cpu_util":0.1}' "$1" "$2" "$3"; }
+printf '{"hosts":[%s],"vms":[%s,%s,%s,%s,%s]}\n' "$hosts" "$(vm a1 a 4096)" "$(vm a2 a 4096)" \
+    "$(vm b1 b 4096)" "$(vm b2 b 4096)" "$(vm c1 c 1024)" >"$tmp/ok.json"
+expect_plan 0 '"hosts_used":3,' --snapshot "$tmp/ok.json" --json --host-value 0
+expect_plan 0 '"hosts_used":2,.*"migration_bound":1,"host_value":2,.*"front":\[\{"hosts":2,"migrations":1,"moved_mib":1024,"migration_bound":1\},\{"hosts":3,"migrations":0,"moved_mib":0,"migration_bound":0\}\],"chosen":0' \
+    --snapshot "$tmp/ok.json" --json --no-timing --host-value 2
+# A tie in cost (2 hosts + 1 migration = 3 hosts + 0 at host value 1): less memory moved wins.
+expect_plan 0 '"hosts_used":3,.*"chosen":1' --snapshot "$tmp/ok.json" --json --host-value 1
+printf '[scheduler]\nhost-value = 0\n' >"$tmp/hv0.conf"
+expect_plan 0 '"hosts_used":3,.*"host_value":0,' --snapshot "$tmp/ok.json" --json --config "$tmp/hv0.conf"
+expect_plan 0 'a host is worth 64 migrations' --snapshot "$tmp/ok.json" --config "$tmp/sock.conf"
+expect_plan 2 "--max-migrations must be at least 1, not 0" --snapshot "$tmp/ok.json" --max-migrations 0
+expect_plan 2 "--host-value must be between 0 and 1000000 migrations, not -4" --snapshot "$tmp/ok.json" --host-value=-4
+expect 2 "--host-value and --max-migrations are for consolidate" plan drain a --snapshot "$tmp/ok.json" --host-value 3
+printf '{"hosts":[%s],"vms":[%s,%s,%s]}\n' "$hosts" "$(vm a1 a 8192)" "$(vm a2 a 4096)" \
+    "$(vm b1 b 4096)" >"$tmp/over.json"
+expect_plan 2 "1 host is already over capacity, nothing planned: host 'a' memory \(MiB\) 12288 > 10240" \
+    --snapshot "$tmp/over.json"
+printf '{"hosts":[%s],"vms":[%s,%s]}\n' "$hosts" "$(vm a1 a 1024)" "$(vm a1 b 1024)" >"$tmp/dup.json"
+expect_plan 2 "vms\[1\]: VM 'a1' is listed twice" --snapshot "$tmp/dup.json"
+printf '{"hosts":[%s],"vms":[%s]}\n' "$hosts" "$(vm a1 zz 1024)" >"$tmp/unknown.json"
+expect_plan 2 "vms\[0\]: VM 'a1': unknown host 'zz'" --snapshot "$tmp/unknown.json"
+printf '{"hosts":[%s,{"name":"e","cpus":8,"memory_mib":10240,"state":"evacuating"}],"vms":[%s,%s,%s]}\n' \
+    "$hosts" "$(vm e1 e 1024)" "$(vm e2 e 1024)" "$(vm e3 e 1024)" >"$tmp/evac.json"
+expect_plan 1 "no consolidation within 2 migrations: 3 VMs must leave evacuating hosts: 'e1' on 'e', 'e2' on 'e', 'e3' on 'e'" \
+    --snapshot "$tmp/evac.json" --max-migrations 2
+expect_plan 0 '"hosts_used":1,' --snapshot "$tmp/evac.json" --max-migrations 3 --json
 echo "cli-test: ok"

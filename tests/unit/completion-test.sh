@@ -59,6 +59,9 @@ expect "vm-default" migrate-vm --json vm
 expect "config drain plan run status vm-default" migrate-vm ""
 expect "check" migrate-vm config ch
 expect "consolidate" migrate-vm plan con
+expect "--host-value" migrate-vm plan consolidate --host
+expect "--max-migrations --max-moves" migrate-vm plan consolidate --max-m
+expect "" migrate-vm plan consolidate --host-value ""
 expect "--deadline" migrate-vm drain A --dead
 expect "" migrate-vm drain A --deadline ""
 expect "--socket" migrate-vm status --s

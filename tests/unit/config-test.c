@@ -280,13 +280,210 @@ static void test_sample(void **state)
     }
 }
 
+/* A '# comment' after a value is refused, naming the line, the key and the value meant. */
+static void test_trailing_comment(void **state)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(HmConfig) c = load("[hotmigd]\nname = node01 # this host\n", &error);
+
+    assert_null(c);
+    assert_string_equal(error->message,
+                        NAME ":2: [hotmigd] name: 'node01 # this host' ends in a comment: '#' "
+                             "starts a comment only at the start of a line (write 'name = "
+                             "node01' and the comment above it)");
+    g_clear_error(&error);
+    c = load("[host a]\nuri = qemu+tls://a/system\t# node a\n", &error);
+    assert_null(c);
+    assert_non_null(strstr(error->message, NAME ":2: [host a] uri: "));
+    g_clear_error(&error);
+    /* A '#' that does not follow white space is data (a URL's fragment, a command's word). */
+    c = load("[alerts]\nexec = /usr/bin/probe --tag=a#b\n", &error);
+    assert_non_null(c);
+    assert_string_equal(hm_config_get_string(c, HM_CONFIG_ALERTS_EXEC),
+                        "/usr/bin/probe --tag=a#b");
+}
+
+/* One load reports every problem of the file, one per line, in file order. */
+static void test_every_error(void **state)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(HmConfig) c = load("[migrate]\n"
+                                 "prepare-timeout = 0\n"
+                                 "verbose = true\n"
+                                 "[nodes]\n"
+                                 "x = 1\n"
+                                 "[hotmigd]\n"
+                                 "port = 99999\n"
+                                 "name = a # b\n"
+                                 "[host a]\n",
+                                 &error);
+    g_auto(GStrv) lines = NULL;
+
+    assert_null(c);
+    assert_true(g_error_matches(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID));
+    lines = g_strsplit(error->message, "\n", -1);
+    assert_int_equal(g_strv_length(lines), 6);
+    assert_true(g_str_has_prefix(lines[0], NAME ":3: [migrate] unknown key 'verbose'"));
+    assert_true(g_str_has_prefix(lines[1], NAME ":4: unknown group '[nodes]'"));
+    /* line 5, a key of the refused group, is not reported again */
+    assert_true(g_str_has_prefix(lines[2], NAME ":8: [hotmigd] name: 'a # b' ends in a comment"));
+    assert_true(g_str_has_prefix(lines[3], NAME ":2: [migrate] prepare-timeout: '0'"));
+    assert_true(g_str_has_prefix(lines[4], NAME ":7: [hotmigd] port: '99999'"));
+    assert_string_equal(lines[5], NAME ":9: [host a] has no 'uri' key");
+}
+
+static HmConfig *load_ok(const char *text)
+{
+    g_autoptr(GError) error = NULL;
+    HmConfig *c = load(text, &error);
+
+    if (!c)
+        fail_msg("'%s' did not load: %s", text, error->message);
+    return c;
+}
+
+/* hm_config_check: what the values mean, every problem at once. */
+static void test_check_meaning(void **state)
+{
+    static const struct {
+        const char *text;
+        const char *message; /* NULL: passes */
+    } cases[] = {
+        {"[migrate]\nconnect = qemu:///system\n[hotmigd]\nconnect = qemu+tls://n2/system\n",
+         NULL},
+        {"[migrate]\nconnect = node02\n",
+         NAME ":2: [migrate] connect: 'node02' is not a libvirt URI like "
+              "'qemu+tls://node02/system'"},
+        {"[hotmigd]\nconnect = qemu+tls//node02/system\n",
+         NAME ":2: [hotmigd] connect: 'qemu+tls//node02/system' is not a libvirt URI"},
+        {"[migrate]\nconnect = qemu+tsl://node02/system\n",
+         NAME ":2: [migrate] connect: 'qemu+tsl://node02/system': unknown transport 'tsl'"},
+        {"[host a]\nuri = node02\n", NAME ":2: [host a] uri: 'node02' is not a libvirt URI"},
+        {"[host a]\nuri = qemu:///system\n", NAME ":2: [host a] uri: 'qemu:///system' names no "
+                                                  "server"},
+        {"[host a]\nuri = qemu+tls://n1/system\n[host b]\n\nuri = qemu+tls://n1/system\n",
+         NAME ":5: [host b] uri: 'qemu+tls://n1/system' is also the uri of [host a] (line 2)"},
+        {"[host a]\nuri = qemu+tls://n1/system\nhotmigd = https://:16680\n",
+         NAME ":1: [host a] hotmigd: 'https://:16680' is not a URL"},
+        {"[pool]\npfs = 0000:3b:00.0, 3b:00.1\nvfs = 0000:3b:02.1\n", NULL},
+        {"[pool]\npfs = 0000:3b:00.0, mlx5_0\n",
+         NAME ":2: [pool] pfs: 'mlx5_0' is not a PCI address"},
+        {"[pool]\nvfs = 0000:3b:20.1\n", NAME ":2: [pool] vfs: '0000:3b:20.1' is not a PCI address"},
+        {"[hotmigd]\nlisten = 10.0.0.1\n[alerts]\nlisten = ::1\n", NULL},
+        {"[hotmigd]\nlisten = node01\n",
+         NAME ":2: [hotmigd] listen: 'node01' is not an IP address"},
+        {"[alerts]\nlisten = 10.0.0.256\n",
+         NAME ":2: [alerts] listen: '10.0.0.256' is not an IP address"},
+        {"[hotmigd]\nname = b\n[host a]\nuri = qemu+tls://a/system\n",
+         NAME ":2: [hotmigd] name: 'b' names no [host NAME] group (known: a)"},
+        {"[hotmigd]\nname = b\n", NAME ":2: [hotmigd] name: 'b' names no [host NAME] group "
+                                       "(the file has none)"},
+        {"[hotmigd]\nname = a\n[host a]\nuri = qemu+tls://a/system\n", NULL},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(HmConfig) c = load_ok(cases[i].text);
+        g_autoptr(GError) error = NULL;
+        gboolean ok = hm_config_check(c, HM_CONFIG_CHECK_SKIP_FILES, &error);
+
+        if (!cases[i].message) {
+            if (!ok)
+                fail_msg("case %zu: %s", i, error->message);
+            continue;
+        }
+        if (ok)
+            fail_msg("case %zu passed the check", i);
+        assert_true(g_error_matches(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID));
+        if (!g_str_has_prefix(error->message, cases[i].message))
+            fail_msg("case %zu: got \"%s\", expected \"%s...\"", i, error->message,
+                     cases[i].message);
+    }
+}
+
+/* The certificate, key, CA and token files: each set or default one must be a readable file;
+ * every one missing is reported. */
+static void test_check_files(void **state)
+{
+    g_autofree char *dir = g_dir_make_tmp("hm-config-check-XXXXXX", NULL);
+    g_autofree char *cert = g_build_filename(dir, "cert.pem", NULL);
+    g_autofree char *text = NULL;
+    g_autoptr(HmConfig) c = NULL;
+    g_autoptr(GError) error = NULL;
+    g_auto(GStrv) lines = NULL;
+    static const char *const file_keys[] = {"client-cert", "client-key", "ca-cert"};
+
+    assert_non_null(dir);
+    assert_true(g_file_set_contents(cert, "PEM\n", -1, NULL));
+    text = g_strdup_printf("[migrate]\nclient-cert = %s\nclient-key = %s\nca-cert = %s/none.pem\n"
+                           "[hotmigd]\nserver-cert = %s\nserver-key = %s\nca-cert = %s\n"
+                           "[alerts]\ntoken-file = %s\n",
+                           cert, cert, dir, cert, dir, cert, cert);
+    c = load_ok(text);
+    assert_false(hm_config_check(c, HM_CONFIG_CHECK_DEFAULT, &error));
+    lines = g_strsplit(error->message, "\n", -1);
+    assert_int_equal(g_strv_length(lines), 2);
+    assert_non_null(strstr(lines[0], NAME ":4: [migrate] ca-cert: cannot read '"));
+    assert_non_null(strstr(lines[0], "none.pem': No such file or directory"));
+    assert_non_null(strstr(lines[1], NAME ":7: [hotmigd] server-key: '"));
+    assert_non_null(strstr(lines[1], "' is not a regular file"));
+    g_clear_error(&error);
+    assert_true(hm_config_check(c, HM_CONFIG_CHECK_SKIP_FILES, &error));
+
+    /* Defaults count: an empty file still needs the default certificates (which this test
+     * machine does not have at /etc/pki), and says they are the defaults. */
+    g_clear_pointer(&c, hm_config_free);
+    g_clear_pointer(&lines, g_strfreev);
+    c = load_ok("[migrate]\nclient-cert = /nonexistent/hm/cert.pem\n");
+    assert_false(hm_config_check(c, HM_CONFIG_CHECK_DEFAULT, &error));
+    assert_true(g_str_has_prefix(error->message, NAME ":2: [migrate] client-cert: cannot read "
+                                                      "'/nonexistent/hm/cert.pem'"));
+    for (gsize i = 0; i < G_N_ELEMENTS(file_keys); i++)
+        assert_non_null(strstr(error->message, file_keys[i]));
+    if (!g_file_test("/etc/pki/CA/cacert.pem", G_FILE_TEST_EXISTS))
+        assert_non_null(strstr(error->message, NAME ": [migrate] ca-cert (default): cannot read "
+                                                    "'/etc/pki/CA/cacert.pem'"));
+    unlink(cert);
+    rmdir(dir);
+}
+
+/* hm_config_open: --config, else $HOTMIG_CONFIG, else the default path or the defaults. */
+static void test_open_env(void **state)
+{
+    g_autofree char *dir = g_dir_make_tmp("hm-config-open-XXXXXX", NULL);
+    g_autofree char *a = g_build_filename(dir, "a.conf", NULL);
+    g_autofree char *b = g_build_filename(dir, "b.conf", NULL);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(HmConfig) c = NULL;
+
+    assert_true(g_file_set_contents(a, "[migrate]\nresume-timeout = 11\n", -1, NULL));
+    assert_true(g_file_set_contents(b, "[migrate]\nresume-timeout = 22\n", -1, NULL));
+    g_setenv(HM_CONFIG_ENV, b, TRUE);
+    c = hm_config_open(NULL, &error);
+    assert_non_null(c);
+    assert_int_equal(hm_config_get_uint(c, HM_CONFIG_MIGRATE_RESUME_TIMEOUT), 22);
+    g_clear_pointer(&c, hm_config_free);
+    c = hm_config_open(a, &error); /* an explicit path wins */
+    assert_int_equal(hm_config_get_uint(c, HM_CONFIG_MIGRATE_RESUME_TIMEOUT), 11);
+    g_clear_pointer(&c, hm_config_free);
+    unlink(b);
+    c = hm_config_open(NULL, &error); /* named by the environment and missing: an error */
+    assert_null(c);
+    assert_true(g_error_matches(error, HM_COMMON_ERROR, HM_COMMON_ERROR_IO));
+    assert_non_null(strstr(error->message, b));
+    g_unsetenv(HM_CONFIG_ENV);
+    unlink(a);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),     cmocka_unit_test(test_values),
         cmocka_unit_test(test_empty),        cmocka_unit_test(test_errors),
         cmocka_unit_test(test_nul_and_size), cmocka_unit_test(test_load_file),
-        cmocka_unit_test(test_sample),
+        cmocka_unit_test(test_sample),       cmocka_unit_test(test_trailing_comment),
+        cmocka_unit_test(test_every_error),  cmocka_unit_test(test_check_meaning),
+        cmocka_unit_test(test_check_files),  cmocka_unit_test(test_open_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

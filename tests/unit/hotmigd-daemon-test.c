@@ -801,6 +801,31 @@ static void test_plan_and_run(void **state)
     assert_non_null(strstr(error->message, "NotFound: unknown host 'Z'"));
     g_clear_error(&error);
 
+    /* host_value and max_migrations reach the planner: freeing B (two migrations) is not worth
+     * it at a host value of 1, nor allowed under a cap of 1; out of range is refused. */
+    {
+        g_autoptr(JsonNode) keep = call(fx, "plan", "{\"policy\":\"consolidate\",\"host_value\":1}",
+                                        NULL, &error);
+        g_autoptr(JsonNode) capped = NULL;
+        assert_null(error);
+        assert_int_equal(json_object_get_int_member(json_node_get_object(keep), "host_value"), 1);
+        assert_int_equal(json_array_get_length(json_object_get_array_member(
+                             json_node_get_object(keep), "migrations")),
+                         0);
+        capped = call(fx, "plan", "{\"policy\":\"consolidate\",\"max_migrations\":1}", NULL,
+                      &error);
+        assert_null(error);
+        assert_int_equal(json_object_get_int_member(json_node_get_object(capped), "max_migrations"),
+                         1);
+        assert_int_equal(json_array_get_length(json_object_get_array_member(
+                             json_node_get_object(capped), "migrations")),
+                         0);
+        assert_null(call(fx, "plan", "{\"policy\":\"consolidate\",\"max_migrations\":0}",
+                         NULL, &error));
+        assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID));
+        g_clear_error(&error);
+    }
+
     plan = call(fx, "plan", "{\"policy\":\"consolidate\"}", NULL, &error);
     assert_null(error);
     assert_string_equal(str_member(plan, "policy"), "consolidate");

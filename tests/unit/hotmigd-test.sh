@@ -13,6 +13,8 @@
 #     at the handshake, and the log says why; a client that does not trust the daemon's CA
 #     refuses it;
 #   - vfio: a VF on vfio-pci already is left alone; bad configurations exit 4, bad certificates 1;
+#   - SIGHUP reloads (what waits for a restart is named; a bad file is refused, the daemon goes
+#     on); --check-config reports every problem, reads $HOTMIG_CONFIG.
 #   - 1100 idle TCP connections (loopback) do not keep a client out: a request and the local
 #     socket's status answer within 5 s (issue 15: the connection cap, the handshake and idle
 #     timeouts).
@@ -320,6 +322,53 @@ log "1100 idle connections: GET /v1/host in $(((t1 - t0) / 1000000)) ms, local s
 out=$(expect_status 201 POST /v1/leases "$(lease_body '"vf": "0001:af:00.3"' vfio 120)") || exit 1
 out=$(expect_status 200 POST /v1/vfs/0001:af:00.3/vfio) || exit 1
 [ "$(jq -r .note <<<"$out")" = "bound to vfio-pci already" ] || fail "vfio: $out"
+# ---- SIGHUP reloads, --check-config ----------------------------------------------------------
+# The reload checks the file as --check-config does, files included: [migrate]'s certificates.
+cat >>"$tmp/hotmig.conf" <<EOF
+
+[migrate]
+client-cert = $pki/client.pem
+client-key = $pki/client-key.pem
+ca-cert = $pki/ca.pem
+prepare-timeout = 40
+
+[scheduler]
+total = 9
+EOF
+"$hotmigd" --config "$tmp/hotmig.conf" --check-config >"$tmp/out" 2>&1 ||
+    fail "--check-config refused the running file: $(cat "$tmp/out")"
+grep -q "'$tmp/hotmig.conf' is valid" "$tmp/out" || fail "--check-config: $(cat "$tmp/out")"
+sed -i "s|^lease-ttl = 2|lease-ttl = 7|" "$tmp/hotmig.conf" # read once, at the start
+kill -HUP "$pid"
+for _ in $(seq 1 50); do grep -q "Reloaded '$tmp/hotmig.conf'" "$tmp/hotmigd.log" && break; sleep 0.1; done
+grep -q "Reloaded '$tmp/hotmig.conf': \[migrate\] and \[scheduler\] apply from now on" "$tmp/hotmigd.log" ||
+    fail "SIGHUP did not reload"
+grep -q "Reload: \[hotmigd\] lease-ttl changed; it takes effect when hotmigd restarts" "$tmp/hotmigd.log" ||
+    fail "the reload does not name the key that waits for a restart"
+kill -0 "$pid" 2>/dev/null || fail "hotmigd died on SIGHUP"
+expect_status 200 GET /v1/host >/dev/null || exit 1
+# A bad file is refused, every problem named, and the daemon goes on with the running one.
+printf '\n[host a]\nuri = node02\n' >>"$tmp/hotmig.conf"
+sed -i "s|^listen = 127.0.0.1|listen = 127.0.0.1 # loopback|" "$tmp/hotmig.conf"
+kill -HUP "$pid"
+for _ in $(seq 1 50); do grep -q "Reload refused" "$tmp/hotmigd.log" && break; sleep 0.1; done
+grep -q "Reload refused, the running configuration stays: .*hotmig.conf:2: \[hotmigd\] listen: '127.0.0.1 # loopback' ends in a comment" "$tmp/hotmigd.log" ||
+    fail "a bad file on SIGHUP was not refused with its problem"
+kill -0 "$pid" 2>/dev/null || fail "hotmigd died on a SIGHUP with a bad file"
+expect_status 200 GET /v1/host >/dev/null || exit 1
+# --check-config reports every problem: fix the comment, the bad uri remains, add a bad name.
+sed -i "s|^listen = 127.0.0.1 # loopback|listen = 127.0.0.1|; s|^run-dir = |name = nowhere\nrun-dir = |" "$tmp/hotmig.conf"
+"$hotmigd" --config "$tmp/hotmig.conf" --check-config >"$tmp/out" 2>&1
+rc=$?
+[ "$rc" = 4 ] || fail "--check-config on a bad file exited $rc, not 4: $(cat "$tmp/out")"
+grep -q "uri: 'node02' is not a libvirt URI" "$tmp/out" || fail "--check-config missed the uri: $(cat "$tmp/out")"
+grep -q "\[hotmigd\] name: 'nowhere' names no \[host NAME\] group (known: a)" "$tmp/out" ||
+    fail "--check-config missed the name: $(cat "$tmp/out")"
+HOTMIG_CONFIG=$tmp/hotmig.conf "$hotmigd" --check-config >"$tmp/out" 2>&1
+[ $? = 4 ] || fail "--check-config does not read \$HOTMIG_CONFIG"
+write_config
+log "SIGHUP: [migrate]/[scheduler] reloaded, lease-ttl named as waiting for a restart, a bad file refused; --check-config names every problem"
+
 stop
 grep -q "Stopped" "$tmp/hotmigd.log" || fail "no 'Stopped' in the log after SIGTERM"
 printf '[hotmigd]\nport = 0\n' >"$tmp/bad.conf"

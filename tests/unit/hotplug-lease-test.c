@@ -864,6 +864,7 @@ static void test_vf_ids(void **state)
         {"3b:00.2", "0000:3b:00.2"},
         {"0000:3B:1F.7", "0000:3b:1f.7"},
         {"ffff:ff:1f.7", "ffff:ff:1f.7"},
+        {"10000:3b:02.1", "10000:3b:02.1"}, /* a VMD domain, as discovery finds it */
         {"hmlab0vf1", "hmlab0vf1"},
         {"a", "a"},
         {"eth0.100", "eth0.100"},
@@ -935,6 +936,27 @@ static void test_vf_ids(void **state)
     }
     after = dir_state(f->dir);
     assert_string_equal(before, after);
+}
+
+/* Regression: a VF on a 5-digit PCI domain (VMD) was found by discovery, whose address parser
+ * takes 32-bit domains, then refused by the lease code, whose parser took 16 bits. Both now
+ * read addresses with common/pci-address.c: what discovery spells, the store leases. */
+static void test_vmd_domain_vf(void **state)
+{
+    Fixture *f = *state;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *found = hm_pci_address_normalize("10000:3B:02.1", &error);
+    g_autoptr(HotplugLease) lease = NULL;
+
+    assert_non_null(found);
+    assert_string_equal(found, "10000:3b:02.1");
+    lease = hotplug_lease_acquire(f->store, found, "migrate-vm pid 1 on hostA", "a VMD VF", "vm7",
+                                  60, &error);
+    assert_null(error);
+    assert_non_null(lease);
+    assert_string_equal(lease->vf, "10000:3b:02.1");
+    assert_true(hotplug_lease_release(f->store, lease->vf, lease->id, &error));
+    assert_null(error);
 }
 
 static void test_bad_fields(void **state)
@@ -1531,6 +1553,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_killed_in_lock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vf_ids, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_vmd_domain_vf, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_records, setup, teardown),
         cmocka_unit_test_setup_teardown(test_oversized_records, setup, teardown),

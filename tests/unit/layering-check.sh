@@ -186,10 +186,16 @@ check_cycles() {
     return 1
 }
 
+# check_tree ROOT [--complete]: --complete (the real tree) also requires every library folder
+# to hold C files: a check of zero files (a wrong path, a moved folder) proves nothing.
 check_tree() {
-    local root="$1" bad=0 dir lib file sub n=0
+    local root="$1" complete="${2:-}" bad=0 dir lib file sub n=0 before
     for dir in $libraries; do
-        [ -d "$root/$dir" ] || continue
+        before=$n
+        if [ ! -d "$root/$dir" ]; then
+            [ -z "$complete" ] || { echo "layering-check: no folder $root/$dir"; bad=1; }
+            continue
+        fi
         while IFS= read -r -d '' file; do
             lib="$dir"
             case "$file" in
@@ -201,7 +207,15 @@ check_tree() {
         while IFS= read -r -d '' sub; do
             check_cycles "$root" "$sub" || bad=1
         done < <(find "$root/$dir" -type d -print0)
+        if [ -n "$complete" ] && [ "$n" -eq "$before" ]; then
+            echo "layering-check: no C file under $root/$dir: nothing of $dir was checked"
+            bad=1
+        fi
     done
+    if [ "$n" -eq 0 ]; then
+        echo "layering-check: no C file found under $root: nothing was checked"
+        return 1
+    fi
     if [ $bad -ne 0 ]; then
         echo "layering-check: violations found (rules: STYLE.md, 'Layout shows the architecture')"
         return 1
@@ -215,6 +229,8 @@ self_test() {
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' RETURN
     mkdir -p "$tmp"/{common,xml,hotplug,policies,engine,hotmigd,migrate-vm,guest-agent/libhotmig}
+    # One good file, so that a case's tree never has zero files to check.
+    printf '#include <glib.h>\n' >"$tmp/common/base.c"
 
     expect() { # expect ok|bad FILE CONTENT
         local want="$1" file="$2"
@@ -286,6 +302,18 @@ self_test() {
     expect bad hotmigd/b.h '#include "hotmigd/a.h"'
     expect bad hotmigd/b.h '#include "a-priv.h"'
     rm -f "$tmp"/hotmigd/a.c "$tmp"/hotmigd/a.h "$tmp"/hotmigd/a-priv.h
+    # Zero files checked is a failure, not a pass; so is a library folder without files.
+    rm -f "$tmp/common/base.c"
+    if check_tree "$tmp" >/dev/null; then
+        echo "self-test: a tree without C files passed"
+        fail=1
+    fi
+    printf '#include <glib.h>\n' >"$tmp/common/c.c"
+    if check_tree "$tmp" --complete >/dev/null; then
+        echo "self-test: --complete passed with only common/ holding a file"
+        fail=1
+    fi
+    rm -f "$tmp/common/c.c"
 
     if [ $fail -ne 0 ]; then
         echo "layering-check: self-test FAILED"
@@ -301,5 +329,5 @@ case "${1:-}" in
     echo "usage: $0 SOURCE_DIR | --self-test" >&2
     exit 2
     ;;
-*) check_tree "$1" ;;
+*) check_tree "$1" --complete ;;
 esac

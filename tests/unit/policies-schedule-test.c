@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "common/config.h"
 #include "policies/policies-priv.h"
 
 #define T0 1700000000
@@ -650,9 +651,21 @@ static void test_random_runs(void **state)
     assert_true(with_skips > 10);
 }
 
+/* One default bandwidth: `migrate-vm plan` (the policies' default) and hotmigd's [scheduler]
+ * bandwidth predict the same durations when nothing is configured. */
+static void test_default_bandwidth_is_the_config_default(void **state)
+{
+    g_autoptr(HmConfig) config = hm_config_new();
+
+    (void)state;
+    assert_int_equal(hm_config_get_uint(config, HM_CONFIG_SCHEDULER_BANDWIDTH),
+                     (guint64)POL_BANDWIDTH_MIB_S_DEFAULT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_default_bandwidth_is_the_config_default),
         cmocka_unit_test(test_failure_in_the_middle),
         cmocka_unit_test(test_failed_detour_skips_the_chain),
         cmocka_unit_test(test_detour_runs_in_order),

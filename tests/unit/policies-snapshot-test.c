@@ -13,11 +13,11 @@
 
 #define GOOD                                                                                   \
     "{\"hosts\":[{\"name\":\"h1\",\"cpus\":16,\"memory_mib\":8192,\"vfs\":4},"                  \
-    "{\"name\":\"h2\",\"cpus\":16,\"memory_mib\":8192,\"vfs\":4,\"rack\":\"r1\"},"              \
+    "{\"name\":\"h2\",\"cpus\":16,\"memory_mib\":8192,\"vfs\":4,\"running_vms\":1},"           \
     "{\"name\":\"h3\",\"cpus\":16,\"memory_mib\":8192,\"vfs\":4,\"state\":\"ok\"}],"            \
     "\"vms\":[{\"name\":\"a\",\"host\":\"h1\",\"vcpus\":4,\"memory_mib\":2048,\"cpu_util\":0.5,\"vfs\":1},"  \
     "{\"name\":\"b\",\"host\":\"h2\",\"vcpus\":4,\"memory_mib\":2048,\"cpu_util\":0.25,\"vfs\":1}," \
-    "{\"name\":\"c\",\"host\":\"h3\",\"vcpus\":2,\"memory_mib\":4096,\"cpu_util\":1,\"vfs\":0,\"extra\":[1,2]}]}"
+    "{\"name\":\"c\",\"host\":\"h3\",\"vcpus\":2,\"memory_mib\":4096,\"cpu_util\":1,\"vfs\":0,\"cpu_measured\":true}]}"
 
 static PolCluster *parse(const char *text, GError **error)
 {
@@ -122,6 +122,15 @@ static void test_bad_snapshots(void **state)
                  "vms[0].pinned");
     expect_error("{\"hosts\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}",
                  "nests deeper");
+    /* Unknown members are refused: a misspelt "pined" must not move a pinned VM. */
+    expect_error("{\"hosts\":[{\"name\":\"h\",\"cpus\":1,\"memory_mib\":1}],"
+                 "\"vms\":[{\"name\":\"v\",\"host\":\"h\",\"vcpus\":1,\"memory_mib\":1,\"pined\":true}]}",
+                 "vms[0].pined: unknown member (did you mean \"pinned\"?)");
+    expect_error("{\"hosts\":[{\"name\":\"h\",\"cpus\":1,\"memory_mib\":1,\"numa\":2}],\"vms\":[]}",
+                 "hosts[0].numa: unknown member (known: name, cpus,");
+    expect_error("{\"hosts\":[],\"vms\":[],\"host\":1}", "(top level).host: unknown member (did you mean \"hosts\"?)");
+    expect_error("{\"hosts\":[],\"vms\":[],\"vm\":[]}",
+                 "(top level).vm: unknown member (did you mean \"vms\"?)");
 }
 
 static void test_oversized_file(void **state)

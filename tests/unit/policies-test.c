@@ -521,10 +521,83 @@ static void test_state_strings(void **state)
     assert_string_equal(pol_policy_to_string(POL_POLICY_DRAIN), "drain");
 }
 
+/* ---- the oracle ---------------------------------------------------------------------------- */
+
+/* pol_plan_verify() is the oracle behind every "never overcommits" claim: each kind of bad
+ * plan must be refused with POL_ERROR_INVALID naming its step, and a good plan accepted. */
+static void expect_refused(const PolCluster *c, const char *what, const char *want,
+                           const char *const *steps)
+{
+    g_autoptr(PolPlan) plan = g_new0(PolPlan, 1);
+    g_autoptr(GError) error = NULL;
+
+    plan->migrations = g_ptr_array_new_with_free_func((GDestroyNotify)pol_migration_free);
+    for (guint i = 0; steps[i]; i += 3) {
+        PolMigration *m = g_new0(PolMigration, 1);
+
+        m->vm = g_strdup(steps[i]);
+        m->from = g_strdup(steps[i + 1]);
+        m->to = g_strdup(steps[i + 2]);
+        m->memory_mib = 1;
+        g_ptr_array_add(plan->migrations, m);
+    }
+    if (!want) {
+        if (!pol_plan_verify(c, plan, NULL, &error))
+            fail_msg("%s: a good plan was refused: %s", what, error->message);
+        return;
+    }
+    if (pol_plan_verify(c, plan, NULL, &error))
+        fail_msg("%s: the bad plan verified", what);
+    assert_true(g_error_matches(error, POL_ERROR, POL_ERROR_INVALID));
+    if (!strstr(error->message, want))
+        fail_msg("%s: error '%s' does not say '%s'", what, error->message, want);
+}
+
+static void test_verify_refuses_bad_plans(void **state)
+{
+    g_autoptr(PolCluster) c = pol_cluster_new();
+    const char *good[] = {"small", "h1", "h2", NULL};
+    const char *overcommit[] = {"big1", "h1", "h2", NULL};
+    const char *late_overcommit[] = {"small", "h1", "h2", "big1", "h1", "h2", NULL};
+    const char *vfs[] = {"vf2", "h1", "h2", NULL};
+    const char *unknown_vm[] = {"ghost", "h1", "h2", NULL};
+    const char *unknown_host[] = {"small", "h1", "h9", NULL};
+    const char *wrong_from[] = {"small", "h2", "h1", NULL};
+    const char *stays[] = {"small", "h1", "h1", NULL};
+    const char *quarantined[] = {"small", "h1", "hq", NULL};
+    const char *pinned[] = {"pin", "h1", "h2", NULL};
+    const char *twice[] = {"small", "h1", "h2", "small", "h2", "h1", NULL};
+
+    (void)state;
+    add_host(c, "h1", 8, 8192, 2, POL_HOST_OK);
+    add_host(c, "h2", 8, 8192, 2, POL_HOST_OK);
+    add_host(c, "hq", 8, 8192, 2, POL_HOST_QUARANTINED);
+    add_vm(c, "big1", "h1", 6000);
+    add_vm(c, "big2", "h2", 6000);
+    add_vm(c, "small", "h1", 2000);
+    add_vm_full(c, "vf2", "h1", 1, 10, 2, NULL, FALSE, -1);
+    add_vm_full(c, "pin", "h1", 1, 10, 0, NULL, TRUE, -1);
+
+    expect_refused(c, "good", NULL, good);
+    expect_refused(c, "memory overcommit", "overcommits 'h2'", overcommit);
+    /* Only the second step overcommits (the first fills h2 further): its number is named. */
+    expect_refused(c, "overcommit at step 2", "step 2: VM 'big1' overcommits 'h2'", late_overcommit);
+    add_vm_full(c, "vf2b", "h2", 1, 10, 1, NULL, FALSE, -1);
+    expect_refused(c, "VF overcommit", "overcommits 'h2'", vfs);
+    expect_refused(c, "unknown VM", "unknown VM or host", unknown_vm);
+    expect_refused(c, "unknown host", "unknown VM or host", unknown_host);
+    expect_refused(c, "wrong source", "is on 'h1', not 'h2'", wrong_from);
+    expect_refused(c, "no move", "or stays", stays);
+    expect_refused(c, "quarantined destination", "accepts no VMs", quarantined);
+    expect_refused(c, "pinned VM", "pinned", pinned);
+    expect_refused(c, "second move", "moves again", twice);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lower_bound_l2),
+        cmocka_unit_test(test_verify_refuses_bad_plans),
         cmocka_unit_test(test_consolidate_simple),
         cmocka_unit_test(test_consolidate_nothing_to_do),
         cmocka_unit_test(test_random_plans_never_overcommit),

@@ -4,3 +4,6 @@ hm_add_test(policies-test unit
 hm_add_test(policies-snapshot-test unit
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/policies-snapshot-test.c
   LIBS hm-engine)
+hm_add_test(policies-consolidate-test unit
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/policies-consolidate-test.c
+  LIBS hm-policies)

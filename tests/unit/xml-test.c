@@ -17,7 +17,7 @@
         assert_int_equal((err)->code, (code_));                                                    \
     } while (0)
 
-/* ---- PCI addresses ----------------------------------------------------------------------- */
+/* ---- PCI addresses (common/pci-address.c, the one parser the libraries share) ------------ */
 
 static void test_pci_parse_valid(void **state)
 {
@@ -28,18 +28,20 @@ static void test_pci_parse_valid(void **state)
         {"0000:3b:02.1", 0, 0x3b, 0x02, 1},      {"3b:02.1", 0, 0x3b, 0x02, 1},
         {"ffff:ff:1f.7", 0xffff, 0xff, 0x1f, 7}, {"0:0:0.0", 0, 0, 0, 0},
         {"0000:3B:1F.6", 0, 0x3b, 0x1f, 6},      {"0001:d8:00.0", 1, 0xd8, 0, 0},
+        {"10000:3b:02.1", 0x10000, 0x3b, 0x02, 1}, /* a VMD domain: five digits */
+        {"ffffffff:ff:1f.7", 0xffffffff, 0xff, 0x1f, 7},
     };
 
     for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
         g_autoptr(GError) error = NULL;
-        guint d = 99, b = 99, s = 99, f = 99;
+        HmPciAddress a = {99, 99, 99, 99};
 
-        assert_true(xml_pci_address_parse(cases[i].str, &d, &b, &s, &f, &error));
+        assert_true(hm_pci_address_parse(cases[i].str, &a, &error));
         assert_null(error);
-        assert_int_equal(d, cases[i].domain);
-        assert_int_equal(b, cases[i].bus);
-        assert_int_equal(s, cases[i].slot);
-        assert_int_equal(f, cases[i].function);
+        assert_int_equal(a.domain, cases[i].domain);
+        assert_int_equal(a.bus, cases[i].bus);
+        assert_int_equal(a.slot, cases[i].slot);
+        assert_int_equal(a.function, cases[i].function);
     }
 }
 
@@ -50,7 +52,7 @@ static void test_pci_parse_invalid(void **state)
         "0000:3b:02",
         "0000:3b:20.0",  /* slot > 0x1f */
         "0000:3b:02.8",  /* function > 7 */
-        "10000:3b:02.1", /* five domain digits */
+        "100000000:3b:02.1", /* nine domain digits: more than 32 bits */
         "0000:100:02.1", /* three bus digits */
         "0000:3b:002.1",
         "0000:3b:02.01",
@@ -70,27 +72,24 @@ static void test_pci_parse_invalid(void **state)
 
     for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
         g_autoptr(GError) error = NULL;
-        guint d = 99, b = 99, s = 99, f = 99;
+        HmPciAddress a = {99, 99, 99, 99};
 
-        if (xml_pci_address_parse(cases[i], &d, &b, &s, &f, &error))
+        if (hm_pci_address_parse(cases[i], &a, &error))
             fail_msg("'%s' parsed", cases[i]);
-        assert_error(error, XML_ERROR, XML_ERROR_INVALID);
+        assert_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID);
         assert_non_null(strstr(error->message, cases[i]));
         /* Outputs stay untouched on failure. */
-        assert_int_equal(d, 99);
-        assert_int_equal(b, 99);
-        assert_int_equal(s, 99);
-        assert_int_equal(f, 99);
+        assert_int_equal(a.domain, 99);
+        assert_int_equal(a.bus, 99);
+        assert_int_equal(a.slot, 99);
+        assert_int_equal(a.function, 99);
     }
 }
 
 static void test_pci_parse_null_outputs(void **state)
 {
-    guint f = 0;
-
-    assert_true(xml_pci_address_parse("0000:3b:02.1", NULL, NULL, NULL, &f, NULL));
-    assert_int_equal(f, 1);
-    assert_false(xml_pci_address_parse("nope", NULL, NULL, NULL, NULL, NULL));
+    assert_true(hm_pci_address_parse("0000:3b:02.1", NULL, NULL));
+    assert_false(hm_pci_address_parse("nope", NULL, NULL));
 }
 
 /* ---- enum table -------------------------------------------------------------------------- */
@@ -260,9 +259,9 @@ static void test_find_vfs_errors(void **state)
         {"<interface type='hostdev'><source><address type='usb' bus='1' slot='2' "
          "function='0'/></source><alias name='h'/></interface>",
          "type 'usb'"},
-        {"<interface type='hostdev'><source><address type='pci' domain='0x10000' bus='1' "
+        {"<interface type='hostdev'><source><address type='pci' domain='0x100000000' bus='1' "
          "slot='2' function='0'/></source><alias name='h'/></interface>",
-         "domain='0x10000'"},
+         "domain='0x100000000'"},
         {"<interface type='network'/><interface type='hostdev'><source><address type='pci' "
          "bus='1' slot='2' function='0'/></source></interface>",
          "<interface> #2 (0000:01:02.0) has no <alias"},

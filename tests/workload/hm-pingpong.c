@@ -1451,6 +1451,15 @@ static void on_agent(App *app)
 
 /* ---- main loop ---------------------------------------------------------------------------- */
 
+/* SIGUSR1: the client stops as after its last cycle (drains, sends DONE, prints its result). */
+static volatile sig_atomic_t stop_requested;
+
+static void on_sigusr1(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
 static void stop_client(App *app, const char *why)
 {
     if (app->stopping) {
@@ -1496,6 +1505,9 @@ static void run_timers(App *app)
         return;
     }
     if (!app->stopping) {
+        if (stop_requested) {
+            stop_client(app, "asked to (SIGUSR1)");
+        }
         if (app->args.cycles && cycles_completed(app) >= app->args.cycles) {
             if (!app->tail_at) {
                 app->tail_at = now + (int64_t)app->args.tail * 1000;
@@ -1767,6 +1779,15 @@ int main(int argc, char **argv)
     if (signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
         wl_log("cannot ignore SIGPIPE: %s", strerror(errno));
         return 2;
+    }
+    {
+        struct sigaction sa = {.sa_handler = on_sigusr1};
+
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(SIGUSR1, &sa, NULL) < 0) {
+            wl_log("cannot handle SIGUSR1: %s", strerror(errno));
+            return 2;
+        }
     }
     if (wl_args_parse(argc, argv, &app->args, err, sizeof(err)) < 0) {
         wl_log("%s", err);

@@ -1,0 +1,129 @@
+/* OrchOptions: their defaults, the [migrate] configuration they are made from (the one place
+ * that maps the configuration to a migration's options: migrate-vm and hotmigd both start from
+ * it), their words for the report, and the hotmigd client they open. */
+#include "engine/engine.h"
+
+#include <string.h>
+
+#include "engine/hotmigd-client.h"
+
+/* The seconds of @key as milliseconds. */
+static guint config_ms(const HmConfig *config, HmConfigKey key)
+{
+    return (guint)hm_config_get_uint(config, key) * 1000;
+}
+
+/* The numbers of [migrate] that every migration has (timeouts, plug attempts). */
+static void options_take_limits(OrchOptions *opts, const HmConfig *config)
+{
+    opts->agent_timeout_ms = config_ms(config, HM_CONFIG_MIGRATE_AGENT_TIMEOUT);
+    opts->prepare_timeout_ms = config_ms(config, HM_CONFIG_MIGRATE_PREPARE_TIMEOUT);
+    opts->unplug_timeout_ms = config_ms(config, HM_CONFIG_MIGRATE_UNPLUG_TIMEOUT);
+    opts->resume_timeout_ms = config_ms(config, HM_CONFIG_MIGRATE_RESUME_TIMEOUT);
+    opts->plug_attempts = (guint)hm_config_get_uint(config, HM_CONFIG_MIGRATE_PLUG_ATTEMPTS);
+}
+
+void orch_options_init(OrchOptions *opts)
+{
+    /* The defaults are the configuration's (common/config.c), written once. */
+    g_autoptr(HmConfig) defaults = hm_config_new();
+
+    memset(opts, 0, sizeof(*opts));
+    options_take_limits(opts, defaults);
+    opts->hotmigd_timeout_ms = 10000;
+}
+
+void orch_options_take_config(OrchOptions *opts, const HmConfig *config)
+{
+    int action = orch_timeout_action_from_string(
+        hm_config_get_string(config, HM_CONFIG_MIGRATE_TIMEOUT_ACTION));
+
+    g_return_if_fail(opts && config);
+    options_take_limits(opts, config);
+    g_free(opts->agent_channel);
+    opts->agent_channel = g_strdup(hm_config_get_string(config, HM_CONFIG_MIGRATE_AGENT_CHANNEL));
+    g_free(opts->alias_prefix);
+    opts->alias_prefix =
+        g_strdup(hm_config_get_string(config, HM_CONFIG_MIGRATE_VF_ALIAS_PREFIX));
+    opts->persistent = hm_config_get_bool(config, HM_CONFIG_MIGRATE_PERSISTENT);
+    opts->undefine_source = hm_config_get_bool(config, HM_CONFIG_MIGRATE_UNDEFINE_SOURCE);
+    opts->bandwidth_mib = hm_config_get_uint(config, HM_CONFIG_MIGRATE_BANDWIDTH);
+    opts->parallel = (guint)hm_config_get_uint(config, HM_CONFIG_MIGRATE_PARALLEL);
+    opts->auto_converge = hm_config_get_bool(config, HM_CONFIG_MIGRATE_AUTO_CONVERGE);
+    opts->postcopy = hm_config_get_bool(config, HM_CONFIG_MIGRATE_POSTCOPY);
+    opts->postcopy_after_ms = config_ms(config, HM_CONFIG_MIGRATE_POSTCOPY_AFTER);
+    opts->migrate_timeout_ms = config_ms(config, HM_CONFIG_MIGRATE_TIMEOUT);
+    /* The configuration checked the word. */
+    opts->timeout_action = action >= 0 ? action : ORCH_TIMEOUT_SUSPEND;
+    g_free(opts->tls_cert);
+    opts->tls_cert = g_strdup(hm_config_get_string(config, HM_CONFIG_MIGRATE_CLIENT_CERT));
+    g_free(opts->tls_key);
+    opts->tls_key = g_strdup(hm_config_get_string(config, HM_CONFIG_MIGRATE_CLIENT_KEY));
+    g_free(opts->tls_ca);
+    opts->tls_ca = g_strdup(hm_config_get_string(config, HM_CONFIG_MIGRATE_CA_CERT));
+}
+
+char *orch_options_format_migration(const OrchOptions *opts)
+{
+    g_autoptr(GString) out = g_string_new("live, p2p");
+
+    g_return_val_if_fail(opts != NULL, NULL);
+    if (opts->persistent)
+        g_string_append(out, ", persistent");
+    if (opts->undefine_source)
+        g_string_append(out, ", undefinesource");
+    if (opts->migrate_uri)
+        g_string_append_printf(out, ", migrateuri %s", opts->migrate_uri);
+    if (opts->bandwidth_mib)
+        g_string_append_printf(out, ", bandwidth %" G_GUINT64_FORMAT " MiB/s", opts->bandwidth_mib);
+    if (opts->parallel)
+        g_string_append_printf(out, ", parallel %u", opts->parallel);
+    if (opts->auto_converge)
+        g_string_append(out, ", auto-converge");
+    if (opts->postcopy)
+        g_string_append(out, ", postcopy");
+    if (opts->postcopy && opts->postcopy_after_ms)
+        g_string_append_printf(out, ", postcopy-after %u s", opts->postcopy_after_ms / 1000);
+    if (opts->migrate_timeout_ms)
+        g_string_append_printf(out, ", timeout %u s then %s", opts->migrate_timeout_ms / 1000,
+                               orch_timeout_action_to_string(opts->timeout_action));
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
+
+OrchVfd *orch_options_open_vfd(const OrchOptions *opts, const char *url, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    OrchVfd *vfd;
+
+    if (!url) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                    "No hotmigd URL for the destination: give --hotmigd URL or a [host NAME] "
+                    "group with a hotmigd key");
+        return NULL;
+    }
+    vfd = opts->vfd_open ? opts->vfd_open(url, opts->vfd_opaque, &local)
+                         : orch_vfd_new(url, opts->tls_cert, opts->tls_key,
+                                        opts->tls_ca, MAX(opts->hotmigd_timeout_ms / 1000, 1),
+                                        &local);
+    if (!vfd)
+        g_propagate_prefixed_error(error, g_steal_pointer(&local),
+                                   "Cannot use the destination's hotmigd: ");
+    return vfd;
+}
+
+void orch_options_clear(OrchOptions *opts)
+{
+    g_clear_pointer(&opts->domain, g_free);
+    g_clear_pointer(&opts->source_uri, g_free);
+    g_clear_pointer(&opts->dest_uri, g_free);
+    g_clear_pointer(&opts->migrate_uri, g_free);
+    g_clear_pointer(&opts->alias_prefix, g_free);
+    g_clear_pointer(&opts->target_vf, g_free);
+    g_clear_pointer(&opts->agent_channel, g_free);
+    g_clear_pointer(&opts->state_dir, g_free);
+    g_clear_pointer(&opts->hotmigd_url, g_free);
+    g_clear_pointer(&opts->source_hotmigd_url, g_free);
+    g_clear_pointer(&opts->tls_cert, g_free);
+    g_clear_pointer(&opts->tls_key, g_free);
+    g_clear_pointer(&opts->tls_ca, g_free);
+}
