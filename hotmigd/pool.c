@@ -598,6 +598,17 @@ HotplugLease *orch_vfd_pool_confirm(OrchVfdPool *pool, const char *vf, const cha
     return pool_lease_get(pool, canonical, error);
 }
 
+/* A lease store's error in ORCH_ERROR: STALE is CONFLICT, INVALID stays, the rest FAILED. */
+static void pool_set_lease_error(GError **error, const GError *local)
+{
+    g_set_error_literal(
+        error, ORCH_ERROR,
+        g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_STALE)     ? ORCH_ERROR_CONFLICT
+        : g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID) ? ORCH_ERROR_INVALID
+                                                                       : ORCH_ERROR_FAILED,
+        local->message);
+}
+
 gboolean orch_vfd_pool_renew(OrchVfdPool *pool, const char *vf, const char *id, guint ttl_s,
                              GError **error)
 {
@@ -617,12 +628,7 @@ gboolean orch_vfd_pool_renew(OrchVfdPool *pool, const char *vf, const char *id, 
     }
     if (!hotplug_lease_renew(pool->store, canonical, id, ttl_s ? ttl_s : pool->lease_ttl_s,
                              &local)) {
-        g_set_error_literal(
-            error, ORCH_ERROR,
-            g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_STALE)     ? ORCH_ERROR_CONFLICT
-            : g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID) ? ORCH_ERROR_INVALID
-                                                                           : ORCH_ERROR_FAILED,
-            local->message);
+        pool_set_lease_error(error, local);
         return FALSE;
     }
     return TRUE;
@@ -639,12 +645,7 @@ gboolean orch_vfd_pool_release(OrchVfdPool *pool, const char *vf, const char *id
     if (!canonical)
         return FALSE;
     if (!hotplug_lease_release(pool->store, canonical, id, &local)) {
-        g_set_error_literal(
-            error, ORCH_ERROR,
-            g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_STALE)     ? ORCH_ERROR_CONFLICT
-            : g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID) ? ORCH_ERROR_INVALID
-                                                                           : ORCH_ERROR_FAILED,
-            local->message);
+        pool_set_lease_error(error, local);
         return FALSE;
     }
     g_debug("VF '%s': lease %s released", canonical, id);

@@ -925,6 +925,29 @@ static void lease_set_stale(GError **error, const char *what, const char *vf, co
     }
 }
 
+/* Begins a read-modify-write of @vf for the holder of lease @lease_id: canonical id in
+ * *ret_canon (owned), the record in @txn. STALE when @lease_id is not the current lease; errors
+ * say "Cannot @what VF '...': " or name @what in the stale message. */
+static gboolean lease_txn_current(HotplugLeaseStore *store, const char *vf, const char *lease_id,
+                                  const char *what, char **ret_canon, LeaseTxn *txn,
+                                  GError **error)
+{
+    g_autofree char *canon = hotplug_lease_vf_canonical(vf, error);
+
+    if (!canon)
+        return FALSE;
+    if (!lease_txn_begin(store, canon, txn, error)) {
+        g_prefix_error(error, "Cannot %s lease %s of VF '%s': ", what, lease_id, canon);
+        return FALSE;
+    }
+    if (!lease_in_force(txn->record, &txn->now) || !g_str_equal(txn->record->id, lease_id)) {
+        lease_set_stale(error, what, canon, lease_id, txn);
+        return FALSE;
+    }
+    *ret_canon = g_steal_pointer(&canon);
+    return TRUE;
+}
+
 gboolean hotplug_lease_confirm(HotplugLeaseStore *store, const char *vf, const char *lease_id,
                                GError **error)
 {
@@ -936,17 +959,8 @@ gboolean hotplug_lease_confirm(HotplugLeaseStore *store, const char *vf, const c
     g_return_val_if_fail(vf != NULL, FALSE);
     g_return_val_if_fail(lease_id != NULL, FALSE);
 
-    canon = hotplug_lease_vf_canonical(vf, error);
-    if (!canon)
+    if (!lease_txn_current(store, vf, lease_id, "confirm", &canon, &txn, error))
         return FALSE;
-    if (!lease_txn_begin(store, canon, &txn, error)) {
-        g_prefix_error(error, "Cannot confirm the lease of VF '%s': ", canon);
-        return FALSE;
-    }
-    if (!lease_in_force(txn.record, &txn.now) || !g_str_equal(txn.record->id, lease_id)) {
-        lease_set_stale(error, "confirm", canon, lease_id, &txn);
-        return FALSE;
-    }
     if (txn.record->state == HOTPLUG_LEASE_ASSIGNED)
         return TRUE;
 
@@ -973,23 +987,14 @@ gboolean hotplug_lease_renew(HotplugLeaseStore *store, const char *vf, const cha
     g_return_val_if_fail(vf != NULL, FALSE);
     g_return_val_if_fail(lease_id != NULL, FALSE);
 
-    canon = hotplug_lease_vf_canonical(vf, error);
-    if (!canon)
-        return FALSE;
     if (ttl_s == 0 || ttl_s > HOTPLUG_LEASE_TTL_MAX) {
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID,
                     "Cannot renew the lease of VF '%s': the time to live %u s is not 1 to %d s",
-                    canon, ttl_s, HOTPLUG_LEASE_TTL_MAX);
+                    vf, ttl_s, HOTPLUG_LEASE_TTL_MAX);
         return FALSE;
     }
-    if (!lease_txn_begin(store, canon, &txn, error)) {
-        g_prefix_error(error, "Cannot renew the lease of VF '%s': ", canon);
+    if (!lease_txn_current(store, vf, lease_id, "renew", &canon, &txn, error))
         return FALSE;
-    }
-    if (!lease_in_force(txn.record, &txn.now) || !g_str_equal(txn.record->id, lease_id)) {
-        lease_set_stale(error, "renew", canon, lease_id, &txn);
-        return FALSE;
-    }
     if (txn.record->state == HOTPLUG_LEASE_ASSIGNED)
         return TRUE;
     lease = lease_copy(txn.record);
@@ -1017,22 +1022,14 @@ gboolean hotplug_lease_set_identity(HotplugLeaseStore *store, const char *vf,
     g_return_val_if_fail(vf != NULL, FALSE);
     g_return_val_if_fail(lease_id != NULL, FALSE);
 
-    canon = hotplug_lease_vf_canonical(vf, error);
-    if (!canon)
-        return FALSE;
     if (node_guid == 0 || port_guid == 0) {
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID,
-                    "Cannot record the identity of VF '%s': a GUID is zero", canon);
+                    "Cannot record the identity of VF '%s': a GUID is zero", vf);
         return FALSE;
     }
-    if (!lease_txn_begin(store, canon, &txn, error)) {
-        g_prefix_error(error, "Cannot record the identity of VF '%s': ", canon);
+    if (!lease_txn_current(store, vf, lease_id, "record the identity under", &canon, &txn,
+                           error))
         return FALSE;
-    }
-    if (!lease_in_force(txn.record, &txn.now) || !g_str_equal(txn.record->id, lease_id)) {
-        lease_set_stale(error, "record the identity under", canon, lease_id, &txn);
-        return FALSE;
-    }
     lease = lease_copy(txn.record);
     lease->node_guid = node_guid;
     lease->port_guid = port_guid;
