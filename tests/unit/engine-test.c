@@ -1481,6 +1481,21 @@ static void test_lease_lost_before_plug(void **state)
     assert_int_equal(world_count_vfs(w), 1);
 }
 
+/* Issue 15, item 11: migrate-vm's journals and locks are hotmigd's ([hotmigd] state-dir), so
+ * the per-domain lock keeps the two apart whatever the configuration says. */
+static void test_state_dir_shared(void **state)
+{
+    static const char conf[] = "[hotmigd]\nstate-dir = /srv/hotmig-state\n";
+    g_autoptr(GError) error = NULL;
+    g_autoptr(HmConfig) config = hm_config_load_data(conf, sizeof(conf) - 1, "s.conf", &error);
+    g_auto(OrchOptions) opts;
+
+    assert_non_null(config);
+    orch_options_init(&opts);
+    orch_options_take_config(&opts, config);
+    assert_string_equal(opts.state_dir, "/srv/hotmig-state");
+}
+
 /* A hostile guest answers inventory with 60 000 nested brackets (within the 64 KiB line
  * limit): the nesting is refused before json-glib sees it, the migration goes on without the
  * guest's view (issue 15, item 6). */
@@ -1890,6 +1905,7 @@ int main(void)
         cmocka_unit_test(test_identity_from_host_not_guest),
         cmocka_unit_test(test_identity_unknown_to_host),
         cmocka_unit_test(test_lease_renewed_under_long_copy),
+        cmocka_unit_test(test_state_dir_shared),
         cmocka_unit_test(test_lease_lost_before_plug),
         cmocka_unit_test(test_resume_waits_for_one_under_way),
         cmocka_unit_test(test_identity_refused),
