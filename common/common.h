@@ -63,6 +63,32 @@ gboolean hm_file_read_limited(const char *path, gsize max, char **ret_contents, 
  * UTF-8 comes out unchanged. For tools that may not link a JSON library (hm-hotplug's). */
 void hm_json_append_string(GString *out, const char *str);
 
+/* The deepest nesting of arrays and objects hotmig accepts in a JSON text from anyone it does
+ * not trust (a guest's agent, a peer hotmigd, a webhook). json-glib descends one C frame and
+ * more per level, so 76 000 nested brackets overflow an 8 MiB stack; no hotmig message nests
+ * deeper than 8. */
+#define HM_JSON_MAX_DEPTH 32
+
+/* Fails with HM_COMMON_ERROR_INVALID ("JSON nests deeper than N levels at byte B") when the
+ * @len bytes of @data (up to its NUL when @len is -1) open more than @max_depth arrays and
+ * objects at once. A linear scan, no parse: brackets inside strings (escapes included) do not
+ * count, and anything else malformed is left to the parser. Call it before
+ * json_parser_load_from_data() on every untrusted text. */
+gboolean hm_json_check_depth(const char *data, gssize len, guint max_depth, GError **error);
+
+/* ---- untrusted text ---------------------------------------------------------------------- */
+
+/* The longest piece of a guest's or a peer's text hotmig repeats (an error description, a
+ * process name), in characters. */
+#define HM_TEXT_UNTRUSTED_MAX 256
+
+/* A copy of @text (NULL gives "") fit for a terminal, a log line or a JSON string: invalid
+ * UTF-8 becomes U+FFFD; control characters (C0, DEL, C1), the line and paragraph separators
+ * and the bidirectional marks and overrides become '?'; after @max_chars characters the rest
+ * is cut and "..." appended. Owned. Everything a guest or a peer sends that hotmig shows
+ * passes through it. */
+char *hm_text_sanitize(const char *text, gsize max_chars);
+
 /* ---- time -------------------------------------------------------------------------------- */
 
 /* A deadline on the monotonic clock, in microseconds (g_get_monotonic_time()). */

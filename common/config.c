@@ -106,7 +106,7 @@ static const HmConfigKeyInfo keys[] = {
          .doc = "CA certificate (PEM) that other hosts' hotmigd certificates must chain to."},
     [HM_CONFIG_HOTMIGD_LISTEN] =
         {"hotmigd", "listen", HM_CONFIG_TYPE_STRING, .def = "",
-         .doc = "Address hotmigd's HTTPS API listens on; empty: every address."},
+         .doc = "Address hotmigd's HTTPS API listens on; empty: the address of this host's own [host NAME] hotmigd URL when it is an IP address, else 127.0.0.1; '*': every address."},
     [HM_CONFIG_HOTMIGD_PORT] =
         {"hotmigd", "port", HM_CONFIG_TYPE_UINT, 1, 65535, .def = "16680",
          .doc = "TCP port of hotmigd's HTTPS API (mutual TLS)."},
@@ -145,6 +145,24 @@ static const HmConfigKeyInfo keys[] = {
     [HM_CONFIG_HOTMIGD_NAME] =
         {"hotmigd", "name", HM_CONFIG_TYPE_STRING, .def = "",
          .doc = "This host's name among the [host NAME] groups; empty: the system's host name."},
+    [HM_CONFIG_HOTMIGD_OPERATORS] =
+        {"hotmigd", "operators", HM_CONFIG_TYPE_STRING, .def = "",
+         .doc = "Comma-separated certificate identities (a DNS or IP subject alternative name, else the common name) with the operator role: lease VFs, start migrations, check files; the [host NAME] groups' identities are the cluster's hosts. Any other certificate of the CA is refused (403) (docs/security.md)."},
+    [HM_CONFIG_HOTMIGD_LEASE_TTL_MAX] =
+        {"hotmigd", "lease-ttl-max", HM_CONFIG_TYPE_UINT, 1, HM_CONFIG_SECONDS_MAX, .def = "1800",
+         .doc = "Longest time to live, in seconds, a client may ask for a VF lease (longer migrations renew theirs)."},
+    [HM_CONFIG_HOTMIGD_FILE_ROOTS] =
+        {"hotmigd", "file-roots", HM_CONFIG_TYPE_STRING, .def = "/var/lib/libvirt/images",
+         .doc = "Comma-separated directories under which POST /v1/files may tell whether a path exists (a migration's disk images); any other path is refused."},
+    [HM_CONFIG_HOTMIGD_MAX_CONNECTIONS] =
+        {"hotmigd", "max-connections", HM_CONFIG_TYPE_UINT, 1, 65536, .def = "256",
+         .doc = "HTTPS connections hotmigd keeps open at once; more are closed as they arrive."},
+    [HM_CONFIG_HOTMIGD_HANDSHAKE_TIMEOUT] =
+        {"hotmigd", "handshake-timeout", HM_CONFIG_TYPE_UINT, 1, 300, .def = "10",
+         .doc = "Seconds a client has to complete the TLS handshake and send its first request."},
+    [HM_CONFIG_HOTMIGD_IDLE_TIMEOUT] =
+        {"hotmigd", "idle-timeout", HM_CONFIG_TYPE_UINT, 1, 3600, .def = "60",
+         .doc = "Seconds an HTTPS connection may stay idle before hotmigd closes it."},
     [HM_CONFIG_POOL_PFS] =
         {"pool", "pfs", HM_CONFIG_TYPE_STRING, .def = "",
          .doc = "Comma-separated PCI addresses of PFs whose VFs hotmigd may hand out."},
@@ -302,6 +320,7 @@ static void config_host_free(HmConfigHost *host)
     g_free(host->name);
     g_free(host->uri);
     g_free(host->hotmigd);
+    g_free(host->identity);
     g_free(host);
 }
 
@@ -522,11 +541,13 @@ static gboolean config_host_name_valid(const char *name)
     return TRUE;
 }
 
-/* A [host NAME] key: 'uri' or 'hotmigd'. Sets the field or fails (reason only). */
+/* A [host NAME] key: 'uri', 'hotmigd' or 'identity'. Sets the field or fails (reason only). */
 static gboolean config_host_set(HmConfigHost *host, const char *key, const char *value,
                                 GError **error)
 {
-    char **field = g_str_equal(key, "uri") ? &host->uri : &host->hotmigd;
+    char **field = g_str_equal(key, "uri")       ? &host->uri
+                   : g_str_equal(key, "hotmigd") ? &host->hotmigd
+                                                 : &host->identity;
 
     if (!*value) {
         g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID, "must not be empty");
@@ -536,6 +557,13 @@ static gboolean config_host_set(HmConfigHost *host, const char *key, const char 
         g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID, "longer than %d bytes",
                     HM_CONFIG_STRING_MAX);
         return FALSE;
+    }
+    for (const char *p = value; field == &host->identity && *p; p++) {
+        if (g_ascii_iscntrl(*p) || *p == ',') {
+            g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID,
+                        "'%s' holds a control character or a comma", value);
+            return FALSE;
+        }
     }
     if (field == &host->hotmigd && !g_str_has_prefix(value, "https://")) {
         g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID,
@@ -563,7 +591,7 @@ static gboolean config_scan(const char *data, gsize len, guint *key_lines, GPtrA
                             GString *clean, ConfigProblems *problems)
 {
     HmConfigHost *host = NULL; /* the current [host NAME] group, borrowed from @hosts */
-    guint host_key_lines[2] = {0};
+    guint host_key_lines[3] = {0};
     g_autoptr(GHashTable) seen_groups = g_hash_table_new(g_str_hash, g_str_equal);
     g_autofree char *group = NULL;
     gboolean bad_group = FALSE; /* the current group's header was refused: skip its keys */
@@ -639,7 +667,7 @@ static gboolean config_scan(const char *data, gsize len, guint *key_lines, GPtrA
                 host->name = g_strdup(hname);
                 host->line = lineno;
                 g_ptr_array_add(hosts, host);
-                host_key_lines[0] = host_key_lines[1] = 0;
+                host_key_lines[0] = host_key_lines[1] = host_key_lines[2] = 0;
             } else if (!g_strv_contains(groups, s + 1)) {
                 g_autofree char *list = g_strjoinv("], [", (char **)groups);
 
@@ -694,10 +722,13 @@ static gboolean config_scan(const char *data, gsize len, guint *key_lines, GPtrA
             }
         }
         if (host) {
-            int hk = g_str_equal(s, "uri") ? 0 : g_str_equal(s, "hotmigd") ? 1 : -1;
+            int hk = g_str_equal(s, "uri")        ? 0
+                     : g_str_equal(s, "hotmigd")  ? 1
+                     : g_str_equal(s, "identity") ? 2
+                                                  : -1;
 
             if (hk < 0) {
-                config_problem(problems, lineno, "[%s] unknown key '%s' (known: uri, hotmigd)",
+                config_problem(problems, lineno, "[%s] unknown key '%s' (known: uri, hotmigd, identity)",
                                group, s);
                 goto next;
             }
@@ -791,7 +822,7 @@ HmConfig *hm_config_load_data(const char *data, gsize len, const char *name, GEr
     for (guint i = 0; i < config->hosts->len; i++) {
         HmConfigHost *host = g_ptr_array_index(config->hosts, i);
         g_autofree char *group = g_strconcat(HM_CONFIG_HOST_PREFIX, host->name, NULL);
-        static const char *const host_keys[] = {"uri", "hotmigd"};
+        static const char *const host_keys[] = {"uri", "hotmigd", "identity"};
 
         for (guint k = 0; k < G_N_ELEMENTS(host_keys); k++) {
             g_autofree char *value = NULL;
@@ -1100,9 +1131,12 @@ char *hm_config_format_sample(void)
         out, "\n# The cluster's hosts, one group each, for hotmigd's cluster model and for\n"
              "# finding a destination's hotmigd. NAME: letters, digits, '-', '_', '.'.\n"
              "# uri: the host's libvirt URI (required). hotmigd: its hotmigd URL, default\n"
-             "# https://SERVER:HOTMIGD-PORT with SERVER taken from uri.\n"
+             "# https://SERVER:HOTMIGD-PORT with SERVER taken from uri. identity: the name\n"
+             "# its client certificate carries (DNS or IP subject alternative name, else\n"
+             "# common name), by which the other hotmigds authorize it; default: NAME.\n"
              "#[host node01]\n"
              "#uri = qemu+tls://node01/system\n"
-             "#hotmigd = https://node01:16680\n");
+             "#hotmigd = https://node01:16680\n"
+             "#identity = node01.cluster.example\n");
     return g_string_free(g_steal_pointer(&out), FALSE);
 }

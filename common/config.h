@@ -54,6 +54,12 @@ typedef enum {
     HM_CONFIG_HOTMIGD_LEASE_TTL,
     HM_CONFIG_HOTMIGD_CONNECT,
     HM_CONFIG_HOTMIGD_NAME,
+    HM_CONFIG_HOTMIGD_OPERATORS,
+    HM_CONFIG_HOTMIGD_LEASE_TTL_MAX,
+    HM_CONFIG_HOTMIGD_FILE_ROOTS,
+    HM_CONFIG_HOTMIGD_MAX_CONNECTIONS,
+    HM_CONFIG_HOTMIGD_HANDSHAKE_TIMEOUT,
+    HM_CONFIG_HOTMIGD_IDLE_TIMEOUT,
     HM_CONFIG_POOL_PFS,
     HM_CONFIG_POOL_VFS,
     HM_CONFIG_POOL_STANDINS,
@@ -128,12 +134,15 @@ char **hm_config_get_list(const HmConfig *config, HmConfigKey key);
 
 /* ---- [host NAME] groups: the cluster's hosts ----------------------------------------------
  * Any number of groups '[host NAME]' (NAME: letters, digits, '-', '_', '.') may follow the
- * fixed groups, each with the keys 'uri' (libvirt URI of that host, required) and 'hotmigd'
- * (its hotmigd URL, https://HOST:PORT; default: the URI's server with [migrate] hotmigd-port). */
+ * fixed groups, each with the keys 'uri' (libvirt URI of that host, required), 'hotmigd'
+ * (its hotmigd URL, https://HOST:PORT; default: the URI's server with [migrate] hotmigd-port)
+ * and 'identity' (the name its client certificate carries, a DNS or IP subject alternative
+ * name or else its common name, by which the other hotmigds know it; default: NAME). */
 typedef struct {
     char *name;
     char *uri;
-    char *hotmigd; /* NULL when not set */
+    char *hotmigd;  /* NULL when not set */
+    char *identity; /* NULL when not set: the host is known by its NAME */
     guint line;     /* the line of the group header */
     guint uri_line; /* the line of its 'uri' key */
 } HmConfigHost;

@@ -1,4 +1,7 @@
-/* hm-common: JSON string literals for the tools that may use GLib only. */
+/* hm-common: JSON string literals for the tools that may use GLib only, and the nesting limit
+ * checked before any untrusted JSON reaches a parser. */
+#include <string.h>
+
 #include "common/common.h"
 
 void hm_json_append_string(GString *out, const char *str)
@@ -74,4 +77,48 @@ void hm_json_append_string(GString *out, const char *str)
         p = next;
     }
     g_string_append_c(out, '"');
+}
+
+gboolean hm_json_check_depth(const char *data, gssize len, guint max_depth, GError **error)
+{
+    gsize n;
+    guint depth = 0;
+    gboolean in_string = FALSE;
+
+    g_return_val_if_fail(data != NULL || len == 0, FALSE);
+    g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+
+    n = len < 0 ? strlen(data) : (gsize)len;
+    for (gsize i = 0; i < n; i++) {
+        char c = data[i];
+
+        if (in_string) {
+            if (c == '\\')
+                i++; /* the escaped character, whatever it is */
+            else if (c == '"')
+                in_string = FALSE;
+            continue;
+        }
+        switch (c) {
+        case '"':
+            in_string = TRUE;
+            break;
+        case '[':
+        case '{':
+            if (++depth > max_depth) {
+                g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID,
+                            "JSON nests deeper than %u levels at byte %zu", max_depth, i);
+                return FALSE;
+            }
+            break;
+        case ']':
+        case '}':
+            if (depth > 0)
+                depth--;
+            break;
+        default:
+            break;
+        }
+    }
+    return TRUE;
 }

@@ -74,7 +74,10 @@ static JsonObject *agent_parse_reply(const char *line, GError **error)
     g_autoptr(GError) local = NULL;
     JsonNode *root;
 
-    if (!g_utf8_validate(line, -1, NULL) || !json_parser_load_from_data(parser, line, -1, &local)) {
+    /* The guest's: nesting is checked before json-glib (which recurses per level) sees it. */
+    if (!g_utf8_validate(line, -1, NULL) ||
+        !hm_json_check_depth(line, -1, HM_JSON_MAX_DEPTH, &local) ||
+        !json_parser_load_from_data(parser, line, -1, &local)) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT, "The guest agent sent bad JSON: %s",
                     local ? local->message : "not UTF-8");
         return NULL;
@@ -215,12 +218,14 @@ JsonObject *orch_agent_execute(OrchAgent *agent, const char *command, JsonObject
     if (member) {
         JsonObject *err = JSON_NODE_HOLDS_OBJECT(member) ? json_node_get_object(member) : NULL;
         const char *cls = orch_json_get_string(err, "class");
-        const char *desc = orch_json_get_string(err, "desc");
+        /* The guest's words: stripped of what a terminal, a log or JSON would act on. */
+        g_autofree char *cls_text = hm_text_sanitize(cls ? cls : "?", 64);
+        g_autofree char *desc_text =
+            hm_text_sanitize(orch_json_get_string(err, "desc"), HM_TEXT_UNTRUSTED_MAX);
 
         g_set_error(error, ORCH_ERROR,
                     g_strcmp0(cls, "Busy") == 0 ? ORCH_ERROR_BUSY : ORCH_ERROR_AGENT,
-                    "Agent command '%s' failed: %s: %s", command, cls ? cls : "?",
-                    desc ? desc : "");
+                    "Agent command '%s' failed: %s: %s", command, cls_text, desc_text);
         return NULL;
     }
     member = json_object_get_member(reply, "return");
@@ -252,12 +257,13 @@ char *orch_agent_process_list(JsonObject *ret, const char *member, guint *ret_co
     for (guint i = 0; i < n && i < 16; i++) {
         JsonNode *el = json_array_get_element(arr, i);
         JsonObject *p = JSON_NODE_HOLDS_OBJECT(el) ? json_node_get_object(el) : NULL;
-        const char *name = orch_json_get_string(p, "name");
-        const char *err = orch_json_get_string(p, "error");
+        g_autofree char *name = hm_text_sanitize(orch_json_get_string(p, "name"), 64);
+        const char *err_raw = orch_json_get_string(p, "error");
+        g_autofree char *err = err_raw ? hm_text_sanitize(err_raw, HM_TEXT_UNTRUSTED_MAX) : NULL;
         JsonNode *pid = p ? json_object_get_member(p, "pid") : NULL;
 
         g_string_append_printf(out, "%s%s[%" G_GINT64_FORMAT "]%s%s%s", i ? ", " : "",
-                               name ? name : "?",
+                               *name ? name : "?",
                                pid && JSON_NODE_HOLDS_VALUE(pid) &&
                                        json_node_get_value_type(pid) == G_TYPE_INT64
                                    ? json_node_get_int(pid)
@@ -327,8 +333,12 @@ gboolean orch_agent_resume_open(OrchAgent *agent, guint agent_timeout_ms, guint 
                     "%u process(es) failed to resume: %s", n_failed, failed);
         return FALSE;
     }
-    *ret_detail = g_strdup_printf("%u process(es) resumed on %s", n_resumed,
-                                  device && *device ? device : "no RDMA device");
+    {
+        g_autofree char *device_text = hm_text_sanitize(device, 64);
+
+        *ret_detail = g_strdup_printf("%u process(es) resumed on %s", n_resumed,
+                                      *device_text ? device_text : "no RDMA device");
+    }
     return TRUE;
 }
 

@@ -30,6 +30,7 @@ typedef enum {
     ORCH_ERROR_UNAVAILABLE,  /* hotmigd (or a service it needs) did not answer, or refused TLS */
     ORCH_ERROR_PREFLIGHT,    /* a --dry-run check failed */
     ORCH_ERROR_UNREACHABLE,  /* hotmigd could not be connected to: no request reached it */
+    ORCH_ERROR_FORBIDDEN,    /* hotmigd: the client may not do that (docs/security.md) */
     ORCH_ERROR_LAST,
 } OrchError;
 

@@ -213,6 +213,7 @@ static JsonObject *request(VfdClient *client, const char *method, const char *pa
     g_autoptr(GInputStream) stream = NULL;
     g_autoptr(GBytes) bytes = NULL;
     g_autoptr(GError) local = NULL;
+    g_autoptr(GError) local_depth = NULL;
     g_autoptr(JsonParser) parser = json_parser_new_immutable();
     Progress progress = {0};
     Wait wait = {.cancel = cancel, .ctx = client->ctx};
@@ -268,6 +269,13 @@ static JsonObject *request(VfdClient *client, const char *method, const char *pa
 
     status = soup_message_get_status(msg);
     data = g_bytes_get_data(bytes, &len);
+    /* A peer's reply: nesting is checked before json-glib (which recurses per level) sees it. */
+    if (!hm_json_check_depth(data, (gssize)len, HM_JSON_MAX_DEPTH, &local_depth)) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "hotmigd at %s answered %s with %u %s: %s",
+                    client->parent.url, what, status, soup_status_get_phrase(status),
+                    local_depth->message);
+        return NULL;
+    }
     if (len == 0 || !g_utf8_validate(data, len, NULL) ||
         !json_parser_load_from_data(parser, data, len, NULL) ||
         !(root = json_parser_get_root(parser)) || !JSON_NODE_HOLDS_OBJECT(root)) {
@@ -285,6 +293,7 @@ static JsonObject *request(VfdClient *client, const char *method, const char *pa
         OrchError code = status == 400 || status == 413 || status == 422 ? ORCH_ERROR_INVALID
                          : status == 404                                 ? ORCH_ERROR_NOT_FOUND
                          : status == 409                                 ? ORCH_ERROR_CONFLICT
+                         : status == 403                                 ? ORCH_ERROR_FORBIDDEN
                          : status == 503                                 ? ORCH_ERROR_UNAVAILABLE
                                                                          : ORCH_ERROR_FAILED;
 
@@ -595,6 +604,22 @@ static gboolean client_release(OrchVfd *vfd, const char *vf, const char *lease_i
     return obj != NULL;
 }
 
+static gboolean client_renew(OrchVfd *vfd, const char *vf, const char *lease_id, guint ttl_s,
+                             GError **error)
+{
+    VfdClient *client = (VfdClient *)vfd;
+    g_autofree char *path = path_join("/v1/leases/", vf, lease_id, "/renew");
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(JsonObject) obj = NULL;
+
+    json_builder_begin_object(b);
+    if (ttl_s)
+        orch_json_member_int(b, "ttl", ttl_s);
+    json_builder_end_object(b);
+    obj = request(client, "POST", path, b, 200, error);
+    return obj != NULL;
+}
+
 /* The reply's "note", when @ret_note wants it. */
 static gboolean client_note(VfdClient *client, const char *what, JsonObject *obj, char **ret_note,
                             GError **error)
@@ -625,6 +650,42 @@ static gboolean client_ib_identity(OrchVfd *vfd, const char *vf, guint64 node_gu
     json_builder_end_object(b);
     obj = request(client, "POST", path, b, 200, error);
     return obj && client_note(client, what, obj, ret_note, error);
+}
+
+static gboolean client_identity(OrchVfd *vfd, const char *vf, const char *domain,
+                                guint64 *ret_node_guid, guint64 *ret_port_guid, char **ret_source,
+                                GError **error)
+{
+    VfdClient *client = (VfdClient *)vfd;
+    g_autofree char *path = path_join("/v1/vfs/", vf, "identity", NULL);
+    g_autofree char *full = NULL;
+    g_autofree char *what = NULL;
+    g_autofree char *escaped = g_uri_escape_string(domain, NULL, FALSE);
+    g_autofree char *node = NULL;
+    g_autofree char *port = NULL;
+    g_autofree char *source = NULL;
+    g_autoptr(JsonObject) obj = NULL;
+    g_autoptr(GError) local = NULL;
+    guint64 guids[2] = {0};
+
+    full = g_strconcat(path, "/", escaped, NULL);
+    what = g_strconcat("GET ", full, NULL);
+    obj = request(client, "GET", full, NULL, 200, error);
+    if (!obj || !reply_string(client, what, obj, "node_guid", TRUE, &node, error) ||
+        !reply_string(client, what, obj, "port_guid", TRUE, &port, error) ||
+        !reply_string(client, what, obj, "source", FALSE, &source, error))
+        return FALSE;
+    if (!hotplug_guid_parse(node, &guids[0], &local) ||
+        !hotplug_guid_parse(port, &guids[1], &local) || !guids[0] || !guids[1]) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED, "hotmigd at %s answered %s: %s",
+                    client->parent.url, what, local ? local->message : "a zero GUID");
+        return FALSE;
+    }
+    *ret_node_guid = guids[0];
+    *ret_port_guid = guids[1];
+    if (ret_source)
+        *ret_source = hm_text_sanitize(source, HM_TEXT_UNTRUSTED_MAX);
+    return TRUE;
 }
 
 static gboolean client_vfio(OrchVfd *vfd, const char *vf, char **ret_note, GError **error)
@@ -819,6 +880,8 @@ static const OrchVfdOps vfd_client_ops = {
     .confirm = client_confirm,
     .release = client_release,
     .ib_identity = client_ib_identity,
+    .identity = client_identity,
+    .renew = client_renew,
     .vfio = client_vfio,
     .left = client_left,
     .files_missing = client_files_missing,

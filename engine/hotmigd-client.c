@@ -122,6 +122,31 @@ gboolean orch_vfd_ib_identity(OrchVfd *vfd, const char *vf, guint64 node_guid, g
     return vfd->ops->ib_identity(vfd, vf, node_guid, port_guid, ret_note, error);
 }
 
+gboolean orch_vfd_renew(OrchVfd *vfd, const char *vf, const char *lease_id, guint ttl_s,
+                        GError **error)
+{
+    g_return_val_if_fail(vfd && vf && lease_id, FALSE);
+    if (!vfd->ops->renew) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED, "hotmigd at %s cannot renew leases",
+                    vfd->url);
+        return FALSE;
+    }
+    return vfd->ops->renew(vfd, vf, lease_id, ttl_s, error);
+}
+
+gboolean orch_vfd_identity(OrchVfd *vfd, const char *vf, const char *domain,
+                           guint64 *ret_node_guid, guint64 *ret_port_guid, char **ret_source,
+                           GError **error)
+{
+    g_return_val_if_fail(vfd && vf && domain && ret_node_guid && ret_port_guid, FALSE);
+    if (!vfd->ops->identity) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_NOT_FOUND,
+                    "hotmigd at %s cannot tell the GUIDs of its VFs", vfd->url);
+        return FALSE;
+    }
+    return vfd->ops->identity(vfd, vf, domain, ret_node_guid, ret_port_guid, ret_source, error);
+}
+
 gboolean orch_vfd_vfio(OrchVfd *vfd, const char *vf, char **ret_note, GError **error)
 {
     g_return_val_if_fail(vfd && vf, FALSE);

@@ -159,9 +159,16 @@ typedef struct {
     OrchVfdLease *(*lease)(OrchVfd *vfd, const OrchVfdLeaseRequest *req, GError **error);
     OrchVfdLease *(*confirm)(OrchVfd *vfd, const char *vf, const char *lease_id, GError **error);
     gboolean (*release)(OrchVfd *vfd, const char *vf, const char *lease_id, GError **error);
+    /* NULL in implementations without it (the call fails). */
+    gboolean (*renew)(OrchVfd *vfd, const char *vf, const char *lease_id, guint ttl_s,
+                      GError **error);
     gboolean (*ib_identity)(OrchVfd *vfd, const char *vf, guint64 node_guid, guint64 port_guid,
                             char **ret_note, GError **error);
     gboolean (*vfio)(OrchVfd *vfd, const char *vf, char **ret_note, GError **error);
+    /* NULL in implementations without it (the call fails). */
+    gboolean (*identity)(OrchVfd *vfd, const char *vf, const char *domain,
+                         guint64 *ret_node_guid, guint64 *ret_port_guid, char **ret_source,
+                         GError **error);
     gboolean (*left)(OrchVfd *vfd, const char *vf, const char *domain, GError **error);
     /* New array of owned strings: those of @paths (NULL-terminated) missing on the host. */
     GPtrArray *(*files_missing)(OrchVfd *vfd, const char *const *paths, GError **error);
@@ -216,6 +223,12 @@ OrchVfdLease *orch_vfd_lease(OrchVfd *vfd, const OrchVfdLeaseRequest *req, GErro
  * Confirming twice is harmless. */
 OrchVfdLease *orch_vfd_confirm(OrchVfd *vfd, const char *vf, const char *lease_id, GError **error);
 
+/* POST /v1/leases/VF/ID/renew: the lease lives @ttl_s more seconds (0: the daemon's
+ * lease-ttl); an assigned one is left as it is. ORCH_ERROR_CONFLICT when it is no longer the
+ * VF's current lease (it expired, maybe taken by another). */
+gboolean orch_vfd_renew(OrchVfd *vfd, const char *vf, const char *lease_id, guint ttl_s,
+                        GError **error);
+
 /* DELETE /v1/leases/VF/ID: TRUE also when the lease is gone already (expired, released). */
 gboolean orch_vfd_release(OrchVfd *vfd, const char *vf, const char *lease_id, GError **error);
 
@@ -224,6 +237,13 @@ gboolean orch_vfd_release(OrchVfd *vfd, const char *vf, const char *lease_id, GE
  * is not InfiniBand). */
 gboolean orch_vfd_ib_identity(OrchVfd *vfd, const char *vf, guint64 node_guid, guint64 port_guid,
                               char **ret_note, GError **error);
+
+/* GET /v1/vfs/VF/identity/DOMAIN: the GUIDs @vf carries for @domain as its host knows them
+ * (what its hotmigd gave it, or what its kernel reports; never the guest's word). *ret_source
+ * (owned) says which. ORCH_ERROR_NOT_FOUND when the host does not know them. */
+gboolean orch_vfd_identity(OrchVfd *vfd, const char *vf, const char *domain,
+                           guint64 *ret_node_guid, guint64 *ret_port_guid, char **ret_source,
+                           GError **error);
 
 /* POST /v1/vfs/VF/left: @domain migrated away from that host; the lease it held on @vf there
  * ends. TRUE also when @vf holds no lease. */

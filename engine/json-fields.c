@@ -5,42 +5,14 @@
 #include <math.h>
 #include <string.h>
 
-gssize orch_json_too_deep(const char *data, gsize len, guint max_depth)
-{
-    guint depth = 0;
-    gboolean in_string = FALSE, escaped = FALSE;
-
-    for (gsize i = 0; i < len; i++) {
-        char ch = data[i];
-
-        if (in_string) {
-            if (escaped)
-                escaped = FALSE;
-            else if (ch == '\\')
-                escaped = TRUE;
-            else if (ch == '"')
-                in_string = FALSE;
-        } else if (ch == '"') {
-            in_string = TRUE;
-        } else if (ch == '[' || ch == '{') {
-            if (++depth > max_depth)
-                return (gssize)i;
-        } else if ((ch == ']' || ch == '}') && depth > 0) {
-            depth--;
-        }
-    }
-    return -1;
-}
-
 gboolean orch_json_check_depth(const char *data, gsize len, const char *what, guint max_depth,
                                GError **error)
 {
-    gssize at = orch_json_too_deep(data, len, max_depth);
+    g_autoptr(GError) local = NULL;
 
-    if (at < 0)
+    if (hm_json_check_depth(data, (gssize)len, max_depth, &local))
         return TRUE;
-    g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
-                "%s: nested deeper than %u levels at byte %" G_GSSIZE_FORMAT, what, max_depth, at);
+    g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "%s: %s", what, local->message);
     return FALSE;
 }
 

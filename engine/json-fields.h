@@ -17,12 +17,9 @@ typedef struct {
     JsonObject *obj;
 } OrchJsonItem;
 
-/* json-glib's parser recurses: every reader of JSON from outside checks the nesting first.
- * The byte of @data (@len bytes) at which arrays and objects (outside strings) nest deeper
- * than @max_depth, or -1 when they never do. */
-gssize orch_json_too_deep(const char *data, gsize len, guint max_depth);
-
-/* The same as an error: "WHAT: nested deeper than N levels at byte B" (ORCH_ERROR_INVALID). */
+/* json-glib's parser recurses: every reader of JSON from outside checks the nesting first
+ * (hm_json_check_depth()), as an error "WHAT: JSON nests deeper than N levels at byte B"
+ * (ORCH_ERROR_INVALID). */
 gboolean orch_json_check_depth(const char *data, gsize len, const char *what, guint max_depth,
                                GError **error);
 

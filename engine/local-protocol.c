@@ -47,7 +47,6 @@ static char *line_of(JsonBuilder *b)
 
 #define LOCAL_MAX_DEPTH 16
 
-
 static gboolean request_fail(OrchLocalErrorClass *ret_class, OrchLocalErrorClass cls,
                              GError **error, const char *fmt, ...) G_GNUC_PRINTF(4, 5);
 static gboolean request_fail(OrchLocalErrorClass *ret_class, OrchLocalErrorClass cls,
@@ -83,7 +82,7 @@ gboolean orch_local_request_parse(const char *line, gsize len, char **ret_comman
     if ((len && memchr(line, '\0', len)) || !g_utf8_validate(line, len, NULL))
         return request_fail(ret_class, ORCH_LOCAL_ERROR_INVALID_JSON, error,
                             "the request is not UTF-8 text");
-    if (orch_json_too_deep(line, len, LOCAL_MAX_DEPTH) >= 0)
+    if (!hm_json_check_depth(line, (gssize)len, LOCAL_MAX_DEPTH, NULL))
         return request_fail(ret_class, ORCH_LOCAL_ERROR_INVALID_JSON, error,
                             "the request nests deeper than %d levels", LOCAL_MAX_DEPTH);
     if (len && !json_parser_load_from_data(parser, line, (gssize)len, &local))
@@ -235,7 +234,8 @@ JsonNode *orch_local_call(const char *path, const char *command, JsonNode *argum
 
         if (!line)
             return NULL;
-        if (!json_parser_load_from_data(parser, line, -1, NULL) ||
+        if (!hm_json_check_depth(line, -1, HM_JSON_MAX_DEPTH, NULL) ||
+            !json_parser_load_from_data(parser, line, -1, NULL) ||
             !(root = json_parser_get_root(parser)) || !JSON_NODE_HOLDS_OBJECT(root)) {
             call_fail(error, ORCH_ERROR_FAILED,
                       "hotmigd at '%s' answered something that is not a JSON object", path);

@@ -59,6 +59,7 @@ typedef struct {
     struct Side *dst_agent_side; /* that opening, until the resume joins it */
     GError *agent_error;     /* why it could not be opened */
     gboolean settled;        /* the leases were settled after the plug (alongside the resume) */
+    struct LeaseKeeper *keeper; /* renews the destination's leases until they settle */
 } Migration;
 
 /* ---- side work ----------------------------------------------------------------------------
@@ -532,12 +533,122 @@ static gboolean target_vf_lease(Migration *m, char **ret_detail, GError **error)
     return TRUE;
 }
 
+/* ---- keeping the leases -------------------------------------------------------------------
+ * A lease lives its TTL (hotmigd's lease-ttl, 300 s by default) unless renewed; a migration may
+ * copy memory for longer, and a lease that expired under it lets another migration take the VF
+ * and give it other GUIDs before the plug (issue 15). A thread of its own, with its own client
+ * of the destination's hotmigd (a client is not shared between threads), renews every lease a
+ * third of its TTL, until the leases settle; the plug checks each lease once more. */
+typedef struct LeaseKeeper {
+    GThread *thread;
+    GMutex lock;
+    GCond cond;
+    gboolean stop;
+    OrchVfd *vfd;
+    GPtrArray *vfs; /* lease VF ids (owned) */
+    GPtrArray *ids; /* lease ids (owned) */
+    guint ttl_s;
+    guint renewals;
+    char *lost; /* the first renewal that failed */
+} LeaseKeeper;
+
+static gpointer keeper_thread(gpointer data)
+{
+    LeaseKeeper *k = data;
+    gint64 interval = MAX((gint64)k->ttl_s * G_TIME_SPAN_SECOND / 3, 500 * G_TIME_SPAN_MILLISECOND);
+
+    g_mutex_lock(&k->lock);
+    while (!k->stop) {
+        gint64 until = g_get_monotonic_time() + interval;
+
+        while (!k->stop && g_cond_wait_until(&k->cond, &k->lock, until))
+            ;
+        if (k->stop)
+            break;
+        g_mutex_unlock(&k->lock);
+        for (guint i = 0; i < k->vfs->len; i++) {
+            g_autoptr(GError) local = NULL;
+            const char *vf = g_ptr_array_index(k->vfs, i);
+
+            if (orch_vfd_renew(k->vfd, vf, g_ptr_array_index(k->ids, i), k->ttl_s, &local)) {
+                g_atomic_int_inc(&k->renewals);
+                continue;
+            }
+            g_debug("Renewing the lease of VF %s: %s", vf, local->message);
+            g_mutex_lock(&k->lock);
+            if (!k->lost)
+                k->lost = g_strdup_printf("VF %s: %s", vf, local->message);
+            g_mutex_unlock(&k->lock);
+        }
+        g_mutex_lock(&k->lock);
+    }
+    g_mutex_unlock(&k->lock);
+    return NULL;
+}
+
+/* Starts renewing the destination's leases (after the target-vf phase). Nothing to do when no
+ * lease expires. */
+static void keeper_start(Migration *m)
+{
+    g_autoptr(GError) local = NULL;
+    LeaseKeeper *k;
+    OrchVfdLease *first = m->leases && m->leases->len ? g_ptr_array_index(m->leases, 0) : NULL;
+
+    if (!first || first->expires <= first->created)
+        return;
+    k = g_new0(LeaseKeeper, 1);
+    k->vfd = orch_options_open_vfd(m->opts, m->opts->hotmigd_url, &local);
+    if (!k->vfd) {
+        progress(m, ORCH_PHASE_TARGET_VF, "the leases will not be renewed: %s", local->message);
+        g_free(k);
+        return;
+    }
+    g_mutex_init(&k->lock);
+    g_cond_init(&k->cond);
+    k->ttl_s = (guint)MIN(first->expires - first->created, G_MAXUINT);
+    k->vfs = g_ptr_array_new_with_free_func(g_free);
+    k->ids = g_ptr_array_new_with_free_func(g_free);
+    for (guint i = 0; i < m->leases->len; i++) {
+        OrchVfdLease *lease = g_ptr_array_index(m->leases, i);
+
+        g_ptr_array_add(k->vfs, g_strdup(lease->vf));
+        g_ptr_array_add(k->ids, g_strdup(lease->id));
+    }
+    k->thread = g_thread_new("hm-lease-keep", keeper_thread, k);
+    m->keeper = k;
+}
+
+/* Stops the renewals (the leases settle, or the migration ends). */
+static void keeper_stop(Migration *m)
+{
+    LeaseKeeper *k = m->keeper;
+
+    if (!k)
+        return;
+    g_mutex_lock(&k->lock);
+    k->stop = TRUE;
+    g_cond_signal(&k->cond);
+    g_mutex_unlock(&k->lock);
+    g_thread_join(k->thread);
+    if (k->renewals)
+        g_debug("The destination's leases were renewed %u time(s)", k->renewals);
+    orch_vfd_free(k->vfd);
+    g_ptr_array_unref(k->vfs);
+    g_ptr_array_unref(k->ids);
+    g_free(k->lost);
+    g_mutex_clear(&k->lock);
+    g_cond_clear(&k->cond);
+    g_free(k);
+    m->keeper = NULL;
+}
+
 /* Ends the destination's leases: confirmed for the VFs the domain holds there, released for
  * the others (a failed or undone migration). Never fails the migration: an unconfirmed lease
  * expires by itself, and hotmigd sees a plugged VF as in use. Records releases as undo steps
  * when @undo. */
 static void leases_settle(Migration *m, gboolean undo)
 {
+    keeper_stop(m);
     for (guint i = 0; m->vfd && m->leases && i < m->leases->len; i++) {
         OrchVfdLease *lease = g_ptr_array_index(m->leases, i);
         g_autoptr(GError) err = NULL;
@@ -578,49 +689,110 @@ static guint64 gid_interface_id(const char *text)
     return id;
 }
 
-/* Reads, through the agent's inventory, the node and port GUIDs of the guest's RDMA device,
- * which the VF leased on the destination must carry (docs/ib-identity.md). Only a domain with
- * one VF and one RDMA device can be matched without doubt; otherwise identity_note says why
- * nothing is carried over. */
-static void identity_read(Migration *m, OrchAgent *agent)
+/* The guest's view of its identity, through the agent's inventory: the node and port GUIDs of
+ * its one RDMA device. A cross-check only (issue 15): the guest may claim any GUID, so what is
+ * carried comes from the source host (identity_read()). FALSE with *ret_why (owned) when the
+ * guest says nothing usable. */
+static gboolean identity_guest_view(Migration *m, OrchAgent *agent, guint64 *ret_node,
+                                    guint64 *ret_port, char **ret_why)
 {
     g_autoptr(OrchAgentInfo) info = NULL;
     g_autoptr(OrchAgentInventory) inv = NULL;
     g_autoptr(GError) local = NULL;
     OrchAgentDevice *dev;
     OrchAgentPort *port;
+    guint64 node_guid = 0;
+    guint64 port_guid;
 
     info = orch_agent_info(agent, 2, m->opts->agent_timeout_ms, &local);
     inv = info ? orch_agent_inventory(agent, m->opts->agent_timeout_ms, &local) : NULL;
     if (!inv) {
-        m->identity_note = g_strdup_printf("no inventory from the agent (%s)", local->message);
-        return;
+        *ret_why = g_strdup_printf("no inventory from the agent (%s)", local->message);
+        return FALSE;
     }
-    if (inv->devices->len != 1 || m->vfs->len != 1) {
-        m->identity_note = g_strdup_printf(
-            "%u RDMA device(s) in the guest for %u VF(s): cannot tell which is which",
-            inv->devices->len, m->vfs->len);
-        return;
+    if (inv->devices->len != 1) {
+        *ret_why = g_strdup_printf("%u RDMA device(s) in the guest", inv->devices->len);
+        return FALSE;
     }
     dev = g_ptr_array_index(inv->devices, 0);
-    if (!dev->node_guid || !hotplug_guid_parse(dev->node_guid, &m->node_guid, &local)) {
-        m->identity_note = g_strdup_printf("the guest's RDMA device reports no usable node GUID%s%s",
-                                           local ? ": " : "", local ? local->message : "");
-        return;
+    if (!dev->node_guid || !hotplug_guid_parse(dev->node_guid, &node_guid, &local)) {
+        *ret_why = g_strdup_printf("the guest's RDMA device reports no usable node GUID%s%s",
+                                   local ? ": " : "", local ? local->message : "");
+        return FALSE;
     }
     /* An InfiniBand port's GUID is the interface identifier of its first GID; a RoCE port has
      * none of its own. */
-    m->port_guid = m->node_guid;
+    port_guid = node_guid;
     port = dev->ports->len ? g_ptr_array_index(dev->ports, 0) : NULL;
     if (port && g_strcmp0(port->link_layer, "InfiniBand") == 0 && port->gids[0]) {
         guint64 id = gid_interface_id(port->gids[0]);
 
         if (id)
-            m->port_guid = id;
+            port_guid = id;
+    }
+    *ret_node = node_guid;
+    *ret_port = port_guid;
+    return TRUE;
+}
+
+/* The InfiniBand identity the VF leased on the destination must carry (docs/ib-identity.md,
+ * docs/security.md): what the source host knows its VF carries for this domain (its hotmigd's
+ * record of the GUIDs it gave it, or what its kernel reports), never what the guest says. The
+ * guest's view (@agent, may be NULL) is compared and any difference reported. Only a domain
+ * with one VF is matched; otherwise, or when the source host does not know, identity_note says
+ * why nothing is carried over. */
+static void identity_read(Migration *m, OrchAgent *agent)
+{
+    g_autoptr(OrchVfd) src = NULL;
+    g_autoptr(GError) local = NULL;
+    g_autofree char *source = NULL;
+    g_autofree char *guest_why = NULL;
+    g_autofree char *guest_part = NULL;
+    guint64 node = 0, port = 0, guest_node = 0, guest_port = 0;
+    gboolean guest_ok;
+    XmlVf *vf;
+    const char *id;
+
+    if (!m->vfs || m->vfs->len != 1) {
+        m->identity_note = g_strdup_printf("%u VF(s): cannot tell which identity is which",
+                                           m->vfs ? m->vfs->len : 0);
+        return;
+    }
+    vf = vf_at(m, 0);
+    id = vf->host_pci ? vf->host_pci : vf->netdev;
+    guest_ok = agent && identity_guest_view(m, agent, &guest_node, &guest_port, &guest_why);
+    guest_part = guest_ok    ? g_strdup("; the guest's own claim is not taken")
+                 : guest_why ? g_strdup_printf("; no guest view: %s", guest_why)
+                             : g_strdup("");
+    if (!m->opts->source_hotmigd_url || !id) {
+        m->identity_note =
+            g_strdup_printf("no source hotmigd knows the GUIDs of the source VF%s", guest_part);
+        return;
+    }
+    src = orch_options_open_vfd(m->opts, m->opts->source_hotmigd_url, &local);
+    if (!src || !orch_vfd_identity(src, id, m->opts->domain, &node, &port, &source, &local)) {
+        m->identity_note = g_strdup_printf("the source host does not know the GUIDs of VF %s (%s)%s",
+                                           id, local->message, guest_part);
+        return;
+    }
+    m->node_guid = node;
+    m->port_guid = port;
+    if (guest_ok && (guest_node != node || guest_port != port)) {
+        g_autofree char *gn = hotplug_guid_format(guest_node);
+        g_autofree char *gp = hotplug_guid_format(guest_port);
+
+        m->identity_note = g_strdup_printf(
+            "%s; the guest claims node GUID %s, port GUID %s instead: not taken", source, gn, gp);
+    } else if (guest_ok) {
+        m->identity_note = g_strdup_printf("%s; the guest agrees", source);
+    } else {
+        m->identity_note = g_strdup_printf("%s; no guest view: %s", source,
+                                           guest_why ? guest_why : "no agent");
     }
 }
 
-/* Gives the leased destination VF the guest's identity before it is plugged. */
+/* Gives the leased destination VF the identity the source host knows (identity_read()) before
+ * it is plugged. */
 static gboolean identity_apply(Migration *m, char **ret_note, GError **error)
 {
     OrchVfdLease *lease;
@@ -642,8 +814,8 @@ static gboolean identity_apply(Migration *m, char **ret_note, GError **error)
         return FALSE;
     }
     *ret_note = note ? g_strdup_printf("identity %s/%s for VF %s: %s", node, port, lease->vf, note)
-                     : g_strdup_printf("VF %s given node GUID %s, port GUID %s", lease->vf, node,
-                                       port);
+                     : g_strdup_printf("VF %s given node GUID %s, port GUID %s (%s)", lease->vf,
+                                       node, port, m->identity_note);
     return TRUE;
 }
 
@@ -678,8 +850,7 @@ static void agent_open_early(Migration *m)
 {
     m->agent = orch_agent_open(m->src, m->opts->domain, agent_channel(m),
                                m->opts->agent_timeout_ms, &m->agent_error);
-    if (m->agent)
-        identity_read(m, m->agent);
+    identity_read(m, m->agent);
 }
 
 static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
@@ -963,6 +1134,19 @@ static gboolean do_plug(Migration *m, char **ret_detail, GError **error)
 
         if (!note(m, "plug", vf->alias, g_ptr_array_index(m->dest_xml, i), error))
             return FALSE;
+        /* The lease must still be ours: one lost under a long copy may hold another
+         * migration's VF, GUIDs and all, by now. */
+        if (m->keeper) {
+            OrchVfdLease *lease = g_ptr_array_index(m->leases, i);
+
+            if (lease->state == ORCH_VFD_STATE_LEASED &&
+                !orch_vfd_renew(m->vfd, lease->vf, lease->id, m->keeper->ttl_s, &local)) {
+                g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT,
+                            "The lease of VF %s on the destination was lost before the plug: %s",
+                            lease->vf, local->message);
+                return FALSE;
+            }
+        }
         for (attempt = 1; attempt <= attempts; attempt++) {
             g_clear_error(&local);
             if (orch_virt_device_attach(m->dst, m->opts->domain,
@@ -1143,6 +1327,8 @@ static gboolean run_target_vf(Migration *m, GError **error)
     else
         local = g_steal_pointer(&lease.error);
     side_clear(&lease);
+    if (ok)
+        keeper_start(m);
     return phase_finish(m, ORCH_PHASE_TARGET_VF, ok, detail, local, error);
 }
 
@@ -1435,6 +1621,7 @@ static void migration_clear(Migration *m)
         g_ptr_array_unref(m->src_vfs);
     if (m->leases)
         g_ptr_array_unref(m->leases);
+    keeper_stop(m);
     orch_vfd_free(m->vfd);
     orch_agent_free(m->agent);
     orch_agent_free(m->dst_agent);

@@ -61,6 +61,10 @@ void orch_options_take_config(OrchOptions *opts, const HmConfig *config)
     opts->tls_key = g_strdup(hm_config_get_string(config, HM_CONFIG_MIGRATE_CLIENT_KEY));
     g_free(opts->tls_ca);
     opts->tls_ca = g_strdup(hm_config_get_string(config, HM_CONFIG_MIGRATE_CA_CERT));
+    /* One directory for journals and locks, hotmigd's and migrate-vm's alike: the per-domain
+     * lock keeps them apart only if both take it in the same place (issue 15). */
+    g_free(opts->state_dir);
+    opts->state_dir = g_strdup(hm_config_get_string(config, HM_CONFIG_HOTMIGD_STATE_DIR));
 }
 
 char *orch_options_format_migration(const OrchOptions *opts)

@@ -121,9 +121,14 @@ static void check_agent(Preflight *pf)
                   error->message);
         return;
     }
-    check_add(pf, "agent", ORCH_CHECK_PASS, "hotmig-agent %s answers on channel '%s'",
-              info->version ? info->version : "(unknown version)",
-              channel);
+    {
+        /* The guest's words: stripped of what a terminal would act on. */
+        g_autofree char *shown =
+            hm_text_sanitize(info->version ? info->version : "(unknown version)", 64);
+
+        check_add(pf, "agent", ORCH_CHECK_PASS, "hotmig-agent %s answers on channel '%s'", shown,
+                  channel);
+    }
 }
 
 static void check_vfs(Preflight *pf)

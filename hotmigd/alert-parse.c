@@ -11,7 +11,6 @@
 
 #include "engine/json-fields.h"
 
-
 /* The root object of @data, or NULL with the error. */
 static JsonParser *parse_object(const char *data, gsize len, gsize max, const char *what,
                                 GError **error)

@@ -105,9 +105,9 @@ static const OrchAlertListenerOps listener_ops = {
 };
 
 static OrchVfdReply *server_alerts(gpointer data, const char *method, const char *body, gsize len,
-                                   const char *peer)
+                                   const char *peer, const OrchPeer *who)
 {
-    return orch_alerts_api_handle(data, method, body, len, peer);
+    return orch_alerts_api_handle(data, method, body, len, peer, who ? who->host : NULL);
 }
 
 static const OrchAlertsOps hook_ops = {

@@ -846,7 +846,7 @@ static OrchVfdReply *api_list(OrchAlerts *alerts)
 }
 
 static OrchVfdReply *api_forwarded(OrchAlerts *alerts, const char *body, gsize len,
-                                   const char *peer)
+                                   const char *peer, const char *peer_host)
 {
     static const char *const known[] = {"from",     "deputy", "host",     "severity", "confidence",
                                         "deadline", "key",    "resolved", "source",   NULL};
@@ -868,6 +868,7 @@ static OrchVfdReply *api_forwarded(OrchAlerts *alerts, const char *body, gsize l
             413, "the request body has %" G_GSIZE_FORMAT " bytes, more than the limit of %d", len,
             ORCH_VFD_API_MAX_BODY);
     if (len == 0 || memchr(body, '\0', len) || !g_utf8_validate(body, len, NULL) ||
+        !hm_json_check_depth(body, (gssize)len, ORCH_ALERT_MAX_DEPTH, &local) ||
         !json_parser_load_from_data(parser, body, len, &local) ||
         !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser)))
         return reply_error(400, "the request body is not a JSON object%s%s", local ? ": " : "",
@@ -882,6 +883,12 @@ static OrchVfdReply *api_forwarded(OrchAlerts *alerts, const char *body, gsize l
     if (!node || !JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_STRING ||
         !*(from = json_node_get_string(node)) || strlen(from) > POL_NAME_MAX)
         return reply_error(400, "member 'from' must be the sending host's name");
+    /* A forged 'from' (or 'deputy') would let any client speak for a host (issue 15). */
+    if (!peer_host || !g_str_equal(from, peer_host))
+        return reply_error(403,
+                           "'from' is '%.64s' but the client's certificate is %s%.64s%s: a host forwards its own alerts only",
+                           from, peer_host ? "host '" : "no cluster host's",
+                           peer_host ? peer_host : "", peer_host ? "'" : "");
     node = json_object_get_member(obj, "deputy");
     if (!node || !JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_BOOLEAN)
         return reply_error(400, "member 'deputy' must be true or false");
@@ -920,14 +927,14 @@ static OrchVfdReply *api_forwarded(OrchAlerts *alerts, const char *body, gsize l
 }
 
 OrchVfdReply *orch_alerts_api_handle(OrchAlerts *alerts, const char *method, const char *body,
-                                     gsize len, const char *peer)
+                                     gsize len, const char *peer, const char *peer_host)
 {
     g_return_val_if_fail(alerts && method && (body || !len), NULL);
 
     if (g_str_equal(method, "GET"))
         return api_list(alerts);
     if (g_str_equal(method, "POST"))
-        return api_forwarded(alerts, body, len, peer);
+        return api_forwarded(alerts, body, len, peer, peer_host);
     return reply_error(405, "method %.16s is not allowed on /v1/alerts (allowed: GET, POST)",
                        method);
 }

@@ -128,9 +128,11 @@ void orch_alerts_evacuation_done(OrchAlerts *alerts, const char *host, gboolean 
 void orch_alerts_set_answers(OrchAlerts *alerts, const char *host, gboolean answers);
 
 /* /v1/alerts of the mutual-TLS API, from @peer (for the log): POST takes a forwarded event
- * (orch_vfd_alert()) and applies it here; GET lists the book. */
+ * (orch_vfd_alert()) and applies it here, and only from the host it names in 'from':
+ * @peer_host is the [host NAME] the client's certificate is (NULL: none, 403); GET lists the
+ * book. */
 OrchVfdReply *orch_alerts_api_handle(OrchAlerts *alerts, const char *method, const char *body,
-                                     gsize len, const char *peer);
+                                     gsize len, const char *peer, const char *peer_host);
 
 /* ---- the webhook and /metrics (the plain-HTTP listener) ---------------------------------- */
 

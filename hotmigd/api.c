@@ -20,7 +20,6 @@
 #define API_PREFIX "/v1/"
 #define API_MAX_SEGMENTS 6
 #define API_MAX_REASON ORCH_VFD_API_MAX_REASON
-#define API_TTL_MAX (7 * 24 * 3600)
 
 void orch_vfd_reply_free(OrchVfdReply *reply)
 {
@@ -92,6 +91,9 @@ static OrchVfdReply *reply_gerror(const GError *error)
         case ORCH_ERROR_UNAVAILABLE:
             status = 503;
             break;
+        case ORCH_ERROR_FORBIDDEN:
+            status = 403;
+            break;
         default:
             break;
         }
@@ -100,7 +102,6 @@ static OrchVfdReply *reply_gerror(const GError *error)
 }
 
 /* ---- request bodies ------------------------------------------------------------------------ */
-
 
 /* The body as a JSON object (owned), an empty object for an empty body; NULL with a 4xx
  * in *ret_reply. @known: the members the request takes (NULL-terminated; NULL: none). */
@@ -125,7 +126,7 @@ static JsonObject *body_object(const char *body, gsize len, const char *const *k
         *ret_reply = reply_error(400, "the request body is not UTF-8 text");
         return NULL;
     }
-    if (orch_json_too_deep(body, len, ORCH_VFD_API_MAX_DEPTH) >= 0) {
+    if (!hm_json_check_depth(body, (gssize)len, ORCH_VFD_API_MAX_DEPTH, NULL)) {
         *ret_reply = reply_error(400, "the request body nests deeper than %d levels",
                                  ORCH_VFD_API_MAX_DEPTH);
         return NULL;
@@ -359,7 +360,7 @@ static OrchVfdReply *api_vfs(OrchVfdPool *pool)
     return reply_json(200, b);
 }
 
-static OrchVfdReply *api_lease(OrchVfdPool *pool, const char *body, gsize len)
+static OrchVfdReply *api_lease(OrchVfdPool *pool, const char *owner, const char *body, gsize len)
 {
     static const char *const known[] = {"vf",     "vendor_id", "device_id", "holder",
                                         "reason", "domain",    "ttl",       NULL};
@@ -402,9 +403,10 @@ static OrchVfdReply *api_lease(OrchVfdPool *pool, const char *body, gsize len)
     spec.domain = member_string(obj, "domain", TRUE, ORCH_VFD_API_MAX_STRING, &reply);
     if (reply)
         return reply;
-    member_uint(obj, "ttl", 1, API_TTL_MAX, FALSE, &ttl, &reply);
+    member_uint(obj, "ttl", 1, orch_vfd_pool_lease_ttl_max(pool), FALSE, &ttl, &reply);
     if (reply)
         return reply;
+    spec.owner = owner;
     spec.vendor_id = vendor;
     spec.device_id = device;
     spec.ttl_s = ttl;
@@ -460,6 +462,34 @@ static OrchVfdReply *api_release(OrchVfdPool *pool, const char *vf, const char *
     json_builder_end_object(b);
     return reply_log(reply_json(200, b),
                      g_strdup_printf("VF '%.64s': lease %.64s released (or gone already)", vf, id));
+}
+
+/* POST /v1/leases/{vf}/{id}/renew {"ttl"?}: a migration that outlasts the lease's TTL keeps
+ * it (issue 15). */
+static OrchVfdReply *api_renew(OrchVfdPool *pool, const char *vf, const char *id,
+                               const char *body, gsize len)
+{
+    static const char *const known[] = {"ttl", NULL};
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonObject) obj = NULL;
+    OrchVfdReply *reply = NULL;
+    guint64 ttl = 0;
+
+    obj = body_object(body, len, known, &reply);
+    if (!obj)
+        return reply;
+    member_uint(obj, "ttl", 1, orch_vfd_pool_lease_ttl_max(pool), FALSE, &ttl, &reply);
+    if (reply)
+        return reply;
+    if (!orch_vfd_pool_renew(pool, vf, id, (guint)ttl, &error))
+        return reply_gerror(error);
+    json_builder_begin_object(b);
+    orch_json_member_string(b, "vf", vf);
+    orch_json_member_string(b, "id", id);
+    orch_json_member_bool(b, "renewed", TRUE);
+    json_builder_end_object(b);
+    return reply_json(200, b);
 }
 
 /* POST /v1/vfs/{vf}/left {"domain"}: the domain migrated away; its assigned lease ends. */
@@ -528,6 +558,34 @@ static OrchVfdReply *api_ib_identity(OrchVfdPool *pool, const char *vf, const ch
     return reply_log(reply_json(200, b), g_strdup_printf("VF '%.64s': %s", vf, note));
 }
 
+/* GET /v1/vfs/VF/identity/DOMAIN: the GUIDs the VF carries for DOMAIN, as this host knows
+ * them (a migration carries them away: never the guest's word, docs/security.md). */
+static OrchVfdReply *api_identity(OrchVfdPool *pool, const char *vf, const char *domain,
+                                  gsize len)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(GError) error = NULL;
+    g_autofree char *source = NULL;
+    g_autofree char *node = NULL;
+    g_autofree char *port = NULL;
+    guint64 guids[2] = {0};
+
+    if (len)
+        return reply_error(400, "this request takes no body");
+    if (!orch_vfd_pool_identity(pool, vf, domain, &guids[0], &guids[1], &source, &error))
+        return reply_gerror(error);
+    node = hotplug_guid_format(guids[0]);
+    port = hotplug_guid_format(guids[1]);
+    json_builder_begin_object(b);
+    orch_json_member_string(b, "vf", vf);
+    orch_json_member_string(b, "domain", domain);
+    orch_json_member_string(b, "node_guid", node);
+    orch_json_member_string(b, "port_guid", port);
+    orch_json_member_string(b, "source", source);
+    json_builder_end_object(b);
+    return reply_json(200, b);
+}
+
 static OrchVfdReply *api_vfio(OrchVfdPool *pool, const char *vf, const char *body, gsize len)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
@@ -558,7 +616,28 @@ static OrchVfdReply *api_vfio(OrchVfdPool *pool, const char *vf, const char *bod
 
 /* POST /v1/files {"paths":[...]}: which of these files this host has (a pre-flight check: the
  * domain's disks and kernel must be reachable from the destination). Read only. */
-static OrchVfdReply *api_files(const char *body, gsize len)
+/* Is @path under one of @roots (each a directory; a path with a '.' or '..' component is
+ * under none)? */
+static gboolean files_allowed(const char *path, const char *const *roots)
+{
+    g_auto(GStrv) parts = g_strsplit(path, "/", -1);
+
+    for (char **p = parts; *p; p++) {
+        if (g_str_equal(*p, ".") || g_str_equal(*p, ".."))
+            return FALSE;
+    }
+    for (const char *const *r = roots; r && *r; r++) {
+        gsize n = strlen(*r);
+
+        while (n > 1 && (*r)[n - 1] == '/')
+            n--;
+        if (n > 0 && strncmp(path, *r, n) == 0 && (path[n] == '/' || (n == 1 && **r == '/')))
+            return TRUE;
+    }
+    return FALSE;
+}
+
+static OrchVfdReply *api_files(const char *const *roots, const char *body, gsize len)
 {
     static const char *const known[] = {"paths", NULL};
     OrchVfdReply *bad = NULL;
@@ -594,6 +673,10 @@ static OrchVfdReply *api_files(const char *body, gsize len)
             if (g_ascii_iscntrl(*p))
                 return reply_error(400, "paths[%u] contains a control character", i);
         }
+        if (!files_allowed(path, roots))
+            return reply_error(403,
+                               "paths[%u] is not under a directory of [hotmigd] file-roots (no '.' or '..' components)",
+                               i);
         exists = g_stat(path, &st) == 0;
         json_builder_begin_object(b);
         json_builder_set_member_name(b, "path");
@@ -788,9 +871,13 @@ typedef enum {
     NEED_ALERTS,
 } RouteNeed;
 
+/* Who may call a route (docs/security.md): the roles of the client's certificate. */
+#define ANY_ROLE (ORCH_ROLE_HOST | ORCH_ROLE_OPERATOR)
+
 typedef struct {
     const char *method;  /* NULL: the method checks the request's method itself */
     const char *pattern; /* after /v1/ */
+    guint roles;         /* OrchRole bits, any of which may call it */
     RouteNeed need;
     OrchVfdReply *(*handle)(const Call *c);                                 /* answers now */
     void (*handle_async)(const Call *c, OrchVfdReplyFunc cb, gpointer data); /* or later */
@@ -808,27 +895,62 @@ static OrchVfdReply *route_vfs(const Call *c)
 
 static OrchVfdReply *route_lease(const Call *c)
 {
-    return api_lease(c->api->pool, c->req->body, c->req->len);
+    return api_lease(c->api->pool, orch_peer_owner(c->req->who), c->req->body, c->req->len);
+}
+
+/* NULL when the client holds the lease (@id; NULL: the VF's current one) it acts on, else
+ * the 403. */
+static OrchVfdReply *route_owner_refusal(const Call *c, const char *vf, const char *id)
+{
+    g_autoptr(GError) error = NULL;
+
+    if (orch_vfd_pool_check_owner(c->api->pool, vf, id, orch_peer_owner(c->req->who), &error))
+        return NULL;
+    return reply_gerror(error);
 }
 
 static OrchVfdReply *route_confirm(const Call *c)
 {
-    return api_confirm(c->api->pool, c->args[0], c->args[1], c->req->body, c->req->len);
+    OrchVfdReply *refused = route_owner_refusal(c, c->args[0], c->args[1]);
+
+    return refused ? refused
+                   : api_confirm(c->api->pool, c->args[0], c->args[1], c->req->body, c->req->len);
 }
 
 static OrchVfdReply *route_release(const Call *c)
 {
-    return api_release(c->api->pool, c->args[0], c->args[1], c->req->body, c->req->len);
+    OrchVfdReply *refused = route_owner_refusal(c, c->args[0], c->args[1]);
+
+    return refused ? refused
+                   : api_release(c->api->pool, c->args[0], c->args[1], c->req->body, c->req->len);
+}
+
+static OrchVfdReply *route_renew(const Call *c)
+{
+    OrchVfdReply *refused = route_owner_refusal(c, c->args[0], c->args[1]);
+
+    return refused ? refused
+                   : api_renew(c->api->pool, c->args[0], c->args[1], c->req->body, c->req->len);
 }
 
 static OrchVfdReply *route_ib_identity(const Call *c)
 {
-    return api_ib_identity(c->api->pool, c->args[0], c->req->body, c->req->len);
+    OrchVfdReply *refused = route_owner_refusal(c, c->args[0], NULL);
+
+    return refused ? refused
+                   : api_ib_identity(c->api->pool, c->args[0], c->req->body, c->req->len);
+}
+
+static OrchVfdReply *route_identity(const Call *c)
+{
+    return api_identity(c->api->pool, c->args[0], c->args[1], c->req->len);
 }
 
 static OrchVfdReply *route_vfio(const Call *c)
 {
-    return api_vfio(c->api->pool, c->args[0], c->req->body, c->req->len);
+    OrchVfdReply *refused = route_owner_refusal(c, c->args[0], NULL);
+
+    return refused ? refused : api_vfio(c->api->pool, c->args[0], c->req->body, c->req->len);
 }
 
 static OrchVfdReply *route_left(const Call *c)
@@ -838,7 +960,7 @@ static OrchVfdReply *route_left(const Call *c)
 
 static OrchVfdReply *route_files(const Call *c)
 {
-    return api_files(c->req->body, c->req->len);
+    return api_files(c->api->file_roots, c->req->body, c->req->len);
 }
 
 static OrchVfdReply *route_migration_start(const Call *c)
@@ -869,23 +991,28 @@ static void route_snapshot(const Call *c, OrchVfdReplyFunc cb, gpointer data)
 static OrchVfdReply *route_alerts(const Call *c)
 {
     return c->api->alerts(c->api->alerts_data, c->req->method, c->req->body, c->req->len,
-                          c->req->peer);
+                          c->req->peer, c->req->who);
 }
 
 static const Route api_routes[] = {
-    {"GET", "host", NEED_POOL, route_host, NULL},
-    {"GET", "vfs", NEED_POOL, route_vfs, NULL},
-    {"POST", "leases", NEED_POOL, route_lease, NULL},
-    {"POST", "leases/VF/ID/confirm", NEED_POOL, route_confirm, NULL},
-    {"DELETE", "leases/VF/ID", NEED_POOL, route_release, NULL},
-    {"POST", "vfs/VF/ib-identity", NEED_POOL, route_ib_identity, NULL},
-    {"POST", "vfs/VF/vfio", NEED_POOL, route_vfio, NULL},
-    {"POST", "vfs/VF/left", NEED_POOL, route_left, NULL},
-    {"POST", "files", NEED_POOL, route_files, NULL},
-    {"POST", "migrations", NEED_MIGRATION_START, route_migration_start, NULL},
-    {"GET", "migrations/ID", NEED_MIGRATION_GET, route_migration_get, NULL},
-    {"GET", "snapshot", NEED_SNAPSHOT, NULL, route_snapshot},
-    {NULL, "alerts", NEED_ALERTS, route_alerts, NULL},
+    {"GET", "host", ANY_ROLE, NEED_POOL, route_host, NULL},
+    {"GET", "vfs", ANY_ROLE, NEED_POOL, route_vfs, NULL},
+    {"POST", "leases", ANY_ROLE, NEED_POOL, route_lease, NULL},
+    {"POST", "leases/VF/ID/confirm", ANY_ROLE, NEED_POOL, route_confirm, NULL},
+    {"POST", "leases/VF/ID/renew", ANY_ROLE, NEED_POOL, route_renew, NULL},
+    {"DELETE", "leases/VF/ID", ANY_ROLE, NEED_POOL, route_release, NULL},
+    {"POST", "vfs/VF/ib-identity", ANY_ROLE, NEED_POOL, route_ib_identity, NULL},
+    {"GET", "vfs/VF/identity/DOMAIN", ANY_ROLE, NEED_POOL, route_identity, NULL},
+    {"POST", "vfs/VF/vfio", ANY_ROLE, NEED_POOL, route_vfio, NULL},
+    /* Whoever ran the migration tells the source the domain left (the pool ends only an
+     * ASSIGNED lease of that domain; a VF a domain still uses is never leasable). */
+    {"POST", "vfs/VF/left", ANY_ROLE, NEED_POOL, route_left, NULL},
+    {"POST", "files", ANY_ROLE, NEED_POOL, route_files, NULL},
+    {"POST", "migrations", ANY_ROLE, NEED_MIGRATION_START, route_migration_start, NULL},
+    {"GET", "migrations/ID", ANY_ROLE, NEED_MIGRATION_GET, route_migration_get, NULL},
+    {"GET", "snapshot", ANY_ROLE, NEED_SNAPSHOT, NULL, route_snapshot},
+    /* A POST must come from the host it names ('from'): checked by the alerts' method. */
+    {NULL, "alerts", ANY_ROLE, NEED_ALERTS, route_alerts, NULL},
 };
 
 /* What @route needs of @api, named for a 503 ("this hotmigd does not serve ..."); NULL when
@@ -978,6 +1105,14 @@ void orch_vfd_api_dispatch(const OrchVfdApi *api, const OrchVfdRequest *req, Orc
         g_autofree char *paths = route_list(api);
 
         cb(reply_error(404, "no API path %.200s (%s)", req->path, paths), data);
+    } else if (!req->who || !(req->who->roles & route->roles)) {
+        cb(reply_error(403,
+                       "'%.128s' may not %s /v1/%s: its certificate is neither a [host NAME] identity nor in [hotmigd] operators%s",
+                       req->who ? req->who->identity : "an unknown client", req->method,
+                       route->pattern,
+                       req->who && req->who->roles ? " (this needs one of the cluster's hosts)"
+                                                    : ""),
+           data);
     } else if ((missing = route_missing(route, api))) {
         cb(unavailable(missing), data);
     } else if (route->handle_async) {
@@ -999,8 +1134,10 @@ static void api_handle_keep(OrchVfdReply *reply, gpointer data)
 OrchVfdReply *orch_vfd_api_handle(OrchVfdPool *pool, const char *method, const char *path,
                                   const char *body, gsize len)
 {
-    OrchVfdApi api = {.pool = pool};
-    OrchVfdRequest req = {.method = method, .path = path, .body = body, .len = len};
+    static const char *const roots[] = {"/", NULL};
+    OrchVfdApi api = {.pool = pool, .file_roots = roots};
+    g_autoptr(OrchPeer) who = orch_peer_new("test", "test", ORCH_ROLE_HOST | ORCH_ROLE_OPERATOR);
+    OrchVfdRequest req = {.method = method, .path = path, .body = body, .len = len, .who = who};
     OrchVfdReply *reply = NULL;
 
     g_return_val_if_fail(pool && method && path && (body || !len), NULL);

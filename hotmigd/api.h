@@ -6,6 +6,7 @@
 #include <glib.h>
 
 #include "engine/hotmigd-client.h"
+#include "hotmigd/authz.h"
 #include "hotmigd/pool.h"
 
 G_BEGIN_DECLS
@@ -25,7 +26,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchVfdReply, orch_vfd_reply_free)
 
 /* Handles one request: @method ("GET", ...), @path (percent-encoded as received, without the
  * query), @body (@len bytes, may be NULL when 0; not NUL-terminated). Never NULL. The pool's
- * requests only: the cluster's (below) answer 503 here. */
+ * requests only: the cluster's (below) answer 503 here. The caller has every role (tests and
+ * fuzzing: the transport passes who the client is to orch_vfd_api_dispatch()). */
 OrchVfdReply *orch_vfd_api_handle(OrchVfdPool *pool, const char *method, const char *path,
                                   const char *body, gsize len);
 
@@ -49,9 +51,9 @@ typedef struct {
 typedef void (*OrchVfdReplyFunc)(OrchVfdReply *reply, gpointer data); /* @reply taken */
 
 /* /v1/alerts: the failure-prediction hook's API (orch_alerts_api_handle()): any method, from
- * @peer (for the log). */
+ * @peer (for the log), who is @who (a POST must come from the host it names as 'from'). */
 typedef OrchVfdReply *(*OrchVfdAlertsFunc)(gpointer data, const char *method, const char *body,
-                                           gsize len, const char *peer);
+                                           gsize len, const char *peer, const OrchPeer *who);
 
 /* What the API's methods are bound to. Each part may be NULL: the pool's requests and the
  * cluster's then answer 503, /v1/alerts 404. All borrowed. */
@@ -60,6 +62,9 @@ typedef struct {
     const OrchVfdServices *services;
     OrchVfdAlertsFunc alerts;
     gpointer alerts_data;
+    /* Directories under which POST /v1/files may look ([hotmigd] file-roots; NULL-terminated;
+     * NULL or empty: none, every path is refused). */
+    const char *const *file_roots;
 } OrchVfdApi;
 
 /* One request as the transport received it (all borrowed). */
@@ -69,12 +74,14 @@ typedef struct {
     const char *body;   /* @len bytes, may be NULL when 0; not NUL-terminated */
     gsize len;
     const char *peer; /* "ADDRESS (SUBJECT)" of the client, for the log; NULL: unknown */
+    const OrchPeer *who; /* who the client is (its certificate's roles); NULL: nobody (403) */
 } OrchVfdRequest;
 
 /* Routes @req to its method in the API's table (api.c): @cb gets the reply, at once (before
  * this returns) or later from @api's asynchronous services, on the caller's context. 404 for
- * a path that is no method's, 405 naming the allowed methods, 503 when what the method needs
- * is not bound. */
+ * a path that is no method's, 405 naming the allowed methods, 403 when @req->who has none of
+ * the roles the method needs or acts on a lease another client holds (docs/security.md), 503
+ * when what the method needs is not bound. */
 void orch_vfd_api_dispatch(const OrchVfdApi *api, const OrchVfdRequest *req, OrchVfdReplyFunc cb,
                            gpointer data);
 

@@ -84,6 +84,8 @@ struct Hotmigd {
     char *name;
     OrchVfdPool *pool;
     OrchVfdServer *server;
+    OrchAuthz *authz;  /* who may do what on the HTTPS API (docs/security.md) */
+    char **file_roots; /* [hotmigd] file-roots */
     OrchVfdServices services;
     OrchLocalApi *local;
     GPtrArray *hosts;         /* HmConfigHost (owned copies), hotmigd URLs resolved */
@@ -1685,6 +1687,7 @@ static gboolean daemon_open_pool(Hotmigd *daemon, GError **error)
         .host_name = g_get_host_name(),
         .lease_dir = lease_dir,
         .lease_ttl_s = hm_config_get_uint(config, HM_CONFIG_HOTMIGD_LEASE_TTL),
+        .lease_ttl_max_s = hm_config_get_uint(config, HM_CONFIG_HOTMIGD_LEASE_TTL_MAX),
         .pfs = (const char *const *)pfs,
         .vfs = (const char *const *)vfs,
         .standins = (const char *const *)standins,
@@ -1710,11 +1713,42 @@ static gboolean daemon_open_pool(Hotmigd *daemon, GError **error)
     return TRUE;
 }
 
+/* Where the HTTPS API listens ([hotmigd] listen): "*" is every address; empty is the address
+ * of this host's own [host NAME] hotmigd URL when that is an IP address, else loopback (never
+ * every address by default: issue 15). Owned. */
+static char *daemon_listen_address(Hotmigd *daemon)
+{
+    const char *listen = hm_config_get_string(daemon->config, HM_CONFIG_HOTMIGD_LISTEN);
+
+    if (g_str_equal(listen, "*"))
+        return g_strdup("");
+    if (*listen)
+        return g_strdup(listen);
+    for (guint i = 0; i < daemon->hosts->len; i++) {
+        const HmConfigHost *h = g_ptr_array_index(daemon->hosts, i);
+        g_autoptr(GUri) uri = NULL;
+        g_autoptr(GInetAddress) inet = NULL;
+
+        if (!g_str_equal(h->name, daemon->name) || !h->hotmigd)
+            continue;
+        uri = g_uri_parse(h->hotmigd, G_URI_FLAGS_NONE, NULL);
+        inet = uri && g_uri_get_host(uri) ? g_inet_address_new_from_string(g_uri_get_host(uri))
+                                          : NULL;
+        if (inet)
+            return g_inet_address_to_string(inet);
+    }
+    return g_strdup("127.0.0.1");
+}
+
 static gboolean daemon_listen_https(Hotmigd *daemon, GError **error)
 {
     const HmConfig *config = daemon->config;
+    g_autofree char *listen = daemon_listen_address(daemon);
     OrchVfdServerConfig server_config = {
-        .listen = hm_config_get_string(config, HM_CONFIG_HOTMIGD_LISTEN),
+        .listen = listen,
+        .max_connections = hm_config_get_uint(config, HM_CONFIG_HOTMIGD_MAX_CONNECTIONS),
+        .handshake_timeout_s = hm_config_get_uint(config, HM_CONFIG_HOTMIGD_HANDSHAKE_TIMEOUT),
+        .idle_timeout_s = hm_config_get_uint(config, HM_CONFIG_HOTMIGD_IDLE_TIMEOUT),
         .port = hm_config_get_uint(config, HM_CONFIG_HOTMIGD_PORT),
         .cert = hm_config_get_string(config, HM_CONFIG_HOTMIGD_SERVER_CERT),
         .key = hm_config_get_string(config, HM_CONFIG_HOTMIGD_SERVER_KEY),
@@ -1722,6 +1756,10 @@ static gboolean daemon_listen_https(Hotmigd *daemon, GError **error)
     };
     g_autoptr(GError) local = NULL;
 
+    daemon->authz = orch_authz_new(config);
+    daemon->file_roots = hm_config_get_list(config, HM_CONFIG_HOTMIGD_FILE_ROOTS);
+    server_config.authz = daemon->authz;
+    server_config.file_roots = (const char *const *)daemon->file_roots;
     daemon->server = orch_vfd_server_new(&server_config, daemon->pool, &local);
     if (!daemon->server) {
         /* Certificates that do not load are not a bad configuration file (exit 1, not 4). */
@@ -1953,6 +1991,8 @@ void hotmigd_free(Hotmigd *daemon)
         g_ptr_array_set_size(daemon->remotes, 0);
     g_clear_pointer(&daemon->local, orch_local_api_free);
     g_clear_pointer(&daemon->server, orch_vfd_server_free);
+    g_clear_pointer(&daemon->authz, orch_authz_free);
+    g_clear_pointer(&daemon->file_roots, g_strfreev);
     g_clear_pointer(&daemon->pool, orch_vfd_pool_free);
     orch_inventory_free(daemon->inventory);
     g_clear_pointer(&daemon->inventory_waiters, g_ptr_array_unref);

@@ -262,6 +262,27 @@ static gboolean host_ib_identity(gpointer data, const OrchVfdPciVf *vf, guint64 
                                      ret_note, error);
 }
 
+static gboolean host_ib_identity_read(gpointer data, const OrchVfdPciVf *vf,
+                                      guint64 *ret_node_guid, guint64 *ret_port_guid,
+                                      GError **error)
+{
+    VfdHost *host = data;
+    GError *local = NULL;
+
+    if (!vf->pf_netdev) {
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_UNKNOWN,
+                    "its PF '%s' has no network device to read the GUIDs through",
+                    vf->pf_address);
+        return FALSE;
+    }
+    if (!host->nl && !(host->nl = hotplug_netlink_new(&local))) {
+        g_propagate_error(error, local);
+        return FALSE;
+    }
+    return hotplug_ib_identity_read(host->nl, vf->pf_netdev, vf->vf_index, ret_node_guid,
+                                    ret_port_guid, error);
+}
+
 static gboolean host_vfio_bind(gpointer data, const char *address, gboolean *ret_changed,
                                char **ret_previous_driver, GError **error)
 {
@@ -277,6 +298,7 @@ const OrchVfdHostOps orch_vfd_host_ops = {
     .netdev_exists = host_netdev_exists,
     .domains_using = host_domains_using,
     .ib_identity = host_ib_identity,
+    .ib_identity_read = host_ib_identity_read,
     .vfio_bind = host_vfio_bind,
     .free = host_free,
 };

@@ -10,6 +10,7 @@
 struct OrchVfdPool {
     char *host_name;
     guint lease_ttl_s;
+    guint lease_ttl_max_s;
     GPtrArray *pfs; /* canonical ids (owned strings) */
     GPtrArray *vfs;
     GPtrArray *standins;
@@ -101,6 +102,7 @@ OrchVfdPool *orch_vfd_pool_new(const OrchVfdPoolConfig *config, const OrchVfdHos
     pool->host = host;
     pool->host_name = g_strdup(config->host_name ? config->host_name : g_get_host_name());
     pool->lease_ttl_s = config->lease_ttl_s ? config->lease_ttl_s : 300;
+    pool->lease_ttl_max_s = config->lease_ttl_max_s ? config->lease_ttl_max_s : 1800;
     pool->pfs = pool_ids("pfs", config->pfs, TRUE, seen, error);
     if (!pool->pfs)
         return NULL;
@@ -298,6 +300,33 @@ GPtrArray *orch_vfd_pool_list(OrchVfdPool *pool, char ***ret_warnings, GError **
     return g_steal_pointer(&view.entries);
 }
 
+guint orch_vfd_pool_lease_ttl_max(const OrchVfdPool *pool)
+{
+    g_return_val_if_fail(pool != NULL, 0);
+    return pool->lease_ttl_max_s;
+}
+
+gboolean orch_vfd_pool_check_owner(OrchVfdPool *pool, const char *vf, const char *id,
+                                   const char *owner, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    g_autoptr(HotplugLease) lease = NULL;
+    g_autofree char *canon = hotplug_lease_vf_canonical(vf, &local);
+
+    g_return_val_if_fail(pool && vf && owner, FALSE);
+
+    if (!canon)
+        return TRUE; /* the call itself refuses the id */
+    lease = hotplug_lease_get(pool->store, canon, NULL);
+    if (!lease || lease->state == HOTPLUG_LEASE_FREE || !lease->owner ||
+        (id && g_strcmp0(lease->id, id) != 0) || g_str_equal(lease->owner, owner))
+        return TRUE;
+    g_set_error(error, ORCH_ERROR, ORCH_ERROR_FORBIDDEN,
+                "VF '%s' is held by '%s' (lease taken by another client): '%s' may not act on it",
+                canon, lease->owner, owner);
+    return FALSE;
+}
+
 /* ---- operations ---------------------------------------------------------------------------- */
 
 /* The canonical spelling of a VF id from a request, or NULL with ORCH_ERROR_INVALID. */
@@ -415,8 +444,9 @@ static HotplugLease *pool_acquire(OrchVfdPool *pool, const char *id, const OrchV
 {
     g_autoptr(GError) local = NULL;
     HotplugLease *lease =
-        hotplug_lease_acquire(pool->store, id, spec->holder, spec->reason, spec->domain,
-                              spec->ttl_s ? spec->ttl_s : pool->lease_ttl_s, &local);
+        hotplug_lease_acquire_owned(pool->store, id, spec->owner, spec->holder, spec->reason,
+                                    spec->domain, spec->ttl_s ? spec->ttl_s : pool->lease_ttl_s,
+                                    &local);
 
     if (lease) {
         g_debug("VF '%s' leased to '%s' for domain '%s' (%s), lease %s", id, spec->holder,
@@ -568,6 +598,42 @@ HotplugLease *orch_vfd_pool_confirm(OrchVfdPool *pool, const char *vf, const cha
     return pool_lease_get(pool, canonical, error);
 }
 
+/* A lease store's error in ORCH_ERROR: STALE is CONFLICT, INVALID stays, the rest FAILED. */
+static void pool_set_lease_error(GError **error, const GError *local)
+{
+    g_set_error_literal(
+        error, ORCH_ERROR,
+        g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_STALE)     ? ORCH_ERROR_CONFLICT
+        : g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID) ? ORCH_ERROR_INVALID
+                                                                       : ORCH_ERROR_FAILED,
+        local->message);
+}
+
+gboolean orch_vfd_pool_renew(OrchVfdPool *pool, const char *vf, const char *id, guint ttl_s,
+                             GError **error)
+{
+    g_autofree char *canonical = NULL;
+    g_autoptr(GError) local = NULL;
+
+    g_return_val_if_fail(pool && vf && id, FALSE);
+
+    canonical = pool_configured(pool, vf, error);
+    if (!canonical)
+        return FALSE;
+    if (ttl_s > pool->lease_ttl_max_s) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                    "the time to live %u s is more than [hotmigd] lease-ttl-max (%u s)", ttl_s,
+                    pool->lease_ttl_max_s);
+        return FALSE;
+    }
+    if (!hotplug_lease_renew(pool->store, canonical, id, ttl_s ? ttl_s : pool->lease_ttl_s,
+                             &local)) {
+        pool_set_lease_error(error, local);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 gboolean orch_vfd_pool_release(OrchVfdPool *pool, const char *vf, const char *id, GError **error)
 {
     g_autofree char *canonical = NULL;
@@ -579,12 +645,7 @@ gboolean orch_vfd_pool_release(OrchVfdPool *pool, const char *vf, const char *id
     if (!canonical)
         return FALSE;
     if (!hotplug_lease_release(pool->store, canonical, id, &local)) {
-        g_set_error_literal(
-            error, ORCH_ERROR,
-            g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_STALE)     ? ORCH_ERROR_CONFLICT
-            : g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID) ? ORCH_ERROR_INVALID
-                                                                           : ORCH_ERROR_FAILED,
-            local->message);
+        pool_set_lease_error(error, local);
         return FALSE;
     }
     g_debug("VF '%s': lease %s released", canonical, id);
@@ -690,12 +751,60 @@ gboolean orch_vfd_pool_ib_identity(OrchVfdPool *pool, const char *vf, guint64 no
                     local->message);
         return FALSE;
     }
+    /* What the VF carries now, and for whom: the source of a later migration asks for it. */
+    if (!note && !hotplug_lease_set_identity(pool->store, entry->id, entry->lease->id, node_guid,
+                                             port_guid, &local))
+        g_warning("VF '%s' has node GUID %s, port GUID %s but they were not recorded: %s",
+                  entry->id, node, port, local->message);
     g_debug("VF '%s': node GUID %s, port GUID %s %s", entry->id, node, port, note ? note : "set");
     if (ret_applied)
         *ret_applied = note == NULL;
     if (ret_note)
         *ret_note = note ? g_steal_pointer(&note)
                          : g_strdup_printf("node GUID %s, port GUID %s set", node, port);
+    return TRUE;
+}
+
+gboolean orch_vfd_pool_identity(OrchVfdPool *pool, const char *vf, const char *domain,
+                                guint64 *ret_node_guid, guint64 *ret_port_guid, char **ret_source,
+                                GError **error)
+{
+    g_auto(PoolView) view = {0};
+    g_autoptr(GError) local = NULL;
+    g_autoptr(HotplugLease) record = NULL;
+    OrchVfdEntry *entry;
+    guint64 node = 0;
+    guint64 port = 0;
+
+    g_return_val_if_fail(pool && vf && domain && ret_node_guid && ret_port_guid, FALSE);
+
+    entry = pool_find(pool, &view, vf, error);
+    if (!entry)
+        return FALSE;
+    record = hotplug_lease_get(pool->store, entry->id, NULL);
+    if (record && record->identity_of && g_str_equal(record->identity_of, domain)) {
+        *ret_node_guid = record->node_guid;
+        *ret_port_guid = record->port_guid;
+        if (ret_source)
+            *ret_source = g_strdup("recorded by hotmigd when it gave the VF these GUIDs");
+        return TRUE;
+    }
+    if (entry->kind == ORCH_VFD_KIND_STANDIN || !entry->pci) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_NOT_FOUND,
+                    "%s '%s' has no InfiniBand identity this host knows of for domain '%s'",
+                    entry->kind == ORCH_VFD_KIND_STANDIN ? "stand-in" : "VF", entry->id, domain);
+        return FALSE;
+    }
+    if (!pool->ops->ib_identity_read(pool->host, entry->pci, &node, &port, &local)) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_NOT_FOUND,
+                    "The GUIDs of VF '%s' are unknown to this host: %s", entry->id,
+                    local->message);
+        return FALSE;
+    }
+    *ret_node_guid = node;
+    *ret_port_guid = port;
+    if (ret_source)
+        *ret_source = g_strdup("reported by the host's kernel");
     return TRUE;
 }
 

@@ -50,6 +50,10 @@ typedef struct {
      * when nothing is worth saying) says what was done. */
     gboolean (*ib_identity)(gpointer host, const OrchVfdPciVf *vf, guint64 node_guid,
                             guint64 port_guid, char **ret_note, GError **error);
+    /* The node and port GUIDs @vf has now, as the host's kernel reports them
+     * (hotplug_ib_identity_read(); HOTPLUG_ERROR_UNKNOWN when it does not say). */
+    gboolean (*ib_identity_read)(gpointer host, const OrchVfdPciVf *vf, guint64 *ret_node_guid,
+                                 guint64 *ret_port_guid, GError **error);
     /* hotplug_vfio_bind() on the host's sysfs. */
     gboolean (*vfio_bind)(gpointer host, const char *address, gboolean *ret_changed,
                           char **ret_previous_driver, GError **error);
@@ -89,6 +93,7 @@ typedef struct {
     const char *host_name;  /* reported by GET /v1/host */
     const char *lease_dir;  /* the lease store ([hotmigd] run-dir/leases) */
     guint lease_ttl_s;      /* default TTL of an unconfirmed lease */
+    guint lease_ttl_max_s;  /* the longest TTL a client may ask for; 0: 1800 */
     const char *const *pfs; /* [pool] pfs, vfs, standins (NULL-terminated; NULL for none) */
     const char *const *vfs;
     const char *const *standins;
@@ -105,6 +110,15 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchVfdPool, orch_vfd_pool_free)
 
 const char *orch_vfd_pool_host_name(const OrchVfdPool *pool); /* borrowed */
 
+/* The longest TTL a client may ask for (OrchVfdPoolConfig lease_ttl_max_s). */
+guint orch_vfd_pool_lease_ttl_max(const OrchVfdPool *pool);
+
+/* May @owner act on the lease of @vf (@id: that lease; NULL: the VF's current one)? TRUE when
+ * the lease was taken by @owner, has no owner recorded (taken before owners were), or is gone
+ * (the call itself then says so). ORCH_ERROR_FORBIDDEN naming the holder otherwise. */
+gboolean orch_vfd_pool_check_owner(OrchVfdPool *pool, const char *vf, const char *id,
+                                   const char *owner, GError **error);
+
 /* The pool now: a new array of OrchVfdEntry in configuration order (PFs' VFs, VFs,
  * stand-ins). Problems that do not stop the listing (a PF that cannot be read, the hypervisor
  * not answering) go to *ret_warnings (owned, NULL-terminated, may be empty; NULL allowed). */
@@ -119,6 +133,7 @@ typedef struct {
     const char *reason; /* why (e.g. "migration of vm7 from hostA"), required */
     const char *domain; /* the domain that will get it, required */
     guint ttl_s;        /* 0: the pool's lease_ttl_s */
+    const char *owner;  /* the client that may act on the lease (orch_peer_owner()); or NULL */
 } OrchVfdLeaseSpec;
 
 /* Leases a VF. ORCH_ERROR_NOT_FOUND: @vf is not in the pool; ORCH_ERROR_CONFLICT: it is not
@@ -135,6 +150,12 @@ HotplugLease *orch_vfd_pool_confirm(OrchVfdPool *pool, const char *vf, const cha
  * ORCH_ERROR_CONFLICT when the VF holds another lease. */
 gboolean orch_vfd_pool_release(OrchVfdPool *pool, const char *vf, const char *id, GError **error);
 
+/* Extends lease @id of @vf to @ttl_s seconds from now (1..lease_ttl_max; 0: the pool's
+ * lease_ttl_s) while its migration runs; an assigned lease is left as it is.
+ * ORCH_ERROR_CONFLICT when @id is not the VF's current lease (expired, released, another's). */
+gboolean orch_vfd_pool_renew(OrchVfdPool *pool, const char *vf, const char *id, guint ttl_s,
+                             GError **error);
+
 /* Domain @domain has left this host (migrated away): ends the ASSIGNED lease it held on @vf.
  * TRUE as well when @vf holds no lease (nothing to do). ORCH_ERROR_CONFLICT when the lease is
  * another domain's, or not confirmed yet (a migration in flight). */
@@ -145,6 +166,14 @@ gboolean orch_vfd_pool_left(OrchVfdPool *pool, const char *vf, const char *domai
 gboolean orch_vfd_pool_ib_identity(OrchVfdPool *pool, const char *vf, guint64 node_guid,
                                    guint64 port_guid, gboolean *ret_applied, char **ret_note,
                                    GError **error);
+
+/* The InfiniBand identity VF @vf carries for domain @domain, as this host knows it (never as
+ * a guest says): the GUIDs hotmigd gave it for @domain (recorded with its lease), else those
+ * the kernel reports for it. *ret_source (owned) says which. ORCH_ERROR_NOT_FOUND when @vf is
+ * not in the pool or the host does not know its GUIDs (the message says why). */
+gboolean orch_vfd_pool_identity(OrchVfdPool *pool, const char *vf, const char *domain,
+                                guint64 *ret_node_guid, guint64 *ret_port_guid, char **ret_source,
+                                GError **error);
 
 /* Makes sure vfio-pci drives leased VF @vf (binds it when not). *ret_note says what was done.
  * Stand-ins: nothing to do (*ret_changed FALSE, a note). ORCH_ERROR_CONFLICT when not leased. */

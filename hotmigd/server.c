@@ -11,14 +11,155 @@
 
 #include <libsoup/soup.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
 struct OrchVfdServer {
     SoupServer *soup;
     GTlsDatabase *ca;  /* client certificates must chain to it */
     OrchVfdApi api; /* what the API's methods are bound to (borrowed) */
+    const OrchAuthz *authz; /* who a client certificate is (borrowed); NULL: nobody */
     guint port;
+    /* Connections (issue 15, item 3): at most max_conns at once; one that has not sent its
+     * first request within handshake_s, or stays idle idle_s, is closed by its socket's
+     * timeout. When full, the oldest connection still without a request makes room. */
+    GHashTable *conns; /* GSocket (weak) -> ServerConn */
+    GSource *sweep;    /* every second: closes silent connections */
+    guint max_conns, handshake_s, idle_s;
+    guint64 evicted;
 };
 
+/* Handshakes (connections without a request yet) at once; a newcomer closes the oldest. */
+#define SERVER_HANDSHAKES_MAX 32
+/* A connection that has not even sent its certificate after this long is a silent one: the
+ * sweep closes it (its handshake holds a worker thread; see server_conn_track()). */
+#define SERVER_SILENT_MAX_US (2 * G_TIME_SPAN_SECOND)
+
+typedef struct {
+    OrchVfdServer *server;
+    GSocket *sock; /* weak */
+    gint64 since;  /* monotonic, when first seen */
+    gboolean served; /* a request was read: the handshake is done */
+    gboolean spoke;  /* its certificate arrived: a client in its handshake, not a silent one */
+} ServerConn;
+
+static void server_conn_gone(gpointer data, GObject *where_the_socket_was)
+{
+    ServerConn *conn = data;
+
+    g_hash_table_remove(conn->server->conns, where_the_socket_was);
+}
+
+static void server_conn_free(ServerConn *conn)
+{
+    g_free(conn);
+}
+
+/* The oldest connection that has not sent a request yet, or NULL; *ret_n: how many have not. */
+static ServerConn *server_conn_oldest_unserved(OrchVfdServer *server, guint *ret_n)
+{
+    GHashTableIter it;
+    gpointer value;
+    ServerConn *oldest = NULL;
+    guint n = 0;
+
+    g_hash_table_iter_init(&it, server->conns);
+    while (g_hash_table_iter_next(&it, NULL, &value)) {
+        ServerConn *conn = value;
+
+        if (conn->served)
+            continue;
+        n++;
+        /* A client that sent its certificate is finishing its handshake: let it. */
+        if (!conn->spoke && (!oldest || conn->since < oldest->since))
+            oldest = conn;
+    }
+    *ret_n = n;
+    return oldest;
+}
+
+/* Closes @victim's connection (its handshake or read ends at once) and forgets it. */
+static void server_conn_evict(OrchVfdServer *server, ServerConn *victim, const char *why)
+{
+    server->evicted++;
+    if (server->evicted == 1 || server->evicted % 1000 == 0)
+        g_message("HTTPS connections: %s: closing one without a request "
+                  "(%" G_GUINT64_FORMAT " so far)",
+                  why, server->evicted);
+    g_socket_shutdown(victim->sock, TRUE, TRUE, NULL);
+    g_object_weak_unref(G_OBJECT(victim->sock), server_conn_gone, victim);
+    g_hash_table_remove(server->conns, victim->sock);
+}
+
+static gboolean server_conn_sweep(gpointer data)
+{
+    OrchVfdServer *server = data;
+    g_autoptr(GPtrArray) silent = g_ptr_array_new();
+    gint64 now = g_get_monotonic_time();
+    GHashTableIter it;
+    gpointer value;
+
+    g_hash_table_iter_init(&it, server->conns);
+    while (g_hash_table_iter_next(&it, NULL, &value)) {
+        ServerConn *conn = value;
+
+        if (!conn->served && !conn->spoke && now - conn->since > SERVER_SILENT_MAX_US)
+            g_ptr_array_add(silent, conn);
+    }
+    for (guint i = 0; i < silent->len; i++)
+        server_conn_evict(server, g_ptr_array_index(silent, i), "silent for 2 s");
+    return G_SOURCE_CONTINUE;
+}
+
+/* A connection's first message: count it, make room when full, start its handshake clock. */
+static void server_conn_track(OrchVfdServer *server, GSocket *sock)
+{
+    ServerConn *conn;
+
+    if (!sock || g_hash_table_contains(server->conns, sock))
+        return;
+    /* A TLS handshake holds one of GIO's worker threads until the client speaks (the TLS
+     * backend runs handshakes in a thread pool): a handful of silent clients would keep every
+     * other client waiting. Handshakes in progress are few and short for real clients. */
+    {
+        guint unserved = 0;
+        ServerConn *victim = server_conn_oldest_unserved(server, &unserved);
+
+        if (victim && unserved >= SERVER_HANDSHAKES_MAX) {
+            server_conn_evict(server, victim, "too many handshakes at once");
+        } else if (g_hash_table_size(server->conns) >= server->max_conns) {
+            if (!victim) {
+                /* Every one is serving a client: this newcomer waits for none of them. */
+                g_socket_shutdown(sock, TRUE, TRUE, NULL);
+                return;
+            }
+            server_conn_evict(server, victim, "at [hotmigd] max-connections");
+        }
+    }
+    conn = g_new0(ServerConn, 1);
+    conn->server = server;
+    conn->sock = sock;
+    conn->since = g_get_monotonic_time();
+    g_hash_table_insert(server->conns, sock, conn);
+    g_object_weak_ref(G_OBJECT(sock), server_conn_gone, conn);
+    g_socket_set_timeout(sock, server->handshake_s);
+}
+
+/* A request was read: the client is who it said; from now on only idleness ends it. */
+static void server_request_read(SoupServer *soup, SoupServerMessage *msg, gpointer data)
+{
+    OrchVfdServer *server = data;
+    GSocket *sock = soup_server_message_get_socket(msg);
+    ServerConn *conn = sock ? g_hash_table_lookup(server->conns, sock) : NULL;
+
+    if (conn && !conn->served) {
+        conn->served = TRUE;
+        g_socket_set_timeout(sock, server->idle_s);
+    }
+}
+
 #define SERVER_PEER_KEY "hotmigd-peer-subject"
+#define SERVER_CERT_KEY "hotmigd-peer-certificate"
 
 /* "ADDRESS (SUBJECT)" of @msg's peer, for the log (owned). The subject of the certificate
  * accepted at the handshake is kept on the connection's socket: later requests on the same
@@ -84,10 +225,16 @@ static gboolean server_accept_certificate(SoupServerMessage *msg, GTlsCertificat
 
     if (cert && errors == 0 && ours == 0 && !local) {
         GSocket *sock = soup_server_message_get_socket(msg);
+        ServerConn *conn = sock ? g_hash_table_lookup(server->conns, sock) : NULL;
 
-        if (sock)
+        if (conn)
+            conn->spoke = TRUE;
+        if (sock) {
             g_object_set_data_full(G_OBJECT(sock), SERVER_PEER_KEY, g_steal_pointer(&subject),
                                    g_free);
+            g_object_set_data_full(G_OBJECT(sock), SERVER_CERT_KEY, g_object_ref(cert),
+                                   g_object_unref);
+        }
         return TRUE;
     }
     errors |= ours;
@@ -112,6 +259,7 @@ static gboolean server_accept_certificate(SoupServerMessage *msg, GTlsCertificat
 
 static void server_request_started(SoupServer *soup, SoupServerMessage *msg, gpointer data)
 {
+    server_conn_track(data, soup_server_message_get_socket(msg));
     g_signal_connect(msg, "accept-certificate", G_CALLBACK(server_accept_certificate), data);
 }
 
@@ -147,9 +295,35 @@ typedef struct {
     char *method;
     char *path;
     char *peer;
+    OrchPeer *who;
     gboolean in_handler; /* the answer came before the handler returned: nothing to unpause */
     gboolean answered;
 } Pending;
+
+static void pending_free(Pending *p)
+{
+    g_object_unref(p->msg);
+    g_free(p->method);
+    g_free(p->path);
+    g_free(p->peer);
+    orch_peer_free(p->who);
+    g_free(p);
+}
+
+/* Who the client of @msg is, from the certificate accepted at the handshake (kept on the
+ * connection's socket). Owned, never NULL. */
+static OrchPeer *server_who(OrchVfdServer *server, SoupServerMessage *msg)
+{
+    GSocket *sock = soup_server_message_get_socket(msg);
+    GTlsCertificate *cert = sock ? g_object_get_data(G_OBJECT(sock), SERVER_CERT_KEY) : NULL;
+
+    if (!server->authz) {
+        g_autoptr(GPtrArray) ids = orch_cert_identities(cert);
+
+        return orch_peer_new(ids->len ? g_ptr_array_index(ids, 0) : NULL, NULL, 0);
+    }
+    return orch_authz_identify(server->authz, cert);
+}
 
 static void server_answer(OrchVfdReply *reply, gpointer data)
 {
@@ -167,11 +341,7 @@ static void server_answer(OrchVfdReply *reply, gpointer data)
     if (p->in_handler)
         return;
     soup_server_message_unpause(p->msg);
-    g_object_unref(p->msg);
-    g_free(p->method);
-    g_free(p->path);
-    g_free(p->peer);
-    g_free(p);
+    pending_free(p);
 }
 
 static void server_handle(SoupServer *soup, SoupServerMessage *msg, const char *path,
@@ -188,21 +358,19 @@ static void server_handle(SoupServer *soup, SoupServerMessage *msg, const char *
     p->method = g_strdup(soup_server_message_get_method(msg));
     p->path = g_strdup(g_uri_get_path(soup_server_message_get_uri(msg)));
     p->peer = server_peer(msg);
+    p->who = server_who(server, msg);
     p->in_handler = TRUE;
     orch_vfd_api_dispatch(&server->api,
                           &(OrchVfdRequest){.method = p->method, .path = p->path,
-                                            .body = data_ptr, .len = len, .peer = p->peer},
+                                            .body = data_ptr, .len = len, .peer = p->peer,
+                                            .who = p->who},
                           server_answer, p);
     p->in_handler = FALSE;
     if (!p->answered) {
         soup_server_message_pause(msg);
         return;
     }
-    g_object_unref(p->msg);
-    g_free(p->method);
-    g_free(p->path);
-    g_free(p->peer);
-    g_free(p);
+    pending_free(p);
 }
 
 void orch_vfd_server_set_services(OrchVfdServer *server, const OrchVfdServices *services)
@@ -215,12 +383,45 @@ void orch_vfd_server_free(OrchVfdServer *server)
 {
     if (!server)
         return;
+    if (server->sweep) {
+        g_source_destroy(server->sweep);
+        g_source_unref(server->sweep);
+    }
+    if (server->conns) {
+        GHashTableIter it;
+        gpointer key, value;
+
+        g_hash_table_iter_init(&it, server->conns);
+        while (g_hash_table_iter_next(&it, &key, &value))
+            g_object_weak_unref(G_OBJECT(key), server_conn_gone, value);
+        g_hash_table_unref(server->conns);
+    }
     if (server->soup) {
         soup_server_disconnect(server->soup);
         g_object_unref(server->soup);
     }
     g_clear_object(&server->ca);
     g_free(server);
+}
+
+/* Listens on @addr with a backlog that holds a burst of clients (GIO's default is 10: a flood
+ * of idle connections would keep a real client waiting in the kernel's queue). */
+static gboolean server_listen_address(OrchVfdServer *server, GSocketAddress *addr, GError **error)
+{
+    g_autoptr(GSocket) sock =
+        g_socket_new(g_socket_address_get_family(addr), G_SOCKET_TYPE_STREAM,
+                     G_SOCKET_PROTOCOL_TCP, error);
+
+    if (!sock)
+        return FALSE;
+    g_socket_set_listen_backlog(sock, 4096);
+    /* A client that connects and says nothing is not handed to us before it speaks (or the
+     * handshake timeout passed): idle connections cost the kernel a queue entry, not a thread. */
+    if (!g_socket_set_option(sock, IPPROTO_TCP, TCP_DEFER_ACCEPT, (gint)server->handshake_s,
+                             error))
+        return FALSE;
+    return g_socket_bind(sock, addr, TRUE, error) && g_socket_listen(sock, error) &&
+           soup_server_listen_socket(server->soup, sock, SOUP_SERVER_LISTEN_HTTPS, error);
 }
 
 /* The port of the first listener. */
@@ -269,11 +470,22 @@ OrchVfdServer *orch_vfd_server_new(const OrchVfdServerConfig *config, OrchVfdPoo
         return NULL;
     }
     server->api.pool = pool;
+    server->conns = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL,
+                                          (GDestroyNotify)server_conn_free);
+    server->max_conns = config->max_connections ? config->max_connections : 256;
+    server->handshake_s = config->handshake_timeout_s ? config->handshake_timeout_s : 10;
+    server->idle_s = config->idle_timeout_s ? config->idle_timeout_s : 60;
+    server->sweep = g_timeout_source_new_seconds(1);
+    g_source_set_callback(server->sweep, server_conn_sweep, server, NULL);
+    g_source_attach(server->sweep, g_main_context_get_thread_default());
+    server->api.file_roots = config->file_roots;
+    server->authz = config->authz;
     server->ca = g_object_ref(ca);
     server->soup = soup_server_new("tls-certificate", cert, "tls-database", ca, "tls-auth-mode",
                                    G_TLS_AUTHENTICATION_REQUIRED, "server-header",
                                    "hotmigd/" HOTMIG_VERSION, NULL);
     g_signal_connect(server->soup, "request-started", G_CALLBACK(server_request_started), server);
+    g_signal_connect(server->soup, "request-read", G_CALLBACK(server_request_read), server);
     soup_server_add_early_handler(server->soup, NULL, server_early, server, NULL);
     soup_server_add_handler(server->soup, NULL, server_handle, server, NULL);
 
@@ -287,7 +499,7 @@ OrchVfdServer *orch_vfd_server_new(const OrchVfdServerConfig *config, OrchVfdPoo
             return NULL;
         }
         addr = g_inet_socket_address_new(inet, config->port);
-        ok = soup_server_listen(server->soup, addr, SOUP_SERVER_LISTEN_HTTPS, &local);
+        ok = server_listen_address(server, addr, &local);
     } else {
         ok = soup_server_listen_all(server->soup, config->port, SOUP_SERVER_LISTEN_HTTPS, &local);
     }

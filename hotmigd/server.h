@@ -17,6 +17,11 @@ typedef struct {
     const char *cert;   /* server certificate (PEM) */
     const char *key;    /* its private key (PEM) */
     const char *ca;     /* CA certificate(s) (PEM) client certificates must chain to */
+    const OrchAuthz *authz; /* who may do what (borrowed; NULL: no client has a role) */
+    const char *const *file_roots; /* [hotmigd] file-roots (borrowed; NULL: none) */
+    guint max_connections;         /* 0: 256 */
+    guint handshake_timeout_s;     /* to the first request; 0: 10 */
+    guint idle_timeout_s;          /* 0: 60 */
 } OrchVfdServerConfig;
 
 typedef struct OrchVfdServer OrchVfdServer;

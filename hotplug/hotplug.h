@@ -21,6 +21,7 @@ typedef enum {
     HOTPLUG_ERROR_NOT_FOUND, /* no such device (e.g. an address absent from sysfs) */
     HOTPLUG_ERROR_SYSFS,     /* sysfs content that is missing, malformed or inconsistent */
     HOTPLUG_ERROR_NETLINK,   /* the kernel's rtnetlink refused or failed */
+    HOTPLUG_ERROR_UNKNOWN,   /* the host does not know what was asked (e.g. a VF's GUIDs) */
     HOTPLUG_ERROR_LAST,
 } HotplugError;
 
@@ -68,7 +69,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(HotplugNetlink, hotplug_netlink_free)
 /* Wraps @inner (taking ownership, also on failure): calls pass through, except those matching
  * @spec, which fail with HOTPLUG_ERROR_NETLINK "injected fault: ...". @spec is the
  * HOTMIG_FAULT_INJECT syntax, comma-separated OP[@LABEL][#N]; this wrapper acts on the rules
- * whose OP is netlink_link_info or netlink_vf_set_guid and ignores rules without the
+ * whose OP is netlink_link_info, netlink_vf_set_guid or netlink_vf_get_guids and ignores rules without the
  * "netlink_" prefix (they belong to other adapters), so one spec can serve all of them. LABEL
  * is "source" or "destination" and matches @label (the host this instance runs on); N is the
  * 1-based count of the matching call to fail (default: every one). NULL with
@@ -88,6 +89,16 @@ HotplugNetlink *hotplug_netlink_fault_wrap(HotplugNetlink *inner, const char *la
 gboolean hotplug_ib_identity_apply(HotplugNetlink *nl, const char *pf_netdev, guint vf_index,
                                    guint64 node_guid, guint64 port_guid, char **ret_note,
                                    GError **error);
+
+/* The node and port GUIDs VF @vf_index of PF net device @pf_netdev has now, as the host's
+ * kernel reports them: the identity a migration carries away from this host (never the
+ * guest's word for it, docs/security.md). HOTPLUG_ERROR_INVALID for an invalid interface name;
+ * HOTPLUG_ERROR_NOT_FOUND: no such net device; HOTPLUG_ERROR_NO_VF: @vf_index not below the
+ * PF's VF count; HOTPLUG_ERROR_UNKNOWN: the PF is not InfiniBand, or its driver does not report
+ * VF GUIDs (no ndo_get_vf_guid), or reports zero; HOTPLUG_ERROR_NETLINK otherwise. The outputs
+ * are untouched on failure. */
+gboolean hotplug_ib_identity_read(HotplugNetlink *nl, const char *pf_netdev, guint vf_index,
+                                  guint64 *ret_node_guid, guint64 *ret_port_guid, GError **error);
 
 /* GUID text <-> number: accepts "0x0002c90300a1b2c3", "0002:c903:00a1:b2c3" (verbs/sysfs form)
  * and "00:02:c9:03:00:a1:b2:c3" (ip link form); formats in the "0002:c903:00a1:b2c3" form.
@@ -131,7 +142,16 @@ typedef struct {
     char *reason;   /* why, e.g. "migration of vm7 from hostA"; NULL when free */
     char *domain;   /* the domain it is for; NULL when free */
     gint64 created; /* unix seconds (g_get_real_time based); 0 when free */
-    gint64 expires; /* unix seconds; 0 when assigned or free */
+    gint64 expires; /* unix seconds, shown; 0 when assigned or free */
+    char *boot_id;  /* LEASED: the boot it was taken in; NULL for an older record */
+    gint64 expires_boot; /* LEASED: the expiry that counts, in CLOCK_BOOTTIME seconds */
+    /* The InfiniBand identity hotmigd gave the VF, kept in every state until cleared: the VF
+     * carries it even once free (hotplug_lease_set_identity(), _clear_identity()). */
+    guint64 node_guid;
+    guint64 port_guid;
+    char *identity_of; /* the domain whose identity it is; NULL: none recorded */
+    char *owner; /* who may act on the lease (hotmigd: the client certificate's identity);
+                  * NULL: whoever knows its id */
 } HotplugLease;
 
 void hotplug_lease_free(HotplugLease *lease);
@@ -166,11 +186,34 @@ HotplugLease *hotplug_lease_acquire(HotplugLeaseStore *store, const char *vf, co
                                     const char *reason, const char *domain, guint ttl_s,
                                     GError **error);
 
+/* The same, recording @owner (UTF-8, no control characters, at most HOTPLUG_LEASE_HOLDER_MAX
+ * bytes; NULL: none) as the only party its caller lets act on the lease (the store itself
+ * checks only lease ids: hotmigd compares the owner with the client's identity). */
+HotplugLease *hotplug_lease_acquire_owned(HotplugLeaseStore *store, const char *vf,
+                                          const char *owner, const char *holder,
+                                          const char *reason, const char *domain, guint ttl_s,
+                                          GError **error);
+
 /* LEASED -> ASSIGNED. HOTPLUG_ERROR_STALE when @lease_id is not the current lease (expired and
  * maybe taken by someone else, or released). Confirming an already ASSIGNED lease with the same
  * id is a no-op TRUE. */
 gboolean hotplug_lease_confirm(HotplugLeaseStore *store, const char *vf, const char *lease_id,
                                GError **error);
+
+/* Extends a LEASED lease to @ttl_s seconds from now (1..HOTPLUG_LEASE_TTL_MAX), for a migration
+ * that outlasts its first TTL; an ASSIGNED one is left as it is (TRUE). STALE when @lease_id is
+ * not the current lease (it expired, maybe taken by someone else). */
+gboolean hotplug_lease_renew(HotplugLeaseStore *store, const char *vf, const char *lease_id,
+                             guint ttl_s, GError **error);
+
+/* Records that the VF of the current lease @lease_id now carries @node_guid/@port_guid (both
+ * non-zero), the identity of the lease's domain. STALE when @lease_id is not current. */
+gboolean hotplug_lease_set_identity(HotplugLeaseStore *store, const char *vf,
+                                    const char *lease_id, guint64 node_guid, guint64 port_guid,
+                                    GError **error);
+
+/* Forgets the identity recorded for @vf (after it was reset), whatever the lease state. */
+gboolean hotplug_lease_clear_identity(HotplugLeaseStore *store, const char *vf, GError **error);
 
 /* Ends the lease (LEASED or ASSIGNED) if @lease_id is current; TRUE also when the VF is already
  * free or the id is no longer current and the lease expired (idempotent, for rollback); STALE

@@ -231,3 +231,56 @@ gboolean hotplug_ib_identity_apply(HotplugNetlink *nl, const char *pf_netdev, gu
     *ret_note = NULL;
     return TRUE;
 }
+
+gboolean hotplug_ib_identity_read(HotplugNetlink *nl, const char *pf_netdev, guint vf_index,
+                                  guint64 *ret_node_guid, guint64 *ret_port_guid, GError **error)
+{
+    g_autoptr(GError) local_error = NULL;
+    int ifindex = 0;
+    guint type = 0;
+    guint num_vfs = 0;
+    guint64 node = 0;
+    guint64 port = 0;
+
+    g_return_val_if_fail(nl != NULL, FALSE);
+    g_return_val_if_fail(pf_netdev != NULL, FALSE);
+    g_return_val_if_fail(ret_node_guid != NULL && ret_port_guid != NULL, FALSE);
+
+    if (!netdev_name_valid(pf_netdev)) {
+        g_autofree char *quoted = text_quote(pf_netdev);
+
+        g_set_error(
+            error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID,
+            "Reading the GUIDs of VF %u of '%s': '%s' is not a valid interface name (1 to %d bytes, no '/', ':' or white space)",
+            vf_index, quoted, quoted, IFNAMSIZ - 1);
+        return FALSE;
+    }
+    if (!nl->ops->link_info(nl->ctx, pf_netdev, &ifindex, &type, &num_vfs, &local_error)) {
+        g_propagate_prefixed_error(error, g_steal_pointer(&local_error),
+                                   "Reading the GUIDs of VF %u of '%s': ", vf_index, pf_netdev);
+        return FALSE;
+    }
+    if (type != ARPHRD_INFINIBAND) {
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_UNKNOWN,
+                    "PF '%s' is not InfiniBand (link type %u, %s): VF %u has no GUIDs to read",
+                    pf_netdev, type, arphrd_name(type), vf_index);
+        return FALSE;
+    }
+    if (vf_index >= num_vfs) {
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_NO_VF,
+                    "Reading the GUIDs of VF %u of '%s': '%s' has %u VFs", vf_index, pf_netdev,
+                    pf_netdev, num_vfs);
+        return FALSE;
+    }
+    if (!nl->ops->vf_get_guids(nl->ctx, pf_netdev, vf_index, &node, &port, error))
+        return FALSE;
+    if (node == 0 || port == 0) {
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_UNKNOWN,
+                    "The kernel reports a zero GUID for VF %u of '%s': it has no identity to carry",
+                    vf_index, pf_netdev);
+        return FALSE;
+    }
+    *ret_node_guid = node;
+    *ret_port_guid = port;
+    return TRUE;
+}

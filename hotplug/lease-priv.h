@@ -32,6 +32,12 @@ typedef gint64 (*HotplugLeaseClock)(gpointer user_data);
 void hotplug_lease_store_set_clock(HotplugLeaseStore *store, HotplugLeaseClock now,
                                    gpointer user_data);
 
+/* Replaces the store's expiry clock (CLOCK_BOOTTIME seconds) and boot id; NULL @boot restores
+ * both. hotplug_lease_store_set_clock() sets both clocks to its one; this one then tells them
+ * apart (a wall clock that steps while the boot clock does not). Not thread-safe. */
+void hotplug_lease_store_set_boot_clock(HotplugLeaseStore *store, HotplugLeaseClock boot,
+                                        gpointer user_data, const char *boot_id);
+
 /* Parses the record of VF @vf (canonical) from @data (@len bytes, need not be NUL-terminated).
  * Returns the lease as written (a LEASED one may have expired; the caller compares with its
  * clock), or NULL with HOTPLUG_ERROR_INVALID, the message beginning with "@name: ". Owned. */

@@ -12,6 +12,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define LEASE_GROUP "lease"
@@ -29,9 +30,19 @@ struct HotplugLeaseStore {
     char *dir;
     int dir_fd; /* for openat()/renameat() and fsync() of the directory */
     guint lock_timeout_ms;
-    HotplugLeaseClock now;
+    HotplugLeaseClock now; /* wall clock: what records show */
     gpointer now_data;
+    HotplugLeaseClock boot; /* CLOCK_BOOTTIME: what expiry is decided on */
+    gpointer boot_data;
+    char *boot_id; /* this boot's /proc/sys/kernel/random/boot_id, NULL if unreadable */
 };
+
+/* The two clocks, read once per call. */
+typedef struct {
+    gint64 wall;
+    gint64 boot;
+    const char *boot_id; /* borrowed from the store */
+} LeaseNow;
 
 void hotplug_lease_free(HotplugLease *lease)
 {
@@ -42,6 +53,9 @@ void hotplug_lease_free(HotplugLease *lease)
     g_free(lease->holder);
     g_free(lease->reason);
     g_free(lease->domain);
+    g_free(lease->boot_id);
+    g_free(lease->identity_of);
+    g_free(lease->owner);
     g_free(lease);
 }
 
@@ -57,7 +71,24 @@ static HotplugLease *lease_copy(const HotplugLease *lease)
     copy->domain = g_strdup(lease->domain);
     copy->created = lease->created;
     copy->expires = lease->expires;
+    copy->boot_id = g_strdup(lease->boot_id);
+    copy->expires_boot = lease->expires_boot;
+    copy->node_guid = lease->node_guid;
+    copy->port_guid = lease->port_guid;
+    copy->identity_of = g_strdup(lease->identity_of);
+    copy->owner = g_strdup(lease->owner);
     return copy;
+}
+
+/* Carries the identity fields of @from (may be NULL) over to @to. */
+static void lease_keep_identity(HotplugLease *to, const HotplugLease *from)
+{
+    if (!from || !from->identity_of)
+        return;
+    to->node_guid = from->node_guid;
+    to->port_guid = from->port_guid;
+    g_free(to->identity_of);
+    to->identity_of = g_strdup(from->identity_of);
 }
 
 static HotplugLease *lease_new_free(const char *vf)
@@ -180,6 +211,62 @@ static gboolean lease_record_int(GKeyFile *kf, const char *name, const char *key
     return TRUE;
 }
 
+/* The optional keys of a record: the identity the VF carries (any state), and for a LEASED one
+ * its expiry on this boot's CLOCK_BOOTTIME. */
+static gboolean lease_record_optional(GKeyFile *kf, const char *name, HotplugLease *lease,
+                                      GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    static const char *const guid_keys[] = {"node-guid", "port-guid"};
+    guint64 *guids[] = {&lease->node_guid, &lease->port_guid};
+
+    if (g_key_file_has_key(kf, LEASE_GROUP, "identity-of", NULL)) {
+        lease->identity_of = g_key_file_get_string(kf, LEASE_GROUP, "identity-of", &local);
+        if (!lease->identity_of ||
+            !lease_text_valid("identity-of", lease->identity_of, HOTPLUG_LEASE_DOMAIN_MAX,
+                              &local)) {
+            g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, "%s: %s", name,
+                        local->message);
+            return FALSE;
+        }
+        for (gsize i = 0; i < G_N_ELEMENTS(guid_keys); i++) {
+            g_autofree char *value = g_key_file_get_value(kf, LEASE_GROUP, guid_keys[i], NULL);
+
+            if (!value || !g_str_has_prefix(value, "0x") ||
+                !g_ascii_string_to_unsigned(value + 2, 16, 1, G_MAXUINT64, guids[i], NULL)) {
+                g_autofree char *quoted = value ? lease_quote(value) : g_strdup("");
+
+                g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID,
+                            "%s: [lease] %s '%s' is not a non-zero 0x-prefixed hex GUID", name,
+                            guid_keys[i], quoted);
+                return FALSE;
+            }
+        }
+    }
+    if (lease->state != HOTPLUG_LEASE_FREE && g_key_file_has_key(kf, LEASE_GROUP, "owner", NULL)) {
+        lease->owner = g_key_file_get_string(kf, LEASE_GROUP, "owner", &local);
+        if (!lease->owner ||
+            !lease_text_valid("owner", lease->owner, HOTPLUG_LEASE_HOLDER_MAX, &local)) {
+            g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, "%s: %s", name,
+                        local ? local->message : "bad owner");
+            return FALSE;
+        }
+    }
+    if (lease->state == HOTPLUG_LEASE_LEASED &&
+        g_key_file_has_key(kf, LEASE_GROUP, "boot-id", NULL)) {
+        lease->boot_id = g_key_file_get_string(kf, LEASE_GROUP, "boot-id", &local);
+        if (!lease->boot_id || !lease_text_valid("boot-id", lease->boot_id, 64, &local)) {
+            g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, "%s: %s", name,
+                        local ? local->message : "bad boot-id");
+            return FALSE;
+        }
+        if (!lease_record_int(kf, name, "expires-boot", 1, HOTPLUG_LEASE_TIME_MAX,
+                              &lease->expires_boot, error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
 HotplugLease *hotplug_lease_record_parse(const char *vf, const char *name, const char *data,
                                          gsize len, GError **error)
 {
@@ -252,6 +339,8 @@ HotplugLease *hotplug_lease_record_parse(const char *vf, const char *name, const
 
     lease = lease_new_free(vf);
     lease->state = (HotplugLeaseState)st;
+    if (!lease_record_optional(kf, name, lease, error))
+        return NULL;
     if (lease->state == HOTPLUG_LEASE_FREE)
         return g_steal_pointer(&lease);
 
@@ -313,9 +402,24 @@ char *hotplug_lease_record_format(const HotplugLease *lease)
         g_key_file_set_string(kf, LEASE_GROUP, "reason", lease->reason);
         g_key_file_set_string(kf, LEASE_GROUP, "domain", lease->domain);
         g_key_file_set_int64(kf, LEASE_GROUP, "created", lease->created);
+        if (lease->owner)
+            g_key_file_set_string(kf, LEASE_GROUP, "owner", lease->owner);
     }
-    if (lease->state == HOTPLUG_LEASE_LEASED)
+    if (lease->state == HOTPLUG_LEASE_LEASED) {
         g_key_file_set_int64(kf, LEASE_GROUP, "expires", lease->expires);
+        if (lease->boot_id) {
+            g_key_file_set_string(kf, LEASE_GROUP, "boot-id", lease->boot_id);
+            g_key_file_set_int64(kf, LEASE_GROUP, "expires-boot", lease->expires_boot);
+        }
+    }
+    if (lease->identity_of) {
+        g_autofree char *node = g_strdup_printf("0x%016" G_GINT64_MODIFIER "x", lease->node_guid);
+        g_autofree char *port = g_strdup_printf("0x%016" G_GINT64_MODIFIER "x", lease->port_guid);
+
+        g_key_file_set_string(kf, LEASE_GROUP, "identity-of", lease->identity_of);
+        g_key_file_set_string(kf, LEASE_GROUP, "node-guid", node);
+        g_key_file_set_string(kf, LEASE_GROUP, "port-guid", port);
+    }
     return g_key_file_to_data(kf, NULL, NULL);
 }
 
@@ -324,6 +428,36 @@ char *hotplug_lease_record_format(const HotplugLease *lease)
 static gint64 lease_clock_real(gpointer user_data)
 {
     return g_get_real_time() / G_USEC_PER_SEC;
+}
+
+/* Seconds since boot, suspend included: never steps, shared by every process of the host. */
+static gint64 lease_clock_boot(gpointer user_data)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_BOOTTIME, &ts) < 0)
+        return g_get_monotonic_time() / G_USEC_PER_SEC;
+    return (gint64)ts.tv_sec;
+}
+
+/* This boot's id, NULL when it cannot be read (expiry then falls back to the wall clock). */
+static char *lease_read_boot_id(void)
+{
+    g_autofree char *text = NULL;
+
+    if (!g_file_get_contents("/proc/sys/kernel/random/boot_id", &text, NULL, NULL))
+        return NULL;
+    g_strstrip(text);
+    return strlen(text) == 36 ? g_steal_pointer(&text) : NULL;
+}
+
+static LeaseNow lease_now(const HotplugLeaseStore *store)
+{
+    return (LeaseNow){
+        .wall = store->now(store->now_data),
+        .boot = store->boot(store->boot_data),
+        .boot_id = store->boot_id,
+    };
 }
 
 HotplugLeaseStore *hotplug_lease_store_open(const char *dir, GError **error)
@@ -354,6 +488,8 @@ HotplugLeaseStore *hotplug_lease_store_open(const char *dir, GError **error)
     store->dir_fd = fd;
     store->lock_timeout_ms = HOTPLUG_LEASE_LOCK_TIMEOUT_MS_DEFAULT;
     store->now = lease_clock_real;
+    store->boot = lease_clock_boot;
+    store->boot_id = lease_read_boot_id();
     return store;
 }
 
@@ -364,6 +500,7 @@ void hotplug_lease_store_free(HotplugLeaseStore *store)
     if (store->dir_fd >= 0)
         close(store->dir_fd);
     g_free(store->dir);
+    g_free(store->boot_id);
     g_free(store);
 }
 
@@ -379,6 +516,18 @@ void hotplug_lease_store_set_clock(HotplugLeaseStore *store, HotplugLeaseClock n
     g_return_if_fail(store != NULL);
     store->now = now ? now : lease_clock_real;
     store->now_data = now ? user_data : NULL;
+    store->boot = now ? now : lease_clock_boot;
+    store->boot_data = now ? user_data : NULL;
+}
+
+void hotplug_lease_store_set_boot_clock(HotplugLeaseStore *store, HotplugLeaseClock boot,
+                                        gpointer user_data, const char *boot_id)
+{
+    g_return_if_fail(store != NULL);
+    store->boot = boot ? boot : lease_clock_boot;
+    store->boot_data = boot ? user_data : NULL;
+    g_free(store->boot_id);
+    store->boot_id = boot ? g_strdup(boot_id) : lease_read_boot_id();
 }
 
 /* "DIR/NAME" for messages. Owned. */
@@ -396,8 +545,11 @@ static char *lease_time_string(gint64 t)
     return g_date_time_format(dt, "%Y-%m-%dT%H:%M:%SZ");
 }
 
-/* Whether @record (as written; NULL for none) holds its VF at @now. */
-static gboolean lease_in_force(const HotplugLease *record, gint64 now)
+/* Whether @record (as written; NULL for none) holds its VF at @now. A lease taken on this boot
+ * expires by CLOCK_BOOTTIME, which a step of the wall clock does not move; one from another
+ * boot has expired (no migration outlives a reboot); one without a boot id (written by an
+ * older hotmig, or where the boot id is unreadable) by the wall clock. */
+static gboolean lease_in_force(const HotplugLease *record, const LeaseNow *now)
 {
     if (!record)
         return FALSE;
@@ -405,15 +557,25 @@ static gboolean lease_in_force(const HotplugLease *record, gint64 now)
     case HOTPLUG_LEASE_ASSIGNED:
         return TRUE;
     case HOTPLUG_LEASE_LEASED:
-        return now < record->expires && record->created <= now + HOTPLUG_LEASE_CLOCK_SKEW_MAX;
+        /* Bounded like the wall clock's case: no record blocks longer than its TTL and the
+         * skew allowance, however far ahead it was written. */
+        if (record->boot_id && now->boot_id)
+            return g_str_equal(record->boot_id, now->boot_id) && now->boot < record->expires_boot &&
+                   record->expires_boot - now->boot <=
+                       record->expires - record->created + HOTPLUG_LEASE_CLOCK_SKEW_MAX;
+        return now->wall < record->expires &&
+               record->created <= now->wall + HOTPLUG_LEASE_CLOCK_SKEW_MAX;
     default:
         return FALSE;
     }
 }
 
 /* What holds the VF, for messages: "leased by 'H' for 'R' ..." (@record in force). Owned. */
-static char *lease_describe(const HotplugLease *record, gint64 now)
+static char *lease_describe(const HotplugLease *record, const LeaseNow *now)
 {
+    gint64 left = record->boot_id && now->boot_id ? record->expires_boot - now->boot
+                                                   : record->expires - now->wall;
+
     g_autofree char *created = lease_time_string(record->created);
     g_autofree char *expires = NULL;
 
@@ -424,7 +586,7 @@ static char *lease_describe(const HotplugLease *record, gint64 now)
     expires = lease_time_string(record->expires);
     return g_strdup_printf(
         "leased by '%s' for '%s' (domain '%s', lease %s) until %s, %" G_GINT64_FORMAT " s from now",
-        record->holder, record->reason, record->domain, record->id, expires, record->expires - now);
+        record->holder, record->reason, record->domain, record->id, expires, left);
 }
 
 /* Reads the record of @vf. TRUE with *ret_record set to the lease as written, or to NULL when
@@ -576,7 +738,7 @@ static gboolean lease_record_store(HotplugLeaseStore *store, const HotplugLease 
 typedef struct {
     int lock_fd;          /* flock()ed V.lock; closing it unlocks */
     HotplugLease *record; /* as written, NULL when none or damaged */
-    gint64 now;           /* read once the lock is held */
+    LeaseNow now;         /* read once the lock is held */
 } LeaseTxn;
 
 static void lease_txn_clear(LeaseTxn *txn)
@@ -629,7 +791,7 @@ static gboolean lease_txn_begin(HotplugLeaseStore *store, const char *vf, LeaseT
         g_usleep(MIN(backoff_us, (gulong)left_ms * 1000));
         backoff_us = MIN(backoff_us * 2, LEASE_LOCK_BACKOFF_MAX_US);
     }
-    txn->now = store->now(store->now_data);
+    txn->now = lease_now(store);
     return lease_record_load(store, vf, &txn->record, error);
 }
 
@@ -664,6 +826,14 @@ HotplugLease *hotplug_lease_acquire(HotplugLeaseStore *store, const char *vf, co
                                     const char *reason, const char *domain, guint ttl_s,
                                     GError **error)
 {
+    return hotplug_lease_acquire_owned(store, vf, NULL, holder, reason, domain, ttl_s, error);
+}
+
+HotplugLease *hotplug_lease_acquire_owned(HotplugLeaseStore *store, const char *vf,
+                                          const char *owner, const char *holder,
+                                          const char *reason, const char *domain, guint ttl_s,
+                                          GError **error)
+{
     g_auto(LeaseTxn) txn = {.lock_fd = -1};
     g_autoptr(HotplugLease) lease = NULL;
     g_autoptr(GError) local = NULL;
@@ -678,7 +848,8 @@ HotplugLease *hotplug_lease_acquire(HotplugLeaseStore *store, const char *vf, co
     canon = hotplug_lease_vf_canonical(vf, error);
     if (!canon)
         return NULL;
-    if (!lease_text_valid("holder", holder, HOTPLUG_LEASE_HOLDER_MAX, &local) ||
+    if ((owner && !lease_text_valid("owner", owner, HOTPLUG_LEASE_HOLDER_MAX, &local)) ||
+        !lease_text_valid("holder", holder, HOTPLUG_LEASE_HOLDER_MAX, &local) ||
         !lease_text_valid("reason", reason, HOTPLUG_LEASE_REASON_MAX, &local) ||
         !lease_text_valid("domain", domain, HOTPLUG_LEASE_DOMAIN_MAX, &local)) {
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, "Cannot lease VF '%s': %s", canon,
@@ -696,8 +867,8 @@ HotplugLease *hotplug_lease_acquire(HotplugLeaseStore *store, const char *vf, co
         g_prefix_error(error, "Cannot lease VF '%s': ", canon);
         return NULL;
     }
-    if (lease_in_force(txn.record, txn.now)) {
-        g_autofree char *what = lease_describe(txn.record, txn.now);
+    if (lease_in_force(txn.record, &txn.now)) {
+        g_autofree char *what = lease_describe(txn.record, &txn.now);
 
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_BUSY, "VF '%s' is %s", canon, what);
         return NULL;
@@ -710,10 +881,14 @@ HotplugLease *hotplug_lease_acquire(HotplugLeaseStore *store, const char *vf, co
         return NULL;
     }
     lease->holder = g_strdup(holder);
+    lease->owner = g_strdup(owner);
     lease->reason = g_strdup(reason);
     lease->domain = g_strdup(domain);
-    lease->created = txn.now;
-    lease->expires = txn.now + ttl_s;
+    lease->created = txn.now.wall;
+    lease->expires = txn.now.wall + ttl_s;
+    lease->boot_id = g_strdup(txn.now.boot_id);
+    lease->expires_boot = txn.now.boot + ttl_s;
+    lease_keep_identity(lease, txn.record);
     if (!lease_record_store(store, lease, error)) {
         g_prefix_error(error, "Cannot lease VF '%s': ", canon);
         return NULL;
@@ -730,8 +905,8 @@ static void lease_set_stale(GError **error, const char *what, const char *vf, co
     const HotplugLease *record = txn->record;
     g_autofree char *quoted = lease_quote(lease_id);
 
-    if (lease_in_force(record, txn->now)) {
-        g_autofree char *holder = lease_describe(record, txn->now);
+    if (lease_in_force(record, &txn->now)) {
+        g_autofree char *holder = lease_describe(record, &txn->now);
 
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_STALE,
                     "Cannot %s lease %s of VF '%s': it is not the current lease; the VF is %s",
@@ -750,6 +925,29 @@ static void lease_set_stale(GError **error, const char *what, const char *vf, co
     }
 }
 
+/* Begins a read-modify-write of @vf for the holder of lease @lease_id: canonical id in
+ * *ret_canon (owned), the record in @txn. STALE when @lease_id is not the current lease; errors
+ * say "Cannot @what VF '...': " or name @what in the stale message. */
+static gboolean lease_txn_current(HotplugLeaseStore *store, const char *vf, const char *lease_id,
+                                  const char *what, char **ret_canon, LeaseTxn *txn,
+                                  GError **error)
+{
+    g_autofree char *canon = hotplug_lease_vf_canonical(vf, error);
+
+    if (!canon)
+        return FALSE;
+    if (!lease_txn_begin(store, canon, txn, error)) {
+        g_prefix_error(error, "Cannot %s lease %s of VF '%s': ", what, lease_id, canon);
+        return FALSE;
+    }
+    if (!lease_in_force(txn->record, &txn->now) || !g_str_equal(txn->record->id, lease_id)) {
+        lease_set_stale(error, what, canon, lease_id, txn);
+        return FALSE;
+    }
+    *ret_canon = g_steal_pointer(&canon);
+    return TRUE;
+}
+
 gboolean hotplug_lease_confirm(HotplugLeaseStore *store, const char *vf, const char *lease_id,
                                GError **error)
 {
@@ -761,17 +959,8 @@ gboolean hotplug_lease_confirm(HotplugLeaseStore *store, const char *vf, const c
     g_return_val_if_fail(vf != NULL, FALSE);
     g_return_val_if_fail(lease_id != NULL, FALSE);
 
-    canon = hotplug_lease_vf_canonical(vf, error);
-    if (!canon)
+    if (!lease_txn_current(store, vf, lease_id, "confirm", &canon, &txn, error))
         return FALSE;
-    if (!lease_txn_begin(store, canon, &txn, error)) {
-        g_prefix_error(error, "Cannot confirm the lease of VF '%s': ", canon);
-        return FALSE;
-    }
-    if (!lease_in_force(txn.record, txn.now) || !g_str_equal(txn.record->id, lease_id)) {
-        lease_set_stale(error, "confirm", canon, lease_id, &txn);
-        return FALSE;
-    }
     if (txn.record->state == HOTPLUG_LEASE_ASSIGNED)
         return TRUE;
 
@@ -787,11 +976,108 @@ gboolean hotplug_lease_confirm(HotplugLeaseStore *store, const char *vf, const c
     return TRUE;
 }
 
-/* Writes a free record for @vf (its lock held). */
-static gboolean lease_txn_store_free(HotplugLeaseStore *store, const char *vf, GError **error)
+gboolean hotplug_lease_renew(HotplugLeaseStore *store, const char *vf, const char *lease_id,
+                             guint ttl_s, GError **error)
+{
+    g_auto(LeaseTxn) txn = {.lock_fd = -1};
+    g_autoptr(HotplugLease) lease = NULL;
+    g_autofree char *canon = NULL;
+
+    g_return_val_if_fail(store != NULL, FALSE);
+    g_return_val_if_fail(vf != NULL, FALSE);
+    g_return_val_if_fail(lease_id != NULL, FALSE);
+
+    if (ttl_s == 0 || ttl_s > HOTPLUG_LEASE_TTL_MAX) {
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID,
+                    "Cannot renew the lease of VF '%s': the time to live %u s is not 1 to %d s",
+                    vf, ttl_s, HOTPLUG_LEASE_TTL_MAX);
+        return FALSE;
+    }
+    if (!lease_txn_current(store, vf, lease_id, "renew", &canon, &txn, error))
+        return FALSE;
+    if (txn.record->state == HOTPLUG_LEASE_ASSIGNED)
+        return TRUE;
+    lease = lease_copy(txn.record);
+    lease->expires = txn.now.wall + ttl_s;
+    g_free(lease->boot_id);
+    lease->boot_id = g_strdup(txn.now.boot_id);
+    lease->expires_boot = txn.now.boot + ttl_s;
+    if (!lease_record_store(store, lease, error)) {
+        g_prefix_error(error, "Cannot renew the lease of VF '%s': ", canon);
+        return FALSE;
+    }
+    lease_debug(canon, "VF '%s': lease %s renewed for %u s", canon, lease_id, ttl_s);
+    return TRUE;
+}
+
+gboolean hotplug_lease_set_identity(HotplugLeaseStore *store, const char *vf,
+                                    const char *lease_id, guint64 node_guid, guint64 port_guid,
+                                    GError **error)
+{
+    g_auto(LeaseTxn) txn = {.lock_fd = -1};
+    g_autoptr(HotplugLease) lease = NULL;
+    g_autofree char *canon = NULL;
+
+    g_return_val_if_fail(store != NULL, FALSE);
+    g_return_val_if_fail(vf != NULL, FALSE);
+    g_return_val_if_fail(lease_id != NULL, FALSE);
+
+    if (node_guid == 0 || port_guid == 0) {
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID,
+                    "Cannot record the identity of VF '%s': a GUID is zero", vf);
+        return FALSE;
+    }
+    if (!lease_txn_current(store, vf, lease_id, "record the identity under", &canon, &txn,
+                           error))
+        return FALSE;
+    lease = lease_copy(txn.record);
+    lease->node_guid = node_guid;
+    lease->port_guid = port_guid;
+    g_free(lease->identity_of);
+    lease->identity_of = g_strdup(lease->domain);
+    if (!lease_record_store(store, lease, error)) {
+        g_prefix_error(error, "Cannot record the identity of VF '%s': ", canon);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean hotplug_lease_clear_identity(HotplugLeaseStore *store, const char *vf, GError **error)
+{
+    g_auto(LeaseTxn) txn = {.lock_fd = -1};
+    g_autoptr(HotplugLease) lease = NULL;
+    g_autofree char *canon = NULL;
+
+    g_return_val_if_fail(store != NULL, FALSE);
+    g_return_val_if_fail(vf != NULL, FALSE);
+
+    canon = hotplug_lease_vf_canonical(vf, error);
+    if (!canon)
+        return FALSE;
+    if (!lease_txn_begin(store, canon, &txn, error)) {
+        g_prefix_error(error, "Cannot clear the identity of VF '%s': ", canon);
+        return FALSE;
+    }
+    if (!txn.record || !txn.record->identity_of)
+        return TRUE;
+    lease = lease_copy(txn.record);
+    lease->node_guid = lease->port_guid = 0;
+    g_clear_pointer(&lease->identity_of, g_free);
+    if (!lease_record_store(store, lease, error)) {
+        g_prefix_error(error, "Cannot clear the identity of VF '%s': ", canon);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* Writes a free record for @vf (its lock held); the identity the VF carries stays recorded
+ * until hotplug_lease_clear_identity(). */
+static gboolean lease_txn_store_free(HotplugLeaseStore *store, const char *vf,
+                                     const HotplugLease *record, GError **error)
 {
     g_autoptr(HotplugLease) lease = lease_new_free(vf);
 
+    lease_keep_identity(lease, record);
     return lease_record_store(store, lease, error);
 }
 
@@ -812,7 +1098,7 @@ gboolean hotplug_lease_release(HotplugLeaseStore *store, const char *vf, const c
         g_prefix_error(error, "Cannot release the lease of VF '%s': ", canon);
         return FALSE;
     }
-    if (!lease_in_force(txn.record, txn.now)) {
+    if (!lease_in_force(txn.record, &txn.now)) {
         lease_debug(canon, "VF '%s' is already free (releasing lease %s)", canon, lease_id);
         return TRUE;
     }
@@ -820,7 +1106,7 @@ gboolean hotplug_lease_release(HotplugLeaseStore *store, const char *vf, const c
         lease_set_stale(error, "release", canon, lease_id, &txn);
         return FALSE;
     }
-    if (!lease_txn_store_free(store, canon, error)) {
+    if (!lease_txn_store_free(store, canon, txn.record, error)) {
         g_prefix_error(error, "Cannot release the lease of VF '%s': ", canon);
         return FALSE;
     }
@@ -843,17 +1129,17 @@ gboolean hotplug_lease_forget(HotplugLeaseStore *store, const char *vf, GError *
         g_prefix_error(error, "Cannot forget the assignment of VF '%s': ", canon);
         return FALSE;
     }
-    if (!lease_in_force(txn.record, txn.now))
+    if (!lease_in_force(txn.record, &txn.now))
         return TRUE;
     if (txn.record->state != HOTPLUG_LEASE_ASSIGNED) {
-        g_autofree char *what = lease_describe(txn.record, txn.now);
+        g_autofree char *what = lease_describe(txn.record, &txn.now);
 
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_BUSY,
                     "Cannot forget the assignment of VF '%s': it is not assigned but %s", canon,
                     what);
         return FALSE;
     }
-    if (!lease_txn_store_free(store, canon, error)) {
+    if (!lease_txn_store_free(store, canon, txn.record, error)) {
         g_prefix_error(error, "Cannot forget the assignment of VF '%s': ", canon);
         return FALSE;
     }
@@ -863,9 +1149,16 @@ gboolean hotplug_lease_forget(HotplugLeaseStore *store, const char *vf, GError *
 }
 
 /* The lease of @vf as seen at @now, from @record (as written; NULL for none). Owned. */
-static HotplugLease *lease_effective(const char *vf, const HotplugLease *record, gint64 now)
+static HotplugLease *lease_effective(const char *vf, const HotplugLease *record,
+                                     const LeaseNow *now)
 {
-    return lease_in_force(record, now) ? lease_copy(record) : lease_new_free(vf);
+    HotplugLease *lease;
+
+    if (lease_in_force(record, now))
+        return lease_copy(record);
+    lease = lease_new_free(vf);
+    lease_keep_identity(lease, record);
+    return lease;
 }
 
 HotplugLease *hotplug_lease_get(HotplugLeaseStore *store, const char *vf, GError **error)
@@ -882,7 +1175,11 @@ HotplugLease *hotplug_lease_get(HotplugLeaseStore *store, const char *vf, GError
     /* No lock: the record is only ever replaced whole, so any read sees a whole record. */
     if (!lease_record_load(store, canon, &record, error))
         return NULL;
-    return lease_effective(canon, record, store->now(store->now_data));
+    {
+        LeaseNow now = lease_now(store);
+
+        return lease_effective(canon, record, &now);
+    }
 }
 
 static int lease_compare_vf(gconstpointer a, gconstpointer b)
@@ -936,14 +1233,14 @@ GPtrArray *hotplug_lease_list(HotplugLeaseStore *store, gboolean with_free, GErr
     g_autoptr(GPtrArray) leases =
         g_ptr_array_new_with_free_func((GDestroyNotify)hotplug_lease_free);
     g_autoptr(GPtrArray) names = NULL;
-    gint64 now;
+    LeaseNow now;
 
     g_return_val_if_fail(store != NULL, NULL);
 
     names = lease_dir_names(store, error);
     if (!names)
         return NULL;
-    now = store->now(store->now_data);
+    now = lease_now(store);
     for (guint i = 0; i < names->len; i++) {
         const char *name = g_ptr_array_index(names, i);
         g_autofree char *vf = NULL;
@@ -966,7 +1263,7 @@ GPtrArray *hotplug_lease_list(HotplugLeaseStore *store, gboolean with_free, GErr
             g_prefix_error(error, "Cannot list leases: ");
             return NULL;
         }
-        lease = lease_effective(vf, record, now);
+        lease = lease_effective(vf, record, &now);
         if (lease->state == HOTPLUG_LEASE_FREE && !with_free)
             continue;
         g_ptr_array_add(leases, g_steal_pointer(&lease));

@@ -20,7 +20,7 @@ typedef struct {
     GPtrArray *rules; /* FaultRule */
 } NetlinkFault;
 
-static const char *const fault_ops[] = {"link_info", "vf_set_guid"};
+static const char *const fault_ops[] = {"link_info", "vf_set_guid", "vf_get_guids"};
 
 static void fault_rule_free(FaultRule *rule)
 {
@@ -73,6 +73,16 @@ static gboolean fault_vf_set_guid(gpointer ctx, const char *pf_netdev, guint vf_
                                           error);
 }
 
+static gboolean fault_vf_get_guids(gpointer ctx, const char *pf_netdev, guint vf_index,
+                                   guint64 *ret_node_guid, guint64 *ret_port_guid, GError **error)
+{
+    NetlinkFault *fault = ctx;
+
+    return !fault_hit(fault, "vf_get_guids", error) &&
+           fault->inner->ops->vf_get_guids(fault->inner->ctx, pf_netdev, vf_index, ret_node_guid,
+                                           ret_port_guid, error);
+}
+
 static void fault_free(gpointer ctx)
 {
     NetlinkFault *fault = ctx;
@@ -86,6 +96,7 @@ static void fault_free(gpointer ctx)
 static const HotplugNetlinkOps fault_ops_table = {
     .link_info = fault_link_info,
     .vf_set_guid = fault_vf_set_guid,
+    .vf_get_guids = fault_vf_get_guids,
     .free = fault_free,
 };
 
@@ -124,7 +135,7 @@ static gboolean fault_rule_parse(const char *text, FaultRule **ret_rule, GError 
     if (!known) {
         g_set_error(
             error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID,
-            "Fault spec '%s': unknown operation '%s' (netlink_link_info, netlink_vf_set_guid)",
+            "Fault spec '%s': unknown operation '%s' (netlink_link_info, netlink_vf_set_guid, netlink_vf_get_guids)",
             rule_text, op);
         return FALSE;
     }

@@ -1,7 +1,11 @@
 /* The netlink adapter over libnl-route-3: the only file of hotmig that talks to libnl. */
 #define G_LOG_DOMAIN "hm-hotplug"
 
+#include <linux/if_link.h>
+#include <linux/rtnetlink.h>
+#include <netlink/attr.h>
 #include <netlink/errno.h>
+#include <netlink/msg.h>
 #include <netlink/netlink.h>
 #include <netlink/route/link.h>
 #include <netlink/route/link/sriov.h>
@@ -114,9 +118,123 @@ static gboolean libnl_vf_set_guid(gpointer ctx, const char *pf_netdev, guint vf_
     return TRUE;
 }
 
+/* What the reply handler found for one VF. */
+typedef struct {
+    guint vf_index;
+    guint64 node_guid;
+    guint64 port_guid;
+    gboolean have_node;
+    gboolean have_port;
+    gboolean parsed;
+} GuidQuery;
+
+/* One GUID attribute of an IFLA_VF_INFO: struct ifla_vf_guid, checked for size. */
+static gboolean libnl_vf_guid_attr(struct nlattr *attr, guint *ret_vf, guint64 *ret_guid)
+{
+    const struct ifla_vf_guid *g;
+
+    if (!attr || nla_len(attr) < (int)sizeof(*g))
+        return FALSE;
+    g = nla_data(attr);
+    *ret_vf = g->vf;
+    *ret_guid = g->guid;
+    return TRUE;
+}
+
+static int libnl_guid_reply(struct nl_msg *msg, void *arg)
+{
+    GuidQuery *q = arg;
+    struct nlattr *tb[IFLA_MAX + 1];
+    struct nlattr *info;
+    int rem;
+
+    if (nlmsg_parse(nlmsg_hdr(msg), sizeof(struct ifinfomsg), tb, IFLA_MAX, NULL) < 0)
+        return NL_SKIP;
+    q->parsed = TRUE;
+    if (!tb[IFLA_VFINFO_LIST])
+        return NL_STOP;
+    nla_for_each_nested(info, tb[IFLA_VFINFO_LIST], rem) {
+        struct nlattr *vf[IFLA_VF_MAX + 1];
+        guint index;
+        guint64 guid;
+
+        if (nla_type(info) != IFLA_VF_INFO || nla_parse_nested(vf, IFLA_VF_MAX, info, NULL) < 0)
+            continue;
+        if (libnl_vf_guid_attr(vf[IFLA_VF_IB_NODE_GUID], &index, &guid) && index == q->vf_index) {
+            q->node_guid = guid;
+            q->have_node = TRUE;
+        }
+        if (libnl_vf_guid_attr(vf[IFLA_VF_IB_PORT_GUID], &index, &guid) && index == q->vf_index) {
+            q->port_guid = guid;
+            q->have_port = TRUE;
+        }
+    }
+    return NL_STOP;
+}
+
+static gboolean libnl_vf_get_guids(gpointer ctx, const char *pf_netdev, guint vf_index,
+                                   guint64 *ret_node_guid, guint64 *ret_port_guid, GError **error)
+{
+    NetlinkLibnl *nl = ctx;
+    struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC};
+    struct rtnl_link *link = libnl_link_get(nl, pf_netdev, error);
+    struct nl_msg *msg = NULL;
+    struct nl_cb *cb = NULL;
+    GuidQuery q = {.vf_index = vf_index};
+    int err;
+
+    if (!link)
+        return FALSE;
+    ifi.ifi_index = rtnl_link_get_ifindex(link);
+    rtnl_link_put(link);
+
+    msg = nlmsg_alloc_simple(RTM_GETLINK, 0);
+    cb = nl_cb_clone(nl_socket_get_cb(nl->sock));
+    if (!msg || !cb) {
+        err = -NLE_NOMEM;
+    } else {
+        err = nlmsg_append(msg, &ifi, sizeof(ifi), NLMSG_ALIGNTO);
+        if (err == 0)
+            err = nla_put_u32(msg, IFLA_EXT_MASK, RTEXT_FILTER_VF);
+        if (err == 0)
+            err = nl_send_auto(nl->sock, msg);
+        if (err >= 0) {
+            nl_cb_set(cb, NL_CB_VALID, NL_CB_CUSTOM, libnl_guid_reply, &q);
+            err = nl_recvmsgs(nl->sock, cb);
+        }
+        /* The reply, then the kernel's ack: read it, or the next request trips over it. */
+        if (err >= 0 && q.parsed)
+            err = nl_wait_for_ack(nl->sock);
+    }
+    nl_cb_put(cb);
+    nlmsg_free(msg);
+    if (err == -NLE_OBJ_NOTFOUND || err == -NLE_NODEV) {
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_NOT_FOUND,
+                    "Reading the GUIDs of VF %u of '%s': no net device '%s'", vf_index, pf_netdev,
+                    pf_netdev);
+        return FALSE;
+    }
+    if (err < 0 || !q.parsed) {
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_NETLINK,
+                    "Reading the GUIDs of VF %u of '%s': %s", vf_index, pf_netdev,
+                    err < 0 ? nl_geterror(err) : "no link in the kernel's reply");
+        return FALSE;
+    }
+    if (!q.have_node || !q.have_port) {
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_UNKNOWN,
+                    "The kernel does not report the GUIDs of VF %u of '%s' (its driver has no ndo_get_vf_guid)",
+                    vf_index, pf_netdev);
+        return FALSE;
+    }
+    *ret_node_guid = q.node_guid;
+    *ret_port_guid = q.port_guid;
+    return TRUE;
+}
+
 static const HotplugNetlinkOps libnl_ops = {
     .link_info = libnl_link_info,
     .vf_set_guid = libnl_vf_set_guid,
+    .vf_get_guids = libnl_vf_get_guids,
     .free = libnl_free,
 };
 

@@ -33,11 +33,17 @@ typedef struct {
      * whose IFLA_VFINFO_LIST holds one IFLA_VF_INFO with one GUID attribute (the kernel acts on
      * the first GUID attribute of a VF_INFO only). HOTPLUG_ERROR_NOT_FOUND when @pf_netdev does
      * not exist, HOTPLUG_ERROR_NETLINK when the kernel refuses (a driver without VF GUID
-     * support answers EOPNOTSUPP). There is no op to read them back: the kernel reports VF GUIDs
-     * only for drivers with ndo_get_vf_guid (IPoIB, kernels since early 2020) and libnl (3.7 up
-     * to 3.12 at least) neither parses nor exposes them. */
+     * support answers EOPNOTSUPP). */
     gboolean (*vf_set_guid)(gpointer ctx, const char *pf_netdev, guint vf_index,
                             HotplugGuidKind kind, guint64 guid, GError **error);
+    /* Reads the node and port GUIDs of VF @vf_index of @pf_netdev: one RTM_GETLINK with
+     * RTEXT_FILTER_VF, IFLA_VF_IB_NODE_GUID and IFLA_VF_IB_PORT_GUID of the VF's
+     * IFLA_VF_INFO (parsed from the raw message: libnl, 3.7 up to 3.12 at least, does not
+     * expose them). The kernel reports them only for drivers with ndo_get_vf_guid (IPoIB, since
+     * early 2020): HOTPLUG_ERROR_UNKNOWN when the reply carries none for that VF,
+     * HOTPLUG_ERROR_NOT_FOUND when @pf_netdev does not exist, HOTPLUG_ERROR_NETLINK otherwise. */
+    gboolean (*vf_get_guids)(gpointer ctx, const char *pf_netdev, guint vf_index,
+                             guint64 *ret_node_guid, guint64 *ret_port_guid, GError **error);
     /* Frees @ctx; NULL when the adapter does not own it. */
     void (*free)(gpointer ctx);
 } HotplugNetlinkOps;

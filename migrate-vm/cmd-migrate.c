@@ -398,10 +398,14 @@ static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOption
     orch_options_take_config(opts, config);
     if (!options_take_hosts(cli, config, opts, error))
         return FALSE;
-    if (cli->state_dir && *cli->state_dir)
+    /* [hotmigd] state-dir (orch_options_take_config()), unless told otherwise. */
+    if (cli->state_dir && *cli->state_dir) {
+        g_free(opts->state_dir);
         opts->state_dir = g_strdup(cli->state_dir);
-    else if (g_getenv("HOTMIG_STATE_DIR") && *g_getenv("HOTMIG_STATE_DIR"))
+    } else if (g_getenv("HOTMIG_STATE_DIR") && *g_getenv("HOTMIG_STATE_DIR")) {
+        g_free(opts->state_dir);
         opts->state_dir = g_strdup(g_getenv("HOTMIG_STATE_DIR"));
+    }
     opts->migrate_uri = g_strdup(cli->migrate_uri);
     opts->target_vf = g_strdup(cli->target_vf);
     if (cli->agent_channel) {
@@ -677,7 +681,7 @@ static GOptionEntry option_entries[] = {
      "from their journal, and exit",
      NULL},
     {"state-dir", 0, 0, G_OPTION_ARG_FILENAME, &cli_given.state_dir,
-     "Migration journals and locks (default $HOTMIG_STATE_DIR, else /var/lib/hotmig)",
+     "Migration journals and locks (default $HOTMIG_STATE_DIR, else [hotmigd] state-dir, as hotmigd's)",
      "DIR"},
     {"config", 0, 0, G_OPTION_ARG_FILENAME, &cli_given.config_path,
      "Configuration file (default $HOTMIG_CONFIG, else " HM_CONFIG_PATH_DEFAULT

@@ -11,3 +11,10 @@ add_test(NAME deb-lifecycle
           ${CMAKE_BINARY_DIR}/deb-lifecycle)
 set_tests_properties(deb-lifecycle PROPERTIES LABELS package FIXTURES_REQUIRED debs
   SKIP_RETURN_CODE 77 TIMEOUT 300)
+
+# The systemd units' sandbox, as `systemd-analyze security --offline=true` rates it (a second).
+add_test(NAME unit-security
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/packaging/unit-security.sh
+    ${CMAKE_BINARY_DIR}/hotmigd/hotmigd.service 5.0
+    ${CMAKE_BINARY_DIR}/guest-agent/hotmig-agent.service 4.0)
+set_tests_properties(unit-security PROPERTIES LABELS "package;unit" TIMEOUT 60)

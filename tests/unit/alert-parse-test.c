@@ -217,7 +217,7 @@ static void test_webhook_rejected(void **state)
         {g_strdup_printf("{\"alerts\":[{\"status\":\"firing\",\"labels\":{%s},\"endsAt\":0}]}", ok),
          "webhook: alerts[0].endsAt: must be a string"},
         {g_strdup("{\"alerts\":[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]}"),
-         "webhook: nested deeper than 16 levels at byte 25"},
+         "webhook: JSON nests deeper than 16 levels at byte 25"},
     };
 
     for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {

@@ -353,7 +353,11 @@ static OrchVfdReply *post_text(OrchAlerts *alerts, const char *body)
 /* POST /v1/alerts of the mutual-TLS API with @body. */
 static OrchVfdReply *api(OrchAlerts *alerts, const char *body)
 {
-    return orch_alerts_api_handle(alerts, "POST", body, strlen(body), NULL);
+    /* Sent by the host the body names as 'from' (its certificate says so). */
+    const char *from = strstr(body, "\"from\":\"");
+    g_autofree char *host = from ? g_strndup(from + 8, strcspn(from + 8, "\"")) : NULL;
+
+    return orch_alerts_api_handle(alerts, "POST", body, strlen(body), NULL, host);
 }
 
 /* The reply's results[i].member. */
@@ -714,7 +718,7 @@ static void test_same_alert_two_receivers(void **state)
     r1 = post_alerts(b, (const char *[]){"A:evacuate:fp1", NULL}, "firing");
     assert_result(r1, 0, "accepted", "B", "evacuate");
     /* What C sends B once it found A down (orch_vfd_alert() as deputy). */
-    r2 = orch_alerts_api_handle(b, "POST", deputy_body, strlen(deputy_body), "127.0.0.4 (C)");
+    r2 = orch_alerts_api_handle(b, "POST", deputy_body, strlen(deputy_body), "127.0.0.4 (C)", "C");
     assert_int_equal(r2->status, 200);
     assert_non_null(strstr(r2->body, "\"result\" : \"merged\""));
     fw = forwards_text();
@@ -821,18 +825,24 @@ static void test_api(void **state)
     assert_error_reply(
         api(alerts, "{\"from\":\"C\",\"deputy\":false,\"host\":\"A\",\"severity\":\"urgent\"}"),
         409, "this is the hotmigd of 'B', not of 'A'");
-    assert_error_reply(orch_alerts_api_handle(alerts, "DELETE", NULL, 0, NULL), 405,
+    assert_error_reply(orch_alerts_api_handle(alerts, "DELETE", NULL, 0, NULL, NULL), 405,
                        "allowed: GET, POST");
     assert_nothing_changed(f);
 
-    ok = orch_alerts_api_handle(alerts, "POST", own, strlen(own), "127.0.0.2 (A)");
+    /* Issue 15: 'from' must be the sending host: another host, or no host, gets 403. */
+    assert_error_reply(orch_alerts_api_handle(alerts, "POST", own, strlen(own), "x (C)", "C"), 403,
+                       "a host forwards its own alerts only");
+    assert_error_reply(orch_alerts_api_handle(alerts, "POST", own, strlen(own), "x (s)", NULL),
+                       403, "no cluster host's");
+    assert_nothing_changed(f);
+    ok = orch_alerts_api_handle(alerts, "POST", own, strlen(own), "127.0.0.2 (A)", "A");
     assert_int_equal(ok->status, 200);
     assert_null(ok->log); /* logged when applied */
     assert_non_null(strstr(ok->body, "\"actor\" : \"B\""));
     assert_non_null(strstr(ok->body, "\"action\" : \"quarantine\""));
     assert_true(logged_has(
         "Alert from A's hotmigd (127.0.0.2 (A)): accepted: host 'B': alert 'k1' from an unnamed source via A"));
-    list = orch_alerts_api_handle(alerts, "GET", NULL, 0, NULL);
+    list = orch_alerts_api_handle(alerts, "GET", NULL, 0, NULL, NULL);
     assert_int_equal(list->status, 200);
     assert_non_null(strstr(list->body, "\"key\" : \"k1\""));
     assert_non_null(strstr(list->body, "\"state\" : \"quarantined\""));

@@ -117,9 +117,11 @@ static void test_errors(void **state)
         {"[host ]\n", NAME ":1: '[host ]': host name '' may hold only"},
         {"[host a]\nuri = x\n[host a]\n", NAME ":3: group '[host a]' appears twice (first on "
                                               "line 1)"},
-        {"[host a]\nport = 3\n", NAME ":2: [host a] unknown key 'port' (known: uri, hotmigd)"},
+        {"[host a]\nport = 3\n", NAME ":2: [host a] unknown key 'port' (known: uri, hotmigd, identity)"},
         {"[host a]\nuri = x\nuri = y\n", NAME ":3: [host a] uri: set twice (first on line 2)"},
         {"[host a]\nhotmigd = https://a:1\n", NAME ":1: [host a] has no 'uri' key"},
+        {"[host a]\nuri = x\nidentity = a,b\n",
+         NAME ":1: [host a] identity: 'a,b' holds a control character or a comma"},
         {"[host a]\nuri = x\nhotmigd = http://a:1\n",
          NAME ":1: [host a] hotmigd: 'http://a:1' is not an https:// URL"},
         {"[migrate\n", NAME ":1: '[migrate' is not a group header"},
@@ -247,6 +249,7 @@ static void test_sample(void **state)
         assert_non_null(host);
         assert_string_equal(host->uri, "qemu+tls://node01/system");
         assert_string_equal(host->hotmigd, "https://node01:16680");
+        assert_string_equal(host->identity, "node01.cluster.example");
         assert_true(g_str_has_prefix(b[g_strv_length(b) - 2], "[host node01] "));
         g_free(b[g_strv_length(b) - 2]);
         b[g_strv_length(b) - 2] = g_strdup("");

@@ -27,6 +27,7 @@ typedef enum {
     AGENT_STOPS_IN_PREPARE, /* answers the handshake, takes the prepare, then goes silent */
     AGENT_RESUME_BUSY,      /* a resume is under way (asked by a killed migrate-vm): the next
                              * two resumes are refused as Busy, then it has ended */
+    AGENT_DEEP_INVENTORY,   /* answers inventory with 60 000 nested brackets (issue 15) */
 } FakeAgentMode;
 
 typedef struct {
@@ -41,6 +42,19 @@ typedef struct {
     GHashTable *leases;   /* the destination hotmigd's pool: VF id -> lease id (leased) */
     GHashTable *assigned; /* VF id -> lease id (confirmed) */
     GString *vfd_log;     /* "op vf;" for every hotmigd call */
+    /* What the source's hotmigd knows its VF carries (GET /v1/vfs/VF/identity); 0: unknown. */
+    guint64 src_node_guid, src_port_guid;
+    /* Leases that expire (issue 15, item 4): lease_ttl_s > 0 makes the destination's leases
+     * end that long after they were taken or renewed; migrate_sleep_ms makes the copy last,
+     * and half-way through another client tries to lease the VF (mid_copy_taken says whether
+     * it got it). The keeper renews from a thread of its own: lease_lock. */
+    GMutex log_lock; /* vfd_log: the main thread, side work and the lease keeper write it */
+    guint lease_ttl_s;
+    GHashTable *lease_until; /* VF -> gint64 monotonic deadline */
+    GMutex lease_lock;
+    guint migrate_sleep_ms;
+    gboolean mid_copy_tried, mid_copy_taken;
+    guint renewals;
     const char *cpu_model; /* the domain's <cpu><model>, or NULL */
     const char *kernel;    /* the domain's <os><kernel>, or NULL */
     guint vfd_lease_seq;
@@ -144,6 +158,9 @@ static FakeWorld *world_new(gboolean hostdev, gboolean standin)
         g_ptr_array_add(w->devices, g_strdup(STANDIN_XML));
     w->next_hostdev = 1;
     w->leases = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    w->lease_until = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    g_mutex_init(&w->lease_lock);
+    g_mutex_init(&w->log_lock);
     w->assigned = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     w->vfd_log = g_string_new(NULL);
     return w;
@@ -155,6 +172,9 @@ static void world_free(FakeWorld *w)
     g_ptr_array_unref(w->devices);
     g_free(w->last_plugged);
     g_hash_table_unref(w->leases);
+    g_hash_table_unref(w->lease_until);
+    g_mutex_clear(&w->lease_lock);
+    g_mutex_clear(&w->log_lock);
     g_hash_table_unref(w->assigned);
     g_string_free(w->vfd_log, TRUE);
     g_free(w);
@@ -300,6 +320,8 @@ static gboolean fake_device_attach(OrchVirt *v, const char *d, const char *xml, 
     return TRUE;
 }
 
+static OrchVfdState pool_state(FakeWorld *w, const char *vf);
+
 static gboolean fake_migrate(OrchVirt *v, const char *d, const char *dest_uri,
                              const OrchMigrateParams *p, OrchMigrateStats *s, GError **e)
 {
@@ -313,6 +335,26 @@ static gboolean fake_migrate(OrchVirt *v, const char *d, const char *dest_uri,
                         "cannot migrate a domain with <hostdev mode='subsystem' type='pci'>");
             return FALSE;
         }
+    }
+    if (w->migrate_sleep_ms) {
+        GHashTableIter it;
+        gpointer vf;
+
+        /* Half-way through the copy another client tries to lease the VF leased for it. */
+        g_usleep(w->migrate_sleep_ms * 1000 / 2);
+        g_mutex_lock(&w->lease_lock);
+        g_hash_table_iter_init(&it, w->leases);
+        if (g_hash_table_iter_next(&it, &vf, NULL)) {
+            g_autofree char *key = g_strdup(vf);
+
+            w->mid_copy_tried = TRUE;
+            if (pool_state(w, key) == ORCH_VFD_STATE_FREE) {
+                w->mid_copy_taken = TRUE;
+                g_hash_table_insert(w->leases, g_strdup(key), g_strdup("another-client"));
+            }
+        }
+        g_mutex_unlock(&w->lease_lock);
+        g_usleep(w->migrate_sleep_ms * 1000 / 2);
     }
     /* VIR_MIGRATE_PERSIST_DEST defines it there; else a definition there stays as it was. */
     if (p->persistent)
@@ -348,7 +390,8 @@ static void fake_agent_line(FakeWorld *w, FakeChannel *c, const char *line)
             w->agent_prepared = TRUE;
             g_string_append(c->out, "{\"return\":{\"state\":\"prepared\",\"quiesced\":[],"
                                     "\"failed\":[{\"pid\":7,\"name\":\"mpi\",\"mode\":\"lazy\","
-                                    "\"error\":\"timeout\"}]}}\n");
+                                    "\"error\":\"timeout\"},{\"pid\":8,\"name\":"
+                                    "\"x\\u001b]0;owned\\u0007\",\"error\":\"a\\nb\"}]}}\n");
         } else if (w->agent_prepared) {
             g_string_append(c->out, "{\"error\":{\"class\":\"Busy\",\"desc\":\"prepared\"}}\n");
         } else {
@@ -359,6 +402,10 @@ static void fake_agent_line(FakeWorld *w, FakeChannel *c, const char *line)
         }
     } else if (strstr(line, "\"info\"")) {
         g_string_append(c->out, "{\"return\":{\"version\":\"test\",\"protocol\":2}}\n");
+    } else if (strstr(line, "\"inventory\"") && w->agent_mode == AGENT_DEEP_INVENTORY) {
+        g_autofree char *deep = g_strnfill(60000, '[');
+
+        g_string_append_printf(c->out, "%s\n", deep);
     } else if (strstr(line, "\"inventory\"")) {
         g_string_append(c->out,
                         "{\"return\":{\"state\":\"running\",\"processes\":[],\"devices\":[{"
@@ -538,6 +585,18 @@ typedef struct {
     GHashTable *calls; /* op -> count */
 } FakeVfd;
 
+static void vfd_log_add(FakeWorld *w, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static void vfd_log_add(FakeWorld *w, const char *fmt, ...)
+{
+    va_list ap;
+
+    g_mutex_lock(&w->log_lock);
+    va_start(ap, fmt);
+    g_string_append_vprintf(w->vfd_log, fmt, ap);
+    va_end(ap);
+    g_mutex_unlock(&w->log_lock);
+}
+
 static gboolean vfd_fault(FakeVfd *f, const char *op, GError **error)
 {
     g_auto(GStrv) rules = f->fault ? g_strsplit(f->fault, ",", -1) : NULL;
@@ -545,7 +604,7 @@ static gboolean vfd_fault(FakeVfd *f, const char *op, GError **error)
     g_autofree char *name = g_strconcat("vfd_", op, NULL);
 
     g_hash_table_insert(f->calls, (gpointer)op, GUINT_TO_POINTER(n));
-    g_string_append_printf(f->world->vfd_log, "%s;", op);
+    vfd_log_add(f->world, "%s;", op);
     for (char **r = rules; r && *r; r++) {
         char *hash = strchr(*r, '#');
         char *at = strchr(*r, '@');
@@ -564,8 +623,28 @@ static gboolean vfd_fault(FakeVfd *f, const char *op, GError **error)
     return FALSE;
 }
 
+/* An unconfirmed lease whose time ran out is gone (lease_ttl_s). Called with lease_lock. */
+static void lease_expire(FakeWorld *w, const char *vf)
+{
+    gint64 *until = g_hash_table_lookup(w->lease_until, vf);
+
+    if (until && g_get_monotonic_time() >= *until && !g_hash_table_contains(w->assigned, vf)) {
+        g_hash_table_remove(w->leases, vf);
+        g_hash_table_remove(w->lease_until, vf);
+    }
+}
+
+static void lease_set_until(FakeWorld *w, const char *vf)
+{
+    gint64 *until = g_new(gint64, 1);
+
+    *until = g_get_monotonic_time() + (gint64)w->lease_ttl_s * G_TIME_SPAN_SECOND;
+    g_hash_table_insert(w->lease_until, g_strdup(vf), until);
+}
+
 static OrchVfdState pool_state(FakeWorld *w, const char *vf)
 {
+    lease_expire(w, vf);
     if (g_str_equal(vf, POOL_PCI[0]))
         return ORCH_VFD_STATE_IN_USE;
     if (g_hash_table_contains(w->assigned, vf))
@@ -645,6 +724,7 @@ static OrchVfdLease *fvfd_lease(OrchVfd *v, const OrchVfdLeaseRequest *req, GErr
 
     if (vfd_fault(f, "lease", e))
         return NULL;
+    g_mutex_lock(&f->world->lease_lock);
     if (req->vf) {
         gboolean known = g_str_equal(req->vf, POOL_STANDIN);
 
@@ -664,13 +744,46 @@ static OrchVfdLease *fvfd_lease(OrchVfd *v, const OrchVfdLeaseRequest *req, GErr
                 got = POOL_PCI[i];
     }
     if (!got) {
+        g_mutex_unlock(&f->world->lease_lock);
         g_set_error(e, ORCH_ERROR, ORCH_ERROR_CONFLICT, "no free VF for '%s'",
                     req->vf ? req->vf : "15b3:101e");
         return NULL;
     }
     id = g_strdup_printf("lease%u", ++f->world->vfd_lease_seq);
     g_hash_table_insert(f->world->leases, g_strdup(got), g_strdup(id));
-    return lease_new(got, id, ORCH_VFD_STATE_LEASED);
+    if (f->world->lease_ttl_s)
+        lease_set_until(f->world, got);
+    g_mutex_unlock(&f->world->lease_lock);
+    {
+        OrchVfdLease *lease = lease_new(got, id, ORCH_VFD_STATE_LEASED);
+
+        if (f->world->lease_ttl_s) {
+            lease->created = g_get_real_time() / G_USEC_PER_SEC;
+            lease->expires = lease->created + f->world->lease_ttl_s;
+        }
+        return lease;
+    }
+}
+
+static gboolean fvfd_renew(OrchVfd *v, const char *vf, const char *id, guint ttl_s, GError **e)
+{
+    FakeVfd *f = (FakeVfd *)v;
+    gboolean ok;
+
+    if (vfd_fault(f, "renew", e))
+        return FALSE;
+    g_mutex_lock(&f->world->lease_lock);
+    lease_expire(f->world, vf);
+    ok = g_strcmp0(g_hash_table_lookup(f->world->leases, vf), id) == 0;
+    if (ok && f->world->lease_ttl_s && !g_hash_table_contains(f->world->assigned, vf))
+        lease_set_until(f->world, vf);
+    if (ok)
+        f->world->renewals++;
+    g_mutex_unlock(&f->world->lease_lock);
+    if (!ok)
+        g_set_error(e, ORCH_ERROR, ORCH_ERROR_CONFLICT, "lease %s of VF '%s' is not current", id,
+                    vf);
+    return ok;
 }
 
 static OrchVfdLease *fvfd_confirm(OrchVfd *v, const char *vf, const char *id, GError **e)
@@ -713,9 +826,27 @@ static gboolean fvfd_ib_identity(OrchVfd *v, const char *vf, guint64 node, guint
 
     if (vfd_fault(f, "ib_identity", e))
         return FALSE;
-    g_string_append_printf(f->world->vfd_log, "identity %s %016" G_GINT64_MODIFIER "x;", vf,
+    vfd_log_add(f->world, "identity %s %016" G_GINT64_MODIFIER "x;", vf,
                            node);
     *ret_note = g_str_equal(vf, POOL_STANDIN) ? g_strdup("skipped: a stand-in") : NULL;
+    return TRUE;
+}
+
+static gboolean fvfd_identity(OrchVfd *v, const char *vf, const char *domain, guint64 *ret_node,
+                              guint64 *ret_port, char **ret_source, GError **e)
+{
+    FakeVfd *f = (FakeVfd *)v;
+
+    if (vfd_fault(f, "identity", e))
+        return FALSE;
+    vfd_log_add(f->world, "host-identity %s@%s;", vf, v->url);
+    if (!f->world->src_node_guid) {
+        g_set_error(e, ORCH_ERROR, ORCH_ERROR_NOT_FOUND, "The GUIDs of VF '%s' are unknown", vf);
+        return FALSE;
+    }
+    *ret_node = f->world->src_node_guid;
+    *ret_port = f->world->src_port_guid;
+    *ret_source = g_strdup("reported by the host's kernel");
     return TRUE;
 }
 
@@ -731,7 +862,7 @@ static gboolean fvfd_left(OrchVfd *v, const char *vf, const char *domain, GError
 
     if (vfd_fault(f, "left", e))
         return FALSE;
-    g_string_append_printf(f->world->vfd_log, "left %s@%s;", vf, v->url);
+    vfd_log_add(f->world, "left %s@%s;", vf, v->url);
     return TRUE;
 }
 
@@ -765,7 +896,9 @@ static const OrchVfdOps fake_vfd_ops = {
     .lease = fvfd_lease,
     .confirm = fvfd_confirm,
     .release = fvfd_release,
+    .renew = fvfd_renew,
     .ib_identity = fvfd_ib_identity,
+    .identity = fvfd_identity,
     .vfio = fvfd_vfio,
     .left = fvfd_left,
     .files_missing = fvfd_files_missing,
@@ -945,6 +1078,10 @@ static void test_quiesce_refused_resumes(void **state)
     assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
     assert_non_null(strstr(error->message, "did not quiesce"));
     assert_non_null(strstr(error->message, "mpi[7] (timeout)"));
+    /* The guest's text reaches the message without its control characters (issue 15). */
+    assert_non_null(strstr(error->message, "x?]0;owned?[8] (a?b)"));
+    for (const char *p = error->message; *p; p++)
+        assert_false(g_ascii_iscntrl(*p));
     assert_false(w->agent_prepared); /* undone */
     assert_string_equal(w->where, "source");
     assert_int_equal(world_count_vfs(w), 1);
@@ -1239,13 +1376,146 @@ static void test_identity_carried(void **state)
     g_autoptr(GError) error = NULL;
     const char *detail;
 
+    /* The source host knows the GUIDs its VF carries; the guest agrees. */
+    w->src_node_guid = 0x0002c90300a1b2c3;
+    w->src_port_guid = 0x0002c90300a1b2c4;
     options_for_test(&opts);
     assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
-    assert_non_null(strstr(w->vfd_log->str, "lease;ib_identity;identity 0000:5e:02.2 0002c90300a1b2c3;"));
+    /* The source host's identity is asked for while the lease is taken: any order. */
+    assert_non_null(strstr(w->vfd_log->str, "lease;"));
+    assert_non_null(strstr(w->vfd_log->str, "ib_identity;identity 0000:5e:02.2 0002c90300a1b2c3;"));
     detail = report->phases[ORCH_PHASE_UNPLUG].detail;
     if (!strstr(detail, "node GUID 0002:c903:00a1:b2c3, port GUID 0002:c903:00a1:b2c4"))
         fail_msg("unplug detail: %s", detail);
     assert_true(g_hash_table_contains(w->assigned, "0000:5e:02.2"));
+}
+
+/* The guest claims another VF's GUIDs (0002:c903:00a1:b2c3, in the fake agent's inventory):
+ * what is carried is what the source host knows, and the claim is reported, never applied
+ * (issue 15, item 1). Before the fix the identity request carried the guest's GUID. */
+static void test_identity_from_host_not_guest(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+    const char *detail;
+
+    w->src_node_guid = 0x0002c90300ee0001;
+    w->src_port_guid = 0x0002c90300ee0002;
+    options_for_test(&opts);
+    assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    if (!strstr(w->vfd_log->str, "host-identity 0000:3b:02.1@https://a:16680;") ||
+        !strstr(w->vfd_log->str, "identity 0000:5e:02.2 0002c90300ee0001;"))
+        fail_msg("hotmigd calls: %s", w->vfd_log->str);
+    /* No identity request carries the guest's GUID. */
+    assert_null(strstr(w->vfd_log->str, "0002c90300a1b2c3"));
+    detail = report->phases[ORCH_PHASE_UNPLUG].detail;
+    if (!strstr(detail, "the guest claims node GUID 0002:c903:00a1:b2c3") ||
+        !strstr(detail, "not taken"))
+        fail_msg("unplug detail: %s", detail);
+}
+
+/* The source host does not know its VF's GUIDs (no record, a driver that reports none): no
+ * identity is carried at all, whatever the guest claims. */
+static void test_identity_unknown_to_host(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+    const char *detail;
+
+    options_for_test(&opts);
+    assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    if (strstr(w->vfd_log->str, "identity 0000:5e:02.2"))
+        fail_msg("an identity was set: %s", w->vfd_log->str);
+    detail = report->phases[ORCH_PHASE_UNPLUG].detail;
+    if (!strstr(detail, "identity not carried over: the source host does not know the GUIDs") ||
+        !strstr(detail, "the guest's own claim is not taken"))
+        fail_msg("unplug detail: %s", detail);
+}
+
+/* Issue 15, item 4: a 2 s lease under a 5 s copy. The migration renews it (a third of its TTL),
+ * so a second client's lease attempt mid-copy fails and the plug finds the lease still its
+ * own. Without the renewals the lease expired under the copy and the other client took the VF. */
+static void test_lease_renewed_under_long_copy(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    w->lease_ttl_s = 2;
+    w->migrate_sleep_ms = 5000;
+    options_for_test(&opts);
+    if (!orch_migrate(&opts, fake_open, &fo, &report, &error))
+        fail_msg("migration: %s", error->message);
+    assert_true(w->mid_copy_tried);
+    assert_false(w->mid_copy_taken);
+    assert_true(w->renewals >= 3);
+    assert_string_equal(w->where, "destination");
+}
+
+/* The lease is lost anyway (the keeper's renewals fail): the plug refuses a VF that may be
+ * another migration's by now, and the domain goes back with its VF. */
+static void test_lease_lost_before_plug(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
+    FakeOpen fo = {w, "vfd_renew"};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    w->lease_ttl_s = 1;
+    w->migrate_sleep_ms = 2500;
+    options_for_test(&opts);
+    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_int_equal(report->failed_phase, ORCH_PHASE_PLUG);
+    if (!strstr(error->message, "was lost before the plug"))
+        fail_msg("error: %s", error->message);
+    assert_true(w->mid_copy_taken);
+    assert_string_equal(w->where, "source");
+    assert_int_equal(world_count_vfs(w), 1);
+}
+
+/* Issue 15, item 11: migrate-vm's journals and locks are hotmigd's ([hotmigd] state-dir), so
+ * the per-domain lock keeps the two apart whatever the configuration says. */
+static void test_state_dir_shared(void **state)
+{
+    static const char conf[] = "[hotmigd]\nstate-dir = /srv/hotmig-state\n";
+    g_autoptr(GError) error = NULL;
+    g_autoptr(HmConfig) config = hm_config_load_data(conf, sizeof(conf) - 1, "s.conf", &error);
+    g_auto(OrchOptions) opts;
+
+    assert_non_null(config);
+    orch_options_init(&opts);
+    orch_options_take_config(&opts, config);
+    assert_string_equal(opts.state_dir, "/srv/hotmig-state");
+}
+
+/* A hostile guest answers inventory with 60 000 nested brackets (within the 64 KiB line
+ * limit): the nesting is refused before json-glib sees it, the migration goes on without the
+ * guest's view (issue 15, item 6). */
+static void test_agent_deep_nesting(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+    const char *detail;
+
+    w->agent_mode = AGENT_DEEP_INVENTORY;
+    options_for_test(&opts);
+    assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    detail = report->phases[ORCH_PHASE_UNPLUG].detail;
+    if (!strstr(detail, "JSON nests deeper than 32 levels"))
+        fail_msg("unplug detail: %s", detail);
+    assert_string_equal(w->where, "destination");
 }
 
 /* hotmigd refuses to give the identity (asked while the VF is unplugged): the domain has not
@@ -1258,6 +1528,8 @@ static void test_identity_refused(void **state)
     g_autoptr(OrchReport) report = NULL;
     g_autoptr(GError) error = NULL;
 
+    w->src_node_guid = 0x0002c90300a1b2c3;
+    w->src_port_guid = 0x0002c90300a1b2c4;
     options_for_test(&opts);
     assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
     assert_int_equal(report->failed_phase, ORCH_PHASE_UNPLUG);
@@ -1679,6 +1951,12 @@ int main(void)
         cmocka_unit_test(test_agent_stops_in_prepare),
         cmocka_unit_test(test_busy_domain_refused),
         cmocka_unit_test(test_identity_carried),
+        cmocka_unit_test(test_agent_deep_nesting),
+        cmocka_unit_test(test_identity_from_host_not_guest),
+        cmocka_unit_test(test_identity_unknown_to_host),
+        cmocka_unit_test(test_lease_renewed_under_long_copy),
+        cmocka_unit_test(test_state_dir_shared),
+        cmocka_unit_test(test_lease_lost_before_plug),
         cmocka_unit_test(test_resume_waits_for_one_under_way),
         cmocka_unit_test(test_identity_refused),
         cmocka_unit_test(test_no_free_vf),

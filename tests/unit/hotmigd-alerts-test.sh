@@ -77,13 +77,17 @@ exit 0
 EOF
 chmod +x "$tmp/predictor.sh"
 
+# Each host's hotmigd presents its own client certificate, named by its [host] identity (the
+# tests' curl uses A's: client.pem).
+declare -A ccert=([A]=client [B]=peer2)
+
 write_config() {
     local h=$1
     mkdir -p "$tmp/$h/run"
     cat >"$tmp/$h.conf" <<EOF
 [migrate]
-client-cert = $pki/client.pem
-client-key = $pki/client-key.pem
+client-cert = $pki/${ccert[$h]}.pem
+client-key = $pki/${ccert[$h]}-key.pem
 ca-cert = $pki/ca.pem
 
 [hotmigd]
@@ -113,10 +117,12 @@ $([ "$h" = A ] && echo "exec = $tmp/predictor.sh" && echo "exec-interval = 2")
 [host A]
 uri = test:///default
 hotmigd = https://127.0.0.1:${port[A]}
+identity = hotmig-test-client
 
 [host B]
 uri = test:///default
 hotmigd = https://127.0.0.1:${port[B]}
+identity = node02.test
 EOF
 }
 

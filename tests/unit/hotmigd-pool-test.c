@@ -628,7 +628,7 @@ static void test_bad_requests(void **state)
         "{\"vf\": \"hmlab0vf1\", \"holder\": \"a\\nb\", \"reason\": \"r\", \"domain\": \"d\"}", 400,
         "member 'holder' contains a control character");
     expect_error(fx, "POST", "/v1/leases", LEASE_BODY("\"vf\": \"hmlab0vf1\", \"ttl\": 0"), 400,
-                 "member 'ttl' must be from 1 to 604800, not 0");
+                 "member 'ttl' must be from 1 to 1800, not 0");
     expect_error(fx, "POST", "/v1/leases", LEASE_BODY("\"vf\": \"hmlab0vf1\", \"ttl\": \"5\""), 400,
                  "member 'ttl' must be a whole number");
     expect_error(fx, "POST", "/v1/leases", LEASE_BODY("\"vendor_id\": \"0x15b3\""), 400,

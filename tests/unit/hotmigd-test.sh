@@ -15,11 +15,17 @@
 #   - vfio: a VF on vfio-pci already is left alone; bad configurations exit 4, bad certificates 1;
 #   - SIGHUP reloads (what waits for a restart is named; a bad file is refused, the daemon goes
 #     on); --check-config reports every problem, reads $HOTMIG_CONFIG.
+#   - 1100 idle TCP connections (loopback) do not keep a client out: a request and the local
+#     socket's status answer within 5 s (issue 15: the connection cap, the handshake and idle
+#     timeouts).
 #
-#   hotmigd-test.sh HOTMIGD SOURCE_DIR
+#   hotmigd-test.sh HOTMIGD SOURCE_DIR MIGRATE_VM
 set -uo pipefail
 hotmigd=$1
 src=$2
+migrate_vm=$3
+# hotmigd gets an ordinary descriptor limit: connections beyond it must not lock clients out.
+ulimit -Sn 1024
 tmp=$(mktemp -d /tmp/hm-hotmigd-test.XXXXXX)
 pid=
 cleanup() {
@@ -64,6 +70,8 @@ socket = $tmp/run/hotmigd.sock
 sysfs-root = $tmp/sys
 lease-ttl = 2
 connect = test:///default
+operators = hotmig-test-client
+file-roots = $tmp/files
 
 [pool]
 pfs = 0001:af:00.0, 0001:af:00.1
@@ -280,6 +288,39 @@ if curl -sS --max-time 10 --cacert "$pki/other-ca.pem" --cert "$pki/client.pem" 
     fail "a client trusting another CA accepted hotmigd's certificate"
 fi
 log "refused: no certificate, self-signed, another CA's, expired; and a client of another CA refused hotmigd"
+
+# ---- 1100 idle connections: the cap and the timeouts keep the daemon serving -------------------
+holder=
+( ulimit -Sn 4096
+  fds=()
+  for _ in $(seq 1 1100); do
+      # 'command': a failed redirection ends the loop, not the shell.
+      command exec {fd}<>"/dev/tcp/127.0.0.1/$port" 2>/dev/null || break
+      fds+=("$fd")
+  done
+  echo "${#fds[@]}" >"$tmp/idle.count"
+  sleep 90 ) &
+holder=$!
+# Connecting waits for hotmigd to accept (its listen backlog): a minute at most.
+for _ in $(seq 1 600); do
+    [ -s "$tmp/idle.count" ] && break
+    sleep 0.1
+done
+[ "$(cat "$tmp/idle.count" 2>/dev/null)" = 1100 ] || fail "opened $(cat "$tmp/idle.count" 2>/dev/null) of 1100 idle connections"
+t0=$(date +%s%N)
+out=$("${CURL[@]}" --max-time 5 -w '\n%{http_code}\n' "$url/v1/host") ||
+    { kill "$holder"; fail "with 1100 idle connections GET /v1/host did not answer within 5 s"; }
+[ "$(tail -n 1 <<<"$out")" = 200 ] || { kill "$holder"; fail "GET /v1/host under 1100 idle connections: $out"; }
+t1=$(date +%s%N)
+timeout 5 "$migrate_vm" status --socket "$tmp/run/hotmigd.sock" >"$tmp/status.out" 2>&1 ||
+    { kill "$holder"; fail "with 1100 idle connections the local status did not answer within 5 s: $(cat "$tmp/status.out")"; }
+t2=$(date +%s%N)
+kill "$holder" 2>/dev/null
+wait "$holder" 2>/dev/null
+grep -q "HTTPS connections: .*: closing one without a request" "$tmp/hotmigd.log" ||
+    fail "the log does not say idle connections were closed"
+kill -0 "$pid" || fail "hotmigd died under 1100 idle connections"
+log "1100 idle connections: GET /v1/host in $(((t1 - t0) / 1000000)) ms, local status in $(((t2 - t1) / 1000000)) ms"
 
 # ---- vfio on the fixture, stop, exit codes ----------------------------------------------------
 out=$(expect_status 201 POST /v1/leases "$(lease_body '"vf": "0001:af:00.3"' vfio 120)") || exit 1

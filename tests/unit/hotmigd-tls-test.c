@@ -31,6 +31,9 @@ typedef struct {
     guint port; /* 0 until the server listens */
     char *url;
     char *server_error;
+    HmConfig *config; /* who is who: the test client and 'operator' are operators, 'peer2' host B */
+    OrchAuthz *authz;
+    char *files_root;
 } Fx;
 
 static int rm_rf(const char *path)
@@ -61,8 +64,14 @@ static gpointer server_thread(gpointer data)
     g_autofree char *cert = pki(fx, "server.pem");
     g_autofree char *key = pki(fx, "server-key.pem");
     g_autofree char *ca = pki(fx, "ca.pem");
-    OrchVfdServerConfig config = {
-        .listen = "127.0.0.1", .port = 0, .cert = cert, .key = key, .ca = ca};
+    const char *roots[] = {fx->files_root, NULL};
+    OrchVfdServerConfig config = {.listen = "127.0.0.1",
+                                  .port = 0,
+                                  .cert = cert,
+                                  .key = key,
+                                  .ca = ca,
+                                  .authz = fx->authz,
+                                  .file_roots = roots};
     g_autoptr(OrchVfdServer) server = NULL;
 
     g_main_context_push_thread_default(fx->ctx);
@@ -106,6 +115,15 @@ static int fx_setup(void **state)
     g_hash_table_add(fx->host->netdevs, g_strdup("hmlab0vf1"));
     fx->pool = orch_vfd_pool_new(&config, &fake_host_ops, fx->host, &error);
     assert_non_null(fx->pool);
+    {
+        static const char conf[] = "[hotmigd]\noperators = hotmig-test-client, hotmig-operator\n"
+                                   "[host B]\nuri = test:///default\nidentity = node02.test\n";
+
+        fx->config = hm_config_load_data(conf, sizeof(conf) - 1, "authz.conf", &error);
+        assert_non_null(fx->config);
+        fx->authz = orch_authz_new(fx->config);
+        fx->files_root = g_build_filename(fx->dir, "images", NULL);
+    }
     fx->ctx = g_main_context_new();
     fx->loop = g_main_loop_new(fx->ctx, FALSE);
     g_mutex_init(&fx->lock);
@@ -137,6 +155,9 @@ static int fx_teardown(void **state)
     g_main_loop_unref(fx->loop);
     g_main_context_unref(fx->ctx);
     orch_vfd_pool_free(fx->pool);
+    orch_authz_free(fx->authz);
+    hm_config_free(fx->config);
+    g_free(fx->files_root);
     rm_rf(fx->dir);
     g_free(fx->dir);
     g_free(fx->pki);
@@ -354,6 +375,182 @@ static void test_unreachable(void **state)
     expect(error, ORCH_ERROR_INVALID, "Cannot load the CA certificate");
 }
 
+/* Issue 15, item 2: a certificate of the same CA that no configuration names is refused
+ * everything; a host acts only on its own leases; TTLs and file paths are bounded. Before the
+ * authorization every call below succeeded. */
+static void test_authorization(void **state)
+{
+    Fx *fx = *state;
+    g_autoptr(OrchVfd) op = client(fx, NULL, NULL, NULL, 10);
+    g_autoptr(OrchVfd) stranger = client(fx, "stranger", NULL, NULL, 10);
+    g_autoptr(OrchVfd) peer = client(fx, "peer2", NULL, NULL, 10);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(OrchVfdLease) lease = NULL;
+    g_autoptr(OrchVfdLease) own = NULL;
+    g_autofree char *note = NULL;
+    g_autofree char *inside = g_build_filename(fx->files_root, "vm7.qcow2", NULL);
+    const char *outside[] = {"/etc/shadow", NULL};
+    const char *dotdot[] = {NULL, NULL};
+    const char *ok_paths[] = {inside, NULL};
+    g_autofree char *escape = g_strconcat(fx->files_root, "/../../etc/shadow", NULL);
+    OrchVfdLeaseRequest req = {
+        .vf = "hmlab0vf1", .holder = "operator", .reason = "a test", .domain = "vm7"};
+    OrchVfdMigrationRequest mig = {.domain = "vm7", .destination = "B", .reason = "a test"};
+    OrchVfdLease *got;
+
+    lease = orch_vfd_lease(op, &req, &error);
+    assert_non_null(lease);
+
+    /* The stranger: 403 on each. */
+    assert_null(orch_vfd_host(stranger, &error));
+    expect(error, ORCH_ERROR_FORBIDDEN, "'hotmig-stranger' may not GET /v1/host");
+    g_clear_error(&error);
+    assert_null(orch_vfd_list(stranger, &error));
+    expect(error, ORCH_ERROR_FORBIDDEN, "may not GET /v1/vfs");
+    g_clear_error(&error);
+    req.vf = "hmlab0vf2";
+    assert_null(orch_vfd_lease(stranger, &req, &error));
+    expect(error, ORCH_ERROR_FORBIDDEN, "may not POST /v1/leases");
+    g_clear_error(&error);
+    assert_false(orch_vfd_release(stranger, "hmlab0vf1", lease->id, &error));
+    expect(error, ORCH_ERROR_FORBIDDEN, "may not DELETE /v1/leases/VF/ID");
+    g_clear_error(&error);
+    assert_null(orch_vfd_confirm(stranger, "hmlab0vf1", lease->id, &error));
+    expect(error, ORCH_ERROR_FORBIDDEN, "may not POST");
+    g_clear_error(&error);
+    assert_false(orch_vfd_ib_identity(stranger, "hmlab0vf1", 1, 2, &note, &error));
+    expect(error, ORCH_ERROR_FORBIDDEN, "may not POST /v1/vfs/VF/ib-identity");
+    g_clear_error(&error);
+    assert_false(orch_vfd_vfio(stranger, "hmlab0vf1", &note, &error));
+    expect(error, ORCH_ERROR_FORBIDDEN, "may not POST /v1/vfs/VF/vfio");
+    g_clear_error(&error);
+    assert_false(orch_vfd_left(stranger, "hmlab0vf1", "vm7", &error));
+    expect(error, ORCH_ERROR_FORBIDDEN, "may not POST /v1/vfs/VF/left");
+    g_clear_error(&error);
+    assert_null(orch_vfd_files_missing(stranger, ok_paths, &error));
+    expect(error, ORCH_ERROR_FORBIDDEN, "may not POST /v1/files");
+    g_clear_error(&error);
+    assert_null(orch_vfd_migration_start(stranger, &mig, &error));
+    expect(error, ORCH_ERROR_FORBIDDEN, "may not POST /v1/migrations");
+    g_clear_error(&error);
+
+    /* Host B may not release, confirm or program the operator's lease... */
+    assert_false(orch_vfd_release(peer, "hmlab0vf1", lease->id, &error));
+    expect(error, ORCH_ERROR_FORBIDDEN, "VF 'hmlab0vf1' is held by 'hotmig-test-client'");
+    g_clear_error(&error);
+    assert_null(orch_vfd_confirm(peer, "hmlab0vf1", lease->id, &error));
+    expect(error, ORCH_ERROR_FORBIDDEN, "is held by");
+    g_clear_error(&error);
+    assert_false(orch_vfd_ib_identity(peer, "hmlab0vf1", 1, 2, &note, &error));
+    expect(error, ORCH_ERROR_FORBIDDEN, "is held by");
+    g_clear_error(&error);
+    assert_false(orch_vfd_vfio(peer, "hmlab0vf1", &note, &error));
+    expect(error, ORCH_ERROR_FORBIDDEN, "is held by");
+    g_clear_error(&error);
+    /* ... but acts on its own. */
+    req.vf = "0000:3b:01.0";
+    req.holder = "host B";
+    own = orch_vfd_lease(peer, &req, &error);
+    if (!own)
+        fail_msg("host B's own lease: %s", error->message);
+    assert_true(orch_vfd_ib_identity(peer, "0000:3b:01.0", 1, 2, NULL, &error));
+    assert_true(orch_vfd_release(peer, "0000:3b:01.0", own->id, &error));
+    assert_null(error);
+
+    /* Lease TTLs are bounded ([hotmigd] lease-ttl-max, 1800 by default). */
+    req.ttl_s = 7 * 24 * 3600;
+    assert_null(orch_vfd_lease(op, &req, &error));
+    expect(error, ORCH_ERROR_INVALID, "member 'ttl' must be from 1 to 1800");
+    g_clear_error(&error);
+
+    /* Files: only under [hotmigd] file-roots, no '..'. */
+    {
+        g_autoptr(GPtrArray) missing = orch_vfd_files_missing(op, ok_paths, &error);
+
+        assert_non_null(missing);
+        assert_int_equal(missing->len, 1);
+    }
+    assert_null(orch_vfd_files_missing(op, outside, &error));
+    expect(error, ORCH_ERROR_FORBIDDEN, "is not under a directory of [hotmigd] file-roots");
+    g_clear_error(&error);
+    dotdot[0] = escape;
+    assert_null(orch_vfd_files_missing(op, dotdot, &error));
+    expect(error, ORCH_ERROR_FORBIDDEN, "file-roots");
+    g_clear_error(&error);
+
+    /* The operator's lease is intact. */
+    got = orch_vfd_confirm(op, "hmlab0vf1", lease->id, &error);
+    assert_non_null(got);
+    orch_vfd_lease_free(got);
+}
+
+/* A hostile peer: an HTTPS server (the test CA's server certificate, GIO only) that answers
+ * one request with 76 000 nested brackets, well within the client's 4 MiB reply limit. */
+typedef struct {
+    GSocketListener *listener;
+    GTlsCertificate *cert;
+} DeepPeer;
+
+static gpointer deep_peer_thread(gpointer data)
+{
+    DeepPeer *peer = data;
+    g_autoptr(GSocketConnection) conn = g_socket_listener_accept(peer->listener, NULL, NULL, NULL);
+    g_autoptr(GIOStream) tls = NULL;
+    g_autoptr(GString) head = g_string_new(NULL);
+    g_autofree char *body = g_strnfill(76000, '[');
+    g_autofree char *reply = NULL;
+    char c;
+
+    if (!conn)
+        return NULL;
+    tls = g_tls_server_connection_new(G_IO_STREAM(conn), peer->cert, NULL);
+    if (!tls || !g_tls_connection_handshake(G_TLS_CONNECTION(tls), NULL, NULL))
+        return NULL;
+    /* The request's head, up to the blank line (GET: no body). */
+    while (!g_str_has_suffix(head->str, "\r\n\r\n") && head->len < 65536 &&
+           g_input_stream_read(g_io_stream_get_input_stream(tls), &c, 1, NULL, NULL) == 1)
+        g_string_append_c(head, c);
+    reply = g_strdup_printf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                            "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                            strlen(body), body);
+    g_output_stream_write_all(g_io_stream_get_output_stream(tls), reply, strlen(reply), NULL, NULL,
+                              NULL);
+    g_io_stream_close(tls, NULL, NULL);
+    return NULL;
+}
+
+/* json-glib recurses per level: before the nesting limit this crashed the client (SIGSEGV on
+ * an 8 MiB stack); now it is an error naming the peer (issue 15, item 6). */
+static void test_deep_peer(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *cert = pki(fx, "server.pem");
+    g_autofree char *key = pki(fx, "server-key.pem");
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GInetAddress) lo = g_inet_address_new_loopback(G_SOCKET_FAMILY_IPV4);
+    g_autoptr(GSocketAddress) any = g_inet_socket_address_new(lo, 0);
+    g_autoptr(GSocketAddress) bound = NULL;
+    g_autofree char *url = NULL;
+    DeepPeer peer = {g_socket_listener_new(), g_tls_certificate_new_from_files(cert, key, &error)};
+    GThread *thread;
+
+    assert_non_null(peer.cert);
+    assert_true(g_socket_listener_add_address(peer.listener, any, G_SOCKET_TYPE_STREAM,
+                                              G_SOCKET_PROTOCOL_TCP, NULL, &bound, &error));
+    url = g_strdup_printf("https://127.0.0.1:%u",
+                          g_inet_socket_address_get_port(G_INET_SOCKET_ADDRESS(bound)));
+    thread = g_thread_new("deep-peer", deep_peer_thread, &peer);
+    {
+        g_autoptr(OrchVfd) vfd = client(fx, NULL, NULL, url, 10);
+
+        assert_null(orch_vfd_host(vfd, &error));
+        expect(error, ORCH_ERROR_INVALID, "JSON nests deeper than 32 levels");
+    }
+    g_thread_join(thread);
+    g_object_unref(peer.listener);
+    g_object_unref(peer.cert);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -361,6 +558,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_refused_client, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_refused_server, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_unreachable, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_deep_peer, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_authorization, fx_setup, fx_teardown),
     };
 
     if (argc != 2) {

@@ -282,7 +282,7 @@ static void test_fault_spec(void **state)
         const char *message;
     } bad[] = {
         {"netlink_bogus", "Fault spec 'netlink_bogus': unknown operation 'netlink_bogus' "
-                          "(netlink_link_info, netlink_vf_set_guid)"},
+                          "(netlink_link_info, netlink_vf_set_guid, netlink_vf_get_guids)"},
         {"netlink_link_info#0",
          "Fault spec 'netlink_link_info#0': call count '0' is not a positive number"},
         {"device_attach, netlink_link_info@elsewhere",
@@ -437,6 +437,44 @@ static void test_guid_parse_message_bounded(void **state)
     assert_true(guid == 42);
 }
 
+/* ---- reading (the identity a migration carries comes from the host, issue 15) ------------ */
+
+static void test_read_back(void **state)
+{
+    Fixture *f = *state;
+    g_autoptr(GError) error = NULL;
+    char *note = NULL;
+    guint64 node = 42;
+    guint64 port = 42;
+
+    /* A driver that reports nothing (the fake's VF with no GUIDs): UNKNOWN, outputs untouched. */
+    assert_false(hotplug_ib_identity_read(f->nl, "ib0", 3, &node, &port, &error));
+    assert_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_UNKNOWN);
+    assert_true(node == 42 && port == 42);
+    g_clear_error(&error);
+
+    assert_true(hotplug_ib_identity_apply(f->nl, "ib0", 3, node_guid, port_guid, &note, &error));
+    assert_true(hotplug_ib_identity_read(f->nl, "ib0", 3, &node, &port, &error));
+    assert_null(error);
+    assert_true(node == node_guid && port == port_guid);
+
+    /* Not InfiniBand, no such device, no such VF, a bad name: an error, outputs untouched. */
+    node = port = 42;
+    assert_false(hotplug_ib_identity_read(f->nl, "enp59s0f0", 1, &node, &port, &error));
+    assert_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_UNKNOWN);
+    assert_contains(error->message, "is not InfiniBand");
+    g_clear_error(&error);
+    assert_false(hotplug_ib_identity_read(f->nl, "ib7", 0, &node, &port, &error));
+    assert_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_NOT_FOUND);
+    g_clear_error(&error);
+    assert_false(hotplug_ib_identity_read(f->nl, "ib0", 8, &node, &port, &error));
+    assert_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_NO_VF);
+    g_clear_error(&error);
+    assert_false(hotplug_ib_identity_read(f->nl, "ib0/x", 0, &node, &port, &error));
+    assert_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID);
+    assert_true(node == 42 && port == 42);
+}
+
 #define FIXTURE_TEST(fn) cmocka_unit_test_setup_teardown(fn, fixture_setup, fixture_teardown)
 
 int main(void)
@@ -450,6 +488,7 @@ int main(void)
         FIXTURE_TEST(test_injected_failure_propagates),
         FIXTURE_TEST(test_fault_walk),
         FIXTURE_TEST(test_fault_spec),
+        FIXTURE_TEST(test_read_back),
         cmocka_unit_test(test_guid_parse_forms),
         cmocka_unit_test(test_guid_round_trip),
         cmocka_unit_test(test_guid_parse_rejects),

@@ -1192,6 +1192,117 @@ static void test_clock_skew(void **state)
     assert_int_equal(got->state, HOTPLUG_LEASE_FREE);
 }
 
+static gint64 fixture_boot_clock(gpointer user_data)
+{
+    return *(const gint64 *)user_data;
+}
+
+/* Expiry is decided on the boot clock: a step of the wall clock (NTP, an operator) neither
+ * ends a lease early nor keeps it late (issue 15, item 4). */
+static void test_monotonic_expiry(void **state)
+{
+    Fixture *f = *state;
+    gint64 boot = 5000;
+    g_autoptr(HotplugLease) lease = NULL;
+    g_autoptr(HotplugLease) got = NULL;
+    g_autoptr(HotplugLease) again = NULL;
+    g_autoptr(GError) error = NULL;
+
+    hotplug_lease_store_set_boot_clock(f->store, fixture_boot_clock, &boot,
+                                       "3f1c4a52-8a55-4a1e-9c1a-000000000001");
+    lease = acquire_ok(f, f->store, VF, "h", 10);
+    f->now = T0 + 3600; /* the wall clock jumps an hour ahead */
+    got = hotplug_lease_get(f->store, VF, &error);
+    assert_int_equal(got->state, HOTPLUG_LEASE_LEASED);
+    /* ... and another client cannot take the VF. */
+    assert_null(hotplug_lease_acquire(f->store, VF, "h2", "r", "d", 10, &error));
+    assert_true(g_error_matches(error, HOTPLUG_ERROR, HOTPLUG_ERROR_BUSY));
+    g_clear_error(&error);
+    g_clear_pointer(&got, hotplug_lease_free);
+
+    boot += 10; /* ten seconds really passed */
+    f->now = T0 - 3600;
+    got = hotplug_lease_get(f->store, VF, &error);
+    assert_int_equal(got->state, HOTPLUG_LEASE_FREE);
+    g_clear_pointer(&got, hotplug_lease_free);
+
+    /* A lease of another boot is over, whatever the clocks say. */
+    boot = 6000;
+    f->now = T0;
+    again = acquire_ok(f, f->store, VF, "h", 10);
+    hotplug_lease_store_set_boot_clock(f->store, fixture_boot_clock, &boot,
+                                       "3f1c4a52-8a55-4a1e-9c1a-000000000002");
+    got = hotplug_lease_get(f->store, VF, &error);
+    assert_int_equal(got->state, HOTPLUG_LEASE_FREE);
+}
+
+/* A migration longer than the TTL renews its lease; a stale id cannot. */
+static void test_renew(void **state)
+{
+    Fixture *f = *state;
+    g_autoptr(HotplugLease) lease = acquire_ok(f, f->store, VF, "h", 2);
+    g_autoptr(HotplugLease) got = NULL;
+    g_autoptr(GError) error = NULL;
+
+    f->now = T0 + 1;
+    assert_true(hotplug_lease_renew(f->store, VF, lease->id, 2, &error));
+    f->now = T0 + 2;
+    assert_true(hotplug_lease_renew(f->store, VF, lease->id, 2, &error));
+    f->now = T0 + 3; /* 3 s after a 2 s lease was taken: renewed, still held */
+    got = hotplug_lease_get(f->store, VF, &error);
+    assert_int_equal(got->state, HOTPLUG_LEASE_LEASED);
+    assert_null(hotplug_lease_acquire(f->store, VF, "h2", "r", "d", 10, &error));
+    assert_true(g_error_matches(error, HOTPLUG_ERROR, HOTPLUG_ERROR_BUSY));
+    g_clear_error(&error);
+
+    assert_false(hotplug_lease_renew(f->store, VF, "0123456789abcdef0123456789abcdef", 2, &error));
+    assert_true(g_error_matches(error, HOTPLUG_ERROR, HOTPLUG_ERROR_STALE));
+    g_clear_error(&error);
+    assert_false(hotplug_lease_renew(f->store, VF, lease->id, 0, &error));
+    assert_true(g_error_matches(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID));
+    g_clear_error(&error);
+    f->now = T0 + 10; /* expired: too late to renew */
+    assert_false(hotplug_lease_renew(f->store, VF, lease->id, 2, &error));
+    assert_true(g_error_matches(error, HOTPLUG_ERROR, HOTPLUG_ERROR_STALE));
+}
+
+/* The identity given to a VF stays recorded after its lease ends, until cleared (issue 15,
+ * items 1 and 5: the source host knows what its VF carries; a VF carrying another domain's
+ * identity is known as such). */
+static void test_identity_record(void **state)
+{
+    Fixture *f = *state;
+    g_autoptr(HotplugLease) lease = acquire_ok(f, f->store, VF, "h", 100);
+    g_autoptr(HotplugLease) got = NULL;
+    g_autoptr(HotplugLease) next = NULL;
+    g_autoptr(GError) error = NULL;
+
+    assert_false(hotplug_lease_set_identity(f->store, VF, lease->id, 0, 2, &error));
+    assert_true(g_error_matches(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID));
+    g_clear_error(&error);
+    assert_false(hotplug_lease_set_identity(f->store, VF, "0123456789abcdef0123456789abcdef",
+                                            1, 2, &error));
+    assert_true(g_error_matches(error, HOTPLUG_ERROR, HOTPLUG_ERROR_STALE));
+    g_clear_error(&error);
+    assert_true(hotplug_lease_set_identity(f->store, VF, lease->id, 0x0002c90300a1b2c3,
+                                           0x0002c90300a1b2c4, &error));
+    assert_true(hotplug_lease_release(f->store, VF, lease->id, &error));
+    got = hotplug_lease_get(f->store, VF, &error);
+    assert_int_equal(got->state, HOTPLUG_LEASE_FREE);
+    assert_string_equal(got->identity_of, lease->domain);
+    assert_true(got->node_guid == 0x0002c90300a1b2c3 && got->port_guid == 0x0002c90300a1b2c4);
+    g_clear_pointer(&got, hotplug_lease_free);
+
+    /* The next lease of the VF still shows what it carries. */
+    next = acquire_ok(f, f->store, VF, "h2", 100);
+    assert_string_equal(next->identity_of, lease->domain);
+    assert_true(hotplug_lease_clear_identity(f->store, VF, &error));
+    got = hotplug_lease_get(f->store, VF, &error);
+    assert_int_equal(got->state, HOTPLUG_LEASE_LEASED);
+    assert_null(got->identity_of);
+    assert_true(got->node_guid == 0);
+}
+
 /* Child side of test_unwritable_dir: runs as a user that cannot write the directory. Returns
  * NULL or what went wrong. */
 static char *unwritable_child(Fixture *f, const char *held_id)
@@ -1379,6 +1490,12 @@ static void test_record_format(void **state)
         .domain = (char *)"vm;7",
         .created = T0,
         .expires = T0 + 5,
+        .boot_id = (char *)"3f1c4a52-8a55-4a1e-9c1a-5d2e7b8c9d0e",
+        .expires_boot = 86405,
+        .node_guid = 0x0002c90300a1b2c3,
+        .port_guid = 0xfe00000000000001,
+        .identity_of = (char *)"vm 7",
+        .owner = (char *)"node01.cluster.example",
     };
     for (int st = 0; st < HOTPLUG_LEASE_STATE_LAST; st++) {
         g_autoptr(GError) error = NULL;
@@ -1392,7 +1509,11 @@ static void test_record_format(void **state)
         assert_null(error);
         assert_int_equal(back->state, st);
         assert_string_equal(back->vf, VF);
+        /* The identity a VF carries is kept in every state. */
+        assert_string_equal(back->identity_of, lease.identity_of);
+        assert_true(back->node_guid == lease.node_guid && back->port_guid == lease.port_guid);
         if (st == HOTPLUG_LEASE_FREE) {
+            assert_null(back->owner);
             assert_null(back->id);
             assert_int_equal(back->created, 0);
             continue;
@@ -1403,6 +1524,11 @@ static void test_record_format(void **state)
         assert_string_equal(back->domain, lease.domain);
         assert_int_equal(back->created, lease.created);
         assert_int_equal(back->expires, lease.expires);
+        assert_string_equal(back->owner, lease.owner);
+        if (st == HOTPLUG_LEASE_LEASED) {
+            assert_string_equal(back->boot_id, lease.boot_id);
+            assert_int_equal(back->expires_boot, lease.expires_boot);
+        }
     }
     {
         g_autoptr(GError) error = NULL;
@@ -1432,6 +1558,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_damaged_records, setup, teardown),
         cmocka_unit_test_setup_teardown(test_oversized_records, setup, teardown),
         cmocka_unit_test_setup_teardown(test_clock_skew, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_monotonic_expiry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_renew, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_identity_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unwritable_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_ignores_strangers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_relative_dir, setup, teardown),

@@ -212,6 +212,32 @@ static void test_set_guid_unsupported(void **state)
                                              "driver cannot set VF GUIDs)");
 }
 
+/* The raw RTM_GETLINK (RTEXT_FILTER_VF) read: a device without VF GUIDs parses and reports
+ * UNKNOWN; a missing one NOT_FOUND. The adapter's own socket keeps working afterwards. */
+static void test_get_guids_unreported(void **state)
+{
+    g_autoptr(HotplugNetlink) nl = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GError) missing = NULL;
+    guint64 node = 42;
+    guint64 port = 42;
+    int ifindex = 0;
+    guint type = 0;
+    guint num_vfs = 0;
+
+    SKIP_UNLESS_PRIVATE_NETNS();
+    nl = open_adapter();
+    assert_false(nl->ops->vf_get_guids(nl->ctx, "lo", 0, &node, &port, &error));
+    assert_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_UNKNOWN);
+    assert_string_equal(error->message, "The kernel does not report the GUIDs of VF 0 of 'lo' "
+                                        "(its driver has no ndo_get_vf_guid)");
+    assert_true(node == 42 && port == 42);
+    assert_false(nl->ops->vf_get_guids(nl->ctx, "hmnone0", 0, &node, &port, &missing));
+    assert_error(missing, HOTPLUG_ERROR, HOTPLUG_ERROR_NOT_FOUND);
+    assert_true(nl->ops->link_info(nl->ctx, "lo", &ifindex, &type, &num_vfs, NULL));
+    assert_int_equal(type, 772);
+}
+
 /* An Ethernet device (a veth pair, created with ip in this namespace) is skipped as well. */
 static void test_ethernet_skipped(void **state)
 {
@@ -243,6 +269,7 @@ int main(void)
         cmocka_unit_test(test_socket_cloexec),       cmocka_unit_test(test_loopback_link_info),
         cmocka_unit_test(test_loopback_skipped),     cmocka_unit_test(test_unknown_device),
         cmocka_unit_test(test_set_guid_unsupported), cmocka_unit_test(test_ethernet_skipped),
+        cmocka_unit_test(test_get_guids_unreported),
     };
 
     int failed = cmocka_run_group_tests_name("hotplug-netlink-live", tests, group_setup,

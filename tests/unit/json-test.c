@@ -1,5 +1,6 @@
 /* Unit tests for hm_json_append_string() (common/json.c): fixed cases, and random byte
- * strings whose output json-glib must parse back (to the input, when the input is UTF-8). */
+ * strings whose output json-glib must parse back (to the input, when the input is UTF-8);
+ * and for hm_json_check_depth(), the nesting limit put before every untrusted parse. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -100,11 +101,51 @@ static void test_random(void **state)
     }
 }
 
+static gboolean depth_ok(const char *text, guint max)
+{
+    g_autoptr(GError) error = NULL;
+    gboolean ok = hm_json_check_depth(text, -1, max, &error);
+
+    assert_true(ok == (error == NULL));
+    if (error) {
+        assert_int_equal(error->code, HM_COMMON_ERROR_INVALID);
+        assert_non_null(strstr(error->message, "JSON nests deeper than"));
+    }
+    return ok;
+}
+
+static void test_depth(void **state)
+{
+    g_autoptr(GString) deep = g_string_new(NULL);
+    g_autoptr(GError) error = NULL;
+
+    assert_true(depth_ok("", 2));
+    assert_true(depth_ok("{\"a\":[1,{\"b\":2}]}", 3));
+    assert_false(depth_ok("{\"a\":[1,{\"b\":[]}]}", 3));
+    assert_true(depth_ok("[[],[],[],[]]", 2)); /* siblings do not add up */
+    /* Brackets inside strings, escaped quotes and backslashes do not count. */
+    assert_true(depth_ok("[\"[[[[{{{{\"]", 1));
+    assert_true(depth_ok("[\"\\\"[[[[\"]", 1));
+    assert_true(depth_ok("[\"\\\\\",[]]", 2));
+    assert_false(depth_ok("[\"\\\\\",[[]]]", 2));
+    /* Unbalanced closers neither underflow nor hide later openers. */
+    assert_false(depth_ok("]]]]}}[[[", 2));
+    /* @len bounds the scan: what follows is not read. */
+    assert_true(hm_json_check_depth("[[[[", 2, 2, NULL));
+
+    /* The input of issue 15: 76 000 nested brackets, which crash json-glib. */
+    for (int i = 0; i < 76000; i++)
+        g_string_append_c(deep, '[');
+    assert_false(hm_json_check_depth(deep->str, (gssize)deep->len, HM_JSON_MAX_DEPTH, &error));
+    assert_non_null(strstr(error->message, "deeper than 32 levels at byte 32"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixed),
         cmocka_unit_test(test_random),
+        cmocka_unit_test(test_depth),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -139,9 +139,42 @@ static gboolean fake_vf_set_guid(gpointer ctx, const char *pf_netdev, guint vf_i
     return TRUE;
 }
 
+/* Like a kernel whose driver has ndo_get_vf_guid: it reports the GUIDs of an InfiniBand PF's
+ * VFs once they were set (a VF whose GUIDs are both 0 stands for a driver that reports none). */
+static gboolean fake_vf_get_guids(gpointer ctx, const char *pf_netdev, guint vf_index,
+                                  guint64 *ret_node_guid, guint64 *ret_port_guid, GError **error)
+{
+    NetlinkFake *fake = ctx;
+    FakeLink *link;
+    guint64 node;
+    guint64 port;
+
+    if (fake_call(fake, g_strdup_printf("vf_get_guids %s %u", pf_netdev, vf_index), error))
+        return FALSE;
+    link = fake_link_find(fake, pf_netdev);
+    if (!link) {
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_NOT_FOUND,
+                    "Reading the GUIDs of VF %u of '%s': no net device '%s'", vf_index, pf_netdev,
+                    pf_netdev);
+        return FALSE;
+    }
+    node = vf_index < link->num_vfs ? link->guids[vf_index * HOTPLUG_GUID_LAST] : 0;
+    port = vf_index < link->num_vfs ? link->guids[vf_index * HOTPLUG_GUID_LAST + 1] : 0;
+    if (link->arphrd_type != ARPHRD_INFINIBAND || (node == 0 && port == 0)) {
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_UNKNOWN,
+                    "The kernel does not report the GUIDs of VF %u of '%s' (its driver has no ndo_get_vf_guid)",
+                    vf_index, pf_netdev);
+        return FALSE;
+    }
+    *ret_node_guid = node;
+    *ret_port_guid = port;
+    return TRUE;
+}
+
 static const HotplugNetlinkOps fake_ops = {
     .link_info = fake_link_info,
     .vf_set_guid = fake_vf_set_guid,
+    .vf_get_guids = fake_vf_get_guids,
     .free = NULL, /* the fake belongs to the test */
 };
 

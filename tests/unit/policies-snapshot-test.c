@@ -122,7 +122,7 @@ static void test_bad_snapshots(void **state)
                  "\"vms\":[{\"name\":\"v\",\"host\":\"h\",\"vcpus\":1,\"memory_mib\":1,\"pinned\":\"yes\"}]}",
                  "vms[0].pinned");
     expect_error("{\"hosts\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}",
-                 "nested deeper");
+                 "nests deeper");
     /* Unknown members are refused: a misspelt "pined" must not move a pinned VM. */
     expect_error("{\"hosts\":[{\"name\":\"h\",\"cpus\":1,\"memory_mib\":1}],"
                  "\"vms\":[{\"name\":\"v\",\"host\":\"h\",\"vcpus\":1,\"memory_mib\":1,\"pined\":true}]}",

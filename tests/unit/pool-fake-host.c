@@ -141,6 +141,23 @@ static gboolean fake_ib_identity(gpointer data, const OrchVfdPciVf *vf, guint64 
     return TRUE;
 }
 
+static gboolean fake_ib_identity_read(gpointer data, const OrchVfdPciVf *vf,
+                                      guint64 *ret_node_guid, guint64 *ret_port_guid,
+                                      GError **error)
+{
+    FakeHost *host = data;
+
+    if (!host->kernel_node || !host->kernel_port) {
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_UNKNOWN,
+                    "The kernel does not report the GUIDs of VF %u of '%s'", vf->vf_index,
+                    vf->pf_netdev);
+        return FALSE;
+    }
+    *ret_node_guid = host->kernel_node;
+    *ret_port_guid = host->kernel_port;
+    return TRUE;
+}
+
 static gboolean fake_vfio_bind(gpointer data, const char *address, gboolean *ret_changed,
                                char **ret_previous_driver, GError **error)
 {
@@ -160,6 +177,7 @@ const OrchVfdHostOps fake_host_ops = {
     .netdev_exists = fake_netdev_exists,
     .domains_using = fake_domains_using,
     .ib_identity = fake_ib_identity,
+    .ib_identity_read = fake_ib_identity_read,
     .vfio_bind = fake_vfio_bind,
     .free = fake_free,
 };

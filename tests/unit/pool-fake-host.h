@@ -11,6 +11,7 @@ typedef struct {
     GHashTable *domains;   /* PCI address -> domain */
     gboolean domains_fail; /* domains_using fails with ORCH_ERROR_UNAVAILABLE */
     gboolean ib_fail;      /* ib_identity fails */
+    guint64 kernel_node, kernel_port; /* what ib_identity_read reports; 0: "unknown" */
     /* recorded */
     guint ib_calls;
     char *ib_pf_netdev;

@@ -7,6 +7,9 @@
 #   other-ca.pem                     another CA, and other-client.pem other-client-key.pem
 #                                    (clientAuth) signed by it
 #   expired.pem expired-key.pem      signed by the test CA, expired (clientAuth)
+#   stranger.pem stranger-key.pem    signed by the test CA, an identity no configuration names
+#   peer2.pem peer2-key.pem          signed by the test CA, DNS name node02.test (a second host)
+#   operator.pem operator-key.pem    signed by the test CA, common name hotmig-operator
 # EC P-256 keys: fast to make. Usage: test-pki.sh DIR
 set -euo pipefail
 dir=$1
@@ -57,6 +60,9 @@ cert server ca localhost serverAuth "IP:127.0.0.1,DNS:localhost"
 cert client ca hotmig-test-client clientAuth
 cert other-client other-ca hotmig-other-client clientAuth
 cert expired ca hotmig-expired-client clientAuth "" -1
+cert stranger ca hotmig-stranger clientAuth
+cert peer2 ca node02 clientAuth "DNS:node02.test"
+cert operator ca hotmig-operator clientAuth
 key self-key.pem
 openssl req -x509 -new -key self-key.pem -out self.pem -days 30 -subj "/O=hotmig test/CN=self-signed" \
     -addext "extendedKeyUsage=clientAuth" 2>>"$log"

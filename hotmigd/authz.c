@@ -1,0 +1,155 @@
+/* hotmigd's authorization: certificate identities to hosts and roles (docs/security.md). */
+#define G_LOG_DOMAIN "hotmigd"
+
+#include "hotmigd/authz.h"
+
+#include <string.h>
+
+struct OrchAuthz {
+    GHashTable *hosts;     /* identity -> host name (owned strings) */
+    GHashTable *operators; /* identity set */
+};
+
+void orch_peer_free(OrchPeer *peer)
+{
+    if (!peer)
+        return;
+    g_free(peer->identity);
+    g_free(peer->host);
+    g_free(peer);
+}
+
+OrchPeer *orch_peer_new(const char *identity, const char *host, guint roles)
+{
+    OrchPeer *peer = g_new0(OrchPeer, 1);
+
+    peer->identity = g_strdup(identity ? identity : "?");
+    peer->host = g_strdup(host);
+    peer->roles = roles;
+    return peer;
+}
+
+const char *orch_peer_owner(const OrchPeer *peer)
+{
+    g_return_val_if_fail(peer != NULL, NULL);
+    return peer->host ? peer->host : peer->identity;
+}
+
+OrchAuthz *orch_authz_new(const HmConfig *config)
+{
+    OrchAuthz *authz = g_new0(OrchAuthz, 1);
+    GPtrArray *hosts = hm_config_get_hosts(config);
+    g_auto(GStrv) operators = hm_config_get_list(config, HM_CONFIG_HOTMIGD_OPERATORS);
+
+    authz->hosts = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    authz->operators = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    for (guint i = 0; i < hosts->len; i++) {
+        const HmConfigHost *h = g_ptr_array_index(hosts, i);
+
+        g_hash_table_replace(authz->hosts, g_strdup(h->identity ? h->identity : h->name),
+                             g_strdup(h->name));
+    }
+    for (char **o = operators; *o; o++)
+        g_hash_table_add(authz->operators, g_strdup(*o));
+    return authz;
+}
+
+void orch_authz_free(OrchAuthz *authz)
+{
+    if (!authz)
+        return;
+    g_hash_table_unref(authz->hosts);
+    g_hash_table_unref(authz->operators);
+    g_free(authz);
+}
+
+/* The CN of an RFC 4514 subject ("CN=node01,O=x" or with escapes): the first CN=, up to an
+ * unescaped ','. Owned, NULL when there is none. */
+static char *authz_subject_cn(const char *subject)
+{
+    g_autoptr(GString) cn = NULL;
+    const char *p = subject;
+
+    while (p && *p) {
+        if (g_str_has_prefix(p, "CN=")) {
+            cn = g_string_new(NULL);
+            for (p += 3; *p && *p != ','; p++) {
+                if (*p == '\\' && p[1])
+                    p++;
+                g_string_append_c(cn, *p);
+            }
+            return g_string_free(g_steal_pointer(&cn), FALSE);
+        }
+        /* Next attribute: after an unescaped ','. */
+        for (; *p && *p != ','; p++) {
+            if (*p == '\\' && p[1])
+                p++;
+        }
+        if (*p == ',')
+            p++;
+    }
+    return NULL;
+}
+
+GPtrArray *orch_cert_identities(GTlsCertificate *cert)
+{
+    GPtrArray *out = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GPtrArray) dns = NULL;
+    g_autoptr(GPtrArray) ips = NULL;
+    g_autofree char *subject = NULL;
+
+    if (!cert)
+        return out;
+    dns = g_tls_certificate_get_dns_names(cert);
+    ips = g_tls_certificate_get_ip_addresses(cert);
+    for (guint i = 0; dns && i < dns->len; i++) {
+        GBytes *b = g_ptr_array_index(dns, i);
+        gsize len = 0;
+        const char *data = g_bytes_get_data(b, &len);
+
+        /* A name with a NUL or not UTF-8 matches nothing configured. */
+        if (len > 0 && len <= 253 && !memchr(data, '\0', len) && g_utf8_validate(data, len, NULL))
+            g_ptr_array_add(out, g_strndup(data, len));
+    }
+    for (guint i = 0; ips && i < ips->len; i++)
+        g_ptr_array_add(out, g_inet_address_to_string(g_ptr_array_index(ips, i)));
+    if (!dns || dns->len == 0) {
+        subject = g_tls_certificate_get_subject_name(cert);
+        if (subject) {
+            char *cn = authz_subject_cn(subject);
+
+            if (cn && *cn)
+                g_ptr_array_add(out, cn);
+            else
+                g_free(cn);
+        }
+    }
+    return out;
+}
+
+OrchPeer *orch_authz_identify(const OrchAuthz *authz, GTlsCertificate *cert)
+{
+    g_autoptr(GPtrArray) ids = orch_cert_identities(cert);
+    const char *matched = NULL;
+    const char *host = NULL;
+    guint roles = 0;
+
+    g_return_val_if_fail(authz != NULL, NULL);
+
+    for (guint i = 0; i < ids->len; i++) {
+        const char *id = g_ptr_array_index(ids, i);
+        const char *h = g_hash_table_lookup(authz->hosts, id);
+
+        if (h && !host) {
+            host = h;
+            roles |= ORCH_ROLE_HOST;
+            matched = matched ? matched : id;
+        }
+        if (g_hash_table_contains(authz->operators, id)) {
+            roles |= ORCH_ROLE_OPERATOR;
+            matched = matched ? matched : id;
+        }
+    }
+    return orch_peer_new(matched ? matched : ids->len ? g_ptr_array_index(ids, 0) : NULL, host,
+                         roles);
+}
