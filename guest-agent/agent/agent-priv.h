@@ -273,4 +273,17 @@ AgentChannel *agent_channel_new_device(Agent *agent, const char *path, GSourceFu
 void agent_channel_free(AgentChannel *channel);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AgentChannel, agent_channel_free)
 
+/* ---- the verbs layer's broker (peer.c) --------------------------------------------------- */
+
+typedef struct AgentPeer AgentPeer;
+
+#define AGENT_VERBS_RUN_DIR_DEFAULT "/run/hotmig/verbs"
+
+/* Listens on @listen ("ADDR:PORT", the control network) for libhotmig-verbs processes of
+ * other guests and routes each to the local process owning the QP it names (registered under
+ * @run_dir). Lives in the thread-default main context. Owned. */
+AgentPeer *agent_peer_new(const char *listen, const char *run_dir, GError **error);
+void agent_peer_free(AgentPeer *peer);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(AgentPeer, agent_peer_free)
+
 G_END_DECLS

@@ -111,6 +111,8 @@ int main(int argc, char **argv)
     g_autofree char *socket_group = NULL;
     g_autofree char *socket_mode = NULL;
     AgentSocketAccess socket_access = AGENT_SOCKET_ACCESS_DEFAULT;
+    g_autofree char *peer_listen = NULL;
+    g_autofree char *verbs_run_dir = NULL;
     gboolean verbose = FALSE;
     gboolean version = FALSE;
     gboolean self_test = FALSE;
@@ -131,6 +133,12 @@ int main(int argc, char **argv)
         {"socket-mode", 'm', 0, G_OPTION_ARG_STRING, &socket_mode,
          "permissions of the process socket, octal (default 0600: root's processes only)",
          "MODE"},
+        {"peer-listen", 0, 0, G_OPTION_ARG_STRING, &peer_listen,
+         "route libhotmig-verbs peers of other guests from ADDR:PORT (the control network)",
+         "ADDR:PORT"},
+        {"verbs-run-dir", 0, 0, G_OPTION_ARG_FILENAME, &verbs_run_dir,
+         "where libhotmig-verbs processes register (default " AGENT_VERBS_RUN_DIR_DEFAULT ")",
+         "DIR"},
         {"sysfs-root", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &sysfs_root, NULL, NULL},
         {"dev-root", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &dev_root, NULL, NULL},
         {"daemonize", 'D', 0, G_OPTION_ARG_NONE, &daemonize,
@@ -148,6 +156,7 @@ int main(int argc, char **argv)
     g_autoptr(Agent) agent = NULL;
     g_autoptr(AgentChannel) channel = NULL;
     g_autoptr(AgentUevent) uevent = NULL;
+    g_autoptr(AgentPeer) peer = NULL;
     g_autoptr(GMainLoop) loop = NULL;
     AgentMain m = {0};
     guint sigterm_id;
@@ -206,6 +215,14 @@ int main(int argc, char **argv)
     if (!agent_listen(agent, socket_path, &socket_access, &error)) {
         g_warning("cannot start: %s", error->message);
         return 1;
+    }
+    if (peer_listen) {
+        peer = agent_peer_new(peer_listen,
+                              verbs_run_dir ? verbs_run_dir : AGENT_VERBS_RUN_DIR_DEFAULT, &error);
+        if (!peer) {
+            g_warning("cannot start: %s", error->message);
+            return 1;
+        }
     }
     if (device) {
         channel = agent_channel_new_device(agent, device, agent_main_quit, &m, &error);

@@ -16,3 +16,8 @@ set_tests_properties(agent-bench PROPERTIES LABELS bench TIMEOUT 1800
 add_test(NAME bench-migration COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/bench/migration.sh)
 set_tests_properties(bench-migration PROPERTIES LABELS bench TIMEOUT 3600 FIXTURES_REQUIRED lab
                      ENVIRONMENT "HM_BUILD=${CMAKE_BINARY_DIR}")
+# The verbs layer's data-path cost (ib_send_lat, ib_write_bw with and without the layer,
+# interleaved) on the lab: tests/bench/verbs-layer.sh prints, asserts nothing.
+add_test(NAME bench-verbs-layer COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/bench/verbs-layer.sh)
+set_tests_properties(bench-verbs-layer PROPERTIES LABELS bench TIMEOUT 3600 FIXTURES_REQUIRED lab
+                     ENVIRONMENT "HM_BUILD=${CMAKE_BINARY_DIR}")

@@ -41,3 +41,11 @@ hm_add_e2e(e2e-deputy deputy.sh)
 # migrate-vm's virsh options (persistent, undefinesource, migrateuri, bandwidth, parallel,
 # auto-converge, post-copy, the timeout actions, --no-X) checked against libvirt and QEMU.
 hm_add_e2e(e2e-migrate-options migrate-options.sh)
+# The transparent verbs layer (docs/verbs-layer.md): unmodified ibv_rc_pingpong under
+# LD_PRELOAD=libhotmig-verbs.so across four live migrations (client A->B->A, server B->A->B).
+hm_add_e2e(e2e-verbs-rc-pingpong verbs-rc-pingpong.sh EVENTS=0)
+hm_add_e2e(e2e-verbs-rc-pingpong-events verbs-rc-pingpong.sh EVENTS=1)
+# The same without a VM move: quiesce, rdma link del/add rxe0, resume, after burning QPNs.
+hm_add_e2e(e2e-verbs-device-swap verbs-device-swap.sh)
+# perftest (ib_write_bw, ib_read_lat with --use_old_post_send) across a migration each.
+hm_add_e2e(e2e-verbs-perftest verbs-perftest.sh)

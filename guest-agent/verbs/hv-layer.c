@@ -1,0 +1,2030 @@
+/* libhotmig-verbs: the shadow objects and the data path (docs/verbs-layer.md).
+ *
+ * Every exported ibv_* function of libibverbs is defined here (hv-exports.c holds the ones that
+ * need no shadow logic). A call whose object is a shadow works on the shadow's physical object;
+ * a call on a physical object (libibverbs and the providers call some exports themselves, e.g.
+ * rxe's ibv_query_gid) goes straight to the real function. */
+#include "hv.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+/* verbs.h turns these into inline wrappers; the layer defines the symbols themselves. */
+#undef ibv_query_port
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+HvLayer hv = {.lock = PTHREAD_MUTEX_INITIALIZER, .evt_wake = {-1, -1}};
+HvReal hv_real;
+static pthread_cond_t hv_cond = PTHREAD_COND_INITIALIZER; /* a swap ended */
+static pthread_once_t hv_once = PTHREAD_ONCE_INIT;
+
+static void hv_init_once(void)
+{
+#define HV_REAL(ret, name, ver, args)                                                              \
+    hv_real.r_##name = (ret(*) args)dlvsym(RTLD_NEXT, #name, ver);                                 \
+    if (!hv_real.r_##name)                                                                         \
+        hv_real.r_##name = (ret(*) args)dlsym(RTLD_NEXT, #name);                                   \
+    if (!hv_real.r_##name)                                                                         \
+        hv_log("libibverbs has no %s@%s", #name, ver);
+#include "hv-real.def"
+#undef HV_REAL
+}
+
+void hv_init(void)
+{
+    pthread_once(&hv_once, hv_init_once);
+}
+
+__attribute__((constructor)) static void hv_constructor(void)
+{
+    hv_init();
+}
+
+/* ---- lookups ------------------------------------------------------------------------------ */
+
+static int hv_op_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc);
+
+/* Lock-free: libibverbs and the providers call some exports themselves with physical objects,
+ * sometimes while the layer holds its locks (a swap opening the new device). A shadow context
+ * is recognised by its poll_cq op, which is the layer's. */
+HvContext *hv_ctx_of(struct ibv_context *c)
+{
+    if (!c || c->ops.poll_cq != hv_op_poll_cq)
+        return NULL;
+    return (HvContext *)((char *)c - offsetof(HvContext, vctx.context));
+}
+
+static pthread_mutex_t hv_dev_lock = PTHREAD_MUTEX_INITIALIZER; /* hv.devs */
+
+static HvDevice *hv_dev_of(struct ibv_device *d)
+{
+    HvDevice *dev;
+
+    pthread_mutex_lock(&hv_dev_lock);
+    for (dev = hv.devs; dev; dev = dev->next)
+        if (&dev->dev == d)
+            break;
+    pthread_mutex_unlock(&hv_dev_lock);
+    return dev;
+}
+
+#define HV_CTX(obj) hv_ctx_of((obj) ? (obj)->context : NULL)
+
+/* A context's lists of shadows (singly linked through ->next; hv.lock held). */
+#define HV_LINK(head, obj)                                                                         \
+    do {                                                                                           \
+        (obj)->next = (head);                                                                      \
+        (head) = (obj);                                                                            \
+    } while (0)
+#define HV_UNLINK(head, obj)                                                                       \
+    do {                                                                                           \
+        __typeof__(obj) *pp_;                                                                      \
+        for (pp_ = &(head); *pp_; pp_ = &(*pp_)->next)                                             \
+            if (*pp_ == (obj)) {                                                                   \
+                *pp_ = (obj)->next;                                                                \
+                break;                                                                             \
+            }                                                                                      \
+    } while (0)
+/* What ibv_destroy_X / ibv_dealloc_pd share for a shadow: the physical object goes (when there
+ * is one), then the shadow leaves its context's list; @r gets 0 or the real call's error. */
+#define HV_DESTROY(ctx, head, obj, realfn, r)                                                      \
+    do {                                                                                           \
+        hv_wait_phys(ctx);                                                                         \
+        pthread_mutex_lock(&hv.lock);                                                              \
+        (r) = (obj)->phys ? realfn((obj)->phys) : 0;                                               \
+        if (!(r))                                                                                  \
+            HV_UNLINK(head, obj);                                                                  \
+        pthread_mutex_unlock(&hv.lock);                                                            \
+    } while (0)
+
+/* Waits while a swap is under way: control calls need a physical object. */
+static int hv_wait_phys(HvContext *ctx)
+{
+    pthread_mutex_lock(&hv.lock);
+    while (hv.swapping || !ctx->phys)
+        if (!hv.swapping && !ctx->phys)
+            break;
+        else
+            pthread_cond_wait(&hv_cond, &hv.lock);
+    pthread_mutex_unlock(&hv.lock);
+    return ctx->phys ? 0 : ENODEV;
+}
+
+void hv_swap_ended(void)
+{
+    pthread_mutex_lock(&hv.lock);
+    pthread_cond_broadcast(&hv_cond);
+    pthread_mutex_unlock(&hv.lock);
+}
+
+/* ---- receive FIFO ------------------------------------------------------------------------- */
+
+void hv_fifo_push(HvRecvFifo *f, const struct ibv_recv_wr *wr)
+{
+    HvRecv *r;
+
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? f->cap * 2 : 64;
+        HvRecv *v = calloc(cap, sizeof(*v));
+
+        if (!v) {
+            hv_log("out of memory recording a receive: it will not survive a migration");
+            return;
+        }
+        for (size_t i = 0; i < f->n; i++)
+            v[i] = f->v[(f->head + i) % f->cap];
+        free(f->v);
+        f->v = v;
+        f->head = 0;
+        f->cap = cap;
+    }
+    r = &f->v[(f->head + f->n) % f->cap];
+    r->wr_id = wr->wr_id;
+    r->num_sge = wr->num_sge > 0 ? wr->num_sge : 0;
+    free(r->sge);
+    r->sge = NULL;
+    if (r->num_sge) {
+        r->sge = malloc(sizeof(*r->sge) * (size_t)r->num_sge);
+        if (!r->sge) {
+            r->num_sge = 0;
+            hv_log("out of memory recording a receive's scatter list");
+        } else {
+            memcpy(r->sge, wr->sg_list, sizeof(*r->sge) * (size_t)r->num_sge);
+        }
+    }
+    f->n++;
+}
+
+/* Removes the receive @wr_id completed: the head for a QP's own queue, searched for an SRQ. */
+void hv_fifo_consume(HvRecvFifo *f, uint64_t wr_id)
+{
+    size_t i;
+
+    if (!f->n)
+        return;
+    if (f->v[f->head].wr_id == wr_id) {
+        f->head = (f->head + 1) % f->cap;
+        f->n--;
+        return;
+    }
+    for (i = 1; i < f->n; i++)
+        if (f->v[(f->head + i) % f->cap].wr_id == wr_id)
+            break;
+    if (i == f->n)
+        return;
+    for (; i + 1 < f->n; i++) {
+        HvRecv tmp = f->v[(f->head + i) % f->cap];
+
+        f->v[(f->head + i) % f->cap] = f->v[(f->head + i + 1) % f->cap];
+        f->v[(f->head + i + 1) % f->cap] = tmp;
+    }
+    f->n--;
+}
+
+static void hv_fifo_free(HvRecvFifo *f)
+{
+    for (size_t i = 0; i < f->cap; i++)
+        free(f->v[i].sge);
+    free(f->v);
+    memset(f, 0, sizeof(*f));
+}
+
+/* ---- translation -------------------------------------------------------------------------- */
+
+static uint32_t hv_lkey_p(HvContext *ctx, uint32_t v)
+{
+    uint64_t p;
+
+    return hv_map_get(&ctx->lkey, v, &p) ? (uint32_t)p : v;
+}
+
+/* Per-thread scratch for translated work requests. */
+static __thread struct ibv_send_wr *hv_swr;
+static __thread struct ibv_recv_wr *hv_rwr;
+static __thread struct ibv_sge *hv_sge;
+static __thread size_t hv_swr_cap, hv_rwr_cap, hv_sge_cap;
+
+static int hv_scratch(size_t nwr, size_t nsge, int send)
+{
+    if (send && nwr > hv_swr_cap) {
+        void *p = realloc(hv_swr, nwr * sizeof(*hv_swr));
+        if (!p)
+            return ENOMEM;
+        hv_swr = p;
+        hv_swr_cap = nwr;
+    }
+    if (!send && nwr > hv_rwr_cap) {
+        void *p = realloc(hv_rwr, nwr * sizeof(*hv_rwr));
+        if (!p)
+            return ENOMEM;
+        hv_rwr = p;
+        hv_rwr_cap = nwr;
+    }
+    if (nsge > hv_sge_cap) {
+        void *p = realloc(hv_sge, nsge * sizeof(*hv_sge));
+        if (!p)
+            return ENOMEM;
+        hv_sge = p;
+        hv_sge_cap = nsge;
+    }
+    return 0;
+}
+
+static int hv_send_counts(const struct ibv_send_wr *wr, size_t *nwr, size_t *nsge)
+{
+    *nwr = *nsge = 0;
+    for (; wr; wr = wr->next) {
+        if (wr->num_sge < 0)
+            return EINVAL;
+        (*nwr)++;
+        *nsge += (size_t)wr->num_sge;
+    }
+    return 0;
+}
+
+static void hv_send_account(HvQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *stop)
+{
+    for (; wr && wr != stop; wr = wr->next) {
+        if ((wr->send_flags & IBV_SEND_SIGNALED) || qp->init.sq_sig_all) {
+            qp->sig_out++;
+            qp->unsig_tail = 0;
+        } else {
+            qp->unsig_tail = 1;
+        }
+        if (wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM ||
+            wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM || wr->opcode == IBV_WR_SEND_WITH_INV)
+            qp->sent_msgs++;
+    }
+}
+
+/* Posts on the physical QP, translating what the current device numbers differently. Called
+ * with the QP lock held and qp->phys set. */
+int hv_qp_post_send_phys(HvQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+    HvContext *ctx = qp->pd->ctx;
+    int ud = qp->init.qp_type == IBV_QPT_UD;
+    struct ibv_send_wr *pbad = NULL, *w;
+    size_t nwr, nsge, i = 0, s = 0;
+    int r;
+
+    if (!ctx->swapped && !ud && qp->peer_rkeys.n == 0) {
+        r = ibv_post_send(qp->phys, wr, bad);
+        hv_send_account(qp, wr, r ? *bad : NULL);
+        return r;
+    }
+    r = hv_send_counts(wr, &nwr, &nsge);
+    if (!r)
+        r = hv_scratch(nwr, nsge, 1);
+    if (r) {
+        *bad = wr;
+        return r;
+    }
+    for (w = wr; w; w = w->next, i++) {
+        struct ibv_send_wr *t = &hv_swr[i];
+        uint64_t v;
+
+        *t = *w;
+        t->next = w->next ? &hv_swr[i + 1] : NULL;
+        t->sg_list = &hv_sge[s];
+        for (int k = 0; k < w->num_sge; k++) {
+            hv_sge[s] = w->sg_list[k];
+            if (!(w->send_flags & IBV_SEND_INLINE))
+                hv_sge[s].lkey = hv_lkey_p(ctx, w->sg_list[k].lkey);
+            s++;
+        }
+        switch (w->opcode) {
+        case IBV_WR_RDMA_WRITE:
+        case IBV_WR_RDMA_WRITE_WITH_IMM:
+        case IBV_WR_RDMA_READ:
+            if (hv_map_get(&qp->peer_rkeys, w->wr.rdma.rkey, &v))
+                t->wr.rdma.rkey = (uint32_t)v;
+            break;
+        case IBV_WR_ATOMIC_CMP_AND_SWP:
+        case IBV_WR_ATOMIC_FETCH_AND_ADD:
+            if (hv_map_get(&qp->peer_rkeys, w->wr.atomic.rkey, &v))
+                t->wr.atomic.rkey = (uint32_t)v;
+            break;
+        default:
+            break;
+        }
+        if (ud && w->wr.ud.ah)
+            t->wr.ud.ah = ((HvAh *)w->wr.ud.ah)->phys;
+    }
+    r = ibv_post_send(qp->phys, hv_swr, &pbad);
+    if (r) {
+        /* the same position in the program's chain */
+        struct ibv_send_wr *t = hv_swr;
+
+        *bad = wr;
+        while (pbad && t && t != pbad && *bad) {
+            t = t->next;
+            *bad = (*bad)->next;
+        }
+    }
+    hv_send_account(qp, wr, r ? *bad : NULL);
+    return r;
+}
+
+static int hv_recv_translate(HvContext *ctx, struct ibv_recv_wr *wr, struct ibv_recv_wr **out)
+{
+    size_t nwr = 0, nsge = 0, i = 0, s = 0;
+    struct ibv_recv_wr *w;
+    int r;
+
+    for (w = wr; w; w = w->next) {
+        if (w->num_sge < 0)
+            return EINVAL;
+        nwr++;
+        nsge += (size_t)w->num_sge;
+    }
+    r = hv_scratch(nwr, nsge, 0);
+    if (r)
+        return r;
+    for (w = wr; w; w = w->next, i++) {
+        struct ibv_recv_wr *t = &hv_rwr[i];
+
+        *t = *w;
+        t->next = w->next ? &hv_rwr[i + 1] : NULL;
+        t->sg_list = &hv_sge[s];
+        for (int k = 0; k < w->num_sge; k++) {
+            hv_sge[s] = w->sg_list[k];
+            hv_sge[s].lkey = hv_lkey_p(ctx, w->sg_list[k].lkey);
+            s++;
+        }
+    }
+    *out = hv_rwr;
+    return 0;
+}
+
+static struct ibv_recv_wr *hv_recv_bad(struct ibv_recv_wr *wr, struct ibv_recv_wr *tr,
+                                       struct ibv_recv_wr *pbad)
+{
+    while (tr && pbad && tr != pbad && wr) {
+        tr = tr->next;
+        wr = wr->next;
+    }
+    return wr;
+}
+
+/* Posts receives on the physical QP and records them. QP lock held, qp->phys set. */
+int hv_qp_post_recv_phys(HvQp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+    HvContext *ctx = qp->pd->ctx;
+    struct ibv_recv_wr *tr = wr, *pbad = NULL, *w;
+    int r = 0;
+
+    if (ctx->swapped)
+        r = hv_recv_translate(ctx, wr, &tr);
+    if (r) {
+        *bad = wr;
+        return r;
+    }
+    r = ibv_post_recv(qp->phys, tr, &pbad);
+    *bad = r ? (tr == wr ? pbad : hv_recv_bad(wr, tr, pbad)) : NULL;
+    for (w = wr; w && w != *bad; w = w->next)
+        hv_fifo_push(&qp->recvs, w);
+    return r;
+}
+
+int hv_srq_post_recv_phys(HvSrq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+    HvContext *ctx = srq->pd->ctx;
+    struct ibv_recv_wr *tr = wr, *pbad = NULL, *w;
+    int r = 0;
+
+    if (ctx->swapped)
+        r = hv_recv_translate(ctx, wr, &tr);
+    if (r) {
+        *bad = wr;
+        return r;
+    }
+    r = ibv_post_srq_recv(srq->phys, tr, &pbad);
+    *bad = r ? (tr == wr ? pbad : hv_recv_bad(wr, tr, pbad)) : NULL;
+    for (w = wr; w && w != *bad; w = w->next)
+        hv_fifo_push(&srq->recvs, w);
+    return r;
+}
+
+/* ---- the ops the inline data path calls ------------------------------------------------- */
+
+static int hv_op_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+    HvQp *qp = (HvQp *)ibqp;
+    int r = 0;
+
+    pthread_mutex_lock(&qp->lock);
+    if (qp->paused || !qp->phys) {
+        /* Quiesced: kept (with the program's virtual values) and posted on resume. */
+        for (struct ibv_send_wr *w = wr; w; w = w->next) {
+            HvSendWr *q = calloc(1, sizeof(*q));
+
+            if (!q || w->num_sge < 0) {
+                free(q);
+                *bad = w;
+                r = ENOMEM;
+                break;
+            }
+            q->wr = *w;
+            q->wr.next = NULL;
+            if (w->num_sge > 0) {
+                size_t len = sizeof(*q->sge) * (size_t)w->num_sge;
+
+                if (w->send_flags & IBV_SEND_INLINE) {
+                    /* inline data is copied now: the program may reuse the buffer */
+                    size_t total = 0;
+                    for (int k = 0; k < w->num_sge; k++)
+                        total += w->sg_list[k].length;
+                    q->sge = malloc(len + total);
+                    if (q->sge) {
+                        char *data = (char *)q->sge + len;
+                        for (int k = 0; k < w->num_sge; k++) {
+                            memcpy(data, (void *)(uintptr_t)w->sg_list[k].addr,
+                                   w->sg_list[k].length);
+                            q->sge[k] = w->sg_list[k];
+                            q->sge[k].addr = (uintptr_t)data;
+                            data += w->sg_list[k].length;
+                        }
+                    }
+                } else {
+                    q->sge = malloc(len);
+                    if (q->sge)
+                        memcpy(q->sge, w->sg_list, len);
+                }
+                if (!q->sge) {
+                    free(q);
+                    *bad = w;
+                    r = ENOMEM;
+                    break;
+                }
+                q->wr.sg_list = q->sge;
+            }
+            if (qp->queued_tail)
+                qp->queued_tail->next = q;
+            else
+                qp->queued_head = q;
+            qp->queued_tail = q;
+        }
+    } else {
+        r = hv_qp_post_send_phys(qp, wr, bad);
+    }
+    pthread_mutex_unlock(&qp->lock);
+    return r;
+}
+
+static int hv_op_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+    HvQp *qp = (HvQp *)ibqp;
+    int r = 0;
+
+    pthread_mutex_lock(&qp->lock);
+    if (!qp->phys) {
+        for (struct ibv_recv_wr *w = wr; w; w = w->next)
+            hv_fifo_push(&qp->recvs, w); /* posted in order on resume */
+    } else {
+        r = hv_qp_post_recv_phys(qp, wr, bad);
+    }
+    pthread_mutex_unlock(&qp->lock);
+    return r;
+}
+
+static int hv_op_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+                               struct ibv_recv_wr **bad)
+{
+    HvSrq *srq = (HvSrq *)ibsrq;
+    int r = 0;
+
+    pthread_mutex_lock(&srq->lock);
+    if (!srq->phys) {
+        for (struct ibv_recv_wr *w = wr; w; w = w->next)
+            hv_fifo_push(&srq->recvs, w);
+    } else {
+        r = hv_srq_post_recv_phys(srq, wr, bad);
+    }
+    pthread_mutex_unlock(&srq->lock);
+    return r;
+}
+
+/* Accounts and translates @n completions just polled from the physical CQ; drops the layer's
+ * fences. Returns how many are left for the program. */
+static int hv_wc_fix(HvCq *cq, int n, struct ibv_wc *wc)
+{
+    HvContext *ctx = cq->ctx;
+    int out = 0;
+
+    for (int i = 0; i < n; i++) {
+        struct ibv_wc *w = &wc[i];
+        uint64_t v;
+        HvQp *qp = NULL;
+        int keep = 1;
+
+        pthread_mutex_lock(&ctx->lock);
+        if (hv_map_get(&ctx->qpn, w->qp_num, &v))
+            qp = (HvQp *)(uintptr_t)v;
+        pthread_mutex_unlock(&ctx->lock);
+        if (qp) {
+            pthread_mutex_lock(&qp->lock);
+            if (w->status == IBV_WC_SUCCESS && (w->opcode & IBV_WC_RECV)) {
+                qp->recv_done++;
+                if (qp->srq) {
+                    pthread_mutex_lock(&qp->srq->lock);
+                    hv_fifo_consume(&qp->srq->recvs, w->wr_id);
+                    pthread_mutex_unlock(&qp->srq->lock);
+                } else {
+                    hv_fifo_consume(&qp->recvs, w->wr_id);
+                }
+            } else if (w->status == IBV_WC_SUCCESS) {
+                if (w->wr_id == HV_FENCE_WRID && qp->fence_out > 0) {
+                    qp->fence_out--;
+                    keep = 0;
+                }
+                if (qp->sig_out)
+                    qp->sig_out--;
+            } else if (!qp->srq && qp->recvs.n && qp->recvs.v[qp->recvs.head].wr_id == w->wr_id &&
+                       cq == qp->rcq) {
+                hv_fifo_consume(&qp->recvs, w->wr_id); /* a flushed receive */
+            } else if (qp->sig_out) {
+                qp->sig_out--;
+                if (w->wr_id == HV_FENCE_WRID && qp->fence_out > 0) {
+                    qp->fence_out--;
+                    keep = 0;
+                }
+            }
+            w->qp_num = qp->pub.qp_num;
+            pthread_mutex_unlock(&qp->lock);
+        }
+        if (keep) {
+            if (out != i)
+                wc[out] = *w;
+            out++;
+        }
+    }
+    return out;
+}
+
+int hv_poll_into(HvCq *cq, int n, struct ibv_wc *wc)
+{
+    int r;
+
+    if (!cq->phys || n <= 0)
+        return 0;
+    r = ibv_poll_cq(cq->phys, n, wc);
+    if (r <= 0)
+        return r;
+    return hv_wc_fix(cq, r, wc);
+}
+
+/* Moves what the physical CQ holds into the shadow buffer (drain, reset). Returns how many
+ * completions were moved or a negative errno. */
+int hv_cq_pull(HvCq *cq)
+{
+    struct ibv_wc tmp[32];
+    int total = 0;
+
+    pthread_mutex_lock(&cq->lock);
+    for (;;) {
+        int r = hv_poll_into(cq, 32, tmp);
+
+        if (r < 0) {
+            total = -EIO;
+            break;
+        }
+        if (r == 0)
+            break;
+        if (cq->n + (size_t)r > cq->cap) {
+            size_t cap = cq->cap ? cq->cap * 2 : 256;
+            struct ibv_wc *b;
+
+            while (cap < cq->n + (size_t)r)
+                cap *= 2;
+            b = malloc(cap * sizeof(*b));
+            if (!b) {
+                total = -ENOMEM;
+                break;
+            }
+            for (size_t i = 0; i < cq->n; i++)
+                b[i] = cq->buf[(cq->head + i) % cq->cap];
+            free(cq->buf);
+            cq->buf = b;
+            cq->head = 0;
+            cq->cap = cap;
+        }
+        for (int i = 0; i < r; i++)
+            cq->buf[(cq->head + cq->n++) % cq->cap] = tmp[i];
+        total += r;
+    }
+    pthread_mutex_unlock(&cq->lock);
+    return total;
+}
+
+static int hv_op_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
+{
+    HvCq *cq = (HvCq *)ibcq;
+    int got = 0, r = 0;
+
+    pthread_mutex_lock(&cq->lock);
+    while (cq->n && got < n) {
+        wc[got++] = cq->buf[cq->head];
+        cq->head = (cq->head + 1) % cq->cap;
+        cq->n--;
+    }
+    if (got < n)
+        r = hv_poll_into(cq, n - got, wc + got);
+    pthread_mutex_unlock(&cq->lock);
+    if (r < 0)
+        return got ? got : r;
+    return got + r;
+}
+
+void hv_chan_signal(HvChan *ch, HvCq *cq)
+{
+    uint64_t one = 1;
+
+    pthread_mutex_lock(&ch->lock);
+    if (ch->n == ch->cap) {
+        size_t cap = ch->cap ? ch->cap * 2 : 16;
+        HvCq **e = malloc(cap * sizeof(*e));
+
+        if (!e) {
+            pthread_mutex_unlock(&ch->lock);
+            hv_log("out of memory queueing a completion event");
+            return;
+        }
+        for (size_t i = 0; i < ch->n; i++)
+            e[i] = ch->events[(ch->head + i) % ch->cap];
+        free(ch->events);
+        ch->events = e;
+        ch->head = 0;
+        ch->cap = cap;
+    }
+    ch->events[(ch->head + ch->n++) % ch->cap] = cq;
+    pthread_mutex_unlock(&ch->lock);
+    if (write(ch->pub.fd, &one, sizeof(one)) < 0)
+        hv_log("cannot signal a completion channel: %s", strerror(errno));
+}
+
+static int hv_op_req_notify_cq(struct ibv_cq *ibcq, int solicited)
+{
+    HvCq *cq = (HvCq *)ibcq;
+    int r = 0, fire = 0;
+
+    pthread_mutex_lock(&cq->lock);
+    cq->armed = 1;
+    cq->armed_solicited = solicited;
+    if (cq->n && cq->chan) {
+        /* completions the layer holds never raise a device event: raise one now */
+        fire = 1;
+        cq->armed = 0;
+    } else if (cq->phys) {
+        r = ibv_req_notify_cq(cq->phys, solicited);
+    }
+    pthread_mutex_unlock(&cq->lock);
+    if (fire)
+        hv_chan_signal(cq->chan, cq);
+    return r;
+}
+
+static struct ibv_mw *hv_op_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+    (void)pd;
+    (void)type;
+    hv_unsupported("ibv_alloc_mw");
+    return NULL;
+}
+
+static int hv_op_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *b)
+{
+    (void)qp;
+    (void)mw;
+    (void)b;
+    return hv_unsupported("ibv_bind_mw");
+}
+
+static int hv_op_dealloc_mw(struct ibv_mw *mw)
+{
+    (void)mw;
+    return hv_unsupported("ibv_dealloc_mw");
+}
+
+/* ---- event thread: physical completion channels and async events -> the shadows ---------- */
+
+void hv_evt_kick(void)
+{
+    char c = 1;
+
+    if (hv.evt_wake[1] >= 0 && write(hv.evt_wake[1], &c, 1) < 0 && errno != EAGAIN)
+        hv_log("cannot wake the event thread: %s", strerror(errno));
+}
+
+static void hv_async_push(HvContext *ctx, const struct ibv_async_event *ev)
+{
+    uint64_t one = 1;
+
+    pthread_mutex_lock(&ctx->lock);
+    if (ctx->aev_n == ctx->aev_cap) {
+        size_t cap = ctx->aev_cap ? ctx->aev_cap * 2 : 16;
+        struct ibv_async_event *e = malloc(cap * sizeof(*e));
+
+        if (!e) {
+            pthread_mutex_unlock(&ctx->lock);
+            return;
+        }
+        for (size_t i = 0; i < ctx->aev_n; i++)
+            e[i] = ctx->aev[(ctx->aev_head + i) % ctx->aev_cap];
+        free(ctx->aev);
+        ctx->aev = e;
+        ctx->aev_head = 0;
+        ctx->aev_cap = cap;
+    }
+    ctx->aev[(ctx->aev_head + ctx->aev_n++) % ctx->aev_cap] = *ev;
+    pthread_mutex_unlock(&ctx->lock);
+    if (write(ctx->vctx.context.async_fd, &one, sizeof(one)) < 0)
+        hv_log("cannot signal the async event fd: %s", strerror(errno));
+}
+
+static void hv_evt_handle(int fd)
+{
+    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next) {
+        for (HvChan *ch = ctx->chans; ch; ch = ch->next) {
+            struct ibv_cq *pcq;
+            void *pctx;
+
+            if (!ch->phys || ch->phys->fd != fd)
+                continue;
+            while (hv_real.r_ibv_get_cq_event(ch->phys, &pcq, &pctx) == 0) {
+                HvCq *cq = pctx;
+
+                hv_real.r_ibv_ack_cq_events(pcq, 1);
+                pthread_mutex_lock(&cq->lock);
+                cq->armed = 0;
+                pthread_mutex_unlock(&cq->lock);
+                hv_chan_signal(ch, cq);
+            }
+            return;
+        }
+        if (ctx->phys && ctx->phys->async_fd == fd) {
+            struct ibv_async_event ev, out;
+
+            while (hv_real.r_ibv_get_async_event(ctx->phys, &ev) == 0) {
+                out = ev;
+                switch (ev.event_type) {
+                case IBV_EVENT_QP_FATAL:
+                case IBV_EVENT_QP_REQ_ERR:
+                case IBV_EVENT_QP_ACCESS_ERR:
+                case IBV_EVENT_COMM_EST:
+                case IBV_EVENT_SQ_DRAINED:
+                case IBV_EVENT_PATH_MIG:
+                case IBV_EVENT_PATH_MIG_ERR:
+                case IBV_EVENT_QP_LAST_WQE_REACHED:
+                    out.element.qp = &((HvQp *)ev.element.qp->qp_context)->pub;
+                    break;
+                case IBV_EVENT_CQ_ERR:
+                    out.element.cq = &((HvCq *)ev.element.cq->cq_context)->pub;
+                    break;
+                case IBV_EVENT_SRQ_ERR:
+                case IBV_EVENT_SRQ_LIMIT_REACHED:
+                    out.element.srq = &((HvSrq *)ev.element.srq->srq_context)->pub;
+                    break;
+                default:
+                    break;
+                }
+                hv_real.r_ibv_ack_async_event(&ev);
+                hv_async_push(ctx, &out);
+            }
+            return;
+        }
+    }
+}
+
+static void *hv_evt_thread(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        struct pollfd pfd[64];
+        nfds_t n = 1;
+        int r;
+
+        pfd[0].fd = hv.evt_wake[0];
+        pfd[0].events = POLLIN;
+        pthread_mutex_lock(&hv.lock);
+        for (HvContext *ctx = hv.ctxs; ctx && n < 64; ctx = ctx->next) {
+            if (ctx->phys) {
+                pfd[n].fd = ctx->phys->async_fd;
+                pfd[n++].events = POLLIN;
+            }
+            for (HvChan *ch = ctx->chans; ch && n < 64; ch = ch->next)
+                if (ch->phys) {
+                    pfd[n].fd = ch->phys->fd;
+                    pfd[n++].events = POLLIN;
+                }
+        }
+        pthread_mutex_unlock(&hv.lock);
+        r = poll(pfd, n, -1);
+        if (r < 0 && errno != EINTR)
+            return NULL;
+        if (r <= 0)
+            continue;
+        if (pfd[0].revents) {
+            char buf[64];
+            while (read(hv.evt_wake[0], buf, sizeof(buf)) > 0)
+                ;
+        }
+        pthread_mutex_lock(&hv.lock);
+        for (nfds_t i = 1; i < n; i++)
+            if (pfd[i].revents & POLLIN)
+                hv_evt_handle(pfd[i].fd);
+        pthread_mutex_unlock(&hv.lock);
+    }
+    return NULL;
+}
+
+static void hv_evt_start(void)
+{
+    sigset_t all, old;
+
+    if (hv.evt_started)
+        return;
+    if (pipe2(hv.evt_wake, O_CLOEXEC | O_NONBLOCK) < 0) {
+        hv_log("no event thread (pipe: %s): completion channels will not work", strerror(errno));
+        return;
+    }
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    if (pthread_create(&hv.evt_thread, NULL, hv_evt_thread, NULL) == 0)
+        hv.evt_started = 1;
+    else
+        hv_log("no event thread: completion channels will not work");
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void hv_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+/* ---- devices ------------------------------------------------------------------------------ */
+
+static HvDevice *hv_dev_get(struct ibv_device *p)
+{
+    HvDevice *dev;
+
+    for (dev = hv.devs; dev; dev = dev->next)
+        if (strcmp(dev->dev.name, p->name) == 0)
+            return dev;
+    dev = calloc(1, sizeof(*dev));
+    if (!dev)
+        return NULL;
+    dev->dev.node_type = p->node_type;
+    dev->dev.transport_type = p->transport_type;
+    memcpy(dev->dev.name, p->name, sizeof(dev->dev.name));
+    memcpy(dev->dev.dev_name, p->dev_name, sizeof(dev->dev.dev_name));
+    memcpy(dev->dev.dev_path, p->dev_path, sizeof(dev->dev.dev_path));
+    memcpy(dev->dev.ibdev_path, p->ibdev_path, sizeof(dev->dev.ibdev_path));
+    dev->guid = hv_real.r_ibv_get_device_guid(p);
+    atomic_store(&dev->refcount, 1);
+    dev->next = hv.devs;
+    hv.devs = dev;
+    return dev;
+}
+
+HV_EXPORT struct ibv_device **ibv_get_device_list(int *num)
+{
+    struct ibv_device **plist, **out;
+    int n = 0;
+
+    hv_init();
+    plist = hv_real.r_ibv_get_device_list(&n);
+    if (!plist)
+        return NULL;
+    out = calloc((size_t)n + 1, sizeof(*out));
+    if (!out) {
+        hv_real.r_ibv_free_device_list(plist);
+        errno = ENOMEM;
+        return NULL;
+    }
+    pthread_mutex_lock(&hv_dev_lock);
+    for (int i = 0; i < n; i++) {
+        HvDevice *dev = hv_dev_get(plist[i]);
+
+        out[i] = dev ? &dev->dev : NULL;
+        if (!out[i]) {
+            pthread_mutex_unlock(&hv_dev_lock);
+            free(out);
+            hv_real.r_ibv_free_device_list(plist);
+            errno = ENOMEM;
+            return NULL;
+        }
+    }
+    pthread_mutex_unlock(&hv_dev_lock);
+    hv_real.r_ibv_free_device_list(plist);
+    if (num)
+        *num = n;
+    return out;
+}
+
+HV_EXPORT void ibv_free_device_list(struct ibv_device **list)
+{
+    if (list && list[0] && !hv_dev_of(list[0])) {
+        hv_real.r_ibv_free_device_list(list);
+        return;
+    }
+    free(list);
+}
+
+HV_EXPORT const char *ibv_get_device_name(struct ibv_device *d)
+{
+    HvDevice *dev = hv_dev_of(d);
+
+    return dev ? dev->dev.name : hv_real.r_ibv_get_device_name(d);
+}
+
+HV_EXPORT __be64 ibv_get_device_guid(struct ibv_device *d)
+{
+    HvDevice *dev = hv_dev_of(d);
+
+    return dev ? dev->guid : hv_real.r_ibv_get_device_guid(d);
+}
+
+/* Runs @fn on the physical device named like @dev (a fresh device list). */
+static struct ibv_device **hv_phys_list(const char *name, struct ibv_device **found)
+{
+    int n = 0;
+    struct ibv_device **l = hv_real.r_ibv_get_device_list(&n);
+
+    *found = NULL;
+    for (int i = 0; l && i < n; i++)
+        if (strcmp(l[i]->name, name) == 0)
+            *found = l[i];
+    return l;
+}
+
+HV_EXPORT int ibv_get_device_index(struct ibv_device *d)
+{
+    HvDevice *dev = hv_dev_of(d);
+    struct ibv_device *p, **l;
+    int r;
+
+    if (!dev)
+        return hv_real.r_ibv_get_device_index(d);
+    l = hv_phys_list(dev->dev.name, &p);
+    r = p ? hv_real.r_ibv_get_device_index(p) : -1;
+    if (l)
+        hv_real.r_ibv_free_device_list(l);
+    return r;
+}
+
+static struct ibv_context *hv_open_phys(const char *name)
+{
+    struct ibv_device *p, **l = hv_phys_list(name, &p);
+    struct ibv_context *c = p ? hv_real.r_ibv_open_device(p) : NULL;
+    int e = errno;
+
+    if (l)
+        hv_real.r_ibv_free_device_list(l);
+    if (!p)
+        e = ENODEV;
+    errno = e;
+    return c;
+}
+
+/* Opens @name as @ctx's physical context. */
+int hv_ctx_attach(HvContext *ctx, const char *name)
+{
+    struct ibv_context *c = hv_open_phys(name);
+
+    if (!c)
+        return errno ? errno : ENODEV;
+    hv_nonblock(c->async_fd);
+    ctx->phys = c;
+    ctx->vctx.context.num_comp_vectors = c->num_comp_vectors;
+    return 0;
+}
+
+HV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *d)
+{
+    HvDevice *dev = hv_dev_of(d);
+    HvContext *ctx;
+    int r;
+
+    if (!dev)
+        return hv_real.r_ibv_open_device(d);
+    hv_register_start();
+    ctx = calloc(1, sizeof(*ctx));
+    if (!ctx) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    pthread_mutex_init(&ctx->lock, NULL);
+    ctx->dev = dev;
+    ctx->vctx.sz = sizeof(struct verbs_context);
+    ctx->vctx.context.abi_compat = __VERBS_ABI_IS_EXTENDED;
+    ctx->vctx.context.device = &dev->dev;
+    pthread_mutex_init(&ctx->vctx.context.mutex, NULL);
+    ctx->vctx.context.ops.post_send = hv_op_post_send;
+    ctx->vctx.context.ops.post_recv = hv_op_post_recv;
+    ctx->vctx.context.ops.post_srq_recv = hv_op_post_srq_recv;
+    ctx->vctx.context.ops.poll_cq = hv_op_poll_cq;
+    ctx->vctx.context.ops.req_notify_cq = hv_op_req_notify_cq;
+    ctx->vctx.context.ops.alloc_mw = hv_op_alloc_mw;
+    ctx->vctx.context.ops.bind_mw = hv_op_bind_mw;
+    ctx->vctx.context.ops.dealloc_mw = hv_op_dealloc_mw;
+    ctx->cmd_efd = eventfd(0, EFD_CLOEXEC);
+    ctx->vctx.context.cmd_fd = ctx->cmd_efd;
+    ctx->vctx.context.async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+    if (ctx->cmd_efd < 0 || ctx->vctx.context.async_fd < 0) {
+        r = errno;
+        goto fail;
+    }
+    r = hv_ctx_attach(ctx, dev->dev.name);
+    if (r)
+        goto fail;
+    pthread_mutex_lock(&hv.lock);
+    hv_evt_start();
+    ctx->next = hv.ctxs;
+    hv.ctxs = ctx;
+    pthread_mutex_unlock(&hv.lock);
+    hv_evt_kick();
+    hv_debug("opened %s", dev->dev.name);
+    return &ctx->vctx.context;
+
+fail:
+    if (ctx->cmd_efd >= 0)
+        close(ctx->cmd_efd);
+    if (ctx->vctx.context.async_fd >= 0)
+        close(ctx->vctx.context.async_fd);
+    free(ctx);
+    errno = r;
+    return NULL;
+}
+
+HV_EXPORT int ibv_close_device(struct ibv_context *c)
+{
+    HvContext *ctx = hv_ctx_of(c);
+
+    if (!ctx)
+        return hv_real.r_ibv_close_device(c);
+    pthread_mutex_lock(&hv.lock);
+    HV_UNLINK(hv.ctxs, ctx);
+    if (ctx->phys)
+        hv_real.r_ibv_close_device(ctx->phys);
+    pthread_mutex_unlock(&hv.lock);
+    hv_evt_kick();
+    close(ctx->cmd_efd);
+    close(ctx->vctx.context.async_fd);
+    hv_map_clear(&ctx->lkey);
+    hv_map_clear(&ctx->qpn);
+    hv_map_clear(&ctx->vqpn);
+    free(ctx->aev);
+    free(ctx);
+    return 0;
+}
+
+/* ---- queries ------------------------------------------------------------------------------ */
+
+#define HV_PHYS_CTX(c, fallback)                                                                   \
+    HvContext *ctx = hv_ctx_of(c);                                                                 \
+    if (!ctx)                                                                                      \
+        return fallback;                                                                           \
+    if (hv_wait_phys(ctx))                                                                         \
+        return ENODEV;
+
+HV_EXPORT int ibv_query_device(struct ibv_context *c, struct ibv_device_attr *a)
+{
+    HV_PHYS_CTX(c, hv_real.r_ibv_query_device(c, a));
+    return hv_real.r_ibv_query_device(ctx->phys, a);
+}
+
+HV_EXPORT int ibv_query_port(struct ibv_context *c, uint8_t p, struct _compat_ibv_port_attr *a)
+{
+    HV_PHYS_CTX(c, hv_real.r_ibv_query_port(c, p, a));
+    return hv_real.r_ibv_query_port(ctx->phys, p, a);
+}
+
+HV_EXPORT int ibv_query_gid(struct ibv_context *c, uint8_t p, int i, union ibv_gid *g)
+{
+    HvContext *ctx = hv_ctx_of(c);
+
+    if (!ctx)
+        return hv_real.r_ibv_query_gid(c, p, i, g);
+    if (hv_wait_phys(ctx))
+        return -1;
+    return hv_real.r_ibv_query_gid(ctx->phys, p, i, g);
+}
+
+HV_EXPORT int _ibv_query_gid_ex(struct ibv_context *c, uint32_t p, uint32_t i,
+                                struct ibv_gid_entry *e, uint32_t f, size_t sz)
+{
+    HV_PHYS_CTX(c, hv_real.r__ibv_query_gid_ex(c, p, i, e, f, sz));
+    return hv_real.r__ibv_query_gid_ex(ctx->phys, p, i, e, f, sz);
+}
+
+HV_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *c, struct ibv_gid_entry *e, size_t n,
+                                       uint32_t f, size_t sz)
+{
+    HvContext *ctx = hv_ctx_of(c);
+
+    if (!ctx)
+        return hv_real.r__ibv_query_gid_table(c, e, n, f, sz);
+    if (hv_wait_phys(ctx))
+        return -ENODEV;
+    return hv_real.r__ibv_query_gid_table(ctx->phys, e, n, f, sz);
+}
+
+HV_EXPORT int ibv_query_pkey(struct ibv_context *c, uint8_t p, int i, __be16 *k)
+{
+    HvContext *ctx = hv_ctx_of(c);
+
+    if (!ctx)
+        return hv_real.r_ibv_query_pkey(c, p, i, k);
+    if (hv_wait_phys(ctx))
+        return -1;
+    return hv_real.r_ibv_query_pkey(ctx->phys, p, i, k);
+}
+
+HV_EXPORT int ibv_get_pkey_index(struct ibv_context *c, uint8_t p, __be16 k)
+{
+    HvContext *ctx = hv_ctx_of(c);
+
+    if (!ctx)
+        return hv_real.r_ibv_get_pkey_index(c, p, k);
+    if (hv_wait_phys(ctx))
+        return -1;
+    return hv_real.r_ibv_get_pkey_index(ctx->phys, p, k);
+}
+
+HV_EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context *c, struct ibv_ah_attr *a,
+                                          uint8_t mac[6], uint16_t *vid)
+{
+    HV_PHYS_CTX(c, hv_real.r_ibv_resolve_eth_l2_from_gid(c, a, mac, vid));
+    return hv_real.r_ibv_resolve_eth_l2_from_gid(ctx->phys, a, mac, vid);
+}
+
+/* ---- PD, MR ------------------------------------------------------------------------------- */
+
+HV_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *c)
+{
+    HvContext *ctx = hv_ctx_of(c);
+    HvPd *pd;
+
+    if (!ctx)
+        return hv_real.r_ibv_alloc_pd(c);
+    if (hv_wait_phys(ctx)) {
+        errno = ENODEV;
+        return NULL;
+    }
+    pd = calloc(1, sizeof(*pd));
+    if (!pd)
+        return NULL;
+    pd->phys = hv_real.r_ibv_alloc_pd(ctx->phys);
+    if (!pd->phys) {
+        free(pd);
+        return NULL;
+    }
+    pd->ctx = ctx;
+    pd->pub.context = c;
+    pd->pub.handle = pd->phys->handle;
+    pthread_mutex_lock(&hv.lock);
+    HV_LINK(ctx->pds, pd);
+    pthread_mutex_unlock(&hv.lock);
+    return &pd->pub;
+}
+
+HV_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd)
+{
+    HvContext *ctx = HV_CTX(ibpd);
+    HvPd *pd = (HvPd *)ibpd;
+    int r;
+
+    if (!ctx)
+        return hv_real.r_ibv_dealloc_pd(ibpd);
+    HV_DESTROY(ctx, ctx->pds, pd, hv_real.r_ibv_dealloc_pd, r);
+    if (!r)
+        free(pd);
+    return r;
+}
+
+/* A virtual key for @phys that no live virtual key of @ctx uses. */
+static uint32_t hv_key_pick(HvContext *ctx, uint32_t phys, HvMr *self)
+{
+    static uint32_t next_synth = 0xf0000000u;
+    uint32_t v = phys;
+
+    for (;;) {
+        int clash = 0;
+
+        for (HvMr *m = ctx->mrs; m; m = m->next)
+            if (m != self && (m->pub.lkey == v || m->pub.rkey == v))
+                clash = 1;
+        if (!clash)
+            return v;
+        v = next_synth++;
+    }
+}
+
+/* Gives @mr the virtual keys of its physical MR (synthetic ones on a clash), maps them. */
+static void hv_mr_keys(HvContext *ctx, HvMr *mr)
+{
+    mr->pub.lkey = hv_key_pick(ctx, mr->phys->lkey, mr);
+    mr->pub.rkey = mr->phys->rkey == mr->phys->lkey ? mr->pub.lkey
+                                                     : hv_key_pick(ctx, mr->phys->rkey, mr);
+    if (mr->pub.lkey != mr->phys->lkey || mr->pub.rkey != mr->phys->rkey)
+        hv_log("memory region %p got synthetic keys l=0x%x r=0x%x (physical l=0x%x r=0x%x)",
+               mr->pub.addr, mr->pub.lkey, mr->pub.rkey, mr->phys->lkey, mr->phys->rkey);
+    hv_map_put(&ctx->lkey, mr->pub.lkey, mr->phys->lkey);
+}
+
+static struct ibv_mr *hv_reg(struct ibv_pd *ibpd, void *addr, size_t len, uint64_t iova,
+                             unsigned access, int kind)
+{
+    HvContext *ctx = HV_CTX(ibpd);
+    HvPd *pd = (HvPd *)ibpd;
+    HvMr *mr;
+
+    if (hv_wait_phys(ctx)) {
+        errno = ENODEV;
+        return NULL;
+    }
+    mr = calloc(1, sizeof(*mr));
+    if (!mr)
+        return NULL;
+    mr->phys = kind ? hv_real.r_ibv_reg_mr_iova2(pd->phys, addr, len, iova, access)
+                    : hv_real.r_ibv_reg_mr(pd->phys, addr, len, (int)access);
+    if (!mr->phys) {
+        free(mr);
+        return NULL;
+    }
+    mr->pd = pd;
+    mr->iova = iova;
+    mr->access = (int)access;
+    mr->kind = kind;
+    mr->pub = *mr->phys;
+    mr->pub.context = &ctx->vctx.context;
+    mr->pub.pd = ibpd;
+    pthread_mutex_lock(&hv.lock);
+    pthread_mutex_lock(&ctx->lock);
+    hv_mr_keys(ctx, mr);
+    HV_LINK(ctx->mrs, mr);
+    pthread_mutex_unlock(&ctx->lock);
+    pthread_mutex_unlock(&hv.lock);
+    return &mr->pub;
+}
+
+HV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access)
+{
+    if (!HV_CTX(pd))
+        return hv_real.r_ibv_reg_mr(pd, addr, len, access);
+    return hv_reg(pd, addr, len, (uintptr_t)addr, (unsigned)access, 0);
+}
+
+HV_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
+                                         int access)
+{
+    if (!HV_CTX(pd))
+        return hv_real.r_ibv_reg_mr_iova(pd, addr, len, iova, access);
+    return hv_reg(pd, addr, len, iova, (unsigned)access, 1);
+}
+
+HV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t len,
+                                          uint64_t iova, unsigned int access)
+{
+    if (!HV_CTX(pd))
+        return hv_real.r_ibv_reg_mr_iova2(pd, addr, len, iova, access);
+    return hv_reg(pd, addr, len, iova, access, 1);
+}
+
+HV_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
+{
+    HvContext *ctx = HV_CTX(ibmr);
+    HvMr *mr = (HvMr *)ibmr;
+    int r = 0;
+
+    if (!ctx)
+        return hv_real.r_ibv_dereg_mr(ibmr);
+    hv_wait_phys(ctx);
+    pthread_mutex_lock(&hv.lock);
+    if (mr->phys)
+        r = hv_real.r_ibv_dereg_mr(mr->phys);
+    if (!r) {
+        pthread_mutex_lock(&ctx->lock);
+        hv_map_del(&ctx->lkey, mr->pub.lkey);
+        HV_UNLINK(ctx->mrs, mr);
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    pthread_mutex_unlock(&hv.lock);
+    if (!r)
+        free(mr);
+    return r;
+}
+
+/* ---- completion channels and CQs ---------------------------------------------------------- */
+
+HV_EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *c)
+{
+    HvContext *ctx = hv_ctx_of(c);
+    HvChan *ch;
+
+    if (!ctx)
+        return hv_real.r_ibv_create_comp_channel(c);
+    if (hv_wait_phys(ctx)) {
+        errno = ENODEV;
+        return NULL;
+    }
+    ch = calloc(1, sizeof(*ch));
+    if (!ch)
+        return NULL;
+    ch->pub.fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+    if (ch->pub.fd < 0) {
+        free(ch);
+        return NULL;
+    }
+    ch->phys = hv_real.r_ibv_create_comp_channel(ctx->phys);
+    if (!ch->phys) {
+        int e = errno;
+        close(ch->pub.fd);
+        free(ch);
+        errno = e;
+        return NULL;
+    }
+    hv_nonblock(ch->phys->fd);
+    pthread_mutex_init(&ch->lock, NULL);
+    ch->ctx = ctx;
+    ch->pub.context = c;
+    ch->pub.refcnt = 0;
+    pthread_mutex_lock(&hv.lock);
+    HV_LINK(ctx->chans, ch);
+    pthread_mutex_unlock(&hv.lock);
+    hv_evt_kick();
+    return &ch->pub;
+}
+
+HV_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *ibch)
+{
+    HvContext *ctx = HV_CTX(ibch);
+    HvChan *ch = (HvChan *)ibch;
+    int r;
+
+    if (!ctx)
+        return hv_real.r_ibv_destroy_comp_channel(ibch);
+    HV_DESTROY(ctx, ctx->chans, ch, hv_real.r_ibv_destroy_comp_channel, r);
+    hv_evt_kick();
+    if (r)
+        return r;
+    close(ch->pub.fd);
+    free(ch->events);
+    free(ch);
+    return 0;
+}
+
+/* Creates @cq's physical CQ on the context's current device. */
+int hv_cq_make(HvCq *cq)
+{
+    cq->phys = hv_real.r_ibv_create_cq(cq->ctx->phys, cq->cqe, cq, cq->chan ? cq->chan->phys : NULL,
+                                       cq->comp_vector);
+    return cq->phys ? 0 : (errno ? errno : EIO);
+}
+
+HV_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *c, int cqe, void *cq_ctx,
+                                       struct ibv_comp_channel *channel, int vec)
+{
+    HvContext *ctx = hv_ctx_of(c);
+    HvCq *cq;
+    int r;
+
+    if (!ctx)
+        return hv_real.r_ibv_create_cq(c, cqe, cq_ctx, channel, vec);
+    if (hv_wait_phys(ctx)) {
+        errno = ENODEV;
+        return NULL;
+    }
+    cq = calloc(1, sizeof(*cq));
+    if (!cq)
+        return NULL;
+    cq->ctx = ctx;
+    cq->chan = (HvChan *)channel;
+    cq->cqe = cqe;
+    cq->comp_vector = vec;
+    r = hv_cq_make(cq);
+    if (r) {
+        free(cq);
+        errno = r;
+        return NULL;
+    }
+    pthread_mutex_init(&cq->lock, NULL);
+    cq->pub.context = c;
+    cq->pub.channel = channel;
+    cq->pub.cq_context = cq_ctx;
+    cq->pub.handle = cq->phys->handle;
+    cq->pub.cqe = cq->phys->cqe;
+    pthread_mutex_init(&cq->pub.mutex, NULL);
+    pthread_cond_init(&cq->pub.cond, NULL);
+    pthread_mutex_lock(&hv.lock);
+    HV_LINK(ctx->cqs, cq);
+    pthread_mutex_unlock(&hv.lock);
+    return &cq->pub;
+}
+
+HV_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
+{
+    HvContext *ctx = HV_CTX(ibcq);
+    HvCq *cq = (HvCq *)ibcq;
+    int r;
+
+    if (!ctx)
+        return hv_real.r_ibv_resize_cq(ibcq, cqe);
+    if (hv_wait_phys(ctx))
+        return ENODEV;
+    pthread_mutex_lock(&cq->lock);
+    r = hv_real.r_ibv_resize_cq(cq->phys, cqe);
+    if (!r) {
+        cq->cqe = cqe;
+        cq->pub.cqe = cq->phys->cqe;
+    }
+    pthread_mutex_unlock(&cq->lock);
+    return r;
+}
+
+HV_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
+{
+    HvContext *ctx = HV_CTX(ibcq);
+    HvCq *cq = (HvCq *)ibcq;
+    int r;
+
+    if (!ctx)
+        return hv_real.r_ibv_destroy_cq(ibcq);
+    HV_DESTROY(ctx, ctx->cqs, cq, hv_real.r_ibv_destroy_cq, r);
+    /* events of this CQ still queued on its channel must not be returned any more */
+    if (!r && cq->chan) {
+        pthread_mutex_lock(&cq->chan->lock);
+        for (size_t i = 0; i < cq->chan->n; i++)
+            if (cq->chan->events[(cq->chan->head + i) % cq->chan->cap] == cq)
+                cq->chan->events[(cq->chan->head + i) % cq->chan->cap] = NULL;
+        pthread_mutex_unlock(&cq->chan->lock);
+    }
+    if (r)
+        return r;
+    free(cq->buf);
+    free(cq);
+    return 0;
+}
+
+HV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *ibch, struct ibv_cq **cq, void **cq_ctx)
+{
+    HvChan *ch = (HvChan *)ibch;
+
+    if (!hv_ctx_of(ibch->context))
+        return hv_real.r_ibv_get_cq_event(ibch, cq, cq_ctx);
+    for (;;) {
+        uint64_t v;
+        HvCq *c = NULL;
+        int got = 0;
+
+        if (read(ch->pub.fd, &v, sizeof(v)) != sizeof(v))
+            return -1;
+        pthread_mutex_lock(&ch->lock);
+        if (ch->n) {
+            c = ch->events[ch->head];
+            ch->head = (ch->head + 1) % ch->cap;
+            ch->n--;
+            got = 1;
+        }
+        pthread_mutex_unlock(&ch->lock);
+        if (got && c) {
+            *cq = &c->pub;
+            *cq_ctx = c->pub.cq_context;
+            return 0;
+        }
+    }
+}
+
+HV_EXPORT void ibv_ack_cq_events(struct ibv_cq *ibcq, unsigned int n)
+{
+    if (!hv_ctx_of(ibcq->context)) {
+        hv_real.r_ibv_ack_cq_events(ibcq, n);
+        return;
+    }
+    pthread_mutex_lock(&ibcq->mutex);
+    ibcq->comp_events_completed += n;
+    pthread_cond_broadcast(&ibcq->cond);
+    pthread_mutex_unlock(&ibcq->mutex);
+}
+
+/* ---- SRQ ---------------------------------------------------------------------------------- */
+
+int hv_srq_make(HvSrq *srq)
+{
+    struct ibv_srq_init_attr a = srq->init;
+
+    a.srq_context = srq;
+    srq->phys = hv_real.r_ibv_create_srq(srq->pd->phys, &a);
+    return srq->phys ? 0 : (errno ? errno : EIO);
+}
+
+HV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd, struct ibv_srq_init_attr *attr)
+{
+    HvContext *ctx = HV_CTX(ibpd);
+    HvSrq *srq;
+    int r;
+
+    if (!ctx)
+        return hv_real.r_ibv_create_srq(ibpd, attr);
+    if (hv_wait_phys(ctx)) {
+        errno = ENODEV;
+        return NULL;
+    }
+    srq = calloc(1, sizeof(*srq));
+    if (!srq)
+        return NULL;
+    srq->pd = (HvPd *)ibpd;
+    srq->init = *attr;
+    r = hv_srq_make(srq);
+    if (r) {
+        free(srq);
+        errno = r;
+        return NULL;
+    }
+    /* the device's actual sizes, as the real call reports them */
+    hv_real.r_ibv_query_srq(srq->phys, &attr->attr);
+    pthread_mutex_init(&srq->lock, NULL);
+    srq->pub.context = &ctx->vctx.context;
+    srq->pub.srq_context = attr->srq_context;
+    srq->pub.pd = ibpd;
+    srq->pub.handle = srq->phys->handle;
+    pthread_mutex_init(&srq->pub.mutex, NULL);
+    pthread_cond_init(&srq->pub.cond, NULL);
+    pthread_mutex_lock(&hv.lock);
+    HV_LINK(ctx->srqs, srq);
+    pthread_mutex_unlock(&hv.lock);
+    return &srq->pub;
+}
+
+HV_EXPORT int ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *a, int mask)
+{
+    HvContext *ctx = HV_CTX(ibsrq);
+    HvSrq *srq = (HvSrq *)ibsrq;
+    int r;
+
+    if (!ctx)
+        return hv_real.r_ibv_modify_srq(ibsrq, a, mask);
+    if (hv_wait_phys(ctx))
+        return ENODEV;
+    r = hv_real.r_ibv_modify_srq(srq->phys, a, mask);
+    if (!r && (mask & IBV_SRQ_LIMIT))
+        srq->init.attr.srq_limit = a->srq_limit;
+    if (!r && (mask & IBV_SRQ_MAX_WR))
+        srq->init.attr.max_wr = a->max_wr;
+    return r;
+}
+
+HV_EXPORT int ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *a)
+{
+    HvContext *ctx = HV_CTX(ibsrq);
+
+    if (!ctx)
+        return hv_real.r_ibv_query_srq(ibsrq, a);
+    if (hv_wait_phys(ctx))
+        return ENODEV;
+    return hv_real.r_ibv_query_srq(((HvSrq *)ibsrq)->phys, a);
+}
+
+HV_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
+{
+    HvContext *ctx = HV_CTX(ibsrq);
+    HvSrq *srq = (HvSrq *)ibsrq;
+    int r;
+
+    if (!ctx)
+        return hv_real.r_ibv_destroy_srq(ibsrq);
+    HV_DESTROY(ctx, ctx->srqs, srq, hv_real.r_ibv_destroy_srq, r);
+    if (r)
+        return r;
+    hv_fifo_free(&srq->recvs);
+    free(srq);
+    return 0;
+}
+
+/* ---- QP ----------------------------------------------------------------------------------- */
+
+/* Creates @qp's physical QP from its recorded attributes. */
+int hv_qp_make(HvQp *qp, struct ibv_qp_init_attr *report)
+{
+    struct ibv_qp_init_attr a = qp->init;
+
+    a.qp_context = qp;
+    a.send_cq = qp->scq ? qp->scq->phys : NULL;
+    a.recv_cq = qp->rcq ? qp->rcq->phys : NULL;
+    a.srq = qp->srq ? qp->srq->phys : NULL;
+    qp->phys = hv_real.r_ibv_create_qp(qp->pd->phys, &a);
+    if (!qp->phys)
+        return errno ? errno : EIO;
+    if (report)
+        report->cap = a.cap;
+    return 0;
+}
+
+/* A virtual QPN for @phys: the same number unless another live QP of the process has it. */
+uint32_t hv_qpn_pick(HvContext *ctx, uint32_t phys)
+{
+    (void)ctx;
+    static uint32_t next_synth = 0xff0000u;
+    uint32_t v = phys;
+
+    for (;;) {
+        int clash = 0;
+
+        for (HvContext *c = hv.ctxs; c; c = c->next)
+            if (hv_map_get(&c->vqpn, v, NULL))
+                clash = 1;
+        if (!clash && hv_route_taken(v))
+            clash = 1;
+        if (!clash)
+            return v;
+        v = next_synth++ & 0xffffff;
+    }
+}
+
+HV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *attr)
+{
+    HvContext *ctx = HV_CTX(ibpd);
+    HvQp *qp;
+    int r;
+
+    if (!ctx)
+        return hv_real.r_ibv_create_qp(ibpd, attr);
+    if (hv_wait_phys(ctx)) {
+        errno = ENODEV;
+        return NULL;
+    }
+    if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC &&
+        attr->qp_type != IBV_QPT_UD) {
+        hv_unsupported("ibv_create_qp of this QP type");
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    qp = calloc(1, sizeof(*qp));
+    if (!qp)
+        return NULL;
+    qp->pd = (HvPd *)ibpd;
+    qp->scq = (HvCq *)attr->send_cq;
+    qp->rcq = (HvCq *)attr->recv_cq;
+    qp->srq = (HvSrq *)attr->srq;
+    qp->init = *attr;
+    r = hv_qp_make(qp, attr);
+    if (r) {
+        free(qp);
+        errno = r;
+        return NULL;
+    }
+    qp->init.cap = attr->cap;
+    pthread_mutex_init(&qp->lock, NULL);
+    qp->pub.context = &ctx->vctx.context;
+    qp->pub.qp_context = attr->qp_context;
+    qp->pub.pd = ibpd;
+    qp->pub.send_cq = attr->send_cq;
+    qp->pub.recv_cq = attr->recv_cq;
+    qp->pub.srq = attr->srq;
+    qp->pub.handle = qp->phys->handle;
+    qp->pub.state = IBV_QPS_RESET;
+    qp->pub.qp_type = attr->qp_type;
+    pthread_mutex_init(&qp->pub.mutex, NULL);
+    pthread_cond_init(&qp->pub.cond, NULL);
+    pthread_mutex_lock(&hv.lock);
+    pthread_mutex_lock(&ctx->lock);
+    qp->pub.qp_num = hv_qpn_pick(ctx, qp->phys->qp_num);
+    hv_map_put(&ctx->qpn, qp->phys->qp_num, (uintptr_t)qp);
+    hv_map_put(&ctx->vqpn, qp->pub.qp_num, (uintptr_t)qp);
+    HV_LINK(ctx->qps, qp);
+    pthread_mutex_unlock(&ctx->lock);
+    pthread_mutex_unlock(&hv.lock);
+    if (qp->pub.qp_num != qp->phys->qp_num)
+        hv_log("QP got the synthetic number %u (physical %u)", qp->pub.qp_num, qp->phys->qp_num);
+    hv_qp_route_add(qp);
+    return &qp->pub;
+}
+
+HV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
+{
+    HvContext *ctx = HV_CTX(ibqp);
+    HvQp *qp = (HvQp *)ibqp;
+    struct ibv_qp_attr a;
+    int r;
+
+    if (!ctx)
+        return hv_real.r_ibv_modify_qp(ibqp, attr, mask);
+    if (hv_wait_phys(ctx))
+        return ENODEV;
+    a = *attr;
+    pthread_mutex_lock(&qp->lock);
+    if (mask & IBV_QP_DEST_QPN) {
+        if (qp->peer_vqpn != attr->dest_qp_num) {
+            /* a new peer: no translation known yet */
+            qp->peer_vqpn = attr->dest_qp_num;
+            qp->peer_pqpn = attr->dest_qp_num;
+            hv_map_clear(&qp->peer_rkeys);
+        }
+        a.dest_qp_num = qp->peer_pqpn;
+    }
+    r = hv_real.r_ibv_modify_qp(qp->phys, &a, mask);
+    if (!r && (mask & IBV_QP_STATE)) {
+        qp->state = attr->qp_state;
+        qp->pub.state = attr->qp_state;
+        switch (attr->qp_state) {
+        case IBV_QPS_INIT:
+            qp->a_init = *attr;
+            qp->m_init = mask;
+            break;
+        case IBV_QPS_RTR:
+            qp->a_rtr = *attr;
+            qp->m_rtr = mask;
+            break;
+        case IBV_QPS_RTS:
+            qp->a_rts = *attr;
+            qp->m_rts = mask;
+            if (qp->init.qp_type != IBV_QPT_UD)
+                hv_debug("QP %u connected to QP %u", qp->pub.qp_num, qp->peer_vqpn);
+            break;
+        case IBV_QPS_RESET:
+            qp->m_init = qp->m_rtr = qp->m_rts = 0;
+            break;
+        default:
+            break;
+        }
+    }
+    pthread_mutex_unlock(&qp->lock);
+    return r;
+}
+
+HV_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a, int mask,
+                           struct ibv_qp_init_attr *init)
+{
+    HvContext *ctx = HV_CTX(ibqp);
+    HvQp *qp = (HvQp *)ibqp;
+    int r;
+
+    if (!ctx)
+        return hv_real.r_ibv_query_qp(ibqp, a, mask, init);
+    if (hv_wait_phys(ctx))
+        return ENODEV;
+    r = hv_real.r_ibv_query_qp(qp->phys, a, mask, init);
+    if (r)
+        return r;
+    a->dest_qp_num = qp->peer_vqpn;
+    init->qp_context = qp->pub.qp_context;
+    init->send_cq = qp->pub.send_cq;
+    init->recv_cq = qp->pub.recv_cq;
+    init->srq = qp->pub.srq;
+    return 0;
+}
+
+HV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
+{
+    HvContext *ctx = HV_CTX(ibqp);
+    HvQp *qp = (HvQp *)ibqp;
+    int r = 0;
+
+    if (!ctx)
+        return hv_real.r_ibv_destroy_qp(ibqp);
+    hv_wait_phys(ctx);
+    hv_qp_route_del(qp);
+    pthread_mutex_lock(&hv.lock);
+    if (qp->phys) {
+        uint32_t pqpn = qp->phys->qp_num;
+
+        r = hv_real.r_ibv_destroy_qp(qp->phys);
+        if (!r) {
+            pthread_mutex_lock(&ctx->lock);
+            hv_map_del(&ctx->qpn, pqpn);
+            pthread_mutex_unlock(&ctx->lock);
+        }
+    }
+    if (!r) {
+        pthread_mutex_lock(&ctx->lock);
+        hv_map_del(&ctx->vqpn, qp->pub.qp_num);
+        HV_UNLINK(ctx->qps, qp);
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    pthread_mutex_unlock(&hv.lock);
+    if (r)
+        return r;
+    while (qp->queued_head) {
+        HvSendWr *q = qp->queued_head;
+        qp->queued_head = q->next;
+        free(q->sge);
+        free(q);
+    }
+    hv_fifo_free(&qp->recvs);
+    hv_map_clear(&qp->peer_rkeys);
+    free(qp);
+    return 0;
+}
+
+HV_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *ibqp, enum ibv_wr_opcode op, uint32_t f)
+{
+    HvContext *ctx = HV_CTX(ibqp);
+
+    if (!ctx)
+        return hv_real.r_ibv_query_qp_data_in_order(ibqp, op, f);
+    if (hv_wait_phys(ctx))
+        return 0;
+    return hv_real.r_ibv_query_qp_data_in_order(((HvQp *)ibqp)->phys, op, f);
+}
+
+HV_EXPORT int ibv_query_ece(struct ibv_qp *ibqp, struct ibv_ece *ece)
+{
+    HvContext *ctx = HV_CTX(ibqp);
+
+    if (!ctx)
+        return hv_real.r_ibv_query_ece(ibqp, ece);
+    if (hv_wait_phys(ctx))
+        return ENODEV;
+    return hv_real.r_ibv_query_ece(((HvQp *)ibqp)->phys, ece);
+}
+
+HV_EXPORT int ibv_set_ece(struct ibv_qp *ibqp, struct ibv_ece *ece)
+{
+    HvContext *ctx = HV_CTX(ibqp);
+
+    if (!ctx)
+        return hv_real.r_ibv_set_ece(ibqp, ece);
+    if (hv_wait_phys(ctx))
+        return ENODEV;
+    return hv_real.r_ibv_set_ece(((HvQp *)ibqp)->phys, ece);
+}
+
+HV_EXPORT int ibv_attach_mcast(struct ibv_qp *ibqp, const union ibv_gid *g, uint16_t lid)
+{
+    if (!HV_CTX(ibqp))
+        return hv_real.r_ibv_attach_mcast(ibqp, g, lid);
+    return hv_unsupported("ibv_attach_mcast");
+}
+
+HV_EXPORT int ibv_detach_mcast(struct ibv_qp *ibqp, const union ibv_gid *g, uint16_t lid)
+{
+    if (!HV_CTX(ibqp))
+        return hv_real.r_ibv_detach_mcast(ibqp, g, lid);
+    return hv_unsupported("ibv_detach_mcast");
+}
+
+HV_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *ibqp)
+{
+    struct ibv_qp_ex *(*real)(struct ibv_qp *) =
+        (struct ibv_qp_ex * (*)(struct ibv_qp *)) dlvsym(RTLD_NEXT, "ibv_qp_to_qp_ex", "IBVERBS_1.6");
+
+    if (!HV_CTX(ibqp))
+        return real ? real(ibqp) : NULL;
+    hv_unsupported("ibv_qp_to_qp_ex (the ibv_wr_* API; perftest: --use_old_post_send)");
+    return NULL;
+}
+
+/* ---- AH ----------------------------------------------------------------------------------- */
+
+HV_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *ibpd, struct ibv_ah_attr *attr)
+{
+    HvContext *ctx = HV_CTX(ibpd);
+    HvAh *ah;
+
+    if (!ctx)
+        return hv_real.r_ibv_create_ah(ibpd, attr);
+    if (hv_wait_phys(ctx)) {
+        errno = ENODEV;
+        return NULL;
+    }
+    ah = calloc(1, sizeof(*ah));
+    if (!ah)
+        return NULL;
+    ah->pd = (HvPd *)ibpd;
+    ah->attr = *attr;
+    ah->phys = hv_real.r_ibv_create_ah(ah->pd->phys, attr);
+    if (!ah->phys) {
+        int e = errno;
+        free(ah);
+        errno = e;
+        return NULL;
+    }
+    ah->pub.context = &ctx->vctx.context;
+    ah->pub.pd = ibpd;
+    ah->pub.handle = ah->phys->handle;
+    pthread_mutex_lock(&hv.lock);
+    HV_LINK(ctx->ahs, ah);
+    pthread_mutex_unlock(&hv.lock);
+    return &ah->pub;
+}
+
+HV_EXPORT int ibv_destroy_ah(struct ibv_ah *ibah)
+{
+    HvContext *ctx = HV_CTX(ibah);
+    HvAh *ah = (HvAh *)ibah;
+    int r;
+
+    if (!ctx)
+        return hv_real.r_ibv_destroy_ah(ibah);
+    HV_DESTROY(ctx, ctx->ahs, ah, hv_real.r_ibv_destroy_ah, r);
+    if (!r)
+        free(ah);
+    return r;
+}
+
+HV_EXPORT int ibv_init_ah_from_wc(struct ibv_context *c, uint8_t port, struct ibv_wc *wc,
+                                  struct ibv_grh *grh, struct ibv_ah_attr *a)
+{
+    HV_PHYS_CTX(c, hv_real.r_ibv_init_ah_from_wc(c, port, wc, grh, a));
+    return hv_real.r_ibv_init_ah_from_wc(ctx->phys, port, wc, grh, a);
+}
+
+HV_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc,
+                                               struct ibv_grh *grh, uint8_t port)
+{
+    struct ibv_ah_attr a;
+
+    if (ibv_init_ah_from_wc(pd->context, port, wc, grh, &a))
+        return NULL;
+    return ibv_create_ah(pd, &a);
+}
+
+/* ---- async events ------------------------------------------------------------------------- */
+
+HV_EXPORT int ibv_get_async_event(struct ibv_context *c, struct ibv_async_event *ev)
+{
+    HvContext *ctx = hv_ctx_of(c);
+
+    if (!ctx)
+        return hv_real.r_ibv_get_async_event(c, ev);
+    for (;;) {
+        uint64_t v;
+        int got = 0;
+
+        if (read(c->async_fd, &v, sizeof(v)) != sizeof(v))
+            return -1;
+        pthread_mutex_lock(&ctx->lock);
+        if (ctx->aev_n) {
+            *ev = ctx->aev[ctx->aev_head];
+            ctx->aev_head = (ctx->aev_head + 1) % ctx->aev_cap;
+            ctx->aev_n--;
+            got = 1;
+        }
+        pthread_mutex_unlock(&ctx->lock);
+        if (got)
+            return 0;
+    }
+}
+
+HV_EXPORT void ibv_ack_async_event(struct ibv_async_event *ev)
+{
+    struct ibv_context *c = NULL;
+
+    switch (ev->event_type) {
+    case IBV_EVENT_CQ_ERR:
+        c = ev->element.cq->context;
+        break;
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED:
+        c = ev->element.srq->context;
+        break;
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_QP_LAST_WQE_REACHED:
+        c = ev->element.qp->context;
+        break;
+    default:
+        /* device and port events carry no object: under the layer every context the program
+         * holds is a shadow, whose events the layer acked on the physical context already */
+        pthread_mutex_lock(&hv.lock);
+        c = hv.ctxs ? &hv.ctxs->vctx.context : NULL;
+        pthread_mutex_unlock(&hv.lock);
+        if (!c)
+            hv_real.r_ibv_ack_async_event(ev);
+        return;
+    }
+    if (hv_ctx_of(c))
+        return;
+    hv_real.r_ibv_ack_async_event(ev);
+}
+
+/* ---- IBVERBS_1.0 compat symbols: refused (they take the pre-1.1 structures). Here, beside
+ * the 1.1 definitions, because .symver names the default version of those too. ---------- */
+#define HV_COMPAT(name)                                                                            \
+    void *hv_compat_##name(void);                                                                  \
+    HV_EXPORT void *hv_compat_##name(void)                                                         \
+    {                                                                                              \
+        hv_unsupported(#name "@IBVERBS_1.0");                                                      \
+        return NULL;                                                                               \
+    }                                                                                              \
+    __asm__(".symver hv_compat_" #name "," #name "@IBVERBS_1.0");                                 \
+    __asm__(".symver " #name "," #name "@@IBVERBS_1.1, remove");
+#include "hv-compat.def"
+#undef HV_COMPAT

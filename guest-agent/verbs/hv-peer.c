@@ -1,0 +1,428 @@
+/* libhotmig-verbs: the peer side. A layer reaches the layer at the other end of a connection
+ * through that guest's hotmig-agent on the control network (docs/verbs-layer.md): it connects
+ * to the agent's peer port, sends "ROUTE <vqpn>", and the agent splices the connection to the
+ * Unix socket of the process that registered the QP under RUN_DIR/qp-<vqpn>. */
+#include "hv.h"
+#include "hv-proto.h"
+#include "hotmig.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HV_PEER_PORT_DEFAULT 7475
+#define HV_PEERS_MAX 64
+#define HV_CONNECT_MS 3000
+#define HV_CALL_MS 20000 /* a peer's drain may wait for its own traffic */
+
+typedef struct {
+    uint8_t gid[16];
+    struct sockaddr_storage addr;
+    socklen_t alen;
+} HvPeer;
+
+static HvPeer hv_peers[HV_PEERS_MAX];
+static size_t hv_npeers;
+static char hv_run_dir[108] = "/run/hotmig/verbs";
+static char hv_sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+static int hv_server_fd = -1;
+static HotmigClient *hv_client;
+static pthread_once_t hv_reg_once = PTHREAD_ONCE_INIT;
+
+/* HOTMIG_VERBS_PEERS: "GID=ADDR[,GID=ADDR...]"; GID an IPv4 address (the RoCE GID
+ * ::ffff:a.b.c.d) or an IPv6 address / GID; ADDR the peer guest's control address, IPv4 or
+ * IPv6, with the agent's peer port HOTMIG_VERBS_PEER_PORT (default 7475). */
+static void hv_peers_parse(void)
+{
+    const char *env = getenv("HOTMIG_VERBS_PEERS");
+    const char *port_env = getenv("HOTMIG_VERBS_PEER_PORT");
+    long port = HV_PEER_PORT_DEFAULT;
+    char *copy, *save = NULL, *item;
+
+    if (port_env && *port_env) {
+        char *end;
+        port = strtol(port_env, &end, 10);
+        if (*end || port < 1 || port > 65535) {
+            hv_log("HOTMIG_VERBS_PEER_PORT '%s' is not a port: using %d", port_env,
+                   HV_PEER_PORT_DEFAULT);
+            port = HV_PEER_PORT_DEFAULT;
+        }
+    }
+    if (!env || !*env)
+        return;
+    if (strlen(env) > 8192) {
+        hv_log("HOTMIG_VERBS_PEERS is longer than 8192 bytes: ignored");
+        return;
+    }
+    copy = strdup(env);
+    if (!copy)
+        return;
+    for (item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(item, '=');
+        HvPeer p = {0};
+        struct in_addr a4;
+        struct in6_addr a6;
+
+        if (!eq || hv_npeers == HV_PEERS_MAX) {
+            hv_log("HOTMIG_VERBS_PEERS entry '%s' is not GID=ADDR (or too many): ignored", item);
+            continue;
+        }
+        *eq = '\0';
+        if (inet_pton(AF_INET, item, &a4) == 1) {
+            p.gid[10] = p.gid[11] = 0xff;
+            memcpy(&p.gid[12], &a4, 4);
+        } else if (inet_pton(AF_INET6, item, &a6) == 1) {
+            memcpy(p.gid, &a6, 16);
+        } else {
+            hv_log("HOTMIG_VERBS_PEERS: '%s' is neither an IPv4 address nor a GID: ignored", item);
+            continue;
+        }
+        if (inet_pton(AF_INET, eq + 1, &a4) == 1) {
+            struct sockaddr_in *s = (struct sockaddr_in *)&p.addr;
+            s->sin_family = AF_INET;
+            s->sin_port = htons((uint16_t)port);
+            s->sin_addr = a4;
+            p.alen = sizeof(*s);
+        } else if (inet_pton(AF_INET6, eq + 1, &a6) == 1) {
+            struct sockaddr_in6 *s = (struct sockaddr_in6 *)&p.addr;
+            s->sin6_family = AF_INET6;
+            s->sin6_port = htons((uint16_t)port);
+            s->sin6_addr = a6;
+            p.alen = sizeof(*s);
+        } else {
+            hv_log("HOTMIG_VERBS_PEERS: '%s' is not an IP address: ignored", eq + 1);
+            continue;
+        }
+        hv_peers[hv_npeers++] = p;
+    }
+    free(copy);
+}
+
+static const HvPeer *hv_peer_find(const union ibv_gid *gid)
+{
+    for (size_t i = 0; i < hv_npeers; i++)
+        if (memcmp(hv_peers[i].gid, gid->raw, 16) == 0)
+            return &hv_peers[i];
+    return NULL;
+}
+
+int hv_peer_known(const union ibv_gid *gid)
+{
+    return hv_peer_find(gid) != NULL;
+}
+
+static int64_t hv_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int hv_write_all(int fd, const char *s, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -errno;
+        s += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Reads one line (without its newline) of at most @max - 1 bytes before @deadline. Reads byte
+ * by byte: the connection changes hands after a line (agent -> layer). */
+static int hv_read_line(int fd, char *buf, size_t max, int64_t deadline)
+{
+    size_t n = 0;
+
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int64_t left = deadline - hv_now_ms();
+        char c;
+        ssize_t r;
+
+        if (left <= 0)
+            return -ETIMEDOUT;
+        r = poll(&p, 1, (int)left);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            return -ETIMEDOUT;
+        r = recv(fd, &c, 1, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            return -ECONNRESET;
+        if (c == '\n') {
+            buf[n] = '\0';
+            return (int)n;
+        }
+        if (n + 1 >= max)
+            return -EMSGSIZE;
+        buf[n++] = c;
+    }
+}
+
+int hv_peer_call(const union ibv_gid *gid, uint32_t vqpn, const char *req, char *reply,
+                 size_t reply_max)
+{
+    const HvPeer *p = hv_peer_find(gid);
+    char line[64];
+    HvMsg m;
+    int fd, r;
+    int64_t deadline;
+
+    if (!p)
+        return -EHOSTUNREACH;
+    fd = socket(p->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    r = connect(fd, (const struct sockaddr *)&p->addr, p->alen);
+    if (r < 0 && errno == EINPROGRESS) {
+        struct pollfd pf = {.fd = fd, .events = POLLOUT};
+        int err = 0;
+        socklen_t el = sizeof(err);
+
+        int pr = poll(&pf, 1, HV_CONNECT_MS);
+
+        if (pr == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0) {
+            r = 0;
+        } else {
+            r = -1;
+            errno = pr == 0 ? ETIMEDOUT : (err ? err : ECONNREFUSED);
+        }
+    }
+    if (r < 0) {
+        r = -errno;
+        close(fd);
+        return r;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    snprintf(line, sizeof(line), "ROUTE %u\n", vqpn);
+    deadline = hv_now_ms() + HV_CALL_MS;
+    r = hv_write_all(fd, line, strlen(line));
+    if (r == 0)
+        r = hv_read_line(fd, reply, reply_max, deadline);
+    if (r >= 0 && (hv_proto_parse(reply, (size_t)r, &m) < 0 || m.type != HV_MSG_ROUTED)) {
+        hv_log("the peer agent did not route QP %u: %s", vqpn, reply);
+        r = -EHOSTUNREACH;
+    }
+    if (r >= 0)
+        r = hv_write_all(fd, req, strlen(req));
+    if (r == 0)
+        r = hv_read_line(fd, reply, reply_max, deadline);
+    close(fd);
+    return r < 0 ? r : 0;
+}
+
+/* ---- registration files ------------------------------------------------------------------- */
+
+static int hv_mkdirs(const char *path)
+{
+    char tmp[sizeof(hv_run_dir)];
+
+    snprintf(tmp, sizeof(tmp), "%s", path);
+    for (char *s = tmp + 1; *s; s++)
+        if (*s == '/') {
+            *s = '\0';
+            mkdir(tmp, 0755);
+            *s = '/';
+        }
+    return mkdir(tmp, 0755) == 0 || errno == EEXIST ? 0 : -errno;
+}
+
+int hv_qp_route_add(HvQp *qp)
+{
+    char path[sizeof(hv_run_dir) + 32], data[32];
+    int fd, n;
+
+    if (hv_server_fd < 0)
+        return 0;
+    snprintf(path, sizeof(path), "%s/qp-%u", hv_run_dir, qp->pub.qp_num);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        hv_log("cannot register QP %u in '%s': %s", qp->pub.qp_num, path, strerror(errno));
+        return -errno;
+    }
+    n = snprintf(data, sizeof(data), "%ld\n", (long)getpid());
+    if (write(fd, data, (size_t)n) != n)
+        hv_log("cannot write '%s'", path);
+    close(fd);
+    qp->routed_vqpn = qp->pub.qp_num;
+    return 0;
+}
+
+void hv_qp_route_del(HvQp *qp)
+{
+    char path[sizeof(hv_run_dir) + 32];
+
+    if (!qp->routed_vqpn)
+        return;
+    snprintf(path, sizeof(path), "%s/qp-%u", hv_run_dir, qp->routed_vqpn);
+    unlink(path);
+    qp->routed_vqpn = 0;
+}
+
+/* Another live process registered @vqpn (the numbering is per device, the routes per guest). */
+int hv_route_taken(uint32_t vqpn)
+{
+    char path[sizeof(hv_run_dir) + 32], data[32] = {0};
+    int fd;
+    long pid;
+
+    snprintf(path, sizeof(path), "%s/qp-%u", hv_run_dir, vqpn);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    if (read(fd, data, sizeof(data) - 1) <= 0)
+        data[0] = '\0';
+    close(fd);
+    pid = strtol(data, NULL, 10);
+    return pid > 0 && pid != (long)getpid() && kill((pid_t)pid, 0) == 0;
+}
+
+/* ---- server: requests from peers --------------------------------------------------------- */
+
+
+static void *hv_conn_thread(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    char *line = malloc(HV_PROTO_LINE_MAX + 2);
+    char *out = malloc(HV_PROTO_LINE_MAX + 2);
+    HvMsg *m = malloc(sizeof(*m)), *reply = malloc(sizeof(*reply));
+
+    while (line && out && m && reply) {
+        int r = hv_read_line(fd, line, HV_PROTO_LINE_MAX + 2, hv_now_ms() + 60000);
+
+        if (r < 0)
+            break;
+        memset(reply, 0, sizeof(*reply));
+        if (hv_proto_parse(line, (size_t)r, m) < 0) {
+            reply->type = HV_MSG_ERROR;
+            snprintf(reply->text, sizeof(reply->text), "malformed request");
+        } else {
+            hv_peer_handle(m, reply);
+        }
+        r = hv_proto_format(reply, out, HV_PROTO_LINE_MAX + 2);
+        if (r < 0 || hv_write_all(fd, out, (size_t)r) < 0)
+            break;
+    }
+    free(line);
+    free(out);
+    free(m);
+    free(reply);
+    close(fd);
+    return NULL;
+}
+
+static void *hv_server_thread(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        pthread_t t;
+        int fd = accept4(hv_server_fd, NULL, NULL, SOCK_CLOEXEC);
+
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            hv_log("peer server stopped: %s", strerror(errno));
+            return NULL;
+        }
+        if (pthread_create(&t, NULL, hv_conn_thread, (void *)(intptr_t)fd) != 0) {
+            close(fd);
+            continue;
+        }
+        pthread_detach(t);
+    }
+}
+
+void hv_peer_server_start(void)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    const char *dir = getenv("HOTMIG_VERBS_RUN_DIR");
+    pthread_t t;
+    sigset_t all, old;
+    int fd;
+
+    if (dir && *dir) {
+        if (strlen(dir) >= sizeof(hv_run_dir) - 1 || dir[0] != '/') {
+            hv_log("HOTMIG_VERBS_RUN_DIR '%s' is not an absolute path of < %zu bytes: using %s",
+                   dir, sizeof(hv_run_dir) - 1, hv_run_dir);
+        } else {
+            snprintf(hv_run_dir, sizeof(hv_run_dir), "%s", dir);
+        }
+    }
+    if (hv_mkdirs(hv_run_dir) < 0) {
+        hv_log("cannot create '%s': peers cannot reach this process", hv_run_dir);
+        return;
+    }
+    if ((size_t)snprintf(hv_sock_path, sizeof(hv_sock_path), "%s/%ld.sock", hv_run_dir,
+                         (long)getpid()) >= sizeof(hv_sock_path))
+        return;
+    memcpy(a.sun_path, hv_sock_path, sizeof(hv_sock_path));
+    unlink(hv_sock_path);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 16) < 0) {
+        hv_log("cannot listen on '%s': %s", hv_sock_path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    hv_server_fd = fd;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    if (pthread_create(&t, NULL, hv_server_thread, NULL) == 0)
+        pthread_detach(t);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void hv_register_once(void)
+{
+    char name[64];
+    extern char *program_invocation_short_name;
+    const char *off = getenv("HOTMIG_VERBS_DISABLE");
+
+    if (off && *off && strcmp(off, "0") != 0) {
+        hv_log("HOTMIG_VERBS_DISABLE is set: pass-through only, not migratable");
+        return;
+    }
+    hv_peers_parse();
+    hv_peer_server_start();
+    snprintf(name, sizeof(name), "verbs:%.50s", program_invocation_short_name);
+    for (char *s = name; *s; s++)
+        if ((unsigned char)*s <= 0x20 || *s == 0x7f)
+            *s = '_';
+    hv_client = hotmig_client_new(name, HOTMIG_MODE_THREADED, hv_quiesce, hv_resume, NULL);
+    if (!hv_client)
+        hv_log("no hotmig-agent (%s): this process is not migratable", strerror(errno));
+    else
+        hv_debug("registered with the agent as %s, peers: %zu", name, hv_npeers);
+}
+
+void hv_register_start(void)
+{
+    pthread_once(&hv_reg_once, hv_register_once);
+}

@@ -1,0 +1,258 @@
+/* The layer <-> layer peer protocol: the one parser and the formatter (hv-proto.h). */
+#include "hv-proto.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    const char *p, *end;
+} HvTok;
+
+/* Next space-separated token; exactly one space between tokens, none at the ends. */
+static int hv_tok(HvTok *t, const char **s, size_t *n)
+{
+    const char *q = t->p;
+
+    if (t->p >= t->end)
+        return 0;
+    while (q < t->end && *q != ' ')
+        q++;
+    if (q == t->p)
+        return -1; /* empty token: two spaces or a leading space */
+    *s = t->p;
+    *n = (size_t)(q - t->p);
+    t->p = q < t->end ? q + 1 : q;
+    if (q < t->end && t->p == t->end)
+        return -1; /* trailing space */
+    return 1;
+}
+
+static int hv_dec(HvTok *t, uint64_t max, uint64_t *out)
+{
+    const char *s;
+    size_t n;
+    uint64_t v = 0;
+
+    if (hv_tok(t, &s, &n) != 1 || n > 20 || (n > 1 && s[0] == '0'))
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        if (v > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
+            return -1;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    if (v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int hv_hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+static int hv_hex32(const char *s, size_t n, uint32_t *out)
+{
+    uint32_t v = 0;
+
+    if (n == 0 || n > 8)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        int h = hv_hexval(s[i]);
+        if (h < 0)
+            return -1;
+        v = (v << 4) | (uint32_t)h;
+    }
+    *out = v;
+    return 0;
+}
+
+#define HV_U24 0xffffffu
+
+static int hv_u32f(HvTok *t, uint64_t max, uint32_t *out)
+{
+    uint64_t v;
+
+    if (hv_dec(t, max, &v) < 0)
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int hv_text(HvTok *t, char *out)
+{
+    size_t n = (size_t)(t->end - t->p);
+
+    if (n == 0 || n > HV_PROTO_TEXT_MAX)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)t->p[i];
+        if (c < 0x20 || c == 0x7f)
+            return -1;
+    }
+    memcpy(out, t->p, n);
+    out[n] = '\0';
+    t->p = t->end;
+    return 0;
+}
+
+int hv_proto_parse(const char *line, size_t len, HvMsg *m)
+{
+    HvTok t = {line, line + len};
+    const char *verb, *s;
+    size_t vn, n;
+    uint64_t v;
+
+    memset(m, 0, offsetof(HvMsg, keys));
+    if (!line || len == 0 || len > HV_PROTO_LINE_MAX || memchr(line, '\0', len) ||
+        memchr(line, '\n', len))
+        return -EINVAL;
+    if (hv_tok(&t, &verb, &vn) != 1)
+        return -EINVAL;
+#define IS(x) (vn == sizeof(x) - 1 && memcmp(verb, x, vn) == 0)
+    if (IS("ROUTE")) {
+        m->type = HV_MSG_ROUTE;
+        if (hv_u32f(&t, HV_U24, &m->target) < 0)
+            return -EINVAL;
+    } else if (IS("ROUTED")) {
+        m->type = HV_MSG_ROUTED;
+    } else if (IS("NOROUTE") || IS("ERROR")) {
+        m->type = IS("ERROR") ? HV_MSG_ERROR : HV_MSG_NOROUTE;
+        if (hv_text(&t, m->text) < 0)
+            return -EINVAL;
+    } else if (IS("SUSPEND")) {
+        m->type = HV_MSG_SUSPEND;
+        if (hv_u32f(&t, HV_U24, &m->target) < 0 || hv_u32f(&t, HV_U24, &m->sender) < 0 ||
+            hv_dec(&t, UINT64_MAX, &m->sent) < 0)
+            return -EINVAL;
+    } else if (IS("SUSPENDED")) {
+        m->type = HV_MSG_SUSPENDED;
+        if (hv_dec(&t, UINT64_MAX, &m->sent) < 0)
+            return -EINVAL;
+    } else if (IS("RECONNECT")) {
+        m->type = HV_MSG_RECONNECT;
+        if (hv_u32f(&t, HV_U24, &m->target) < 0 || hv_u32f(&t, HV_U24, &m->sender) < 0 ||
+            hv_u32f(&t, HV_U24, &m->sender_pqpn) < 0 || hv_u32f(&t, HV_U24, &m->sender_psn) < 0 ||
+            hv_u32f(&t, HV_U24, &m->target_psn) < 0)
+            return -EINVAL;
+        if (hv_tok(&t, &s, &n) != 1 || n != 32)
+            return -EINVAL;
+        for (size_t i = 0; i < 16; i++) {
+            int hi = hv_hexval(s[2 * i]), lo = hv_hexval(s[2 * i + 1]);
+            if (hi < 0 || lo < 0)
+                return -EINVAL;
+            m->gid[i] = (uint8_t)(hi << 4 | lo);
+        }
+        if (hv_dec(&t, 0xffff, &v) < 0)
+            return -EINVAL;
+        m->lid = (uint16_t)v;
+        if (hv_dec(&t, HV_PROTO_KEYS_MAX, &v) < 0)
+            return -EINVAL;
+        m->nkeys = (uint32_t)v;
+        for (uint32_t i = 0; i < m->nkeys; i++) {
+            const char *colon;
+
+            if (hv_tok(&t, &s, &n) != 1)
+                return -EINVAL;
+            colon = memchr(s, ':', n);
+            if (!colon || hv_hex32(s, (size_t)(colon - s), &m->keys[i].v) < 0 ||
+                hv_hex32(colon + 1, n - (size_t)(colon - s) - 1, &m->keys[i].p) < 0)
+                return -EINVAL;
+        }
+    } else if (IS("RECONNECTED")) {
+        m->type = HV_MSG_RECONNECTED;
+        if (hv_u32f(&t, HV_U24, &m->target) < 0)
+            return -EINVAL;
+    } else {
+        return -EINVAL;
+    }
+#undef IS
+    if (t.p != t.end)
+        return -EINVAL; /* extra fields */
+    return 0;
+}
+
+static int hv_text_ok(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n > HV_PROTO_TEXT_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+            return 0;
+    return 1;
+}
+
+int hv_proto_format(const HvMsg *m, char *buf, size_t size)
+{
+    int n = -1;
+    size_t off;
+
+    switch (m->type) {
+    case HV_MSG_ROUTE:
+        n = snprintf(buf, size, "ROUTE %u\n", m->target);
+        break;
+    case HV_MSG_ROUTED:
+        n = snprintf(buf, size, "ROUTED\n");
+        break;
+    case HV_MSG_NOROUTE:
+    case HV_MSG_ERROR:
+        if (!hv_text_ok(m->text))
+            return -EINVAL;
+        n = snprintf(buf, size, "%s %s\n", m->type == HV_MSG_ERROR ? "ERROR" : "NOROUTE", m->text);
+        break;
+    case HV_MSG_SUSPEND:
+        n = snprintf(buf, size, "SUSPEND %u %u %llu\n", m->target, m->sender,
+                     (unsigned long long)m->sent);
+        break;
+    case HV_MSG_SUSPENDED:
+        n = snprintf(buf, size, "SUSPENDED %llu\n", (unsigned long long)m->sent);
+        break;
+    case HV_MSG_RECONNECTED:
+        n = snprintf(buf, size, "RECONNECTED %u\n", m->target);
+        break;
+    case HV_MSG_RECONNECT:
+        if (m->nkeys > HV_PROTO_KEYS_MAX)
+            return -EINVAL;
+        n = snprintf(buf, size, "RECONNECT %u %u %u %u %u ", m->target, m->sender, m->sender_pqpn,
+                     m->sender_psn, m->target_psn);
+        if (n < 0 || (size_t)n >= size)
+            return -ENOSPC;
+        off = (size_t)n;
+        for (int i = 0; i < 16; i++) {
+            if (off + 3 > size)
+                return -ENOSPC;
+            snprintf(buf + off, 3, "%02x", m->gid[i]);
+            off += 2;
+        }
+        n = snprintf(buf + off, size - off, " %u %u", m->lid, m->nkeys);
+        if (n < 0 || off + (size_t)n >= size)
+            return -ENOSPC;
+        off += (size_t)n;
+        for (uint32_t i = 0; i < m->nkeys; i++) {
+            n = snprintf(buf + off, size - off, " %x:%x", m->keys[i].v, m->keys[i].p);
+            if (n < 0 || off + (size_t)n >= size)
+                return -ENOSPC;
+            off += (size_t)n;
+        }
+        if (off + 2 > size)
+            return -ENOSPC;
+        buf[off++] = '\n';
+        buf[off] = '\0';
+        return off > HV_PROTO_LINE_MAX + 1 ? -ENOSPC : (int)off;
+    }
+    if (n < 0 || (size_t)n >= size)
+        return -ENOSPC;
+    if ((size_t)n > HV_PROTO_LINE_MAX + 1)
+        return -ENOSPC;
+    return n;
+}

@@ -1,0 +1,51 @@
+/* The layer <-> layer peer protocol (docs/protocol.md, "Verbs layer peer protocol"): one
+ * text line per message, parsed by one typed parser with size limits. libc only: it is part
+ * of the preloaded library and of its fuzz target. */
+#ifndef HV_PROTO_H
+#define HV_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HV_PROTO_LINE_MAX 16384 /* bytes, newline excluded */
+#define HV_PROTO_KEYS_MAX 512   /* key pairs in one RECONNECT */
+#define HV_PROTO_TEXT_MAX 200   /* ERROR / NOROUTE text */
+
+typedef enum {
+    HV_MSG_ROUTE = 1,   /* ROUTE <vqpn>                       client -> agent */
+    HV_MSG_ROUTED,      /* ROUTED                             agent -> client */
+    HV_MSG_NOROUTE,     /* NOROUTE <text>                     agent -> client */
+    HV_MSG_SUSPEND,     /* SUSPEND <target> <sender> <sent>  */
+    HV_MSG_SUSPENDED,   /* SUSPENDED <sent> */
+    HV_MSG_RECONNECT,   /* RECONNECT <target> <sender> <sender_pqpn> <sender_psn> <target_psn>
+                         *           <gid> <lid> <nkeys> [<vkey>:<pkey>]... */
+    HV_MSG_RECONNECTED, /* RECONNECTED <target_pqpn> */
+    HV_MSG_ERROR,       /* ERROR <text> */
+} HvMsgType;
+
+typedef struct {
+    uint32_t v, p;
+} HvKeyPair;
+
+typedef struct {
+    HvMsgType type;
+    uint32_t target, sender;    /* virtual QPNs (24 bits) */
+    uint32_t sender_pqpn;       /* physical QPN (24 bits) */
+    uint32_t sender_psn, target_psn; /* 24 bits */
+    uint64_t sent;
+    uint8_t gid[16];
+    uint16_t lid;
+    char text[HV_PROTO_TEXT_MAX + 1];
+    uint32_t nkeys;
+    HvKeyPair keys[HV_PROTO_KEYS_MAX]; /* last: not cleared by the parser beyond nkeys */
+} HvMsg;
+
+/* Parses one line (no newline; @len bytes, not NUL-terminated needed). 0 or -EINVAL. */
+int hv_proto_parse(const char *line, size_t len, HvMsg *msg);
+/* Formats @msg with a trailing newline into @buf. Returns the length or -ENOSPC/-EINVAL. */
+int hv_proto_format(const HvMsg *msg, char *buf, size_t size);
+
+/* The layer's handler of one request (hv-swap.c). Fills @reply; 0 or a negative errno. */
+int hv_peer_handle(const HvMsg *m, HvMsg *reply);
+
+#endif

@@ -1,0 +1,702 @@
+/* libhotmig-verbs: quiesce and resume (libhotmig threaded mode), and the peer's side of a
+ * swap (docs/verbs-layer.md, "A swap step by step"). */
+#include "hv.h"
+#include "hv-proto.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HV_DRAIN_MS 15000
+#define HV_DEVICE_WAIT_MS 15000
+
+
+/* Per-QP swap bookkeeping beside HvQp (kept here: only the swap uses it). */
+typedef struct {
+    HvQp *qp;
+    int managed;      /* the peer's layer takes part */
+    uint64_t peer_sent;
+} HvSwapQp;
+
+static int64_t hv_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void hv_sleep_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)ms * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+static uint32_t hv_psn(void)
+{
+    uint32_t v = 0;
+
+    if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
+        v = (uint32_t)hv_ms() * 2654435761u;
+    return v & 0xffffff;
+}
+
+HvQp *hv_find_vqpn(uint32_t vqpn, HvContext **ret)
+{
+    HvQp *qp = NULL;
+
+    pthread_mutex_lock(&hv.lock);
+    for (HvContext *ctx = hv.ctxs; ctx && !qp; ctx = ctx->next) {
+        uint64_t v;
+
+        pthread_mutex_lock(&ctx->lock);
+        if (hv_map_get(&ctx->vqpn, vqpn, &v)) {
+            qp = (HvQp *)(uintptr_t)v;
+            if (ret)
+                *ret = ctx;
+        }
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    pthread_mutex_unlock(&hv.lock);
+    return qp;
+}
+
+static int hv_qp_connected(const HvQp *qp)
+{
+    return (qp->init.qp_type == IBV_QPT_RC || qp->init.qp_type == IBV_QPT_UC) && qp->m_rtr &&
+           (qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS) && qp->a_rtr.ah_attr.is_global;
+}
+
+/* Posts a signaled zero-length RDMA WRITE after an unsignaled tail: its completion says every
+ * earlier send completed. QP lock held. */
+int hv_qp_fence(HvQp *qp)
+{
+    struct ibv_send_wr wr = {0}, *bad = NULL;
+    int r;
+
+    if (!qp->phys || qp->init.qp_type == IBV_QPT_UD) {
+        qp->unsig_tail = 0;
+        return 0;
+    }
+    wr.wr_id = HV_FENCE_WRID;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    r = ibv_post_send(qp->phys, &wr, &bad);
+    if (r) {
+        hv_log("cannot post the drain fence on QP %u: %s", qp->pub.qp_num, strerror(r));
+        qp->unsig_tail = 0; /* wait for the signaled ones only */
+        return r;
+    }
+    qp->fence_out++;
+    qp->sig_out++;
+    qp->unsig_tail = 0;
+    return 0;
+}
+
+/* Waits until @qp's sends completed (and, when @want_recv, @want_recv receives did). */
+static int hv_qp_drain(HvQp *qp, uint64_t want_recv, int64_t deadline)
+{
+    for (;;) {
+        int done;
+
+        pthread_mutex_lock(&qp->lock);
+        if (qp->unsig_tail && !qp->fence_out)
+            hv_qp_fence(qp);
+        done = qp->sig_out == 0 && qp->fence_out == 0 && qp->recv_done >= want_recv;
+        pthread_mutex_unlock(&qp->lock);
+        if (done)
+            return 0;
+        if (qp->scq && hv_cq_pull(qp->scq) < 0)
+            return -EIO;
+        if (qp->rcq && qp->rcq != qp->scq && hv_cq_pull(qp->rcq) < 0)
+            return -EIO;
+        if (hv_ms() > deadline) {
+            hv_log("QP %u did not drain: %llu sends outstanding, %llu of %llu receives",
+                   qp->pub.qp_num, (unsigned long long)qp->sig_out,
+                   (unsigned long long)qp->recv_done, (unsigned long long)want_recv);
+            return -ETIMEDOUT;
+        }
+        hv_sleep_ms(1);
+    }
+}
+
+static void hv_qp_unpause(HvQp *qp)
+{
+    pthread_mutex_lock(&qp->lock);
+    qp->paused = 0;
+    if (qp->phys)
+        hv_qp_flush_queued(qp);
+    pthread_mutex_unlock(&qp->lock);
+}
+
+/* Posts what the program posted while the QP was paused. QP lock held. */
+void hv_qp_flush_queued(HvQp *qp)
+{
+    while (qp->queued_head) {
+        HvSendWr *q = qp->queued_head;
+        struct ibv_send_wr *bad = NULL;
+        int r;
+
+        qp->queued_head = q->next;
+        if (!qp->queued_head)
+            qp->queued_tail = NULL;
+        q->wr.next = NULL;
+        r = hv_qp_post_send_phys(qp, &q->wr, &bad);
+        if (r)
+            hv_log("a send queued during the swap could not be posted on QP %u: %s",
+                   qp->pub.qp_num, strerror(r));
+        free(q->sge);
+        free(q);
+    }
+}
+
+/* Wakes the program's armed CQs: their completions may sit in the layer's buffer. */
+static void hv_wake_cqs(HvContext *ctx, int all_armed)
+{
+    for (HvCq *cq = ctx->cqs; cq; cq = cq->next) {
+        int fire = 0;
+
+        pthread_mutex_lock(&cq->lock);
+        if (cq->armed && cq->chan && (all_armed || cq->n)) {
+            fire = 1;
+            cq->armed = 0;
+        }
+        pthread_mutex_unlock(&cq->lock);
+        if (fire)
+            hv_chan_signal(cq->chan, cq);
+    }
+}
+
+static int hv_modify(HvQp *qp, struct ibv_qp_attr *a, int mask)
+{
+    int r = hv_real.r_ibv_modify_qp(qp->phys, a, mask);
+
+    if (r)
+        hv_log("QP %u: modify to state %d failed: %s", qp->pub.qp_num, a->qp_state, strerror(r));
+    return r;
+}
+
+/* ---- quiesce ------------------------------------------------------------------------------ */
+
+static void hv_destroy_phys(HvContext *ctx)
+{
+    for (HvQp *qp = ctx->qps; qp; qp = qp->next) {
+        if (qp->scq)
+            hv_cq_pull(qp->scq);
+        if (qp->rcq)
+            hv_cq_pull(qp->rcq);
+        pthread_mutex_lock(&qp->lock);
+        if (qp->phys) {
+            pthread_mutex_lock(&ctx->lock);
+            hv_map_del(&ctx->qpn, qp->phys->qp_num);
+            pthread_mutex_unlock(&ctx->lock);
+            if (hv_real.r_ibv_destroy_qp(qp->phys))
+                hv_log("QP %u: destroy failed", qp->pub.qp_num);
+            qp->phys = NULL;
+        }
+        pthread_mutex_unlock(&qp->lock);
+    }
+    for (HvSrq *srq = ctx->srqs; srq; srq = srq->next) {
+        pthread_mutex_lock(&srq->lock);
+        if (srq->phys)
+            hv_real.r_ibv_destroy_srq(srq->phys);
+        srq->phys = NULL;
+        pthread_mutex_unlock(&srq->lock);
+    }
+    for (HvAh *ah = ctx->ahs; ah; ah = ah->next) {
+        if (ah->phys)
+            hv_real.r_ibv_destroy_ah(ah->phys);
+        ah->phys = NULL;
+    }
+    for (HvMr *mr = ctx->mrs; mr; mr = mr->next) {
+        if (mr->phys)
+            hv_real.r_ibv_dereg_mr(mr->phys);
+        mr->phys = NULL;
+    }
+    for (HvCq *cq = ctx->cqs; cq; cq = cq->next) {
+        hv_cq_pull(cq);
+        pthread_mutex_lock(&cq->lock);
+        if (cq->phys)
+            hv_real.r_ibv_destroy_cq(cq->phys);
+        cq->phys = NULL;
+        pthread_mutex_unlock(&cq->lock);
+    }
+    for (HvChan *ch = ctx->chans; ch; ch = ch->next) {
+        if (ch->phys)
+            hv_real.r_ibv_destroy_comp_channel(ch->phys);
+        ch->phys = NULL;
+    }
+    for (HvPd *pd = ctx->pds; pd; pd = pd->next) {
+        if (pd->phys)
+            hv_real.r_ibv_dealloc_pd(pd->phys);
+        pd->phys = NULL;
+    }
+    if (ctx->phys)
+        hv_real.r_ibv_close_device(ctx->phys);
+    ctx->phys = NULL;
+}
+
+static HvSwapQp *hv_swap_list(size_t *n)
+{
+    HvSwapQp *v = NULL;
+    size_t cap = 0;
+
+    *n = 0;
+    pthread_mutex_lock(&hv.lock);
+    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
+        for (HvQp *qp = ctx->qps; qp; qp = qp->next) {
+            if (*n == cap) {
+                HvSwapQp *nv = realloc(v, (cap = cap ? cap * 2 : 16) * sizeof(*v));
+                if (!nv) {
+                    pthread_mutex_unlock(&hv.lock);
+                    free(v);
+                    *n = 0;
+                    return NULL;
+                }
+                v = nv;
+            }
+            v[(*n)++] = (HvSwapQp){.qp = qp};
+        }
+    pthread_mutex_unlock(&hv.lock);
+    return v;
+}
+
+static HvSwapQp *hv_swap_qps;
+static size_t hv_swap_n;
+static int64_t hv_paused_at; /* the mover's sends queued from then on (its blackout) */
+
+int hv_quiesce(void *opaque)
+{
+    int64_t t0 = hv_ms(), deadline = t0 + HV_DRAIN_MS;
+    int r = 0;
+
+    (void)opaque;
+    pthread_mutex_lock(&hv.lock);
+    hv.swapping = 1;
+    pthread_mutex_unlock(&hv.lock);
+    free(hv_swap_qps);
+    hv_swap_qps = hv_swap_list(&hv_swap_n);
+    hv_paused_at = t0;
+    /* 1. no new sends from here on: they are queued */
+    for (size_t i = 0; i < hv_swap_n; i++) {
+        pthread_mutex_lock(&hv_swap_qps[i].qp->lock);
+        hv_swap_qps[i].qp->paused = 1;
+        pthread_mutex_unlock(&hv_swap_qps[i].qp->lock);
+    }
+    /* 2. each connected peer stops sending, drains and says how much it sent */
+    for (size_t i = 0; i < hv_swap_n && !r; i++) {
+        HvSwapQp *s = &hv_swap_qps[i];
+        HvQp *qp = s->qp;
+        HvMsg m = {.type = HV_MSG_SUSPEND}, rep;
+        char req[128], line[HV_PROTO_LINE_MAX + 2];
+        int n;
+
+        if (!hv_qp_connected(qp))
+            continue;
+        if (!hv_peer_known(&qp->a_rtr.ah_attr.grh.dgid)) {
+            hv_log("QP %u: its peer's GID is not in HOTMIG_VERBS_PEERS: the connection will not "
+                   "survive the swap", qp->pub.qp_num);
+            continue;
+        }
+        m.target = qp->peer_vqpn;
+        m.sender = qp->pub.qp_num;
+        pthread_mutex_lock(&qp->lock);
+        m.sent = qp->sent_msgs;
+        pthread_mutex_unlock(&qp->lock);
+        n = hv_proto_format(&m, req, sizeof(req));
+        r = n < 0 ? n : hv_peer_call(&qp->a_rtr.ah_attr.grh.dgid, qp->peer_vqpn, req, line, sizeof(line));
+        if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 || rep.type != HV_MSG_SUSPENDED)) {
+            hv_log("QP %u: the peer refused to suspend: %s", qp->pub.qp_num, line);
+            r = -EPROTO;
+        }
+        if (r) {
+            hv_log("QP %u: suspending the peer (QP %u) failed: %s", qp->pub.qp_num, qp->peer_vqpn,
+                   strerror(-r));
+            break;
+        }
+        s->managed = 1;
+        s->peer_sent = rep.sent;
+        hv_debug("QP %u: peer QP %u suspended, it sent %llu", qp->pub.qp_num, qp->peer_vqpn,
+                 (unsigned long long)rep.sent);
+    }
+    /* 3. drain: our sends completed, the peer's sends received */
+    for (size_t i = 0; i < hv_swap_n && !r; i++)
+        r = hv_qp_drain(hv_swap_qps[i].qp, hv_swap_qps[i].managed ? hv_swap_qps[i].peer_sent : 0,
+                        deadline);
+    if (r) {
+        /* stay on the device: let traffic go on (the agent reports the failure) */
+        for (size_t i = 0; i < hv_swap_n; i++)
+            hv_qp_unpause(hv_swap_qps[i].qp);
+        pthread_mutex_lock(&hv.lock);
+        hv.swapping = 0;
+        pthread_mutex_unlock(&hv.lock);
+        hv_swap_ended();
+        return r;
+    }
+    /* 4. the physical objects go; the shadows stay */
+    pthread_mutex_lock(&hv.lock);
+    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
+        hv_destroy_phys(ctx);
+    pthread_mutex_unlock(&hv.lock);
+    hv_evt_kick();
+    hv_log("quiesced in %lld ms (%zu QPs)", (long long)(hv_ms() - t0), hv_swap_n);
+    return 0;
+}
+
+/* ---- resume ------------------------------------------------------------------------------- */
+
+static int hv_repost(HvRecvFifo *f, HvQp *qp, HvSrq *srq)
+{
+    for (size_t i = 0; i < f->n; i++) {
+        HvRecv *rv = &f->v[(f->head + i) % f->cap];
+        struct ibv_sge sge[32];
+        struct ibv_recv_wr wr = {0}, *bad = NULL;
+        HvContext *ctx = qp ? qp->pd->ctx : srq->pd->ctx;
+        int r;
+
+        if (rv->num_sge > 32)
+            return -EINVAL;
+        for (int k = 0; k < rv->num_sge; k++) {
+            uint64_t p;
+            sge[k] = rv->sge[k];
+            if (hv_map_get(&ctx->lkey, sge[k].lkey, &p))
+                sge[k].lkey = (uint32_t)p;
+        }
+        wr.wr_id = rv->wr_id;
+        wr.sg_list = sge;
+        wr.num_sge = rv->num_sge;
+        r = qp ? ibv_post_recv(qp->phys, &wr, &bad) : ibv_post_srq_recv(srq->phys, &wr, &bad);
+        if (r)
+            return -r;
+    }
+    return 0;
+}
+
+/* Creates every physical object of @ctx again on device @name. hv.lock held. */
+static int hv_rebuild(HvContext *ctx, const char *name)
+{
+    int r;
+
+    r = hv_ctx_attach(ctx, name);
+    if (r)
+        return -r;
+    pthread_mutex_lock(&ctx->lock);
+    ctx->swapped = 1;
+    hv_map_clear(&ctx->lkey);
+    hv_map_clear(&ctx->qpn);
+    pthread_mutex_unlock(&ctx->lock);
+    for (HvChan *ch = ctx->chans; ch; ch = ch->next) {
+        ch->phys = hv_real.r_ibv_create_comp_channel(ctx->phys);
+        if (!ch->phys)
+            return -errno;
+        {
+            int fl = fcntl(ch->phys->fd, F_GETFL);
+            fcntl(ch->phys->fd, F_SETFL, fl | O_NONBLOCK);
+        }
+    }
+    for (HvPd *pd = ctx->pds; pd; pd = pd->next) {
+        pd->phys = hv_real.r_ibv_alloc_pd(ctx->phys);
+        if (!pd->phys)
+            return -errno;
+    }
+    for (HvMr *mr = ctx->mrs; mr; mr = mr->next) {
+        mr->phys = mr->kind ? hv_real.r_ibv_reg_mr_iova2(mr->pd->phys, mr->pub.addr, mr->pub.length,
+                                                         mr->iova, (unsigned)mr->access)
+                            : hv_real.r_ibv_reg_mr(mr->pd->phys, mr->pub.addr, mr->pub.length,
+                                                   mr->access);
+        if (!mr->phys)
+            return -errno;
+        pthread_mutex_lock(&ctx->lock);
+        hv_map_put(&ctx->lkey, mr->pub.lkey, mr->phys->lkey);
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    for (HvCq *cq = ctx->cqs; cq; cq = cq->next) {
+        pthread_mutex_lock(&cq->lock);
+        r = hv_cq_make(cq);
+        if (!r && cq->armed)
+            ibv_req_notify_cq(cq->phys, cq->armed_solicited);
+        pthread_mutex_unlock(&cq->lock);
+        if (r)
+            return -r;
+    }
+    for (HvSrq *srq = ctx->srqs; srq; srq = srq->next) {
+        pthread_mutex_lock(&srq->lock);
+        r = hv_srq_make(srq);
+        if (!r)
+            r = -hv_repost(&srq->recvs, NULL, srq);
+        pthread_mutex_unlock(&srq->lock);
+        if (r)
+            return r < 0 ? r : -r;
+    }
+    for (HvAh *ah = ctx->ahs; ah; ah = ah->next) {
+        ah->phys = hv_real.r_ibv_create_ah(ah->pd->phys, &ah->attr);
+        if (!ah->phys)
+            return -errno;
+    }
+    for (HvQp *qp = ctx->qps; qp; qp = qp->next) {
+        pthread_mutex_lock(&qp->lock);
+        r = hv_qp_make(qp, NULL);
+        if (!r) {
+            pthread_mutex_lock(&ctx->lock);
+            hv_map_put(&ctx->qpn, qp->phys->qp_num, (uintptr_t)qp);
+            pthread_mutex_unlock(&ctx->lock);
+            qp->sig_out = 0;
+            qp->fence_out = 0;
+            qp->unsig_tail = 0;
+            if (qp->m_init) {
+                r = hv_modify(qp, &qp->a_init, qp->m_init);
+                if (!r)
+                    r = -hv_repost(&qp->recvs, qp, NULL);
+            }
+            qp->state = qp->m_init ? IBV_QPS_INIT : IBV_QPS_RESET;
+        }
+        pthread_mutex_unlock(&qp->lock);
+        if (r)
+            return r < 0 ? r : -r;
+    }
+    return 0;
+}
+
+/* Brings @s's QP to RTR/RTS with its peer: through the peer's layer when it takes part, by
+ * replaying the program's transitions otherwise (UD, or a peer outside the layer). */
+static int hv_reconnect(HvSwapQp *s)
+{
+    HvQp *qp = s->qp;
+    HvContext *ctx = qp->pd->ctx;
+    struct ibv_qp_attr a;
+    int r = 0;
+
+    if (!qp->m_rtr)
+        return 0;
+    if (!s->managed) {
+        a = qp->a_rtr;
+        a.dest_qp_num = qp->peer_pqpn;
+        r = hv_modify(qp, &a, qp->m_rtr);
+        if (!r && qp->m_rts)
+            r = hv_modify(qp, &qp->a_rts, qp->m_rts);
+        qp->state = r ? qp->state : (qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR);
+        return r ? -r : 0;
+    }
+    {
+        uint32_t m_psn = hv_psn(), p_psn = hv_psn();
+        HvMsg *m = calloc(1, sizeof(*m)), rep;
+        char *req = malloc(HV_PROTO_LINE_MAX + 2), line[256];
+        struct ibv_port_attr pa;
+        union ibv_gid gid;
+        int n;
+
+        if (!m || !req) {
+            free(m);
+            free(req);
+            return -ENOMEM;
+        }
+        a = qp->a_rtr;
+        a.dest_qp_num = qp->peer_pqpn;
+        a.rq_psn = p_psn;
+        r = hv_modify(qp, &a, qp->m_rtr);
+        m->type = HV_MSG_RECONNECT;
+        m->target = qp->peer_vqpn;
+        m->sender = qp->pub.qp_num;
+        m->sender_pqpn = qp->phys->qp_num;
+        m->sender_psn = m_psn;
+        m->target_psn = p_psn;
+        if (!r && hv_real.r_ibv_query_gid(ctx->phys, qp->a_rtr.ah_attr.port_num,
+                                          qp->a_rtr.ah_attr.grh.sgid_index, &gid) == 0)
+            memcpy(m->gid, gid.raw, 16);
+        memset(&pa, 0, sizeof(pa));
+        if (!r && hv_real.r_ibv_query_port(ctx->phys, qp->a_rtr.ah_attr.port_num,
+                                           (struct _compat_ibv_port_attr *)&pa) == 0)
+            m->lid = pa.lid;
+        pthread_mutex_lock(&ctx->lock);
+        for (HvMr *mr = ctx->mrs; mr && m->nkeys < HV_PROTO_KEYS_MAX; mr = mr->next)
+            if (mr->phys && mr->pub.rkey != mr->phys->rkey)
+                m->keys[m->nkeys++] = (HvKeyPair){mr->pub.rkey, mr->phys->rkey};
+        pthread_mutex_unlock(&ctx->lock);
+        n = r ? -r : hv_proto_format(m, req, HV_PROTO_LINE_MAX + 2);
+        r = n < 0 ? n : hv_peer_call(&qp->a_rtr.ah_attr.grh.dgid, qp->peer_vqpn, req, line, sizeof(line));
+        if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 || rep.type != HV_MSG_RECONNECTED)) {
+            hv_log("QP %u: the peer refused to reconnect: %s", qp->pub.qp_num, line);
+            r = -EPROTO;
+        }
+        if (!r) {
+            qp->peer_pqpn = rep.target;
+            a = qp->a_rts;
+            a.sq_psn = m_psn;
+            r = -hv_modify(qp, &a, qp->m_rts);
+            if (!r)
+                qp->state = IBV_QPS_RTS;
+        }
+        free(m);
+        free(req);
+    }
+    return r;
+}
+
+int hv_resume(const char *device, void *opaque)
+{
+    int64_t t0 = hv_ms();
+    int r = 0;
+
+    (void)opaque;
+    pthread_mutex_lock(&hv.lock);
+    if (!hv.swapping) {
+        /* not quiesced by us (a resume after an aborted quiesce): nothing moved */
+        pthread_mutex_unlock(&hv.lock);
+        return 0;
+    }
+    for (HvContext *ctx = hv.ctxs; ctx && !r; ctx = ctx->next) {
+        const char *name = device ? device : ctx->dev->dev.name;
+        int64_t until = hv_ms() + HV_DEVICE_WAIT_MS;
+
+        do {
+            r = hv_rebuild(ctx, name);
+            if (r == -ENODEV && !ctx->phys) {
+                pthread_mutex_unlock(&hv.lock);
+                hv_sleep_ms(100);
+                pthread_mutex_lock(&hv.lock);
+            }
+        } while (r == -ENODEV && !ctx->phys && hv_ms() < until);
+        if (r)
+            hv_log("rebuilding on '%s' failed: %s", name, strerror(-r));
+    }
+    pthread_mutex_unlock(&hv.lock);
+    hv_evt_kick();
+    for (size_t i = 0; i < hv_swap_n && !r; i++) {
+        r = hv_reconnect(&hv_swap_qps[i]);
+        if (r)
+            hv_log("QP %u: reconnecting failed: %s", hv_swap_qps[i].qp->pub.qp_num, strerror(-r));
+    }
+    for (size_t i = 0; i < hv_swap_n; i++)
+        hv_qp_unpause(hv_swap_qps[i].qp);
+    pthread_mutex_lock(&hv.lock);
+    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
+        hv_wake_cqs(ctx, 1);
+    hv.swapping = 0;
+    pthread_mutex_unlock(&hv.lock);
+    hv_swap_ended();
+    hv_log("resumed on %s in %lld ms (%zu QPs)%s; sends were paused for %lld ms",
+           device ? device : "the same device", (long long)(hv_ms() - t0), hv_swap_n,
+           r ? ": with errors" : "", (long long)(hv_ms() - hv_paused_at));
+    return r;
+}
+
+/* ---- the peer's side ---------------------------------------------------------------------- */
+
+static int hv_on_suspend(const HvMsg *m, HvMsg *rep)
+{
+    HvQp *qp = hv_find_vqpn(m->target, NULL);
+    int r;
+
+    if (!qp || !hv_qp_connected(qp) || qp->peer_vqpn != m->sender) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "QP %u is not connected to QP %u", m->target,
+                 m->sender);
+        return -ENOENT;
+    }
+    pthread_mutex_lock(&qp->lock);
+    qp->paused = 1;
+    qp->paused_at = hv_ms();
+    pthread_mutex_unlock(&qp->lock);
+    r = hv_qp_drain(qp, 0, hv_ms() + HV_DRAIN_MS);
+    if (r) {
+        hv_qp_unpause(qp);
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "QP %u did not drain: %s", m->target, strerror(-r));
+        return r;
+    }
+    pthread_mutex_lock(&qp->lock);
+    rep->type = HV_MSG_SUSPENDED;
+    rep->sent = qp->sent_msgs;
+    pthread_mutex_unlock(&qp->lock);
+    hv_debug("QP %u suspended for its peer QP %u (sent %llu)", m->target, m->sender,
+             (unsigned long long)rep->sent);
+    return 0;
+}
+
+static int hv_on_reconnect(const HvMsg *m, HvMsg *rep)
+{
+    HvContext *ctx = NULL;
+    HvQp *qp = hv_find_vqpn(m->target, &ctx);
+    struct ibv_qp_attr a;
+    int r;
+
+    if (!qp || !qp->phys || !qp->m_rtr || !qp->m_init || qp->peer_vqpn != m->sender) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "QP %u cannot reconnect to QP %u", m->target,
+                 m->sender);
+        return -ENOENT;
+    }
+    /* completions still in the CQs account for their receives before the queue is reset */
+    if (qp->scq)
+        hv_cq_pull(qp->scq);
+    if (qp->rcq)
+        hv_cq_pull(qp->rcq);
+    pthread_mutex_lock(&qp->lock);
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_RESET;
+    r = hv_modify(qp, &a, IBV_QP_STATE);
+    if (!r)
+        r = hv_modify(qp, &qp->a_init, qp->m_init);
+    if (!r)
+        r = -hv_repost(&qp->recvs, qp, NULL);
+    if (!r) {
+        a = qp->a_rtr;
+        a.dest_qp_num = m->sender_pqpn;
+        a.rq_psn = m->sender_psn;
+        memcpy(a.ah_attr.grh.dgid.raw, m->gid, 16);
+        if (!a.ah_attr.is_global)
+            a.ah_attr.dlid = m->lid;
+        r = hv_modify(qp, &a, qp->m_rtr);
+    }
+    if (!r && qp->m_rts) {
+        a = qp->a_rts;
+        a.sq_psn = m->target_psn;
+        r = hv_modify(qp, &a, qp->m_rts);
+    }
+    if (!r) {
+        qp->peer_pqpn = m->sender_pqpn;
+        hv_map_clear(&qp->peer_rkeys);
+        for (uint32_t i = 0; i < m->nkeys; i++)
+            hv_map_put(&qp->peer_rkeys, m->keys[i].v, m->keys[i].p);
+        qp->sig_out = 0;
+        qp->fence_out = 0;
+        qp->unsig_tail = 0;
+        qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
+        qp->paused = 0;
+        hv_qp_flush_queued(qp);
+        rep->type = HV_MSG_RECONNECTED;
+        rep->target = qp->phys->qp_num;
+    } else {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "QP %u: reconnecting failed: %s", m->target,
+                 strerror(r < 0 ? -r : r));
+    }
+    pthread_mutex_unlock(&qp->lock);
+    if (ctx) {
+        pthread_mutex_lock(&hv.lock);
+        hv_wake_cqs(ctx, 0);
+        pthread_mutex_unlock(&hv.lock);
+    }
+    hv_debug("QP %u reconnected to its peer's new QP %u; its sends were paused for %lld ms",
+             m->target, m->sender_pqpn, (long long)(hv_ms() - qp->paused_at));
+    return r;
+}
+
+int hv_peer_handle(const HvMsg *m, HvMsg *rep)
+{
+    switch (m->type) {
+    case HV_MSG_SUSPEND:
+        return hv_on_suspend(m, rep);
+    case HV_MSG_RECONNECT:
+        return hv_on_reconnect(m, rep);
+    default:
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "unexpected message");
+        return -EPROTO;
+    }
+}

@@ -1,0 +1,169 @@
+/* libhotmig-verbs: logging and the small integer map. */
+#include "hv.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int hv_debug_on = -1;
+
+static void hv_vlog(const char *fmt, va_list ap)
+{
+    char line[512];
+    int n = snprintf(line, sizeof(line), "hotmig-verbs[%ld]: ", (long)getpid());
+
+    if (n < 0 || (size_t)n >= sizeof(line))
+        return;
+    vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+    n = (int)strlen(line);
+    line[n++] = '\n';
+    /* One write, so lines of several threads do not interleave. */
+    if (write(STDERR_FILENO, line, (size_t)n) < 0)
+        return;
+}
+
+void hv_log(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    hv_vlog(fmt, ap);
+    va_end(ap);
+}
+
+void hv_debug(const char *fmt, ...)
+{
+    va_list ap;
+
+    if (hv_debug_on < 0) {
+        const char *e = getenv("HOTMIG_VERBS_DEBUG");
+
+        hv_debug_on = e && *e && strcmp(e, "0") != 0;
+    }
+    if (!hv_debug_on)
+        return;
+    va_start(ap, fmt);
+    hv_vlog(fmt, ap);
+    va_end(ap);
+}
+
+int hv_unsupported(const char *call)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static const char *seen[64];
+    static size_t n_seen;
+    int first = 1;
+
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < n_seen; i++)
+        if (strcmp(seen[i], call) == 0)
+            first = 0;
+    if (first && n_seen < 64)
+        seen[n_seen++] = call;
+    pthread_mutex_unlock(&lock);
+    if (first)
+        hv_log("%s is not supported by the hotmig verbs layer (EOPNOTSUPP)", call);
+    errno = EOPNOTSUPP;
+    return EOPNOTSUPP;
+}
+
+static size_t hv_map_slot(uint32_t key, size_t cap)
+{
+    return (size_t)((key * 2654435761u) & (cap - 1));
+}
+
+static int hv_map_grow(HvMap *m)
+{
+    HvMap n = {0};
+    size_t cap = m->cap ? m->cap * 2 : 64;
+
+    n.keys = calloc(cap, sizeof(*n.keys));
+    n.vals = calloc(cap, sizeof(*n.vals));
+    n.used = calloc(cap, 1);
+    if (!n.keys || !n.vals || !n.used) {
+        free(n.keys);
+        free(n.vals);
+        free(n.used);
+        return -ENOMEM;
+    }
+    n.cap = cap;
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->used[i] == 1)
+            hv_map_put(&n, m->keys[i], m->vals[i]);
+    free(m->keys);
+    free(m->vals);
+    free(m->used);
+    *m = n;
+    return 0;
+}
+
+/* used[]: 0 empty, 1 full, 2 deleted */
+int hv_map_put(HvMap *m, uint32_t key, uint64_t val)
+{
+    size_t i, tomb = (size_t)-1;
+
+    size_t k;
+
+    if ((m->n + 1) * 2 > m->cap && hv_map_grow(m) < 0)
+        return -ENOMEM;
+    for (i = hv_map_slot(key, m->cap), k = 0; k < m->cap; i = (i + 1) & (m->cap - 1), k++) {
+        if (m->used[i] == 1 && m->keys[i] == key) {
+            m->vals[i] = val;
+            return 0;
+        }
+        if (m->used[i] == 2 && tomb == (size_t)-1)
+            tomb = i;
+        if (m->used[i] == 0)
+            break;
+    }
+    if (tomb != (size_t)-1)
+        i = tomb;
+    else if (k == m->cap)
+        return hv_map_grow(m) < 0 ? -ENOMEM : hv_map_put(m, key, val);
+    m->used[i] = 1;
+    m->keys[i] = key;
+    m->vals[i] = val;
+    m->n++;
+    return 0;
+}
+
+int hv_map_get(const HvMap *m, uint32_t key, uint64_t *val)
+{
+    if (!m->cap)
+        return 0;
+    for (size_t i = hv_map_slot(key, m->cap), k = 0; k < m->cap; i = (i + 1) & (m->cap - 1), k++) {
+        if (m->used[i] == 0)
+            return 0;
+        if (m->used[i] == 1 && m->keys[i] == key) {
+            if (val)
+                *val = m->vals[i];
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void hv_map_del(HvMap *m, uint32_t key)
+{
+    if (!m->cap)
+        return;
+    for (size_t i = hv_map_slot(key, m->cap), k = 0; k < m->cap; i = (i + 1) & (m->cap - 1), k++) {
+        if (m->used[i] == 0)
+            return;
+        if (m->used[i] == 1 && m->keys[i] == key) {
+            m->used[i] = 2;
+            m->n--;
+            return;
+        }
+    }
+}
+
+void hv_map_clear(HvMap *m)
+{
+    free(m->keys);
+    free(m->vals);
+    free(m->used);
+    memset(m, 0, sizeof(*m));
+}

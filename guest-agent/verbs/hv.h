@@ -1,0 +1,248 @@
+/* libhotmig-verbs: internal declarations (docs/verbs-layer.md).
+ *
+ * Every verbs object the program holds is a shadow owned by the layer; the physical object of
+ * the current RDMA device hangs off it and is replaced across a device swap (a migration).
+ * The layer depends on libibverbs, libhotmig and libc/pthreads only: it is preloaded into MPI
+ * processes. */
+#ifndef HV_H
+#define HV_H
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define HV_EXPORT __attribute__((visibility("default")))
+#define HV_FENCE_WRID 0x686d76666e636521ULL /* "hmvfnce!": the layer's drain fence */
+
+/* ---- small helpers (hv-util.c) ---------------------------------------------------------- */
+void hv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void hv_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int hv_unsupported(const char *call); /* logs once per call name, returns EOPNOTSUPP */
+
+/* uint32 -> uint64 open-addressing map; key 0 is stored aside. Not thread-safe. */
+typedef struct {
+    uint32_t *keys;
+    uint64_t *vals;
+    uint8_t *used;
+    size_t cap, n;
+} HvMap;
+int hv_map_put(HvMap *m, uint32_t key, uint64_t val);
+int hv_map_get(const HvMap *m, uint32_t key, uint64_t *val);
+void hv_map_del(HvMap *m, uint32_t key);
+void hv_map_clear(HvMap *m);
+
+/* ---- shadow objects --------------------------------------------------------------------- */
+typedef struct HvDevice HvDevice;
+typedef struct HvContext HvContext;
+
+/* Laid out as rdma-core's struct verbs_device (driver.h): the ibv_device first, then the ops
+ * pointer that mlx5dv_is_supported() compares (NULL here: direct verbs are hidden). */
+struct HvDevice {
+    struct ibv_device dev;
+    const void *ops;
+    atomic_int refcount;
+    void *entry_next, *entry_prev;
+    void *sysfs;
+    uint64_t core_support;
+    /* layer part */
+    uint64_t guid; /* big endian, as ibv_get_device_guid() */
+    HvDevice *next;
+};
+
+typedef struct HvRecv {
+    uint64_t wr_id;
+    int num_sge;
+    struct ibv_sge *sge;
+} HvRecv;
+
+typedef struct {
+    HvRecv *v;
+    size_t head, n, cap;
+} HvRecvFifo;
+
+typedef struct HvPd {
+    struct ibv_pd pub;
+    struct ibv_pd *phys;
+    HvContext *ctx;
+    struct HvPd *next;
+} HvPd;
+
+typedef struct HvMr {
+    struct ibv_mr pub;
+    struct ibv_mr *phys;
+    HvPd *pd;
+    uint64_t iova;
+    int access;
+    int kind; /* 0 ibv_reg_mr, 1 iova */
+    struct HvMr *next;
+} HvMr;
+
+typedef struct HvChan HvChan;
+
+typedef struct HvCq {
+    struct ibv_cq pub;
+    struct ibv_cq *phys;
+    HvContext *ctx;
+    HvChan *chan;
+    int cqe, comp_vector;
+    pthread_mutex_t lock;
+    struct ibv_wc *buf; /* completions the layer polled (drain) before the program did */
+    size_t head, n, cap;
+    int armed, armed_solicited;
+    struct HvCq *next;
+} HvCq;
+
+struct HvChan {
+    struct ibv_comp_channel pub; /* fd: a layer-owned eventfd (EFD_SEMAPHORE) */
+    struct ibv_comp_channel *phys;
+    HvContext *ctx;
+    pthread_mutex_t lock;
+    HvCq **events; /* FIFO of CQs that fired */
+    size_t head, n, cap;
+    struct HvChan *next;
+};
+
+typedef struct HvSrq {
+    struct ibv_srq pub;
+    struct ibv_srq *phys;
+    HvPd *pd;
+    struct ibv_srq_init_attr init;
+    pthread_mutex_t lock;
+    HvRecvFifo recvs; /* posted, not yet completed */
+    struct HvSrq *next;
+} HvSrq;
+
+typedef struct HvAh {
+    struct ibv_ah pub;
+    struct ibv_ah *phys;
+    HvPd *pd;
+    struct ibv_ah_attr attr;
+    struct HvAh *next;
+} HvAh;
+
+typedef struct HvSendWr {
+    struct ibv_send_wr wr;
+    struct ibv_sge *sge;
+    struct HvSendWr *next;
+} HvSendWr;
+
+typedef struct HvQp {
+    struct ibv_qp pub;
+    struct ibv_qp *phys;
+    HvPd *pd;
+    HvCq *scq, *rcq;
+    HvSrq *srq;
+    struct ibv_qp_init_attr init;
+    /* the program's transitions, replayed on a new device */
+    struct ibv_qp_attr a_init, a_rtr, a_rts;
+    int m_init, m_rtr, m_rts;
+    enum ibv_qp_state state;
+    pthread_mutex_t lock;
+    int paused;              /* posts are queued (quiesce, or the peer's swap) */
+    int64_t paused_at;       /* CLOCK_MONOTONIC ms when the peer's swap paused it */
+    HvSendWr *queued_head, *queued_tail;
+    HvRecvFifo recvs;        /* posted, not yet completed (non-SRQ) */
+    uint64_t sig_out;        /* signaled sends posted, not completed */
+    int unsig_tail;          /* the last send posted was unsignaled */
+    int fence_out;
+    uint64_t sent_msgs;      /* posted sends that consume a peer receive */
+    uint64_t recv_done;      /* receive completions polled */
+    /* the connected peer (RC/UC) */
+    uint32_t peer_vqpn, peer_pqpn;
+    HvMap peer_rkeys;        /* the peer's virtual rkey -> its physical rkey */
+    uint32_t routed_vqpn;    /* the registration file written for this QP (0: none) */
+    struct HvQp *next;
+} HvQp;
+
+struct HvContext {
+    struct verbs_context vctx; /* the program sees &vctx.context */
+    struct ibv_context *phys;
+    HvDevice *dev;
+    pthread_mutex_t lock;
+    int swapped;               /* translation on: a device swap happened */
+    HvMap lkey;                /* virtual lkey -> physical */
+    HvMap qpn;                 /* physical QPN -> HvQp* */
+    HvMap vqpn;                /* virtual QPN -> HvQp* */
+    HvPd *pds;
+    HvMr *mrs;
+    HvCq *cqs;
+    HvChan *chans;
+    HvSrq *srqs;
+    HvAh *ahs;
+    HvQp *qps;
+    int cmd_efd;               /* ibv_context.cmd_fd the program sees */
+    struct ibv_async_event *aev; /* async events FIFO, context->async_fd is an eventfd */
+    size_t aev_head, aev_n, aev_cap;
+    HvContext *next;
+};
+
+/* ---- layer state (hv-layer.c) ------------------------------------------------------------- */
+typedef struct {
+    pthread_mutex_t lock; /* contexts list, device list, swaps */
+    HvContext *ctxs;
+    HvDevice *devs;
+    int swapping;         /* between quiesce and resume */
+    int evt_wake[2];      /* pipe waking the event thread */
+    pthread_t evt_thread;
+    int evt_started;
+} HvLayer;
+extern HvLayer hv;
+
+/* The real libibverbs, resolved with dlvsym(RTLD_NEXT, ...). */
+typedef struct {
+#define HV_REAL(ret, name, ver, args) ret(*r_##name) args;
+#include "hv-real.def"
+#undef HV_REAL
+} HvReal;
+extern HvReal hv_real;
+void hv_init(void);
+
+HvContext *hv_ctx_of(struct ibv_context *c); /* NULL when @c is not a shadow */
+int hv_poll_into(HvCq *cq, int n, struct ibv_wc *wc); /* CQ lock held: physical poll + fixups */
+int hv_cq_pull(HvCq *cq);                             /* drain helper: physical -> buffer */
+int hv_qp_post_send_phys(HvQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+int hv_qp_post_recv_phys(HvQp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+int hv_srq_post_recv_phys(HvSrq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+void hv_fifo_push(HvRecvFifo *f, const struct ibv_recv_wr *wr);
+void hv_fifo_consume(HvRecvFifo *f, uint64_t wr_id);
+void hv_chan_signal(HvChan *ch, HvCq *cq);
+void hv_evt_kick(void);
+void hv_qp_flush_queued(HvQp *qp); /* qp lock held */
+int hv_qp_fence(HvQp *qp);         /* qp lock held */
+
+/* ---- swap and peers (hv-swap.c, hv-peer.c) ------------------------------------------------- */
+int hv_quiesce(void *opaque);
+int hv_resume(const char *device, void *opaque);
+void hv_register_start(void);
+int hv_qp_route_add(HvQp *qp);
+int hv_route_taken(uint32_t vqpn);
+void hv_qp_route_del(HvQp *qp);
+int hv_peer_known(const union ibv_gid *gid);
+/* Client side: asks the layer owning @vqpn at @gid; @req a full line; @reply gets a line. */
+int hv_peer_call(const union ibv_gid *gid, uint32_t vqpn, const char *req, char *reply,
+                 size_t reply_max);
+void hv_peer_server_start(void);
+HvQp *hv_find_vqpn(uint32_t vqpn, HvContext **ctx);
+
+/* internal, across files */
+void hv_swap_ended(void);
+int hv_ctx_attach(HvContext *ctx, const char *name);
+int hv_cq_make(HvCq *cq);
+int hv_srq_make(HvSrq *srq);
+int hv_qp_make(HvQp *qp, struct ibv_qp_init_attr *report);
+uint32_t hv_qpn_pick(HvContext *ctx, uint32_t phys);
+
+/* libibverbs exports that verbs.h does not declare (driver.h / the old ABI). */
+int ibv_dontfork_range(void *b, size_t s);
+int ibv_dofork_range(void *b, size_t s);
+const char *ibv_get_sysfs_path(void);
+int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size);
+void ibv_copy_qp_attr_from_kern(void *dst, void *src);
+void ibv_copy_ah_attr_from_kern(void *dst, void *src);
+void ibv_copy_path_rec_from_kern(void *dst, void *src);
+void ibv_copy_path_rec_to_kern(void *dst, void *src);
+void ibv_register_driver(const char *name, void *init_func);
+
+#endif /* HV_H */

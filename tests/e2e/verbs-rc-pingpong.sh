@@ -1,0 +1,68 @@
+#!/bin/bash
+# Unmodified ibv_rc_pingpong (Debian's ibverbs-utils) under LD_PRELOAD=libhotmig-verbs.so between
+# two lab guests, across four live migrations: the client's guest A->B->A, then the server's
+# B->A->B. Asserts: every migrate-vm succeeds, both layers quiesced and resumed (or reconnected)
+# at every move, the pingpong was still running after the last move, and both ends exit 0 and
+# print their figures. EVENTS=1 runs the tool with -e (completion channel). Prints "VERBS ..."
+# with the iteration time and each side's quiesce/resume times.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/verbs-lib.sh"
+events=${EVENTS:-0}
+case $events in 0) opt='' sfx=p ;; 1) opt='-e' sfx=e ;; *) fail "EVENTS must be 0 or 1" ;; esac
+iters=${ITERS:-3000}
+c=vrc-$sfx-c
+s=vrc-$sfx-s
+tmp=$(mktemp -d)
+trap 'cleanup; rm -rf "$tmp"' EXIT
+
+[ -e "$build/guest-agent/verbs/libhotmig-verbs.so" ] || fail "libhotmig-verbs.so is not built"
+start_guest "$s" B "$c"
+start_guest "$c" A "$s"
+"$lab" wait "$s" 'HMLAB booted' --timeout 240 >/dev/null || fail "$s did not boot"
+"$lab" wait "$c" 'HMLAB booted' --timeout 240 >/dev/null || fail "$c did not boot"
+si=$("$lab" index "$s")
+gid_s=$(vgid "$s")
+[ -n "$gid_s" ] || fail "$s printed no GID index"
+# Each layer finds the peer guest's agent from the peer's RoCE GID (its VF address).
+env_s="LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_DEBUG=1 HOTMIG_VERBS_PEERS=$(vpeers "$c")"
+env_c="LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_DEBUG=1 HOTMIG_VERBS_PEERS=$(vpeers "$s")"
+run="ibv_rc_pingpong -d rxe0 -g $gid_s -n $iters $opt"
+vtool "$s" VPP "$env_s $run"
+sleep 1
+vtool "$c" VPP "$env_c $run 198.51.100.$si"
+vconnected "$c" 120 || fail "the pingpong did not connect"
+
+n=0
+for move in "$c $A $B" "$c $B $A" "$s $B $A" "$s $A $B"; do
+    read -r g from to <<<"$move"
+    n=$((n + 1))
+    [ "$(vcount "$c" 'VPP rc=')" = 0 ] || fail "the client ended before move $n"
+    migrate "$g" "$from" "$to" "$tmp/m$n.json"
+    jq -e '.ok' "$tmp/m$n.json" >/dev/null || fail "move $n of $g not ok"
+    want=$n
+    [ "$g" = "$s" ] && want=$((n - 2))
+    vwait "$g" 'VPP hotmig-verbs.*resumed on' "$want" 30 ||
+        fail "the layer in $g did not resume after move $n"
+done
+[ "$(vcount "$c" 'VPP rc=')" = 0 ] ||
+    fail "the client ended before the last move completed: more iterations are needed"
+vwait "$s" 'VPP hotmig-verbs.*reconnected to its peer' 2 30 ||
+    fail "the server's layer did not reconnect twice"
+vwait "$c" 'VPP hotmig-verbs.*reconnected to its peer' 2 30 ||
+    fail "the client's layer did not reconnect twice"
+
+# both ends finish: exit status 0 and the figures
+for g in "$c" "$s"; do
+    vwait "$g" 'VPP rc=' 1 400 || fail "$g: the pingpong did not finish"
+    vlog "$g" VPP >"$tmp/$g.log"
+    cat "$tmp/$g.log" >&2
+    grep -q '^rc=0$' "$tmp/$g.log" || fail "$g: ibv_rc_pingpong failed"
+    grep -q "^$iters iters in .* usec/iter" "$tmp/$g.log" || fail "$g printed no figures"
+done
+echo "VERBS tool=ibv_rc_pingpong events=$events iters=$iters" \
+    "client_usec_per_iter=$(grep -o '[0-9.]* usec/iter' "$tmp/$c.log" | cut -d' ' -f1)" \
+    "client_quiesce_ms=$(grep -o 'quiesced in [0-9]*' "$tmp/$c.log" | awk '{print $3}' | paste -sd, -)" \
+    "client_resume_ms=$(grep -o 'resumed on [^ ]* in [0-9]*' "$tmp/$c.log" | awk '{print $5}' | paste -sd, -)" \
+    "server_quiesce_ms=$(grep -o 'quiesced in [0-9]*' "$tmp/$s.log" | awk '{print $3}' | paste -sd, -)" \
+    "server_resume_ms=$(grep -o 'resumed on [^ ]* in [0-9]*' "$tmp/$s.log" | awk '{print $5}' | paste -sd, -)"
+log "ok: ibv_rc_pingpong $opt survived 4 migrations"

@@ -1,0 +1,9 @@
+# libhotmig-verbs (guest-agent/verbs): the export table against the installed libibverbs and
+# the imports of ibverbs-utils, perftest and UCX; the layer's pieces in-process.
+add_test(NAME verbs-layer-exports
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-layer-exports.sh $<TARGET_FILE:hotmig-verbs>)
+set_tests_properties(verbs-layer-exports PROPERTIES LABELS unit)
+hm_add_test(verbs-map-test unit
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-map-test.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-util.c
+  LIBS PkgConfig::IBVERBS Threads::Threads)
+target_include_directories(verbs-map-test PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs)
