@@ -58,6 +58,9 @@ typedef struct {
     OrchAgent *dst_agent;    /* the destination's, opened while the VF is plugged, or NULL */
     struct Side *dst_agent_side; /* that opening, until the resume joins it */
     GError *agent_error;     /* why it could not be opened */
+    GPtrArray *procs;        /* OrchAgentProcess: the inventory's processes, or NULL */
+    GError *procs_error;     /* why they are unknown (no inventory, or a malformed one) */
+    gboolean procs_malformed; /* the agent sent an inventory whose processes do not parse */
     gboolean settled;        /* the leases were settled after the plug (alongside the resume) */
 } Migration;
 
@@ -599,8 +602,11 @@ static void identity_read(Migration *m, OrchAgent *agent)
                : NULL;
     if (!inv) {
         m->identity_note = g_strdup_printf("no inventory from the agent (%s)", local->message);
+        m->procs_error = g_error_copy(local);
         return;
     }
+    m->procs = orch_agent_processes_parse(inv, &m->procs_error);
+    m->procs_malformed = m->procs == NULL;
     devices = json_object_has_member(inv, "devices") &&
                       JSON_NODE_HOLDS_ARRAY(json_object_get_member(inv, "devices"))
                   ? json_object_get_array_member(inv, "devices")
@@ -1147,6 +1153,50 @@ static gboolean run_phase(Migration *m, OrchPhase phase,
     return phase_finish(m, phase, ok, detail, local, error);
 }
 
+/* The processes of the guest's jobs, from the inventory read with the identity: a process
+ * that used a call a migration cannot carry (the verbs layer refused it: memory windows, ODP,
+ * device memory, rdma_cm ...) stops the move here, before anything changed, unless --force;
+ * the peers whose connections the move pauses are said. docs/operations.md, "Jobs". */
+static gboolean jobs_check(Migration *m, GError **error)
+{
+    g_autofree char *refused = NULL;
+    g_autofree char *peers = NULL;
+    guint n_peers = 0;
+
+    if (!m->procs) {
+        if (m->procs_malformed) {
+            if (m->opts->force) {
+                progress(m, ORCH_PHASE_TARGET_VF, "--force: moving although %s",
+                         m->procs_error->message);
+                return TRUE;
+            }
+            g_set_error(error, ORCH_ERROR, ORCH_ERROR_REFUSED,
+                        "%s: cannot tell whether a process of domain '%s' can move; nothing "
+                        "was done (--force pauses them and moves anyway)",
+                        m->procs_error->message, m->opts->domain);
+            return FALSE;
+        }
+        return TRUE; /* no inventory (an older agent): nothing reported, nothing to check */
+    }
+    peers = orch_agent_peers_summary(m->procs, &n_peers);
+    if (peers)
+        progress(m, ORCH_PHASE_TARGET_VF, "the move pauses %u peer connection(s): %s", n_peers,
+                 peers);
+    refused = orch_agent_refused_summary(m->procs);
+    if (!refused)
+        return TRUE;
+    if (m->opts->force) {
+        progress(m, ORCH_PHASE_TARGET_VF,
+                 "--force: moving although %s, which a migration cannot carry", refused);
+        return TRUE;
+    }
+    g_set_error(error, ORCH_ERROR, ORCH_ERROR_REFUSED,
+                "Domain '%s' not moved: %s, which a migration cannot carry; nothing was done "
+                "(--force pauses it and moves anyway)",
+                m->opts->domain, refused);
+    return FALSE;
+}
+
 /* The target-vf phase, overlapped with the opening of the source's agent and the reading of
  * its inventory (which change nothing): the lease is side work. */
 static gboolean run_target_vf(Migration *m, GError **error)
@@ -1169,6 +1219,9 @@ static gboolean run_target_vf(Migration *m, GError **error)
                                  m->agent ? " (the agent's inventory read meanwhile)" : "");
     else
         local = g_steal_pointer(&lease.error);
+    /* Before anything changes (the lease is released on the way out). */
+    if (ok && m->agent && !jobs_check(m, &local))
+        ok = FALSE;
     side_clear(&lease);
     return phase_finish(m, ORCH_PHASE_TARGET_VF, ok, detail, local, error);
 }
@@ -1473,6 +1526,9 @@ out:
     orch_agent_free(m->agent);
     orch_agent_free(m->dst_agent);
     g_clear_error(&m->agent_error);
+    if (m->procs)
+        g_ptr_array_unref(m->procs);
+    g_clear_error(&m->procs_error);
     g_free(m->identity_note);
     orch_virt_free(m->src);
     orch_virt_free(m->dst);

@@ -93,6 +93,39 @@ static void check_hosts(Preflight *pf)
                   pf->dst->uri);
 }
 
+/* The processes using the verbs layer (the agent's inventory): whose connections the move
+ * pauses, and whether one used a call a migration cannot carry (refused unless --force). */
+static void check_jobs(Preflight *pf, OrchAgent *agent)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) procs = orch_agent_processes(agent, pf->opts->agent_timeout_ms, &error);
+    g_autofree char *peers = NULL;
+    g_autofree char *refused = NULL;
+    guint n_peers = 0;
+
+    if (!procs) {
+        check_add(pf, "jobs", pf->opts->force ? ORCH_CHECK_PASS : ORCH_CHECK_FAIL,
+                  "%s%s", error->message,
+                  pf->opts->force ? " (--force: moving anyway)"
+                                  : ": cannot tell whether every process can move (--force "
+                                    "moves anyway)");
+        return;
+    }
+    peers = orch_agent_peers_summary(procs, &n_peers);
+    refused = orch_agent_refused_summary(procs);
+    if (refused)
+        check_add(pf, "jobs", pf->opts->force ? ORCH_CHECK_PASS : ORCH_CHECK_FAIL,
+                  "%s, which a migration cannot carry: %s", refused,
+                  pf->opts->force ? "--force pauses it and moves anyway"
+                                  : "the move will be refused (--force moves anyway)");
+    if (peers)
+        check_add(pf, "jobs", ORCH_CHECK_PASS, "the move pauses %u peer connection(s) of %u "
+                  "process(es): %s", n_peers, procs->len, peers);
+    else if (!refused)
+        check_add(pf, "jobs", ORCH_CHECK_PASS, "%u process(es) registered, no peer connection "
+                  "to pause", procs->len);
+}
+
 static void check_agent(Preflight *pf)
 {
     g_autoptr(GError) error = NULL;
@@ -126,6 +159,7 @@ static void check_agent(Preflight *pf)
               orch_json_get_string(info, "version") ? orch_json_get_string(info, "version")
                                                     : "(unknown version)",
               channel);
+    check_jobs(pf, agent);
 }
 
 static void check_vfs(Preflight *pf)
