@@ -98,11 +98,18 @@ static void check_hosts(Preflight *pf)
 static void check_jobs(Preflight *pf, OrchAgent *agent)
 {
     g_autoptr(GError) error = NULL;
-    g_autoptr(GPtrArray) procs = orch_agent_processes(agent, pf->opts->agent_timeout_ms, &error);
+    g_autoptr(GPtrArray) procs = NULL;
     g_autofree char *peers = NULL;
     g_autofree char *refused = NULL;
     guint n_peers = 0;
 
+    if (!agent) {
+        check_skip(pf, "jobs", pf->opts->no_agent ? "--no-agent: no process is asked"
+                               : !pf->src         ? "the source host failed"
+                                                  : "no agent to ask");
+        return;
+    }
+    procs = orch_agent_processes(agent, pf->opts->agent_timeout_ms, &error);
     if (!procs) {
         check_add(pf, "jobs", pf->opts->force ? ORCH_CHECK_PASS : ORCH_CHECK_FAIL,
                   "%s%s", error->message,
@@ -126,7 +133,8 @@ static void check_jobs(Preflight *pf, OrchAgent *agent)
                   "to pause", procs->len);
 }
 
-static void check_agent(Preflight *pf)
+/* Returns the agent (owned) when it answered, for check_jobs(). */
+static OrchAgent *check_agent(Preflight *pf)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(OrchAgent) agent = NULL;
@@ -136,15 +144,15 @@ static void check_agent(Preflight *pf)
 
     if (pf->opts->no_agent) {
         check_skip(pf, "agent", "--no-agent: the processes will not be quiesced");
-        return;
+        return NULL;
     }
     if (!pf->src) {
         check_skip(pf, "agent", "the source host failed");
-        return;
+        return NULL;
     }
     if (!pf->dom) {
         check_skip(pf, "agent", "no running domain to ask");
-        return;
+        return NULL;
     }
     agent = orch_agent_open(pf->src, pf->opts->domain, channel, pf->opts->agent_timeout_ms,
                             &error);
@@ -153,13 +161,13 @@ static void check_agent(Preflight *pf)
     if (!info) {
         check_add(pf, "agent", ORCH_CHECK_FAIL, "%s; use --no-agent to migrate without quiescing",
                   error->message);
-        return;
+        return NULL;
     }
     check_add(pf, "agent", ORCH_CHECK_PASS, "hotmig-agent %s answers on channel '%s'",
               orch_json_get_string(info, "version") ? orch_json_get_string(info, "version")
                                                     : "(unknown version)",
               channel);
-    check_jobs(pf, agent);
+    return g_steal_pointer(&agent);
 }
 
 static void check_vfs(Preflight *pf)
@@ -237,7 +245,11 @@ gboolean orch_preflight(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpoin
         check_add(&pf, "options", ORCH_CHECK_PASS, "libvirt will be asked: %s", asked);
     }
     check_hosts(&pf);
-    check_agent(&pf);
+    {
+        g_autoptr(OrchAgent) agent = check_agent(&pf);
+
+        check_jobs(&pf, agent);
+    }
     check_vfs(&pf);
     orch_preflight_check_target(&pf);
     check_capable(&pf);
