@@ -1157,37 +1157,36 @@ static gboolean run_phase(Migration *m, OrchPhase phase,
  * that used a call a migration cannot carry (the verbs layer refused it: memory windows, ODP,
  * device memory, rdma_cm ...) stops the move here, before anything changed, unless --force;
  * the peers whose connections the move pauses are said. docs/operations.md, "Jobs". */
-static gboolean jobs_check(Migration *m, GError **error)
+static gboolean jobs_check(Migration *m, GString *detail, GError **error)
 {
     g_autofree char *refused = NULL;
     g_autofree char *peers = NULL;
     guint n_peers = 0;
 
     if (!m->procs) {
-        if (m->procs_malformed) {
-            if (m->opts->force) {
-                progress(m, ORCH_PHASE_TARGET_VF, "--force: moving although %s",
-                         m->procs_error->message);
-                return TRUE;
-            }
-            g_set_error(error, ORCH_ERROR, ORCH_ERROR_REFUSED,
-                        "%s: cannot tell whether a process of domain '%s' can move; nothing "
-                        "was done (--force pauses them and moves anyway)",
-                        m->procs_error->message, m->opts->domain);
-            return FALSE;
+        if (!m->procs_malformed)
+            return TRUE; /* no inventory (an older agent): nothing reported, nothing to check */
+        if (m->opts->force) {
+            g_string_append_printf(detail, "; --force: moving although %s",
+                                   m->procs_error->message);
+            return TRUE;
         }
-        return TRUE; /* no inventory (an older agent): nothing reported, nothing to check */
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_REFUSED,
+                    "%s: cannot tell whether a process of domain '%s' can move; nothing was "
+                    "done (--force pauses them and moves anyway)",
+                    m->procs_error->message, m->opts->domain);
+        return FALSE;
     }
     peers = orch_agent_peers_summary(m->procs, &n_peers);
     if (peers)
-        progress(m, ORCH_PHASE_TARGET_VF, "the move pauses %u peer connection(s): %s", n_peers,
-                 peers);
+        g_string_append_printf(detail, "; the move pauses %u peer connection(s): %s", n_peers,
+                               peers);
     refused = orch_agent_refused_summary(m->procs);
     if (!refused)
         return TRUE;
     if (m->opts->force) {
-        progress(m, ORCH_PHASE_TARGET_VF,
-                 "--force: moving although %s, which a migration cannot carry", refused);
+        g_string_append_printf(detail, "; --force: moving although %s, which a migration "
+                               "cannot carry", refused);
         return TRUE;
     }
     g_set_error(error, ORCH_ERROR, ORCH_ERROR_REFUSED,
@@ -1214,14 +1213,17 @@ static gboolean run_target_vf(Migration *m, GError **error)
         agent_open_early(m);
     side_join(&lease, ORCH_PHASE_TARGET_VF);
     ok = lease.ok;
-    if (ok)
-        detail = g_strdup_printf("%s%s", lease.detail,
-                                 m->agent ? " (the agent's inventory read meanwhile)" : "");
-    else
+    if (ok) {
+        g_autoptr(GString) text = g_string_new(lease.detail);
+
+        if (m->agent)
+            g_string_append(text, " (the agent's inventory read meanwhile)");
+        /* Before anything changes (the lease is released on the way out). */
+        ok = !m->agent || jobs_check(m, text, &local);
+        detail = g_string_free(g_steal_pointer(&text), FALSE);
+    } else {
         local = g_steal_pointer(&lease.error);
-    /* Before anything changes (the lease is released on the way out). */
-    if (ok && m->agent && !jobs_check(m, &local))
-        ok = FALSE;
+    }
     side_clear(&lease);
     return phase_finish(m, ORCH_PHASE_TARGET_VF, ok, detail, local, error);
 }

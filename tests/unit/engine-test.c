@@ -961,11 +961,12 @@ static void test_jobs_refused(void **state)
     }
 }
 
-/* --force: paused and moved all the same; the report says so. */
+/* --force: paused and moved all the same; the report says so, and which peers it paused. */
 static void test_jobs_force(void **state)
 {
     g_autoptr(FakeWorld) w = world_new(FALSE, TRUE);
     FakeOpen fo = {w, NULL};
+    const char *detail;
     g_auto(OrchOptions) opts;
     g_autoptr(OrchReport) report = NULL;
     g_autoptr(GError) error = NULL;
@@ -977,6 +978,12 @@ static void test_jobs_force(void **state)
         fail_msg("%s", error->message);
     assert_string_equal(w->where, "destination");
     assert_int_equal(w->migrations, 1);
+    detail = report->phases[ORCH_PHASE_TARGET_VF].detail;
+    if (!strstr(detail, "; the move pauses 1 peer connection(s): 'verbs:xdlu' (pid 1802): "
+                        "::ffff:198.51.100.2 QP 18") ||
+        !strstr(detail, "; --force: moving although process 'verbs:xdlu' (pid 1802) used "
+                        "ibv_alloc_mw"))
+        fail_msg("target-vf detail: %s", detail);
 }
 
 static void test_no_agent_option(void **state)
