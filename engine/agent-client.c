@@ -373,8 +373,7 @@ static const char *agent_token(JsonNode *node)
     return s;
 }
 
-static gboolean agent_int(JsonObject *o, const char *member, gint64 min, gint64 max,
-                          gint64 *ret)
+static gboolean agent_int(JsonObject *o, const char *member, gint64 min, gint64 max, gint64 *ret)
 {
     JsonNode *n = json_object_get_member(o, member);
 
@@ -504,8 +503,8 @@ char *orch_agent_refused_summary(GPtrArray *procs)
 
         if (!p->refused->len)
             continue;
-        g_string_append_printf(out, "%sprocess '%s' (pid %d) used ", out->len ? "; " : "",
-                               p->name, p->pid);
+        g_string_append_printf(out, "%sprocess '%s' (pid %d) used ", out->len ? "; " : "", p->name,
+                               p->pid);
         for (guint k = 0; k < p->refused->len; k++)
             g_string_append_printf(out, "%s%s", k ? ", " : "", (char *)p->refused->pdata[k]);
     }

@@ -50,7 +50,7 @@ gboolean orch_agent_resume_open(OrchAgent *agent, guint agent_timeout_ms, guint 
 
 /* ---- the processes of an `inventory` reply: jobs (issue 18) ----------------------------- */
 
-#define ORCH_AGENT_MAX_PROCESSES 1024 /* processes of an inventory (the agent's AGENT_PROCS_MAX) */
+#define ORCH_AGENT_MAX_PROCESSES 1024 /* processes of an inventory (AGENT_PROCS_MAX) */
 #define ORCH_AGENT_MAX_PEERS 256      /* peers of a process (AGENT_PEERS_MAX) */
 #define ORCH_AGENT_MAX_REFUSED 16     /* refused calls of a process (AGENT_REFUSED_MAX) */
 #define ORCH_AGENT_MAX_TOKEN 64       /* bytes of a process name or a call name */

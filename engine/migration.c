@@ -1185,8 +1185,10 @@ static gboolean jobs_check(Migration *m, GString *detail, GError **error)
     if (!refused)
         return TRUE;
     if (m->opts->force) {
-        g_string_append_printf(detail, "; --force: moving although %s, which a migration "
-                               "cannot carry", refused);
+        g_string_append_printf(detail,
+                               "; --force: moving although %s, which a migration "
+                               "cannot carry",
+                               refused);
         return TRUE;
     }
     g_set_error(error, ORCH_ERROR, ORCH_ERROR_REFUSED,

@@ -104,15 +104,16 @@ static void check_jobs(Preflight *pf, OrchAgent *agent)
     guint n_peers = 0;
 
     if (!agent) {
-        check_skip(pf, "jobs", pf->opts->no_agent ? "--no-agent: no process is asked"
-                               : !pf->src         ? "the source host failed"
-                                                  : "no agent to ask");
+        check_skip(pf, "jobs",
+                   pf->opts->no_agent ? "--no-agent: no process is asked"
+                   : !pf->src         ? "the source host failed"
+                                      : "no agent to ask");
         return;
     }
     procs = orch_agent_processes(agent, pf->opts->agent_timeout_ms, &error);
     if (!procs) {
-        check_add(pf, "jobs", pf->opts->force ? ORCH_CHECK_PASS : ORCH_CHECK_FAIL,
-                  "%s%s", error->message,
+        check_add(pf, "jobs", pf->opts->force ? ORCH_CHECK_PASS : ORCH_CHECK_FAIL, "%s%s",
+                  error->message,
                   pf->opts->force ? " (--force: moving anyway)"
                                   : ": cannot tell whether every process can move (--force "
                                     "moves anyway)");
@@ -126,11 +127,15 @@ static void check_jobs(Preflight *pf, OrchAgent *agent)
                   pf->opts->force ? "--force pauses it and moves anyway"
                                   : "the move will be refused (--force moves anyway)");
     if (peers)
-        check_add(pf, "jobs", ORCH_CHECK_PASS, "the move pauses %u peer connection(s) of %u "
-                  "process(es): %s", n_peers, procs->len, peers);
+        check_add(pf, "jobs", ORCH_CHECK_PASS,
+                  "the move pauses %u peer connection(s) of %u "
+                  "process(es): %s",
+                  n_peers, procs->len, peers);
     else if (!refused)
-        check_add(pf, "jobs", ORCH_CHECK_PASS, "%u process(es) registered, no peer connection "
-                  "to pause", procs->len);
+        check_add(pf, "jobs", ORCH_CHECK_PASS,
+                  "%u process(es) registered, no peer connection "
+                  "to pause",
+                  procs->len);
 }
 
 /* Returns the agent (owned) when it answered, for check_jobs(). */

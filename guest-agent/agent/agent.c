@@ -1059,7 +1059,8 @@ static void agent_json_add_proc_peers(JsonBuilder *b, const AgentProc *proc)
     json_builder_begin_array(b);
     for (guint i = 0; proc->peers && i < proc->peers->len; i++) {
         const AgentPeerRef *ref = &g_array_index(proc->peers, AgentPeerRef, i);
-        g_autoptr(GInetAddress) addr = g_inet_address_new_from_bytes(ref->gid, G_SOCKET_FAMILY_IPV6);
+        g_autoptr(GInetAddress) addr =
+            g_inet_address_new_from_bytes(ref->gid, G_SOCKET_FAMILY_IPV6);
         g_autofree char *gid = g_inet_address_to_string(addr);
 
         json_builder_begin_object(b);

@@ -1391,14 +1391,14 @@ static void test_inventory_peers_refused(void **state)
     Fixture *f = *state;
     int p = proc_connect(f, "HELLO 0.1.0 401 threaded verbs:xdlu\n");
     static const char *const bad[] = {
-        "PEER 00000000000000000000ffffc6336402\n",              /* no QPN */
-        "PEER 00000000000000000000FFFFC6336402/17\n",           /* upper case */
-        "PEER 00000000000000000000ffffc633640/17\n",            /* 31 digits */
-        "PEER 00000000000000000000ffffc6336402/16777216\n",     /* QPN >= 2^24 */
-        "PEER 00000000000000000000ffffc6336402/017\n",          /* leading zero */
-        "PEER 00000000000000000000ffffc6336402/17 x\n",         /* extra field */
-        "REFUSED\n",                                            /* no call */
-        "REFUSED a b\n",                                        /* two */
+        "PEER 00000000000000000000ffffc6336402\n",          /* no QPN */
+        "PEER 00000000000000000000FFFFC6336402/17\n",       /* upper case */
+        "PEER 00000000000000000000ffffc633640/17\n",        /* 31 digits */
+        "PEER 00000000000000000000ffffc6336402/16777216\n", /* QPN >= 2^24 */
+        "PEER 00000000000000000000ffffc6336402/017\n",      /* leading zero */
+        "PEER 00000000000000000000ffffc6336402/17 x\n",     /* extra field */
+        "REFUSED\n",                                        /* no call */
+        "REFUSED a b\n",                                    /* two */
     };
     g_autoptr(JsonNode) n0 = NULL;
     g_autoptr(JsonNode) n1 = NULL;
@@ -1411,7 +1411,8 @@ static void test_inventory_peers_refused(void **state)
     proc_send(p, "REFUSED ibv_alloc_mw\n");
     proc_send(p, "REFUSED ibv_alloc_mw\n");
     for (int i = 0; i < AGENT_PEERS_MAX + 5; i++) {
-        g_autofree char *line = g_strdup_printf("PEER 00000000000000000000ffffc6336403/%d\n", i + 1);
+        g_autofree char *line =
+            g_strdup_printf("PEER 00000000000000000000ffffc6336403/%d\n", i + 1);
 
         proc_send(p, line);
     }

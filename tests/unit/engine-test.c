@@ -47,7 +47,7 @@ typedef struct {
      * plug or unplug that asks to change the definition fails where there is none. */
     gboolean defined_source, defined_destination;
     gboolean last_plug_config; /* the last attach on the destination changed the definition */
-    const char *processes; /* the inventory's "processes" (JSON text), NULL: [] */
+    const char *processes;     /* the inventory's "processes" (JSON text), NULL: [] */
 } FakeWorld;
 
 typedef struct {
@@ -360,12 +360,13 @@ static void fake_agent_line(FakeWorld *w, FakeChannel *c, const char *line)
     } else if (strstr(line, "\"info\"")) {
         g_string_append(c->out, "{\"return\":{\"version\":\"test\",\"protocol\":2}}\n");
     } else if (strstr(line, "\"inventory\"")) {
-        g_string_append_printf(c->out,
-                        "{\"return\":{\"state\":\"running\",\"processes\":%s,\"devices\":[{"
-                        "\"name\":\"mlx5_0\",\"node_guid\":\"0002:c903:00a1:b2c3\",\"ports\":[{"
-                        "\"port\":1,\"state\":\"ACTIVE\",\"link_layer\":\"InfiniBand\",\"lid\":7,"
-                        "\"gids\":[\"fe80::2:c903:a1:b2c4\"]}]}]}}\n",
-                        w->processes ? w->processes : "[]");
+        g_string_append_printf(
+            c->out,
+            "{\"return\":{\"state\":\"running\",\"processes\":%s,\"devices\":[{"
+            "\"name\":\"mlx5_0\",\"node_guid\":\"0002:c903:00a1:b2c3\",\"ports\":[{"
+            "\"port\":1,\"state\":\"ACTIVE\",\"link_layer\":\"InfiniBand\",\"lid\":7,"
+            "\"gids\":[\"fe80::2:c903:a1:b2c4\"]}]}]}}\n",
+            w->processes ? w->processes : "[]");
     } else if (strstr(line, "\"resume\"") && w->agent_mode == AGENT_RESUME_BUSY &&
                w->agent_busy_left) {
         w->agent_busy_left--;
@@ -917,10 +918,10 @@ static void test_agent_silent_refuses(void **state)
 
 /* Jobs (issue 18): the peers of the verbs layer's processes and the calls it refused. */
 #define JOB_PEERS                                                                                  \
-    "[{\"pid\":1802,\"name\":\"verbs:xdlu\",\"mode\":\"threaded\",\"state\":\"running\","     \
+    "[{\"pid\":1802,\"name\":\"verbs:xdlu\",\"mode\":\"threaded\",\"state\":\"running\","          \
     "\"peers\":[{\"gid\":\"::ffff:198.51.100.2\",\"qpn\":18}],\"refused\":[]}]"
 #define JOB_REFUSED                                                                                \
-    "[{\"pid\":1802,\"name\":\"verbs:xdlu\",\"mode\":\"threaded\",\"state\":\"running\","     \
+    "[{\"pid\":1802,\"name\":\"verbs:xdlu\",\"mode\":\"threaded\",\"state\":\"running\","          \
     "\"peers\":[{\"gid\":\"::ffff:198.51.100.2\",\"qpn\":18}],\"refused\":[\"ibv_alloc_mw\"]}]"
 
 /* A process that used a refused call: the move is refused before anything changed (the lease

@@ -295,7 +295,8 @@ static void test_reports(void **state)
     char line[600];
 
     connect_client(f, HOTMIG_MODE_THREADED);
-    assert_int_equal(hotmig_client_report_peer(f->client, "00000000000000000000ffffc6336402", 17), 0);
+    assert_int_equal(hotmig_client_report_peer(f->client, "00000000000000000000ffffc6336402", 17),
+                     0);
     read_line(f->conn_fd, line, sizeof(line));
     assert_string_equal(line, "PEER 00000000000000000000ffffc6336402/17");
     assert_int_equal(hotmig_client_report_refused(f->client, "ibv_alloc_mw"), 0);
@@ -306,9 +307,9 @@ static void test_reports(void **state)
                      -EINVAL);
     assert_int_equal(hotmig_client_report_peer(f->client, "0000", 1), -EINVAL);
     assert_int_equal(hotmig_client_report_peer(f->client, NULL, 1), -EINVAL);
-    assert_int_equal(hotmig_client_report_peer(f->client, "00000000000000000000ffffc6336402",
-                                               1u << 24),
-                     -EINVAL);
+    assert_int_equal(
+        hotmig_client_report_peer(f->client, "00000000000000000000ffffc6336402", 1u << 24),
+        -EINVAL);
     assert_int_equal(hotmig_client_report_refused(f->client, ""), -EINVAL);
     assert_int_equal(hotmig_client_report_refused(f->client, "a b"), -EINVAL);
     assert_int_equal(hotmig_client_report_refused(NULL, "x"), -EINVAL);
