@@ -1,5 +1,6 @@
 #include "engine/agent-client.h"
 
+#include <gio/gio.h>
 #include <string.h>
 
 struct OrchAgent {
@@ -372,6 +373,9 @@ void orch_agent_inventory_free(OrchAgentInventory *inv)
     if (!inv)
         return;
     g_ptr_array_unref(inv->devices);
+    if (inv->processes)
+        g_ptr_array_unref(inv->processes);
+    g_clear_error(&inv->processes_error);
     g_free(inv);
 }
 
@@ -482,6 +486,8 @@ OrchAgentInventory *orch_agent_inventory_parse(JsonObject *ret, GError **error)
             dev->ports = g_ptr_array_new_with_free_func((GDestroyNotify)agent_port_free);
         g_ptr_array_add(inv->devices, dev);
     }
+    /* The processes (jobs) do not make the devices unreadable: kept apart with their error. */
+    inv->processes = orch_agent_processes_parse(ret, &inv->processes_error);
     return g_steal_pointer(&inv);
 }
 
@@ -504,4 +510,216 @@ OrchAgentInventory *orch_agent_inventory(OrchAgent *agent, guint timeout_ms, GEr
     g_autoptr(JsonObject) ret = orch_agent_execute(agent, "inventory", NULL, timeout_ms, error);
 
     return ret ? orch_agent_inventory_parse(ret, error) : NULL;
+/* ---- the processes of an inventory reply (jobs, issue 18) -------------------------------- */
+
+static void agent_peer_free(OrchAgentPeer *peer)
+{
+    if (!peer)
+        return;
+    g_free(peer->gid);
+    g_free(peer);
+}
+
+void orch_agent_process_free(OrchAgentProcess *proc)
+{
+    if (!proc)
+        return;
+    g_free(proc->name);
+    g_free(proc->state);
+    if (proc->peers)
+        g_ptr_array_unref(proc->peers);
+    if (proc->refused)
+        g_ptr_array_unref(proc->refused);
+    g_free(proc);
+}
+
+/* Sets @error; returns NULL for the caller to return. */
+static gpointer agent_bad(GError **error, const char *what, guint i)
+{
+    g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
+                "The agent's inventory is malformed: %s of process %u", what, i);
+    return NULL;
+}
+
+/* A 1..ORCH_AGENT_MAX_TOKEN printable bytes string without white space, or NULL. */
+static const char *agent_token(JsonNode *node)
+{
+    const char *s;
+    gsize n;
+
+    if (!node || !JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_STRING)
+        return NULL;
+    s = json_node_get_string(node);
+    n = strlen(s);
+    if (n == 0 || n > ORCH_AGENT_MAX_TOKEN)
+        return NULL;
+    for (gsize k = 0; k < n; k++)
+        if ((guchar)s[k] <= 0x20 || (guchar)s[k] >= 0x7f)
+            return NULL;
+    return s;
+}
+
+static gboolean agent_int(JsonObject *o, const char *member, gint64 min, gint64 max, gint64 *ret)
+{
+    JsonNode *n = json_object_get_member(o, member);
+
+    if (!n || !JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_INT64)
+        return FALSE;
+    *ret = json_node_get_int(n);
+    return *ret >= min && *ret <= max;
+}
+
+/* @member of @o as an array of at most @max elements; absent reads as NULL (TRUE). */
+static gboolean agent_opt_array(JsonObject *o, const char *member, guint max, JsonArray **ret)
+{
+    JsonNode *n = json_object_get_member(o, member);
+
+    *ret = NULL;
+    if (!n)
+        return TRUE;
+    if (!JSON_NODE_HOLDS_ARRAY(n) || json_array_get_length(json_node_get_array(n)) > max)
+        return FALSE;
+    *ret = json_node_get_array(n);
+    return TRUE;
+}
+
+static OrchAgentProcess *agent_process_parse(JsonObject *o, guint i, GError **error)
+{
+    g_autoptr(OrchAgentProcess) proc = g_new0(OrchAgentProcess, 1);
+    JsonArray *peers, *refused;
+    gint64 v;
+    const char *str;
+
+    proc->peers = g_ptr_array_new_with_free_func((GDestroyNotify)agent_peer_free);
+    proc->refused = g_ptr_array_new_with_free_func(g_free);
+    if (!agent_int(o, "pid", 1, G_MAXINT, &v))
+        return agent_bad(error, "'pid'", i);
+    proc->pid = (gint)v;
+    if (!(str = agent_token(json_object_get_member(o, "name"))))
+        return agent_bad(error, "'name'", i);
+    proc->name = g_strdup(str);
+    if (json_object_has_member(o, "state")) {
+        if (!(str = agent_token(json_object_get_member(o, "state"))))
+            return agent_bad(error, "'state'", i);
+        proc->state = g_strdup(str);
+    }
+    if (!agent_opt_array(o, "peers", ORCH_AGENT_MAX_PEERS, &peers))
+        return agent_bad(error, "'peers' (an array of at most 256)", i);
+    for (guint k = 0; peers && k < json_array_get_length(peers); k++) {
+        JsonNode *el = json_array_get_element(peers, k);
+        JsonObject *po = JSON_NODE_HOLDS_OBJECT(el) ? json_node_get_object(el) : NULL;
+        JsonNode *gn = po ? json_object_get_member(po, "gid") : NULL;
+        g_autoptr(GInetAddress) addr = NULL;
+        OrchAgentPeer *peer;
+
+        if (gn && JSON_NODE_HOLDS_VALUE(gn) && json_node_get_value_type(gn) == G_TYPE_STRING &&
+            strlen(json_node_get_string(gn)) <= 45)
+            addr = g_inet_address_new_from_string(json_node_get_string(gn));
+        if (!addr || g_inet_address_get_family(addr) != G_SOCKET_FAMILY_IPV6 ||
+            !agent_int(po, "qpn", 0, (1 << 24) - 1, &v))
+            return agent_bad(error, "a peer (gid: IPv6 text, qpn < 2^24)", i);
+        peer = g_new0(OrchAgentPeer, 1);
+        peer->gid = g_inet_address_to_string(addr);
+        peer->qpn = (guint)v;
+        g_ptr_array_add(proc->peers, peer);
+    }
+    if (json_object_has_member(o, "peers_dropped")) {
+        if (!agent_int(o, "peers_dropped", 0, G_MAXINT, &v))
+            return agent_bad(error, "'peers_dropped'", i);
+        proc->peers_dropped = (guint)v;
+    }
+    if (!agent_opt_array(o, "refused", ORCH_AGENT_MAX_REFUSED, &refused))
+        return agent_bad(error, "'refused' (an array of at most 16)", i);
+    for (guint k = 0; refused && k < json_array_get_length(refused); k++) {
+        if (!(str = agent_token(json_array_get_element(refused, k))))
+            return agent_bad(error, "a refused call (1 to 64 printable bytes)", i);
+        g_ptr_array_add(proc->refused, g_strdup(str));
+    }
+    return g_steal_pointer(&proc);
+}
+
+GPtrArray *orch_agent_processes_parse(JsonObject *ret, GError **error)
+{
+    g_autoptr(GPtrArray) procs =
+        g_ptr_array_new_with_free_func((GDestroyNotify)orch_agent_process_free);
+    JsonArray *arr;
+
+    g_return_val_if_fail(ret != NULL, NULL);
+    if (!agent_opt_array(ret, "processes", ORCH_AGENT_MAX_PROCESSES, &arr) || !arr) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
+                    "The agent's inventory is malformed: 'processes' is not an array of at "
+                    "most %d",
+                    ORCH_AGENT_MAX_PROCESSES);
+        return NULL;
+    }
+    for (guint i = 0; i < json_array_get_length(arr); i++) {
+        JsonNode *el = json_array_get_element(arr, i);
+        OrchAgentProcess *proc;
+
+        if (!JSON_NODE_HOLDS_OBJECT(el)) {
+            agent_bad(error, "the entry", i);
+            return NULL;
+        }
+        proc = agent_process_parse(json_node_get_object(el), i, error);
+        if (!proc)
+            return NULL;
+        g_ptr_array_add(procs, proc);
+    }
+    return g_steal_pointer(&procs);
+}
+
+GPtrArray *orch_agent_processes(OrchAgent *agent, guint timeout_ms, GError **error)
+{
+    g_autoptr(OrchAgentInfo) info = orch_agent_info(agent, 2, timeout_ms, error);
+    g_autoptr(OrchAgentInventory) inv = info ? orch_agent_inventory(agent, timeout_ms, error) : NULL;
+
+    if (!inv)
+        return NULL;
+    if (!inv->processes) {
+        g_propagate_error(error, g_steal_pointer(&inv->processes_error));
+        return NULL;
+    }
+    return g_steal_pointer(&inv->processes);
+}
+
+char *orch_agent_refused_summary(GPtrArray *procs)
+{
+    g_autoptr(GString) out = g_string_new(NULL);
+
+    for (guint i = 0; procs && i < procs->len; i++) {
+        OrchAgentProcess *p = procs->pdata[i];
+
+        if (!p->refused->len)
+            continue;
+        g_string_append_printf(out, "%sprocess '%s' (pid %d) used ", out->len ? "; " : "", p->name,
+                               p->pid);
+        for (guint k = 0; k < p->refused->len; k++)
+            g_string_append_printf(out, "%s%s", k ? ", " : "", (char *)p->refused->pdata[k]);
+    }
+    return out->len ? g_string_free(g_steal_pointer(&out), FALSE) : NULL;
+}
+
+char *orch_agent_peers_summary(GPtrArray *procs, guint *ret_count)
+{
+    g_autoptr(GString) out = g_string_new(NULL);
+    guint count = 0;
+
+    for (guint i = 0; procs && i < procs->len; i++) {
+        OrchAgentProcess *p = procs->pdata[i];
+
+        if (!p->peers->len && !p->peers_dropped)
+            continue;
+        count += p->peers->len + p->peers_dropped;
+        g_string_append_printf(out, "%s'%s' (pid %d): ", out->len ? "; " : "", p->name, p->pid);
+        for (guint k = 0; k < p->peers->len && k < 8; k++) {
+            OrchAgentPeer *peer = p->peers->pdata[k];
+
+            g_string_append_printf(out, "%s%s QP %u", k ? ", " : "", peer->gid, peer->qpn);
+        }
+        if (p->peers->len + p->peers_dropped > 8)
+            g_string_append_printf(out, ", and %u more", p->peers->len + p->peers_dropped - 8);
+    }
+    if (ret_count)
+        *ret_count = count;
+    return out->len ? g_string_free(g_steal_pointer(&out), FALSE) : NULL;
 }

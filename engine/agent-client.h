@@ -57,9 +57,12 @@ typedef struct {
     GPtrArray *ports; /* OrchAgentPort, in order */
 } OrchAgentDevice;
 
-/* The agent's `inventory` (protocol 2): the guest's RDMA devices. */
+/* The agent's `inventory` (protocol 2): the guest's RDMA devices and its registered processes. */
 typedef struct {
-    GPtrArray *devices; /* OrchAgentDevice, in order */
+    GPtrArray *devices;       /* OrchAgentDevice, in order */
+    GPtrArray *processes;     /* OrchAgentProcess (orch_agent_processes_parse()), or NULL when
+                               * they do not parse: then processes_error says why */
+    GError *processes_error;
 } OrchAgentInventory;
 
 void orch_agent_inventory_free(OrchAgentInventory *inv);
@@ -95,5 +98,48 @@ gboolean orch_agent_resume(OrchVirt *virt, const char *domain, const char *chann
 /* The same on an agent opened already (orch_agent_open()). */
 gboolean orch_agent_resume_open(OrchAgent *agent, guint agent_timeout_ms, guint resume_timeout_ms,
                                 char **ret_detail, GError **error);
+
+/* ---- the processes of an `inventory` reply: jobs (issue 18) ----------------------------- */
+
+#define ORCH_AGENT_MAX_PROCESSES 1024 /* processes of an inventory (AGENT_PROCS_MAX) */
+#define ORCH_AGENT_MAX_PEERS 256      /* peers of a process (AGENT_PEERS_MAX) */
+#define ORCH_AGENT_MAX_REFUSED 16     /* refused calls of a process (AGENT_REFUSED_MAX) */
+#define ORCH_AGENT_MAX_TOKEN 64       /* bytes of a process name or a call name */
+
+/* A remote QP a process is connected to: a move of its guest pauses that connection. */
+typedef struct {
+    char *gid; /* the remote port's GID, IPv6 text form as g_inet_address_to_string() makes it */
+    guint qpn; /* < 2^24 */
+} OrchAgentPeer;
+
+/* One process registered with the agent (`inventory`'s "processes"). */
+typedef struct {
+    gint pid;
+    char *name;       /* 1..64 printable bytes */
+    char *state;      /* running|quiescing|quiesced|resuming|failed */
+    GPtrArray *peers; /* OrchAgentPeer, distinct, in the agent's order */
+    guint peers_dropped;
+    GPtrArray *refused; /* char *: calls a migration cannot carry */
+} OrchAgentProcess;
+
+void orch_agent_process_free(OrchAgentProcess *proc);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchAgentProcess, orch_agent_process_free)
+
+/* Reads the "processes" of an inventory reply @ret into OrchAgentProcess (owned array). Pure:
+ * for the engine and the fuzz target. An agent older than the jobs report lists no "peers" or
+ * "refused": they read as empty. Anything else out of shape, or over the limits above, is
+ * ORCH_ERROR_AGENT naming the member. */
+GPtrArray *orch_agent_processes_parse(JsonObject *ret, GError **error);
+
+/* info (protocol 2) then inventory, waiting at most @timeout_ms each: the processes (owned). */
+GPtrArray *orch_agent_processes(OrchAgent *agent, guint timeout_ms, GError **error);
+
+/* "name (pid N) used call, call; name2 ..." for the processes of @procs that made a call a
+ * migration cannot carry (owned), or NULL when none did. */
+char *orch_agent_refused_summary(GPtrArray *procs);
+
+/* "name (pid N): gid qpn Q, ...; ..." for the processes of @procs that have peers (owned), at
+ * most 8 peers each ("and N more"); *ret_count gets the number of peers in all. NULL when none. */
+char *orch_agent_peers_summary(GPtrArray *procs, guint *ret_count);
 
 G_END_DECLS

@@ -31,6 +31,7 @@ typedef enum {
     ORCH_ERROR_PREFLIGHT,    /* a --dry-run check failed */
     ORCH_ERROR_UNREACHABLE,  /* hotmigd could not be connected to: no request reached it */
     ORCH_ERROR_FORBIDDEN,    /* hotmigd: the client may not do that (docs/security.md) */
+    ORCH_ERROR_REFUSED,      /* a process in the guest used what a migration cannot carry */
     ORCH_ERROR_LAST,
 } OrchError;
 
@@ -82,6 +83,7 @@ typedef struct {
     char *target_vf;        /* force this destination PCI address for a hostdev VF */
     char *agent_channel;    /* NULL: ORCH_AGENT_CHANNEL_DEFAULT */
     gboolean no_agent;      /* go on without the guest agent */
+    gboolean force;         /* move even when a process used what a migration cannot carry */
     gboolean persistent;    /* define the domain on the destination */
     gboolean undefine_source;
     guint64 bandwidth_mib;  /* 0 = unlimited */

@@ -58,6 +58,9 @@ typedef struct {
     OrchAgent *dst_agent;    /* the destination's, opened while the VF is plugged, or NULL */
     struct Side *dst_agent_side; /* that opening, until the resume joins it */
     GError *agent_error;     /* why it could not be opened */
+    GPtrArray *procs;        /* OrchAgentProcess: the inventory's processes, or NULL */
+    GError *procs_error;     /* why they are unknown (no inventory, or a malformed one) */
+    gboolean procs_malformed; /* the agent sent an inventory whose processes do not parse */
     gboolean settled;        /* the leases were settled after the plug (alongside the resume) */
     struct LeaseKeeper *keeper; /* renews the destination's leases until they settle */
 } Migration;
@@ -708,8 +711,13 @@ static gboolean identity_guest_view(Migration *m, OrchAgent *agent, guint64 *ret
     inv = info ? orch_agent_inventory(agent, m->opts->agent_timeout_ms, &local) : NULL;
     if (!inv) {
         *ret_why = g_strdup_printf("no inventory from the agent (%s)", local->message);
+        m->procs_error = g_error_copy(local);
         return FALSE;
     }
+    /* The processes of the guest's jobs, for jobs_check(). */
+    m->procs = g_steal_pointer(&inv->processes);
+    m->procs_error = g_steal_pointer(&inv->processes_error);
+    m->procs_malformed = m->procs == NULL;
     if (inv->devices->len != 1) {
         *ret_why = g_strdup_printf("%u RDMA device(s) in the guest", inv->devices->len);
         return FALSE;
@@ -753,6 +761,8 @@ static void identity_read(Migration *m, OrchAgent *agent)
     XmlVf *vf;
     const char *id;
 
+    /* First: the inventory also carries the processes jobs_check() needs, whatever the VFs. */
+    guest_ok = agent && identity_guest_view(m, agent, &guest_node, &guest_port, &guest_why);
     if (!m->vfs || m->vfs->len != 1) {
         m->identity_note = g_strdup_printf("%u VF(s): cannot tell which identity is which",
                                            m->vfs ? m->vfs->len : 0);
@@ -760,7 +770,6 @@ static void identity_read(Migration *m, OrchAgent *agent)
     }
     vf = vf_at(m, 0);
     id = vf->host_pci ? vf->host_pci : vf->netdev;
-    guest_ok = agent && identity_guest_view(m, agent, &guest_node, &guest_port, &guest_why);
     guest_part = guest_ok    ? g_strdup("; the guest's own claim is not taken")
                  : guest_why ? g_strdup_printf("; no guest view: %s", guest_why)
                              : g_strdup("");
@@ -1304,6 +1313,51 @@ static gboolean run_phase(Migration *m, OrchPhase phase,
     return phase_finish(m, phase, ok, detail, local, error);
 }
 
+/* The processes of the guest's jobs, from the inventory read with the identity: a process
+ * that used a call a migration cannot carry (the verbs layer refused it: memory windows, ODP,
+ * device memory, rdma_cm ...) stops the move here, before anything changed, unless --force;
+ * the peers whose connections the move pauses are said. docs/operations.md, "Jobs". */
+static gboolean jobs_check(Migration *m, GString *detail, GError **error)
+{
+    g_autofree char *refused = NULL;
+    g_autofree char *peers = NULL;
+    guint n_peers = 0;
+
+    if (!m->procs) {
+        if (!m->procs_malformed)
+            return TRUE; /* no inventory (an older agent): nothing reported, nothing to check */
+        if (m->opts->force) {
+            g_string_append_printf(detail, "; --force: moving although %s",
+                                   m->procs_error->message);
+            return TRUE;
+        }
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_REFUSED,
+                    "%s: cannot tell whether a process of domain '%s' can move; nothing was "
+                    "done (--force pauses them and moves anyway)",
+                    m->procs_error->message, m->opts->domain);
+        return FALSE;
+    }
+    peers = orch_agent_peers_summary(m->procs, &n_peers);
+    if (peers)
+        g_string_append_printf(detail, "; the move pauses %u peer connection(s): %s", n_peers,
+                               peers);
+    refused = orch_agent_refused_summary(m->procs);
+    if (!refused)
+        return TRUE;
+    if (m->opts->force) {
+        g_string_append_printf(detail,
+                               "; --force: moving although %s, which a migration "
+                               "cannot carry",
+                               refused);
+        return TRUE;
+    }
+    g_set_error(error, ORCH_ERROR, ORCH_ERROR_REFUSED,
+                "Domain '%s' not moved: %s, which a migration cannot carry; nothing was done "
+                "(--force pauses it and moves anyway)",
+                m->opts->domain, refused);
+    return FALSE;
+}
+
 /* The target-vf phase, overlapped with the opening of the source's agent and the reading of
  * its inventory (which change nothing): the lease is side work. */
 static gboolean run_target_vf(Migration *m, GError **error)
@@ -1321,11 +1375,17 @@ static gboolean run_target_vf(Migration *m, GError **error)
         agent_open_early(m);
     side_join(&lease, ORCH_PHASE_TARGET_VF);
     ok = lease.ok;
-    if (ok)
-        detail = g_strdup_printf("%s%s", lease.detail,
-                                 m->agent ? " (the agent's inventory read meanwhile)" : "");
-    else
+    if (ok) {
+        g_autoptr(GString) text = g_string_new(lease.detail);
+
+        if (m->agent)
+            g_string_append(text, " (the agent's inventory read meanwhile)");
+        /* Before anything changes (the lease is released on the way out). */
+        ok = !m->agent || jobs_check(m, text, &local);
+        detail = g_string_free(g_steal_pointer(&text), FALSE);
+    } else {
         local = g_steal_pointer(&lease.error);
+    }
     side_clear(&lease);
     if (ok)
         keeper_start(m);
@@ -1626,6 +1686,9 @@ static void migration_clear(Migration *m)
     orch_agent_free(m->agent);
     orch_agent_free(m->dst_agent);
     g_clear_error(&m->agent_error);
+    if (m->procs)
+        g_ptr_array_unref(m->procs);
+    g_clear_error(&m->procs_error);
     g_free(m->identity_note);
     orch_virt_free(m->src);
     orch_virt_free(m->dst);

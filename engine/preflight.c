@@ -93,7 +93,53 @@ static void check_hosts(Preflight *pf)
                   pf->dst->uri);
 }
 
-static void check_agent(Preflight *pf)
+/* The processes using the verbs layer (the agent's inventory): whose connections the move
+ * pauses, and whether one used a call a migration cannot carry (refused unless --force). */
+static void check_jobs(Preflight *pf, OrchAgent *agent)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) procs = NULL;
+    g_autofree char *peers = NULL;
+    g_autofree char *refused = NULL;
+    guint n_peers = 0;
+
+    if (!agent) {
+        check_skip(pf, "jobs",
+                   pf->opts->no_agent ? "--no-agent: no process is asked"
+                   : !pf->src         ? "the source host failed"
+                                      : "no agent to ask");
+        return;
+    }
+    procs = orch_agent_processes(agent, pf->opts->agent_timeout_ms, &error);
+    if (!procs) {
+        check_add(pf, "jobs", pf->opts->force ? ORCH_CHECK_PASS : ORCH_CHECK_FAIL, "%s%s",
+                  error->message,
+                  pf->opts->force ? " (--force: moving anyway)"
+                                  : ": cannot tell whether every process can move (--force "
+                                    "moves anyway)");
+        return;
+    }
+    peers = orch_agent_peers_summary(procs, &n_peers);
+    refused = orch_agent_refused_summary(procs);
+    if (refused)
+        check_add(pf, "jobs", pf->opts->force ? ORCH_CHECK_PASS : ORCH_CHECK_FAIL,
+                  "%s, which a migration cannot carry: %s", refused,
+                  pf->opts->force ? "--force pauses it and moves anyway"
+                                  : "the move will be refused (--force moves anyway)");
+    if (peers)
+        check_add(pf, "jobs", ORCH_CHECK_PASS,
+                  "the move pauses %u peer connection(s) of %u "
+                  "process(es): %s",
+                  n_peers, procs->len, peers);
+    else if (!refused)
+        check_add(pf, "jobs", ORCH_CHECK_PASS,
+                  "%u process(es) registered, no peer connection "
+                  "to pause",
+                  procs->len);
+}
+
+/* Returns the agent (owned) when it answered, for check_jobs(). */
+static OrchAgent *check_agent(Preflight *pf)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(OrchAgent) agent = NULL;
@@ -103,15 +149,15 @@ static void check_agent(Preflight *pf)
 
     if (pf->opts->no_agent) {
         check_skip(pf, "agent", "--no-agent: the processes will not be quiesced");
-        return;
+        return NULL;
     }
     if (!pf->src) {
         check_skip(pf, "agent", "the source host failed");
-        return;
+        return NULL;
     }
     if (!pf->dom) {
         check_skip(pf, "agent", "no running domain to ask");
-        return;
+        return NULL;
     }
     agent = orch_agent_open(pf->src, pf->opts->domain, channel, pf->opts->agent_timeout_ms,
                             &error);
@@ -119,7 +165,7 @@ static void check_agent(Preflight *pf)
     if (!info) {
         check_add(pf, "agent", ORCH_CHECK_FAIL, "%s; use --no-agent to migrate without quiescing",
                   error->message);
-        return;
+        return NULL;
     }
     {
         /* The guest's words: stripped of what a terminal would act on. */
@@ -129,6 +175,7 @@ static void check_agent(Preflight *pf)
         check_add(pf, "agent", ORCH_CHECK_PASS, "hotmig-agent %s answers on channel '%s'", shown,
                   channel);
     }
+    return g_steal_pointer(&agent);
 }
 
 static void check_vfs(Preflight *pf)
@@ -206,7 +253,11 @@ gboolean orch_preflight(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpoin
         check_add(&pf, "options", ORCH_CHECK_PASS, "libvirt will be asked: %s", asked);
     }
     check_hosts(&pf);
-    check_agent(&pf);
+    {
+        g_autoptr(OrchAgent) agent = check_agent(&pf);
+
+        check_jobs(&pf, agent);
+    }
     check_vfs(&pf);
     orch_preflight_check_target(&pf);
     check_capable(&pf);

@@ -22,6 +22,7 @@ enum {
     EXIT_BUSY = 6,
     EXIT_UNFINISHED = 7,
     EXIT_PREFLIGHT = 8,
+    EXIT_REFUSED = 9, /* a process used what a migration cannot carry; nothing was done */
     EXIT_PHASE_BASE = 10, /* + OrchPhase: that phase failed and was undone */
 };
 G_STATIC_ASSERT(EXIT_PHASE_BASE + ORCH_PHASE_LAST <= 20);
@@ -129,7 +130,7 @@ typedef struct {
     char *hotmigd;
     gboolean dry_run;
     gboolean live, p2p; /* accepted for virsh compatibility: always on */
-    gboolean persistent, undefine_source, no_agent;
+    gboolean persistent, undefine_source, no_agent, force;
     gboolean postcopy, auto_converge;
     /* --no-X: off, whatever the configuration's X says */
     gboolean no_persistent, no_undefine_source, no_postcopy, no_auto_converge;
@@ -417,6 +418,7 @@ static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOption
         opts->alias_prefix = g_strdup(cli->alias_prefix);
     }
     opts->no_agent = cli->no_agent;
+    opts->force = cli->force;
     if (!take_switch("persistent", cli->persistent, cli->no_persistent, &opts->persistent,
                      error) ||
         !take_switch("undefinesource", cli->undefine_source, cli->no_undefine_source,
@@ -576,6 +578,8 @@ static const char help_description[] =
     "  6   another migrate-vm is migrating or recovering this domain; nothing was done\n"
     "  7   an earlier migration of this domain was interrupted: run --recover first\n"
     "  8   a --dry-run check failed (each check is one line on stdout); nothing was done\n"
+    "  9   a process in the guest used what a migration cannot carry (memory windows, ODP,\n"
+    "      device memory, rdma_cm...): refused, nothing was done; --force moves anyway\n"
     "  10  connect failed (a host, or the domain on the source); nothing was done\n"
     "  11  inspect failed (the domain XML)\n"
     "  12  target-vf: the destination's hotmigd is unreachable or has no suitable free VF\n"
@@ -646,6 +650,10 @@ static GOptionEntry option_entries[] = {
     /* hotmig's own */
     {"no-agent", 0, 0, G_OPTION_ARG_NONE, &cli_given.no_agent,
      "Do not ask the guest agent to quiesce and resume (RDMA users see the VF vanish)",
+     NULL},
+    {"force", 0, 0, G_OPTION_ARG_NONE, &cli_given.force,
+     "Move even when a process used what a migration cannot carry (memory windows, ODP, "
+     "device memory, rdma_cm): it is paused and may fail after the move",
      NULL},
     {"agent-channel", 0, 0, G_OPTION_ARG_STRING, &cli_given.agent_channel,
      "Name of the guest agent's virtio-serial channel (default org.hotmig.agent.0)",
@@ -779,6 +787,8 @@ static int failure_exit_status(const OrchReport *report, const GError *error)
         return EXIT_BUSY;
     if (g_error_matches(error, ORCH_ERROR, ORCH_ERROR_UNFINISHED))
         return EXIT_UNFINISHED;
+    if (g_error_matches(error, ORCH_ERROR, ORCH_ERROR_REFUSED))
+        return EXIT_REFUSED;
     if (g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID) &&
         report->phases[ORCH_PHASE_CONNECT].status != ORCH_STATUS_OK)
         return EXIT_USAGE;

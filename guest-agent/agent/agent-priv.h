@@ -17,6 +17,9 @@ G_BEGIN_DECLS
 #define AGENT_JSON_DEPTH_MAX 16 /* nesting of arrays/objects in a request */
 #define AGENT_TIMEOUT_MS_MAX (10 * 60 * 1000)
 #define AGENT_NAME_MAX 64               /* process name, bytes */
+#define AGENT_PEERS_MAX 256             /* peers (GID, QPN) kept per process; more are counted */
+#define AGENT_REFUSED_MAX 16            /* refused calls kept per process */
+#define AGENT_CALL_MAX 64               /* a refused call's name, bytes */
 #define AGENT_DEVICE_MAX 64             /* RDMA device name, bytes */
 #define AGENT_OUTPUT_MAX (1024 * 1024)  /* queued output to the host before it is dropped */
 #define AGENT_DEVICE_POLL_MS 50         /* looking for an active RDMA device, without events */
@@ -113,6 +116,8 @@ typedef enum {
     AGENT_MSG_HELLO,
     AGENT_MSG_DONE,
     AGENT_MSG_FAILED,
+    AGENT_MSG_PEER,    /* the process talks to a remote QP (verbs layer) */
+    AGENT_MSG_REFUSED, /* the process called something a migration cannot carry */
     AGENT_MSG_LAST,
 } AgentMsgKind;
 
@@ -124,6 +129,9 @@ typedef struct {
     char name[AGENT_NAME_MAX + 1];    /* HELLO */
     guint64 seq;                      /* DONE, FAILED */
     char reason[AGENT_PROC_LINE_MAX]; /* FAILED */
+    guint8 gid[16];                   /* PEER: the remote port's GID, network order */
+    guint32 qpn;                      /* PEER: the remote QP number (< 2^24) */
+    char call[AGENT_CALL_MAX + 1];    /* REFUSED */
 } AgentProcMsg;
 
 gboolean agent_proc_msg_parse(const char *line, gsize len, AgentProcMsg *ret, GError **error);

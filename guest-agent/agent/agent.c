@@ -4,6 +4,7 @@
 #include "guest-agent/agent/agent-priv.h"
 
 #include <errno.h>
+#include <gio/gio.h>
 #include <glib-unix.h>
 #include <glib/gstdio.h>
 #include <grp.h>
@@ -44,7 +45,15 @@ typedef struct {
     gboolean quiesced;
     char *error; /* why the last request failed */
     char *drop_reason;
+    GArray *peers;       /* AgentPeerRef: whom it talks to over RDMA (PEER), distinct */
+    guint peers_dropped; /* PEERs beyond AGENT_PEERS_MAX */
+    GPtrArray *refused;  /* char *: calls a migration cannot carry (REFUSED), distinct */
 } AgentProc;
+
+typedef struct {
+    guint8 gid[16];
+    guint32 qpn;
+} AgentPeerRef;
 
 typedef struct {
     AgentOpKind kind;
@@ -215,6 +224,10 @@ static void agent_proc_free(AgentProc *proc)
     g_free(proc->name);
     g_free(proc->error);
     g_free(proc->drop_reason);
+    if (proc->peers)
+        g_array_unref(proc->peers);
+    if (proc->refused)
+        g_ptr_array_unref(proc->refused);
     g_free(proc);
 }
 
@@ -349,6 +362,37 @@ static void agent_proc_answer(AgentProc *proc, const AgentProcMsg *msg)
     agent_op_check_done(agent);
 }
 
+/* PEER and REFUSED: recorded (distinct, bounded) for inventory. */
+static void agent_proc_note(AgentProc *proc, const AgentProcMsg *msg)
+{
+    if (msg->kind == AGENT_MSG_PEER) {
+        AgentPeerRef ref = {.qpn = msg->qpn};
+
+        memcpy(ref.gid, msg->gid, sizeof(ref.gid));
+        if (!proc->peers)
+            proc->peers = g_array_new(FALSE, FALSE, sizeof(AgentPeerRef));
+        for (guint i = 0; i < proc->peers->len; i++)
+            if (memcmp(&g_array_index(proc->peers, AgentPeerRef, i), &ref, sizeof(ref)) == 0)
+                return;
+        if (proc->peers->len >= AGENT_PEERS_MAX) {
+            proc->peers_dropped++;
+            return;
+        }
+        g_array_append_val(proc->peers, ref);
+        return;
+    }
+    if (!proc->refused)
+        proc->refused = g_ptr_array_new_with_free_func(g_free);
+    for (guint i = 0; i < proc->refused->len; i++)
+        if (g_str_equal(proc->refused->pdata[i], msg->call))
+            return;
+    if (proc->refused->len >= AGENT_REFUSED_MAX)
+        return;
+    g_warning("process pid=%d name='%s' used %s: a migration cannot carry it", proc->pid,
+              proc->name, msg->call);
+    g_ptr_array_add(proc->refused, g_strdup(msg->call));
+}
+
 static gboolean agent_proc_frame(AgentFrameEvent event, const char *line, gsize len,
                                  gpointer user_data)
 {
@@ -371,6 +415,10 @@ static gboolean agent_proc_frame(AgentFrameEvent event, const char *line, gsize 
     if (!proc->registered) {
         proc->drop_reason = g_strdup("message before HELLO");
         return FALSE;
+    }
+    if (msg.kind == AGENT_MSG_PEER || msg.kind == AGENT_MSG_REFUSED) {
+        agent_proc_note(proc, &msg);
+        return TRUE;
     }
     agent_proc_answer(proc, &msg);
     return TRUE;
@@ -1014,6 +1062,36 @@ static void agent_json_add_device(JsonBuilder *b, const AgentRdmaDevice *dev)
     json_builder_end_object(b);
 }
 
+/* inventory: "peers" [{"gid","qpn"}], "peers_dropped" when over the bound, "refused" [call]. */
+static void agent_json_add_proc_peers(JsonBuilder *b, const AgentProc *proc)
+{
+    json_builder_set_member_name(b, "peers");
+    json_builder_begin_array(b);
+    for (guint i = 0; proc->peers && i < proc->peers->len; i++) {
+        const AgentPeerRef *ref = &g_array_index(proc->peers, AgentPeerRef, i);
+        g_autoptr(GInetAddress) addr =
+            g_inet_address_new_from_bytes(ref->gid, G_SOCKET_FAMILY_IPV6);
+        g_autofree char *gid = g_inet_address_to_string(addr);
+
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "gid");
+        json_builder_add_string_value(b, gid);
+        json_builder_set_member_name(b, "qpn");
+        json_builder_add_int_value(b, ref->qpn);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    if (proc->peers_dropped) {
+        json_builder_set_member_name(b, "peers_dropped");
+        json_builder_add_int_value(b, proc->peers_dropped);
+    }
+    json_builder_set_member_name(b, "refused");
+    json_builder_begin_array(b);
+    for (guint i = 0; proc->refused && i < proc->refused->len; i++)
+        json_builder_add_string_value(b, proc->refused->pdata[i]);
+    json_builder_end_array(b);
+}
+
 static void agent_cmd_inventory(Agent *agent, const AgentRequest *req)
 {
     g_autoptr(JsonBuilder) b = agent_return_begin();
@@ -1032,6 +1110,7 @@ static void agent_cmd_inventory(Agent *agent, const AgentRequest *req)
         agent_json_add_proc(b, proc->pid, proc->name, proc->mode, proc->error);
         json_builder_set_member_name(b, "state");
         json_builder_add_string_value(b, agent_proc_state_to_string(agent_proc_get_state(proc)));
+        agent_json_add_proc_peers(b, proc);
         json_builder_end_object(b);
     }
     json_builder_end_array(b);

@@ -475,9 +475,37 @@ gboolean agent_proc_msg_parse(const char *line, gsize len, AgentProcMsg *ret, GE
         }
         msg.kind = AGENT_MSG_FAILED;
         g_strlcpy(msg.reason, fields[2], sizeof(msg.reason));
+    } else if (g_str_equal(fields[0], "PEER")) {
+        /* PEER <gid: 32 lower-case hex digits>/<qpn: decimal < 2^24> */
+        const char *slash = n == 2 ? strchr(fields[1], '/') : NULL;
+        guint64 qpn;
+
+        if (!slash || slash - fields[1] != 32 || strspn(fields[1], "0123456789abcdef") != 32 ||
+            !g_ascii_isdigit(slash[1]) || (slash[1] == '0' && slash[2] != '\0') ||
+            !g_ascii_string_to_unsigned(slash + 1, 10, 0, (1u << 24) - 1, &qpn, NULL)) {
+            g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                                "PEER needs 1 field: gid/qpn (32 lower-case hex digits, a QP "
+                                "number below 2^24)");
+            return FALSE;
+        }
+        for (guint i = 0; i < 16; i++)
+            msg.gid[i] = (guint8)(g_ascii_xdigit_value(fields[1][2 * i]) << 4 |
+                                  g_ascii_xdigit_value(fields[1][2 * i + 1]));
+        msg.qpn = (guint32)qpn;
+        msg.kind = AGENT_MSG_PEER;
+    } else if (g_str_equal(fields[0], "REFUSED")) {
+        if (n != 2 || !agent_token_ok(fields[1], AGENT_CALL_MAX)) {
+            g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                        "REFUSED needs 1 field: call (1 to %d printable bytes without white "
+                        "space)",
+                        AGENT_CALL_MAX);
+            return FALSE;
+        }
+        g_strlcpy(msg.call, fields[1], sizeof(msg.call));
+        msg.kind = AGENT_MSG_REFUSED;
     } else {
         g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
-                            "Unknown message (expected HELLO, DONE or FAILED)");
+                            "Unknown message (expected HELLO, DONE, FAILED, PEER or REFUSED)");
         return FALSE;
     }
     *ret = msg;

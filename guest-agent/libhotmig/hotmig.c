@@ -30,7 +30,8 @@ struct HotmigClient {
     HotmigResumeFunc resume;
     void *opaque;
 
-    pthread_mutex_t lock; /* input buffer and callbacks */
+    pthread_mutex_t lock;      /* input buffer and callbacks */
+    pthread_mutex_t send_lock; /* one line at a time on fd: replies and reports */
     char buf[HOTMIG_LINE_MAX];
     size_t len;
     int discarding;
@@ -59,6 +60,17 @@ static int hotmig_send_all(int fd, const char *data, size_t len)
         len -= (size_t)n;
     }
     return 0;
+}
+
+/* Sends one whole line; reports (any thread) and replies (the helper thread) do not interleave. */
+static int hotmig_send_line(HotmigClient *client, const char *line)
+{
+    int r;
+
+    pthread_mutex_lock(&client->send_lock);
+    r = hotmig_send_all(client->fd, line, strlen(line));
+    pthread_mutex_unlock(&client->send_lock);
+    return r;
 }
 
 static int hotmig_parse_seq(const char *str, uint64_t *ret)
@@ -106,7 +118,7 @@ static int hotmig_reply(HotmigClient *client, uint64_t seq, int result)
         hotmig_clean_reason(reason, sizeof(reason), msg);
         snprintf(line, sizeof(line), "FAILED %" PRIu64 " %s (errno %d)\n", seq, reason, e);
     }
-    return hotmig_send_all(client->fd, line, strlen(line));
+    return hotmig_send_line(client, line);
 }
 
 /* Handles one line from the agent. Returns 1 when it was a request, 0 when it was ignored,
@@ -210,6 +222,7 @@ static void hotmig_client_destroy(HotmigClient *client)
     if (client->stop_fd >= 0)
         close(client->stop_fd);
     pthread_mutex_destroy(&client->lock);
+    pthread_mutex_destroy(&client->send_lock);
     free(client);
 }
 
@@ -297,6 +310,7 @@ HOTMIG_EXPORT HotmigClient *hotmig_client_new(const char *name, HotmigMode mode,
     client->resume = resume;
     client->opaque = opaque;
     pthread_mutex_init(&client->lock, NULL);
+    pthread_mutex_init(&client->send_lock, NULL);
 
     client->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (client->fd < 0)
@@ -368,6 +382,41 @@ HOTMIG_EXPORT int hotmig_client_dispatch(HotmigClient *client)
     client->in_dispatch = 0;
     pthread_mutex_unlock(&client->lock);
     return r;
+}
+
+/* @word: 1..64 bytes, printable ASCII, no space. */
+static int hotmig_report(HotmigClient *client, const char *verb, const char *word)
+{
+    char line[HOTMIG_LINE_MAX];
+    size_t n;
+
+    if (!client || !word)
+        return -EINVAL;
+    n = strlen(word);
+    if (n == 0 || n > 64)
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)word[i] <= 0x20 || (unsigned char)word[i] >= 0x7f)
+            return -EINVAL;
+    if (atomic_load(&client->lost))
+        return -atomic_load(&client->lost);
+    snprintf(line, sizeof(line), "%s %s\n", verb, word);
+    return hotmig_send_line(client, line);
+}
+
+HOTMIG_EXPORT int hotmig_client_report_peer(HotmigClient *client, const char *gid, unsigned qpn)
+{
+    char word[48];
+
+    if (!gid || strlen(gid) != 32 || strspn(gid, "0123456789abcdef") != 32 || qpn >= (1u << 24))
+        return -EINVAL;
+    snprintf(word, sizeof(word), "%s/%u", gid, qpn);
+    return hotmig_report(client, "PEER", word);
+}
+
+HOTMIG_EXPORT int hotmig_client_report_refused(HotmigClient *client, const char *call)
+{
+    return hotmig_report(client, "REFUSED", call);
 }
 
 HOTMIG_EXPORT int hotmig_client_is_quiesced(const HotmigClient *client)

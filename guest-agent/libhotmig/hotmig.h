@@ -57,6 +57,17 @@ int hotmig_client_get_fd(const HotmigClient *client);
  * negative errno value when the connection to the agent is lost. Never blocks. */
 int hotmig_client_dispatch(HotmigClient *client);
 
+/* Tells the agent that this process talks to a peer over the RDMA device: @gid is the remote
+ * port's GID as 32 lower-case hex digits (network order), @qpn the remote QP number (< 2^24).
+ * The agent lists it in its inventory: the host learns whose connections a move pauses.
+ * Returns 0, or a negative errno value (-EINVAL on bad arguments). Any thread. */
+int hotmig_client_report_peer(HotmigClient *client, const char *gid, unsigned qpn);
+
+/* Tells the agent that this process called something the migration cannot carry (@call: 1..64
+ * printable bytes, no space, e.g. "ibv_alloc_mw"): the host then refuses to move the guest
+ * unless forced. Returns 0 or a negative errno value. Any thread. */
+int hotmig_client_report_refused(HotmigClient *client, const char *call);
+
 /* Non-zero while the process is quiesced (between a completed quiesce and the next resume). */
 int hotmig_client_is_quiesced(const HotmigClient *client);
 

@@ -1738,6 +1738,9 @@ HV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int m
         case IBV_QPS_RTR:
             qp->a_rtr = *attr;
             qp->m_rtr = mask;
+            /* jobs (issue 18): the agent's inventory lists whom this process talks to */
+            if ((mask & IBV_QP_AV) && (mask & IBV_QP_DEST_QPN) && attr->ah_attr.is_global)
+                hv_report_peer(attr->ah_attr.grh.dgid.raw, attr->dest_qp_num);
             break;
         case IBV_QPS_RTS:
             qp->a_rts = *attr;

@@ -399,6 +399,68 @@ void hv_peer_server_start(void)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* ---- job inventory (branch jobs, issue 18 item 3) ----------------------------------------
+ * Refused calls are kept (at most 16) and reported to the agent once registered; peers are
+ * reported as their QPs reach RTR. The agent keeps them distinct and bounded. */
+#define HV_REFUSED_MAX 16
+static pthread_mutex_t hv_report_lock = PTHREAD_MUTEX_INITIALIZER;
+static char hv_refused[HV_REFUSED_MAX][65];
+static size_t hv_nrefused;
+
+static HotmigClient *hv_client_get(void)
+{
+    return __atomic_load_n(&hv_client, __ATOMIC_ACQUIRE);
+}
+
+/* "ibv_create_qp of this QP type" -> "ibv_create_qp_of_this_QP_type" (a token of <= 64 bytes) */
+static void hv_refused_token(char *out, size_t size, const char *call)
+{
+    size_t i = 0;
+
+    for (; call[i] && i + 1 < size && i < 64; i++)
+        out[i] = ((unsigned char)call[i] <= 0x20 || (unsigned char)call[i] >= 0x7f) ? '_' : call[i];
+    out[i] = '\0';
+}
+
+static void hv_report_refused(const char *call)
+{
+    HotmigClient *c = hv_client_get();
+    char tok[65];
+
+    hv_refused_token(tok, sizeof(tok), call);
+    pthread_mutex_lock(&hv_report_lock);
+    if (hv_nrefused < HV_REFUSED_MAX)
+        memcpy(hv_refused[hv_nrefused++], tok, sizeof(tok));
+    pthread_mutex_unlock(&hv_report_lock);
+    if (c && hotmig_client_report_refused(c, tok) < 0)
+        hv_log("could not tell the agent that %s was refused", tok);
+}
+
+static void hv_report_flush(HotmigClient *c)
+{
+    pthread_mutex_lock(&hv_report_lock);
+    for (size_t i = 0; i < hv_nrefused; i++)
+        hotmig_client_report_refused(c, hv_refused[i]);
+    pthread_mutex_unlock(&hv_report_lock);
+}
+
+void hv_report_peer(const uint8_t gid[16], uint32_t qpn)
+{
+    HotmigClient *c = hv_client_get();
+    char hex[33];
+
+    if (!c)
+        return;
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", gid[i]);
+    hotmig_client_report_peer(c, hex, qpn & 0xffffff);
+}
+__attribute__((constructor)) static void hv_report_init(void)
+{
+    hv_refused_hook = hv_report_refused; /* from the load on: refused calls reach the agent */
+}
+/* ---- end job inventory ------------------------------------------------------------------ */
+
 static void hv_register_once(void)
 {
     char name[64];
@@ -415,7 +477,11 @@ static void hv_register_once(void)
     for (char *s = name; *s; s++)
         if ((unsigned char)*s <= 0x20 || *s == 0x7f)
             *s = '_';
-    hv_client = hotmig_client_new(name, HOTMIG_MODE_THREADED, hv_quiesce, hv_resume, NULL);
+    __atomic_store_n(&hv_client,
+                     hotmig_client_new(name, HOTMIG_MODE_THREADED, hv_quiesce, hv_resume, NULL),
+                     __ATOMIC_RELEASE);
+    if (hv_client)
+        hv_report_flush(hv_client); /* jobs: calls refused before the registration */
     if (!hv_client)
         hv_log("no hotmig-agent (%s): this process is not migratable", strerror(errno));
     else

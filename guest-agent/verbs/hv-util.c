@@ -49,6 +49,8 @@ void hv_debug(const char *fmt, ...)
     va_end(ap);
 }
 
+void (*hv_refused_hook)(const char *call); /* jobs: see hv.h */
+
 int hv_unsupported(const char *call)
 {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -65,6 +67,8 @@ int hv_unsupported(const char *call)
     pthread_mutex_unlock(&lock);
     if (first)
         hv_log("%s is not supported by the hotmig verbs layer (EOPNOTSUPP)", call);
+    if (first && hv_refused_hook)
+        hv_refused_hook(call);
     errno = EOPNOTSUPP;
     return EOPNOTSUPP;
 }

@@ -21,6 +21,13 @@ void hv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void hv_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int hv_unsupported(const char *call); /* logs once per call name, returns EOPNOTSUPP */
 
+/* ---- job inventory (branch jobs, issue 18 item 3): what the agent's inventory lists --------
+ * hv_unsupported() hands each refused call's name to hv_refused_hook (set by hv-peer.c, NULL
+ * in the unit tests), which reports "REFUSED <call>" to the agent; ibv_modify_qp to RTR of a
+ * connected QP reports "PEER <gid>/<qpn>" (hv_report_peer). docs/protocol.md, "inventory". */
+extern void (*hv_refused_hook)(const char *call);
+void hv_report_peer(const uint8_t gid[16], uint32_t qpn);
+
 /* uint32 -> uint64 open-addressing map; key 0 is stored aside. Not thread-safe. */
 typedef struct {
     uint32_t *keys;

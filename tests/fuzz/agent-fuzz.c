@@ -133,6 +133,15 @@ static gboolean fuzz_proc_frame(AgentFrameEvent event, const char *line, gsize l
             if (msg.seq == 0)
                 abort();
             break;
+        case AGENT_MSG_PEER:
+            if (msg.qpn >= (1u << 24))
+                abort();
+            break;
+        case AGENT_MSG_REFUSED:
+            if (strlen(msg.call) == 0 || strlen(msg.call) > AGENT_CALL_MAX ||
+                strpbrk(msg.call, " \t\r\n"))
+                abort();
+            break;
         case AGENT_MSG_LAST:
         default:
             abort();

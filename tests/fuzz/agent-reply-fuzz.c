@@ -2,7 +2,8 @@
  * channel answers the sync handshake correctly, then hands the input over as the reply to
  * 'prepare' (first byte even) or puts it before the handshake's answer as noise (odd). The
  * reader must never crash, hang or leak, whatever the guest sends. An input that is a JSON
- * object also goes to the typed readers of `info` and `inventory` (orch_agent_*_parse()). */
+ * object also goes to the typed readers of `info` and `inventory` (orch_agent_*_parse(), the inventory's processes
+ * included). */
 #include <stdint.h>
 #include <string.h>
 
@@ -146,6 +147,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             g_autofree char *quiesced = orch_agent_process_list(ret, "quiesced", &n);
             g_autofree char *failed = orch_agent_process_list(ret, "failed", &n);
             const char *device = orch_json_get_string(ret, "device");
+            /* The same object read as an inventory's processes (jobs): bounded, typed. */
+            g_autoptr(GPtrArray) procs = orch_agent_processes_parse(ret, NULL);
+            guint n_peers = 0;
+            g_autofree char *peers = orch_agent_peers_summary(procs, &n_peers);
+            g_autofree char *refused = orch_agent_refused_summary(procs);
+
+            for (guint i = 0; procs && i < procs->len; i++) {
+                OrchAgentProcess *p = procs->pdata[i];
+
+                g_assert(p->pid > 0 && strlen(p->name) <= ORCH_AGENT_MAX_TOKEN);
+                g_assert(p->peers->len <= ORCH_AGENT_MAX_PEERS);
+                g_assert(p->refused->len <= ORCH_AGENT_MAX_REFUSED);
+            }
+            g_assert(!procs || procs->len <= ORCH_AGENT_MAX_PROCESSES);
+            g_assert((peers ? strlen(peers) : 0) + (refused ? strlen(refused) : 0) < G_MAXSIZE);
 
             /* Touch what the reader built so a bad pointer shows. */
             g_assert(strlen(quiesced) + strlen(failed) + (device ? strlen(device) : 0) <

@@ -1390,6 +1390,70 @@ static void test_inventory(void **state)
     close(p2);
 }
 
+/* PEER and REFUSED (the verbs layer, issue 18): listed by inventory, distinct and bounded;
+ * malformed ones drop the process like any bad line. */
+static void test_inventory_peers_refused(void **state)
+{
+    Fixture *f = *state;
+    int p = proc_connect(f, "HELLO 0.1.0 401 threaded verbs:xdlu\n");
+    static const char *const bad[] = {
+        "PEER 00000000000000000000ffffc6336402\n",          /* no QPN */
+        "PEER 00000000000000000000FFFFC6336402/17\n",       /* upper case */
+        "PEER 00000000000000000000ffffc633640/17\n",        /* 31 digits */
+        "PEER 00000000000000000000ffffc6336402/16777216\n", /* QPN >= 2^24 */
+        "PEER 00000000000000000000ffffc6336402/017\n",      /* leading zero */
+        "PEER 00000000000000000000ffffc6336402/17 x\n",     /* extra field */
+        "REFUSED\n",                                        /* no call */
+        "REFUSED a b\n",                                    /* two */
+    };
+    g_autoptr(JsonNode) n0 = NULL;
+    g_autoptr(JsonNode) n1 = NULL;
+    JsonObject *ret, *proc;
+    JsonArray *peers, *refused;
+
+    proc_send(p, "PEER 00000000000000000000ffffc6336402/17\n");
+    proc_send(p, "PEER 00000000000000000000ffffc6336402/17\n"); /* again: kept once */
+    proc_send(p, "PEER fe80000000000000505400fffe1234ab/0\n");
+    proc_send(p, "REFUSED ibv_alloc_mw\n");
+    proc_send(p, "REFUSED ibv_alloc_mw\n");
+    for (int i = 0; i < AGENT_PEERS_MAX + 5; i++) {
+        g_autofree char *line =
+            g_strdup_printf("PEER 00000000000000000000ffffc6336403/%d\n", i + 1);
+
+        proc_send(p, line);
+    }
+    pump(50);
+    host_return(f, "{\"execute\":\"info\",\"arguments\":{\"protocol\":2}}\n", &n0);
+    ret = host_return(f, "{\"execute\":\"inventory\"}\n", &n1);
+    proc = array_obj(member_array(ret, "processes"), 0);
+    assert_int_equal(json_object_get_int_member(proc, "pid"), 401);
+    peers = member_array(proc, "peers");
+    assert_int_equal(json_array_get_length(peers), AGENT_PEERS_MAX);
+    assert_string_equal(json_object_get_string_member(array_obj(peers, 0), "gid"),
+                        "::ffff:198.51.100.2");
+    assert_int_equal(json_object_get_int_member(array_obj(peers, 0), "qpn"), 17);
+    assert_string_equal(json_object_get_string_member(array_obj(peers, 1), "gid"),
+                        "fe80::5054:ff:fe12:34ab");
+    assert_int_equal(json_object_get_int_member(array_obj(peers, 1), "qpn"), 0);
+    assert_int_equal(json_object_get_int_member(proc, "peers_dropped"), 7);
+    refused = member_array(proc, "refused");
+    assert_int_equal(json_array_get_length(refused), 1);
+    assert_string_equal(json_array_get_string_element(refused, 0), "ibv_alloc_mw");
+    close(p);
+    pump(20);
+    assert_int_equal(agent_get_n_procs(f->agent), 0);
+
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+        int q = proc_connect(f, "HELLO 0.1.0 402 lazy x\n");
+
+        proc_send(q, bad[i]);
+        assert_null(proc_read_line(q, 1000)); /* the agent hangs up */
+        close(q);
+        pump(20);
+    }
+    assert_int_equal(agent_get_n_procs(f->agent), 0);
+}
+
 static void test_abort(void **state)
 {
     Fixture *f = *state;
@@ -1535,6 +1599,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_channel_port_hangup_no_busy_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_protocol_negotiation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_inventory, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_inventory_peers_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_abort, setup, teardown),
         cmocka_unit_test_setup_teardown(test_abort_during_prepare, setup, teardown),
         cmocka_unit_test_setup_teardown(test_garbage_then_sync, setup, teardown),

@@ -30,10 +30,10 @@ expect 0 "--parallel=N" --help
 for opt in --live --p2p --persistent --undefinesource --migrateuri --bandwidth --parallel \
     --postcopy --postcopy-after --auto-converge --timeout --timeout-suspend --timeout-postcopy \
     --timeout-abort --json --config --recover --dry-run --hotmigd --no-persistent \
-    --no-undefinesource --no-auto-converge --no-postcopy; do
+    --no-undefinesource --no-auto-converge --no-postcopy --force; do
     grep -qE -- "(  |, )$opt" "$tmp/out" || fail "--help does not list $opt"
 done
-for code in 0 1 2 3 4 5 6 7 8 10 11 12 13 14 15 16 17; do
+for code in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17; do
     grep -qE "^  $code +[a-z]" "$tmp/out" || fail "--help does not explain exit status $code"
 done
 

@@ -50,6 +50,7 @@ expect "--p2p --parallel --persistent --plug-attempts --postcopy --postcopy-afte
 expect "--timeout --timeout-abort --timeout-postcopy --timeout-suspend" migrate-vm --time
 expect "--no-agent --no-auto-converge --no-persistent --no-postcopy --no-undefinesource" \
     migrate-vm --no-
+expect "--force" migrate-vm --fo
 expect "vm7 vm8" migrate-vm --connect qemu+tcp://hostA/system vm
 grep -qx -- "-q -c qemu+tcp://hostA/system list --name" "$tmp/log" ||
     fail "virsh was not asked with the --connect URI: $(cat "$tmp/log")"

@@ -62,6 +62,7 @@ typedef struct {
      * plug or unplug that asks to change the definition fails where there is none. */
     gboolean defined_source, defined_destination;
     gboolean last_plug_config; /* the last attach on the destination changed the definition */
+    const char *processes;     /* the inventory's "processes" (JSON text), NULL: [] */
 } FakeWorld;
 
 typedef struct {
@@ -407,11 +408,13 @@ static void fake_agent_line(FakeWorld *w, FakeChannel *c, const char *line)
 
         g_string_append_printf(c->out, "%s\n", deep);
     } else if (strstr(line, "\"inventory\"")) {
-        g_string_append(c->out,
-                        "{\"return\":{\"state\":\"running\",\"processes\":[],\"devices\":[{"
-                        "\"name\":\"mlx5_0\",\"node_guid\":\"0002:c903:00a1:b2c3\",\"ports\":[{"
-                        "\"port\":1,\"state\":\"ACTIVE\",\"link_layer\":\"InfiniBand\",\"lid\":7,"
-                        "\"gids\":[\"fe80::2:c903:a1:b2c4\"]}]}]}}\n");
+        g_string_append_printf(
+            c->out,
+            "{\"return\":{\"state\":\"running\",\"processes\":%s,\"devices\":[{"
+            "\"name\":\"mlx5_0\",\"node_guid\":\"0002:c903:00a1:b2c3\",\"ports\":[{"
+            "\"port\":1,\"state\":\"ACTIVE\",\"link_layer\":\"InfiniBand\",\"lid\":7,"
+            "\"gids\":[\"fe80::2:c903:a1:b2c4\"]}]}]}}\n",
+            w->processes ? w->processes : "[]");
     } else if (strstr(line, "\"resume\"") && w->agent_mode == AGENT_RESUME_BUSY &&
                w->agent_busy_left) {
         w->agent_busy_left--;
@@ -1047,6 +1050,77 @@ static void test_agent_silent_refuses(void **state)
     assert_int_equal(w->migrations, 0);
 }
 
+/* Jobs (issue 18): the peers of the verbs layer's processes and the calls it refused. */
+#define JOB_PEERS                                                                                  \
+    "[{\"pid\":1802,\"name\":\"verbs:xdlu\",\"mode\":\"threaded\",\"state\":\"running\","          \
+    "\"peers\":[{\"gid\":\"::ffff:198.51.100.2\",\"qpn\":18}],\"refused\":[]}]"
+#define JOB_REFUSED                                                                                \
+    "[{\"pid\":1802,\"name\":\"verbs:xdlu\",\"mode\":\"threaded\",\"state\":\"running\","          \
+    "\"peers\":[{\"gid\":\"::ffff:198.51.100.2\",\"qpn\":18}],\"refused\":[\"ibv_alloc_mw\"]}]"
+
+/* A process that used a refused call: the move is refused before anything changed (the lease
+ * taken meanwhile released, nothing quiesced, nothing migrated), naming process and call. */
+static void test_jobs_refused(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(FALSE, TRUE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    options_for_test(&opts);
+    w->processes = JOB_REFUSED;
+    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_REFUSED));
+    if (!strstr(error->message, "process 'verbs:xdlu' (pid 1802) used ibv_alloc_mw") ||
+        !strstr(error->message, "--force") || !strstr(error->message, "nothing was done"))
+        fail_msg("message: %s", error->message);
+    assert_int_equal(report->failed_phase, ORCH_PHASE_TARGET_VF);
+    assert_int_equal(report->phases[ORCH_PHASE_PREPARE].status, ORCH_STATUS_PENDING);
+    assert_false(w->agent_prepared);
+    assert_string_equal(w->where, "source");
+    assert_int_equal(world_count_vfs(w), 1);
+    assert_int_equal(w->migrations, 0);
+    assert_int_equal(g_hash_table_size(w->leases), 0); /* the lease was released */
+
+    /* A malformed process list: cannot tell, refused the same way. */
+    {
+        g_autoptr(OrchReport) r2 = NULL;
+        g_autoptr(GError) e2 = NULL;
+
+        w->processes = "[{\"pid\":1802,\"name\":\"x\",\"refused\":[\"a b\"]}]";
+        assert_false(orch_migrate(&opts, fake_open, &fo, &r2, &e2));
+        assert_true(g_error_matches(e2, ORCH_ERROR, ORCH_ERROR_REFUSED));
+        assert_non_null(strstr(e2->message, "a refused call"));
+        assert_int_equal(w->migrations, 0);
+    }
+}
+
+/* --force: paused and moved all the same; the report says so, and which peers it paused. */
+static void test_jobs_force(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(FALSE, TRUE);
+    FakeOpen fo = {w, NULL};
+    const char *detail;
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    options_for_test(&opts);
+    opts.force = TRUE;
+    w->processes = JOB_REFUSED;
+    if (!orch_migrate(&opts, fake_open, &fo, &report, &error))
+        fail_msg("%s", error->message);
+    assert_string_equal(w->where, "destination");
+    assert_int_equal(w->migrations, 1);
+    detail = report->phases[ORCH_PHASE_TARGET_VF].detail;
+    if (!strstr(detail, "; the move pauses 1 peer connection(s): 'verbs:xdlu' (pid 1802): "
+                        "::ffff:198.51.100.2 QP 18") ||
+        !strstr(detail, "; --force: moving although process 'verbs:xdlu' (pid 1802) used "
+                        "ibv_alloc_mw"))
+        fail_msg("target-vf detail: %s", detail);
+}
+
 static void test_no_agent_option(void **state)
 {
     g_autoptr(FakeWorld) w = world_new(FALSE, TRUE);
@@ -1656,6 +1730,46 @@ static OrchCheckStatus check_status(GPtrArray *checks, const char *name, const c
 
 /* --dry-run: every check passes on a good case; each bad case fails its own line, and
  * nothing changes on either host. */
+/* --dry-run: the peers a move pauses; a refused call fails the check unless --force. */
+static void test_preflight_jobs(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+    FakeOpen fo = {w, NULL};
+    const char *detail = NULL;
+    struct {
+        const char *processes;
+        gboolean force;
+        OrchCheckStatus status;
+        const char *needle;
+    } cases[] = {
+        {JOB_PEERS, FALSE, ORCH_CHECK_PASS,
+         "pauses 1 peer connection(s) of 1 process(es): 'verbs:xdlu' (pid 1802): "
+         "::ffff:198.51.100.2 QP 18"},
+        {"[]", FALSE, ORCH_CHECK_PASS, "0 process(es) registered, no peer connection"},
+        {JOB_REFUSED, FALSE, ORCH_CHECK_FAIL,
+         "process 'verbs:xdlu' (pid 1802) used ibv_alloc_mw, which a migration cannot carry: "
+         "the move will be refused (--force moves anyway)"},
+        {JOB_REFUSED, TRUE, ORCH_CHECK_PASS, "--force pauses it and moves anyway"},
+        {"[{\"pid\":0,\"name\":\"x\"}]", FALSE, ORCH_CHECK_FAIL, "'pid' of process 0"},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_auto(OrchOptions) opts;
+        g_autoptr(GPtrArray) checks = NULL;
+        g_autoptr(GError) error = NULL;
+        gboolean ok;
+
+        options_for_test(&opts);
+        opts.force = cases[i].force;
+        w->processes = cases[i].processes;
+        ok = orch_preflight(&opts, fake_open, &fo, &checks, &error);
+        assert_int_equal(ok, cases[i].status == ORCH_CHECK_PASS);
+        assert_int_equal(check_status(checks, "jobs", &detail), cases[i].status);
+        if (!strstr(detail, cases[i].needle))
+            fail_msg("case %zu: '%s' lacks '%s'", i, detail, cases[i].needle);
+    }
+}
+
 static void test_preflight(void **state)
 {
     g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
@@ -1940,6 +2054,9 @@ int main(void)
         cmocka_unit_test(test_agent_typed_replies),
         cmocka_unit_test(test_no_vf),
         cmocka_unit_test(test_agent_silent_refuses),
+        cmocka_unit_test(test_jobs_refused),
+        cmocka_unit_test(test_jobs_force),
+        cmocka_unit_test(test_preflight_jobs),
         cmocka_unit_test(test_no_agent_option),
         cmocka_unit_test(test_quiesce_refused_resumes),
         cmocka_unit_test(test_plug_fails_migrates_back),

@@ -288,6 +288,44 @@ static void test_threaded(void **state)
     assert_false(hotmig_client_is_quiesced(f->client));
 }
 
+/* PEER and REFUSED reports: the lines the agent parses; bad arguments refused, nothing sent. */
+static void test_reports(void **state)
+{
+    Fixture *f = *state;
+    char line[600];
+
+    connect_client(f, HOTMIG_MODE_THREADED);
+    assert_int_equal(hotmig_client_report_peer(f->client, "00000000000000000000ffffc6336402", 17),
+                     0);
+    read_line(f->conn_fd, line, sizeof(line));
+    assert_string_equal(line, "PEER 00000000000000000000ffffc6336402/17");
+    assert_int_equal(hotmig_client_report_refused(f->client, "ibv_alloc_mw"), 0);
+    read_line(f->conn_fd, line, sizeof(line));
+    assert_string_equal(line, "REFUSED ibv_alloc_mw");
+
+    assert_int_equal(hotmig_client_report_peer(f->client, "00000000000000000000FFFFC6336402", 1),
+                     -EINVAL);
+    assert_int_equal(hotmig_client_report_peer(f->client, "0000", 1), -EINVAL);
+    assert_int_equal(hotmig_client_report_peer(f->client, NULL, 1), -EINVAL);
+    assert_int_equal(
+        hotmig_client_report_peer(f->client, "00000000000000000000ffffc6336402", 1u << 24),
+        -EINVAL);
+    assert_int_equal(hotmig_client_report_refused(f->client, ""), -EINVAL);
+    assert_int_equal(hotmig_client_report_refused(f->client, "a b"), -EINVAL);
+    assert_int_equal(hotmig_client_report_refused(NULL, "x"), -EINVAL);
+    {
+        char long_call[80];
+
+        memset(long_call, 'x', sizeof(long_call) - 1);
+        long_call[sizeof(long_call) - 1] = '\0';
+        assert_int_equal(hotmig_client_report_refused(f->client, long_call), -EINVAL);
+    }
+    /* nothing was sent for those: the next line is the next good report */
+    assert_int_equal(hotmig_client_report_refused(f->client, "ibv_reg_dmabuf_mr"), 0);
+    read_line(f->conn_fd, line, sizeof(line));
+    assert_string_equal(line, "REFUSED ibv_reg_dmabuf_mr");
+}
+
 static void test_threaded_agent_gone(void **state)
 {
     Fixture *f = *state;
@@ -363,6 +401,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_lazy_quiesce_resume, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reports, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lazy_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lazy_partial_and_garbage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lazy_agent_gone, setup, teardown),
