@@ -293,6 +293,7 @@ typedef struct {
     const OrchMigrateParams *params;
     gint64 start;              /* monotonic time the job began */
     gboolean postcopy_started; /* virDomainMigrateStartPostCopy was called */
+    gboolean first_pass_done;  /* a MIGRATION_ITERATION event said pre-copy began its 2nd pass */
     gboolean timed_out;        /* the timeout action was taken */
     char event[128];           /* what was done, for OrchMigrateStats.event */
 } MigrationWatch;
@@ -316,6 +317,21 @@ static void virt_on_job_completed(virConnectPtr conn, virDomainPtr dom,
     g_mutex_unlock(&w->lock);
 }
 
+/* QEMU finished a pass over the guest's memory and starts @iteration (from 1): once the second
+ * begins, the first pass is done (virsh migrate --postcopy-after-precopy). */
+static void virt_on_migration_iteration(virConnectPtr conn, virDomainPtr dom, int iteration,
+                                        void *opaque)
+{
+    MigrationWatch *w = opaque;
+
+    g_mutex_lock(&w->lock);
+    if (iteration >= 2 && !w->first_pass_done) {
+        w->first_pass_done = TRUE;
+        g_cond_broadcast(&w->cond);
+    }
+    g_mutex_unlock(&w->lock);
+}
+
 /* Called with w->lock held, which it drops around the libvirt calls. Takes the actions that
  * are due: the switch to post-copy after postcopy_after_ms, the timeout action (virsh migrate
  * --timeout: suspend, or switch to post-copy, or our own abort). */
@@ -333,6 +349,11 @@ static void virt_migration_act(MigrationWatch *w, gint64 now)
         elapsed_ms >= p->postcopy_after_ms) {
         start_postcopy = TRUE;
         when = g_strdup_printf("after %u s of pre-copy", p->postcopy_after_ms / 1000);
+    }
+    if (p->postcopy && p->postcopy_after_precopy && !w->postcopy_started && w->first_pass_done &&
+        !start_postcopy) {
+        start_postcopy = TRUE;
+        when = g_strdup("after the first pass of pre-copy");
     }
     if (p->timeout_ms && !w->timed_out && elapsed_ms >= p->timeout_ms) {
         timeout = TRUE;
@@ -380,6 +401,8 @@ static gint64 virt_migration_next_action(const MigrationWatch *w)
 
     if (p->postcopy && p->postcopy_after_ms && !w->postcopy_started)
         next = MIN(next, w->start + (gint64)p->postcopy_after_ms * G_TIME_SPAN_MILLISECOND);
+    if (p->postcopy && p->postcopy_after_precopy && !w->postcopy_started && w->first_pass_done)
+        next = MIN(next, w->start);
     if (p->timeout_ms && !w->timed_out)
         next = MIN(next, w->start + (gint64)p->timeout_ms * G_TIME_SPAN_MILLISECOND);
     return next;
@@ -428,6 +451,7 @@ static gboolean virt_migrate(OrchVirt *virt, const char *domain, const char *des
     MigrationWatch w = {.params = params};
     GThread *progress = NULL;
     int id_completed;
+    int id_iteration = -1;
     int rc;
 
     if (!dom)
@@ -442,6 +466,8 @@ static gboolean virt_migrate(OrchVirt *virt, const char *domain, const char *des
         flags |= VIR_MIGRATE_AUTO_CONVERGE;
     if (params->postcopy)
         flags |= VIR_MIGRATE_POSTCOPY;
+    if (params->tls)
+        flags |= VIR_MIGRATE_TLS;
     if ((params->parallel &&
          virTypedParamsAddInt(&tp, &ntp, &maxtp, VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS,
                               (int)params->parallel) < 0) ||
@@ -463,8 +489,13 @@ static gboolean virt_migrate(OrchVirt *virt, const char *domain, const char *des
     id_completed = virConnectDomainEventRegisterAny(
         virt_conn(virt), dom, VIR_DOMAIN_EVENT_ID_JOB_COMPLETED,
         VIR_DOMAIN_EVENT_CALLBACK(virt_on_job_completed), &w, NULL);
+    if (params->postcopy && params->postcopy_after_precopy)
+        id_iteration = virConnectDomainEventRegisterAny(
+            virt_conn(virt), dom, VIR_DOMAIN_EVENT_ID_MIGRATION_ITERATION,
+            VIR_DOMAIN_EVENT_CALLBACK(virt_on_migration_iteration), &w, NULL);
     w.start = g_get_monotonic_time();
-    if (params->progress || params->timeout_ms || (params->postcopy && params->postcopy_after_ms))
+    if (params->progress || params->timeout_ms ||
+        (params->postcopy && (params->postcopy_after_ms || params->postcopy_after_precopy)))
         progress = g_thread_new("migration-watch", virt_migration_watch, &w);
 
     rc = virDomainMigrateToURI3(dom, dest_uri, tp, ntp, flags);
@@ -495,6 +526,8 @@ static gboolean virt_migrate(OrchVirt *virt, const char *domain, const char *des
         g_thread_join(progress);
     if (id_completed >= 0)
         virConnectDomainEventDeregisterAny(virt_conn(virt), id_completed);
+    if (id_iteration >= 0)
+        virConnectDomainEventDeregisterAny(virt_conn(virt), id_iteration);
     g_mutex_lock(&w.lock);
     if (rc == 0) {
         *ret_stats = w.stats;
