@@ -199,6 +199,7 @@ expect 1 "Cannot reach hotmigd at '$nosock'" status --socket "$nosock"
 expect 1 "Cannot reach hotmigd at '$nosock'" plan consolidate --socket "$nosock"
 printf '[hotmigd]\nsocket = %s\n' "$tmp/conf.sock" >"$tmp/sock.conf"
 expect 1 "Cannot reach hotmigd at '$tmp/conf.sock'" status --config "$tmp/sock.conf"
+HOTMIG_CONFIG=$tmp/sock.conf expect 1 "Cannot reach hotmigd at '$tmp/conf.sock'" status
 expect 4 "zero.conf:2: \\[migrate\\] plug-attempts" status --config "$tmp/zero.conf"
 expect 2 "not with --snapshot" plan consolidate --snapshot x.json --socket "$nosock"
 # Negative limits are refused, naming the value (-1 is not "unset").
