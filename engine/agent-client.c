@@ -510,6 +510,8 @@ OrchAgentInventory *orch_agent_inventory(OrchAgent *agent, guint timeout_ms, GEr
     g_autoptr(JsonObject) ret = orch_agent_execute(agent, "inventory", NULL, timeout_ms, error);
 
     return ret ? orch_agent_inventory_parse(ret, error) : NULL;
+}
+
 /* ---- the processes of an inventory reply (jobs, issue 18) -------------------------------- */
 
 static void agent_peer_free(OrchAgentPeer *peer)

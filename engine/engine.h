@@ -91,6 +91,8 @@ typedef struct {
     gboolean auto_converge; /* throttle vCPUs when the copy does not converge */
     gboolean postcopy;      /* allow the switch to post-copy (not with parallel) */
     guint postcopy_after_ms;  /* switch to post-copy after this much pre-copy, 0 = never */
+    gboolean postcopy_after_precopy; /* switch once the first pass of pre-copy is done (virsh) */
+    gboolean tls;             /* the migration data over TLS (VIR_MIGRATE_TLS) */
     guint migrate_timeout_ms; /* the memory copy's limit, 0 = none; then timeout_action */
     OrchTimeoutAction timeout_action;
     guint agent_timeout_ms;   /* handshake / ping */

@@ -986,6 +986,8 @@ static gboolean do_migrate(Migration *m, char **ret_detail, GError **error)
         .auto_converge = m->opts->auto_converge,
         .postcopy = m->opts->postcopy,
         .postcopy_after_ms = m->opts->postcopy_after_ms,
+        .postcopy_after_precopy = m->opts->postcopy_after_precopy,
+        .tls = m->opts->tls,
         .timeout_ms = m->opts->migrate_timeout_ms,
         .timeout_action = m->opts->timeout_action,
         .progress = migrate_progress,

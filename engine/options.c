@@ -88,6 +88,10 @@ char *orch_options_format_migration(const OrchOptions *opts)
         g_string_append(out, ", postcopy");
     if (opts->postcopy && opts->postcopy_after_ms)
         g_string_append_printf(out, ", postcopy-after %u s", opts->postcopy_after_ms / 1000);
+    if (opts->postcopy && opts->postcopy_after_precopy)
+        g_string_append(out, ", postcopy-after-precopy");
+    if (opts->tls)
+        g_string_append(out, ", tls");
     if (opts->migrate_timeout_ms)
         g_string_append_printf(out, ", timeout %u s then %s", opts->migrate_timeout_ms / 1000,
                                orch_timeout_action_to_string(opts->timeout_action));

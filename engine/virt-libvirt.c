@@ -283,6 +283,9 @@ static gboolean virt_device_attach(OrchVirt *virt, const char *domain, const cha
 
 /* ---- migration ---------------------------------------------------------------------------- */
 
+/* A refused switch to post-copy is tried again this often while the job runs. */
+#define VIRT_POSTCOPY_RETRY_MS 250
+
 typedef struct {
     GMutex lock;
     GCond cond;
@@ -293,6 +296,8 @@ typedef struct {
     const OrchMigrateParams *params;
     gint64 start;              /* monotonic time the job began */
     gboolean postcopy_started; /* virDomainMigrateStartPostCopy was called */
+    gboolean first_pass_done;  /* a MIGRATION_ITERATION event said pre-copy began its 2nd pass */
+    gint64 postcopy_retry;     /* after a refused switch: not before this monotonic time */
     gboolean timed_out;        /* the timeout action was taken */
     char event[128];           /* what was done, for OrchMigrateStats.event */
 } MigrationWatch;
@@ -316,6 +321,21 @@ static void virt_on_job_completed(virConnectPtr conn, virDomainPtr dom,
     g_mutex_unlock(&w->lock);
 }
 
+/* QEMU finished a pass over the guest's memory and starts @iteration (from 1): once the second
+ * begins, the first pass is done (virsh migrate --postcopy-after-precopy). */
+static void virt_on_migration_iteration(virConnectPtr conn, virDomainPtr dom, int iteration,
+                                        void *opaque)
+{
+    MigrationWatch *w = opaque;
+
+    g_mutex_lock(&w->lock);
+    if (iteration >= 2 && !w->first_pass_done) {
+        w->first_pass_done = TRUE;
+        g_cond_broadcast(&w->cond);
+    }
+    g_mutex_unlock(&w->lock);
+}
+
 /* Called with w->lock held, which it drops around the libvirt calls. Takes the actions that
  * are due: the switch to post-copy after postcopy_after_ms, the timeout action (virsh migrate
  * --timeout: suspend, or switch to post-copy, or our own abort). */
@@ -323,34 +343,46 @@ static void virt_migration_act(MigrationWatch *w, gint64 now)
 {
     const OrchMigrateParams *p = w->params;
     gint64 elapsed_ms = (now - w->start) / G_TIME_SPAN_MILLISECOND;
+    gboolean want_postcopy = FALSE; /* post-copy is due (or overdue: an earlier try refused) */
     gboolean start_postcopy = FALSE;
+    gboolean postcopy_refused = FALSE;
     gboolean timeout = FALSE;
     g_autofree char *when = NULL; /* what made the action due */
     g_autofree char *refused = NULL;
     const char *done;
 
-    if (p->postcopy && p->postcopy_after_ms && !w->postcopy_started &&
-        elapsed_ms >= p->postcopy_after_ms) {
-        start_postcopy = TRUE;
+    if (p->postcopy && p->postcopy_after_ms && elapsed_ms >= p->postcopy_after_ms) {
+        want_postcopy = TRUE;
         when = g_strdup_printf("after %u s of pre-copy", p->postcopy_after_ms / 1000);
+    } else if (p->postcopy && p->postcopy_after_precopy && w->first_pass_done) {
+        want_postcopy = TRUE;
+        when = g_strdup("after the first pass of pre-copy");
     }
     if (p->timeout_ms && !w->timed_out && elapsed_ms >= p->timeout_ms) {
         timeout = TRUE;
         w->timed_out = TRUE;
-        if (p->timeout_action == ORCH_TIMEOUT_POSTCOPY && !w->postcopy_started)
-            start_postcopy = TRUE;
+    }
+    if (w->timed_out && p->timeout_action == ORCH_TIMEOUT_POSTCOPY) {
+        want_postcopy = TRUE;
+        g_free(when);
+        when = g_strdup_printf("after the %u s timeout", p->timeout_ms / 1000);
+    } else if (timeout) {
         g_free(when);
         when = g_strdup_printf("after the %u s timeout", p->timeout_ms / 1000);
     }
+    start_postcopy = want_postcopy && !w->postcopy_started && now >= w->postcopy_retry;
     if (start_postcopy)
         w->postcopy_started = TRUE;
-    if (!start_postcopy && !timeout)
+    /* Nothing to do now (a timeout whose action is post-copy waits for its retry). */
+    if (!start_postcopy && !(timeout && p->timeout_action != ORCH_TIMEOUT_POSTCOPY))
         return;
 
     g_mutex_unlock(&w->lock);
     /* The report says what was done, or that libvirt refused it and why. */
-    if (start_postcopy && virDomainMigrateStartPostCopy(w->dom, 0) < 0)
+    if (start_postcopy && virDomainMigrateStartPostCopy(w->dom, 0) < 0) {
         refused = g_strdup_printf("post-copy refused %s: %s", when, virGetLastErrorMessage());
+        postcopy_refused = TRUE;
+    }
     if (timeout && p->timeout_action == ORCH_TIMEOUT_SUSPEND && virDomainSuspend(w->dom) < 0) {
         g_free(refused);
         refused = g_strdup_printf("suspend refused %s: %s", when, virGetLastErrorMessage());
@@ -360,7 +392,15 @@ static void virt_migration_act(MigrationWatch *w, gint64 now)
         refused = g_strdup_printf("abort refused %s: %s", when, virGetLastErrorMessage());
     }
     g_mutex_lock(&w->lock);
-    done = !timeout                                    ? "post-copy started"
+    /* The timers count from the migration call, and libvirt sets the job up (the destination's
+     * QEMU, the post-copy capability) within it: under load a switch can come first and QEMU
+     * refuses it ("Enable postcopy with migrate-set-capabilities first"). Try again shortly
+     * while the job runs; the report keeps the last refusal only if none succeeded. */
+    if (postcopy_refused) {
+        w->postcopy_started = FALSE;
+        w->postcopy_retry = now + VIRT_POSTCOPY_RETRY_MS * G_TIME_SPAN_MILLISECOND;
+    }
+    done = start_postcopy                              ? "post-copy started"
            : p->timeout_action == ORCH_TIMEOUT_SUSPEND ? "guest suspended"
            : p->timeout_action == ORCH_TIMEOUT_ABORT   ? "job aborted"
                                                        : "post-copy started";
@@ -378,8 +418,17 @@ static gint64 virt_migration_next_action(const MigrationWatch *w)
     const OrchMigrateParams *p = w->params;
     gint64 next = G_MAXINT64;
 
-    if (p->postcopy && p->postcopy_after_ms && !w->postcopy_started)
-        next = MIN(next, w->start + (gint64)p->postcopy_after_ms * G_TIME_SPAN_MILLISECOND);
+    if (p->postcopy && !w->postcopy_started) {
+        gint64 due = G_MAXINT64;
+
+        if (p->postcopy_after_ms)
+            due = w->start + (gint64)p->postcopy_after_ms * G_TIME_SPAN_MILLISECOND;
+        if ((p->postcopy_after_precopy && w->first_pass_done) ||
+            (w->timed_out && p->timeout_action == ORCH_TIMEOUT_POSTCOPY))
+            due = w->start;
+        if (due != G_MAXINT64)
+            next = MIN(next, MAX(due, w->postcopy_retry));
+    }
     if (p->timeout_ms && !w->timed_out)
         next = MIN(next, w->start + (gint64)p->timeout_ms * G_TIME_SPAN_MILLISECOND);
     return next;
@@ -428,6 +477,7 @@ static gboolean virt_migrate(OrchVirt *virt, const char *domain, const char *des
     MigrationWatch w = {.params = params};
     GThread *progress = NULL;
     int id_completed;
+    int id_iteration = -1;
     int rc;
 
     if (!dom)
@@ -442,6 +492,8 @@ static gboolean virt_migrate(OrchVirt *virt, const char *domain, const char *des
         flags |= VIR_MIGRATE_AUTO_CONVERGE;
     if (params->postcopy)
         flags |= VIR_MIGRATE_POSTCOPY;
+    if (params->tls)
+        flags |= VIR_MIGRATE_TLS;
     if ((params->parallel &&
          virTypedParamsAddInt(&tp, &ntp, &maxtp, VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS,
                               (int)params->parallel) < 0) ||
@@ -463,8 +515,13 @@ static gboolean virt_migrate(OrchVirt *virt, const char *domain, const char *des
     id_completed = virConnectDomainEventRegisterAny(
         virt_conn(virt), dom, VIR_DOMAIN_EVENT_ID_JOB_COMPLETED,
         VIR_DOMAIN_EVENT_CALLBACK(virt_on_job_completed), &w, NULL);
+    if (params->postcopy && params->postcopy_after_precopy)
+        id_iteration = virConnectDomainEventRegisterAny(
+            virt_conn(virt), dom, VIR_DOMAIN_EVENT_ID_MIGRATION_ITERATION,
+            VIR_DOMAIN_EVENT_CALLBACK(virt_on_migration_iteration), &w, NULL);
     w.start = g_get_monotonic_time();
-    if (params->progress || params->timeout_ms || (params->postcopy && params->postcopy_after_ms))
+    if (params->progress || params->timeout_ms ||
+        (params->postcopy && (params->postcopy_after_ms || params->postcopy_after_precopy)))
         progress = g_thread_new("migration-watch", virt_migration_watch, &w);
 
     rc = virDomainMigrateToURI3(dom, dest_uri, tp, ntp, flags);
@@ -495,6 +552,8 @@ static gboolean virt_migrate(OrchVirt *virt, const char *domain, const char *des
         g_thread_join(progress);
     if (id_completed >= 0)
         virConnectDomainEventDeregisterAny(virt_conn(virt), id_completed);
+    if (id_iteration >= 0)
+        virConnectDomainEventDeregisterAny(virt_conn(virt), id_iteration);
     g_mutex_lock(&w.lock);
     if (rc == 0) {
         *ret_stats = w.stats;

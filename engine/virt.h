@@ -34,6 +34,8 @@ typedef struct {
     gboolean auto_converge;  /* VIR_MIGRATE_AUTO_CONVERGE */
     gboolean postcopy;       /* VIR_MIGRATE_POSTCOPY: allows virDomainMigrateStartPostCopy */
     guint postcopy_after_ms; /* start post-copy this long after the job began, 0 = never */
+    gboolean postcopy_after_precopy; /* start post-copy once the first pre-copy pass is done */
+    gboolean tls;            /* VIR_MIGRATE_TLS: the migration data encrypted */
     guint timeout_ms;        /* then timeout_action (virsh migrate --timeout), 0 = no limit */
     OrchTimeoutAction timeout_action;
     /* Called from another thread about once a second while the job runs; may be NULL. */

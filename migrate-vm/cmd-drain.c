@@ -32,7 +32,7 @@ int cmd_drain_main(int argc, char **argv)
          "With --wait: stop waiting after SEC seconds (the drain goes on; default 86400)", "SEC"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print the answer (or report) as JSON", NULL},
         {"config", 0, 0, G_OPTION_ARG_FILENAME, &config,
-         "Configuration file (default " HM_CONFIG_PATH_DEFAULT "): its [hotmigd] socket", "FILE"},
+         "Configuration file (default $" HM_CONFIG_ENV ", else " HM_CONFIG_PATH_DEFAULT "): its [hotmigd] socket", "FILE"},
         {"socket", 0, 0, G_OPTION_ARG_FILENAME, &socket_opt,
          "hotmigd's local socket (default: [hotmigd] socket)", "PATH"},
         {NULL, 0, 0, 0, NULL, NULL, NULL}};

@@ -131,12 +131,12 @@ typedef struct {
     gboolean dry_run;
     gboolean live, p2p; /* accepted for virsh compatibility: always on */
     gboolean persistent, undefine_source, no_agent, force;
-    gboolean postcopy, auto_converge;
+    gboolean postcopy, auto_converge, postcopy_after_precopy, tls;
     /* --no-X: off, whatever the configuration's X says */
     gboolean no_persistent, no_undefine_source, no_postcopy, no_auto_converge;
     gboolean timeout_suspend, timeout_postcopy, timeout_abort;
     gint64 bandwidth;
-    gint parallel, postcopy_after, timeout;
+    gint parallel, parallel_connections, postcopy_after, timeout;
     gint agent_timeout, prepare_timeout, unplug_timeout, resume_timeout, plug_attempts;
     gboolean verbose, quiet, json, version, recover;
     char **args;
@@ -159,7 +159,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(Cli, cli_clear) /* clears what the pointer points 
 
 #define CLI_INIT                                                                                   \
     {                                                                                              \
-        .bandwidth = UNSET, .parallel = UNSET, .postcopy_after = UNSET, .timeout = UNSET,          \
+        .bandwidth = UNSET, .parallel = UNSET, .parallel_connections = UNSET,                     \
+        .postcopy_after = UNSET, .timeout = UNSET,                                                 \
         .agent_timeout = UNSET, .prepare_timeout = UNSET, .unplug_timeout = UNSET,                 \
         .resume_timeout = UNSET, .plug_attempts = UNSET,                                           \
     }
@@ -229,7 +230,8 @@ static gboolean check_combinations(const Cli *cli, const HmConfig *config, const
     g_autofree char *postcopy =
         origin(cli->postcopy, "--postcopy", config, HM_CONFIG_MIGRATE_POSTCOPY);
     g_autofree char *parallel =
-        origin(cli->parallel != UNSET, "--parallel", config, HM_CONFIG_MIGRATE_PARALLEL);
+        origin(cli->parallel != UNSET || cli->parallel_connections != UNSET, "--parallel",
+               config, HM_CONFIG_MIGRATE_PARALLEL);
     static const char *const migrate_schemes[] = {"tcp", "rdma", "unix", NULL};
     g_autofree char *scheme = opts->migrate_uri ? g_uri_parse_scheme(opts->migrate_uri) : NULL;
 
@@ -366,11 +368,23 @@ static gboolean options_take_numbers(const Cli *cli, OrchOptions *opts, GError *
                            G_MAXUINT32, cli->bandwidth);
     if (cli->bandwidth != UNSET)
         opts->bandwidth_mib = (guint64)cli->bandwidth;
+    /* --parallel-connections N is virsh's spelling of --parallel N. */
+    if (cli->parallel != UNSET && cli->parallel_connections != UNSET &&
+        cli->parallel != cli->parallel_connections)
+        return usage_error(error, "--parallel %d and --parallel-connections %d disagree",
+                           cli->parallel, cli->parallel_connections);
+    if (cli->parallel == UNSET && cli->parallel_connections != UNSET &&
+        (cli->parallel_connections < 1 || cli->parallel_connections > 255))
+        return usage_error(error,
+                           "--parallel-connections must be between 1 and 255 connections, not %d",
+                           cli->parallel_connections);
     if (cli->parallel != UNSET && (cli->parallel < 1 || cli->parallel > 255))
         return usage_error(error, "--parallel must be between 1 and 255 connections, not %d",
                            cli->parallel);
     if (cli->parallel != UNSET)
         opts->parallel = (guint)cli->parallel;
+    else if (cli->parallel_connections != UNSET)
+        opts->parallel = (guint)cli->parallel_connections;
     if (cli->plug_attempts != UNSET && (cli->plug_attempts < 1 || cli->plug_attempts > 100))
         return usage_error(error, "--plug-attempts must be between 1 and 100, not %d",
                            cli->plug_attempts);
@@ -431,6 +445,18 @@ static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOption
     /* --no-postcopy also drops the configuration's switch time: it only applies to post-copy. */
     if (cli->no_postcopy && cli->postcopy_after == UNSET)
         opts->postcopy_after_ms = 0;
+    opts->tls = cli->tls;
+    if (cli->postcopy_after_precopy) {
+        if (!opts->postcopy)
+            return usage_error(error, "--postcopy-after-precopy needs --postcopy (or postcopy = "
+                                      "true)%s",
+                               cli->no_postcopy ? ", which --no-postcopy turns off" : "");
+        if (cli->postcopy_after != UNSET)
+            return usage_error(error,
+                               "--postcopy-after-precopy and --postcopy-after exclude each other");
+        opts->postcopy_after_precopy = TRUE;
+        opts->postcopy_after_ms = 0; /* the first pass decides, not the configuration's time */
+    }
 
     if (actions > 1)
         return usage_error(
@@ -626,6 +652,11 @@ static GOptionEntry option_entries[] = {
      NULL},
     {"postcopy-after", 0, 0, G_OPTION_ARG_INT, &cli_given.postcopy_after,
      "Switch to post-copy after SEC seconds of pre-copy (needs --postcopy)", "SEC"},
+    {"postcopy-after-precopy", 0, 0, G_OPTION_ARG_NONE, &cli_given.postcopy_after_precopy,
+     "Switch to post-copy once the first pass of pre-copy is done (needs --postcopy)", NULL},
+    {"tls", 0, 0, G_OPTION_ARG_NONE, &cli_given.tls,
+     "Encrypt the migration data with TLS (qemu.conf migrate_tls_x509_cert_dir, default /etc/pki/qemu)",
+     NULL},
     {"connect", 'c', 0, G_OPTION_ARG_STRING, &cli_given.connect,
      "Source hypervisor connection URI (default: config 'connect', else libvirt's)", "URI"},
     {"migrateuri", 0, 0, G_OPTION_ARG_STRING, &cli_given.migrate_uri,
@@ -634,6 +665,8 @@ static GOptionEntry option_entries[] = {
      "Migration bandwidth limit in MiB/s (0: unlimited)", "MIB"},
     {"parallel", 0, 0, G_OPTION_ARG_INT, &cli_given.parallel,
      "Migrate over N parallel connections (QEMU multifd, 1-255)", "N"},
+    {"parallel-connections", 0, 0, G_OPTION_ARG_INT, &cli_given.parallel_connections,
+     "The same, as virsh spells it", "N"},
     {"timeout", 0, 0, G_OPTION_ARG_INT, &cli_given.timeout,
      "When the memory copy takes longer than SEC seconds, take the timeout action "
      "(default: suspend the guest, as virsh)",

@@ -25,12 +25,7 @@ char *local_socket(const char *config_path, const char *socket, GError **error)
 
     if (socket)
         return g_strdup(socket);
-    if (config_path)
-        config = hm_config_load(config_path, error);
-    else if (g_file_test(HM_CONFIG_PATH_DEFAULT, G_FILE_TEST_EXISTS))
-        config = hm_config_load(HM_CONFIG_PATH_DEFAULT, error);
-    else
-        config = hm_config_new();
+    config = hm_config_open(config_path, error); /* --config, $HOTMIG_CONFIG, the default */
     if (!config)
         return NULL;
     return g_strdup(hm_config_get_string(config, HM_CONFIG_HOTMIGD_SOCKET));

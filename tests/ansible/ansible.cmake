@@ -4,7 +4,7 @@ set_tests_properties(packaging PROPERTIES FIXTURES_SETUP debs)
 add_test(NAME ansible
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/ansible/run ${PROJECT_SOURCE_DIR}
           ${CMAKE_BINARY_DIR}/packaging-test/build ${CMAKE_BINARY_DIR}/ansible-test)
-set_tests_properties(ansible PROPERTIES LABELS ansible FIXTURES_REQUIRED debs TIMEOUT 600)
+set_tests_properties(ansible PROPERTIES LABELS ansible FIXTURES_REQUIRED debs TIMEOUT 1500)
 # The role's comments document every hotmig.conf key with migrate-vm's default (no ansible
 # needed: label unit).
 add_test(NAME ansible-defaults

@@ -24,6 +24,8 @@
 #             on A with its VF, B's definition untouched
 #   A -> B    --persistent with every plug on B failing (fault injection): exit 16, migrated
 #             back, A's domain still transient, no definition left on B
+#   A -> B    --connect A (a [host NAME]) --postcopy --postcopy-after-precopy --bandwidth 4: the
+#             switch after the first pass of pre-copy
 # Every report is --json: each run's migrate detail says what libvirt was asked.
 source "$(dirname "$0")/lib.sh"
 g=opt-g
@@ -249,4 +251,17 @@ require_where "$g" A
 has_vf "$g" "$A" || fail "$g did not get its VF back on A"
 persistent_on "$A" && fail "migrating back defined $g on A, where it was transient"
 virsh -c "$B" dominfo "$g" >/dev/null 2>&1 && fail "the undone --persistent migration left $g defined on B"
+# ---- A -> B: virsh's spellings: --postcopy-after-precopy, --parallel-connections, [host NAME]
+# The switch waits for the first pass over the memory (QEMU's iteration event), not a time;
+# the source is named by its [host NAME] group. --parallel-connections is refused with
+# post-copy as --parallel is.
+refused "--postcopy and --parallel exclude each other" --postcopy --parallel-connections 2
+start_events "$A"
+run 0 "$tmp/r7.json" --connect A --postcopy --postcopy-after-precopy --bandwidth 4 "$g" "$B"
+stop_events
+grep -q "event 'lifecycle' for domain '$g': Suspended Post-copy" "$tmp/events" ||
+    fail "--postcopy-after-precopy: libvirt did not switch to post-copy: $(cat "$tmp/events")"
+migrated_with "$tmp/r7.json" "post-copy started after the first pass of pre-copy; options: live, p2p, bandwidth 4 MiB/s, postcopy, postcopy-after-precopy"
+require_where "$g" B
+has_vf "$g" "$B" || fail "$g has no VF on B after --postcopy-after-precopy"
 log "ok: every option did what it says"

@@ -136,6 +136,16 @@ options_line "live, p2p" --config "$tmp/on.conf" --no-persistent --no-undefineso
     --no-auto-converge --no-postcopy
 options_line "live, p2p, migrateuri tcp://10.0.0.2:49152, bandwidth 10 MiB/s, parallel 2, timeout 30 s then abort" \
     --migrateuri tcp://10.0.0.2:49152 --bandwidth 10 --parallel 2 --timeout 30 --timeout-abort
+# virsh's spellings: --parallel-connections N, --postcopy-after-precopy, --tls.
+options_line "live, p2p, parallel 3, tls" --parallel-connections 3 --tls
+options_line "live, p2p, parallel 3" --parallel 3 --parallel-connections 3
+options_line "live, p2p, postcopy, postcopy-after-precopy" --postcopy --postcopy-after-precopy
+expect 2 "--parallel 2 and --parallel-connections 3 disagree" --parallel 2 --parallel-connections 3 vm7 "$bad"
+expect 2 "--parallel-connections must be between 1 and 255" --parallel-connections 0 vm7 "$bad"
+expect 2 "--postcopy-after-precopy needs --postcopy" --postcopy-after-precopy vm7 "$bad"
+expect 2 "--postcopy-after-precopy and --postcopy-after exclude each other" \
+    --postcopy --postcopy-after 5 --postcopy-after-precopy vm7 "$bad"
+expect 2 "--postcopy and --parallel exclude each other" --postcopy --parallel-connections 2 vm7 "$bad"
 expect 2 "postcopy = true \\($tmp/on.conf:5\\) and --parallel exclude each other" \
     --config "$tmp/on.conf" --parallel 2 vm7 "$bad"
 expect 2 "--postcopy-after needs --postcopy \\(or postcopy = true\\), which --no-postcopy turns off" \
@@ -162,6 +172,11 @@ printf '[host b]\nuri = test:///nonexistent-%s\nhotmigd = https://127.0.0.1:9\n'
 [[ $? -eq 8 ]] || fail "--dry-run exited $?, expected 8: $(cat "$tmp/dry.out")"
 grep -qE "^FAIL +source +Cannot connect to source host 'test:///nonexistent-$$'" "$tmp/dry.out" ||
     fail "--dry-run did not report the source: $(cat "$tmp/dry.out")"
+# The source too may be named by its [host NAME] group.
+printf '[host a]\nuri = test:///nonexistent-a%s\n' $$ >>"$tmp/hosts.conf"
+"$mv" --config "$tmp/hosts.conf" --dry-run --connect a vm7 b >"$tmp/dry-a.out" 2>&1
+grep -qE "^FAIL +source +Cannot connect to source host 'test:///nonexistent-a$$'" "$tmp/dry-a.out" ||
+    fail "--connect a did not take [host a]'s uri: $(cat "$tmp/dry-a.out")"
 grep -qE "^SKIP +hotmigd +the source host failed \(the destination's is https://127.0.0.1:9\)" "$tmp/dry.out" ||
     fail "--dry-run did not name the hotmigd of [host b]: $(cat "$tmp/dry.out")"
 # The source failed: every check of the destination is shown, skipped, none asked.
@@ -184,6 +199,7 @@ expect 1 "Cannot reach hotmigd at '$nosock'" status --socket "$nosock"
 expect 1 "Cannot reach hotmigd at '$nosock'" plan consolidate --socket "$nosock"
 printf '[hotmigd]\nsocket = %s\n' "$tmp/conf.sock" >"$tmp/sock.conf"
 expect 1 "Cannot reach hotmigd at '$tmp/conf.sock'" status --config "$tmp/sock.conf"
+HOTMIG_CONFIG=$tmp/sock.conf expect 1 "Cannot reach hotmigd at '$tmp/conf.sock'" status
 expect 4 "zero.conf:2: \\[migrate\\] plug-attempts" status --config "$tmp/zero.conf"
 expect 2 "not with --snapshot" plan consolidate --snapshot x.json --socket "$nosock"
 # Negative limits are refused, naming the value (-1 is not "unset").

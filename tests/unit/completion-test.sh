@@ -45,7 +45,7 @@ expect() {
     [ "$got" = "$want" ] || fail "'$*' completed to '$got', expected '$want'"
 }
 
-expect "--p2p --parallel --persistent --plug-attempts --postcopy --postcopy-after --prepare-timeout" \
+expect "--p2p --parallel --parallel-connections --persistent --plug-attempts --postcopy --postcopy-after --postcopy-after-precopy --prepare-timeout" \
     migrate-vm --p
 expect "--timeout --timeout-abort --timeout-postcopy --timeout-suspend" migrate-vm --time
 expect "--no-agent --no-auto-converge --no-persistent --no-postcopy --no-undefinesource" \
@@ -59,6 +59,10 @@ expect "web1" migrate-vm --connect=qemu+tcp://hostA/system --parallel 4 w
 expect "vm-default" migrate-vm --json vm
 expect "config drain plan run status vm-default" migrate-vm ""
 expect "check" migrate-vm config ch
+expect "--skip-files" migrate-vm config check --sk
+expect "--parallel-connections" migrate-vm --parallel-c
+expect "--postcopy-after-precopy" migrate-vm --postcopy-after-p
+expect "--tls" migrate-vm --tl
 expect "consolidate" migrate-vm plan con
 expect "--host-value" migrate-vm plan consolidate --host
 expect "--max-migrations --max-moves" migrate-vm plan consolidate --max-m
