@@ -1669,8 +1669,7 @@ static void daemon_scheduler_settings(Hotmigd *daemon, const HmConfig *config)
 static void daemon_migrate_options(Hotmigd *daemon, const HmConfig *c, OrchOptions *o)
 {
     orch_options_init(o);
-    orch_options_take_config(o, c);
-    o->state_dir = g_strdup(hm_config_get_string(c, HM_CONFIG_HOTMIGD_STATE_DIR));
+    orch_options_take_config(o, c); /* [hotmigd] state-dir included */
     o->vfd_open = daemon->opts.vfd_open;
     o->vfd_opaque = daemon->opts.vfd_opaque;
 }

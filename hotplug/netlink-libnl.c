@@ -189,7 +189,13 @@ static gboolean libnl_vf_get_guids(gpointer ctx, const char *pf_netdev, guint vf
     rtnl_link_put(link);
 
     msg = nlmsg_alloc_simple(RTM_GETLINK, 0);
-    cb = nl_cb_clone(nl_socket_get_cb(nl->sock));
+    {
+        /* nl_socket_get_cb() takes a reference: the clone is ours, the socket's is given back. */
+        struct nl_cb *sock_cb = nl_socket_get_cb(nl->sock);
+
+        cb = sock_cb ? nl_cb_clone(sock_cb) : NULL;
+        nl_cb_put(sock_cb);
+    }
     if (!msg || !cb) {
         err = -NLE_NOMEM;
     } else {

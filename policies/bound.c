@@ -380,8 +380,10 @@ guint pol_problem_migration_bound(const PolProblem *p, guint k)
     mb.scratch = g_new(guint, p->n_hosts + 1);
     mb.small = g_new(gint64, D + 1);
     mb.need = g_new(gint64, D + 1);
-    memcpy(mb.room, p->cap, sizeof(gint64) * p->n_hosts * D);
-    memcpy(mb.fixed, p->cap, sizeof(gint64) * p->n_hosts * D);
+    if (p->n_hosts) { /* no hosts: no capacities (p->cap may be NULL) */
+        memcpy(mb.room, p->cap, sizeof(gint64) * p->n_hosts * D);
+        memcpy(mb.fixed, p->cap, sizeof(gint64) * p->n_hosts * D);
+    }
     for (guint u = 0; u < p->n_units; u++)
         count[p->unit_host[u]]++;
     for (guint h = 0; h < p->n_hosts; h++)
