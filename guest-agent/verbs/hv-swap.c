@@ -540,7 +540,7 @@ static int hv_reconnect(HvSwapQp *s)
 int hv_resume(const char *device, void *opaque)
 {
     int64_t t0 = hv_ms();
-    int r = 0;
+    int r = 0, r_rebuild;
 
     (void)opaque;
     pthread_mutex_lock(&hv.lock);
@@ -564,12 +564,19 @@ int hv_resume(const char *device, void *opaque)
         if (r)
             hv_log("rebuilding on '%s' failed: %s", name, strerror(-r));
     }
+    r_rebuild = r;
     pthread_mutex_unlock(&hv.lock);
     hv_evt_kick();
-    for (size_t i = 0; i < hv_swap_n && !r; i++) {
-        r = hv_reconnect(&hv_swap_qps[i]);
-        if (r)
-            hv_log("QP %u: reconnecting failed: %s", hv_swap_qps[i].qp->pub.qp_num, strerror(-r));
+    /* every QP is brought back even when one fails (one bad connection must not leave the
+     * others, a UD QP say, in INIT); the first error is the one reported */
+    for (size_t i = 0; i < hv_swap_n && !r_rebuild; i++) {
+        int rq = hv_reconnect(&hv_swap_qps[i]);
+
+        if (rq) {
+            hv_log("QP %u: reconnecting failed: %s", hv_swap_qps[i].qp->pub.qp_num, strerror(-rq));
+            if (!r)
+                r = rq;
+        }
     }
     for (size_t i = 0; i < hv_swap_n; i++)
         hv_qp_unpause(hv_swap_qps[i].qp);
