@@ -20,6 +20,7 @@ typedef struct {
     HvQp *qp;
     int managed;      /* the peer's layer takes part */
     uint64_t peer_sent;
+    HvQp *local;      /* the peer is a QP of this process (loopback): reconnected here */
 } HvSwapQp;
 
 static int64_t hv_ms(void)
@@ -64,6 +65,46 @@ HvQp *hv_find_vqpn(uint32_t vqpn, HvContext **ret)
     }
     pthread_mutex_unlock(&hv.lock);
     return qp;
+}
+
+/* @qp's own address on its current device: the GID at its RTR sgid_index, the port's LID. */
+static int hv_own_addr(HvQp *qp, union ibv_gid *gid, uint16_t *lid)
+{
+    HvContext *ctx = qp->pd->ctx;
+    struct ibv_port_attr pa;
+    int r;
+
+    memset(gid, 0, sizeof(*gid));
+    memset(&pa, 0, sizeof(pa));
+    if (!ctx->phys)
+        return -ENODEV;
+    r = hv_real.r_ibv_query_gid(ctx->phys, qp->a_rtr.ah_attr.port_num,
+                                qp->a_rtr.ah_attr.grh.sgid_index, gid);
+    if (!r)
+        r = hv_real.r_ibv_query_port(ctx->phys, qp->a_rtr.ah_attr.port_num,
+                                     (struct _compat_ibv_port_attr *)&pa);
+    *lid = pa.lid;
+    return r ? -(r < 0 ? -r : r) : 0;
+}
+
+/* Marks @s local when its QP's peer is a QP of this process: no peer call for it, the swap
+ * reconnects both ends here (their old physical QPNs are gone with the device). */
+static int hv_swap_mark_local(HvSwapQp *s)
+{
+    HvQp *qp = s->qp, *peer;
+    union ibv_gid gid;
+    uint16_t lid = 0;
+
+    if (!qp->m_rtr || (qp->state != IBV_QPS_RTR && qp->state != IBV_QPS_RTS))
+        return 0;
+    peer = hv_find_vqpn(qp->peer_vqpn, NULL);
+    if (!peer || hv_own_addr(qp, &gid, &lid) < 0)
+        return 0;
+    if (!hv_peer_is_local(qp, peer, &gid, lid))
+        return 0;
+    s->local = peer;
+    hv_debug("QP %u: its peer QP %u is in this process", qp->pub.qp_num, qp->peer_vqpn);
+    return 1;
 }
 
 static int hv_qp_connected(const HvQp *qp)
@@ -296,7 +337,7 @@ int hv_quiesce(void *opaque)
         char req[128], line[HV_PROTO_LINE_MAX + 2];
         int n;
 
-        if (!hv_qp_connected(qp))
+        if (hv_swap_mark_local(s) || !hv_qp_connected(qp))
             continue;
         if (!hv_peer_known(&qp->a_rtr.ah_attr.grh.dgid)) {
             hv_log("QP %u: its peer's GID is not in HOTMIG_VERBS_PEERS: the connection will not "
@@ -473,6 +514,39 @@ static int hv_reconnect(HvSwapQp *s)
 
     if (!qp->m_rtr)
         return 0;
+    if (s->local) {
+        HvQp *peer = s->local;
+        HvContext *pctx = peer->pd->ctx;
+        union ibv_gid gid;
+        uint16_t lid = 0;
+
+        if (!qp->phys || !peer->phys)
+            return -ENODEV;
+        r = hv_own_addr(peer, &gid, &lid);
+        if (r)
+            return r;
+        /* both ends replay their own PSNs: they matched before the swap, they match now */
+        hv_local_rtr(qp, peer->phys->qp_num, &gid, lid, &a);
+        r = hv_modify(qp, &a, qp->m_rtr);
+        if (!r && qp->m_rts)
+            r = hv_modify(qp, &qp->a_rts, qp->m_rts);
+        if (r)
+            return -r;
+        pthread_mutex_lock(&qp->lock);
+        qp->peer_pqpn = peer->phys->qp_num;
+        qp->a_rtr.ah_attr = a.ah_attr;
+        qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
+        hv_map_clear(&qp->peer_rkeys);
+        pthread_mutex_lock(&pctx->lock);
+        for (HvMr *mr = pctx->mrs; mr; mr = mr->next)
+            if (mr->phys && mr->pub.rkey != mr->phys->rkey)
+                hv_map_put(&qp->peer_rkeys, mr->pub.rkey, mr->phys->rkey);
+        pthread_mutex_unlock(&pctx->lock);
+        pthread_mutex_unlock(&qp->lock);
+        hv_debug("QP %u reconnected to its local peer QP %u (physical %u)", qp->pub.qp_num,
+                 peer->pub.qp_num, peer->phys->qp_num);
+        return 0;
+    }
     if (!s->managed) {
         a = qp->a_rtr;
         a.dest_qp_num = qp->peer_pqpn;

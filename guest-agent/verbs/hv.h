@@ -178,6 +178,15 @@ struct HvContext {
     HvContext *next;
 };
 
+/* Loopback connections (hv-util.c): @qp's peer is @peer, a QP of this process, when they name
+ * each other and @qp's destination is its own address (@own_gid, or @own_lid without GRH):
+ * UCX connects RC QPs to themselves and to each other. */
+int hv_peer_is_local(const HvQp *qp, const HvQp *peer, const union ibv_gid *own_gid,
+                     uint16_t own_lid);
+/* @qp's recorded RTR attributes aimed at its local peer's new QPN and address. */
+void hv_local_rtr(const HvQp *qp, uint32_t peer_pqpn, const union ibv_gid *gid, uint16_t lid,
+                  struct ibv_qp_attr *a);
+
 /* ---- layer state (hv-layer.c) ------------------------------------------------------------- */
 typedef struct {
     pthread_mutex_t lock; /* contexts list, device list, swaps */
