@@ -307,6 +307,8 @@ static HvSwapQp *hv_swap_list(size_t *n)
     return v;
 }
 
+static void hv_ud_announce(void);
+
 static HvSwapQp *hv_swap_qps;
 static size_t hv_swap_n;
 static int64_t hv_paused_at; /* the mover's sends queued from then on (its blackout) */
@@ -660,10 +662,135 @@ int hv_resume(const char *device, void *opaque)
     hv.swapping = 0;
     pthread_mutex_unlock(&hv.lock);
     hv_swap_ended();
+    if (!r_rebuild)
+        hv_ud_announce();
     hv_log("resumed on %s in %lld ms (%zu QPs)%s; sends were paused for %lld ms",
            device ? device : "the same device", (long long)(hv_ms() - t0), hv_swap_n,
            r ? ": with errors" : "", (long long)(hv_ms() - hv_paused_at));
     return r;
+}
+
+/* ---- UD peers ------------------------------------------------------------------------------ */
+
+static HvUdTable hv_ud_tab;
+static pthread_mutex_t hv_ud_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int hv_ud_known; /* peers in hv_ud_tab: receives skip the lock while 0 */
+
+uint32_t hv_ud_send_qpn(const struct ibv_ah_attr *ah, uint32_t remote_qpn)
+{
+    uint32_t p = remote_qpn;
+
+    if (!ah->is_global)
+        return remote_qpn;
+    pthread_mutex_lock(&hv_ud_lock);
+    hv_ud_target_note(&hv_ud_tab, ah->grh.dgid.raw, remote_qpn, ah->port_num, ah->grh.sgid_index);
+    if (!hv_ud_out(&hv_ud_tab, ah->grh.dgid.raw, remote_qpn, &p))
+        p = remote_qpn;
+    pthread_mutex_unlock(&hv_ud_lock);
+    return p;
+}
+
+uint32_t hv_ud_recv_qpn(uint32_t src_qp)
+{
+    uint32_t v = src_qp;
+
+    if (!atomic_load(&hv_ud_known))
+        return src_qp;
+    pthread_mutex_lock(&hv_ud_lock);
+    if (!hv_ud_in(&hv_ud_tab, src_qp, &v))
+        v = src_qp;
+    pthread_mutex_unlock(&hv_ud_lock);
+    return v;
+}
+
+/* After a move: tells every UD peer this process sent to (and that HOTMIG_VERBS_PEERS names)
+ * its UD QPs' new physical QPNs. Best effort: UD is unreliable, a peer not told keeps sending
+ * to the old number (logged). */
+static void hv_ud_announce(void)
+{
+    HvMsg *m = calloc(1, sizeof(*m)), rep;
+    char *req = malloc(HV_PROTO_LINE_MAX + 2), line[256];
+    HvUdTarget tg[HV_UD_TARGETS_MAX];
+    HvContext *qctx = NULL;
+    size_t ntg, told = 0;
+
+    if (!m || !req)
+        goto out;
+    pthread_mutex_lock(&hv_ud_lock);
+    ntg = hv_ud_tab.ntargets;
+    memcpy(tg, hv_ud_tab.targets, ntg * sizeof(tg[0]));
+    pthread_mutex_unlock(&hv_ud_lock);
+    if (!ntg)
+        goto out;
+    m->type = HV_MSG_UDMAP;
+    pthread_mutex_lock(&hv.lock);
+    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
+        for (HvQp *qp = ctx->qps; qp && m->nkeys < HV_PROTO_UDQPS_MAX; qp = qp->next)
+            if (qp->init.qp_type == IBV_QPT_UD && qp->phys) {
+                m->keys[m->nkeys++] = (HvKeyPair){qp->pub.qp_num, qp->phys->qp_num};
+                if (!qctx)
+                    qctx = ctx;
+            }
+    pthread_mutex_unlock(&hv.lock);
+    if (!m->nkeys || !qctx || !qctx->phys)
+        goto out;
+    for (size_t i = 0; i < ntg; i++) {
+        union ibv_gid own;
+        int n, r;
+
+        if (!hv_peer_known((const union ibv_gid *)tg[i].gid))
+            continue;
+        if (hv_real.r_ibv_query_gid(qctx->phys, tg[i].port, tg[i].sgid_index, &own)) {
+            hv_log("UD: no GID %u on port %u: UD peers are not told the new QPNs", tg[i].sgid_index,
+                   tg[i].port);
+            continue;
+        }
+        memcpy(m->gid, own.raw, 16);
+        m->target = tg[i].qpn;
+        n = hv_proto_format(m, req, HV_PROTO_LINE_MAX + 2);
+        r = n < 0 ? n : hv_peer_call((const union ibv_gid *)tg[i].gid, tg[i].qpn, req, line,
+                                     sizeof(line));
+        if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 || rep.type != HV_MSG_UDMAPPED))
+            r = -EPROTO;
+        if (r)
+            hv_log("UD: telling the owner of QP %u our new UD QPNs failed: %s", tg[i].qpn,
+                   strerror(-r));
+        else
+            told++;
+    }
+    hv_debug("UD: told %zu of %zu UD peers the new QPNs of %u UD QPs", told, ntg, m->nkeys);
+out:
+    free(m);
+    free(req);
+}
+
+static int hv_on_udmap(const HvMsg *m, HvMsg *rep)
+{
+    HvQp *qp = hv_find_vqpn(m->target, NULL);
+    uint32_t v[HV_PROTO_UDQPS_MAX], p[HV_PROTO_UDQPS_MAX];
+    int r;
+
+    if (!qp || qp->init.qp_type != IBV_QPT_UD || m->nkeys > HV_PROTO_UDQPS_MAX) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "QP %u is not a UD QP", m->target);
+        return -ENOENT;
+    }
+    for (uint32_t i = 0; i < m->nkeys; i++) {
+        v[i] = m->keys[i].v;
+        p[i] = m->keys[i].p;
+    }
+    pthread_mutex_lock(&hv_ud_lock);
+    r = hv_ud_learn(&hv_ud_tab, m->gid, v, p, m->nkeys);
+    atomic_store(&hv_ud_known, (int)hv_ud_tab.npeers);
+    pthread_mutex_unlock(&hv_ud_lock);
+    if (r) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "cannot keep the UD QPNs: %s", strerror(-r));
+        return r;
+    }
+    rep->type = HV_MSG_UDMAPPED;
+    hv_debug("UD: a peer's %u UD QPs moved (QP %u now %u...)", m->nkeys, v[0], p[0]);
+    return 0;
 }
 
 /* ---- the peer's side ---------------------------------------------------------------------- */
@@ -775,6 +902,8 @@ int hv_peer_handle(const HvMsg *m, HvMsg *rep)
         return hv_on_suspend(m, rep);
     case HV_MSG_RECONNECT:
         return hv_on_reconnect(m, rep);
+    case HV_MSG_UDMAP:
+        return hv_on_udmap(m, rep);
     default:
         rep->type = HV_MSG_ERROR;
         snprintf(rep->text, sizeof(rep->text), "unexpected message");
