@@ -1926,6 +1926,9 @@ HV_EXPORT int ibv_destroy_ah(struct ibv_ah *ibah)
 
     if (!ctx)
         return hv_real.r_ibv_destroy_ah(ibah);
+    if (ah->stale)
+        hv_real.r_ibv_destroy_ah(ah->stale);
+    ah->stale = NULL;
     HV_DESTROY(ctx, ctx->ahs, ah, hv_real.r_ibv_destroy_ah, r);
     if (!r)
         free(ah);

@@ -252,7 +252,9 @@ static void hv_destroy_phys(HvContext *ctx)
     for (HvAh *ah = ctx->ahs; ah; ah = ah->next) {
         if (ah->phys)
             hv_real.r_ibv_destroy_ah(ah->phys);
-        ah->phys = NULL;
+        if (ah->stale)
+            hv_real.r_ibv_destroy_ah(ah->stale);
+        ah->phys = ah->stale = NULL;
     }
     for (HvMr *mr = ctx->mrs; mr; mr = mr->next) {
         if (mr->phys)
@@ -768,7 +770,7 @@ static int hv_on_udmap(const HvMsg *m, HvMsg *rep)
 {
     HvQp *qp = hv_find_vqpn(m->target, NULL);
     uint32_t v[HV_PROTO_UDQPS_MAX], p[HV_PROTO_UDQPS_MAX];
-    int r;
+    int r, refreshed = 0;
 
     if (!qp || qp->init.qp_type != IBV_QPT_UD || m->nkeys > HV_PROTO_UDQPS_MAX) {
         rep->type = HV_MSG_ERROR;
@@ -788,8 +790,31 @@ static int hv_on_udmap(const HvMsg *m, HvMsg *rep)
         snprintf(rep->text, sizeof(rep->text), "cannot keep the UD QPNs: %s", strerror(-r));
         return r;
     }
+    /* the AHs to the mover: created with its old link-layer address (RoCE: the MAC of the
+     * VF it left); a new AH resolves the new one */
+    pthread_mutex_lock(&hv.lock);
+    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
+        for (HvAh *ah = ctx->ahs; ah; ah = ah->next) {
+            struct ibv_ah *n;
+
+            if (!ah->phys || !ah->attr.is_global || memcmp(ah->attr.grh.dgid.raw, m->gid, 16))
+                continue;
+            n = hv_real.r_ibv_create_ah(ah->pd->phys, &ah->attr);
+            if (!n) {
+                hv_log("UD: cannot re-create the address handle to a moved peer: %s",
+                       strerror(errno));
+                continue;
+            }
+            if (ah->stale)
+                hv_real.r_ibv_destroy_ah(ah->stale);
+            ah->stale = ah->phys;
+            ah->phys = n;
+            refreshed++;
+        }
+    pthread_mutex_unlock(&hv.lock);
     rep->type = HV_MSG_UDMAPPED;
-    hv_debug("UD: a peer's %u UD QPs moved (QP %u now %u...)", m->nkeys, v[0], p[0]);
+    hv_debug("UD: a peer's %u UD QPs moved (QP %u now %u...), %d address handles re-created",
+             m->nkeys, v[0], p[0], refreshed);
     return 0;
 }
 

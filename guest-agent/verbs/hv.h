@@ -119,6 +119,7 @@ typedef struct HvAh {
     struct ibv_ah *phys;
     HvPd *pd;
     struct ibv_ah_attr attr;
+    struct ibv_ah *stale; /* replaced when its peer moved (UDMAP); a post may still read it */
     struct HvAh *next;
 } HvAh;
 
