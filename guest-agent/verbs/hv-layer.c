@@ -316,8 +316,11 @@ int hv_qp_post_send_phys(HvQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **
         default:
             break;
         }
-        if (ud && w->wr.ud.ah)
+        if (ud && w->wr.ud.ah) {
             t->wr.ud.ah = ((HvAh *)w->wr.ud.ah)->phys;
+            /* the peer may have moved: its QP has a new number (UDMAP) */
+            t->wr.ud.remote_qpn = hv_ud_send_qpn(&((HvAh *)w->wr.ud.ah)->attr, w->wr.ud.remote_qpn);
+        }
     }
     r = ibv_post_send(qp->phys, hv_swr, &pbad);
     if (r) {
@@ -551,6 +554,9 @@ static int hv_wc_fix(HvCq *cq, int n, struct ibv_wc *wc)
                 }
             }
             w->qp_num = qp->pub.qp_num;
+            if (qp->init.qp_type == IBV_QPT_UD && w->status == IBV_WC_SUCCESS &&
+                (w->opcode & IBV_WC_RECV))
+                w->src_qp = hv_ud_recv_qpn(w->src_qp); /* a moved peer's virtual number */
             pthread_mutex_unlock(&qp->lock);
         }
         if (keep) {
@@ -1923,6 +1929,9 @@ HV_EXPORT int ibv_destroy_ah(struct ibv_ah *ibah)
 
     if (!ctx)
         return hv_real.r_ibv_destroy_ah(ibah);
+    if (ah->stale)
+        hv_real.r_ibv_destroy_ah(ah->stale);
+    ah->stale = NULL;
     HV_DESTROY(ctx, ctx->ahs, ah, hv_real.r_ibv_destroy_ah, r);
     if (!r)
         free(ah);

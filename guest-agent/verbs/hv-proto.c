@@ -104,11 +104,46 @@ static int hv_text(HvTok *t, char *out)
     return 0;
 }
 
+/* A GID: 32 lower-case hex digits. */
+static int hv_gid(HvTok *t, uint8_t gid[16])
+{
+    const char *s;
+    size_t n;
+
+    if (hv_tok(t, &s, &n) != 1 || n != 32)
+        return -1;
+    for (size_t i = 0; i < 16; i++) {
+        int hi = hv_hexval(s[2 * i]), lo = hv_hexval(s[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        gid[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return 0;
+}
+
+/* @n tokens "<hex>:<hex>", each value at most @max. */
+static int hv_pairs(HvTok *t, HvKeyPair *out, uint32_t n, uint32_t max)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        const char *s, *colon;
+        size_t len;
+
+        if (hv_tok(t, &s, &len) != 1)
+            return -1;
+        colon = memchr(s, ':', len);
+        if (!colon || hv_hex32(s, (size_t)(colon - s), &out[i].v) < 0 ||
+            hv_hex32(colon + 1, len - (size_t)(colon - s) - 1, &out[i].p) < 0 ||
+            out[i].v > max || out[i].p > max)
+            return -1;
+    }
+    return 0;
+}
+
 int hv_proto_parse(const char *line, size_t len, HvMsg *m)
 {
     HvTok t = {line, line + len};
-    const char *verb, *s;
-    size_t vn, n;
+    const char *verb;
+    size_t vn;
     uint64_t v;
 
     memset(m, 0, offsetof(HvMsg, keys));
@@ -143,30 +178,24 @@ int hv_proto_parse(const char *line, size_t len, HvMsg *m)
             hv_u32f(&t, HV_U24, &m->sender_pqpn) < 0 || hv_u32f(&t, HV_U24, &m->sender_psn) < 0 ||
             hv_u32f(&t, HV_U24, &m->target_psn) < 0)
             return -EINVAL;
-        if (hv_tok(&t, &s, &n) != 1 || n != 32)
-            return -EINVAL;
-        for (size_t i = 0; i < 16; i++) {
-            int hi = hv_hexval(s[2 * i]), lo = hv_hexval(s[2 * i + 1]);
-            if (hi < 0 || lo < 0)
-                return -EINVAL;
-            m->gid[i] = (uint8_t)(hi << 4 | lo);
-        }
-        if (hv_dec(&t, 0xffff, &v) < 0)
+        if (hv_gid(&t, m->gid) < 0 || hv_dec(&t, 0xffff, &v) < 0)
             return -EINVAL;
         m->lid = (uint16_t)v;
         if (hv_dec(&t, HV_PROTO_KEYS_MAX, &v) < 0)
             return -EINVAL;
         m->nkeys = (uint32_t)v;
-        for (uint32_t i = 0; i < m->nkeys; i++) {
-            const char *colon;
-
-            if (hv_tok(&t, &s, &n) != 1)
-                return -EINVAL;
-            colon = memchr(s, ':', n);
-            if (!colon || hv_hex32(s, (size_t)(colon - s), &m->keys[i].v) < 0 ||
-                hv_hex32(colon + 1, n - (size_t)(colon - s) - 1, &m->keys[i].p) < 0)
-                return -EINVAL;
-        }
+        if (hv_pairs(&t, m->keys, m->nkeys, UINT32_MAX) < 0)
+            return -EINVAL;
+    } else if (IS("UDMAP")) {
+        m->type = HV_MSG_UDMAP;
+        if (hv_u32f(&t, HV_U24, &m->target) < 0 || hv_gid(&t, m->gid) < 0 ||
+            hv_dec(&t, HV_PROTO_UDQPS_MAX, &v) < 0 || v == 0)
+            return -EINVAL;
+        m->nkeys = (uint32_t)v;
+        if (hv_pairs(&t, m->keys, m->nkeys, HV_U24) < 0)
+            return -EINVAL;
+    } else if (IS("UDMAPPED")) {
+        m->type = HV_MSG_UDMAPPED;
     } else if (IS("RECONNECTED")) {
         m->type = HV_MSG_RECONNECTED;
         if (hv_u32f(&t, HV_U24, &m->target) < 0)
@@ -190,6 +219,35 @@ static int hv_text_ok(const char *s)
         if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
             return 0;
     return 1;
+}
+
+/* "<gid>[ <lid>] <nkeys> <v>:<p>...\n" after the @off bytes already in @buf. */
+static int hv_format_tail(const HvMsg *m, char *buf, size_t size, size_t off, int with_lid)
+{
+    int n;
+
+    for (int i = 0; i < 16; i++) {
+        if (off + 3 > size)
+            return -ENOSPC;
+        snprintf(buf + off, 3, "%02x", m->gid[i]);
+        off += 2;
+    }
+    n = with_lid ? snprintf(buf + off, size - off, " %u %u", m->lid, m->nkeys)
+                 : snprintf(buf + off, size - off, " %u", m->nkeys);
+    if (n < 0 || off + (size_t)n >= size)
+        return -ENOSPC;
+    off += (size_t)n;
+    for (uint32_t i = 0; i < m->nkeys; i++) {
+        n = snprintf(buf + off, size - off, " %x:%x", m->keys[i].v, m->keys[i].p);
+        if (n < 0 || off + (size_t)n >= size)
+            return -ENOSPC;
+        off += (size_t)n;
+    }
+    if (off + 2 > size)
+        return -ENOSPC;
+    buf[off++] = '\n';
+    buf[off] = '\0';
+    return off > HV_PROTO_LINE_MAX + 1 ? -ENOSPC : (int)off;
 }
 
 int hv_proto_format(const HvMsg *m, char *buf, size_t size)
@@ -220,6 +278,20 @@ int hv_proto_format(const HvMsg *m, char *buf, size_t size)
     case HV_MSG_RECONNECTED:
         n = snprintf(buf, size, "RECONNECTED %u\n", m->target);
         break;
+    case HV_MSG_UDMAPPED:
+        n = snprintf(buf, size, "UDMAPPED\n");
+        break;
+    case HV_MSG_UDMAP:
+        if (m->nkeys == 0 || m->nkeys > HV_PROTO_UDQPS_MAX || m->target > HV_U24)
+            return -EINVAL;
+        for (uint32_t i = 0; i < m->nkeys; i++)
+            if (m->keys[i].v > HV_U24 || m->keys[i].p > HV_U24)
+                return -EINVAL;
+        n = snprintf(buf, size, "UDMAP %u ", m->target);
+        if (n < 0 || (size_t)n >= size)
+            return -ENOSPC;
+        off = (size_t)n;
+        return hv_format_tail(m, buf, size, off, 0);
     case HV_MSG_RECONNECT:
         if (m->nkeys > HV_PROTO_KEYS_MAX)
             return -EINVAL;
@@ -228,27 +300,7 @@ int hv_proto_format(const HvMsg *m, char *buf, size_t size)
         if (n < 0 || (size_t)n >= size)
             return -ENOSPC;
         off = (size_t)n;
-        for (int i = 0; i < 16; i++) {
-            if (off + 3 > size)
-                return -ENOSPC;
-            snprintf(buf + off, 3, "%02x", m->gid[i]);
-            off += 2;
-        }
-        n = snprintf(buf + off, size - off, " %u %u", m->lid, m->nkeys);
-        if (n < 0 || off + (size_t)n >= size)
-            return -ENOSPC;
-        off += (size_t)n;
-        for (uint32_t i = 0; i < m->nkeys; i++) {
-            n = snprintf(buf + off, size - off, " %x:%x", m->keys[i].v, m->keys[i].p);
-            if (n < 0 || off + (size_t)n >= size)
-                return -ENOSPC;
-            off += (size_t)n;
-        }
-        if (off + 2 > size)
-            return -ENOSPC;
-        buf[off++] = '\n';
-        buf[off] = '\0';
-        return off > HV_PROTO_LINE_MAX + 1 ? -ENOSPC : (int)off;
+        return hv_format_tail(m, buf, size, off, 1);
     }
     if (n < 0 || (size_t)n >= size)
         return -ENOSPC;

@@ -10,6 +10,7 @@
 #define HV_PROTO_LINE_MAX 16384 /* bytes, newline excluded */
 #define HV_PROTO_KEYS_MAX 512   /* key pairs in one RECONNECT */
 #define HV_PROTO_TEXT_MAX 200   /* ERROR / NOROUTE text */
+#define HV_PROTO_UDQPS_MAX 64   /* QPN pairs in one UDMAP */
 
 typedef enum {
     HV_MSG_ROUTE = 1,   /* ROUTE <vqpn>                       client -> agent */
@@ -21,6 +22,8 @@ typedef enum {
                          *           <gid> <lid> <nkeys> [<vkey>:<pkey>]... */
     HV_MSG_RECONNECTED, /* RECONNECTED <target_pqpn> */
     HV_MSG_ERROR,       /* ERROR <text> */
+    HV_MSG_UDMAP,       /* UDMAP <target> <gid> <n> [<vqpn>:<pqpn>]...  (pairs in keys[]) */
+    HV_MSG_UDMAPPED,    /* UDMAPPED */
 } HvMsgType;
 
 typedef struct {

@@ -20,6 +20,7 @@ typedef struct {
     HvQp *qp;
     int managed;      /* the peer's layer takes part */
     uint64_t peer_sent;
+    HvQp *local;      /* the peer is a QP of this process (loopback): reconnected here */
 } HvSwapQp;
 
 static int64_t hv_ms(void)
@@ -64,6 +65,46 @@ HvQp *hv_find_vqpn(uint32_t vqpn, HvContext **ret)
     }
     pthread_mutex_unlock(&hv.lock);
     return qp;
+}
+
+/* @qp's own address on its current device: the GID at its RTR sgid_index, the port's LID. */
+static int hv_own_addr(HvQp *qp, union ibv_gid *gid, uint16_t *lid)
+{
+    HvContext *ctx = qp->pd->ctx;
+    struct ibv_port_attr pa;
+    int r;
+
+    memset(gid, 0, sizeof(*gid));
+    memset(&pa, 0, sizeof(pa));
+    if (!ctx->phys)
+        return -ENODEV;
+    r = hv_real.r_ibv_query_gid(ctx->phys, qp->a_rtr.ah_attr.port_num,
+                                qp->a_rtr.ah_attr.grh.sgid_index, gid);
+    if (!r)
+        r = hv_real.r_ibv_query_port(ctx->phys, qp->a_rtr.ah_attr.port_num,
+                                     (struct _compat_ibv_port_attr *)&pa);
+    *lid = pa.lid;
+    return r ? -(r < 0 ? -r : r) : 0;
+}
+
+/* Marks @s local when its QP's peer is a QP of this process: no peer call for it, the swap
+ * reconnects both ends here (their old physical QPNs are gone with the device). */
+static int hv_swap_mark_local(HvSwapQp *s)
+{
+    HvQp *qp = s->qp, *peer;
+    union ibv_gid gid;
+    uint16_t lid = 0;
+
+    if (!qp->m_rtr || (qp->state != IBV_QPS_RTR && qp->state != IBV_QPS_RTS))
+        return 0;
+    peer = hv_find_vqpn(qp->peer_vqpn, NULL);
+    if (!peer || hv_own_addr(qp, &gid, &lid) < 0)
+        return 0;
+    if (!hv_peer_is_local(qp, peer, &gid, lid))
+        return 0;
+    s->local = peer;
+    hv_debug("QP %u: its peer QP %u is in this process", qp->pub.qp_num, qp->peer_vqpn);
+    return 1;
 }
 
 static int hv_qp_connected(const HvQp *qp)
@@ -211,7 +252,9 @@ static void hv_destroy_phys(HvContext *ctx)
     for (HvAh *ah = ctx->ahs; ah; ah = ah->next) {
         if (ah->phys)
             hv_real.r_ibv_destroy_ah(ah->phys);
-        ah->phys = NULL;
+        if (ah->stale)
+            hv_real.r_ibv_destroy_ah(ah->stale);
+        ah->phys = ah->stale = NULL;
     }
     for (HvMr *mr = ctx->mrs; mr; mr = mr->next) {
         if (mr->phys)
@@ -266,6 +309,8 @@ static HvSwapQp *hv_swap_list(size_t *n)
     return v;
 }
 
+static void hv_ud_announce(void);
+
 static HvSwapQp *hv_swap_qps;
 static size_t hv_swap_n;
 static int64_t hv_paused_at; /* the mover's sends queued from then on (its blackout) */
@@ -296,7 +341,7 @@ int hv_quiesce(void *opaque)
         char req[128], line[HV_PROTO_LINE_MAX + 2];
         int n;
 
-        if (!hv_qp_connected(qp))
+        if (hv_swap_mark_local(s) || !hv_qp_connected(qp))
             continue;
         if (!hv_peer_known(&qp->a_rtr.ah_attr.grh.dgid)) {
             hv_log("QP %u: its peer's GID is not in HOTMIG_VERBS_PEERS: the connection will not "
@@ -473,6 +518,39 @@ static int hv_reconnect(HvSwapQp *s)
 
     if (!qp->m_rtr)
         return 0;
+    if (s->local) {
+        HvQp *peer = s->local;
+        HvContext *pctx = peer->pd->ctx;
+        union ibv_gid gid;
+        uint16_t lid = 0;
+
+        if (!qp->phys || !peer->phys)
+            return -ENODEV;
+        r = hv_own_addr(peer, &gid, &lid);
+        if (r)
+            return r;
+        /* both ends replay their own PSNs: they matched before the swap, they match now */
+        hv_local_rtr(qp, peer->phys->qp_num, &gid, lid, &a);
+        r = hv_modify(qp, &a, qp->m_rtr);
+        if (!r && qp->m_rts)
+            r = hv_modify(qp, &qp->a_rts, qp->m_rts);
+        if (r)
+            return -r;
+        pthread_mutex_lock(&qp->lock);
+        qp->peer_pqpn = peer->phys->qp_num;
+        qp->a_rtr.ah_attr = a.ah_attr;
+        qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
+        hv_map_clear(&qp->peer_rkeys);
+        pthread_mutex_lock(&pctx->lock);
+        for (HvMr *mr = pctx->mrs; mr; mr = mr->next)
+            if (mr->phys && mr->pub.rkey != mr->phys->rkey)
+                hv_map_put(&qp->peer_rkeys, mr->pub.rkey, mr->phys->rkey);
+        pthread_mutex_unlock(&pctx->lock);
+        pthread_mutex_unlock(&qp->lock);
+        hv_debug("QP %u reconnected to its local peer QP %u (physical %u)", qp->pub.qp_num,
+                 peer->pub.qp_num, peer->phys->qp_num);
+        return 0;
+    }
     if (!s->managed) {
         a = qp->a_rtr;
         a.dest_qp_num = qp->peer_pqpn;
@@ -540,7 +618,7 @@ static int hv_reconnect(HvSwapQp *s)
 int hv_resume(const char *device, void *opaque)
 {
     int64_t t0 = hv_ms();
-    int r = 0;
+    int r = 0, r_rebuild;
 
     (void)opaque;
     pthread_mutex_lock(&hv.lock);
@@ -564,12 +642,19 @@ int hv_resume(const char *device, void *opaque)
         if (r)
             hv_log("rebuilding on '%s' failed: %s", name, strerror(-r));
     }
+    r_rebuild = r;
     pthread_mutex_unlock(&hv.lock);
     hv_evt_kick();
-    for (size_t i = 0; i < hv_swap_n && !r; i++) {
-        r = hv_reconnect(&hv_swap_qps[i]);
-        if (r)
-            hv_log("QP %u: reconnecting failed: %s", hv_swap_qps[i].qp->pub.qp_num, strerror(-r));
+    /* every QP is brought back even when one fails (one bad connection must not leave the
+     * others, a UD QP say, in INIT); the first error is the one reported */
+    for (size_t i = 0; i < hv_swap_n && !r_rebuild; i++) {
+        int rq = hv_reconnect(&hv_swap_qps[i]);
+
+        if (rq) {
+            hv_log("QP %u: reconnecting failed: %s", hv_swap_qps[i].qp->pub.qp_num, strerror(-rq));
+            if (!r)
+                r = rq;
+        }
     }
     for (size_t i = 0; i < hv_swap_n; i++)
         hv_qp_unpause(hv_swap_qps[i].qp);
@@ -579,10 +664,158 @@ int hv_resume(const char *device, void *opaque)
     hv.swapping = 0;
     pthread_mutex_unlock(&hv.lock);
     hv_swap_ended();
+    if (!r_rebuild)
+        hv_ud_announce();
     hv_log("resumed on %s in %lld ms (%zu QPs)%s; sends were paused for %lld ms",
            device ? device : "the same device", (long long)(hv_ms() - t0), hv_swap_n,
            r ? ": with errors" : "", (long long)(hv_ms() - hv_paused_at));
     return r;
+}
+
+/* ---- UD peers ------------------------------------------------------------------------------ */
+
+static HvUdTable hv_ud_tab;
+static pthread_mutex_t hv_ud_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int hv_ud_known; /* peers in hv_ud_tab: receives skip the lock while 0 */
+
+uint32_t hv_ud_send_qpn(const struct ibv_ah_attr *ah, uint32_t remote_qpn)
+{
+    uint32_t p = remote_qpn;
+
+    if (!ah->is_global)
+        return remote_qpn;
+    pthread_mutex_lock(&hv_ud_lock);
+    hv_ud_target_note(&hv_ud_tab, ah->grh.dgid.raw, remote_qpn, ah->port_num, ah->grh.sgid_index);
+    if (!hv_ud_out(&hv_ud_tab, ah->grh.dgid.raw, remote_qpn, &p))
+        p = remote_qpn;
+    pthread_mutex_unlock(&hv_ud_lock);
+    return p;
+}
+
+uint32_t hv_ud_recv_qpn(uint32_t src_qp)
+{
+    uint32_t v = src_qp;
+
+    if (!atomic_load(&hv_ud_known))
+        return src_qp;
+    pthread_mutex_lock(&hv_ud_lock);
+    if (!hv_ud_in(&hv_ud_tab, src_qp, &v))
+        v = src_qp;
+    pthread_mutex_unlock(&hv_ud_lock);
+    return v;
+}
+
+/* After a move: tells every UD peer this process sent to (and that HOTMIG_VERBS_PEERS names)
+ * its UD QPs' new physical QPNs. Best effort: UD is unreliable, a peer not told keeps sending
+ * to the old number (logged). */
+static void hv_ud_announce(void)
+{
+    HvMsg *m = calloc(1, sizeof(*m)), rep;
+    char *req = malloc(HV_PROTO_LINE_MAX + 2), line[256];
+    HvUdTarget tg[HV_UD_TARGETS_MAX];
+    HvContext *qctx = NULL;
+    size_t ntg, told = 0;
+
+    if (!m || !req)
+        goto out;
+    pthread_mutex_lock(&hv_ud_lock);
+    ntg = hv_ud_tab.ntargets;
+    memcpy(tg, hv_ud_tab.targets, ntg * sizeof(tg[0]));
+    pthread_mutex_unlock(&hv_ud_lock);
+    if (!ntg)
+        goto out;
+    m->type = HV_MSG_UDMAP;
+    pthread_mutex_lock(&hv.lock);
+    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
+        for (HvQp *qp = ctx->qps; qp && m->nkeys < HV_PROTO_UDQPS_MAX; qp = qp->next)
+            if (qp->init.qp_type == IBV_QPT_UD && qp->phys) {
+                m->keys[m->nkeys++] = (HvKeyPair){qp->pub.qp_num, qp->phys->qp_num};
+                if (!qctx)
+                    qctx = ctx;
+            }
+    pthread_mutex_unlock(&hv.lock);
+    if (!m->nkeys || !qctx || !qctx->phys)
+        goto out;
+    for (size_t i = 0; i < ntg; i++) {
+        union ibv_gid own;
+        int n, r;
+
+        if (!hv_peer_known((const union ibv_gid *)tg[i].gid))
+            continue;
+        if (hv_real.r_ibv_query_gid(qctx->phys, tg[i].port, tg[i].sgid_index, &own)) {
+            hv_log("UD: no GID %u on port %u: UD peers are not told the new QPNs", tg[i].sgid_index,
+                   tg[i].port);
+            continue;
+        }
+        memcpy(m->gid, own.raw, 16);
+        m->target = tg[i].qpn;
+        n = hv_proto_format(m, req, HV_PROTO_LINE_MAX + 2);
+        r = n < 0 ? n : hv_peer_call((const union ibv_gid *)tg[i].gid, tg[i].qpn, req, line,
+                                     sizeof(line));
+        if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 || rep.type != HV_MSG_UDMAPPED))
+            r = -EPROTO;
+        if (r)
+            hv_log("UD: telling the owner of QP %u our new UD QPNs failed: %s", tg[i].qpn,
+                   strerror(-r));
+        else
+            told++;
+    }
+    hv_debug("UD: told %zu of %zu UD peers the new QPNs of %u UD QPs", told, ntg, m->nkeys);
+out:
+    free(m);
+    free(req);
+}
+
+static int hv_on_udmap(const HvMsg *m, HvMsg *rep)
+{
+    HvQp *qp = hv_find_vqpn(m->target, NULL);
+    uint32_t v[HV_PROTO_UDQPS_MAX], p[HV_PROTO_UDQPS_MAX];
+    int r, refreshed = 0;
+
+    if (!qp || qp->init.qp_type != IBV_QPT_UD || m->nkeys > HV_PROTO_UDQPS_MAX) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "QP %u is not a UD QP", m->target);
+        return -ENOENT;
+    }
+    for (uint32_t i = 0; i < m->nkeys; i++) {
+        v[i] = m->keys[i].v;
+        p[i] = m->keys[i].p;
+    }
+    pthread_mutex_lock(&hv_ud_lock);
+    r = hv_ud_learn(&hv_ud_tab, m->gid, v, p, m->nkeys);
+    atomic_store(&hv_ud_known, (int)hv_ud_tab.npeers);
+    pthread_mutex_unlock(&hv_ud_lock);
+    if (r) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "cannot keep the UD QPNs: %s", strerror(-r));
+        return r;
+    }
+    /* the AHs to the mover: created with its old link-layer address (RoCE: the MAC of the
+     * VF it left); a new AH resolves the new one */
+    pthread_mutex_lock(&hv.lock);
+    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
+        for (HvAh *ah = ctx->ahs; ah; ah = ah->next) {
+            struct ibv_ah *n;
+
+            if (!ah->phys || !ah->attr.is_global || memcmp(ah->attr.grh.dgid.raw, m->gid, 16))
+                continue;
+            n = hv_real.r_ibv_create_ah(ah->pd->phys, &ah->attr);
+            if (!n) {
+                hv_log("UD: cannot re-create the address handle to a moved peer: %s",
+                       strerror(errno));
+                continue;
+            }
+            if (ah->stale)
+                hv_real.r_ibv_destroy_ah(ah->stale);
+            ah->stale = ah->phys;
+            ah->phys = n;
+            refreshed++;
+        }
+    pthread_mutex_unlock(&hv.lock);
+    rep->type = HV_MSG_UDMAPPED;
+    hv_debug("UD: a peer's %u UD QPs moved (QP %u now %u...), %d address handles re-created",
+             m->nkeys, v[0], p[0], refreshed);
+    return 0;
 }
 
 /* ---- the peer's side ---------------------------------------------------------------------- */
@@ -694,6 +927,8 @@ int hv_peer_handle(const HvMsg *m, HvMsg *rep)
         return hv_on_suspend(m, rep);
     case HV_MSG_RECONNECT:
         return hv_on_reconnect(m, rep);
+    case HV_MSG_UDMAP:
+        return hv_on_udmap(m, rep);
     default:
         rep->type = HV_MSG_ERROR;
         snprintf(rep->text, sizeof(rep->text), "unexpected message");

@@ -126,6 +126,7 @@ typedef struct HvAh {
     struct ibv_ah *phys;
     HvPd *pd;
     struct ibv_ah_attr attr;
+    struct ibv_ah *stale; /* replaced when its peer moved (UDMAP); a post may still read it */
     struct HvAh *next;
 } HvAh;
 
@@ -184,6 +185,53 @@ struct HvContext {
     size_t aev_head, aev_n, aev_cap;
     HvContext *next;
 };
+
+/* Loopback connections (hv-util.c): @qp's peer is @peer, a QP of this process, when they name
+ * each other and @qp's destination is its own address (@own_gid, or @own_lid without GRH):
+ * UCX connects RC QPs to themselves and to each other. */
+int hv_peer_is_local(const HvQp *qp, const HvQp *peer, const union ibv_gid *own_gid,
+                     uint16_t own_lid);
+/* @qp's recorded RTR attributes aimed at its local peer's new QPN and address. */
+void hv_local_rtr(const HvQp *qp, uint32_t peer_pqpn, const union ibv_gid *gid, uint16_t lid,
+                  struct ibv_qp_attr *a);
+
+/* UD peers that moved (hv-util.c, pure; the layer's instance and lock are in hv-swap.c). A
+ * peer's UDMAP gives, for its GID, its UD QPs' virtual -> new physical QPNs: the program's
+ * wr.ud.remote_qpn to that GID is translated on every post, wc.src_qp back on receives. The
+ * targets are the (GID, remote QPN) pairs this process posted UD sends to: after its own move
+ * it sends them its UDMAP. */
+#define HV_UD_PEERS_MAX 64
+#define HV_UD_TARGETS_MAX 64
+typedef struct {
+    uint8_t gid[16];
+    HvMap v2p, p2v;
+} HvUdPeer;
+typedef struct {
+    uint8_t gid[16];
+    uint32_t qpn;
+    uint8_t port, sgid_index;
+} HvUdTarget;
+typedef struct {
+    HvUdPeer peers[HV_UD_PEERS_MAX];
+    size_t npeers;
+    HvUdTarget targets[HV_UD_TARGETS_MAX];
+    size_t ntargets;
+} HvUdTable;
+/* Replaces @gid's translation by the @n pairs (v = virtual, p = physical). 0 or -ENOSPC. */
+int hv_ud_learn(HvUdTable *t, const uint8_t gid[16], const uint32_t *v, const uint32_t *p,
+                uint32_t n);
+/* @vqpn at @gid -> the physical QPN to post to; returns 1 when translated. */
+int hv_ud_out(const HvUdTable *t, const uint8_t gid[16], uint32_t vqpn, uint32_t *pqpn);
+/* A received src_qp -> the sender's virtual QPN, when exactly one peer has that physical QPN. */
+int hv_ud_in(const HvUdTable *t, uint32_t pqpn, uint32_t *vqpn);
+/* Notes a UD send target; returns 1 when new (the table keeps the first HV_UD_TARGETS_MAX). */
+int hv_ud_target_note(HvUdTable *t, const uint8_t gid[16], uint32_t qpn, uint8_t port,
+                      uint8_t sgid_index);
+void hv_ud_clear(HvUdTable *t);
+
+/* the layer's side (hv-swap.c): translate a UD post's remote QPN; a UD receive's src_qp */
+uint32_t hv_ud_send_qpn(const struct ibv_ah_attr *ah, uint32_t remote_qpn);
+uint32_t hv_ud_recv_qpn(uint32_t src_qp);
 
 /* ---- layer state (hv-layer.c) ------------------------------------------------------------- */
 typedef struct {

@@ -7,3 +7,11 @@ hm_add_test(verbs-map-test unit
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-map-test.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-util.c
   LIBS PkgConfig::IBVERBS Threads::Threads)
 target_include_directories(verbs-map-test PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs)
+hm_add_test(verbs-loopback-test unit
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-loopback-test.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-util.c
+  LIBS PkgConfig::IBVERBS Threads::Threads)
+target_include_directories(verbs-loopback-test PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs)
+hm_add_test(verbs-udmap-test unit
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-udmap-test.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-util.c
+  LIBS hotmig-verbs-proto PkgConfig::IBVERBS Threads::Threads)
+target_include_directories(verbs-udmap-test PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs)

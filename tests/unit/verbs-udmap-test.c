@@ -1,0 +1,154 @@
+/* libhotmig-verbs: UD peers that moved. The UDMAP message (guest-agent/verbs/hv-proto.c) and
+ * the per-peer-GID translation it feeds (hv-util.c): wr.ud.remote_qpn out, wc.src_qp back. */
+#include "hv.h"
+#include "hv-proto.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#define GID_A "00000000000000000000ffffc6336402"
+
+static int parse(const char *line, HvMsg *m)
+{
+    return hv_proto_parse(line, strlen(line), m);
+}
+
+static void test_udmap_round_trip(void **state)
+{
+    HvMsg *m = calloc(1, sizeof(*m)), *back = calloc(1, sizeof(*back));
+    char buf[256];
+    int n;
+
+    (void)state;
+    m->type = HV_MSG_UDMAP;
+    m->target = 19;
+    m->gid[10] = m->gid[11] = 0xff;
+    m->gid[12] = 0xc6;
+    m->gid[13] = 0x33;
+    m->gid[14] = 0x64;
+    m->gid[15] = 2;
+    m->nkeys = 2;
+    m->keys[0] = (HvKeyPair){25, 19};
+    m->keys[1] = (HvKeyPair){0xffffff, 0x11};
+    n = hv_proto_format(m, buf, sizeof(buf));
+    assert_true(n > 0);
+    assert_string_equal(buf, "UDMAP 19 " GID_A " 2 19:13 ffffff:11\n");
+    assert_int_equal(hv_proto_parse(buf, (size_t)n - 1, back), 0);
+    assert_int_equal(back->type, HV_MSG_UDMAP);
+    assert_int_equal(back->target, 19);
+    assert_memory_equal(back->gid, m->gid, 16);
+    assert_int_equal(back->nkeys, 2);
+    assert_int_equal(back->keys[1].v, 0xffffff);
+    assert_int_equal(back->keys[1].p, 0x11);
+    assert_int_equal(parse("UDMAPPED", back), 0);
+    assert_int_equal(back->type, HV_MSG_UDMAPPED);
+    free(m);
+    free(back);
+}
+
+static void test_udmap_refuses_bad_lines(void **state)
+{
+    HvMsg *m = calloc(1, sizeof(*m));
+    char *big = malloc(2048);
+    size_t off;
+
+    (void)state;
+    assert_int_equal(parse("UDMAP 19 " GID_A " 0", m), -EINVAL);         /* no pairs */
+    assert_int_equal(parse("UDMAP 19 " GID_A " 1 1000000:1", m), -EINVAL); /* > 24 bits */
+    assert_int_equal(parse("UDMAP 19 " GID_A " 1 1:1000000", m), -EINVAL);
+    assert_int_equal(parse("UDMAP 19 " GID_A " 2 1:2", m), -EINVAL);     /* fewer than said */
+    assert_int_equal(parse("UDMAP 19 " GID_A " 1 1:2 3:4", m), -EINVAL); /* extra */
+    assert_int_equal(parse("UDMAP 19 " GID_A " 1 1:2 ", m), -EINVAL);    /* trailing space */
+    assert_int_equal(parse("UDMAP 16777216 " GID_A " 1 1:2", m), -EINVAL);
+    assert_int_equal(parse("UDMAP 19 00ff 1 1:2", m), -EINVAL);          /* short GID */
+    assert_int_equal(parse("UDMAP 19 " GID_A " 1 1:G", m), -EINVAL);
+    assert_int_equal(parse("UDMAPPED 1", m), -EINVAL);
+    /* more pairs than HV_PROTO_UDQPS_MAX */
+    off = (size_t)snprintf(big, 2048, "UDMAP 19 " GID_A " %d", HV_PROTO_UDQPS_MAX + 1);
+    for (int i = 0; i <= HV_PROTO_UDQPS_MAX; i++)
+        off += (size_t)snprintf(big + off, 2048 - off, " %x:%x", i + 1, i + 2);
+    assert_int_equal(hv_proto_parse(big, off, m), -EINVAL);
+    /* and the formatter refuses what the parser would */
+    memset(m, 0, sizeof(*m));
+    m->type = HV_MSG_UDMAP;
+    m->target = 19;
+    m->nkeys = 0;
+    assert_int_equal(hv_proto_format(m, big, 2048), -EINVAL);
+    m->nkeys = 1;
+    m->keys[0] = (HvKeyPair){0x1000000, 1};
+    assert_int_equal(hv_proto_format(m, big, 2048), -EINVAL);
+    free(big);
+    free(m);
+}
+
+static void test_ud_table_translates_per_gid(void **state)
+{
+    HvUdTable *t = calloc(1, sizeof(*t));
+    uint8_t a[16] = {[15] = 1}, b[16] = {[15] = 2};
+    uint32_t v[] = {25, 26}, p[] = {19, 20}, q = 0;
+
+    (void)state;
+    assert_false(hv_ud_out(t, a, 25, &q)); /* nobody moved yet */
+    assert_int_equal(hv_ud_learn(t, a, v, p, 2), 0);
+    assert_true(hv_ud_out(t, a, 25, &q));
+    assert_int_equal(q, 19);
+    assert_false(hv_ud_out(t, b, 25, &q)); /* the same number at another GID is another QP */
+    assert_true(hv_ud_in(t, 20, &q));
+    assert_int_equal(q, 26);
+    /* a second move replaces the first translation */
+    p[0] = 30;
+    assert_int_equal(hv_ud_learn(t, a, v, p, 1), 0);
+    assert_true(hv_ud_out(t, a, 25, &q));
+    assert_int_equal(q, 30);
+    assert_false(hv_ud_out(t, a, 26, &q));
+    assert_false(hv_ud_in(t, 19, &q));
+    /* two peers with the same physical number: a receive's sender is unknown */
+    v[0] = 40;
+    assert_int_equal(hv_ud_learn(t, b, v, p, 1), 0);
+    assert_false(hv_ud_in(t, 30, &q));
+    hv_ud_clear(t);
+    free(t);
+}
+
+static void test_ud_table_bounds(void **state)
+{
+    HvUdTable *t = calloc(1, sizeof(*t));
+    uint8_t g[16] = {0};
+    uint32_t v = 1, p = 2;
+
+    (void)state;
+    for (int i = 0; i < HV_UD_PEERS_MAX; i++) {
+        g[0] = (uint8_t)i;
+        assert_int_equal(hv_ud_learn(t, g, &v, &p, 1), 0);
+    }
+    g[0] = 0xff;
+    assert_int_equal(hv_ud_learn(t, g, &v, &p, 1), -ENOSPC);
+    assert_int_equal(t->npeers, HV_UD_PEERS_MAX);
+    assert_int_equal(hv_ud_target_note(t, g, 7, 1, 1), 1);
+    assert_int_equal(hv_ud_target_note(t, g, 7, 1, 1), 0); /* once */
+    for (uint32_t i = 0; i < 2 * HV_UD_TARGETS_MAX; i++)
+        hv_ud_target_note(t, g, 100 + i, 1, 1);
+    assert_int_equal(t->ntargets, HV_UD_TARGETS_MAX);
+    hv_ud_clear(t);
+    assert_int_equal(t->npeers, 0);
+    free(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_udmap_round_trip),
+        cmocka_unit_test(test_udmap_refuses_bad_lines),
+        cmocka_unit_test(test_ud_table_translates_per_gid),
+        cmocka_unit_test(test_ud_table_bounds),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
