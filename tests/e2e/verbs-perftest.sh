@@ -21,7 +21,7 @@ env_s="LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_DEBUG=1 HOTMIG_VERBS_PEERS=$(v
 env_c="LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_DEBUG=1 HOTMIG_VERBS_PEERS=$(vpeers "$s")"
 
 n=0
-for step in "ib_write_bw -D 40 $A $B" "ib_read_lat -n ${READ_ITERS:-8000} $B $A"; do
+for step in "ib_write_bw -D 40 $A $B" "ib_read_lat -n ${READ_ITERS:-60000} $B $A"; do
     read -r tool o1 o2 from to <<<"$step"
     n=$((n + 1))
     tag=VPT$n
