@@ -155,7 +155,7 @@ static void query_unref(DomainsQuery *q)
 static GHashTable *query_libvirt(const char *libvirt_uri, GError **error)
 {
     g_autoptr(GError) local = NULL;
-    g_autoptr(OrchVirt) virt = orch_virt_libvirt_open(libvirt_uri, "local", NULL, &local);
+    g_autoptr(OrchVirt) virt = orch_connector_open_virt(NULL, libvirt_uri, "local", &local);
     g_autoptr(GPtrArray) xmls = NULL;
     g_autoptr(GHashTable) out = NULL;
     const char *uri = libvirt_uri ? libvirt_uri : "(default URI)";
