@@ -179,14 +179,15 @@ static void server_reply(SoupServerMessage *msg, guint status, const char *json)
     soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_COPY, json, strlen(json));
 }
 
-/* A refusal before the API saw the request: {"error": MESSAGE}, logged. */
-static void server_reply_error(SoupServerMessage *msg, guint status, const char *message)
+/* A refusal before the request was read: {"error": MESSAGE}, logged with who sent it (@peer),
+ * the connection closed. */
+static void server_refuse(SoupServerMessage *msg, guint status, const char *message,
+                          const char *peer)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     g_autoptr(JsonGenerator) gen = json_generator_new();
     g_autoptr(JsonNode) root = NULL;
     g_autofree char *json = NULL;
-    g_autofree char *peer = server_peer(msg);
 
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "error");
@@ -200,6 +201,14 @@ static void server_reply_error(SoupServerMessage *msg, guint status, const char 
                                 "close");
     g_message("%s %.200s from %s: %u %s", soup_server_message_get_method(msg),
               g_uri_get_path(soup_server_message_get_uri(msg)), peer, status, message);
+}
+
+/* A refusal before the API saw the request: {"error": MESSAGE}, logged. */
+static void server_reply_error(SoupServerMessage *msg, guint status, const char *message)
+{
+    g_autofree char *peer = server_peer(msg);
+
+    server_refuse(msg, status, message, peer);
 }
 
 /* GIO asks the server about every client certificate, valid or not, and accepts only what a
@@ -548,24 +557,9 @@ static void alert_reply(SoupServerMessage *msg, OrchVfdReply *reply)
 /* A refusal before the body is read: {"error": MESSAGE}, logged, the connection closed. */
 static void alert_refuse(SoupServerMessage *msg, guint status, const char *message)
 {
-    g_autoptr(JsonBuilder) b = json_builder_new();
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    g_autoptr(JsonNode) root = NULL;
-    g_autofree char *json = NULL;
     const char *host = soup_server_message_get_remote_host(msg);
 
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "error");
-    json_builder_add_string_value(b, message);
-    json_builder_end_object(b);
-    root = json_builder_get_root(b);
-    json_generator_set_root(gen, root);
-    json = json_generator_to_data(gen, NULL);
-    server_reply(msg, status, json);
-    soup_message_headers_append(soup_server_message_get_response_headers(msg), "Connection",
-                                "close");
-    g_message("%s %.200s from %s: %u %s", soup_server_message_get_method(msg),
-              g_uri_get_path(soup_server_message_get_uri(msg)), host ? host : "?", status, message);
+    server_refuse(msg, status, message, host ? host : "?");
 }
 
 /* After the headers: the path and method, the bearer token, then the body's size: nothing
