@@ -547,8 +547,11 @@ typedef struct LeaseKeeper {
     GMutex lock;
     GCond cond;
     gboolean stop;
-    OrchVfd *vfd;
-    GPtrArray *vfs; /* lease VF ids (owned) */
+    const OrchOptions *opts;
+    const char *url;  /* the destination's hotmigd (borrowed from opts) */
+    OrchVfd *vfd;     /* the keeper's own client, made and used by its thread */
+    char *open_error; /* the client could not be made: no renewals */
+    GPtrArray *vfs;   /* lease VF ids (owned) */
     GPtrArray *ids; /* lease ids (owned) */
     guint ttl_s;
     guint renewals;
@@ -559,7 +562,16 @@ static gpointer keeper_thread(gpointer data)
 {
     LeaseKeeper *k = data;
     gint64 interval = MAX((gint64)k->ttl_s * G_TIME_SPAN_SECOND / 3, 500 * G_TIME_SPAN_MILLISECOND);
+    g_autoptr(GError) open_error = NULL;
 
+    /* Its client is made here, off the migration's path (certificates read, TLS set up). */
+    k->vfd = orch_options_open_vfd(k->opts, k->url, &open_error);
+    if (!k->vfd) {
+        g_mutex_lock(&k->lock);
+        k->open_error = g_strdup(open_error->message);
+        g_mutex_unlock(&k->lock);
+        return NULL;
+    }
     g_mutex_lock(&k->lock);
     while (!k->stop) {
         gint64 until = g_get_monotonic_time() + interval;
@@ -593,19 +605,14 @@ static gpointer keeper_thread(gpointer data)
  * lease expires. */
 static void keeper_start(Migration *m)
 {
-    g_autoptr(GError) local = NULL;
     LeaseKeeper *k;
     OrchVfdLease *first = m->leases && m->leases->len ? g_ptr_array_index(m->leases, 0) : NULL;
 
     if (!first || first->expires <= first->created)
         return;
     k = g_new0(LeaseKeeper, 1);
-    k->vfd = orch_options_open_vfd(m->opts, m->opts->hotmigd_url, &local);
-    if (!k->vfd) {
-        progress(m, ORCH_PHASE_TARGET_VF, "the leases will not be renewed: %s", local->message);
-        g_free(k);
-        return;
-    }
+    k->opts = m->opts;
+    k->url = m->opts->hotmigd_url;
     g_mutex_init(&k->lock);
     g_cond_init(&k->cond);
     k->ttl_s = (guint)MIN(first->expires - first->created, G_MAXUINT);
@@ -633,12 +640,15 @@ static void keeper_stop(Migration *m)
     g_cond_signal(&k->cond);
     g_mutex_unlock(&k->lock);
     g_thread_join(k->thread);
+    if (k->open_error)
+        progress(m, ORCH_PHASE_PLUG, "the leases were not renewed: %s", k->open_error);
     if (k->renewals)
         g_debug("The destination's leases were renewed %u time(s)", k->renewals);
     orch_vfd_free(k->vfd);
     g_ptr_array_unref(k->vfs);
     g_ptr_array_unref(k->ids);
     g_free(k->lost);
+    g_free(k->open_error);
     g_mutex_clear(&k->lock);
     g_cond_clear(&k->cond);
     g_free(k);
