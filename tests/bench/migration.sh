@@ -5,7 +5,7 @@
 #   HM_BUILD=build ROUNDS=3 bash tests/bench/migration.sh
 #
 # A benchmark: it measures and prints, it asserts nothing about the figures. Parts, in this
-# order (BENCH_PARTS, default "ratio fallback evacuation"; each boots its guests and destroys
+# order (BENCH_PARTS, default "baselines ratio fallback evacuation"; each boots its guests and destroys
 # them before the next, so that at most four TCG guests share the cores):
 #
 # ratio       Two guests of the same size (BENCH_MEMORY MiB, default 256) on A: 'bench-vf' holds
@@ -26,6 +26,13 @@
 #             the workload's blackout (its cycle's blackout_ms: the longest gap between echoes,
 #             on RDMA or TCP, from the quiesce to RDMA again) minus the downtime libvirt
 #             reported for that migration (the report's migrate detail "downtime N ms").
+#             BENCH_FALLBACK_RTO_MIN=20ms: that TCP retransmission bound on the guests' control
+#             route (ip route ... rto_min) for the frames lost in the downtime.
+# baselines   One guest 'bench-vf' (VF stand-in, RDMA ping-pong client; server 'bench-srv' on B)
+#             moved six times a round, interleaved: bare 'virsh migrate' with the VF detached
+#             beforehand, the manual sequence (detach, wait for the guest, virsh migrate,
+#             attach) and migrate-vm, each once per direction. Medians with min/max, the
+#             limit (bare + unplug + port-up) and hotmig's share (migrate-vm minus it).
 # evacuation  EVAC_GUESTS (4) guests of EVAC_MEMORY MiB (default 192: four 256 MiB TCG guests
 #             with traffic do not fit two cores) on A, each with the VF stand-in and the agent;
 #             with EVAC_WORKLOAD=1 (default) they run ping-pong pairs among themselves (guest
@@ -42,6 +49,7 @@ memory=${BENCH_MEMORY:-256}
 evac_n=${EVAC_GUESTS:-4}
 evac_memory=${EVAC_MEMORY:-192}
 evac_workload=${EVAC_WORKLOAD:-1}
+rto_min=${BENCH_FALLBACK_RTO_MIN:-}
 tmp=$(mktemp -d /tmp/hm-bench.XXXXXX)
 stampers=()
 trap 'for p in "${stampers[@]}"; do kill -- -"$p" 2>/dev/null; done; cleanup; [[ -n ${BENCH_KEEP:-} ]] || rm -rf "$tmp"' EXIT
@@ -232,6 +240,16 @@ part_fallback() {
         "--role client --peer 198.51.100.$("$lab" index bench-fbs) --mode lazy --fallback tcp --cycles $((2 * rounds)) --tail 3"
     "$lab" wait bench-fbs 'HMWL .*"event":"ready"' --timeout 240 >/dev/null || fail "bench-fbs did not get ready"
     "$lab" wait bench-fb 'HMWL .*"event":"progress"' --timeout 240 >/dev/null || fail "bench-fb sends no traffic"
+    # The frames of the switch-over's downtime are lost (as on any network): TCP resends them
+    # after its retransmission timeout, at least 200 ms by default. BENCH_FALLBACK_RTO_MIN
+    # (e.g. 20ms) lowers that bound on the control network's route in both guests.
+    if [[ -n $rto_min ]]; then
+        local g
+        for g in bench-fb bench-fbs; do
+            "$lab" exec "$g" "r=\$(/usr/bin/ip route show 198.51.100.0/24 | head -n 1) && /usr/bin/ip route change \$r rto_min $rto_min" >/dev/null ||
+                fail "cannot set rto_min $rto_min on $g's control route"
+        done
+    fi
     : >"$tmp/fb"
     for ((r = 1; r <= rounds; r++)); do
         for leg in "$A $B" "$B $A"; do
@@ -251,6 +269,7 @@ part_fallback() {
     local result
     result=$(result_of bench-fb)
     jq -n --slurpfile d <(jq -s . "$tmp/fb") --argjson wl "$result" --arg how "$how_fallback" \
+        --arg rto "$rto_min" \
         --slurpfile p <(cat "$tmp"/mv-fb-*.json | jq -s '[.[] | [.phases[] | select(.name == "prepare" or .name == "unplug" or .name == "migrate") | .ms] | add]') \
         "$jq_median"'
         [$wl.cycles[].blackout_ms // null] as $b | $d[0] as $dt |
@@ -262,6 +281,7 @@ part_fallback() {
          prepare_unplug_migrate_ms_median: ([$p[0][]] | median),
          blackout_ms_median: ([$b[] | select(. != null)] | median), downtime_ms_median: ([$dt[] | select(. != null)] | median),
          tcp_delivered: $wl.tcp_delivered, lost: $wl.lost, corrupt: $wl.corrupt, ok: $wl.ok,
+         control_route_rto_min: (if $rto == "" then "kernel default (200 ms)" else $rto end),
          how: $how}' \
         >"$tmp/fallback.json"
     destroy_guests bench-fb bench-fbs
@@ -271,7 +291,8 @@ part_fallback() {
 # vf_detach_wait SRC: detaches bench-vf's VF stand-in and waits for the guest to let go
 # (libvirt's device-removed event). Prints "MS STAMP" (STAMP: host clock at the detach).
 # bare_move SRC DST: the VF detached by hand (untimed), then 'virsh migrate' timed alone, then
-# the VF attached on DST (untimed). Prints "MS STAMP".
+# the VF attached on DST (untimed). Prints "MS STAMP". Both hand-made moves quiesce the
+# workload through the agent before the VF goes (untimed) and resume it after the attach.
 # manual_move SRC DST: what a KubeVirt or Nova user gets, timed from its start: detach, wait
 # for the guest to let go, 'virsh migrate', attach on DST. Prints "TOTAL DETACH MIGRATE ATTACH
 # STAMP" (ms).
@@ -290,19 +311,32 @@ vf_detach_wait() {
     echo "$(($(now_ms) - t0)) $s0"
 }
 
+# agent_call HOST_URI COMMAND: prepare or resume through bench-vf's agent channel. Unplugging
+# soft-RoCE under traffic crashes the lab's guest kernel (rxe_skb_tx_dtor oops), so the hand-made
+# moves quiesce the workload first, as a user would stop it, and resume it after the attach.
+agent_call() {
+    local sock
+    sock=$("$lab" channel bench-vf) || fail "no agent channel for bench-vf"
+    python3 "$top/tests/bench/agent-call.py" "$sock" "$2" 30000 >>"$tmp/agent-calls" ||
+        fail "agent $2 on bench-vf failed: $(tail -n 1 "$tmp/agent-calls")"
+}
+
 bare_move() {
     local t0 ms detach s0
+    agent_call "$1" prepare
     read -r detach s0 <<<"$(vf_detach_wait "$1")"
     t0=$(now_ms)
     virsh -q -c "$1" migrate --live --p2p bench-vf "$2" >/dev/null || fail "virsh migrate failed"
     ms=$(($(now_ms) - t0))
     virsh -q -c "$2" attach-device bench-vf "$tmp/vf.xml" --live >/dev/null ||
         fail "virsh attach-device failed"
+    agent_call "$2" resume
     echo "$ms $s0"
 }
 
 manual_move() {
     local t1 t2 t3 detach s0
+    agent_call "$1" prepare
     read -r detach s0 <<<"$(vf_detach_wait "$1")"
     t1=$(now_ms)
     virsh -q -c "$1" migrate --live --p2p bench-vf "$2" >/dev/null || fail "virsh migrate failed"
@@ -310,6 +344,7 @@ manual_move() {
     virsh -q -c "$2" attach-device bench-vf "$tmp/vf.xml" --live >/dev/null ||
         fail "virsh attach-device failed"
     t3=$(now_ms)
+    agent_call "$2" resume
     echo "$((detach + t3 - t1)) $detach $((t2 - t1)) $((t3 - t2)) $s0"
 }
 
