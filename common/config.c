@@ -214,6 +214,9 @@ static const HmConfigKeyInfo keys[] = {
     [HM_CONFIG_ALERTS_HOST_LABEL] =
         {"alerts", "host-label", HM_CONFIG_TYPE_STRING, .nonempty = TRUE, .def = "instance",
          .doc = "Alert label naming the host ('instance' has its :port removed)."},
+    [HM_CONFIG_ALERTS_MAX_UNAVAILABLE] =
+        {"alerts", "max-unavailable", HM_CONFIG_TYPE_UINT, 0, 100000, .def = "1",
+         .doc = "Hosts alerts may hold quarantined or evacuating at once; more are held back. 0: no limit."},
 };
 G_STATIC_ASSERT(G_N_ELEMENTS(keys) == HM_CONFIG_KEY_LAST);
 

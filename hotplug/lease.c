@@ -229,8 +229,13 @@ static gboolean lease_record_optional(GKeyFile *kf, const char *name, HotplugLea
                         local->message);
             return FALSE;
         }
+        /* Both GUIDs, or neither (hotplug_lease_mark_identity(): GUIDs unknown). */
         for (gsize i = 0; i < G_N_ELEMENTS(guid_keys); i++) {
             g_autofree char *value = g_key_file_get_value(kf, LEASE_GROUP, guid_keys[i], NULL);
+
+            if (!g_key_file_has_key(kf, LEASE_GROUP, guid_keys[0], NULL) &&
+                !g_key_file_has_key(kf, LEASE_GROUP, guid_keys[1], NULL))
+                break;
 
             if (!value || !g_str_has_prefix(value, "0x") ||
                 !g_ascii_string_to_unsigned(value + 2, 16, 1, G_MAXUINT64, guids[i], NULL)) {
@@ -440,8 +445,10 @@ char *hotplug_lease_record_format(const HotplugLease *lease)
         g_autofree char *port = g_strdup_printf("0x%016" G_GINT64_MODIFIER "x", lease->port_guid);
 
         g_key_file_set_string(kf, LEASE_GROUP, "identity-of", lease->identity_of);
-        g_key_file_set_string(kf, LEASE_GROUP, "node-guid", node);
-        g_key_file_set_string(kf, LEASE_GROUP, "port-guid", port);
+        if (lease->node_guid && lease->port_guid) {
+            g_key_file_set_string(kf, LEASE_GROUP, "node-guid", node);
+            g_key_file_set_string(kf, LEASE_GROUP, "port-guid", port);
+        }
     }
     return g_key_file_to_data(kf, NULL, NULL);
 }
@@ -1088,6 +1095,38 @@ gboolean hotplug_lease_clear_identity(HotplugLeaseStore *store, const char *vf, 
     g_clear_pointer(&lease->identity_of, g_free);
     if (!lease_record_store(store, lease, error)) {
         g_prefix_error(error, "Cannot clear the identity of VF '%s': ", canon);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean hotplug_lease_mark_identity(HotplugLeaseStore *store, const char *vf, const char *domain,
+                                     GError **error)
+{
+    g_auto(LeaseTxn) txn = {.lock_fd = -1};
+    g_autoptr(HotplugLease) lease = NULL;
+    g_autofree char *canon = NULL;
+
+    g_return_val_if_fail(store != NULL, FALSE);
+    g_return_val_if_fail(vf != NULL, FALSE);
+    g_return_val_if_fail(domain != NULL, FALSE);
+
+    canon = hotplug_lease_vf_canonical(vf, error);
+    if (!canon)
+        return FALSE;
+    if (!lease_text_valid("domain", domain, HOTPLUG_LEASE_DOMAIN_MAX, error) ||
+        !lease_txn_begin(store, canon, &txn, error)) {
+        g_prefix_error(error, "Cannot record the identity of VF '%s': ", canon);
+        return FALSE;
+    }
+    if (txn.record && g_strcmp0(txn.record->identity_of, domain) == 0)
+        return TRUE; /* recorded already, GUIDs kept */
+    lease = txn.record ? lease_copy(txn.record) : lease_new_free(canon);
+    lease->node_guid = lease->port_guid = 0;
+    g_free(lease->identity_of);
+    lease->identity_of = g_strdup(domain);
+    if (!lease_record_store(store, lease, error)) {
+        g_prefix_error(error, "Cannot record the identity of VF '%s': ", canon);
         return FALSE;
     }
     return TRUE;

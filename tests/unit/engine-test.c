@@ -1571,6 +1571,25 @@ static void test_lease_renewed_under_long_copy(void **state)
     assert_string_equal(w->where, "destination");
 }
 
+/* Issue 21: a lease taken less than half its TTL ago is surely still held (only its holder can
+ * release it): the plug does not renew it first, a request less between the copy and the plug.
+ * Longer copies renew (test_lease_renewed_under_long_copy, test_lease_lost_before_plug). */
+static void test_plug_trusts_fresh_lease(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    w->lease_ttl_s = 60;
+    options_for_test(&opts);
+    if (!orch_migrate(&opts, fake_open, &fo, &report, &error))
+        fail_msg("migration: %s", error->message);
+    assert_int_equal(w->renewals, 0);
+    assert_string_equal(w->where, "destination");
+}
+
 /* The lease is lost anyway (the keeper's renewals fail): the plug refuses a VF that may be
  * another migration's by now, and the domain goes back with its VF. */
 static void test_lease_lost_before_plug(void **state)
@@ -2109,6 +2128,7 @@ int main(void)
         cmocka_unit_test(test_identity_from_host_not_guest),
         cmocka_unit_test(test_identity_unknown_to_host),
         cmocka_unit_test(test_lease_renewed_under_long_copy),
+        cmocka_unit_test(test_plug_trusts_fresh_lease),
         cmocka_unit_test(test_state_dir_shared),
         cmocka_unit_test(test_lease_lost_before_plug),
         cmocka_unit_test(test_resume_waits_for_one_under_way),
