@@ -1584,7 +1584,7 @@ static void test_plug_trusts_fresh_lease(void **state)
 
     w->lease_ttl_s = 60;
     options_for_test(&opts);
-    if (!orch_migrate(&opts, fake_open, &fo, &report, &error))
+    if (!migrate_on(&opts, &fo, &report, &error))
         fail_msg("migration: %s", error->message);
     assert_int_equal(w->renewals, 0);
     assert_string_equal(w->where, "destination");
