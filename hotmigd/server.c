@@ -678,6 +678,22 @@ static void alert_handle(SoupServer *soup, SoupServerMessage *msg, const char *p
                            wait);
 }
 
+/* Listens on @addr with a backlog that holds a burst of webhook requests (GIO's default, 10,
+ * left a burst of 200 waiting for SYN retries longer than Alertmanager's timeout). */
+static gboolean alert_listen_address(OrchAlertListener *listener, GSocketAddress *addr,
+                                     GError **error)
+{
+    g_autoptr(GSocket) sock =
+        g_socket_new(g_socket_address_get_family(addr), G_SOCKET_TYPE_STREAM,
+                     G_SOCKET_PROTOCOL_TCP, error);
+
+    if (!sock)
+        return FALSE;
+    g_socket_set_listen_backlog(sock, 1024);
+    return g_socket_bind(sock, addr, TRUE, error) && g_socket_listen(sock, error) &&
+           soup_server_listen_socket(listener->soup, sock, 0, error);
+}
+
 OrchAlertListener *orch_alert_listener_new(const char *listen, guint port,
                                            const OrchAlertListenerOps *ops, gpointer owner,
                                            GError **error)
@@ -703,7 +719,7 @@ OrchAlertListener *orch_alert_listener_new(const char *listen, guint port,
             return NULL;
         }
         addr = g_inet_socket_address_new(inet, port);
-        ok = soup_server_listen(listener->soup, addr, 0, &local);
+        ok = alert_listen_address(listener, addr, &local);
     } else {
         ok = soup_server_listen_all(listener->soup, port, 0, &local);
     }
