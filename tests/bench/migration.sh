@@ -147,7 +147,7 @@ jq_median='def median: sort | if length == 0 then null elif length % 2 == 1 then
 
 how_traffic='host clock: from migrate-vm -v progress line "migrate ok" to the client'"'"'s first HMWL {"event":"resumed","side":"local"} console line after it (RC QP connected on the new device; the next message is posted at once); steps: "HMLAB vf up" (port ACTIVE), the agent'"'"'s "RDMA device active", its "process answered ... RESUME"'
 how_fallback='per migration: the client cycle'"'"'s blackout_ms (longest gap between delivered echoes, RDMA or TCP, from the quiesce to RDMA again) minus the downtime of migrate-vm'"'"'s report (libvirt job statistics)'
-how_baselines='one guest with the VF stand-in and the RDMA ping-pong client, moved A<->B six times a round (bare, manual, migrate-vm, each once per direction). bare: VF detached and gone before the clock starts, then virsh migrate --live --p2p alone. manual: detach-device-alias + virsh event device-removed, virsh migrate, attach-device, timed from the detach. to_traffic: host clock from the start of the move (bare: of the detach) to the client'"'"'s first HMWL resumed line. port_up: migrate-vm'"'"'s "migrate ok" line to the guest'"'"'s "HMLAB vf up". hotmig_share = migrate-vm total - bare median - that run'"'"'s unplug phase - its port_up'
+how_baselines='one guest with the VF stand-in and the RDMA ping-pong client, moved A<->B six times a round (bare, manual, migrate-vm, each once per direction). bare: VF detached and gone before the clock starts, then virsh migrate --live --p2p alone. manual: detach-device-alias + virsh event device-removed, virsh migrate, attach-device, timed from the detach. to_traffic: host clock from the start of the move (bare: of the detach) to the client'"'"'s first HMWL resumed line. port_up: migrate-vm'"'"'s "migrate ok" line to the guest'"'"'s "HMLAB vf up". hotmig_share = migrate-vm total - bare median - that run'"'"'s unplug phase - its port_up; hotmig_share_outside_copy = the same with the run'"'"'s own migrate phase for the bare median (what migrate-vm adds around the copy, free of the copies'"'"' spread)'
 how_evacuation='wall clock from the first migrate-vm start to the last one'"'"'s end, CONCURRENCY processes at once; both directions of each round count'
 
 machine=$(machine_json)
@@ -427,6 +427,9 @@ part_baselines() {
          hotmig_share_ms: [$h[] | select(.port_up != null) | .total - $bare - .phases.unplug - .port_up
                            | . * 10 | round / 10] | stats,
          migrate_phase_minus_bare_ms: [$h[] | .phases.migrate - $bare | . * 10 | round / 10] | stats,
+         hotmig_share_outside_copy_ms: [$h[] | select(.port_up != null)
+                                        | .total - .phases.migrate - .phases.unplug - .port_up
+                                        | . * 10 | round / 10] | stats,
          how: $how}' "$tmp/bl" >"$tmp/baselines.json"
     destroy_guests bench-vf bench-srv
 }
