@@ -45,8 +45,6 @@ typedef struct {
     GPtrArray *src_vfs;      /* HotplugVf: the source's VFs (owns what like points to) */
     GPtrArray *dest_alias;   /* per VF: its alias on the destination (libvirt names a plugged
                                 hostdev itself), or NULL until plugged */
-    OrchVirtOpenFunc open_fn; /* to reconnect to a host */
-    gpointer open_opaque;
     OrchJournal *journal;    /* this migration's durable record */
     char *id;                /* migration id (UUID) */
     OrchVfd *vfd;            /* the destination's hotmigd */
@@ -341,15 +339,14 @@ static gboolean agent_resume(Migration *m, OrchVirt *virt, char **ret_detail, GE
 
 /* ---- phases ------------------------------------------------------------------------------ */
 
-static gboolean do_connect(Migration *m, OrchVirtOpenFunc open_fn, gpointer open_opaque,
-                           GError **error)
+static gboolean do_connect(Migration *m, GError **error)
 {
     OrchVirtDomainState state;
 
-    m->src = open_fn(m->opts->source_uri, "source", open_opaque, error);
+    m->src = orch_connector_open_virt(m->opts, m->opts->source_uri, "source", error);
     if (!m->src)
         return FALSE;
-    m->dst = open_fn(m->opts->dest_uri, "destination", open_opaque, error);
+    m->dst = orch_connector_open_virt(m->opts, m->opts->dest_uri, "destination", error);
     if (!m->dst)
         return FALSE;
     if (!orch_virt_domain_state(m->src, m->opts->domain, &state, error))
@@ -1570,7 +1567,7 @@ static gboolean do_resume(Migration *m, char **ret_detail, GError **error)
     progress(m, ORCH_PHASE_RESUME, "retrying on a new connection after: %s", first->message);
     {
         g_autoptr(GError) local = NULL;
-        OrchVirt *fresh = m->open_fn(m->dst->uri, "destination", m->open_opaque, &local);
+        OrchVirt *fresh = orch_connector_open_virt(m->opts, m->dst->uri, "destination", &local);
 
         if (fresh) {
             orch_virt_free(m->dst);
@@ -1636,7 +1633,7 @@ static gboolean migration_look(Migration *m, GError **error)
     /* One migration per domain: the journal's lock is held until the end. */
     m->journal = orch_journal_open(opts->state_dir ? opts->state_dir : ORCH_STATE_DIR_DEFAULT,
                                    opts->domain, TRUE, &local);
-    if (!m->journal || !do_connect(m, m->open_fn, m->open_opaque, &local)) {
+    if (!m->journal || !do_connect(m, &local)) {
         phase_fail(m, ORCH_PHASE_CONNECT, local);
         g_propagate_prefixed_error(error, g_steal_pointer(&local), "Phase 'connect' failed: ");
         return FALSE;
@@ -1787,8 +1784,7 @@ static void migration_clear(Migration *m)
     g_free(m->id);
 }
 
-gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
-                      OrchReport **ret_report, GError **error)
+gboolean orch_migrate(const OrchOptions *opts, OrchReport **ret_report, GError **error)
 {
     Migration mig = {.opts = opts};
     Migration *m = &mig;
@@ -1797,8 +1793,6 @@ gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointe
     gboolean keep_journal = FALSE;
 
     m->report = report_new(opts);
-    m->open_fn = open_fn;
-    m->open_opaque = open_opaque;
     m->start = g_get_monotonic_time();
     m->report->ok = FALSE;
     m->id = g_uuid_string_random();

@@ -302,7 +302,7 @@ vf_detach_wait() {
 agent_call() {
     local sock
     sock=$("$lab" channel bench-vf) || fail "no agent channel for bench-vf"
-    /usr/bin/python3 "$top/tests/bench/agent-call.py" "$sock" "$2" 30000 >>"$tmp/agent-calls" ||
+    "$top/tests/bench/agent-call.py" "$sock" "$2" 30000 >>"$tmp/agent-calls" ||
         fail "agent $2 on bench-vf failed: $(tail -n 1 "$tmp/agent-calls")"
 }
 
