@@ -44,6 +44,9 @@ hm_add_e2e(e2e-hotmigd-restart hotmigd-restart.sh)
 # migrate-vm's virsh options (persistent, undefinesource, migrateuri, bandwidth, parallel,
 # auto-converge, post-copy, the timeout actions, --no-X) checked against libvirt and QEMU.
 hm_add_e2e(e2e-migrate-options migrate-options.sh)
+# Guest memory survives bandwidth-limited migrations (plain virsh, hm-memck in the guest): the
+# lab's emulator keeps QEMU 7.2's TCG from losing writes (docs/reliability.md).
+hm_add_e2e(e2e-migrate-memory migrate-memory.sh)
 # The lab's "VF" is a virtio-net stand-in (docs/lab.md): these tests move guests with it, so
 # they exercise hotmig's VF paths against the stand-in, not a real <hostdev>, vfio binding or
 # GUID setting (docs/reliability.md, "What runs against what"). `ctest -L standin` lists them.
