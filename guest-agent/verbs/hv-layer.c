@@ -27,12 +27,28 @@ HvReal hv_real;
 static pthread_cond_t hv_cond = PTHREAD_COND_INITIALIZER; /* a swap ended */
 static pthread_once_t hv_once = PTHREAD_ONCE_INIT;
 
+void *hv_real_lib = RTLD_NEXT;
+
+/* Where the real functions are: the next libibverbs in the global scope when there is one (the
+ * program links it, or LD_PRELOAD lists it after the layer); otherwise libibverbs opened by the
+ * layer itself. The second case is UCX's: libuct_ib, which needs libibverbs, is dlopen'ed
+ * RTLD_LOCAL long after start-up, so RTLD_NEXT (which searches the start-up scope and what was
+ * opened RTLD_GLOBAL) does not see it; its calls still reach the layer first (a preloaded
+ * object precedes a local scope in every lookup). Opening the same soname gives the copy that
+ * is loaded, or loads it. */
 static void hv_init_once(void)
 {
+    if (!dlvsym(RTLD_NEXT, "ibv_get_device_list", "IBVERBS_1.1")) {
+        hv_real_lib = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!hv_real_lib) {
+            hv_log("cannot open libibverbs.so.1: %s", dlerror());
+            return;
+        }
+    }
 #define HV_REAL(ret, name, ver, args)                                                              \
-    hv_real.r_##name = (ret(*) args)dlvsym(RTLD_NEXT, #name, ver);                                 \
+    hv_real.r_##name = (ret(*) args)dlvsym(hv_real_lib, #name, ver);                               \
     if (!hv_real.r_##name)                                                                         \
-        hv_real.r_##name = (ret(*) args)dlsym(RTLD_NEXT, #name);                                   \
+        hv_real.r_##name = (ret(*) args)dlsym(hv_real_lib, #name);                                 \
     if (!hv_real.r_##name)                                                                         \
         hv_log("libibverbs has no %s@%s", #name, ver);
 #include "hv-real.def"
@@ -44,9 +60,16 @@ void hv_init(void)
     pthread_once(&hv_once, hv_init_once);
 }
 
+/* Resolved at load only when libibverbs is loaded already: a preloaded process that never uses
+ * verbs (a shell, mpirun, ssh) does not get libibverbs; otherwise at the first ibv_* call. */
 __attribute__((constructor)) static void hv_constructor(void)
 {
-    hv_init();
+    void *h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
+
+    if (h) {
+        hv_init();
+        dlclose(h);
+    }
 }
 
 /* ---- lookups ------------------------------------------------------------------------------ */
@@ -902,6 +925,10 @@ HV_EXPORT struct ibv_device **ibv_get_device_list(int *num)
     int n = 0;
 
     hv_init();
+    if (!hv_real.r_ibv_get_device_list) { /* no libibverbs (logged once by hv_init) */
+        errno = ENOSYS;
+        return NULL;
+    }
     plist = hv_real.r_ibv_get_device_list(&n);
     if (!plist)
         return NULL;
@@ -1879,7 +1906,7 @@ HV_EXPORT int ibv_detach_mcast(struct ibv_qp *ibqp, const union ibv_gid *g, uint
 HV_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *ibqp)
 {
     struct ibv_qp_ex *(*real)(struct ibv_qp *) =
-        (struct ibv_qp_ex * (*)(struct ibv_qp *)) dlvsym(RTLD_NEXT, "ibv_qp_to_qp_ex", "IBVERBS_1.6");
+        (struct ibv_qp_ex * (*)(struct ibv_qp *)) dlvsym(hv_real_lib, "ibv_qp_to_qp_ex", "IBVERBS_1.6");
 
     if (!HV_CTX(ibqp))
         return real ? real(ibqp) : NULL;

@@ -245,7 +245,9 @@ typedef struct {
 } HvLayer;
 extern HvLayer hv;
 
-/* The real libibverbs, resolved with dlvsym(RTLD_NEXT, ...). */
+/* The real libibverbs, resolved with dlvsym(hv_real_lib, ...): RTLD_NEXT, or the layer's own
+ * handle on libibverbs.so.1 when none is in the global scope (hv_init, after which it is set). */
+extern void *hv_real_lib;
 typedef struct {
 #define HV_REAL(ret, name, ver, args) ret(*r_##name) args;
 #include "hv-real.def"
