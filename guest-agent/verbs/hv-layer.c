@@ -343,6 +343,7 @@ int hv_qp_post_send_phys(HvQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **
             t->wr.ud.ah = ((HvAh *)w->wr.ud.ah)->phys;
             /* the peer may have moved: its QP has a new number (UDMAP) */
             t->wr.ud.remote_qpn = hv_ud_send_qpn(&((HvAh *)w->wr.ud.ah)->attr, w->wr.ud.remote_qpn);
+            hv_ud_count_send(qp, &((HvAh *)w->wr.ud.ah)->attr);
         }
     }
     r = ibv_post_send(qp->phys, hv_swr, &pbad);
@@ -440,8 +441,9 @@ static int hv_op_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct i
     int r = 0;
 
     pthread_mutex_lock(&qp->lock);
-    if (qp->paused || !qp->phys) {
-        /* Quiesced: kept (with the program's virtual values) and posted on resume. */
+    if (qp->paused || !qp->phys || hv_ud_held(qp)) {
+        /* Quiesced (or a UD peer moving): kept (with the program's virtual values) and posted
+         * on resume. */
         for (struct ibv_send_wr *w = wr; w; w = w->next) {
             HvSendWr *q = calloc(1, sizeof(*q));
 

@@ -196,6 +196,20 @@ int hv_proto_parse(const char *line, size_t len, HvMsg *m)
             return -EINVAL;
     } else if (IS("UDMAPPED")) {
         m->type = HV_MSG_UDMAPPED;
+    } else if (IS("UDHOLD")) {
+        m->type = HV_MSG_UDHOLD;
+        if (hv_u32f(&t, HV_U24, &m->target) < 0 || hv_gid(&t, m->gid) < 0)
+            return -EINVAL;
+    } else if (IS("UDHELD")) {
+        m->type = HV_MSG_UDHELD;
+        if (hv_dec(&t, HV_PROTO_UDQPS_MAX, &v) < 0)
+            return -EINVAL;
+        m->nkeys = (uint32_t)v;
+        if (hv_pairs(&t, m->keys, m->nkeys, UINT32_MAX) < 0)
+            return -EINVAL;
+        for (uint32_t i = 0; i < m->nkeys; i++)
+            if (m->keys[i].v > HV_U24)
+                return -EINVAL;
     } else if (IS("RECONNECTED")) {
         m->type = HV_MSG_RECONNECTED;
         if (hv_u32f(&t, HV_U24, &m->target) < 0)
@@ -281,6 +295,36 @@ int hv_proto_format(const HvMsg *m, char *buf, size_t size)
     case HV_MSG_UDMAPPED:
         n = snprintf(buf, size, "UDMAPPED\n");
         break;
+    case HV_MSG_UDHOLD: {
+        char gid[33];
+
+        if (m->target > HV_U24)
+            return -EINVAL;
+        for (int i = 0; i < 16; i++)
+            snprintf(gid + 2 * i, 3, "%02x", m->gid[i]);
+        n = snprintf(buf, size, "UDHOLD %u %s\n", m->target, gid);
+        break;
+    }
+    case HV_MSG_UDHELD:
+        if (m->nkeys > HV_PROTO_UDQPS_MAX)
+            return -EINVAL;
+        n = snprintf(buf, size, "UDHELD %u", m->nkeys);
+        if (n < 0 || (size_t)n >= size)
+            return -ENOSPC;
+        off = (size_t)n;
+        for (uint32_t i = 0; i < m->nkeys; i++) {
+            if (m->keys[i].v > HV_U24)
+                return -EINVAL;
+            n = snprintf(buf + off, size - off, " %x:%x", m->keys[i].v, m->keys[i].p);
+            if (n < 0 || off + (size_t)n >= size)
+                return -ENOSPC;
+            off += (size_t)n;
+        }
+        if (off + 2 > size)
+            return -ENOSPC;
+        buf[off++] = '\n';
+        buf[off] = '\0';
+        return (int)off;
     case HV_MSG_UDMAP:
         if (m->nkeys == 0 || m->nkeys > HV_PROTO_UDQPS_MAX || m->target > HV_U24)
             return -EINVAL;

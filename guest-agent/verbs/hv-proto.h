@@ -24,6 +24,9 @@ typedef enum {
     HV_MSG_ERROR,       /* ERROR <text> */
     HV_MSG_UDMAP,       /* UDMAP <target> <gid> <n> [<vqpn>:<pqpn>]...  (pairs in keys[]) */
     HV_MSG_UDMAPPED,    /* UDMAPPED */
+    HV_MSG_UDHOLD,      /* UDHOLD <target> <gid>: hold UD sends to <gid> until its UDMAP */
+    HV_MSG_UDHELD,      /* UDHELD <n> [<pqpn>:<count>]...  sends so far to the holder's GID per
+                         * sending physical QP (count modulo 2^32; pairs in keys[], n may be 0) */
 } HvMsgType;
 
 typedef struct {

@@ -310,6 +310,7 @@ static HvSwapQp *hv_swap_list(size_t *n)
 }
 
 static void hv_ud_announce(void);
+static void hv_ud_hold_peers(int64_t deadline);
 
 static HvSwapQp *hv_swap_qps;
 static size_t hv_swap_n;
@@ -369,6 +370,9 @@ int hv_quiesce(void *opaque)
         hv_debug("QP %u: peer QP %u suspended, it sent %llu", qp->pub.qp_num, qp->peer_vqpn,
                  (unsigned long long)rep.sent);
     }
+    /* 2b. UD peers hold their sends to us; what they sent before arrives */
+    if (!r)
+        hv_ud_hold_peers(deadline);
     /* 3. drain: our sends completed, the peer's sends received */
     for (size_t i = 0; i < hv_swap_n && !r; i++)
         r = hv_qp_drain(hv_swap_qps[i].qp, hv_swap_qps[i].managed ? hv_swap_qps[i].peer_sent : 0,
@@ -377,6 +381,7 @@ int hv_quiesce(void *opaque)
         /* stay on the device: let traffic go on (the agent reports the failure) */
         for (size_t i = 0; i < hv_swap_n; i++)
             hv_qp_unpause(hv_swap_qps[i].qp);
+        hv_ud_announce(); /* UD peers: same QPNs, their holds end */
         pthread_mutex_lock(&hv.lock);
         hv.swapping = 0;
         pthread_mutex_unlock(&hv.lock);
@@ -692,17 +697,219 @@ uint32_t hv_ud_send_qpn(const struct ibv_ah_attr *ah, uint32_t remote_qpn)
     return p;
 }
 
+/* UD receives per sender's physical QPN (hv_ud_lock): a moving process waits until it has
+ * what its held peers say they sent (UDHELD). The first HV_UD_RECV_MAX senders are counted. */
+#define HV_UD_RECV_MAX 256
+static struct {
+    uint32_t pqpn, n;
+} hv_ud_recv[HV_UD_RECV_MAX];
+static size_t hv_ud_nrecv;
+
+static uint32_t *hv_ud_recv_slot(uint32_t pqpn) /* hv_ud_lock held; NULL when full */
+{
+    for (size_t i = 0; i < hv_ud_nrecv; i++)
+        if (hv_ud_recv[i].pqpn == pqpn)
+            return &hv_ud_recv[i].n;
+    if (hv_ud_nrecv == HV_UD_RECV_MAX)
+        return NULL;
+    hv_ud_recv[hv_ud_nrecv].pqpn = pqpn;
+    hv_ud_recv[hv_ud_nrecv].n = 0;
+    return &hv_ud_recv[hv_ud_nrecv++].n;
+}
+
 uint32_t hv_ud_recv_qpn(uint32_t src_qp)
 {
-    uint32_t v = src_qp;
+    uint32_t v = src_qp, *n;
 
-    if (!atomic_load(&hv_ud_known))
-        return src_qp;
     pthread_mutex_lock(&hv_ud_lock);
-    if (!hv_ud_in(&hv_ud_tab, src_qp, &v))
+    n = hv_ud_recv_slot(src_qp);
+    if (n)
+        (*n)++;
+    if (!atomic_load(&hv_ud_known) || !hv_ud_in(&hv_ud_tab, src_qp, &v))
         v = src_qp;
     pthread_mutex_unlock(&hv_ud_lock);
     return v;
+}
+
+void hv_ud_count_send(HvQp *qp, const struct ibv_ah_attr *ah)
+{
+    size_t i;
+
+    if (!ah->is_global)
+        return;
+    for (i = 0; i < qp->n_ud_sent; i++)
+        if (!memcmp(qp->ud_sent[i].gid, ah->grh.dgid.raw, 16))
+            break;
+    if (i == qp->n_ud_sent) {
+        if (i == HV_UD_SENT_MAX)
+            return;
+        memcpy(qp->ud_sent[i].gid, ah->grh.dgid.raw, 16);
+        qp->ud_sent[i].n = 0;
+        qp->n_ud_sent++;
+    }
+    qp->ud_sent[i].n++;
+}
+
+int hv_ud_held(HvQp *qp)
+{
+    if (!qp->ud_held_until)
+        return 0;
+    if (hv_ms() < qp->ud_held_until)
+        return 1;
+    hv_log("UD QP %u: a moving peer did not say where it went within %d s: its held sends go to "
+           "its old address", qp->pub.qp_num, HV_UD_HOLD_MS / 1000);
+    qp->ud_held_until = 0;
+    if (!qp->paused && qp->phys)
+        hv_qp_flush_queued(qp);
+    return 0;
+}
+
+/* Ends the holds a UD peer at @gid asked for (its UDMAP came): the held sends go, translated. */
+static void hv_ud_release(const uint8_t gid[16]) /* hv.lock held */
+{
+    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
+        for (HvQp *qp = ctx->qps; qp; qp = qp->next) {
+            pthread_mutex_lock(&qp->lock);
+            if (qp->ud_held_until && !memcmp(qp->ud_held_gid, gid, 16)) {
+                qp->ud_held_until = 0;
+                if (!qp->paused && qp->phys)
+                    hv_qp_flush_queued(qp);
+            }
+            pthread_mutex_unlock(&qp->lock);
+        }
+}
+
+/* The peer's side of UDHOLD: every UD QP of this process that sent to the mover's GID (and the
+ * QP named) queues its sends until the mover's UDMAP (or HV_UD_HOLD_MS); the reply counts what
+ * each sent to that GID so far, which the mover waits to have received before it goes. */
+static int hv_on_udhold(const HvMsg *m, HvMsg *rep)
+{
+    HvQp *target = hv_find_vqpn(m->target, NULL);
+    int64_t until = hv_ms() + HV_UD_HOLD_MS;
+
+    if (!target || target->init.qp_type != IBV_QPT_UD) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "QP %u is not a UD QP", m->target);
+        return -ENOENT;
+    }
+    rep->type = HV_MSG_UDHELD;
+    rep->nkeys = 0;
+    pthread_mutex_lock(&hv.lock);
+    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
+        for (HvQp *qp = ctx->qps; qp; qp = qp->next) {
+            size_t i;
+
+            if (qp->init.qp_type != IBV_QPT_UD)
+                continue;
+            pthread_mutex_lock(&qp->lock);
+            for (i = 0; i < qp->n_ud_sent; i++)
+                if (!memcmp(qp->ud_sent[i].gid, m->gid, 16))
+                    break;
+            if (qp == target || i < qp->n_ud_sent) {
+                qp->ud_held_until = until;
+                memcpy(qp->ud_held_gid, m->gid, 16);
+            }
+            if (i < qp->n_ud_sent && qp->phys && rep->nkeys < HV_PROTO_UDQPS_MAX)
+                rep->keys[rep->nkeys++] = (HvKeyPair){qp->phys->qp_num, qp->ud_sent[i].n};
+            pthread_mutex_unlock(&qp->lock);
+        }
+    pthread_mutex_unlock(&hv.lock);
+    hv_debug("UD: a peer moves: sends to it held, %u of our UD QPs sent to it", rep->nkeys);
+    return 0;
+}
+
+/* The mover's side, in quiesce: asks each UD peer it sent to (and HOTMIG_VERBS_PEERS names) to
+ * hold its sends, then waits, bounded by HV_UD_DRAIN_MS, until what they sent before has
+ * arrived (UD drops what arrives once the QP is gone). A peer that does not answer or a count
+ * not reached (a datagram lost earlier) is logged; the move goes on. */
+#define HV_UD_DRAIN_MS 3000
+static void hv_ud_hold_peers(int64_t deadline)
+{
+    HvMsg *m = calloc(1, sizeof(*m)), *rep = calloc(1, sizeof(*rep));
+    HvKeyPair *want = calloc(HV_UD_TARGETS_MAX * HV_PROTO_UDQPS_MAX, sizeof(*want));
+    char req[128], line[HV_PROTO_LINE_MAX + 2];
+    HvUdTarget tg[HV_UD_TARGETS_MAX];
+    HvContext *qctx = NULL;
+    size_t ntg, nwant = 0, held = 0;
+    int64_t until = hv_ms() + HV_UD_DRAIN_MS;
+
+    if (!m || !rep || !want)
+        goto out;
+    pthread_mutex_lock(&hv_ud_lock);
+    ntg = hv_ud_tab.ntargets;
+    memcpy(tg, hv_ud_tab.targets, ntg * sizeof(tg[0]));
+    pthread_mutex_unlock(&hv_ud_lock);
+    if (!ntg)
+        goto out;
+    pthread_mutex_lock(&hv.lock);
+    for (HvContext *ctx = hv.ctxs; ctx && !qctx; ctx = ctx->next)
+        for (HvQp *qp = ctx->qps; qp; qp = qp->next)
+            if (qp->init.qp_type == IBV_QPT_UD && qp->phys && ctx->phys) {
+                qctx = ctx;
+                break;
+            }
+    pthread_mutex_unlock(&hv.lock);
+    if (!qctx)
+        goto out;
+    for (size_t i = 0; i < ntg; i++) {
+        union ibv_gid own;
+        int n, r;
+
+        if (!hv_peer_known((const union ibv_gid *)tg[i].gid))
+            continue;
+        if (hv_real.r_ibv_query_gid(qctx->phys, tg[i].port, tg[i].sgid_index, &own))
+            continue;
+        memset(m, 0, sizeof(*m));
+        m->type = HV_MSG_UDHOLD;
+        m->target = tg[i].qpn;
+        memcpy(m->gid, own.raw, 16);
+        n = hv_proto_format(m, req, sizeof(req));
+        r = n < 0 ? n : hv_peer_call((const union ibv_gid *)tg[i].gid, tg[i].qpn, req, line,
+                                     sizeof(line));
+        if (!r && (hv_proto_parse(line, strlen(line), rep) < 0 || rep->type != HV_MSG_UDHELD))
+            r = -EPROTO;
+        if (r) {
+            hv_log("UD: asking the owner of QP %u to hold its sends failed: %s", tg[i].qpn,
+                   strerror(-r));
+            continue;
+        }
+        held++;
+        for (uint32_t k = 0; k < rep->nkeys; k++)
+            want[nwant++] = rep->keys[k];
+    }
+    if (until > deadline)
+        until = deadline;
+    for (;;) {
+        size_t missing = 0;
+
+        pthread_mutex_lock(&hv.lock);
+        for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
+            for (HvQp *qp = ctx->qps; qp; qp = qp->next)
+                if (qp->init.qp_type == IBV_QPT_UD && qp->rcq)
+                    hv_cq_pull(qp->rcq);
+        pthread_mutex_unlock(&hv.lock);
+        pthread_mutex_lock(&hv_ud_lock);
+        for (size_t k = 0; k < nwant; k++) {
+            uint32_t *got = hv_ud_recv_slot(want[k].v);
+
+            if (!got || (int32_t)(*got - want[k].p) < 0)
+                missing++;
+        }
+        pthread_mutex_unlock(&hv_ud_lock);
+        if (!missing)
+            break;
+        if (hv_ms() > until) {
+            hv_log("UD: %zu peer QPs' sends did not all arrive within %d ms (lost earlier?): "
+                   "moving on", missing, HV_UD_DRAIN_MS);
+            break;
+        }
+        hv_sleep_ms(1);
+    }
+    hv_debug("UD: %zu of %zu UD peers hold their sends, %zu sending QPs drained", held, ntg, nwant);
+out:
+    free(m);
+    free(rep);
+    free(want);
 }
 
 /* After a move: tells every UD peer this process sent to (and that HOTMIG_VERBS_PEERS names)
@@ -811,6 +1018,7 @@ static int hv_on_udmap(const HvMsg *m, HvMsg *rep)
             ah->phys = n;
             refreshed++;
         }
+    hv_ud_release(m->gid);
     pthread_mutex_unlock(&hv.lock);
     rep->type = HV_MSG_UDMAPPED;
     hv_debug("UD: a peer's %u UD QPs moved (QP %u now %u...), %d address handles re-created",
@@ -929,6 +1137,8 @@ int hv_peer_handle(const HvMsg *m, HvMsg *rep)
         return hv_on_reconnect(m, rep);
     case HV_MSG_UDMAP:
         return hv_on_udmap(m, rep);
+    case HV_MSG_UDHOLD:
+        return hv_on_udhold(m, rep);
     default:
         rep->type = HV_MSG_ERROR;
         snprintf(rep->text, sizeof(rep->text), "unexpected message");

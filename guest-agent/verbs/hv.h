@@ -136,6 +136,8 @@ typedef struct HvSendWr {
     struct HvSendWr *next;
 } HvSendWr;
 
+#define HV_UD_SENT_MAX 16 /* per UD QP: destination GIDs counted */
+#define HV_UD_HOLD_MS 60000 /* a peer's UDHOLD lapses after this without its UDMAP */
 typedef struct HvQp {
     struct ibv_qp pub;
     struct ibv_qp *phys;
@@ -161,6 +163,14 @@ typedef struct HvQp {
     uint32_t peer_vqpn, peer_pqpn;
     HvMap peer_rkeys;        /* the peer's virtual rkey -> its physical rkey */
     uint32_t routed_vqpn;    /* the registration file written for this QP (0: none) */
+    /* UD: sends held while a peer moves (its UDHOLD until its UDMAP or this deadline, ms) */
+    int64_t ud_held_until;
+    uint8_t ud_held_gid[16];
+    struct {
+        uint8_t gid[16];
+        uint32_t n; /* UD sends posted to the GID (modulo 2^32): a moving peer's drain */
+    } ud_sent[HV_UD_SENT_MAX];
+    size_t n_ud_sent;
     struct HvQp *next;
 } HvQp;
 
@@ -231,7 +241,9 @@ void hv_ud_clear(HvUdTable *t);
 
 /* the layer's side (hv-swap.c): translate a UD post's remote QPN; a UD receive's src_qp */
 uint32_t hv_ud_send_qpn(const struct ibv_ah_attr *ah, uint32_t remote_qpn);
-uint32_t hv_ud_recv_qpn(uint32_t src_qp);
+uint32_t hv_ud_recv_qpn(uint32_t src_qp); /* also counts the receive per physical src_qp */
+void hv_ud_count_send(HvQp *qp, const struct ibv_ah_attr *ah); /* qp lock held */
+int hv_ud_held(HvQp *qp);                              /* qp lock held: 1 when held */
 
 /* ---- layer state (hv-layer.c) ------------------------------------------------------------- */
 typedef struct {
