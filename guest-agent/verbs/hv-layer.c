@@ -441,6 +441,8 @@ static int hv_op_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct i
     int r = 0;
 
     pthread_mutex_lock(&qp->lock);
+    if (qp->await_peer)
+        hv_qp_await_expired(qp);
     if (qp->paused || !qp->phys || hv_ud_held(qp)) {
         /* Quiesced (or a UD peer moving): kept (with the program's virtual values) and posted
          * on resume. */

@@ -196,6 +196,19 @@ int hv_proto_parse(const char *line, size_t len, HvMsg *m)
             return -EINVAL;
     } else if (IS("UDMAPPED")) {
         m->type = HV_MSG_UDMAPPED;
+    } else if (IS("DEFER")) {
+        const char *w;
+        size_t wn;
+
+        m->type = HV_MSG_DEFER;
+        if (hv_tok(&t, &w, &wn) != 1)
+            return -EINVAL;
+        if (wn == 6 && memcmp(w, "moving", 6) == 0)
+            m->defer = HV_DEFER_MOVING;
+        else if (wn == 11 && memcmp(w, "reconnected", 11) == 0)
+            m->defer = HV_DEFER_RECONNECTED;
+        else
+            return -EINVAL;
     } else if (IS("UDHOLD")) {
         m->type = HV_MSG_UDHOLD;
         if (hv_u32f(&t, HV_U24, &m->target) < 0 || hv_gid(&t, m->gid) < 0)
@@ -294,6 +307,11 @@ int hv_proto_format(const HvMsg *m, char *buf, size_t size)
         break;
     case HV_MSG_UDMAPPED:
         n = snprintf(buf, size, "UDMAPPED\n");
+        break;
+    case HV_MSG_DEFER:
+        if (m->defer != HV_DEFER_MOVING && m->defer != HV_DEFER_RECONNECTED)
+            return -EINVAL;
+        n = snprintf(buf, size, "DEFER %s\n", m->defer == HV_DEFER_MOVING ? "moving" : "reconnected");
         break;
     case HV_MSG_UDHOLD: {
         char gid[33];

@@ -166,9 +166,34 @@ static int hv_qp_drain(HvQp *qp, uint64_t want_recv, int64_t deadline)
     }
 }
 
+static int hv_modify(HvQp *qp, struct ibv_qp_attr *a, int mask);
+
+int hv_qp_await_expired(HvQp *qp)
+{
+    struct ibv_qp_attr a;
+
+    if (!qp->await_peer || hv_ms() < qp->await_until)
+        return 0;
+    hv_log("QP %u: its peer QP %u, moving too, did not reconnect within %d s: the QP is put in "
+           "the error state", qp->pub.qp_num, qp->peer_vqpn, HV_AWAIT_PEER_MS / 1000);
+    qp->await_peer = 0;
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_ERR;
+    if (qp->phys && hv_modify(qp, &a, IBV_QP_STATE) == 0)
+        qp->state = IBV_QPS_ERR;
+    qp->paused = 0;
+    if (qp->phys)
+        hv_qp_flush_queued(qp); /* they complete with IBV_WC_WR_FLUSH_ERR */
+    return 1;
+}
+
 static void hv_qp_unpause(HvQp *qp)
 {
     pthread_mutex_lock(&qp->lock);
+    if (qp->await_peer) { /* its peer, moving too, reconnects it (hv_on_reconnect unpauses) */
+        pthread_mutex_unlock(&qp->lock);
+        return;
+    }
     qp->paused = 0;
     if (qp->phys)
         hv_qp_flush_queued(qp);
@@ -332,6 +357,8 @@ int hv_quiesce(void *opaque)
     for (size_t i = 0; i < hv_swap_n; i++) {
         pthread_mutex_lock(&hv_swap_qps[i].qp->lock);
         hv_swap_qps[i].qp->paused = 1;
+        hv_swap_qps[i].qp->reconnected = 0;
+        hv_swap_qps[i].qp->await_peer = 0;
         pthread_mutex_unlock(&hv_swap_qps[i].qp->lock);
     }
     /* 2. each connected peer stops sending, drains and says how much it sent */
@@ -578,10 +605,21 @@ static int hv_reconnect(HvSwapQp *s)
             free(req);
             return -ENOMEM;
         }
+        pthread_mutex_lock(&qp->lock);
+        if (qp->reconnected) { /* the peer, moving too, reconnected it already */
+            pthread_mutex_unlock(&qp->lock);
+            free(m);
+            free(req);
+            hv_debug("QP %u: already reconnected by its peer QP %u", qp->pub.qp_num,
+                     qp->peer_vqpn);
+            return 0;
+        }
         a = qp->a_rtr;
         a.dest_qp_num = qp->peer_pqpn;
         a.rq_psn = p_psn;
         r = hv_modify(qp, &a, qp->m_rtr);
+        qp->calling = 1;
+        pthread_mutex_unlock(&qp->lock);
         m->type = HV_MSG_RECONNECT;
         m->target = qp->peer_vqpn;
         m->sender = qp->pub.qp_num;
@@ -602,17 +640,39 @@ static int hv_reconnect(HvSwapQp *s)
         pthread_mutex_unlock(&ctx->lock);
         n = r ? -r : hv_proto_format(m, req, HV_PROTO_LINE_MAX + 2);
         r = n < 0 ? n : hv_peer_call(&qp->a_rtr.ah_attr.grh.dgid, qp->peer_vqpn, req, line, sizeof(line));
-        if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 || rep.type != HV_MSG_RECONNECTED)) {
+        if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 ||
+                   (rep.type != HV_MSG_RECONNECTED && rep.type != HV_MSG_DEFER))) {
             hv_log("QP %u: the peer refused to reconnect: %s", qp->pub.qp_num, line);
             r = -EPROTO;
         }
-        if (!r) {
+        if (!r && rep.type == HV_MSG_DEFER) {
+            /* both ends moving: the peer reconnects this QP when it is back (or did) */
+            pthread_mutex_lock(&qp->lock);
+            qp->calling = 0;
+            if (rep.defer == HV_DEFER_MOVING && !qp->reconnected) {
+                qp->await_peer = 1;
+                qp->await_until = hv_ms() + HV_AWAIT_PEER_MS;
+                hv_log("QP %u: its peer QP %u is moving too: it reconnects when it is back "
+                       "(sends stay queued, at most %d s)", qp->pub.qp_num, qp->peer_vqpn,
+                       HV_AWAIT_PEER_MS / 1000);
+            }
+            pthread_mutex_unlock(&qp->lock);
+        } else if (!r) {
+            pthread_mutex_lock(&qp->lock);
+            qp->calling = 0;
             qp->peer_pqpn = rep.target;
             a = qp->a_rts;
             a.sq_psn = m_psn;
             r = -hv_modify(qp, &a, qp->m_rts);
-            if (!r)
+            if (!r) {
                 qp->state = IBV_QPS_RTS;
+                qp->reconnected = 1;
+            }
+            pthread_mutex_unlock(&qp->lock);
+        } else {
+            pthread_mutex_lock(&qp->lock);
+            qp->calling = 0;
+            pthread_mutex_unlock(&qp->lock);
         }
         free(m);
         free(req);
@@ -1042,6 +1102,7 @@ static int hv_on_suspend(const HvMsg *m, HvMsg *rep)
     pthread_mutex_lock(&qp->lock);
     qp->paused = 1;
     qp->paused_at = hv_ms();
+    qp->reconnected = 0; /* a new event: the peer's next RECONNECT counts */
     pthread_mutex_unlock(&qp->lock);
     r = hv_qp_drain(qp, 0, hv_ms() + HV_DRAIN_MS);
     if (r) {
@@ -1064,20 +1125,57 @@ static int hv_on_reconnect(const HvMsg *m, HvMsg *rep)
     HvContext *ctx = NULL;
     HvQp *qp = hv_find_vqpn(m->target, &ctx);
     struct ibv_qp_attr a;
-    int r;
+    union ibv_gid own;
+    uint16_t own_lid = 0;
+    int r, swapping, drives;
+    HvVerdict verdict;
 
-    if (!qp || !qp->phys || !qp->m_rtr || !qp->m_init || qp->peer_vqpn != m->sender) {
+    if (!qp || !qp->m_rtr || !qp->m_init || qp->peer_vqpn != m->sender) {
         rep->type = HV_MSG_ERROR;
         snprintf(rep->text, sizeof(rep->text), "QP %u cannot reconnect to QP %u", m->target,
                  m->sender);
         return -ENOENT;
     }
+    /* both ends may be moving: who drives (hv_reconnect_verdict) */
+    pthread_mutex_lock(&hv.lock);
+    swapping = hv.swapping;
+    pthread_mutex_unlock(&hv.lock);
+    drives = qp->phys && hv_own_addr(qp, &own, &own_lid) == 0 &&
+             hv_drives(own.raw, qp->pub.qp_num, m->gid, m->sender);
     /* completions still in the CQs account for their receives before the queue is reset */
     if (qp->scq)
         hv_cq_pull(qp->scq);
     if (qp->rcq)
         hv_cq_pull(qp->rcq);
     pthread_mutex_lock(&qp->lock);
+    for (int64_t until = hv_ms() + HV_DRAIN_MS;;) {
+        verdict = hv_reconnect_verdict(qp->reconnected, qp->phys != NULL, swapping, drives,
+                                       qp->await_peer, qp->calling);
+        if (verdict != HV_VERDICT_WAIT)
+            break;
+        /* both ends resuming, ours is out: its answer (from the peer, which never waits)
+         * decides; bounded */
+        pthread_mutex_unlock(&qp->lock);
+        if (hv_ms() > until) {
+            rep->type = HV_MSG_ERROR;
+            snprintf(rep->text, sizeof(rep->text), "QP %u: our own RECONNECT got no answer",
+                     m->target);
+            return -ETIMEDOUT;
+        }
+        hv_sleep_ms(1);
+        pthread_mutex_lock(&hv.lock);
+        swapping = hv.swapping;
+        pthread_mutex_unlock(&hv.lock);
+        pthread_mutex_lock(&qp->lock);
+    }
+    if (verdict != HV_VERDICT_ACCEPT) {
+        pthread_mutex_unlock(&qp->lock);
+        rep->type = HV_MSG_DEFER;
+        rep->defer = verdict == HV_VERDICT_MOVING ? HV_DEFER_MOVING : HV_DEFER_RECONNECTED;
+        hv_debug("QP %u: RECONNECT from its peer QP %u deferred (%s): both ends are moving",
+                 m->target, m->sender, verdict == HV_VERDICT_MOVING ? "we reconnect it" : "done");
+        return 0;
+    }
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RESET;
     r = hv_modify(qp, &a, IBV_QP_STATE);
@@ -1109,6 +1207,8 @@ static int hv_on_reconnect(const HvMsg *m, HvMsg *rep)
         qp->unsig_tail = 0;
         qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
         qp->paused = 0;
+        qp->reconnected = 1;
+        qp->await_peer = 0;
         hv_qp_flush_queued(qp);
         rep->type = HV_MSG_RECONNECTED;
         rep->target = qp->phys->qp_num;

@@ -171,6 +171,11 @@ typedef struct HvQp {
         uint32_t n; /* UD sends posted to the GID (modulo 2^32): a moving peer's drain */
     } ud_sent[HV_UD_SENT_MAX];
     size_t n_ud_sent;
+    /* both ends moving (docs/verbs-layer.md): */
+    int reconnected;         /* reconnected to the peer's new QP since the last SUSPEND/quiesce */
+    int await_peer;          /* the peer reconnects it (it answered DEFER moving): stays paused */
+    int calling;             /* our RECONNECT to the peer is out (hv_reconnect) */
+    int64_t await_until;     /* ms: then the QP goes to the error state (a clear failure) */
     struct HvQp *next;
 } HvQp;
 
@@ -204,6 +209,23 @@ int hv_peer_is_local(const HvQp *qp, const HvQp *peer, const union ibv_gid *own_
 /* @qp's recorded RTR attributes aimed at its local peer's new QPN and address. */
 void hv_local_rtr(const HvQp *qp, uint32_t peer_pqpn, const union ibv_gid *gid, uint16_t lid,
                   struct ibv_qp_attr *a);
+
+/* Both ends of a connection moving at once (hv-util.c, pure): what a RECONNECT does at the
+ * called end. Exactly one RECONNECT takes effect per connection and event: the end with the
+ * lower (GID, virtual QPN) drives when both are back; an end whose device is not back yet, or
+ * that already reconnected, defers. */
+typedef enum {
+    HV_VERDICT_ACCEPT = 0,
+    HV_VERDICT_MOVING,      /* answer DEFER moving: the caller awaits our RECONNECT */
+    HV_VERDICT_RECONNECTED, /* answer DEFER reconnected: nothing to do */
+    HV_VERDICT_WAIT,        /* ask again once our own RECONNECT (@calling) is answered */
+} HvVerdict;
+HvVerdict hv_reconnect_verdict(int reconnected, int have_phys, int swapping, int drives,
+                               int awaiting, int calling);
+/* 1 when the end (own_gid, own_vqpn) drives a reconnection with (peer_gid, peer_vqpn). */
+int hv_drives(const uint8_t own_gid[16], uint32_t own_vqpn, const uint8_t peer_gid[16],
+              uint32_t peer_vqpn);
+#define HV_AWAIT_PEER_MS 120000 /* an awaiting QP whose peer never reconnects: error after */
 
 /* UD peers that moved (hv-util.c, pure; the layer's instance and lock are in hv-swap.c). A
  * peer's UDMAP gives, for its GID, its UD QPs' virtual -> new physical QPNs: the program's
@@ -280,6 +302,7 @@ void hv_chan_signal(HvChan *ch, HvCq *cq);
 void hv_evt_kick(void);
 void hv_qp_flush_queued(HvQp *qp); /* qp lock held */
 int hv_qp_fence(HvQp *qp);         /* qp lock held */
+int hv_qp_await_expired(HvQp *qp); /* qp lock held: 1 when its peer did not reconnect in time */
 
 /* ---- swap and peers (hv-swap.c, hv-peer.c) ------------------------------------------------- */
 int hv_quiesce(void *opaque);

@@ -25,3 +25,8 @@ hm_add_test(verbs-late-load-test unit
   ENV "LD_PRELOAD=$<TARGET_FILE:hotmig-verbs>;HOTMIG_VERBS_DISABLE=1;ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0")
 target_include_directories(verbs-late-load-test PRIVATE ${IBVERBS_INCLUDE_DIRS})
 add_dependencies(verbs-late-load-test hotmig-verbs verbs-late-lib)
+# Both ends of a connection moving at once: the RECONNECT verdict, every interleaving.
+hm_add_test(verbs-both-move-test unit
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-both-move-test.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-util.c
+  LIBS hotmig-verbs-proto PkgConfig::IBVERBS Threads::Threads)
+target_include_directories(verbs-both-move-test PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs)
