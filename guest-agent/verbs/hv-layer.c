@@ -1306,6 +1306,9 @@ static struct ibv_mr *hv_reg(struct ibv_pd *ibpd, void *addr, size_t len, uint64
     HV_LINK(ctx->mrs, mr);
     pthread_mutex_unlock(&ctx->lock);
     pthread_mutex_unlock(&hv.lock);
+    if (mr->pub.rkey != mr->phys->rkey &&
+        (access & (IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)))
+        hv_keymap_push(ctx, mr->pub.rkey, mr->phys->rkey); /* before ibv_reg_mr returns */
     return &mr->pub;
 }
 

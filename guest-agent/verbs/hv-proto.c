@@ -196,6 +196,16 @@ int hv_proto_parse(const char *line, size_t len, HvMsg *m)
             return -EINVAL;
     } else if (IS("UDMAPPED")) {
         m->type = HV_MSG_UDMAPPED;
+    } else if (IS("KEYMAP")) {
+        m->type = HV_MSG_KEYMAP;
+        if (hv_u32f(&t, HV_U24, &m->target) < 0 || hv_u32f(&t, HV_U24, &m->sender) < 0 ||
+            hv_dec(&t, HV_PROTO_KEYS_MAX, &v) < 0 || v == 0)
+            return -EINVAL;
+        m->nkeys = (uint32_t)v;
+        if (hv_pairs(&t, m->keys, m->nkeys, UINT32_MAX) < 0)
+            return -EINVAL;
+    } else if (IS("KEYMAPPED")) {
+        m->type = HV_MSG_KEYMAPPED;
     } else if (IS("DEFER")) {
         const char *w;
         size_t wn;
@@ -308,6 +318,28 @@ int hv_proto_format(const HvMsg *m, char *buf, size_t size)
     case HV_MSG_UDMAPPED:
         n = snprintf(buf, size, "UDMAPPED\n");
         break;
+    case HV_MSG_KEYMAPPED:
+        n = snprintf(buf, size, "KEYMAPPED\n");
+        break;
+    case HV_MSG_KEYMAP:
+        if (m->nkeys == 0 || m->nkeys > HV_PROTO_KEYS_MAX || m->target > HV_U24 ||
+            m->sender > HV_U24)
+            return -EINVAL;
+        n = snprintf(buf, size, "KEYMAP %u %u %u", m->target, m->sender, m->nkeys);
+        if (n < 0 || (size_t)n >= size)
+            return -ENOSPC;
+        off = (size_t)n;
+        for (uint32_t i = 0; i < m->nkeys; i++) {
+            n = snprintf(buf + off, size - off, " %x:%x", m->keys[i].v, m->keys[i].p);
+            if (n < 0 || off + (size_t)n >= size)
+                return -ENOSPC;
+            off += (size_t)n;
+        }
+        if (off + 2 > size)
+            return -ENOSPC;
+        buf[off++] = '\n';
+        buf[off] = '\0';
+        return off > HV_PROTO_LINE_MAX + 1 ? -ENOSPC : (int)off;
     case HV_MSG_DEFER:
         if (m->defer != HV_DEFER_MOVING && m->defer != HV_DEFER_RECONNECTED)
             return -EINVAL;

@@ -27,6 +27,9 @@ typedef enum {
     HV_MSG_UDHOLD,      /* UDHOLD <target> <gid>: hold UD sends to <gid> until its UDMAP */
     HV_MSG_DEFER,       /* DEFER moving|reconnected: a RECONNECT not applied, nothing changed
                          * (both ends moving: the other end reconnects, or already did) */
+    HV_MSG_KEYMAP,      /* KEYMAP <target> <sender> <n> [<vkey>:<pkey>]...: more of the
+                         * sender's virtual -> physical rkeys (n 1..HV_PROTO_KEYS_MAX) */
+    HV_MSG_KEYMAPPED,   /* KEYMAPPED */
     HV_MSG_UDHELD,      /* UDHELD <n> [<pqpn>:<count>]...  sends so far to the holder's GID per
                          * sending physical QP (count modulo 2^32; pairs in keys[], n may be 0) */
 } HvMsgType;

@@ -1228,6 +1228,103 @@ static int hv_on_reconnect(const HvMsg *m, HvMsg *rep)
     return r;
 }
 
+/* ---- keys registered after a swap ---------------------------------------------------------- */
+
+/* A memory region registered after a swap whose physical rkey collides with a live virtual one
+ * got a synthetic virtual rkey (hv_mr_keys): every peer QP connected to a QP of @ctx learns the
+ * pair before ibv_reg_mr returns (KEYMAP; a QP of this process directly). A peer that cannot
+ * be told is logged: its RDMA with that key would fail with a remote access error. */
+void hv_keymap_push(HvContext *ctx, uint32_t vkey, uint32_t pkey)
+{
+    struct {
+        union ibv_gid gid;
+        uint32_t target, sender;
+    } *to = NULL;
+    size_t n = 0, cap = 0, told = 0;
+    HvMsg *m = calloc(1, sizeof(*m)), rep;
+    char req[160], line[256];
+
+    if (!m)
+        return;
+    pthread_mutex_lock(&hv.lock);
+    for (HvQp *qp = ctx->qps; qp; qp = qp->next) {
+        pthread_mutex_lock(&qp->lock);
+        if (hv_qp_connected(qp) && n == cap) {
+            void *nt = realloc(to, (cap = cap ? cap * 2 : 8) * sizeof(*to));
+            if (!nt) {
+                pthread_mutex_unlock(&qp->lock);
+                break;
+            }
+            to = nt;
+        }
+        if (hv_qp_connected(qp)) {
+            to[n].gid = qp->a_rtr.ah_attr.grh.dgid;
+            to[n].target = qp->peer_vqpn;
+            to[n].sender = qp->pub.qp_num;
+            n++;
+        }
+        pthread_mutex_unlock(&qp->lock);
+    }
+    pthread_mutex_unlock(&hv.lock);
+    m->type = HV_MSG_KEYMAP;
+    m->nkeys = 1;
+    m->keys[0] = (HvKeyPair){vkey, pkey};
+    for (size_t i = 0; i < n; i++) {
+        HvContext *lctx = NULL;
+        HvQp *local = hv_find_vqpn(to[i].target, &lctx);
+        int k, r;
+
+        if (local && lctx == ctx && local->peer_vqpn == to[i].sender) {
+            /* the peer QP is in this process (loopback) */
+            pthread_mutex_lock(&local->lock);
+            hv_map_put(&local->peer_rkeys, vkey, pkey);
+            pthread_mutex_unlock(&local->lock);
+            told++;
+            continue;
+        }
+
+        if (!hv_peer_known(&to[i].gid)) {
+            hv_log("QP %u: its peer is not in HOTMIG_VERBS_PEERS: it cannot learn the synthetic "
+                   "rkey 0x%x", to[i].sender, vkey);
+            continue;
+        }
+        m->target = to[i].target;
+        m->sender = to[i].sender;
+        k = hv_proto_format(m, req, sizeof(req));
+        r = k < 0 ? k : hv_peer_call(&to[i].gid, to[i].target, req, line, sizeof(line));
+        if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 || rep.type != HV_MSG_KEYMAPPED))
+            r = -EPROTO;
+        if (r)
+            hv_log("QP %u: telling its peer QP %u the synthetic rkey 0x%x failed: %s",
+                   to[i].sender, to[i].target, vkey, strerror(-r));
+        else
+            told++;
+    }
+    hv_debug("synthetic rkey 0x%x (physical 0x%x): %zu peer QPs told", vkey, pkey, told);
+    free(to);
+    free(m);
+}
+
+static int hv_on_keymap(const HvMsg *m, HvMsg *rep)
+{
+    HvQp *qp = hv_find_vqpn(m->target, NULL);
+
+    if (!qp || qp->peer_vqpn != m->sender || m->nkeys > HV_PROTO_KEYS_MAX) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "QP %u is not connected to QP %u", m->target,
+                 m->sender);
+        return -ENOENT;
+    }
+    pthread_mutex_lock(&qp->lock);
+    for (uint32_t i = 0; i < m->nkeys; i++)
+        hv_map_put(&qp->peer_rkeys, m->keys[i].v, m->keys[i].p);
+    pthread_mutex_unlock(&qp->lock);
+    rep->type = HV_MSG_KEYMAPPED;
+    hv_debug("QP %u: its peer QP %u registered %u keys after its swap", m->target, m->sender,
+             m->nkeys);
+    return 0;
+}
+
 int hv_peer_handle(const HvMsg *m, HvMsg *rep)
 {
     switch (m->type) {
@@ -1239,6 +1336,8 @@ int hv_peer_handle(const HvMsg *m, HvMsg *rep)
         return hv_on_udmap(m, rep);
     case HV_MSG_UDHOLD:
         return hv_on_udhold(m, rep);
+    case HV_MSG_KEYMAP:
+        return hv_on_keymap(m, rep);
     default:
         rep->type = HV_MSG_ERROR;
         snprintf(rep->text, sizeof(rep->text), "unexpected message");

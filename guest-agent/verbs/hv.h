@@ -308,6 +308,7 @@ int hv_qp_await_expired(HvQp *qp); /* qp lock held: 1 when its peer did not reco
 int hv_quiesce(void *opaque);
 int hv_resume(const char *device, void *opaque);
 void hv_register_start(void);
+void hv_keymap_push(HvContext *ctx, uint32_t vkey, uint32_t pkey); /* no lock held */
 int hv_qp_route_add(HvQp *qp);
 int hv_route_taken(uint32_t vqpn);
 void hv_qp_route_del(HvQp *qp);

@@ -215,6 +215,36 @@ static void test_defer_message(void **state)
     free(m);
 }
 
+/* KEYMAP: a synthetic rkey registered after a swap, told to the connected peers */
+static void test_keymap_message(void **state)
+{
+    HvMsg *m = calloc(1, sizeof(*m));
+    char buf[128];
+    const char *ok = "KEYMAP 18 17 2 a1b2:7 ffffffff:0";
+
+    (void)state;
+    assert_int_equal(hv_proto_parse(ok, strlen(ok), m), 0);
+    assert_int_equal(m->type, HV_MSG_KEYMAP);
+    assert_int_equal(m->target, 18);
+    assert_int_equal(m->sender, 17);
+    assert_int_equal(m->nkeys, 2);
+    assert_int_equal(m->keys[1].v, 0xffffffff);
+    assert_int_equal(hv_proto_format(m, buf, sizeof(buf)), (int)strlen(ok) + 1);
+    assert_memory_equal(buf, ok, strlen(ok));
+    assert_int_equal(hv_proto_parse("KEYMAPPED", 9, m), 0);
+    assert_int_equal(m->type, HV_MSG_KEYMAPPED);
+    assert_int_equal(hv_proto_parse("KEYMAP 18 17 0", 14, m), -EINVAL);          /* none */
+    assert_int_equal(hv_proto_parse("KEYMAP 18 17 2 1:2", 18, m), -EINVAL);      /* fewer */
+    assert_int_equal(hv_proto_parse("KEYMAP 18 17 1 1:100000000", 26, m), -EINVAL);
+    assert_int_equal(hv_proto_parse("KEYMAP 16777216 17 1 1:2", 24, m), -EINVAL);
+    assert_int_equal(hv_proto_parse("KEYMAP 18 17 513 1:2", 20, m), -EINVAL);    /* > max */
+    assert_int_equal(hv_proto_parse("KEYMAPPED 1", 11, m), -EINVAL);
+    m->type = HV_MSG_KEYMAP;
+    m->nkeys = 0;
+    assert_int_equal(hv_proto_format(m, buf, sizeof(buf)), -EINVAL);
+    free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -222,6 +252,7 @@ int main(void)
         cmocka_unit_test(test_verdict_table),
         cmocka_unit_test(test_every_interleaving_reconnects_once),
         cmocka_unit_test(test_defer_message),
+        cmocka_unit_test(test_keymap_message),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
