@@ -138,8 +138,23 @@ typedef struct HvSendWr {
 
 #define HV_UD_SENT_MAX 16 /* per UD QP: destination GIDs counted */
 #define HV_UD_HOLD_MS 60000 /* a peer's UDHOLD lapses after this without its UDMAP */
+/* One work request built through the ibv_wr_* API (ibv_qp_ex), posted by wr_complete. */
+#define HV_WX_SGE_MAX 16
+typedef struct HvWxWr {
+    struct ibv_send_wr wr;
+    struct ibv_sge sge[HV_WX_SGE_MAX];
+    void *inl; /* inline data copied at wr_set_inline_data* */
+    struct HvWxWr *next;
+} HvWxWr;
+
 typedef struct HvQp {
-    struct ibv_qp pub;
+    union {
+        struct ibv_qp pub;
+        struct ibv_qp_ex pubx; /* created by ibv_create_qp_ex with send_ops_flags (ex = 1) */
+    };
+    int ex;
+    HvWxWr *wx_head, *wx_tail; /* between wr_start and wr_complete/wr_abort */
+    int wx_err;
     struct ibv_qp *phys;
     HvPd *pd;
     HvCq *scq, *rcq;
