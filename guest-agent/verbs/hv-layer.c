@@ -2179,8 +2179,6 @@ static void hv_wx_no_atomic_write(struct ibv_qp_ex *q, uint32_t k, uint64_t a, c
 static struct ibv_qp *hv_op_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *a)
 {
     struct ibv_qp *ibqp;
-    HvQp *qp;
-    struct ibv_qp_ex *x;
 
     (void)c;
     if ((a->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) ||
@@ -2191,10 +2189,15 @@ static struct ibv_qp *hv_op_create_qp_ex(struct ibv_context *c, struct ibv_qp_in
         return NULL;
     }
     ibqp = ibv_create_qp(a->pd, (struct ibv_qp_init_attr *)a);
-    if (!ibqp || !(a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
-        return ibqp;
-    qp = (HvQp *)ibqp;
-    x = &qp->pubx;
+    if (ibqp && (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
+        hv_qp_ex_init((HvQp *)ibqp);
+    return ibqp;
+}
+
+void hv_qp_ex_init(HvQp *qp)
+{
+    struct ibv_qp_ex *x = &qp->pubx;
+
     x->wr_atomic_cmp_swp = hv_wx_cmp_swp;
     x->wr_atomic_fetch_add = hv_wx_fetch_add;
     x->wr_bind_mw = hv_wx_no_bind_mw;
@@ -2217,7 +2220,6 @@ static struct ibv_qp *hv_op_create_qp_ex(struct ibv_context *c, struct ibv_qp_in
     x->wr_abort = hv_wx_abort;
     x->wr_atomic_write = hv_wx_no_atomic_write;
     qp->ex = 1;
-    return ibqp;
 }
 
 /* ---- AH ----------------------------------------------------------------------------------- */

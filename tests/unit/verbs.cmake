@@ -30,3 +30,13 @@ hm_add_test(verbs-both-move-test unit
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-both-move-test.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-util.c
   LIBS hotmig-verbs-proto PkgConfig::IBVERBS Threads::Threads)
 target_include_directories(verbs-both-move-test PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs)
+# The ibv_wr_* API (ibv_qp_ex) the layer serves: built into the layer's own posts. The layer's
+# sources are linked in (no libibverbs: the test needs no device, its QP is paused).
+hm_add_test(verbs-wr-api-test unit
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-wr-api-test.c
+    ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-layer.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-exports.c
+    ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-swap.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-peer.c
+    ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-util.c
+  LIBS hotmig-verbs-proto hotmig Threads::Threads ${CMAKE_DL_LIBS})
+target_include_directories(verbs-wr-api-test PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs
+  ${IBVERBS_INCLUDE_DIRS})
