@@ -1916,8 +1916,8 @@ HV_EXPORT int ibv_detach_mcast(struct ibv_qp *ibqp, const union ibv_gid *g, uint
 
 HV_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *ibqp)
 {
-    struct ibv_qp_ex *(*real)(struct ibv_qp *) =
-        (struct ibv_qp_ex * (*)(struct ibv_qp *)) dlvsym(hv_real_lib, "ibv_qp_to_qp_ex", "IBVERBS_1.6");
+    struct ibv_qp_ex *(*real)(struct ibv_qp *) = (struct ibv_qp_ex * (*)(struct ibv_qp *))
+        dlvsym(hv_real_lib, "ibv_qp_to_qp_ex", "IBVERBS_1.6");
 
     if (!HV_CTX(ibqp))
         return real ? real(ibqp) : NULL;
@@ -1930,8 +1930,8 @@ HV_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *ibqp)
  * post_send at wr_complete: the same queueing during a swap and the same translation. */
 
 #define HV_WX_OPS                                                                                  \
-    (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |            \
-     IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |                              \
+    (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |              \
+     IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |                               \
      IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
 
 static void hv_wx_free(HvQp *qp)
@@ -2024,8 +2024,8 @@ static void hv_wx_send_imm(struct ibv_qp_ex *qpx, __be32 imm)
         w->wr.imm_data = imm;
 }
 
-static void hv_wx_rdma(struct ibv_qp_ex *qpx, enum ibv_wr_opcode op, uint32_t rkey,
-                       uint64_t raddr, __be32 imm)
+static void hv_wx_rdma(struct ibv_qp_ex *qpx, enum ibv_wr_opcode op, uint32_t rkey, uint64_t raddr,
+                       __be32 imm)
 {
     HvWxWr *w = hv_wx_new(qpx, op);
 
@@ -2075,8 +2075,7 @@ static void hv_wx_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t raddr
     w->wr.wr.atomic.compare_add = add;
 }
 
-static void hv_wx_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah, uint32_t qpn,
-                              uint32_t qkey)
+static void hv_wx_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah, uint32_t qpn, uint32_t qkey)
 {
     HvWxWr *w = hv_wx_last(qpx);
 

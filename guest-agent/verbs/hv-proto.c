@@ -343,7 +343,8 @@ int hv_proto_format(const HvMsg *m, char *buf, size_t size)
     case HV_MSG_DEFER:
         if (m->defer != HV_DEFER_MOVING && m->defer != HV_DEFER_RECONNECTED)
             return -EINVAL;
-        n = snprintf(buf, size, "DEFER %s\n", m->defer == HV_DEFER_MOVING ? "moving" : "reconnected");
+        n = snprintf(buf, size, "DEFER %s\n",
+                     m->defer == HV_DEFER_MOVING ? "moving" : "reconnected");
         break;
     case HV_MSG_UDHOLD: {
         char gid[33];

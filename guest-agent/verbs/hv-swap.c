@@ -175,7 +175,8 @@ int hv_qp_await_expired(HvQp *qp)
     if (!qp->await_peer || hv_ms() < qp->await_until)
         return 0;
     hv_log("QP %u: its peer QP %u, moving too, did not reconnect within %d s: the QP is put in "
-           "the error state", qp->pub.qp_num, qp->peer_vqpn, HV_AWAIT_PEER_MS / 1000);
+           "the error state",
+           qp->pub.qp_num, qp->peer_vqpn, HV_AWAIT_PEER_MS / 1000);
     qp->await_peer = 0;
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_ERR;
@@ -610,8 +611,7 @@ static int hv_reconnect(HvSwapQp *s)
             pthread_mutex_unlock(&qp->lock);
             free(m);
             free(req);
-            hv_debug("QP %u: already reconnected by its peer QP %u", qp->pub.qp_num,
-                     qp->peer_vqpn);
+            hv_debug("QP %u: already reconnected by its peer QP %u", qp->pub.qp_num, qp->peer_vqpn);
             return 0;
         }
         a = qp->a_rtr;
@@ -653,8 +653,8 @@ static int hv_reconnect(HvSwapQp *s)
                 qp->await_peer = 1;
                 qp->await_until = hv_ms() + HV_AWAIT_PEER_MS;
                 hv_log("QP %u: its peer QP %u is moving too: it reconnects when it is back "
-                       "(sends stay queued, at most %d s)", qp->pub.qp_num, qp->peer_vqpn,
-                       HV_AWAIT_PEER_MS / 1000);
+                       "(sends stay queued, at most %d s)",
+                       qp->pub.qp_num, qp->peer_vqpn, HV_AWAIT_PEER_MS / 1000);
             }
             pthread_mutex_unlock(&qp->lock);
         } else if (!r) {
@@ -817,7 +817,8 @@ int hv_ud_held(HvQp *qp)
     if (hv_ms() < qp->ud_held_until)
         return 1;
     hv_log("UD QP %u: a moving peer did not say where it went within %d s: its held sends go to "
-           "its old address", qp->pub.qp_num, HV_UD_HOLD_MS / 1000);
+           "its old address",
+           qp->pub.qp_num, HV_UD_HOLD_MS / 1000);
     qp->ud_held_until = 0;
     if (!qp->paused && qp->phys)
         hv_qp_flush_queued(qp);
@@ -924,8 +925,9 @@ static void hv_ud_hold_peers(int64_t deadline)
         m->target = tg[i].qpn;
         memcpy(m->gid, own.raw, 16);
         n = hv_proto_format(m, req, sizeof(req));
-        r = n < 0 ? n : hv_peer_call((const union ibv_gid *)tg[i].gid, tg[i].qpn, req, line,
-                                     sizeof(line));
+        r = n < 0 ? n
+                  : hv_peer_call((const union ibv_gid *)tg[i].gid, tg[i].qpn, req, line,
+                                 sizeof(line));
         if (!r && (hv_proto_parse(line, strlen(line), rep) < 0 || rep->type != HV_MSG_UDHELD))
             r = -EPROTO;
         if (r) {
@@ -960,7 +962,8 @@ static void hv_ud_hold_peers(int64_t deadline)
             break;
         if (hv_ms() > until) {
             hv_log("UD: %zu peer QPs' sends did not all arrive within %d ms (lost earlier?): "
-                   "moving on", missing, HV_UD_DRAIN_MS);
+                   "moving on",
+                   missing, HV_UD_DRAIN_MS);
             break;
         }
         hv_sleep_ms(1);
@@ -1285,7 +1288,8 @@ void hv_keymap_push(HvContext *ctx, uint32_t vkey, uint32_t pkey)
 
         if (!hv_peer_known(&to[i].gid)) {
             hv_log("QP %u: its peer is not in HOTMIG_VERBS_PEERS: it cannot learn the synthetic "
-                   "rkey 0x%x", to[i].sender, vkey);
+                   "rkey 0x%x",
+                   to[i].sender, vkey);
             continue;
         }
         m->target = to[i].target;
@@ -1295,8 +1299,8 @@ void hv_keymap_push(HvContext *ctx, uint32_t vkey, uint32_t pkey)
         if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 || rep.type != HV_MSG_KEYMAPPED))
             r = -EPROTO;
         if (r)
-            hv_log("QP %u: telling its peer QP %u the synthetic rkey 0x%x failed: %s",
-                   to[i].sender, to[i].target, vkey, strerror(-r));
+            hv_log("QP %u: telling its peer QP %u the synthetic rkey 0x%x failed: %s", to[i].sender,
+                   to[i].target, vkey, strerror(-r));
         else
             told++;
     }

@@ -136,7 +136,7 @@ typedef struct HvSendWr {
     struct HvSendWr *next;
 } HvSendWr;
 
-#define HV_UD_SENT_MAX 16 /* per UD QP: destination GIDs counted */
+#define HV_UD_SENT_MAX 16   /* per UD QP: destination GIDs counted */
 #define HV_UD_HOLD_MS 60000 /* a peer's UDHOLD lapses after this without its UDMAP */
 /* One work request built through the ibv_wr_* API (ibv_qp_ex), posted by wr_complete. */
 #define HV_WX_SGE_MAX 16
@@ -187,10 +187,10 @@ typedef struct HvQp {
     } ud_sent[HV_UD_SENT_MAX];
     size_t n_ud_sent;
     /* both ends moving (docs/verbs-layer.md): */
-    int reconnected;         /* reconnected to the peer's new QP since the last SUSPEND/quiesce */
-    int await_peer;          /* the peer reconnects it (it answered DEFER moving): stays paused */
-    int calling;             /* our RECONNECT to the peer is out (hv_reconnect) */
-    int64_t await_until;     /* ms: then the QP goes to the error state (a clear failure) */
+    int reconnected;     /* reconnected to the peer's new QP since the last SUSPEND/quiesce */
+    int await_peer;      /* the peer reconnects it (it answered DEFER moving): stays paused */
+    int calling;         /* our RECONNECT to the peer is out (hv_reconnect) */
+    int64_t await_until; /* ms: then the QP goes to the error state (a clear failure) */
     struct HvQp *next;
 } HvQp;
 
@@ -280,7 +280,7 @@ void hv_ud_clear(HvUdTable *t);
 uint32_t hv_ud_send_qpn(const struct ibv_ah_attr *ah, uint32_t remote_qpn);
 uint32_t hv_ud_recv_qpn(uint32_t src_qp); /* also counts the receive per physical src_qp */
 void hv_ud_count_send(HvQp *qp, const struct ibv_ah_attr *ah); /* qp lock held */
-int hv_ud_held(HvQp *qp);                              /* qp lock held: 1 when held */
+int hv_ud_held(HvQp *qp);                                      /* qp lock held: 1 when held */
 
 /* ---- layer state (hv-layer.c) ------------------------------------------------------------- */
 typedef struct {

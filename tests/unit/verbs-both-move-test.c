@@ -17,8 +17,10 @@
 
 #include <cmocka.h>
 
-static const uint8_t GID_LO[16] = {[10] = 0xff, [11] = 0xff, [12] = 198, [13] = 51, [14] = 100, [15] = 1};
-static const uint8_t GID_HI[16] = {[10] = 0xff, [11] = 0xff, [12] = 198, [13] = 51, [14] = 100, [15] = 2};
+static const uint8_t GID_LO[16] = {
+    [10] = 0xff, [11] = 0xff, [12] = 198, [13] = 51, [14] = 100, [15] = 1};
+static const uint8_t GID_HI[16] = {
+    [10] = 0xff, [11] = 0xff, [12] = 198, [13] = 51, [14] = 100, [15] = 2};
 
 static void test_drives_is_antisymmetric(void **state)
 {
@@ -233,11 +235,11 @@ static void test_keymap_message(void **state)
     assert_memory_equal(buf, ok, strlen(ok));
     assert_int_equal(hv_proto_parse("KEYMAPPED", 9, m), 0);
     assert_int_equal(m->type, HV_MSG_KEYMAPPED);
-    assert_int_equal(hv_proto_parse("KEYMAP 18 17 0", 14, m), -EINVAL);          /* none */
-    assert_int_equal(hv_proto_parse("KEYMAP 18 17 2 1:2", 18, m), -EINVAL);      /* fewer */
+    assert_int_equal(hv_proto_parse("KEYMAP 18 17 0", 14, m), -EINVAL);     /* none */
+    assert_int_equal(hv_proto_parse("KEYMAP 18 17 2 1:2", 18, m), -EINVAL); /* fewer */
     assert_int_equal(hv_proto_parse("KEYMAP 18 17 1 1:100000000", 26, m), -EINVAL);
     assert_int_equal(hv_proto_parse("KEYMAP 16777216 17 1 1:2", 24, m), -EINVAL);
-    assert_int_equal(hv_proto_parse("KEYMAP 18 17 513 1:2", 20, m), -EINVAL);    /* > max */
+    assert_int_equal(hv_proto_parse("KEYMAP 18 17 513 1:2", 20, m), -EINVAL); /* > max */
     assert_int_equal(hv_proto_parse("KEYMAPPED 1", 11, m), -EINVAL);
     m->type = HV_MSG_KEYMAP;
     m->nkeys = 0;

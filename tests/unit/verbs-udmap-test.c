@@ -86,13 +86,13 @@ static void test_udhold_round_trip(void **state)
     assert_int_equal(parse("UDHELD 0", back), 0); /* sent nothing to the mover: held anyway */
     assert_int_equal(back->nkeys, 0);
 
-    assert_int_equal(parse("UDHOLD 17", back), -EINVAL);                 /* no GID */
-    assert_int_equal(parse("UDHOLD 16777216 " GID_A, back), -EINVAL);    /* > 24 bits */
-    assert_int_equal(parse("UDHOLD 17 " GID_A " 1", back), -EINVAL);     /* extra */
-    assert_int_equal(parse("UDHELD 1 1000000:1", back), -EINVAL);        /* QPN > 24 bits */
-    assert_int_equal(parse("UDHELD 1 1:100000000", back), -EINVAL);      /* count > 32 bits */
-    assert_int_equal(parse("UDHELD 2 1:1", back), -EINVAL);              /* fewer than said */
-    assert_int_equal(parse("UDHELD 65 1:1", back), -EINVAL);             /* > UDQPS_MAX */
+    assert_int_equal(parse("UDHOLD 17", back), -EINVAL);              /* no GID */
+    assert_int_equal(parse("UDHOLD 16777216 " GID_A, back), -EINVAL); /* > 24 bits */
+    assert_int_equal(parse("UDHOLD 17 " GID_A " 1", back), -EINVAL);  /* extra */
+    assert_int_equal(parse("UDHELD 1 1000000:1", back), -EINVAL);     /* QPN > 24 bits */
+    assert_int_equal(parse("UDHELD 1 1:100000000", back), -EINVAL);   /* count > 32 bits */
+    assert_int_equal(parse("UDHELD 2 1:1", back), -EINVAL);           /* fewer than said */
+    assert_int_equal(parse("UDHELD 65 1:1", back), -EINVAL);          /* > UDQPS_MAX */
     assert_int_equal(parse("UDHELD", back), -EINVAL);
     m->keys[0].v = 0x1000000; /* the formatter refuses what the parser would */
     assert_int_equal(hv_proto_format(m, buf, sizeof(buf)), -EINVAL);
