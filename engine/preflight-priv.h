@@ -10,8 +10,6 @@ G_BEGIN_DECLS
 
 typedef struct {
     const OrchOptions *opts;
-    OrchVirtOpenFunc open_fn;
-    gpointer open_opaque;
     GPtrArray *checks; /* OrchCheck, in order */
     OrchVirt *src;     /* NULL when the source is unreachable */
     OrchVirt *dst;     /* NULL when the destination is unreachable */

@@ -49,7 +49,7 @@ static void check_hosts(Preflight *pf)
     g_autoptr(GError) error = NULL;
     OrchVirtDomainState state;
 
-    pf->src = pf->open_fn(pf->opts->source_uri, "source", pf->open_opaque, &error);
+    pf->src = orch_connector_open_virt(pf->opts, pf->opts->source_uri, "source", &error);
     if (!pf->src) {
         check_add(pf, "source", ORCH_CHECK_FAIL, "%s", error->message);
         /* Nothing can move from a source that cannot be reached: the destination is not asked,
@@ -77,7 +77,7 @@ static void check_hosts(Preflight *pf)
     }
     g_clear_error(&error);
 
-    pf->dst = pf->open_fn(pf->opts->dest_uri, "destination", pf->open_opaque, &error);
+    pf->dst = orch_connector_open_virt(pf->opts, pf->opts->dest_uri, "destination", &error);
     if (!pf->dst) {
         check_add(pf, "destination", ORCH_CHECK_FAIL, "%s", error->message);
         return;
@@ -234,18 +234,15 @@ static void check_capable(Preflight *pf)
 
 /* ---- the run ------------------------------------------------------------------------------- */
 
-gboolean orch_preflight(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
-                        GPtrArray **ret_checks, GError **error)
+gboolean orch_preflight(const OrchOptions *opts, GPtrArray **ret_checks, GError **error)
 {
     Preflight pf = {
         .opts = opts,
-        .open_fn = open_fn,
-        .open_opaque = open_opaque,
         .checks = g_ptr_array_new_with_free_func((GDestroyNotify)orch_check_free),
     };
     gboolean ok = TRUE;
 
-    g_return_val_if_fail(opts && open_fn && ret_checks, FALSE);
+    g_return_val_if_fail(opts && ret_checks, FALSE);
 
     {
         g_autofree char *asked = orch_options_format_migration(opts);

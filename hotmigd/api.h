@@ -55,10 +55,24 @@ typedef void (*OrchVfdReplyFunc)(OrchVfdReply *reply, gpointer data); /* @reply 
 typedef OrchVfdReply *(*OrchVfdAlertsFunc)(gpointer data, const char *method, const char *body,
                                            gsize len, const char *peer, const OrchPeer *who);
 
+/* The thread the pool's requests run on (api.c): made on, and answering to, the thread-default
+ * main context; at most @max_queued requests wait (0: ORCH_VFD_WORKER_MAX_QUEUED), more are
+ * answered 503 at once. Free it on that context, before the pool: it runs what is queued and
+ * delivers the replies. */
+#define ORCH_VFD_WORKER_MAX_QUEUED 64
+typedef struct OrchVfdWorker OrchVfdWorker;
+OrchVfdWorker *orch_vfd_worker_new(guint max_queued);
+void orch_vfd_worker_free(OrchVfdWorker *worker);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchVfdWorker, orch_vfd_worker_free)
+/* Requests queued or running, not answered yet. */
+guint orch_vfd_worker_queued(const OrchVfdWorker *worker);
+
 /* What the API's methods are bound to. Each part may be NULL: the pool's requests and the
  * cluster's then answer 503, /v1/alerts 404. All borrowed. */
 typedef struct {
     OrchVfdPool *pool;
+    /* Runs the pool's requests (NULL: on the caller's thread, at once: tests, fuzzing). */
+    OrchVfdWorker *worker;
     const OrchVfdServices *services;
     OrchVfdAlertsFunc alerts;
     gpointer alerts_data;

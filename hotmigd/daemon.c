@@ -312,11 +312,7 @@ static void inventory_thread(GTask *task, gpointer source, gpointer data, GCance
 {
     Hotmigd *daemon = data;
     OrchInventoryOptions opts = {
-        .virt_open = daemon->env.virt_open,
-        .virt_opaque = daemon->env.virt_opaque,
-        .vfd_open = daemon->env.vfd_open,
-        .vfd_opaque = daemon->env.vfd_opaque,
-        .alias_prefix = daemon->env.migrate_opts->alias_prefix,
+        .migrate_opts = daemon->env.migrate_opts,
         .cpu_sample_ms = daemon->opts.cpu_sample_ms,
         .cancellable = cancel,
     };
@@ -1587,27 +1583,6 @@ static void service_snapshot(gpointer data, OrchVfdSnapshotDone done, gpointer d
 
 /* ---- creating ------------------------------------------------------------------------------ */
 
-/* Opens the libvirt adapter, wrapped in fault injection when HOTMIG_FAULT_INJECT asks. */
-static OrchVirt *open_libvirt(const char *uri, const char *label, gpointer opaque, GError **error)
-{
-    const char *spec = g_getenv(ORCH_FAULT_ENV);
-    OrchVirt *virt = orch_virt_libvirt_open(uri, label, NULL, error);
-
-    if (!virt || !spec || !*spec)
-        return virt;
-    return orch_virt_fault_wrap(virt, spec, error);
-}
-
-/* The HTTPS client of another hotmigd with this host's client certificate. */
-static OrchVfd *open_vfd(const char *url, gpointer opaque, GError **error)
-{
-    Hotmigd *daemon = opaque;
-    const OrchOptions *o = daemon->env.migrate_opts;
-
-    return orch_vfd_new(url, o->tls_cert, o->tls_key, o->tls_ca,
-                        MAX(o->hotmigd_timeout_ms / 1000, 1), error);
-}
-
 static void config_host_free(HmConfigHost *host)
 {
     g_free(host->name);
@@ -1670,8 +1645,7 @@ static void daemon_migrate_options(Hotmigd *daemon, const HmConfig *c, OrchOptio
 {
     orch_options_init(o);
     orch_options_take_config(o, c); /* [hotmigd] state-dir included */
-    o->vfd_open = daemon->opts.vfd_open;
-    o->vfd_opaque = daemon->opts.vfd_opaque;
+    o->connector = daemon->opts.connector;
 }
 
 static gboolean daemon_open_pool(Hotmigd *daemon, GError **error)
@@ -1869,10 +1843,6 @@ Hotmigd *hotmigd_new(HmConfig *config, const HotmigdOptions *opts, GError **erro
         .hosts = daemon->hosts,
         .migrate_opts = &daemon->migrate_opts,
         .migrate = daemon->opts.migrate ? daemon->opts.migrate : orch_migrate,
-        .virt_open = daemon->opts.virt_open ? daemon->opts.virt_open : open_libvirt,
-        .virt_opaque = daemon->opts.virt_opaque,
-        .vfd_open = daemon->opts.vfd_open ? daemon->opts.vfd_open : open_vfd,
-        .vfd_opaque = daemon->opts.vfd_open ? daemon->opts.vfd_opaque : daemon,
         .poll_ms = daemon->opts.remote_poll_ms,
         .share = daemon->share,
     };

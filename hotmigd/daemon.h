@@ -83,16 +83,12 @@ OrchVfdServer *hotmigd_get_server(Hotmigd *daemon);
 /* ---- creating the daemon ------------------------------------------------------------------- */
 
 /* Runs one migration: orch_migrate() or a test's fake (called in a thread of its own). */
-typedef gboolean (*HotmigdMigrateFunc)(const OrchOptions *opts, OrchVirtOpenFunc open_fn,
-                                       gpointer open_opaque, OrchReport **ret_report,
+typedef gboolean (*HotmigdMigrateFunc)(const OrchOptions *opts, OrchReport **ret_report,
                                        GError **error);
 
 typedef struct {
     /* What the daemon asks of the world; NULL: the real thing. Tests bring fakes. */
-    OrchVirtOpenFunc virt_open; /* libvirt (with HOTMIG_FAULT_INJECT) */
-    gpointer virt_opaque;
-    OrchVfd *(*vfd_open)(const char *url, gpointer opaque, GError **error); /* HTTPS client */
-    gpointer vfd_opaque;
+    const OrchConnector *connector; /* libvirt and hotmigd clients (engine.h); borrowed */
     HotmigdMigrateFunc migrate; /* orch_migrate */
     gboolean no_https;          /* tests: no HTTPS listener ([hotmigd] listen/port unused) */
     gboolean no_pool;           /* tests: no VF pool (GET /v1/host ... are not served) */

@@ -127,7 +127,7 @@ static void move_run_here(OrchMove *m, const HmConfigHost *from, const HmConfigH
     if (deputy_why)
         g_message("Migrating '%s' from '%s' here: its hotmigd cannot be reached (%s)", m->domain,
                   from->name, deputy_why);
-    m->result.ok = m->env->migrate(&opts, m->env->virt_open, m->env->virt_opaque, &report, &error);
+    m->result.ok = m->env->migrate(&opts, &report, &error);
     if (!m->result.ok)
         move_fail(m, "%s", error ? error->message : "the migration failed");
     if (report)
@@ -154,7 +154,7 @@ static void move_run_remote(OrchMove *m, const HmConfigHost *from, const HmConfi
         move_fail(m, "no hotmigd URL known for source host '%s': it drives its moves", from->name);
         return;
     }
-    vfd = env->vfd_open(from->hotmigd, env->vfd_opaque, &error);
+    vfd = orch_connector_open_vfd(env->migrate_opts, from->hotmigd, &error);
     if (vfd)
         id = orch_vfd_migration_start(vfd, &req, &error);
     if (!id && g_error_matches(error, ORCH_ERROR, ORCH_ERROR_UNREACHABLE)) {
@@ -238,7 +238,7 @@ OrchMove *orch_move_start(const OrchMoveEnv *env, const char *domain, const char
     OrchMove *m = g_new0(OrchMove, 1);
     g_autofree char *name = g_strdup_printf("move %.40s", domain);
 
-    g_return_val_if_fail(env && env->migrate && env->vfd_open && domain && from && to, NULL);
+    g_return_val_if_fail(env && env->migrate && env->migrate_opts && domain && from && to, NULL);
     m->ref = 2; /* the owner's, the thread's */
     m->env = env;
     m->domain = g_strdup(domain);

@@ -18,6 +18,7 @@ struct OrchVfdServer {
     SoupServer *soup;
     GTlsDatabase *ca;  /* client certificates must chain to it */
     OrchVfdApi api; /* what the API's methods are bound to (borrowed) */
+    OrchVfdWorker *worker; /* runs the pool's requests (api.worker) */
     const OrchAuthz *authz; /* who a client certificate is (borrowed); NULL: nobody */
     guint port;
     /* Connections (issue 15, item 3): at most max_conns at once; one that has not sent its
@@ -383,6 +384,8 @@ void orch_vfd_server_free(OrchVfdServer *server)
 {
     if (!server)
         return;
+    /* The pool's requests still queued are answered before the connections go. */
+    g_clear_pointer(&server->worker, orch_vfd_worker_free);
     if (server->sweep) {
         g_source_destroy(server->sweep);
         g_source_unref(server->sweep);
@@ -470,6 +473,8 @@ OrchVfdServer *orch_vfd_server_new(const OrchVfdServerConfig *config, OrchVfdPoo
         return NULL;
     }
     server->api.pool = pool;
+    server->worker = orch_vfd_worker_new(0);
+    server->api.worker = server->worker;
     server->conns = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL,
                                           (GDestroyNotify)server_conn_free);
     server->max_conns = config->max_connections ? config->max_connections : 256;

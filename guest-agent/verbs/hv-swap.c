@@ -540,144 +540,160 @@ static int hv_rebuild(HvContext *ctx, const char *name)
     return 0;
 }
 
+/* A peer QP in this process (s->local): straight to it, both ends replaying their PSNs. */
+static int hv_reconnect_local(HvSwapQp *s)
+{
+    HvQp *qp = s->qp;
+    HvQp *peer = s->local;
+    HvContext *pctx = peer->pd->ctx;
+    struct ibv_qp_attr a;
+    union ibv_gid gid;
+    uint16_t lid = 0;
+    int r;
+
+    if (!qp->phys || !peer->phys)
+        return -ENODEV;
+    r = hv_own_addr(peer, &gid, &lid);
+    if (r)
+        return r;
+    /* both ends replay their own PSNs: they matched before the swap, they match now */
+    hv_local_rtr(qp, peer->phys->qp_num, &gid, lid, &a);
+    r = hv_modify(qp, &a, qp->m_rtr);
+    if (!r && qp->m_rts)
+        r = hv_modify(qp, &qp->a_rts, qp->m_rts);
+    if (r)
+        return -r;
+    pthread_mutex_lock(&qp->lock);
+    qp->peer_pqpn = peer->phys->qp_num;
+    qp->a_rtr.ah_attr = a.ah_attr;
+    qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
+    hv_map_clear(&qp->peer_rkeys);
+    pthread_mutex_lock(&pctx->lock);
+    for (HvMr *mr = pctx->mrs; mr; mr = mr->next)
+        if (mr->phys && mr->pub.rkey != mr->phys->rkey)
+            hv_map_put(&qp->peer_rkeys, mr->pub.rkey, mr->phys->rkey);
+    pthread_mutex_unlock(&pctx->lock);
+    pthread_mutex_unlock(&qp->lock);
+    hv_debug("QP %u reconnected to its local peer QP %u (physical %u)", qp->pub.qp_num,
+             peer->pub.qp_num, peer->phys->qp_num);
+    return 0;
+}
+
+/* The peer's answer to our RECONNECT (qp lock taken here): RECONNECTED, RTS with our PSN;
+ * DEFER (both ends moving), the peer reconnects this QP when it is back, or did already. */
+static int hv_reconnect_answer(HvQp *qp, int r, const HvMsg *rep, uint32_t m_psn)
+{
+    struct ibv_qp_attr a;
+
+    pthread_mutex_lock(&qp->lock);
+    qp->calling = 0;
+    if (!r && rep->type == HV_MSG_DEFER) {
+        if (rep->defer == HV_DEFER_MOVING && !qp->reconnected) {
+            qp->await_peer = 1;
+            qp->await_until = hv_ms() + HV_AWAIT_PEER_MS;
+            hv_log("QP %u: its peer QP %u is moving too: it reconnects when it is back "
+                   "(sends stay queued, at most %d s)",
+                   qp->pub.qp_num, qp->peer_vqpn, HV_AWAIT_PEER_MS / 1000);
+        }
+    } else if (!r) {
+        qp->peer_pqpn = rep->target;
+        a = qp->a_rts;
+        a.sq_psn = m_psn;
+        r = -hv_modify(qp, &a, qp->m_rts);
+        if (!r) {
+            qp->state = IBV_QPS_RTS;
+            qp->reconnected = 1;
+        }
+    }
+    pthread_mutex_unlock(&qp->lock);
+    return r;
+}
+
+/* A peer in another process's layer: a RECONNECT message with our new address, PSNs and
+ * keys, its RECONNECTED answer with its new QP number (or DEFER: both ends moving). */
+static int hv_reconnect_managed(HvSwapQp *s)
+{
+    HvQp *qp = s->qp;
+    HvContext *ctx = qp->pd->ctx;
+    struct ibv_qp_attr a;
+    uint32_t m_psn = hv_psn(), p_psn = hv_psn();
+    HvMsg *m = calloc(1, sizeof(*m)), rep;
+    char *req = malloc(HV_PROTO_LINE_MAX + 2), line[256];
+    struct ibv_port_attr pa;
+    union ibv_gid gid;
+    int r, n;
+
+    if (!m || !req) {
+        free(m);
+        free(req);
+        return -ENOMEM;
+    }
+    pthread_mutex_lock(&qp->lock);
+    if (qp->reconnected) { /* the peer, moving too, reconnected it already */
+        pthread_mutex_unlock(&qp->lock);
+        free(m);
+        free(req);
+        hv_debug("QP %u: already reconnected by its peer QP %u", qp->pub.qp_num, qp->peer_vqpn);
+        return 0;
+    }
+    a = qp->a_rtr;
+    a.dest_qp_num = qp->peer_pqpn;
+    a.rq_psn = p_psn;
+    r = hv_modify(qp, &a, qp->m_rtr);
+    qp->calling = 1;
+    pthread_mutex_unlock(&qp->lock);
+    m->type = HV_MSG_RECONNECT;
+    m->target = qp->peer_vqpn;
+    m->sender = qp->pub.qp_num;
+    m->sender_pqpn = qp->phys->qp_num;
+    m->sender_psn = m_psn;
+    m->target_psn = p_psn;
+    if (!r && hv_real.r_ibv_query_gid(ctx->phys, qp->a_rtr.ah_attr.port_num,
+                                      qp->a_rtr.ah_attr.grh.sgid_index, &gid) == 0)
+        memcpy(m->gid, gid.raw, 16);
+    memset(&pa, 0, sizeof(pa));
+    if (!r && hv_real.r_ibv_query_port(ctx->phys, qp->a_rtr.ah_attr.port_num,
+                                       (struct _compat_ibv_port_attr *)&pa) == 0)
+        m->lid = pa.lid;
+    pthread_mutex_lock(&ctx->lock);
+    for (HvMr *mr = ctx->mrs; mr && m->nkeys < HV_PROTO_KEYS_MAX; mr = mr->next)
+        if (mr->phys && mr->pub.rkey != mr->phys->rkey)
+            m->keys[m->nkeys++] = (HvKeyPair){mr->pub.rkey, mr->phys->rkey};
+    pthread_mutex_unlock(&ctx->lock);
+    n = r ? -r : hv_proto_format(m, req, HV_PROTO_LINE_MAX + 2);
+    r = n < 0 ? n : hv_peer_call(&qp->a_rtr.ah_attr.grh.dgid, qp->peer_vqpn, req, line, sizeof(line));
+    if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 ||
+               (rep.type != HV_MSG_RECONNECTED && rep.type != HV_MSG_DEFER))) {
+        hv_log("QP %u: the peer refused to reconnect: %s", qp->pub.qp_num, line);
+        r = -EPROTO;
+    }
+    r = hv_reconnect_answer(qp, r, &rep, m_psn);
+    free(m);
+    free(req);
+    return r;
+}
+
 /* Brings @s's QP to RTR/RTS with its peer: through the peer's layer when it takes part, by
  * replaying the program's transitions otherwise (UD, or a peer outside the layer). */
 static int hv_reconnect(HvSwapQp *s)
 {
     HvQp *qp = s->qp;
-    HvContext *ctx = qp->pd->ctx;
     struct ibv_qp_attr a;
-    int r = 0;
+    int r;
 
     if (!qp->m_rtr)
         return 0;
-    if (s->local) {
-        HvQp *peer = s->local;
-        HvContext *pctx = peer->pd->ctx;
-        union ibv_gid gid;
-        uint16_t lid = 0;
-
-        if (!qp->phys || !peer->phys)
-            return -ENODEV;
-        r = hv_own_addr(peer, &gid, &lid);
-        if (r)
-            return r;
-        /* both ends replay their own PSNs: they matched before the swap, they match now */
-        hv_local_rtr(qp, peer->phys->qp_num, &gid, lid, &a);
-        r = hv_modify(qp, &a, qp->m_rtr);
-        if (!r && qp->m_rts)
-            r = hv_modify(qp, &qp->a_rts, qp->m_rts);
-        if (r)
-            return -r;
-        pthread_mutex_lock(&qp->lock);
-        qp->peer_pqpn = peer->phys->qp_num;
-        qp->a_rtr.ah_attr = a.ah_attr;
-        qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
-        hv_map_clear(&qp->peer_rkeys);
-        pthread_mutex_lock(&pctx->lock);
-        for (HvMr *mr = pctx->mrs; mr; mr = mr->next)
-            if (mr->phys && mr->pub.rkey != mr->phys->rkey)
-                hv_map_put(&qp->peer_rkeys, mr->pub.rkey, mr->phys->rkey);
-        pthread_mutex_unlock(&pctx->lock);
-        pthread_mutex_unlock(&qp->lock);
-        hv_debug("QP %u reconnected to its local peer QP %u (physical %u)", qp->pub.qp_num,
-                 peer->pub.qp_num, peer->phys->qp_num);
-        return 0;
-    }
-    if (!s->managed) {
-        a = qp->a_rtr;
-        a.dest_qp_num = qp->peer_pqpn;
-        r = hv_modify(qp, &a, qp->m_rtr);
-        if (!r && qp->m_rts)
-            r = hv_modify(qp, &qp->a_rts, qp->m_rts);
-        qp->state = r ? qp->state : (qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR);
-        return r ? -r : 0;
-    }
-    {
-        uint32_t m_psn = hv_psn(), p_psn = hv_psn();
-        HvMsg *m = calloc(1, sizeof(*m)), rep;
-        char *req = malloc(HV_PROTO_LINE_MAX + 2), line[256];
-        struct ibv_port_attr pa;
-        union ibv_gid gid;
-        int n;
-
-        if (!m || !req) {
-            free(m);
-            free(req);
-            return -ENOMEM;
-        }
-        pthread_mutex_lock(&qp->lock);
-        if (qp->reconnected) { /* the peer, moving too, reconnected it already */
-            pthread_mutex_unlock(&qp->lock);
-            free(m);
-            free(req);
-            hv_debug("QP %u: already reconnected by its peer QP %u", qp->pub.qp_num, qp->peer_vqpn);
-            return 0;
-        }
-        a = qp->a_rtr;
-        a.dest_qp_num = qp->peer_pqpn;
-        a.rq_psn = p_psn;
-        r = hv_modify(qp, &a, qp->m_rtr);
-        qp->calling = 1;
-        pthread_mutex_unlock(&qp->lock);
-        m->type = HV_MSG_RECONNECT;
-        m->target = qp->peer_vqpn;
-        m->sender = qp->pub.qp_num;
-        m->sender_pqpn = qp->phys->qp_num;
-        m->sender_psn = m_psn;
-        m->target_psn = p_psn;
-        if (!r && hv_real.r_ibv_query_gid(ctx->phys, qp->a_rtr.ah_attr.port_num,
-                                          qp->a_rtr.ah_attr.grh.sgid_index, &gid) == 0)
-            memcpy(m->gid, gid.raw, 16);
-        memset(&pa, 0, sizeof(pa));
-        if (!r && hv_real.r_ibv_query_port(ctx->phys, qp->a_rtr.ah_attr.port_num,
-                                           (struct _compat_ibv_port_attr *)&pa) == 0)
-            m->lid = pa.lid;
-        pthread_mutex_lock(&ctx->lock);
-        for (HvMr *mr = ctx->mrs; mr && m->nkeys < HV_PROTO_KEYS_MAX; mr = mr->next)
-            if (mr->phys && mr->pub.rkey != mr->phys->rkey)
-                m->keys[m->nkeys++] = (HvKeyPair){mr->pub.rkey, mr->phys->rkey};
-        pthread_mutex_unlock(&ctx->lock);
-        n = r ? -r : hv_proto_format(m, req, HV_PROTO_LINE_MAX + 2);
-        r = n < 0 ? n : hv_peer_call(&qp->a_rtr.ah_attr.grh.dgid, qp->peer_vqpn, req, line, sizeof(line));
-        if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 ||
-                   (rep.type != HV_MSG_RECONNECTED && rep.type != HV_MSG_DEFER))) {
-            hv_log("QP %u: the peer refused to reconnect: %s", qp->pub.qp_num, line);
-            r = -EPROTO;
-        }
-        if (!r && rep.type == HV_MSG_DEFER) {
-            /* both ends moving: the peer reconnects this QP when it is back (or did) */
-            pthread_mutex_lock(&qp->lock);
-            qp->calling = 0;
-            if (rep.defer == HV_DEFER_MOVING && !qp->reconnected) {
-                qp->await_peer = 1;
-                qp->await_until = hv_ms() + HV_AWAIT_PEER_MS;
-                hv_log("QP %u: its peer QP %u is moving too: it reconnects when it is back "
-                       "(sends stay queued, at most %d s)",
-                       qp->pub.qp_num, qp->peer_vqpn, HV_AWAIT_PEER_MS / 1000);
-            }
-            pthread_mutex_unlock(&qp->lock);
-        } else if (!r) {
-            pthread_mutex_lock(&qp->lock);
-            qp->calling = 0;
-            qp->peer_pqpn = rep.target;
-            a = qp->a_rts;
-            a.sq_psn = m_psn;
-            r = -hv_modify(qp, &a, qp->m_rts);
-            if (!r) {
-                qp->state = IBV_QPS_RTS;
-                qp->reconnected = 1;
-            }
-            pthread_mutex_unlock(&qp->lock);
-        } else {
-            pthread_mutex_lock(&qp->lock);
-            qp->calling = 0;
-            pthread_mutex_unlock(&qp->lock);
-        }
-        free(m);
-        free(req);
-    }
-    return r;
+    if (s->local)
+        return hv_reconnect_local(s);
+    if (s->managed)
+        return hv_reconnect_managed(s);
+    a = qp->a_rtr;
+    a.dest_qp_num = qp->peer_pqpn;
+    r = hv_modify(qp, &a, qp->m_rtr);
+    if (!r && qp->m_rts)
+        r = hv_modify(qp, &qp->a_rts, qp->m_rts);
+    qp->state = r ? qp->state : (qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR);
+    return r ? -r : 0;
 }
 
 int hv_resume(const char *device, void *opaque)
@@ -1123,6 +1139,30 @@ static int hv_on_suspend(const HvMsg *m, HvMsg *rep)
     return 0;
 }
 
+/* Takes @qp's lock and decides what a peer's RECONNECT does (hv_reconnect_verdict): while
+ * both ends resume and ours is out, its answer (from the peer, which never waits) decides, so
+ * this waits for it, bounded. 0 with the lock held, or -ETIMEDOUT without it. */
+static int hv_reconnect_verdict_locked(HvQp *qp, int swapping, int drives, HvVerdict *verdict)
+{
+    int64_t until = hv_ms() + HV_DRAIN_MS;
+
+    pthread_mutex_lock(&qp->lock);
+    for (;;) {
+        *verdict = hv_reconnect_verdict(qp->reconnected, qp->phys != NULL, swapping, drives,
+                                        qp->await_peer, qp->calling);
+        if (*verdict != HV_VERDICT_WAIT)
+            return 0;
+        pthread_mutex_unlock(&qp->lock);
+        if (hv_ms() > until)
+            return -ETIMEDOUT;
+        hv_sleep_ms(1);
+        pthread_mutex_lock(&hv.lock);
+        swapping = hv.swapping;
+        pthread_mutex_unlock(&hv.lock);
+        pthread_mutex_lock(&qp->lock);
+    }
+}
+
 static int hv_on_reconnect(const HvMsg *m, HvMsg *rep)
 {
     HvContext *ctx = NULL;
@@ -1150,26 +1190,12 @@ static int hv_on_reconnect(const HvMsg *m, HvMsg *rep)
         hv_cq_pull(qp->scq);
     if (qp->rcq)
         hv_cq_pull(qp->rcq);
-    pthread_mutex_lock(&qp->lock);
-    for (int64_t until = hv_ms() + HV_DRAIN_MS;;) {
-        verdict = hv_reconnect_verdict(qp->reconnected, qp->phys != NULL, swapping, drives,
-                                       qp->await_peer, qp->calling);
-        if (verdict != HV_VERDICT_WAIT)
-            break;
-        /* both ends resuming, ours is out: its answer (from the peer, which never waits)
-         * decides; bounded */
-        pthread_mutex_unlock(&qp->lock);
-        if (hv_ms() > until) {
-            rep->type = HV_MSG_ERROR;
-            snprintf(rep->text, sizeof(rep->text), "QP %u: our own RECONNECT got no answer",
-                     m->target);
-            return -ETIMEDOUT;
-        }
-        hv_sleep_ms(1);
-        pthread_mutex_lock(&hv.lock);
-        swapping = hv.swapping;
-        pthread_mutex_unlock(&hv.lock);
-        pthread_mutex_lock(&qp->lock);
+    r = hv_reconnect_verdict_locked(qp, swapping, drives, &verdict);
+    if (r) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "QP %u: our own RECONNECT got no answer",
+                 m->target);
+        return r;
     }
     if (verdict != HV_VERDICT_ACCEPT) {
         pthread_mutex_unlock(&qp->lock);

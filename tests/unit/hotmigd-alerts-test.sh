@@ -112,6 +112,7 @@ port = ${aport[$h]}
 token-file = $tmp/token
 socket = $tmp/$h/alerts.sock
 min-confidence = 60
+max-unavailable = 2
 $([ "$h" = A ] && echo "exec = $tmp/predictor.sh" && echo "exec-interval = 2")
 
 [host A]

@@ -146,8 +146,7 @@ static OrchReport *report_for(const char *domain, gboolean ok)
     return report;
 }
 
-static gboolean fake_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn,
-                             gpointer open_opaque, OrchReport **ret_report, GError **error)
+static gboolean fake_migrate(const OrchOptions *opts, OrchReport **ret_report, GError **error)
 {
     g_autofree char *msg = NULL;
     gboolean ok = world_migrate(opts->domain, host_of_uri(opts->source_uri),
@@ -236,6 +235,9 @@ static OrchVfd *fake_vfd_open(const char *url, gpointer opaque, GError **error)
     return &v->parent;
 }
 
+static const OrchConnector fake_connector = {.open_virt = fake_virt_open,
+                                             .open_vfd = fake_vfd_open};
+
 /* ---- the daemon under test
  * ------------------------------------------------------------------------ */
 
@@ -265,8 +267,7 @@ static int fx_setup(void **state)
     g_autofree char *text = NULL;
     HmConfig *config;
     HotmigdOptions opts = {
-        .virt_open = fake_virt_open,
-        .vfd_open = fake_vfd_open,
+        .connector = &fake_connector,
         .migrate = fake_migrate,
         .no_https = TRUE,
         .no_pool = TRUE,
