@@ -63,8 +63,10 @@ hm_add_e2e(e2e-verbs-rc-pingpong-events verbs-rc-pingpong.sh EVENTS=1)
 hm_add_e2e(e2e-verbs-device-swap verbs-device-swap.sh)
 # perftest (ib_write_bw, ib_read_lat with --use_old_post_send) across a migration each.
 hm_add_e2e(e2e-verbs-perftest verbs-perftest.sh)
+# UD (ibv_ud_pingpong): the peer holds its sends while the mover is away (UDHOLD/UDMAP).
+hm_add_e2e(e2e-verbs-ud-pingpong verbs-ud-pingpong.sh)
 set_tests_properties(e2e-verbs-rc-pingpong e2e-verbs-rc-pingpong-events e2e-verbs-device-swap
-  e2e-verbs-perftest PROPERTIES LABELS "e2e;standin")
+  e2e-verbs-perftest e2e-verbs-ud-pingpong PROPERTIES LABELS "e2e;standin")
 # Real MPI jobs (Debian's ScaLAPACK LU driver over Open MPI or MPICH on UCX verbs, the verbs
 # layer preloaded) across migrate-vm and a drain (issue 18). Label e2e-pending, not e2e: they
 # do not pass yet (docs/lab.md, "MPI jobs"), so tests/run leaves them out; run them with
