@@ -15,3 +15,7 @@ hm_add_test(verbs-udmap-test unit
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-udmap-test.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-util.c
   LIBS hotmig-verbs-proto PkgConfig::IBVERBS Threads::Threads)
 target_include_directories(verbs-udmap-test PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs)
+# The UCX timeouts the layer sets unless the user did (docs/verbs-layer.md, "UCX").
+add_test(NAME verbs-ucx-env
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-ucx-env.sh $<TARGET_FILE:hotmig-verbs>)
+set_tests_properties(verbs-ucx-env PROPERTIES LABELS unit)
