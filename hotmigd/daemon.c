@@ -1826,8 +1826,6 @@ typedef struct Recovery {
     Hotmigd *daemon; /* NULL once the daemon is gone */
     OrchOptions opts;
     GPtrArray *domains; /* with a journal at the start (owned strings) */
-    OrchVirtOpenFunc open_fn;
-    gpointer open_opaque;
     HotmigdRecoverFunc recover;
     GMainContext *context;
     GPtrArray *results; /* OrchRecovery */
@@ -1894,7 +1892,7 @@ static gpointer recovery_thread(gpointer data)
         /* Right after a kill the hypervisors may still be settling the job the migration
          * left (an incoming domain being torn down): a failed recovery is tried again. */
         for (guint attempt = 1;; attempt++) {
-            r->recover(&r->opts, r->open_fn, r->open_opaque, &results, &local);
+            r->recover(&r->opts, &results, &local);
             if (!local || g_error_matches(local, ORCH_ERROR, ORCH_ERROR_BUSY) ||
                 attempt == RECOVERY_ATTEMPTS)
                 break;
@@ -1937,8 +1935,6 @@ static void recovery_start(Hotmigd *daemon)
     r->daemon = daemon;
     orch_move_options_copy(&r->opts, &daemon->migrate_opts);
     g_clear_pointer(&r->opts.domain, g_free); /* every domain */
-    r->open_fn = daemon->env.virt_open;
-    r->open_opaque = daemon->env.virt_opaque;
     r->recover = daemon->opts.recover ? daemon->opts.recover : orch_recover;
     r->context = g_main_context_ref_thread_default();
     daemon->recovery = r;

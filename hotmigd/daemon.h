@@ -88,8 +88,7 @@ typedef gboolean (*HotmigdMigrateFunc)(const OrchOptions *opts, OrchReport **ret
 
 /* Recovers the unfinished journals under opts->state_dir: orch_recover() or a test's fake
  * (called in a thread of its own). */
-typedef gboolean (*HotmigdRecoverFunc)(const OrchOptions *opts, OrchVirtOpenFunc open_fn,
-                                       gpointer open_opaque, GPtrArray **ret_results,
+typedef gboolean (*HotmigdRecoverFunc)(const OrchOptions *opts, GPtrArray **ret_results,
                                        GError **error);
 
 typedef struct {

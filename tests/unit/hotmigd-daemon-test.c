@@ -984,8 +984,7 @@ static void test_recover_at_start(void **state)
     g_autoptr(GPtrArray) left = NULL;
     HmConfig *config;
     HotmigdOptions opts = {
-        .virt_open = fake_virt_open,
-        .vfd_open = fake_vfd_open,
+        .connector = &fake_connector,
         .migrate = fake_migrate,
         .no_https = TRUE,
         .no_pool = TRUE,
