@@ -91,6 +91,14 @@ char *hm_text_sanitize(const char *text, gsize max_chars);
 
 /* ---- time -------------------------------------------------------------------------------- */
 
+/* Runs @func(@data) in an iteration of @context (then @notify(@data), when not NULL), from any
+ * thread, and wakes it: always an idle
+ * source at @priority, never g_main_context_invoke(), which calls @func on the calling thread
+ * whenever that thread can acquire @context (its owner iterating it now and then rather than
+ * running a loop): a callback on the wrong thread, and an owner's iteration that never wakes. */
+void hm_main_context_post(GMainContext *context, gint priority, GSourceFunc func, gpointer data,
+                          GDestroyNotify notify);
+
 /* A deadline on the monotonic clock, in microseconds (g_get_monotonic_time()). */
 typedef gint64 HmDeadline;
 

@@ -1079,7 +1079,7 @@ static void worker_run(gpointer data, gpointer user_data)
     Call c = {job->api, &req, job->args};
 
     job->reply = job->route->handle(&c);
-    g_main_context_invoke_full(job->worker->context, G_PRIORITY_DEFAULT, worker_answer, job, NULL);
+    hm_main_context_post(job->worker->context, G_PRIORITY_DEFAULT, worker_answer, job, NULL);
 }
 
 OrchVfdWorker *orch_vfd_worker_new(guint max_queued)

@@ -1913,7 +1913,7 @@ static gpointer recovery_thread(gpointer data)
             g_ptr_array_add(r->results, g_ptr_array_steal_index(results, j--));
         }
     }
-    g_main_context_invoke(r->context, recovery_done, r);
+    hm_main_context_post(r->context, G_PRIORITY_DEFAULT, recovery_done, r, NULL);
     return NULL;
 }
 

@@ -225,8 +225,7 @@ static gpointer move_thread(gpointer data)
         move_run_here(m, from, to, NULL);
     else
         move_run_remote(m, from, to);
-    g_main_context_invoke_full(m->ctx, G_PRIORITY_DEFAULT, move_deliver, m,
-                               (GDestroyNotify)move_unref);
+    hm_main_context_post(m->ctx, G_PRIORITY_DEFAULT, move_deliver, m, (GDestroyNotify)move_unref);
     return NULL;
 }
 
