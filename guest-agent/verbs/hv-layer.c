@@ -60,12 +60,29 @@ void hv_init(void)
     pthread_once(&hv_once, hv_init_once);
 }
 
-/* Resolved at load only when libibverbs is loaded already: a preloaded process that never uses
- * verbs (a shell, mpirun, ssh) does not get libibverbs; otherwise at the first ibv_* call. */
+/* UCX's own failure detectors must outlast a migration's blackout (docs/verbs-layer.md, "UCX"):
+ * its UD endpoints declare a peer dead after UCX_UD_TIMEOUT (30 s) without an answer, and its
+ * keepalive (UCX_KEEPALIVE_INTERVAL, 20 s) probes every endpoint. While a peer's guest moves,
+ * the layer holds this process's sends to it and drops nothing, but the peer answers nothing
+ * until it resumed: 9-10 s per move on the loaded lab, more for a drain. The layer sets both,
+ * before the program's main() and so before UCX reads its configuration, unless the user did. */
+static const char *const hv_ucx_env[][2] = {
+    {"UCX_UD_TIMEOUT", "300s"},
+    {"UCX_KEEPALIVE_INTERVAL", "300s"},
+};
+
+/* The real functions are resolved at load only when libibverbs is loaded already: a preloaded
+ * process that never uses verbs (a shell, mpirun, ssh) does not get libibverbs; otherwise at
+ * the first ibv_* call. */
 __attribute__((constructor)) static void hv_constructor(void)
 {
-    void *h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
+    const char *off = getenv("HOTMIG_VERBS_DISABLE");
+    void *h;
 
+    if (!(off && *off && strcmp(off, "0") != 0))
+        for (size_t i = 0; i < sizeof(hv_ucx_env) / sizeof(hv_ucx_env[0]); i++)
+            setenv(hv_ucx_env[i][0], hv_ucx_env[i][1], 0);
+    h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
     if (h) {
         hv_init();
         dlclose(h);
