@@ -21,18 +21,28 @@ void orch_check_free(OrchCheck *check)
     g_free(check);
 }
 
-static G_GNUC_PRINTF(4, 5) void check_add(Preflight *pf, const char *name, OrchCheckStatus status,
-                                          const char *fmt, ...)
+OrchCheck *orch_preflight_addv(Preflight *pf, const char *name, OrchCheckStatus status,
+                              const char *fmt, va_list ap)
 {
     OrchCheck *check = g_new0(OrchCheck, 1);
-    va_list ap;
 
     check->name = g_strdup(name);
     check->status = status;
-    va_start(ap, fmt);
     check->detail = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
     g_ptr_array_add(pf->checks, check);
+    return check;
+}
+
+/* Adds a check of the source side, told as progress. */
+static G_GNUC_PRINTF(4, 5) void check_add(Preflight *pf, const char *name, OrchCheckStatus status,
+                                          const char *fmt, ...)
+{
+    OrchCheck *check;
+    va_list ap;
+
+    va_start(ap, fmt);
+    check = orch_preflight_addv(pf, name, status, fmt, ap);
+    va_end(ap);
     if (pf->opts->progress)
         pf->opts->progress(ORCH_PHASE_CONNECT, check->detail, pf->opts->progress_opaque);
 }

@@ -947,35 +947,24 @@ static OrchVfdReply *api_forwarded(OrchAlerts *alerts, const char *body, gsize l
 {
     static const char *const known[] = {"from",     "deputy", "host",     "severity", "confidence",
                                         "deadline", "key",    "resolved", "source",   NULL};
-    g_autoptr(JsonParser) parser = json_parser_new_immutable();
     g_autoptr(GError) local = NULL;
-    g_autoptr(GList) members = NULL;
+    g_autoptr(JsonObject) obj = NULL;
     g_autoptr(PolAlertEvent) ev = NULL;
     g_autoptr(OrchAlertResult) result = NULL;
     g_autoptr(JsonBuilder) b = json_builder_new();
     g_autofree char *source = NULL;
     g_autofree char *input = NULL;
-    JsonObject *obj;
+    OrchVfdReply *refused = NULL;
     JsonNode *node;
     const char *from, *orig;
     gboolean deputy;
 
-    if (len > ORCH_VFD_API_MAX_BODY)
-        return reply_error(
-            413, "the request body has %" G_GSIZE_FORMAT " bytes, more than the limit of %d", len,
-            ORCH_VFD_API_MAX_BODY);
-    if (len == 0 || memchr(body, '\0', len) || !g_utf8_validate(body, len, NULL) ||
-        !hm_json_check_depth(body, (gssize)len, ORCH_ALERT_MAX_DEPTH, &local) ||
-        !json_parser_load_from_data(parser, body, len, &local) ||
-        !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser)))
-        return reply_error(400, "the request body is not a JSON object%s%s", local ? ": " : "",
-                           local ? local->message : "");
-    obj = json_node_get_object(json_parser_get_root(parser));
-    members = json_object_get_members(obj);
-    for (GList *m = members; m; m = m->next) {
-        if (!g_strv_contains(known, m->data))
-            return reply_error(400, "unknown member '%.64s'", (const char *)m->data);
-    }
+    if (len == 0)
+        return reply_error(400, "the request body is empty: an alert event is a JSON object");
+    /* The same checks as every body of the API (api.c). */
+    obj = orch_vfd_api_body_object(body, len, known, ORCH_ALERT_MAX_DEPTH, &refused);
+    if (!obj)
+        return refused;
     node = json_object_get_member(obj, "from");
     if (!node || !JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_STRING ||
         !*(from = json_node_get_string(node)) || strlen(from) > POL_NAME_MAX)

@@ -103,10 +103,8 @@ static OrchVfdReply *reply_gerror(const GError *error)
 
 /* ---- request bodies ------------------------------------------------------------------------ */
 
-/* The body as a JSON object (owned), an empty object for an empty body; NULL with a 4xx
- * in *ret_reply. @known: the members the request takes (NULL-terminated; NULL: none). */
-static JsonObject *body_object(const char *body, gsize len, const char *const *known,
-                               OrchVfdReply **ret_reply)
+JsonObject *orch_vfd_api_body_object(const char *body, gsize len, const char *const *known,
+                                     guint max_depth, OrchVfdReply **ret_reply)
 {
     g_autoptr(JsonParser) parser = json_parser_new_immutable();
     g_autoptr(GError) local = NULL;
@@ -126,9 +124,8 @@ static JsonObject *body_object(const char *body, gsize len, const char *const *k
         *ret_reply = reply_error(400, "the request body is not UTF-8 text");
         return NULL;
     }
-    if (!hm_json_check_depth(body, (gssize)len, ORCH_VFD_API_MAX_DEPTH, NULL)) {
-        *ret_reply = reply_error(400, "the request body nests deeper than %d levels",
-                                 ORCH_VFD_API_MAX_DEPTH);
+    if (!hm_json_check_depth(body, (gssize)len, max_depth, NULL)) {
+        *ret_reply = reply_error(400, "the request body nests deeper than %u levels", max_depth);
         return NULL;
     }
     if (!json_parser_load_from_data(parser, body, len, &local)) {
@@ -154,6 +151,13 @@ static JsonObject *body_object(const char *body, gsize len, const char *const *k
         }
     }
     return json_object_ref(obj);
+}
+
+/* The pool's and the cluster's bodies. */
+static JsonObject *body_object(const char *body, gsize len, const char *const *known,
+                               OrchVfdReply **ret_reply)
+{
+    return orch_vfd_api_body_object(body, len, known, ORCH_VFD_API_MAX_DEPTH, ret_reply);
 }
 
 /* Member @name as a string: NULL without a reply when absent and not @required; NULL with a 400

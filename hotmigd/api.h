@@ -4,6 +4,7 @@
 #pragma once
 
 #include <glib.h>
+#include <json-glib/json-glib.h>
 
 #include "engine/hotmigd-client.h"
 #include "hotmigd/authz.h"
@@ -98,6 +99,13 @@ typedef struct {
  * when what the method needs is not bound. */
 void orch_vfd_api_dispatch(const OrchVfdApi *api, const OrchVfdRequest *req, OrchVfdReplyFunc cb,
                            gpointer data);
+
+/* A request body as a JSON object (owned; an empty object for an empty body), checked before
+ * json-glib sees it: at most ORCH_VFD_API_MAX_BODY bytes (413), UTF-8 without NUL, nested at
+ * most @max_depth levels, an object whose members are all in @known (NULL-terminated; NULL:
+ * none); NULL with the 4xx reply in *ret_reply otherwise. The API's bodies and /v1/alerts'. */
+JsonObject *orch_vfd_api_body_object(const char *body, gsize len, const char *const *known,
+                                     guint max_depth, OrchVfdReply **ret_reply);
 
 /* The JSON of a migration as GET /v1/migrations/ID answers it (owned). */
 char *orch_vfd_migration_format_json(const OrchVfdMigration *mig);

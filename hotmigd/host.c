@@ -20,7 +20,7 @@ typedef struct {
     GMutex lock;
     GCond cond;
     char *uri;             /* NULL: libvirt's default */
-    OrchVirtOpenFunc open; /* opens the connection (orch_virt_libvirt_open() or a test's) */
+    OrchVirtOpenFunc open; /* opens the connection (host_open_libvirt() or a test's) */
     guint64 asked, answered; /* questions asked, answered (generations) */
     gint64 asked_at;       /* monotonic, when the question in flight was taken */
     gboolean busy;         /* the thread is inside libvirt */
@@ -50,6 +50,13 @@ static void asker_unref(LibvirtAsker *a)
     g_free(a);
 }
 
+/* The host's libvirt, opened where every connection is (engine/connector.c). */
+static OrchVirt *host_open_libvirt(const char *uri, const char *label, gpointer opaque,
+                                   GError **error)
+{
+    return orch_connector_open_virt(NULL, uri, label, error);
+}
+
 gpointer orch_vfd_host_new(const char *sysfs_root, const char *libvirt_uri, guint vfio_timeout_ms,
                            guint libvirt_timeout_ms)
 {
@@ -64,7 +71,7 @@ gpointer orch_vfd_host_new(const char *sysfs_root, const char *libvirt_uri, guin
     g_mutex_init(&host->asker->lock);
     g_cond_init(&host->asker->cond);
     host->asker->uri = libvirt_uri && *libvirt_uri ? g_strdup(libvirt_uri) : NULL;
-    host->asker->open = orch_virt_libvirt_open;
+    host->asker->open = host_open_libvirt;
     return host;
 }
 

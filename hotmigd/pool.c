@@ -401,21 +401,13 @@ static void pool_home_guids(const OrchVfdPool *pool, const char *vf, guint64 *re
     *ret_port = guid | 1;
 }
 
-/* Gives PCI VF @entry its home GUIDs (pool_home_guids()) and forgets the identity recorded for
- * it: the domain whose GUIDs it carried has left, and no other domain may come up under them.
- * Only when the hypervisor says no domain uses the VF (ORCH_ERROR_UNAVAILABLE / _CONFLICT
- * otherwise). A stand-in has no identity: nothing to do. */
-static gboolean entry_identity_reset(OrchVfdPool *pool, const PoolView *view,
-                                     const OrchVfdEntry *entry, GError **error)
+/* May the IB identity of @entry change: does the hypervisor say no domain uses it?
+ * ORCH_ERROR_UNAVAILABLE (it cannot say) or _CONFLICT (one does) otherwise. */
+static gboolean entry_identity_changeable(const PoolView *view, const OrchVfdEntry *entry,
+                                          GError **error)
 {
-    g_autoptr(GError) local = NULL;
-    g_autofree char *note = NULL;
     const char *user;
-    guint64 node = 0;
-    guint64 port = 0;
 
-    if (!entry->pci)
-        return TRUE;
     if (!view->domains) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE,
                     "Cannot tell whether a domain uses VF '%s': %s", entry->id,
@@ -429,6 +421,25 @@ static gboolean entry_identity_reset(OrchVfdPool *pool, const PoolView *view,
                     entry->id, user);
         return FALSE;
     }
+    return TRUE;
+}
+
+/* Gives PCI VF @entry its home GUIDs (pool_home_guids()) and forgets the identity recorded for
+ * it: the domain whose GUIDs it carried has left, and no other domain may come up under them.
+ * Only when the hypervisor says no domain uses the VF (ORCH_ERROR_UNAVAILABLE / _CONFLICT
+ * otherwise). A stand-in has no identity: nothing to do. */
+static gboolean entry_identity_reset(OrchVfdPool *pool, const PoolView *view,
+                                     const OrchVfdEntry *entry, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    g_autofree char *note = NULL;
+    guint64 node = 0;
+    guint64 port = 0;
+
+    if (!entry->pci)
+        return TRUE;
+    if (!entry_identity_changeable(view, entry, error))
+        return FALSE;
     pool_home_guids(pool, entry->id, &node, &port);
     if (!pool->ops->ib_identity(pool->host, entry->pci, node, port, &note, &local)) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED,
@@ -699,6 +710,17 @@ static char *pool_configured(OrchVfdPool *pool, const char *vf, GError **error)
     return g_steal_pointer(&id);
 }
 
+/* A lease store's error in ORCH_ERROR: STALE is CONFLICT, INVALID stays, the rest FAILED. */
+static void pool_set_lease_error(GError **error, const GError *local)
+{
+    g_set_error_literal(
+        error, ORCH_ERROR,
+        g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_STALE)     ? ORCH_ERROR_CONFLICT
+        : g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID) ? ORCH_ERROR_INVALID
+                                                                       : ORCH_ERROR_FAILED,
+        local->message);
+}
+
 HotplugLease *orch_vfd_pool_confirm(OrchVfdPool *pool, const char *vf, const char *id,
                                     GError **error)
 {
@@ -711,27 +733,11 @@ HotplugLease *orch_vfd_pool_confirm(OrchVfdPool *pool, const char *vf, const cha
     if (!canonical)
         return NULL;
     if (!hotplug_lease_confirm(pool->store, canonical, id, &local)) {
-        g_set_error_literal(
-            error, ORCH_ERROR,
-            g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_STALE)     ? ORCH_ERROR_CONFLICT
-            : g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID) ? ORCH_ERROR_INVALID
-                                                                           : ORCH_ERROR_FAILED,
-            local->message);
+        pool_set_lease_error(error, local);
         return NULL;
     }
     g_debug("VF '%s': lease %s confirmed", canonical, id);
     return pool_lease_get(pool, canonical, error);
-}
-
-/* A lease store's error in ORCH_ERROR: STALE is CONFLICT, INVALID stays, the rest FAILED. */
-static void pool_set_lease_error(GError **error, const GError *local)
-{
-    g_set_error_literal(
-        error, ORCH_ERROR,
-        g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_STALE)     ? ORCH_ERROR_CONFLICT
-        : g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID) ? ORCH_ERROR_INVALID
-                                                                       : ORCH_ERROR_FAILED,
-        local->message);
 }
 
 gboolean orch_vfd_pool_renew(OrchVfdPool *pool, const char *vf, const char *id, guint ttl_s,
@@ -882,17 +888,8 @@ gboolean orch_vfd_pool_ib_identity(OrchVfdPool *pool, const char *vf, guint64 no
                 "'%s' is a stand-in network device: it has no IB identity, nothing set", entry->id);
         return TRUE;
     }
-    if (view.domains_error) {
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE,
-                    "Cannot tell whether a domain uses VF '%s': %s", entry->id, view.domains_error);
+    if (!entry_identity_changeable(&view, entry, error))
         return FALSE;
-    }
-    if (view.domains && g_hash_table_contains(view.domains, entry->id)) {
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT,
-                    "VF '%s' is in use by domain '%s': its IB identity cannot change under it",
-                    entry->id, (const char *)g_hash_table_lookup(view.domains, entry->id));
-        return FALSE;
-    }
     if (!pool->ops->ib_identity(pool->host, entry->pci, node_guid, port_guid, &note, &local)) {
         g_set_error(error, ORCH_ERROR,
                     g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID)

@@ -71,7 +71,7 @@ typedef struct {
  * The host may be used from one thread at a time (hotmigd: the API's worker). */
 gpointer orch_vfd_host_new(const char *sysfs_root, const char *libvirt_uri, guint vfio_timeout_ms,
                            guint libvirt_timeout_ms);
-/* Tests: opens the libvirt connection with @open instead of orch_virt_libvirt_open() (before
+/* Tests: opens the libvirt connection with @open instead of orch_connector_open_virt() (before
  * the first question). */
 void orch_vfd_host_set_virt_open(gpointer host, OrchVirtOpenFunc open);
 extern const OrchVfdHostOps orch_vfd_host_ops;

@@ -82,8 +82,7 @@ static void move_fail(OrchMove *m, const char *fmt, ...)
     m->result.ok = FALSE;
 }
 
-/* A copy of @src's strings and values (clear it with orch_options_clear()). */
-static void options_copy(OrchOptions *dst, const OrchOptions *src)
+void orch_move_options_copy(OrchOptions *dst, const OrchOptions *src)
 {
     *dst = *src;
     dst->domain = g_strdup(src->domain);
@@ -109,7 +108,7 @@ static void move_run_here(OrchMove *m, const HmConfigHost *from, const HmConfigH
     g_autoptr(OrchReport) report = NULL;
     g_autoptr(GError) error = NULL;
 
-    options_copy(&opts, m->env->migrate_opts);
+    orch_move_options_copy(&opts, m->env->migrate_opts);
     g_free(opts.domain);
     opts.domain = g_strdup(m->domain);
     g_free(opts.source_uri);

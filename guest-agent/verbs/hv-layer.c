@@ -71,9 +71,9 @@ static const char *const hv_ucx_env[][2] = {
     {"UCX_KEEPALIVE_INTERVAL", "300s"},
 };
 
-/* The real functions are resolved at load only when libibverbs is loaded already: a preloaded
- * process that never uses verbs (a shell, mpirun, ssh) does not get libibverbs; otherwise at
- * the first ibv_* call. */
+/* The UCX defaults first; the real functions are resolved at load only when libibverbs is
+ * loaded already: a preloaded process that never uses verbs (a shell, mpirun, ssh) does not get
+ * libibverbs; otherwise at the first ibv_* call. */
 __attribute__((constructor)) static void hv_constructor(void)
 {
     const char *off = getenv("HOTMIG_VERBS_DISABLE");

@@ -1252,8 +1252,9 @@ static int hv_on_reconnect(const HvMsg *m, HvMsg *rep)
         hv_wake_cqs(ctx, 0);
         pthread_mutex_unlock(&hv.lock);
     }
-    hv_debug("QP %u reconnected to its peer's new QP %u; its sends were paused for %lld ms",
-             m->target, m->sender_pqpn, (long long)(hv_ms() - qp->paused_at));
+    /* One line per reconnected QP (a rank that stayed logs its pause as the mover does). */
+    hv_log("QP %u reconnected to its peer's new QP %u; its sends were paused for %lld ms",
+           m->target, m->sender_pqpn, (long long)(hv_ms() - qp->paused_at));
     return r;
 }
 

@@ -14,7 +14,8 @@
  * Console lines (docs/lab.md): "HMLAB vf up IF rxe0 PORT_ACTIVE gid=G", "HMLAB vf gone IF",
  * "HMLAB vf error: ...". The port of a new rxe device is ACTIVE at once when its netdev is up
  * with carrier; if it is not, the line waits for the link events that change it (deadline
- * 10 s, then it is printed with the state reached).
+ * 10 s, then it is printed with the state reached and the NIC's operstate, carrier and flags:
+ * "HMLAB vf up IF rxe0 PORT_DOWN (IF: operstate down, carrier 0, flags 0x1003) gid=G").
  *
  * Usage: hm-vf-driver --mac MAC [--ip ADDR/LEN] [--rdma-dev rxe0] [--sysfs /sys] [--daemonize]
  * --daemonize returns (exit 0) once the boot scan is done, so the VF is up before the agent and
@@ -281,11 +282,37 @@ static int ipv4_gid_index(const Vfd *vfd)
     return -1;
 }
 
-/* Prints "vf up" once the port is ACTIVE, or at the deadline with the state reached. */
+/* Reads /sys/class/net/@ifname/@rel into @out ("?" when unreadable). */
+static void net_sysfs_read(const Vfd *vfd, const char *ifname, const char *rel, char *out,
+                           size_t len)
+{
+    char path[512];
+    ssize_t n;
+    int fd;
+
+    snprintf(out, len, "?");
+    snprintf(path, sizeof(path), "%s/class/net/%s/%s", vfd->sysfs, ifname, rel);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    n = read(fd, out, len - 1);
+    close(fd);
+    if (n <= 0) {
+        snprintf(out, len, "?");
+        return;
+    }
+    out[n] = '\0';
+    if (out[n - 1] == '\n')
+        out[n - 1] = '\0';
+}
+
+/* Prints "vf up" once the port is ACTIVE, or at the deadline with the state reached and, then,
+ * what the NIC's link was (a port that stays DOWN is a NIC without carrier or not running). */
 static void check_active(Vfd *vfd)
 {
     char state[64];
     char gid[16] = "";
+    char operstate[32], carrier[8], flags[16];
     int idx;
 
     if (!vfd->waiting_active)
@@ -297,7 +324,15 @@ static void check_active(Vfd *vfd)
     idx = ipv4_gid_index(vfd);
     if (idx >= 0)
         snprintf(gid, sizeof(gid), "%d", idx);
-    hm_log("vf up %s %s PORT_%s gid=%s", vfd->ifname, vfd->rdma_dev, state, gid);
+    if (strcmp(state, "ACTIVE") == 0) {
+        hm_log("vf up %s %s PORT_%s gid=%s", vfd->ifname, vfd->rdma_dev, state, gid);
+        return;
+    }
+    net_sysfs_read(vfd, vfd->ifname, "operstate", operstate, sizeof(operstate));
+    net_sysfs_read(vfd, vfd->ifname, "carrier", carrier, sizeof(carrier));
+    net_sysfs_read(vfd, vfd->ifname, "flags", flags, sizeof(flags));
+    hm_log("vf up %s %s PORT_%s (%s: operstate %s, carrier %s, flags %s) gid=%s", vfd->ifname,
+           vfd->rdma_dev, state, vfd->ifname, operstate, carrier, flags, gid);
 }
 
 /* The RDMA device was created on our NIC: "vf up" once its port is ACTIVE. */

@@ -26,8 +26,6 @@
 #             the workload's blackout (its cycle's blackout_ms: the longest gap between echoes,
 #             on RDMA or TCP, from the quiesce to RDMA again) minus the downtime libvirt
 #             reported for that migration (the report's migrate detail "downtime N ms").
-#             BENCH_FALLBACK_RTO_MIN=20ms: that TCP retransmission bound on the guests' control
-#             route (ip route ... rto_min) for the frames lost in the downtime.
 # baselines   One guest 'bench-vf' (VF stand-in, RDMA ping-pong client; server 'bench-srv' on B)
 #             moved six times a round, interleaved: bare 'virsh migrate' with the VF detached
 #             beforehand, the manual sequence (detach, wait for the guest, virsh migrate,
@@ -49,7 +47,6 @@ memory=${BENCH_MEMORY:-256}
 evac_n=${EVAC_GUESTS:-4}
 evac_memory=${EVAC_MEMORY:-192}
 evac_workload=${EVAC_WORKLOAD:-1}
-rto_min=${BENCH_FALLBACK_RTO_MIN:-}
 tmp=$(mktemp -d /tmp/hm-bench.XXXXXX)
 stampers=()
 trap 'for p in "${stampers[@]}"; do kill -- -"$p" 2>/dev/null; done; cleanup; [[ -n ${BENCH_KEEP:-} ]] || rm -rf "$tmp"' EXIT
@@ -147,7 +144,7 @@ jq_median='def median: sort | if length == 0 then null elif length % 2 == 1 then
 
 how_traffic='host clock: from migrate-vm -v progress line "migrate ok" to the client'"'"'s first HMWL {"event":"resumed","side":"local"} console line after it (RC QP connected on the new device; the next message is posted at once); steps: "HMLAB vf up" (port ACTIVE), the agent'"'"'s "RDMA device active", its "process answered ... RESUME"'
 how_fallback='per migration: the client cycle'"'"'s blackout_ms (longest gap between delivered echoes, RDMA or TCP, from the quiesce to RDMA again) minus the downtime of migrate-vm'"'"'s report (libvirt job statistics)'
-how_baselines='one guest with the VF stand-in and the RDMA ping-pong client, moved A<->B six times a round (bare, manual, migrate-vm, each once per direction). bare: VF detached and gone before the clock starts, then virsh migrate --live --p2p alone. manual: detach-device-alias + virsh event device-removed, virsh migrate, attach-device, timed from the detach. to_traffic: host clock from the start of the move (bare: of the detach) to the client'"'"'s first HMWL resumed line. port_up: migrate-vm'"'"'s "migrate ok" line to the guest'"'"'s "HMLAB vf up". hotmig_share = migrate-vm total - bare median - that run'"'"'s unplug phase - its port_up'
+how_baselines='one guest with the VF stand-in and the RDMA ping-pong client, moved A<->B six times a round (bare, manual, migrate-vm, each once per direction). bare: VF detached and gone before the clock starts, then virsh migrate --live --p2p alone. manual: detach-device-alias + virsh event device-removed, virsh migrate, attach-device, timed from the detach. to_traffic: host clock from the start of the move (bare: of the detach) to the client'"'"'s first HMWL resumed line. port_up: migrate-vm'"'"'s "migrate ok" line to the guest'"'"'s "HMLAB vf up". hotmig_share = migrate-vm total - bare median - that run'"'"'s unplug phase - its port_up; hotmig_share_outside_copy = the same with the run'"'"'s own migrate phase for the bare median (what migrate-vm adds around the copy, free of the copies'"'"' spread)'
 how_evacuation='wall clock from the first migrate-vm start to the last one'"'"'s end, CONCURRENCY processes at once; both directions of each round count'
 
 machine=$(machine_json)
@@ -240,16 +237,6 @@ part_fallback() {
         "--role client --peer 198.51.100.$("$lab" index bench-fbs) --mode lazy --fallback tcp --cycles $((2 * rounds)) --tail 3"
     "$lab" wait bench-fbs 'HMWL .*"event":"ready"' --timeout 240 >/dev/null || fail "bench-fbs did not get ready"
     "$lab" wait bench-fb 'HMWL .*"event":"progress"' --timeout 240 >/dev/null || fail "bench-fb sends no traffic"
-    # The frames of the switch-over's downtime are lost (as on any network): TCP resends them
-    # after its retransmission timeout, at least 200 ms by default. BENCH_FALLBACK_RTO_MIN
-    # (e.g. 20ms) lowers that bound on the control network's route in both guests.
-    if [[ -n $rto_min ]]; then
-        local g
-        for g in bench-fb bench-fbs; do
-            "$lab" exec "$g" "r=\$(/usr/bin/ip route show 198.51.100.0/24 | head -n 1) && /usr/bin/ip route change \$r rto_min $rto_min" >/dev/null ||
-                fail "cannot set rto_min $rto_min on $g's control route"
-        done
-    fi
     : >"$tmp/fb"
     for ((r = 1; r <= rounds; r++)); do
         for leg in "$A $B" "$B $A"; do
@@ -269,7 +256,6 @@ part_fallback() {
     local result
     result=$(result_of bench-fb)
     jq -n --slurpfile d <(jq -s . "$tmp/fb") --argjson wl "$result" --arg how "$how_fallback" \
-        --arg rto "$rto_min" \
         --slurpfile p <(cat "$tmp"/mv-fb-*.json | jq -s '[.[] | [.phases[] | select(.name == "prepare" or .name == "unplug" or .name == "migrate") | .ms] | add]') \
         "$jq_median"'
         [$wl.cycles[].blackout_ms // null] as $b | $d[0] as $dt |
@@ -281,7 +267,6 @@ part_fallback() {
          prepare_unplug_migrate_ms_median: ([$p[0][]] | median),
          blackout_ms_median: ([$b[] | select(. != null)] | median), downtime_ms_median: ([$dt[] | select(. != null)] | median),
          tcp_delivered: $wl.tcp_delivered, lost: $wl.lost, corrupt: $wl.corrupt, ok: $wl.ok,
-         control_route_rto_min: (if $rto == "" then "kernel default (200 ms)" else $rto end),
          how: $how}' \
         >"$tmp/fallback.json"
     destroy_guests bench-fb bench-fbs
@@ -427,6 +412,9 @@ part_baselines() {
          hotmig_share_ms: [$h[] | select(.port_up != null) | .total - $bare - .phases.unplug - .port_up
                            | . * 10 | round / 10] | stats,
          migrate_phase_minus_bare_ms: [$h[] | .phases.migrate - $bare | . * 10 | round / 10] | stats,
+         hotmig_share_outside_copy_ms: [$h[] | select(.port_up != null)
+                                        | .total - .phases.migrate - .phases.unplug - .port_up
+                                        | . * 10 | round / 10] | stats,
          how: $how}' "$tmp/bl" >"$tmp/baselines.json"
     destroy_guests bench-vf bench-srv
 }

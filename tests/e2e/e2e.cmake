@@ -38,9 +38,15 @@ hm_add_e2e(e2e-alertmanager alertmanager.sh)
 hm_add_e2e(e2e-drain drain.sh)
 # An alert about A while A's hotmigd is down: B acts for A and drives the evacuation itself.
 hm_add_e2e(e2e-deputy deputy.sh)
+# A hotmigd killed with SIGKILL in the migrate phase of a move it drives, started again: it
+# recovers the journal at its start, the guest resumes with its VF (issue 15, item 8).
+hm_add_e2e(e2e-hotmigd-restart hotmigd-restart.sh)
 # migrate-vm's virsh options (persistent, undefinesource, migrateuri, bandwidth, parallel,
 # auto-converge, post-copy, the timeout actions, --no-X) checked against libvirt and QEMU.
 hm_add_e2e(e2e-migrate-options migrate-options.sh)
+# Guest memory survives bandwidth-limited migrations (plain virsh, hm-memck in the guest): the
+# lab's emulator keeps QEMU 7.2's TCG from losing writes (docs/reliability.md).
+hm_add_e2e(e2e-migrate-memory migrate-memory.sh)
 # The lab's "VF" is a virtio-net stand-in (docs/lab.md): these tests move guests with it, so
 # they exercise hotmig's VF paths against the stand-in, not a real <hostdev>, vfio binding or
 # GUID setting (docs/reliability.md, "What runs against what"). `ctest -L standin` lists them.
@@ -48,7 +54,7 @@ set_tests_properties(e2e-migrate-roundtrip-lazy e2e-migrate-roundtrip-threaded e
   e2e-bad-input e2e-kill-walk e2e-migrate-roundtrip-lazy-fallback
   e2e-migrate-roundtrip-threaded-fallback e2e-cancel e2e-agent-stops e2e-libvirtd-restart
   e2e-hotmigd e2e-dry-run e2e-alertmanager e2e-drain e2e-deputy e2e-migrate-options
-  PROPERTIES LABELS "e2e;standin")
+  e2e-hotmigd-restart PROPERTIES LABELS "e2e;standin")
 # The transparent verbs layer (docs/verbs-layer.md): unmodified ibv_rc_pingpong under
 # LD_PRELOAD=libhotmig-verbs.so across four live migrations (client A->B->A, server B->A->B).
 hm_add_e2e(e2e-verbs-rc-pingpong verbs-rc-pingpong.sh EVENTS=0)

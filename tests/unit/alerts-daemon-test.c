@@ -912,8 +912,9 @@ static void test_api(void **state)
         "{\"from\":\"A\",\"deputy\":false,\"host\":\"B\",\"severity\":\"quarantine\",\"key\":\"k1\"}";
     g_autoptr(OrchVfdReply) ok = NULL, list = NULL;
 
-    assert_error_reply(api(alerts, "{"), 400, "the request body is not a JSON object");
-    assert_error_reply(api(alerts, ""), 400, "the request body is not a JSON object");
+    assert_error_reply(api(alerts, "{"), 400, "the request body is not JSON");
+    assert_error_reply(api(alerts, "[]"), 400, "the request body is not a JSON object");
+    assert_error_reply(api(alerts, ""), 400, "the request body is empty");
     assert_error_reply(api(alerts, "{\"deputy\":false,\"host\":\"B\"}"), 400,
                        "member 'from' must be the sending host's name");
     assert_error_reply(api(alerts, "{\"from\":\"A\",\"host\":\"B\"}"), 400,
