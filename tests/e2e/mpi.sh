@@ -73,7 +73,7 @@ place() {
 }
 
 if [ "$drain" = 1 ]; then
-    p=mpi-drain
+    p="mpi-drain"
     names=(mpi-g1 mpi-g2 mpi-g3)
     ranks=4
     # A 2x2 process grid for 4 ranks, without the largest size (two ranks share mpi-g1's one
@@ -82,7 +82,7 @@ if [ "$drain" = 1 ]; then
         -e 's/^3\t\t\tnumber of problems sizes/2\t\t\tnumber of problems sizes/' \
         -e 's/^31 57 100\t\tvalues of \([MN]\)/31 57\t\t\tvalues of \1/' \
         "$top/tests/e2e/mpi/LU.dat" >"$tmp/LU.dat"
-    grep -q '^2\t\t\tvalues of Q' "$tmp/LU.dat" && grep -q '^31 57\t\t\tvalues of N' "$tmp/LU.dat" ||
+    grep -qP '^2\t\t\tvalues of P' "$tmp/LU.dat" && grep -qP '^31 57\t\t\tvalues of N' "$tmp/LU.dat" ||
         fail "tests/e2e/mpi/LU.dat changed: the drain's 2x2 variant no longer applies"
 else
     p=mpi-$mpi
@@ -151,6 +151,15 @@ if [ "$drain" = 1 ]; then
         wait_moved "$g" B
     done
 else
+    # --dry-run names the connections the move pauses: mpi-g1's rank's to mpi-g3's (not its
+    # loopback QPs to its own GID: they pause no other guest).
+    "$migrate_vm" --connect "$A" mpi-g1 "$B" --dry-run >"$tmp/dry.out" 2>&1 || true
+    jobs_line=$(grep -E '^(PASS|FAIL|WARN) +jobs ' "$tmp/dry.out" || true)
+    log "dry-run: $jobs_line"
+    grep -q "verbs:xdlu.*::ffff:192\.0\.2\.$("$lab" index mpi-g3) QP" <<<"$jobs_line" ||
+        { cat "$tmp/dry.out" >&2; fail "--dry-run does not name the peer rank on mpi-g3"; }
+    ! grep -q "::ffff:192\.0\.2\.$("$lab" index mpi-g1) QP" <<<"$jobs_line" ||
+        fail "--dry-run lists mpi-g1's own loopback QPs as peers: $jobs_line"
     migrate mpi-g1 "$A" "$B" "$tmp/ab.json"
     require_where mpi-g1 B
     migrate mpi-g1 "$B" "$A" "$tmp/ba.json"
