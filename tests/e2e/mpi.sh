@@ -17,7 +17,8 @@
 # Asserts: both runs exit 0; every scaled residual is below 1.0 (what xdlu's own threshold 1.0
 # checks; LU.dat's threshold 0 makes it print them all); the residuals and the tests' parameters
 # are identical in both runs; the moves happened while the job ran (after its first test's line,
-# before its "done" line) and paused ranks that had QPs. Prints "MPI ..." with the runs' times
+# before its "done" line) and paused ranks that had QPs; before the first move, migrate-vm
+# --dry-run names the peer rank's guest among the connections the move pauses. Prints "MPI ..." with the runs' times
 # and each rank's pause.
 source "$(dirname "$0")/lib.sh"
 phase=${PHASE:-test}
