@@ -1798,9 +1798,17 @@ HV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int m
         case IBV_QPS_RTR:
             qp->a_rtr = *attr;
             qp->m_rtr = mask;
-            /* jobs (issue 18): the agent's inventory lists whom this process talks to */
-            if ((mask & IBV_QP_AV) && (mask & IBV_QP_DEST_QPN) && attr->ah_attr.is_global)
-                hv_report_peer(attr->ah_attr.grh.dgid.raw, attr->dest_qp_num);
+            /* jobs (issue 18): the agent's inventory lists whom this process talks to; not a
+             * loopback connection to its own GID (UCX connects RC QPs to themselves): that
+             * pauses no other guest (--dry-run listed it as a peer). */
+            if ((mask & IBV_QP_AV) && (mask & IBV_QP_DEST_QPN) && attr->ah_attr.is_global) {
+                union ibv_gid own;
+
+                if (hv_real.r_ibv_query_gid(qp->pd->ctx->phys, attr->ah_attr.port_num,
+                                            attr->ah_attr.grh.sgid_index, &own) != 0 ||
+                    memcmp(own.raw, attr->ah_attr.grh.dgid.raw, sizeof(own.raw)) != 0)
+                    hv_report_peer(attr->ah_attr.grh.dgid.raw, attr->dest_qp_num);
+            }
             break;
         case IBV_QPS_RTS:
             qp->a_rts = *attr;

@@ -68,14 +68,19 @@ hm_add_e2e(e2e-verbs-ud-pingpong verbs-ud-pingpong.sh)
 set_tests_properties(e2e-verbs-rc-pingpong e2e-verbs-rc-pingpong-events e2e-verbs-device-swap
   e2e-verbs-perftest e2e-verbs-ud-pingpong PROPERTIES LABELS "e2e;standin")
 # Real MPI jobs (Debian's ScaLAPACK LU driver over Open MPI or MPICH on UCX verbs, the verbs
-# layer preloaded) across migrate-vm and a drain (issue 18). Label e2e-pending, not e2e: they
-# do not pass yet (docs/lab.md, "MPI jobs"), so tests/run leaves them out; run them with
-# ctest -L e2e-pending. Their guests boot the root image 'mpi' (built once, ~3 min).
-function(hm_add_e2e_pending name script)
-  add_test(NAME ${name} COMMAND bash ${HM_E2E}/${script})
-  set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED lab LABELS e2e-pending TIMEOUT 2400
+# layer preloaded) across migrate-vm and a drain (issue 18). Their three guests boot the root
+# image 'mpi' (built once into the lab's cache, ~3-5 min cold) once for all of them: fixture
+# 'mpi' (e2e-mpi-up / e2e-mpi-down). The drain runs last (it leaves mpi-g1, mpi-g2 on B).
+function(hm_add_e2e_mpi name)
+  add_test(NAME ${name} COMMAND bash ${HM_E2E}/mpi.sh)
+  set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED "lab;mpi" LABELS e2e TIMEOUT 1200
                        ENVIRONMENT "HM_BUILD=${CMAKE_BINARY_DIR};${ARGN}")
 endfunction()
-hm_add_e2e_pending(e2e-mpi-openmpi mpi.sh MPI=openmpi)
-hm_add_e2e_pending(e2e-mpi-mpich mpi.sh MPI=mpich)
-hm_add_e2e_pending(e2e-mpi-drain mpi.sh MPI=openmpi DRAIN=1)
+hm_add_e2e_mpi(e2e-mpi-up PHASE=up)
+hm_add_e2e_mpi(e2e-mpi-down PHASE=down)
+set_tests_properties(e2e-mpi-up PROPERTIES FIXTURES_REQUIRED lab FIXTURES_SETUP mpi)
+set_tests_properties(e2e-mpi-down PROPERTIES FIXTURES_REQUIRED lab FIXTURES_CLEANUP mpi TIMEOUT 120)
+hm_add_e2e_mpi(e2e-mpi-openmpi MPI=openmpi)
+hm_add_e2e_mpi(e2e-mpi-mpich MPI=mpich)
+hm_add_e2e_mpi(e2e-mpi-drain MPI=openmpi DRAIN=1)
+set_tests_properties(e2e-mpi-drain PROPERTIES DEPENDS "e2e-mpi-openmpi;e2e-mpi-mpich")

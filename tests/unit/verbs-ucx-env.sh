@@ -11,8 +11,10 @@ fail() {
 # The layer needs the real libibverbs loaded after it (dlvsym RTLD_NEXT), as the lab preloads it.
 verbs=$(ldconfig -p | awk '/libibverbs\.so\.1 .*x86-64/ { print $NF; exit }')
 [ -n "$verbs" ] || fail "no libibverbs.so.1 on this machine"
+# An ASan build of the layer needs the ASan runtime first in the preload list.
+pre=$(ldd "$lib" | awk '$1 ~ /^lib(asan|ubsan)\.so/ { printf "%s:", $3 }')
 run() {
-    env -u UCX_UD_TIMEOUT -u UCX_KEEPALIVE_INTERVAL "$@" LD_PRELOAD="$lib:$verbs" \
+    env -u UCX_UD_TIMEOUT -u UCX_KEEPALIVE_INTERVAL "$@" LD_PRELOAD="$pre$lib:$verbs" ASAN_OPTIONS=detect_leaks=0 \
         sh -c 'echo "${UCX_UD_TIMEOUT-unset} ${UCX_KEEPALIVE_INTERVAL-unset}"'
 }
 got=$(run)
