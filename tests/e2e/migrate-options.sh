@@ -262,7 +262,7 @@ refused "--postcopy and --parallel exclude each other" --postcopy --parallel-con
 # came too late ("post-copy refused ...: domain is not running"; once in a run on a loaded
 # machine). hm-memck rewrites 8 MiB every 10 ms, so the first pass cannot end the copy, and it
 # checks that post-copy lost none of those writes.
-"$lab" exec "$g" '(setsid hm-memck 2048 10 </dev/null >/dev/console 2>&1 &)' --timeout 30 ||
+"$lab" exec "$g" '(setsid hm-memck 2048 10 </dev/null >/dev/console 2>&1 &)' --timeout 90 ||
     fail "cannot start hm-memck in $g"
 "$lab" wait "$g" 'HMLAB memck started' --timeout 30 >/dev/null || fail "hm-memck did not start in $g"
 start_events "$A"

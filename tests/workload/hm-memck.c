@@ -7,6 +7,7 @@
  *
  *   HMLAB memck started pages=64 period=10ms
  *   HMLAB memck LOST 50 of 64 pages (first page 0 holds 3312, want 3322) pass=3323 total=50
+ *   HMLAB memck alive pass=3400 lost=50        (every 2 s: the program still runs)
  *
  * tests/e2e/migrate-memory.sh runs it (docs/reliability.md, "Guest kernel crashes on the lab":
  * QEMU 7.2's TCG loses such writes unless the lab's emulator sizes the RAM around it).
@@ -42,6 +43,7 @@ int main(int argc, char **argv)
     long pages = 64, period = 10;
     volatile uint64_t *buf;
     uint64_t g = 1, total = 0;
+    struct timespec last, now;
 
     if (argc > 3 || (argc > 1 && parse(argv[1], 1, 65536, &pages) < 0) ||
         (argc > 2 && parse(argv[2], 0, 10000, &period) < 0)) {
@@ -56,6 +58,7 @@ int main(int argc, char **argv)
     }
     printf("HMLAB memck started pages=%ld period=%ldms\n", pages, period);
     fflush(stdout);
+    clock_gettime(CLOCK_MONOTONIC, &last);
     for (;;) {
         const struct timespec ts = {period / 1000, (period % 1000) * 1000000L};
         long bad = 0, first = 0;
@@ -77,6 +80,12 @@ int main(int argc, char **argv)
                    ", want %" PRIu64 ") pass=%" PRIu64 " total=%" PRIu64 "\n",
                    bad, pages, first, first_have, g - 1, g, total);
             fflush(stdout);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - last.tv_sec >= 2) {
+            printf("HMLAB memck alive pass=%" PRIu64 " lost=%" PRIu64 "\n", g, total);
+            fflush(stdout);
+            last = now;
         }
         g++;
         if (period)
