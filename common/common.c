@@ -143,3 +143,14 @@ void hm_log_setup(const char *program, gboolean verbose)
     log_journald = g_log_writer_is_journald(fileno(stderr));
     g_log_set_writer_func(hm_log_writer, NULL, NULL);
 }
+
+void hm_main_context_post(GMainContext *context, gint priority, GSourceFunc func, gpointer data,
+                          GDestroyNotify notify)
+{
+    GSource *src = g_idle_source_new();
+
+    g_source_set_priority(src, priority);
+    g_source_set_callback(src, func, data, notify);
+    g_source_attach(src, context);
+    g_source_unref(src);
+}

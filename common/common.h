@@ -91,6 +91,14 @@ char *hm_text_sanitize(const char *text, gsize max_chars);
 
 /* ---- time -------------------------------------------------------------------------------- */
 
+/* Runs @func(@data) in an iteration of @context (then @notify(@data), when not NULL), from any
+ * thread, and wakes it: always an idle
+ * source at @priority, never g_main_context_invoke(), which calls @func on the calling thread
+ * whenever that thread can acquire @context (its owner iterating it now and then rather than
+ * running a loop): a callback on the wrong thread, and an owner's iteration that never wakes. */
+void hm_main_context_post(GMainContext *context, gint priority, GSourceFunc func, gpointer data,
+                          GDestroyNotify notify);
+
 /* A deadline on the monotonic clock, in microseconds (g_get_monotonic_time()). */
 typedef gint64 HmDeadline;
 
@@ -101,6 +109,30 @@ static inline HmDeadline hm_deadline_in_ms(guint timeout_ms)
 
 /* Milliseconds left until @deadline, 0 when it has passed. */
 guint hm_deadline_remaining_ms(HmDeadline deadline);
+
+/* ---- fault injection rules (fault.c) ----------------------------------------------------- */
+
+/* One rule of a fault spec, OP[@HOST][#N]: the Nth call of OP on HOST fails (every call when
+ * N is 0, on any host when HOST is NULL). */
+typedef struct {
+    char *op;
+    char *label;
+    guint nth;
+    guint seen; /* calls that matched so far */
+} HmFaultRule;
+
+void hm_fault_rule_free(HmFaultRule *rule);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(HmFaultRule, hm_fault_rule_free)
+
+/* Parses the rule @text (white space around it ignored): N a count from 1, HOST 'source' or
+ * 'destination', OP one that @known accepts (@ops_hint, may be NULL, follows the message for
+ * one it does not). Owned; NULL with HM_COMMON_ERROR_INVALID naming the rule. */
+HmFaultRule *hm_fault_rule_parse(const char *text, gboolean (*known)(const char *op),
+                                 const char *ops_hint, GError **error);
+
+/* The rule of @rules (HmFaultRule) that fails this call of @op on host @label, or NULL (the
+ * call goes through); every rule matching the call counts it. Borrowed. */
+HmFaultRule *hm_fault_rules_hit(GPtrArray *rules, const char *op, const char *label);
 
 /* ---- logging ----------------------------------------------------------------------------- */
 

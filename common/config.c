@@ -214,6 +214,9 @@ static const HmConfigKeyInfo keys[] = {
     [HM_CONFIG_ALERTS_HOST_LABEL] =
         {"alerts", "host-label", HM_CONFIG_TYPE_STRING, .nonempty = TRUE, .def = "instance",
          .doc = "Alert label naming the host ('instance' has its :port removed)."},
+    [HM_CONFIG_ALERTS_MAX_UNAVAILABLE] =
+        {"alerts", "max-unavailable", HM_CONFIG_TYPE_UINT, 0, 100000, .def = "1",
+         .doc = "Hosts alerts may hold quarantined or evacuating at once; more are held back. 0: no limit."},
 };
 G_STATIC_ASSERT(G_N_ELEMENTS(keys) == HM_CONFIG_KEY_LAST);
 
@@ -587,185 +590,243 @@ static const char *config_trailing_comment(const char *value)
     return NULL;
 }
 
+/* The scanner's state while it reads a file line by line. */
+typedef struct {
+    guint *key_lines;          /* per HmConfigKey: the line that set it, 0: none */
+    GPtrArray *hosts;          /* HmConfigHost, as the [host NAME] groups come */
+    ConfigProblems *problems;
+    HmConfigHost *host;        /* the current [host NAME] group, borrowed from @hosts */
+    guint host_key_lines[3];   /* its uri, hotmigd, identity lines */
+    GHashTable *seen_groups;   /* the fixed groups met so far */
+    char *group;               /* the current group's name, NULL before any */
+    gboolean bad_group;        /* the current group's header was refused: skip its keys */
+} ConfigScan;
+
+/* A NUL byte: reported with its line; the lines cannot be told apart after it. */
+static gboolean config_scan_nul(const char *data, gsize len, ConfigProblems *problems)
+{
+    gsize at;
+    guint nul_line = 1;
+
+    if (!memchr(data, '\0', len))
+        return FALSE;
+    at = (const char *)memchr(data, '\0', len) - data;
+    for (gsize i = 0; i < at; i++)
+        nul_line += data[i] == '\n';
+    config_problem(problems, nul_line, "contains a NUL byte");
+    return TRUE;
+}
+
+/* The header '[host NAME]' (@hname: NAME; @header: "host NAME") on @lineno: a new host, or a
+ * problem (FALSE). */
+static gboolean config_scan_host_header(ConfigScan *sc, const char *header, const char *hname,
+                                        guint lineno)
+{
+    const HmConfigHost *twin = NULL;
+
+    if (!config_host_name_valid(hname)) {
+        config_problem(sc->problems, lineno,
+                       "'[%s]': host name '%s' may hold only letters, digits, '-', '_' and '.'",
+                       header, hname);
+        return FALSE;
+    }
+    for (guint i = 0; i < sc->hosts->len && !twin; i++) {
+        if (g_str_equal(((const HmConfigHost *)g_ptr_array_index(sc->hosts, i))->name, hname))
+            twin = g_ptr_array_index(sc->hosts, i);
+    }
+    if (twin) {
+        config_problem(sc->problems, lineno, "group '[%s]' appears twice (first on line %u)",
+                       header, twin->line);
+        return FALSE;
+    }
+    if (sc->hosts->len >= HM_CONFIG_HOSTS_MAX) {
+        config_problem(sc->problems, lineno, "more than %d [host NAME] groups",
+                       HM_CONFIG_HOSTS_MAX);
+        return FALSE;
+    }
+    sc->host = g_new0(HmConfigHost, 1);
+    sc->host->name = g_strdup(hname);
+    sc->host->line = lineno;
+    g_ptr_array_add(sc->hosts, sc->host);
+    sc->host_key_lines[0] = sc->host_key_lines[1] = sc->host_key_lines[2] = 0;
+    return TRUE;
+}
+
+/* A fixed group's header '[@name]' on @lineno: known and met once, or a problem (FALSE). */
+static gboolean config_scan_group_header(ConfigScan *sc, const char *name, guint lineno)
+{
+    if (!g_strv_contains(groups, name)) {
+        g_autofree char *list = g_strjoinv("], [", (char **)groups);
+
+        config_problem(sc->problems, lineno, "unknown group '[%s]' (known: [%s], [host NAME])",
+                       name, list);
+        return FALSE;
+    }
+    if (g_hash_table_contains(sc->seen_groups, name)) {
+        config_problem(sc->problems, lineno, "group '[%s]' appears twice", name);
+        return FALSE;
+    }
+    for (int g = 0; groups[g]; g++) {
+        if (g_str_equal(groups[g], name))
+            g_hash_table_add(sc->seen_groups, (gpointer)groups[g]);
+    }
+    return TRUE;
+}
+
+/* A line '[...]' (@s, stripped): TRUE to keep it for GKeyFile. */
+static gboolean config_scan_header(ConfigScan *sc, char *s, guint lineno)
+{
+    char *end = strchr(s, ']');
+    gboolean ok;
+
+    sc->host = NULL;
+    sc->bad_group = TRUE;
+    g_clear_pointer(&sc->group, g_free);
+    if (!end || end[1] != '\0' || end == s + 1 || strchr(s + 1, '[')) {
+        config_problem(sc->problems, lineno, "'%s' is not a group header like '[migrate]'", s);
+        return FALSE;
+    }
+    *end = '\0';
+    if (g_str_has_prefix(s + 1, HM_CONFIG_HOST_PREFIX))
+        ok = config_scan_host_header(sc, s + 1, s + 1 + strlen(HM_CONFIG_HOST_PREFIX), lineno);
+    else
+        ok = config_scan_group_header(sc, s + 1, lineno);
+    if (!ok)
+        return FALSE;
+    sc->group = g_strdup(s + 1);
+    sc->bad_group = FALSE;
+    return TRUE;
+}
+
+/* Key @s of the current [host NAME] group on @lineno: TRUE to keep it. */
+static gboolean config_scan_host_key(ConfigScan *sc, const char *s, guint lineno)
+{
+    int hk = g_str_equal(s, "uri")        ? 0
+             : g_str_equal(s, "hotmigd")  ? 1
+             : g_str_equal(s, "identity") ? 2
+                                          : -1;
+
+    if (hk < 0) {
+        config_problem(sc->problems, lineno,
+                       "[%s] unknown key '%s' (known: uri, hotmigd, identity)", sc->group, s);
+        return FALSE;
+    }
+    if (sc->host_key_lines[hk]) {
+        config_problem(sc->problems, lineno, "[%s] %s: set twice (first on line %u)", sc->group,
+                       s, sc->host_key_lines[hk]);
+        return FALSE;
+    }
+    sc->host_key_lines[hk] = lineno;
+    if (hk == 0)
+        sc->host->uri_line = lineno;
+    return TRUE;
+}
+
+/* Key @s of the current fixed group on @lineno: TRUE to keep it. */
+static gboolean config_scan_group_key(ConfigScan *sc, const char *s, guint lineno)
+{
+    int key = config_find_key(sc->group, s);
+
+    if (key < 0) {
+        g_autofree char *list = config_group_keys(sc->group);
+
+        config_problem(sc->problems, lineno, "[%s] unknown key '%s' (known: %s)", sc->group, s,
+                       list);
+        return FALSE;
+    }
+    if (sc->key_lines[key]) {
+        config_problem(sc->problems, lineno, "[%s] %s: set twice (first on line %u)", sc->group,
+                       s, sc->key_lines[key]);
+        return FALSE;
+    }
+    sc->key_lines[key] = lineno;
+    return TRUE;
+}
+
+/* A line 'key = value' (@s, stripped, with its '=' at @eq): TRUE to keep it. */
+static gboolean config_scan_key(ConfigScan *sc, char *s, char *eq, guint lineno)
+{
+    const char *value = eq + 1;
+    const char *hash;
+
+    *eq = '\0';
+    g_strchomp(s);
+    if (sc->bad_group)
+        return FALSE; /* the header's problem is reported; its keys would only repeat it */
+    if (!sc->group) {
+        config_problem(sc->problems, lineno, "key '%s' comes before any '[group]'", s);
+        return FALSE;
+    }
+    if (strchr(s, '[')) {
+        config_problem(sc->problems, lineno, "[%s] %s: localized keys are not supported",
+                       sc->group, s);
+        return FALSE;
+    }
+    hash = config_trailing_comment(value);
+    if (hash) {
+        g_autofree char *whole = g_strstrip(g_strdup(value));
+        g_autofree char *bare = g_strstrip(g_strndup(value, hash - value));
+
+        config_problem(sc->problems, lineno,
+                       "[%s] %s: '%s' ends in a comment: '#' starts a comment only at the start of a line (write '%s = %s' and the comment above it)",
+                       sc->group, s, whole, s, bare);
+        return FALSE;
+    }
+    return sc->host ? config_scan_host_key(sc, s, lineno) : config_scan_group_key(sc, s, lineno);
+}
+
+/* One line (@line, owned by the caller, changed) on @lineno: TRUE to keep it for GKeyFile. */
+static gboolean config_scan_line(ConfigScan *sc, char *line, guint lineno)
+{
+    char *s;
+    char *eq;
+
+    if (!g_utf8_validate(line, -1, NULL)) {
+        config_problem(sc->problems, lineno, "not valid UTF-8");
+        return FALSE;
+    }
+    s = g_strstrip(line);
+    if (!*s || *s == '#')
+        return FALSE;
+    if (*s == '[')
+        return config_scan_header(sc, s, lineno);
+    eq = strchr(s, '=');
+    if (!eq) {
+        config_problem(sc->problems, lineno,
+                       "'%s' is not 'key = value', a '[group]' or a '#' comment", s);
+        return FALSE;
+    }
+    return config_scan_key(sc, s, eq, lineno);
+}
+
 static gboolean config_scan(const char *data, gsize len, guint *key_lines, GPtrArray *hosts,
                             GString *clean, ConfigProblems *problems)
 {
-    HmConfigHost *host = NULL; /* the current [host NAME] group, borrowed from @hosts */
-    guint host_key_lines[3] = {0};
     g_autoptr(GHashTable) seen_groups = g_hash_table_new(g_str_hash, g_str_equal);
-    g_autofree char *group = NULL;
-    gboolean bad_group = FALSE; /* the current group's header was refused: skip its keys */
+    ConfigScan sc = {
+        .key_lines = key_lines,
+        .hosts = hosts,
+        .problems = problems,
+        .seen_groups = seen_groups,
+    };
     gsize pos = 0;
     guint lineno = 0;
 
-    if (memchr(data, '\0', len)) {
-        gsize at = (const char *)memchr(data, '\0', len) - data;
-        guint nul_line = 1;
-
-        for (gsize i = 0; i < at; i++)
-            nul_line += data[i] == '\n';
-        config_problem(problems, nul_line, "contains a NUL byte");
+    if (config_scan_nul(data, len, problems))
         return FALSE; /* the lines cannot be told apart: nothing more to say */
-    }
     while (pos < len) {
         const char *start = data + pos;
         const char *nl = memchr(start, '\n', len - pos);
         gsize n = nl ? (gsize)(nl - start) : len - pos;
         g_autofree char *line = g_strndup(start, n);
-        gboolean keep = FALSE;
-        char *s;
-        char *eq;
 
         pos += n + (nl ? 1 : 0);
         lineno++;
-        if (!g_utf8_validate(line, -1, NULL)) {
-            config_problem(problems, lineno, "not valid UTF-8");
-            goto next;
-        }
-        s = g_strstrip(line);
-        if (!*s || *s == '#')
-            goto next;
-        if (*s == '[') {
-            char *end = strchr(s, ']');
-
-            host = NULL;
-            bad_group = TRUE;
-            g_clear_pointer(&group, g_free);
-            if (!end || end[1] != '\0' || end == s + 1 || strchr(s + 1, '[')) {
-                config_problem(problems, lineno, "'%s' is not a group header like '[migrate]'",
-                               s);
-                goto next;
-            }
-            *end = '\0';
-            if (g_str_has_prefix(s + 1, HM_CONFIG_HOST_PREFIX)) {
-                const char *hname = s + 1 + strlen(HM_CONFIG_HOST_PREFIX);
-                const HmConfigHost *twin = NULL;
-
-                if (!config_host_name_valid(hname)) {
-                    config_problem(problems, lineno,
-                                   "'[%s]': host name '%s' may hold only letters, digits, '-', '_' and '.'",
-                                   s + 1, hname);
-                    goto next;
-                }
-                for (guint i = 0; i < hosts->len && !twin; i++) {
-                    if (g_str_equal(((const HmConfigHost *)g_ptr_array_index(hosts, i))->name,
-                                    hname))
-                        twin = g_ptr_array_index(hosts, i);
-                }
-                if (twin) {
-                    config_problem(problems, lineno,
-                                   "group '[%s]' appears twice (first on line %u)", s + 1,
-                                   twin->line);
-                    goto next;
-                }
-                if (hosts->len >= HM_CONFIG_HOSTS_MAX) {
-                    config_problem(problems, lineno, "more than %d [host NAME] groups",
-                                   HM_CONFIG_HOSTS_MAX);
-                    goto next;
-                }
-                host = g_new0(HmConfigHost, 1);
-                host->name = g_strdup(hname);
-                host->line = lineno;
-                g_ptr_array_add(hosts, host);
-                host_key_lines[0] = host_key_lines[1] = host_key_lines[2] = 0;
-            } else if (!g_strv_contains(groups, s + 1)) {
-                g_autofree char *list = g_strjoinv("], [", (char **)groups);
-
-                config_problem(problems, lineno, "unknown group '[%s]' (known: [%s], [host NAME])",
-                               s + 1, list);
-                goto next;
-            } else if (g_hash_table_contains(seen_groups, s + 1)) {
-                config_problem(problems, lineno, "group '[%s]' appears twice", s + 1);
-                goto next;
-            } else {
-                for (int g = 0; groups[g]; g++) {
-                    if (g_str_equal(groups[g], s + 1))
-                        g_hash_table_add(seen_groups, (gpointer)groups[g]);
-                }
-            }
-            group = g_strdup(s + 1);
-            bad_group = FALSE;
-            keep = TRUE;
-            goto next;
-        }
-        eq = strchr(s, '=');
-        if (!eq) {
-            config_problem(problems, lineno,
-                           "'%s' is not 'key = value', a '[group]' or a '#' comment", s);
-            goto next;
-        }
-        *eq = '\0';
-        g_strchomp(s);
-        if (bad_group)
-            goto next; /* the header's problem is reported; its keys would only repeat it */
-        if (!group) {
-            config_problem(problems, lineno, "key '%s' comes before any '[group]'", s);
-            goto next;
-        }
-        if (strchr(s, '[')) {
-            config_problem(problems, lineno, "[%s] %s: localized keys are not supported", group,
-                           s);
-            goto next;
-        }
-        {
-            const char *value = eq + 1;
-            const char *hash = config_trailing_comment(value);
-
-            if (hash) {
-                g_autofree char *whole = g_strstrip(g_strdup(value));
-                g_autofree char *bare = g_strstrip(g_strndup(value, hash - value));
-
-                config_problem(problems, lineno,
-                               "[%s] %s: '%s' ends in a comment: '#' starts a comment only at the start of a line (write '%s = %s' and the comment above it)",
-                               group, s, whole, s, bare);
-                goto next;
-            }
-        }
-        if (host) {
-            int hk = g_str_equal(s, "uri")        ? 0
-                     : g_str_equal(s, "hotmigd")  ? 1
-                     : g_str_equal(s, "identity") ? 2
-                                                  : -1;
-
-            if (hk < 0) {
-                config_problem(problems, lineno, "[%s] unknown key '%s' (known: uri, hotmigd, identity)",
-                               group, s);
-                goto next;
-            }
-            if (host_key_lines[hk]) {
-                config_problem(problems, lineno, "[%s] %s: set twice (first on line %u)", group,
-                               s, host_key_lines[hk]);
-                goto next;
-            }
-            host_key_lines[hk] = lineno;
-            if (hk == 0)
-                host->uri_line = lineno;
-            keep = TRUE;
-            goto next;
-        }
-        {
-            int key = config_find_key(group, s);
-
-            if (key < 0) {
-                g_autofree char *list = config_group_keys(group);
-
-                config_problem(problems, lineno, "[%s] unknown key '%s' (known: %s)", group, s,
-                               list);
-                goto next;
-            }
-            if (key_lines[key]) {
-                config_problem(problems, lineno, "[%s] %s: set twice (first on line %u)", group,
-                               s, key_lines[key]);
-                goto next;
-            }
-            key_lines[key] = lineno;
-            keep = TRUE;
-        }
-    next:
-        if (keep)
+        if (config_scan_line(&sc, line, lineno))
             g_string_append_len(clean, start, n);
         g_string_append_c(clean, '\n');
     }
+    g_free(sc.group);
     return TRUE;
 }
 

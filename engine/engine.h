@@ -72,7 +72,20 @@ HM_ENUM_DECL(orch_timeout_action, OrchTimeoutAction)
 
 #define ORCH_AGENT_CHANNEL_DEFAULT "org.hotmig.agent.0"
 
-typedef struct OrchVfd OrchVfd; /* a client of a host's hotmigd (engine/hotmigd-client.h) */
+typedef struct OrchVfd OrchVfd;   /* a client of a host's hotmigd (engine/hotmigd-client.h) */
+typedef struct OrchVirt OrchVirt; /* a connection to a host's libvirt (engine/virt.h) */
+typedef OrchVirt *(*OrchVirtOpenFunc)(const char *uri, const char *label, gpointer opaque,
+                                      GError **error);
+typedef OrchVfd *(*OrchVfdOpenFunc)(const char *url, gpointer opaque, GError **error);
+
+/* How the engine and the programs reach a host: its libvirt and its hotmigd. Every connection
+ * is opened through orch_connector_open_virt() and orch_connector_open_vfd() (connector.c);
+ * a connector replaces the real openers (tests bring fakes). Both get @data. */
+typedef struct {
+    OrchVirtOpenFunc open_virt; /* NULL: the libvirt adapter, fault injection included */
+    OrchVfdOpenFunc open_vfd;   /* NULL: the HTTPS client with the options' certificate files */
+    gpointer data;
+} OrchConnector;
 
 typedef struct {
     char *domain;
@@ -107,10 +120,9 @@ typedef struct {
     char *tls_key;            /* its private key */
     char *tls_ca;             /* the CA hotmigd's certificate must chain to */
     guint hotmigd_timeout_ms; /* each call to hotmigd */
-    /* Opens the client of the destination's hotmigd; NULL: the HTTPS client with hotmigd_url
-     * and the tls_* files (tests bring a fake). */
-    OrchVfd *(*vfd_open)(const char *url, gpointer opaque, GError **error);
-    gpointer vfd_opaque;
+    /* What opens the hosts' libvirt and hotmigd clients (borrowed); NULL: the real ones, with
+     * the tls_* files and hotmigd_timeout_ms (tests bring fakes). */
+    const OrchConnector *connector;
     GCancellable *cancellable; /* cancelled: abort the migration job and undo (borrowed) */
     /* Progress lines for --verbose (phase, message); called on any thread; may be NULL. */
     void (*progress)(OrchPhase phase, const char *message, gpointer opaque);
@@ -171,16 +183,24 @@ char *orch_report_format_table(const OrchReport *report);
 /* The same as one JSON object (owned), pretty when @pretty. */
 char *orch_report_format_json(const OrchReport *report, gboolean pretty);
 
-typedef struct OrchVirt OrchVirt;
-typedef OrchVirt *(*OrchVirtOpenFunc)(const char *uri, const char *label, gpointer opaque,
-                                      GError **error);
+/* ---- connecting (connector.c) ---------------------------------------------------------- */
+
+/* The one place that opens a host's libvirt: @opts->connector's open_virt when there is one,
+ * else the libvirt adapter, wrapped in fault injection when HOTMIG_FAULT_INJECT asks (with a
+ * warning). @opts may be NULL (the real adapter). @label names the host in messages and fault
+ * specs ("source", "destination", a host's name). Owned; NULL with @error. */
+OrchVirt *orch_connector_open_virt(const OrchOptions *opts, const char *uri, const char *label,
+                                   GError **error);
+
+/* The one place that opens the client of the hotmigd at @url: @opts->connector's open_vfd when
+ * there is one, else the HTTPS client with @opts' tls_* files, each call waiting at most
+ * hotmigd_timeout_ms (at least a second). Owned; NULL with @error. */
+OrchVfd *orch_connector_open_vfd(const OrchOptions *opts, const char *url, GError **error);
 
 /* Runs a migration. Always returns a report (owned) in *ret_report, also on failure, so the
  * caller can show what happened. Returns TRUE when the domain runs on the destination with
- * all its VFs and the agent resumed. @open_fn opens a host connection (the libvirt adapter in
- * migrate-vm, a fake in tests). */
-gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
-                      OrchReport **ret_report, GError **error);
+ * all its VFs and the agent resumed. Hosts are reached through @opts->connector. */
+gboolean orch_migrate(const OrchOptions *opts, OrchReport **ret_report, GError **error);
 
 /* ---- pre-flight (--dry-run) ---------------------------------------------------------------- */
 
@@ -206,8 +226,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchCheck, orch_check_free)
 /* Checks, without changing anything on either host, whether @opts->domain could migrate to
  * @opts->dest_uri now. *ret_checks (owned GPtrArray of OrchCheck) is always set. Returns FALSE
  * with ORCH_ERROR_PREFLIGHT when a check failed. */
-gboolean orch_preflight(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
-                        GPtrArray **ret_checks, GError **error);
+gboolean orch_preflight(const OrchOptions *opts, GPtrArray **ret_checks, GError **error);
 
 /* One line per check: "PASS  name  detail" (owned). */
 char *orch_checks_format_table(GPtrArray *checks);
@@ -236,8 +255,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchRecovery, orch_recovery_free)
  * *ret_results (owned GPtrArray of OrchRecovery) is always set. Returns FALSE when any
  * recovery failed (its journal is kept) or, for a named domain, when it has no journal
  * (ORCH_ERROR_NOT_FOUND). */
-gboolean orch_recover(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
-                      GPtrArray **ret_results, GError **error);
+gboolean orch_recover(const OrchOptions *opts, GPtrArray **ret_results, GError **error);
 
 char *orch_recovery_format_table(GPtrArray *results);
 char *orch_recovery_format_json(GPtrArray *results, gboolean pretty);

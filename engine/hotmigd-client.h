@@ -204,8 +204,9 @@ OrchVfd *orch_vfd_new(const char *url, const char *cert, const char *key, const 
 void orch_vfd_free(OrchVfd *vfd);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchVfd, orch_vfd_free)
 
-/* The client of the hotmigd at @url (NULL: none known, an error): @opts->vfd_open's, else the
- * HTTPS one with the options' certificate files (migration.c). Owned; NULL with @error. */
+/* The client of the hotmigd at @url (NULL: none known, an error), opened by
+ * orch_connector_open_vfd(), its error prefixed with "Cannot use the destination's hotmigd".
+ * Owned; NULL with @error. */
 OrchVfd *orch_options_open_vfd(const OrchOptions *opts, const char *url, GError **error);
 
 /* ---- the calls (through ops) ---------------------------------------------------------------- */

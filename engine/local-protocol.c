@@ -32,7 +32,7 @@ OrchLocalErrorClass orch_local_error_class_of(const GError *error)
     }
 }
 
-static char *line_of(JsonBuilder *b)
+char *orch_local_line(JsonBuilder *b)
 {
     g_autoptr(JsonGenerator) gen = json_generator_new();
     g_autoptr(JsonNode) root = json_builder_get_root(b);
@@ -204,7 +204,7 @@ JsonNode *orch_local_call(const char *path, const char *command, JsonNode *argum
         json_builder_add_value(b, json_node_copy(arguments));
     }
     json_builder_end_object(b);
-    request = line_of(b);
+    request = orch_local_line(b);
     sock = g_socket_connection_get_socket(conn);
     g_socket_set_blocking(sock, FALSE);
     while (written < strlen(request)) {

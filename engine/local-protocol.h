@@ -47,6 +47,10 @@ HM_ENUM_DECL(orch_local_error_class, OrchLocalErrorClass)
 /* The class for an ORCH_ERROR. */
 OrchLocalErrorClass orch_local_error_class_of(const GError *error);
 
+/* The JSON built by @b as one line of the protocol, its newline included (owned): requests and
+ * answers alike. */
+char *orch_local_line(JsonBuilder *b);
+
 /* Reads one request line (@len bytes without its newline; a final '\r' is dropped): UTF-8, one
  * JSON object nested at most 16 deep with "execute" (a string) and "arguments" (an object, may
  * be absent) only. Sets *@ret_command (owned) and *@ret_arguments (owned, NULL when absent);

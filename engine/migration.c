@@ -45,15 +45,18 @@ typedef struct {
     GPtrArray *src_vfs;      /* HotplugVf: the source's VFs (owns what like points to) */
     GPtrArray *dest_alias;   /* per VF: its alias on the destination (libvirt names a plugged
                                 hostdev itself), or NULL until plugged */
-    OrchVirtOpenFunc open_fn; /* to reconnect to a host */
-    gpointer open_opaque;
     OrchJournal *journal;    /* this migration's durable record */
     char *id;                /* migration id (UUID) */
     OrchVfd *vfd;            /* the destination's hotmigd */
     guint64 node_guid;       /* the InfiniBand identity of the guest's RDMA device, 0: unknown */
     guint64 port_guid;
     char *identity_note;     /* why it is unknown */
+    struct Side *identity_side; /* identity_fetch() under way beside the agent, or NULL */
+    gboolean identity_fetched; /* identity_fetch() ran: what the source host said below */
+    char *identity_source;   /* the source host's note on the GUIDs it gave, or NULL */
+    char *identity_error;    /* why it gave none, or NULL */
     GPtrArray *leases;       /* per VF: its OrchVfdLease on the destination (owned) */
+    gint64 leases_asked;     /* monotonic time the first lease was asked for */
     OrchAgent *agent;        /* the source's agent, opened while the VF is leased, or NULL */
     OrchAgent *dst_agent;    /* the destination's, opened while the VF is plugged, or NULL */
     struct Side *dst_agent_side; /* that opening, until the resume joins it */
@@ -336,15 +339,14 @@ static gboolean agent_resume(Migration *m, OrchVirt *virt, char **ret_detail, GE
 
 /* ---- phases ------------------------------------------------------------------------------ */
 
-static gboolean do_connect(Migration *m, OrchVirtOpenFunc open_fn, gpointer open_opaque,
-                           GError **error)
+static gboolean do_connect(Migration *m, GError **error)
 {
     OrchVirtDomainState state;
 
-    m->src = open_fn(m->opts->source_uri, "source", open_opaque, error);
+    m->src = orch_connector_open_virt(m->opts, m->opts->source_uri, "source", error);
     if (!m->src)
         return FALSE;
-    m->dst = open_fn(m->opts->dest_uri, "destination", open_opaque, error);
+    m->dst = orch_connector_open_virt(m->opts, m->opts->dest_uri, "destination", error);
     if (!m->dst)
         return FALSE;
     if (!orch_virt_domain_state(m->src, m->opts->domain, &state, error))
@@ -511,6 +513,7 @@ static gboolean target_vf_lease(Migration *m, char **ret_detail, GError **error)
 {
     g_autoptr(GString) detail = g_string_new(NULL);
 
+    m->leases_asked = g_get_monotonic_time();
     for (guint i = 0; i < m->vfs->len; i++) {
         XmlVf *vf = vf_at(m, i);
         OrchVfdLease *lease;
@@ -547,28 +550,45 @@ typedef struct LeaseKeeper {
     GMutex lock;
     GCond cond;
     gboolean stop;
-    OrchVfd *vfd;
-    GPtrArray *vfs; /* lease VF ids (owned) */
+    const OrchOptions *opts;
+    const char *url;  /* the destination's hotmigd (borrowed from opts) */
+    OrchVfd *vfd;     /* the keeper's own client, made and used by its thread */
+    char *open_error; /* the client could not be made: no renewals */
+    GPtrArray *vfs;   /* lease VF ids (owned) */
     GPtrArray *ids; /* lease ids (owned) */
     guint ttl_s;
     guint renewals;
-    char *lost; /* the first renewal that failed */
+    char *lost;        /* the first renewal that failed */
+    gint64 held_until; /* monotonic: every lease is surely held until then (asked + TTL) */
 } LeaseKeeper;
 
 static gpointer keeper_thread(gpointer data)
 {
     LeaseKeeper *k = data;
     gint64 interval = MAX((gint64)k->ttl_s * G_TIME_SPAN_SECOND / 3, 500 * G_TIME_SPAN_MILLISECOND);
+    g_autoptr(GError) open_error = NULL;
 
+    /* Its client is made here, off the migration's path (certificates read, TLS set up). */
+    k->vfd = orch_options_open_vfd(k->opts, k->url, &open_error);
+    if (!k->vfd) {
+        g_mutex_lock(&k->lock);
+        k->open_error = g_strdup(open_error->message);
+        g_mutex_unlock(&k->lock);
+        return NULL;
+    }
     g_mutex_lock(&k->lock);
     while (!k->stop) {
         gint64 until = g_get_monotonic_time() + interval;
 
         while (!k->stop && g_cond_wait_until(&k->cond, &k->lock, until))
             ;
+        gint64 asked;
+        gboolean all = TRUE;
+
         if (k->stop)
             break;
         g_mutex_unlock(&k->lock);
+        asked = g_get_monotonic_time();
         for (guint i = 0; i < k->vfs->len; i++) {
             g_autoptr(GError) local = NULL;
             const char *vf = g_ptr_array_index(k->vfs, i);
@@ -577,6 +597,7 @@ static gpointer keeper_thread(gpointer data)
                 g_atomic_int_inc(&k->renewals);
                 continue;
             }
+            all = FALSE;
             g_debug("Renewing the lease of VF %s: %s", vf, local->message);
             g_mutex_lock(&k->lock);
             if (!k->lost)
@@ -584,6 +605,8 @@ static gpointer keeper_thread(gpointer data)
             g_mutex_unlock(&k->lock);
         }
         g_mutex_lock(&k->lock);
+        if (all)
+            k->held_until = asked + (gint64)k->ttl_s * G_TIME_SPAN_SECOND;
     }
     g_mutex_unlock(&k->lock);
     return NULL;
@@ -593,22 +616,20 @@ static gpointer keeper_thread(gpointer data)
  * lease expires. */
 static void keeper_start(Migration *m)
 {
-    g_autoptr(GError) local = NULL;
     LeaseKeeper *k;
     OrchVfdLease *first = m->leases && m->leases->len ? g_ptr_array_index(m->leases, 0) : NULL;
 
     if (!first || first->expires <= first->created)
         return;
     k = g_new0(LeaseKeeper, 1);
-    k->vfd = orch_options_open_vfd(m->opts, m->opts->hotmigd_url, &local);
-    if (!k->vfd) {
-        progress(m, ORCH_PHASE_TARGET_VF, "the leases will not be renewed: %s", local->message);
-        g_free(k);
-        return;
-    }
+    k->opts = m->opts;
+    k->url = m->opts->hotmigd_url;
     g_mutex_init(&k->lock);
     g_cond_init(&k->cond);
     k->ttl_s = (guint)MIN(first->expires - first->created, G_MAXUINT);
+    /* hotmigd ends a lease only at its expiry or on a release naming its id, which only this
+     * migration holds (hotplug/lease.c): each is held until asked + TTL. */
+    k->held_until = m->leases_asked + (gint64)k->ttl_s * G_TIME_SPAN_SECOND;
     k->vfs = g_ptr_array_new_with_free_func(g_free);
     k->ids = g_ptr_array_new_with_free_func(g_free);
     for (guint i = 0; i < m->leases->len; i++) {
@@ -633,12 +654,15 @@ static void keeper_stop(Migration *m)
     g_cond_signal(&k->cond);
     g_mutex_unlock(&k->lock);
     g_thread_join(k->thread);
+    if (k->open_error)
+        progress(m, ORCH_PHASE_PLUG, "the leases were not renewed: %s", k->open_error);
     if (k->renewals)
         g_debug("The destination's leases were renewed %u time(s)", k->renewals);
     orch_vfd_free(k->vfd);
     g_ptr_array_unref(k->vfs);
     g_ptr_array_unref(k->ids);
     g_free(k->lost);
+    g_free(k->open_error);
     g_mutex_clear(&k->lock);
     g_cond_clear(&k->cond);
     g_free(k);
@@ -749,53 +773,86 @@ static gboolean identity_guest_view(Migration *m, OrchAgent *agent, guint64 *ret
  * guest's view (@agent, may be NULL) is compared and any difference reported. Only a domain
  * with one VF is matched; otherwise, or when the source host does not know, identity_note says
  * why nothing is carried over. */
-static void identity_read(Migration *m, OrchAgent *agent)
+/* The source VF's id whose identity the source host is asked for: the domain's one VF (with
+ * a source hotmigd), or NULL. */
+static const char *identity_source_vf(Migration *m)
+{
+    XmlVf *vf;
+
+    if (!m->vfs || m->vfs->len != 1 || !m->opts->source_hotmigd_url)
+        return NULL;
+    vf = vf_at(m, 0);
+    return vf->host_pci ? vf->host_pci : vf->netdev;
+}
+
+/* Asks the source's hotmigd for the GUIDs of the domain's VF (identity_source_vf()): fills
+ * m->node_guid/port_guid and identity_source, or identity_error. Needs no agent: side work
+ * beside the agent's inventory (target-vf phase). */
+static gboolean identity_fetch(Migration *m, char **ret_detail, GError **error)
 {
     g_autoptr(OrchVfd) src = NULL;
     g_autoptr(GError) local = NULL;
-    g_autofree char *source = NULL;
+    const char *id = identity_source_vf(m);
+    guint64 node = 0, port = 0;
+
+    m->identity_fetched = TRUE;
+    if (!id)
+        return TRUE;
+    src = orch_options_open_vfd(m->opts, m->opts->source_hotmigd_url, &local);
+    if (!src ||
+        !orch_vfd_identity(src, id, m->opts->domain, &node, &port, &m->identity_source, &local)) {
+        m->identity_error = g_strdup(local->message);
+        return TRUE;
+    }
+    m->node_guid = node;
+    m->port_guid = port;
+    return TRUE;
+}
+
+static void identity_read(Migration *m, OrchAgent *agent)
+{
     g_autofree char *guest_why = NULL;
     g_autofree char *guest_part = NULL;
-    guint64 node = 0, port = 0, guest_node = 0, guest_port = 0;
+    guint64 guest_node = 0, guest_port = 0;
     gboolean guest_ok;
-    XmlVf *vf;
     const char *id;
 
     /* First: the inventory also carries the processes jobs_check() needs, whatever the VFs. */
     guest_ok = agent && identity_guest_view(m, agent, &guest_node, &guest_port, &guest_why);
+    if (m->identity_side)
+        side_join(m->identity_side, ORCH_PHASE_TARGET_VF);
+    else if (!m->identity_fetched)
+        identity_fetch(m, NULL, NULL);
     if (!m->vfs || m->vfs->len != 1) {
         m->identity_note = g_strdup_printf("%u VF(s): cannot tell which identity is which",
                                            m->vfs ? m->vfs->len : 0);
         return;
     }
-    vf = vf_at(m, 0);
-    id = vf->host_pci ? vf->host_pci : vf->netdev;
+    id = identity_source_vf(m);
     guest_part = guest_ok    ? g_strdup("; the guest's own claim is not taken")
                  : guest_why ? g_strdup_printf("; no guest view: %s", guest_why)
                              : g_strdup("");
-    if (!m->opts->source_hotmigd_url || !id) {
+    if (!id) {
         m->identity_note =
             g_strdup_printf("no source hotmigd knows the GUIDs of the source VF%s", guest_part);
         return;
     }
-    src = orch_options_open_vfd(m->opts, m->opts->source_hotmigd_url, &local);
-    if (!src || !orch_vfd_identity(src, id, m->opts->domain, &node, &port, &source, &local)) {
+    if (m->identity_error) {
         m->identity_note = g_strdup_printf("the source host does not know the GUIDs of VF %s (%s)%s",
-                                           id, local->message, guest_part);
+                                           id, m->identity_error, guest_part);
         return;
     }
-    m->node_guid = node;
-    m->port_guid = port;
-    if (guest_ok && (guest_node != node || guest_port != port)) {
+    if (guest_ok && (guest_node != m->node_guid || guest_port != m->port_guid)) {
         g_autofree char *gn = hotplug_guid_format(guest_node);
         g_autofree char *gp = hotplug_guid_format(guest_port);
 
-        m->identity_note = g_strdup_printf(
-            "%s; the guest claims node GUID %s, port GUID %s instead: not taken", source, gn, gp);
+        m->identity_note =
+            g_strdup_printf("%s; the guest claims node GUID %s, port GUID %s instead: not taken",
+                            m->identity_source, gn, gp);
     } else if (guest_ok) {
-        m->identity_note = g_strdup_printf("%s; the guest agrees", source);
+        m->identity_note = g_strdup_printf("%s; the guest agrees", m->identity_source);
     } else {
-        m->identity_note = g_strdup_printf("%s; no guest view: %s", source,
+        m->identity_note = g_strdup_printf("%s; no guest view: %s", m->identity_source,
                                            guest_why ? guest_why : "no agent");
     }
 }
@@ -1128,6 +1185,32 @@ static gboolean plug_other_vf(Migration *m, guint i, const char *why)
     return TRUE;
 }
 
+/* Before the plug: is @lease still ours? Held for at least half its TTL more (taken or renewed
+ * that recently, no renewal of the keeper failed): yes, without asking (a request less on the
+ * way from the copy's end to the plug). Otherwise renewed now, which decides. */
+static gboolean lease_check(Migration *m, OrchVfdLease *lease, GError **error)
+{
+    LeaseKeeper *k = m->keeper;
+    g_autoptr(GError) local = NULL;
+    gboolean lost;
+    gboolean held;
+
+    if (lease->state != ORCH_VFD_STATE_LEASED)
+        return TRUE;
+    g_mutex_lock(&k->lock);
+    lost = k->lost != NULL;
+    held = g_get_monotonic_time() + (gint64)k->ttl_s * G_TIME_SPAN_SECOND / 2 < k->held_until;
+    g_mutex_unlock(&k->lock);
+    if (!lost && held)
+        return TRUE;
+    if (orch_vfd_renew(m->vfd, lease->vf, lease->id, k->ttl_s, &local))
+        return TRUE;
+    g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT,
+                "The lease of VF %s on the destination was lost before the plug: %s", lease->vf,
+                local->message);
+    return FALSE;
+}
+
 static gboolean do_plug(Migration *m, char **ret_detail, GError **error)
 {
     g_autoptr(GString) detail = g_string_new(NULL);
@@ -1147,17 +1230,8 @@ static gboolean do_plug(Migration *m, char **ret_detail, GError **error)
             return FALSE;
         /* The lease must still be ours: one lost under a long copy may hold another
          * migration's VF, GUIDs and all, by now. */
-        if (m->keeper) {
-            OrchVfdLease *lease = g_ptr_array_index(m->leases, i);
-
-            if (lease->state == ORCH_VFD_STATE_LEASED &&
-                !orch_vfd_renew(m->vfd, lease->vf, lease->id, m->keeper->ttl_s, &local)) {
-                g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT,
-                            "The lease of VF %s on the destination was lost before the plug: %s",
-                            lease->vf, local->message);
-                return FALSE;
-            }
-        }
+        if (m->keeper && !lease_check(m, g_ptr_array_index(m->leases, i), error))
+            return FALSE;
         for (attempt = 1; attempt <= attempts; attempt++) {
             g_clear_error(&local);
             if (orch_virt_device_attach(m->dst, m->opts->domain,
@@ -1373,8 +1447,19 @@ static gboolean run_target_vf(Migration *m, GError **error)
     if (phase_cancelled(m, &local) || !target_vf_check(m, &local))
         return phase_finish(m, ORCH_PHASE_TARGET_VF, FALSE, NULL, local, error);
     side_start(&lease, m, target_vf_lease, "hm-lease");
-    if (!m->opts->no_agent)
+    if (!m->opts->no_agent) {
+        Side identity = {0};
+
+        /* The source host's GUIDs beside the agent's inventory (identity_read() joins). */
+        if (identity_source_vf(m)) {
+            side_start(&identity, m, identity_fetch, "hm-identity");
+            m->identity_side = &identity;
+        }
         agent_open_early(m);
+        side_join(&identity, ORCH_PHASE_TARGET_VF);
+        side_clear(&identity);
+        m->identity_side = NULL;
+    }
     side_join(&lease, ORCH_PHASE_TARGET_VF);
     ok = lease.ok;
     if (ok) {
@@ -1482,7 +1567,7 @@ static gboolean do_resume(Migration *m, char **ret_detail, GError **error)
     progress(m, ORCH_PHASE_RESUME, "retrying on a new connection after: %s", first->message);
     {
         g_autoptr(GError) local = NULL;
-        OrchVirt *fresh = m->open_fn(m->dst->uri, "destination", m->open_opaque, &local);
+        OrchVirt *fresh = orch_connector_open_virt(m->opts, m->dst->uri, "destination", &local);
 
         if (fresh) {
             orch_virt_free(m->dst);
@@ -1548,7 +1633,7 @@ static gboolean migration_look(Migration *m, GError **error)
     /* One migration per domain: the journal's lock is held until the end. */
     m->journal = orch_journal_open(opts->state_dir ? opts->state_dir : ORCH_STATE_DIR_DEFAULT,
                                    opts->domain, TRUE, &local);
-    if (!m->journal || !do_connect(m, m->open_fn, m->open_opaque, &local)) {
+    if (!m->journal || !do_connect(m, &local)) {
         phase_fail(m, ORCH_PHASE_CONNECT, local);
         g_propagate_prefixed_error(error, g_steal_pointer(&local), "Phase 'connect' failed: ");
         return FALSE;
@@ -1692,13 +1777,14 @@ static void migration_clear(Migration *m)
         g_ptr_array_unref(m->procs);
     g_clear_error(&m->procs_error);
     g_free(m->identity_note);
+    g_free(m->identity_source);
+    g_free(m->identity_error);
     orch_virt_free(m->src);
     orch_virt_free(m->dst);
     g_free(m->id);
 }
 
-gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
-                      OrchReport **ret_report, GError **error)
+gboolean orch_migrate(const OrchOptions *opts, OrchReport **ret_report, GError **error)
 {
     Migration mig = {.opts = opts};
     Migration *m = &mig;
@@ -1707,8 +1793,6 @@ gboolean orch_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointe
     gboolean keep_journal = FALSE;
 
     m->report = report_new(opts);
-    m->open_fn = open_fn;
-    m->open_opaque = open_opaque;
     m->start = g_get_monotonic_time();
     m->report->ok = FALSE;
     m->id = g_uuid_string_random();

@@ -109,10 +109,7 @@ OrchVfd *orch_options_open_vfd(const OrchOptions *opts, const char *url, GError 
                     "group with a hotmigd key");
         return NULL;
     }
-    vfd = opts->vfd_open ? opts->vfd_open(url, opts->vfd_opaque, &local)
-                         : orch_vfd_new(url, opts->tls_cert, opts->tls_key,
-                                        opts->tls_ca, MAX(opts->hotmigd_timeout_ms / 1000, 1),
-                                        &local);
+    vfd = orch_connector_open_vfd(opts, url, &local);
     if (!vfd)
         g_propagate_prefixed_error(error, g_steal_pointer(&local),
                                    "Cannot use the destination's hotmigd: ");

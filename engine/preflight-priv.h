@@ -10,14 +10,17 @@ G_BEGIN_DECLS
 
 typedef struct {
     const OrchOptions *opts;
-    OrchVirtOpenFunc open_fn;
-    gpointer open_opaque;
     GPtrArray *checks; /* OrchCheck, in order */
     OrchVirt *src;     /* NULL when the source is unreachable */
     OrchVirt *dst;     /* NULL when the destination is unreachable */
     XmlDomain *dom;    /* the live domain on the source, NULL when not running */
     GPtrArray *vfs;    /* XmlVf of the domain, NULL when unknown */
 } Preflight;
+
+/* Appends check @name with @status and the detail @fmt, @ap to pf->checks; returns it
+ * (borrowed). */
+OrchCheck *orch_preflight_addv(Preflight *pf, const char *name, OrchCheckStatus status,
+                               const char *fmt, va_list ap) G_GNUC_PRINTF(4, 0);
 
 /* Adds the checks of the destination's VFs: its hotmigd answers, a free compatible VF for each
  * of the domain's, its files are there, the migration port is reachable. With no source

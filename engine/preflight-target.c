@@ -14,15 +14,11 @@
 static G_GNUC_PRINTF(4, 5) void add(Preflight *pf, const char *name, OrchCheckStatus status,
                                     const char *fmt, ...)
 {
-    OrchCheck *check = g_new0(OrchCheck, 1);
     va_list ap;
 
-    check->name = g_strdup(name);
-    check->status = status;
     va_start(ap, fmt);
-    check->detail = g_strdup_vprintf(fmt, ap);
+    orch_preflight_addv(pf, name, status, fmt, ap);
     va_end(ap);
-    g_ptr_array_add(pf->checks, check);
 }
 
 /* The model of the source VF at @pci, from the source's node devices. */

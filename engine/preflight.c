@@ -21,18 +21,28 @@ void orch_check_free(OrchCheck *check)
     g_free(check);
 }
 
-static G_GNUC_PRINTF(4, 5) void check_add(Preflight *pf, const char *name, OrchCheckStatus status,
-                                          const char *fmt, ...)
+OrchCheck *orch_preflight_addv(Preflight *pf, const char *name, OrchCheckStatus status,
+                              const char *fmt, va_list ap)
 {
     OrchCheck *check = g_new0(OrchCheck, 1);
-    va_list ap;
 
     check->name = g_strdup(name);
     check->status = status;
-    va_start(ap, fmt);
     check->detail = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
     g_ptr_array_add(pf->checks, check);
+    return check;
+}
+
+/* Adds a check of the source side, told as progress. */
+static G_GNUC_PRINTF(4, 5) void check_add(Preflight *pf, const char *name, OrchCheckStatus status,
+                                          const char *fmt, ...)
+{
+    OrchCheck *check;
+    va_list ap;
+
+    va_start(ap, fmt);
+    check = orch_preflight_addv(pf, name, status, fmt, ap);
+    va_end(ap);
     if (pf->opts->progress)
         pf->opts->progress(ORCH_PHASE_CONNECT, check->detail, pf->opts->progress_opaque);
 }
@@ -49,7 +59,7 @@ static void check_hosts(Preflight *pf)
     g_autoptr(GError) error = NULL;
     OrchVirtDomainState state;
 
-    pf->src = pf->open_fn(pf->opts->source_uri, "source", pf->open_opaque, &error);
+    pf->src = orch_connector_open_virt(pf->opts, pf->opts->source_uri, "source", &error);
     if (!pf->src) {
         check_add(pf, "source", ORCH_CHECK_FAIL, "%s", error->message);
         /* Nothing can move from a source that cannot be reached: the destination is not asked,
@@ -77,7 +87,7 @@ static void check_hosts(Preflight *pf)
     }
     g_clear_error(&error);
 
-    pf->dst = pf->open_fn(pf->opts->dest_uri, "destination", pf->open_opaque, &error);
+    pf->dst = orch_connector_open_virt(pf->opts, pf->opts->dest_uri, "destination", &error);
     if (!pf->dst) {
         check_add(pf, "destination", ORCH_CHECK_FAIL, "%s", error->message);
         return;
@@ -234,18 +244,15 @@ static void check_capable(Preflight *pf)
 
 /* ---- the run ------------------------------------------------------------------------------- */
 
-gboolean orch_preflight(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
-                        GPtrArray **ret_checks, GError **error)
+gboolean orch_preflight(const OrchOptions *opts, GPtrArray **ret_checks, GError **error)
 {
     Preflight pf = {
         .opts = opts,
-        .open_fn = open_fn,
-        .open_opaque = open_opaque,
         .checks = g_ptr_array_new_with_free_func((GDestroyNotify)orch_check_free),
     };
     gboolean ok = TRUE;
 
-    g_return_val_if_fail(opts && open_fn && ret_checks, FALSE);
+    g_return_val_if_fail(opts && ret_checks, FALSE);
 
     {
         g_autofree char *asked = orch_options_format_migration(opts);

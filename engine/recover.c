@@ -206,7 +206,7 @@ static gboolean recover_vfs(const OrchOptions *opts, const OrchJournalRecord *pl
 }
 
 static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchRecovery *rec,
-                            OrchVirtOpenFunc open_fn, gpointer open_opaque, GError **error)
+                            GError **error)
 {
     g_autoptr(OrchJournalRecord) plan = orch_journal_load(journal, error);
     g_autoptr(OrchVirt) src = NULL;
@@ -222,8 +222,8 @@ static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchR
         rec->outcome = g_strdup("nothing to do");
         return TRUE;
     }
-    if (!(src = open_fn(plan->source, "source", open_opaque, error)) ||
-        !(dst = open_fn(plan->destination, "destination", open_opaque, error)) ||
+    if (!(src = orch_connector_open_virt(opts, plan->source, "source", error)) ||
+        !(dst = orch_connector_open_virt(opts, plan->destination, "destination", error)) ||
         !recover_locate(plan, src, dst, rec, &on_destination, error))
         return FALSE;
     here = on_destination ? dst : src;
@@ -263,8 +263,7 @@ static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchR
     return TRUE;
 }
 
-gboolean orch_recover(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointer open_opaque,
-                      GPtrArray **ret_results, GError **error)
+gboolean orch_recover(const OrchOptions *opts, GPtrArray **ret_results, GError **error)
 {
     const char *state_dir = opts->state_dir ? opts->state_dir : ORCH_STATE_DIR_DEFAULT;
     g_autoptr(GPtrArray) results =
@@ -296,7 +295,7 @@ gboolean orch_recover(const OrchOptions *opts, OrchVirtOpenFunc open_fn, gpointe
             rec->outcome = g_strdup("nothing to do");
             continue;
         }
-        if (journal && recover_one(opts, journal, rec, open_fn, open_opaque, &local)) {
+        if (journal && recover_one(opts, journal, rec, &local)) {
             if (orch_journal_step(journal, NULL, "end", "recovered", NULL, &local) &&
                 orch_journal_finish(journal, &local))
                 continue;

@@ -5,16 +5,9 @@
 #include "engine/virt.h"
 
 typedef struct {
-    char *op;
-    char *label; /* NULL: any host */
-    guint nth;   /* 0: every matching call */
-    guint seen;
-} FaultRule;
-
-typedef struct {
     OrchVirt parent;
     OrchVirt *inner;
-    GPtrArray *rules; /* FaultRule */
+    GPtrArray *rules; /* HmFaultRule */
 } VirtFault;
 
 typedef struct {
@@ -30,29 +23,11 @@ static const char *const fault_ops[] = {
     "domain_capable", "node_get_info", "domain_list_info",
 };
 
-static void fault_rule_free(FaultRule *rule)
-{
-    g_free(rule->op);
-    g_free(rule->label);
-    g_free(rule);
-}
-
 /* TRUE when this call must fail. Every rule that matches the call counts it. */
 static gboolean fault_hit(VirtFault *virt, const char *op, GError **error)
 {
-    FaultRule *hit = NULL;
+    HmFaultRule *hit = hm_fault_rules_hit(virt->rules, op, virt->parent.label);
 
-    for (guint i = 0; i < virt->rules->len; i++) {
-        FaultRule *rule = g_ptr_array_index(virt->rules, i);
-
-        if (!g_str_equal(rule->op, op))
-            continue;
-        if (rule->label && !g_str_equal(rule->label, virt->parent.label))
-            continue;
-        rule->seen++;
-        if (!hit && (rule->nth == 0 || rule->nth == rule->seen))
-            hit = rule;
-    }
     if (!hit)
         return FALSE;
     g_set_error(error, ORCH_ERROR, ORCH_ERROR_HYPERVISOR, "injected fault: %s on %s host (call %u)",
@@ -215,63 +190,34 @@ static const OrchVirtOps fault_ops_table = {
     .free = fault_free,
 };
 
-static FaultRule *fault_rule_parse(const char *text, GError **error)
+/* An operation of this adapter's, or of the netlink and hotmigd client wrappers: one spec
+ * serves every adapter. */
+static gboolean fault_op_known(const char *op)
 {
-    g_autofree char *op = g_strstrip(g_strdup(text));
-    FaultRule *rule;
-    char *hash;
-    char *at;
-    guint64 nth = 0;
-    gboolean known = FALSE;
-
-    hash = strchr(op, '#');
-    if (hash) {
-        *hash++ = '\0';
-        if (!g_ascii_string_to_unsigned(hash, 10, 1, G_MAXUINT, &nth, NULL)) {
-            g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
-                        "Fault spec '%s': call count '%s' is not a positive number", text, hash);
-            return NULL;
-        }
-    }
-    at = strchr(op, '@');
-    if (at)
-        *at++ = '\0';
     for (gsize i = 0; i < G_N_ELEMENTS(fault_ops); i++)
-        known = known || g_str_equal(op, fault_ops[i]);
-    /* One spec serves every adapter: the netlink and hotmigd client wrappers take these. */
-    known = known || g_str_has_prefix(op, "netlink_") || g_str_has_prefix(op, "vfd_");
-    if (!known) {
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
-                    "Fault spec '%s': unknown operation '%s'", text, op);
-        return NULL;
-    }
-    if (at && !g_str_equal(at, "source") && !g_str_equal(at, "destination")) {
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
-                    "Fault spec '%s': host must be 'source' or 'destination', not '%s'", text, at);
-        return NULL;
-    }
-    rule = g_new0(FaultRule, 1);
-    rule->op = g_strdup(op);
-    rule->label = g_strdup(at);
-    rule->nth = (guint)nth;
-    return rule;
+        if (g_str_equal(op, fault_ops[i]))
+            return TRUE;
+    return g_str_has_prefix(op, "netlink_") || g_str_has_prefix(op, "vfd_");
 }
 
 OrchVirt *orch_virt_fault_wrap(OrchVirt *inner, const char *spec, GError **error)
 {
     g_autoptr(OrchVirt) owned = inner;
-    g_autoptr(GPtrArray) rules = g_ptr_array_new_with_free_func((GDestroyNotify)fault_rule_free);
+    g_autoptr(GPtrArray) rules = g_ptr_array_new_with_free_func((GDestroyNotify)hm_fault_rule_free);
     g_auto(GStrv) parts = g_strsplit(spec, ",", -1);
     VirtFault *virt;
 
     for (char **p = parts; *p; p++) {
-        FaultRule *rule;
+        g_autoptr(GError) local = NULL;
+        HmFaultRule *rule;
 
         if (!**p)
             continue;
-        rule = fault_rule_parse(*p, error);
-        if (!rule)
+        rule = hm_fault_rule_parse(*p, fault_op_known, NULL, &local);
+        if (!rule) {
+            g_set_error_literal(error, ORCH_ERROR, ORCH_ERROR_INVALID, local->message);
             return NULL;
+        }
         g_ptr_array_add(rules, rule);
     }
     virt = g_new0(VirtFault, 1);

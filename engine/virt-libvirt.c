@@ -117,10 +117,19 @@ static gboolean virt_domain_state(OrchVirt *virt, const char *domain,
         return FALSE;
     }
     active = virDomainIsActive(dom);
-    /* Every libvirt call, virDomainFree() too, resets the thread's last error: read it first. */
-    if (active < 0)
+    /* Every libvirt call, virDomainFree() too, resets the thread's last error: read it first.
+     * A domain gone since the lookup (an incoming migration's, torn down) is missing. */
+    if (active < 0) {
+        virErrorPtr err = virGetLastError();
+
+        if (err && err->code == VIR_ERR_NO_DOMAIN) {
+            virDomainFree(dom);
+            *ret_state = ORCH_VIRT_DOMAIN_MISSING;
+            return TRUE;
+        }
         virt_set_error(error, ORCH_ERROR_HYPERVISOR, "Cannot read the state of '%s' on '%s'",
                        domain, virt->uri);
+    }
     virDomainFree(dom);
     if (active < 0)
         return FALSE;

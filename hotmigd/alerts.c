@@ -51,6 +51,13 @@ struct OrchAlerts {
     GHashTable *evac_deadline; /* host -> gint64 *: the deadline given to its running evacuation */
     GHashTable *held;          /* host -> TRUE: told the daemon it is quarantined */
     guint64 counts[ORCH_ALERT_OUTCOME_LAST];
+    /* The blast radius (issue 15, item 9): at most max_unavailable hosts (0: no limit)
+     * quarantined or evacuating at once, as this daemon knows them (its book, what the daemons
+     * it forwarded to said) with those an event forwarded now may hold (pending); at most
+     * ORCH_ALERTS_WEBHOOKS_MAX webhook bodies handled at once. */
+    guint max_unavailable;
+    GHashTable *pending; /* host -> GUINT_TO_POINTER(forwards in flight that may hold it) */
+    guint webhooks;      /* webhook bodies being handled */
 };
 
 static void peer_free(Peer *peer)
@@ -180,6 +187,8 @@ OrchAlerts *orch_alerts_new(const HmConfig *config, const char *name, const Orch
     alerts->down = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     alerts->evac_deadline = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     alerts->held = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    alerts->pending = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    alerts->max_unavailable = hm_config_get_uint(config, HM_CONFIG_ALERTS_MAX_UNAVAILABLE);
     if (ops)
         alerts->ops = *ops;
     alerts->data = data;
@@ -236,6 +245,7 @@ void orch_alerts_unref(OrchAlerts *alerts)
     g_hash_table_unref(alerts->down);
     g_hash_table_unref(alerts->evac_deadline);
     g_hash_table_unref(alerts->held);
+    g_hash_table_unref(alerts->pending);
     g_free(alerts);
 }
 
@@ -386,6 +396,77 @@ static void alerts_evacuate(OrchAlerts *alerts, const char *host, gint64 deadlin
     }
 }
 
+/* ---- the blast radius ------------------------------------------------------------------------ */
+
+static gboolean state_unavailable(PolHostState state)
+{
+    return state == POL_HOST_QUARANTINED || state == POL_HOST_EVACUATING;
+}
+
+/* How many hosts but @except are quarantined or evacuating as this daemon knows it, or may be
+ * by an event forwarded now; their names in *ret_list ("A, B", owned). */
+static guint alerts_unavailable(const OrchAlerts *alerts, const char *except, char **ret_list)
+{
+    g_autoptr(GString) list = g_string_new(NULL);
+    guint n = 0;
+
+    for (guint i = 0; i < alerts->hosts->len; i++) {
+        const Peer *peer = g_ptr_array_index(alerts->hosts, i);
+        gboolean pending = g_hash_table_contains(alerts->pending, peer->name);
+
+        if (g_str_equal(peer->name, except) ||
+            (!pending && !state_unavailable(orch_alerts_get_state(alerts, peer->name))))
+            continue;
+        g_string_append_printf(list, "%s%s%s", list->len ? ", " : "", peer->name,
+                               pending ? " (an alert on its way)" : "");
+        n++;
+    }
+    *ret_list = g_string_free(g_steal_pointer(&list), FALSE);
+    return n;
+}
+
+/* Would @ev make its host unavailable (firing, confident enough, the host not held yet)? */
+static gboolean event_would_hold(const OrchAlerts *alerts, const PolAlertEvent *ev)
+{
+    return ev->host && !ev->resolved && ev->confidence >= alerts->min_confidence &&
+           !state_unavailable(orch_alerts_get_state(alerts, ev->host));
+}
+
+/* NULL when @ev may be applied or forwarded; else its error result: [alerts] max-unavailable
+ * hosts are held already, the event is held back (logged, counted "held"). */
+static OrchAlertResult *alerts_limit(OrchAlerts *alerts, const PolAlertEvent *ev,
+                                     const char *input)
+{
+    g_autofree char *list = NULL;
+    OrchAlertResult *result;
+    guint n;
+
+    if (!alerts->max_unavailable || !event_would_hold(alerts, ev))
+        return NULL;
+    n = alerts_unavailable(alerts, ev->host, &list);
+    if (n < alerts->max_unavailable)
+        return NULL;
+    result = result_error(
+        ev->host,
+        g_strdup_printf("held back: host '%s' stays in service: [alerts] max-unavailable is %u "
+                        "and %u host%s %s quarantined or evacuating (%s)",
+                        ev->host, alerts->max_unavailable, n, n == 1 ? "" : "s",
+                        n == 1 ? "is" : "are", list));
+    alerts->counts[ORCH_ALERT_OUTCOME_HELD]++;
+    g_warning("Alert from %s: %s", input, result->reason);
+    return result;
+}
+
+static void pending_add(OrchAlerts *alerts, const char *host, gint delta)
+{
+    guint n = GPOINTER_TO_UINT(g_hash_table_lookup(alerts->pending, host)) + delta;
+
+    if (n)
+        g_hash_table_replace(alerts->pending, g_strdup(host), GUINT_TO_POINTER(n));
+    else
+        g_hash_table_remove(alerts->pending, host);
+}
+
 static OrchAlertOutcome outcome_of(const OrchAlertResult *result)
 {
     switch (result->action) {
@@ -421,6 +502,8 @@ static OrchAlertResult *alerts_apply(OrchAlerts *alerts, const PolAlertEvent *ev
     gint64 now = alerts_now(alerts);
     const gint64 *running;
 
+    if ((result = alerts_limit(alerts, ev, input)))
+        return result;
     if (!pol_alert_book_apply(alerts->book, ev, now, &action, &error)) {
         result = result_error(ev->host, g_strdup(error->message));
         alerts->counts[ORCH_ALERT_OUTCOME_REJECTED]++;
@@ -498,6 +581,7 @@ typedef struct {
     PolAlertEvent *event;
     GPtrArray *order;       /* Peer: the host's own, then the others in configuration order */
     GHashTable *known_down; /* names found down earlier in this submission (read-only) */
+    gboolean pending;       /* counted in alerts->pending while it is on its way */
     /* Found: */
     OrchVfdAlertReply *reply; /* a daemon took it */
     gboolean deputy;          /* ... as deputy */
@@ -618,6 +702,8 @@ static void forward_done(GObject *source, GAsyncResult *res, gpointer data)
     const PolAlertEvent *ev = fw->event;
     OrchAlertResult *result;
 
+    if (fw->pending)
+        pending_add(alerts, ev->host, -1);
     for (guint i = 0; i < fw->newly_down->len; i++) {
         const char *name = g_ptr_array_index(fw->newly_down, i);
 
@@ -671,6 +757,7 @@ static void submission_step(Submission *sub)
         const PolAlertEvent *ev = g_ptr_array_index(sub->events, sub->next);
         const Peer *owner = ev->host ? alerts_host(alerts, ev->host) : NULL;
         g_autoptr(GTask) task = NULL;
+        OrchAlertResult *result;
         Forward *fw;
 
         if (!owner) {
@@ -689,7 +776,16 @@ static void submission_step(Submission *sub)
             sub->next++;
             continue;
         }
+        if ((result = alerts_limit(alerts, ev, sub->input))) {
+            g_ptr_array_add(sub->results, result);
+            sub->next++;
+            continue;
+        }
         fw = g_new0(Forward, 1);
+        if (alerts->max_unavailable && event_would_hold(alerts, ev)) {
+            fw->pending = TRUE;
+            pending_add(alerts, ev->host, +1);
+        }
         fw->alerts = orch_alerts_ref(alerts);
         fw->self = g_strdup(alerts->name);
         fw->event = pol_alert_event_copy(ev);
@@ -813,6 +909,7 @@ static OrchVfdReply *api_list(OrchAlerts *alerts)
 
     json_builder_begin_object(b);
     orch_json_member_string(b, "host", alerts->name);
+    orch_json_member_int(b, "max_unavailable", alerts->max_unavailable);
     json_builder_set_member_name(b, "hosts");
     json_builder_begin_array(b);
     for (guint i = 0; i < alerts->hosts->len; i++) {
@@ -850,35 +947,24 @@ static OrchVfdReply *api_forwarded(OrchAlerts *alerts, const char *body, gsize l
 {
     static const char *const known[] = {"from",     "deputy", "host",     "severity", "confidence",
                                         "deadline", "key",    "resolved", "source",   NULL};
-    g_autoptr(JsonParser) parser = json_parser_new_immutable();
     g_autoptr(GError) local = NULL;
-    g_autoptr(GList) members = NULL;
+    g_autoptr(JsonObject) obj = NULL;
     g_autoptr(PolAlertEvent) ev = NULL;
     g_autoptr(OrchAlertResult) result = NULL;
     g_autoptr(JsonBuilder) b = json_builder_new();
     g_autofree char *source = NULL;
     g_autofree char *input = NULL;
-    JsonObject *obj;
+    OrchVfdReply *refused = NULL;
     JsonNode *node;
     const char *from, *orig;
     gboolean deputy;
 
-    if (len > ORCH_VFD_API_MAX_BODY)
-        return reply_error(
-            413, "the request body has %" G_GSIZE_FORMAT " bytes, more than the limit of %d", len,
-            ORCH_VFD_API_MAX_BODY);
-    if (len == 0 || memchr(body, '\0', len) || !g_utf8_validate(body, len, NULL) ||
-        !hm_json_check_depth(body, (gssize)len, ORCH_ALERT_MAX_DEPTH, &local) ||
-        !json_parser_load_from_data(parser, body, len, &local) ||
-        !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser)))
-        return reply_error(400, "the request body is not a JSON object%s%s", local ? ": " : "",
-                           local ? local->message : "");
-    obj = json_node_get_object(json_parser_get_root(parser));
-    members = json_object_get_members(obj);
-    for (GList *m = members; m; m = m->next) {
-        if (!g_strv_contains(known, m->data))
-            return reply_error(400, "unknown member '%.64s'", (const char *)m->data);
-    }
+    if (len == 0)
+        return reply_error(400, "the request body is empty: an alert event is a JSON object");
+    /* The same checks as every body of the API (api.c). */
+    obj = orch_vfd_api_body_object(body, len, known, ORCH_ALERT_MAX_DEPTH, &refused);
+    if (!obj)
+        return refused;
     node = json_object_get_member(obj, "from");
     if (!node || !JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_STRING ||
         !*(from = json_node_get_string(node)) || strlen(from) > POL_NAME_MAX)
@@ -994,6 +1080,7 @@ gboolean orch_alerts_authorized(const OrchAlerts *alerts, const char *authorizat
 }
 
 typedef struct {
+    OrchAlerts *alerts; /* a reference */
     OrchVfdReplyFunc done;
     gpointer data;
 } Webhook;
@@ -1022,9 +1109,11 @@ static void webhook_done(GPtrArray *results, gpointer data)
             g_string_append_printf(log, " %u %s,", counts[k], orch_alert_result_kind_to_string(k));
     }
     g_string_truncate(log, log->len - 1);
+    hook->alerts->webhooks--;
     hook->done(reply_new(counts[ORCH_ALERT_RESULT_ERROR] ? 502 : 200, b,
                          g_string_free(g_steal_pointer(&log), FALSE)),
                hook->data);
+    orch_alerts_unref(hook->alerts);
     g_free(hook);
 }
 
@@ -1065,7 +1154,17 @@ void orch_alerts_webhook(OrchAlerts *alerts, const char *body, gsize len, const 
             return;
         }
     }
+    if (alerts->webhooks >= ORCH_ALERTS_WEBHOOKS_MAX) {
+        done(reply_error(503,
+                         "%u webhook requests are being handled, the most at once: send it again "
+                         "later",
+                         alerts->webhooks),
+             data);
+        return;
+    }
+    alerts->webhooks++;
     hook = g_new0(Webhook, 1);
+    hook->alerts = orch_alerts_ref(alerts);
     hook->done = done;
     hook->data = data;
     input = g_strdup_printf("alertmanager (%s)", peer ? peer : "?");

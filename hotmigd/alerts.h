@@ -32,6 +32,7 @@ G_BEGIN_DECLS
 
 #define ORCH_ALERTS_TOKEN_MAX 4096      /* bytes of the token file */
 #define ORCH_ALERTS_FORWARD_TIMEOUT_S 5 /* a call to another host's hotmigd */
+#define ORCH_ALERTS_WEBHOOKS_MAX 8      /* webhook bodies handled at once; more: 503 */
 
 /* What became of one event, as the inputs answer it. */
 typedef enum {

@@ -103,10 +103,8 @@ static OrchVfdReply *reply_gerror(const GError *error)
 
 /* ---- request bodies ------------------------------------------------------------------------ */
 
-/* The body as a JSON object (owned), an empty object for an empty body; NULL with a 4xx
- * in *ret_reply. @known: the members the request takes (NULL-terminated; NULL: none). */
-static JsonObject *body_object(const char *body, gsize len, const char *const *known,
-                               OrchVfdReply **ret_reply)
+JsonObject *orch_vfd_api_body_object(const char *body, gsize len, const char *const *known,
+                                     guint max_depth, OrchVfdReply **ret_reply)
 {
     g_autoptr(JsonParser) parser = json_parser_new_immutable();
     g_autoptr(GError) local = NULL;
@@ -126,9 +124,8 @@ static JsonObject *body_object(const char *body, gsize len, const char *const *k
         *ret_reply = reply_error(400, "the request body is not UTF-8 text");
         return NULL;
     }
-    if (!hm_json_check_depth(body, (gssize)len, ORCH_VFD_API_MAX_DEPTH, NULL)) {
-        *ret_reply = reply_error(400, "the request body nests deeper than %d levels",
-                                 ORCH_VFD_API_MAX_DEPTH);
+    if (!hm_json_check_depth(body, (gssize)len, max_depth, NULL)) {
+        *ret_reply = reply_error(400, "the request body nests deeper than %u levels", max_depth);
         return NULL;
     }
     if (!json_parser_load_from_data(parser, body, len, &local)) {
@@ -154,6 +151,13 @@ static JsonObject *body_object(const char *body, gsize len, const char *const *k
         }
     }
     return json_object_ref(obj);
+}
+
+/* The pool's and the cluster's bodies. */
+static JsonObject *body_object(const char *body, gsize len, const char *const *known,
+                               OrchVfdReply **ret_reply)
+{
+    return orch_vfd_api_body_object(body, len, known, ORCH_VFD_API_MAX_DEPTH, ret_reply);
 }
 
 /* Member @name as a string: NULL without a reply when absent and not @required; NULL with a 400
@@ -1015,6 +1019,133 @@ static const Route api_routes[] = {
     {NULL, "alerts", ANY_ROLE, NEED_ALERTS, route_alerts, NULL},
 };
 
+/* ---- the worker: the pool's requests off the caller's main loop (issue 15, item 7) ----- */
+
+/* The pool's requests ask libvirt (which may hang), sysfs, netlink and the disk: one thread
+ * runs them in order, so the main loop (the local API, the alert hook, the inventory) never
+ * waits for them and the thread count stays fixed; the pool and its host are used by that one
+ * thread only. Replies go back to the context the worker was made on. */
+struct OrchVfdWorker {
+    GThreadPool *threads;
+    GMainContext *context; /* where replies are delivered */
+    guint max_queued;
+    gint queued;        /* jobs pushed, not yet answered (atomic) */
+};
+
+/* One request copied for the worker (the transport's strings do not outlive the dispatch). */
+typedef struct {
+    OrchVfdWorker *worker;
+    const OrchVfdApi *api; /* borrowed: outlives the worker */
+    const Route *route;
+    char *method, *path, *peer;
+    char *body;
+    gsize len;
+    OrchPeer *who;
+    char *args[API_MAX_SEGMENTS + 1];
+    OrchVfdReplyFunc cb;
+    gpointer data;
+    OrchVfdReply *reply;
+} WorkerJob;
+
+static void worker_job_free(WorkerJob *job)
+{
+    g_free(job->method);
+    g_free(job->path);
+    g_free(job->peer);
+    g_free(job->body);
+    orch_peer_free(job->who);
+    for (guint i = 0; job->args[i]; i++)
+        g_free(job->args[i]);
+    orch_vfd_reply_free(job->reply);
+    g_free(job);
+}
+
+/* On the caller's context: the reply to its callback. */
+static gboolean worker_answer(gpointer data)
+{
+    WorkerJob *job = data;
+
+    g_atomic_int_dec_and_test(&job->worker->queued);
+    job->cb(g_steal_pointer(&job->reply), job->data);
+    worker_job_free(job);
+    return G_SOURCE_REMOVE;
+}
+
+static void worker_run(gpointer data, gpointer user_data)
+{
+    WorkerJob *job = data;
+    OrchVfdRequest req = {.method = job->method, .path = job->path, .body = job->body,
+                          .len = job->len, .peer = job->peer, .who = job->who};
+    Call c = {job->api, &req, job->args};
+
+    job->reply = job->route->handle(&c);
+    hm_main_context_post(job->worker->context, G_PRIORITY_DEFAULT, worker_answer, job, NULL);
+}
+
+OrchVfdWorker *orch_vfd_worker_new(guint max_queued)
+{
+    OrchVfdWorker *worker = g_new0(OrchVfdWorker, 1);
+
+    worker->context = g_main_context_ref_thread_default();
+    worker->max_queued = max_queued ? max_queued : ORCH_VFD_WORKER_MAX_QUEUED;
+    /* One thread, exclusive: started now, never more. */
+    worker->threads = g_thread_pool_new(worker_run, worker, 1, TRUE, NULL);
+    g_assert(worker->threads != NULL);
+    return worker;
+}
+
+void orch_vfd_worker_free(OrchVfdWorker *worker)
+{
+    if (!worker)
+        return;
+    /* Runs what is queued (each job is bounded by the host's timeouts), then stops. */
+    g_thread_pool_free(worker->threads, FALSE, TRUE);
+    /* Replies not delivered yet: delivered now, on this (the worker's) context. */
+    while (g_atomic_int_get(&worker->queued) > 0)
+        g_main_context_iteration(worker->context, TRUE);
+    g_main_context_unref(worker->context);
+    g_free(worker);
+}
+
+guint orch_vfd_worker_queued(const OrchVfdWorker *worker)
+{
+    g_return_val_if_fail(worker != NULL, 0);
+    return (guint)g_atomic_int_get(&((OrchVfdWorker *)worker)->queued);
+}
+
+static void worker_push(const OrchVfdApi *api, const Route *route, const OrchVfdRequest *req,
+                        const char *const *args, OrchVfdReplyFunc cb, gpointer data)
+{
+    OrchVfdWorker *worker = api->worker;
+    WorkerJob *job;
+
+    if ((guint)g_atomic_int_get(&worker->queued) >= worker->max_queued) {
+        cb(reply_error(503,
+                       "this hotmigd has %u pool requests waiting (its host is slow to answer, "
+                       "libvirt maybe): try again later",
+                       worker->max_queued),
+           data);
+        return;
+    }
+    job = g_new0(WorkerJob, 1);
+    job->worker = worker;
+    job->api = api;
+    job->route = route;
+    job->method = g_strdup(req->method);
+    job->path = g_strdup(req->path);
+    job->peer = g_strdup(req->peer);
+    job->body = req->len ? g_memdup2(req->body, req->len) : NULL;
+    job->len = req->len;
+    job->who = req->who ? orch_peer_new(req->who->identity, req->who->host, req->who->roles)
+                        : NULL;
+    for (guint i = 0; args[i]; i++)
+        job->args[i] = g_strdup(args[i]);
+    job->cb = cb;
+    job->data = data;
+    g_atomic_int_inc(&worker->queued);
+    g_thread_pool_push(worker->threads, job, NULL);
+}
+
 /* What @route needs of @api, named for a 503 ("this hotmigd does not serve ..."); NULL when
  * it is bound. */
 static const char *route_missing(const Route *route, const OrchVfdApi *api)
@@ -1119,6 +1250,8 @@ void orch_vfd_api_dispatch(const OrchVfdApi *api, const OrchVfdRequest *req, Orc
         Call c = {api, req, (char **)args};
 
         route->handle_async(&c, cb, data);
+    } else if (api->worker && route->need == NEED_POOL) {
+        worker_push(api, route, req, args, cb, data);
     } else {
         Call c = {api, req, (char **)args};
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <glib.h>
+#include <json-glib/json-glib.h>
 
 #include "engine/hotmigd-client.h"
 #include "hotmigd/authz.h"
@@ -55,10 +56,24 @@ typedef void (*OrchVfdReplyFunc)(OrchVfdReply *reply, gpointer data); /* @reply 
 typedef OrchVfdReply *(*OrchVfdAlertsFunc)(gpointer data, const char *method, const char *body,
                                            gsize len, const char *peer, const OrchPeer *who);
 
+/* The thread the pool's requests run on (api.c): made on, and answering to, the thread-default
+ * main context; at most @max_queued requests wait (0: ORCH_VFD_WORKER_MAX_QUEUED), more are
+ * answered 503 at once. Free it on that context, before the pool: it runs what is queued and
+ * delivers the replies. */
+#define ORCH_VFD_WORKER_MAX_QUEUED 64
+typedef struct OrchVfdWorker OrchVfdWorker;
+OrchVfdWorker *orch_vfd_worker_new(guint max_queued);
+void orch_vfd_worker_free(OrchVfdWorker *worker);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchVfdWorker, orch_vfd_worker_free)
+/* Requests queued or running, not answered yet. */
+guint orch_vfd_worker_queued(const OrchVfdWorker *worker);
+
 /* What the API's methods are bound to. Each part may be NULL: the pool's requests and the
  * cluster's then answer 503, /v1/alerts 404. All borrowed. */
 typedef struct {
     OrchVfdPool *pool;
+    /* Runs the pool's requests (NULL: on the caller's thread, at once: tests, fuzzing). */
+    OrchVfdWorker *worker;
     const OrchVfdServices *services;
     OrchVfdAlertsFunc alerts;
     gpointer alerts_data;
@@ -84,6 +99,13 @@ typedef struct {
  * when what the method needs is not bound. */
 void orch_vfd_api_dispatch(const OrchVfdApi *api, const OrchVfdRequest *req, OrchVfdReplyFunc cb,
                            gpointer data);
+
+/* A request body as a JSON object (owned; an empty object for an empty body), checked before
+ * json-glib sees it: at most ORCH_VFD_API_MAX_BODY bytes (413), UTF-8 without NUL, nested at
+ * most @max_depth levels, an object whose members are all in @known (NULL-terminated; NULL:
+ * none); NULL with the 4xx reply in *ret_reply otherwise. The API's bodies and /v1/alerts'. */
+JsonObject *orch_vfd_api_body_object(const char *body, gsize len, const char *const *known,
+                                     guint max_depth, OrchVfdReply **ret_reply);
 
 /* The JSON of a migration as GET /v1/migrations/ID answers it (owned). */
 char *orch_vfd_migration_format_json(const OrchVfdMigration *mig);

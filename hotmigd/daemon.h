@@ -83,17 +83,19 @@ OrchVfdServer *hotmigd_get_server(Hotmigd *daemon);
 /* ---- creating the daemon ------------------------------------------------------------------- */
 
 /* Runs one migration: orch_migrate() or a test's fake (called in a thread of its own). */
-typedef gboolean (*HotmigdMigrateFunc)(const OrchOptions *opts, OrchVirtOpenFunc open_fn,
-                                       gpointer open_opaque, OrchReport **ret_report,
+typedef gboolean (*HotmigdMigrateFunc)(const OrchOptions *opts, OrchReport **ret_report,
+                                       GError **error);
+
+/* Recovers the unfinished journals under opts->state_dir: orch_recover() or a test's fake
+ * (called in a thread of its own). */
+typedef gboolean (*HotmigdRecoverFunc)(const OrchOptions *opts, GPtrArray **ret_results,
                                        GError **error);
 
 typedef struct {
     /* What the daemon asks of the world; NULL: the real thing. Tests bring fakes. */
-    OrchVirtOpenFunc virt_open; /* libvirt (with HOTMIG_FAULT_INJECT) */
-    gpointer virt_opaque;
-    OrchVfd *(*vfd_open)(const char *url, gpointer opaque, GError **error); /* HTTPS client */
-    gpointer vfd_opaque;
+    const OrchConnector *connector; /* libvirt and hotmigd clients (engine.h); borrowed */
     HotmigdMigrateFunc migrate; /* orch_migrate */
+    HotmigdRecoverFunc recover; /* orch_recover: the journals left unfinished, at the start */
     gboolean no_https;          /* tests: no HTTPS listener ([hotmigd] listen/port unused) */
     gboolean no_pool;           /* tests: no VF pool (GET /v1/host ... are not served) */
     guint cpu_sample_ms;        /* CPU demand: cpuTime sampled this far apart; 0: the default */
@@ -103,7 +105,10 @@ typedef struct {
 
 /* A daemon for @config (taken: freed with the daemon, also when this fails): opens the VF
  * pool (run-dir/leases), listens on HTTPS ([hotmigd] listen, port) and on the local socket
- * ([hotmigd] socket, mode 0600), and starts taking the cluster's inventory in the background.
+ * ([hotmigd] socket, mode 0600), starts taking the cluster's inventory in the background, and
+ * recovers, in a thread, the migrations whose journals under [hotmigd] state-dir were left
+ * unfinished (a hotmigd or migrate-vm killed in the middle: the guest waits quiesced) as
+ * `migrate-vm --recover` does; a journal whose lock another process holds is left to it.
  * @opts NULL: all defaults. Fails naming the file or address (ORCH_ERROR_INVALID for a bad
  * configuration). Owned result. */
 Hotmigd *hotmigd_new(HmConfig *config, const HotmigdOptions *opts, GError **error);
@@ -118,6 +123,9 @@ guint hotmigd_reload(Hotmigd *daemon, HmConfig *config);
  * closes the listeners. NULL-safe. */
 void hotmigd_free(Hotmigd *daemon);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(Hotmigd, hotmigd_free)
+
+/* Is the recovery of unfinished journals started by hotmigd_new() still running? */
+gboolean hotmigd_recovering(Hotmigd *daemon);
 
 /* The HTTPS port listened on (0 with no_https), the local socket's path (borrowed). */
 guint hotmigd_get_port(Hotmigd *daemon);

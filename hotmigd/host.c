@@ -10,13 +10,52 @@
 #include "engine/virt.h"
 #include "xml/xml.h"
 
+/* The host's questions to libvirt go to one thread of its own over one connection, kept open
+ * (reopened after a failure); the caller waits libvirt_timeout_ms at most. A libvirtd that
+ * hangs holds that one thread: while its question is unanswered, later callers are told so at
+ * once instead of each waiting, and no other thread is started (issue 15, item 7). The state
+ * is shared with the thread, which may outlive the host when libvirt never answers. */
+typedef struct {
+    gint refs;
+    GMutex lock;
+    GCond cond;
+    char *uri;             /* NULL: libvirt's default */
+    OrchVirtOpenFunc open; /* opens the connection (host_open_libvirt() or a test's) */
+    guint64 asked, answered; /* questions asked, answered (generations) */
+    gint64 asked_at;       /* monotonic, when the question in flight was taken */
+    gboolean busy;         /* the thread is inside libvirt */
+    gboolean quit;
+    GHashTable *result;    /* the latest answer (PCI address -> domain), or NULL */
+    GError *error;         /* or why it failed */
+} LibvirtAsker;
+
 typedef struct {
     char *sysfs_root;
-    char *libvirt_uri; /* NULL: libvirt's default */
     guint vfio_timeout_ms;
     guint libvirt_timeout_ms;
     HotplugNetlink *nl; /* opened on first use */
+    LibvirtAsker *asker;
+    GThread *asker_thread; /* started on first use */
 } VfdHost;
+
+static void asker_unref(LibvirtAsker *a)
+{
+    if (!g_atomic_int_dec_and_test(&a->refs))
+        return;
+    g_mutex_clear(&a->lock);
+    g_cond_clear(&a->cond);
+    g_free(a->uri);
+    g_clear_pointer(&a->result, g_hash_table_unref);
+    g_clear_error(&a->error);
+    g_free(a);
+}
+
+/* The host's libvirt, opened where every connection is (engine/connector.c). */
+static OrchVirt *host_open_libvirt(const char *uri, const char *label, gpointer opaque,
+                                   GError **error)
+{
+    return orch_connector_open_virt(NULL, uri, label, error);
+}
 
 gpointer orch_vfd_host_new(const char *sysfs_root, const char *libvirt_uri, guint vfio_timeout_ms,
                            guint libvirt_timeout_ms)
@@ -25,10 +64,23 @@ gpointer orch_vfd_host_new(const char *sysfs_root, const char *libvirt_uri, guin
 
     g_return_val_if_fail(sysfs_root != NULL, NULL);
     host->sysfs_root = g_strdup(sysfs_root);
-    host->libvirt_uri = libvirt_uri && *libvirt_uri ? g_strdup(libvirt_uri) : NULL;
     host->vfio_timeout_ms = vfio_timeout_ms;
     host->libvirt_timeout_ms = libvirt_timeout_ms;
+    host->asker = g_new0(LibvirtAsker, 1);
+    host->asker->refs = 1;
+    g_mutex_init(&host->asker->lock);
+    g_cond_init(&host->asker->cond);
+    host->asker->uri = libvirt_uri && *libvirt_uri ? g_strdup(libvirt_uri) : NULL;
+    host->asker->open = host_open_libvirt;
     return host;
+}
+
+void orch_vfd_host_set_virt_open(gpointer data, OrchVirtOpenFunc open)
+{
+    VfdHost *host = data;
+
+    g_return_if_fail(host && open && !host->asker_thread);
+    host->asker->open = open;
 }
 
 static void host_free(gpointer data)
@@ -38,8 +90,19 @@ static void host_free(gpointer data)
     if (!host)
         return;
     hotplug_netlink_free(host->nl);
+    g_mutex_lock(&host->asker->lock);
+    host->asker->quit = TRUE;
+    g_cond_broadcast(&host->asker->cond);
+    /* A thread stuck in libvirt is left to finish on its own (it holds its reference). */
+    if (host->asker_thread && !host->asker->busy) {
+        g_mutex_unlock(&host->asker->lock);
+        g_thread_join(g_steal_pointer(&host->asker_thread));
+    } else {
+        g_mutex_unlock(&host->asker->lock);
+        g_clear_pointer(&host->asker_thread, g_thread_unref);
+    }
+    asker_unref(host->asker);
     g_free(host->sysfs_root);
-    g_free(host->libvirt_uri);
     g_free(host);
 }
 
@@ -126,41 +189,15 @@ static gboolean host_netdev_exists(gpointer data, const char *name)
     return lstat(path, &st) == 0;
 }
 
-/* One question to libvirt, asked from a thread of its own so that a libvirtd that does not
- * answer stalls hotmigd's main loop for libvirt_timeout_ms at most; the thread finishes (and
- * frees its part) whenever libvirt lets it. */
-typedef struct {
-    gint refs;
-    GMutex lock;
-    GCond cond;
-    gboolean done;
-    char *uri;          /* NULL: libvirt's default */
-    GHashTable *result; /* PCI address -> domain */
-    GError *error;
-} DomainsQuery;
-
-static void query_unref(DomainsQuery *q)
-{
-    if (!g_atomic_int_dec_and_test(&q->refs))
-        return;
-    g_mutex_clear(&q->lock);
-    g_cond_clear(&q->cond);
-    g_free(q->uri);
-    g_clear_pointer(&q->result, g_hash_table_unref);
-    g_clear_error(&q->error);
-    g_free(q);
-}
-
 /* The domains using PCI devices and stand-in network devices, from libvirt (ORCH_ERROR_UNAVAILABLE naming the URI). */
-static GHashTable *query_libvirt(const char *libvirt_uri, GError **error)
+static GHashTable *query_libvirt(OrchVirt *virt, const char *libvirt_uri, GError **error)
 {
     g_autoptr(GError) local = NULL;
-    g_autoptr(OrchVirt) virt = orch_virt_libvirt_open(libvirt_uri, "local", NULL, &local);
     g_autoptr(GPtrArray) xmls = NULL;
     g_autoptr(GHashTable) out = NULL;
     const char *uri = libvirt_uri ? libvirt_uri : "(default URI)";
 
-    if (!virt || !(xmls = orch_virt_domain_list_xml(virt, &local))) {
+    if (!(xmls = orch_virt_domain_list_xml(virt, &local))) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE, "libvirt at '%s': %s", uri,
                     local->message);
         return NULL;
@@ -196,50 +233,103 @@ static GHashTable *query_libvirt(const char *libvirt_uri, GError **error)
     return g_steal_pointer(&out);
 }
 
-static gpointer query_thread(gpointer data)
+/* The asker's thread: one question at a time over one connection, for the host's life. */
+static gpointer asker_thread(gpointer data)
 {
-    DomainsQuery *q = data;
-    GError *local = NULL;
-    GHashTable *result = query_libvirt(q->uri, &local);
+    LibvirtAsker *a = data;
+    g_autoptr(OrchVirt) virt = NULL;
 
-    g_mutex_lock(&q->lock);
-    q->result = result;
-    q->error = local;
-    q->done = TRUE;
-    g_cond_signal(&q->cond);
-    g_mutex_unlock(&q->lock);
-    query_unref(q);
+    g_mutex_lock(&a->lock);
+    for (;;) {
+        GError *local = NULL;
+        GHashTable *result = NULL;
+        guint64 gen;
+
+        while (!a->quit && a->answered == a->asked)
+            g_cond_wait(&a->cond, &a->lock);
+        if (a->quit)
+            break;
+        gen = a->asked;
+        a->busy = TRUE;
+        a->asked_at = g_get_monotonic_time();
+        g_mutex_unlock(&a->lock);
+
+        if (!virt) {
+            virt = a->open(a->uri, "local", NULL, &local);
+            if (!virt)
+                g_prefix_error(&local, "libvirt at '%s': ", a->uri ? a->uri : "(default URI)");
+        }
+        if (virt) {
+            result = query_libvirt(virt, a->uri, &local);
+            if (!result) /* a broken connection is opened again for the next question */
+                g_clear_pointer(&virt, orch_virt_free);
+        }
+
+        g_mutex_lock(&a->lock);
+        a->busy = FALSE;
+        a->answered = gen;
+        g_clear_pointer(&a->result, g_hash_table_unref);
+        g_clear_error(&a->error);
+        a->result = result;
+        a->error = local;
+        g_cond_broadcast(&a->cond);
+    }
+    g_mutex_unlock(&a->lock);
+    g_clear_pointer(&virt, orch_virt_free);
+    asker_unref(a);
     return NULL;
+}
+
+/* A copy of @table (PCI address -> domain). */
+static GHashTable *domains_copy(GHashTable *table)
+{
+    GHashTable *out = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    GHashTableIter it;
+    gpointer k, v;
+
+    g_hash_table_iter_init(&it, table);
+    while (g_hash_table_iter_next(&it, &k, &v))
+        g_hash_table_insert(out, g_strdup(k), g_strdup(v));
+    return out;
 }
 
 static GHashTable *host_domains_using(gpointer data, GError **error)
 {
     VfdHost *host = data;
-    DomainsQuery *q = g_new0(DomainsQuery, 1);
-    gint64 deadline = g_get_monotonic_time() + host->libvirt_timeout_ms * G_TIME_SPAN_MILLISECOND;
+    LibvirtAsker *a = host->asker;
+    gint64 now = g_get_monotonic_time();
+    gint64 deadline = now + host->libvirt_timeout_ms * G_TIME_SPAN_MILLISECOND;
+    const char *uri = a->uri ? a->uri : "(default URI)";
     GHashTable *result = NULL;
-    g_autoptr(GThread) thread = NULL;
+    guint64 gen;
 
-    q->refs = 2; /* this call's and the thread's */
-    g_mutex_init(&q->lock);
-    g_cond_init(&q->cond);
-    q->uri = g_strdup(host->libvirt_uri);
-    thread = g_thread_new("libvirt", query_thread, q);
-    g_mutex_lock(&q->lock);
-    while (!q->done && g_cond_wait_until(&q->cond, &q->lock, deadline))
-        ;
-    if (q->done && q->result) {
-        result = g_steal_pointer(&q->result);
-    } else if (q->done) {
-        g_propagate_error(error, g_steal_pointer(&q->error));
-    } else {
+    g_mutex_lock(&a->lock);
+    if (a->busy && now - a->asked_at > host->libvirt_timeout_ms * G_TIME_SPAN_MILLISECOND) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE,
-                    "libvirt at '%s' did not list its domains within %u ms",
-                    host->libvirt_uri ? host->libvirt_uri : "(default URI)",
-                    host->libvirt_timeout_ms);
+                    "libvirt at '%s' has not answered a question asked %" G_GINT64_FORMAT
+                    " s ago",
+                    uri, (now - a->asked_at) / G_TIME_SPAN_SECOND);
+        g_mutex_unlock(&a->lock);
+        return NULL;
     }
-    g_mutex_unlock(&q->lock);
-    query_unref(q);
+    if (!host->asker_thread) {
+        g_atomic_int_inc(&a->refs);
+        host->asker_thread = g_thread_new("libvirt", asker_thread, a);
+    }
+    /* A question is asked anew: one in flight was asked before this caller came. */
+    gen = ++a->asked;
+    g_cond_broadcast(&a->cond);
+    while (a->answered < gen && g_cond_wait_until(&a->cond, &a->lock, deadline))
+        ;
+    if (a->answered < gen)
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE,
+                    "libvirt at '%s' did not list its domains within %u ms", uri,
+                    host->libvirt_timeout_ms);
+    else if (a->result)
+        result = domains_copy(a->result);
+    else
+        g_set_error_literal(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE, a->error->message);
+    g_mutex_unlock(&a->lock);
     return result;
 }
 

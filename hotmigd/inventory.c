@@ -72,7 +72,7 @@ static gboolean read_libvirt(Reading *r, const OrchInventoryOptions *opts)
     OrchVirtNodeInfo node = {0};
     OrchInvHost *host = r->host;
 
-    r->virt = opts->virt_open(host->uri, host->name, opts->virt_opaque, &error);
+    r->virt = orch_connector_open_virt(opts->migrate_opts, host->uri, host->name, &error);
     if (!r->virt) {
         host_down(host, "libvirt does not answer", error);
         return FALSE;
@@ -95,7 +95,7 @@ static void read_hotmigd(OrchInvHost *host, const OrchInventoryOptions *opts)
 
     if (!host->hotmigd) {
         g_set_error(&error, ORCH_ERROR, ORCH_ERROR_INVALID, "no URL known");
-    } else if ((vfd = opts->vfd_open(host->hotmigd, opts->vfd_opaque, &error))) {
+    } else if ((vfd = orch_connector_open_vfd(opts->migrate_opts, host->hotmigd, &error))) {
         info = orch_vfd_host(vfd, &error);
     }
     if (!info) {
@@ -185,7 +185,7 @@ static void add_vms(OrchInventory *inv, Reading *r, GPtrArray *second, GHashTabl
         vm->memory_mib = MIN((a->memory_kib + KIB_PER_MIB - 1) / KIB_PER_MIB, POL_MEMORY_MIB_MAX);
         vm->cpu_util = cpu_util_of(a, b, &vm->cpu_measured);
         vm->vfs =
-            MIN(count_vfs(a->xml, opts->alias_prefix, where, inv->warnings), (guint)POL_VFS_MAX);
+            MIN(count_vfs(a->xml, opts->migrate_opts->alias_prefix, where, inv->warnings), (guint)POL_VFS_MAX);
     }
 }
 
@@ -198,7 +198,7 @@ OrchInventory *orch_inventory_collect(GPtrArray *hosts, const OrchInventoryOptio
     gint64 start = g_get_monotonic_time();
     gboolean cancelled = FALSE;
 
-    g_return_val_if_fail(hosts && opts && opts->virt_open && opts->vfd_open, NULL);
+    g_return_val_if_fail(hosts && opts && opts->migrate_opts, NULL);
     inv->hosts = g_ptr_array_new_with_free_func((GDestroyNotify)inv_host_free);
     inv->vms = g_ptr_array_new_with_free_func((GDestroyNotify)inv_vm_free);
     inv->warnings = g_ptr_array_new_with_free_func(g_free);

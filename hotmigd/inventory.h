@@ -66,12 +66,10 @@ void orch_inventory_free(OrchInventory *inv);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchInventory, orch_inventory_free)
 
 typedef struct {
-    OrchVirtOpenFunc virt_open; /* required */
-    gpointer virt_opaque;
-    /* The client of a host's hotmigd (required). */
-    OrchVfd *(*vfd_open)(const char *url, gpointer opaque, GError **error);
-    gpointer vfd_opaque;
-    const char *alias_prefix;  /* stand-in VFs ([migrate] vf-alias-prefix); NULL: the default */
+    /* Required: the hosts are reached as a migration reaches them (orch_connector_open_virt()
+     * and _vfd() with these options: their connector, their certificate files); stand-in VFs
+     * are named by their alias_prefix ([migrate] vf-alias-prefix). */
+    const OrchOptions *migrate_opts;
     guint cpu_sample_ms;       /* 0: cpu_util 1.0 everywhere, no second sample */
     GCancellable *cancellable; /* cuts the wait between the samples short (then FAILS) */
 } OrchInventoryOptions;

@@ -25,17 +25,6 @@
 
 /* ---- lines ----------------------------------------------------------------------------------- */
 
-static char *line_of(JsonBuilder *b)
-{
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    g_autofree char *text = NULL;
-
-    json_generator_set_root(gen, root);
-    text = json_generator_to_data(gen, NULL);
-    return g_strconcat(text, "\n", NULL);
-}
-
 static char *line_error(OrchLocalErrorClass cls, const char *desc)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
@@ -48,7 +37,7 @@ static char *line_error(OrchLocalErrorClass cls, const char *desc)
     orch_json_member_string(b, "desc", valid);
     json_builder_end_object(b);
     json_builder_end_object(b);
-    return line_of(b);
+    return orch_local_line(b);
 }
 
 static char *line_value(const char *member, JsonNode *value)
@@ -59,7 +48,7 @@ static char *line_value(const char *member, JsonNode *value)
     json_builder_set_member_name(b, member);
     json_builder_add_value(b, json_node_copy(value));
     json_builder_end_object(b);
-    return line_of(b);
+    return orch_local_line(b);
 }
 
 /* ---- the listener ------------------------------------------------------------------------------

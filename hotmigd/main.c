@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <gio/gio.h>
 #include <gio/gunixsocketaddress.h>
@@ -49,6 +50,21 @@ static void notify_systemd(const char *state)
     if (!sock || g_socket_send_to(sock, addr, state, strlen(state), NULL, &error) < 0)
         g_warning("Cannot tell systemd '%s' through NOTIFY_SOCKET '%s': %s", state, path,
                   error->message);
+}
+
+/* A stop finishes within the unit's TimeoutStopSec (90 s): the migrations running here are
+ * undone (their journals end) for at most this long; what is not undone by then is handed
+ * over to the next start, which recovers the journals left (issue 15, item 8). */
+#define HOTMIGD_STOP_TIMEOUT_S 75
+
+static gpointer stop_watchdog(gpointer data)
+{
+    g_usleep(HOTMIGD_STOP_TIMEOUT_S * G_USEC_PER_SEC);
+    g_warning("Stopping took %u s: the migrations still being undone are left to the next start "
+              "of hotmigd, which recovers their journals",
+              HOTMIGD_STOP_TIMEOUT_S);
+    _exit(EXIT_STOPPED);
+    return NULL;
 }
 
 static gboolean on_signal(gpointer data)
@@ -211,6 +227,7 @@ int main(int argc, char **argv)
     g_source_remove(sigterm);
     g_source_remove(sigint);
     g_source_remove(sighup);
+    g_thread_unref(g_thread_new("stop-watchdog", stop_watchdog, NULL));
     g_clear_pointer(&alerts, hotmigd_alerts_stop);
     g_clear_pointer(&daemon, hotmigd_free);
     g_message("Stopped");

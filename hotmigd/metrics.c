@@ -8,7 +8,7 @@
 HM_ENUM_IMPL(orch_metrics_migration, OrchMetricsMigration, ORCH_METRICS_MIGRATION_LAST, "ok",
              "failed", "skipped")
 HM_ENUM_IMPL(orch_alert_outcome, OrchAlertOutcome, ORCH_ALERT_OUTCOME_LAST, "quarantine",
-             "evacuate", "lift", "none", "merged", "ignored", "forwarded", "rejected")
+             "evacuate", "lift", "none", "merged", "ignored", "forwarded", "rejected", "held")
 
 static void family(GString *out, const char *name, const char *type, const char *help)
 {

@@ -32,6 +32,7 @@ typedef enum {
     ORCH_ALERT_OUTCOME_IGNORED,    /* below the confidence threshold */
     ORCH_ALERT_OUTCOME_FORWARDED,  /* handed to the daemon responsible for the host */
     ORCH_ALERT_OUTCOME_REJECTED,   /* invalid, unknown host, or no daemon took it */
+    ORCH_ALERT_OUTCOME_HELD,       /* held back: [alerts] max-unavailable hosts are held */
     ORCH_ALERT_OUTCOME_LAST,
 } OrchAlertOutcome;
 

@@ -377,6 +377,135 @@ static char *lease_describe(const HotplugLease *lease)
                            until ? until : "?");
 }
 
+/* ---- the identity a VF carries (issue 15, item 5) ------------------------------------------ */
+
+/* The GUIDs a VF gets back when the domain whose identity it carried left it: this host's own,
+ * not any domain's. A hash of the host's name and the VF, as an EUI-64 with the locally
+ * administered bit set and the multicast bit clear, so it is no vendor's GUID; node and port
+ * differ in the last bit. */
+static void pool_home_guids(const OrchVfdPool *pool, const char *vf, guint64 *ret_node,
+                            guint64 *ret_port)
+{
+    g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
+    g_autofree char *seed = g_strdup_printf("hotmig home identity\n%s\n%s", pool->host_name, vf);
+    guint8 digest[32];
+    gsize len = sizeof digest;
+    guint64 guid = 0;
+
+    g_checksum_update(sum, (const guchar *)seed, -1);
+    g_checksum_get_digest(sum, digest, &len);
+    for (guint i = 0; i < 8; i++)
+        guid = guid << 8 | digest[i];
+    guid = (guid & ~(G_GUINT64_CONSTANT(0xff) << 56)) | (G_GUINT64_CONSTANT(0x02) << 56);
+    *ret_node = guid & ~G_GUINT64_CONSTANT(1);
+    *ret_port = guid | 1;
+}
+
+/* May the IB identity of @entry change: does the hypervisor say no domain uses it?
+ * ORCH_ERROR_UNAVAILABLE (it cannot say) or _CONFLICT (one does) otherwise. */
+static gboolean entry_identity_changeable(const PoolView *view, const OrchVfdEntry *entry,
+                                          GError **error)
+{
+    const char *user;
+
+    if (!view->domains) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE,
+                    "Cannot tell whether a domain uses VF '%s': %s", entry->id,
+                    view->domains_error ? view->domains_error : "not asked");
+        return FALSE;
+    }
+    user = g_hash_table_lookup(view->domains, entry->id);
+    if (user) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT,
+                    "VF '%s' is in use by domain '%s': its IB identity cannot change under it",
+                    entry->id, user);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* Gives PCI VF @entry its home GUIDs (pool_home_guids()) and forgets the identity recorded for
+ * it: the domain whose GUIDs it carried has left, and no other domain may come up under them.
+ * Only when the hypervisor says no domain uses the VF (ORCH_ERROR_UNAVAILABLE / _CONFLICT
+ * otherwise). A stand-in has no identity: nothing to do. */
+static gboolean entry_identity_reset(OrchVfdPool *pool, const PoolView *view,
+                                     const OrchVfdEntry *entry, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    g_autofree char *note = NULL;
+    guint64 node = 0;
+    guint64 port = 0;
+
+    if (!entry->pci)
+        return TRUE;
+    if (!entry_identity_changeable(view, entry, error))
+        return FALSE;
+    pool_home_guids(pool, entry->id, &node, &port);
+    if (!pool->ops->ib_identity(pool->host, entry->pci, node, port, &note, &local)) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED,
+                    "Resetting the IB identity of VF '%s': %s", entry->id, local->message);
+        return FALSE;
+    }
+    if (!hotplug_lease_clear_identity(pool->store, entry->id, &local)) {
+        g_set_error_literal(error, ORCH_ERROR, ORCH_ERROR_FAILED, local->message);
+        return FALSE;
+    }
+    g_debug("VF '%s': IB identity reset (%s)", entry->id, note ? note : "home GUIDs set");
+    return TRUE;
+}
+
+/* Domain @domain no longer holds @entry, which may still carry its GUIDs: recorded as such
+ * first (so that a reset that fails now is done, or the VF refused, before its next lease),
+ * then reset. Best effort: what fails is logged, the record stays. */
+static void entry_identity_left(OrchVfdPool *pool, const PoolView *view, const OrchVfdEntry *entry,
+                                const char *domain)
+{
+    g_autoptr(GError) local = NULL;
+
+    if (!entry->pci)
+        return;
+    if (domain && !hotplug_lease_mark_identity(pool->store, entry->id, domain, &local)) {
+        g_warning("VF '%s' may carry the IB identity of domain '%s' and that was not recorded: %s",
+                  entry->id, domain, local->message);
+        g_clear_error(&local);
+    }
+    if (!entry_identity_reset(pool, view, entry, &local))
+        g_message("VF '%s' keeps the IB identity of domain '%s' for now (reset before its next "
+                  "lease): %s",
+                  entry->id, domain ? domain : "?", local->message);
+}
+
+/* Before @entry is leased for @domain: a VF that still carries another domain's identity is
+ * reset, or refused (ORCH_ERROR_CONFLICT naming that domain) when that fails. */
+static gboolean entry_identity_settle(OrchVfdPool *pool, const PoolView *view,
+                                      const OrchVfdEntry *entry, const char *domain,
+                                      GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    g_autoptr(HotplugLease) record = NULL;
+
+    if (!entry->pci)
+        return TRUE;
+    record = hotplug_lease_get(pool->store, entry->id, &local);
+    if (!record) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED, "VF '%s': cannot read its lease: %s",
+                    entry->id, local->message);
+        return FALSE;
+    }
+    if (!record->identity_of || g_strcmp0(record->identity_of, domain) == 0)
+        return TRUE;
+    if (!entry_identity_reset(pool, view, entry, &local)) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT,
+                    "VF '%s' still carries the IB identity of domain '%s' and it could not be "
+                    "reset: %s",
+                    entry->id, record->identity_of, local->message);
+        return FALSE;
+    }
+    g_message("VF '%s': the IB identity of domain '%s' it still carried was reset", entry->id,
+              record->identity_of);
+    return TRUE;
+}
+
 /* An ASSIGNED lease whose domain does not hold the VF on this host (it was destroyed, or it
  * migrated away and the source was not told) ends when someone asks for the VF: the lease was
  * confirmed because the domain held the VF here, and it no longer does. Only when libvirt
@@ -398,6 +527,8 @@ static void entry_reclaim(OrchVfdPool *pool, const PoolView *view, OrchVfdEntry 
     }
     g_message("VF '%s': lease of domain '%s' ended: the domain does not hold it on %s any more",
               entry->id, entry->lease->domain ? entry->lease->domain : "?", pool->host_name);
+    if (!holder)
+        entry_identity_left(pool, view, entry, entry->lease->domain);
     g_clear_pointer(&entry->lease, hotplug_lease_free);
     g_clear_pointer(&entry->assigned_to, g_free);
     entry->state = holder ? ORCH_VFD_STATE_IN_USE : ORCH_VFD_STATE_FREE;
@@ -499,7 +630,8 @@ HotplugLease *orch_vfd_pool_lease(OrchVfdPool *pool, const OrchVfdLeaseSpec *spe
 
         if (entry)
             entry_reclaim(pool, &view, entry);
-        if (!entry || !entry_leasable(&view, entry, error))
+        if (!entry || !entry_leasable(&view, entry, error) ||
+            !entry_identity_settle(pool, &view, entry, spec->domain, error))
             return NULL;
         return pool_acquire(pool, entry->id, spec, error);
     }
@@ -519,6 +651,10 @@ HotplugLease *orch_vfd_pool_lease(OrchVfdPool *pool, const OrchVfdLeaseSpec *spe
                 g_propagate_error(error, g_steal_pointer(&local));
                 return NULL;
             }
+            continue;
+        }
+        if (!entry_identity_settle(pool, &view, entry, spec->domain, &local)) {
+            g_debug("%s", local->message);
             continue;
         }
         lease = pool_acquire(pool, entry->id, spec, &local);
@@ -574,6 +710,17 @@ static char *pool_configured(OrchVfdPool *pool, const char *vf, GError **error)
     return g_steal_pointer(&id);
 }
 
+/* A lease store's error in ORCH_ERROR: STALE is CONFLICT, INVALID stays, the rest FAILED. */
+static void pool_set_lease_error(GError **error, const GError *local)
+{
+    g_set_error_literal(
+        error, ORCH_ERROR,
+        g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_STALE)     ? ORCH_ERROR_CONFLICT
+        : g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID) ? ORCH_ERROR_INVALID
+                                                                       : ORCH_ERROR_FAILED,
+        local->message);
+}
+
 HotplugLease *orch_vfd_pool_confirm(OrchVfdPool *pool, const char *vf, const char *id,
                                     GError **error)
 {
@@ -586,27 +733,11 @@ HotplugLease *orch_vfd_pool_confirm(OrchVfdPool *pool, const char *vf, const cha
     if (!canonical)
         return NULL;
     if (!hotplug_lease_confirm(pool->store, canonical, id, &local)) {
-        g_set_error_literal(
-            error, ORCH_ERROR,
-            g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_STALE)     ? ORCH_ERROR_CONFLICT
-            : g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID) ? ORCH_ERROR_INVALID
-                                                                           : ORCH_ERROR_FAILED,
-            local->message);
+        pool_set_lease_error(error, local);
         return NULL;
     }
     g_debug("VF '%s': lease %s confirmed", canonical, id);
     return pool_lease_get(pool, canonical, error);
-}
-
-/* A lease store's error in ORCH_ERROR: STALE is CONFLICT, INVALID stays, the rest FAILED. */
-static void pool_set_lease_error(GError **error, const GError *local)
-{
-    g_set_error_literal(
-        error, ORCH_ERROR,
-        g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_STALE)     ? ORCH_ERROR_CONFLICT
-        : g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID) ? ORCH_ERROR_INVALID
-                                                                       : ORCH_ERROR_FAILED,
-        local->message);
 }
 
 gboolean orch_vfd_pool_renew(OrchVfdPool *pool, const char *vf, const char *id, guint ttl_s,
@@ -634,6 +765,22 @@ gboolean orch_vfd_pool_renew(OrchVfdPool *pool, const char *vf, const char *id, 
     return TRUE;
 }
 
+/* After a lease of @id ended: a VF that carries the identity recorded for it has it reset
+ * (best effort, entry_identity_left()). */
+static void pool_identity_after_release(OrchVfdPool *pool, const char *id)
+{
+    g_autoptr(HotplugLease) record = hotplug_lease_get(pool->store, id, NULL);
+    g_auto(PoolView) view = {0};
+    OrchVfdEntry *entry;
+
+    if (!record || !record->identity_of)
+        return;
+    pool_view_read(pool, &view, TRUE, id);
+    entry = g_hash_table_lookup(view.by_id, id);
+    if (entry)
+        entry_identity_left(pool, &view, entry, record->identity_of);
+}
+
 gboolean orch_vfd_pool_release(OrchVfdPool *pool, const char *vf, const char *id, GError **error)
 {
     g_autofree char *canonical = NULL;
@@ -649,6 +796,7 @@ gboolean orch_vfd_pool_release(OrchVfdPool *pool, const char *vf, const char *id
         return FALSE;
     }
     g_debug("VF '%s': lease %s released", canonical, id);
+    pool_identity_after_release(pool, canonical);
     return TRUE;
 }
 
@@ -657,6 +805,8 @@ gboolean orch_vfd_pool_left(OrchVfdPool *pool, const char *vf, const char *domai
     g_autofree char *canonical = NULL;
     g_autoptr(GError) local = NULL;
     g_autoptr(HotplugLease) lease = NULL;
+    g_auto(PoolView) view = {0};
+    OrchVfdEntry *entry;
 
     g_return_val_if_fail(pool && vf && domain, FALSE);
 
@@ -668,20 +818,27 @@ gboolean orch_vfd_pool_left(OrchVfdPool *pool, const char *vf, const char *domai
         g_set_error_literal(error, ORCH_ERROR, ORCH_ERROR_FAILED, local->message);
         return FALSE;
     }
-    if (lease->state == HOTPLUG_LEASE_FREE)
-        return TRUE;
-    if (lease->state != HOTPLUG_LEASE_ASSIGNED || g_strcmp0(lease->domain, domain) != 0) {
+    if (lease->state != HOTPLUG_LEASE_FREE &&
+        (lease->state != HOTPLUG_LEASE_ASSIGNED || g_strcmp0(lease->domain, domain) != 0)) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT,
                     "VF '%s' is %s for domain '%s', not assigned to '%s': left alone", canonical,
                     hotplug_lease_state_to_string(lease->state),
                     lease->domain ? lease->domain : "?", domain);
         return FALSE;
     }
-    if (!hotplug_lease_forget(pool->store, canonical, &local)) {
-        g_set_error_literal(error, ORCH_ERROR, ORCH_ERROR_FAILED, local->message);
-        return FALSE;
+    if (lease->state != HOTPLUG_LEASE_FREE) {
+        if (!hotplug_lease_forget(pool->store, canonical, &local)) {
+            g_set_error_literal(error, ORCH_ERROR, ORCH_ERROR_FAILED, local->message);
+            return FALSE;
+        }
+        g_debug("VF '%s': domain '%s' left, its lease ended", canonical, domain);
     }
-    g_debug("VF '%s': domain '%s' left, its lease ended", canonical, domain);
+    /* The VF carried the domain's GUIDs (given by hotmigd or its own): reset, unless a domain
+     * of this host uses it. */
+    pool_view_read(pool, &view, TRUE, canonical);
+    entry = g_hash_table_lookup(view.by_id, canonical);
+    if (entry && !(view.domains && g_hash_table_contains(view.domains, canonical)))
+        entry_identity_left(pool, &view, entry, domain);
     return TRUE;
 }
 
@@ -731,17 +888,8 @@ gboolean orch_vfd_pool_ib_identity(OrchVfdPool *pool, const char *vf, guint64 no
                 "'%s' is a stand-in network device: it has no IB identity, nothing set", entry->id);
         return TRUE;
     }
-    if (view.domains_error) {
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE,
-                    "Cannot tell whether a domain uses VF '%s': %s", entry->id, view.domains_error);
+    if (!entry_identity_changeable(&view, entry, error))
         return FALSE;
-    }
-    if (view.domains && g_hash_table_contains(view.domains, entry->id)) {
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT,
-                    "VF '%s' is in use by domain '%s': its IB identity cannot change under it",
-                    entry->id, (const char *)g_hash_table_lookup(view.domains, entry->id));
-        return FALSE;
-    }
     if (!pool->ops->ib_identity(pool->host, entry->pci, node_guid, port_guid, &note, &local)) {
         g_set_error(error, ORCH_ERROR,
                     g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID)
@@ -782,7 +930,8 @@ gboolean orch_vfd_pool_identity(OrchVfdPool *pool, const char *vf, const char *d
     if (!entry)
         return FALSE;
     record = hotplug_lease_get(pool->store, entry->id, NULL);
-    if (record && record->identity_of && g_str_equal(record->identity_of, domain)) {
+    if (record && record->identity_of && g_str_equal(record->identity_of, domain) &&
+        record->node_guid && record->port_guid) {
         *ret_node_guid = record->node_guid;
         *ret_port_guid = record->port_guid;
         if (ret_source)

@@ -63,12 +63,17 @@ typedef struct {
 /* ---- the real host (host.c) --------------------------------------------------------- */
 
 /* @sysfs_root: where sysfs is ("/sys" or a fixture); @libvirt_uri: the host's hypervisor for
- * domains_using ("" or NULL: libvirt's default), asked from a thread of its own and given up
- * (ORCH_ERROR_UNAVAILABLE) after @libvirt_timeout_ms; @vfio_timeout_ms: how long a vfio-pci
- * probe may take. Owned result, free with ops->free. Never fails: netlink and libvirt are
- * opened when first needed. */
+ * domains_using ("" or NULL: libvirt's default), asked by one thread of the host's over one
+ * connection it keeps, and given up (ORCH_ERROR_UNAVAILABLE) after @libvirt_timeout_ms; while
+ * a question has been unanswered longer than that, domains_using fails at once (no thread is
+ * added: issue 15, item 7); @vfio_timeout_ms: how long a vfio-pci probe may take. Owned
+ * result, free with ops->free. Never fails: netlink and libvirt are opened when first needed.
+ * The host may be used from one thread at a time (hotmigd: the API's worker). */
 gpointer orch_vfd_host_new(const char *sysfs_root, const char *libvirt_uri, guint vfio_timeout_ms,
                            guint libvirt_timeout_ms);
+/* Tests: opens the libvirt connection with @open instead of orch_connector_open_virt() (before
+ * the first question). */
+void orch_vfd_host_set_virt_open(gpointer host, OrchVirtOpenFunc open);
 extern const OrchVfdHostOps orch_vfd_host_ops;
 
 /* ---- the pool ----------------------------------------------------------------------------- */

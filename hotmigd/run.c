@@ -82,8 +82,7 @@ static void move_fail(OrchMove *m, const char *fmt, ...)
     m->result.ok = FALSE;
 }
 
-/* A copy of @src's strings and values (clear it with orch_options_clear()). */
-static void options_copy(OrchOptions *dst, const OrchOptions *src)
+void orch_move_options_copy(OrchOptions *dst, const OrchOptions *src)
 {
     *dst = *src;
     dst->domain = g_strdup(src->domain);
@@ -109,7 +108,7 @@ static void move_run_here(OrchMove *m, const HmConfigHost *from, const HmConfigH
     g_autoptr(OrchReport) report = NULL;
     g_autoptr(GError) error = NULL;
 
-    options_copy(&opts, m->env->migrate_opts);
+    orch_move_options_copy(&opts, m->env->migrate_opts);
     g_free(opts.domain);
     opts.domain = g_strdup(m->domain);
     g_free(opts.source_uri);
@@ -127,7 +126,7 @@ static void move_run_here(OrchMove *m, const HmConfigHost *from, const HmConfigH
     if (deputy_why)
         g_message("Migrating '%s' from '%s' here: its hotmigd cannot be reached (%s)", m->domain,
                   from->name, deputy_why);
-    m->result.ok = m->env->migrate(&opts, m->env->virt_open, m->env->virt_opaque, &report, &error);
+    m->result.ok = m->env->migrate(&opts, &report, &error);
     if (!m->result.ok)
         move_fail(m, "%s", error ? error->message : "the migration failed");
     if (report)
@@ -154,7 +153,7 @@ static void move_run_remote(OrchMove *m, const HmConfigHost *from, const HmConfi
         move_fail(m, "no hotmigd URL known for source host '%s': it drives its moves", from->name);
         return;
     }
-    vfd = env->vfd_open(from->hotmigd, env->vfd_opaque, &error);
+    vfd = orch_connector_open_vfd(env->migrate_opts, from->hotmigd, &error);
     if (vfd)
         id = orch_vfd_migration_start(vfd, &req, &error);
     if (!id && g_error_matches(error, ORCH_ERROR, ORCH_ERROR_UNREACHABLE)) {
@@ -226,8 +225,7 @@ static gpointer move_thread(gpointer data)
         move_run_here(m, from, to, NULL);
     else
         move_run_remote(m, from, to);
-    g_main_context_invoke_full(m->ctx, G_PRIORITY_DEFAULT, move_deliver, m,
-                               (GDestroyNotify)move_unref);
+    hm_main_context_post(m->ctx, G_PRIORITY_DEFAULT, move_deliver, m, (GDestroyNotify)move_unref);
     return NULL;
 }
 
@@ -238,7 +236,7 @@ OrchMove *orch_move_start(const OrchMoveEnv *env, const char *domain, const char
     OrchMove *m = g_new0(OrchMove, 1);
     g_autofree char *name = g_strdup_printf("move %.40s", domain);
 
-    g_return_val_if_fail(env && env->migrate && env->vfd_open && domain && from && to, NULL);
+    g_return_val_if_fail(env && env->migrate && env->migrate_opts && domain && from && to, NULL);
     m->ref = 2; /* the owner's, the thread's */
     m->env = env;
     m->domain = g_strdup(domain);

@@ -22,8 +22,8 @@
 G_BEGIN_DECLS
 
 /* Runs one migration (orch_migrate(), or a test's fake). */
-typedef gboolean (*OrchMigrateFunc)(const OrchOptions *opts, OrchVirtOpenFunc open_fn,
-                                    gpointer open_opaque, OrchReport **ret_report, GError **error);
+typedef gboolean (*OrchMigrateFunc)(const OrchOptions *opts, OrchReport **ret_report,
+                                    GError **error);
 
 #define ORCH_MOVE_POLL_MS_DEFAULT 1000
 #define ORCH_MOVE_LOST_AFTER_S_DEFAULT 120
@@ -33,14 +33,10 @@ typedef struct {
     const char *self; /* this host's [host NAME]: moves from it run here */
     GPtrArray *hosts; /* HmConfigHost with their hotmigd URLs resolved */
     /* A migration's options but domain, source_uri, dest_uri, hotmigd_url and cancellable,
-     * which each move sets. */
+     * which each move sets; another host's hotmigd is reached through them too
+     * (orch_connector_open_vfd(), in the move's thread). */
     const OrchOptions *migrate_opts;
     OrchMigrateFunc migrate;
-    OrchVirtOpenFunc virt_open;
-    gpointer virt_opaque;
-    /* The client of another host's hotmigd (in the move's thread). */
-    OrchVfd *(*vfd_open)(const char *url, gpointer opaque, GError **error);
-    gpointer vfd_opaque;
     guint poll_ms;      /* remote moves: how often to ask; 0: ORCH_MOVE_POLL_MS_DEFAULT */
     guint lost_after_s; /* remote moves: failed after the source's hotmigd did not answer this
                          * long; 0: ORCH_MOVE_LOST_AFTER_S_DEFAULT */
@@ -50,6 +46,9 @@ typedef struct {
 
 /* Waits @ms milliseconds, less when @cancellable (may be NULL) is cancelled: FALSE then. */
 gboolean orch_wait_ms(guint ms, GCancellable *cancellable);
+
+/* A copy of @src's strings and values into @dst (clear it with orch_options_clear()). */
+void orch_move_options_copy(OrchOptions *dst, const OrchOptions *src);
 
 /* The [host NAME] entry of @env, or NULL (borrowed). */
 const HmConfigHost *orch_move_env_find_host(const OrchMoveEnv *env, const char *name);

@@ -18,6 +18,7 @@ struct OrchVfdServer {
     SoupServer *soup;
     GTlsDatabase *ca;  /* client certificates must chain to it */
     OrchVfdApi api; /* what the API's methods are bound to (borrowed) */
+    OrchVfdWorker *worker; /* runs the pool's requests (api.worker) */
     const OrchAuthz *authz; /* who a client certificate is (borrowed); NULL: nobody */
     guint port;
     /* Connections (issue 15, item 3): at most max_conns at once; one that has not sent its
@@ -179,14 +180,15 @@ static void server_reply(SoupServerMessage *msg, guint status, const char *json)
     soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_COPY, json, strlen(json));
 }
 
-/* A refusal before the API saw the request: {"error": MESSAGE}, logged. */
-static void server_reply_error(SoupServerMessage *msg, guint status, const char *message)
+/* A refusal before the request was read: {"error": MESSAGE}, logged with who sent it (@peer),
+ * the connection closed. */
+static void server_refuse(SoupServerMessage *msg, guint status, const char *message,
+                          const char *peer)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     g_autoptr(JsonGenerator) gen = json_generator_new();
     g_autoptr(JsonNode) root = NULL;
     g_autofree char *json = NULL;
-    g_autofree char *peer = server_peer(msg);
 
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "error");
@@ -200,6 +202,14 @@ static void server_reply_error(SoupServerMessage *msg, guint status, const char 
                                 "close");
     g_message("%s %.200s from %s: %u %s", soup_server_message_get_method(msg),
               g_uri_get_path(soup_server_message_get_uri(msg)), peer, status, message);
+}
+
+/* A refusal before the API saw the request: {"error": MESSAGE}, logged. */
+static void server_reply_error(SoupServerMessage *msg, guint status, const char *message)
+{
+    g_autofree char *peer = server_peer(msg);
+
+    server_refuse(msg, status, message, peer);
 }
 
 /* GIO asks the server about every client certificate, valid or not, and accepts only what a
@@ -383,6 +393,8 @@ void orch_vfd_server_free(OrchVfdServer *server)
 {
     if (!server)
         return;
+    /* The pool's requests still queued are answered before the connections go. */
+    g_clear_pointer(&server->worker, orch_vfd_worker_free);
     if (server->sweep) {
         g_source_destroy(server->sweep);
         g_source_unref(server->sweep);
@@ -470,6 +482,8 @@ OrchVfdServer *orch_vfd_server_new(const OrchVfdServerConfig *config, OrchVfdPoo
         return NULL;
     }
     server->api.pool = pool;
+    server->worker = orch_vfd_worker_new(0);
+    server->api.worker = server->worker;
     server->conns = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL,
                                           (GDestroyNotify)server_conn_free);
     server->max_conns = config->max_connections ? config->max_connections : 256;
@@ -548,24 +562,9 @@ static void alert_reply(SoupServerMessage *msg, OrchVfdReply *reply)
 /* A refusal before the body is read: {"error": MESSAGE}, logged, the connection closed. */
 static void alert_refuse(SoupServerMessage *msg, guint status, const char *message)
 {
-    g_autoptr(JsonBuilder) b = json_builder_new();
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    g_autoptr(JsonNode) root = NULL;
-    g_autofree char *json = NULL;
     const char *host = soup_server_message_get_remote_host(msg);
 
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "error");
-    json_builder_add_string_value(b, message);
-    json_builder_end_object(b);
-    root = json_builder_get_root(b);
-    json_generator_set_root(gen, root);
-    json = json_generator_to_data(gen, NULL);
-    server_reply(msg, status, json);
-    soup_message_headers_append(soup_server_message_get_response_headers(msg), "Connection",
-                                "close");
-    g_message("%s %.200s from %s: %u %s", soup_server_message_get_method(msg),
-              g_uri_get_path(soup_server_message_get_uri(msg)), host ? host : "?", status, message);
+    server_refuse(msg, status, message, host ? host : "?");
 }
 
 /* After the headers: the path and method, the bearer token, then the body's size: nothing
@@ -679,6 +678,22 @@ static void alert_handle(SoupServer *soup, SoupServerMessage *msg, const char *p
                            wait);
 }
 
+/* Listens on @addr with a backlog that holds a burst of webhook requests (GIO's default, 10,
+ * left a burst of 200 waiting for SYN retries longer than Alertmanager's timeout). */
+static gboolean alert_listen_address(OrchAlertListener *listener, GSocketAddress *addr,
+                                     GError **error)
+{
+    g_autoptr(GSocket) sock =
+        g_socket_new(g_socket_address_get_family(addr), G_SOCKET_TYPE_STREAM,
+                     G_SOCKET_PROTOCOL_TCP, error);
+
+    if (!sock)
+        return FALSE;
+    g_socket_set_listen_backlog(sock, 1024);
+    return g_socket_bind(sock, addr, TRUE, error) && g_socket_listen(sock, error) &&
+           soup_server_listen_socket(listener->soup, sock, 0, error);
+}
+
 OrchAlertListener *orch_alert_listener_new(const char *listen, guint port,
                                            const OrchAlertListenerOps *ops, gpointer owner,
                                            GError **error)
@@ -704,7 +719,7 @@ OrchAlertListener *orch_alert_listener_new(const char *listen, guint port,
             return NULL;
         }
         addr = g_inet_socket_address_new(inet, port);
-        ok = soup_server_listen(listener->soup, addr, 0, &local);
+        ok = alert_listen_address(listener, addr, &local);
     } else {
         ok = soup_server_listen_all(listener->soup, port, 0, &local);
     }

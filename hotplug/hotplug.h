@@ -212,6 +212,12 @@ gboolean hotplug_lease_set_identity(HotplugLeaseStore *store, const char *vf,
                                     const char *lease_id, guint64 node_guid, guint64 port_guid,
                                     GError **error);
 
+/* Records that @vf carries, or may carry, the identity of @domain with GUIDs unknown (node_guid
+ * and port_guid 0), whatever the lease state: a domain left the VF and its GUIDs were not reset
+ * yet. An identity recorded for @domain already is kept with its GUIDs. */
+gboolean hotplug_lease_mark_identity(HotplugLeaseStore *store, const char *vf, const char *domain,
+                                     GError **error);
+
 /* Forgets the identity recorded for @vf (after it was reset), whatever the lease state. */
 gboolean hotplug_lease_clear_identity(HotplugLeaseStore *store, const char *vf, GError **error);
 

@@ -229,8 +229,13 @@ static gboolean lease_record_optional(GKeyFile *kf, const char *name, HotplugLea
                         local->message);
             return FALSE;
         }
+        /* Both GUIDs, or neither (hotplug_lease_mark_identity(): GUIDs unknown). */
         for (gsize i = 0; i < G_N_ELEMENTS(guid_keys); i++) {
             g_autofree char *value = g_key_file_get_value(kf, LEASE_GROUP, guid_keys[i], NULL);
+
+            if (!g_key_file_has_key(kf, LEASE_GROUP, guid_keys[0], NULL) &&
+                !g_key_file_has_key(kf, LEASE_GROUP, guid_keys[1], NULL))
+                break;
 
             if (!value || !g_str_has_prefix(value, "0x") ||
                 !g_ascii_string_to_unsigned(value + 2, 16, 1, G_MAXUINT64, guids[i], NULL)) {
@@ -267,14 +272,77 @@ static gboolean lease_record_optional(GKeyFile *kf, const char *name, HotplugLea
     return TRUE;
 }
 
-HotplugLease *hotplug_lease_record_parse(const char *vf, const char *name, const char *data,
-                                         gsize len, GError **error)
+/* Loads record @name (@data, @len) into @kf: bounded, no NUL, UTF-8, a key file of our
+ * version. */
+static gboolean lease_record_keyfile(GKeyFile *kf, const char *name, const char *data,
+                                     gsize len, GError **error)
 {
-    g_autoptr(GKeyFile) kf = g_key_file_new();
-    g_autoptr(HotplugLease) lease = NULL;
     g_autoptr(GError) local = NULL;
-    g_autofree char *file_vf = NULL;
+    gint64 version;
+
+    if (len > HOTPLUG_LEASE_RECORD_MAX_BYTES) {
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID,
+                    "%s: larger than the limit of %d bytes", name, HOTPLUG_LEASE_RECORD_MAX_BYTES);
+        return FALSE;
+    }
+    if (len > 0 && memchr(data, '\0', len)) {
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, "%s: contains a NUL byte", name);
+        return FALSE;
+    }
+    if (!g_utf8_validate(data, (gssize)len, NULL)) {
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, "%s: not valid UTF-8", name);
+        return FALSE;
+    }
+    if (!g_key_file_load_from_data(kf, len > 0 ? data : "", len, G_KEY_FILE_NONE, &local)) {
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, "%s: %s", name, local->message);
+        return FALSE;
+    }
+    return lease_record_int(kf, name, "version", HOTPLUG_LEASE_RECORD_VERSION,
+                            HOTPLUG_LEASE_RECORD_VERSION, &version, error);
+}
+
+/* The record's VF is @vf and its state one we know (*@ret_state). */
+static gboolean lease_record_state(GKeyFile *kf, const char *vf, const char *name,
+                                   HotplugLeaseState *ret_state, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    g_autofree char *file_vf = g_key_file_get_string(kf, LEASE_GROUP, "vf", &local);
     g_autofree char *state = NULL;
+    int st;
+
+    if (!file_vf) {
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, "%s: %s", name, local->message);
+        return FALSE;
+    }
+    if (!g_str_equal(file_vf, vf)) {
+        g_autofree char *quoted = lease_quote(file_vf);
+
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID,
+                    "%s: the record is for VF '%s', not '%s'", name, quoted, vf);
+        return FALSE;
+    }
+    state = g_key_file_get_string(kf, LEASE_GROUP, "state", &local);
+    if (!state) {
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, "%s: %s", name, local->message);
+        return FALSE;
+    }
+    st = hotplug_lease_state_from_string(state);
+    if (st < 0) {
+        g_autofree char *quoted = lease_quote(state);
+
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID,
+                    "%s: [lease] state '%s' is not free, leased or assigned", name, quoted);
+        return FALSE;
+    }
+    *ret_state = (HotplugLeaseState)st;
+    return TRUE;
+}
+
+/* What a held (leased or assigned) lease has: its id, holder, reason, domain, creation. */
+static gboolean lease_record_held(GKeyFile *kf, const char *name, HotplugLease *lease,
+                                  GError **error)
+{
+    g_autoptr(GError) local = NULL;
     static const struct {
         const char *key;
         gsize max;
@@ -284,92 +352,52 @@ HotplugLease *hotplug_lease_record_parse(const char *vf, const char *name, const
         {"reason", HOTPLUG_LEASE_REASON_MAX, G_STRUCT_OFFSET(HotplugLease, reason)},
         {"domain", HOTPLUG_LEASE_DOMAIN_MAX, G_STRUCT_OFFSET(HotplugLease, domain)},
     };
-    gint64 version;
-    int st;
-
-    g_return_val_if_fail(vf != NULL, NULL);
-    g_return_val_if_fail(name != NULL, NULL);
-    g_return_val_if_fail(data != NULL || len == 0, NULL);
-
-    if (len > HOTPLUG_LEASE_RECORD_MAX_BYTES) {
-        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID,
-                    "%s: larger than the limit of %d bytes", name, HOTPLUG_LEASE_RECORD_MAX_BYTES);
-        return NULL;
-    }
-    if (len > 0 && memchr(data, '\0', len)) {
-        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, "%s: contains a NUL byte", name);
-        return NULL;
-    }
-    if (!g_utf8_validate(data, (gssize)len, NULL)) {
-        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, "%s: not valid UTF-8", name);
-        return NULL;
-    }
-    if (!g_key_file_load_from_data(kf, len > 0 ? data : "", len, G_KEY_FILE_NONE, &local)) {
-        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, "%s: %s", name, local->message);
-        return NULL;
-    }
-    if (!lease_record_int(kf, name, "version", HOTPLUG_LEASE_RECORD_VERSION,
-                          HOTPLUG_LEASE_RECORD_VERSION, &version, error))
-        return NULL;
-    file_vf = g_key_file_get_string(kf, LEASE_GROUP, "vf", &local);
-    if (!file_vf) {
-        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, "%s: %s", name, local->message);
-        return NULL;
-    }
-    if (!g_str_equal(file_vf, vf)) {
-        g_autofree char *quoted = lease_quote(file_vf);
-
-        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID,
-                    "%s: the record is for VF '%s', not '%s'", name, quoted, vf);
-        return NULL;
-    }
-    state = g_key_file_get_string(kf, LEASE_GROUP, "state", &local);
-    if (!state) {
-        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, "%s: %s", name, local->message);
-        return NULL;
-    }
-    st = hotplug_lease_state_from_string(state);
-    if (st < 0) {
-        g_autofree char *quoted = lease_quote(state);
-
-        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID,
-                    "%s: [lease] state '%s' is not free, leased or assigned", name, quoted);
-        return NULL;
-    }
-
-    lease = lease_new_free(vf);
-    lease->state = (HotplugLeaseState)st;
-    if (!lease_record_optional(kf, name, lease, error))
-        return NULL;
-    if (lease->state == HOTPLUG_LEASE_FREE)
-        return g_steal_pointer(&lease);
 
     lease->id = g_key_file_get_string(kf, LEASE_GROUP, "id", &local);
     if (!lease->id) {
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, "%s: %s", name, local->message);
-        return NULL;
+        return FALSE;
     }
     if (!lease_id_valid(lease->id)) {
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID,
                     "%s: [lease] id is not %d lowercase hex digits", name, 2 * LEASE_ID_BYTES);
-        return NULL;
+        return FALSE;
     }
     for (gsize i = 0; i < G_N_ELEMENTS(texts); i++) {
         char **field = G_STRUCT_MEMBER_P(lease, texts[i].offset);
 
         *field = g_key_file_get_string(kf, LEASE_GROUP, texts[i].key, &local);
-        if (!*field) {
+        if (!*field || !lease_text_valid(texts[i].key, *field, texts[i].max, &local)) {
             g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, "%s: %s", name,
                         local->message);
-            return NULL;
-        }
-        if (!lease_text_valid(texts[i].key, *field, texts[i].max, &local)) {
-            g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, "%s: %s", name,
-                        local->message);
-            return NULL;
+            return FALSE;
         }
     }
-    if (!lease_record_int(kf, name, "created", 1, HOTPLUG_LEASE_TIME_MAX, &lease->created, error))
+    return lease_record_int(kf, name, "created", 1, HOTPLUG_LEASE_TIME_MAX, &lease->created,
+                            error);
+}
+
+HotplugLease *hotplug_lease_record_parse(const char *vf, const char *name, const char *data,
+                                         gsize len, GError **error)
+{
+    g_autoptr(GKeyFile) kf = g_key_file_new();
+    g_autoptr(HotplugLease) lease = NULL;
+    HotplugLeaseState state;
+
+    g_return_val_if_fail(vf != NULL, NULL);
+    g_return_val_if_fail(name != NULL, NULL);
+    g_return_val_if_fail(data != NULL || len == 0, NULL);
+
+    if (!lease_record_keyfile(kf, name, data, len, error) ||
+        !lease_record_state(kf, vf, name, &state, error))
+        return NULL;
+    lease = lease_new_free(vf);
+    lease->state = state;
+    if (!lease_record_optional(kf, name, lease, error))
+        return NULL;
+    if (lease->state == HOTPLUG_LEASE_FREE)
+        return g_steal_pointer(&lease);
+    if (!lease_record_held(kf, name, lease, error))
         return NULL;
     if (lease->state == HOTPLUG_LEASE_ASSIGNED)
         return g_steal_pointer(&lease);
@@ -417,8 +445,10 @@ char *hotplug_lease_record_format(const HotplugLease *lease)
         g_autofree char *port = g_strdup_printf("0x%016" G_GINT64_MODIFIER "x", lease->port_guid);
 
         g_key_file_set_string(kf, LEASE_GROUP, "identity-of", lease->identity_of);
-        g_key_file_set_string(kf, LEASE_GROUP, "node-guid", node);
-        g_key_file_set_string(kf, LEASE_GROUP, "port-guid", port);
+        if (lease->node_guid && lease->port_guid) {
+            g_key_file_set_string(kf, LEASE_GROUP, "node-guid", node);
+            g_key_file_set_string(kf, LEASE_GROUP, "port-guid", port);
+        }
     }
     return g_key_file_to_data(kf, NULL, NULL);
 }
@@ -1065,6 +1095,38 @@ gboolean hotplug_lease_clear_identity(HotplugLeaseStore *store, const char *vf, 
     g_clear_pointer(&lease->identity_of, g_free);
     if (!lease_record_store(store, lease, error)) {
         g_prefix_error(error, "Cannot clear the identity of VF '%s': ", canon);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean hotplug_lease_mark_identity(HotplugLeaseStore *store, const char *vf, const char *domain,
+                                     GError **error)
+{
+    g_auto(LeaseTxn) txn = {.lock_fd = -1};
+    g_autoptr(HotplugLease) lease = NULL;
+    g_autofree char *canon = NULL;
+
+    g_return_val_if_fail(store != NULL, FALSE);
+    g_return_val_if_fail(vf != NULL, FALSE);
+    g_return_val_if_fail(domain != NULL, FALSE);
+
+    canon = hotplug_lease_vf_canonical(vf, error);
+    if (!canon)
+        return FALSE;
+    if (!lease_text_valid("domain", domain, HOTPLUG_LEASE_DOMAIN_MAX, error) ||
+        !lease_txn_begin(store, canon, &txn, error)) {
+        g_prefix_error(error, "Cannot record the identity of VF '%s': ", canon);
+        return FALSE;
+    }
+    if (txn.record && g_strcmp0(txn.record->identity_of, domain) == 0)
+        return TRUE; /* recorded already, GUIDs kept */
+    lease = txn.record ? lease_copy(txn.record) : lease_new_free(canon);
+    lease->node_guid = lease->port_guid = 0;
+    g_free(lease->identity_of);
+    lease->identity_of = g_strdup(domain);
+    if (!lease_record_store(store, lease, error)) {
+        g_prefix_error(error, "Cannot record the identity of VF '%s': ", canon);
         return FALSE;
     }
     return TRUE;

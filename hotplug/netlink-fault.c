@@ -8,43 +8,18 @@
 #include "hotplug/netlink-priv.h"
 
 typedef struct {
-    char *op;    /* without the prefix: "link_info", "vf_set_guid" */
-    char *label; /* NULL: any host */
-    guint nth;   /* 0: every matching call */
-    guint seen;
-} FaultRule;
-
-typedef struct {
     HotplugNetlink *inner;
     char *label;
-    GPtrArray *rules; /* FaultRule */
+    GPtrArray *rules; /* HmFaultRule, their operations without the prefix */
 } NetlinkFault;
 
 static const char *const fault_ops[] = {"link_info", "vf_set_guid", "vf_get_guids"};
 
-static void fault_rule_free(FaultRule *rule)
-{
-    g_free(rule->op);
-    g_free(rule->label);
-    g_free(rule);
-}
-
 /* TRUE when this call must fail. Every rule that matches the call counts it. */
 static gboolean fault_hit(NetlinkFault *fault, const char *op, GError **error)
 {
-    FaultRule *hit = NULL;
+    HmFaultRule *hit = hm_fault_rules_hit(fault->rules, op, fault->label);
 
-    for (guint i = 0; i < fault->rules->len; i++) {
-        FaultRule *rule = g_ptr_array_index(fault->rules, i);
-
-        if (!g_str_equal(rule->op, op))
-            continue;
-        if (rule->label && !g_str_equal(rule->label, fault->label))
-            continue;
-        rule->seen++;
-        if (!hit && (rule->nth == 0 || rule->nth == rule->seen))
-            hit = rule;
-    }
     if (!hit)
         return FALSE;
     g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_NETLINK,
@@ -100,55 +75,35 @@ static const HotplugNetlinkOps fault_ops_table = {
     .free = fault_free,
 };
 
+static gboolean fault_op_known(const char *op)
+{
+    for (gsize i = 0; i < G_N_ELEMENTS(fault_ops); i++)
+        if (g_str_equal(op + strlen(HOTPLUG_NETLINK_FAULT_PREFIX), fault_ops[i]))
+            return TRUE;
+    return FALSE;
+}
+
 /* Parses one rule. Returns TRUE with *ret_rule NULL for a rule of another adapter. */
-static gboolean fault_rule_parse(const char *text, FaultRule **ret_rule, GError **error)
+static gboolean fault_rule_parse(const char *text, HmFaultRule **ret_rule, GError **error)
 {
     g_autofree char *rule_text = g_strstrip(g_strdup(text));
-    g_autofree char *op = g_strdup(rule_text);
-    const char *name;
-    FaultRule *rule;
-    char *hash;
-    char *at;
-    guint64 nth = 0;
-    gboolean known = FALSE;
+    g_autoptr(GError) local = NULL;
+    HmFaultRule *rule;
+    char *name;
 
-    if (!g_str_has_prefix(op, HOTPLUG_NETLINK_FAULT_PREFIX)) {
-        *ret_rule = NULL;
+    *ret_rule = NULL;
+    if (!g_str_has_prefix(rule_text, HOTPLUG_NETLINK_FAULT_PREFIX))
         return TRUE;
-    }
-    hash = strchr(op, '#');
-    if (hash) {
-        *hash++ = '\0';
-        if (!g_ascii_string_to_unsigned(hash, 10, 1, G_MAXUINT, &nth, NULL)) {
-            g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID,
-                        "Fault spec '%s': call count '%s' is not a positive number", rule_text,
-                        hash);
-            return FALSE;
-        }
-    }
-    at = strchr(op, '@');
-    if (at)
-        *at++ = '\0';
-    name = op + strlen(HOTPLUG_NETLINK_FAULT_PREFIX);
-    for (gsize i = 0; i < G_N_ELEMENTS(fault_ops); i++)
-        known = known || g_str_equal(name, fault_ops[i]);
-    if (!known) {
-        g_set_error(
-            error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID,
-            "Fault spec '%s': unknown operation '%s' (netlink_link_info, netlink_vf_set_guid, netlink_vf_get_guids)",
-            rule_text, op);
+    rule = hm_fault_rule_parse(rule_text, fault_op_known,
+                               "netlink_link_info, netlink_vf_set_guid, netlink_vf_get_guids",
+                               &local);
+    if (!rule) {
+        g_set_error_literal(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID, local->message);
         return FALSE;
     }
-    if (at && !g_str_equal(at, "source") && !g_str_equal(at, "destination")) {
-        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID,
-                    "Fault spec '%s': host must be 'source' or 'destination', not '%s'", rule_text,
-                    at);
-        return FALSE;
-    }
-    rule = g_new0(FaultRule, 1);
-    rule->op = g_strdup(name);
-    rule->label = g_strdup(at);
-    rule->nth = (guint)nth;
+    name = g_strdup(rule->op + strlen(HOTPLUG_NETLINK_FAULT_PREFIX));
+    g_free(rule->op);
+    rule->op = name;
     *ret_rule = rule;
     return TRUE;
 }
@@ -157,7 +112,7 @@ HotplugNetlink *hotplug_netlink_fault_wrap(HotplugNetlink *inner, const char *la
                                            const char *spec, GError **error)
 {
     g_autoptr(HotplugNetlink) owned = inner;
-    g_autoptr(GPtrArray) rules = g_ptr_array_new_with_free_func((GDestroyNotify)fault_rule_free);
+    g_autoptr(GPtrArray) rules = g_ptr_array_new_with_free_func((GDestroyNotify)hm_fault_rule_free);
     g_auto(GStrv) parts = NULL;
     NetlinkFault *fault;
 
@@ -167,7 +122,7 @@ HotplugNetlink *hotplug_netlink_fault_wrap(HotplugNetlink *inner, const char *la
 
     parts = g_strsplit(spec, ",", -1);
     for (char **p = parts; *p; p++) {
-        FaultRule *rule = NULL;
+        HmFaultRule *rule = NULL;
 
         if (!fault_rule_parse(*p, &rule, error))
             return NULL;

@@ -101,20 +101,6 @@ static void progress_end(Progress *p)
     g_mutex_unlock(&p->lock);
 }
 
-/* ---- the libvirt adapter ------------------------------------------------------------------- */
-
-/* Opens the libvirt adapter, wrapped in fault injection when HOTMIG_FAULT_INJECT asks. */
-static OrchVirt *open_host(const char *uri, const char *label, gpointer opaque, GError **error)
-{
-    const char *spec = g_getenv(ORCH_FAULT_ENV);
-    OrchVirt *virt = orch_virt_libvirt_open(uri, label, NULL, error);
-
-    if (!virt || !spec || !*spec)
-        return virt;
-    g_warning("Fault injection active on %s host: %s=%s", label, ORCH_FAULT_ENV, spec);
-    return orch_virt_fault_wrap(virt, spec, error);
-}
-
 /* ---- options ------------------------------------------------------------------------------- */
 
 /* The command line as given; UNSET / FALSE / NULL: not given (the configuration decides). */
@@ -524,7 +510,7 @@ static int recover_main(const Cli *cli, const OrchOptions *opts)
     g_autoptr(GPtrArray) results = NULL;
     g_autoptr(GError) error = NULL;
     g_autofree char *out = NULL;
-    gboolean ok = orch_recover(opts, open_host, NULL, &results, &error);
+    gboolean ok = orch_recover(opts, &results, &error);
 
     out =
         cli->json ? orch_recovery_format_json(results, TRUE) : orch_recovery_format_table(results);
@@ -545,7 +531,7 @@ static int dry_run_main(const Cli *cli, OrchOptions *opts)
     g_autoptr(GPtrArray) checks = NULL;
     g_autoptr(GError) error = NULL;
     g_autofree char *out = NULL;
-    gboolean ok = orch_preflight(opts, open_host, NULL, &checks, &error);
+    gboolean ok = orch_preflight(opts, &checks, &error);
 
     out = cli->json ? orch_checks_format_json(checks, TRUE) : orch_checks_format_table(checks);
     fputs(out, stdout);
@@ -843,7 +829,7 @@ static int migrate_run(const Cli *cli, OrchOptions *opts)
     opts->cancellable = cancellable;
     signals_take(cancellable);
     progress_start(&progress, cli, opts);
-    ok = orch_migrate(opts, open_host, NULL, &report, &error);
+    ok = orch_migrate(opts, &report, &error);
     progress_end(&progress);
     report_print(cli, report, ok);
     if (ok)

@@ -7,36 +7,38 @@
 #include "engine/snapshot.h"
 #include "migrate-vm/commands.h"
 
-int cmd_run_main(int argc, char **argv)
+/* The local API's "run" arguments: the plan file's JSON and --reason. */
+static JsonNode *run_args(JsonNode *plan_node)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "plan");
+    json_builder_add_value(b, plan_node);
+    if (local_cli.reason) {
+        json_builder_set_member_name(b, "reason");
+        json_builder_add_string_value(b, local_cli.reason);
+    }
+    json_builder_end_object(b);
+    return json_builder_get_root(b);
+}
+
+static int run_main(int argc, char **argv)
 {
     g_autoptr(GOptionContext) ctx = g_option_context_new("PLAN_FILE - run a plan");
     g_autoptr(GError) error = NULL;
-    g_autofree char *config = NULL;
-    g_autofree char *socket_opt = NULL;
     g_autofree char *socket = NULL;
-    g_autofree char *reason = NULL;
     g_autofree char *data = NULL;
     g_autoptr(PolPlan) plan = NULL;
-    g_autoptr(JsonBuilder) b = json_builder_new();
     g_autoptr(JsonNode) args = NULL;
     g_autoptr(JsonNode) result = NULL;
     g_autoptr(JsonNode) plan_node = NULL;
-    gboolean wait = FALSE, json = FALSE;
-    gint timeout = CLI_WAIT_TIMEOUT_S;
     gsize len = 0;
     JsonObject *r;
-    GOptionEntry entries[] = {
-        {"reason", 0, 0, G_OPTION_ARG_STRING, &reason, "Why, for hotmigd's log and status", "TEXT"},
-        {"wait", 0, 0, G_OPTION_ARG_NONE, &wait, "Wait until every move ended", NULL},
-        {"timeout", 0, 0, G_OPTION_ARG_INT, &timeout,
-         "With --wait: stop waiting after SEC seconds (default 86400)", "SEC"},
-        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print the answer (or report) as JSON", NULL},
-        {"config", 0, 0, G_OPTION_ARG_FILENAME, &config, "Configuration file", "FILE"},
-        {"socket", 0, 0, G_OPTION_ARG_FILENAME, &socket_opt,
-         "hotmigd's local socket (default: [hotmigd] socket)", "PATH"},
-        {NULL, 0, 0, 0, NULL, NULL, NULL}};
+    int status = EXIT_FAILED;
 
-    g_option_context_add_main_entries(ctx, entries, NULL);
+    g_option_context_add_main_entries(ctx, local_schedule_entries, NULL);
+    g_option_context_add_main_entries(ctx, local_entries, NULL);
     g_option_context_set_summary(
         ctx, "Asks this host's hotmigd to run a plan (as `migrate-vm plan --json` prints it);\n"
              "it is checked against the cluster as it is now first.");
@@ -44,7 +46,7 @@ int cmd_run_main(int argc, char **argv)
         fprintf(stderr, "migrate-vm run: %s\n", error->message);
         return EXIT_USAGE;
     }
-    if (argc != 2 || timeout < 1) {
+    if (argc != 2 || local_cli.timeout < 1) {
         fprintf(stderr, "usage: migrate-vm run PLAN_FILE [--wait] [--json]\n");
         return EXIT_USAGE;
     }
@@ -54,32 +56,13 @@ int cmd_run_main(int argc, char **argv)
         fprintf(stderr, "migrate-vm run: %s\n", error->message);
         return EXIT_USAGE;
     }
-    socket = local_socket(config, socket_opt, &error);
-    if (!socket) {
-        fprintf(stderr, "migrate-vm: %s\n", error->message);
-        return EXIT_CONFIG;
-    }
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "plan");
-    json_builder_add_value(b, g_steal_pointer(&plan_node));
-    if (reason) {
-        json_builder_set_member_name(b, "reason");
-        json_builder_add_string_value(b, reason);
-    }
-    json_builder_end_object(b);
-    args = json_builder_get_root(b);
-    result = orch_local_call(socket, "run", args, CLI_TIMEOUT_S, NULL, NULL, &error);
-    if (!result) {
-        fprintf(stderr, "migrate-vm run: %s\n", error->message);
-        return local_exit_status(error);
-    }
-    r = JSON_NODE_HOLDS_OBJECT(result) ? json_node_get_object(result) : NULL;
-    if (!r || !local_member_str(r, "id")) {
-        fprintf(stderr, "migrate-vm run: hotmigd answered without a schedule id\n");
+    args = run_args(g_steal_pointer(&plan_node));
+    if (!(result = local_ask("run", args, &socket, &status)))
+        return status;
+    if (!(r = local_schedule_started("run", result)))
         return EXIT_FAILED;
-    }
-    if (!wait) {
-        if (json)
+    if (!local_cli.wait) {
+        if (local_cli.json)
             local_print_json(result);
         else
             printf("schedule %s started (%u moves); follow it: migrate-vm status %s\n",
@@ -88,5 +71,16 @@ int cmd_run_main(int argc, char **argv)
     }
     fprintf(stderr, "schedule %s started (%u moves)\n", local_member_str(r, "id"),
             plan->migrations->len);
-    return local_wait_schedule(socket, local_member_str(r, "id"), json, (guint)timeout);
+    return local_wait_schedule(socket, local_member_str(r, "id"), local_cli.json,
+                               (guint)local_cli.timeout);
+}
+
+int cmd_run_main(int argc, char **argv)
+{
+    int status;
+
+    local_cli_reset();
+    status = run_main(argc, argv);
+    local_cli_clear();
+    return status;
 }

@@ -38,6 +38,33 @@ gboolean cmd_migrate_check_config(const HmConfig *config, GError **error);
 #define CLI_TIMEOUT_S 60         /* an answer to a request */
 #define CLI_WAIT_TIMEOUT_S 86400 /* --wait: how long the schedule may take (--timeout) */
 
+/* The options of the subcommands that ask hotmigd, filled by two tables at file scope:
+ * local_entries (--json, --config, --socket) and local_schedule_entries (--reason, --wait,
+ * --timeout: drain and run). local_cli_reset() before parsing, local_cli_clear() after. */
+typedef struct {
+    char *config;
+    char *socket;
+    char *reason;
+    gboolean json;
+    gboolean wait;
+    gint timeout; /* seconds, CLI_WAIT_TIMEOUT_S unless given */
+} LocalCli;
+
+extern LocalCli local_cli;
+extern GOptionEntry local_entries[];
+extern GOptionEntry local_schedule_entries[];
+void local_cli_reset(void);
+void local_cli_clear(void);
+
+/* Asks hotmigd at local_cli's socket for @command with @args (may be NULL): its answer (owned),
+ * *@ret_socket the socket (owned; may be NULL); or NULL with the error printed and
+ * *@ret_status its exit status. */
+JsonNode *local_ask(const char *command, JsonNode *args, char **ret_socket, int *ret_status);
+
+/* The schedule that @command's answer @result started (borrowed from it), or NULL with "hotmigd
+ * answered without a schedule id" printed. */
+JsonObject *local_schedule_started(const char *command, JsonNode *result);
+
 /* The local socket: @socket, else [hotmigd] socket of the configuration @config_path (NULL: the
  * default file when it exists, else the default). Owned; NULL with the configuration's error. */
 char *local_socket(const char *config_path, const char *socket, GError **error);

@@ -31,6 +31,75 @@ char *local_socket(const char *config_path, const char *socket, GError **error)
     return g_strdup(hm_config_get_string(config, HM_CONFIG_HOTMIGD_SOCKET));
 }
 
+/* ---- the options they share, at file scope as GOption wants addresses -------------------- */
+
+LocalCli local_cli;
+
+GOptionEntry local_entries[] = {
+    {"json", 0, 0, G_OPTION_ARG_NONE, &local_cli.json, "Print the answer (or report) as JSON",
+     NULL},
+    {"config", 0, 0, G_OPTION_ARG_FILENAME, &local_cli.config,
+     "Configuration file (default $" HM_CONFIG_ENV ", else " HM_CONFIG_PATH_DEFAULT "): its [hotmigd] socket", "FILE"},
+    {"socket", 0, 0, G_OPTION_ARG_FILENAME, &local_cli.socket,
+     "hotmigd's local socket (default: [hotmigd] socket)", "PATH"},
+    {NULL, 0, 0, 0, NULL, NULL, NULL}};
+
+GOptionEntry local_schedule_entries[] = {
+    {"reason", 0, 0, G_OPTION_ARG_STRING, &local_cli.reason, "Why, for hotmigd's log and status",
+     "TEXT"},
+    {"wait", 0, 0, G_OPTION_ARG_NONE, &local_cli.wait,
+     "Wait until every move ended, showing each, then print the report", NULL},
+    {"timeout", 0, 0, G_OPTION_ARG_INT, &local_cli.timeout,
+     "With --wait: stop waiting after SEC seconds (the schedule goes on; default 86400)", "SEC"},
+    {NULL, 0, 0, 0, NULL, NULL, NULL}};
+
+void local_cli_reset(void)
+{
+    local_cli_clear();
+    local_cli.timeout = CLI_WAIT_TIMEOUT_S;
+}
+
+void local_cli_clear(void)
+{
+    g_free(local_cli.config);
+    g_free(local_cli.socket);
+    g_free(local_cli.reason);
+    local_cli = (LocalCli){0};
+}
+
+JsonNode *local_ask(const char *command, JsonNode *args, char **ret_socket, int *ret_status)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *socket = local_socket(local_cli.config, local_cli.socket, &error);
+    JsonNode *result;
+
+    if (!socket) {
+        fprintf(stderr, "migrate-vm: %s\n", error->message);
+        *ret_status = EXIT_CONFIG;
+        return NULL;
+    }
+    result = orch_local_call(socket, command, args, CLI_TIMEOUT_S, NULL, NULL, &error);
+    if (!result) {
+        fprintf(stderr, "migrate-vm %s: %s\n", command, error->message);
+        *ret_status = local_exit_status(error);
+        return NULL;
+    }
+    if (ret_socket)
+        *ret_socket = g_steal_pointer(&socket);
+    return result;
+}
+
+JsonObject *local_schedule_started(const char *command, JsonNode *result)
+{
+    JsonObject *r = JSON_NODE_HOLDS_OBJECT(result) ? json_node_get_object(result) : NULL;
+
+    if (!r || !local_member_str(r, "id")) {
+        fprintf(stderr, "migrate-vm %s: hotmigd answered without a schedule id\n", command);
+        return NULL;
+    }
+    return r;
+}
+
 int local_exit_status(const GError *error)
 {
     if (g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID) ||

@@ -357,117 +357,144 @@ static void mig_choice_positions(MigBound *mb, const GArray *states, guint s, gu
  * choice not examined, which no choice beats. */
 #define MIG_BOUND_CHOICES 64
 
-guint pol_problem_migration_bound(const PolProblem *p, guint k)
+static void mig_bound_clear(MigBound *mb)
+{
+    g_free(mb->n_vms);
+    g_free(mb->host_first);
+    g_free(mb->host_units);
+    g_free(mb->room);
+    g_free(mb->fixed);
+    g_free(mb->keep);
+    g_free(mb->must_keep);
+    g_free(mb->evacuate);
+    g_free(mb->opt);
+    g_free(mb->scratch);
+    g_free(mb->small);
+    g_free(mb->need);
+    g_free(mb->idx);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(MigBound, mig_bound_clear)
+
+/* Fills @mb for @p: the units by host, each host's room, its movable VMs, the hosts that must
+ * be kept (returned: how many) and the optional ones. */
+static guint mig_bound_init(MigBound *mb, const PolProblem *p)
 {
     const guint D = p->dims;
-    MigBound mb = {.p = p};
     g_autofree guint *count = g_new0(guint, p->n_hosts + 1);
-    g_autoptr(GArray) states = g_array_new(FALSE, FALSE, sizeof(MigChoice));
-    g_autoptr(GSequence) heap = NULL;
-    g_autofree guint *n_sorted = NULL;
-    guint n_must = 0, m, seq = 0;
-    guint64 best = G_MAXUINT64;
+    guint n_must = 0;
 
-    mb.n_vms = g_new0(guint, p->n_hosts + 1);
-    mb.host_first = g_new0(guint, p->n_hosts + 2);
-    mb.host_units = g_new(guint, p->n_units + 1);
-    mb.room = g_new(gint64, (gsize)p->n_hosts * D + 1);
-    mb.fixed = g_new(gint64, (gsize)p->n_hosts * D + 1);
-    mb.keep = g_new0(guint8, p->n_hosts + 1);
-    mb.must_keep = g_new0(guint8, p->n_hosts + 1);
-    mb.evacuate = g_new0(guint8, p->n_hosts + 1);
-    mb.opt = g_new(guint, p->n_hosts + 1);
-    mb.scratch = g_new(guint, p->n_hosts + 1);
-    mb.small = g_new(gint64, D + 1);
-    mb.need = g_new(gint64, D + 1);
+    mb->p = p;
+    mb->n_vms = g_new0(guint, p->n_hosts + 1);
+    mb->host_first = g_new0(guint, p->n_hosts + 2);
+    mb->host_units = g_new(guint, p->n_units + 1);
+    mb->room = g_new(gint64, (gsize)p->n_hosts * D + 1);
+    mb->fixed = g_new(gint64, (gsize)p->n_hosts * D + 1);
+    mb->keep = g_new0(guint8, p->n_hosts + 1);
+    mb->must_keep = g_new0(guint8, p->n_hosts + 1);
+    mb->evacuate = g_new0(guint8, p->n_hosts + 1);
+    mb->opt = g_new(guint, p->n_hosts + 1);
+    mb->scratch = g_new(guint, p->n_hosts + 1);
+    mb->small = g_new(gint64, D + 1);
+    mb->need = g_new(gint64, D + 1);
     if (p->n_hosts) { /* no hosts: no capacities (p->cap may be NULL) */
-        memcpy(mb.room, p->cap, sizeof(gint64) * p->n_hosts * D);
-        memcpy(mb.fixed, p->cap, sizeof(gint64) * p->n_hosts * D);
+        memcpy(mb->room, p->cap, sizeof(gint64) * p->n_hosts * D);
+        memcpy(mb->fixed, p->cap, sizeof(gint64) * p->n_hosts * D);
     }
     for (guint u = 0; u < p->n_units; u++)
         count[p->unit_host[u]]++;
     for (guint h = 0; h < p->n_hosts; h++)
-        mb.host_first[h + 1] = mb.host_first[h] + count[h];
+        mb->host_first[h + 1] = mb->host_first[h] + count[h];
     memset(count, 0, sizeof(guint) * p->n_hosts);
     for (guint u = 0; u < p->n_units; u++) {
         guint h = p->unit_host[u];
-        mb.host_units[mb.host_first[h] + count[h]++] = u;
+        mb->host_units[mb->host_first[h] + count[h]++] = u;
         for (guint d = 0; d < D; d++) {
-            mb.room[(gsize)h * D + d] -= p->unit_dem[(gsize)u * D + d];
+            mb->room[(gsize)h * D + d] -= p->unit_dem[(gsize)u * D + d];
             if (p->unit_fixed[u])
-                mb.fixed[(gsize)h * D + d] -= p->unit_dem[(gsize)u * D + d];
+                mb->fixed[(gsize)h * D + d] -= p->unit_dem[(gsize)u * D + d];
         }
         if (p->unit_fixed[u] && p->active[h])
-            mb.must_keep[h] = TRUE;
+            mb->must_keep[h] = TRUE;
         else if (!p->unit_fixed[u])
-            mb.n_vms[h] += p->unit_first[u + 1] - p->unit_first[u];
+            mb->n_vms[h] += p->unit_first[u + 1] - p->unit_first[u];
     }
     for (guint h = 0; h < p->n_hosts; h++) {
         if (!p->active[h])
             continue;
         if (!p->accepts[h]) {
-            mb.must_move += mb.n_vms[h];
-            mb.evacuate[h] = mb.n_vms[h] > 0;
+            mb->must_move += mb->n_vms[h];
+            mb->evacuate[h] = mb->n_vms[h] > 0;
         }
-        if (mb.must_keep[h]) {
-            mb.keep[h] = TRUE;
+        if (mb->must_keep[h]) {
+            mb->keep[h] = TRUE;
             n_must++;
         } else if (p->accepts[h]) {
-            mb.opt[mb.n_opt++] = h;
+            mb->opt[mb->n_opt++] = h;
         }
     }
-    if (n_must > k)
-        return G_MAXUINT;
-    /* Empty the optional hosts with the fewest VMs first. */
-    {
-        g_autofree guint64 *keys = g_new(guint64, mb.n_opt + 1);
-        for (guint i = 0; i < mb.n_opt; i++)
-            keys[i] = ((guint64)mb.n_vms[mb.opt[i]] << 32) | mb.opt[i];
-        qsort(keys, mb.n_opt, sizeof(*keys), cmp_u64);
-        n_sorted = g_new(guint, mb.n_opt + 1);
-        for (guint i = 0; i < mb.n_opt; i++) {
-            mb.opt[i] = (guint)(keys[i] & 0xffffffffu);
-            n_sorted[i] = mb.n_vms[mb.opt[i]];
-        }
+    return n_must;
+}
+
+/* Sorts the optional hosts, fewest VMs first (to be emptied first); their VM counts in that
+ * order (owned). */
+static guint *mig_bound_sort_optional(MigBound *mb)
+{
+    g_autofree guint64 *keys = g_new(guint64, mb->n_opt + 1);
+    guint *n_sorted;
+
+    for (guint i = 0; i < mb->n_opt; i++)
+        keys[i] = ((guint64)mb->n_vms[mb->opt[i]] << 32) | mb->opt[i];
+    qsort(keys, mb->n_opt, sizeof(*keys), cmp_u64);
+    n_sorted = g_new(guint, mb->n_opt + 1);
+    for (guint i = 0; i < mb->n_opt; i++) {
+        mb->opt[i] = (guint)(keys[i] & 0xffffffffu);
+        n_sorted[i] = mb->n_vms[mb->opt[i]];
     }
-    m = k - n_must < mb.n_opt ? mb.n_opt - (k - n_must) : 0; /* optional hosts to empty */
-    mb.idx = g_new(guint, m + 1);
-    heap = g_sequence_new(NULL);
-    {
-        MigChoice first = {0, -1, m > 0 ? m - 1 : 0, 0, seq++};
-        for (guint j = 0; j < m; j++)
-            first.sum += n_sorted[j];
-        g_array_append_val(states, first);
-        g_sequence_insert_sorted(heap, GUINT_TO_POINTER(0), mig_choice_cmp, states);
-    }
+    return n_sorted;
+}
+
+/* The cheapest choice of @m optional hosts to empty (@n_sorted: their VM counts, fewest
+ * first), cheapest choices first, at most MIG_BOUND_CHOICES of them. */
+static guint64 mig_bound_search(MigBound *mb, guint m, const guint *n_sorted)
+{
+    g_autoptr(GArray) states = g_array_new(FALSE, FALSE, sizeof(MigChoice));
+    g_autoptr(GSequence) heap = g_sequence_new(NULL);
+    guint64 best = G_MAXUINT64;
+    guint seq = 0;
+    MigChoice first = {0, -1, m > 0 ? m - 1 : 0, 0, seq++};
+
+    for (guint j = 0; j < m; j++)
+        first.sum += n_sorted[j];
+    g_array_append_val(states, first);
+    g_sequence_insert_sorted(heap, GUINT_TO_POINTER(0), mig_choice_cmp, states);
     for (guint pops = 0; !g_sequence_is_empty(heap); pops++) {
         GSequenceIter *top = g_sequence_get_begin_iter(heap);
         guint s = GPOINTER_TO_UINT(g_sequence_get(top));
         MigChoice c = g_array_index(states, MigChoice, s);
         guint64 extra;
 
-        if (c.sum + mb.must_move >= best)
+        if (c.sum + mb->must_move >= best)
             break;
         if (pops == MIG_BOUND_CHOICES) {
-            best = c.sum + mb.must_move; /* no choice left beats this */
+            best = c.sum + mb->must_move; /* no choice left beats this */
             break;
         }
         g_sequence_remove(top);
-        mig_choice_positions(&mb, states, s, m);
-        for (guint i = 0; i < mb.n_opt; i++)
-            mb.keep[mb.opt[i]] = TRUE;
+        mig_choice_positions(mb, states, s, m);
+        for (guint i = 0; i < mb->n_opt; i++)
+            mb->keep[mb->opt[i]] = TRUE;
         for (guint j = 0; j < m; j++)
-            mb.keep[mb.opt[mb.idx[j]]] = FALSE;
-        extra = mig_extra(&mb);
+            mb->keep[mb->opt[mb->idx[j]]] = FALSE;
+        extra = mig_extra(mb);
         if (extra != G_MAXUINT)
-            best = MIN(best, c.sum + mb.must_move + extra);
+            best = MIN(best, c.sum + mb->must_move + extra);
         /* Successors: move one position <= c.pos up by one, keeping the order. */
         for (guint j = 0; j < m && j <= c.pos; j++) {
-            guint next = mb.idx[j] + 1;
+            guint next = mb->idx[j] + 1;
             MigChoice child;
-            if (next >= mb.n_opt || (j + 1 < m && next >= mb.idx[j + 1]))
+            if (next >= mb->n_opt || (j + 1 < m && next >= mb->idx[j + 1]))
                 continue;
-            child.sum = c.sum - n_sorted[mb.idx[j]] + n_sorted[next];
+            child.sum = c.sum - n_sorted[mb->idx[j]] + n_sorted[next];
             child.parent = (gint)s;
             child.pos = j;
             child.value = next;
@@ -479,19 +506,23 @@ guint pol_problem_migration_bound(const PolProblem *p, guint k)
         if (m == 0)
             break;
     }
-    g_free(mb.n_vms);
-    g_free(mb.host_first);
-    g_free(mb.host_units);
-    g_free(mb.room);
-    g_free(mb.fixed);
-    g_free(mb.keep);
-    g_free(mb.must_keep);
-    g_free(mb.evacuate);
-    g_free(mb.opt);
-    g_free(mb.scratch);
-    g_free(mb.small);
-    g_free(mb.need);
-    g_free(mb.idx);
+    return best;
+}
+
+guint pol_problem_migration_bound(const PolProblem *p, guint k)
+{
+    g_auto(MigBound) mb = {0};
+    g_autofree guint *n_sorted = NULL;
+    guint n_must, m;
+    guint64 best;
+
+    n_must = mig_bound_init(&mb, p);
+    if (n_must > k)
+        return G_MAXUINT;
+    n_sorted = mig_bound_sort_optional(&mb);
+    m = k - n_must < mb.n_opt ? mb.n_opt - (k - n_must) : 0; /* optional hosts to empty */
+    mb.idx = g_new(guint, m + 1);
+    best = mig_bound_search(&mb, m, n_sorted);
     return best >= G_MAXUINT ? G_MAXUINT : (guint)best;
 }
 

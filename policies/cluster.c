@@ -313,24 +313,12 @@ void pol_problem_free(PolProblem *p)
     g_free(p);
 }
 
-PolProblem *pol_problem_new(const PolCluster *c, const PolOptions *opts)
+/* Each VM's demand and each host's capacity (the VFs free or held by our VMs), whether it
+ * accepts VMs and is up. */
+static void problem_demands(PolProblem *p, const PolCluster *c, const PolOptions *opts)
 {
-    g_autoptr(PolProblem) p = g_new0(PolProblem, 1);
-    g_autoptr(GHashTable) job_unit = g_hash_table_new(g_str_hash, g_str_equal);
-    g_autofree gint64 *used_vfs = NULL;
-    g_autofree guint *count = NULL;
-    guint D;
-
-    p->cluster = c;
-    p->dims = D = POL_DIM_VF0 + c->models->len;
-    p->n_hosts = c->hosts->len;
-    p->n_vms = c->vms->len;
-    p->cap = g_new0(gint64, (gsize)p->n_hosts * D);
-    p->vm_dem = g_new0(gint64, (gsize)p->n_vms * D);
-    p->vm_unit = g_new0(guint, p->n_vms + 1);
-    p->accepts = g_new0(guint8, p->n_hosts + 1);
-    p->active = g_new0(guint8, p->n_hosts + 1);
-    used_vfs = g_new0(gint64, (gsize)p->n_hosts * D);
+    const guint D = p->dims;
+    g_autofree gint64 *used_vfs = g_new0(gint64, (gsize)p->n_hosts * D);
 
     for (guint v = 0; v < p->n_vms; v++) {
         const PolVm *vm = g_ptr_array_index(c->vms, v);
@@ -360,46 +348,58 @@ PolProblem *pol_problem_new(const PolCluster *c, const PolOptions *opts)
         p->accepts[h] = host->state == POL_HOST_OK;
         p->active[h] = host->state != POL_HOST_DOWN;
     }
+}
 
-    /* Units: a VM on its own, or with keep_jobs_together every VM of a job when they all run
-     * on one host and all may move (a job spread over hosts is not gathered). */
-    count = g_new0(guint, p->n_vms + 1);
+/* With keep_jobs_together: each VM's unit, the VMs of a job in one when they all run on one
+ * host and none is blocked (a job spread over hosts is not gathered). */
+static void problem_job_units(PolProblem *p, const PolCluster *c, const PolOptions *opts)
+{
+    g_autoptr(GHashTable) job_ok = g_hash_table_new(g_str_hash, g_str_equal);
+    g_autoptr(GHashTable) job_unit = g_hash_table_new(g_str_hash, g_str_equal);
+
+    /* A job may form one unit when its VMs share a host and none is blocked. */
+    for (guint v = 0; v < p->n_vms; v++) {
+        const PolVm *vm = g_ptr_array_index(c->vms, v);
+        g_autofree char *why = NULL;
+        gpointer prev;
+
+        if (!vm->job)
+            continue;
+        why = pol_vm_blocked_reason(c, v, opts);
+        if (!g_hash_table_lookup_extended(job_ok, vm->job, NULL, &prev))
+            g_hash_table_insert(job_ok, vm->job, GUINT_TO_POINTER(why ? 0 : vm->host + 1));
+        else if (GPOINTER_TO_UINT(prev) != vm->host + 1 || why)
+            g_hash_table_insert(job_ok, vm->job, GUINT_TO_POINTER(0));
+    }
+    for (guint v = 0; v < p->n_vms; v++) {
+        const PolVm *vm = g_ptr_array_index(c->vms, v);
+        gpointer u;
+
+        if (vm->job && g_hash_table_lookup(job_ok, vm->job)) {
+            if (g_hash_table_lookup_extended(job_unit, vm->job, NULL, &u)) {
+                p->vm_unit[v] = GPOINTER_TO_UINT(u);
+                continue;
+            }
+            g_hash_table_insert(job_unit, vm->job, GUINT_TO_POINTER(p->n_units));
+        }
+        p->vm_unit[v] = p->n_units++;
+    }
+}
+
+/* The units' VMs, hosts, demands and whether they may move. */
+static void problem_units(PolProblem *p, const PolCluster *c, const PolOptions *opts)
+{
+    const guint D = p->dims;
+    g_autofree guint *count = g_new0(guint, p->n_vms + 1);
+
     p->unit_host = g_new0(guint, p->n_vms + 1);
     p->unit_fixed = g_new0(guint8, p->n_vms + 1);
     if (opts->keep_jobs_together) {
-        g_autoptr(GHashTable) job_ok = g_hash_table_new(g_str_hash, g_str_equal);
-        /* A job may form one unit when its VMs share a host and none is blocked. */
-        for (guint v = 0; v < p->n_vms; v++) {
-            const PolVm *vm = g_ptr_array_index(c->vms, v);
-            g_autofree char *why = NULL;
-            gpointer prev;
-
-            if (!vm->job)
-                continue;
-            why = pol_vm_blocked_reason(c, v, opts);
-            if (!g_hash_table_lookup_extended(job_ok, vm->job, NULL, &prev))
-                g_hash_table_insert(job_ok, vm->job, GUINT_TO_POINTER(why ? 0 : vm->host + 1));
-            else if (GPOINTER_TO_UINT(prev) != vm->host + 1 || why)
-                g_hash_table_insert(job_ok, vm->job, GUINT_TO_POINTER(0));
-        }
-        for (guint v = 0; v < p->n_vms; v++) {
-            const PolVm *vm = g_ptr_array_index(c->vms, v);
-            gpointer u;
-
-            if (vm->job && g_hash_table_lookup(job_ok, vm->job)) {
-                if (g_hash_table_lookup_extended(job_unit, vm->job, NULL, &u)) {
-                    p->vm_unit[v] = GPOINTER_TO_UINT(u);
-                    continue;
-                }
-                g_hash_table_insert(job_unit, vm->job, GUINT_TO_POINTER(p->n_units));
-            }
-            p->vm_unit[v] = p->n_units++;
-        }
+        problem_job_units(p, c, opts);
     } else {
         for (guint v = 0; v < p->n_vms; v++)
             p->vm_unit[v] = p->n_units++;
     }
-
     p->unit_dem = g_new0(gint64, (gsize)p->n_units * D + 1);
     p->unit_first = g_new0(guint, p->n_units + 1);
     p->unit_vms = g_new0(guint, p->n_vms + 1);
@@ -421,5 +421,25 @@ PolProblem *pol_problem_new(const PolCluster *c, const PolOptions *opts)
         for (guint d = 0; d < D; d++)
             p->unit_dem[(gsize)u * D + d] += p->vm_dem[(gsize)v * D + d];
     }
+}
+
+PolProblem *pol_problem_new(const PolCluster *c, const PolOptions *opts)
+{
+    g_autoptr(PolProblem) p = g_new0(PolProblem, 1);
+    guint D;
+
+    p->cluster = c;
+    p->dims = D = POL_DIM_VF0 + c->models->len;
+    p->n_hosts = c->hosts->len;
+    p->n_vms = c->vms->len;
+    p->cap = g_new0(gint64, (gsize)p->n_hosts * D);
+    p->vm_dem = g_new0(gint64, (gsize)p->n_vms * D);
+    p->vm_unit = g_new0(guint, p->n_vms + 1);
+    p->accepts = g_new0(guint8, p->n_hosts + 1);
+    p->active = g_new0(guint8, p->n_hosts + 1);
+    problem_demands(p, c, opts);
+    /* Units: a VM on its own, or with keep_jobs_together every VM of a job when they all run
+     * on one host and all may move (a job spread over hosts is not gathered). */
+    problem_units(p, c, opts);
     return g_steal_pointer(&p);
 }

@@ -155,115 +155,165 @@ static void vm_shift(const PolProblem *p, gint64 *used, guint v, guint from, gui
     }
 }
 
+/* The moves being ordered: where each VM is, what each host holds, the moves that wait for
+ * room on a host, and a queue of the moves to try. */
+typedef struct {
+    const PolProblem *p;
+    const guint *vm_final;
+    const PolOptions *opts;
+    GPtrArray *out;      /* PolMigration, in order */
+    gint64 *used;        /* per host * dims */
+    guint *cur;          /* per VM: its host now */
+    guint *mv;           /* move -> VM */
+    guint n, n_done, scan;
+    guint8 *done;        /* per move */
+    guint8 *queued;      /* per move: in the queue */
+    gint *wait_head;     /* per host: the first move waiting for room there, -1: none */
+    gint *wait_next;     /* per move: the next one waiting for the same host */
+    guint *queue;        /* a ring of qcap moves */
+    gsize qhead, qtail, qcap;
+} MoveOrder;
+
+static void move_order_clear(MoveOrder *o)
+{
+    g_clear_pointer(&o->out, g_ptr_array_unref);
+    g_free(o->used);
+    g_free(o->cur);
+    g_free(o->mv);
+    g_free(o->done);
+    g_free(o->queued);
+    g_free(o->wait_head);
+    g_free(o->wait_next);
+    g_free(o->queue);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(MoveOrder, move_order_clear)
+
+/* Every VM where it is, the moves to make, each queued once. */
+static void move_order_init(MoveOrder *o)
+{
+    const PolProblem *p = o->p;
+    const guint D = p->dims;
+
+    o->out = g_ptr_array_new_with_free_func((GDestroyNotify)pol_migration_free);
+    o->used = g_new0(gint64, (gsize)p->n_hosts * D + 1);
+    o->cur = g_new(guint, p->n_vms + 1);
+    o->mv = g_new(guint, p->n_vms + 1);
+    o->wait_head = g_new(gint, p->n_hosts + 1);
+    for (guint v = 0; v < p->n_vms; v++) {
+        const PolVm *vm = g_ptr_array_index(p->cluster->vms, v);
+        o->cur[v] = vm->host;
+        for (guint d = 0; d < D; d++)
+            o->used[(gsize)vm->host * D + d] += p->vm_dem[(gsize)v * D + d];
+        if (o->vm_final[v] != vm->host)
+            o->mv[o->n++] = v;
+    }
+    o->done = g_new0(guint8, o->n + 1);
+    o->queued = g_new0(guint8, o->n + 1);
+    o->wait_next = g_new(gint, o->n + 1);
+    for (guint h = 0; h < p->n_hosts; h++)
+        o->wait_head[h] = -1;
+    /* Each move enters the queue once at the start and once per wake-up of its destination;
+     * a ring of n + 1 slots holds them since a move is queued at most once at a time. */
+    o->qcap = o->n + 1;
+    o->queue = g_new(guint, o->qcap);
+    for (guint m = 0; m < o->n; m++) {
+        o->queue[o->qtail++] = m;
+        o->queued[m] = TRUE;
+    }
+    o->qtail %= o->qcap;
+}
+
+/* @host has more room now: queue the moves waiting for it. */
+static void move_order_wake(MoveOrder *o, guint host)
+{
+    for (gint w = o->wait_head[host]; w >= 0; w = o->wait_next[w]) {
+        if (!o->done[w] && !o->queued[w]) {
+            o->queue[o->qtail] = (guint)w;
+            o->qtail = (o->qtail + 1) % o->qcap;
+            o->queued[w] = TRUE;
+        }
+    }
+    o->wait_head[host] = -1;
+}
+
+/* Makes the queued moves that fit; the others wait for room on their destination. */
+static void move_order_run_queue(MoveOrder *o)
+{
+    const PolProblem *p = o->p;
+
+    while (o->qhead != o->qtail) {
+        guint m = o->queue[o->qhead], v = o->mv[m], from = o->cur[v], to = o->vm_final[v];
+        o->qhead = (o->qhead + 1) % o->qcap;
+        o->queued[m] = FALSE;
+        if (o->done[m])
+            continue;
+        if (!vm_fits(p, o->used, v, to)) {
+            o->wait_next[m] = o->wait_head[to];
+            o->wait_head[to] = (gint)m;
+            continue;
+        }
+        vm_shift(p, o->used, v, from, to);
+        o->cur[v] = to;
+        o->done[m] = TRUE;
+        o->n_done++;
+        g_ptr_array_add(o->out, migration_new(p, v, from, to, FALSE, o->opts));
+        move_order_wake(o, from);
+    }
+}
+
+/* Every move left waits for another: a cycle. Detours the first one left whose VM has not
+ * detoured yet (one detour per VM) through a host that has room now. FALSE with @error when
+ * there is none. */
+static gboolean move_order_detour(MoveOrder *o, GError **error)
+{
+    const PolProblem *p = o->p;
+    const PolCluster *c = p->cluster;
+    guint m, v = 0, from = 0, t = p->n_hosts;
+
+    while (o->scan < o->n &&
+           (o->done[o->scan] ||
+            o->cur[o->mv[o->scan]] != ((PolVm *)g_ptr_array_index(c->vms, o->mv[o->scan]))->host))
+        o->scan++;
+    m = o->scan;
+    if (m < o->n) {
+        v = o->mv[m];
+        from = o->cur[v];
+        for (t = 0; t < p->n_hosts; t++) {
+            if (t != from && t != o->vm_final[v] && p->accepts[t] && vm_fits(p, o->used, v, t))
+                break;
+        }
+    }
+    if (t == p->n_hosts) {
+        for (m = 0; o->done[m]; m++)
+            ;
+        v = o->mv[m];
+        g_set_error(error, POL_ERROR, POL_ERROR_NO_ROOM,
+                    "cannot order the moves without overcommitting a host: VM '%s' waits for room on '%s' and no other host can take it meanwhile",
+                    ((PolVm *)g_ptr_array_index(c->vms, v))->name,
+                    ((PolHost *)g_ptr_array_index(c->hosts, o->vm_final[v]))->name);
+        return FALSE;
+    }
+    vm_shift(p, o->used, v, from, t);
+    o->cur[v] = t;
+    g_ptr_array_add(o->out, migration_new(p, v, from, t, TRUE, o->opts));
+    move_order_wake(o, from);
+    return TRUE;
+}
+
 GPtrArray *pol_moves_order(const PolProblem *p, const guint *vm_final, const PolOptions *opts,
                            GError **error)
 {
-    const PolCluster *c = p->cluster;
-    const guint D = p->dims;
-    g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func((GDestroyNotify)pol_migration_free);
-    g_autofree gint64 *used = g_new0(gint64, (gsize)p->n_hosts * D + 1);
-    g_autofree guint *cur = g_new(guint, p->n_vms + 1);
-    g_autofree guint *mv = g_new(guint, p->n_vms + 1); /* move -> VM */
-    g_autofree guint8 *done = NULL;
-    g_autofree guint8 *queued = NULL;
-    g_autofree gint *wait_head = g_new(gint, p->n_hosts + 1);
-    g_autofree gint *wait_next = NULL;
-    g_autofree guint *queue = NULL;
-    gsize qhead = 0, qtail = 0, qcap;
-    guint n = 0, n_done = 0, scan = 0;
+    g_auto(MoveOrder) o = {.p = p, .vm_final = vm_final, .opts = opts};
 
-    for (guint v = 0; v < p->n_vms; v++) {
-        const PolVm *vm = g_ptr_array_index(c->vms, v);
-        cur[v] = vm->host;
-        for (guint d = 0; d < D; d++)
-            used[(gsize)vm->host * D + d] += p->vm_dem[(gsize)v * D + d];
-        if (vm_final[v] != vm->host)
-            mv[n++] = v;
-    }
-    done = g_new0(guint8, n + 1);
-    queued = g_new0(guint8, n + 1);
-    wait_next = g_new(gint, n + 1);
-    for (guint h = 0; h < p->n_hosts; h++)
-        wait_head[h] = -1;
-    /* Each move enters the queue once at the start and once per wake-up of its destination;
-     * a ring of n + 1 slots holds them since a move is queued at most once at a time. */
-    qcap = n + 1;
-    queue = g_new(guint, qcap);
-    for (guint m = 0; m < n; m++) {
-        queue[qtail++] = m;
-        queued[m] = TRUE;
-    }
-    qtail %= qcap;
-
-    while (n_done < n) {
-        while (qhead != qtail) {
-            guint m = queue[qhead], v = mv[m], from = cur[v];
-            qhead = (qhead + 1) % qcap;
-            queued[m] = FALSE;
-            if (done[m])
-                continue;
-            if (!vm_fits(p, used, v, vm_final[v])) {
-                wait_next[m] = wait_head[vm_final[v]];
-                wait_head[vm_final[v]] = (gint)m;
-                continue;
-            }
-            vm_shift(p, used, v, from, vm_final[v]);
-            cur[v] = vm_final[v];
-            done[m] = TRUE;
-            n_done++;
-            g_ptr_array_add(out, migration_new(p, v, from, vm_final[v], FALSE, opts));
-            /* @from has more room now: wake the moves waiting for it. */
-            for (gint w = wait_head[from]; w >= 0; w = wait_next[w]) {
-                if (!done[w] && !queued[w]) {
-                    queue[qtail] = (guint)w;
-                    qtail = (qtail + 1) % qcap;
-                    queued[w] = TRUE;
-                }
-            }
-            wait_head[from] = -1;
-        }
-        if (n_done == n)
+    move_order_init(&o);
+    while (o.n_done < o.n) {
+        move_order_run_queue(&o);
+        if (o.n_done == o.n)
             break;
-        /* Every move left waits for another: a cycle. Detour the first one left through a
-         * host that has room now, then go on. */
-        /* The first move left whose VM has not detoured yet (one detour per VM). */
-        while (scan < n && (done[scan] ||
-                            cur[mv[scan]] != ((PolVm *)g_ptr_array_index(c->vms, mv[scan]))->host))
-            scan++;
-        {
-            guint m = scan, v, from, t = p->n_hosts;
-            if (m < n) {
-                v = mv[m];
-                from = cur[v];
-                for (t = 0; t < p->n_hosts; t++) {
-                    if (t != from && t != vm_final[v] && p->accepts[t] && vm_fits(p, used, v, t))
-                        break;
-                }
-            }
-            if (t == p->n_hosts) {
-                for (m = 0; done[m]; m++)
-                    ;
-                v = mv[m];
-                g_set_error(error, POL_ERROR, POL_ERROR_NO_ROOM,
-                            "cannot order the moves without overcommitting a host: VM '%s' waits for room on '%s' and no other host can take it meanwhile",
-                            ((PolVm *)g_ptr_array_index(c->vms, v))->name,
-                            ((PolHost *)g_ptr_array_index(c->hosts, vm_final[v]))->name);
-                return NULL;
-            }
-            vm_shift(p, used, v, from, t);
-            cur[v] = t;
-            g_ptr_array_add(out, migration_new(p, v, from, t, TRUE, opts));
-            for (gint w = wait_head[from]; w >= 0; w = wait_next[w]) {
-                if (!done[w] && !queued[w]) {
-                    queue[qtail] = (guint)w;
-                    qtail = (qtail + 1) % qcap;
-                    queued[w] = TRUE;
-                }
-            }
-            wait_head[from] = -1;
-        }
+        if (!move_order_detour(&o, error))
+            return NULL;
     }
-    return g_steal_pointer(&out);
+    return g_steal_pointer(&o.out);
 }
 
 /* ---- shared set-up ----------------------------------------------------------------------- */
@@ -722,52 +772,60 @@ static GArray *consolidate_front(const GArray *points, guint chosen, guint *ret_
     return front;
 }
 
-PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts, GError **error)
+/* One consolidation under way: the problem, the hosts it may keep in two orders, the points
+ * (placements) found so far. */
+typedef struct {
+    const PolCluster *cluster;
+    const PolOptions *opts;
+    gint64 start;
+    PolProblem *p;
+    PolShape shape;
+    guint *cand;       /* the accepting hosts by capacity (repacking onto the largest) */
+    guint *cand_count; /* ... and by VMs held (keeping VMs in place) */
+    guint n_cand;
+    guint *units;      /* scratch */
+    guint *vm_count;   /* per host: the VMs it holds */
+    guint *vm_final;   /* per VM: its host in the placement at hand */
+    GArray *points;    /* ConsPoint */
+    guint *by_hosts;   /* consolidate_add_point()'s index */
+    Consolidation cs;  /* incremental tries, in cand_count order */
+    Consolidation cc;  /* repacking tries, in cand order */
+    guint lb, kmin, kmax;
+    gint k0;           /* the fewest hosts an incremental try kept, -1: none succeeded */
+} ConsRun;
+
+/* The points (their packers) go before the problem and the shape. */
+static void cons_run_clear(ConsRun *r)
 {
-    gint64 start = g_get_monotonic_time();
-    PolOptions defaults;
-    g_autoptr(PolProblem) p = NULL;
-    g_auto(PolShape) shape = {0};
-    g_autofree CandKey *keys = NULL;
-    g_autofree guint *cand = NULL;
-    g_autofree guint *cand_count = NULL;
-    g_autofree guint *units = NULL;
-    g_autofree guint *vm_final = NULL;
-    g_autofree guint8 *anchor = NULL;
-    g_autofree guint *vm_count = NULL;
-    g_autofree guint64 *vm_memory = NULL;
-    g_autoptr(GArray) points = g_array_new(FALSE, TRUE, sizeof(ConsPoint));
-    g_autofree guint *by_hosts = NULL;
-    Consolidation cs = {0}, cc = {0};
-    guint n_cand = 0, accepting_anchors = 0, other_anchors = 0, movers = 0, lb, kmin, kmax = 0;
-    gint k0 = -1;
+    g_clear_pointer(&r->points, g_array_unref);
+    g_free(r->by_hosts);
+    g_free(r->vm_final);
+    g_free(r->units);
+    g_free(r->vm_count);
+    g_free(r->cand);
+    g_free(r->cand_count);
+    shape_clear(&r->shape);
+    g_clear_pointer(&r->p, pol_problem_free);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(ConsRun, cons_run_clear)
 
-    g_return_val_if_fail(cluster != NULL, NULL);
-    opts_or_default(&opts, &defaults);
-    if (opts->host_value > POL_HOST_VALUE_MAX) {
-        g_set_error(error, POL_ERROR, POL_ERROR_INVALID, "host_value must be at most %u, not %u",
-                    POL_HOST_VALUE_MAX, opts->host_value);
-        return NULL;
-    }
-    g_array_set_clear_func(points, cons_point_clear);
-    p = pol_problem_new(cluster, opts);
-    by_hosts = g_new0(guint, p->n_hosts + 1);
-    if (!consolidate_check_capacity(p, error))
-        return NULL;
-    shape_init(&shape, p);
-    lb = pol_problem_lower_bound(p);
+/* The hosts that may be kept, in both orders, and how many to keep at the least and most. */
+static void cons_candidates(ConsRun *r)
+{
+    const PolProblem *p = r->p;
+    g_autofree guint8 *anchor = g_new0(guint8, p->n_hosts + 1);
+    g_autofree CandKey *keys = g_new0(CandKey, p->n_hosts + 1);
+    g_autofree guint64 *vm_memory = g_new0(guint64, p->n_hosts + 1);
+    guint n_cand = 0, accepting_anchors = 0, other_anchors = 0, movers = 0, kmin, kmax = 0;
 
-    anchor = g_new0(guint8, p->n_hosts + 1);
-    keys = g_new0(CandKey, p->n_hosts + 1);
-    vm_count = g_new0(guint, p->n_hosts + 1);
-    vm_memory = g_new0(guint64, p->n_hosts + 1);
+    r->vm_count = g_new0(guint, p->n_hosts + 1);
     for (guint u = 0; u < p->n_units; u++) {
         guint h = p->unit_host[u];
         if (p->unit_fixed[u] && p->active[h])
             anchor[h] = TRUE;
         else if (!p->unit_fixed[u])
             movers++;
-        vm_count[h] += p->unit_first[u + 1] - p->unit_first[u];
+        r->vm_count[h] += p->unit_first[u + 1] - p->unit_first[u];
         vm_memory[h] += (guint64)p->unit_dem[(gsize)u * p->dims + POL_DIM_MEM];
     }
     for (guint h = 0; h < p->n_hosts; h++) {
@@ -776,226 +834,297 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
             continue;
         }
         accepting_anchors += anchor[h];
-        kmax += vm_count[h] > 0 || anchor[h];
+        kmax += r->vm_count[h] > 0 || anchor[h];
         keys[n_cand].host = h;
         keys[n_cand].anchor = anchor[h];
-        keys[n_cand].vms = vm_count[h];
+        keys[n_cand].vms = r->vm_count[h];
         keys[n_cand].memory = vm_memory[h];
         for (guint d = 0; d < p->dims; d++) {
-            if (shape.ref[d] > 0)
+            if (r->shape.ref[d] > 0)
                 keys[n_cand].capacity +=
-                    shape.weight[d] * (double)p->cap[(gsize)h * p->dims + d] / shape.ref[d];
+                    r->shape.weight[d] * (double)p->cap[(gsize)h * p->dims + d] / r->shape.ref[d];
         }
         n_cand++;
     }
-    units = g_new(guint, p->n_units + 1);
+    r->units = g_new(guint, p->n_units + 1);
     /* Two orders of the hosts to keep: by VMs held (keeping VMs in place) and by capacity
      * (repacking onto the largest). */
     g_qsort_with_data(keys, (gint)n_cand, sizeof(*keys), cand_cmp, GINT_TO_POINTER(1));
-    cand_count = g_new(guint, n_cand + 1);
+    r->cand_count = g_new(guint, n_cand + 1);
     for (guint i = 0; i < n_cand; i++)
-        cand_count[i] = keys[i].host;
+        r->cand_count[i] = keys[i].host;
     g_qsort_with_data(keys, (gint)n_cand, sizeof(*keys), cand_cmp, NULL);
-    cand = g_new(guint, n_cand + 1);
+    r->cand = g_new(guint, n_cand + 1);
     for (guint i = 0; i < n_cand; i++)
-        cand[i] = keys[i].host;
-    cs = (Consolidation){p, &shape, cand_count, n_cand, units};
-    cc = (Consolidation){p, &shape, cand, n_cand, units};
+        r->cand[i] = keys[i].host;
+    r->n_cand = n_cand;
+    r->cs = (Consolidation){p, &r->shape, r->cand_count, n_cand, r->units};
+    r->cc = (Consolidation){p, &r->shape, r->cand, n_cand, r->units};
 
-    kmin = lb > other_anchors ? lb - other_anchors : 0;
+    kmin = r->lb > other_anchors ? r->lb - other_anchors : 0;
     kmin = MAX(kmin, accepting_anchors);
     if (movers > 0)
         kmin = MAX(kmin, 1);
-    kmin = MIN(kmin, n_cand);
-    kmax = MAX(kmax, kmin);
-    vm_final = g_new(guint, p->n_vms + 1);
+    r->kmin = MIN(kmin, n_cand);
+    r->kmax = MAX(kmax, r->kmin);
+}
 
-    /* 1. Keep the hosts with the most VMs and their VMs, place the others' VMs in the room
-     * left (a few ejections when needed): from the bound up until a try succeeds; a binary
-     * search beyond bound + 2. */
-    {
-        guint lo = kmin, hi = kmax;
-        for (guint k = kmin; k <= MIN(kmin + 2, kmax) && k0 < 0; k++) {
-            for (PolKey key = 0; key < POL_KEY_LAST && k0 < 0; key++) {
-                PolPacker *pk = consolidate_try(&cs, k, 0, key);
-                if (pk) {
-                    consolidate_record(p, pk, TRUE, FALSE, vm_final, points, by_hosts);
-                    k0 = (gint)k;
-                }
-            }
-        }
-        if (k0 < 0 && kmin + 3 <= kmax) {
-            g_autoptr(PolPacker) best = NULL;
-            guint kbest = 0;
-            lo = kmin + 3;
-            while (lo <= hi) {
-                guint mid = lo + (hi - lo) / 2;
-                PolPacker *got = consolidate_try(&cs, mid, 0, POL_KEY_WEIGHTED);
-                if (got) {
-                    g_clear_pointer(&best, pol_packer_free);
-                    best = got;
-                    kbest = mid;
-                    if (mid == lo)
-                        break;
-                    hi = mid - 1;
-                } else {
-                    lo = mid + 1;
-                }
-            }
-            if (best) {
-                consolidate_record(p, g_steal_pointer(&best), TRUE, FALSE, vm_final, points,
-                                   by_hosts);
-                k0 = (gint)kbest;
-            }
-        }
-    }
-    /* 2. More hosts kept than k0: the same placement, the VMs of the hosts kept in addition
-     * staying home. Hosts kept in count order hold VMs, so each adds one host. */
-    if (k0 >= 0) {
-        const ConsPoint *base = NULL;
-        g_autofree guint *moved_vms = g_new0(guint, p->n_hosts + 1);
-        g_autofree guint64 *moved_mem = g_new0(guint64, p->n_hosts + 1);
-        guint mig, hosts;
-        guint64 mem;
+/* 1. Keep the hosts with the most VMs and their VMs, place the others' VMs in the room left
+ * (a few ejections when needed): from the bound up until a try succeeds; a binary search
+ * beyond bound + 2. Sets k0. */
+static void cons_incremental(ConsRun *r)
+{
+    guint kmin = r->kmin, kmax = r->kmax;
+    guint lo = kmin, hi = kmax;
+    g_autoptr(PolPacker) best = NULL;
+    guint kbest = 0;
 
-        for (guint i = 0; i < points->len; i++) {
-            if (g_array_index(points, ConsPoint, i).base)
-                base = &g_array_index(points, ConsPoint, i);
-        }
-        consolidate_final(p, base->pk, vm_final);
-        for (guint v = 0; v < p->n_vms; v++) {
-            const PolVm *vm = g_ptr_array_index(cluster->vms, v);
-            if (vm_final[v] != vm->host) {
-                moved_vms[vm->host]++;
-                moved_mem[vm->host] += vm->memory_mib;
-            }
-        }
-        mig = base->migrations;
-        mem = base->moved_mib;
-        hosts = base->hosts;
-        for (guint k = (guint)k0; k < kmax; k++) {
-            guint h = cand_count[k];
-            ConsPoint pt = {0};
-            if (!moved_vms[h] || moved_vms[h] != vm_count[h])
-                continue; /* not emptied by the base placement */
-            mig -= moved_vms[h];
-            mem -= moved_mem[h];
-            hosts++;
-            pt = (ConsPoint){hosts, mig, mem, NULL, k + 1, FALSE, FALSE};
-            consolidate_add_point(points, by_hosts, &pt);
-        }
-    }
-    /* 3. Fewer hosts than the incremental tries reached: repack (some or all VMs of the kept
-     * hosts move too), near the bound only. The cost decides whether such a plan is worth it. */
-    if (k0 < 0 || (guint)k0 > kmin) {
-        guint top = k0 < 0 ? kmax : (guint)k0 - 1;
-        for (guint k = kmin; k <= MIN(top, kmin + 2); k++) {
-            PolPacker *pk = consolidate_k(&cc, k, TRUE);
+    for (guint k = kmin; k <= MIN(kmin + 2, kmax) && r->k0 < 0; k++) {
+        for (PolKey key = 0; key < POL_KEY_LAST && r->k0 < 0; key++) {
+            PolPacker *pk = consolidate_try(&r->cs, k, 0, key);
             if (pk) {
-                consolidate_record(p, pk, FALSE, FALSE, vm_final, points, by_hosts);
+                consolidate_record(r->p, pk, TRUE, FALSE, r->vm_final, r->points, r->by_hosts);
+                r->k0 = (gint)k;
+            }
+        }
+    }
+    if (r->k0 >= 0 || kmin + 3 > kmax)
+        return;
+    lo = kmin + 3;
+    while (lo <= hi) {
+        guint mid = lo + (hi - lo) / 2;
+        PolPacker *got = consolidate_try(&r->cs, mid, 0, POL_KEY_WEIGHTED);
+        if (got) {
+            g_clear_pointer(&best, pol_packer_free);
+            best = got;
+            kbest = mid;
+            if (mid == lo)
                 break;
-            }
-        }
-        if (points->len == 0) {
-            PolPacker *pk = consolidate_search(&cc, kmin);
-            if (pk) {
-                consolidate_record(p, pk, FALSE, FALSE, vm_final, points, by_hosts);
-            }
+            hi = mid - 1;
+        } else {
+            lo = mid + 1;
         }
     }
-    if (points->len == 0) {
-        g_set_error(error, POL_ERROR, POL_ERROR_NO_ROOM,
-                    "the VMs do not fit on the %u hosts that accept VMs", n_cand);
-        return NULL;
+    if (best) {
+        consolidate_record(r->p, g_steal_pointer(&best), TRUE, FALSE, r->vm_final, r->points,
+                           r->by_hosts);
+        r->k0 = (gint)kbest;
     }
+}
 
-    /* 4. The cheapest point whose moves can be ordered. */
+/* The incremental placement the derived points start from (borrowed), NULL when none. */
+static const ConsPoint *cons_base(const ConsRun *r)
+{
+    const ConsPoint *base = NULL;
+
+    for (guint i = 0; i < r->points->len; i++) {
+        if (g_array_index(r->points, ConsPoint, i).base)
+            base = &g_array_index(r->points, ConsPoint, i);
+    }
+    return base;
+}
+
+/* 2. More hosts kept than k0: the same placement, the VMs of the hosts kept in addition
+ * staying home. Hosts kept in count order hold VMs, so each adds one host. */
+static void cons_derived(ConsRun *r)
+{
+    const PolProblem *p = r->p;
+    const ConsPoint *base = cons_base(r);
+    g_autofree guint *moved_vms = g_new0(guint, p->n_hosts + 1);
+    g_autofree guint64 *moved_mem = g_new0(guint64, p->n_hosts + 1);
+    guint mig, hosts;
+    guint64 mem;
+
+    consolidate_final(p, base->pk, r->vm_final);
+    for (guint v = 0; v < p->n_vms; v++) {
+        const PolVm *vm = g_ptr_array_index(r->cluster->vms, v);
+        if (r->vm_final[v] != vm->host) {
+            moved_vms[vm->host]++;
+            moved_mem[vm->host] += vm->memory_mib;
+        }
+    }
+    mig = base->migrations;
+    mem = base->moved_mib;
+    hosts = base->hosts;
+    for (guint k = (guint)r->k0; k < r->kmax; k++) {
+        guint h = r->cand_count[k];
+        ConsPoint pt = {0};
+        if (!moved_vms[h] || moved_vms[h] != r->vm_count[h])
+            continue; /* not emptied by the base placement */
+        mig -= moved_vms[h];
+        mem -= moved_mem[h];
+        hosts++;
+        pt = (ConsPoint){hosts, mig, mem, NULL, k + 1, FALSE, FALSE};
+        consolidate_add_point(r->points, r->by_hosts, &pt);
+    }
+}
+
+/* 3. Fewer hosts than the incremental tries reached: repack (some or all VMs of the kept
+ * hosts move too), near the bound only. The cost decides whether such a plan is worth it. */
+static void cons_repack(ConsRun *r)
+{
+    guint top = r->k0 < 0 ? r->kmax : (guint)r->k0 - 1;
+
+    for (guint k = r->kmin; k <= MIN(top, r->kmin + 2); k++) {
+        PolPacker *pk = consolidate_k(&r->cc, k, TRUE);
+        if (pk) {
+            consolidate_record(r->p, pk, FALSE, FALSE, r->vm_final, r->points, r->by_hosts);
+            break;
+        }
+    }
+    if (r->points->len == 0) {
+        PolPacker *pk = consolidate_search(&r->cc, r->kmin);
+        if (pk)
+            consolidate_record(r->p, pk, FALSE, FALSE, r->vm_final, r->points, r->by_hosts);
+    }
+}
+
+/* No point left to choose: every point is over the cap, or none could be ordered. Then every
+ * way of packing onto the bound, one host more, ... as long as there are hosts: records the
+ * next one found (*@repack_k, *@variant: where the search is). FALSE with @error when none is
+ * left. */
+static gboolean cons_fallback(ConsRun *r, guint *repack_k, guint *variant, GError **error)
+{
+    gboolean capped = FALSE;
+    PolPacker *pk = NULL;
+
+    for (guint i = 0; i < r->points->len; i++) {
+        const ConsPoint *q = &g_array_index(r->points, ConsPoint, i);
+        capped |= !q->unusable;
+    }
+    if (*repack_k == 0)
+        *repack_k = MAX(r->kmin, 1);
+    /* Every variant up to bound + 2; beyond, the two incremental ones only (as many tries per
+     * host count as before this fallback existed, so a large cluster whose moves never order
+     * costs O(hosts) tries, not 30 times that). */
+    while (!capped && !pk && *repack_k <= r->n_cand) {
+        pk = consolidate_variant(&r->cs, &r->cc, *repack_k, *variant);
+        *variant = *repack_k <= r->kmin + 2 ? *variant + 1 : *variant + CONSOLIDATE_VARIANTS / 2;
+        if (*variant >= CONSOLIDATE_VARIANTS) {
+            *variant = 0;
+            (*repack_k)++;
+        }
+    }
+    if (!pk && capped) {
+        consolidate_over_cap(r->p, r->points, r->opts->max_migrations, error);
+        return FALSE;
+    }
+    if (!pk) {
+        g_set_error(error, POL_ERROR, POL_ERROR_NO_ROOM,
+                    "cannot order the moves of any consolidation without overcommitting a host");
+        return FALSE;
+    }
+    consolidate_record(r->p, pk, FALSE, TRUE, r->vm_final, r->points, r->by_hosts);
+    return TRUE;
+}
+
+/* vm_final for point @pt: its placement, or (a derived point) the base's with the VMs of the
+ * hosts it keeps in addition at home. */
+static void cons_place(ConsRun *r, const ConsPoint *pt)
+{
+    const PolProblem *p = r->p;
+    g_autofree guint8 *stay = NULL;
+
+    if (pt->pk) {
+        consolidate_final(p, pt->pk, r->vm_final);
+        return;
+    }
+    stay = g_new0(guint8, p->n_hosts + 1);
+    for (guint i = 0; i < pt->keep; i++)
+        stay[r->cand_count[i]] = TRUE;
+    consolidate_final(p, cons_base(r)->pk, r->vm_final);
+    for (guint v = 0; v < p->n_vms; v++) {
+        guint home = ((PolVm *)g_ptr_array_index(r->cluster->vms, v))->host;
+        if (stay[home])
+            r->vm_final[v] = home;
+    }
+}
+
+/* The plan of point @chosen with its ordered @moves (taken), the front and the bounds. */
+static PolPlan *cons_plan(ConsRun *r, gint chosen, GPtrArray *moves)
+{
+    const PolOptions *opts = r->opts;
+    const PolProblem *p = r->p;
+    g_autoptr(PolPlan) plan = plan_new(POL_POLICY_CONSOLIDATE);
+
+    g_ptr_array_extend_and_steal(plan->migrations, moves);
+    plan->host_value = opts->host_value;
+    plan->max_migrations = opts->max_migrations;
+    plan->front = consolidate_front(r->points, (guint)chosen, &plan->front_chosen);
+    plan_summarize(plan, p, r->vm_final, r->lb, r->start);
+    plan->migration_bound = pol_problem_migration_bound(p, plan->hosts_used);
+    /* The bound beside every point, while that stays cheap (each is about one pass over the
+     * VMs); else beside the chosen one only. */
+    for (guint i = 0; i < plan->front->len; i++) {
+        PolFrontPoint *f = &g_array_index(plan->front, PolFrontPoint, i);
+        if (f->hosts == plan->hosts_used)
+            f->migration_bound = plan->migration_bound;
+        else if ((guint64)plan->front->len * p->n_units <= CONSOLIDATE_BOUND_BUDGET)
+            f->migration_bound = pol_problem_migration_bound(p, f->hosts);
+    }
+    plan->plan_ms = (double)(g_get_monotonic_time() - r->start) / 1000.0;
+    return g_steal_pointer(&plan);
+}
+
+/* 4. The cheapest point whose moves can be ordered. */
+static PolPlan *cons_choose(ConsRun *r, GError **error)
+{
     for (guint repack_k = 0, variant = 0;;) {
-        gint chosen = consolidate_choose(points, opts);
+        gint chosen = consolidate_choose(r->points, r->opts);
         ConsPoint *pt;
         g_autoptr(GPtrArray) moves = NULL;
         g_autoptr(GError) local = NULL;
 
         if (chosen < 0) {
-            /* Every point left is over the cap, or none could be ordered: then every way of
-             * packing onto the bound, one host more, ... as long as there are hosts. */
-            gboolean capped = FALSE;
-            PolPacker *pk = NULL;
-            for (guint i = 0; i < points->len; i++) {
-                const ConsPoint *q = &g_array_index(points, ConsPoint, i);
-                capped |= !q->unusable;
-            }
-            if (repack_k == 0)
-                repack_k = MAX(kmin, 1);
-            /* Every variant up to bound + 2; beyond, the two incremental ones only (as many
-             * tries per host count as before this fallback existed, so a large cluster whose
-             * moves never order costs O(hosts) tries, not 30 times that). */
-            while (!capped && !pk && repack_k <= n_cand) {
-                pk = consolidate_variant(&cs, &cc, repack_k, variant);
-                variant = repack_k <= kmin + 2 ? variant + 1
-                                               : variant + CONSOLIDATE_VARIANTS / 2;
-                if (variant >= CONSOLIDATE_VARIANTS) {
-                    variant = 0;
-                    repack_k++;
-                }
-            }
-            if (!pk && capped) {
-                consolidate_over_cap(p, points, opts->max_migrations, error);
+            if (!cons_fallback(r, &repack_k, &variant, error))
                 return NULL;
-            }
-            if (!pk) {
-                g_set_error(error, POL_ERROR, POL_ERROR_NO_ROOM,
-                            "cannot order the moves of any consolidation without overcommitting a host");
-                return NULL;
-            }
-            consolidate_record(p, pk, FALSE, TRUE, vm_final, points, by_hosts);
             continue;
         }
-        pt = &g_array_index(points, ConsPoint, chosen);
-        if (pt->pk) {
-            consolidate_final(p, pt->pk, vm_final);
-        } else {
-            const ConsPoint *base = NULL;
-            g_autofree guint8 *stay = g_new0(guint8, p->n_hosts + 1);
-            for (guint i = 0; i < points->len; i++) {
-                const ConsPoint *q = &g_array_index(points, ConsPoint, i);
-                if (q->base)
-                    base = q;
-            }
-            for (guint i = 0; i < pt->keep; i++)
-                stay[cand_count[i]] = TRUE;
-            consolidate_final(p, base->pk, vm_final);
-            for (guint v = 0; v < p->n_vms; v++) {
-                guint home = ((PolVm *)g_ptr_array_index(cluster->vms, v))->host;
-                if (stay[home])
-                    vm_final[v] = home;
-            }
-        }
-        moves = pol_moves_order(p, vm_final, opts, &local);
-        if (moves && (!opts->max_migrations || moves->len <= opts->max_migrations)) {
-            g_autoptr(PolPlan) plan = plan_new(POL_POLICY_CONSOLIDATE);
-            g_ptr_array_extend_and_steal(plan->migrations, g_steal_pointer(&moves));
-            plan->host_value = opts->host_value;
-            plan->max_migrations = opts->max_migrations;
-            plan->front = consolidate_front(points, (guint)chosen, &plan->front_chosen);
-            plan_summarize(plan, p, vm_final, lb, start);
-            plan->migration_bound = pol_problem_migration_bound(p, plan->hosts_used);
-            /* The bound beside every point, while that stays cheap (each is about one pass
-             * over the VMs); else beside the chosen one only. */
-            for (guint i = 0; i < plan->front->len; i++) {
-                PolFrontPoint *f = &g_array_index(plan->front, PolFrontPoint, i);
-                if (f->hosts == plan->hosts_used)
-                    f->migration_bound = plan->migration_bound;
-                else if ((guint64)plan->front->len * p->n_units <= CONSOLIDATE_BOUND_BUDGET)
-                    f->migration_bound = pol_problem_migration_bound(p, f->hosts);
-            }
-            plan->plan_ms = (double)(g_get_monotonic_time() - start) / 1000.0;
-            return g_steal_pointer(&plan);
-        }
+        pt = &g_array_index(r->points, ConsPoint, chosen);
+        cons_place(r, pt);
+        moves = pol_moves_order(r->p, r->vm_final, r->opts, &local);
+        if (moves && (!r->opts->max_migrations || moves->len <= r->opts->max_migrations))
+            return cons_plan(r, chosen, g_steal_pointer(&moves));
         g_debug("consolidate: %u hosts: %s; trying another point", pt->hosts,
                 local ? local->message : "over the cap with detours");
         pt->unusable = TRUE;
     }
+}
+
+PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts, GError **error)
+{
+    g_auto(ConsRun) r = {.cluster = cluster, .start = g_get_monotonic_time(), .k0 = -1};
+    PolOptions defaults;
+
+    g_return_val_if_fail(cluster != NULL, NULL);
+    opts_or_default(&opts, &defaults);
+    r.opts = opts;
+    if (opts->host_value > POL_HOST_VALUE_MAX) {
+        g_set_error(error, POL_ERROR, POL_ERROR_INVALID, "host_value must be at most %u, not %u",
+                    POL_HOST_VALUE_MAX, opts->host_value);
+        return NULL;
+    }
+    r.points = g_array_new(FALSE, TRUE, sizeof(ConsPoint));
+    g_array_set_clear_func(r.points, cons_point_clear);
+    r.p = pol_problem_new(cluster, opts);
+    r.by_hosts = g_new0(guint, r.p->n_hosts + 1);
+    if (!consolidate_check_capacity(r.p, error))
+        return NULL;
+    shape_init(&r.shape, r.p);
+    r.lb = pol_problem_lower_bound(r.p);
+    cons_candidates(&r);
+    r.vm_final = g_new(guint, r.p->n_vms + 1);
+    cons_incremental(&r);
+    if (r.k0 >= 0)
+        cons_derived(&r);
+    if (r.k0 < 0 || (guint)r.k0 > r.kmin)
+        cons_repack(&r);
+    if (r.points->len == 0) {
+        g_set_error(error, POL_ERROR, POL_ERROR_NO_ROOM,
+                    "the VMs do not fit on the %u hosts that accept VMs", r.n_cand);
+        return NULL;
+    }
+    return cons_choose(&r, error);
 }
 
 /* ---- drain ------------------------------------------------------------------------------- */

@@ -8,6 +8,7 @@
 #include <glib-unix.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define AGENT_PORT_DEFAULT "org.hotmig.agent.0"
@@ -101,106 +102,109 @@ static gboolean agent_main_quit(gpointer user_data)
     return G_SOURCE_CONTINUE;
 }
 
-int main(int argc, char **argv)
+/* The command line, filled by the option table below (at file scope, as GOption wants
+ * addresses). */
+static struct {
+    char *port;
+    char *device;
+    char *socket_path;
+    char *sysfs_root;
+    char *dev_root;
+    char *socket_group;
+    char *socket_mode;
+    char *peer_listen;
+    char *verbs_run_dir;
+    gboolean verbose;
+    gboolean version;
+    gboolean self_test;
+    gboolean daemonize;
+} cli;
+
+static GOptionEntry cli_entries[] = {
+    {"port", 'p', 0, G_OPTION_ARG_STRING, &cli.port,
+     "virtio-serial port name (default " AGENT_PORT_DEFAULT ")", "NAME"},
+    {"device", 'd', 0, G_OPTION_ARG_FILENAME, &cli.device,
+     "talk to the host over PATH instead (a tty, fifo, unix socket, or fd:N)", "PATH"},
+    {"socket", 's', 0, G_OPTION_ARG_FILENAME, &cli.socket_path,
+     "process socket (default $" HOTMIG_AGENT_SOCKET_ENV " or " HOTMIG_AGENT_SOCKET_DEFAULT ")",
+     "PATH"},
+    {"socket-group", 'g', 0, G_OPTION_ARG_STRING, &cli.socket_group,
+     "group of the process socket, so that its members' processes (MPI ranks run as the user) "
+     "can register; with --socket-mode 0660 (default: root's group)",
+     "GROUP"},
+    {"socket-mode", 'm', 0, G_OPTION_ARG_STRING, &cli.socket_mode,
+     "permissions of the process socket, octal (default 0600: root's processes only)", "MODE"},
+    {"peer-listen", 0, 0, G_OPTION_ARG_STRING, &cli.peer_listen,
+     "route libhotmig-verbs peers of other guests from ADDR:PORT (the control network)",
+     "ADDR:PORT"},
+    {"verbs-run-dir", 0, 0, G_OPTION_ARG_FILENAME, &cli.verbs_run_dir,
+     "where libhotmig-verbs processes register (default " AGENT_VERBS_RUN_DIR_DEFAULT ")", "DIR"},
+    {"sysfs-root", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &cli.sysfs_root, NULL, NULL},
+    {"dev-root", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &cli.dev_root, NULL, NULL},
+    {"daemonize", 'D', 0, G_OPTION_ARG_NONE, &cli.daemonize,
+     "go to the background once the socket listens and the channel is open", NULL},
+    {"verbose", 'v', 0, G_OPTION_ARG_NONE, &cli.verbose, "log debug messages", NULL},
+    {"version", 'V', 0, G_OPTION_ARG_NONE, &cli.version, "print the version and exit", NULL},
+    {"self-test", 0, 0, G_OPTION_ARG_NONE, &cli.self_test,
+     "check the installation (socket directory, virtio port), print what was found, exit 0 "
+     "when all is there, 1 when the installation is broken, 3 without the virtio port",
+     NULL},
+    {NULL},
+};
+
+static void cli_clear(void)
 {
-    g_autofree char *port = NULL;
-    g_autofree char *device = NULL;
-    g_autofree char *socket_path = NULL;
-    g_autofree char *sysfs_root = NULL;
-    g_autofree char *dev_root = NULL;
-    g_autofree char *socket_group = NULL;
-    g_autofree char *socket_mode = NULL;
-    AgentSocketAccess socket_access = AGENT_SOCKET_ACCESS_DEFAULT;
-    g_autofree char *peer_listen = NULL;
-    g_autofree char *verbs_run_dir = NULL;
-    gboolean verbose = FALSE;
-    gboolean version = FALSE;
-    gboolean self_test = FALSE;
-    gboolean daemonize = FALSE;
-    int ready_fd = -1;
-    GOptionEntry entries[] = {
-        {"port", 'p', 0, G_OPTION_ARG_STRING, &port,
-         "virtio-serial port name (default " AGENT_PORT_DEFAULT ")", "NAME"},
-        {"device", 'd', 0, G_OPTION_ARG_FILENAME, &device,
-         "talk to the host over PATH instead (a tty, fifo, unix socket, or fd:N)", "PATH"},
-        {"socket", 's', 0, G_OPTION_ARG_FILENAME, &socket_path,
-         "process socket (default $" HOTMIG_AGENT_SOCKET_ENV " or " HOTMIG_AGENT_SOCKET_DEFAULT ")",
-         "PATH"},
-        {"socket-group", 'g', 0, G_OPTION_ARG_STRING, &socket_group,
-         "group of the process socket, so that its members' processes (MPI ranks run as the user) "
-         "can register; with --socket-mode 0660 (default: root's group)",
-         "GROUP"},
-        {"socket-mode", 'm', 0, G_OPTION_ARG_STRING, &socket_mode,
-         "permissions of the process socket, octal (default 0600: root's processes only)",
-         "MODE"},
-        {"peer-listen", 0, 0, G_OPTION_ARG_STRING, &peer_listen,
-         "route libhotmig-verbs peers of other guests from ADDR:PORT (the control network)",
-         "ADDR:PORT"},
-        {"verbs-run-dir", 0, 0, G_OPTION_ARG_FILENAME, &verbs_run_dir,
-         "where libhotmig-verbs processes register (default " AGENT_VERBS_RUN_DIR_DEFAULT ")",
-         "DIR"},
-        {"sysfs-root", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &sysfs_root, NULL, NULL},
-        {"dev-root", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &dev_root, NULL, NULL},
-        {"daemonize", 'D', 0, G_OPTION_ARG_NONE, &daemonize,
-         "go to the background once the socket listens and the channel is open", NULL},
-        {"verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose, "log debug messages", NULL},
-        {"version", 'V', 0, G_OPTION_ARG_NONE, &version, "print the version and exit", NULL},
-        {"self-test", 0, 0, G_OPTION_ARG_NONE, &self_test,
-         "check the installation (socket directory, virtio port), print what was found, exit 0 "
-         "when all is there, 1 when the installation is broken, 3 without the virtio port",
-         NULL},
-        {NULL},
-    };
-    g_autoptr(GOptionContext) ctx = g_option_context_new("- hotmig in-guest agent");
+    g_free(cli.port);
+    g_free(cli.device);
+    g_free(cli.socket_path);
+    g_free(cli.sysfs_root);
+    g_free(cli.dev_root);
+    g_free(cli.socket_group);
+    g_free(cli.socket_mode);
+    g_free(cli.peer_listen);
+    g_free(cli.verbs_run_dir);
+    memset(&cli, 0, sizeof(cli));
+}
+
+/* The process socket: --socket, else $HOTMIG_AGENT_SOCKET, else the default (borrowed). */
+static const char *cli_socket_path(void)
+{
+    const char *env = g_getenv(HOTMIG_AGENT_SOCKET_ENV);
+
+    return cli.socket_path ? cli.socket_path : env && *env ? env : HOTMIG_AGENT_SOCKET_DEFAULT;
+}
+
+/* Opens the channel to the host: --device, else the virtio port. Owned; NULL with @error. */
+static AgentChannel *agent_main_channel(Agent *agent, AgentMain *m, GError **error)
+{
+    g_autofree char *path = NULL;
+
+    if (cli.device)
+        return agent_channel_new_device(agent, cli.device, agent_main_quit, m, error);
+    path = agent_channel_find_port(cli.sysfs_root ? cli.sysfs_root : "/sys",
+                                   cli.dev_root ? cli.dev_root : "/dev",
+                                   cli.port ? cli.port : AGENT_PORT_DEFAULT, error);
+    return path ? agent_channel_new_port(agent, path, AGENT_PORT_RETRY_MS, error) : NULL;
+}
+
+/* Runs the agent until SIGTERM or SIGINT (or the channel's end): the exit status. */
+static int agent_main_run(const AgentSocketAccess *socket_access)
+{
     g_autoptr(GError) error = NULL;
     g_autoptr(Agent) agent = NULL;
     g_autoptr(AgentChannel) channel = NULL;
     g_autoptr(AgentUevent) uevent = NULL;
     g_autoptr(AgentPeer) peer = NULL;
     g_autoptr(GMainLoop) loop = NULL;
+    g_autofree char *socket_path = g_strdup(cli_socket_path());
     AgentMain m = {0};
+    int ready_fd = -1;
     guint sigterm_id;
     guint sigint_id;
 
-    g_option_context_add_main_entries(ctx, entries, NULL);
-    if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
-        g_printerr("hotmig-agent: %s\n", error->message);
-        return 2;
-    }
-    if (version) {
-        g_print("hotmig-agent %s (protocol %d)\n", HOTMIG_VERSION, AGENT_PROTOCOL_VERSION);
-        return 0;
-    }
-    if (argc > 1) {
-        g_printerr("hotmig-agent: unexpected argument '%s'\n", argv[1]);
-        return 2;
-    }
-    if (port && device) {
-        g_printerr("hotmig-agent: --port and --device exclude each other\n");
-        return 2;
-    }
-    if (!agent_socket_access_parse(socket_group, socket_mode, &socket_access, &error)) {
-        g_printerr("hotmig-agent: %s\n", error->message);
-        return 2;
-    }
-    if (self_test) {
-        const char *env = g_getenv(HOTMIG_AGENT_SOCKET_ENV);
-
-        return agent_self_test(socket_path ? socket_path
-                               : env && *env ? env
-                                             : HOTMIG_AGENT_SOCKET_DEFAULT,
-                               sysfs_root ? sysfs_root : "/sys", dev_root ? dev_root : "/dev",
-                               port ? port : AGENT_PORT_DEFAULT);
-    }
-    if (daemonize)
+    if (cli.daemonize)
         ready_fd = agent_daemonize();
-    hm_log_setup("hotmig-agent", verbose);
-    if (!socket_path) {
-        const char *env = g_getenv(HOTMIG_AGENT_SOCKET_ENV);
-
-        socket_path = g_strdup(env && *env ? env : HOTMIG_AGENT_SOCKET_DEFAULT);
-    }
-
+    hm_log_setup("hotmig-agent", cli.verbose);
     signal(SIGPIPE, SIG_IGN);
     loop = g_main_loop_new(NULL, FALSE);
     m.loop = loop;
@@ -212,28 +216,20 @@ int main(int argc, char **argv)
         g_clear_error(&error);
     }
     /* The socket first: processes may start as soon as the agent does. */
-    if (!agent_listen(agent, socket_path, &socket_access, &error)) {
+    if (!agent_listen(agent, socket_path, socket_access, &error)) {
         g_warning("cannot start: %s", error->message);
         return 1;
     }
-    if (peer_listen) {
-        peer = agent_peer_new(peer_listen,
-                              verbs_run_dir ? verbs_run_dir : AGENT_VERBS_RUN_DIR_DEFAULT, &error);
+    if (cli.peer_listen) {
+        peer = agent_peer_new(cli.peer_listen,
+                              cli.verbs_run_dir ? cli.verbs_run_dir : AGENT_VERBS_RUN_DIR_DEFAULT,
+                              &error);
         if (!peer) {
             g_warning("cannot start: %s", error->message);
             return 1;
         }
     }
-    if (device) {
-        channel = agent_channel_new_device(agent, device, agent_main_quit, &m, &error);
-    } else {
-        g_autofree char *path =
-            agent_channel_find_port(sysfs_root ? sysfs_root : "/sys", dev_root ? dev_root : "/dev",
-                                    port ? port : AGENT_PORT_DEFAULT, &error);
-
-        if (path)
-            channel = agent_channel_new_port(agent, path, AGENT_PORT_RETRY_MS, &error);
-    }
+    channel = agent_main_channel(agent, &m, &error);
     if (!channel) {
         g_warning("cannot start: %s", error->message);
         return 1;
@@ -246,4 +242,49 @@ int main(int argc, char **argv)
     g_source_remove(sigterm_id);
     g_source_remove(sigint_id);
     return m.exit_code;
+}
+
+/* Parses and checks the command line: -1 to run, else the exit status (done, or bad usage). */
+static int agent_main_parse(int argc, char **argv, AgentSocketAccess *socket_access)
+{
+    g_autoptr(GOptionContext) ctx = g_option_context_new("- hotmig in-guest agent");
+    g_autoptr(GError) error = NULL;
+
+    g_option_context_add_main_entries(ctx, cli_entries, NULL);
+    if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
+        g_printerr("hotmig-agent: %s\n", error->message);
+        return 2;
+    }
+    if (cli.version) {
+        g_print("hotmig-agent %s (protocol %d)\n", HOTMIG_VERSION, AGENT_PROTOCOL_VERSION);
+        return 0;
+    }
+    if (argc > 1) {
+        g_printerr("hotmig-agent: unexpected argument '%s'\n", argv[1]);
+        return 2;
+    }
+    if (cli.port && cli.device) {
+        g_printerr("hotmig-agent: --port and --device exclude each other\n");
+        return 2;
+    }
+    if (!agent_socket_access_parse(cli.socket_group, cli.socket_mode, socket_access, &error)) {
+        g_printerr("hotmig-agent: %s\n", error->message);
+        return 2;
+    }
+    if (cli.self_test)
+        return agent_self_test(cli_socket_path(), cli.sysfs_root ? cli.sysfs_root : "/sys",
+                               cli.dev_root ? cli.dev_root : "/dev",
+                               cli.port ? cli.port : AGENT_PORT_DEFAULT);
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    AgentSocketAccess socket_access = AGENT_SOCKET_ACCESS_DEFAULT;
+    int status = agent_main_parse(argc, argv, &socket_access);
+
+    if (status < 0)
+        status = agent_main_run(&socket_access);
+    cli_clear();
+    return status;
 }

@@ -383,6 +383,132 @@ static gboolean agent_token_ok(const char *str, gsize max)
     return TRUE;
 }
 
+/* HELLO version pid mode name (@line: the whole line). */
+static gboolean proc_msg_hello(const char *line, AgentProcMsg *msg, GError **error)
+{
+    g_auto(GStrv) hello = g_strsplit(line, " ", 6);
+    guint64 pid;
+    int mode;
+
+    if (g_strv_length(hello) != 5) {
+        g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                            "HELLO needs exactly 4 fields: version pid mode name");
+        return FALSE;
+    }
+    if (strlen(hello[1]) == 0 || strlen(hello[1]) >= sizeof(msg->version) ||
+        strspn(hello[1], "0123456789.") != strlen(hello[1])) {
+        g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                            "Field 'version' is not a version number");
+        return FALSE;
+    }
+    if (!g_ascii_isdigit(hello[2][0]) ||
+        !g_ascii_string_to_unsigned(hello[2], 10, 1, G_MAXINT, &pid, NULL)) {
+        g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                            "Field 'pid' is not a process id");
+        return FALSE;
+    }
+    mode = agent_proc_mode_from_string(hello[3]);
+    if (mode < 0) {
+        g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                            "Field 'mode' is neither 'lazy' nor 'threaded'");
+        return FALSE;
+    }
+    if (!agent_token_ok(hello[4], AGENT_NAME_MAX)) {
+        g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                    "Field 'name' must be 1 to %d printable bytes without white space",
+                    AGENT_NAME_MAX);
+        return FALSE;
+    }
+    msg->kind = AGENT_MSG_HELLO;
+    g_strlcpy(msg->version, hello[1], sizeof(msg->version));
+    msg->pid = (gint)pid;
+    msg->mode = (AgentProcMode)mode;
+    g_strlcpy(msg->name, hello[4], sizeof(msg->name));
+    return TRUE;
+}
+
+/* FAILED seq reason (@fields: the line split in 3, @n of them). */
+static gboolean proc_msg_failed(char **fields, guint n, AgentProcMsg *msg, GError **error)
+{
+    if (n != 3 || fields[2][0] == '\0') {
+        g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                            "FAILED needs 2 fields: seq reason");
+        return FALSE;
+    }
+    if (!agent_parse_seq(fields[1], &msg->seq, error))
+        return FALSE;
+    for (const char *p = fields[2]; *p; p++) {
+        if ((guchar)*p < 0x20 || *p == 0x7f) {
+            g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                                "Field 'reason' holds a control character");
+            return FALSE;
+        }
+    }
+    msg->kind = AGENT_MSG_FAILED;
+    g_strlcpy(msg->reason, fields[2], sizeof(msg->reason));
+    return TRUE;
+}
+
+/* PEER <gid: 32 lower-case hex digits>/<qpn: decimal < 2^24> */
+static gboolean proc_msg_peer(char **fields, guint n, AgentProcMsg *msg, GError **error)
+{
+    const char *slash = n == 2 ? strchr(fields[1], '/') : NULL;
+    guint64 qpn;
+
+    if (!slash || slash - fields[1] != 32 || strspn(fields[1], "0123456789abcdef") != 32 ||
+        !g_ascii_isdigit(slash[1]) || (slash[1] == '0' && slash[2] != '\0') ||
+        !g_ascii_string_to_unsigned(slash + 1, 10, 0, (1u << 24) - 1, &qpn, NULL)) {
+        g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                            "PEER needs 1 field: gid/qpn (32 lower-case hex digits, a QP "
+                            "number below 2^24)");
+        return FALSE;
+    }
+    for (guint i = 0; i < 16; i++)
+        msg->gid[i] = (guint8)(g_ascii_xdigit_value(fields[1][2 * i]) << 4 |
+                               g_ascii_xdigit_value(fields[1][2 * i + 1]));
+    msg->qpn = (guint32)qpn;
+    msg->kind = AGENT_MSG_PEER;
+    return TRUE;
+}
+
+/* One message by its first word (@copy: the line, @fields: it split in 3, @n of them). */
+static gboolean proc_msg_dispatch(const char *copy, char **fields, guint n, AgentProcMsg *msg,
+                                  GError **error)
+{
+    if (g_str_equal(fields[0], "HELLO"))
+        return proc_msg_hello(copy, msg, error);
+    if (g_str_equal(fields[0], "DONE")) {
+        if (n != 2) {
+            g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                                "DONE needs exactly 1 field: seq");
+            return FALSE;
+        }
+        if (!agent_parse_seq(fields[1], &msg->seq, error))
+            return FALSE;
+        msg->kind = AGENT_MSG_DONE;
+        return TRUE;
+    }
+    if (g_str_equal(fields[0], "FAILED"))
+        return proc_msg_failed(fields, n, msg, error);
+    if (g_str_equal(fields[0], "PEER"))
+        return proc_msg_peer(fields, n, msg, error);
+    if (g_str_equal(fields[0], "REFUSED")) {
+        if (n != 2 || !agent_token_ok(fields[1], AGENT_CALL_MAX)) {
+            g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                        "REFUSED needs 1 field: call (1 to %d printable bytes without white "
+                        "space)",
+                        AGENT_CALL_MAX);
+            return FALSE;
+        }
+        g_strlcpy(msg->call, fields[1], sizeof(msg->call));
+        msg->kind = AGENT_MSG_REFUSED;
+        return TRUE;
+    }
+    g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                        "Unknown message (expected HELLO, DONE, FAILED, PEER or REFUSED)");
+    return FALSE;
+}
+
 gboolean agent_proc_msg_parse(const char *line, gsize len, AgentProcMsg *ret, GError **error)
 {
     g_autofree char *copy = NULL;
@@ -409,105 +535,8 @@ gboolean agent_proc_msg_parse(const char *line, gsize len, AgentProcMsg *ret, GE
         g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER, "Empty line");
         return FALSE;
     }
-
-    if (g_str_equal(fields[0], "HELLO")) {
-        g_auto(GStrv) hello = g_strsplit(copy, " ", 6);
-        guint64 pid;
-        int mode;
-
-        if (g_strv_length(hello) != 5) {
-            g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
-                                "HELLO needs exactly 4 fields: version pid mode name");
-            return FALSE;
-        }
-        if (strlen(hello[1]) == 0 || strlen(hello[1]) >= sizeof(msg.version) ||
-            strspn(hello[1], "0123456789.") != strlen(hello[1])) {
-            g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
-                                "Field 'version' is not a version number");
-            return FALSE;
-        }
-        if (!g_ascii_isdigit(hello[2][0]) ||
-            !g_ascii_string_to_unsigned(hello[2], 10, 1, G_MAXINT, &pid, NULL)) {
-            g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
-                                "Field 'pid' is not a process id");
-            return FALSE;
-        }
-        mode = agent_proc_mode_from_string(hello[3]);
-        if (mode < 0) {
-            g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
-                                "Field 'mode' is neither 'lazy' nor 'threaded'");
-            return FALSE;
-        }
-        if (!agent_token_ok(hello[4], AGENT_NAME_MAX)) {
-            g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
-                        "Field 'name' must be 1 to %d printable bytes without white space",
-                        AGENT_NAME_MAX);
-            return FALSE;
-        }
-        msg.kind = AGENT_MSG_HELLO;
-        g_strlcpy(msg.version, hello[1], sizeof(msg.version));
-        msg.pid = (gint)pid;
-        msg.mode = (AgentProcMode)mode;
-        g_strlcpy(msg.name, hello[4], sizeof(msg.name));
-    } else if (g_str_equal(fields[0], "DONE")) {
-        if (n != 2) {
-            g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
-                                "DONE needs exactly 1 field: seq");
-            return FALSE;
-        }
-        if (!agent_parse_seq(fields[1], &msg.seq, error))
-            return FALSE;
-        msg.kind = AGENT_MSG_DONE;
-    } else if (g_str_equal(fields[0], "FAILED")) {
-        if (n != 3 || fields[2][0] == '\0') {
-            g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
-                                "FAILED needs 2 fields: seq reason");
-            return FALSE;
-        }
-        if (!agent_parse_seq(fields[1], &msg.seq, error))
-            return FALSE;
-        for (const char *p = fields[2]; *p; p++) {
-            if ((guchar)*p < 0x20 || *p == 0x7f) {
-                g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
-                                    "Field 'reason' holds a control character");
-                return FALSE;
-            }
-        }
-        msg.kind = AGENT_MSG_FAILED;
-        g_strlcpy(msg.reason, fields[2], sizeof(msg.reason));
-    } else if (g_str_equal(fields[0], "PEER")) {
-        /* PEER <gid: 32 lower-case hex digits>/<qpn: decimal < 2^24> */
-        const char *slash = n == 2 ? strchr(fields[1], '/') : NULL;
-        guint64 qpn;
-
-        if (!slash || slash - fields[1] != 32 || strspn(fields[1], "0123456789abcdef") != 32 ||
-            !g_ascii_isdigit(slash[1]) || (slash[1] == '0' && slash[2] != '\0') ||
-            !g_ascii_string_to_unsigned(slash + 1, 10, 0, (1u << 24) - 1, &qpn, NULL)) {
-            g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
-                                "PEER needs 1 field: gid/qpn (32 lower-case hex digits, a QP "
-                                "number below 2^24)");
-            return FALSE;
-        }
-        for (guint i = 0; i < 16; i++)
-            msg.gid[i] = (guint8)(g_ascii_xdigit_value(fields[1][2 * i]) << 4 |
-                                  g_ascii_xdigit_value(fields[1][2 * i + 1]));
-        msg.qpn = (guint32)qpn;
-        msg.kind = AGENT_MSG_PEER;
-    } else if (g_str_equal(fields[0], "REFUSED")) {
-        if (n != 2 || !agent_token_ok(fields[1], AGENT_CALL_MAX)) {
-            g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
-                        "REFUSED needs 1 field: call (1 to %d printable bytes without white "
-                        "space)",
-                        AGENT_CALL_MAX);
-            return FALSE;
-        }
-        g_strlcpy(msg.call, fields[1], sizeof(msg.call));
-        msg.kind = AGENT_MSG_REFUSED;
-    } else {
-        g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
-                            "Unknown message (expected HELLO, DONE, FAILED, PEER or REFUSED)");
+    if (!proc_msg_dispatch(copy, fields, n, &msg, error))
         return FALSE;
-    }
     *ret = msg;
     return TRUE;
 }

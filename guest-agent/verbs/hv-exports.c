@@ -120,7 +120,7 @@ HV_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void
 {
     int (*real)(struct ibv_mr *, int, struct ibv_pd *, void *, size_t, int) =
         (int (*)(struct ibv_mr *, int, struct ibv_pd *, void *, size_t, int))dlvsym(
-            RTLD_NEXT, "ibv_rereg_mr", "IBVERBS_1.1");
+            hv_real_lib, "ibv_rereg_mr", "IBVERBS_1.1");
 
     if (!hv_ctx_of(mr->context) && real)
         return real(mr, flags, pd, addr, length, access);
@@ -133,7 +133,7 @@ HV_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, s
 {
     struct ibv_mr *(*real)(struct ibv_pd *, uint64_t, size_t, uint64_t, int, int) =
         (struct ibv_mr * (*)(struct ibv_pd *, uint64_t, size_t, uint64_t, int, int))
-            dlvsym(RTLD_NEXT, "ibv_reg_dmabuf_mr", "IBVERBS_1.12");
+            dlvsym(hv_real_lib, "ibv_reg_dmabuf_mr", "IBVERBS_1.12");
 
     if (!hv_ctx_of(pd->context) && real)
         return real(pd, offset, length, iova, fd, access);

@@ -27,12 +27,28 @@ HvReal hv_real;
 static pthread_cond_t hv_cond = PTHREAD_COND_INITIALIZER; /* a swap ended */
 static pthread_once_t hv_once = PTHREAD_ONCE_INIT;
 
+void *hv_real_lib = RTLD_NEXT;
+
+/* Where the real functions are: the next libibverbs in the global scope when there is one (the
+ * program links it, or LD_PRELOAD lists it after the layer); otherwise libibverbs opened by the
+ * layer itself. The second case is UCX's: libuct_ib, which needs libibverbs, is dlopen'ed
+ * RTLD_LOCAL long after start-up, so RTLD_NEXT (which searches the start-up scope and what was
+ * opened RTLD_GLOBAL) does not see it; its calls still reach the layer first (a preloaded
+ * object precedes a local scope in every lookup). Opening the same soname gives the copy that
+ * is loaded, or loads it. */
 static void hv_init_once(void)
 {
+    if (!dlvsym(RTLD_NEXT, "ibv_get_device_list", "IBVERBS_1.1")) {
+        hv_real_lib = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!hv_real_lib) {
+            hv_log("cannot open libibverbs.so.1: %s", dlerror());
+            return;
+        }
+    }
 #define HV_REAL(ret, name, ver, args)                                                              \
-    hv_real.r_##name = (ret(*) args)dlvsym(RTLD_NEXT, #name, ver);                                 \
+    hv_real.r_##name = (ret(*) args)dlvsym(hv_real_lib, #name, ver);                               \
     if (!hv_real.r_##name)                                                                         \
-        hv_real.r_##name = (ret(*) args)dlsym(RTLD_NEXT, #name);                                   \
+        hv_real.r_##name = (ret(*) args)dlsym(hv_real_lib, #name);                                 \
     if (!hv_real.r_##name)                                                                         \
         hv_log("libibverbs has no %s@%s", #name, ver);
 #include "hv-real.def"
@@ -44,14 +60,40 @@ void hv_init(void)
     pthread_once(&hv_once, hv_init_once);
 }
 
+/* UCX's own failure detectors must outlast a migration's blackout (docs/verbs-layer.md, "UCX"):
+ * its UD endpoints declare a peer dead after UCX_UD_TIMEOUT (30 s) without an answer, and its
+ * keepalive (UCX_KEEPALIVE_INTERVAL, 20 s) probes every endpoint. While a peer's guest moves,
+ * the layer holds this process's sends to it and drops nothing, but the peer answers nothing
+ * until it resumed: 9-10 s per move on the loaded lab, more for a drain. The layer sets both,
+ * before the program's main() and so before UCX reads its configuration, unless the user did. */
+static const char *const hv_ucx_env[][2] = {
+    {"UCX_UD_TIMEOUT", "300s"},
+    {"UCX_KEEPALIVE_INTERVAL", "300s"},
+};
+
+/* The UCX defaults first; the real functions are resolved at load only when libibverbs is
+ * loaded already: a preloaded process that never uses verbs (a shell, mpirun, ssh) does not get
+ * libibverbs; otherwise at the first ibv_* call. */
 __attribute__((constructor)) static void hv_constructor(void)
 {
-    hv_init();
+    const char *off = getenv("HOTMIG_VERBS_DISABLE");
+    void *h;
+
+    if (!(off && *off && strcmp(off, "0") != 0))
+        for (size_t i = 0; i < sizeof(hv_ucx_env) / sizeof(hv_ucx_env[0]); i++)
+            setenv(hv_ucx_env[i][0], hv_ucx_env[i][1], 0);
+    h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (h) {
+        hv_init();
+        dlclose(h);
+    }
 }
 
 /* ---- lookups ------------------------------------------------------------------------------ */
 
 static int hv_op_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc);
+static struct ibv_qp *hv_op_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *a);
+static void hv_wx_free(HvQp *qp);
 
 /* Lock-free: libibverbs and the providers call some exports themselves with physical objects,
  * sometimes while the layer holds its locks (a swap opening the new device). A shadow context
@@ -320,6 +362,7 @@ int hv_qp_post_send_phys(HvQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **
             t->wr.ud.ah = ((HvAh *)w->wr.ud.ah)->phys;
             /* the peer may have moved: its QP has a new number (UDMAP) */
             t->wr.ud.remote_qpn = hv_ud_send_qpn(&((HvAh *)w->wr.ud.ah)->attr, w->wr.ud.remote_qpn);
+            hv_ud_count_send(qp, &((HvAh *)w->wr.ud.ah)->attr);
         }
     }
     r = ibv_post_send(qp->phys, hv_swr, &pbad);
@@ -417,8 +460,11 @@ static int hv_op_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct i
     int r = 0;
 
     pthread_mutex_lock(&qp->lock);
-    if (qp->paused || !qp->phys) {
-        /* Quiesced: kept (with the program's virtual values) and posted on resume. */
+    if (qp->await_peer)
+        hv_qp_await_expired(qp);
+    if (qp->paused || !qp->phys || hv_ud_held(qp)) {
+        /* Quiesced (or a UD peer moving): kept (with the program's virtual values) and posted
+         * on resume. */
         for (struct ibv_send_wr *w = wr; w; w = w->next) {
             HvSendWr *q = calloc(1, sizeof(*q));
 
@@ -902,6 +948,10 @@ HV_EXPORT struct ibv_device **ibv_get_device_list(int *num)
     int n = 0;
 
     hv_init();
+    if (!hv_real.r_ibv_get_device_list) { /* no libibverbs (logged once by hv_init) */
+        errno = ENOSYS;
+        return NULL;
+    }
     plist = hv_real.r_ibv_get_device_list(&n);
     if (!plist)
         return NULL;
@@ -1037,6 +1087,7 @@ HV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *d)
     ctx->vctx.context.ops.alloc_mw = hv_op_alloc_mw;
     ctx->vctx.context.ops.bind_mw = hv_op_bind_mw;
     ctx->vctx.context.ops.dealloc_mw = hv_op_dealloc_mw;
+    ctx->vctx.create_qp_ex = hv_op_create_qp_ex;
     ctx->cmd_efd = eventfd(0, EFD_CLOEXEC);
     ctx->vctx.context.cmd_fd = ctx->cmd_efd;
     ctx->vctx.context.async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
@@ -1275,6 +1326,9 @@ static struct ibv_mr *hv_reg(struct ibv_pd *ibpd, void *addr, size_t len, uint64
     HV_LINK(ctx->mrs, mr);
     pthread_mutex_unlock(&ctx->lock);
     pthread_mutex_unlock(&hv.lock);
+    if (mr->pub.rkey != mr->phys->rkey &&
+        (access & (IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)))
+        hv_keymap_push(ctx, mr->pub.rkey, mr->phys->rkey); /* before ibv_reg_mr returns */
     return &mr->pub;
 }
 
@@ -1744,9 +1798,17 @@ HV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int m
         case IBV_QPS_RTR:
             qp->a_rtr = *attr;
             qp->m_rtr = mask;
-            /* jobs (issue 18): the agent's inventory lists whom this process talks to */
-            if ((mask & IBV_QP_AV) && (mask & IBV_QP_DEST_QPN) && attr->ah_attr.is_global)
-                hv_report_peer(attr->ah_attr.grh.dgid.raw, attr->dest_qp_num);
+            /* jobs (issue 18): the agent's inventory lists whom this process talks to; not a
+             * loopback connection to its own GID (UCX connects RC QPs to themselves): that
+             * pauses no other guest (--dry-run listed it as a peer). */
+            if ((mask & IBV_QP_AV) && (mask & IBV_QP_DEST_QPN) && attr->ah_attr.is_global) {
+                union ibv_gid own;
+
+                if (hv_real.r_ibv_query_gid(qp->pd->ctx->phys, attr->ah_attr.port_num,
+                                            attr->ah_attr.grh.sgid_index, &own) != 0 ||
+                    memcmp(own.raw, attr->ah_attr.grh.dgid.raw, sizeof(own.raw)) != 0)
+                    hv_report_peer(attr->ah_attr.grh.dgid.raw, attr->dest_qp_num);
+            }
             break;
         case IBV_QPS_RTS:
             qp->a_rts = *attr;
@@ -1825,6 +1887,7 @@ HV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
     }
     hv_fifo_free(&qp->recvs);
     hv_map_clear(&qp->peer_rkeys);
+    hv_wx_free(qp);
     free(qp);
     return 0;
 }
@@ -1878,13 +1941,309 @@ HV_EXPORT int ibv_detach_mcast(struct ibv_qp *ibqp, const union ibv_gid *g, uint
 
 HV_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *ibqp)
 {
-    struct ibv_qp_ex *(*real)(struct ibv_qp *) =
-        (struct ibv_qp_ex * (*)(struct ibv_qp *)) dlvsym(RTLD_NEXT, "ibv_qp_to_qp_ex", "IBVERBS_1.6");
+    struct ibv_qp_ex *(*real)(struct ibv_qp *) = (struct ibv_qp_ex * (*)(struct ibv_qp *))
+        dlvsym(hv_real_lib, "ibv_qp_to_qp_ex", "IBVERBS_1.6");
 
     if (!HV_CTX(ibqp))
         return real ? real(ibqp) : NULL;
-    hv_unsupported("ibv_qp_to_qp_ex (the ibv_wr_* API; perftest: --use_old_post_send)");
-    return NULL;
+    /* as rdma-core: only a QP created by ibv_create_qp_ex with send_ops_flags has one */
+    return ((HvQp *)ibqp)->ex ? &((HvQp *)ibqp)->pubx : NULL;
+}
+
+/* ---- the ibv_wr_* API (ibv_qp_ex) -----------------------------------------------------------
+ * The layer builds ibv_send_wr lists from the wr_* calls and posts them through its own
+ * post_send at wr_complete: the same queueing during a swap and the same translation. */
+
+#define HV_WX_OPS                                                                                  \
+    (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |              \
+     IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |                               \
+     IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+
+static void hv_wx_free(HvQp *qp)
+{
+    while (qp->wx_head) {
+        HvWxWr *w = qp->wx_head;
+
+        qp->wx_head = w->next;
+        free(w->inl);
+        free(w);
+    }
+    qp->wx_tail = NULL;
+}
+
+static HvWxWr *hv_wx_new(struct ibv_qp_ex *qpx, enum ibv_wr_opcode op)
+{
+    HvQp *qp = (HvQp *)qpx;
+    HvWxWr *w;
+
+    if (qp->wx_err)
+        return NULL;
+    w = calloc(1, sizeof(*w));
+    if (!w) {
+        qp->wx_err = ENOMEM;
+        return NULL;
+    }
+    w->wr.wr_id = qpx->wr_id;
+    w->wr.send_flags = qpx->wr_flags;
+    w->wr.opcode = op;
+    w->wr.sg_list = w->sge;
+    if (qp->wx_tail) {
+        qp->wx_tail->next = w;
+        qp->wx_tail->wr.next = &w->wr;
+    } else {
+        qp->wx_head = w;
+    }
+    qp->wx_tail = w;
+    return w;
+}
+
+/* the work request the wr_set_* calls complete */
+static HvWxWr *hv_wx_last(struct ibv_qp_ex *qpx)
+{
+    HvQp *qp = (HvQp *)qpx;
+
+    if (!qp->wx_err && !qp->wx_tail)
+        qp->wx_err = EINVAL; /* a wr_set_* before any wr_<opcode> */
+    return qp->wx_err ? NULL : qp->wx_tail;
+}
+
+static void hv_wx_start(struct ibv_qp_ex *qpx)
+{
+    HvQp *qp = (HvQp *)qpx;
+
+    hv_wx_free(qp);
+    qp->wx_err = 0;
+}
+
+static int hv_wx_complete(struct ibv_qp_ex *qpx)
+{
+    HvQp *qp = (HvQp *)qpx;
+    struct ibv_send_wr *bad = NULL;
+    int r = qp->wx_err;
+
+    if (!r && qp->wx_head)
+        r = hv_op_post_send(&qp->pub, &qp->wx_head->wr, &bad);
+    hv_wx_free(qp);
+    qp->wx_err = 0;
+    return r;
+}
+
+static void hv_wx_abort(struct ibv_qp_ex *qpx)
+{
+    HvQp *qp = (HvQp *)qpx;
+
+    hv_wx_free(qp);
+    qp->wx_err = 0;
+}
+
+static void hv_wx_send(struct ibv_qp_ex *qpx)
+{
+    hv_wx_new(qpx, IBV_WR_SEND);
+}
+
+static void hv_wx_send_imm(struct ibv_qp_ex *qpx, __be32 imm)
+{
+    HvWxWr *w = hv_wx_new(qpx, IBV_WR_SEND_WITH_IMM);
+
+    if (w)
+        w->wr.imm_data = imm;
+}
+
+static void hv_wx_rdma(struct ibv_qp_ex *qpx, enum ibv_wr_opcode op, uint32_t rkey, uint64_t raddr,
+                       __be32 imm)
+{
+    HvWxWr *w = hv_wx_new(qpx, op);
+
+    if (!w)
+        return;
+    w->wr.wr.rdma.rkey = rkey;
+    w->wr.wr.rdma.remote_addr = raddr;
+    w->wr.imm_data = imm;
+}
+
+static void hv_wx_rdma_write(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t raddr)
+{
+    hv_wx_rdma(qpx, IBV_WR_RDMA_WRITE, rkey, raddr, 0);
+}
+
+static void hv_wx_rdma_write_imm(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t raddr, __be32 imm)
+{
+    hv_wx_rdma(qpx, IBV_WR_RDMA_WRITE_WITH_IMM, rkey, raddr, imm);
+}
+
+static void hv_wx_rdma_read(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t raddr)
+{
+    hv_wx_rdma(qpx, IBV_WR_RDMA_READ, rkey, raddr, 0);
+}
+
+static void hv_wx_cmp_swp(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t raddr, uint64_t cmp,
+                          uint64_t swap)
+{
+    HvWxWr *w = hv_wx_new(qpx, IBV_WR_ATOMIC_CMP_AND_SWP);
+
+    if (!w)
+        return;
+    w->wr.wr.atomic.rkey = rkey;
+    w->wr.wr.atomic.remote_addr = raddr;
+    w->wr.wr.atomic.compare_add = cmp;
+    w->wr.wr.atomic.swap = swap;
+}
+
+static void hv_wx_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t raddr, uint64_t add)
+{
+    HvWxWr *w = hv_wx_new(qpx, IBV_WR_ATOMIC_FETCH_AND_ADD);
+
+    if (!w)
+        return;
+    w->wr.wr.atomic.rkey = rkey;
+    w->wr.wr.atomic.remote_addr = raddr;
+    w->wr.wr.atomic.compare_add = add;
+}
+
+static void hv_wx_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah, uint32_t qpn, uint32_t qkey)
+{
+    HvWxWr *w = hv_wx_last(qpx);
+
+    if (!w)
+        return;
+    w->wr.wr.ud.ah = ah;
+    w->wr.wr.ud.remote_qpn = qpn;
+    w->wr.wr.ud.remote_qkey = qkey;
+}
+
+static void hv_wx_set_sge(struct ibv_qp_ex *qpx, uint32_t lkey, uint64_t addr, uint32_t len)
+{
+    HvWxWr *w = hv_wx_last(qpx);
+
+    if (!w)
+        return;
+    w->sge[0] = (struct ibv_sge){.addr = addr, .length = len, .lkey = lkey};
+    w->wr.num_sge = 1;
+}
+
+static void hv_wx_set_sge_list(struct ibv_qp_ex *qpx, size_t n, const struct ibv_sge *sg)
+{
+    HvWxWr *w = hv_wx_last(qpx);
+
+    if (!w)
+        return;
+    if (n > HV_WX_SGE_MAX) {
+        ((HvQp *)qpx)->wx_err = EINVAL;
+        return;
+    }
+    if (n)
+        memcpy(w->sge, sg, n * sizeof(*sg));
+    w->wr.num_sge = (int)n;
+}
+
+/* inline data is the program's to reuse once the call returns: copied now */
+static void hv_wx_set_inline_list(struct ibv_qp_ex *qpx, size_t n, const struct ibv_data_buf *b)
+{
+    HvWxWr *w = hv_wx_last(qpx);
+    size_t total = 0;
+    char *p;
+
+    if (!w)
+        return;
+    for (size_t i = 0; i < n; i++)
+        total += b[i].length;
+    free(w->inl);
+    w->inl = p = malloc(total ? total : 1);
+    if (!p) {
+        ((HvQp *)qpx)->wx_err = ENOMEM;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        memcpy(p, b[i].addr, b[i].length);
+        p += b[i].length;
+    }
+    w->sge[0] = (struct ibv_sge){.addr = (uintptr_t)w->inl, .length = (uint32_t)total};
+    w->wr.num_sge = 1;
+    w->wr.send_flags |= IBV_SEND_INLINE;
+}
+
+static void hv_wx_set_inline(struct ibv_qp_ex *qpx, void *addr, size_t len)
+{
+    struct ibv_data_buf b = {.addr = addr, .length = len};
+
+    hv_wx_set_inline_list(qpx, 1, &b);
+}
+
+/* not offered (create refuses their send_ops_flags): a call fails wr_complete */
+static void hv_wx_refused(struct ibv_qp_ex *qpx)
+{
+    hv_unsupported("this ibv_wr_* operation");
+    ((HvQp *)qpx)->wx_err = EOPNOTSUPP;
+}
+static void hv_wx_no_bind_mw(struct ibv_qp_ex *q, struct ibv_mw *mw, uint32_t k,
+                             const struct ibv_mw_bind_info *b)
+{
+    (void)mw, (void)k, (void)b;
+    hv_wx_refused(q);
+}
+static void hv_wx_no_inv(struct ibv_qp_ex *q, uint32_t k)
+{
+    (void)k;
+    hv_wx_refused(q);
+}
+static void hv_wx_no_tso(struct ibv_qp_ex *q, void *h, uint16_t hs, uint16_t mss)
+{
+    (void)h, (void)hs, (void)mss;
+    hv_wx_refused(q);
+}
+static void hv_wx_no_atomic_write(struct ibv_qp_ex *q, uint32_t k, uint64_t a, const void *w)
+{
+    (void)k, (void)a, (void)w;
+    hv_wx_refused(q);
+}
+
+/* verbs_context.create_qp_ex: rdma-core's ibv_create_qp_ex calls it for any comp_mask other
+ * than the PD alone. The PD with send_ops_flags the layer implements is served; anything else
+ * is refused with EOPNOTSUPP, as without the op. */
+static struct ibv_qp *hv_op_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *a)
+{
+    struct ibv_qp *ibqp;
+
+    (void)c;
+    if ((a->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) ||
+        !(a->comp_mask & IBV_QP_INIT_ATTR_PD) ||
+        ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (a->send_ops_flags & ~HV_WX_OPS))) {
+        hv_unsupported("ibv_create_qp_ex with these attributes");
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    ibqp = ibv_create_qp(a->pd, (struct ibv_qp_init_attr *)a);
+    if (ibqp && (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
+        hv_qp_ex_init((HvQp *)ibqp);
+    return ibqp;
+}
+
+void hv_qp_ex_init(HvQp *qp)
+{
+    struct ibv_qp_ex *x = &qp->pubx;
+
+    x->wr_atomic_cmp_swp = hv_wx_cmp_swp;
+    x->wr_atomic_fetch_add = hv_wx_fetch_add;
+    x->wr_bind_mw = hv_wx_no_bind_mw;
+    x->wr_local_inv = hv_wx_no_inv;
+    x->wr_rdma_read = hv_wx_rdma_read;
+    x->wr_rdma_write = hv_wx_rdma_write;
+    x->wr_rdma_write_imm = hv_wx_rdma_write_imm;
+    x->wr_send = hv_wx_send;
+    x->wr_send_imm = hv_wx_send_imm;
+    x->wr_send_inv = hv_wx_no_inv;
+    x->wr_send_tso = hv_wx_no_tso;
+    x->wr_set_ud_addr = hv_wx_set_ud_addr;
+    x->wr_set_xrc_srqn = hv_wx_no_inv;
+    x->wr_set_inline_data = hv_wx_set_inline;
+    x->wr_set_inline_data_list = hv_wx_set_inline_list;
+    x->wr_set_sge = hv_wx_set_sge;
+    x->wr_set_sge_list = hv_wx_set_sge_list;
+    x->wr_start = hv_wx_start;
+    x->wr_complete = hv_wx_complete;
+    x->wr_abort = hv_wx_abort;
+    x->wr_atomic_write = hv_wx_no_atomic_write;
+    qp->ex = 1;
 }
 
 /* ---- AH ----------------------------------------------------------------------------------- */

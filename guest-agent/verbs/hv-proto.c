@@ -139,12 +139,65 @@ static int hv_pairs(HvTok *t, HvKeyPair *out, uint32_t n, uint32_t max)
     return 0;
 }
 
+/* The messages of both ends moving and of UD holds; 0, -EINVAL, or 1 (not one of them). */
+static int hv_parse_more(HvTok *t_, const char *verb, size_t vn, HvMsg *m)
+{
+    HvTok t = *t_;
+    uint64_t v;
+
+#define IS(x) (vn == sizeof(x) - 1 && memcmp(verb, x, vn) == 0)
+    if (IS("KEYMAP")) {
+        m->type = HV_MSG_KEYMAP;
+        if (hv_u32f(&t, HV_U24, &m->target) < 0 || hv_u32f(&t, HV_U24, &m->sender) < 0 ||
+            hv_dec(&t, HV_PROTO_KEYS_MAX, &v) < 0 || v == 0)
+            return -EINVAL;
+        m->nkeys = (uint32_t)v;
+        if (hv_pairs(&t, m->keys, m->nkeys, UINT32_MAX) < 0)
+            return -EINVAL;
+    } else if (IS("KEYMAPPED")) {
+        m->type = HV_MSG_KEYMAPPED;
+    } else if (IS("DEFER")) {
+        const char *w;
+        size_t wn;
+
+        m->type = HV_MSG_DEFER;
+        if (hv_tok(&t, &w, &wn) != 1)
+            return -EINVAL;
+        if (wn == 6 && memcmp(w, "moving", 6) == 0)
+            m->defer = HV_DEFER_MOVING;
+        else if (wn == 11 && memcmp(w, "reconnected", 11) == 0)
+            m->defer = HV_DEFER_RECONNECTED;
+        else
+            return -EINVAL;
+    } else if (IS("UDHOLD")) {
+        m->type = HV_MSG_UDHOLD;
+        if (hv_u32f(&t, HV_U24, &m->target) < 0 || hv_gid(&t, m->gid) < 0)
+            return -EINVAL;
+    } else if (IS("UDHELD")) {
+        m->type = HV_MSG_UDHELD;
+        if (hv_dec(&t, HV_PROTO_UDQPS_MAX, &v) < 0)
+            return -EINVAL;
+        m->nkeys = (uint32_t)v;
+        if (hv_pairs(&t, m->keys, m->nkeys, UINT32_MAX) < 0)
+            return -EINVAL;
+        for (uint32_t i = 0; i < m->nkeys; i++)
+            if (m->keys[i].v > HV_U24)
+                return -EINVAL;
+    } else {
+        return 1;
+    }
+#undef IS
+    *t_ = t;
+    return 0;
+}
+
 int hv_proto_parse(const char *line, size_t len, HvMsg *m)
 {
     HvTok t = {line, line + len};
     const char *verb;
     size_t vn;
     uint64_t v;
+    int more;
 
     memset(m, 0, offsetof(HvMsg, keys));
     if (!line || len == 0 || len > HV_PROTO_LINE_MAX || memchr(line, '\0', len) ||
@@ -196,6 +249,9 @@ int hv_proto_parse(const char *line, size_t len, HvMsg *m)
             return -EINVAL;
     } else if (IS("UDMAPPED")) {
         m->type = HV_MSG_UDMAPPED;
+    } else if ((more = hv_parse_more(&t, verb, vn, m)) <= 0) {
+        if (more < 0) /* KEYMAP, DEFER, UDHOLD, UDHELD */
+            return -EINVAL;
     } else if (IS("RECONNECTED")) {
         m->type = HV_MSG_RECONNECTED;
         if (hv_u32f(&t, HV_U24, &m->target) < 0)
@@ -250,6 +306,75 @@ static int hv_format_tail(const HvMsg *m, char *buf, size_t size, size_t off, in
     return off > HV_PROTO_LINE_MAX + 1 ? -ENOSPC : (int)off;
 }
 
+/* " <v>:<p>..." for @m's keys and the newline, after the @off bytes already in @buf. */
+static int hv_format_pairs(const HvMsg *m, char *buf, size_t size, size_t off)
+{
+    int n;
+
+    for (uint32_t i = 0; i < m->nkeys; i++) {
+        n = snprintf(buf + off, size - off, " %x:%x", m->keys[i].v, m->keys[i].p);
+        if (n < 0 || off + (size_t)n >= size)
+            return -ENOSPC;
+        off += (size_t)n;
+    }
+    if (off + 2 > size)
+        return -ENOSPC;
+    buf[off++] = '\n';
+    buf[off] = '\0';
+    return off > HV_PROTO_LINE_MAX + 1 ? -ENOSPC : (int)off;
+}
+
+/* The messages of both ends moving and of UD holds (hv_parse_more's). */
+static int hv_format_more(const HvMsg *m, char *buf, size_t size)
+{
+    int n = -1;
+
+    switch (m->type) {
+    case HV_MSG_KEYMAPPED:
+        n = snprintf(buf, size, "KEYMAPPED\n");
+        break;
+    case HV_MSG_KEYMAP:
+        if (m->nkeys == 0 || m->nkeys > HV_PROTO_KEYS_MAX || m->target > HV_U24 ||
+            m->sender > HV_U24)
+            return -EINVAL;
+        n = snprintf(buf, size, "KEYMAP %u %u %u", m->target, m->sender, m->nkeys);
+        if (n < 0 || (size_t)n >= size)
+            return -ENOSPC;
+        return hv_format_pairs(m, buf, size, (size_t)n);
+    case HV_MSG_DEFER:
+        if (m->defer != HV_DEFER_MOVING && m->defer != HV_DEFER_RECONNECTED)
+            return -EINVAL;
+        n = snprintf(buf, size, "DEFER %s\n",
+                     m->defer == HV_DEFER_MOVING ? "moving" : "reconnected");
+        break;
+    case HV_MSG_UDHOLD: {
+        char gid[33];
+
+        if (m->target > HV_U24)
+            return -EINVAL;
+        for (int i = 0; i < 16; i++)
+            snprintf(gid + 2 * i, 3, "%02x", m->gid[i]);
+        n = snprintf(buf, size, "UDHOLD %u %s\n", m->target, gid);
+        break;
+    }
+    case HV_MSG_UDHELD:
+        if (m->nkeys > HV_PROTO_UDQPS_MAX)
+            return -EINVAL;
+        for (uint32_t i = 0; i < m->nkeys; i++)
+            if (m->keys[i].v > HV_U24)
+                return -EINVAL;
+        n = snprintf(buf, size, "UDHELD %u", m->nkeys);
+        if (n < 0 || (size_t)n >= size)
+            return -ENOSPC;
+        return hv_format_pairs(m, buf, size, (size_t)n);
+    default:
+        return -EINVAL;
+    }
+    if (n < 0 || (size_t)n >= size || (size_t)n > HV_PROTO_LINE_MAX + 1)
+        return -ENOSPC;
+    return n;
+}
+
 int hv_proto_format(const HvMsg *m, char *buf, size_t size)
 {
     int n = -1;
@@ -281,6 +406,12 @@ int hv_proto_format(const HvMsg *m, char *buf, size_t size)
     case HV_MSG_UDMAPPED:
         n = snprintf(buf, size, "UDMAPPED\n");
         break;
+    case HV_MSG_KEYMAPPED:
+    case HV_MSG_KEYMAP:
+    case HV_MSG_DEFER:
+    case HV_MSG_UDHOLD:
+    case HV_MSG_UDHELD:
+        return hv_format_more(m, buf, size);
     case HV_MSG_UDMAP:
         if (m->nkeys == 0 || m->nkeys > HV_PROTO_UDQPS_MAX || m->target > HV_U24)
             return -EINVAL;

@@ -24,11 +24,24 @@ typedef enum {
     HV_MSG_ERROR,       /* ERROR <text> */
     HV_MSG_UDMAP,       /* UDMAP <target> <gid> <n> [<vqpn>:<pqpn>]...  (pairs in keys[]) */
     HV_MSG_UDMAPPED,    /* UDMAPPED */
+    HV_MSG_UDHOLD,      /* UDHOLD <target> <gid>: hold UD sends to <gid> until its UDMAP */
+    HV_MSG_DEFER,       /* DEFER moving|reconnected: a RECONNECT not applied, nothing changed
+                         * (both ends moving: the other end reconnects, or already did) */
+    HV_MSG_KEYMAP,      /* KEYMAP <target> <sender> <n> [<vkey>:<pkey>]...: more of the
+                         * sender's virtual -> physical rkeys (n 1..HV_PROTO_KEYS_MAX) */
+    HV_MSG_KEYMAPPED,   /* KEYMAPPED */
+    HV_MSG_UDHELD,      /* UDHELD <n> [<pqpn>:<count>]...  sends so far to the holder's GID per
+                         * sending physical QP (count modulo 2^32; pairs in keys[], n may be 0) */
 } HvMsgType;
 
 typedef struct {
     uint32_t v, p;
 } HvKeyPair;
+
+typedef enum {
+    HV_DEFER_MOVING = 1,  /* "moving": the called end is moving too and reconnects itself */
+    HV_DEFER_RECONNECTED, /* "reconnected": already reconnected to the caller's new QP */
+} HvDefer;
 
 typedef struct {
     HvMsgType type;
@@ -38,6 +51,7 @@ typedef struct {
     uint64_t sent;
     uint8_t gid[16];
     uint16_t lid;
+    HvDefer defer;
     char text[HV_PROTO_TEXT_MAX + 1];
     uint32_t nkeys;
     HvKeyPair keys[HV_PROTO_KEYS_MAX]; /* last: not cleared by the parser beyond nkeys */

@@ -166,9 +166,35 @@ static int hv_qp_drain(HvQp *qp, uint64_t want_recv, int64_t deadline)
     }
 }
 
+static int hv_modify(HvQp *qp, struct ibv_qp_attr *a, int mask);
+
+int hv_qp_await_expired(HvQp *qp)
+{
+    struct ibv_qp_attr a;
+
+    if (!qp->await_peer || hv_ms() < qp->await_until)
+        return 0;
+    hv_log("QP %u: its peer QP %u, moving too, did not reconnect within %d s: the QP is put in "
+           "the error state",
+           qp->pub.qp_num, qp->peer_vqpn, HV_AWAIT_PEER_MS / 1000);
+    qp->await_peer = 0;
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_ERR;
+    if (qp->phys && hv_modify(qp, &a, IBV_QP_STATE) == 0)
+        qp->state = IBV_QPS_ERR;
+    qp->paused = 0;
+    if (qp->phys)
+        hv_qp_flush_queued(qp); /* they complete with IBV_WC_WR_FLUSH_ERR */
+    return 1;
+}
+
 static void hv_qp_unpause(HvQp *qp)
 {
     pthread_mutex_lock(&qp->lock);
+    if (qp->await_peer) { /* its peer, moving too, reconnects it (hv_on_reconnect unpauses) */
+        pthread_mutex_unlock(&qp->lock);
+        return;
+    }
     qp->paused = 0;
     if (qp->phys)
         hv_qp_flush_queued(qp);
@@ -310,6 +336,7 @@ static HvSwapQp *hv_swap_list(size_t *n)
 }
 
 static void hv_ud_announce(void);
+static void hv_ud_hold_peers(int64_t deadline);
 
 static HvSwapQp *hv_swap_qps;
 static size_t hv_swap_n;
@@ -331,6 +358,8 @@ int hv_quiesce(void *opaque)
     for (size_t i = 0; i < hv_swap_n; i++) {
         pthread_mutex_lock(&hv_swap_qps[i].qp->lock);
         hv_swap_qps[i].qp->paused = 1;
+        hv_swap_qps[i].qp->reconnected = 0;
+        hv_swap_qps[i].qp->await_peer = 0;
         pthread_mutex_unlock(&hv_swap_qps[i].qp->lock);
     }
     /* 2. each connected peer stops sending, drains and says how much it sent */
@@ -369,6 +398,9 @@ int hv_quiesce(void *opaque)
         hv_debug("QP %u: peer QP %u suspended, it sent %llu", qp->pub.qp_num, qp->peer_vqpn,
                  (unsigned long long)rep.sent);
     }
+    /* 2b. UD peers hold their sends to us; what they sent before arrives */
+    if (!r)
+        hv_ud_hold_peers(deadline);
     /* 3. drain: our sends completed, the peer's sends received */
     for (size_t i = 0; i < hv_swap_n && !r; i++)
         r = hv_qp_drain(hv_swap_qps[i].qp, hv_swap_qps[i].managed ? hv_swap_qps[i].peer_sent : 0,
@@ -377,6 +409,7 @@ int hv_quiesce(void *opaque)
         /* stay on the device: let traffic go on (the agent reports the failure) */
         for (size_t i = 0; i < hv_swap_n; i++)
             hv_qp_unpause(hv_swap_qps[i].qp);
+        hv_ud_announce(); /* UD peers: same QPNs, their holds end */
         pthread_mutex_lock(&hv.lock);
         hv.swapping = 0;
         pthread_mutex_unlock(&hv.lock);
@@ -507,112 +540,160 @@ static int hv_rebuild(HvContext *ctx, const char *name)
     return 0;
 }
 
+/* A peer QP in this process (s->local): straight to it, both ends replaying their PSNs. */
+static int hv_reconnect_local(HvSwapQp *s)
+{
+    HvQp *qp = s->qp;
+    HvQp *peer = s->local;
+    HvContext *pctx = peer->pd->ctx;
+    struct ibv_qp_attr a;
+    union ibv_gid gid;
+    uint16_t lid = 0;
+    int r;
+
+    if (!qp->phys || !peer->phys)
+        return -ENODEV;
+    r = hv_own_addr(peer, &gid, &lid);
+    if (r)
+        return r;
+    /* both ends replay their own PSNs: they matched before the swap, they match now */
+    hv_local_rtr(qp, peer->phys->qp_num, &gid, lid, &a);
+    r = hv_modify(qp, &a, qp->m_rtr);
+    if (!r && qp->m_rts)
+        r = hv_modify(qp, &qp->a_rts, qp->m_rts);
+    if (r)
+        return -r;
+    pthread_mutex_lock(&qp->lock);
+    qp->peer_pqpn = peer->phys->qp_num;
+    qp->a_rtr.ah_attr = a.ah_attr;
+    qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
+    hv_map_clear(&qp->peer_rkeys);
+    pthread_mutex_lock(&pctx->lock);
+    for (HvMr *mr = pctx->mrs; mr; mr = mr->next)
+        if (mr->phys && mr->pub.rkey != mr->phys->rkey)
+            hv_map_put(&qp->peer_rkeys, mr->pub.rkey, mr->phys->rkey);
+    pthread_mutex_unlock(&pctx->lock);
+    pthread_mutex_unlock(&qp->lock);
+    hv_debug("QP %u reconnected to its local peer QP %u (physical %u)", qp->pub.qp_num,
+             peer->pub.qp_num, peer->phys->qp_num);
+    return 0;
+}
+
+/* The peer's answer to our RECONNECT (qp lock taken here): RECONNECTED, RTS with our PSN;
+ * DEFER (both ends moving), the peer reconnects this QP when it is back, or did already. */
+static int hv_reconnect_answer(HvQp *qp, int r, const HvMsg *rep, uint32_t m_psn)
+{
+    struct ibv_qp_attr a;
+
+    pthread_mutex_lock(&qp->lock);
+    qp->calling = 0;
+    if (!r && rep->type == HV_MSG_DEFER) {
+        if (rep->defer == HV_DEFER_MOVING && !qp->reconnected) {
+            qp->await_peer = 1;
+            qp->await_until = hv_ms() + HV_AWAIT_PEER_MS;
+            hv_log("QP %u: its peer QP %u is moving too: it reconnects when it is back "
+                   "(sends stay queued, at most %d s)",
+                   qp->pub.qp_num, qp->peer_vqpn, HV_AWAIT_PEER_MS / 1000);
+        }
+    } else if (!r) {
+        qp->peer_pqpn = rep->target;
+        a = qp->a_rts;
+        a.sq_psn = m_psn;
+        r = -hv_modify(qp, &a, qp->m_rts);
+        if (!r) {
+            qp->state = IBV_QPS_RTS;
+            qp->reconnected = 1;
+        }
+    }
+    pthread_mutex_unlock(&qp->lock);
+    return r;
+}
+
+/* A peer in another process's layer: a RECONNECT message with our new address, PSNs and
+ * keys, its RECONNECTED answer with its new QP number (or DEFER: both ends moving). */
+static int hv_reconnect_managed(HvSwapQp *s)
+{
+    HvQp *qp = s->qp;
+    HvContext *ctx = qp->pd->ctx;
+    struct ibv_qp_attr a;
+    uint32_t m_psn = hv_psn(), p_psn = hv_psn();
+    HvMsg *m = calloc(1, sizeof(*m)), rep;
+    char *req = malloc(HV_PROTO_LINE_MAX + 2), line[256];
+    struct ibv_port_attr pa;
+    union ibv_gid gid;
+    int r, n;
+
+    if (!m || !req) {
+        free(m);
+        free(req);
+        return -ENOMEM;
+    }
+    pthread_mutex_lock(&qp->lock);
+    if (qp->reconnected) { /* the peer, moving too, reconnected it already */
+        pthread_mutex_unlock(&qp->lock);
+        free(m);
+        free(req);
+        hv_debug("QP %u: already reconnected by its peer QP %u", qp->pub.qp_num, qp->peer_vqpn);
+        return 0;
+    }
+    a = qp->a_rtr;
+    a.dest_qp_num = qp->peer_pqpn;
+    a.rq_psn = p_psn;
+    r = hv_modify(qp, &a, qp->m_rtr);
+    qp->calling = 1;
+    pthread_mutex_unlock(&qp->lock);
+    m->type = HV_MSG_RECONNECT;
+    m->target = qp->peer_vqpn;
+    m->sender = qp->pub.qp_num;
+    m->sender_pqpn = qp->phys->qp_num;
+    m->sender_psn = m_psn;
+    m->target_psn = p_psn;
+    if (!r && hv_real.r_ibv_query_gid(ctx->phys, qp->a_rtr.ah_attr.port_num,
+                                      qp->a_rtr.ah_attr.grh.sgid_index, &gid) == 0)
+        memcpy(m->gid, gid.raw, 16);
+    memset(&pa, 0, sizeof(pa));
+    if (!r && hv_real.r_ibv_query_port(ctx->phys, qp->a_rtr.ah_attr.port_num,
+                                       (struct _compat_ibv_port_attr *)&pa) == 0)
+        m->lid = pa.lid;
+    pthread_mutex_lock(&ctx->lock);
+    for (HvMr *mr = ctx->mrs; mr && m->nkeys < HV_PROTO_KEYS_MAX; mr = mr->next)
+        if (mr->phys && mr->pub.rkey != mr->phys->rkey)
+            m->keys[m->nkeys++] = (HvKeyPair){mr->pub.rkey, mr->phys->rkey};
+    pthread_mutex_unlock(&ctx->lock);
+    n = r ? -r : hv_proto_format(m, req, HV_PROTO_LINE_MAX + 2);
+    r = n < 0 ? n : hv_peer_call(&qp->a_rtr.ah_attr.grh.dgid, qp->peer_vqpn, req, line, sizeof(line));
+    if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 ||
+               (rep.type != HV_MSG_RECONNECTED && rep.type != HV_MSG_DEFER))) {
+        hv_log("QP %u: the peer refused to reconnect: %s", qp->pub.qp_num, line);
+        r = -EPROTO;
+    }
+    r = hv_reconnect_answer(qp, r, &rep, m_psn);
+    free(m);
+    free(req);
+    return r;
+}
+
 /* Brings @s's QP to RTR/RTS with its peer: through the peer's layer when it takes part, by
  * replaying the program's transitions otherwise (UD, or a peer outside the layer). */
 static int hv_reconnect(HvSwapQp *s)
 {
     HvQp *qp = s->qp;
-    HvContext *ctx = qp->pd->ctx;
     struct ibv_qp_attr a;
-    int r = 0;
+    int r;
 
     if (!qp->m_rtr)
         return 0;
-    if (s->local) {
-        HvQp *peer = s->local;
-        HvContext *pctx = peer->pd->ctx;
-        union ibv_gid gid;
-        uint16_t lid = 0;
-
-        if (!qp->phys || !peer->phys)
-            return -ENODEV;
-        r = hv_own_addr(peer, &gid, &lid);
-        if (r)
-            return r;
-        /* both ends replay their own PSNs: they matched before the swap, they match now */
-        hv_local_rtr(qp, peer->phys->qp_num, &gid, lid, &a);
-        r = hv_modify(qp, &a, qp->m_rtr);
-        if (!r && qp->m_rts)
-            r = hv_modify(qp, &qp->a_rts, qp->m_rts);
-        if (r)
-            return -r;
-        pthread_mutex_lock(&qp->lock);
-        qp->peer_pqpn = peer->phys->qp_num;
-        qp->a_rtr.ah_attr = a.ah_attr;
-        qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
-        hv_map_clear(&qp->peer_rkeys);
-        pthread_mutex_lock(&pctx->lock);
-        for (HvMr *mr = pctx->mrs; mr; mr = mr->next)
-            if (mr->phys && mr->pub.rkey != mr->phys->rkey)
-                hv_map_put(&qp->peer_rkeys, mr->pub.rkey, mr->phys->rkey);
-        pthread_mutex_unlock(&pctx->lock);
-        pthread_mutex_unlock(&qp->lock);
-        hv_debug("QP %u reconnected to its local peer QP %u (physical %u)", qp->pub.qp_num,
-                 peer->pub.qp_num, peer->phys->qp_num);
-        return 0;
-    }
-    if (!s->managed) {
-        a = qp->a_rtr;
-        a.dest_qp_num = qp->peer_pqpn;
-        r = hv_modify(qp, &a, qp->m_rtr);
-        if (!r && qp->m_rts)
-            r = hv_modify(qp, &qp->a_rts, qp->m_rts);
-        qp->state = r ? qp->state : (qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR);
-        return r ? -r : 0;
-    }
-    {
-        uint32_t m_psn = hv_psn(), p_psn = hv_psn();
-        HvMsg *m = calloc(1, sizeof(*m)), rep;
-        char *req = malloc(HV_PROTO_LINE_MAX + 2), line[256];
-        struct ibv_port_attr pa;
-        union ibv_gid gid;
-        int n;
-
-        if (!m || !req) {
-            free(m);
-            free(req);
-            return -ENOMEM;
-        }
-        a = qp->a_rtr;
-        a.dest_qp_num = qp->peer_pqpn;
-        a.rq_psn = p_psn;
-        r = hv_modify(qp, &a, qp->m_rtr);
-        m->type = HV_MSG_RECONNECT;
-        m->target = qp->peer_vqpn;
-        m->sender = qp->pub.qp_num;
-        m->sender_pqpn = qp->phys->qp_num;
-        m->sender_psn = m_psn;
-        m->target_psn = p_psn;
-        if (!r && hv_real.r_ibv_query_gid(ctx->phys, qp->a_rtr.ah_attr.port_num,
-                                          qp->a_rtr.ah_attr.grh.sgid_index, &gid) == 0)
-            memcpy(m->gid, gid.raw, 16);
-        memset(&pa, 0, sizeof(pa));
-        if (!r && hv_real.r_ibv_query_port(ctx->phys, qp->a_rtr.ah_attr.port_num,
-                                           (struct _compat_ibv_port_attr *)&pa) == 0)
-            m->lid = pa.lid;
-        pthread_mutex_lock(&ctx->lock);
-        for (HvMr *mr = ctx->mrs; mr && m->nkeys < HV_PROTO_KEYS_MAX; mr = mr->next)
-            if (mr->phys && mr->pub.rkey != mr->phys->rkey)
-                m->keys[m->nkeys++] = (HvKeyPair){mr->pub.rkey, mr->phys->rkey};
-        pthread_mutex_unlock(&ctx->lock);
-        n = r ? -r : hv_proto_format(m, req, HV_PROTO_LINE_MAX + 2);
-        r = n < 0 ? n : hv_peer_call(&qp->a_rtr.ah_attr.grh.dgid, qp->peer_vqpn, req, line, sizeof(line));
-        if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 || rep.type != HV_MSG_RECONNECTED)) {
-            hv_log("QP %u: the peer refused to reconnect: %s", qp->pub.qp_num, line);
-            r = -EPROTO;
-        }
-        if (!r) {
-            qp->peer_pqpn = rep.target;
-            a = qp->a_rts;
-            a.sq_psn = m_psn;
-            r = -hv_modify(qp, &a, qp->m_rts);
-            if (!r)
-                qp->state = IBV_QPS_RTS;
-        }
-        free(m);
-        free(req);
-    }
-    return r;
+    if (s->local)
+        return hv_reconnect_local(s);
+    if (s->managed)
+        return hv_reconnect_managed(s);
+    a = qp->a_rtr;
+    a.dest_qp_num = qp->peer_pqpn;
+    r = hv_modify(qp, &a, qp->m_rtr);
+    if (!r && qp->m_rts)
+        r = hv_modify(qp, &qp->a_rts, qp->m_rts);
+    qp->state = r ? qp->state : (qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR);
+    return r ? -r : 0;
 }
 
 int hv_resume(const char *device, void *opaque)
@@ -692,17 +773,222 @@ uint32_t hv_ud_send_qpn(const struct ibv_ah_attr *ah, uint32_t remote_qpn)
     return p;
 }
 
+/* UD receives per sender's physical QPN (hv_ud_lock): a moving process waits until it has
+ * what its held peers say they sent (UDHELD). The first HV_UD_RECV_MAX senders are counted. */
+#define HV_UD_RECV_MAX 256
+static struct {
+    uint32_t pqpn, n;
+} hv_ud_recv[HV_UD_RECV_MAX];
+static size_t hv_ud_nrecv;
+
+static uint32_t *hv_ud_recv_slot(uint32_t pqpn) /* hv_ud_lock held; NULL when full */
+{
+    for (size_t i = 0; i < hv_ud_nrecv; i++)
+        if (hv_ud_recv[i].pqpn == pqpn)
+            return &hv_ud_recv[i].n;
+    if (hv_ud_nrecv == HV_UD_RECV_MAX)
+        return NULL;
+    hv_ud_recv[hv_ud_nrecv].pqpn = pqpn;
+    hv_ud_recv[hv_ud_nrecv].n = 0;
+    return &hv_ud_recv[hv_ud_nrecv++].n;
+}
+
 uint32_t hv_ud_recv_qpn(uint32_t src_qp)
 {
-    uint32_t v = src_qp;
+    uint32_t v = src_qp, *n;
 
-    if (!atomic_load(&hv_ud_known))
-        return src_qp;
     pthread_mutex_lock(&hv_ud_lock);
-    if (!hv_ud_in(&hv_ud_tab, src_qp, &v))
+    n = hv_ud_recv_slot(src_qp);
+    if (n)
+        (*n)++;
+    if (!atomic_load(&hv_ud_known) || !hv_ud_in(&hv_ud_tab, src_qp, &v))
         v = src_qp;
     pthread_mutex_unlock(&hv_ud_lock);
     return v;
+}
+
+void hv_ud_count_send(HvQp *qp, const struct ibv_ah_attr *ah)
+{
+    size_t i;
+
+    if (!ah->is_global)
+        return;
+    for (i = 0; i < qp->n_ud_sent; i++)
+        if (!memcmp(qp->ud_sent[i].gid, ah->grh.dgid.raw, 16))
+            break;
+    if (i == qp->n_ud_sent) {
+        if (i == HV_UD_SENT_MAX)
+            return;
+        memcpy(qp->ud_sent[i].gid, ah->grh.dgid.raw, 16);
+        qp->ud_sent[i].n = 0;
+        qp->n_ud_sent++;
+    }
+    qp->ud_sent[i].n++;
+}
+
+int hv_ud_held(HvQp *qp)
+{
+    if (!qp->ud_held_until)
+        return 0;
+    if (hv_ms() < qp->ud_held_until)
+        return 1;
+    hv_log("UD QP %u: a moving peer did not say where it went within %d s: its held sends go to "
+           "its old address",
+           qp->pub.qp_num, HV_UD_HOLD_MS / 1000);
+    qp->ud_held_until = 0;
+    if (!qp->paused && qp->phys)
+        hv_qp_flush_queued(qp);
+    return 0;
+}
+
+/* Ends the holds a UD peer at @gid asked for (its UDMAP came): the held sends go, translated. */
+static void hv_ud_release(const uint8_t gid[16]) /* hv.lock held */
+{
+    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
+        for (HvQp *qp = ctx->qps; qp; qp = qp->next) {
+            pthread_mutex_lock(&qp->lock);
+            if (qp->ud_held_until && !memcmp(qp->ud_held_gid, gid, 16)) {
+                qp->ud_held_until = 0;
+                if (!qp->paused && qp->phys)
+                    hv_qp_flush_queued(qp);
+            }
+            pthread_mutex_unlock(&qp->lock);
+        }
+}
+
+/* The peer's side of UDHOLD: every UD QP of this process that sent to the mover's GID (and the
+ * QP named) queues its sends until the mover's UDMAP (or HV_UD_HOLD_MS); the reply counts what
+ * each sent to that GID so far, which the mover waits to have received before it goes. */
+static int hv_on_udhold(const HvMsg *m, HvMsg *rep)
+{
+    HvQp *target = hv_find_vqpn(m->target, NULL);
+    int64_t until = hv_ms() + HV_UD_HOLD_MS;
+
+    if (!target || target->init.qp_type != IBV_QPT_UD) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "QP %u is not a UD QP", m->target);
+        return -ENOENT;
+    }
+    rep->type = HV_MSG_UDHELD;
+    rep->nkeys = 0;
+    pthread_mutex_lock(&hv.lock);
+    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
+        for (HvQp *qp = ctx->qps; qp; qp = qp->next) {
+            size_t i;
+
+            if (qp->init.qp_type != IBV_QPT_UD)
+                continue;
+            pthread_mutex_lock(&qp->lock);
+            for (i = 0; i < qp->n_ud_sent; i++)
+                if (!memcmp(qp->ud_sent[i].gid, m->gid, 16))
+                    break;
+            if (qp == target || i < qp->n_ud_sent) {
+                qp->ud_held_until = until;
+                memcpy(qp->ud_held_gid, m->gid, 16);
+            }
+            if (i < qp->n_ud_sent && qp->phys && rep->nkeys < HV_PROTO_UDQPS_MAX)
+                rep->keys[rep->nkeys++] = (HvKeyPair){qp->phys->qp_num, qp->ud_sent[i].n};
+            pthread_mutex_unlock(&qp->lock);
+        }
+    pthread_mutex_unlock(&hv.lock);
+    hv_debug("UD: a peer moves: sends to it held, %u of our UD QPs sent to it", rep->nkeys);
+    return 0;
+}
+
+/* The mover's side, in quiesce: asks each UD peer it sent to (and HOTMIG_VERBS_PEERS names) to
+ * hold its sends, then waits, bounded by HV_UD_DRAIN_MS, until what they sent before has
+ * arrived (UD drops what arrives once the QP is gone). A peer that does not answer or a count
+ * not reached (a datagram lost earlier) is logged; the move goes on. */
+#define HV_UD_DRAIN_MS 3000
+static void hv_ud_hold_peers(int64_t deadline)
+{
+    HvMsg *m = calloc(1, sizeof(*m)), *rep = calloc(1, sizeof(*rep));
+    HvKeyPair *want = calloc(HV_UD_TARGETS_MAX * HV_PROTO_UDQPS_MAX, sizeof(*want));
+    char req[128], line[HV_PROTO_LINE_MAX + 2];
+    HvUdTarget tg[HV_UD_TARGETS_MAX];
+    HvContext *qctx = NULL;
+    size_t ntg, nwant = 0, held = 0;
+    int64_t until = hv_ms() + HV_UD_DRAIN_MS;
+
+    if (!m || !rep || !want)
+        goto out;
+    pthread_mutex_lock(&hv_ud_lock);
+    ntg = hv_ud_tab.ntargets;
+    memcpy(tg, hv_ud_tab.targets, ntg * sizeof(tg[0]));
+    pthread_mutex_unlock(&hv_ud_lock);
+    if (!ntg)
+        goto out;
+    pthread_mutex_lock(&hv.lock);
+    for (HvContext *ctx = hv.ctxs; ctx && !qctx; ctx = ctx->next)
+        for (HvQp *qp = ctx->qps; qp; qp = qp->next)
+            if (qp->init.qp_type == IBV_QPT_UD && qp->phys && ctx->phys) {
+                qctx = ctx;
+                break;
+            }
+    pthread_mutex_unlock(&hv.lock);
+    if (!qctx)
+        goto out;
+    for (size_t i = 0; i < ntg; i++) {
+        union ibv_gid own;
+        int n, r;
+
+        if (!hv_peer_known((const union ibv_gid *)tg[i].gid))
+            continue;
+        if (hv_real.r_ibv_query_gid(qctx->phys, tg[i].port, tg[i].sgid_index, &own))
+            continue;
+        memset(m, 0, sizeof(*m));
+        m->type = HV_MSG_UDHOLD;
+        m->target = tg[i].qpn;
+        memcpy(m->gid, own.raw, 16);
+        n = hv_proto_format(m, req, sizeof(req));
+        r = n < 0 ? n
+                  : hv_peer_call((const union ibv_gid *)tg[i].gid, tg[i].qpn, req, line,
+                                 sizeof(line));
+        if (!r && (hv_proto_parse(line, strlen(line), rep) < 0 || rep->type != HV_MSG_UDHELD))
+            r = -EPROTO;
+        if (r) {
+            hv_log("UD: asking the owner of QP %u to hold its sends failed: %s", tg[i].qpn,
+                   strerror(-r));
+            continue;
+        }
+        held++;
+        for (uint32_t k = 0; k < rep->nkeys; k++)
+            want[nwant++] = rep->keys[k];
+    }
+    if (until > deadline)
+        until = deadline;
+    for (;;) {
+        size_t missing = 0;
+
+        pthread_mutex_lock(&hv.lock);
+        for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
+            for (HvQp *qp = ctx->qps; qp; qp = qp->next)
+                if (qp->init.qp_type == IBV_QPT_UD && qp->rcq)
+                    hv_cq_pull(qp->rcq);
+        pthread_mutex_unlock(&hv.lock);
+        pthread_mutex_lock(&hv_ud_lock);
+        for (size_t k = 0; k < nwant; k++) {
+            uint32_t *got = hv_ud_recv_slot(want[k].v);
+
+            if (!got || (int32_t)(*got - want[k].p) < 0)
+                missing++;
+        }
+        pthread_mutex_unlock(&hv_ud_lock);
+        if (!missing)
+            break;
+        if (hv_ms() > until) {
+            hv_log("UD: %zu peer QPs' sends did not all arrive within %d ms (lost earlier?): "
+                   "moving on",
+                   missing, HV_UD_DRAIN_MS);
+            break;
+        }
+        hv_sleep_ms(1);
+    }
+    hv_debug("UD: %zu of %zu UD peers hold their sends, %zu sending QPs drained", held, ntg, nwant);
+out:
+    free(m);
+    free(rep);
+    free(want);
 }
 
 /* After a move: tells every UD peer this process sent to (and that HOTMIG_VERBS_PEERS names)
@@ -811,6 +1097,7 @@ static int hv_on_udmap(const HvMsg *m, HvMsg *rep)
             ah->phys = n;
             refreshed++;
         }
+    hv_ud_release(m->gid);
     pthread_mutex_unlock(&hv.lock);
     rep->type = HV_MSG_UDMAPPED;
     hv_debug("UD: a peer's %u UD QPs moved (QP %u now %u...), %d address handles re-created",
@@ -834,6 +1121,7 @@ static int hv_on_suspend(const HvMsg *m, HvMsg *rep)
     pthread_mutex_lock(&qp->lock);
     qp->paused = 1;
     qp->paused_at = hv_ms();
+    qp->reconnected = 0; /* a new event: the peer's next RECONNECT counts */
     pthread_mutex_unlock(&qp->lock);
     r = hv_qp_drain(qp, 0, hv_ms() + HV_DRAIN_MS);
     if (r) {
@@ -851,25 +1139,72 @@ static int hv_on_suspend(const HvMsg *m, HvMsg *rep)
     return 0;
 }
 
+/* Takes @qp's lock and decides what a peer's RECONNECT does (hv_reconnect_verdict): while
+ * both ends resume and ours is out, its answer (from the peer, which never waits) decides, so
+ * this waits for it, bounded. 0 with the lock held, or -ETIMEDOUT without it. */
+static int hv_reconnect_verdict_locked(HvQp *qp, int swapping, int drives, HvVerdict *verdict)
+{
+    int64_t until = hv_ms() + HV_DRAIN_MS;
+
+    pthread_mutex_lock(&qp->lock);
+    for (;;) {
+        *verdict = hv_reconnect_verdict(qp->reconnected, qp->phys != NULL, swapping, drives,
+                                        qp->await_peer, qp->calling);
+        if (*verdict != HV_VERDICT_WAIT)
+            return 0;
+        pthread_mutex_unlock(&qp->lock);
+        if (hv_ms() > until)
+            return -ETIMEDOUT;
+        hv_sleep_ms(1);
+        pthread_mutex_lock(&hv.lock);
+        swapping = hv.swapping;
+        pthread_mutex_unlock(&hv.lock);
+        pthread_mutex_lock(&qp->lock);
+    }
+}
+
 static int hv_on_reconnect(const HvMsg *m, HvMsg *rep)
 {
     HvContext *ctx = NULL;
     HvQp *qp = hv_find_vqpn(m->target, &ctx);
     struct ibv_qp_attr a;
-    int r;
+    union ibv_gid own;
+    uint16_t own_lid = 0;
+    int r, swapping, drives;
+    HvVerdict verdict;
 
-    if (!qp || !qp->phys || !qp->m_rtr || !qp->m_init || qp->peer_vqpn != m->sender) {
+    if (!qp || !qp->m_rtr || !qp->m_init || qp->peer_vqpn != m->sender) {
         rep->type = HV_MSG_ERROR;
         snprintf(rep->text, sizeof(rep->text), "QP %u cannot reconnect to QP %u", m->target,
                  m->sender);
         return -ENOENT;
     }
+    /* both ends may be moving: who drives (hv_reconnect_verdict) */
+    pthread_mutex_lock(&hv.lock);
+    swapping = hv.swapping;
+    pthread_mutex_unlock(&hv.lock);
+    drives = qp->phys && hv_own_addr(qp, &own, &own_lid) == 0 &&
+             hv_drives(own.raw, qp->pub.qp_num, m->gid, m->sender);
     /* completions still in the CQs account for their receives before the queue is reset */
     if (qp->scq)
         hv_cq_pull(qp->scq);
     if (qp->rcq)
         hv_cq_pull(qp->rcq);
-    pthread_mutex_lock(&qp->lock);
+    r = hv_reconnect_verdict_locked(qp, swapping, drives, &verdict);
+    if (r) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "QP %u: our own RECONNECT got no answer",
+                 m->target);
+        return r;
+    }
+    if (verdict != HV_VERDICT_ACCEPT) {
+        pthread_mutex_unlock(&qp->lock);
+        rep->type = HV_MSG_DEFER;
+        rep->defer = verdict == HV_VERDICT_MOVING ? HV_DEFER_MOVING : HV_DEFER_RECONNECTED;
+        hv_debug("QP %u: RECONNECT from its peer QP %u deferred (%s): both ends are moving",
+                 m->target, m->sender, verdict == HV_VERDICT_MOVING ? "we reconnect it" : "done");
+        return 0;
+    }
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RESET;
     r = hv_modify(qp, &a, IBV_QP_STATE);
@@ -901,6 +1236,8 @@ static int hv_on_reconnect(const HvMsg *m, HvMsg *rep)
         qp->unsig_tail = 0;
         qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
         qp->paused = 0;
+        qp->reconnected = 1;
+        qp->await_peer = 0;
         hv_qp_flush_queued(qp);
         rep->type = HV_MSG_RECONNECTED;
         rep->target = qp->phys->qp_num;
@@ -915,9 +1252,108 @@ static int hv_on_reconnect(const HvMsg *m, HvMsg *rep)
         hv_wake_cqs(ctx, 0);
         pthread_mutex_unlock(&hv.lock);
     }
-    hv_debug("QP %u reconnected to its peer's new QP %u; its sends were paused for %lld ms",
-             m->target, m->sender_pqpn, (long long)(hv_ms() - qp->paused_at));
+    /* One line per reconnected QP (a rank that stayed logs its pause as the mover does). */
+    hv_log("QP %u reconnected to its peer's new QP %u; its sends were paused for %lld ms",
+           m->target, m->sender_pqpn, (long long)(hv_ms() - qp->paused_at));
     return r;
+}
+
+/* ---- keys registered after a swap ---------------------------------------------------------- */
+
+/* A memory region registered after a swap whose physical rkey collides with a live virtual one
+ * got a synthetic virtual rkey (hv_mr_keys): every peer QP connected to a QP of @ctx learns the
+ * pair before ibv_reg_mr returns (KEYMAP; a QP of this process directly). A peer that cannot
+ * be told is logged: its RDMA with that key would fail with a remote access error. */
+void hv_keymap_push(HvContext *ctx, uint32_t vkey, uint32_t pkey)
+{
+    struct {
+        union ibv_gid gid;
+        uint32_t target, sender;
+    } *to = NULL;
+    size_t n = 0, cap = 0, told = 0;
+    HvMsg *m = calloc(1, sizeof(*m)), rep;
+    char req[160], line[256];
+
+    if (!m)
+        return;
+    pthread_mutex_lock(&hv.lock);
+    for (HvQp *qp = ctx->qps; qp; qp = qp->next) {
+        pthread_mutex_lock(&qp->lock);
+        if (hv_qp_connected(qp) && n == cap) {
+            void *nt = realloc(to, (cap = cap ? cap * 2 : 8) * sizeof(*to));
+            if (!nt) {
+                pthread_mutex_unlock(&qp->lock);
+                break;
+            }
+            to = nt;
+        }
+        if (hv_qp_connected(qp)) {
+            to[n].gid = qp->a_rtr.ah_attr.grh.dgid;
+            to[n].target = qp->peer_vqpn;
+            to[n].sender = qp->pub.qp_num;
+            n++;
+        }
+        pthread_mutex_unlock(&qp->lock);
+    }
+    pthread_mutex_unlock(&hv.lock);
+    m->type = HV_MSG_KEYMAP;
+    m->nkeys = 1;
+    m->keys[0] = (HvKeyPair){vkey, pkey};
+    for (size_t i = 0; i < n; i++) {
+        HvContext *lctx = NULL;
+        HvQp *local = hv_find_vqpn(to[i].target, &lctx);
+        int k, r;
+
+        if (local && lctx == ctx && local->peer_vqpn == to[i].sender) {
+            /* the peer QP is in this process (loopback) */
+            pthread_mutex_lock(&local->lock);
+            hv_map_put(&local->peer_rkeys, vkey, pkey);
+            pthread_mutex_unlock(&local->lock);
+            told++;
+            continue;
+        }
+
+        if (!hv_peer_known(&to[i].gid)) {
+            hv_log("QP %u: its peer is not in HOTMIG_VERBS_PEERS: it cannot learn the synthetic "
+                   "rkey 0x%x",
+                   to[i].sender, vkey);
+            continue;
+        }
+        m->target = to[i].target;
+        m->sender = to[i].sender;
+        k = hv_proto_format(m, req, sizeof(req));
+        r = k < 0 ? k : hv_peer_call(&to[i].gid, to[i].target, req, line, sizeof(line));
+        if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 || rep.type != HV_MSG_KEYMAPPED))
+            r = -EPROTO;
+        if (r)
+            hv_log("QP %u: telling its peer QP %u the synthetic rkey 0x%x failed: %s", to[i].sender,
+                   to[i].target, vkey, strerror(-r));
+        else
+            told++;
+    }
+    hv_debug("synthetic rkey 0x%x (physical 0x%x): %zu peer QPs told", vkey, pkey, told);
+    free(to);
+    free(m);
+}
+
+static int hv_on_keymap(const HvMsg *m, HvMsg *rep)
+{
+    HvQp *qp = hv_find_vqpn(m->target, NULL);
+
+    if (!qp || qp->peer_vqpn != m->sender || m->nkeys > HV_PROTO_KEYS_MAX) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "QP %u is not connected to QP %u", m->target,
+                 m->sender);
+        return -ENOENT;
+    }
+    pthread_mutex_lock(&qp->lock);
+    for (uint32_t i = 0; i < m->nkeys; i++)
+        hv_map_put(&qp->peer_rkeys, m->keys[i].v, m->keys[i].p);
+    pthread_mutex_unlock(&qp->lock);
+    rep->type = HV_MSG_KEYMAPPED;
+    hv_debug("QP %u: its peer QP %u registered %u keys after its swap", m->target, m->sender,
+             m->nkeys);
+    return 0;
 }
 
 int hv_peer_handle(const HvMsg *m, HvMsg *rep)
@@ -929,6 +1365,10 @@ int hv_peer_handle(const HvMsg *m, HvMsg *rep)
         return hv_on_reconnect(m, rep);
     case HV_MSG_UDMAP:
         return hv_on_udmap(m, rep);
+    case HV_MSG_UDHOLD:
+        return hv_on_udhold(m, rep);
+    case HV_MSG_KEYMAP:
+        return hv_on_keymap(m, rep);
     default:
         rep->type = HV_MSG_ERROR;
         snprintf(rep->text, sizeof(rep->text), "unexpected message");

@@ -136,8 +136,25 @@ typedef struct HvSendWr {
     struct HvSendWr *next;
 } HvSendWr;
 
+#define HV_UD_SENT_MAX 16   /* per UD QP: destination GIDs counted */
+#define HV_UD_HOLD_MS 60000 /* a peer's UDHOLD lapses after this without its UDMAP */
+/* One work request built through the ibv_wr_* API (ibv_qp_ex), posted by wr_complete. */
+#define HV_WX_SGE_MAX 16
+typedef struct HvWxWr {
+    struct ibv_send_wr wr;
+    struct ibv_sge sge[HV_WX_SGE_MAX];
+    void *inl; /* inline data copied at wr_set_inline_data* */
+    struct HvWxWr *next;
+} HvWxWr;
+
 typedef struct HvQp {
-    struct ibv_qp pub;
+    union {
+        struct ibv_qp pub;
+        struct ibv_qp_ex pubx; /* created by ibv_create_qp_ex with send_ops_flags (ex = 1) */
+    };
+    int ex;
+    HvWxWr *wx_head, *wx_tail; /* between wr_start and wr_complete/wr_abort */
+    int wx_err;
     struct ibv_qp *phys;
     HvPd *pd;
     HvCq *scq, *rcq;
@@ -161,6 +178,19 @@ typedef struct HvQp {
     uint32_t peer_vqpn, peer_pqpn;
     HvMap peer_rkeys;        /* the peer's virtual rkey -> its physical rkey */
     uint32_t routed_vqpn;    /* the registration file written for this QP (0: none) */
+    /* UD: sends held while a peer moves (its UDHOLD until its UDMAP or this deadline, ms) */
+    int64_t ud_held_until;
+    uint8_t ud_held_gid[16];
+    struct {
+        uint8_t gid[16];
+        uint32_t n; /* UD sends posted to the GID (modulo 2^32): a moving peer's drain */
+    } ud_sent[HV_UD_SENT_MAX];
+    size_t n_ud_sent;
+    /* both ends moving (docs/verbs-layer.md): */
+    int reconnected;     /* reconnected to the peer's new QP since the last SUSPEND/quiesce */
+    int await_peer;      /* the peer reconnects it (it answered DEFER moving): stays paused */
+    int calling;         /* our RECONNECT to the peer is out (hv_reconnect) */
+    int64_t await_until; /* ms: then the QP goes to the error state (a clear failure) */
     struct HvQp *next;
 } HvQp;
 
@@ -194,6 +224,23 @@ int hv_peer_is_local(const HvQp *qp, const HvQp *peer, const union ibv_gid *own_
 /* @qp's recorded RTR attributes aimed at its local peer's new QPN and address. */
 void hv_local_rtr(const HvQp *qp, uint32_t peer_pqpn, const union ibv_gid *gid, uint16_t lid,
                   struct ibv_qp_attr *a);
+
+/* Both ends of a connection moving at once (hv-util.c, pure): what a RECONNECT does at the
+ * called end. Exactly one RECONNECT takes effect per connection and event: the end with the
+ * lower (GID, virtual QPN) drives when both are back; an end whose device is not back yet, or
+ * that already reconnected, defers. */
+typedef enum {
+    HV_VERDICT_ACCEPT = 0,
+    HV_VERDICT_MOVING,      /* answer DEFER moving: the caller awaits our RECONNECT */
+    HV_VERDICT_RECONNECTED, /* answer DEFER reconnected: nothing to do */
+    HV_VERDICT_WAIT,        /* ask again once our own RECONNECT (@calling) is answered */
+} HvVerdict;
+HvVerdict hv_reconnect_verdict(int reconnected, int have_phys, int swapping, int drives,
+                               int awaiting, int calling);
+/* 1 when the end (own_gid, own_vqpn) drives a reconnection with (peer_gid, peer_vqpn). */
+int hv_drives(const uint8_t own_gid[16], uint32_t own_vqpn, const uint8_t peer_gid[16],
+              uint32_t peer_vqpn);
+#define HV_AWAIT_PEER_MS 120000 /* an awaiting QP whose peer never reconnects: error after */
 
 /* UD peers that moved (hv-util.c, pure; the layer's instance and lock are in hv-swap.c). A
  * peer's UDMAP gives, for its GID, its UD QPs' virtual -> new physical QPNs: the program's
@@ -231,7 +278,9 @@ void hv_ud_clear(HvUdTable *t);
 
 /* the layer's side (hv-swap.c): translate a UD post's remote QPN; a UD receive's src_qp */
 uint32_t hv_ud_send_qpn(const struct ibv_ah_attr *ah, uint32_t remote_qpn);
-uint32_t hv_ud_recv_qpn(uint32_t src_qp);
+uint32_t hv_ud_recv_qpn(uint32_t src_qp); /* also counts the receive per physical src_qp */
+void hv_ud_count_send(HvQp *qp, const struct ibv_ah_attr *ah); /* qp lock held */
+int hv_ud_held(HvQp *qp);                                      /* qp lock held: 1 when held */
 
 /* ---- layer state (hv-layer.c) ------------------------------------------------------------- */
 typedef struct {
@@ -245,7 +294,9 @@ typedef struct {
 } HvLayer;
 extern HvLayer hv;
 
-/* The real libibverbs, resolved with dlvsym(RTLD_NEXT, ...). */
+/* The real libibverbs, resolved with dlvsym(hv_real_lib, ...): RTLD_NEXT, or the layer's own
+ * handle on libibverbs.so.1 when none is in the global scope (hv_init, after which it is set). */
+extern void *hv_real_lib;
 typedef struct {
 #define HV_REAL(ret, name, ver, args) ret(*r_##name) args;
 #include "hv-real.def"
@@ -266,11 +317,14 @@ void hv_chan_signal(HvChan *ch, HvCq *cq);
 void hv_evt_kick(void);
 void hv_qp_flush_queued(HvQp *qp); /* qp lock held */
 int hv_qp_fence(HvQp *qp);         /* qp lock held */
+int hv_qp_await_expired(HvQp *qp); /* qp lock held: 1 when its peer did not reconnect in time */
+void hv_qp_ex_init(HvQp *qp);      /* its ibv_qp_ex: the layer's wr_* ops (ibv_create_qp_ex) */
 
 /* ---- swap and peers (hv-swap.c, hv-peer.c) ------------------------------------------------- */
 int hv_quiesce(void *opaque);
 int hv_resume(const char *device, void *opaque);
 void hv_register_start(void);
+void hv_keymap_push(HvContext *ctx, uint32_t vkey, uint32_t pkey); /* no lock held */
 int hv_qp_route_add(HvQp *qp);
 int hv_route_taken(uint32_t vqpn);
 void hv_qp_route_del(HvQp *qp);

@@ -21,3 +21,8 @@ set_tests_properties(bench-migration PROPERTIES LABELS bench TIMEOUT 3600 FIXTUR
 add_test(NAME bench-verbs-layer COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/bench/verbs-layer.sh)
 set_tests_properties(bench-verbs-layer PROPERTIES LABELS bench TIMEOUT 3600 FIXTURES_REQUIRED lab
                      ENVIRONMENT "HM_BUILD=${CMAKE_BINARY_DIR}")
+# An MPI job's time with and without one migration, each rank's pause, against the same move of
+# the idle VM (tests/bench/mpi-job.sh, on the MPI fixture's guests): prints, asserts nothing.
+add_test(NAME bench-mpi-job COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/bench/mpi-job.sh)
+set_tests_properties(bench-mpi-job PROPERTIES LABELS bench TIMEOUT 3600 FIXTURES_REQUIRED "lab;mpi"
+                     ENVIRONMENT "HM_BUILD=${CMAKE_BINARY_DIR}")

@@ -5,7 +5,7 @@
 #   HM_BUILD=build ROUNDS=3 bash tests/bench/migration.sh
 #
 # A benchmark: it measures and prints, it asserts nothing about the figures. Parts, in this
-# order (BENCH_PARTS, default "ratio fallback evacuation"; each boots its guests and destroys
+# order (BENCH_PARTS, default "baselines ratio fallback evacuation"; each boots its guests and destroys
 # them before the next, so that at most four TCG guests share the cores):
 #
 # ratio       Two guests of the same size (BENCH_MEMORY MiB, default 256) on A: 'bench-vf' holds
@@ -26,6 +26,11 @@
 #             the workload's blackout (its cycle's blackout_ms: the longest gap between echoes,
 #             on RDMA or TCP, from the quiesce to RDMA again) minus the downtime libvirt
 #             reported for that migration (the report's migrate detail "downtime N ms").
+# baselines   One guest 'bench-vf' (VF stand-in, RDMA ping-pong client; server 'bench-srv' on B)
+#             moved six times a round, interleaved: bare 'virsh migrate' with the VF detached
+#             beforehand, the manual sequence (detach, wait for the guest, virsh migrate,
+#             attach) and migrate-vm, each once per direction. Medians with min/max, the
+#             limit (bare + unplug + port-up) and hotmig's share (migrate-vm minus it).
 # evacuation  EVAC_GUESTS (4) guests of EVAC_MEMORY MiB (default 192: four 256 MiB TCG guests
 #             with traffic do not fit two cores) on A, each with the VF stand-in and the agent;
 #             with EVAC_WORKLOAD=1 (default) they run ping-pong pairs among themselves (guest
@@ -37,7 +42,7 @@
 # ROUNDS (default 5). HM_BUILD: the build directory.
 source "$(dirname "$0")/../e2e/lib.sh"
 rounds=${ROUNDS:-5}
-parts=${BENCH_PARTS:-ratio fallback evacuation}
+parts=${BENCH_PARTS:-baselines ratio fallback evacuation}
 memory=${BENCH_MEMORY:-256}
 evac_n=${EVAC_GUESTS:-4}
 evac_memory=${EVAC_MEMORY:-192}
@@ -139,6 +144,7 @@ jq_median='def median: sort | if length == 0 then null elif length % 2 == 1 then
 
 how_traffic='host clock: from migrate-vm -v progress line "migrate ok" to the client'"'"'s first HMWL {"event":"resumed","side":"local"} console line after it (RC QP connected on the new device; the next message is posted at once); steps: "HMLAB vf up" (port ACTIVE), the agent'"'"'s "RDMA device active", its "process answered ... RESUME"'
 how_fallback='per migration: the client cycle'"'"'s blackout_ms (longest gap between delivered echoes, RDMA or TCP, from the quiesce to RDMA again) minus the downtime of migrate-vm'"'"'s report (libvirt job statistics)'
+how_baselines='one guest with the VF stand-in and the RDMA ping-pong client, moved A<->B six times a round (bare, manual, migrate-vm, each once per direction). bare: VF detached and gone before the clock starts, then virsh migrate --live --p2p alone. manual: detach-device-alias + virsh event device-removed, virsh migrate, attach-device, timed from the detach. to_traffic: host clock from the start of the move (bare: of the detach) to the client'"'"'s first HMWL resumed line. port_up: migrate-vm'"'"'s "migrate ok" line to the guest'"'"'s "HMLAB vf up". hotmig_share = migrate-vm total - bare median - that run'"'"'s unplug phase - its port_up; hotmig_share_outside_copy = the same with the run'"'"'s own migrate phase for the bare median (what migrate-vm adds around the copy, free of the copies'"'"' spread)'
 how_evacuation='wall clock from the first migrate-vm start to the last one'"'"'s end, CONCURRENCY processes at once; both directions of each round count'
 
 machine=$(machine_json)
@@ -146,6 +152,7 @@ log "machine: $(jq -c . <<<"$machine")"
 echo '{}' >"$tmp/ratio.json"
 echo '{}' >"$tmp/fallback.json"
 echo '{}' >"$tmp/evacuation.json"
+echo '{}' >"$tmp/baselines.json"
 
 # ---- ratio: migrate-vm against virsh migrate, and the resume ---------------------------------
 part_ratio() {
@@ -263,6 +270,153 @@ part_fallback() {
          how: $how}' \
         >"$tmp/fallback.json"
     destroy_guests bench-fb bench-fbs
+}
+
+# ---- baselines: the same guest and workload moved three ways, interleaved ---------------------
+# vf_detach_wait SRC: detaches bench-vf's VF stand-in and waits for the guest to let go
+# (libvirt's device-removed event). Prints "MS STAMP" (STAMP: host clock at the detach).
+# bare_move SRC DST: the VF detached by hand (untimed), then 'virsh migrate' timed alone, then
+# the VF attached on DST (untimed). Prints "MS STAMP". Both hand-made moves quiesce the
+# workload through the agent before the VF goes (untimed) and resume it after the attach.
+# manual_move SRC DST: what a KubeVirt or Nova user gets, timed from its start: detach, wait
+# for the guest to let go, 'virsh migrate', attach on DST. Prints "TOTAL DETACH MIGRATE ATTACH
+# STAMP" (ms).
+vf_detach_wait() {
+    local ev=$tmp/ev.$$ pid t0 s0
+    # The listener first (registered before the detach: the event may come before it returns).
+    virsh -q -c "$1" event --domain bench-vf --event device-removed --timeout 60 >"$ev" 2>&1 &
+    pid=$!
+    sleep 0.3
+    s0=$EPOCHREALTIME
+    t0=$(now_ms)
+    virsh -q -c "$1" detach-device-alias bench-vf "$vf_alias" --live >/dev/null ||
+        fail "virsh detach-device-alias failed"
+    wait "$pid" || true
+    grep -q "device-removed" "$ev" || { cat "$ev" >&2; fail "no device-removed event for bench-vf"; }
+    echo "$(($(now_ms) - t0)) $s0"
+}
+
+# agent_call HOST_URI COMMAND: prepare or resume through bench-vf's agent channel. Unplugging
+# soft-RoCE under traffic crashes the lab's guest kernel (rxe_skb_tx_dtor oops), so the hand-made
+# moves quiesce the workload first, as a user would stop it, and resume it after the attach.
+agent_call() {
+    local sock
+    sock=$("$lab" channel bench-vf) || fail "no agent channel for bench-vf"
+    "$top/tests/bench/agent-call.py" "$sock" "$2" 30000 >>"$tmp/agent-calls" ||
+        fail "agent $2 on bench-vf failed: $(tail -n 1 "$tmp/agent-calls")"
+}
+
+bare_move() {
+    local t0 ms detach s0
+    agent_call "$1" prepare
+    read -r detach s0 <<<"$(vf_detach_wait "$1")"
+    t0=$(now_ms)
+    virsh -q -c "$1" migrate --live --p2p bench-vf "$2" >/dev/null || fail "virsh migrate failed"
+    ms=$(($(now_ms) - t0))
+    virsh -q -c "$2" attach-device bench-vf "$tmp/vf.xml" --live >/dev/null ||
+        fail "virsh attach-device failed"
+    agent_call "$2" resume
+    echo "$ms $s0"
+}
+
+manual_move() {
+    local t1 t2 t3 detach s0
+    agent_call "$1" prepare
+    read -r detach s0 <<<"$(vf_detach_wait "$1")"
+    t1=$(now_ms)
+    virsh -q -c "$1" migrate --live --p2p bench-vf "$2" >/dev/null || fail "virsh migrate failed"
+    t2=$(now_ms)
+    virsh -q -c "$2" attach-device bench-vf "$tmp/vf.xml" --live >/dev/null ||
+        fail "virsh attach-device failed"
+    t3=$(now_ms)
+    agent_call "$2" resume
+    echo "$((detach + t3 - t1)) $detach $((t2 - t1)) $((t3 - t2)) $s0"
+}
+
+part_baselines() {
+    local r k method src dst out m tstart tmig tvf ttraffic ms line d mg at
+    bench_guest bench-srv B bench-vf "$memory" "--role server --mode lazy"
+    bench_guest bench-vf A bench-srv "$memory" \
+        "--role client --peer 198.51.100.$("$lab" index bench-srv) --mode lazy --cycles $((6 * rounds)) --tail 3"
+    "$lab" vf-xml bench-vf >"$tmp/vf.xml"
+    vf_alias=$(sed -n "s/.*<alias name='\([^']*\)'.*/\1/p" "$tmp/vf.xml")
+    [[ -n $vf_alias ]] || fail "no alias in the VF stand-in's XML"
+    "$lab" wait bench-srv 'HMWL .*"event":"ready"' --timeout 240 >/dev/null || fail "bench-srv did not get ready"
+    "$lab" wait bench-vf 'HMWL .*"event":"progress"' --timeout 240 >/dev/null || fail "bench-vf sends no traffic"
+    console_stamp bench-vf
+    : >"$tmp/bl"
+    # Six moves a round, each method once in each direction, directions alternating.
+    local methods=(bare manual hotmig bare manual hotmig)
+    src=$A
+    dst=$B
+    for ((r = 1; r <= rounds; r++)); do
+        for ((k = 0; k < 6; k++)); do
+            method=${methods[k]}
+            tstart=$EPOCHREALTIME
+            case $method in
+            bare)
+                read -r ms tstart <<<"$(bare_move "$src" "$dst")"
+                line=$(jq -nc --argjson ms "$ms" '{method: "bare", migrate: $ms}')
+                ;;
+            manual)
+                read -r ms d mg at tstart <<<"$(manual_move "$src" "$dst")"
+                line=$(jq -nc --argjson t "$ms" --argjson d "$d" --argjson mg "$mg" --argjson at "$at" \
+                    '{method: "manual", total: $t, detach: $d, migrate: $mg, attach: $at}')
+                ;;
+            hotmig)
+                out=$tmp/mv-bl-$r-$k
+                mv_run bench-vf "$src" "$dst" "$out" || { cat "$out.json" "$out.mv" >&2; fail "migrate-vm failed"; }
+                tmig=$(awk '$3 == "migrate" && $4 == "ok:" { print $1; exit }' "$out.mv")
+                [[ -n $tmig ]] || fail "no 'migrate ok' progress line from migrate-vm"
+                line=$(jq -c --arg tmig "$tmig" '{method: "hotmig", total: .total_ms,
+                    phases: ([.phases[] | {(.name): .ms}] | add), tmig: ($tmig | tonumber)}' "$out.json")
+                ;;
+            esac
+            ttraffic=$(stamped_wait "$tmp/bench-vf.con" "$tstart" \
+                'HMWL .*"event":"resumed".*"side":"local"' 60) ||
+                fail "no verbs traffic on bench-vf within 60 s of the $method move"
+            tvf=$(stamped_first "$tmp/bench-vf.con" "$tstart" '^[0-9.]+ HMLAB vf up ')
+            line=$(jq -c --argjson to_traffic "$(ms_between "$tstart" "$ttraffic")" \
+                --arg tvf "$tvf" --arg ttraffic "$ttraffic" \
+                '. + {to_traffic: $to_traffic}
+                 + (if .tmig then {port_up: (if $tvf == "" then null
+                        else (($tvf | tonumber) - .tmig) * 10000 | round / 10 end)} else {} end)
+                 | del(.tmig)' <<<"$line")
+            echo "$line" >>"$tmp/bl"
+            log "baselines round $r $method $([[ $src == "$A" ]] && echo A-B || echo B-A): $line"
+            m=$src
+            src=$dst
+            dst=$m
+        done
+    done
+    # hotmig's own share of a migrate-vm run: its total less what the guest and libvirt need
+    # anyway (the bare migration's median, this run's unplug and port-up).
+    jq -s --argjson mem "$memory" --arg how "$how_baselines" "$jq_median"'
+        def stats: {median: median, min: min, max: max, values: .};
+        [.[] | select(.method == "bare")] as $b | [.[] | select(.method == "manual")] as $m |
+        [.[] | select(.method == "hotmig")] as $h | ([$b[].migrate] | median) as $bare |
+        {memory_mib: $mem, moves_each: ($b | length),
+         bare_virsh_migrate_ms: [$b[].migrate] | stats,
+         bare_to_traffic_ms: [$b[].to_traffic] | stats,
+         manual_total_ms: [$m[].total] | stats,
+         manual_steps_ms_median: {detach: ([$m[].detach] | median), migrate: ([$m[].migrate] | median),
+                                  attach: ([$m[].attach] | median)},
+         manual_to_traffic_ms: [$m[].to_traffic] | stats,
+         migrate_vm_total_ms: [$h[].total] | stats,
+         migrate_vm_to_traffic_ms: [$h[].to_traffic] | stats,
+         migrate_vm_phases_ms_median: ($h[0].phases | keys_unsorted
+                                       | map({(.): ([$h[].phases[.]] | median)}) | add),
+         migrate_vm_gaps_ms_median: ([$h[] | .total - ([.phases[]] | add)] | median),
+         migrate_vm_port_up_ms: [$h[].port_up | select(. != null)] | stats,
+         limit_ms_median: ($bare + ([$h[].phases.unplug] | median) + ([$h[].port_up | select(. != null)] | median)),
+         hotmig_share_ms: [$h[] | select(.port_up != null) | .total - $bare - .phases.unplug - .port_up
+                           | . * 10 | round / 10] | stats,
+         migrate_phase_minus_bare_ms: [$h[] | .phases.migrate - $bare | . * 10 | round / 10] | stats,
+         hotmig_share_outside_copy_ms: [$h[] | select(.port_up != null)
+                                        | .total - .phases.migrate - .phases.unplug - .port_up
+                                        | . * 10 | round / 10] | stats,
+         how: $how}' "$tmp/bl" >"$tmp/baselines.json"
+    destroy_guests bench-vf bench-srv
 }
 
 # ---- evacuation: 4 guests off a host with 1, 2, 4 migrations at once ---------------------------
@@ -384,6 +538,7 @@ part_evacuation() {
 
 for p in $parts; do
     case $p in
+    baselines) part_baselines ;;
     ratio) part_ratio ;;
     fallback) part_fallback ;;
     evacuation) part_evacuation ;;
@@ -394,6 +549,6 @@ done
 machine=$(jq --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" '. + {loadavg_at_end: $load}' <<<"$machine")
 jq -n --argjson m "$machine" --arg cmd "HM_BUILD=$build ROUNDS=$rounds bash tests/bench/migration.sh" \
     --slurpfile ratio "$tmp/ratio.json" --slurpfile fb "$tmp/fallback.json" \
-    --slurpfile ev "$tmp/evacuation.json" '
-    $ratio[0] + {fallback_tcp: $fb[0], evacuation: $ev[0], machine: $m, command: $cmd}
+    --slurpfile ev "$tmp/evacuation.json" --slurpfile bl "$tmp/baselines.json" '
+    $ratio[0] + {baselines: $bl[0], fallback_tcp: $fb[0], evacuation: $ev[0], machine: $m, command: $cmd}
     | if .benchmark == null then {benchmark: "migration"} + . else . end'

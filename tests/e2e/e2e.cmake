@@ -38,6 +38,9 @@ hm_add_e2e(e2e-alertmanager alertmanager.sh)
 hm_add_e2e(e2e-drain drain.sh)
 # An alert about A while A's hotmigd is down: B acts for A and drives the evacuation itself.
 hm_add_e2e(e2e-deputy deputy.sh)
+# A hotmigd killed with SIGKILL in the migrate phase of a move it drives, started again: it
+# recovers the journal at its start, the guest resumes with its VF (issue 15, item 8).
+hm_add_e2e(e2e-hotmigd-restart hotmigd-restart.sh)
 # migrate-vm's virsh options (persistent, undefinesource, migrateuri, bandwidth, parallel,
 # auto-converge, post-copy, the timeout actions, --no-X) checked against libvirt and QEMU.
 hm_add_e2e(e2e-migrate-options migrate-options.sh)
@@ -51,7 +54,7 @@ set_tests_properties(e2e-migrate-roundtrip-lazy e2e-migrate-roundtrip-threaded e
   e2e-bad-input e2e-kill-walk e2e-migrate-roundtrip-lazy-fallback
   e2e-migrate-roundtrip-threaded-fallback e2e-cancel e2e-agent-stops e2e-libvirtd-restart
   e2e-hotmigd e2e-dry-run e2e-alertmanager e2e-drain e2e-deputy e2e-migrate-options
-  PROPERTIES LABELS "e2e;standin")
+  e2e-hotmigd-restart PROPERTIES LABELS "e2e;standin")
 # The transparent verbs layer (docs/verbs-layer.md): unmodified ibv_rc_pingpong under
 # LD_PRELOAD=libhotmig-verbs.so across four live migrations (client A->B->A, server B->A->B).
 hm_add_e2e(e2e-verbs-rc-pingpong verbs-rc-pingpong.sh EVENTS=0)
@@ -60,17 +63,24 @@ hm_add_e2e(e2e-verbs-rc-pingpong-events verbs-rc-pingpong.sh EVENTS=1)
 hm_add_e2e(e2e-verbs-device-swap verbs-device-swap.sh)
 # perftest (ib_write_bw, ib_read_lat with --use_old_post_send) across a migration each.
 hm_add_e2e(e2e-verbs-perftest verbs-perftest.sh)
+# UD (ibv_ud_pingpong): the peer holds its sends while the mover is away (UDHOLD/UDMAP).
+hm_add_e2e(e2e-verbs-ud-pingpong verbs-ud-pingpong.sh)
 set_tests_properties(e2e-verbs-rc-pingpong e2e-verbs-rc-pingpong-events e2e-verbs-device-swap
-  e2e-verbs-perftest PROPERTIES LABELS "e2e;standin")
+  e2e-verbs-perftest e2e-verbs-ud-pingpong PROPERTIES LABELS "e2e;standin")
 # Real MPI jobs (Debian's ScaLAPACK LU driver over Open MPI or MPICH on UCX verbs, the verbs
-# layer preloaded) across migrate-vm and a drain (issue 18). Label e2e-pending, not e2e: they
-# do not pass yet (docs/lab.md, "MPI jobs"), so tests/run leaves them out; run them with
-# ctest -L e2e-pending. Their guests boot the root image 'mpi' (built once, ~3 min).
-function(hm_add_e2e_pending name script)
-  add_test(NAME ${name} COMMAND bash ${HM_E2E}/${script})
-  set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED lab LABELS e2e-pending TIMEOUT 2400
+# layer preloaded) across migrate-vm and a drain (issue 18). Their three guests boot the root
+# image 'mpi' (built once into the lab's cache, ~3-5 min cold) once for all of them: fixture
+# 'mpi' (e2e-mpi-up / e2e-mpi-down). The drain runs last (it leaves mpi-g1, mpi-g2 on B).
+function(hm_add_e2e_mpi name)
+  add_test(NAME ${name} COMMAND bash ${HM_E2E}/mpi.sh)
+  set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED "lab;mpi" LABELS e2e TIMEOUT 1200
                        ENVIRONMENT "HM_BUILD=${CMAKE_BINARY_DIR};${ARGN}")
 endfunction()
-hm_add_e2e_pending(e2e-mpi-openmpi mpi.sh MPI=openmpi)
-hm_add_e2e_pending(e2e-mpi-mpich mpi.sh MPI=mpich)
-hm_add_e2e_pending(e2e-mpi-drain mpi.sh MPI=openmpi DRAIN=1)
+hm_add_e2e_mpi(e2e-mpi-up PHASE=up)
+hm_add_e2e_mpi(e2e-mpi-down PHASE=down)
+set_tests_properties(e2e-mpi-up PROPERTIES FIXTURES_REQUIRED lab FIXTURES_SETUP mpi)
+set_tests_properties(e2e-mpi-down PROPERTIES FIXTURES_REQUIRED lab FIXTURES_CLEANUP mpi TIMEOUT 120)
+hm_add_e2e_mpi(e2e-mpi-openmpi MPI=openmpi)
+hm_add_e2e_mpi(e2e-mpi-mpich MPI=mpich)
+hm_add_e2e_mpi(e2e-mpi-drain MPI=openmpi DRAIN=1)
+set_tests_properties(e2e-mpi-drain PROPERTIES DEPENDS "e2e-mpi-openmpi;e2e-mpi-mpich")

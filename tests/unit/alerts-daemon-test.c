@@ -758,7 +758,7 @@ static void got_results(GPtrArray *results, gpointer data)
 static void test_submit_lines(void **state)
 {
     Fixture *f = *state;
-    OrchAlerts *alerts = alerts_new(f, "B", NULL);
+    OrchAlerts *alerts = alerts_new(f, "B", "max-unavailable = 2");
     const char *lines[] = {
         "{\"host\":\"B\",\"severity\":\"quarantine\",\"key\":\"k\"}",
         "{\"host\":\"B\",\"severity\":\"quarantine\",\"key\":\"k\"}",
@@ -797,6 +797,111 @@ static void test_submit_lines(void **state)
     g_ptr_array_unref(wait.results);
 }
 
+/* ---- the blast radius (issue 15, item 9) ------------------------------------------------------ */
+
+/* One alert naming every host, with [alerts] max-unavailable = 1: the first host is held, the
+ * others are held back (error results, 502 so that Alertmanager sends them again), reported in
+ * the results, the log, /metrics and GET /v1/alerts; once the host is lifted the next one may
+ * go. Forwards on their way count: two bodies in flight cannot hold two hosts. */
+static void test_max_unavailable(void **state)
+{
+    Fixture *f = *state;
+    OrchAlerts *alerts = alerts_new(f, "A", "max-unavailable = 1");
+    g_autoptr(OrchVfdReply) reply = post_alerts(
+        alerts, (const char *[]){"A:quarantine:fa", "B:quarantine:fb", "C:evacuate:fc", NULL},
+        "firing");
+    g_autofree char *reason = result_member(reply, 1, "reason");
+    g_autofree char *fw = forwards_text();
+    g_autofree char *m = orch_alerts_metrics(alerts);
+    g_autoptr(OrchVfdReply) list = orch_alerts_api_handle(alerts, "GET", NULL, 0, NULL, "B");
+
+    assert_int_equal(reply->status, 502);
+    assert_result(reply, 0, "accepted", "A", "quarantine");
+    assert_string_equal(reason, "held back: host 'B' stays in service: [alerts] max-unavailable "
+                                "is 1 and 1 host is quarantined or evacuating (A)");
+    assert_result(reply, 2, "error", NULL, NULL);
+    assert_string_equal(fw, ""); /* neither B's nor C's daemon was asked */
+    assert_true(logged_has("held back: host 'C' stays in service"));
+    assert_non_null(strstr(m, "hotmig_alerts_total{action=\"held\"} 2\n"));
+    assert_non_null(strstr(m, "hotmig_hosts{state=\"quarantined\"} 1\n"));
+    assert_non_null(strstr(list->body, "\"max_unavailable\" : 1"));
+    assert_int_equal(f->sched.evacuations->len, 0);
+
+    /* Resolved: A is lifted, and B may be quarantined now. */
+    {
+        g_autoptr(OrchVfdReply) r1 =
+            post_alerts(alerts, (const char *[]){"A:quarantine:fa", NULL}, "resolved");
+        g_autoptr(OrchVfdReply) r2 =
+            post_alerts(alerts, (const char *[]){"B:quarantine:fb", NULL}, "firing");
+
+        assert_int_equal(r1->status, 200);
+        assert_int_equal(r2->status, 200);
+        assert_result(r2, 0, "accepted", "B", "quarantine");
+    }
+    /* B holds the one place: A's own alert is held back too, B's repeat is not. */
+    {
+        g_autoptr(OrchVfdReply) r1 =
+            post_alerts(alerts, (const char *[]){"A:evacuate:fa2", NULL}, "firing");
+        g_autoptr(OrchVfdReply) r2 =
+            post_alerts(alerts, (const char *[]){"B:evacuate:fb", NULL}, "firing");
+
+        assert_int_equal(r1->status, 502);
+        assert_result(r1, 0, "error", NULL, NULL);
+        assert_int_equal(r2->status, 200);
+        assert_int_equal(f->sched.evacuations->len, 0); /* B's daemon evacuates B */
+    }
+}
+
+/* Two bodies at once, each naming another host: the forward on its way counts, so only one
+ * host is held. */
+static void test_max_unavailable_in_flight(void **state)
+{
+    Fixture *f = *state;
+    OrchAlerts *alerts = alerts_new(f, "A", "max-unavailable = 1");
+    g_autofree char *b1 = webhook_body((const char *[]){"B:quarantine:fb", NULL}, "firing");
+    g_autofree char *b2 = webhook_body((const char *[]){"C:quarantine:fc", NULL}, "firing");
+    Wait w1 = {0}, w2 = {0};
+
+    orch_alerts_webhook(alerts, b1, strlen(b1), "127.0.0.1", got_reply, &w1);
+    orch_alerts_webhook(alerts, b2, strlen(b2), "127.0.0.1", got_reply, &w2);
+    while (!w1.done || !w2.done)
+        g_main_context_iteration(NULL, TRUE);
+    assert_int_equal(w1.reply->status, 200);
+    assert_int_equal(w2.reply->status, 502);
+    assert_non_null(strstr(w2.reply->body, "1 host is quarantined or evacuating (B (an alert on "
+                                           "its way))"));
+    orch_vfd_reply_free(w1.reply);
+    orch_vfd_reply_free(w2.reply);
+}
+
+/* A burst of webhook bodies: at most ORCH_ALERTS_WEBHOOKS_MAX are handled at once, the others
+ * answered 503 at once (Alertmanager sends them again); every one is answered. */
+static void test_webhook_burst(void **state)
+{
+    Fixture *f = *state;
+    OrchAlerts *alerts = alerts_new(f, "A", NULL);
+    g_autofree char *body = webhook_body((const char *[]){"B:quarantine:fb", NULL}, "firing");
+    Wait waits[200] = {{0}};
+    guint answered = 0, busy = 0, ok = 0;
+
+    for (guint i = 0; i < G_N_ELEMENTS(waits); i++)
+        orch_alerts_webhook(alerts, body, strlen(body), "127.0.0.1", got_reply, &waits[i]);
+    for (guint i = 0; i < G_N_ELEMENTS(waits); i++)
+        busy += waits[i].done && waits[i].reply->status == 503;
+    assert_int_equal(busy, G_N_ELEMENTS(waits) - ORCH_ALERTS_WEBHOOKS_MAX);
+    while (answered < G_N_ELEMENTS(waits)) {
+        g_main_context_iteration(NULL, TRUE);
+        answered = 0;
+        for (guint i = 0; i < G_N_ELEMENTS(waits); i++)
+            answered += waits[i].done;
+    }
+    for (guint i = 0; i < G_N_ELEMENTS(waits); i++) {
+        ok += waits[i].reply->status == 200;
+        orch_vfd_reply_free(waits[i].reply);
+    }
+    assert_int_equal(ok, ORCH_ALERTS_WEBHOOKS_MAX);
+}
+
 /* ---- /v1/alerts of the mutual-TLS API -------------------------------------------------------- */
 
 static void test_api(void **state)
@@ -807,8 +912,9 @@ static void test_api(void **state)
         "{\"from\":\"A\",\"deputy\":false,\"host\":\"B\",\"severity\":\"quarantine\",\"key\":\"k1\"}";
     g_autoptr(OrchVfdReply) ok = NULL, list = NULL;
 
-    assert_error_reply(api(alerts, "{"), 400, "the request body is not a JSON object");
-    assert_error_reply(api(alerts, ""), 400, "the request body is not a JSON object");
+    assert_error_reply(api(alerts, "{"), 400, "the request body is not JSON");
+    assert_error_reply(api(alerts, "[]"), 400, "the request body is not a JSON object");
+    assert_error_reply(api(alerts, ""), 400, "the request body is empty");
     assert_error_reply(api(alerts, "{\"deputy\":false,\"host\":\"B\"}"), 400,
                        "member 'from' must be the sending host's name");
     assert_error_reply(api(alerts, "{\"from\":\"A\",\"host\":\"B\"}"), 400,
@@ -879,6 +985,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_same_alert_two_receivers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_own_host_never_forwarded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_submit_lines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_max_unavailable, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_max_unavailable_in_flight, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_webhook_burst, setup, teardown),
         cmocka_unit_test_setup_teardown(test_api, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_label, setup, teardown),
     };

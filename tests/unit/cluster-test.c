@@ -263,6 +263,11 @@ static OrchVfd *fake_vfd_open(const char *url, gpointer opaque, GError **error)
     return &v->parent;
 }
 
+/* How the tests reach their hosts: the fakes above. */
+static const OrchConnector fake_connector = {.open_virt = fake_virt_open,
+                                             .open_vfd = fake_vfd_open};
+static const OrchOptions fake_migrate_opts = {.connector = &fake_connector};
+
 /* The config's hosts for the fake cluster: test:///NAME, https://NAME:1. */
 static GPtrArray *config_hosts(void)
 {
@@ -323,8 +328,7 @@ static OrchInventory *collect(guint sample_ms)
 {
     GPtrArray *hosts = config_hosts();
     OrchInventoryOptions opts = {
-        .virt_open = fake_virt_open,
-        .vfd_open = fake_vfd_open,
+        .migrate_opts = &fake_migrate_opts,
         .cpu_sample_ms = sample_ms,
     };
     g_autoptr(GError) error = NULL;
@@ -424,8 +428,7 @@ static void test_inventory_cancelled(void **state)
     g_autoptr(GCancellable) cancel = g_cancellable_new();
     GPtrArray *hosts;
     OrchInventoryOptions opts = {
-        .virt_open = fake_virt_open,
-        .vfd_open = fake_vfd_open,
+        .migrate_opts = &fake_migrate_opts,
         .cpu_sample_ms = 60000,
         .cancellable = cancel,
     };
@@ -541,8 +544,7 @@ static const char *host_of(const char *uri)
     return uri + strlen("test:///");
 }
 
-static gboolean fake_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn,
-                             gpointer open_opaque, OrchReport **ret_report, GError **error)
+static gboolean fake_migrate(const OrchOptions *opts, OrchReport **ret_report, GError **error)
 {
     OrchReport *report = g_new0(OrchReport, 1);
     gboolean fail;
@@ -712,14 +714,13 @@ static void add_vm(PolCluster *c, const char *name, const char *host)
 }
 
 /* Where the runs of these tests move VMs: from host A, with the fakes, followed every 10 ms. */
-static OrchMoveEnv env_for(GPtrArray *hosts, const OrchOptions *template)
+static OrchMoveEnv env_for(GPtrArray *hosts, OrchOptions *template)
 {
+    template->connector = &fake_connector;
     return (OrchMoveEnv){.self = "A",
                          .hosts = hosts,
                          .migrate_opts = template,
                          .migrate = fake_migrate,
-                         .virt_open = fake_virt_open,
-                         .vfd_open = fake_vfd_open,
                          .poll_ms = 10};
 }
 

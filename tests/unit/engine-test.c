@@ -932,11 +932,48 @@ static void options_for_test(OrchOptions *opts)
     orch_options_init(opts);
     opts->hotmigd_url = g_strdup("https://127.0.0.1:16680");
     opts->source_hotmigd_url = g_strdup("https://a:16680");
-    opts->vfd_open = fake_vfd_open;
     opts->state_dir = g_strdup(state_dir);
     opts->domain = g_strdup(DOMAIN);
     opts->source_uri = g_strdup("fake://a");
     opts->dest_uri = g_strdup("fake://b");
+}
+
+/* Runs orch_migrate(), orch_preflight() or orch_recover() with @opts reaching @fo's fake
+ * world (libvirt and hotmigd through a connector of fakes). */
+static gboolean migrate_on(OrchOptions *opts, FakeOpen *fo, OrchReport **ret_report,
+                           GError **error)
+{
+    const OrchConnector conn = {.open_virt = fake_open, .open_vfd = fake_vfd_open, .data = fo};
+    gboolean ok;
+
+    opts->connector = &conn;
+    ok = orch_migrate(opts, ret_report, error);
+    opts->connector = NULL;
+    return ok;
+}
+
+static gboolean preflight_on(OrchOptions *opts, FakeOpen *fo, GPtrArray **ret_checks,
+                             GError **error)
+{
+    const OrchConnector conn = {.open_virt = fake_open, .open_vfd = fake_vfd_open, .data = fo};
+    gboolean ok;
+
+    opts->connector = &conn;
+    ok = orch_preflight(opts, ret_checks, error);
+    opts->connector = NULL;
+    return ok;
+}
+
+static gboolean recover_on(OrchOptions *opts, FakeOpen *fo, GPtrArray **ret_results,
+                           GError **error)
+{
+    const OrchConnector conn = {.open_virt = fake_open, .open_vfd = fake_vfd_open, .data = fo};
+    gboolean ok;
+
+    opts->connector = &conn;
+    ok = orch_recover(opts, ret_results, error);
+    opts->connector = NULL;
+    return ok;
 }
 
 /* ---- tests ------------------------------------------------------------------------------- */
@@ -952,7 +989,7 @@ static void test_happy_path(void **state)
     g_autofree char *json = NULL;
 
     options_for_test(&opts);
-    assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_true(migrate_on(&opts, &fo, &report, &error));
     assert_null(error);
     assert_true(report->ok);
     assert_string_equal(w->where, "destination");
@@ -1004,7 +1041,7 @@ static void test_no_vf(void **state)
 
     options_for_test(&opts);
     w->agent_mode = AGENT_SILENT; /* not asked: no VF, nothing to quiesce */
-    assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_true(migrate_on(&opts, &fo, &report, &error));
     assert_string_equal(w->where, "destination");
     assert_int_equal(report->phases[ORCH_PHASE_UNPLUG].status, ORCH_STATUS_SKIPPED);
     assert_int_equal(report->phases[ORCH_PHASE_PLUG].status, ORCH_STATUS_SKIPPED);
@@ -1024,7 +1061,7 @@ static void test_resume_waits_for_one_under_way(void **state)
     options_for_test(&opts);
     w->agent_mode = AGENT_RESUME_BUSY;
     w->agent_busy_left = 2;
-    if (!orch_migrate(&opts, fake_open, &fo, &report, &error))
+    if (!migrate_on(&opts, &fo, &report, &error))
         fail_msg("%s", error->message);
     assert_int_equal(w->agent_busy_left, 0);
     assert_false(w->agent_prepared);
@@ -1041,7 +1078,7 @@ static void test_agent_silent_refuses(void **state)
 
     options_for_test(&opts);
     w->agent_mode = AGENT_SILENT;
-    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_false(migrate_on(&opts, &fo, &report, &error));
     assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_AGENT));
     assert_non_null(strstr(error->message, "--no-agent"));
     assert_int_equal(report->failed_phase, ORCH_PHASE_PREPARE);
@@ -1070,7 +1107,7 @@ static void test_jobs_refused(void **state)
 
     options_for_test(&opts);
     w->processes = JOB_REFUSED;
-    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_false(migrate_on(&opts, &fo, &report, &error));
     assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_REFUSED));
     if (!strstr(error->message, "process 'verbs:xdlu' (pid 1802) used ibv_alloc_mw") ||
         !strstr(error->message, "--force") || !strstr(error->message, "nothing was done"))
@@ -1089,7 +1126,7 @@ static void test_jobs_refused(void **state)
         g_autoptr(GError) e2 = NULL;
 
         w->processes = "[{\"pid\":1802,\"name\":\"x\",\"refused\":[\"a b\"]}]";
-        assert_false(orch_migrate(&opts, fake_open, &fo, &r2, &e2));
+        assert_false(migrate_on(&opts, &fo, &r2, &e2));
         assert_true(g_error_matches(e2, ORCH_ERROR, ORCH_ERROR_REFUSED));
         assert_non_null(strstr(e2->message, "a refused call"));
         assert_int_equal(w->migrations, 0);
@@ -1109,7 +1146,7 @@ static void test_jobs_force(void **state)
     options_for_test(&opts);
     opts.force = TRUE;
     w->processes = JOB_REFUSED;
-    if (!orch_migrate(&opts, fake_open, &fo, &report, &error))
+    if (!migrate_on(&opts, &fo, &report, &error))
         fail_msg("%s", error->message);
     assert_string_equal(w->where, "destination");
     assert_int_equal(w->migrations, 1);
@@ -1132,7 +1169,7 @@ static void test_no_agent_option(void **state)
     options_for_test(&opts);
     opts.no_agent = TRUE;
     w->agent_mode = AGENT_SILENT;
-    assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_true(migrate_on(&opts, &fo, &report, &error));
     assert_string_equal(w->where, "destination");
     assert_int_equal(world_count_vfs(w), 1);
     assert_int_equal(report->phases[ORCH_PHASE_PREPARE].status, ORCH_STATUS_SKIPPED);
@@ -1149,7 +1186,7 @@ static void test_quiesce_refused_resumes(void **state)
 
     options_for_test(&opts);
     w->agent_mode = AGENT_REFUSES_QUIESCE;
-    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_false(migrate_on(&opts, &fo, &report, &error));
     assert_non_null(strstr(error->message, "did not quiesce"));
     assert_non_null(strstr(error->message, "mpi[7] (timeout)"));
     /* The guest's text reaches the message without its control characters (issue 15). */
@@ -1170,7 +1207,7 @@ static void test_plug_fails_migrates_back(void **state)
     g_autoptr(GError) error = NULL;
 
     options_for_test(&opts);
-    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_false(migrate_on(&opts, &fo, &report, &error));
     assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_HYPERVISOR));
     assert_non_null(strstr(error->message, "Phase 'plug' failed"));
     assert_int_equal(report->failed_phase, ORCH_PHASE_PLUG);
@@ -1225,7 +1262,7 @@ static void test_persistence(void **state)
         w->defined_destination = cases[i].defined_destination;
         opts.persistent = cases[i].persistent;
         opts.undefine_source = cases[i].undefine_source;
-        ok = orch_migrate(&opts, fake_open, &fo, &report, &error);
+        ok = migrate_on(&opts, &fo, &report, &error);
         if (ok != cases[i].ok)
             fail_msg("%s: %s", cases[i].name, error ? error->message : "migrated");
         assert_string_equal(w->where, ok ? "destination" : "source");
@@ -1255,7 +1292,7 @@ static void test_plug_other_vf(void **state)
     gboolean found = FALSE;
 
     options_for_test(&opts);
-    assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_true(migrate_on(&opts, &fo, &report, &error));
     assert_string_equal(w->where, "destination");
     assert_int_equal(world_count_vfs(w), 2);
     for (guint i = 0; i < w->devices->len; i++) {
@@ -1282,7 +1319,7 @@ static void test_bad_input(void **state)
         options_for_test(&opts);
         g_free(opts.domain);
         opts.domain = g_strdup("nosuch");
-        assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+        assert_false(migrate_on(&opts, &fo, &report, &error));
         assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_NO_DOMAIN));
         assert_non_null(strstr(error->message, "'nosuch'"));
         g_clear_error(&error);
@@ -1293,7 +1330,7 @@ static void test_bad_input(void **state)
         options_for_test(&opts);
         g_free(opts.dest_uri);
         opts.dest_uri = g_strdup("bad://host");
-        assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+        assert_false(migrate_on(&opts, &fo, &report, &error));
         assert_non_null(strstr(error->message, "bad://host"));
         assert_int_equal(report->failed_phase, ORCH_PHASE_CONNECT);
         g_clear_error(&error);
@@ -1303,7 +1340,7 @@ static void test_bad_input(void **state)
         g_autoptr(OrchReport) report = NULL;
         options_for_test(&opts);
         opts.target_vf = g_strdup("zz:1");
-        assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+        assert_false(migrate_on(&opts, &fo, &report, &error));
         assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID));
         assert_non_null(strstr(error->message, "'zz:1'"));
         g_clear_error(&error);
@@ -1321,7 +1358,7 @@ static void test_fault_spec_rejected(void **state)
     g_autoptr(GError) error = NULL;
 
     options_for_test(&opts);
-    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_false(migrate_on(&opts, &fo, &report, &error));
     assert_non_null(strstr(error->message, "unknown operation 'explode'"));
     assert_string_equal(w->where, "source");
 }
@@ -1344,7 +1381,7 @@ static void recover_and_check(FakeWorld *w, const char *spec)
     OrchRecovery *rec;
 
     options_for_test(&opts);
-    if (!orch_recover(&opts, fake_open, &fo, &results, &error))
+    if (!recover_on(&opts, &fo, &results, &error))
         fail_msg("%s: recovery failed: %s", spec, error->message);
     assert_int_equal(results->len, 1);
     rec = g_ptr_array_index(results, 0);
@@ -1357,7 +1394,7 @@ static void recover_and_check(FakeWorld *w, const char *spec)
     assert_string_equal(rec->final_host, w->where);
     assert_false(journal_exists());
     g_clear_pointer(&results, g_ptr_array_unref);
-    assert_true(orch_recover(&opts, fake_open, &fo, &results, &error));
+    assert_true(recover_on(&opts, &fo, &results, &error));
     assert_int_equal(results->len, 1);
     assert_string_equal(((OrchRecovery *)g_ptr_array_index(results, 0))->outcome,
                         "nothing to do");
@@ -1373,7 +1410,7 @@ static void test_unfinished_blocks_then_recover(void **state)
     g_autoptr(GError) error = NULL;
 
     options_for_test(&opts);
-    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_false(migrate_on(&opts, &fo, &report, &error));
     assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_ROLLBACK));
     assert_non_null(strstr(error->message, "--recover"));
     assert_true(journal_exists());
@@ -1382,7 +1419,7 @@ static void test_unfinished_blocks_then_recover(void **state)
 
     /* A new migration of the same domain is refused until it is recovered. */
     fo.fault = NULL;
-    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_false(migrate_on(&opts, &fo, &report, &error));
     assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_UNFINISHED));
     assert_non_null(strstr(error->message, "--recover vm1"));
 
@@ -1402,7 +1439,7 @@ static void test_agent_stops_in_prepare(void **state)
 
     options_for_test(&opts);
     w->agent_mode = AGENT_STOPS_IN_PREPARE;
-    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_false(migrate_on(&opts, &fo, &report, &error));
     assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_ROLLBACK));
     assert_non_null(strstr(error->message, "Phase 'prepare' failed"));
     assert_int_equal(report->failed_phase, ORCH_PHASE_PREPARE);
@@ -1430,7 +1467,7 @@ static void test_busy_domain_refused(void **state)
 
     assert_non_null(held);
     options_for_test(&opts);
-    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_false(migrate_on(&opts, &fo, &report, &error));
     assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_BUSY));
     assert_non_null(strstr(error->message, "under way"));
     assert_string_equal(w->where, "source");
@@ -1454,7 +1491,7 @@ static void test_identity_carried(void **state)
     w->src_node_guid = 0x0002c90300a1b2c3;
     w->src_port_guid = 0x0002c90300a1b2c4;
     options_for_test(&opts);
-    assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_true(migrate_on(&opts, &fo, &report, &error));
     /* The source host's identity is asked for while the lease is taken: any order. */
     assert_non_null(strstr(w->vfd_log->str, "lease;"));
     assert_non_null(strstr(w->vfd_log->str, "ib_identity;identity 0000:5e:02.2 0002c90300a1b2c3;"));
@@ -1479,7 +1516,7 @@ static void test_identity_from_host_not_guest(void **state)
     w->src_node_guid = 0x0002c90300ee0001;
     w->src_port_guid = 0x0002c90300ee0002;
     options_for_test(&opts);
-    assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_true(migrate_on(&opts, &fo, &report, &error));
     if (!strstr(w->vfd_log->str, "host-identity 0000:3b:02.1@https://a:16680;") ||
         !strstr(w->vfd_log->str, "identity 0000:5e:02.2 0002c90300ee0001;"))
         fail_msg("hotmigd calls: %s", w->vfd_log->str);
@@ -1503,7 +1540,7 @@ static void test_identity_unknown_to_host(void **state)
     const char *detail;
 
     options_for_test(&opts);
-    assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_true(migrate_on(&opts, &fo, &report, &error));
     if (strstr(w->vfd_log->str, "identity 0000:5e:02.2"))
         fail_msg("an identity was set: %s", w->vfd_log->str);
     detail = report->phases[ORCH_PHASE_UNPLUG].detail;
@@ -1526,11 +1563,30 @@ static void test_lease_renewed_under_long_copy(void **state)
     w->lease_ttl_s = 2;
     w->migrate_sleep_ms = 5000;
     options_for_test(&opts);
-    if (!orch_migrate(&opts, fake_open, &fo, &report, &error))
+    if (!migrate_on(&opts, &fo, &report, &error))
         fail_msg("migration: %s", error->message);
     assert_true(w->mid_copy_tried);
     assert_false(w->mid_copy_taken);
     assert_true(w->renewals >= 3);
+    assert_string_equal(w->where, "destination");
+}
+
+/* Issue 21: a lease taken less than half its TTL ago is surely still held (only its holder can
+ * release it): the plug does not renew it first, a request less between the copy and the plug.
+ * Longer copies renew (test_lease_renewed_under_long_copy, test_lease_lost_before_plug). */
+static void test_plug_trusts_fresh_lease(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    w->lease_ttl_s = 60;
+    options_for_test(&opts);
+    if (!migrate_on(&opts, &fo, &report, &error))
+        fail_msg("migration: %s", error->message);
+    assert_int_equal(w->renewals, 0);
     assert_string_equal(w->where, "destination");
 }
 
@@ -1547,7 +1603,7 @@ static void test_lease_lost_before_plug(void **state)
     w->lease_ttl_s = 1;
     w->migrate_sleep_ms = 2500;
     options_for_test(&opts);
-    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_false(migrate_on(&opts, &fo, &report, &error));
     assert_int_equal(report->failed_phase, ORCH_PHASE_PLUG);
     if (!strstr(error->message, "was lost before the plug"))
         fail_msg("error: %s", error->message);
@@ -1585,7 +1641,7 @@ static void test_agent_deep_nesting(void **state)
 
     w->agent_mode = AGENT_DEEP_INVENTORY;
     options_for_test(&opts);
-    assert_true(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_true(migrate_on(&opts, &fo, &report, &error));
     detail = report->phases[ORCH_PHASE_UNPLUG].detail;
     if (!strstr(detail, "JSON nests deeper than 32 levels"))
         fail_msg("unplug detail: %s", detail);
@@ -1605,7 +1661,7 @@ static void test_identity_refused(void **state)
     w->src_node_guid = 0x0002c90300a1b2c3;
     w->src_port_guid = 0x0002c90300a1b2c4;
     options_for_test(&opts);
-    assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+    assert_false(migrate_on(&opts, &fo, &report, &error));
     assert_int_equal(report->failed_phase, ORCH_PHASE_UNPLUG);
     assert_non_null(strstr(error->message, "node GUID 0002:c903:00a1:b2c3"));
     assert_string_equal(w->where, "source");
@@ -1638,7 +1694,7 @@ static void test_lease_release_fails(void **state)
         gboolean release_failed = FALSE;
 
         options_for_test(&opts);
-        assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+        assert_false(migrate_on(&opts, &fo, &report, &error));
         assert_int_equal(report->failed_phase, cases[i].phase);
         assert_false(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_ROLLBACK));
         assert_false(journal_exists());
@@ -1672,7 +1728,7 @@ static void test_no_free_vf(void **state)
         g_autoptr(OrchReport) report = NULL;
 
         options_for_test(&opts);
-        assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+        assert_false(migrate_on(&opts, &fo, &report, &error));
         assert_int_equal(report->failed_phase, ORCH_PHASE_TARGET_VF);
         assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_CONFLICT));
         /* The error names the VF and its VM. */
@@ -1689,7 +1745,7 @@ static void test_no_free_vf(void **state)
         g_autoptr(OrchReport) report = NULL;
 
         options_for_test(&opts);
-        assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+        assert_false(migrate_on(&opts, &fo, &report, &error));
         assert_int_equal(report->failed_phase, ORCH_PHASE_TARGET_VF);
         assert_int_equal(g_hash_table_size(w->leases), 1);
         assert_non_null(strstr(w->vfd_log->str, "lease;lease;release;"));
@@ -1702,7 +1758,7 @@ static void test_no_free_vf(void **state)
         options_for_test(&opts);
         g_free(opts.hotmigd_url);
         opts.hotmigd_url = g_strdup("https://down:16680");
-        assert_false(orch_migrate(&opts, fake_open, &fo, &report, &error));
+        assert_false(migrate_on(&opts, &fo, &report, &error));
         assert_int_equal(report->failed_phase, ORCH_PHASE_TARGET_VF);
         assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE));
         assert_non_null(strstr(error->message, "https://down:16680"));
@@ -1762,7 +1818,7 @@ static void test_preflight_jobs(void **state)
         options_for_test(&opts);
         opts.force = cases[i].force;
         w->processes = cases[i].processes;
-        ok = orch_preflight(&opts, fake_open, &fo, &checks, &error);
+        ok = preflight_on(&opts, &fo, &checks, &error);
         assert_int_equal(ok, cases[i].status == ORCH_CHECK_PASS);
         assert_int_equal(check_status(checks, "jobs", &detail), cases[i].status);
         if (!strstr(detail, cases[i].needle))
@@ -1784,7 +1840,7 @@ static void test_preflight(void **state)
         g_autofree char *json = NULL;
 
         options_for_test(&opts);
-        assert_true(orch_preflight(&opts, fake_open, &fo, &checks, &error));
+        assert_true(preflight_on(&opts, &fo, &checks, &error));
         table = orch_checks_format_table(checks);
         for (guint i = 0; i < checks->len; i++) {
             OrchCheck *check = g_ptr_array_index(checks, i);
@@ -1807,7 +1863,7 @@ static void test_preflight(void **state)
         g_autoptr(GError) error = NULL;
 
         options_for_test(&opts);
-        assert_false(orch_preflight(&opts, fake_open, &fo, &checks, &error));
+        assert_false(preflight_on(&opts, &fo, &checks, &error));
         assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_PREFLIGHT));
         assert_int_equal(check_status(checks, "target-vf", &detail), ORCH_CHECK_FAIL);
         if (!strstr(detail, "'hmtap1' is leased by 'someone' (a test)") ||
@@ -1825,7 +1881,7 @@ static void test_preflight(void **state)
         options_for_test(&opts);
         g_free(opts.domain);
         opts.domain = g_strdup("nosuch");
-        assert_false(orch_preflight(&opts, fake_open, &fo, &checks, &error));
+        assert_false(preflight_on(&opts, &fo, &checks, &error));
         assert_int_equal(check_status(checks, "domain", &detail), ORCH_CHECK_FAIL);
         assert_non_null(strstr(detail, "'nosuch' is not defined"));
         assert_int_equal(check_status(checks, "agent", NULL), ORCH_CHECK_SKIP);
@@ -1839,7 +1895,7 @@ static void test_preflight(void **state)
 
         options_for_test(&opts);
         opts.agent_timeout_ms = 100;
-        assert_false(orch_preflight(&opts, fake_open, &fo, &checks, &error));
+        assert_false(preflight_on(&opts, &fo, &checks, &error));
         assert_int_equal(check_status(checks, "agent", &detail), ORCH_CHECK_FAIL);
         assert_non_null(strstr(detail, "--no-agent"));
         assert_int_equal(check_status(checks, "target-vf", NULL), ORCH_CHECK_PASS);
@@ -1853,7 +1909,7 @@ static void test_preflight(void **state)
         g_autoptr(GError) error = NULL;
 
         options_for_test(&opts);
-        assert_false(orch_preflight(&opts, fake_open, &fo, &checks, &error));
+        assert_false(preflight_on(&opts, &fo, &checks, &error));
         assert_int_equal(check_status(checks, "files", &detail), ORCH_CHECK_FAIL);
         assert_non_null(strstr(detail, "lacks 1 of the domain's 1 file(s): '/images/missing-vmlinuz'"));
     }
@@ -1868,7 +1924,7 @@ static void test_preflight(void **state)
         options_for_test(&opts);
         g_free(opts.hotmigd_url);
         opts.hotmigd_url = g_strdup("https://down:16680");
-        assert_false(orch_preflight(&opts, fake_open, &fo, &checks, &error));
+        assert_false(preflight_on(&opts, &fo, &checks, &error));
         assert_int_equal(check_status(checks, "cpu", &detail), ORCH_CHECK_FAIL);
         assert_non_null(strstr(detail, "cannot provide the domain's CPU"));
         assert_int_equal(check_status(checks, "hotmigd", &detail), ORCH_CHECK_FAIL);
@@ -1922,7 +1978,7 @@ static void test_fault_walk(void **state)
 
                 options_for_test(&opts);
                 w->defined_source = opts.persistent = opts.undefine_source = defined;
-                ok = orch_migrate(&opts, fake_open, &fo, &report, &error);
+                ok = migrate_on(&opts, &fo, &report, &error);
                 runs++;
                 /* The report always tells where the domain is and how many VFs it has. */
                 if (!g_str_equal(report->final_host, w->where))
@@ -2072,6 +2128,7 @@ int main(void)
         cmocka_unit_test(test_identity_from_host_not_guest),
         cmocka_unit_test(test_identity_unknown_to_host),
         cmocka_unit_test(test_lease_renewed_under_long_copy),
+        cmocka_unit_test(test_plug_trusts_fresh_lease),
         cmocka_unit_test(test_state_dir_shared),
         cmocka_unit_test(test_lease_lost_before_plug),
         cmocka_unit_test(test_resume_waits_for_one_under_way),

@@ -16,7 +16,10 @@
 #     per event;
 #   - the command: run with the host's name, its lines applied; one that hangs is killed at
 #     exec-interval, with what it started; one that fails is logged with its standard error;
-#   - /metrics in the text format, counting all of the above.
+#   - /metrics in the text format, counting all of the above;
+#   - the blast radius: with [alerts] max-unavailable = 1, 200 webhook bodies at once, each naming
+#     both hosts: every body answered, B held back, never two hosts quarantined; the local API
+#     and a plan (a fresh inventory) answer during the burst.
 #
 #   hotmigd-alerts-test.sh HOTMIGD SOURCE_DIR
 set -uo pipefail
@@ -112,6 +115,7 @@ port = ${aport[$h]}
 token-file = $tmp/token
 socket = $tmp/$h/alerts.sock
 min-confidence = 60
+max-unavailable = ${maxu:-2}
 $([ "$h" = A ] && echo "exec = $tmp/predictor.sh" && echo "exec-interval = 2")
 
 [host A]
@@ -354,4 +358,60 @@ curl -sS "http://127.0.0.1:${aport[A]}/metrics" | grep '^hotmig_alerts_total\|^h
 echo >&2
 stop A
 [ -e "$tmp/A/alerts.sock" ] && fail "A left its socket behind"
+
+# ---- the blast radius (issue 15, item 9): 200 webhook bodies at once, each naming every host ----
+# Fresh daemons with [alerts] max-unavailable = 1: A quarantines itself, B's alert is held back
+# in every body; each body is answered (200, 502 with the held result, or 503: too many at
+# once); meanwhile the local API answers and a plan takes a fresh inventory. (B is stopped.)
+maxu=1
+rm -rf "$tmp/A/state" "$tmp/B/state"
+start B
+start A
+# The alert listener starts after the HTTPS one (start waits for that): wait for it too.
+timeout 10 bash -c "until [ \$(grep -c 'Alerts for A: webhook' '$tmp/A.log') -ge 2 ]; do sleep 0.05; done" ||
+    fail "A's alert listener did not start again"
+migrate_vm=$(dirname "$hotmigd")/../migrate-vm/migrate-vm
+both='{"version":"4","status":"firing","receiver":"hotmig","alerts":['
+for h in A B; do
+    both+="{\"status\":\"firing\",\"labels\":{\"alertname\":\"Burst\",\"host\":\"$h\",\"hotmig_action\":\"quarantine\"},\"annotations\":{},\"startsAt\":\"2026-01-01T00:00:00Z\",\"endsAt\":\"0001-01-01T00:00:00Z\",\"fingerprint\":\"burst-$h\"}"
+    [ $h = A ] && both+=,
+done
+both+=']}'
+curls=()
+for i in $(seq 1 200); do
+    curl -sS --max-time 30 -o "$tmp/burst.$i" -w '%{http_code}\n' -H "Authorization: Bearer $token" \
+        -H 'Content-Type: application/json' -d "$both" \
+        "http://127.0.0.1:${aport[A]}/v1/alerts/alertmanager" >"$tmp/burst.$i.code" 2>"$tmp/burst-err.$i" &
+    curls+=($!)
+done
+t0=$(date +%s.%N)
+timeout 10 "$migrate_vm" status --socket "$tmp/A/run/hotmigd.sock" >"$tmp/burst.status" 2>&1 ||
+    fail "the local API did not answer during the burst: $(cat "$tmp/burst.status")"
+t1=$(date +%s.%N)
+timeout 30 "$migrate_vm" plan drain B --socket "$tmp/A/run/hotmigd.sock" >"$tmp/burst.plan" 2>&1
+rc=$?
+[ $rc -ne 124 ] || fail "a plan (a fresh inventory) did not answer within 30 s during the burst"
+grep -qi "inventory\|drain\|plan\|B" "$tmp/burst.plan" || fail "plan during the burst: $(cat "$tmp/burst.plan")"
+t2=$(date +%s.%N)
+wait "${curls[@]}"
+codes=$(cat "$tmp"/burst.*.code | sort | uniq -c | tr -s ' ' | tr '\n' ',')
+for f in "$tmp"/burst.*.code; do
+    case "$(cat "$f")" in
+    200 | 502 | 503) ;;
+    *) fail "a webhook body of the burst was answered '$(cat "$f")' ($codes)" ;;
+    esac
+done
+held=$(cat "$tmp"/burst.[0-9]* 2>/dev/null | grep -c "held back: host 'B' stays in service: \[alerts\] max-unavailable is 1" || true)
+[ "$held" -ge 1 ] || fail "no body was answered with B held back ($codes)"
+for h in A B; do
+    states=$(expect 200 "$(tls_alerts $h)" | jq -r '[.hosts[] | .state] | map(select(. == "quarantined" or . == "evacuating")) | length')
+    [ "$states" -le 1 ] || fail "$h sees $states hosts quarantined or evacuating, the limit is 1"
+done
+[ "$(expect 200 "$(tls_alerts B)" | jq -r '.hosts[] | select(.name == "B") | .state')" = ok ] ||
+    fail "B was quarantined although A was: $(tls_alerts B)"
+[ "$(expect 200 "$(tls_alerts A)" | jq -r .max_unavailable)" = 1 ] || fail "GET /v1/alerts does not report the limit"
+[ "$(metric A 'hotmig_alerts_total{action="held"}')" -ge 1 ] || fail "A's /metrics counts nothing held"
+log "burst: 200 bodies answered ($codes), $held with B held back; local API $(echo "$t1 - $t0" | bc) s, plan $(echo "$t2 - $t1" | bc) s"
+stop A
+stop B
 log "ok"

@@ -15,6 +15,7 @@
 #include <json-glib/json-glib.h>
 
 #include "engine/hotmigd-client.h"
+#include "engine/journal.h"
 #include "engine/local-protocol.h"
 #include "engine/virt.h"
 #include "hotmigd/daemon.h"
@@ -86,6 +87,65 @@ static GPtrArray *fv_domain_list_info(OrchVirt *v, gboolean with_xml, GError **e
     return out;
 }
 
+/* What recovery asks (issue 15, item 8): where a domain runs, its live XML (the stand-in VF
+ * 'ua-hmvf0' unless it was unplugged), unplug and plug. */
+static GHashTable *unplugged; /* domain -> TRUE: its VF is not plugged */
+static GPtrArray *plugs;      /* char *: "DOMAIN@HOST" */
+
+static gboolean fv_domain_state(OrchVirt *v, const char *domain, OrchVirtDomainState *ret,
+                                GError **e)
+{
+    g_mutex_lock(&world_lock);
+    *ret = g_strcmp0(g_hash_table_lookup(where, domain), ((FakeVirt *)v)->host) == 0
+               ? ORCH_VIRT_DOMAIN_RUNNING
+               : ORCH_VIRT_DOMAIN_MISSING;
+    g_mutex_unlock(&world_lock);
+    return TRUE;
+}
+
+static gboolean fv_true(OrchVirt *v, const char *domain, GError **e)
+{
+    return TRUE;
+}
+
+static gboolean fv_is_persistent(OrchVirt *v, const char *domain, gboolean *ret, GError **e)
+{
+    *ret = FALSE;
+    return TRUE;
+}
+
+static char *fv_domain_get_xml(OrchVirt *v, const char *domain, GError **e)
+{
+    gboolean without;
+
+    g_mutex_lock(&world_lock);
+    without = g_hash_table_contains(unplugged, domain);
+    g_mutex_unlock(&world_lock);
+    return g_strdup_printf("<domain type='kvm'><name>%s</name><devices>%s%s%s</devices></domain>",
+                           domain, without ? "" : "<interface type='ethernet'><target dev='tap-",
+                           without ? "" : domain,
+                           without ? "" : "' managed='no'/><alias name='ua-hmvf0'/></interface>");
+}
+
+static gboolean fv_device_detach(OrchVirt *v, const char *domain, const char *alias,
+                                 gboolean config, guint timeout_ms, GError **e)
+{
+    g_mutex_lock(&world_lock);
+    g_hash_table_add(unplugged, g_strdup(domain));
+    g_mutex_unlock(&world_lock);
+    return TRUE;
+}
+
+static gboolean fv_device_attach(OrchVirt *v, const char *domain, const char *xml,
+                                 gboolean config, GError **e)
+{
+    g_mutex_lock(&world_lock);
+    g_hash_table_remove(unplugged, domain);
+    g_ptr_array_add(plugs, g_strdup_printf("%s@%s", domain, ((FakeVirt *)v)->host));
+    g_mutex_unlock(&world_lock);
+    return TRUE;
+}
+
 static void fv_free(OrchVirt *v)
 {
     g_free(((FakeVirt *)v)->host);
@@ -94,6 +154,12 @@ static void fv_free(OrchVirt *v)
 }
 
 static const OrchVirtOps fake_virt_ops = {
+    .domain_state = fv_domain_state,
+    .domain_abort_job = fv_true,
+    .domain_is_persistent = fv_is_persistent,
+    .domain_get_xml = fv_domain_get_xml,
+    .device_detach = fv_device_detach,
+    .device_attach = fv_device_attach,
     .node_get_info = fv_node_get_info,
     .domain_list_info = fv_domain_list_info,
     .free = fv_free,
@@ -146,8 +212,7 @@ static OrchReport *report_for(const char *domain, gboolean ok)
     return report;
 }
 
-static gboolean fake_migrate(const OrchOptions *opts, OrchVirtOpenFunc open_fn,
-                             gpointer open_opaque, OrchReport **ret_report, GError **error)
+static gboolean fake_migrate(const OrchOptions *opts, OrchReport **ret_report, GError **error)
 {
     g_autofree char *msg = NULL;
     gboolean ok = world_migrate(opts->domain, host_of_uri(opts->source_uri),
@@ -236,6 +301,9 @@ static OrchVfd *fake_vfd_open(const char *url, gpointer opaque, GError **error)
     return &v->parent;
 }
 
+static const OrchConnector fake_connector = {.open_virt = fake_virt_open,
+                                             .open_vfd = fake_vfd_open};
+
 /* ---- the daemon under test
  * ------------------------------------------------------------------------ */
 
@@ -265,8 +333,7 @@ static int fx_setup(void **state)
     g_autofree char *text = NULL;
     HmConfig *config;
     HotmigdOptions opts = {
-        .virt_open = fake_virt_open,
-        .vfd_open = fake_vfd_open,
+        .connector = &fake_connector,
         .migrate = fake_migrate,
         .no_https = TRUE,
         .no_pool = TRUE,
@@ -873,6 +940,110 @@ static void test_snapshot(void **state)
     assert_int_equal(json_object_get_int_member(json_array_get_object_element(vms, 0), "vfs"), 1);
 }
 
+/* ---- recovery at the start (issue 15, item 8) ----------------------------------------------- */
+
+/* A journal as a migration killed after its unplug leaves it (@domain from A to B, its VF
+ * 'ua-hmvf0' asked out). Returns the journal, still open (locked) when @keep_locked. */
+static OrchJournal *journal_left(const char *dir, const char *domain, gboolean keep_locked)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(OrchJournal) journal = orch_journal_open(dir, domain, TRUE, &error);
+    g_autoptr(OrchJournalRecord) rec = g_new0(OrchJournalRecord, 1);
+    OrchJournalVf *vf = g_new0(OrchJournalVf, 1);
+
+    assert_non_null(journal);
+    rec->migration = g_strdup_printf("m-%s", domain);
+    rec->domain = g_strdup(domain);
+    rec->source = g_strdup("test:///A");
+    rec->destination = g_strdup("test:///B");
+    rec->vfs = g_ptr_array_new_with_free_func((GDestroyNotify)orch_journal_vf_free);
+    vf->alias = g_strdup("ua-hmvf0");
+    vf->kind = g_strdup("standin");
+    vf->source_xml = g_strdup_printf("<interface type='ethernet'><target dev='tap-%s' "
+                                     "managed='no'/><alias name='ua-hmvf0'/></interface>",
+                                     domain);
+    vf->destination_xml = g_strdup(vf->source_xml);
+    g_ptr_array_add(rec->vfs, vf);
+    assert_true(orch_journal_begin(journal, rec, &error));
+    assert_true(orch_journal_step(journal, rec->migration, "unplug", "ua-hmvf0", NULL, &error));
+    g_mutex_lock(&world_lock);
+    g_hash_table_add(unplugged, g_strdup(domain));
+    g_mutex_unlock(&world_lock);
+    return keep_locked ? g_steal_pointer(&journal) : NULL;
+}
+
+/* hotmigd was killed while a1's migration had unplugged its VF (a1 still on A, quiesced): the
+ * next hotmigd recovers it at the start (the VF back on A, the journal gone); a2's journal,
+ * locked by another process (a migrate-vm running), is left to it. */
+static void test_recover_at_start(void **state)
+{
+    Fx fx = {0};
+    g_autoptr(GError) error = NULL;
+    g_autofree char *text = NULL;
+    g_autoptr(OrchJournal) busy = NULL;
+    g_autoptr(GPtrArray) left = NULL;
+    HmConfig *config;
+    HotmigdOptions opts = {
+        .connector = &fake_connector,
+        .migrate = fake_migrate,
+        .no_https = TRUE,
+        .no_pool = TRUE,
+        .inventory_interval_s = G_MAXUINT,
+    };
+    gint64 until = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
+
+    g_mutex_lock(&world_lock);
+    where = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    fail = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    remote_results = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    unplugged = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    plugs = g_ptr_array_new_with_free_func(g_free);
+    g_hash_table_insert(where, g_strdup("a1"), g_strdup("A"));
+    g_hash_table_insert(where, g_strdup("a2"), g_strdup("A"));
+    g_mutex_unlock(&world_lock);
+
+    fx.dir = g_dir_make_tmp("hm-daemon-test-XXXXXX", NULL);
+    fx.socket = g_build_filename(fx.dir, "hotmigd.sock", NULL);
+    journal_left(fx.dir, "a1", FALSE);
+    busy = journal_left(fx.dir, "a2", TRUE);
+    text = g_strdup_printf("[hotmigd]\nname = A\nsocket = %s\nrun-dir = %s\nstate-dir = %s\n"
+                           "[host A]\nuri = test:///A\nhotmigd = https://A:1\n"
+                           "[host B]\nuri = test:///B\nhotmigd = https://B:1\n",
+                           fx.socket, fx.dir, fx.dir);
+    config = hm_config_load_data(text, strlen(text), "test.conf", &error);
+    assert_non_null(config);
+    fx.daemon = hotmigd_new(config, &opts, &error);
+    assert_non_null(fx.daemon);
+    assert_true(hotmigd_recovering(fx.daemon));
+    while (hotmigd_recovering(fx.daemon) && g_get_monotonic_time() < until)
+        g_main_context_iteration(NULL, TRUE);
+    assert_false(hotmigd_recovering(fx.daemon));
+
+    g_mutex_lock(&world_lock);
+    assert_int_equal(plugs->len, 1);
+    assert_string_equal(g_ptr_array_index(plugs, 0), "a1@A");
+    assert_false(g_hash_table_contains(unplugged, "a1"));
+    assert_true(g_hash_table_contains(unplugged, "a2"));
+    g_mutex_unlock(&world_lock);
+    left = orch_journal_list(fx.dir, &error);
+    assert_non_null(left);
+    assert_int_equal(left->len, 1);
+    assert_string_equal(g_ptr_array_index(left, 0), "a2");
+
+    g_clear_pointer(&busy, orch_journal_close);
+    g_clear_pointer(&fx.daemon, hotmigd_free);
+    while (g_main_context_iteration(NULL, FALSE))
+        ;
+    rm_rf(fx.dir);
+    g_free(fx.dir);
+    g_free(fx.socket);
+    g_hash_table_unref(where);
+    g_hash_table_unref(fail);
+    g_hash_table_unref(remote_results);
+    g_clear_pointer(&unplugged, g_hash_table_unref);
+    g_clear_pointer(&plugs, g_ptr_array_unref);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -884,6 +1055,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_evacuate_sooner, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_plan_and_run, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_snapshot, fx_setup, fx_teardown),
+        cmocka_unit_test(test_recover_at_start),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

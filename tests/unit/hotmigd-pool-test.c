@@ -12,6 +12,8 @@
 #include <gio/gunixsocketaddress.h>
 #include <json-glib/json-glib.h>
 
+#include "engine/virt.h"
+#include "hotmigd/local-api.h"
 #include "pool-fake-host.h"
 
 #define PF "0000:3b:00.0"
@@ -565,6 +567,126 @@ static void test_left(void **state)
     assert_string_equal(member(obj, "state"), "free");
 }
 
+#define LEASE_FOR(vf, domain)                                                                      \
+    "{\"vf\": \"" vf "\", \"holder\": \"test\", \"reason\": \"unit test\", \"domain\": \"" domain   \
+    "\"}"
+#define GUIDS_BODY "{\"node_guid\": \"0x0002c90300a1b2c3\", \"port_guid\": \"0x0002c90300a1b2c4\"}"
+
+/* The fake host's VF was last given GUIDs of the host's own (not 0002:c903:00a1:b2c3). */
+static void assert_home_guids(const FakeHost *host)
+{
+    assert_true(host->ib_node >> 56 == 0x02);
+    assert_true(host->ib_port == (host->ib_node | 1));
+    assert_true(host->ib_node != 0x0002c90300a1b2c3ULL);
+}
+
+static void leased_with_identity(Fx *fx, const char *vf, const char *domain, char **ret_id)
+{
+    g_autofree char *body = g_strdup_printf(
+        "{\"vf\": \"%s\", \"holder\": \"test\", \"reason\": \"unit test\", \"domain\": \"%s\"}", vf,
+        domain);
+    g_autofree char *path = g_strdup_printf("/v1/vfs/%s/ib-identity", vf);
+    guint status = 0;
+    g_autoptr(JsonObject) obj = NULL;
+
+    *ret_id = lease(fx, body);
+    obj = call(fx, "POST", path, GUIDS_BODY, &status);
+    assert_int_equal(status, 200);
+    assert_true(fx->host->ib_node == 0x0002c90300a1b2c3ULL);
+}
+
+/* Issue 15 item 5: a VF whose domain left it (migrated away, or a migration in rolled back)
+ * does not keep the domain's GUIDs, and a VF still carrying another domain's identity is never
+ * leased (so never plugged) before it was reset. */
+static void test_identity_reset(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *id = NULL;
+    g_autofree char *path = NULL;
+    g_autoptr(JsonObject) obj = NULL;
+    guint status = 0;
+    guint calls;
+
+    /* vm7 migrated in onto VF2 (GUIDs given), then migrated away: 'left' resets VF2. */
+    leased_with_identity(fx, VF2, "vm7", &id);
+    path = g_strdup_printf("/v1/leases/" VF2 "/%s/confirm", id);
+    obj = call(fx, "POST", path, NULL, &status);
+    assert_int_equal(status, 200);
+    calls = fx->host->ib_calls;
+    g_clear_pointer(&obj, json_object_unref);
+    obj = call(fx, "POST", "/v1/vfs/" VF2 "/left", "{\"domain\": \"vm7\"}", &status);
+    assert_int_equal(status, 200);
+    assert_int_equal(fx->host->ib_calls, calls + 1);
+    assert_int_equal(fx->host->ib_vf_index, 1);
+    assert_home_guids(fx->host);
+    /* The record is gone with it: vm7's identity is no longer answered from it. */
+    expect_error(fx, "GET", "/v1/vfs/" VF2 "/identity/vm7", NULL, 404, "unknown to this host");
+
+    /* A migration in rolled back: the lease released after the GUIDs were set resets them. */
+    g_clear_pointer(&id, g_free);
+    g_clear_pointer(&path, g_free);
+    leased_with_identity(fx, VF3, "vm8", &id);
+    calls = fx->host->ib_calls;
+    path = g_strdup_printf("/v1/leases/" VF3 "/%s", id);
+    g_clear_pointer(&obj, json_object_unref);
+    obj = call(fx, "DELETE", path, NULL, &status);
+    assert_int_equal(status, 200);
+    assert_int_equal(fx->host->ib_calls, calls + 1);
+    assert_int_equal(fx->host->ib_vf_index, 2);
+    assert_home_guids(fx->host);
+
+    /* The reset fails (netlink says no): the VF is refused to any other domain, not to vm9. */
+    g_clear_pointer(&id, g_free);
+    g_clear_pointer(&path, g_free);
+    leased_with_identity(fx, VF1, "vm9", &id);
+    fx->host->ib_fail = TRUE;
+    path = g_strdup_printf("/v1/leases/" VF1 "/%s", id);
+    g_clear_pointer(&obj, json_object_unref);
+    obj = call(fx, "DELETE", path, NULL, &status);
+    assert_int_equal(status, 200);
+    expect_error(fx, "POST", "/v1/leases", LEASE_FOR(VF1, "vm10"), 409,
+                 "VF '" VF1 "' still carries the IB identity of domain 'vm9' and it could not be "
+                 "reset: Resetting the IB identity of VF '" VF1 "': injected");
+    /* By model: VF1 is passed over (VF2 and VF3 are free and reset). */
+    {
+        g_autofree char *other = lease(
+            fx, "{\"vendor_id\": \"0x15b3\", \"device_id\": 4124, \"holder\": \"test\", "
+                "\"reason\": \"unit test\", \"domain\": \"vm10\"}");
+        g_autoptr(JsonObject) e = vf_entry(fx, VF1);
+
+        assert_string_equal(member(e, "state"), "free");
+    }
+    g_free(lease(fx, LEASE_FOR(VF1, "vm9")));
+    fx->host->ib_fail = FALSE;
+
+    /* A domain that started here (no lease, no record) leaves LONE: reset too. */
+    calls = fx->host->ib_calls;
+    g_clear_pointer(&obj, json_object_unref);
+    obj = call(fx, "POST", "/v1/vfs/" LONE "/left", "{\"domain\": \"vmL\"}", &status);
+    assert_int_equal(status, 200);
+    assert_int_equal(fx->host->ib_calls, calls + 1);
+    assert_home_guids(fx->host);
+    /* ... but never under a domain that uses the VF. */
+    g_hash_table_insert(fx->host->domains, g_strdup(LONE), g_strdup("vmX"));
+    g_clear_pointer(&obj, json_object_unref);
+    obj = call(fx, "POST", "/v1/vfs/" LONE "/left", "{\"domain\": \"vmL\"}", &status);
+    assert_int_equal(status, 200);
+    assert_int_equal(fx->host->ib_calls, calls + 1);
+    g_hash_table_remove(fx->host->domains, LONE);
+
+    /* libvirt does not answer when vmL leaves: recorded, reset at the next lease. */
+    fx->host->domains_fail = TRUE;
+    g_clear_pointer(&obj, json_object_unref);
+    obj = call(fx, "POST", "/v1/vfs/" LONE "/left", "{\"domain\": \"vmL\"}", &status);
+    assert_int_equal(status, 200);
+    assert_int_equal(fx->host->ib_calls, calls + 1);
+    fx->host->domains_fail = FALSE;
+    fx->host->ib_node = 0;
+    g_free(lease(fx, LEASE_FOR(LONE, "vm11")));
+    assert_int_equal(fx->host->ib_calls, calls + 2);
+    assert_home_guids(fx->host);
+}
+
 /* POST /v1/files: which of the domain's files this host has (for --dry-run). */
 static void test_files(void **state)
 {
@@ -724,6 +846,209 @@ static void test_real_host_libvirt_silent(void **state)
     g_rmdir(dir);
 }
 
+/* ---- a libvirt that hangs (issue 15, item 7) ------------------------------------------------ */
+
+/* A hypervisor adapter whose domain listing blocks until the test lets it go. */
+static struct {
+    GMutex lock;
+    GCond cond;
+    gboolean hang;
+    gint opens;
+    gint lists;
+} hang;
+
+static GPtrArray *hang_domain_list_xml(OrchVirt *virt, GError **error)
+{
+    g_atomic_int_inc(&hang.lists);
+    g_mutex_lock(&hang.lock);
+    while (hang.hang)
+        g_cond_wait(&hang.cond, &hang.lock);
+    g_mutex_unlock(&hang.lock);
+    return g_ptr_array_new_with_free_func(g_free);
+}
+
+static void hang_free(OrchVirt *virt)
+{
+    orch_virt_clear(virt);
+    g_free(virt);
+}
+
+static const OrchVirtOps hang_ops = {
+    .domain_list_xml = hang_domain_list_xml,
+    .free = hang_free,
+};
+
+static OrchVirt *hang_open(const char *uri, const char *label, gpointer opaque, GError **error)
+{
+    OrchVirt *virt = g_new0(OrchVirt, 1);
+
+    g_atomic_int_inc(&hang.opens);
+    orch_virt_init(virt, &hang_ops, uri, label);
+    return virt;
+}
+
+static void hang_release(void)
+{
+    g_mutex_lock(&hang.lock);
+    hang.hang = FALSE;
+    g_cond_broadcast(&hang.cond);
+    g_mutex_unlock(&hang.lock);
+}
+
+static guint thread_count(void)
+{
+    g_autoptr(GDir) dir = g_dir_open("/proc/self/task", 0, NULL);
+    guint n = 0;
+
+    assert_non_null(dir);
+    while (g_dir_read_name(dir))
+        n++;
+    return n;
+}
+
+typedef struct {
+    guint replies;
+    guint status[600];
+    guint busy; /* 503s for a full queue */
+} Replies;
+
+static void replies_keep(OrchVfdReply *reply, gpointer data)
+{
+    Replies *r = data;
+
+    r->status[reply->status]++;
+    if (reply->status == 503 && strstr(reply->body, "pool requests waiting"))
+        r->busy++;
+    r->replies++;
+    orch_vfd_reply_free(reply);
+}
+
+static JsonNode *local_status(gpointer owner, const char *id, GError **error)
+{
+    JsonNode *node = json_node_new(JSON_NODE_OBJECT);
+
+    json_node_take_object(node, json_object_new());
+    return node;
+}
+
+typedef struct {
+    const char *path;
+    gboolean done;
+    JsonNode *answer;
+    char *error;
+    gint64 took_us;
+} LocalCall;
+
+static gpointer local_call_thread(gpointer data)
+{
+    LocalCall *call = data;
+    g_autoptr(GError) error = NULL;
+    gint64 t0 = g_get_monotonic_time();
+
+    /* The 1 s timeout is the test's bound: the main loop must serve the local API meanwhile. */
+    call->answer = orch_local_call(call->path, "status", NULL, 1, NULL, NULL, &error);
+    call->took_us = g_get_monotonic_time() - t0;
+    if (error)
+        call->error = g_strdup(error->message);
+    g_atomic_int_set(&call->done, TRUE);
+    g_main_context_wakeup(NULL);
+    return NULL;
+}
+
+/* libvirt accepts the question and never answers: 50 pool requests while it hangs. The pool's
+ * requests wait on one worker thread, libvirt is asked by one thread over one connection, the
+ * main loop (here: the local API) answers at once, and a queue longer than its bound is refused. */
+static void test_libvirt_hangs(void **state)
+{
+    static const char *const pfs[] = {"0001:af:00.1", NULL};
+    static const OrchLocalApiOps local_ops = {.status = local_status};
+    g_autofree char *root = g_build_filename(g_getenv("HM_FIXTURES"), "sysfs", "cx6-ib", NULL);
+    g_autofree char *dir = g_dir_make_tmp("hm-hotmigd-pool-test-XXXXXX", NULL);
+    g_autofree char *leases = g_build_filename(dir, "leases", NULL);
+    g_autofree char *sock = g_build_filename(dir, "hotmigd.sock", NULL);
+    OrchVfdPoolConfig config = {.host_name = "test-host", .lease_dir = leases, .pfs = pfs};
+    gpointer host = orch_vfd_host_new(root, "test:///hangs", 1000, 200);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(OrchVfdPool) pool = NULL;
+    g_autoptr(OrchLocalApi) local = NULL;
+    g_autoptr(OrchPeer) who = orch_peer_new("test", "test", ORCH_ROLE_HOST | ORCH_ROLE_OPERATOR);
+    OrchVfdApi api = {0};
+    Replies r = {0};
+    LocalCall call = {0};
+    GThread *caller;
+    guint before, during;
+
+    hang.hang = TRUE;
+    hang.opens = hang.lists = 0;
+    orch_vfd_host_set_virt_open(host, hang_open);
+    pool = orch_vfd_pool_new(&config, &orch_vfd_host_ops, host, &error);
+    assert_non_null(pool);
+    local = orch_local_api_new(&local_ops, NULL, sock, &error);
+    assert_non_null(local);
+    api.pool = pool;
+    api.worker = orch_vfd_worker_new(40);
+    before = thread_count();
+
+    for (guint i = 0; i < 50; i++) {
+        static const char lease_body[] =
+            "{\"vendor_id\": \"0x15b3\", \"device_id\": \"0x101c\", \"holder\": \"test\", "
+            "\"reason\": \"unit test\", \"domain\": \"vm7\"}";
+        gboolean get = i % 2 == 0;
+        OrchVfdRequest req = {.method = get ? "GET" : "POST",
+                              .path = get ? "/v1/vfs" : "/v1/leases",
+                              .body = get ? NULL : lease_body,
+                              .len = get ? 0 : strlen(lease_body),
+                              .who = who};
+
+        orch_vfd_api_dispatch(&api, &req, replies_keep, &r);
+    }
+    /* Beyond the queue's bound: refused at once, not queued. */
+    assert_int_equal(r.replies, 10);
+    assert_int_equal(r.busy, 10);
+
+    /* The local API answers while 40 requests wait for libvirt. */
+    call.path = sock;
+    caller = g_thread_new("local-call", local_call_thread, &call);
+    while (!g_atomic_int_get(&call.done))
+        g_main_context_iteration(NULL, TRUE);
+    g_thread_join(caller);
+    if (!call.answer)
+        fail_msg("the local API did not answer while libvirt hangs: %s", call.error);
+    json_node_unref(call.answer);
+    g_printerr("# local API answered in %" G_GINT64_FORMAT " ms with %u pool requests waiting\n",
+               call.took_us / 1000, orch_vfd_worker_queued(api.worker));
+
+    /* Every request is answered: the first waits libvirt's 200 ms, the others are told at once
+     * that libvirt has not answered; one thread and one connection to libvirt in all. */
+    while (r.replies < 50)
+        g_main_context_iteration(NULL, TRUE);
+    during = thread_count();
+    if (during > before + 1)
+        fail_msg("%u threads after 50 pool requests, %u before", during, before);
+    assert_int_equal(g_atomic_int_get(&hang.opens), 1);
+    assert_int_equal(g_atomic_int_get(&hang.lists), 1);
+    assert_int_equal(r.status[200], 20); /* GET /v1/vfs: listed, with a warning */
+    assert_int_equal(r.status[503], 30); /* leases: which VF a domain uses is unknown */
+
+    /* libvirt answers again: the same connection serves the next question. */
+    hang_release();
+    {
+        OrchVfdRequest req = {.method = "GET", .path = "/v1/vfs", .who = who};
+
+        r.replies = 0;
+        memset(r.status, 0, sizeof r.status);
+        orch_vfd_api_dispatch(&api, &req, replies_keep, &r);
+        while (r.replies < 1)
+            g_main_context_iteration(NULL, TRUE);
+        assert_int_equal(r.status[200], 1);
+    }
+    assert_int_equal(g_atomic_int_get(&hang.opens), 1);
+    orch_vfd_worker_free(api.worker);
+    g_clear_pointer(&local, orch_local_api_free);
+    g_clear_pointer(&pool, orch_vfd_pool_free);
+    rm_rf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -739,9 +1064,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_requests, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_files, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_left, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_identity_reset, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_stale_assigned_reclaimed, fx_setup, fx_teardown),
         cmocka_unit_test(test_real_host),
         cmocka_unit_test(test_real_host_libvirt_silent),
+        cmocka_unit_test(test_libvirt_hangs),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1301,6 +1301,24 @@ static void test_identity_record(void **state)
     assert_int_equal(got->state, HOTPLUG_LEASE_LEASED);
     assert_null(got->identity_of);
     assert_true(got->node_guid == 0);
+    g_clear_pointer(&got, hotplug_lease_free);
+
+    /* A domain left the VF and it could not be reset: marked, GUIDs unknown, kept in every
+     * state and read back; marking the same domain again keeps known GUIDs. */
+    assert_true(hotplug_lease_mark_identity(f->store, VF, "vm-left", &error));
+    assert_true(hotplug_lease_release(f->store, VF, next->id, &error));
+    got = hotplug_lease_get(f->store, VF, &error);
+    assert_non_null(got);
+    assert_int_equal(got->state, HOTPLUG_LEASE_FREE);
+    assert_string_equal(got->identity_of, "vm-left");
+    assert_true(got->node_guid == 0 && got->port_guid == 0);
+    g_clear_pointer(&got, hotplug_lease_free);
+    assert_false(hotplug_lease_mark_identity(f->store, VF, "", &error));
+    assert_true(g_error_matches(error, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID));
+    g_clear_error(&error);
+    assert_true(hotplug_lease_clear_identity(f->store, VF, &error));
+    got = hotplug_lease_get(f->store, VF, &error);
+    assert_null(got->identity_of);
 }
 
 /* Child side of test_unwritable_dir: runs as a user that cannot write the directory. Returns

@@ -57,7 +57,8 @@ static const char expected[] =
     "hotmig_alerts_total{action=\"merged\"} 18446744073709551615\n"
     "hotmig_alerts_total{action=\"ignored\"} 0\n"
     "hotmig_alerts_total{action=\"forwarded\"} 2\n"
-    "hotmig_alerts_total{action=\"rejected\"} 4\n";
+    "hotmig_alerts_total{action=\"rejected\"} 4\n"
+    "hotmig_alerts_total{action=\"held\"} 0\n";
 
 static OrchMetrics sample(void)
 {

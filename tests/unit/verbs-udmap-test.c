@@ -53,6 +53,56 @@ static void test_udmap_round_trip(void **state)
     free(back);
 }
 
+/* UDHOLD / UDHELD: a moving process asks its UD peers to hold their sends (docs/protocol.md) */
+static void test_udhold_round_trip(void **state)
+{
+    HvMsg *m = calloc(1, sizeof(*m)), *back = calloc(1, sizeof(*back));
+    char buf[256];
+    int n;
+
+    (void)state;
+    m->type = HV_MSG_UDHOLD;
+    m->target = 0x11;
+    assert_int_equal(parse("UDHOLD 17 " GID_A, back), 0);
+    memcpy(m->gid, back->gid, 16);
+    n = hv_proto_format(m, buf, sizeof(buf));
+    assert_true(n > 0);
+    assert_string_equal(buf, "UDHOLD 17 " GID_A "\n");
+    assert_int_equal(back->type, HV_MSG_UDHOLD);
+    assert_int_equal(back->target, 17);
+
+    memset(m, 0, sizeof(*m));
+    m->type = HV_MSG_UDHELD;
+    m->nkeys = 2;
+    m->keys[0] = (HvKeyPair){0x11, 5};
+    m->keys[1] = (HvKeyPair){0xffffff, 0xffffffff};
+    n = hv_proto_format(m, buf, sizeof(buf));
+    assert_true(n > 0);
+    assert_string_equal(buf, "UDHELD 2 11:5 ffffff:ffffffff\n");
+    assert_int_equal(hv_proto_parse(buf, (size_t)n - 1, back), 0);
+    assert_int_equal(back->type, HV_MSG_UDHELD);
+    assert_int_equal(back->nkeys, 2);
+    assert_int_equal(back->keys[1].p, 0xffffffff);
+    assert_int_equal(parse("UDHELD 0", back), 0); /* sent nothing to the mover: held anyway */
+    assert_int_equal(back->nkeys, 0);
+
+    assert_int_equal(parse("UDHOLD 17", back), -EINVAL);              /* no GID */
+    assert_int_equal(parse("UDHOLD 16777216 " GID_A, back), -EINVAL); /* > 24 bits */
+    assert_int_equal(parse("UDHOLD 17 " GID_A " 1", back), -EINVAL);  /* extra */
+    assert_int_equal(parse("UDHELD 1 1000000:1", back), -EINVAL);     /* QPN > 24 bits */
+    assert_int_equal(parse("UDHELD 1 1:100000000", back), -EINVAL);   /* count > 32 bits */
+    assert_int_equal(parse("UDHELD 2 1:1", back), -EINVAL);           /* fewer than said */
+    assert_int_equal(parse("UDHELD 65 1:1", back), -EINVAL);          /* > UDQPS_MAX */
+    assert_int_equal(parse("UDHELD", back), -EINVAL);
+    m->keys[0].v = 0x1000000; /* the formatter refuses what the parser would */
+    assert_int_equal(hv_proto_format(m, buf, sizeof(buf)), -EINVAL);
+    m->keys[0].v = 1;
+    m->nkeys = HV_PROTO_UDQPS_MAX + 1;
+    assert_int_equal(hv_proto_format(m, buf, sizeof(buf)), -EINVAL);
+    free(m);
+    free(back);
+}
+
 static void test_udmap_refuses_bad_lines(void **state)
 {
     HvMsg *m = calloc(1, sizeof(*m));
@@ -146,6 +196,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_udmap_round_trip),
         cmocka_unit_test(test_udmap_refuses_bad_lines),
+        cmocka_unit_test(test_udhold_round_trip),
         cmocka_unit_test(test_ud_table_translates_per_gid),
         cmocka_unit_test(test_ud_table_bounds),
     };

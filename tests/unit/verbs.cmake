@@ -15,3 +15,32 @@ hm_add_test(verbs-udmap-test unit
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-udmap-test.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-util.c
   LIBS hotmig-verbs-proto PkgConfig::IBVERBS Threads::Threads)
 target_include_directories(verbs-udmap-test PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs)
+# LD_PRELOAD=libhotmig-verbs.so alone with libibverbs dlopen'ed late and RTLD_LOCAL (UCX).
+add_library(verbs-late-lib MODULE ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-late-lib.c)
+target_link_libraries(verbs-late-lib PRIVATE PkgConfig::IBVERBS)
+hm_add_test(verbs-late-load-test unit
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-late-load-test.c
+  LIBS ${CMAKE_DL_LIBS}
+  ARGS $<TARGET_FILE:hotmig-verbs> $<TARGET_FILE:verbs-late-lib>
+  ENV "LD_PRELOAD=$<TARGET_FILE:hotmig-verbs>;HOTMIG_VERBS_DISABLE=1;ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0")
+target_include_directories(verbs-late-load-test PRIVATE ${IBVERBS_INCLUDE_DIRS})
+add_dependencies(verbs-late-load-test hotmig-verbs verbs-late-lib)
+# Both ends of a connection moving at once: the RECONNECT verdict, every interleaving.
+hm_add_test(verbs-both-move-test unit
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-both-move-test.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-util.c
+  LIBS hotmig-verbs-proto PkgConfig::IBVERBS Threads::Threads)
+target_include_directories(verbs-both-move-test PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs)
+# The ibv_wr_* API (ibv_qp_ex) the layer serves: built into the layer's own posts. The layer's
+# sources are linked in (no libibverbs: the test needs no device, its QP is paused).
+hm_add_test(verbs-wr-api-test unit
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-wr-api-test.c
+    ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-layer.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-exports.c
+    ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-swap.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-peer.c
+    ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-util.c
+  LIBS hotmig-verbs-proto hotmig Threads::Threads ${CMAKE_DL_LIBS})
+target_include_directories(verbs-wr-api-test PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs
+  ${IBVERBS_INCLUDE_DIRS})
+# The UCX timeouts the layer sets unless the user did (docs/verbs-layer.md, "UCX").
+add_test(NAME verbs-ucx-env
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-ucx-env.sh $<TARGET_FILE:hotmig-verbs>)
+set_tests_properties(verbs-ucx-env PROPERTIES LABELS unit)
