@@ -560,6 +560,17 @@ static int hv_reconnect(HvSwapQp *s)
         qp->state = r ? qp->state : (qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR);
         return r ? -r : 0;
     }
+    /* Both ends moved at once (two ranks of one guest, or two guests of a drain): the peer's
+     * layer resumed first and its RECONNECT already took this re-created QP (left in INIT by
+     * the rebuild) to RTR/RTS with the peer's new QPN and keys. A second RTR would fail
+     * (EINVAL from RTS, seen in e2e-mpi-drain): the connection is up. */
+    pthread_mutex_lock(&qp->lock);
+    if (qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS) {
+        pthread_mutex_unlock(&qp->lock);
+        hv_debug("QP %u: its peer, moved too, reconnected it first", qp->pub.qp_num);
+        return 0;
+    }
+    pthread_mutex_unlock(&qp->lock);
     {
         uint32_t m_psn = hv_psn(), p_psn = hv_psn();
         HvMsg *m = calloc(1, sizeof(*m)), rep;
