@@ -509,12 +509,14 @@ static int hv_rebuild(HvContext *ctx, const char *name)
 
 /* Brings @s's QP to RTR/RTS with its peer: through the peer's layer when it takes part, by
  * replaying the program's transitions otherwise (UD, or a peer outside the layer). */
+#define HV_BOTH_MOVED_WAIT_MS 30000
+
 static int hv_reconnect(HvSwapQp *s)
 {
     HvQp *qp = s->qp;
     HvContext *ctx = qp->pd->ctx;
     struct ibv_qp_attr a;
-    int r = 0;
+    int r = 0, same_guest = 0, reconnected = 0;
 
     if (!qp->m_rtr)
         return 0;
@@ -560,17 +562,37 @@ static int hv_reconnect(HvSwapQp *s)
         qp->state = r ? qp->state : (qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR);
         return r ? -r : 0;
     }
-    /* Both ends moved at once (two ranks of one guest, or two guests of a drain): the peer's
-     * layer resumed first and its RECONNECT already took this re-created QP (left in INIT by
-     * the rebuild) to RTR/RTS with the peer's new QPN and keys. A second RTR would fail
-     * (EINVAL from RTS, seen in e2e-mpi-drain): the connection is up. */
-    pthread_mutex_lock(&qp->lock);
-    if (qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS) {
-        pthread_mutex_unlock(&qp->lock);
-        hv_debug("QP %u: its peer, moved too, reconnected it first", qp->pub.qp_num);
-        return 0;
+    /* Both ends moved at once: a peer in another process of this guest (its GID is ours) moved
+     * with us. Both layers resume at the same time; the end with the lower virtual QPN
+     * reconnects, the other waits for that RECONNECT to take its re-created QP (left in INIT
+     * by the rebuild) to RTR/RTS (two RECONNECTs crossing failed: RTR from RTS, EINVAL, in
+     * e2e-mpi-drain). */
+    {
+        union ibv_gid own;
+        int64_t until = hv_ms() + HV_BOTH_MOVED_WAIT_MS;
+
+        same_guest = hv_real.r_ibv_query_gid(ctx->phys, qp->a_rtr.ah_attr.port_num,
+                                             qp->a_rtr.ah_attr.grh.sgid_index, &own) == 0 &&
+                     qp->a_rtr.ah_attr.is_global &&
+                     memcmp(own.raw, qp->a_rtr.ah_attr.grh.dgid.raw, sizeof(own.raw)) == 0;
+        for (;;) {
+            pthread_mutex_lock(&qp->lock);
+            reconnected = qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS;
+            pthread_mutex_unlock(&qp->lock);
+            if (reconnected || !same_guest || qp->pub.qp_num < qp->peer_vqpn)
+                break;
+            if (hv_ms() >= until) {
+                hv_log("QP %u: its peer QP %u in this guest did not reconnect it", qp->pub.qp_num,
+                       qp->peer_vqpn);
+                return -ETIMEDOUT;
+            }
+            hv_sleep_ms(20);
+        }
+        if (reconnected) {
+            hv_debug("QP %u: its peer, moved too, reconnected it", qp->pub.qp_num);
+            return 0;
+        }
     }
-    pthread_mutex_unlock(&qp->lock);
     {
         uint32_t m_psn = hv_psn(), p_psn = hv_psn();
         HvMsg *m = calloc(1, sizeof(*m)), rep;
@@ -608,6 +630,13 @@ static int hv_reconnect(HvSwapQp *s)
         pthread_mutex_unlock(&ctx->lock);
         n = r ? -r : hv_proto_format(m, req, HV_PROTO_LINE_MAX + 2);
         r = n < 0 ? n : hv_peer_call(&qp->a_rtr.ah_attr.grh.dgid, qp->peer_vqpn, req, line, sizeof(line));
+        /* a peer of this guest that moved with us may not have re-created its QP yet */
+        for (int64_t until = hv_ms() + HV_BOTH_MOVED_WAIT_MS;
+             !r && same_guest && hv_ms() < until &&
+             (hv_proto_parse(line, strlen(line), &rep) < 0 || rep.type != HV_MSG_RECONNECTED);) {
+            hv_sleep_ms(50);
+            r = hv_peer_call(&qp->a_rtr.ah_attr.grh.dgid, qp->peer_vqpn, req, line, sizeof(line));
+        }
         if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 || rep.type != HV_MSG_RECONNECTED)) {
             hv_log("QP %u: the peer refused to reconnect: %s", qp->pub.qp_num, line);
             r = -EPROTO;
