@@ -16,10 +16,6 @@
  * with carrier; if it is not, the line waits for the link events that change it (deadline
  * 10 s, then it is printed with the state reached and the NIC's operstate, carrier and flags:
  * "HMLAB vf up IF rxe0 PORT_DOWN (IF: operstate down, carrier 0, flags 0x1003) gid=G").
- * A virtio-net NIC still without carrier 3 s after it was set up, although its device reports
- * link status, is re-probed (unbind + bind to virtio_net; at most 3 times in a row), working
- * around a guest kernel 6.1 virtio-net probe race that leaves the carrier off for good:
- * "HMLAB vf IF no carrier after N ms: re-probing virtioK".
  *
  * Usage: hm-vf-driver --mac MAC [--ip ADDR/LEN] [--rdma-dev rxe0] [--sysfs /sys] [--daemonize]
  * --daemonize returns (exit 0) once the boot scan is done, so the VF is up before the agent and
@@ -51,13 +47,6 @@
 #define VFD_RETRY_MS 100
 #define VFD_REPLY_WAIT_MS 5000
 #define VFD_GIDS_MAX 256
-/* A NIC still without carrier this long after it was brought up (its device reporting link
- * status) is re-probed, at most VFD_REPROBES_MAX times in a row: guest kernel 6.1's virtio-net
- * probe can lose the link status for good (docs/reliability.md, "The stand-in that stayed
- * PORT_DOWN"). */
-#define VFD_CARRIER_WAIT_MS 3000
-#define VFD_REPROBES_MAX 3
-#define VIRTIO_NET_F_STATUS_BIT 16
 
 typedef struct {
     unsigned char mac[6];
@@ -81,9 +70,6 @@ typedef struct {
     int rdma_stale;     /* our NIC went away: an rdma_dev still there is its old device */
     int retry_rxe;      /* rdma_dev is held by an old device: retry creating ours */
     int64_t retry_at, retry_deadline;
-    int64_t up_at;            /* when our NIC was set up */
-    int64_t carrier_check_at; /* when to look at its carrier; 0 = not pending */
-    int reprobes;             /* re-probes in a row without a NIC getting carrier */
 } Vfd;
 
 static int64_t now_ms(void)
@@ -404,103 +390,6 @@ static void rxe_retry(Vfd *vfd)
            strerror(-r));
 }
 
-/* Writes @value to the sysfs file @rel (under vfd->sysfs): 0 or a negative errno. */
-static int sysfs_write(const Vfd *vfd, const char *rel, const char *value)
-{
-    char path[512];
-    size_t len = strlen(value);
-    ssize_t n;
-    int fd;
-
-    snprintf(path, sizeof(path), "%s/%s", vfd->sysfs, rel);
-    fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    n = write(fd, value, len);
-    if (n < 0) {
-        int e = errno;
-
-        close(fd);
-        return -e;
-    }
-    close(fd);
-    return (size_t)n == len ? 0 : -EIO;
-}
-
-/* The name of the virtio device under virtio-net's netdev @ifname ("virtio3") into @out:
- * 0, or -1 when the NIC is not a virtio-net one whose device reports link status. */
-static int virtio_net_status_dev(const Vfd *vfd, const char *ifname, char *out, size_t len)
-{
-    char path[512], target[512], features[256];
-    const char *base;
-    ssize_t n;
-
-    snprintf(path, sizeof(path), "%s/class/net/%s/device/driver", vfd->sysfs, ifname);
-    n = readlink(path, target, sizeof(target) - 1);
-    if (n <= 0)
-        return -1;
-    target[n] = '\0';
-    base = strrchr(target, '/');
-    if (strcmp(base ? base + 1 : target, "virtio_net") != 0)
-        return -1;
-    /* device/features: one '0' or '1' per feature bit, bit 0 first. */
-    net_sysfs_read(vfd, ifname, "device/features", features, sizeof(features));
-    if (strlen(features) <= VIRTIO_NET_F_STATUS_BIT || features[VIRTIO_NET_F_STATUS_BIT] != '1')
-        return -1;
-    snprintf(path, sizeof(path), "%s/class/net/%s/device", vfd->sysfs, ifname);
-    n = readlink(path, target, sizeof(target) - 1);
-    if (n <= 0)
-        return -1;
-    target[n] = '\0';
-    base = strrchr(target, '/');
-    base = base ? base + 1 : target;
-    if (strncmp(base, "virtio", 6) != 0 || strlen(base) >= len)
-        return -1;
-    snprintf(out, len, "%s", base);
-    return 0;
-}
-
-/* VFD_CARRIER_WAIT_MS after our NIC was set up: if it is up without carrier although its device
- * reports link status, virtio-net lost the status update (6.1: a config work running between
- * virtio_device_ready() and the probe's netif_carrier_off() records LINK_UP, and the work
- * queued after the carrier_off then finds nothing changed). Unbinding and binding the device
- * probes it again; its new netdev comes as a new link, brought up like any other. */
-static void carrier_check(Vfd *vfd)
-{
-    char carrier[8], flags[16], dev[64];
-    unsigned long fl;
-    int r;
-
-    if (!vfd->carrier_check_at || now_ms() < vfd->carrier_check_at)
-        return;
-    vfd->carrier_check_at = 0;
-    if (!vfd->ifindex)
-        return;
-    net_sysfs_read(vfd, vfd->ifname, "carrier", carrier, sizeof(carrier));
-    if (strcmp(carrier, "1") == 0) {
-        vfd->reprobes = 0;
-        return;
-    }
-    net_sysfs_read(vfd, vfd->ifname, "flags", flags, sizeof(flags));
-    fl = strtoul(flags, NULL, 0);
-    if (strcmp(carrier, "0") != 0 || !(fl & IFF_UP) ||
-        virtio_net_status_dev(vfd, vfd->ifname, dev, sizeof(dev)) < 0)
-        return;
-    if (vfd->reprobes >= VFD_REPROBES_MAX) {
-        hm_log("vf error: %s no carrier after %lld ms; not re-probing %s again (%d re-probes)",
-               vfd->ifname, (long long)(now_ms() - vfd->up_at), dev, vfd->reprobes);
-        return;
-    }
-    vfd->reprobes++;
-    hm_log("vf %s no carrier after %lld ms: re-probing %s", vfd->ifname,
-           (long long)(now_ms() - vfd->up_at), dev);
-    r = sysfs_write(vfd, "bus/virtio/drivers/virtio_net/unbind", dev);
-    if (r == 0)
-        r = sysfs_write(vfd, "bus/virtio/drivers/virtio_net/bind", dev);
-    if (r < 0)
-        hm_log("vf error: re-probing %s (%s) failed: %s", dev, vfd->ifname, strerror(-r));
-}
-
 static void vf_up(Vfd *vfd, int ifindex, const char *ifname)
 {
     int r;
@@ -512,8 +401,6 @@ static void vf_up(Vfd *vfd, int ifindex, const char *ifname)
         hm_log("vf error: setting %s up failed: %s", ifname, strerror(-r));
         return;
     }
-    vfd->up_at = now_ms();
-    vfd->carrier_check_at = vfd->up_at + VFD_CARRIER_WAIT_MS;
     if (vfd->have_ip && (r = addr_add(vfd, ifindex)) < 0) {
         hm_log("vf error: adding the address to %s failed: %s", ifname, strerror(-r));
         return;
@@ -564,7 +451,6 @@ static void on_link(Vfd *vfd, const struct nlmsghdr *h)
             vfd->ifindex = 0;
             vfd->waiting_active = 0;
             vfd->retry_rxe = 0;
-            vfd->carrier_check_at = 0;
             vfd->rdma_stale = 1; /* its RDMA device goes too, asynchronously */
         }
         return;
@@ -772,14 +658,6 @@ int main(int argc, char **argv)
             if (timeout < 0 || left < timeout)
                 timeout = (int)left;
         }
-        if (vfd.carrier_check_at) {
-            int64_t left = vfd.carrier_check_at - now_ms();
-
-            if (left < 0)
-                left = 0;
-            if (timeout < 0 || left < timeout)
-                timeout = (int)left;
-        }
         if (poll(&pfd, 1, timeout) < 0 && errno != EINTR) {
             fprintf(stderr, "hm-vf-driver: poll: %s\n", strerror(errno));
             return 1;
@@ -797,6 +675,5 @@ int main(int argc, char **argv)
         handle_new(&vfd);
         rxe_retry(&vfd);
         check_active(&vfd);
-        carrier_check(&vfd);
     }
 }
