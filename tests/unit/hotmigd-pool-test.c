@@ -977,7 +977,12 @@ static void test_libvirt_hangs(void **state)
     LocalCall call = {0};
     GThread *caller;
     guint before, during;
+    /* A context of the test's own, not the global default: an earlier test's real libvirt
+     * adapter left libvirt's event thread iterating the default context, which would dispatch
+     * the replies there while this thread sleeps in its own iteration. */
+    GMainContext *ctx = g_main_context_new();
 
+    g_main_context_push_thread_default(ctx);
     hang.hang = TRUE;
     hang.opens = hang.lists = 0;
     orch_vfd_host_set_virt_open(host, hang_open);
@@ -1010,7 +1015,7 @@ static void test_libvirt_hangs(void **state)
     call.path = sock;
     caller = g_thread_new("local-call", local_call_thread, &call);
     while (!g_atomic_int_get(&call.done))
-        g_main_context_iteration(NULL, TRUE);
+        g_main_context_iteration(ctx, TRUE);
     g_thread_join(caller);
     if (!call.answer)
         fail_msg("the local API did not answer while libvirt hangs: %s", call.error);
@@ -1021,7 +1026,7 @@ static void test_libvirt_hangs(void **state)
     /* Every request is answered: the first waits libvirt's 200 ms, the others are told at once
      * that libvirt has not answered; one thread and one connection to libvirt in all. */
     while (r.replies < 50)
-        g_main_context_iteration(NULL, TRUE);
+        g_main_context_iteration(ctx, TRUE);
     during = thread_count();
     if (during > before + 1)
         fail_msg("%u threads after 50 pool requests, %u before", during, before);
@@ -1039,7 +1044,7 @@ static void test_libvirt_hangs(void **state)
         memset(r.status, 0, sizeof r.status);
         orch_vfd_api_dispatch(&api, &req, replies_keep, &r);
         while (r.replies < 1)
-            g_main_context_iteration(NULL, TRUE);
+            g_main_context_iteration(ctx, TRUE);
         assert_int_equal(r.status[200], 1);
     }
     assert_int_equal(g_atomic_int_get(&hang.opens), 1);
@@ -1047,6 +1052,8 @@ static void test_libvirt_hangs(void **state)
     g_clear_pointer(&local, orch_local_api_free);
     g_clear_pointer(&pool, orch_vfd_pool_free);
     rm_rf(dir);
+    g_main_context_pop_thread_default(ctx);
+    g_main_context_unref(ctx);
 }
 
 int main(void)

@@ -9,7 +9,9 @@ fail() {
     exit 1
 }
 # The layer needs the real libibverbs loaded after it (dlvsym RTLD_NEXT), as the lab preloads it.
-verbs=$(ldconfig -p | awk '/libibverbs\.so\.1 .*x86-64/ { print $NF; exit }')
+# (awk reads all of ldconfig's output: an early exit would give ldconfig a SIGPIPE, which
+# pipefail and set -e turned into a silent failure of this test now and then.)
+verbs=$(ldconfig -p | awk '/libibverbs\.so\.1 .*x86-64/ && !found { print $NF; found = 1 }')
 [ -n "$verbs" ] || fail "no libibverbs.so.1 on this machine"
 # An ASan build of the layer needs the ASan runtime first in the preload list.
 pre=$(ldd "$lib" | awk '$1 ~ /^lib(asan|ubsan)\.so/ { printf "%s:", $3 }')
