@@ -9,6 +9,8 @@
 #include "engine/virt.h"
 #include "xml/xml.h"
 
+#include <string.h>
+
 /* How long a domain may be seen on both hosts after an interrupted migration job. */
 #define RECOVER_SETTLE_MS 30000
 
@@ -159,6 +161,37 @@ static gboolean recover_locate(const OrchJournalRecord *plan, OrchVirt *src, Orc
     return TRUE;
 }
 
+/* The attach XML of @xml under the other of a stand-in's two aliases ("ua-hmvf0" <->
+ * "ua-hmvf0-r"), or NULL when it has no user alias @alias (a hostdev's attach XML has none).
+ *
+ * Why: when the killed process's detach outlived libvirt's 5 s wait, libvirt queues the guest's
+ * DEVICE_DELETED and later removes "the device with that alias" from the domain. Finishing the
+ * unplug here can remove the device first (QEMU no longer knows it); the queued removal then
+ * finds the NIC plugged back under the same alias and deletes its backend: the guest keeps a
+ * NIC without carrier (issue 19, docs/reliability.md). Under another alias the stale removal
+ * finds nothing. */
+static char *recover_realias(const char *xml, const char *alias)
+{
+    g_autofree char *other = NULL;
+
+    if (!g_str_has_prefix(alias, "ua-"))
+        return NULL;
+    other = g_str_has_suffix(alias, "-r") ? g_strndup(alias, strlen(alias) - 2)
+                                          : g_strconcat(alias, "-r", NULL);
+    /* libxml2 writes the attribute in double quotes (xml_vf_format_attach()), libvirt in
+     * single ones. */
+    for (guint q = 0; q < 2; q++) {
+        char quote = q ? '\'' : '"';
+        g_autofree char *needle = g_strdup_printf("<alias name=%c%s%c/>", quote, alias, quote);
+        const char *at = strstr(xml, needle);
+
+        if (at && !strstr(at + 1, needle))
+            return g_strdup_printf("%.*s<alias name=%c%s%c/>%s", (int)(at - xml), xml, quote,
+                                   other, quote, at + strlen(needle));
+    }
+    return NULL;
+}
+
 /* Gives the domain, on @here, every VF it lacks. On the source, an unplug the killed process
  * asked for may still be under way (the VF would vanish after we looked): it is finished
  * first (the guest quiesced its users before any unplug was asked). A plug that fails sets
@@ -189,18 +222,31 @@ static gboolean recover_vfs(const OrchOptions *opts, const OrchJournalRecord *pl
     for (guint i = 0; i < plan->vfs->len; i++) {
         OrchJournalVf *vf = g_ptr_array_index(plan->vfs, i);
         const char *xml = on_destination ? vf->destination_xml : vf->source_xml;
+        g_autofree char *realiased = NULL;
         g_autoptr(GError) err = NULL;
 
         if (vf_present(live, xml, vf->alias)) {
             rec->vfs_attached++;
             continue;
         }
+        /* An unplug was asked on the source: its removal may still be queued in libvirt. */
+        if (!on_destination && vf->unplug_asked && (realiased = recover_realias(xml, vf->alias)))
+            xml = realiased;
         start = g_get_monotonic_time();
         if (orch_virt_device_attach(here, plan->domain, xml, persistent, &err))
             rec->vfs_attached++;
         else
             *ret_ok = FALSE;
-        action(rec, on_destination ? "plug-destination" : "plug-source", start, err, vf->alias);
+        if (realiased) {
+            g_autofree char *detail = g_strdup_printf("%s (plugged back under another alias: "
+                                                      "its old removal may be queued)",
+                                                      vf->alias);
+
+            action(rec, "plug-source", start, err, detail);
+        } else {
+            action(rec, on_destination ? "plug-destination" : "plug-source", start, err,
+                   vf->alias);
+        }
     }
     return TRUE;
 }

@@ -142,7 +142,7 @@ result_of() {
 has_vf() {
     local xml
     xml=$(virsh -c "$2" dumpxml "$1") || return 1
-    grep -q "alias name='ua-hmvf0'" <<<"$xml"
+    grep -q "alias name='ua-hmvf0" <<<"$xml" # ua-hmvf0, or ua-hmvf0-r after a recovery's plug-back (engine/recover.c)
 }
 
 require_where() {
