@@ -61,3 +61,25 @@ vpair() {
     "$lab" wait "$2" 'HMLAB booted' --timeout 240 >/dev/null || fail "$2 did not boot"
     "$lab" wait "$1" 'HMLAB booted' --timeout 240 >/dev/null || fail "$1 did not boot"
 }
+
+# vfinish TAG TOOL ITERS CLIENT SERVER [WORD...]: both ends of the pingpong TOOL (tagged TAG on
+# the consoles) finish with status 0 and their "ITERS iters in ... usec/iter" figures (their
+# lines kept in $tmp/GUEST.log, shown on stderr); then one "VERBS tool=TOOL WORD... iters=..."
+# line with the client's figure and each end's quiesce and resume times (ms, one per move).
+vfinish() {
+    local tag=$1 tool=$2 iters=$3 c=$4 s=$5 g
+    shift 5
+    for g in "$c" "$s"; do
+        vwait "$g" "$tag rc=" 1 400 || fail "$g: $tool did not finish"
+        vlog "$g" "$tag" >"$tmp/$g.log"
+        cat "$tmp/$g.log" >&2
+        grep -q '^rc=0$' "$tmp/$g.log" || fail "$g: $tool failed"
+        grep -q "^$iters iters in .* usec/iter" "$tmp/$g.log" || fail "$g printed no figures"
+    done
+    echo "VERBS tool=$tool" "$@" "iters=$iters" \
+        "client_usec_per_iter=$(grep -o '[0-9.]* usec/iter' "$tmp/$c.log" | cut -d' ' -f1)" \
+        "client_quiesce_ms=$(grep -o 'quiesced in [0-9]*' "$tmp/$c.log" | awk '{print $3}' | paste -sd, -)" \
+        "client_resume_ms=$(grep -o 'resumed on [^ ]* in [0-9]*' "$tmp/$c.log" | awk '{print $5}' | paste -sd, -)" \
+        "server_quiesce_ms=$(grep -o 'quiesced in [0-9]*' "$tmp/$s.log" | awk '{print $3}' | paste -sd, -)" \
+        "server_resume_ms=$(grep -o 'resumed on [^ ]* in [0-9]*' "$tmp/$s.log" | awk '{print $5}' | paste -sd, -)"
+}

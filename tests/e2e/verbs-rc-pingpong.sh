@@ -48,17 +48,5 @@ vwait "$c" 'VPP hotmig-verbs.*reconnected to its peer' 2 30 ||
     fail "the client's layer did not reconnect twice"
 
 # both ends finish: exit status 0 and the figures
-for g in "$c" "$s"; do
-    vwait "$g" 'VPP rc=' 1 400 || fail "$g: the pingpong did not finish"
-    vlog "$g" VPP >"$tmp/$g.log"
-    cat "$tmp/$g.log" >&2
-    grep -q '^rc=0$' "$tmp/$g.log" || fail "$g: ibv_rc_pingpong failed"
-    grep -q "^$iters iters in .* usec/iter" "$tmp/$g.log" || fail "$g printed no figures"
-done
-echo "VERBS tool=ibv_rc_pingpong events=$events iters=$iters" \
-    "client_usec_per_iter=$(grep -o '[0-9.]* usec/iter' "$tmp/$c.log" | cut -d' ' -f1)" \
-    "client_quiesce_ms=$(grep -o 'quiesced in [0-9]*' "$tmp/$c.log" | awk '{print $3}' | paste -sd, -)" \
-    "client_resume_ms=$(grep -o 'resumed on [^ ]* in [0-9]*' "$tmp/$c.log" | awk '{print $5}' | paste -sd, -)" \
-    "server_quiesce_ms=$(grep -o 'quiesced in [0-9]*' "$tmp/$s.log" | awk '{print $3}' | paste -sd, -)" \
-    "server_resume_ms=$(grep -o 'resumed on [^ ]* in [0-9]*' "$tmp/$s.log" | awk '{print $5}' | paste -sd, -)"
+vfinish VPP ibv_rc_pingpong "$iters" "$c" "$s" "events=$events"
 log "ok: ibv_rc_pingpong $opt survived 4 migrations"

@@ -51,17 +51,5 @@ done
 [ "$(vcount "$c" 'VUD rc=')" = 0 ] ||
     fail "the client ended before the last move completed: more iterations are needed"
 
-for g in "$c" "$s"; do
-    vwait "$g" 'VUD rc=' 1 400 || fail "$g: the UD pingpong did not finish (a datagram lost?)"
-    vlog "$g" VUD >"$tmp/$g.log"
-    cat "$tmp/$g.log" >&2
-    grep -q '^rc=0$' "$tmp/$g.log" || fail "$g: ibv_ud_pingpong failed"
-    grep -q "^$iters iters in .* usec/iter" "$tmp/$g.log" || fail "$g printed no figures"
-done
-echo "VERBS tool=ibv_ud_pingpong iters=$iters" \
-    "client_usec_per_iter=$(grep -o '[0-9.]* usec/iter' "$tmp/$c.log" | cut -d' ' -f1)" \
-    "server_quiesce_ms=$(grep -o 'quiesced in [0-9]*' "$tmp/$s.log" | awk '{print $3}' | paste -sd, -)" \
-    "server_resume_ms=$(grep -o 'resumed on [^ ]* in [0-9]*' "$tmp/$s.log" | awk '{print $5}' | paste -sd, -)" \
-    "client_quiesce_ms=$(grep -o 'quiesced in [0-9]*' "$tmp/$c.log" | awk '{print $3}' | paste -sd, -)" \
-    "client_resume_ms=$(grep -o 'resumed on [^ ]* in [0-9]*' "$tmp/$c.log" | awk '{print $5}' | paste -sd, -)"
+vfinish VUD ibv_ud_pingpong "$iters" "$c" "$s"
 log "ok: ibv_ud_pingpong survived 2 migrations"
