@@ -900,6 +900,18 @@ static int hv_on_udhold(const HvMsg *m, HvMsg *rep)
  * arrived (UD drops what arrives once the QP is gone). A peer that does not answer or a count
  * not reached (a datagram lost earlier) is logged; the move goes on. */
 #define HV_UD_DRAIN_MS 3000
+/* The UD peers this process sent to, copied out of hv_ud_tab (at most HV_UD_TARGETS_MAX). */
+static size_t hv_ud_targets_copy(HvUdTarget *tg)
+{
+    size_t n;
+
+    pthread_mutex_lock(&hv_ud_lock);
+    n = hv_ud_tab.ntargets;
+    memcpy(tg, hv_ud_tab.targets, n * sizeof(tg[0]));
+    pthread_mutex_unlock(&hv_ud_lock);
+    return n;
+}
+
 static void hv_ud_hold_peers(int64_t deadline)
 {
     HvMsg *m = calloc(1, sizeof(*m)), *rep = calloc(1, sizeof(*rep));
@@ -912,10 +924,7 @@ static void hv_ud_hold_peers(int64_t deadline)
 
     if (!m || !rep || !want)
         goto out;
-    pthread_mutex_lock(&hv_ud_lock);
-    ntg = hv_ud_tab.ntargets;
-    memcpy(tg, hv_ud_tab.targets, ntg * sizeof(tg[0]));
-    pthread_mutex_unlock(&hv_ud_lock);
+    ntg = hv_ud_targets_copy(tg);
     if (!ntg)
         goto out;
     pthread_mutex_lock(&hv.lock);
@@ -1004,10 +1013,7 @@ static void hv_ud_announce(void)
 
     if (!m || !req)
         goto out;
-    pthread_mutex_lock(&hv_ud_lock);
-    ntg = hv_ud_tab.ntargets;
-    memcpy(tg, hv_ud_tab.targets, ntg * sizeof(tg[0]));
-    pthread_mutex_unlock(&hv_ud_lock);
+    ntg = hv_ud_targets_copy(tg);
     if (!ntg)
         goto out;
     m->type = HV_MSG_UDMAP;
