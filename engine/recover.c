@@ -223,6 +223,7 @@ static gboolean recover_vfs(const OrchOptions *opts, const OrchJournalRecord *pl
         OrchJournalVf *vf = g_ptr_array_index(plan->vfs, i);
         const char *xml = on_destination ? vf->destination_xml : vf->source_xml;
         g_autofree char *realiased = NULL;
+        g_autofree char *detail = NULL;
         g_autoptr(GError) err = NULL;
 
         if (vf_present(live, xml, vf->alias)) {
@@ -237,16 +238,11 @@ static gboolean recover_vfs(const OrchOptions *opts, const OrchJournalRecord *pl
             rec->vfs_attached++;
         else
             *ret_ok = FALSE;
-        if (realiased) {
-            g_autofree char *detail = g_strdup_printf("%s (plugged back under another alias: "
-                                                      "its old removal may be queued)",
-                                                      vf->alias);
-
-            action(rec, "plug-source", start, err, detail);
-        } else {
-            action(rec, on_destination ? "plug-destination" : "plug-source", start, err,
-                   vf->alias);
-        }
+        detail = realiased ? g_strdup_printf("%s (plugged back under another alias: its old "
+                                             "removal may be queued)",
+                                             vf->alias)
+                           : g_strdup(vf->alias);
+        action(rec, on_destination ? "plug-destination" : "plug-source", start, err, detail);
     }
     return TRUE;
 }
