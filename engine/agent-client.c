@@ -8,6 +8,11 @@ struct OrchAgent {
     GString *inbuf;   /* bytes received and not yet consumed */
     gboolean in_sync; /* FALSE after a timeout or a garbled reply */
     guint64 next_id;
+    /* char *: the commands sent whose replies are not read yet, oldest first. The agent
+     * answers the lines of the host in order, one reply each: the next line that comes is
+     * the reply to the head. A sync drops them (its 0xFF resets the agent's framer and drops
+     * any reply of an operation under way; the host skips everything before its reply). */
+    GQueue pending;
 };
 
 void orch_agent_free(OrchAgent *agent)
@@ -16,6 +21,7 @@ void orch_agent_free(OrchAgent *agent)
         return;
     orch_virt_channel_close(agent->chan);
     g_string_free(agent->inbuf, TRUE);
+    g_queue_clear_full(&agent->pending, g_free);
     g_free(agent);
 }
 
@@ -92,11 +98,13 @@ static JsonObject *agent_parse_reply(const char *line, GError **error)
     return json_object_ref(json_node_get_object(root));
 }
 
-/* 0xFF + sync{id}; skip everything up to the agent's 0xFF, then expect {"return":id}. */
-static gboolean agent_sync(OrchAgent *agent, HmDeadline deadline, GError **error)
+/* 0xFF + sync{id}, then @more (request lines, may be NULL) in the same write; skip everything
+ * up to the agent's 0xFF, then expect {"return":id}. What follows it are the replies to @more. */
+static gboolean agent_sync(OrchAgent *agent, const char *more, HmDeadline deadline,
+                           GError **error)
 {
     guint64 id = (g_get_real_time() << 8) ^ ++agent->next_id;
-    g_autofree char *req = g_strdup_printf("\xff{\"execute\":\"sync\",\"arguments\":{\"id\":%" G_GUINT64_FORMAT "}}\n", id & G_MAXINT32);
+    g_autofree char *req = g_strdup_printf("\xff{\"execute\":\"sync\",\"arguments\":{\"id\":%" G_GUINT64_FORMAT "}}\n%s", id & G_MAXINT32, more ? more : "");
     gint64 want = (gint64)(id & G_MAXINT32);
 
     g_string_truncate(agent->inbuf, 0);
@@ -116,11 +124,15 @@ static gboolean agent_sync(OrchAgent *agent, HmDeadline deadline, GError **error
     for (;;) {
         g_autofree char *line = agent_read_line(agent, deadline, error);
         g_autoptr(JsonObject) reply = NULL;
+        const char *text;
         JsonNode *ret;
 
         if (!line)
             return FALSE;
-        reply = agent_parse_reply(line, NULL);
+        /* The reply to an earlier sync may come first (a retried open): ours follows its own
+         * 0xFF, which then starts this line. */
+        text = strrchr(line, 0xff) ? strrchr(line, 0xff) + 1 : line;
+        reply = agent_parse_reply(text, NULL);
         ret = reply ? json_object_get_member(reply, "return") : NULL;
         if (ret && JSON_NODE_HOLDS_VALUE(ret) &&
             json_node_get_value_type(ret) == G_TYPE_INT64 && json_node_get_int(ret) == want) {
@@ -131,58 +143,13 @@ static gboolean agent_sync(OrchAgent *agent, HmDeadline deadline, GError **error
     }
 }
 
-OrchAgent *orch_agent_open(OrchVirt *virt, const char *domain, const char *channel,
-                           guint timeout_ms, GError **error)
+/* The request line for @command with @args (borrowed, may be NULL), newline included (owned). */
+static char *agent_request_line(const char *command, JsonObject *args)
 {
-    g_autoptr(OrchAgent) agent = g_new0(OrchAgent, 1);
-    g_autoptr(GError) local = NULL;
-    HmDeadline deadline = hm_deadline_in_ms(timeout_ms);
-    gint64 start = g_get_monotonic_time();
-
-    agent->inbuf = g_string_new(NULL);
-    /* Two tries, each with half the time: libvirtd may still be tearing down the stream of
-     * a client that died (a killed migrate-vm), and a channel opened meanwhile can stay
-     * silent although the agent answered (seen with libvirt 9.0). A fresh stream works. */
-    for (guint attempt = 1; attempt <= 2; attempt++) {
-        HmDeadline until = attempt == 1 ? hm_deadline_in_ms(MAX(timeout_ms / 2, 1)) : deadline;
-
-        g_clear_error(&local);
-        g_clear_pointer(&agent->chan, orch_virt_channel_close);
-        agent->chan = orch_virt_channel_open(virt, domain, channel, error);
-        if (!agent->chan)
-            return NULL;
-        if (agent_sync(agent, until, &local)) {
-            g_debug("Agent of '%s' on %s host: channel open and in sync in %.1f ms", domain,
-                    virt->label, (g_get_monotonic_time() - start) / 1000.0);
-            return g_steal_pointer(&agent);
-        }
-        g_debug("Agent handshake with '%s', try %u: %s", domain, attempt, local->message);
-    }
-    g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
-                "The guest agent of '%s' on %s host did not answer the handshake within %u ms: %s",
-                domain, virt->label, timeout_ms, local->message);
-    return NULL;
-}
-
-JsonObject *orch_agent_execute(OrchAgent *agent, const char *command, JsonObject *args,
-                               guint timeout_ms, GError **error)
-{
-    HmDeadline deadline = hm_deadline_in_ms(timeout_ms);
     g_autoptr(JsonBuilder) builder = json_builder_new();
     g_autoptr(JsonNode) root = NULL;
     g_autofree char *body = NULL;
-    g_autofree char *req = NULL;
-    g_autofree char *line = NULL;
-    g_autoptr(JsonObject) reply = NULL;
-    g_autoptr(GError) local = NULL;
-    JsonNode *member;
-    gint64 start = g_get_monotonic_time();
 
-    if (!agent->in_sync && !agent_sync(agent, deadline, &local)) {
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
-                    "Cannot re-synchronize with the guest agent: %s", local->message);
-        return NULL;
-    }
     json_builder_begin_object(builder);
     json_builder_set_member_name(builder, "execute");
     json_builder_add_string_value(builder, command);
@@ -195,9 +162,94 @@ JsonObject *orch_agent_execute(OrchAgent *agent, const char *command, JsonObject
     json_builder_end_object(builder);
     root = json_builder_get_root(builder);
     body = json_to_string(root, FALSE);
-    req = g_strconcat(body, "\n", NULL);
-    if (!agent_send(agent, req, strlen(req), deadline, &local) ||
-        !(line = agent_read_line(agent, deadline, &local))) {
+    return g_strconcat(body, "\n", NULL);
+}
+
+/* The lines of @reqs, one write's worth (owned); their commands join the pending queue. */
+static char *agent_requests_queue(OrchAgent *agent, const OrchAgentRequest *reqs, guint n)
+{
+    g_autoptr(GString) out = g_string_new(NULL);
+
+    for (guint i = 0; i < n; i++) {
+        g_autofree char *line = agent_request_line(reqs[i].command, reqs[i].args);
+
+        g_string_append(out, line);
+        g_queue_push_tail(&agent->pending, g_strdup(reqs[i].command));
+    }
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
+
+/* The replies still expected are of no use any more (a reply failed, or a caller stopped
+ * reading): the next command re-synchronizes first, which skips them. */
+static void agent_drop_pending(OrchAgent *agent)
+{
+    if (g_queue_is_empty(&agent->pending))
+        return;
+    g_queue_clear_full(&agent->pending, g_free);
+    agent->in_sync = FALSE;
+}
+
+OrchAgent *orch_agent_open_with(OrchVirt *virt, const char *domain, const char *channel,
+                                const OrchAgentRequest *reqs, guint n_reqs, guint timeout_ms,
+                                GError **error)
+{
+    g_autoptr(OrchAgent) agent = g_new0(OrchAgent, 1);
+    g_autoptr(GError) local = NULL;
+    HmDeadline deadline = hm_deadline_in_ms(timeout_ms);
+    gint64 start = g_get_monotonic_time();
+
+    agent->inbuf = g_string_new(NULL);
+    g_queue_init(&agent->pending);
+    /* Two tries, each with half the time: libvirtd may still be tearing down the stream of
+     * a client that died (a killed migrate-vm), and a channel opened meanwhile can stay
+     * silent although the agent answered (seen with libvirt 9.0). A fresh stream works.
+     * The requests go again with the second handshake: they must change nothing. */
+    for (guint attempt = 1; attempt <= 2; attempt++) {
+        HmDeadline until = attempt == 1 ? hm_deadline_in_ms(MAX(timeout_ms / 2, 1)) : deadline;
+        g_autofree char *more = NULL;
+
+        g_clear_error(&local);
+        g_clear_pointer(&agent->chan, orch_virt_channel_close);
+        g_queue_clear_full(&agent->pending, g_free);
+        agent->chan = orch_virt_channel_open(virt, domain, channel, error);
+        if (!agent->chan)
+            return NULL;
+        more = agent_requests_queue(agent, reqs, n_reqs);
+        if (agent_sync(agent, more, until, &local)) {
+            g_debug("Agent of '%s' on %s host: channel open and in sync in %.1f ms%s", domain,
+                    virt->label, (g_get_monotonic_time() - start) / 1000.0,
+                    n_reqs ? " (requests sent with the handshake)" : "");
+            return g_steal_pointer(&agent);
+        }
+        g_debug("Agent handshake with '%s', try %u: %s", domain, attempt, local->message);
+    }
+    g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
+                "The guest agent of '%s' on %s host did not answer the handshake within %u ms: %s",
+                domain, virt->label, timeout_ms, local->message);
+    return NULL;
+}
+
+OrchAgent *orch_agent_open(OrchVirt *virt, const char *domain, const char *channel,
+                           guint timeout_ms, GError **error)
+{
+    return orch_agent_open_with(virt, domain, channel, NULL, 0, timeout_ms, error);
+}
+
+/* Reads the reply to the oldest pending request, waiting until @deadline. A reply that does
+ * not come, or is not what the protocol says, leaves the agent out of sync (the rest of the
+ * pending replies dropped); an error reply keeps the order. */
+static JsonObject *agent_reply_read(OrchAgent *agent, HmDeadline deadline, gint64 start,
+                                    GError **error)
+{
+    g_autofree char *command = g_queue_pop_head(&agent->pending);
+    g_autofree char *line = NULL;
+    g_autoptr(JsonObject) reply = NULL;
+    g_autoptr(GError) local = NULL;
+    JsonNode *member;
+
+    g_return_val_if_fail(command != NULL, NULL);
+    if (!(line = agent_read_line(agent, deadline, &local))) {
+        agent_drop_pending(agent);
         agent->in_sync = FALSE;
         g_set_error(error, ORCH_ERROR,
                     g_error_matches(local, HM_COMMON_ERROR, HM_COMMON_ERROR_TIMEOUT)
@@ -210,6 +262,7 @@ JsonObject *orch_agent_execute(OrchAgent *agent, const char *command, JsonObject
             (g_get_monotonic_time() - start) / 1000.0);
     reply = agent_parse_reply(line, &local);
     if (!reply) {
+        agent_drop_pending(agent);
         agent->in_sync = FALSE;
         g_propagate_prefixed_error(error, g_steal_pointer(&local), "Agent command '%s': ",
                                    command);
@@ -231,12 +284,65 @@ JsonObject *orch_agent_execute(OrchAgent *agent, const char *command, JsonObject
     }
     member = json_object_get_member(reply, "return");
     if (!member || !JSON_NODE_HOLDS_OBJECT(member)) {
+        agent_drop_pending(agent);
         agent->in_sync = FALSE;
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
                     "Agent command '%s': the reply has no \"return\" object", command);
         return NULL;
     }
     return json_object_ref(json_node_get_object(member));
+}
+
+JsonObject *orch_agent_reply(OrchAgent *agent, guint timeout_ms, GError **error)
+{
+    g_return_val_if_fail(agent != NULL, NULL);
+    if (g_queue_is_empty(&agent->pending)) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
+                    "No reply of the guest agent to wait for (an earlier reply failed)");
+        return NULL;
+    }
+    return agent_reply_read(agent, hm_deadline_in_ms(timeout_ms), g_get_monotonic_time(),
+                            error);
+}
+
+/* Sends @reqs in one write, re-synchronizing first when needed (replies nobody read would be
+ * taken for theirs); their replies are read with agent_reply_read() in order. */
+static gboolean agent_send_requests(OrchAgent *agent, const OrchAgentRequest *reqs, guint n,
+                                    HmDeadline deadline, GError **error)
+{
+    g_autofree char *lines = NULL;
+    g_autoptr(GError) local = NULL;
+
+    agent_drop_pending(agent);
+    if (!agent->in_sync && !agent_sync(agent, NULL, deadline, &local)) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
+                    "Cannot re-synchronize with the guest agent: %s", local->message);
+        return FALSE;
+    }
+    lines = agent_requests_queue(agent, reqs, n);
+    if (!agent_send(agent, lines, strlen(lines), deadline, &local)) {
+        agent_drop_pending(agent);
+        agent->in_sync = FALSE;
+        g_set_error(error, ORCH_ERROR,
+                    g_error_matches(local, HM_COMMON_ERROR, HM_COMMON_ERROR_TIMEOUT)
+                        ? ORCH_ERROR_TIMEOUT
+                        : ORCH_ERROR_AGENT,
+                    "Agent command '%s': %s", reqs[0].command, local->message);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+JsonObject *orch_agent_execute(OrchAgent *agent, const char *command, JsonObject *args,
+                               guint timeout_ms, GError **error)
+{
+    HmDeadline deadline = hm_deadline_in_ms(timeout_ms);
+    OrchAgentRequest req = {command, args};
+    gint64 start = g_get_monotonic_time();
+
+    if (!agent_send_requests(agent, &req, 1, deadline, error))
+        return NULL;
+    return agent_reply_read(agent, deadline, start, error);
 }
 
 JsonObject *orch_agent_timeout_args(guint timeout_ms)
@@ -491,17 +597,24 @@ OrchAgentInventory *orch_agent_inventory_parse(JsonObject *ret, GError **error)
     return g_steal_pointer(&inv);
 }
 
+/* {"protocol": @protocol}, or NULL for 0 (owned). */
+static JsonObject *agent_info_args(guint protocol)
+{
+    JsonObject *args;
+
+    if (!protocol)
+        return NULL;
+    args = json_object_new();
+    json_object_set_int_member(args, "protocol", protocol);
+    return args;
+}
+
 OrchAgentInfo *orch_agent_info(OrchAgent *agent, guint protocol, guint timeout_ms,
                                GError **error)
 {
-    g_autoptr(JsonObject) args = NULL;
-    g_autoptr(JsonObject) ret = NULL;
+    g_autoptr(JsonObject) args = agent_info_args(protocol);
+    g_autoptr(JsonObject) ret = orch_agent_execute(agent, "info", args, timeout_ms, error);
 
-    if (protocol) {
-        args = json_object_new();
-        json_object_set_int_member(args, "protocol", protocol);
-    }
-    ret = orch_agent_execute(agent, "info", args, timeout_ms, error);
     return ret ? orch_agent_info_parse(ret, error) : NULL;
 }
 
@@ -510,6 +623,39 @@ OrchAgentInventory *orch_agent_inventory(OrchAgent *agent, guint timeout_ms, GEr
     g_autoptr(JsonObject) ret = orch_agent_execute(agent, "inventory", NULL, timeout_ms, error);
 
     return ret ? orch_agent_inventory_parse(ret, error) : NULL;
+}
+
+/* Reads the replies to `info` and `inventory` sent in one write, each waited for at most
+ * @timeout_ms. When info fails, that is the error: the inventory's reply is not waited for
+ * (the agent re-synchronizes before its next command, which skips it). */
+static OrchAgentInventory *agent_inventory_replies(OrchAgent *agent, guint timeout_ms,
+                                                   GError **error)
+{
+    g_autoptr(JsonObject) info_ret = orch_agent_reply(agent, timeout_ms, error);
+    g_autoptr(OrchAgentInfo) info = info_ret ? orch_agent_info_parse(info_ret, error) : NULL;
+    g_autoptr(JsonObject) inv_ret = NULL;
+
+    if (!info) {
+        agent_drop_pending(agent);
+        return NULL;
+    }
+    inv_ret = orch_agent_reply(agent, timeout_ms, error);
+    return inv_ret ? orch_agent_inventory_parse(inv_ret, error) : NULL;
+}
+
+OrchAgent *orch_agent_open_inventory(OrchVirt *virt, const char *domain, const char *channel,
+                                     guint timeout_ms, OrchAgentInventory **ret_inv,
+                                     GError **inv_error, GError **error)
+{
+    g_autoptr(JsonObject) args = agent_info_args(2);
+    OrchAgentRequest reqs[] = {{"info", args}, {"inventory", NULL}};
+    g_autoptr(OrchAgent) agent =
+        orch_agent_open_with(virt, domain, channel, reqs, G_N_ELEMENTS(reqs), timeout_ms, error);
+
+    if (!agent)
+        return NULL;
+    *ret_inv = agent_inventory_replies(agent, timeout_ms, inv_error);
+    return g_steal_pointer(&agent);
 }
 
 /* ---- the processes of an inventory reply (jobs, issue 18) -------------------------------- */
@@ -672,9 +818,14 @@ GPtrArray *orch_agent_processes_parse(JsonObject *ret, GError **error)
 
 GPtrArray *orch_agent_processes(OrchAgent *agent, guint timeout_ms, GError **error)
 {
-    g_autoptr(OrchAgentInfo) info = orch_agent_info(agent, 2, timeout_ms, error);
-    g_autoptr(OrchAgentInventory) inv = info ? orch_agent_inventory(agent, timeout_ms, error) : NULL;
+    g_autoptr(JsonObject) args = agent_info_args(2);
+    OrchAgentRequest reqs[] = {{"info", args}, {"inventory", NULL}};
+    g_autoptr(OrchAgentInventory) inv = NULL;
 
+    if (!agent_send_requests(agent, reqs, G_N_ELEMENTS(reqs), hm_deadline_in_ms(timeout_ms),
+                             error))
+        return NULL;
+    inv = agent_inventory_replies(agent, timeout_ms, error);
     if (!inv)
         return NULL;
     if (!inv->processes) {

@@ -22,6 +22,26 @@ OrchAgent *orch_agent_open(OrchVirt *virt, const char *domain, const char *chann
 void orch_agent_free(OrchAgent *agent);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchAgent, orch_agent_free)
 
+/* A request for orch_agent_open_with(): @args borrowed, may be NULL. */
+typedef struct {
+    const char *command;
+    JsonObject *args;
+} OrchAgentRequest;
+
+/* orch_agent_open() that sends @reqs (@n_reqs, may be 0) in the same write as the handshake:
+ * the agent answers the lines of the host in order, so one round trip carries them all. Their
+ * replies are then read in order with orch_agent_reply(). The requests go again when the
+ * handshake is retried on a fresh channel: they must change nothing in the guest. */
+OrchAgent *orch_agent_open_with(OrchVirt *virt, const char *domain, const char *channel,
+                                const OrchAgentRequest *reqs, guint n_reqs, guint timeout_ms,
+                                GError **error);
+
+/* The reply to the oldest request sent and not answered yet, waiting at most @timeout_ms:
+ * its "return" object (owned), or NULL with an error as orch_agent_execute() says. A reply
+ * that is missing, late or not what the protocol says drops the replies still expected (the
+ * next command re-synchronizes first); an error reply keeps them. */
+JsonObject *orch_agent_reply(OrchAgent *agent, guint timeout_ms, GError **error);
+
 /* Runs @command with @args (borrowed, may be NULL) and waits at most @timeout_ms for the
  * reply. Returns the reply's "return" object (owned), or NULL with ORCH_ERROR_AGENT (an error
  * reply, a reply that is not what the protocol says) or ORCH_ERROR_TIMEOUT. After a timeout
@@ -80,6 +100,16 @@ OrchAgentInfo *orch_agent_info(OrchAgent *agent, guint protocol, guint timeout_m
 /* `inventory` (needs protocol 2: orch_agent_info() first), waiting at most @timeout_ms. */
 OrchAgentInventory *orch_agent_inventory(OrchAgent *agent, guint timeout_ms, GError **error);
 
+/* Opens the agent (orch_agent_open()) with `info` (protocol 2) and `inventory` sent in the
+ * handshake's write: one round trip instead of three. NULL with @error when the handshake
+ * failed. Otherwise the open agent (owned), and *ret_inv gets the inventory (owned) or NULL
+ * with @inv_error saying why: info's error when info failed (the inventory's reply is then
+ * not waited for: the agent re-synchronizes before its next command), else the inventory's.
+ * Each reply is waited for at most @timeout_ms. */
+OrchAgent *orch_agent_open_inventory(OrchVirt *virt, const char *domain, const char *channel,
+                                     guint timeout_ms, OrchAgentInventory **ret_inv,
+                                     GError **inv_error, GError **error);
+
 /* {"timeout_ms": @timeout_ms} (owned). */
 JsonObject *orch_agent_timeout_args(guint timeout_ms);
 
@@ -131,7 +161,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchAgentProcess, orch_agent_process_free)
  * ORCH_ERROR_AGENT naming the member. */
 GPtrArray *orch_agent_processes_parse(JsonObject *ret, GError **error);
 
-/* info (protocol 2) then inventory, waiting at most @timeout_ms each: the processes (owned). */
+/* info (protocol 2) and inventory, sent in one write, waiting at most @timeout_ms for each
+ * reply: the processes (owned). */
 GPtrArray *orch_agent_processes(OrchAgent *agent, guint timeout_ms, GError **error);
 
 /* "name (pid N) used call, call; name2 ..." for the processes of @procs that made a call a

@@ -58,6 +58,9 @@ typedef struct {
     GPtrArray *leases;       /* per VF: its OrchVfdLease on the destination (owned) */
     gint64 leases_asked;     /* monotonic time the first lease was asked for */
     OrchAgent *agent;        /* the source's agent, opened while the VF is leased, or NULL */
+    struct Side *agent_side; /* agent_open_src() under way (target-vf), or NULL */
+    OrchAgentInventory *inv; /* its inventory, read with the handshake, or NULL: */
+    GError *inv_error;       /* why not */
     OrchAgent *dst_agent;    /* the destination's, opened while the VF is plugged, or NULL */
     struct Side *dst_agent_side; /* that opening, until the resume joins it */
     GError *agent_error;     /* why it could not be opened */
@@ -716,26 +719,23 @@ static guint64 gid_interface_id(const char *text)
     return id;
 }
 
-/* The guest's view of its identity, through the agent's inventory: the node and port GUIDs of
- * its one RDMA device. A cross-check only (issue 15): the guest may claim any GUID, so what is
+/* The guest's view of its identity, through the agent's inventory (m->inv, read when the agent
+ * was opened): the node and port GUIDs of its one RDMA device. A cross-check only (issue 15): the guest may claim any GUID, so what is
  * carried comes from the source host (identity_read()). FALSE with *ret_why (owned) when the
  * guest says nothing usable. */
-static gboolean identity_guest_view(Migration *m, OrchAgent *agent, guint64 *ret_node,
-                                    guint64 *ret_port, char **ret_why)
+static gboolean identity_guest_view(Migration *m, guint64 *ret_node, guint64 *ret_port,
+                                    char **ret_why)
 {
-    g_autoptr(OrchAgentInfo) info = NULL;
-    g_autoptr(OrchAgentInventory) inv = NULL;
+    OrchAgentInventory *inv = m->inv;
     g_autoptr(GError) local = NULL;
     OrchAgentDevice *dev;
     OrchAgentPort *port;
     guint64 node_guid = 0;
     guint64 port_guid;
 
-    info = orch_agent_info(agent, 2, m->opts->agent_timeout_ms, &local);
-    inv = info ? orch_agent_inventory(agent, m->opts->agent_timeout_ms, &local) : NULL;
     if (!inv) {
-        *ret_why = g_strdup_printf("no inventory from the agent (%s)", local->message);
-        m->procs_error = g_error_copy(local);
+        *ret_why = g_strdup_printf("no inventory from the agent (%s)", m->inv_error->message);
+        m->procs_error = g_error_copy(m->inv_error);
         return FALSE;
     }
     /* The processes of the guest's jobs, for jobs_check(). */
@@ -809,7 +809,7 @@ static gboolean identity_fetch(Migration *m, char **ret_detail, GError **error)
     return TRUE;
 }
 
-static void identity_read(Migration *m, OrchAgent *agent)
+static void identity_read(Migration *m)
 {
     g_autofree char *guest_why = NULL;
     g_autofree char *guest_part = NULL;
@@ -818,7 +818,7 @@ static void identity_read(Migration *m, OrchAgent *agent)
     const char *id;
 
     /* First: the inventory also carries the processes jobs_check() needs, whatever the VFs. */
-    guest_ok = agent && identity_guest_view(m, agent, &guest_node, &guest_port, &guest_why);
+    guest_ok = m->agent && identity_guest_view(m, &guest_node, &guest_port, &guest_why);
     if (m->identity_side)
         side_join(m->identity_side, ORCH_PHASE_TARGET_VF);
     else if (!m->identity_fetched)
@@ -909,14 +909,45 @@ static void source_leases_end(Migration *m)
         progress(m, ORCH_PHASE_RESUME, "the source's leases stay: %s", local->message);
 }
 
-/* Opens the source's agent and reads its inventory (the guest's InfiniBand identity): changes
- * nothing, so it runs while the VF is leased, before the journal begins. A failure is kept for
- * the prepare phase to report. */
+/* Opens the source's agent with its inventory (the guest's InfiniBand identity, its processes)
+ * asked in the handshake's write: changes nothing, so it runs as side work while the
+ * destination's hotmigd is reached and the VF leased, before the journal begins. A failure is
+ * kept for the prepare phase to report. */
+static gboolean agent_open_src(Migration *m, char **ret_detail, GError **error)
+{
+    m->agent = orch_agent_open_inventory(m->src, m->opts->domain, agent_channel(m),
+                                         m->opts->agent_timeout_ms, &m->inv, &m->inv_error,
+                                         &m->agent_error);
+    return TRUE;
+}
+
+/* Starts agent_open_src() as side work (run_target_vf(): a domain with a VF). */
+static void agent_early_start(Migration *m)
+{
+    m->agent_side = g_new0(Side, 1);
+    side_start(m->agent_side, m, agent_open_src, "hm-agent-src");
+}
+
+/* Waits for agent_early_start()'s side work; FALSE when none was started. */
+static gboolean agent_early_join(Migration *m)
+{
+    Side *side = g_steal_pointer(&m->agent_side);
+
+    if (!side)
+        return FALSE;
+    side_join(side, ORCH_PHASE_TARGET_VF);
+    side_clear(side);
+    g_free(side);
+    return TRUE;
+}
+
+/* The source's agent, opened and its inventory read (by agent_early_start()'s side work, or
+ * here when none was started); then the identity (identity_read()). */
 static void agent_open_early(Migration *m)
 {
-    m->agent = orch_agent_open(m->src, m->opts->domain, agent_channel(m),
-                               m->opts->agent_timeout_ms, &m->agent_error);
-    identity_read(m, m->agent);
+    if (!agent_early_join(m))
+        agent_open_src(m, NULL, NULL);
+    identity_read(m);
 }
 
 static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
@@ -1444,8 +1475,15 @@ static gboolean run_target_vf(Migration *m, GError **error)
     gboolean ok;
 
     phase_begin(m, ORCH_PHASE_TARGET_VF);
-    if (phase_cancelled(m, &local) || !target_vf_check(m, &local))
+    if (phase_cancelled(m, &local))
         return phase_finish(m, ORCH_PHASE_TARGET_VF, FALSE, NULL, local, error);
+    /* The agent's channel, handshake and inventory (one round trip) from the start. */
+    if (!m->opts->no_agent)
+        agent_early_start(m);
+    if (!target_vf_check(m, &local)) {
+        agent_early_join(m); /* the failure is the check's */
+        return phase_finish(m, ORCH_PHASE_TARGET_VF, FALSE, NULL, local, error);
+    }
     side_start(&lease, m, target_vf_lease, "hm-lease");
     if (!m->opts->no_agent) {
         Side identity = {0};
@@ -1771,6 +1809,8 @@ static void migration_clear(Migration *m)
     keeper_stop(m);
     orch_vfd_free(m->vfd);
     orch_agent_free(m->agent);
+    orch_agent_inventory_free(m->inv);
+    g_clear_error(&m->inv_error);
     orch_agent_free(m->dst_agent);
     g_clear_error(&m->agent_error);
     if (m->procs)
