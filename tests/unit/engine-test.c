@@ -28,6 +28,11 @@ typedef enum {
     AGENT_RESUME_BUSY,      /* a resume is under way (asked by a killed migrate-vm): the next
                              * two resumes are refused as Busy, then it has ended */
     AGENT_DEEP_INVENTORY,   /* answers inventory with 60 000 nested brackets (issue 15) */
+    AGENT_INFO_FAILS,       /* info answered with an error (the session stays at protocol 1,
+                             * so the inventory is refused too) */
+    AGENT_INFO_SILENT,      /* neither info nor inventory answered (the rest is) */
+    AGENT_INFO_GARBLED,     /* info answered with a line that is not JSON */
+    AGENT_STALE_SYNC,       /* the first handshake's reply comes after an earlier sync's */
 } FakeAgentMode;
 
 typedef struct {
@@ -42,13 +47,15 @@ typedef struct {
     GHashTable *leases;   /* the destination hotmigd's pool: VF id -> lease id (leased) */
     GHashTable *assigned; /* VF id -> lease id (confirmed) */
     GString *vfd_log;     /* "op vf;" for every hotmigd call */
+    GString *agent_writes; /* "host: command,command;" for every write to an agent channel */
     /* What the source's hotmigd knows its VF carries (GET /v1/vfs/VF/identity); 0: unknown. */
     guint64 src_node_guid, src_port_guid;
     /* Leases that expire (issue 15, item 4): lease_ttl_s > 0 makes the destination's leases
      * end that long after they were taken or renewed; migrate_sleep_ms makes the copy last,
      * and half-way through another client tries to lease the VF (mid_copy_taken says whether
      * it got it). The keeper renews from a thread of its own: lease_lock. */
-    GMutex log_lock; /* vfd_log: the main thread, side work and the lease keeper write it */
+    GMutex log_lock; /* vfd_log, agent_writes: the main thread, side work and the lease keeper
+                      * write them */
     guint lease_ttl_s;
     GHashTable *lease_until; /* VF -> gint64 monotonic deadline */
     GMutex lease_lock;
@@ -164,6 +171,7 @@ static FakeWorld *world_new(gboolean hostdev, gboolean standin)
     g_mutex_init(&w->log_lock);
     w->assigned = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     w->vfd_log = g_string_new(NULL);
+    w->agent_writes = g_string_new(NULL);
     return w;
 }
 
@@ -178,6 +186,7 @@ static void world_free(FakeWorld *w)
     g_mutex_clear(&w->log_lock);
     g_hash_table_unref(w->assigned);
     g_string_free(w->vfd_log, TRUE);
+    g_string_free(w->agent_writes, TRUE);
     g_free(w);
 }
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(FakeWorld, world_free)
@@ -382,6 +391,10 @@ static void fake_agent_line(FakeWorld *w, FakeChannel *c, const char *line)
 
         assert_non_null(id);
         num = g_strndup(id + 5, strspn(id + 5, "0123456789"));
+        if (w->agent_mode == AGENT_STALE_SYNC) { /* once */
+            g_string_append(c->out, "\xff{\"return\":1}\n");
+            w->agent_mode = AGENT_OK;
+        }
         g_string_append_printf(c->out, "\xff{\"return\":%s}\n", num);
     } else if (strstr(line, "\"prepare\"")) {
         if (w->agent_mode == AGENT_STOPS_IN_PREPARE) {
@@ -401,6 +414,17 @@ static void fake_agent_line(FakeWorld *w, FakeChannel *c, const char *line)
                                     "[{\"pid\":7,\"name\":\"mpi\",\"mode\":\"lazy\"}],"
                                     "\"failed\":[]}}\n");
         }
+    } else if ((strstr(line, "\"info\"") || strstr(line, "\"inventory\"")) &&
+               w->agent_mode == AGENT_INFO_SILENT) {
+        return;
+    } else if (strstr(line, "\"info\"") && w->agent_mode == AGENT_INFO_GARBLED) {
+        g_string_append(c->out, "{\"return\": not json\n");
+    } else if (strstr(line, "\"info\"") && w->agent_mode == AGENT_INFO_FAILS) {
+        g_string_append(c->out, "{\"error\":{\"class\":\"Unsupported\",\"desc\":\"no protocol 2 "
+                                "today\"}}\n");
+    } else if (strstr(line, "\"inventory\"") && w->agent_mode == AGENT_INFO_FAILS) {
+        g_string_append(c->out, "{\"error\":{\"class\":\"CommandNotFound\",\"desc\":\"The "
+                                "command 'inventory' needs protocol 2\"}}\n");
     } else if (strstr(line, "\"info\"")) {
         g_string_append(c->out, "{\"return\":{\"version\":\"test\",\"protocol\":2}}\n");
     } else if (strstr(line, "\"inventory\"") && w->agent_mode == AGENT_DEEP_INVENTORY) {
@@ -457,13 +481,23 @@ static gboolean fake_channel_send(OrchVirtChannel *chan, const void *buf, gsize 
     FakeWorld *w = ((FakeVirt *)chan->virt)->world;
     char *nl;
 
+    g_autoptr(GString) cmds = g_string_new(NULL);
+
     g_string_append_len(c->in, buf, len);
     while ((nl = memchr(c->in->str, '\n', c->in->len))) {
         g_autofree char *line = g_strndup(c->in->str, nl - c->in->str);
+        const char *cmd = strstr(line, "\"execute\":\"");
 
         g_string_erase(c->in, 0, nl - c->in->str + 1);
+        if (cmd)
+            g_string_append_printf(cmds, "%s%.*s", cmds->len ? "," : "",
+                                   (int)strcspn(cmd + 11, "\""), cmd + 11);
         fake_agent_line(w, c, line[0] == '\xff' ? line + 1 : line);
     }
+    /* What the agent got in this one write (it reads a write at once). */
+    g_mutex_lock(&w->log_lock);
+    g_string_append_printf(w->agent_writes, "%s: %s;", chan->virt->label, cmds->str);
+    g_mutex_unlock(&w->log_lock);
     return TRUE;
 }
 
@@ -1648,6 +1682,92 @@ static void test_agent_deep_nesting(void **state)
     assert_string_equal(w->where, "destination");
 }
 
+/* Issue 21: the source's agent gets the handshake, info and inventory in one write (one guest
+ * round trip instead of three); all three replies are read, so the prepare goes in a write of
+ * its own without a new handshake. The processes the inventory lists reach the jobs check. */
+static void test_agent_pipelined(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    w->processes = JOB_PEERS;
+    options_for_test(&opts);
+    if (!migrate_on(&opts, &fo, &report, &error))
+        fail_msg("%s", error->message);
+    assert_string_equal(w->agent_writes->str, "source: sync,info,inventory;source: prepare;"
+                                              "destination: sync;destination: resume;");
+    if (!strstr(report->phases[ORCH_PHASE_TARGET_VF].detail, "pauses 1 peer connection(s)"))
+        fail_msg("target-vf detail: %s", report->phases[ORCH_PHASE_TARGET_VF].detail);
+    assert_string_equal(report->phases[ORCH_PHASE_PREPARE].detail,
+                        "1 process(es) quiesced: mpi[7]");
+    assert_false(w->agent_prepared);
+}
+
+/* info fails (an error reply, no reply, a reply that is not JSON) with the inventory asked in
+ * the same write: the migration goes on without the guest's view, as it did when each was
+ * asked in turn, and says why (info's message). The replies still expected are dropped: the
+ * prepare comes after a new handshake, so no stale reply is taken for its own. */
+static void test_agent_info_fails(void **state)
+{
+    static const struct {
+        FakeAgentMode mode;
+        const char *why;
+    } cases[] = {
+        {AGENT_INFO_FAILS, "no guest view: no inventory from the agent (Agent command 'info' "
+                           "failed: Unsupported: no protocol 2 today)"},
+        {AGENT_INFO_SILENT, "no guest view: no inventory from the agent (Agent command 'info': "
+                            "Timed out (fake))"},
+        {AGENT_INFO_GARBLED, "no guest view: no inventory from the agent (Agent command 'info': "
+                             "The guest agent sent bad JSON"},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
+        FakeOpen fo = {w, NULL};
+        g_auto(OrchOptions) opts;
+        g_autoptr(OrchReport) report = NULL;
+        g_autoptr(GError) error = NULL;
+        const char *detail;
+
+        w->agent_mode = cases[i].mode;
+        options_for_test(&opts);
+        if (!migrate_on(&opts, &fo, &report, &error))
+            fail_msg("case %zu: %s", i, error->message);
+        assert_string_equal(w->where, "destination");
+        assert_false(w->agent_prepared);
+        detail = report->phases[ORCH_PHASE_UNPLUG].detail;
+        if (!strstr(detail, cases[i].why))
+            fail_msg("case %zu: unplug detail: %s", i, detail);
+        if (!g_str_has_prefix(w->agent_writes->str,
+                              "source: sync,info,inventory;source: sync;source: prepare;"))
+            fail_msg("case %zu: agent writes: %s", i, w->agent_writes->str);
+        assert_string_equal(report->phases[ORCH_PHASE_PREPARE].detail,
+                            "1 process(es) quiesced: mpi[7]");
+    }
+}
+
+/* The first handshake's reply comes after an earlier sync's (a retried open: the agent's
+ * queued output reaches the new stream): it starts with its own 0xFF and is found, without a
+ * second handshake. It was skipped as bad JSON, and the open tried again on a new channel. */
+static void test_agent_stale_sync(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    w->agent_mode = AGENT_STALE_SYNC;
+    options_for_test(&opts);
+    if (!migrate_on(&opts, &fo, &report, &error))
+        fail_msg("%s", error->message);
+    if (!g_str_has_prefix(w->agent_writes->str, "source: sync,info,inventory;source: prepare;"))
+        fail_msg("agent writes: %s", w->agent_writes->str);
+}
+
 /* hotmigd refuses to give the identity (asked while the VF is unplugged): the domain has not
  * moved; the VF is plugged back, the processes resumed, the lease released. */
 static void test_identity_refused(void **state)
@@ -2125,6 +2245,9 @@ int main(void)
         cmocka_unit_test(test_busy_domain_refused),
         cmocka_unit_test(test_identity_carried),
         cmocka_unit_test(test_agent_deep_nesting),
+        cmocka_unit_test(test_agent_pipelined),
+        cmocka_unit_test(test_agent_info_fails),
+        cmocka_unit_test(test_agent_stale_sync),
         cmocka_unit_test(test_identity_from_host_not_guest),
         cmocka_unit_test(test_identity_unknown_to_host),
         cmocka_unit_test(test_lease_renewed_under_long_copy),
