@@ -130,8 +130,23 @@ OrchJournal *orch_journal_open(const char *state_dir, const char *domain, gboole
     return g_steal_pointer(&journal);
 }
 
-/* Appends @entry (borrowed; "time" is added) as one line and makes it durable (fsync). */
-static gboolean journal_append(OrchJournal *journal, JsonObject *entry, GError **error)
+/* The steps orch_journal_load() reads (with the begin line): each must be durable before the
+ * step it announces acts, since recovery decides by them. The others ("migrate", "migrated",
+ * "resume", "undone", "undo-failed", "end") say what happened for people and tests only;
+ * recovery finds the same from the hosts (where the domain runs, which VFs it holds) whether
+ * they are there or not, so they are written without a sync of their own: the next durable
+ * line or the journal's removal syncs them, a crash may lose them (docs/reliability.md). */
+static const char *const journal_durable_steps[] = {"prepare", "unplug", "plug", NULL};
+
+static gboolean journal_step_durable(const char *step)
+{
+    return g_strv_contains(journal_durable_steps, step);
+}
+
+/* Appends @entry (borrowed; "time" is added) as one line; makes it durable (fdatasync) when
+ * @durable. */
+static gboolean journal_append(OrchJournal *journal, JsonObject *entry, gboolean durable,
+                               GError **error)
 {
     g_autoptr(JsonNode) node = json_node_init_object(json_node_alloc(), entry);
     g_autoptr(GDateTime) now = g_date_time_new_now_utc();
@@ -157,7 +172,7 @@ static gboolean journal_append(OrchJournal *journal, JsonObject *entry, GError *
         }
         done += n;
     }
-    if (fdatasync(journal->fd) < 0) {
+    if (durable && fdatasync(journal->fd) < 0) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED, "Cannot sync journal '%s': %s",
                     journal->path, g_strerror(errno));
         return FALSE;
@@ -233,7 +248,7 @@ gboolean orch_journal_begin(OrchJournal *journal, const OrchJournalRecord *rec, 
         json_array_add_object_element(vfs, o);
     }
     json_object_set_array_member(entry, "vfs", vfs);
-    return journal_append(journal, entry, error);
+    return journal_append(journal, entry, TRUE, error);
 }
 
 gboolean orch_journal_step(OrchJournal *journal, const char *migration, const char *step,
@@ -246,7 +261,7 @@ gboolean orch_journal_step(OrchJournal *journal, const char *migration, const ch
     set_string(entry, "migration", migration);
     set_string(entry, "alias", alias);
     set_string(entry, "xml", xml);
-    return journal_append(journal, entry, error);
+    return journal_append(journal, entry, journal_step_durable(step), error);
 }
 
 gboolean orch_journal_finish(OrchJournal *journal, GError **error)

@@ -8,7 +8,8 @@
  *
  * This file owns the record format, writing and reading it: the migration writes a begin
  * record (OrchJournalRecord) and then one step line before each step acts; recovery loads
- * them back into the same record (orch_journal_load()). */
+ * them back into the same record (orch_journal_load()). Which lines are synced follows from
+ * which ones the loader reads: keep journal_durable_steps true when it reads another. */
 #pragma once
 
 #include <json-glib/json-glib.h>
@@ -70,10 +71,12 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchJournalRecord, orch_journal_record_free)
 /* Writes @rec as the begin line, durably (fsync) before returning. */
 gboolean orch_journal_begin(OrchJournal *journal, const OrchJournalRecord *rec, GError **error);
 
-/* Writes a step line, durably, before the step acts (or once it happened): @step is one of
- * "prepare", "unplug" (@alias), "migrate", "migrated", "plug" (@alias, @xml: the device XML),
- * "resume", "undone" / "undo-failed" (@alias: the undo action), "end" (@alias: "ok", "undone",
- * "kept for recovery", "recovered"). @migration, @alias, @xml may be NULL. */
+/* Writes a step line before the step acts (or once it happened): @step is one of "prepare",
+ * "unplug" (@alias), "migrate", "migrated", "plug" (@alias, @xml: the device XML), "resume",
+ * "undone" / "undo-failed" (@alias: the undo action), "end" (@alias: "ok", "undone", "kept for
+ * recovery", "recovered"). @migration, @alias, @xml may be NULL. The steps recovery reads
+ * ("prepare", "unplug", "plug") are durable (fdatasync) on return; the others are written
+ * without a sync of their own (a crash may lose them; recovery does not need them). */
 gboolean orch_journal_step(OrchJournal *journal, const char *migration, const char *step,
                            const char *alias, const char *xml, GError **error);
 
