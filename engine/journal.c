@@ -218,7 +218,8 @@ static void set_string(JsonObject *o, const char *name, const char *value)
         json_object_set_string_member(o, name, value);
 }
 
-gboolean orch_journal_begin(OrchJournal *journal, const OrchJournalRecord *rec, GError **error)
+gboolean orch_journal_begin(OrchJournal *journal, const OrchJournalRecord *rec, gboolean sync,
+                            GError **error)
 {
     g_autoptr(JsonObject) entry = json_object_new();
     JsonArray *vfs = json_array_new();
@@ -248,7 +249,7 @@ gboolean orch_journal_begin(OrchJournal *journal, const OrchJournalRecord *rec, 
         json_array_add_object_element(vfs, o);
     }
     json_object_set_array_member(entry, "vfs", vfs);
-    return journal_append(journal, entry, TRUE, error);
+    return journal_append(journal, entry, sync, error);
 }
 
 gboolean orch_journal_step(OrchJournal *journal, const char *migration, const char *step,

@@ -68,8 +68,11 @@ typedef struct {
 void orch_journal_record_free(OrchJournalRecord *rec);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchJournalRecord, orch_journal_record_free)
 
-/* Writes @rec as the begin line, durably (fsync) before returning. */
-gboolean orch_journal_begin(OrchJournal *journal, const OrchJournalRecord *rec, GError **error);
+/* Writes @rec as the begin line; durably (fdatasync) before returning when @sync. Without,
+ * the caller journals a durable step before anything acts: its sync makes this line durable
+ * too (the file is append-only). */
+gboolean orch_journal_begin(OrchJournal *journal, const OrchJournalRecord *rec, gboolean sync,
+                            GError **error);
 
 /* Writes a step line before the step acts (or once it happened): @step is one of "prepare",
  * "unplug" (@alias), "migrate", "migrated", "plug" (@alias, @xml: the device XML), "resume",

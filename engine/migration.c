@@ -289,9 +289,13 @@ static gboolean note(Migration *m, const char *event, const char *alias, const c
     return TRUE;
 }
 
-/* The first entry: everything recovery needs to finish or undo this migration. */
+/* The first entry: everything recovery needs to finish or undo this migration. When the
+ * prepare follows (a domain with a VF, an agent), its line is synced before the prepare is
+ * asked, and that sync makes this one durable too: one fdatasync, not two, before anything
+ * acts (docs/reliability.md, "Which lines are synced"). */
 static gboolean note_begin(Migration *m, GError **error)
 {
+    gboolean prepare_next = m->vfs->len > 0 && !m->opts->no_agent;
     g_autoptr(OrchJournalRecord) rec = g_new0(OrchJournalRecord, 1);
 
     rec->migration = g_strdup(m->id);
@@ -320,7 +324,7 @@ static gboolean note_begin(Migration *m, GError **error)
         jvf->destination_xml = g_strdup(g_ptr_array_index(m->dest_xml, i));
         g_ptr_array_add(rec->vfs, jvf);
     }
-    if (!orch_journal_begin(m->journal, rec, error)) {
+    if (!orch_journal_begin(m->journal, rec, !prepare_next, error)) {
         g_prefix_error(error, "Not going on without a journal: ");
         return FALSE;
     }

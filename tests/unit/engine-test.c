@@ -1482,7 +1482,7 @@ static void journal_write(const char *domain, const char *const *steps)
     vf->source_xml = g_strdup("<hostdev/>");
     vf->destination_xml = g_strdup("<hostdev planned/>");
     g_ptr_array_add(rec->vfs, vf);
-    assert_true(orch_journal_begin(journal, rec, &error));
+    assert_true(orch_journal_begin(journal, rec, TRUE, &error));
     for (guint i = 0; steps[i]; i++) {
         g_auto(GStrv) words = g_strsplit(steps[i], " ", 2);
         const char *xml = g_str_equal(words[0], "plug") ? "<hostdev used/>" : NULL;

@@ -967,7 +967,7 @@ static OrchJournal *journal_left(const char *dir, const char *domain, gboolean k
                                      domain);
     vf->destination_xml = g_strdup(vf->source_xml);
     g_ptr_array_add(rec->vfs, vf);
-    assert_true(orch_journal_begin(journal, rec, &error));
+    assert_true(orch_journal_begin(journal, rec, TRUE, &error));
     assert_true(orch_journal_step(journal, rec->migration, "unplug", "ua-hmvf0", NULL, &error));
     g_mutex_lock(&world_lock);
     g_hash_table_add(unplugged, g_strdup(domain));
