@@ -346,25 +346,14 @@ static gboolean agent_resume(Migration *m, OrchVirt *virt, char **ret_detail, GE
 
 /* ---- phases ------------------------------------------------------------------------------ */
 
-static gboolean do_connect(Migration *m, GError **error)
+/* The destination's part of the connect phase, side work beside the source's: its libvirt,
+ * and the domain must not run there. */
+static gboolean connect_dst(Migration *m, char **ret_detail, GError **error)
 {
     OrchVirtDomainState state;
 
-    m->src = orch_connector_open_virt(m->opts, m->opts->source_uri, "source", error);
-    if (!m->src)
-        return FALSE;
     m->dst = orch_connector_open_virt(m->opts, m->opts->dest_uri, "destination", error);
-    if (!m->dst)
-        return FALSE;
-    if (!orch_virt_domain_state(m->src, m->opts->domain, &state, error))
-        return FALSE;
-    if (state != ORCH_VIRT_DOMAIN_RUNNING) {
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_NO_DOMAIN,
-                    "Domain '%s' is not %s on source host '%s'", m->opts->domain,
-                    state == ORCH_VIRT_DOMAIN_MISSING ? "defined" : "running", m->src->uri);
-        return FALSE;
-    }
-    if (!orch_virt_domain_state(m->dst, m->opts->domain, &state, error))
+    if (!m->dst || !orch_virt_domain_state(m->dst, m->opts->domain, &state, error))
         return FALSE;
     if (state == ORCH_VIRT_DOMAIN_RUNNING) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
@@ -373,7 +362,42 @@ static gboolean do_connect(Migration *m, GError **error)
         return FALSE;
     }
     m->dest_defined = state == ORCH_VIRT_DOMAIN_INACTIVE;
+    return TRUE;
+}
+
+/* The source's part: its libvirt, the domain running there, whether it is defined. */
+static gboolean connect_src(Migration *m, GError **error)
+{
+    OrchVirtDomainState state;
+
+    m->src = orch_connector_open_virt(m->opts, m->opts->source_uri, "source", error);
+    if (!m->src || !orch_virt_domain_state(m->src, m->opts->domain, &state, error))
+        return FALSE;
+    if (state != ORCH_VIRT_DOMAIN_RUNNING) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_NO_DOMAIN,
+                    "Domain '%s' is not %s on source host '%s'", m->opts->domain,
+                    state == ORCH_VIRT_DOMAIN_MISSING ? "defined" : "running", m->src->uri);
+        return FALSE;
+    }
     return orch_virt_domain_is_persistent(m->src, m->opts->domain, &m->persistent, error);
+}
+
+/* Both hosts at once (two libvirt connections, each a handshake with its libvirtd). The
+ * source's failure is said first, as when they were made in turn. */
+static gboolean do_connect(Migration *m, GError **error)
+{
+    Side dst = {0};
+    gboolean ok;
+
+    side_start(&dst, m, connect_dst, "hm-connect");
+    ok = connect_src(m, error);
+    side_join(&dst, ORCH_PHASE_CONNECT);
+    if (ok && !dst.ok) {
+        g_propagate_error(error, g_steal_pointer(&dst.error));
+        ok = FALSE;
+    }
+    side_clear(&dst);
+    return ok;
 }
 
 static gboolean do_inspect(Migration *m, char **ret_detail, GError **error)
