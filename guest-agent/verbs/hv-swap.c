@@ -1464,7 +1464,7 @@ uint32_t hv_lookup_peer(HvQp *qp, const struct ibv_qp_attr *attr, HvMap *keys)
     uint32_t pqpn = attr->dest_qp_num;
     int64_t until = hv_ms() + HV_LOOKUP_WAIT_MS;
     HvMsg *m;
-    int r;
+    int r, said = 0;
 
     if (hv_real.r_ibv_query_gid(ctx->phys, attr->ah_attr.port_num, attr->ah_attr.grh.sgid_index,
                                 &own) == 0 &&
@@ -1474,7 +1474,7 @@ uint32_t hv_lookup_peer(HvQp *qp, const struct ibv_qp_attr *attr, HvMap *keys)
     if (!hv_peer_known(&attr->ah_attr.grh.dgid) || !(m = calloc(1, sizeof(*m))))
         return pqpn; /* a peer outside the layer keeps its numbers */
     while ((r = hv_lookup_call(qp, attr, m, &pqpn)) == 1 && hv_ms() < until) {
-        if (until - hv_ms() > HV_LOOKUP_WAIT_MS - 250)
+        if (!said++)
             hv_log("QP %u: its peer QP %u is moving: connecting once it is back",
                    qp->pub.qp_num, attr->dest_qp_num);
         hv_sleep_ms(200);

@@ -3,9 +3,10 @@
 set(HM_LAB ${PROJECT_SOURCE_DIR}/lab/hotmig-lab)
 set(HM_E2E ${CMAKE_CURRENT_LIST_DIR})
 
-add_test(NAME e2e-lab-up COMMAND sh -c "'${HM_LAB}' down && '${HM_LAB}' up")
+# tests/e2e/lab-fixture.sh: a lab instance another live CTest run uses is refused, untouched.
+add_test(NAME e2e-lab-up COMMAND bash ${HM_E2E}/lab-fixture.sh up)
 set_tests_properties(e2e-lab-up PROPERTIES FIXTURES_SETUP lab LABELS e2e TIMEOUT 600)
-add_test(NAME e2e-lab-down COMMAND ${HM_LAB} down)
+add_test(NAME e2e-lab-down COMMAND bash ${HM_E2E}/lab-fixture.sh down)
 set_tests_properties(e2e-lab-down PROPERTIES FIXTURES_CLEANUP lab LABELS e2e TIMEOUT 120)
 
 function(hm_add_e2e name script)
