@@ -1652,7 +1652,7 @@ static char *kill_inside_unplug(FakeOpen *fo)
     g_ptr_array_add(rec->vfs, jvf);
     journal = orch_journal_open(state_dir, DOMAIN, TRUE, &error);
     assert_non_null(journal);
-    assert_true(orch_journal_begin(journal, rec, &error));
+    assert_true(orch_journal_begin(journal, rec, TRUE, &error));
     assert_true(orch_journal_step(journal, rec->migration, "prepare", NULL, NULL, &error));
     w->agent_prepared = TRUE;
     assert_true(orch_journal_step(journal, rec->migration, "unplug", vf->alias, NULL, &error));
