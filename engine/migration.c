@@ -383,15 +383,18 @@ static gboolean connect_src(Migration *m, GError **error)
     return orch_virt_domain_is_persistent(m->src, m->opts->domain, &m->persistent, error);
 }
 
-/* Both hosts at once (two libvirt connections, each a handshake with its libvirtd). The
- * source's failure is said first, as when they were made in turn. */
+/* The journal (its lock: one migration per domain, held until the end; its file made durable
+ * in its directory) and both hosts, at once: the destination's connection is side work. The
+ * journal's failure is said first, then the source's, as when they were made in turn. */
 static gboolean do_connect(Migration *m, GError **error)
 {
+    const char *state_dir = m->opts->state_dir ? m->opts->state_dir : ORCH_STATE_DIR_DEFAULT;
     Side dst = {0};
     gboolean ok;
 
     side_start(&dst, m, connect_dst, "hm-connect");
-    ok = connect_src(m, error);
+    m->journal = orch_journal_open(state_dir, m->opts->domain, TRUE, error);
+    ok = m->journal && connect_src(m, error);
     side_join(&dst, ORCH_PHASE_CONNECT);
     if (ok && !dst.ok) {
         g_propagate_error(error, g_steal_pointer(&dst.error));
@@ -1697,10 +1700,7 @@ static gboolean migration_look(Migration *m, GError **error)
     }
 
     phase_begin(m, ORCH_PHASE_CONNECT);
-    /* One migration per domain: the journal's lock is held until the end. */
-    m->journal = orch_journal_open(opts->state_dir ? opts->state_dir : ORCH_STATE_DIR_DEFAULT,
-                                   opts->domain, TRUE, &local);
-    if (!m->journal || !do_connect(m, &local)) {
+    if (!do_connect(m, &local)) {
         phase_fail(m, ORCH_PHASE_CONNECT, local);
         g_propagate_prefixed_error(error, g_steal_pointer(&local), "Phase 'connect' failed: ");
         return FALSE;
