@@ -1,7 +1,7 @@
 /* hotmigd's wiring of the failure-prediction hook (hotmigd/alerts.c, alerts-input.c, the alert
  * listener in hotmigd/server.c) to the daemon (hotmigd/daemon.h): evacuations, quarantines and
- * migration statistics from its scheduler, VF states from its pool, /v1/alerts on its HTTPS
- * server. Kept out of hotmigd/main.c so that main() only starts and stops it. */
+ * migration statistics from its scheduler, VF states counted by its pool's worker thread,
+ * /v1/alerts on its HTTPS server. Kept out of hotmigd/main.c so that main() only starts and stops it. */
 #define G_LOG_DOMAIN "hotmigd"
 
 #include "hotmigd/alerts-hook.h"
