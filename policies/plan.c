@@ -1129,6 +1129,37 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
 
 /* ---- drain ------------------------------------------------------------------------------- */
 
+/* Puts the moves of each job's VMs one after the other, where the job's first move is; the
+ * others keep their order. Any order of a drain is safe (its destinations only receive), and
+ * the scheduler then moves a job's guests back to back (docs/policies.md, "Running a plan"). */
+static void drain_group_jobs(const PolCluster *cluster, PolPlan *plan)
+{
+    GPtrArray *moves = plan->migrations;
+    g_autoptr(GHashTable) placed = g_hash_table_new(g_str_hash, g_str_equal);
+    g_autofree gpointer *old = g_memdup2(moves->pdata, sizeof(gpointer) * (moves->len + 1));
+    g_autofree const char **job = g_new0(const char *, moves->len + 1);
+    guint k = 0;
+
+    for (guint i = 0; i < moves->len; i++) {
+        const PolMigration *m = old[i];
+        gint v = GPOINTER_TO_INT(g_hash_table_lookup(cluster->vm_by_name, m->vm)) - 1;
+
+        job[i] = v >= 0 ? ((const PolVm *)g_ptr_array_index(cluster->vms, v))->job : NULL;
+    }
+    for (guint i = 0; i < moves->len; i++) {
+        if (!job[i]) {
+            moves->pdata[k++] = old[i];
+            continue;
+        }
+        if (!g_hash_table_add(placed, (gpointer)job[i]))
+            continue; /* placed with the job's first move */
+        for (guint j = i; j < moves->len; j++)
+            if (job[j] && g_str_equal(job[j], job[i]))
+                moves->pdata[k++] = old[j];
+    }
+    g_assert(k == moves->len);
+}
+
 PolPlan *pol_plan_drain(const PolCluster *cluster, const char *host, const PolOptions *opts,
                         GError **error)
 {
@@ -1198,7 +1229,10 @@ PolPlan *pol_plan_drain(const PolCluster *cluster, const char *host, const PolOp
     }
     plan = plan_new(POL_POLICY_DRAIN);
     plan->drained = g_strdup(host);
-    return plan_finish(g_steal_pointer(&plan), p, vm_final, opts, start, error);
+    plan = plan_finish(g_steal_pointer(&plan), p, vm_final, opts, start, error);
+    if (plan)
+        drain_group_jobs(cluster, plan);
+    return g_steal_pointer(&plan);
 }
 
 /* ---- balance ----------------------------------------------------------------------------- */
