@@ -1136,7 +1136,7 @@ static void drain_group_jobs(const PolCluster *cluster, PolPlan *plan)
 {
     GPtrArray *moves = plan->migrations;
     g_autoptr(GHashTable) placed = g_hash_table_new(g_str_hash, g_str_equal);
-    g_autofree gpointer *old = g_memdup2(moves->pdata, sizeof(gpointer) * (moves->len + 1));
+    g_autofree gpointer *old = g_memdup2(moves->pdata, sizeof(gpointer) * moves->len);
     g_autofree const char **job = g_new0(const char *, moves->len + 1);
     guint k = 0;
 

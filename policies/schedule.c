@@ -1,7 +1,7 @@
 /* hm-policies: the scheduler's core. Which moves of a plan may start now under the limits and
- * without overcommitting any host, what a failure makes impossible, and the report of every
- * move (docs/policies.md, "Running a plan"). Pure: the caller starts the migrations and says
- * when they end; time is a parameter. */
+ * without overcommitting any host, one move of an MPI job at a time, what a failure makes
+ * impossible, and the report of every move (docs/policies.md, "Running a plan"). Pure: the
+ * caller starts the migrations and says when they end; time is a parameter. */
 #include "policies/policies-priv.h"
 
 #include <stdlib.h>
