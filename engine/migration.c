@@ -43,8 +43,9 @@ typedef struct {
     gint64 start;
     GPtrArray *like;         /* per VF: the source VF's HotplugVf (borrowed), or NULL */
     GPtrArray *src_vfs;      /* HotplugVf: the source's VFs (owns what like points to) */
-    GPtrArray *dest_alias;   /* per VF: its alias on the destination (libvirt names a plugged
-                                hostdev itself), or NULL until plugged */
+    GPtrArray *dest_alias;   /* per VF: its alias on the destination (a hostdev's user alias
+                                differs from a libvirt alias on the source), or NULL until
+                                plugged */
     OrchJournal *journal;    /* this migration's durable record */
     char *id;                /* migration id (UUID) */
     OrchVfd *vfd;            /* the destination's hotmigd */
@@ -1097,14 +1098,14 @@ static gboolean do_migrate(Migration *m, char **ret_detail, GError **error)
     return TRUE;
 }
 
-/* Records the alias VF @i got on the destination: a plugged hostdev is named by libvirt
- * (not necessarily as on the source), so it is found by its host PCI address. */
+/* Records the alias VF @i got on the destination: a hostdev, plugged under its user alias
+ * (xml_vf_user_alias(): "ua-hostdev0" for the source's "hostdev0"), is found by its host PCI
+ * address, whatever alias it has. */
 static void learn_dest_alias(Migration *m, guint i, const char *device_xml)
 {
     g_autofree char *wrapped = g_strconcat("<domain><name>x</name><devices>", device_xml,
                                            "</devices></domain>", NULL);
     g_autoptr(XmlDomain) want_dom = xml_domain_parse(wrapped, NULL);
-    /* Attach XML of a hostdev carries no alias: read its address, not its VF entry. */
     g_autoptr(GPtrArray) pcis = want_dom ? xml_domain_list_host_pci(want_dom) : NULL;
     const char *pci = pcis && pcis->len ? g_ptr_array_index(pcis, 0) : NULL;
     g_autofree char *live_xml = NULL;

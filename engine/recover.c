@@ -56,21 +56,54 @@ static GPtrArray *live_vfs(OrchVirt *virt, const char *domain, GError **error)
     return dom ? xml_domain_find_vfs(dom, NULL, error) : NULL;
 }
 
-/* Is the VF that @device_xml describes among @live? A hostdev is known by its host PCI
- * address (libvirt names a plugged hostdev itself), a stand-in by its user alias. */
+/* The alias recovery plugs back a VF under whose unplug was asked on the source, the killed
+ * process's detach having named it @alias (owned): never @alias. The VF's user alias
+ * (xml_vf_user_alias(): "ua-hostdev0" for libvirt's "hostdev0", which is already another),
+ * else the other of its two user aliases: "ua-hmvf0" <-> "ua-hmvf0-r".
+ *
+ * Why: when the killed process's detach outlived libvirt's 5 s wait, libvirt queues the guest's
+ * DEVICE_DELETED and later removes "the device with that alias" from the domain. Finishing the
+ * unplug here can remove the device first (QEMU no longer knows it); the queued removal then
+ * finds the VF plugged back under the same alias and deletes it (a stand-in NIC: its backend,
+ * the guest keeps a NIC without carrier; issue 19, docs/reliability.md). Under another alias
+ * the stale removal finds nothing. */
+static char *recover_plug_alias(const char *alias)
+{
+    g_autofree char *user = xml_vf_user_alias(alias);
+
+    if (!g_str_equal(user, alias))
+        return g_steal_pointer(&user);
+    if (g_str_has_suffix(user, "-r"))
+        return g_strndup(user, strlen(user) - 2);
+    return g_strconcat(user, "-r", NULL);
+}
+
+/* Is the live VF @live the one the journal knows as @alias with attach XML @device_xml? A
+ * hostdev is known by its host PCI address (whatever alias it has), a stand-in by its user
+ * alias or the one recovery plugs it back under (recover_plug_alias()). */
+static gboolean vf_is(const XmlVf *live, const char *pci, const char *alias)
+{
+    g_autofree char *other = NULL;
+
+    if (pci)
+        return g_strcmp0(live->host_pci, pci) == 0;
+    if (g_str_equal(live->alias, alias))
+        return TRUE;
+    other = recover_plug_alias(alias);
+    return g_str_equal(live->alias, other);
+}
+
+/* Is the VF that @device_xml describes (known to the journal as @alias) among @live? */
 static gboolean vf_present(GPtrArray *live, const char *device_xml, const char *alias)
 {
     g_autofree char *wrapped = g_strconcat("<domain><name>x</name><devices>", device_xml,
                                            "</devices></domain>", NULL);
     g_autoptr(XmlDomain) dom = xml_domain_parse(wrapped, NULL);
-    /* Attach XML of a hostdev carries no alias: read its address, not its VF entry. */
     g_autoptr(GPtrArray) pcis = dom ? xml_domain_list_host_pci(dom) : NULL;
     const char *pci = pcis && pcis->len ? g_ptr_array_index(pcis, 0) : NULL;
 
     for (guint i = 0; i < live->len; i++) {
-        XmlVf *vf = g_ptr_array_index(live, i);
-
-        if (pci ? g_strcmp0(vf->host_pci, pci) == 0 : g_str_equal(vf->alias, alias))
+        if (vf_is(g_ptr_array_index(live, i), pci, alias))
             return TRUE;
     }
     return FALSE;
@@ -161,37 +194,6 @@ static gboolean recover_locate(const OrchJournalRecord *plan, OrchVirt *src, Orc
     return TRUE;
 }
 
-/* The attach XML of @xml under the other of a stand-in's two aliases ("ua-hmvf0" <->
- * "ua-hmvf0-r"), or NULL when it has no user alias @alias (a hostdev's attach XML has none).
- *
- * Why: when the killed process's detach outlived libvirt's 5 s wait, libvirt queues the guest's
- * DEVICE_DELETED and later removes "the device with that alias" from the domain. Finishing the
- * unplug here can remove the device first (QEMU no longer knows it); the queued removal then
- * finds the NIC plugged back under the same alias and deletes its backend: the guest keeps a
- * NIC without carrier (issue 19, docs/reliability.md). Under another alias the stale removal
- * finds nothing. */
-static char *recover_realias(const char *xml, const char *alias)
-{
-    g_autofree char *other = NULL;
-
-    if (!g_str_has_prefix(alias, "ua-"))
-        return NULL;
-    other = g_str_has_suffix(alias, "-r") ? g_strndup(alias, strlen(alias) - 2)
-                                          : g_strconcat(alias, "-r", NULL);
-    /* libxml2 writes the attribute in double quotes (xml_vf_format_attach()), libvirt in
-     * single ones. */
-    for (guint q = 0; q < 2; q++) {
-        char quote = q ? '\'' : '"';
-        g_autofree char *needle = g_strdup_printf("<alias name=%c%s%c/>", quote, alias, quote);
-        const char *at = strstr(xml, needle);
-
-        if (at && !strstr(at + 1, needle))
-            return g_strdup_printf("%.*s<alias name=%c%s%c/>%s", (int)(at - xml), xml, quote,
-                                   other, quote, at + strlen(needle));
-    }
-    return NULL;
-}
-
 /* Gives the domain, on @here, every VF it lacks. On the source, an unplug the killed process
  * asked for may still be under way (the VF would vanish after we looked): it is finished
  * first (the guest quiesced its users before any unplug was asked). A plug that fails sets
@@ -222,6 +224,7 @@ static gboolean recover_vfs(const OrchOptions *opts, const OrchJournalRecord *pl
     for (guint i = 0; i < plan->vfs->len; i++) {
         OrchJournalVf *vf = g_ptr_array_index(plan->vfs, i);
         const char *xml = on_destination ? vf->destination_xml : vf->source_xml;
+        g_autofree char *alias = NULL;
         g_autofree char *realiased = NULL;
         g_autofree char *detail = NULL;
         g_autoptr(GError) err = NULL;
@@ -230,18 +233,22 @@ static gboolean recover_vfs(const OrchOptions *opts, const OrchJournalRecord *pl
             rec->vfs_attached++;
             continue;
         }
-        /* An unplug was asked on the source: its removal may still be queued in libvirt. */
-        if (!on_destination && vf->unplug_asked && (realiased = recover_realias(xml, vf->alias)))
-            xml = realiased;
         start = g_get_monotonic_time();
-        if (orch_virt_device_attach(here, plan->domain, xml, persistent, &err))
+        /* An unplug was asked on the source: its removal may still be queued in libvirt. */
+        if (!on_destination && vf->unplug_asked) {
+            alias = recover_plug_alias(vf->alias);
+            if (!(realiased = xml_device_set_alias(xml, alias, &err)))
+                g_prefix_error(&err, "Plugging VF '%s' back as '%s': ", vf->alias, alias);
+        }
+        if (!err && orch_virt_device_attach(here, plan->domain, realiased ? realiased : xml,
+                                            persistent, &err))
             rec->vfs_attached++;
         else
             *ret_ok = FALSE;
-        detail = realiased ? g_strdup_printf("%s (plugged back under another alias: its old "
-                                             "removal may be queued)",
-                                             vf->alias)
-                           : g_strdup(vf->alias);
+        detail = alias ? g_strdup_printf("%s (plugged back as '%s': a removal of '%s' may be "
+                                         "queued)",
+                                         vf->alias, alias, vf->alias)
+                       : g_strdup(vf->alias);
         action(rec, on_destination ? "plug-destination" : "plug-source", start, err, detail);
     }
     return TRUE;

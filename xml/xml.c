@@ -614,25 +614,63 @@ GPtrArray *xml_domain_list_host_pci(const XmlDomain *dom)
 
 /* ---- attach XML -------------------------------------------------------------------------- */
 
-/* Unlinks and frees @node together with the whitespace that indented it. */
-static void node_remove_with_indent(xmlNode *node)
+/* Is @alias a user alias libvirt takes on hot-plug: "ua-", then letters, digits, '_', '-'? */
+static gboolean alias_is_user(const char *alias)
 {
-    xmlNode *prev = node->prev;
+    const char *p;
 
-    if (prev && xmlNodeIsText(prev) && xmlIsBlankNode(prev)) {
-        xmlUnlinkNode(prev);
-        xmlFreeNode(prev);
+    if (!g_str_has_prefix(alias, XML_USER_ALIAS_PREFIX))
+        return FALSE;
+    p = alias + strlen(XML_USER_ALIAS_PREFIX);
+    if (*p == '\0')
+        return FALSE;
+    for (; *p; p++) {
+        if (!g_ascii_isalnum(*p) && *p != '_' && *p != '-')
+            return FALSE;
     }
-    xmlUnlinkNode(node);
-    xmlFreeNode(node);
+    return TRUE;
+}
+
+/* Sets the alias of device element @dev (see xml_device_set_alias()); checks everything before
+ * it changes anything. */
+static gboolean device_set_alias(xmlNode *dev, const char *alias, GError **error)
+{
+    xmlNode *node = xml_node_child(dev, "alias");
+
+    if (!alias_is_user(alias)) {
+        g_set_error(error, XML_ERROR, XML_ERROR_INVALID,
+                    "alias '%s' is not a user alias libvirt takes on hot-plug ('%s' then "
+                    "letters, digits, '_' or '-')",
+                    alias, XML_USER_ALIAS_PREFIX);
+        return FALSE;
+    }
+    if (node && xml_node_next(node, "alias")) {
+        g_set_error(error, XML_ERROR, XML_ERROR_INVALID,
+                    "device XML: <%s> has more than one <alias>", (const char *)dev->name);
+        return FALSE;
+    }
+    if (!node) {
+        xmlNode *guest_address = xml_node_child(dev, "address");
+
+        node = xmlNewNode(NULL, BAD_CAST "alias");
+        if (!node)
+            g_error("hm-xml: out of memory adding an <alias>");
+        if (guest_address)
+            xmlAddPrevSibling(guest_address, node);
+        else
+            xmlAddChild(dev, node);
+    }
+    if (!xmlSetProp(node, BAD_CAST "name", BAD_CAST alias))
+        g_error("hm-xml: out of memory setting alias '%s'", alias);
+    return TRUE;
 }
 
 char *xml_vf_format_attach(const XmlVf *vf, const char *new_host_pci, GError **error)
 {
     g_autoptr(xmlDoc) doc = NULL;
     g_autoptr(GError) local_error = NULL;
+    g_autofree char *user_alias = NULL;
     xmlNode *dev;
-    xmlNode *alias;
     const char *element;
 
     g_return_val_if_fail(vf != NULL, NULL);
@@ -707,15 +745,45 @@ char *xml_vf_format_attach(const XmlVf *vf, const char *new_host_pci, GError **e
         xmlSetProp(addr, BAD_CAST "function", BAD_CAST value);
     }
 
-    /* libvirt assigned the alias; the destination assigns its own. A user alias stays. */
-    alias = xml_node_child(dev, "alias");
-    while (alias) {
-        xmlNode *next = xml_node_next(alias, "alias");
-        g_autofree char *name = xml_node_prop(alias, "name");
-
-        if (!name || !g_str_has_prefix(name, XML_USER_ALIAS_PREFIX))
-            node_remove_with_indent(alias);
-        alias = next;
+    /* A user alias stays; libvirt's own ("hostdev0") becomes one ("ua-hostdev0"). */
+    user_alias = xml_vf_user_alias(vf->alias);
+    if (!device_set_alias(dev, user_alias, &local_error)) {
+        g_propagate_prefixed_error(error, g_steal_pointer(&local_error), "VF '%s': ", vf->alias);
+        return NULL;
     }
+    return xml_node_dump(dev);
+}
+
+char *xml_vf_user_alias(const char *alias)
+{
+    g_return_val_if_fail(alias != NULL, NULL);
+
+    if (g_str_has_prefix(alias, XML_USER_ALIAS_PREFIX))
+        return g_strdup(alias);
+    return g_strconcat(XML_USER_ALIAS_PREFIX, alias, NULL);
+}
+
+char *xml_device_set_alias(const char *device_xml, const char *alias, GError **error)
+{
+    g_autoptr(xmlDoc) doc = NULL;
+    xmlNode *dev;
+
+    g_return_val_if_fail(device_xml != NULL, NULL);
+    g_return_val_if_fail(alias != NULL, NULL);
+
+    doc = xml_doc_parse("device XML", device_xml,
+                        strnlen(device_xml, (gsize)XML_DOMAIN_MAX_BYTES + 1),
+                        XML_DOMAIN_MAX_BYTES, error);
+    if (!doc)
+        return NULL;
+    dev = xmlDocGetRootElement(doc);
+    if (!xml_node_is(dev, "hostdev") && !xml_node_is(dev, "interface")) {
+        g_set_error(error, XML_ERROR, XML_ERROR_INVALID,
+                    "device XML: the root element is <%s>, not <hostdev> or <interface>",
+                    dev ? (const char *)dev->name : "");
+        return NULL;
+    }
+    if (!device_set_alias(dev, alias, error))
+        return NULL;
     return xml_node_dump(dev);
 }

@@ -106,8 +106,26 @@ gboolean xml_caps_offer_guest(const char *caps, const char *type, const char *ar
 /* The device XML to attach @vf on the destination (owned string). @new_host_pci is the host
  * PCI address of the VF reserved there (required for hostdev kinds, must be NULL for the
  * stand-in, whose backend is kept). The guest-side <address> is kept so the device comes back
- * in the same slot; an alias is kept only if it is a user alias ("ua-" prefix). */
+ * in the same slot. The device is plugged under its user alias, xml_vf_user_alias(): a device
+ * plugged without one is named by libvirt ("hostdevN"), and may get the name of a device whose
+ * removal libvirt still has queued (docs/reliability.md, issue 19). Fails with
+ * XML_ERROR_INVALID when that alias is not one libvirt takes (xml_device_set_alias()). */
 char *xml_vf_format_attach(const XmlVf *vf, const char *new_host_pci, GError **error);
+
+/* The user alias a VF with libvirt alias @alias is plugged under (owned): @alias itself when it
+ * is a user alias ("ua-" prefix, kept from plug to plug), else "ua-" + @alias ("hostdev0"
+ * becomes "ua-hostdev0"; libvirt never names a device "ua-..." itself). */
+char *xml_vf_user_alias(const char *alias);
+
+/* @device_xml, one device element (<hostdev> or <interface>, as xml_vf_format_attach() or
+ * libvirt writes it), with its <alias name=.../> set to @alias: the one <alias> it has renamed,
+ * or a new one added before its guest <address> (where libvirt writes it), else last. Nothing
+ * else changes. @alias must be a user alias libvirt accepts on hot-plug: "ua-" then letters,
+ * digits, '_' or '-'. Returns the edited device XML (owned) or NULL with XML_ERROR_PARSE
+ * (@device_xml empty, not well-formed, with a DTD, larger than XML_DOMAIN_MAX_BYTES) or
+ * XML_ERROR_INVALID (the root is not <hostdev> or <interface>, it has more than one <alias>, or
+ * @alias is not such a user alias), naming the input. */
+char *xml_device_set_alias(const char *device_xml, const char *alias, GError **error);
 
 /* ---- node devices ------------------------------------------------------------------------ */
 

@@ -1769,20 +1769,34 @@ HV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int m
     HvContext *ctx = HV_CTX(ibqp);
     HvQp *qp = (HvQp *)ibqp;
     struct ibv_qp_attr a;
-    int r;
+    HvMap keys = {0};
+    uint32_t pqpn = 0;
+    int looked = 0, r;
 
     if (!ctx)
         return hv_real.r_ibv_modify_qp(ibqp, attr, mask);
     if (hv_wait_phys(ctx))
         return ENODEV;
     a = *attr;
+    /* a new peer of a connected QP: its physical numbers (either end may have swapped since
+     * the program learnt them), asked before the QP lock is taken: it is a network call */
+    if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RTR && (mask & IBV_QP_DEST_QPN) &&
+        (mask & IBV_QP_AV) && attr->ah_attr.is_global && qp->init.qp_type != IBV_QPT_UD &&
+        qp->peer_vqpn != attr->dest_qp_num) {
+        pqpn = hv_lookup_peer(qp, attr, &keys);
+        looked = 1;
+    }
     pthread_mutex_lock(&qp->lock);
     if (mask & IBV_QP_DEST_QPN) {
         if (qp->peer_vqpn != attr->dest_qp_num) {
-            /* a new peer: no translation known yet */
+            /* a new peer: what the lookup found, else no translation */
             qp->peer_vqpn = attr->dest_qp_num;
-            qp->peer_pqpn = attr->dest_qp_num;
+            qp->peer_pqpn = looked ? pqpn : attr->dest_qp_num;
             hv_map_clear(&qp->peer_rkeys);
+            if (looked) {
+                qp->peer_rkeys = keys;
+                memset(&keys, 0, sizeof(keys));
+            }
         }
         a.dest_qp_num = qp->peer_pqpn;
     }
@@ -1824,6 +1838,7 @@ HV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int m
         }
     }
     pthread_mutex_unlock(&qp->lock);
+    hv_map_clear(&keys);
     return r;
 }
 

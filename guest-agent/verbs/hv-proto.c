@@ -139,7 +139,8 @@ static int hv_pairs(HvTok *t, HvKeyPair *out, uint32_t n, uint32_t max)
     return 0;
 }
 
-/* The messages of both ends moving and of UD holds; 0, -EINVAL, or 1 (not one of them). */
+/* The messages of both ends moving, of UD holds and of lookups; 0, -EINVAL, or 1 (not one of
+ * them). */
 static int hv_parse_more(HvTok *t_, const char *verb, size_t vn, HvMsg *m)
 {
     HvTok t = *t_;
@@ -172,6 +173,17 @@ static int hv_parse_more(HvTok *t_, const char *verb, size_t vn, HvMsg *m)
     } else if (IS("UDHOLD")) {
         m->type = HV_MSG_UDHOLD;
         if (hv_u32f(&t, HV_U24, &m->target) < 0 || hv_gid(&t, m->gid) < 0)
+            return -EINVAL;
+    } else if (IS("LOOKUP")) {
+        m->type = HV_MSG_LOOKUP;
+        if (hv_u32f(&t, HV_U24, &m->target) < 0 || hv_u32f(&t, HV_U24, &m->sender) < 0)
+            return -EINVAL;
+    } else if (IS("LOOKEDUP")) {
+        m->type = HV_MSG_LOOKEDUP;
+        if (hv_u32f(&t, HV_U24, &m->target) < 0 || hv_dec(&t, HV_PROTO_KEYS_MAX, &v) < 0)
+            return -EINVAL;
+        m->nkeys = (uint32_t)v;
+        if (hv_pairs(&t, m->keys, m->nkeys, UINT32_MAX) < 0)
             return -EINVAL;
     } else if (IS("UDHELD")) {
         m->type = HV_MSG_UDHELD;
@@ -250,7 +262,7 @@ int hv_proto_parse(const char *line, size_t len, HvMsg *m)
     } else if (IS("UDMAPPED")) {
         m->type = HV_MSG_UDMAPPED;
     } else if ((more = hv_parse_more(&t, verb, vn, m)) <= 0) {
-        if (more < 0) /* KEYMAP, DEFER, UDHOLD, UDHELD */
+        if (more < 0) /* KEYMAP, DEFER, UDHOLD, UDHELD, LOOKUP, LOOKEDUP */
             return -EINVAL;
     } else if (IS("RECONNECTED")) {
         m->type = HV_MSG_RECONNECTED;
@@ -324,7 +336,7 @@ static int hv_format_pairs(const HvMsg *m, char *buf, size_t size, size_t off)
     return off > HV_PROTO_LINE_MAX + 1 ? -ENOSPC : (int)off;
 }
 
-/* The messages of both ends moving and of UD holds (hv_parse_more's). */
+/* The messages of both ends moving, of UD holds and of lookups (hv_parse_more's). */
 static int hv_format_more(const HvMsg *m, char *buf, size_t size)
 {
     int n = -1;
@@ -357,6 +369,18 @@ static int hv_format_more(const HvMsg *m, char *buf, size_t size)
         n = snprintf(buf, size, "UDHOLD %u %s\n", m->target, gid);
         break;
     }
+    case HV_MSG_LOOKUP:
+        if (m->target > HV_U24 || m->sender > HV_U24)
+            return -EINVAL;
+        n = snprintf(buf, size, "LOOKUP %u %u\n", m->target, m->sender);
+        break;
+    case HV_MSG_LOOKEDUP:
+        if (m->target > HV_U24 || m->nkeys > HV_PROTO_KEYS_MAX)
+            return -EINVAL;
+        n = snprintf(buf, size, "LOOKEDUP %u %u", m->target, m->nkeys);
+        if (n < 0 || (size_t)n >= size)
+            return -ENOSPC;
+        return hv_format_pairs(m, buf, size, (size_t)n);
     case HV_MSG_UDHELD:
         if (m->nkeys > HV_PROTO_UDQPS_MAX)
             return -EINVAL;
@@ -411,6 +435,8 @@ int hv_proto_format(const HvMsg *m, char *buf, size_t size)
     case HV_MSG_DEFER:
     case HV_MSG_UDHOLD:
     case HV_MSG_UDHELD:
+    case HV_MSG_LOOKUP:
+    case HV_MSG_LOOKEDUP:
         return hv_format_more(m, buf, size);
     case HV_MSG_UDMAP:
         if (m->nkeys == 0 || m->nkeys > HV_PROTO_UDQPS_MAX || m->target > HV_U24)

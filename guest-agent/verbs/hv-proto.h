@@ -32,6 +32,10 @@ typedef enum {
     HV_MSG_KEYMAPPED,   /* KEYMAPPED */
     HV_MSG_UDHELD,      /* UDHELD <n> [<pqpn>:<count>]...  sends so far to the holder's GID per
                          * sending physical QP (count modulo 2^32; pairs in keys[], n may be 0) */
+    HV_MSG_LOOKUP,      /* LOOKUP <target> <sender>: sender connects to target (RTR): what are
+                         * target's physical QPN and its process's changed rkeys? */
+    HV_MSG_LOOKEDUP,    /* LOOKEDUP <target_pqpn> <n> [<vkey>:<pkey>]...  (n may be 0; the
+                         * physical QPN in .target) */
 } HvMsgType;
 
 typedef struct {

@@ -609,6 +609,18 @@ static int hv_reconnect_answer(HvQp *qp, int r, const HvMsg *rep, uint32_t m_psn
     return r;
 }
 
+/* Into @m's keys: @ctx's memory regions whose physical rkey differs from the virtual one the
+ * program was given (re-registered after a swap, or synthetic): what a peer translates. */
+static void hv_ctx_keys(HvContext *ctx, HvMsg *m)
+{
+    m->nkeys = 0;
+    pthread_mutex_lock(&ctx->lock);
+    for (HvMr *mr = ctx->mrs; mr && m->nkeys < HV_PROTO_KEYS_MAX; mr = mr->next)
+        if (mr->phys && mr->pub.rkey != mr->phys->rkey)
+            m->keys[m->nkeys++] = (HvKeyPair){mr->pub.rkey, mr->phys->rkey};
+    pthread_mutex_unlock(&ctx->lock);
+}
+
 /* A peer in another process's layer: a RECONNECT message with our new address, PSNs and
  * keys, its RECONNECTED answer with its new QP number (or DEFER: both ends moving). */
 static int hv_reconnect_managed(HvSwapQp *s)
@@ -655,11 +667,7 @@ static int hv_reconnect_managed(HvSwapQp *s)
     if (!r && hv_real.r_ibv_query_port(ctx->phys, qp->a_rtr.ah_attr.port_num,
                                        (struct _compat_ibv_port_attr *)&pa) == 0)
         m->lid = pa.lid;
-    pthread_mutex_lock(&ctx->lock);
-    for (HvMr *mr = ctx->mrs; mr && m->nkeys < HV_PROTO_KEYS_MAX; mr = mr->next)
-        if (mr->phys && mr->pub.rkey != mr->phys->rkey)
-            m->keys[m->nkeys++] = (HvKeyPair){mr->pub.rkey, mr->phys->rkey};
-    pthread_mutex_unlock(&ctx->lock);
+    hv_ctx_keys(ctx, m);
     n = r ? -r : hv_proto_format(m, req, HV_PROTO_LINE_MAX + 2);
     r = n < 0 ? n : hv_peer_call(&qp->a_rtr.ah_attr.grh.dgid, qp->peer_vqpn, req, line, sizeof(line));
     if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 ||
@@ -1362,6 +1370,130 @@ static int hv_on_keymap(const HvMsg *m, HvMsg *rep)
     return 0;
 }
 
+/* ---- lookups: a connection made after a swap ------------------------------------------------
+ * The program connects a QP with the numbers its peer program handed it, virtual ones; after a
+ * swap of either end they differ from the physical ones, and no RECONNECT told this QP. */
+
+/* LOOKUP from a peer connecting to our QP @target: its physical number and our changed rkeys;
+ * DEFER moving while our device is away (the peer asks again). */
+static int hv_on_lookup(const HvMsg *m, HvMsg *rep)
+{
+    HvContext *ctx = NULL;
+    HvQp *qp = hv_find_vqpn(m->target, &ctx);
+    int swapping;
+
+    if (!qp || qp->init.qp_type == IBV_QPT_UD) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "no connected QP %u here", m->target);
+        return -ENOENT;
+    }
+    pthread_mutex_lock(&hv.lock);
+    swapping = hv.swapping;
+    pthread_mutex_unlock(&hv.lock);
+    pthread_mutex_lock(&qp->lock);
+    if (swapping || !qp->phys) {
+        pthread_mutex_unlock(&qp->lock);
+        rep->type = HV_MSG_DEFER;
+        rep->defer = HV_DEFER_MOVING;
+        return 0;
+    }
+    rep->target = qp->phys->qp_num;
+    pthread_mutex_unlock(&qp->lock);
+    rep->type = HV_MSG_LOOKEDUP;
+    hv_ctx_keys(ctx, rep);
+    hv_debug("QP %u (physical %u): looked up by QP %u connecting to it (%u keys)", m->target,
+             rep->target, m->sender, rep->nkeys);
+    return 0;
+}
+
+/* The peer is a QP of this process (UCX connects QPs to each other): its numbers are here. */
+static uint32_t hv_lookup_here(uint32_t vqpn, HvMap *keys)
+{
+    HvContext *pctx = NULL;
+    HvQp *peer = hv_find_vqpn(vqpn, &pctx);
+    HvMsg *k = peer ? calloc(1, sizeof(*k)) : NULL;
+    uint32_t pqpn = vqpn;
+
+    if (!k)
+        return vqpn;
+    pthread_mutex_lock(&peer->lock);
+    if (peer->phys)
+        pqpn = peer->phys->qp_num;
+    pthread_mutex_unlock(&peer->lock);
+    hv_ctx_keys(pctx, k);
+    for (uint32_t i = 0; i < k->nkeys; i++)
+        hv_map_put(keys, k->keys[i].v, k->keys[i].p);
+    free(k);
+    return pqpn;
+}
+
+/* Asks the peer's layer; -errno when it does not answer or refuses, 1 while it is moving. */
+static int hv_lookup_call(HvQp *qp, const struct ibv_qp_attr *attr, HvMsg *m, uint32_t *pqpn)
+{
+    char req[64], *line = malloc(HV_PROTO_LINE_MAX + 2);
+    int r;
+
+    if (!line)
+        return -ENOMEM;
+    m->type = HV_MSG_LOOKUP;
+    m->target = attr->dest_qp_num;
+    m->sender = qp->pub.qp_num;
+    r = hv_proto_format(m, req, sizeof(req));
+    if (r >= 0)
+        r = hv_peer_call(&attr->ah_attr.grh.dgid, attr->dest_qp_num, req, line,
+                         HV_PROTO_LINE_MAX + 2);
+    if (r == 0 && hv_proto_parse(line, strlen(line), m) < 0)
+        r = -EPROTO;
+    if (r == 0 && m->type == HV_MSG_DEFER)
+        r = 1;
+    else if (r == 0 && m->type != HV_MSG_LOOKEDUP)
+        r = -EPROTO;
+    if (r == -EPROTO)
+        hv_log("QP %u: its peer QP %u refused the lookup: %.200s", qp->pub.qp_num,
+               attr->dest_qp_num, line);
+    if (r == 0)
+        *pqpn = m->target;
+    free(line);
+    return r;
+}
+
+uint32_t hv_lookup_peer(HvQp *qp, const struct ibv_qp_attr *attr, HvMap *keys)
+{
+    HvContext *ctx = qp->pd->ctx;
+    union ibv_gid own;
+    uint32_t pqpn = attr->dest_qp_num;
+    int64_t until = hv_ms() + HV_LOOKUP_WAIT_MS;
+    HvMsg *m;
+    int r, said = 0;
+
+    if (hv_real.r_ibv_query_gid(ctx->phys, attr->ah_attr.port_num, attr->ah_attr.grh.sgid_index,
+                                &own) == 0 &&
+        memcmp(own.raw, attr->ah_attr.grh.dgid.raw, 16) == 0 &&
+        hv_find_vqpn(attr->dest_qp_num, NULL))
+        return hv_lookup_here(attr->dest_qp_num, keys);
+    if (!hv_peer_known(&attr->ah_attr.grh.dgid) || !(m = calloc(1, sizeof(*m))))
+        return pqpn; /* a peer outside the layer keeps its numbers */
+    while ((r = hv_lookup_call(qp, attr, m, &pqpn)) == 1 && hv_ms() < until) {
+        if (!said++)
+            hv_log("QP %u: its peer QP %u is moving: connecting once it is back",
+                   qp->pub.qp_num, attr->dest_qp_num);
+        hv_sleep_ms(200);
+    }
+    if (r == 0) {
+        for (uint32_t i = 0; i < m->nkeys; i++)
+            hv_map_put(keys, m->keys[i].v, m->keys[i].p);
+        if (pqpn != attr->dest_qp_num || m->nkeys)
+            hv_log("QP %u: its peer QP %u is physical QPN %u (%u rkeys translated)",
+                   qp->pub.qp_num, attr->dest_qp_num, pqpn, m->nkeys);
+    } else {
+        hv_log("QP %u: no lookup of its peer QP %u (%s): its numbers are taken as they are",
+               qp->pub.qp_num, attr->dest_qp_num, r == 1 ? "still moving" : strerror(-r));
+        pqpn = attr->dest_qp_num;
+    }
+    free(m);
+    return pqpn;
+}
+
 int hv_peer_handle(const HvMsg *m, HvMsg *rep)
 {
     switch (m->type) {
@@ -1375,6 +1507,8 @@ int hv_peer_handle(const HvMsg *m, HvMsg *rep)
         return hv_on_udhold(m, rep);
     case HV_MSG_KEYMAP:
         return hv_on_keymap(m, rep);
+    case HV_MSG_LOOKUP:
+        return hv_on_lookup(m, rep);
     default:
         rep->type = HV_MSG_ERROR;
         snprintf(rep->text, sizeof(rep->text), "unexpected message");

@@ -333,6 +333,12 @@ int hv_peer_known(const union ibv_gid *gid);
 int hv_peer_call(const union ibv_gid *gid, uint32_t vqpn, const char *req, char *reply,
                  size_t reply_max);
 void hv_peer_server_start(void);
+/* At RTR of a RC/UC QP to a new peer (GRH): the physical QPN of the peer's virtual
+ * attr->dest_qp_num, its changed rkeys added to @keys; asked of this process's own QPs, or of
+ * the peer's layer (LOOKUP) when HOTMIG_VERBS_PEERS names its GID, waiting while it moves (at
+ * most HV_LOOKUP_WAIT_MS). The numbers as given when the peer is outside the layer. No lock held. */
+uint32_t hv_lookup_peer(HvQp *qp, const struct ibv_qp_attr *attr, HvMap *keys);
+#define HV_LOOKUP_WAIT_MS 60000
 HvQp *hv_find_vqpn(uint32_t vqpn, HvContext **ctx);
 
 /* internal, across files */

@@ -46,7 +46,7 @@ for phase in "${phases[@]}"; do
         cat "$tmp/rec.$phase.json" "$tmp/rec.err" >&2
         fail "recovery after a kill in '$phase' failed"
     fi
-    jq -c '.[] | {outcome, final_host, vfs_attached, actions: [.actions[] | "\(.action):\(.ok)"]}' \
+    jq -c '.[] | {outcome, final_host, vfs_attached, actions: [.actions[] | "\(.action):\(.ok) \(.detail // "")"]}' \
         "$tmp/rec.$phase.json" >&2
     outcome=$(jq -r '.[0].outcome' "$tmp/rec.$phase.json")
     [ "$outcome" = "${expected[$phase]}" ] ||

@@ -138,11 +138,13 @@ result_of() {
     grep -a 'HMWL .*"event":"result"' "$("$lab" console "$name")" | tail -n 1 | sed 's/.*HMWL //' | tr -d '\r'
 }
 
-# has_vf NAME URI: the domain's live XML holds the VF stand-in.
+# has_vf NAME URI: the domain's live XML holds the VF stand-in, under either of its aliases:
+# ua-hmvf0, or ua-hmvf0-r once a recovery plugged it back after a kill inside the unplug
+# (engine/recover.c recover_plug_alias(); the next such recovery goes back to ua-hmvf0).
 has_vf() {
     local xml
     xml=$(virsh -c "$2" dumpxml "$1") || return 1
-    grep -q "alias name='ua-hmvf0" <<<"$xml" # ua-hmvf0, or ua-hmvf0-r after a recovery's plug-back (engine/recover.c)
+    grep -qE "<alias name='ua-hmvf0(-r)?'/>" <<<"$xml"
 }
 
 require_where() {

@@ -17,7 +17,7 @@ trap 'cleanup; rm -rf "$tmp"' EXIT
 vpair "$c" "$s"
 si=$("$lab" index "$s")
 gid=$(vgid "$s")
-vf_if=$(grep -a 'HMLAB vf up' "$("$lab" console "$c")" | tail -n 1 | awk '{print $4}')
+vf_if=$(vvfif "$c")
 [ -n "$gid" ] && [ -n "$vf_if" ] || fail "no GID index or VF interface in the consoles"
 
 # burn: each ibv_ud_pingpong server creates a QP and an MR and waits for a client; stop it
@@ -35,33 +35,7 @@ vqpn=$("$lab" exec "$c" "rdma res show qp | sed -n 's/.*lqpn \\([0-9]*\\) .*type
 [ -n "$vqpn" ] || fail "no local QPN printed"
 log "client QPN $vqpn (virtual from now on)"
 
-# the agent's host channel: sync, protocol 2, prepare ... resume
-sock=$("$lab" channel "$c")
-coproc AG { exec socat - "UNIX-CONNECT:$sock"; }
-# bash closes a coproc's descriptors in subshells ($(...), pipelines): use copies
-exec {ag_in}>&"${AG[1]}" {ag_out}<&"${AG[0]}"
-agent() { # JSON -> prints the reply line
-    printf '%s\n' "$1" >&"$ag_in"
-    local line
-    IFS= read -r -t 90 line <&"$ag_out" || fail "the agent did not answer $1"
-    printf '%s\n' "${line#$'\xff'}"
-}
-printf '\xff' >&"$ag_in"
-agent '{"execute":"sync","arguments":{"id":7}}' | grep -q '"return":7' || fail "no sync"
-agent '{"execute":"info","arguments":{"protocol":2}}' >/dev/null
-t0=$(date +%s%N)
-prep=$(agent '{"execute":"prepare","arguments":{"timeout_ms":30000}}')
-echo "prepare: $prep" >&2
-jq -e '.return.failed == [] and (.return.quiesced | length) == 1' <<<"$prep" >/dev/null ||
-    fail "prepare did not quiesce the layer: $prep"
-"$lab" exec "$c" "rdma link del rxe0 && rdma link add rxe0 type rxe netdev $vf_if" --timeout 60 ||
-    fail "cannot re-create rxe0"
-res=$(agent '{"execute":"resume","arguments":{"timeout_ms":60000}}')
-t1=$(date +%s%N)
-echo "resume: $res" >&2
-jq -e '.return.failed == [] and (.return.resumed | length) == 1' <<<"$res" >/dev/null ||
-    fail "the layer did not resume: $res"
-kill "$AG_PID" 2>/dev/null || true
+vswap "$c" "$vf_if"
 
 for g in "$c" "$s"; do
     vwait "$g" 'VSW rc=' 1 400 || fail "$g: the pingpong did not finish"
@@ -76,5 +50,5 @@ grep -q 'reconnected to its peer' "$tmp/$s.log" || fail "the server's layer did 
 pq=$(grep -o "reconnected to its peer's new QP [0-9]*" "$tmp/$s.log" | awk '{print $NF}')
 [ -n "$pq" ] && [ "$pq" != "$vqpn" ] ||
     fail "the physical QPN after the swap ($pq) equals the virtual one ($vqpn): burn more"
-echo "VERBS device-swap virtual_qpn=$vqpn physical_qpn=$pq swap_ms=$(((t1 - t0) / 1000000))"
+echo "VERBS device-swap virtual_qpn=$vqpn physical_qpn=$pq swap_ms=$vswap_ms"
 log "ok: device swap with translation (virtual QPN $vqpn, physical $pq)"

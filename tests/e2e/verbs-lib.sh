@@ -83,3 +83,45 @@ vfinish() {
         "server_quiesce_ms=$(grep -o 'quiesced in [0-9]*' "$tmp/$s.log" | awk '{print $3}' | paste -sd, -)" \
         "server_resume_ms=$(grep -o 'resumed on [^ ]* in [0-9]*' "$tmp/$s.log" | awk '{print $5}' | paste -sd, -)"
 }
+
+# vswap GUEST VF_IF: a device swap without a VM move, through the agent's host channel (sync,
+# protocol 2, prepare), rxe0 deleted and created again on VF_IF (a fresh device restarts its QP
+# numbers and memory keys), resume; fails unless exactly one process (the layer) quiesced and
+# resumed. Sets vswap_ms (prepare to resume answered).
+vswap() {
+    local g=$1 vf_if=$2 sock prep res t0
+    sock=$("$lab" channel "$g")
+    coproc AG { exec socat - "UNIX-CONNECT:$sock"; }
+    # bash closes a coproc's descriptors in subshells ($(...), pipelines): use copies
+    exec {ag_in}>&"${AG[1]}" {ag_out}<&"${AG[0]}"
+    printf '\xff' >&"$ag_in"
+    vagent '{"execute":"sync","arguments":{"id":7}}' | grep -q '"return":7' || fail "no sync"
+    vagent '{"execute":"info","arguments":{"protocol":2}}' >/dev/null
+    t0=$(date +%s%N)
+    prep=$(vagent '{"execute":"prepare","arguments":{"timeout_ms":30000}}')
+    echo "prepare: $prep" >&2
+    jq -e '.return.failed == [] and (.return.quiesced | length) == 1' <<<"$prep" >/dev/null ||
+        fail "prepare did not quiesce the layer: $prep"
+    "$lab" exec "$g" "rdma link del rxe0 && rdma link add rxe0 type rxe netdev $vf_if" --timeout 60 ||
+        fail "cannot re-create rxe0"
+    res=$(vagent '{"execute":"resume","arguments":{"timeout_ms":60000}}')
+    vswap_ms=$((($(date +%s%N) - t0) / 1000000))
+    echo "resume: $res" >&2
+    jq -e '.return.failed == [] and (.return.resumed | length) == 1' <<<"$res" >/dev/null ||
+        fail "the layer did not resume: $res"
+    kill "$AG_PID" 2>/dev/null || true
+    exec {ag_in}>&- {ag_out}<&-
+}
+
+# vagent JSON: one request on vswap's channel; prints the reply line
+vagent() {
+    local line
+    printf '%s\n' "$1" >&"$ag_in"
+    IFS= read -r -t 90 line <&"$ag_out" || fail "the agent did not answer $1"
+    printf '%s\n' "${line#$'\xff'}"
+}
+
+# vvfif GUEST: the guest's VF interface (the stand-in NIC rxe0 sits on)
+vvfif() {
+    grep -a 'HMLAB vf up' "$("$lab" console "$1")" | tail -n 1 | awk '{print $4}'
+}

@@ -1,6 +1,6 @@
 /* Fuzz target for hm-xml: whatever bytes arrive as a domain XML (or a node device XML) must be
  * rejected with an error or read without crashing, leaking or tripping a sanitizer; every VF
- * found must format to attach XML or fail cleanly.
+ * found must format to attach XML or fail cleanly, and that attach XML must take another alias.
  *
  * libFuzzer: see tests/fuzz/xml.cmake (clang, -DHM_FUZZ=ON). Without libFuzzer the corpus in
  * tests/fuzz/corpus/xml/ is replayed by xml-fuzz-replay as a normal CTest (label fuzz). */
@@ -56,6 +56,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* Putting the VF back where it was also works. */
         back = xml_vf_format_attach(vf, vf->host_pci, &error);
         g_assert((back == NULL) == (error != NULL));
+        g_clear_error(&error);
+        /* Attach XML takes another alias (recovery's plug-back). */
+        if (back) {
+            g_autofree char *realiased = xml_device_set_alias(back, "ua-fuzz-r", &error);
+
+            g_assert(realiased != NULL && error == NULL);
+        }
+    }
+    /* Whatever arrives as a device XML is refused or takes the alias. */
+    {
+        g_autofree char *realiased = xml_device_set_alias(xml, "ua-fuzz-r", &error);
+
+        g_assert((realiased == NULL) == (error != NULL));
         g_clear_error(&error);
     }
 

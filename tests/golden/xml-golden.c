@@ -1,5 +1,6 @@
 /* Golden tests for hm-xml: tests/golden/<case>.in.xml is a domain XML; the expected result is
- * <case>.out.txt (what xml_domain_find_vfs found, each VF's device XML and its attach XML) or
+ * <case>.out.txt (what xml_domain_find_vfs found, each VF's device XML, its attach XML and that
+ * under another alias) or
  * <case>.err (the error). Adding a case: one line in xml_golden_cases[] and two files.
  * HM_GOLDEN_REGENERATE=1 rewrites the expected files from the actual results for review.
  *
@@ -18,6 +19,8 @@
 
 /* The host PCI address every hostdev kind VF is re-attached with. */
 #define GOLDEN_NEW_HOST_PCI "0000:af:00.2"
+/* The alias every attach XML is given once more (xml_device_set_alias(), as recovery does). */
+#define GOLDEN_ALIAS "ua-golden-r"
 
 static const char *const xml_golden_cases[] = {
     "xml-hostdev-ib",      "xml-interface-hostdev", "xml-standin",    "xml-two-vfs",
@@ -58,8 +61,10 @@ static gboolean golden_render(const char *input, GString *out)
         const XmlVf *vf = g_ptr_array_index(vfs, i);
         const char *new_pci = vf->kind == XML_VF_KIND_STANDIN ? NULL : GOLDEN_NEW_HOST_PCI;
         g_autofree char *attach = xml_vf_format_attach(vf, new_pci, &error);
+        g_autofree char *realiased = attach ? xml_device_set_alias(attach, GOLDEN_ALIAS, &error)
+                                            : NULL;
 
-        if (!attach)
+        if (!realiased)
             goto fail;
         g_string_append_printf(out, "\n--- vf %u\n", i + 1);
         g_string_append_printf(out, "kind: %s\n", xml_vf_kind_to_string(vf->kind));
@@ -69,6 +74,7 @@ static gboolean golden_render(const char *input, GString *out)
         g_string_append_printf(out, "device_xml:\n%s\n", vf->device_xml);
         g_string_append_printf(out, "attach_xml (new host PCI %s):\n%s\n", new_pci ? new_pci : "-",
                                attach);
+        g_string_append_printf(out, "attach_xml as '%s':\n%s\n", GOLDEN_ALIAS, realiased);
     }
     return TRUE;
 

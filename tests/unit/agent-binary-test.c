@@ -31,8 +31,11 @@ typedef struct {
     pid_t pid;
     int host; /* our end of the channel */
     GString *in;
-    int quiesced;
-    int resumed;
+    /* Written by the callbacks of two clients at once: the lazy one runs in the test's thread,
+     * the threaded one in its own. */
+    gint quiesced;
+    gint resumed;
+    GMutex lock; /* device */
     char device[64];
 } Fixture;
 
@@ -41,6 +44,8 @@ static int setup_args(void **state, const char *const *extra)
 {
     Fixture *f = g_new0(Fixture, 1);
     int sv[2];
+
+    g_mutex_init(&f->lock);
 
     f->dir = g_dir_make_tmp("agent-binary-test.XXXXXX", NULL);
     f->sock = g_build_filename(f->dir, "hotmig", "agent.sock", NULL);
@@ -105,6 +110,7 @@ static int teardown(void **state)
     g_free(f->dir);
     g_free(f->sock);
     g_string_free(f->in, TRUE);
+    g_mutex_clear(&f->lock);
     g_free(f);
     return 0;
 }
@@ -164,7 +170,7 @@ static JsonObject *host_return(Fixture *f, const char *request, HotmigClient *cl
 
 static int on_quiesce(void *opaque)
 {
-    ((Fixture *)opaque)->quiesced++;
+    g_atomic_int_inc(&((Fixture *)opaque)->quiesced);
     return 0;
 }
 
@@ -172,8 +178,10 @@ static int on_resume(const char *device, void *opaque)
 {
     Fixture *f = opaque;
 
-    f->resumed++;
+    g_mutex_lock(&f->lock);
     g_strlcpy(f->device, device ? device : "", sizeof(f->device));
+    g_mutex_unlock(&f->lock);
+    g_atomic_int_inc(&f->resumed);
     return 0;
 }
 
@@ -223,7 +231,7 @@ static void test_binary_migration_cycle(void **state)
                       &n2);
     assert_string_equal(json_object_get_string_member(ret, "state"), "prepared");
     assert_int_equal(json_array_get_length(json_object_get_array_member(ret, "quiesced")), 2);
-    assert_int_equal(f->quiesced, 2);
+    assert_int_equal(g_atomic_int_get(&f->quiesced), 2);
     assert_true(hotmig_client_is_quiesced(lazy));
     assert_true(hotmig_client_is_quiesced(threaded));
 
@@ -231,8 +239,10 @@ static void test_binary_migration_cycle(void **state)
         host_return(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":800}}\n", lazy, &n3);
     assert_string_equal(json_object_get_string_member(ret, "state"), "running");
     assert_int_equal(json_array_get_length(json_object_get_array_member(ret, "resumed")), 2);
-    assert_int_equal(f->resumed, 2);
+    assert_int_equal(g_atomic_int_get(&f->resumed), 2);
+    g_mutex_lock(&f->lock);
     assert_string_equal(f->device, json_object_get_string_member(ret, "device"));
+    g_mutex_unlock(&f->lock);
     assert_false(hotmig_client_is_quiesced(lazy));
 
     ret =

@@ -17,6 +17,7 @@
 #include "engine/hotmigd-client.h"
 #include "engine/journal.h"
 #include "engine/virt.h"
+#include "xml/xml.h"
 
 #define DOMAIN "vm1"
 
@@ -36,7 +37,10 @@ typedef struct {
     gboolean agent_prepared;
     FakeAgentMode agent_mode;
     guint agent_busy_left; /* AGENT_RESUME_BUSY: resumes still refused */
-    guint next_hostdev;
+    /* Device removals libvirt has queued by alias (a killed migrate-vm's detach outlived
+     * libvirt's wait; the guest's DEVICE_DELETED is handled later, issue 19): each removes the
+     * device that has that alias when it is handled, here right after the next attach. */
+    GPtrArray *queued_removals;
     guint migrations;
     char *last_plugged;   /* the last device XML attached on the destination */
     GHashTable *leases;   /* the destination hotmigd's pool: VF id -> lease id (leased) */
@@ -157,7 +161,7 @@ static FakeWorld *world_new(gboolean hostdev, gboolean standin)
         g_ptr_array_add(w->devices, g_strdup(HOSTDEV_XML));
     if (standin)
         g_ptr_array_add(w->devices, g_strdup(STANDIN_XML));
-    w->next_hostdev = 1;
+    w->queued_removals = g_ptr_array_new_with_free_func(g_free);
     w->leases = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     w->lease_until = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     g_mutex_init(&w->lease_lock);
@@ -171,6 +175,7 @@ static void world_free(FakeWorld *w)
 {
     g_free(w->where);
     g_ptr_array_unref(w->devices);
+    g_ptr_array_unref(w->queued_removals);
     g_free(w->last_plugged);
     g_hash_table_unref(w->leases);
     g_hash_table_unref(w->lease_until);
@@ -287,11 +292,52 @@ static gboolean fake_device_detach(OrchVirt *v, const char *d, const char *alias
     return FALSE;
 }
 
+/* The index of the device with alias @alias among @w's devices, or -1. */
+static gint device_index(FakeWorld *w, const char *alias)
+{
+    for (guint i = 0; i < w->devices->len; i++) {
+        g_autofree char *a = device_alias(g_ptr_array_index(w->devices, i));
+
+        if (a && g_str_equal(a, alias))
+            return (gint)i;
+    }
+    return -1;
+}
+
+/* As libvirt names a hostdev plugged without an alias: "hostdevN", N one more than the highest
+ * of the hostdevs it has now (so the name of one just removed comes back). */
+static char *hostdev_name(FakeWorld *w)
+{
+    guint next = 0;
+
+    for (guint i = 0; i < w->devices->len; i++) {
+        g_autofree char *a = device_alias(g_ptr_array_index(w->devices, i));
+        guint64 n;
+
+        if (a && g_str_has_prefix(a, "hostdev") &&
+            g_ascii_string_to_unsigned(a + 7, 10, 0, 1000, &n, NULL))
+            next = MAX(next, (guint)n + 1);
+    }
+    return g_strdup_printf("hostdev%u", next);
+}
+
+/* libvirt handles the removals it queued: each takes the device with its alias, if any. */
+static void handle_queued_removals(FakeWorld *w)
+{
+    for (guint i = 0; i < w->queued_removals->len; i++) {
+        gint at = device_index(w, g_ptr_array_index(w->queued_removals, i));
+
+        if (at >= 0)
+            g_ptr_array_remove_index(w->devices, (guint)at);
+    }
+    g_ptr_array_set_size(w->queued_removals, 0);
+}
+
 static gboolean fake_device_attach(OrchVirt *v, const char *d, const char *xml, gboolean config,
                                    GError **e)
 {
     FakeWorld *w = ((FakeVirt *)v)->world;
-    g_autofree char *alias = device_alias(xml);
+    g_autofree char *alias = NULL;
     char *dev;
 
     if (!check_here(v, d, e) || !check_config(v, config, e))
@@ -300,19 +346,24 @@ static gboolean fake_device_attach(OrchVirt *v, const char *d, const char *xml, 
     /* libxml2 writes attributes in double quotes; the fake compares with single ones. */
     g_autofree char *norm = g_strdelimit(g_strdup(xml), "\"", '\'');
     xml = norm;
-    g_free(alias);
     alias = device_alias(xml);
+    if (alias && device_index(w, alias) >= 0) {
+        g_set_error(e, ORCH_ERROR, ORCH_ERROR_HYPERVISOR, "non unique alias detected: %s",
+                    alias);
+        return FALSE;
+    }
     if (alias) {
         dev = g_strdup(xml);
     } else {
         /* libvirt names a hot-plugged hostdev itself. */
-        g_autofree char *named = g_strdup_printf("<alias name='hostdev%u'/></hostdev>",
-                                                 w->next_hostdev++);
+        g_autofree char *name = hostdev_name(w);
+        g_autofree char *named = g_strdup_printf("<alias name='%s'/></hostdev>", name);
         g_auto(GStrv) parts = g_strsplit(xml, "</hostdev>", 2);
         assert_non_null(parts[1]);
         dev = g_strconcat(parts[0], named, parts[1], NULL);
     }
     g_ptr_array_add(w->devices, dev);
+    handle_queued_removals(w);
     if (g_str_equal(v->label, "destination")) {
         g_free(w->last_plugged);
         w->last_plugged = g_strdup(xml);
@@ -1426,6 +1477,101 @@ static void test_unfinished_blocks_then_recover(void **state)
     recover_and_check(w, "device_attach");
 }
 
+/* What a migrate-vm killed inside the unplug leaves: the journal's begin (its VFs as found in the
+ * live XML now, with the attach XML the migration writes) and the prepare and unplug steps;
+ * the agent prepared; libvirt with the detach's removal of the VF queued by its alias (its
+ * 5 s wait outlived), the device still in the domain. Returns the VF's alias then. */
+static char *kill_inside_unplug(FakeOpen *fo)
+{
+    FakeWorld *w = fo->world;
+    g_autoptr(OrchVirt) src = fake_open("fake://a", "source", fo, NULL);
+    g_autofree char *xml = orch_virt_domain_get_xml(src, DOMAIN, NULL);
+    g_autoptr(XmlDomain) dom = xml_domain_parse(xml, NULL);
+    g_autoptr(GPtrArray) vfs = xml_domain_find_vfs(dom, NULL, NULL);
+    g_autoptr(OrchJournalRecord) rec = g_new0(OrchJournalRecord, 1);
+    g_autoptr(OrchJournal) journal = NULL;
+    g_autoptr(GError) error = NULL;
+    XmlVf *vf;
+    OrchJournalVf *jvf = g_new0(OrchJournalVf, 1);
+
+    assert_int_equal(vfs->len, 1);
+    vf = g_ptr_array_index(vfs, 0);
+    rec->migration = g_strdup("0f0e0d0c-0b0a-4908-8706-050403020100");
+    rec->domain = g_strdup(DOMAIN);
+    rec->source = g_strdup("fake://a");
+    rec->destination = g_strdup("fake://b");
+    rec->agent = TRUE;
+    rec->vfs = g_ptr_array_new_with_free_func((GDestroyNotify)orch_journal_vf_free);
+    jvf->alias = g_strdup(vf->alias);
+    jvf->kind = g_strdup(xml_vf_kind_to_string(vf->kind));
+    jvf->host_pci = g_strdup(vf->host_pci);
+    jvf->source_xml = xml_vf_format_attach(vf, vf->host_pci, &error);
+    jvf->destination_xml = xml_vf_format_attach(vf, vf->host_pci ? "0000:5e:02.2" : NULL, &error);
+    assert_null(error);
+    g_ptr_array_add(rec->vfs, jvf);
+    journal = orch_journal_open(state_dir, DOMAIN, TRUE, &error);
+    assert_non_null(journal);
+    assert_true(orch_journal_begin(journal, rec, &error));
+    assert_true(orch_journal_step(journal, rec->migration, "prepare", NULL, NULL, &error));
+    w->agent_prepared = TRUE;
+    assert_true(orch_journal_step(journal, rec->migration, "unplug", vf->alias, NULL, &error));
+    g_ptr_array_add(w->queued_removals, g_strdup(vf->alias));
+    return g_strdup(vf->alias);
+}
+
+/* A migrate-vm killed inside the unplug: libvirt still has the detach's removal of the VF
+ * queued by its alias, and handles it after recovery's plug (issue 19: it took the re-plugged
+ * stand-in NIC's backend). Recovery plugs the VF back under another alias, which the stale
+ * removal does not find: "ua-hmvf0" <-> "ua-hmvf0-r" for the stand-in; libvirt's "hostdev0"
+ * (which libvirt would give a hostdev plugged without an alias again) becomes "ua-hostdev0",
+ * then "ua-hostdev0-r" <-> "ua-hostdev0". Killed and recovered three times in a row. */
+static void test_recover_killed_in_unplug(void **state)
+{
+    static const struct {
+        gboolean hostdev;
+        const char *aliases[4]; /* before the first kill, then after each recovery */
+    } cases[] = {
+        {FALSE, {"ua-hmvf0", "ua-hmvf0-r", "ua-hmvf0", "ua-hmvf0-r"}},
+        {TRUE, {"hostdev0", "ua-hostdev0", "ua-hostdev0-r", "ua-hostdev0"}},
+    };
+
+    for (gsize c = 0; c < G_N_ELEMENTS(cases); c++) {
+        g_autoptr(FakeWorld) w = world_new(cases[c].hostdev, !cases[c].hostdev);
+        FakeOpen fo = {w, NULL};
+        g_auto(OrchOptions) opts;
+
+        options_for_test(&opts);
+        for (guint kill = 1; kill < G_N_ELEMENTS(cases[c].aliases); kill++) {
+            g_autofree char *before = kill_inside_unplug(&fo);
+            g_autoptr(GPtrArray) results = NULL;
+            g_autoptr(GError) error = NULL;
+            g_autofree char *table = NULL;
+            g_autofree char *after = NULL;
+            OrchRecovery *rec;
+
+            assert_string_equal(before, cases[c].aliases[kill - 1]);
+            if (!recover_on(&opts, &fo, &results, &error))
+                fail_msg("kill %u of '%s': %s", kill, before, error->message);
+            rec = g_ptr_array_index(results, 0);
+            table = orch_recovery_format_table(results);
+            /* The stale removal was handled after the plug: the VF is there all the same. */
+            assert_int_equal(w->queued_removals->len, 0);
+            if (world_count_vfs(w) != 1)
+                fail_msg("kill %u of '%s': the domain lost its VF to the queued removal:\n%s",
+                         kill, before, table);
+            after = device_alias(g_ptr_array_index(w->devices, w->devices->len - 1));
+            assert_string_equal(after, cases[c].aliases[kill]);
+            assert_string_equal(rec->outcome, "rolled back");
+            assert_int_equal(rec->vfs_attached, 1);
+            assert_non_null(strstr(table, "finish-unplug"));
+            assert_non_null(strstr(table, after));
+            assert_false(w->agent_prepared);
+            assert_false(journal_exists());
+            assert_string_equal(w->where, "source");
+        }
+    }
+}
+
 /* The agent stops answering in the middle of a prepare (e2e: tests/e2e/agent-stops.sh): the
  * undo cannot resume it, so exit 3 with the journal kept and the VFs untouched; once the agent
  * answers again, the recovery resumes it. */
@@ -2121,6 +2267,7 @@ int main(void)
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_fault_spec_rejected),
         cmocka_unit_test(test_unfinished_blocks_then_recover),
+        cmocka_unit_test(test_recover_killed_in_unplug),
         cmocka_unit_test(test_agent_stops_in_prepare),
         cmocka_unit_test(test_busy_domain_refused),
         cmocka_unit_test(test_identity_carried),

@@ -15,6 +15,11 @@ hm_add_test(verbs-udmap-test unit
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-udmap-test.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-util.c
   LIBS hotmig-verbs-proto PkgConfig::IBVERBS Threads::Threads)
 target_include_directories(verbs-udmap-test PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs)
+# A connection made after a swap: the LOOKUP / LOOKEDUP messages.
+hm_add_test(verbs-lookup-test unit
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-lookup-test.c
+  LIBS hotmig-verbs-proto)
+target_include_directories(verbs-lookup-test PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs)
 # LD_PRELOAD=libhotmig-verbs.so alone with libibverbs dlopen'ed late and RTLD_LOCAL (UCX).
 add_library(verbs-late-lib MODULE ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-late-lib.c)
 target_link_libraries(verbs-late-lib PRIVATE PkgConfig::IBVERBS)

@@ -1,5 +1,6 @@
 /* Unit tests for hm-xml: PCI addresses, the VF kind table, domain parsing limits, alias
- * prefixes, attach XML errors, node device XML. Golden cases cover the common paths. */
+ * prefixes, attach XML errors, user aliases and setting a device's alias, node device XML.
+ * Golden cases cover the common paths. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -381,30 +382,171 @@ static void test_attach_errors(void **state)
 
 static void test_attach_roundtrip(void **state)
 {
-    /* The attach XML of a VF is itself a VF in a domain, at the new address. */
+    /* The attach XML of a VF is itself a VF in a domain, at the new address, under its user
+     * alias: libvirt's "hostdev0" plugs as "ua-hostdev0" (a device plugged without an alias
+     * gets a libvirt name, maybe one whose removal is still queued: issue 19). */
     g_autoptr(GPtrArray) vfs = find_vfs(standin_domain, NULL);
     const XmlVf *vf = g_ptr_array_index(vfs, 1);
     g_autoptr(GError) error = NULL;
     g_autofree char *attach = xml_vf_format_attach(vf, "12:1f.7", &error);
-    g_autofree char *with_alias = NULL;
+    g_autofree char *standin = xml_vf_format_attach(g_ptr_array_index(vfs, 0), NULL, &error);
+    g_autofree char *domain = NULL;
     g_autoptr(GPtrArray) again = NULL;
     const XmlVf *vf2;
-    const char *end;
 
     assert_null(error);
     assert_non_null(attach);
-    assert_null(strstr(attach, "<alias"));
-    /* Put an alias back as libvirt does on attach, and read it as a domain again. */
-    end = strstr(attach, "</hostdev>");
-    assert_non_null(end);
-    with_alias = g_strdup_printf("<domain><name>y</name><devices>%.*s<alias name='hostdev5'/>"
-                                 "</hostdev></devices></domain>",
-                                 (int)(end - attach), attach);
-    again = find_vfs(with_alias, NULL);
-    assert_int_equal(again->len, 1);
+    assert_string_equal(vf->alias, "hostdev0");
+    domain = g_strdup_printf("<domain><name>y</name><devices>%s%s</devices></domain>", attach,
+                             standin);
+    again = find_vfs(domain, NULL);
+    assert_int_equal(again->len, 2);
     vf2 = g_ptr_array_index(again, 0);
     assert_int_equal(vf2->kind, XML_VF_KIND_HOSTDEV);
     assert_string_equal(vf2->host_pci, "0000:12:1f.7");
+    assert_string_equal(vf2->alias, "ua-hostdev0");
+    /* A user alias stays as it is. */
+    vf2 = g_ptr_array_index(again, 1);
+    assert_int_equal(vf2->kind, XML_VF_KIND_STANDIN);
+    assert_string_equal(vf2->alias, "ua-hmvf0");
+}
+
+static void test_user_alias(void **state)
+{
+    static const char *const cases[][2] = {
+        {"hostdev0", "ua-hostdev0"},
+        {"hostdev12", "ua-hostdev12"},
+        {"net3", "ua-net3"},
+        {"ua-hmvf0", "ua-hmvf0"},
+        {"ua-hmvf0-r", "ua-hmvf0-r"},
+        {"ua-hostdev0", "ua-hostdev0"},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *alias = xml_vf_user_alias(cases[i][0]);
+
+        assert_string_equal(alias, cases[i][1]);
+    }
+}
+
+/* Sets @alias in @xml, checks the result reads back with that alias (and the rest as it was:
+ * setting @back, the original alias, gives @xml again when it is in libxml2's form). */
+static char *set_alias_checked(const char *xml, const char *alias, const char *back)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *out = xml_device_set_alias(xml, alias, &error);
+    g_autofree char *needle = g_strdup_printf("<alias name=\"%s\"/>", alias);
+
+    if (!out)
+        fail_msg("'%s' as '%s': %s", xml, alias, error->message);
+    assert_null(error);
+    assert_non_null(strstr(out, needle));
+    /* One alias, not two. */
+    assert_null(strstr(strstr(out, "<alias") + 1, "<alias"));
+    if (back) {
+        g_autofree char *again = xml_device_set_alias(out, back, &error);
+
+        assert_non_null(again);
+        assert_string_equal(again, xml);
+    }
+    return g_steal_pointer(&out);
+}
+
+static void test_set_alias(void **state)
+{
+    /* As libxml2 writes attach XML (double quotes): renamed in place, the rest unchanged. */
+    static const char hostdev[] =
+        "<hostdev mode=\"subsystem\" type=\"pci\" managed=\"yes\"><source><address "
+        "domain=\"0x0000\" bus=\"0x3b\" slot=\"0x02\" function=\"0x1\"/></source>"
+        "<alias name=\"ua-hostdev0\"/><address type=\"pci\" domain=\"0x0000\" bus=\"0x05\" "
+        "slot=\"0x00\" function=\"0x0\"/></hostdev>";
+    static const char standin[] =
+        "<interface type=\"ethernet\">\n  <mac address=\"52:54:00:48:01:01\"/>\n  <target "
+        "dev=\"hmtap1\" managed=\"no\"/>\n  <model type=\"virtio\"/>\n  <alias "
+        "name=\"ua-hmvf0\"/>\n</interface>";
+    /* As libvirt writes it (single quotes). */
+    static const char single[] =
+        "<interface type='ethernet'><mac address='52:54:00:48:01:01'/>"
+        "<alias name='ua-hmvf0'/></interface>";
+    /* Without an alias (a hostdev's attach XML before user aliases): added before the guest
+     * <address>, or last without one. */
+    static const char no_alias[] =
+        "<hostdev mode='subsystem' type='pci'><source><address bus='0x3b' slot='0x02' "
+        "function='0x1'/></source><address type='pci' bus='0x05' slot='0x00' "
+        "function='0x0'/></hostdev>";
+    static const char no_alias_no_address[] =
+        "<interface type='hostdev'><source><address type='pci' bus='0x3b' slot='0x02' "
+        "function='0x1'/></source></interface>";
+    g_autofree char *h = set_alias_checked(hostdev, "ua-hostdev0-r", "ua-hostdev0");
+    g_autofree char *s = set_alias_checked(standin, "ua-hmvf0-r", "ua-hmvf0");
+    g_autofree char *q = set_alias_checked(single, "ua-hmvf0-r", NULL);
+    g_autofree char *n = set_alias_checked(no_alias, "ua-hostdev0", NULL);
+    g_autofree char *l = set_alias_checked(no_alias_no_address, "ua-x_1", NULL);
+
+    assert_non_null(strstr(h, "</source><alias name=\"ua-hostdev0-r\"/><address type"));
+    assert_non_null(strstr(s, "<model type=\"virtio\"/>\n  <alias name=\"ua-hmvf0-r\"/>\n"));
+    assert_non_null(strstr(q, "<mac address=\"52:54:00:48:01:01\"/><alias name=\"ua-hmvf0-r\"/>"
+                              "</interface>"));
+    assert_non_null(strstr(n, "</source><alias name=\"ua-hostdev0\"/><address type=\"pci\""));
+    assert_true(g_str_has_suffix(l, "</source><alias name=\"ua-x_1\"/></interface>"));
+}
+
+static void test_set_alias_errors(void **state)
+{
+    static const char good[] = "<interface type='udp'><alias name='ua-hmvf0'/></interface>";
+    static const struct {
+        const char *xml;
+        const char *alias;
+        int code;
+        const char *needle;
+    } cases[] = {
+        {"", "ua-hmvf0-r", XML_ERROR_PARSE, "device XML: empty"},
+        {"<interface type='udp'><alias name='ua-hmvf0'/>", "ua-hmvf0-r", XML_ERROR_PARSE,
+         "device XML: not well-formed"},
+        {"just text", "ua-hmvf0-r", XML_ERROR_PARSE, "device XML: not well-formed"},
+        {"<!DOCTYPE x><interface/>", "ua-hmvf0-r", XML_ERROR_PARSE, "DOCTYPE"},
+        {"<domain><name>x</name><devices>"
+         "<interface type='udp'><alias name='ua-hmvf0'/></interface></devices></domain>",
+         "ua-hmvf0-r", XML_ERROR_INVALID, "the root element is <domain>, not <hostdev> or"},
+        {"<disk type='file'><alias name='ua-d'/></disk>", "ua-hmvf0-r", XML_ERROR_INVALID,
+         "<disk>"},
+        {"<hostdev><alias name='hostdev0'/><alias name='ua-x'/></hostdev>", "ua-hmvf0-r",
+         XML_ERROR_INVALID, "<hostdev> has more than one <alias>"},
+        {good, "hostdev0", XML_ERROR_INVALID, "alias 'hostdev0' is not a user alias"},
+        {good, "ua-", XML_ERROR_INVALID, "alias 'ua-' is not a user alias"},
+        {good, "", XML_ERROR_INVALID, "alias '' is not"},
+        {good, "ua-a b", XML_ERROR_INVALID, "alias 'ua-a b' is not"},
+        {good, "ua-x'/><hostdev", XML_ERROR_INVALID, "is not a user alias"},
+        {good, "ua-\xc3\xa9", XML_ERROR_INVALID, "is not a user alias"},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(GError) error = NULL;
+        g_autofree char *xml = xml_device_set_alias(cases[i].xml, cases[i].alias, &error);
+
+        if (xml)
+            fail_msg("case %zu: '%s' as '%s' gave '%s'", i, cases[i].xml, cases[i].alias, xml);
+        assert_error(error, XML_ERROR, cases[i].code);
+        if (!strstr(error->message, cases[i].needle))
+            fail_msg("case %zu: '%s' lacks '%s'", i, error->message, cases[i].needle);
+    }
+}
+
+/* A VF whose alias libvirt would not take as a user alias cannot be plugged: refused by name
+ * before anything is plugged. */
+static void test_attach_bad_alias(void **state)
+{
+    XmlVf standin = {
+        .kind = XML_VF_KIND_STANDIN,
+        .alias = (char *)"ua-hm vf0",
+        .device_xml = (char *)"<interface type='udp'><alias name='ua-hm vf0'/></interface>",
+    };
+    g_autoptr(GError) error = NULL;
+    g_autofree char *xml = xml_vf_format_attach(&standin, NULL, &error);
+
+    assert_null(xml);
+    assert_error(error, XML_ERROR, XML_ERROR_INVALID);
+    assert_non_null(strstr(error->message, "VF 'ua-hm vf0': alias 'ua-hm vf0' is not a user"));
 }
 
 /* ---- node devices ------------------------------------------------------------------------ */
@@ -693,6 +835,10 @@ int main(void)
         cmocka_unit_test(test_list_host_pci),
         cmocka_unit_test(test_attach_errors),
         cmocka_unit_test(test_attach_roundtrip),
+        cmocka_unit_test(test_user_alias),
+        cmocka_unit_test(test_set_alias),
+        cmocka_unit_test(test_set_alias_errors),
+        cmocka_unit_test(test_attach_bad_alias),
         cmocka_unit_test(test_nodedev_vf),
         cmocka_unit_test(test_nodedev_pf),
         cmocka_unit_test(test_nodedev_not_pci),
