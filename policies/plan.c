@@ -1135,7 +1135,9 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
 static void drain_group_jobs(const PolCluster *cluster, PolPlan *plan)
 {
     GPtrArray *moves = plan->migrations;
-    g_autoptr(GHashTable) placed = g_hash_table_new(g_str_hash, g_str_equal);
+    /* job id -> GArray of the indices of its moves, in order */
+    g_autoptr(GHashTable) of_job =
+        g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)g_array_unref);
     g_autofree gpointer *old = g_memdup2(moves->pdata, sizeof(gpointer) * moves->len);
     g_autofree const char **job = g_new0(const char *, moves->len + 1);
     guint k = 0;
@@ -1143,19 +1145,25 @@ static void drain_group_jobs(const PolCluster *cluster, PolPlan *plan)
     for (guint i = 0; i < moves->len; i++) {
         const PolMigration *m = old[i];
         gint v = GPOINTER_TO_INT(g_hash_table_lookup(cluster->vm_by_name, m->vm)) - 1;
+        GArray *list;
 
         job[i] = v >= 0 ? ((const PolVm *)g_ptr_array_index(cluster->vms, v))->job : NULL;
+        if (!job[i])
+            continue;
+        if (!(list = g_hash_table_lookup(of_job, job[i]))) {
+            list = g_array_new(FALSE, FALSE, sizeof(guint));
+            g_hash_table_insert(of_job, (gpointer)job[i], list);
+        }
+        g_array_append_val(list, i);
     }
     for (guint i = 0; i < moves->len; i++) {
-        if (!job[i]) {
+        GArray *list = job[i] ? g_hash_table_lookup(of_job, job[i]) : NULL;
+
+        if (!job[i])
             moves->pdata[k++] = old[i];
-            continue;
-        }
-        if (!g_hash_table_add(placed, (gpointer)job[i]))
-            continue; /* placed with the job's first move */
-        for (guint j = i; j < moves->len; j++)
-            if (job[j] && g_str_equal(job[j], job[i]))
-                moves->pdata[k++] = old[j];
+        else if (g_array_index(list, guint, 0) == i) /* the job's first: all of them here */
+            for (guint j = 0; j < list->len; j++)
+                moves->pdata[k++] = old[g_array_index(list, guint, j)];
     }
     g_assert(k == moves->len);
 }
