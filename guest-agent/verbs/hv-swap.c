@@ -579,9 +579,10 @@ static int hv_reconnect_local(HvSwapQp *s)
     return 0;
 }
 
-/* The peer's answer to our RECONNECT (qp lock taken here): RECONNECTED, RTS with our PSN;
- * DEFER (both ends moving), the peer reconnects this QP when it is back, or did already. */
-static int hv_reconnect_answer(HvQp *qp, int r, const HvMsg *rep, uint32_t m_psn)
+/* The peer's answer to our RECONNECT (qp lock taken here): RECONNECTED, RTR to the QPN it
+ * gives (its PSN @p_psn), RTS with ours (@m_psn); DEFER (both ends moving), the peer
+ * reconnects this QP when it is back, or did already. */
+static int hv_reconnect_answer(HvQp *qp, int r, const HvMsg *rep, uint32_t m_psn, uint32_t p_psn)
 {
     struct ibv_qp_attr a;
 
@@ -597,11 +598,17 @@ static int hv_reconnect_answer(HvQp *qp, int r, const HvMsg *rep, uint32_t m_psn
         }
     } else if (!r) {
         qp->peer_pqpn = rep->target;
-        a = qp->a_rts;
-        a.sq_psn = m_psn;
-        r = -hv_modify(qp, &a, qp->m_rts);
+        a = qp->a_rtr;
+        a.dest_qp_num = rep->target;
+        a.rq_psn = p_psn;
+        r = -hv_modify(qp, &a, qp->m_rtr);
+        if (!r && qp->m_rts) {
+            a = qp->a_rts;
+            a.sq_psn = m_psn;
+            r = -hv_modify(qp, &a, qp->m_rts);
+        }
         if (!r) {
-            qp->state = IBV_QPS_RTS;
+            qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
             qp->reconnected = 1;
         }
     }
@@ -627,7 +634,6 @@ static int hv_reconnect_managed(HvSwapQp *s)
 {
     HvQp *qp = s->qp;
     HvContext *ctx = qp->pd->ctx;
-    struct ibv_qp_attr a;
     uint32_t m_psn = hv_psn(), p_psn = hv_psn();
     HvMsg *m = calloc(1, sizeof(*m)), rep;
     char *req = malloc(HV_PROTO_LINE_MAX + 2), line[256];
@@ -648,10 +654,10 @@ static int hv_reconnect_managed(HvSwapQp *s)
         hv_debug("QP %u: already reconnected by its peer QP %u", qp->pub.qp_num, qp->peer_vqpn);
         return 0;
     }
-    a = qp->a_rtr;
-    a.dest_qp_num = qp->peer_pqpn;
-    a.rq_psn = p_psn;
-    r = hv_modify(qp, &a, qp->m_rtr);
+    /* The QP stays in INIT until the answer: the peer's QPN is known only then (a peer moving
+     * in the same event has a new one), and what the peer sends meanwhile is dropped here and
+     * retransmitted by its RC QP once we are at RTR (no receive taken twice). */
+    r = 0;
     qp->calling = 1;
     pthread_mutex_unlock(&qp->lock);
     m->type = HV_MSG_RECONNECT;
@@ -675,7 +681,7 @@ static int hv_reconnect_managed(HvSwapQp *s)
         hv_log("QP %u: the peer refused to reconnect: %s", qp->pub.qp_num, line);
         r = -EPROTO;
     }
-    r = hv_reconnect_answer(qp, r, &rep, m_psn);
+    r = hv_reconnect_answer(qp, r, &rep, m_psn, p_psn);
     free(m);
     free(req);
     return r;

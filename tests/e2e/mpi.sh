@@ -12,6 +12,10 @@
 #   A->B->A mid-run.
 #   DRAIN=1 (Open MPI): 4 ranks over mpi-g1, mpi-g2 (A) and mpi-g3 (B), on a 2x2 grid; host A
 #   is drained by hotmigd (migrate-vm drain A --wait, asked of B's hotmigd) mid-run.
+#   BOTH=1: 2 ranks on mpi-g1 (A) and mpi-g3 (B); both guests move at once (two migrate-vm
+#   started together: mpi-g1 A->B while mpi-g3 B->A), then both back at once: each end of
+#   every connection is quiesced and resumed in the same event (docs/verbs-layer.md, both ends
+#   moving).
 # A test first puts the guests where it needs them (a failed earlier test may have left
 # mpi-g1 on B; the drain leaves mpi-g1 and mpi-g2 on B).
 # Asserts: both runs exit 0; every scaled residual is below 1.0 (what xdlu's own threshold 1.0
@@ -24,6 +28,7 @@ source "$(dirname "$0")/lib.sh"
 phase=${PHASE:-test}
 mpi=${MPI:-openmpi}
 drain=${DRAIN:-0}
+both=${BOTH:-0}
 case $mpi in openmpi | mpich) ;; *) fail "MPI must be openmpi or mpich, not '$mpi'" ;; esac
 fixture=(mpi-g1:A mpi-g2:A mpi-g3:B)
 for gh in "${fixture[@]}"; do
@@ -87,6 +92,7 @@ if [ "$drain" = 1 ]; then
         fail "tests/e2e/mpi/LU.dat changed: the drain's 2x2 variant no longer applies"
 else
     p=mpi-$mpi
+    [ "$both" = 1 ] && p=mpi-both-$mpi
     names=(mpi-g1 mpi-g3)
     ranks=2
     cp "$top/tests/e2e/mpi/LU.dat" "$tmp/LU.dat"
@@ -151,6 +157,20 @@ if [ "$drain" = 1 ]; then
     for g in mpi-g1 mpi-g2; do
         wait_moved "$g" B
     done
+elif [ "$both" = 1 ]; then
+    # two migrate-vm at once, each in a subshell (its fail exits only the subshell)
+    for hosts in "A B" "B A"; do
+        read -r h1 h3 <<<"$hosts"
+        log "mpi-g1 $h1 -> $h3 and mpi-g3 $h3 -> $h1 at once"
+        (migrate mpi-g1 "$("$lab" uri "$h1")" "$("$lab" uri "$h3")" "$tmp/g1-$h3.json") &
+        p1=$!
+        (migrate mpi-g3 "$("$lab" uri "$h3")" "$("$lab" uri "$h1")" "$tmp/g3-$h1.json") &
+        p3=$!
+        wait "$p1" || { wait "$p3" || true; fail "migrate-vm mpi-g1 $h1 -> $h3 failed (both moving)"; }
+        wait "$p3" || fail "migrate-vm mpi-g3 $h3 -> $h1 failed (both moving)"
+        require_where mpi-g1 "$h3"
+        require_where mpi-g3 "$h1"
+    done
 else
     # --dry-run names the connections the move pauses: mpi-g1's rank's to mpi-g3's (not its
     # loopback QPs to its own GID: they pause no other guest).
@@ -193,6 +213,6 @@ n=$(grep -c '^||' "$tmp/$p-ref.res")
 # "resumed ..." and, per QP, the staying peer's "QP N reconnected ...".
 paused=$(sed -n 's/^hotmig-verbs\[\([0-9]*\)\]: .*sends were paused for \([0-9]*\) ms.*/\1:\2/p' \
     "$tmp/$p-mig.out" | tr '\n' ' ')
-echo "MPI mpi=$mpi ranks=$ranks drain=$drain residuals=$n identical=yes reference_s=$ref_s" \
+echo "MPI mpi=$mpi ranks=$ranks drain=$drain both=$both residuals=$n identical=yes reference_s=$ref_s" \
     "migrated_s=$mig_s first_test_s=$first_s moves_s=$moves_s paused_ms(pid:ms)=[ ${paused}]"
 log "ok: $n residuals identical; reference $ref_s s, with moves $mig_s s"
