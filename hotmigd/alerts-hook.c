@@ -1,7 +1,7 @@
 /* hotmigd's wiring of the failure-prediction hook (hotmigd/alerts.c, alerts-input.c, the alert
  * listener in hotmigd/server.c) to the daemon (hotmigd/daemon.h): evacuations, quarantines and
- * migration statistics from its scheduler, VF states from its pool, /v1/alerts on its HTTPS
- * server. Kept out of hotmigd/main.c so that main() only starts and stops it. */
+ * migration statistics from its scheduler, VF states counted by its pool's worker thread,
+ * /v1/alerts on its HTTPS server. Kept out of hotmigd/main.c so that main() only starts and stops it. */
 #define G_LOG_DOMAIN "hotmigd"
 
 #include "hotmigd/alerts-hook.h"
@@ -37,9 +37,6 @@ static gboolean hook_set_state(gpointer data, const char *host, PolHostState sta
 static void hook_stats(gpointer data, OrchMetrics *metrics)
 {
     HotmigdAlerts *hook = data;
-    OrchVfdPool *pool = hotmigd_get_pool(hook->daemon);
-    g_autoptr(GError) error = NULL;
-    g_autoptr(GPtrArray) entries = NULL;
     HotmigdStats stats = {0};
 
     hotmigd_get_stats(hook->daemon, &stats);
@@ -48,16 +45,25 @@ static void hook_stats(gpointer data, OrchMetrics *metrics)
     metrics->migrations[ORCH_METRICS_MIGRATION_SKIPPED] = stats.migrations_skipped;
     memcpy(metrics->phase_seconds_sum, stats.phase_seconds_sum, sizeof(stats.phase_seconds_sum));
     memcpy(metrics->phase_count, stats.phase_count, sizeof(stats.phase_count));
+}
+
+/* The pool is used by the HTTPS server's worker thread only (hotmigd/api.c): the VFs are
+ * counted there, in turn with the pool's requests; /metrics waits for the count, paused, and
+ * the main loop goes on. Nothing here may touch the hook when @done is called: at a stop the
+ * worker delivers its last replies after the hook is gone. */
+static void hook_vfs(gpointer data, OrchVfdCountsFunc done, gpointer done_data)
+{
+    HotmigdAlerts *hook = data;
+    OrchVfdPool *pool = hotmigd_get_pool(hook->daemon);
+    OrchVfdServer *server = hotmigd_get_server(hook->daemon);
+
     if (!pool)
-        return;
-    entries = orch_vfd_pool_list(pool, NULL, &error);
-    if (!entries) {
-        g_warning("/metrics: cannot list the pool: %s", error->message);
-        return;
-    }
-    metrics->have_vfs = TRUE;
-    for (guint i = 0; i < entries->len; i++)
-        metrics->vfs[((OrchVfdEntry *)g_ptr_array_index(entries, i))->state]++;
+        done(NULL, "this hotmigd has no VF pool", done_data);
+    else if (!server)
+        done(NULL, "this hotmigd serves no HTTPS API, whose worker thread counts the pool",
+             done_data);
+    else
+        orch_vfd_worker_count_vfs(orch_vfd_server_get_worker(server), pool, done, done_data);
 }
 
 static void hook_evacuation_done(Hotmigd *daemon, const char *host, gboolean ok, gpointer data)
@@ -91,9 +97,9 @@ static void listener_webhook(gpointer owner, const char *body, gsize len, const 
     orch_alerts_webhook(owner, body, len, peer, done, data);
 }
 
-static char *listener_metrics(gpointer owner)
+static void listener_metrics(gpointer owner, OrchMetricsDone done, gpointer data)
 {
-    return orch_alerts_metrics(owner);
+    orch_alerts_metrics(owner, done, data);
 }
 
 static const OrchAlertListenerOps listener_ops = {
@@ -114,6 +120,7 @@ static const OrchAlertsOps hook_ops = {
     .evacuate = hook_evacuate,
     .set_state = hook_set_state,
     .stats = hook_stats,
+    .vfs = hook_vfs,
 };
 
 void hotmigd_alerts_reload(HotmigdAlerts *hook, const HmConfig *config)

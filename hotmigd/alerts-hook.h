@@ -12,9 +12,9 @@ typedef struct HotmigdAlerts HotmigdAlerts;
 
 /* Starts the hook of @daemon (borrowed; must outlive it): the book, /v1/alerts on its HTTPS
  * server, the alert listener ([alerts] listen, port; none for port 0), the socket and the
- * command; evacuations, quarantines and statistics go to the daemon, VF states come from its
- * pool. Logs where it listens. Fails naming what could not start (ORCH_ERROR_INVALID: a bad
- * configuration). Owned result. */
+ * command; evacuations, quarantines and statistics go to the daemon, VF states are counted
+ * by its HTTPS server's worker thread (the only one that uses the pool). Logs where it listens.
+ * Fails naming what could not start (ORCH_ERROR_INVALID: a bad configuration). Owned result. */
 HotmigdAlerts *hotmigd_alerts_start(Hotmigd *daemon, GError **error);
 void hotmigd_alerts_stop(HotmigdAlerts *hook);
 

@@ -1173,18 +1173,50 @@ void orch_alerts_webhook(OrchAlerts *alerts, const char *body, gsize len, const 
 
 /* ---- /metrics -------------------------------------------------------------------------------- */
 
-char *orch_alerts_metrics(OrchAlerts *alerts)
-{
-    OrchMetrics metrics = {0};
+/* A /metrics request waiting for the VF counts. Everything else was taken when it came: the
+ * daemon behind ops.stats may be gone by the time the counts come (at a stop, the worker
+ * delivers its last replies after the hook stopped). */
+typedef struct {
+    OrchAlerts *alerts; /* a reference */
+    OrchMetrics metrics;
+    OrchMetricsDone done;
+    gpointer data;
+} MetricsWait;
 
-    g_return_val_if_fail(alerts != NULL, NULL);
+static void metrics_counted(const guint *counts, const char *why, gpointer data)
+{
+    MetricsWait *wait = data;
+
+    wait->metrics.have_vfs = counts != NULL;
+    wait->metrics.vfs_why = why;
+    if (counts)
+        memcpy(wait->metrics.vfs, counts, sizeof(wait->metrics.vfs));
+    else
+        g_debug("/metrics without the VF gauges: %s", why ? why : "?");
+    wait->done(orch_metrics_render(&wait->metrics), wait->data);
+    orch_alerts_unref(wait->alerts);
+    g_free(wait);
+}
+
+void orch_alerts_metrics(OrchAlerts *alerts, OrchMetricsDone done, gpointer data)
+{
+    MetricsWait *wait;
+
+    g_return_if_fail(alerts && done);
+    wait = g_new0(MetricsWait, 1);
+    wait->alerts = orch_alerts_ref(alerts);
+    wait->done = done;
+    wait->data = data;
     if (alerts->ops.stats)
-        alerts->ops.stats(alerts->data, &metrics);
+        alerts->ops.stats(alerts->data, &wait->metrics);
     for (guint i = 0; i < alerts->hosts->len; i++) {
         const Peer *peer = g_ptr_array_index(alerts->hosts, i);
 
-        metrics.hosts[orch_alerts_get_state(alerts, peer->name)]++;
+        wait->metrics.hosts[orch_alerts_get_state(alerts, peer->name)]++;
     }
-    memcpy(metrics.alerts, alerts->counts, sizeof(metrics.alerts));
-    return orch_metrics_render(&metrics);
+    memcpy(wait->metrics.alerts, alerts->counts, sizeof(wait->metrics.alerts));
+    if (alerts->ops.vfs)
+        alerts->ops.vfs(alerts->data, metrics_counted, wait);
+    else
+        metrics_counted(NULL, NULL, wait);
 }

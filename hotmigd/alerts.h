@@ -77,8 +77,12 @@ typedef struct {
      * with alerts left, the quarantine holds). NULL: nothing to tell. */
     gboolean (*set_state)(gpointer data, const char *host, PolHostState state, const char *reason,
                           GError **error);
-    /* Fills the migrations, phases and VF members of @metrics. NULL: they stay 0, no VFs. */
+    /* Fills the migrations and phases of @metrics, at once. NULL: they stay 0. */
     void (*stats)(gpointer data, OrchMetrics *metrics);
+    /* Counts this host's VFs by state for /metrics: calls @done once, at once or later on the
+     * main context (hotmigd: the pool's worker thread counts, orch_vfd_worker_count_vfs()).
+     * NULL: /metrics has no VF gauges. */
+    void (*vfs)(gpointer data, OrchVfdCountsFunc done, gpointer done_data);
     /* Unix seconds. NULL: the system's clock. */
     gint64 (*now)(gpointer data);
 } OrchAlertsOps;
@@ -155,8 +159,9 @@ gboolean orch_alerts_authorized(const OrchAlerts *alerts, const char *authorizat
 void orch_alerts_webhook(OrchAlerts *alerts, const char *body, gsize len, const char *peer,
                          OrchVfdReplyFunc done, gpointer data);
 
-/* /metrics (owned text). */
-char *orch_alerts_metrics(OrchAlerts *alerts);
+/* /metrics: @done gets the text once the VF counts are in (ops->vfs), maybe before this
+ * returns; everything else is taken now. The book is held until then. */
+void orch_alerts_metrics(OrchAlerts *alerts, OrchMetricsDone done, gpointer data);
 
 /* ---- the other inputs (alerts-input.c) --------------------------------------------------- */
 

@@ -1024,19 +1024,33 @@ static const Route api_routes[] = {
 /* The pool's requests ask libvirt (which may hang), sysfs, netlink and the disk: one thread
  * runs them in order, so the main loop (the local API, the alert hook, the inventory) never
  * waits for them and the thread count stays fixed; the pool and its host are used by that one
- * thread only. Replies go back to the context the worker was made on. */
+ * thread only. What else reads the pool goes through it too: /metrics' VF gauges are counted
+ * there (orch_vfd_worker_count_vfs()), and the HTTP answer waits, paused, for the count.
+ * Replies go back to the context the worker was made on. */
 struct OrchVfdWorker {
     GThreadPool *threads;
     GMainContext *context; /* where replies are delivered */
     guint max_queued;
     gint queued;        /* jobs pushed, not yet answered (atomic) */
+    /* Who waits for the count of VFs queued or running (CountWaiter; NULL: none is); touched
+     * on the worker's context only. */
+    GArray *count_waiters;
 };
 
-/* One request copied for the worker (the transport's strings do not outlive the dispatch). */
+typedef struct {
+    OrchVfdCountsFunc done;
+    gpointer data;
+} CountWaiter;
+
+/* One request copied for the worker (the transport's strings do not outlive the dispatch), or
+ * a count of the pool's VFs (route NULL). */
 typedef struct {
     OrchVfdWorker *worker;
     const OrchVfdApi *api; /* borrowed: outlives the worker */
     const Route *route;
+    OrchVfdPool *count_pool; /* a count: borrowed, outlives the worker */
+    guint counts[ORCH_VFD_STATE_LAST];
+    char *count_why; /* the count failed: why */
     char *method, *path, *peer;
     char *body;
     gsize len;
@@ -1057,7 +1071,20 @@ static void worker_job_free(WorkerJob *job)
     for (guint i = 0; job->args[i]; i++)
         g_free(job->args[i]);
     orch_vfd_reply_free(job->reply);
+    g_free(job->count_why);
     g_free(job);
+}
+
+/* On the worker's context: a count to everyone who waits for it. */
+static void worker_count_answer(WorkerJob *job)
+{
+    g_autoptr(GArray) waiters = g_steal_pointer(&job->worker->count_waiters);
+
+    for (guint i = 0; i < waiters->len; i++) {
+        const CountWaiter *w = &g_array_index(waiters, CountWaiter, i);
+
+        w->done(job->count_why ? NULL : job->counts, job->count_why, w->data);
+    }
 }
 
 /* On the caller's context: the reply to its callback. */
@@ -1066,19 +1093,41 @@ static gboolean worker_answer(gpointer data)
     WorkerJob *job = data;
 
     g_atomic_int_dec_and_test(&job->worker->queued);
-    job->cb(g_steal_pointer(&job->reply), job->data);
+    if (job->route)
+        job->cb(g_steal_pointer(&job->reply), job->data);
+    else
+        worker_count_answer(job);
     worker_job_free(job);
     return G_SOURCE_REMOVE;
+}
+
+/* On the worker's thread. */
+static void worker_count(WorkerJob *job)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) entries = orch_vfd_pool_list(job->count_pool, NULL, &error);
+
+    if (!entries) {
+        job->count_why = g_strdup_printf("cannot list the pool: %s", error->message);
+        return;
+    }
+    for (guint i = 0; i < entries->len; i++)
+        job->counts[((OrchVfdEntry *)g_ptr_array_index(entries, i))->state]++;
 }
 
 static void worker_run(gpointer data, gpointer user_data)
 {
     WorkerJob *job = data;
-    OrchVfdRequest req = {.method = job->method, .path = job->path, .body = job->body,
-                          .len = job->len, .peer = job->peer, .who = job->who};
-    Call c = {job->api, &req, job->args};
 
-    job->reply = job->route->handle(&c);
+    if (job->route) {
+        OrchVfdRequest req = {.method = job->method, .path = job->path, .body = job->body,
+                              .len = job->len, .peer = job->peer, .who = job->who};
+        Call c = {job->api, &req, job->args};
+
+        job->reply = job->route->handle(&c);
+    } else {
+        worker_count(job);
+    }
     hm_main_context_post(job->worker->context, G_PRIORITY_DEFAULT, worker_answer, job, NULL);
 }
 
@@ -1113,13 +1162,46 @@ guint orch_vfd_worker_queued(const OrchVfdWorker *worker)
     return (guint)g_atomic_int_get(&((OrchVfdWorker *)worker)->queued);
 }
 
+static gboolean worker_full(OrchVfdWorker *worker)
+{
+    return (guint)g_atomic_int_get(&worker->queued) >= worker->max_queued;
+}
+
+void orch_vfd_worker_count_vfs(OrchVfdWorker *worker, OrchVfdPool *pool, OrchVfdCountsFunc done,
+                               gpointer data)
+{
+    CountWaiter waiter = {done, data};
+    WorkerJob *job;
+
+    g_return_if_fail(worker && pool && done);
+    if (worker->count_waiters) {
+        g_array_append_val(worker->count_waiters, waiter);
+        return;
+    }
+    if (worker_full(worker)) {
+        g_autofree char *why = g_strdup_printf(
+            "not counted: %u pool requests are waiting (the host is slow to answer, libvirt maybe)",
+            worker->max_queued);
+
+        done(NULL, why, data);
+        return;
+    }
+    worker->count_waiters = g_array_new(FALSE, FALSE, sizeof(CountWaiter));
+    g_array_append_val(worker->count_waiters, waiter);
+    job = g_new0(WorkerJob, 1);
+    job->worker = worker;
+    job->count_pool = pool;
+    g_atomic_int_inc(&worker->queued);
+    g_thread_pool_push(worker->threads, job, NULL);
+}
+
 static void worker_push(const OrchVfdApi *api, const Route *route, const OrchVfdRequest *req,
                         const char *const *args, OrchVfdReplyFunc cb, gpointer data)
 {
     OrchVfdWorker *worker = api->worker;
     WorkerJob *job;
 
-    if ((guint)g_atomic_int_get(&worker->queued) >= worker->max_queued) {
+    if (worker_full(worker)) {
         cb(reply_error(503,
                        "this hotmigd has %u pool requests waiting (its host is slow to answer, "
                        "libvirt maybe): try again later",

@@ -68,6 +68,18 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchVfdWorker, orch_vfd_worker_free)
 /* Requests queued or running, not answered yet. */
 guint orch_vfd_worker_queued(const OrchVfdWorker *worker);
 
+/* The pool's VFs by state (@counts: ORCH_VFD_STATE_LAST numbers, borrowed), or NULL with @why
+ * (borrowed) when they were not counted. */
+typedef void (*OrchVfdCountsFunc)(const guint *counts, const char *why, gpointer data);
+
+/* Counts @pool's VFs by state on @worker's thread, in turn with the pool's requests (the pool
+ * and its host are used by that thread only; /metrics' VF gauges), and calls @done later, on
+ * the worker's context; the caller never waits for the host. A count asked for while one is
+ * queued or running joins it: counts take one place in the queue at most. When the queue is
+ * full (max_queued requests wait), @done is called at once without counts. */
+void orch_vfd_worker_count_vfs(OrchVfdWorker *worker, OrchVfdPool *pool, OrchVfdCountsFunc done,
+                               gpointer data);
+
 /* What the API's methods are bound to. Each part may be NULL: the pool's requests and the
  * cluster's then answer 503, /v1/alerts 404. All borrowed. */
 typedef struct {

@@ -475,6 +475,7 @@ static void move_json(JsonBuilder *b, const Sched *s, const OrchRunMove *m, gboo
     orch_json_member_string(b, "vm", pm->vm);
     orch_json_member_string(b, "from", pm->from);
     orch_json_member_string(b, "to", pm->to);
+    orch_json_member_string(b, "job", pm->job);
     orch_json_member_string(b, "state", pol_move_state_to_string(pm->state));
     orch_json_member_string(b, "detail", pm->detail);
     orch_json_member_bool(b, "extra", pm->extra);
@@ -703,6 +704,9 @@ static gboolean sched_start_round(Sched *s, const PolCluster *cluster, const GPt
                        error);
     if (!run)
         return FALSE;
+    /* Against a deadline the evacuation's order and predictions stand: a job's moves run side
+     * by side there; elsewhere one at a time (docs/policies.md, "Running a plan"). */
+    orch_run_set_jobs_side_by_side(run, s->deadline > 0);
     g_ptr_array_add(s->rounds, run);
     for (guint i = 0; s->tried && i < migrations->len; i++)
         g_hash_table_add(s->tried,

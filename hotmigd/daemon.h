@@ -76,7 +76,8 @@ gboolean hotmigd_set_host_state(Hotmigd *daemon, const char *host, PolHostState 
                                 const char *reason, GError **error);
 
 /* The VF pool (NULL with no_pool) and the HTTPS server (NULL with no_https), borrowed: the
- * alert wiring (alerts-hook.c) counts VF states for /metrics and serves /v1/alerts. */
+ * alert wiring (alerts-hook.c) has the server's worker thread count VF states for /metrics
+ * (the pool is used by that thread only) and serves /v1/alerts. */
 OrchVfdPool *hotmigd_get_pool(Hotmigd *daemon);
 OrchVfdServer *hotmigd_get_server(Hotmigd *daemon);
 

@@ -29,6 +29,7 @@ static void inv_vm_free(OrchInvVm *vm)
         return;
     g_free(vm->name);
     g_free(vm->host);
+    g_free(vm->job);
     g_free(vm);
 }
 
@@ -112,19 +113,27 @@ static void read_hotmigd(OrchInvHost *host, const OrchInventoryOptions *opts)
     host->vfs_free = MIN(host->vfs_free, host->vfs_total);
 }
 
-/* The VFs in @xml (0 with a warning when it cannot be read). */
-static guint count_vfs(const char *xml, const char *alias_prefix, const char *where,
-                       GPtrArray *warnings)
+/* What @vm's live XML @xml says: its VFs (0 with a warning when it cannot be read) and its
+ * job (none, with a warning, when its id is bad). */
+static void read_xml(OrchInvVm *vm, const char *xml, const char *alias_prefix, const char *where,
+                     GPtrArray *warnings)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(XmlDomain) dom = xml ? xml_domain_parse(xml, &error) : NULL;
     g_autoptr(GPtrArray) vfs = dom ? xml_domain_find_vfs(dom, alias_prefix, &error) : NULL;
 
-    if (vfs)
-        return vfs->len;
-    g_ptr_array_add(warnings, g_strdup_printf("%s: cannot count its VFs: %s", where,
-                                              error ? error->message : "no XML"));
-    return 0;
+    g_clear_pointer(&vm->job, g_free);
+    vm->vfs = vfs ? MIN(vfs->len, (guint)POL_VFS_MAX) : 0;
+    if (!vfs)
+        g_ptr_array_add(warnings, g_strdup_printf("%s: cannot count its VFs: %s", where,
+                                                  error ? error->message : "no XML"));
+    if (!dom)
+        return;
+    g_clear_error(&error);
+    vm->job = xml_domain_get_job(dom, &error);
+    if (error)
+        g_ptr_array_add(warnings,
+                        g_strdup_printf("%s: taken for a VM in no job: %s", where, error->message));
 }
 
 static double cpu_util_of(const OrchVirtDomainInfo *a, const OrchVirtDomainInfo *b,
@@ -184,8 +193,7 @@ static void add_vms(OrchInventory *inv, Reading *r, GPtrArray *second, GHashTabl
         vm->vcpus = CLAMP(a->vcpus, 1, (guint)POL_CPUS_MAX);
         vm->memory_mib = MIN((a->memory_kib + KIB_PER_MIB - 1) / KIB_PER_MIB, POL_MEMORY_MIB_MAX);
         vm->cpu_util = cpu_util_of(a, b, &vm->cpu_measured);
-        vm->vfs =
-            MIN(count_vfs(a->xml, opts->migrate_opts->alias_prefix, where, inv->warnings), (guint)POL_VFS_MAX);
+        read_xml(vm, a->xml, opts->migrate_opts->alias_prefix, where, inv->warnings);
     }
 }
 
@@ -357,6 +365,7 @@ PolCluster *orch_inventory_to_cluster(const OrchInventory *inv, const OrchInvent
             .memory_mib = vm->memory_mib,
             .cpu_util = vm->cpu_util,
             .vfs = vm->vfs,
+            .job = vm->job,
             .moved_ago_s = moved_ago(vm, view),
         };
 
@@ -430,6 +439,8 @@ char *orch_inventory_format_snapshot(const OrchInventory *inv, const OrchInvento
         orch_json_member_double(b, "cpu_util", vm->cpu_util);
         orch_json_member_bool(b, "cpu_measured", vm->cpu_measured);
         orch_json_member_int(b, "vfs", vm->vfs);
+        if (vm->job)
+            orch_json_member_string(b, "job", vm->job);
         if (ago >= 0)
             orch_json_member_int(b, "moved_ago_s", ago);
         json_builder_end_object(b);

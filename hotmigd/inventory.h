@@ -12,6 +12,7 @@
  *                               1.0 (as busy as it may be) when not measurable: no sampling,
  *                               the VM missing from the second sample, a clock that did not move
  *          vfs                  its live XML's VFs (xml_domain_find_vfs, stand-ins included)
+ *          job                  its live XML's <metadata> job id (xml_domain_get_job), or none
  * Host states: libvirt unreachable (or its answers fail) -> down (its VMs are unknown and
  * cannot be live-migrated); libvirt answers but the host's hotmigd does not -> quarantined (its
  * VMs run and count, but no VF can be leased there and no move can be started from there: it
@@ -52,6 +53,7 @@ typedef struct {
     double cpu_util;       /* 0..1 */
     gboolean cpu_measured; /* FALSE: cpu_util is 1.0 because it could not be measured */
     guint vfs;
+    char *job; /* the MPI job it runs a part of, or NULL */
 } OrchInvVm;
 
 typedef struct {
@@ -116,8 +118,9 @@ PolCluster *orch_inventory_to_cluster(const OrchInventory *inv, const OrchInvent
 
 /* The inventory in the snapshot format orch_snapshot_parse() reads (owned JSON text): hosts with
  * name, cpus, memory_mib, vfs, vfs_free, state (+ state_reason), VMs with name, host, vcpus,
- * memory_mib, cpu_util (+ cpu_measured), vfs, moved_ago_s when known; "taken" (RFC 3339) and
- * "warnings" at the top. Parsed back it gives the cluster orch_inventory_to_cluster() gives. */
+ * memory_mib, cpu_util (+ cpu_measured), vfs, job and moved_ago_s when known; "taken" (RFC
+ * 3339) and "warnings" at the top. Parsed back it gives the cluster orch_inventory_to_cluster()
+ * gives. */
 char *orch_inventory_format_snapshot(const OrchInventory *inv, const OrchInventoryView *view,
                                      gboolean pretty);
 

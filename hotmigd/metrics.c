@@ -15,6 +15,15 @@ static void family(GString *out, const char *name, const char *type, const char 
     g_string_append_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* "# PREFIXTEXT" on one line: control characters of @text (an error message) become spaces. */
+static void comment(GString *out, const char *prefix, const char *text)
+{
+    g_string_append_printf(out, "# %s", prefix);
+    for (const char *p = text; *p; p++)
+        g_string_append_c(out, g_ascii_iscntrl(*p) ? ' ' : *p);
+    g_string_append_c(out, '\n');
+}
+
 static void label_value(GString *out, const char *value)
 {
     for (const char *p = value; *p; p++) {
@@ -93,6 +102,8 @@ char *orch_metrics_render(const OrchMetrics *m)
     family(out, "hotmig_vf_leases", "gauge", "VFs of this host's pool, by state.");
     for (int s = 0; m->have_vfs && s < ORCH_VFD_STATE_LAST; s++)
         sample_uint(out, "hotmig_vf_leases", "state", orch_vfd_state_to_string(s), m->vfs[s]);
+    if (!m->have_vfs && m->vfs_why)
+        comment(out, "hotmig_vf_leases left out: ", m->vfs_why);
 
     family(out, "hotmig_hosts", "gauge",
            "Hosts of the cluster ([host NAME] groups), by state as this hotmigd sees them.");

@@ -42,7 +42,8 @@ typedef struct {
     guint64 migrations[ORCH_METRICS_MIGRATION_LAST];
     double phase_seconds_sum[ORCH_PHASE_LAST];
     guint64 phase_count[ORCH_PHASE_LAST];
-    gboolean have_vfs; /* FALSE: the pool could not be listed; hotmig_vf_leases is left out */
+    gboolean have_vfs;   /* FALSE: the pool was not counted; hotmig_vf_leases is left out */
+    const char *vfs_why; /* !have_vfs: why, one comment line (borrowed; NULL: no comment) */
     guint vfs[ORCH_VFD_STATE_LAST];
     guint hosts[POL_HOST_STATE_LAST];
     guint64 alerts[ORCH_ALERT_OUTCOME_LAST];
@@ -51,7 +52,11 @@ typedef struct {
 #define ORCH_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
 /* @metrics in the text format (owned): every family with HELP and TYPE, every label value
- * present, also when 0, in a fixed order. */
+ * present, also when 0, in a fixed order; without VF counts, hotmig_vf_leases has no samples
+ * and, with a vfs_why, the comment "# hotmig_vf_leases left out: WHY". */
 char *orch_metrics_render(const OrchMetrics *metrics);
+
+/* /metrics' text (taken), answered later: the listener waits for the pool's count. */
+typedef void (*OrchMetricsDone)(char *text, gpointer data);
 
 G_END_DECLS

@@ -447,6 +447,12 @@ OrchRun *orch_run_new(const OrchMoveEnv *env, const char *id, const char *reason
     return run;
 }
 
+void orch_run_set_jobs_side_by_side(OrchRun *run, gboolean side_by_side)
+{
+    g_return_if_fail(run && !run->cb);
+    pol_schedule_set_jobs_side_by_side(run->sched, side_by_side);
+}
+
 void orch_run_start(OrchRun *run, OrchRunFunc cb, gpointer data)
 {
     g_return_if_fail(run && !run->cb);

@@ -107,6 +107,10 @@ OrchRun *orch_run_new(const OrchMoveEnv *env, const char *id, const char *reason
                       const PolCluster *cluster, const GPtrArray *migrations,
                       const PolScheduleLimits *limits, const PolOptions *opts, GError **error);
 
+/* The moves of one MPI job side by side (an evacuation against a deadline) instead of one at a
+ * time: pol_schedule_set_jobs_side_by_side(). Before orch_run_start(). */
+void orch_run_set_jobs_side_by_side(OrchRun *run, gboolean side_by_side);
+
 /* Starts the moves that may start, and the others as earlier ones end; @cb hears of each start
  * and end and of the end of the run (always later than this call). */
 void orch_run_start(OrchRun *run, OrchRunFunc cb, gpointer data);

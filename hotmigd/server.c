@@ -389,6 +389,12 @@ void orch_vfd_server_set_services(OrchVfdServer *server, const OrchVfdServices *
     server->api.services = services;
 }
 
+OrchVfdWorker *orch_vfd_server_get_worker(OrchVfdServer *server)
+{
+    g_return_val_if_fail(server != NULL, NULL);
+    return server->worker;
+}
+
 void orch_vfd_server_free(OrchVfdServer *server)
 {
     if (!server)
@@ -620,35 +626,88 @@ static void alert_early(SoupServer *soup, SoupServerMessage *msg, const char *pa
     }
 }
 
+/* A request paused until its answer comes (a webhook body's events, /metrics' VF counts). The
+ * client may close its connection meanwhile, and the listener may be freed: the message is
+ * then left alone (libsoup cleared its I/O), only our reference is dropped. */
 typedef struct {
     OrchAlertListener *listener; /* NULL once the listener is gone */
     SoupServerMessage *msg;      /* a reference */
+    gulong disconnected;         /* handler id */
+    gboolean gone;               /* the client's connection closed */
     char *peer;
 } AlertWait;
+
+static void alert_wait_disconnected(SoupServerMessage *msg, gpointer data)
+{
+    ((AlertWait *)data)->gone = TRUE;
+}
+
+/* Pauses @msg until alert_wait_end(). */
+static AlertWait *alert_wait_new(OrchAlertListener *listener, SoupServerMessage *msg)
+{
+    const char *host = soup_server_message_get_remote_host(msg);
+    AlertWait *wait = g_new0(AlertWait, 1);
+
+    wait->listener = listener;
+    wait->msg = g_object_ref(msg);
+    wait->peer = g_strdup(host ? host : "?");
+    wait->disconnected =
+        g_signal_connect(msg, "disconnected", G_CALLBACK(alert_wait_disconnected), wait);
+    listener->waiting = g_list_prepend(listener->waiting, wait);
+    soup_server_message_pause(msg);
+    return wait;
+}
+
+/* May @wait's message still be answered? */
+static gboolean alert_wait_open(const AlertWait *wait)
+{
+    return wait->listener && !wait->gone;
+}
+
+/* Sends what was set on the message, if it still may be, and frees @wait. */
+static void alert_wait_end(AlertWait *wait)
+{
+    if (wait->listener)
+        wait->listener->waiting = g_list_remove(wait->listener->waiting, wait);
+    if (alert_wait_open(wait))
+        soup_server_message_unpause(wait->msg);
+    g_signal_handler_disconnect(wait->msg, wait->disconnected);
+    g_object_unref(wait->msg);
+    g_free(wait->peer);
+    g_free(wait);
+}
 
 static void alert_webhook_done(OrchVfdReply *reply, gpointer data)
 {
     AlertWait *wait = data;
     g_autoptr(OrchVfdReply) owned = reply;
 
-    if (wait->listener) {
+    if (alert_wait_open(wait))
         alert_reply(wait->msg, reply);
-        if (reply->log)
-            g_message("POST " ALERT_WEBHOOK_PATH " from %s: %u %s", wait->peer, reply->status,
-                      reply->log);
-        wait->listener->waiting = g_list_remove(wait->listener->waiting, wait);
-        soup_server_message_unpause(wait->msg);
+    if (wait->listener && reply->log)
+        g_message("POST " ALERT_WEBHOOK_PATH " from %s: %u %s", wait->peer, reply->status,
+                  reply->log);
+    alert_wait_end(wait);
+}
+
+static void alert_metrics_done(char *text, gpointer data)
+{
+    AlertWait *wait = data;
+    g_autofree char *owned = text;
+    gsize len = strlen(text);
+
+    if (alert_wait_open(wait)) {
+        soup_server_message_set_status(wait->msg, SOUP_STATUS_OK, NULL);
+        soup_server_message_set_response(wait->msg, wait->listener->ops->metrics_content_type,
+                                         SOUP_MEMORY_TAKE, g_steal_pointer(&owned), len);
     }
-    g_object_unref(wait->msg);
-    g_free(wait->peer);
-    g_free(wait);
+    alert_wait_end(wait);
 }
 
 static void alert_handle(SoupServer *soup, SoupServerMessage *msg, const char *path,
                          GHashTable *query, gpointer data)
 {
     OrchAlertListener *listener = data;
-    const char *host = soup_server_message_get_remote_host(msg);
     SoupMessageBody *body;
     g_autoptr(GBytes) bytes = NULL;
     AlertWait *wait;
@@ -656,24 +715,17 @@ static void alert_handle(SoupServer *soup, SoupServerMessage *msg, const char *p
     const char *ptr;
 
     if (g_strcmp0(path, ALERT_METRICS_PATH) == 0) {
-        g_autofree char *text = listener->ops->metrics(listener->owner);
-
-        soup_server_message_set_status(msg, SOUP_STATUS_OK, NULL);
-        soup_server_message_set_response(msg, listener->ops->metrics_content_type,
-                                         SOUP_MEMORY_COPY, text, strlen(text));
+        /* The VF counts come from the pool's worker thread: the answer comes later. */
+        wait = alert_wait_new(listener, msg);
+        listener->ops->metrics(listener->owner, alert_metrics_done, wait);
         return;
     }
     /* Only the webhook gets here (alert_early() answered the rest). */
     body = soup_server_message_get_request_body(msg);
     bytes = soup_message_body_flatten(body);
     ptr = g_bytes_get_data(bytes, &len);
-    wait = g_new0(AlertWait, 1);
-    wait->listener = listener;
-    wait->msg = g_object_ref(msg);
-    wait->peer = g_strdup(host ? host : "?");
-    listener->waiting = g_list_prepend(listener->waiting, wait);
     /* Events about other hosts wait for their daemons: the reply comes later. */
-    soup_server_message_pause(msg);
+    wait = alert_wait_new(listener, msg);
     listener->ops->webhook(listener->owner, ptr ? ptr : "", len, wait->peer, alert_webhook_done,
                            wait);
 }

@@ -7,6 +7,7 @@
 #include <glib.h>
 
 #include "hotmigd/api.h"
+#include "hotmigd/metrics.h"
 #include "hotmigd/pool.h"
 
 G_BEGIN_DECLS
@@ -39,6 +40,10 @@ guint orch_vfd_server_get_port(const OrchVfdServer *server);
 /* Serves the cluster's requests with @services (borrowed; must outlive the server; NULL: none). */
 void orch_vfd_server_set_services(OrchVfdServer *server, const OrchVfdServices *services);
 
+/* The thread that runs the pool's requests (borrowed; lives as long as the server): whatever
+ * else reads the pool goes through it (/metrics' VF counts). */
+OrchVfdWorker *orch_vfd_server_get_worker(OrchVfdServer *server);
+
 /* ---- the failure-prediction hook's listeners ---------------------------------------------- */
 
 /* What the plain-HTTP listener asks of its owner (the alert book, alerts.h). */
@@ -49,7 +54,9 @@ typedef struct {
     /* POST /v1/alerts/alertmanager: an authorized body; @done gets the reply (taken) once. */
     void (*webhook)(gpointer owner, const char *body, gsize len, const char *peer,
                     OrchVfdReplyFunc done, gpointer data);
-    char *(*metrics)(gpointer owner); /* GET /metrics (owned text) */
+    /* GET /metrics: @done gets the text once, maybe later (the request waits, paused; the
+     * main loop goes on). */
+    void (*metrics)(gpointer owner, OrchMetricsDone done, gpointer data);
     const char *metrics_content_type;
     gsize webhook_max_bytes; /* a larger Content-Length is refused (413) before it is read */
 } OrchAlertListenerOps;

@@ -213,14 +213,17 @@ void local_print_schedule(JsonObject *s, gboolean moves)
         g_autofree char *time = move_time(m);
         const char *by = local_member_str(m, "driven_by");
         const char *detail = local_member_str(m, "detail");
+        const char *job = local_member_str(m, "job");
         g_autofree char *by_text =
             by && g_strcmp0(by, "here") != 0
                 ? g_strdup_printf("%s[run by %s's hotmigd]", detail ? " " : "", by)
                 : g_strdup("");
+        g_autofree char *job_text =
+            job ? g_strdup_printf("%s[job %s]", detail || *by_text ? " " : "", job) : g_strdup("");
 
-        printf("  %-20s %-10s %-10s %-8s %8s  %s%s\n", local_member_str(m, "vm"),
+        printf("  %-20s %-10s %-10s %-8s %8s  %s%s%s\n", local_member_str(m, "vm"),
                local_member_str(m, "from"), local_member_str(m, "to"), local_member_str(m, "state"),
-               time, detail ? detail : "", by_text);
+               time, detail ? detail : "", by_text, job_text);
     }
 }
 
@@ -231,13 +234,14 @@ static void print_event(JsonNode *event, gpointer data)
     g_autofree char *stamp = g_date_time_format(now, "%H:%M:%S");
     const char *detail = local_member_str(e, "detail");
     const char *state = local_member_str(e, "state");
+    const char *job = local_member_str(e, "job");
 
     if (!e)
         return;
-    fprintf(stderr, "%s %s %s -> %s %s%s%s\n", stamp, local_member_str(e, "vm"),
-            local_member_str(e, "from"), local_member_str(e, "to"),
-            g_strcmp0(state, "running") == 0 ? "started" : state, detail ? ": " : "",
-            detail ? detail : "");
+    fprintf(stderr, "%s %s%s%s%s %s -> %s %s%s%s\n", stamp, local_member_str(e, "vm"),
+            job ? " (job " : "", job ? job : "", job ? ")" : "", local_member_str(e, "from"),
+            local_member_str(e, "to"), g_strcmp0(state, "running") == 0 ? "started" : state,
+            detail ? ": " : "", detail ? detail : "");
 }
 
 /* Waits for schedule @id to end, printing each move's start and end on stderr; prints its

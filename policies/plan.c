@@ -1129,6 +1129,45 @@ PolPlan *pol_plan_consolidate(const PolCluster *cluster, const PolOptions *opts,
 
 /* ---- drain ------------------------------------------------------------------------------- */
 
+/* Puts the moves of each job's VMs one after the other, where the job's first move is; the
+ * others keep their order. Any order of a drain is safe (its destinations only receive), and
+ * the scheduler then moves a job's guests back to back (docs/policies.md, "Running a plan"). */
+static void drain_group_jobs(const PolCluster *cluster, PolPlan *plan)
+{
+    GPtrArray *moves = plan->migrations;
+    /* job id -> GArray of the indices of its moves, in order */
+    g_autoptr(GHashTable) of_job =
+        g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)g_array_unref);
+    g_autofree gpointer *old = g_memdup2(moves->pdata, sizeof(gpointer) * moves->len);
+    g_autofree const char **job = g_new0(const char *, moves->len + 1);
+    guint k = 0;
+
+    for (guint i = 0; i < moves->len; i++) {
+        const PolMigration *m = old[i];
+        gint v = GPOINTER_TO_INT(g_hash_table_lookup(cluster->vm_by_name, m->vm)) - 1;
+        GArray *list;
+
+        job[i] = v >= 0 ? ((const PolVm *)g_ptr_array_index(cluster->vms, v))->job : NULL;
+        if (!job[i])
+            continue;
+        if (!(list = g_hash_table_lookup(of_job, job[i]))) {
+            list = g_array_new(FALSE, FALSE, sizeof(guint));
+            g_hash_table_insert(of_job, (gpointer)job[i], list);
+        }
+        g_array_append_val(list, i);
+    }
+    for (guint i = 0; i < moves->len; i++) {
+        GArray *list = job[i] ? g_hash_table_lookup(of_job, job[i]) : NULL;
+
+        if (!job[i])
+            moves->pdata[k++] = old[i];
+        else if (g_array_index(list, guint, 0) == i) /* the job's first: all of them here */
+            for (guint j = 0; j < list->len; j++)
+                moves->pdata[k++] = old[g_array_index(list, guint, j)];
+    }
+    g_assert(k == moves->len);
+}
+
 PolPlan *pol_plan_drain(const PolCluster *cluster, const char *host, const PolOptions *opts,
                         GError **error)
 {
@@ -1198,7 +1237,10 @@ PolPlan *pol_plan_drain(const PolCluster *cluster, const char *host, const PolOp
     }
     plan = plan_new(POL_POLICY_DRAIN);
     plan->drained = g_strdup(host);
-    return plan_finish(g_steal_pointer(&plan), p, vm_final, opts, start, error);
+    plan = plan_finish(g_steal_pointer(&plan), p, vm_final, opts, start, error);
+    if (plan)
+        drain_group_jobs(cluster, plan);
+    return g_steal_pointer(&plan);
 }
 
 /* ---- balance ----------------------------------------------------------------------------- */

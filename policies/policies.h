@@ -374,6 +374,7 @@ typedef struct {
     char *vm;
     char *from;
     char *to;
+    char *job; /* its VM's job id, or NULL */
     double duration_s;
     gint priority;
     gboolean extra;
@@ -405,6 +406,12 @@ PolSchedule *pol_schedule_new(const PolCluster *cluster, const GPtrArray *migrat
 void pol_schedule_free(PolSchedule *sched);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PolSchedule, pol_schedule_free)
 
+/* @side_by_side FALSE (the default): the moves of one MPI job (VMs with the same job id) run
+ * one at a time, other moves taking the free places meanwhile. TRUE: side by side like any
+ * others (an evacuation against a deadline, whose order and predictions assume it; see
+ * docs/policies.md). Call it before the first pol_schedule_next(). */
+void pol_schedule_set_jobs_side_by_side(PolSchedule *sched, gboolean side_by_side);
+
 /* The running moves of several schedules (a daemon's plans and evacuations side by side),
  * counted per source and destination host name and in all: the limits of each schedule that
  * shares it apply to the moves of all of them together. Owned; must outlive its schedules. */
@@ -427,7 +434,9 @@ guint pol_schedule_share_running(const PolScheduleShare *share, const char *host
  * starts when its VM is where the move begins (its earlier moves done), no earlier move
  * still waits to arrive at the same host, its destination has room for it now (counting the
  * VMs arriving there and still counting those leaving until their moves are done), and the
- * limits allow it. Sets *@ret_moves (may be NULL) to an owned array of the started moves
+ * limits allow it. A move whose VM is in a job (a job id) with a move running, here or in a
+ * schedule sharing @sched's share, waits (unless pol_schedule_set_jobs_side_by_side()),
+ * holding its room on the destination; the moves after it may start instead. Sets *@ret_moves (may be NULL) to an owned array of the started moves
  * (PolScheduleMove, borrowed from the schedule) and returns how many started. */
 guint pol_schedule_next(PolSchedule *sched, gint64 now, GPtrArray **ret_moves);
 

@@ -1,7 +1,7 @@
 /* hm-policies: the scheduler's core. Which moves of a plan may start now under the limits and
- * without overcommitting any host, what a failure makes impossible, and the report of every
- * move (docs/policies.md, "Running a plan"). Pure: the caller starts the migrations and says
- * when they end; time is a parameter. */
+ * without overcommitting any host, one move of an MPI job at a time, what a failure makes
+ * impossible, and the report of every move (docs/policies.md, "Running a plan"). Pure: the
+ * caller starts the migrations and says when they end; time is a parameter. */
 #include "policies/policies-priv.h"
 
 #include <stdlib.h>
@@ -16,6 +16,7 @@ typedef struct {
     guint to;
     gint prev;   /* the same VM's previous move in the order, or -1 */
     gint next;   /* ... and its next one, or -1 */
+    gint job;    /* index into PolSchedule.jobs, or -1: its VM is in no job */
     gint64 *dem; /* dims: what the VM uses */
 } Move;
 
@@ -31,8 +32,12 @@ struct PolSchedule {
     GArray **departures; /* n_hosts: ... out of it */
     gint *first_lost;    /* n_hosts: the first failed or skipped move out of the host, or -1 */
     guint8 *blocked;     /* n_hosts: scratch for pol_schedule_next() */
+    gint64 *held;        /* n_hosts * dims: scratch, the room of moves held for their job */
+    GPtrArray *jobs;     /* char *: the job ids of the moves' VMs (borrowed from the moves) */
+    guint *job_running;  /* jobs->len: running moves of each job */
     GPtrArray *moves;    /* Move (owned), in the schedule's order */
     PolScheduleShare *share; /* borrowed, or NULL */
+    gboolean jobs_side_by_side;
     guint first_pending; /* every move before it has started */
     PolScheduleProgress progress;
 };
@@ -41,6 +46,7 @@ static void move_free(Move *m)
 {
     if (!m)
         return;
+    g_free(m->pub.job);
     g_free(m->pub.vm);
     g_free(m->pub.from);
     g_free(m->pub.to);
@@ -51,6 +57,7 @@ static void move_free(Move *m)
 
 struct PolScheduleShare {
     GHashTable *out, *in; /* host name (owned) -> GUINT_TO_POINTER(running) */
+    GHashTable *jobs;     /* job id (owned) -> GUINT_TO_POINTER(running) */
     guint total;
 };
 
@@ -60,6 +67,7 @@ PolScheduleShare *pol_schedule_share_new(void)
 
     share->out = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     share->in = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    share->jobs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     return share;
 }
 
@@ -69,6 +77,7 @@ void pol_schedule_share_free(PolScheduleShare *share)
         return;
     g_hash_table_unref(share->out);
     g_hash_table_unref(share->in);
+    g_hash_table_unref(share->jobs);
     g_free(share);
 }
 
@@ -94,6 +103,8 @@ static void share_move(PolSchedule *s, const PolScheduleMove *m, int delta)
         return;
     share_count(s->share->out, m->from, delta);
     share_count(s->share->in, m->to, delta);
+    if (m->job)
+        share_count(s->share->jobs, m->job, delta);
     s->share->total += delta;
 }
 
@@ -110,6 +121,12 @@ void pol_schedule_set_share(PolSchedule *s, PolScheduleShare *share)
 {
     g_return_if_fail(s != NULL && s->progress.running == 0 && !s->share);
     s->share = share;
+}
+
+void pol_schedule_set_jobs_side_by_side(PolSchedule *s, gboolean side_by_side)
+{
+    g_return_if_fail(s != NULL && s->progress.running == 0);
+    s->jobs_side_by_side = side_by_side;
 }
 
 void pol_schedule_free(PolSchedule *s)
@@ -135,6 +152,10 @@ void pol_schedule_free(PolSchedule *s)
     g_free(s->in_running);
     g_free(s->first_lost);
     g_free(s->blocked);
+    g_free(s->held);
+    g_free(s->job_running);
+    if (s->jobs)
+        g_ptr_array_unref(s->jobs);
     g_ptr_array_unref(s->moves);
     g_free(s);
 }
@@ -164,6 +185,88 @@ static gint index_of(GHashTable *table, const char *name)
     return GPOINTER_TO_INT(g_hash_table_lookup(table, name)) - 1;
 }
 
+/* A schedule without moves for @p's hosts, with their room as the cluster's VMs leave it. */
+static PolSchedule *schedule_alloc(const PolProblem *p, const PolScheduleLimits *limits)
+{
+    const guint D = p->dims;
+    PolSchedule *s = g_new0(PolSchedule, 1);
+
+    s->dims = D;
+    s->n_hosts = p->n_hosts;
+    if (limits)
+        s->limits = *limits;
+    s->cap = g_new0(gint64, (gsize)p->n_hosts * D + 1);
+    memcpy(s->cap, p->cap, sizeof(gint64) * p->n_hosts * D);
+    s->used = g_new0(gint64, (gsize)p->n_hosts * D + 1);
+    s->held = g_new0(gint64, (gsize)p->n_hosts * D + 1);
+    s->out_running = g_new0(guint, p->n_hosts + 1);
+    s->in_running = g_new0(guint, p->n_hosts + 1);
+    s->arrivals = g_new0(GArray *, p->n_hosts + 1);
+    s->departures = g_new0(GArray *, p->n_hosts + 1);
+    s->first_lost = g_new(gint, p->n_hosts + 1);
+    s->blocked = g_new0(guint8, p->n_hosts + 1);
+    for (guint h = 0; h < p->n_hosts; h++) {
+        s->arrivals[h] = g_array_new(FALSE, FALSE, sizeof(guint));
+        s->departures[h] = g_array_new(FALSE, FALSE, sizeof(guint));
+        s->first_lost[h] = -1;
+    }
+    for (guint v = 0; v < p->n_vms; v++) {
+        guint h = ((PolVm *)g_ptr_array_index(p->cluster->vms, v))->host;
+        for (guint d = 0; d < D; d++)
+            s->used[(gsize)h * D + d] += p->vm_dem[(gsize)v * D + d];
+    }
+    s->moves = g_ptr_array_new_with_free_func((GDestroyNotify)move_free);
+    s->jobs = g_ptr_array_new();
+    return s;
+}
+
+/* The index of job @job in s->jobs, added (borrowed: a move's copy) when new; -1 for none. */
+static gint schedule_job(PolSchedule *s, GHashTable *index, const char *job)
+{
+    gpointer i;
+
+    if (!job || !*job)
+        return -1;
+    if (!g_hash_table_lookup_extended(index, job, NULL, &i)) {
+        i = GUINT_TO_POINTER(s->jobs->len);
+        g_ptr_array_add(s->jobs, (gpointer)job);
+        g_hash_table_insert(index, (gpointer)job, i);
+    }
+    return (gint)GPOINTER_TO_UINT(i);
+}
+
+/* Appends @pm, VM @v of @p, as move number s->moves->len; @last: each VM's last move so far. */
+static void schedule_add_move(PolSchedule *s, const PolProblem *p, const PolMigration *pm, guint v,
+                              gint *last, GHashTable *job_index)
+{
+    const PolVm *vm = g_ptr_array_index(p->cluster->vms, v);
+    const guint i = s->moves->len;
+    Move *m = g_new0(Move, 1);
+
+    m->pub.index = i;
+    m->pub.vm = g_strdup(pm->vm);
+    m->pub.from = g_strdup(pm->from);
+    m->pub.to = g_strdup(pm->to);
+    m->pub.job = vm->job && *vm->job ? g_strdup(vm->job) : NULL;
+    m->pub.duration_s = pm->duration_s;
+    m->pub.priority = pm->priority;
+    m->pub.extra = pm->extra;
+    m->pub.state = POL_MOVE_PENDING;
+    m->from = (guint)index_of(p->cluster->host_by_name, pm->from);
+    m->to = (guint)index_of(p->cluster->host_by_name, pm->to);
+    m->job = schedule_job(s, job_index, m->pub.job);
+    m->dem = g_new(gint64, s->dims);
+    memcpy(m->dem, p->vm_dem + (gsize)v * s->dims, sizeof(gint64) * s->dims);
+    m->prev = last[v];
+    m->next = -1;
+    if (m->prev >= 0)
+        move_at(s, m->prev)->next = (gint)i;
+    last[v] = (gint)i;
+    g_array_append_val(s->arrivals[m->to], i);
+    g_array_append_val(s->departures[m->from], i);
+    g_ptr_array_add(s->moves, m);
+}
+
 PolSchedule *pol_schedule_new(const PolCluster *cluster, const GPtrArray *migrations,
                               const PolScheduleLimits *limits, const PolOptions *opts,
                               GError **error)
@@ -173,10 +276,11 @@ PolSchedule *pol_schedule_new(const PolCluster *cluster, const GPtrArray *migrat
     g_autoptr(PolProblem) p = NULL;
     g_autoptr(GPtrArray) ordered = NULL;
     g_autoptr(GError) local = NULL;
+    g_autoptr(GHashTable) job_index = g_hash_table_new(g_str_hash, g_str_equal);
     g_autofree Ranked *ranked = NULL;
     g_autofree gint *last = NULL;
     PolPlan replay = {0};
-    guint n, D;
+    guint n;
 
     g_return_val_if_fail(cluster != NULL && migrations != NULL, NULL);
     if (!opts) {
@@ -201,77 +305,42 @@ PolSchedule *pol_schedule_new(const PolCluster *cluster, const GPtrArray *migrat
     }
 
     p = pol_problem_new(cluster, opts);
-    D = p->dims;
-    s = g_new0(PolSchedule, 1);
-    s->dims = D;
-    s->n_hosts = p->n_hosts;
-    if (limits)
-        s->limits = *limits;
-    s->cap = g_new0(gint64, (gsize)p->n_hosts * D + 1);
-    memcpy(s->cap, p->cap, sizeof(gint64) * p->n_hosts * D);
-    s->used = g_new0(gint64, (gsize)p->n_hosts * D + 1);
-    s->out_running = g_new0(guint, p->n_hosts + 1);
-    s->in_running = g_new0(guint, p->n_hosts + 1);
-    s->arrivals = g_new0(GArray *, p->n_hosts + 1);
-    s->departures = g_new0(GArray *, p->n_hosts + 1);
-    s->first_lost = g_new(gint, p->n_hosts + 1);
-    s->blocked = g_new0(guint8, p->n_hosts + 1);
-    for (guint h = 0; h < p->n_hosts; h++) {
-        s->arrivals[h] = g_array_new(FALSE, FALSE, sizeof(guint));
-        s->departures[h] = g_array_new(FALSE, FALSE, sizeof(guint));
-        s->first_lost[h] = -1;
-    }
-    for (guint v = 0; v < p->n_vms; v++) {
-        guint h = ((PolVm *)g_ptr_array_index(cluster->vms, v))->host;
-        for (guint d = 0; d < D; d++)
-            s->used[(gsize)h * D + d] += p->vm_dem[(gsize)v * D + d];
-    }
-    s->moves = g_ptr_array_new_with_free_func((GDestroyNotify)move_free);
+    s = schedule_alloc(p, limits);
     last = g_new(gint, p->n_vms + 1);
     for (guint v = 0; v < p->n_vms; v++)
         last[v] = -1;
-    for (guint i = 0; i < n; i++) {
-        const PolMigration *pm = ranked[i].m;
-        gint v = index_of(cluster->vm_by_name, pm->vm); /* all known: the replay checked */
-        Move *m = g_new0(Move, 1);
-
-        m->pub.index = i;
-        m->pub.vm = g_strdup(pm->vm);
-        m->pub.from = g_strdup(pm->from);
-        m->pub.to = g_strdup(pm->to);
-        m->pub.duration_s = pm->duration_s;
-        m->pub.priority = pm->priority;
-        m->pub.extra = pm->extra;
-        m->pub.state = POL_MOVE_PENDING;
-        m->from = (guint)index_of(cluster->host_by_name, pm->from);
-        m->to = (guint)index_of(cluster->host_by_name, pm->to);
-        m->dem = g_new(gint64, D);
-        memcpy(m->dem, p->vm_dem + (gsize)v * D, sizeof(gint64) * D);
-        m->prev = last[v];
-        m->next = -1;
-        if (m->prev >= 0)
-            move_at(s, m->prev)->next = (gint)i;
-        last[v] = (gint)i;
-        g_array_append_val(s->arrivals[m->to], i);
-        g_array_append_val(s->departures[m->from], i);
-        g_ptr_array_add(s->moves, m);
-    }
+    for (guint i = 0; i < n; i++) /* every VM known: the replay checked */
+        schedule_add_move(s, p, ranked[i].m, (guint)index_of(cluster->vm_by_name, ranked[i].m->vm),
+                          last, job_index);
+    s->job_running = g_new0(guint, s->jobs->len + 1);
     s->progress.total = s->progress.pending = n;
     return g_steal_pointer(&s);
 }
 
 /* ---- starting moves ---------------------------------------------------------------------- */
 
+/* Room on @m's destination now, counting the room of the moves held for their job. */
 static gboolean fits(const PolSchedule *s, const Move *m)
 {
     const gint64 *used = s->used + (gsize)m->to * s->dims;
+    const gint64 *held = s->held + (gsize)m->to * s->dims;
     const gint64 *cap = s->cap + (gsize)m->to * s->dims;
 
     for (guint d = 0; d < s->dims; d++) {
-        if (m->dem[d] > 0 && used[d] + m->dem[d] > cap[d])
+        if (m->dem[d] > 0 && used[d] + held[d] + m->dem[d] > cap[d])
             return FALSE;
     }
     return TRUE;
+}
+
+/* Another move of @m's job runs, here or in a schedule sharing the limits. */
+static gboolean job_busy(const PolSchedule *s, const Move *m)
+{
+    if (m->job < 0 || s->jobs_side_by_side)
+        return FALSE;
+    if (s->share)
+        return share_get(s->share->jobs, m->pub.job) > 0;
+    return s->job_running[m->job] > 0;
 }
 
 static gboolean limits_allow(const PolSchedule *s, const Move *m)
@@ -287,9 +356,25 @@ static gboolean limits_allow(const PolSchedule *s, const Move *m)
            (l->per_host_in == 0 || s->in_running[m->to] < l->per_host_in);
 }
 
+/* Marks @m running from @now and counts it. */
+static void start_move(PolSchedule *s, Move *m, gint64 now)
+{
+    m->pub.state = POL_MOVE_RUNNING;
+    m->pub.started = now;
+    for (guint d = 0; d < s->dims; d++)
+        s->used[(gsize)m->to * s->dims + d] += m->dem[d];
+    s->out_running[m->from]++;
+    s->in_running[m->to]++;
+    if (m->job >= 0)
+        s->job_running[m->job]++;
+    share_move(s, &m->pub, +1);
+    s->progress.pending--;
+    s->progress.running++;
+}
+
 /* Walks the pending moves in order and starts those that may start (@start), or only says
- * whether one could (!@start), limits left out: with nothing of its own running, only the
- * moves of the schedules it shares them with can hold it back, and those end. */
+ * whether one could (!@start), limits and jobs left out: with nothing of its own running,
+ * only the moves of the schedules it shares them with can hold it back, and those end. */
 static guint scan(PolSchedule *s, gint64 now, gboolean start, GPtrArray *started)
 {
     guint n = 0;
@@ -298,6 +383,7 @@ static guint scan(PolSchedule *s, gint64 now, gboolean start, GPtrArray *started
            move_at(s, (gint)s->first_pending)->pub.state != POL_MOVE_PENDING)
         s->first_pending++;
     memset(s->blocked, 0, s->n_hosts);
+    memset(s->held, 0, sizeof(gint64) * s->n_hosts * s->dims);
     for (guint i = s->first_pending; i < s->moves->len; i++) {
         Move *m = move_at(s, (gint)i);
 
@@ -313,15 +399,14 @@ static guint scan(PolSchedule *s, gint64 now, gboolean start, GPtrArray *started
         }
         if (!start)
             return 1;
-        m->pub.state = POL_MOVE_RUNNING;
-        m->pub.started = now;
-        for (guint d = 0; d < s->dims; d++)
-            s->used[(gsize)m->to * s->dims + d] += m->dem[d];
-        s->out_running[m->from]++;
-        s->in_running[m->to]++;
-        share_move(s, &m->pub, +1);
-        s->progress.pending--;
-        s->progress.running++;
+        /* Its job has a move running: it waits, and its room stays claimed as if it ran, so
+         * the later arrivals that start meanwhile cannot take it (docs/policies.md). */
+        if (job_busy(s, m)) {
+            for (guint d = 0; d < s->dims; d++)
+                s->held[(gsize)m->to * s->dims + d] += m->dem[d];
+            continue;
+        }
+        start_move(s, m, now);
         g_ptr_array_add(started, m);
         n++;
         if (s->limits.total &&
@@ -462,6 +547,8 @@ void pol_schedule_done(PolSchedule *s, const PolScheduleMove *move, gboolean ok,
     m->pub.finished = now;
     s->out_running[m->from]--;
     s->in_running[m->to]--;
+    if (m->job >= 0)
+        s->job_running[m->job]--;
     share_move(s, &m->pub, -1);
     s->progress.running--;
     if (ok) {

@@ -255,6 +255,38 @@ const char *xml_domain_get_name(const XmlDomain *dom)
     return dom->name;
 }
 
+char *xml_domain_get_job(const XmlDomain *dom, GError **error)
+{
+    xmlNode *metadata;
+    g_autofree char *job = NULL;
+
+    g_return_val_if_fail(dom != NULL, NULL);
+    metadata = xml_node_child(xmlDocGetRootElement(dom->doc), "metadata");
+    for (xmlNode *cur = xml_node_child(metadata, "job"); cur; cur = xml_node_next(cur, "job")) {
+        if (cur->ns && xmlStrEqual(cur->ns->href, BAD_CAST XML_METADATA_NS)) {
+            job = xml_node_text(cur);
+            break;
+        }
+    }
+    if (!job)
+        return NULL;
+    if (!*job || strlen(job) > XML_JOB_MAX_BYTES || !g_utf8_validate(job, -1, NULL)) {
+        g_set_error(error, XML_ERROR, XML_ERROR_INVALID,
+                    "domain '%s': the job id in its metadata is not 1 to %d bytes of UTF-8",
+                    dom->name, XML_JOB_MAX_BYTES);
+        return NULL;
+    }
+    for (const char *c = job; *c; c = g_utf8_next_char(c)) {
+        if (g_unichar_iscntrl(g_utf8_get_char(c))) {
+            g_set_error(error, XML_ERROR, XML_ERROR_INVALID,
+                        "domain '%s': the job id in its metadata holds a control character",
+                        dom->name);
+            return NULL;
+        }
+    }
+    return g_steal_pointer(&job);
+}
+
 void xml_vf_free(XmlVf *vf)
 {
     if (!vf)

@@ -57,6 +57,16 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(XmlDomain, xml_domain_free)
 /* Borrowed; valid while @dom lives. */
 const char *xml_domain_get_name(const XmlDomain *dom);
 
+/* hotmig's namespace in a domain's <metadata> (libvirt keeps one element per namespace). */
+#define XML_METADATA_NS "urn:hotmig:1"
+#define XML_JOB_MAX_BYTES 128
+
+/* The MPI job the domain runs a part of: the text of its <metadata>'s element <job> in
+ * XML_METADATA_NS (any prefix; `virsh metadata DOMAIN urn:hotmig:1 --key hotmig --set
+ * '<job>ID</job>' --live --config`), or NULL when it has none (owned). XML_ERROR_INVALID when the
+ * id is empty, longer than XML_JOB_MAX_BYTES, not UTF-8 or holds control characters. */
+char *xml_domain_get_job(const XmlDomain *dom, GError **error);
+
 /* Every VF of @dom in document order, as a new GPtrArray of XmlVf (owned, with free func).
  * @alias_prefix selects stand-in NICs (NULL: XML_VF_ALIAS_PREFIX_DEFAULT; "": none).
  * Fails with XML_ERROR_INVALID when a VF lacks what we need (alias, PCI source address). */

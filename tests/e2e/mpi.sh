@@ -100,6 +100,15 @@ fi
 place mpi-g1 A
 place mpi-g3 B
 [ "$drain" = 1 ] && place mpi-g2 A
+if [ "$drain" = 1 ]; then
+    # the job's guests carry its id (what a cluster's scheduler would set, docs/hotmigd.md
+    # "Jobs"): hotmigd's drain moves them one at a time, and its status names the job
+    jobid=lu-$$
+    for g in "${names[@]}"; do
+        virsh -q -c "$("$lab" uri "$("$lab" where "$g")")" metadata "$g" urn:hotmig:1 --key hotmig \
+            --set "<job>$jobid</job>" --live >/dev/null || fail "cannot set the job id of $g"
+    done
+fi
 glist=$(IFS=,; echo "${names[*]}")
 launcher=${names[0]}
 prog=/usr/lib/x86_64-linux-gnu/scalapack/$mpi-tests/xdlu
@@ -154,6 +163,10 @@ if [ "$drain" = 1 ]; then
         { cat "$tmp/drain.err" "$tmp/drain.json" >&2; fail "migrate-vm drain A failed"; }
     jq -e '.state == "finished" and .ok' "$tmp/drain.json" >/dev/null ||
         fail "drain not finished ok: $(cat "$tmp/drain.json")"
+    for g in mpi-g1 mpi-g2; do
+        jq -e --arg g "$g" --arg j "$jobid" '[.. | objects | select(.vm? == $g) | .job] | any(. == $j)' \
+            "$tmp/drain.json" >/dev/null || fail "the drain's moves do not name $g's job $jobid: $(cat "$tmp/drain.json")"
+    done
     for g in mpi-g1 mpi-g2; do
         wait_moved "$g" B
     done

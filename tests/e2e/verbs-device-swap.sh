@@ -20,12 +20,10 @@ gid=$(vgid "$s")
 vf_if=$(vvfif "$c")
 [ -n "$gid" ] && [ -n "$vf_if" ] || fail "no GID index or VF interface in the consoles"
 
-# burn: each ibv_ud_pingpong server creates a QP and an MR and waits for a client; stop it
-"$lab" exec "$c" "for i in 1 2 3 4 5 6; do ibv_ud_pingpong -d rxe0 -g $gid -p 1900\$i & p=\$!; sleep 1; kill \$p; done; wait" \
-    --timeout 120 >/dev/null || true
+vburn "$c" "$gid"
 
-env_s="LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_PEERS=$(vpeers "$c") HOTMIG_VERBS_DEBUG=1"
-env_c="LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_PEERS=$(vpeers "$s") HOTMIG_VERBS_DEBUG=1"
+env_s=$(venv "$c")
+env_c=$(venv "$s")
 run="ibv_rc_pingpong -d rxe0 -g $gid -n $iters"
 vtool "$s" VSW "$env_s $run"
 sleep 1

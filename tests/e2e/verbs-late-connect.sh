@@ -20,28 +20,33 @@ gid=$(vgid "$s")
 vf_if=$(vvfif "$s")
 [ -n "$gid" ] && [ -n "$vf_if" ] || fail "no GID index or VF interface in the consoles"
 
-# burn: each ibv_ud_pingpong server creates a QP and an MR and waits for a client; stop it
-"$lab" exec "$s" "for i in 1 2 3 4 5 6; do ibv_ud_pingpong -d rxe0 -g $gid -p 1900\$i & p=\$!; sleep 1; kill \$p; done; wait" \
-    --timeout 120 >/dev/null || true
+vburn "$s" "$gid"
 
-env_s="LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_PEERS=$(vpeers "$c") HOTMIG_VERBS_DEBUG=1"
-env_c="LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_PEERS=$(vpeers "$s") HOTMIG_VERBS_DEBUG=1"
+env_s=$(venv "$c")
+env_c=$(venv "$s")
 run="ibv_rc_pingpong -d rxe0 -g $gid -n $iters"
 vtool "$s" VLC "$env_s $run"
+# rc_qpn GUEST: the QPN of the guest's RC QP in state INIT that a process owns (empty when none);
+# the lab's exec is retried: on a loaded machine one may not finish in time
+rc_qpn() {
+    local q
+    for _ in $(seq 1 60); do
+        if q=$("$lab" exec "$1" "rdma res show qp | sed -n 's/.*lqpn \\([0-9]*\\) .*type RC state INIT.*pid.*/\\1/p'" \
+            --timeout 30 | tr -d '\r' | head -n 1) && [ -n "$q" ]; then
+            echo "$q"
+            return 0
+        fi
+        sleep 1
+    done
+}
+
 # the server's QP exists (INIT) before the swap; the client is not started yet
-vqpn=
-for _ in $(seq 1 60); do
-    vqpn=$("$lab" exec "$s" "rdma res show qp | sed -n 's/.*lqpn \\([0-9]*\\) .*type RC state INIT.*pid.*/\\1/p'" \
-        --timeout 30 | tr -d '\r' | head -n 1)
-    [ -n "$vqpn" ] && break
-    sleep 1
-done
+vqpn=$(rc_qpn "$s")
 [ -n "$vqpn" ] || fail "the server created no QP"
 log "server QPN $vqpn (virtual from now on)"
 
 vswap "$s" "$vf_if"
-pq=$("$lab" exec "$s" "rdma res show qp | sed -n 's/.*lqpn \\([0-9]*\\) .*type RC state INIT.*pid.*/\\1/p'" \
-    --timeout 30 | tr -d '\r' | head -n 1)
+pq=$(rc_qpn "$s")
 [ -n "$pq" ] && [ "$pq" != "$vqpn" ] ||
     fail "the server's physical QPN after the swap ($pq) equals the virtual one ($vqpn): burn more"
 log "server QP: virtual $vqpn, physical $pq after the swap"

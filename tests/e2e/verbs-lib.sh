@@ -125,3 +125,16 @@ vagent() {
 vvfif() {
     grep -a 'HMLAB vf up' "$("$lab" console "$1")" | tail -n 1 | awk '{print $4}'
 }
+
+# venv PEER: the environment of a tool under the layer whose peer runs on guest PEER
+venv() {
+    echo "LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_DEBUG=1 HOTMIG_VERBS_PEERS=$(vpeers "$1")"
+}
+
+# vburn GUEST GID_INDEX: uses up QP numbers and memory keys of GUEST's rxe0 (six short-lived
+# ibv_ud_pingpong servers, each with a QP and an MR), so that a fresh device numbers the next
+# QPs differently: an identity mapping cannot hide a missed translation
+vburn() {
+    "$lab" exec "$1" "for i in 1 2 3 4 5 6; do ibv_ud_pingpong -d rxe0 -g $2 -p 1900\$i & p=\$!; sleep 1; kill \$p; done; wait" \
+        --timeout 120 >/dev/null || true
+}

@@ -17,8 +17,8 @@ vpair "$c" "$s"
     fail "perftest is not in the guest image (lab/hotmig-lab copies it when installed)"
 si=$("$lab" index "$s")
 gid=$(vgid "$s")
-env_s="LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_DEBUG=1 HOTMIG_VERBS_PEERS=$(vpeers "$c")"
-env_c="LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_DEBUG=1 HOTMIG_VERBS_PEERS=$(vpeers "$s")"
+env_s=$(venv "$c")
+env_c=$(venv "$s")
 
 n=0
 for step in "ib_write_bw -D 40 $A $B" "ib_read_lat -n ${READ_ITERS:-60000} $B $A"; do

@@ -20,8 +20,8 @@ si=$("$lab" index "$s")
 gid_s=$(vgid "$s")
 [ -n "$gid_s" ] || fail "$s printed no GID index"
 # Each layer finds the peer guest's agent from the peer's RoCE GID (its VF address).
-env_s="LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_DEBUG=1 HOTMIG_VERBS_PEERS=$(vpeers "$c")"
-env_c="LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_DEBUG=1 HOTMIG_VERBS_PEERS=$(vpeers "$s")"
+env_s=$(venv "$c")
+env_c=$(venv "$s")
 run="ibv_rc_pingpong -d rxe0 -g $gid_s -n $iters $opt"
 vtool "$s" VPP "$env_s $run"
 sleep 1

@@ -18,8 +18,8 @@ vpair "$c" "$s"
 si=$("$lab" index "$s")
 gid_s=$(vgid "$s")
 [ -n "$gid_s" ] || fail "$s printed no GID index"
-env_s="LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_DEBUG=1 HOTMIG_VERBS_PEERS=$(vpeers "$c")"
-env_c="LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_DEBUG=1 HOTMIG_VERBS_PEERS=$(vpeers "$s")"
+env_s=$(venv "$c")
+env_c=$(venv "$s")
 run="ibv_ud_pingpong -d rxe0 -g $gid_s -n $iters"
 vtool "$s" VUD "$env_s $run"
 sleep 1

@@ -29,7 +29,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     g_assert((dom == NULL) == (error != NULL));
     g_clear_error(&error);
     if (dom) {
+        g_autofree char *job = NULL;
+
         g_assert(xml_domain_get_name(dom) != NULL);
+        job = xml_domain_get_job(dom, &error);
+        g_assert(job == NULL || (*job && strlen(job) <= XML_JOB_MAX_BYTES));
+        g_assert(job == NULL || error == NULL);
+        g_clear_error(&error);
         vfs = xml_domain_find_vfs(dom, NULL, &error);
         g_assert((vfs == NULL) == (error != NULL));
         g_clear_error(&error);

@@ -179,8 +179,29 @@ static gboolean fake_evacuate(gpointer data, const char *host, gint64 deadline, 
 static void fake_stats(gpointer data, OrchMetrics *metrics)
 {
     metrics->migrations[ORCH_METRICS_MIGRATION_OK] = 3;
-    metrics->have_vfs = TRUE;
-    metrics->vfs[ORCH_VFD_STATE_FREE] = 2;
+}
+
+/* The pool's counts, at once (hotmigd counts on the pool's worker thread: hotmigd-metrics-test). */
+static void fake_vfs(gpointer data, OrchVfdCountsFunc done, gpointer done_data)
+{
+    guint counts[ORCH_VFD_STATE_LAST] = {[ORCH_VFD_STATE_FREE] = 2};
+
+    done(counts, NULL, done_data);
+}
+
+static void metrics_keep(char *text, gpointer data)
+{
+    *(char **)data = text;
+}
+
+/* /metrics' text (owned); the fakes answer at once. */
+static char *metrics_text(OrchAlerts *alerts)
+{
+    char *text = NULL;
+
+    orch_alerts_metrics(alerts, metrics_keep, &text);
+    assert_non_null(text);
+    return text;
 }
 
 static gint64 fake_now(gpointer data)
@@ -193,6 +214,7 @@ static const OrchAlertsOps fake_ops = {
     .evacuate = fake_evacuate,
     .set_state = fake_set_state,
     .stats = fake_stats,
+    .vfs = fake_vfs,
     .now = fake_now,
 };
 
@@ -474,7 +496,7 @@ static void test_webhook_refused(void **state)
         post(alerts, unknown_body, strlen(unknown_body)), 422,
         "webhook: alerts[2]: host 'nodeX' is not one of the cluster's hosts (the [host NAME] groups: A, B, C): nothing of the body was applied");
     assert_nothing_changed(f);
-    metrics = orch_alerts_metrics(alerts);
+    metrics = metrics_text(alerts);
     assert_non_null(strstr(metrics, "hotmig_alerts_total{action=\"rejected\"} 5\n"));
     assert_non_null(strstr(metrics, "hotmig_hosts{state=\"ok\"} 3\n"));
 }
@@ -529,7 +551,7 @@ static void test_evacuate_once(void **state)
     orch_alerts_evacuation_done(alerts, "A", TRUE);
     assert_int_equal(orch_alerts_get_state(alerts, "A"), POL_HOST_OK);
     {
-        g_autofree char *m = orch_alerts_metrics(alerts);
+        g_autofree char *m = metrics_text(alerts);
 
         assert_non_null(strstr(m, "hotmig_alerts_total{action=\"evacuate\"} 1\n"));
         assert_non_null(strstr(m, "hotmig_alerts_total{action=\"merged\"} 2\n"));
@@ -570,7 +592,7 @@ static void test_forward_to_owner(void **state)
         post_alerts(alerts, (const char *[]){"A:quarantine:fp1", NULL}, "firing");
     g_autoptr(GPtrArray) active = pol_alert_book_list(orch_alerts_get_book(alerts), NULL);
     g_autofree char *fw = forwards_text();
-    g_autofree char *m = orch_alerts_metrics(alerts);
+    g_autofree char *m = metrics_text(alerts);
 
     assert_int_equal(reply->status, 200);
     assert_result(reply, 0, "accepted", "A", "quarantine");
@@ -639,7 +661,7 @@ static void test_owner_down_deputy_other(void **state)
     fw = forwards_text();
     assert_string_equal(fw, "A A owner, B A deputy");
     assert_int_equal(f->sched.evacuations->len, 0); /* B acts, not C */
-    m = orch_alerts_metrics(alerts);
+    m = metrics_text(alerts);
     assert_non_null(strstr(m, "hotmig_hosts{state=\"down\"} 1\n"));
     assert_non_null(strstr(m, "hotmig_hosts{state=\"ok\"} 2\n"));
 }
@@ -812,7 +834,7 @@ static void test_max_unavailable(void **state)
         "firing");
     g_autofree char *reason = result_member(reply, 1, "reason");
     g_autofree char *fw = forwards_text();
-    g_autofree char *m = orch_alerts_metrics(alerts);
+    g_autofree char *m = metrics_text(alerts);
     g_autoptr(OrchVfdReply) list = orch_alerts_api_handle(alerts, "GET", NULL, 0, NULL, "B");
 
     assert_int_equal(reply->status, 502);

@@ -29,6 +29,7 @@ typedef struct {
     guint hostdevs;
     guint standins;
     gboolean paused;
+    const char *job; /* in its XML's metadata, or NULL */
 } FakeDom;
 
 typedef struct {
@@ -71,7 +72,11 @@ static char *dom_xml(const FakeDom *d)
 {
     g_autoptr(GString) xml = g_string_new(NULL);
 
-    g_string_append_printf(xml, "<domain type='kvm'><name>%s</name><devices>", d->name);
+    g_string_append_printf(xml, "<domain type='kvm'><name>%s</name>", d->name);
+    if (d->job)
+        g_string_append_printf(
+            xml, "<metadata><hm:job xmlns:hm='urn:hotmig:1'>%s</hm:job></metadata>", d->job);
+    g_string_append(xml, "<devices>");
     for (guint i = 0; i < d->hostdevs; i++)
         g_string_append_printf(
             xml,
@@ -308,14 +313,15 @@ static FakeCluster three_hosts(void)
                  .pool = 8,
                  .free = 5,
                  .missing = 1,
-                 .doms = {{"a1", 2, 4096, 0.5, 1, 0, FALSE},
-                          {"a2", 4, 8192, 0.25, 0, 1, FALSE},
-                          {"moving", 1, 1024, 0.0, 0, 0, FALSE}}},
+                 .doms = {{"a1", 2, 4096, 0.5, 1, 0, FALSE, "lu"},
+                          {"a2", 4, 8192, 0.25, 0, 1, FALSE, "lu"},
+                          {"moving", 1, 1024, 0.0, 0, 0, FALSE, NULL}}},
                 {.name = "B",
                  .cpus = 8,
                  .memory_mib = 32768,
                  .hotmigd_down = TRUE,
-                 .doms = {{"b1", 2, 2048, 0.1, 2, 0, FALSE}, {"moving", 1, 1024, 0.0, 0, 0, TRUE}}},
+                 .doms = {{"b1", 2, 2048, 0.1, 2, 0, FALSE, NULL},
+                          {"moving", 1, 1024, 0.0, 0, 0, TRUE, NULL}}},
                 {.name = "C", .cpus = 8, .memory_mib = 32768, .libvirt_down = TRUE},
             },
         .n_hosts = 3,
@@ -392,6 +398,10 @@ static void test_inventory(void **state)
     assert_int_equal(vm_named(inv, "a1")->vfs, 1);
     assert_int_equal(vm_named(inv, "a2")->vfs, 1);
     assert_int_equal(vm_named(inv, "b1")->vfs, 2);
+    /* The job from the XML's metadata. */
+    assert_string_equal(vm_named(inv, "a1")->job, "lu");
+    assert_string_equal(vm_named(inv, "a2")->job, "lu");
+    assert_null(vm_named(inv, "b1")->job);
     /* CPU demand from two samples 100 ms apart (the fake's cpuTime grows at util x vcpus). */
     vm = vm_named(inv, "a1");
     assert_true(vm->cpu_measured);
@@ -480,6 +490,7 @@ static void test_snapshot_round_trip(void **state)
     assert_null(error);
     assert_non_null(strstr(json, "\"moved_ago_s\" : 100"));
     assert_non_null(strstr(json, "\"state\" : \"quarantined\""));
+    assert_non_null(strstr(json, "\"job\" : \"lu\""));
 
     pol_options_init(&opts);
     opts.min_stay_s = 600; /* a2 moved 100 s ago: it stays in both */
@@ -908,6 +919,7 @@ static void test_vm_free(OrchInvVm *vm)
 {
     g_free(vm->name);
     g_free(vm->host);
+    g_free(vm->job);
     g_free(vm);
 }
 

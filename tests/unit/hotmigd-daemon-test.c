@@ -1,8 +1,9 @@
 /* hotmigd's daemon object and its local API without hosts: a Hotmigd for a two-host cluster of
  * fakes (hypervisor adapters, the other host's hotmigd, the migrate function), its local socket
  * spoken to from a thread: bad lines, unknown commands, unknown hosts, oversized lines; a drain
- * followed to its end; the evacuation entry point (merging, remote moves, the done callback,
- * stats); plans and runs. */
+ * followed to its end; a drain of one MPI job's guests (one at a time) and an evacuation of them
+ * against a deadline (side by side); the evacuation entry point (merging, remote moves, the done
+ * callback, stats); plans and runs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,6 +30,9 @@ static GHashTable *fail;  /* domains whose migration fails */
 static guint migrations_here, migrations_remote;
 static GCond gate_cond;
 static gboolean gate_closed; /* migrations wait until it opens */
+static GHashTable *jobs;     /* domain -> its job id, in its XML's metadata */
+static GHashTable *in_flight; /* domains whose migration runs now */
+static guint in_flight_max, job_in_flight_max; /* most at once: all, of one job */
 
 static gboolean gate_open(gpointer data)
 {
@@ -75,12 +79,20 @@ static GPtrArray *fv_domain_list_info(OrchVirt *v, gboolean with_xml, GError **e
         info->vcpus = 1;
         info->memory_kib = 1024 * 1024;
         info->sampled_us = g_get_monotonic_time();
-        if (with_xml)
+        if (with_xml) {
+            const char *job = g_hash_table_lookup(jobs, key);
+            g_autofree char *meta =
+                job ? g_strdup_printf("<metadata><hm:job xmlns:hm='urn:hotmig:1'>%s</hm:job>"
+                                      "</metadata>",
+                                      job)
+                    : g_strdup("");
+
             info->xml = g_strdup_printf(
-                "<domain type='kvm'><name>%s</name><devices><interface type='ethernet'>"
+                "<domain type='kvm'><name>%s</name>%s<devices><interface type='ethernet'>"
                 "<target dev='tap-%s' managed='no'/><alias name='ua-hmvf0'/></interface>"
                 "</devices></domain>",
-                (char *)key, (char *)key);
+                (char *)key, meta, (char *)key);
+        }
         g_ptr_array_add(out, info);
     }
     g_mutex_unlock(&world_lock);
@@ -181,7 +193,21 @@ static gboolean world_migrate(const char *domain, const char *src, const char *d
     gboolean ok;
 
     gint64 until = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+    const char *job;
+    guint same_job = 0;
+    GHashTableIter it;
+    gpointer other;
 
+    g_mutex_lock(&world_lock);
+    /* What runs at once: all migrations, and those of this domain's job. */
+    g_hash_table_add(in_flight, g_strdup(domain));
+    in_flight_max = MAX(in_flight_max, g_hash_table_size(in_flight));
+    job = g_hash_table_lookup(jobs, domain);
+    g_hash_table_iter_init(&it, in_flight);
+    while (job && g_hash_table_iter_next(&it, &other, NULL))
+        same_job += g_strcmp0(g_hash_table_lookup(jobs, other), job) == 0;
+    job_in_flight_max = MAX(job_in_flight_max, same_job);
+    g_mutex_unlock(&world_lock);
     g_usleep(20 * 1000);
     g_mutex_lock(&world_lock);
     while (gate_closed && g_cond_wait_until(&gate_cond, &world_lock, until))
@@ -190,6 +216,7 @@ static gboolean world_migrate(const char *domain, const char *src, const char *d
          g_strcmp0(g_hash_table_lookup(where, domain), src) == 0;
     if (ok)
         g_hash_table_insert(where, g_strdup(domain), g_strdup(dest));
+    g_hash_table_remove(in_flight, domain);
     g_mutex_unlock(&world_lock);
     if (!ok)
         *ret_error = g_strdup_printf("Phase 'prepare' failed: injected for '%s'", domain);
@@ -326,7 +353,8 @@ static void on_evacuation_done(Hotmigd *daemon, const char *host, gboolean ok, g
     fx->done_ok = ok;
 }
 
-static int fx_setup(void **state)
+/* The daemon with [scheduler] limits @limits. */
+static int fx_setup_with(void **state, const char *limits)
 {
     Fx *fx = g_new0(Fx, 1);
     g_autoptr(GError) error = NULL;
@@ -346,6 +374,9 @@ static int fx_setup(void **state)
     where = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     fail = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     remote_results = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    jobs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    in_flight = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    in_flight_max = job_in_flight_max = 0;
     for (const char *const *d = (const char *const[]){"a1", "a2", "a3", NULL}; *d; d++)
         g_hash_table_insert(where, g_strdup(*d), g_strdup("A"));
     for (const char *const *d = (const char *const[]){"b1", "b2", NULL}; *d; d++)
@@ -357,10 +388,10 @@ static int fx_setup(void **state)
     fx->dir = g_dir_make_tmp("hm-daemon-test-XXXXXX", NULL);
     fx->socket = g_build_filename(fx->dir, "hotmigd.sock", NULL);
     text = g_strdup_printf("[hotmigd]\nname = A\nsocket = %s\nrun-dir = %s\nstate-dir = %s\n"
-                           "[scheduler]\nper-host-out = 1\nper-host-in = 2\ntotal = 2\n"
+                           "[scheduler]\n%s"
                            "[host A]\nuri = test:///A\nhotmigd = https://A:1\n"
                            "[host B]\nuri = test:///B\nhotmigd = https://B:1\n",
-                           fx->socket, fx->dir, fx->dir);
+                           fx->socket, fx->dir, fx->dir, limits);
     config = hm_config_load_data(text, strlen(text), "test.conf", &error);
     assert_null(error);
     fx->daemon = hotmigd_new(config, &opts, &error);
@@ -369,6 +400,17 @@ static int fx_setup(void **state)
     hotmigd_set_evacuation_done(fx->daemon, on_evacuation_done, fx);
     *state = fx;
     return 0;
+}
+
+static int fx_setup(void **state)
+{
+    return fx_setup_with(state, "per-host-out = 1\nper-host-in = 2\ntotal = 2\n");
+}
+
+/* Two moves out of a host at once. */
+static int fx_setup_two_out(void **state)
+{
+    return fx_setup_with(state, "per-host-out = 2\nper-host-in = 2\ntotal = 2\n");
 }
 
 static int rm_rf(const char *path)
@@ -404,6 +446,8 @@ static int fx_teardown(void **state)
     g_hash_table_unref(where);
     g_hash_table_unref(fail);
     g_hash_table_unref(remote_results);
+    g_hash_table_unref(jobs);
+    g_hash_table_unref(in_flight);
     return 0;
 }
 
@@ -718,6 +762,54 @@ static void test_drain_and_wait(void **state)
     assert_true(stats.phase_seconds_sum[ORCH_PHASE_MIGRATE] > 0.005);
 }
 
+/* A drain of A, whose a1 and a2 are two guests of one MPI job (the job id in their XML's
+ * metadata) and a3 is in none, two moves at a time: the job's guests never move at once (a3
+ * takes the other place), and every move is done. */
+static void test_drain_jobs_one_at_a_time(void **state)
+{
+    Fx *fx = *state;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonNode) started = NULL;
+    g_autoptr(JsonNode) final = NULL;
+    g_autofree char *args = NULL;
+    JsonObject *s;
+    JsonArray *moves;
+
+    g_mutex_lock(&world_lock);
+    g_hash_table_insert(jobs, g_strdup("a1"), g_strdup("mpi-7"));
+    g_hash_table_insert(jobs, g_strdup("a2"), g_strdup("mpi-7"));
+    gate_closed = TRUE; /* the moves wait until the test follows them */
+    g_mutex_unlock(&world_lock);
+    started = call(fx, "drain", "{\"host\":\"A\",\"reason\":\"test\"}", NULL, &error);
+    assert_null(error);
+    args = g_strdup_printf("{\"id\":\"%s\"}", str_member(started, "id"));
+    g_timeout_add(300, gate_open, NULL);
+    final = call(fx, "wait", args, NULL, &error);
+    assert_null(error);
+    /* The moves have ended: the world is the test's alone (no assertion under its lock). */
+    assert_int_equal(in_flight_max, 2); /* two places were used at once... */
+    assert_int_equal(job_in_flight_max, 1); /* ...never by both of the job's guests */
+    assert_string_equal(g_hash_table_lookup(where, "a1"), "B");
+    assert_string_equal(g_hash_table_lookup(where, "a2"), "B");
+    assert_string_equal(g_hash_table_lookup(where, "a3"), "B");
+    assert_int_equal(migrations_here, 3);
+    s = json_node_get_object(final);
+    assert_string_equal(json_object_get_string_member(s, "state"), "finished");
+    assert_true(json_object_get_boolean_member(s, "ok"));
+    moves = json_object_get_array_member(s, "moves");
+    assert_int_equal(json_array_get_length(moves), 3);
+    for (guint i = 0; i < 3; i++) {
+        JsonObject *m = json_array_get_object_element(moves, i);
+        const char *vm = json_object_get_string_member(m, "vm");
+
+        assert_string_equal(json_object_get_string_member(m, "state"), "done");
+        /* The job id came through the inventory to the schedule. */
+        assert_true(json_object_has_member(m, "job"));
+        assert_string_equal(json_object_get_string_member_with_default(m, "job", "(none)"),
+                            g_str_equal(vm, "a3") ? "(none)" : "mpi-7");
+    }
+}
+
 /* The entry point the alert wiring calls: B's VMs move from B, asked of B's hotmigd. */
 static void test_evacuate(void **state)
 {
@@ -810,6 +902,35 @@ static guint moves_in(Fx *fx, const char *id, const char *state, char **ret_deta
             *ret_detail = g_strdup(json_object_get_string_member(m, "detail"));
     }
     return n;
+}
+
+/* The same host evacuated against a deadline: the evacuation's order stands, and the job's
+ * two guests (first in it: equal durations, one job's VMs together) move side by side. */
+static void test_evacuate_jobs_side_by_side(void **state)
+{
+    Fx *fx = *state;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *id = NULL;
+    g_auto(GStrv) late = NULL;
+    gboolean merged = TRUE;
+    gint64 now = g_get_real_time() / G_USEC_PER_SEC;
+
+    g_mutex_lock(&world_lock);
+    g_hash_table_insert(jobs, g_strdup("a1"), g_strdup("mpi-7"));
+    g_hash_table_insert(jobs, g_strdup("a2"), g_strdup("mpi-7"));
+    g_mutex_unlock(&world_lock);
+    json_node_unref(call(fx, "snapshot", NULL, NULL, &error));
+    assert_null(error);
+    g_mutex_lock(&world_lock);
+    gate_closed = TRUE;
+    g_mutex_unlock(&world_lock);
+    assert_true(hotmigd_evacuate(fx->daemon, "A", now + 3600, "disk", &id, &merged, &late, &error));
+    assert_int_equal(g_strv_length(late), 0);
+    g_timeout_add(300, gate_open, NULL);
+    LOOP_UNTIL(fx->done_calls == 1);
+    assert_true(fx->done_ok);
+    assert_int_equal(moves_in(fx, id, "done", NULL), 3);
+    assert_int_equal(job_in_flight_max, 2);
 }
 
 /* An evacuation asked again with an earlier deadline: the move not started yet is ordered
@@ -999,6 +1120,9 @@ static void test_recover_at_start(void **state)
     where = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     fail = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     remote_results = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    jobs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    in_flight = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    in_flight_max = job_in_flight_max = 0;
     unplugged = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     plugs = g_ptr_array_new_with_free_func(g_free);
     g_hash_table_insert(where, g_strdup("a1"), g_strdup("A"));
@@ -1043,6 +1167,8 @@ static void test_recover_at_start(void **state)
     g_hash_table_unref(where);
     g_hash_table_unref(fail);
     g_hash_table_unref(remote_results);
+    g_hash_table_unref(jobs);
+    g_hash_table_unref(in_flight);
     g_clear_pointer(&unplugged, g_hash_table_unref);
     g_clear_pointer(&plugs, g_ptr_array_unref);
 }
@@ -1054,7 +1180,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_lines, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_oversized, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_drain_and_wait, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_drain_jobs_one_at_a_time, fx_setup_two_out,
+                                        fx_teardown),
         cmocka_unit_test_setup_teardown(test_evacuate, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_evacuate_jobs_side_by_side, fx_setup_two_out,
+                                        fx_teardown),
         cmocka_unit_test_setup_teardown(test_evacuate_sooner, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_plan_and_run, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_snapshot, fx_setup, fx_teardown),

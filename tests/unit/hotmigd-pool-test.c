@@ -13,6 +13,7 @@
 #include <json-glib/json-glib.h>
 
 #include "engine/virt.h"
+#include "hotmigd/alerts.h"
 #include "hotmigd/local-api.h"
 #include "pool-fake-host.h"
 
@@ -855,16 +856,46 @@ static struct {
     gboolean hang;
     gint opens;
     gint lists;
+    GThread *thread;    /* the last thread that listed the domains */
+    GMainContext *wake; /* woken at each listing (NULL: none) */
 } hang;
 
 static GPtrArray *hang_domain_list_xml(OrchVirt *virt, GError **error)
 {
-    g_atomic_int_inc(&hang.lists);
     g_mutex_lock(&hang.lock);
+    g_atomic_int_inc(&hang.lists);
+    hang.thread = g_thread_self();
+    g_cond_broadcast(&hang.cond);
+    if (hang.wake)
+        g_main_context_wakeup(hang.wake);
     while (hang.hang)
         g_cond_wait(&hang.cond, &hang.lock);
     g_mutex_unlock(&hang.lock);
     return g_ptr_array_new_with_free_func(g_free);
+}
+
+/* Waits (10 s at most) until the domains were listed @n times. */
+static gboolean hang_wait_lists(gint n)
+{
+    gint64 deadline = g_get_monotonic_time() + 10 * G_TIME_SPAN_SECOND;
+    gboolean ok;
+
+    g_mutex_lock(&hang.lock);
+    while (g_atomic_int_get(&hang.lists) < n && g_cond_wait_until(&hang.cond, &hang.lock, deadline))
+        ;
+    ok = g_atomic_int_get(&hang.lists) >= n;
+    g_mutex_unlock(&hang.lock);
+    return ok;
+}
+
+static gboolean hang_held(void)
+{
+    gboolean held;
+
+    g_mutex_lock(&hang.lock);
+    held = hang.hang;
+    g_mutex_unlock(&hang.lock);
+    return held;
 }
 
 static void hang_free(OrchVirt *virt)
@@ -1056,6 +1087,345 @@ static void test_libvirt_hangs(void **state)
     g_main_context_unref(ctx);
 }
 
+/* ---- /metrics: the VF counts on the pool's worker thread --------------------------------- */
+
+/* The daemon's /metrics as hotmigd/alerts-hook.c wires it: the alert listener, the alert book,
+ * the VF counts from the pool's worker (orch_vfd_worker_count_vfs()). */
+typedef struct {
+    char *dir;
+    GMainContext *ctx; /* the test's own: see test_libvirt_hangs() */
+    OrchVfdPool *pool;
+    OrchVfdWorker *worker;
+    OrchAlerts *alerts;
+    OrchAlertListener *listener;
+} Mx;
+
+static void mx_vfs(gpointer data, OrchVfdCountsFunc done, gpointer done_data)
+{
+    Mx *mx = data;
+
+    orch_vfd_worker_count_vfs(mx->worker, mx->pool, done, done_data);
+}
+
+static const OrchAlertsOps mx_alerts_ops = {.vfs = mx_vfs};
+
+static gboolean mx_authorized(gpointer owner, const char *authorization, char **ret_why)
+{
+    *ret_why = g_strdup("no token in this test");
+    return FALSE;
+}
+
+static void mx_webhook(gpointer owner, const char *body, gsize len, const char *peer,
+                       OrchVfdReplyFunc done, gpointer data)
+{
+    fail_msg("no webhook body gets past the token");
+}
+
+static void mx_metrics(gpointer owner, OrchMetricsDone done, gpointer data)
+{
+    orch_alerts_metrics(owner, done, data);
+}
+
+static const OrchAlertListenerOps mx_listener_ops = {
+    .authorized = mx_authorized,
+    .webhook = mx_webhook,
+    .metrics = mx_metrics,
+    .metrics_content_type = ORCH_METRICS_CONTENT_TYPE,
+    .webhook_max_bytes = 1024,
+};
+
+/* A pool over @host (taken) and @ops, its worker (@max_queued), the alert book and listener,
+ * on a context of the test's own. */
+static Mx *mx_new(const OrchVfdHostOps *ops, gpointer host, const char *const *pfs,
+                  guint max_queued)
+{
+    static const char conf[] = "[alerts]\nport = 0\n";
+    Mx *mx = g_new0(Mx, 1);
+    g_autofree char *leases = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(HmConfig) config = hm_config_load_data(conf, strlen(conf), "test.conf", &error);
+    OrchVfdPoolConfig config_pool = {.host_name = "test-host", .pfs = pfs};
+
+    assert_non_null(config);
+    mx->ctx = g_main_context_new();
+    g_main_context_push_thread_default(mx->ctx);
+    mx->dir = g_dir_make_tmp("hm-hotmigd-pool-test-XXXXXX", NULL);
+    leases = g_build_filename(mx->dir, "leases", NULL);
+    config_pool.lease_dir = leases;
+    mx->pool = orch_vfd_pool_new(&config_pool, ops, host, &error);
+    assert_non_null(mx->pool);
+    mx->worker = orch_vfd_worker_new(max_queued);
+    mx->alerts = orch_alerts_new(config, "test-host", &mx_alerts_ops, mx, &error);
+    assert_non_null(mx->alerts);
+    mx->listener = orch_alert_listener_new("127.0.0.1", 0, &mx_listener_ops, mx->alerts, &error);
+    assert_non_null(mx->listener);
+    return mx;
+}
+
+/* In hotmigd's order: the hook (listener, book) first, then the server's worker (it delivers
+ * what is left), then the pool. */
+static void mx_free(Mx *mx)
+{
+    g_clear_pointer(&mx->listener, orch_alert_listener_free);
+    g_clear_pointer(&mx->alerts, orch_alerts_unref);
+    g_clear_pointer(&mx->worker, orch_vfd_worker_free);
+    g_clear_pointer(&mx->pool, orch_vfd_pool_free);
+    rm_rf(mx->dir);
+    g_free(mx->dir);
+    g_main_context_pop_thread_default(mx->ctx);
+    g_main_context_unref(mx->ctx);
+    g_free(mx);
+}
+
+/* One plain-HTTP request from a thread of its own (the test's thread runs the main loop). */
+typedef struct {
+    guint port;
+    const char *path;
+    gint wait_lists;  /* first wait until libvirt was asked this many times (0: do not) */
+    gboolean hangup;  /* close after sending the request, read nothing */
+    gboolean release; /* at the end, let libvirt answer */
+    GMainContext *wake;
+    /* what happened */
+    gint done;
+    guint status;  /* 0: no answer */
+    char *answer;  /* headers and body */
+    gboolean held; /* libvirt still hung when the answer came */
+    char *error;
+} Http;
+
+static gpointer http_thread(gpointer data)
+{
+    Http *h = data;
+    g_autoptr(GSocketClient) client = g_socket_client_new();
+    g_autoptr(GSocketConnection) conn = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GString) answer = g_string_new(NULL);
+    g_autofree char *request =
+        g_strdup_printf("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", h->path);
+    char buf[4096];
+    gssize n = 0;
+
+    if (h->wait_lists && !hang_wait_lists(h->wait_lists))
+        g_set_error(&error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT, "libvirt was not asked");
+    /* The test's bound: the main loop must serve the listener meanwhile. */
+    g_socket_client_set_timeout(client, 5);
+    if (!error)
+        conn = g_socket_client_connect_to_host(client, "127.0.0.1", h->port, NULL, &error);
+    if (conn &&
+        g_output_stream_write_all(g_io_stream_get_output_stream(G_IO_STREAM(conn)), request,
+                                  strlen(request), NULL, NULL, &error) &&
+        !h->hangup) {
+        while ((n = g_input_stream_read(g_io_stream_get_input_stream(G_IO_STREAM(conn)), buf,
+                                        sizeof buf, NULL, &error)) > 0)
+            g_string_append_len(answer, buf, n);
+    }
+    h->held = hang_held();
+    if (conn)
+        g_io_stream_close(G_IO_STREAM(conn), NULL, NULL);
+    if (error)
+        h->error = g_strdup(error->message);
+    if (sscanf(answer->str, "HTTP/1.1 %u ", &h->status) != 1)
+        h->status = 0;
+    h->answer = g_string_free(g_steal_pointer(&answer), FALSE);
+    if (h->release)
+        hang_release();
+    g_atomic_int_set(&h->done, TRUE);
+    g_main_context_wakeup(h->wake);
+    return NULL;
+}
+
+static GThread *http_start(Http *h, Mx *mx, const char *path)
+{
+    h->port = orch_alert_listener_get_port(mx->listener);
+    h->path = path;
+    h->wake = mx->ctx;
+    return g_thread_new("http", http_thread, h);
+}
+
+static void http_clear(Http *h)
+{
+    g_free(h->answer);
+    g_free(h->error);
+}
+
+/* /metrics answers with the pool's VF counts, counted on the worker's thread: the host is
+ * never called from the main loop's. */
+static void test_metrics_vf_counts(void **state)
+{
+    static const char *const pfs[] = {PF, NULL};
+    FakeHost *host = fake_host_new();
+    Mx *mx;
+    Http h = {0};
+    GThread *t;
+
+    fake_host_add_pf(host, PF, 3, 0x15b3, 0x101c);
+    g_hash_table_insert(host->domains, g_strdup(VF2), g_strdup("vm7"));
+    mx = mx_new(&fake_host_ops, host, pfs, 0);
+    host->main_thread = g_thread_self();
+    g_atomic_int_set(&host->calls, 0);
+
+    t = http_start(&h, mx, "/metrics");
+    while (!g_atomic_int_get(&h.done))
+        g_main_context_iteration(mx->ctx, TRUE);
+    g_thread_join(t);
+    if (h.status != 200)
+        fail_msg("GET /metrics: %s %s", h.error ? h.error : "", h.answer);
+    assert_non_null(strstr(h.answer, "\r\nContent-Type: " ORCH_METRICS_CONTENT_TYPE "\r\n"));
+    assert_non_null(strstr(h.answer, "\nhotmig_vf_leases{state=\"free\"} 2\n"));
+    assert_non_null(strstr(h.answer, "\nhotmig_vf_leases{state=\"in-use\"} 1\n"));
+    assert_non_null(strstr(h.answer, "\nhotmig_alerts_total{action=\"evacuate\"} 0\n"));
+    assert_null(strstr(h.answer, "left out"));
+    assert_true(g_atomic_int_get(&host->calls) > 0);
+    assert_int_equal(g_atomic_int_get(&host->main_thread_calls), 0);
+    assert_int_equal(orch_vfd_worker_queued(mx->worker), 0);
+    http_clear(&h);
+    mx_free(mx);
+}
+
+/* A pool over the real host adapter whose libvirt hangs until the test lets it go (the host's
+ * own timeout, 60 s, is out of reach). */
+static Mx *mx_new_hanging(guint max_queued)
+{
+    static const char *const pfs[] = {"0001:af:00.1", NULL};
+    g_autofree char *root = g_build_filename(g_getenv("HM_FIXTURES"), "sysfs", "cx6-ib", NULL);
+    gpointer host = orch_vfd_host_new(root, "test:///hangs", 1000, 60000);
+    Mx *mx;
+
+    hang.hang = TRUE;
+    g_atomic_int_set(&hang.opens, 0);
+    g_atomic_int_set(&hang.lists, 0);
+    hang.thread = NULL;
+    orch_vfd_host_set_virt_open(host, hang_open);
+    mx = mx_new(&orch_vfd_host_ops, host, pfs, max_queued);
+    hang.wake = mx->ctx;
+    return mx;
+}
+
+static void mx_free_hanging(Mx *mx)
+{
+    hang_release();
+    hang.wake = NULL;
+    mx_free(mx);
+}
+
+/* libvirt hangs while /metrics counts the VFs: the listener still answers (another request),
+ * /metrics waits for the count without holding the main loop, and libvirt is asked from the
+ * worker's thread. On the main loop, the count would hold the loop until libvirt's timeout:
+ * the other request's answer would come only after libvirt was let go. */
+static void test_metrics_host_hangs(void **state)
+{
+    Mx *mx = mx_new_hanging(0);
+    Http metrics = {0};
+    Http other = {.wait_lists = 1, .release = TRUE};
+    GThread *t1, *t2;
+
+    t1 = http_start(&metrics, mx, "/metrics");
+    t2 = http_start(&other, mx, "/nothing-here");
+    while (!g_atomic_int_get(&metrics.done) || !g_atomic_int_get(&other.done))
+        g_main_context_iteration(mx->ctx, TRUE);
+    g_thread_join(t1);
+    g_thread_join(t2);
+    if (other.status != 404 || !other.held)
+        fail_msg("the alert listener did not answer while libvirt hung (%u, %s): %s", other.status,
+                 other.held ? "still hung" : "after libvirt was let go",
+                 other.error ? other.error : other.answer);
+    assert_true(hang.thread != NULL);
+    if (hang.thread == g_thread_self())
+        fail_msg("libvirt was asked from the main loop's thread");
+    if (metrics.status != 200)
+        fail_msg("GET /metrics: %s %s", metrics.error ? metrics.error : "", metrics.answer);
+    assert_false(metrics.held); /* it waited for the count */
+    assert_non_null(strstr(metrics.answer, "\nhotmig_vf_leases{state=\"free\"} "));
+    assert_int_equal(g_atomic_int_get(&hang.lists), 1);
+    http_clear(&metrics);
+    http_clear(&other);
+    mx_free_hanging(mx);
+}
+
+static void replies_count(OrchVfdReply *reply, gpointer data)
+{
+    (*(guint *)data)++;
+    orch_vfd_reply_free(reply);
+}
+
+/* The worker's queue is full (its one place taken by a request waiting for libvirt): /metrics
+ * answers at once with everything but the VF gauges, and says why in a comment. */
+static void test_metrics_worker_full(void **state)
+{
+    Mx *mx = mx_new_hanging(1);
+    g_autoptr(OrchPeer) who = orch_peer_new("test", "test", ORCH_ROLE_HOST);
+    OrchVfdApi api = {.pool = mx->pool, .worker = mx->worker};
+    OrchVfdRequest req = {.method = "GET", .path = "/v1/vfs", .who = who};
+    Http h = {0};
+    guint replies = 0;
+    GThread *t;
+
+    orch_vfd_api_dispatch(&api, &req, replies_count, &replies);
+    assert_int_equal(orch_vfd_worker_queued(mx->worker), 1);
+    t = http_start(&h, mx, "/metrics");
+    while (!g_atomic_int_get(&h.done))
+        g_main_context_iteration(mx->ctx, TRUE);
+    g_thread_join(t);
+    if (h.status != 200)
+        fail_msg("GET /metrics: %s %s", h.error ? h.error : "", h.answer);
+    assert_true(h.held);
+    assert_non_null(strstr(
+        h.answer,
+        "\n# TYPE hotmig_vf_leases gauge\n# hotmig_vf_leases left out: not counted: 1 pool requests are waiting (the host is slow to answer, libvirt maybe)\n# HELP hotmig_hosts "));
+    assert_null(strstr(h.answer, "hotmig_vf_leases{"));
+    assert_non_null(strstr(h.answer, "\nhotmig_migrations_total{result=\"ok\"} 0\n"));
+    hang_release();
+    while (replies < 1)
+        g_main_context_iteration(mx->ctx, TRUE);
+    http_clear(&h);
+    mx_free_hanging(mx);
+}
+
+/* Clients that go before their answer: one closes its connection while the count waits for
+ * libvirt, another is cut off when the listener stops (hotmigd's stop: the hook goes before
+ * the worker delivers its last count). Nothing is answered into freed memory (ASan). */
+static void test_metrics_client_gone(void **state)
+{
+    Mx *mx = mx_new_hanging(0);
+    Http gone = {.hangup = TRUE};
+    Http again = {0};
+    Http cut = {0};
+    GThread *t;
+    gint lists;
+
+    t = http_start(&gone, mx, "/metrics");
+    while (g_atomic_int_get(&hang.lists) < 1 || !g_atomic_int_get(&gone.done))
+        g_main_context_iteration(mx->ctx, TRUE);
+    g_thread_join(t);
+    /* libvirt answers: the count comes back for a client that is gone. */
+    hang_release();
+    while (orch_vfd_worker_queued(mx->worker) > 0)
+        g_main_context_iteration(mx->ctx, TRUE);
+    t = http_start(&again, mx, "/metrics");
+    while (!g_atomic_int_get(&again.done))
+        g_main_context_iteration(mx->ctx, TRUE);
+    g_thread_join(t);
+    assert_int_equal(again.status, 200);
+    assert_non_null(strstr(again.answer, "\nhotmig_vf_leases{state=\"free\"} "));
+
+    /* libvirt hangs again; the listener and the book stop while a count waits. */
+    g_mutex_lock(&hang.lock);
+    hang.hang = TRUE;
+    g_mutex_unlock(&hang.lock);
+    lists = g_atomic_int_get(&hang.lists);
+    t = http_start(&cut, mx, "/metrics");
+    while (g_atomic_int_get(&hang.lists) <= lists)
+        g_main_context_iteration(mx->ctx, TRUE);
+    g_clear_pointer(&mx->listener, orch_alert_listener_free);
+    g_clear_pointer(&mx->alerts, orch_alerts_unref);
+    g_thread_join(t);
+    assert_int_equal(cut.status, 0);
+    http_clear(&gone);
+    http_clear(&again);
+    http_clear(&cut);
+    mx_free_hanging(mx); /* the worker delivers the count into the void */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1076,6 +1446,10 @@ int main(void)
         cmocka_unit_test(test_real_host),
         cmocka_unit_test(test_real_host_libvirt_silent),
         cmocka_unit_test(test_libvirt_hangs),
+        cmocka_unit_test(test_metrics_vf_counts),
+        cmocka_unit_test(test_metrics_host_hangs),
+        cmocka_unit_test(test_metrics_worker_full),
+        cmocka_unit_test(test_metrics_client_gone),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

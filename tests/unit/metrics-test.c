@@ -139,6 +139,28 @@ static void test_no_vfs(void **state)
     assert_null(strstr(text, "hotmig_vf_leases{"));
 }
 
+/* Why the VFs were not counted: one comment line after the family's TYPE, whatever the message
+ * holds (an error from libvirt may span lines). */
+static void test_no_vfs_why(void **state)
+{
+    OrchMetrics m = sample();
+    g_autofree char *text = NULL;
+
+    m.have_vfs = FALSE;
+    m.vfs_why = "cannot list the pool: libvirt said\nno\r\tat all";
+    text = orch_metrics_render(&m);
+    assert_non_null(strstr(text, "# TYPE hotmig_vf_leases gauge\n"
+                                 "# hotmig_vf_leases left out: cannot list the pool: libvirt said "
+                                 "no  at all\n"
+                                 "# HELP hotmig_hosts"));
+    assert_null(strstr(text, "hotmig_vf_leases{"));
+    /* Counted: no comment, whatever vfs_why says. */
+    m.have_vfs = TRUE;
+    g_free(text);
+    text = orch_metrics_render(&m);
+    assert_null(strstr(text, "left out"));
+}
+
 /* Every sample line is NAME{LABEL="VALUE"} NUMBER; every family has HELP then TYPE. */
 static void test_syntax(void **state)
 {
@@ -173,6 +195,7 @@ int main(void)
         cmocka_unit_test(test_render),
         cmocka_unit_test(test_locale),
         cmocka_unit_test(test_no_vfs),
+        cmocka_unit_test(test_no_vfs_why),
         cmocka_unit_test(test_syntax),
     };
 

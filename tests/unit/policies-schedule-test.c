@@ -1,7 +1,8 @@
 /* hm-policies: the scheduler's core. Limits never exceeded and no host overcommitted at any
  * step (checked against the test's own bookkeeping), a failure in the middle stopping only
- * what depended on it, the report of every move, priority order, and the same input giving
- * the same run. */
+ * what depended on it, the report of every move, priority order, the moves of one MPI job
+ * one at a time (other moves taking the places meanwhile), and the same input giving the same
+ * run. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -435,6 +436,173 @@ static void test_runs_an_evacuation_as_predicted(void **state)
     }
 }
 
+/* ---- MPI jobs: one move of a job at a time ------------------------------------------------ */
+
+static void add_job_vm(PolCluster *c, const char *name, const char *host, guint64 mem,
+                       const char *job)
+{
+    PolVmSpec spec = {.name = name,
+                      .host = host,
+                      .vcpus = 1,
+                      .memory_mib = mem,
+                      .cpu_util = 0.1,
+                      .job = job,
+                      .moved_ago_s = -1};
+
+    assert_true(pol_cluster_add_vm(c, &spec, NULL));
+}
+
+/* Two places, two jobs of two VMs and a VM without a job, drained in the order j1 j2 k1 k2 x:
+ * the places go to two jobs at once, each job's moves one after the other, and the job's
+ * next move starts as soon as its last one ends. */
+static void test_jobs_interleave(void **state)
+{
+    g_autoptr(PolCluster) c = pol_cluster_new();
+    g_autoptr(GPtrArray) moves = moves_new();
+    g_autoptr(PolSchedule) s = NULL;
+    PolScheduleLimits two = {2, 0, 0};
+    const char *vms[][2] = {{"j1", "J"}, {"j2", "J"}, {"k1", "K"}, {"k2", "K"}, {"x", NULL}};
+    g_autofree char *n1 = NULL, *n2 = NULL, *n3 = NULL, *n4 = NULL, *n5 = NULL;
+
+    add_host(c, "A", 64, 10000, 8);
+    add_host(c, "B", 64, 10000, 8);
+    for (guint i = 0; i < G_N_ELEMENTS(vms); i++) {
+        add_job_vm(c, vms[i][0], "A", 1000, vms[i][1]);
+        add_move(moves, vms[i][0], "A", "B", 0, FALSE);
+    }
+    s = pol_schedule_new(c, moves, &two, NULL, NULL);
+    n1 = next_names(s, T0);
+    assert_string_equal(n1, "j1:A>B k1:A>B"); /* not j2: J has a move running */
+    pol_schedule_done(s, find(s, "j1", "B"), TRUE, NULL, T0 + 1, NULL);
+    n2 = next_names(s, T0 + 1);
+    assert_string_equal(n2, "j2:A>B"); /* J's next, before x */
+    pol_schedule_done(s, find(s, "k1", "B"), TRUE, NULL, T0 + 2, NULL);
+    n3 = next_names(s, T0 + 2);
+    assert_string_equal(n3, "k2:A>B");
+    /* A failure ends the job's move like a success: the job may move again. */
+    pol_schedule_done(s, find(s, "j2", "B"), FALSE, "failed", T0 + 3, NULL);
+    n4 = next_names(s, T0 + 3);
+    assert_string_equal(n4, "x:A>B");
+    pol_schedule_done(s, find(s, "k2", "B"), TRUE, NULL, T0 + 4, NULL);
+    pol_schedule_done(s, find(s, "x", "B"), TRUE, NULL, T0 + 4, NULL);
+    n5 = next_names(s, T0 + 4);
+    assert_string_equal(n5, "");
+    assert_true(pol_schedule_is_finished(s));
+    /* The report says each move's job. */
+    assert_string_equal(find(s, "j2", "B")->job, "J");
+    assert_null(find(s, "x", "B")->job);
+}
+
+/* Every move left is of a job with a move running: it waits, even with places free (a plain
+ * drain pauses one of the job's guests at a time). Moves without a job are never held back,
+ * and side by side (an evacuation against a deadline) a job's moves run at once. */
+static void test_jobs_wait(void **state)
+{
+    g_autoptr(PolCluster) c = pol_cluster_new();
+    g_autoptr(GPtrArray) moves = moves_new();
+    g_autoptr(GPtrArray) free_moves = moves_new();
+    g_autoptr(PolSchedule) s = NULL;
+    g_autoptr(PolSchedule) free_s = NULL;
+    g_autoptr(PolSchedule) side = NULL;
+    g_autofree char *n1 = NULL, *n2 = NULL, *n3 = NULL, *n4 = NULL, *n5 = NULL;
+
+    add_host(c, "A", 64, 10000, 8);
+    add_host(c, "B", 64, 10000, 8);
+    for (guint i = 1; i <= 3; i++) {
+        g_autofree char *vm = g_strdup_printf("j%u", i);
+        g_autofree char *u = g_strdup_printf("u%u", i);
+
+        add_job_vm(c, vm, "A", 1000, "J");
+        add_move(moves, vm, "A", "B", 0, FALSE);
+        add_job_vm(c, u, "A", 1000, NULL);
+        add_move(free_moves, u, "A", "B", 0, FALSE);
+    }
+    s = pol_schedule_new(c, moves, NULL, NULL, NULL);
+    n1 = next_names(s, T0);
+    assert_string_equal(n1, "j1:A>B");
+    n2 = next_names(s, T0);
+    assert_string_equal(n2, ""); /* no limit, and still one at a time */
+    pol_schedule_done(s, find(s, "j1", "B"), TRUE, NULL, T0 + 1, NULL);
+    n3 = next_names(s, T0 + 1);
+    assert_string_equal(n3, "j2:A>B");
+
+    free_s = pol_schedule_new(c, free_moves, NULL, NULL, NULL);
+    n4 = next_names(free_s, T0);
+    assert_string_equal(n4, "u1:A>B u2:A>B u3:A>B");
+
+    side = pol_schedule_new(c, moves, NULL, NULL, NULL);
+    pol_schedule_set_jobs_side_by_side(side, TRUE);
+    n5 = next_names(side, T0);
+    assert_string_equal(n5, "j1:A>B j2:A>B j3:A>B");
+}
+
+/* A move held for its job keeps its room on the destination: x, after it in the order, does
+ * not take the place j2 waits for (B has room for j2 or x until b0 has left). */
+static void test_jobs_held_room(void **state)
+{
+    g_autoptr(PolCluster) c = pol_cluster_new();
+    g_autoptr(GPtrArray) moves = moves_new();
+    g_autoptr(PolSchedule) s = NULL;
+    g_autofree char *n1 = NULL, *n2 = NULL, *n3 = NULL;
+
+    add_host(c, "A", 64, 10000, 8);
+    add_host(c, "B", 64, 3000, 8);
+    add_host(c, "C", 64, 10000, 8);
+    add_job_vm(c, "j1", "A", 1000, "J");
+    add_job_vm(c, "j2", "A", 1000, "J");
+    add_job_vm(c, "x", "A", 1000, NULL);
+    add_job_vm(c, "b0", "B", 1000, NULL);
+    add_move(moves, "j1", "A", "B", 0, FALSE);
+    add_move(moves, "j2", "A", "B", 0, FALSE);
+    add_move(moves, "b0", "B", "C", 0, FALSE);
+    add_move(moves, "x", "A", "B", 0, FALSE);
+    s = pol_schedule_new(c, moves, NULL, NULL, NULL);
+    assert_non_null(s);
+    n1 = next_names(s, T0);
+    assert_string_equal(n1, "j1:A>B b0:B>C");
+    pol_schedule_done(s, find(s, "j1", "B"), TRUE, NULL, T0 + 1, NULL);
+    n2 = next_names(s, T0 + 1);
+    assert_string_equal(n2, "j2:A>B");
+    pol_schedule_done(s, find(s, "b0", "C"), TRUE, NULL, T0 + 2, NULL);
+    n3 = next_names(s, T0 + 2);
+    assert_string_equal(n3, "x:A>B");
+}
+
+/* Schedules side by side (a plan run and an evacuation) hold a job's moves for each other. */
+static void test_jobs_shared(void **state)
+{
+    g_autoptr(PolCluster) c = pol_cluster_new();
+    g_autoptr(GPtrArray) from_a = moves_new();
+    g_autoptr(GPtrArray) from_c = moves_new();
+    g_autoptr(PolScheduleShare) share = pol_schedule_share_new();
+    g_autoptr(PolSchedule) s1 = NULL;
+    g_autoptr(PolSchedule) s2 = NULL;
+    g_autoptr(GPtrArray) skipped = NULL;
+    g_autofree char *a1 = NULL, *c1 = NULL, *c2 = NULL;
+
+    add_host(c, "A", 64, 10000, 8);
+    add_host(c, "B", 64, 10000, 8);
+    add_host(c, "C", 64, 10000, 8);
+    add_job_vm(c, "a1", "A", 1000, "J");
+    add_job_vm(c, "c1", "C", 1000, "J");
+    add_move(from_a, "a1", "A", "B", 0, FALSE);
+    add_move(from_c, "c1", "C", "B", 0, FALSE);
+    s1 = pol_schedule_new(c, from_a, NULL, NULL, NULL);
+    s2 = pol_schedule_new(c, from_c, NULL, NULL, NULL);
+    pol_schedule_set_share(s1, share);
+    pol_schedule_set_share(s2, share);
+    a1 = next_names(s1, T0);
+    assert_string_equal(a1, "a1:A>B");
+    c1 = next_names(s2, T0);
+    assert_string_equal(c1, "");
+    /* Nothing of s2's own runs, and it waits for s1's move: not stuck, nothing skipped. */
+    assert_false(pol_schedule_is_finished(s2));
+    pol_schedule_done(s1, find(s1, "a1", "B"), TRUE, NULL, T0 + 1, &skipped);
+    assert_int_equal(skipped->len, 0);
+    c2 = next_names(s2, T0 + 1);
+    assert_string_equal(c2, "c1:C>B");
+}
+
 /* ---- random plans ------------------------------------------------------------------------ */
 
 static guint64 next_random(guint64 *s)
@@ -470,6 +638,8 @@ static PolCluster *random_cluster(guint64 seed)
         double util = (double)(next_random(&s) % 101) / 100.0;
         gint64 cpu = (gint64)((double)vcpus * util * 1000.0 + 0.999);
         guint h0 = next_random(&s) % n_hosts;
+        guint job = (guint)(next_random(&s) % 8); /* half of them in one of 4 jobs */
+        g_autofree char *job_id = job < 4 ? g_strdup_printf("job%u", job) : NULL;
 
         for (guint t = 0; t < n_hosts; t++) {
             guint h = (h0 + t) % n_hosts;
@@ -480,6 +650,7 @@ static PolCluster *random_cluster(guint64 seed)
                               .memory_mib = mem,
                               .cpu_util = util,
                               .vfs = vfs,
+                              .job = job_id,
                               .moved_ago_s = -1};
             if (room[h * 3] < cpu || room[h * 3 + 1] < (gint64)mem || room[h * 3 + 2] < vfs)
                 continue;
@@ -505,8 +676,8 @@ static gint vm_index(const PolCluster *c, const char *name)
 
 /* Runs @migrations through a schedule with @limits, ending a random running move at each
  * step (failing one in @fail_one_in when not 0), and checks after every call, with its own
- * bookkeeping: no limit exceeded, no host over a capacity counting the VMs on it and those
- * arriving, every started move's VM where the move begins. Returns the log of the run. */
+ * bookkeeping: no limit exceeded, no two moves of one job running, no host over a capacity
+ * counting the VMs on it and those arriving, every started move's VM where the move begins. Returns the log of the run. */
 static char *drive(const PolCluster *c, const GPtrArray *migrations,
                    const PolScheduleLimits *limits, guint64 seed, guint fail_one_in)
 {
@@ -560,6 +731,18 @@ static char *drive(const PolCluster *c, const GPtrArray *migrations,
         }
         if (limits->total)
             assert_true(running->len <= limits->total);
+        /* One move of a job at a time. */
+        for (guint i = 0; i < running->len; i++)
+            for (guint j = i + 1; j < running->len; j++) {
+                const PolScheduleMove *a = g_ptr_array_index(running, i);
+                const PolScheduleMove *b = g_ptr_array_index(running, j);
+                const char *ja = ((PolVm *)g_ptr_array_index(c->vms, vm_index(c, a->vm)))->job;
+                const char *jb = ((PolVm *)g_ptr_array_index(c->vms, vm_index(c, b->vm)))->job;
+                if (ja && jb && g_str_equal(ja, jb))
+                    fail_msg("step %u: '%s' and '%s' of job '%s' run at once", steps, a->vm,
+                             b->vm, ja);
+                assert_string_equal(a->job ? a->job : "", ja ? ja : "");
+            }
         for (guint h = 0; h < p->n_hosts; h++) {
             if (limits->per_host_out)
                 assert_true(out[h] <= limits->per_host_out);
@@ -674,6 +857,10 @@ int main(void)
         cmocka_unit_test(test_empty_plan),
         cmocka_unit_test(test_shared_limits),
         cmocka_unit_test(test_runs_an_evacuation_as_predicted),
+        cmocka_unit_test(test_jobs_interleave),
+        cmocka_unit_test(test_jobs_wait),
+        cmocka_unit_test(test_jobs_held_room),
+        cmocka_unit_test(test_jobs_shared),
         cmocka_unit_test(test_random_runs),
     };
 

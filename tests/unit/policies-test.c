@@ -393,6 +393,31 @@ static void test_jobs_kept_together(void **state)
     assert_int_equal(plan->hosts_used, 2);
 }
 
+/* A drain lists the moves of one job's VMs one after the other, where the job's first move
+ * is; VMs without a job keep their places. */
+static void test_drain_groups_jobs(void **state)
+{
+    g_autoptr(PolCluster) c = pol_cluster_new();
+    g_autoptr(PolPlan) drain = NULL;
+    g_autoptr(GString) order = g_string_new(NULL);
+
+    add_host(c, "h1", 16, 4000, 8, POL_HOST_OK);
+    add_host(c, "h2", 16, 4000, 8, POL_HOST_OK);
+    add_vm_full(c, "j1", "h1", 1, 500, 0, "mpi", FALSE, -1);
+    add_vm(c, "x", "h1", 400);
+    add_vm_full(c, "k1", "h1", 1, 300, 0, "other", FALSE, -1);
+    add_vm_full(c, "j2", "h1", 1, 200, 0, "mpi", FALSE, -1);
+    add_vm(c, "y", "h1", 150);
+    add_vm_full(c, "k2", "h1", 1, 100, 0, "other", FALSE, -1);
+    drain = pol_plan_drain(c, "h1", NULL, NULL);
+    assert_non_null(drain);
+    assert_verifies(c, drain, NULL);
+    for (guint i = 0; i < drain->migrations->len; i++)
+        g_string_append_printf(order, "%s%s", i ? " " : "",
+                               ((PolMigration *)g_ptr_array_index(drain->migrations, i))->vm);
+    assert_string_equal(order->str, "j1 j2 x k1 k2 y");
+}
+
 static void test_host_states(void **state)
 {
     g_autoptr(PolCluster) c = pol_cluster_new();
@@ -605,6 +630,7 @@ int main(void)
         cmocka_unit_test(test_cycle_without_room_fails),
         cmocka_unit_test(test_min_stay_respected),
         cmocka_unit_test(test_jobs_kept_together),
+        cmocka_unit_test(test_drain_groups_jobs),
         cmocka_unit_test(test_host_states),
         cmocka_unit_test(test_balance_lowers_peak),
         cmocka_unit_test(test_drain_no_room),

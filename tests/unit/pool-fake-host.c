@@ -55,6 +55,14 @@ FakeHost *fake_host_new(void)
     return host;
 }
 
+/* Every call of the host's ops starts here. */
+static void fake_called(FakeHost *host)
+{
+    g_atomic_int_inc(&host->calls);
+    if (host->main_thread && g_thread_self() == host->main_thread)
+        g_atomic_int_inc(&host->main_thread_calls);
+}
+
 static void fake_free(gpointer data)
 {
     FakeHost *host = data;
@@ -74,6 +82,7 @@ static GPtrArray *fake_pf_vfs(gpointer data, const char *pf, GError **error)
     GPtrArray *vfs = g_hash_table_lookup(host->pfs, pf);
     GPtrArray *out;
 
+    fake_called(host);
     if (!vfs) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED, "no PF '%s' in sysfs", pf);
         return NULL;
@@ -89,6 +98,7 @@ static OrchVfdPciVf *fake_vf_read(gpointer data, const char *address, GError **e
     FakeHost *host = data;
     const OrchVfdPciVf *vf = g_hash_table_lookup(host->vfs, address);
 
+    fake_called(host);
     if (!vf) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED, "no PCI function '%s' in sysfs", address);
         return NULL;
@@ -100,6 +110,7 @@ static gboolean fake_netdev_exists(gpointer data, const char *name)
 {
     FakeHost *host = data;
 
+    fake_called(host);
     return g_hash_table_contains(host->netdevs, name);
 }
 
@@ -110,6 +121,7 @@ static GHashTable *fake_domains_using(gpointer data, GError **error)
     GHashTableIter it;
     gpointer k, v;
 
+    fake_called(host);
     if (host->domains_fail) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE,
                     "libvirt at 'test:///fake' does not answer");
@@ -127,6 +139,7 @@ static gboolean fake_ib_identity(gpointer data, const OrchVfdPciVf *vf, guint64 
 {
     FakeHost *host = data;
 
+    fake_called(host);
     host->ib_calls++;
     if (host->ib_fail) {
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_NETLINK, "injected: netlink said no");
@@ -147,6 +160,7 @@ static gboolean fake_ib_identity_read(gpointer data, const OrchVfdPciVf *vf,
 {
     FakeHost *host = data;
 
+    fake_called(host);
     if (!host->kernel_node || !host->kernel_port) {
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_UNKNOWN,
                     "The kernel does not report the GUIDs of VF %u of '%s'", vf->vf_index,
@@ -163,6 +177,7 @@ static gboolean fake_vfio_bind(gpointer data, const char *address, gboolean *ret
 {
     FakeHost *host = data;
 
+    fake_called(host);
     host->vfio_calls++;
     g_free(host->vfio_address);
     host->vfio_address = g_strdup(address);

@@ -19,6 +19,11 @@ typedef struct {
     guint64 ib_node, ib_port;
     guint vfio_calls;
     char *vfio_address;
+    /* Which threads call the host: every call (atomic), and those from @main_thread (set by
+     * the test; NULL: not counted). hotmigd's pool is used by its worker thread only. */
+    gint calls;
+    GThread *main_thread;
+    gint main_thread_calls;
 } FakeHost;
 
 FakeHost *fake_host_new(void);

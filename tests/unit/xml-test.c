@@ -769,6 +769,56 @@ static void test_domain_needs_minimal(void **state)
     assert_int_equal(needs->paths->len, 0);
 }
 
+/* The job id in a domain's metadata: only hotmig's namespace counts, any prefix; bad ids are
+ * refused naming the domain. */
+static void test_domain_job(void **state)
+{
+    static const struct {
+        const char *metadata;
+        const char *job; /* NULL: none, or refused when bad */
+        gboolean bad;
+    } cases[] = {
+        {"", NULL, FALSE},
+        {"<metadata/>", NULL, FALSE},
+        {"<metadata><hm:job xmlns:hm='urn:hotmig:1'>mpi-42</hm:job></metadata>", "mpi-42", FALSE},
+        {"<metadata><other xmlns='urn:x'/><job xmlns='urn:hotmig:1'> lu.C </job></metadata>",
+         "lu.C", FALSE},
+        {"<metadata><job>plain</job></metadata>", NULL, FALSE},
+        {"<metadata><o:job xmlns:o='urn:other'>x</o:job></metadata>", NULL, FALSE},
+        {"<metadata><hm:job xmlns:hm='urn:hotmig:1'></hm:job></metadata>", NULL, TRUE},
+        {"<metadata><hm:job xmlns:hm='urn:hotmig:1'>a&#9;b</hm:job></metadata>", NULL, TRUE},
+    };
+    g_autofree char *long_id = g_strnfill(XML_JOB_MAX_BYTES + 1, 'j');
+
+    for (gsize i = 0; i <= G_N_ELEMENTS(cases); i++) {
+        g_autofree char *meta =
+            i < G_N_ELEMENTS(cases)
+                ? g_strdup(cases[i].metadata)
+                : g_strdup_printf("<metadata><job xmlns='urn:hotmig:1'>%s</job></metadata>",
+                                  long_id);
+        gboolean bad = i < G_N_ELEMENTS(cases) ? cases[i].bad : TRUE;
+        g_autofree char *xml =
+            g_strdup_printf("<domain type='kvm'><name>vm1</name>%s<devices/></domain>", meta);
+        g_autoptr(GError) error = NULL;
+        g_autoptr(XmlDomain) dom = xml_domain_parse(xml, &error);
+        g_autofree char *job = NULL;
+
+        assert_non_null(dom);
+        job = xml_domain_get_job(dom, &error);
+        if (bad) {
+            assert_null(job);
+            assert_error(error, XML_ERROR, XML_ERROR_INVALID);
+            assert_non_null(strstr(error->message, "domain 'vm1': the job id"));
+        } else {
+            assert_null(error);
+            if (cases[i].job)
+                assert_string_equal(job, cases[i].job);
+            else
+                assert_null(job);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -796,6 +846,7 @@ int main(void)
         cmocka_unit_test(test_domain_needs),
         cmocka_unit_test(test_domain_needs_minimal),
         cmocka_unit_test(test_caps_offer_guest),
+        cmocka_unit_test(test_domain_job),
     };
 
     return cmocka_run_group_tests_name("xml", tests, NULL, NULL);
