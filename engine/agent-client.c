@@ -189,6 +189,19 @@ static void agent_drop_pending(OrchAgent *agent)
     agent->in_sync = FALSE;
 }
 
+/* The channel failed under @command (@local: a read or write error): nothing more is expected
+ * on it in order; the error, a timeout or an agent error, names the command. */
+static void agent_lost(OrchAgent *agent, const char *command, const GError *local, GError **error)
+{
+    agent_drop_pending(agent);
+    agent->in_sync = FALSE;
+    g_set_error(error, ORCH_ERROR,
+                g_error_matches(local, HM_COMMON_ERROR, HM_COMMON_ERROR_TIMEOUT)
+                    ? ORCH_ERROR_TIMEOUT
+                    : ORCH_ERROR_AGENT,
+                "Agent command '%s': %s", command, local->message);
+}
+
 OrchAgent *orch_agent_open_with(OrchVirt *virt, const char *domain, const char *channel,
                                 const OrchAgentRequest *reqs, guint n_reqs, guint timeout_ms,
                                 GError **error)
@@ -249,13 +262,7 @@ static JsonObject *agent_reply_read(OrchAgent *agent, HmDeadline deadline, gint6
 
     g_return_val_if_fail(command != NULL, NULL);
     if (!(line = agent_read_line(agent, deadline, &local))) {
-        agent_drop_pending(agent);
-        agent->in_sync = FALSE;
-        g_set_error(error, ORCH_ERROR,
-                    g_error_matches(local, HM_COMMON_ERROR, HM_COMMON_ERROR_TIMEOUT)
-                        ? ORCH_ERROR_TIMEOUT
-                        : ORCH_ERROR_AGENT,
-                    "Agent command '%s': %s", command, local->message);
+        agent_lost(agent, command, local, error);
         return NULL;
     }
     g_debug("Agent command '%s' answered in %.1f ms", command,
@@ -321,13 +328,7 @@ static gboolean agent_send_requests(OrchAgent *agent, const OrchAgentRequest *re
     }
     lines = agent_requests_queue(agent, reqs, n);
     if (!agent_send(agent, lines, strlen(lines), deadline, &local)) {
-        agent_drop_pending(agent);
-        agent->in_sync = FALSE;
-        g_set_error(error, ORCH_ERROR,
-                    g_error_matches(local, HM_COMMON_ERROR, HM_COMMON_ERROR_TIMEOUT)
-                        ? ORCH_ERROR_TIMEOUT
-                        : ORCH_ERROR_AGENT,
-                    "Agent command '%s': %s", reqs[0].command, local->message);
+        agent_lost(agent, reqs[0].command, local, error);
         return FALSE;
     }
     return TRUE;
