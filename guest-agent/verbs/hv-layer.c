@@ -359,7 +359,13 @@ int hv_qp_post_send_phys(HvQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **
             break;
         }
         if (ud && w->wr.ud.ah) {
-            t->wr.ud.ah = ((HvAh *)w->wr.ud.ah)->phys;
+            HvAh *ah = (HvAh *)w->wr.ud.ah;
+
+            t->wr.ud.ah = ah->phys ? ah->phys : hv_ah_phys(ah);
+            if (!t->wr.ud.ah) { /* the peer is still away: a clear failure, nothing posted */
+                *bad = w;
+                return errno;
+            }
             /* the peer may have moved: its QP has a new number (UDMAP) */
             t->wr.ud.remote_qpn = hv_ud_send_qpn(&((HvAh *)w->wr.ud.ah)->attr, w->wr.ud.remote_qpn);
             hv_ud_count_send(qp, &((HvAh *)w->wr.ud.ah)->attr);

@@ -38,6 +38,25 @@ static void hv_sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
+/* Guards the making of a physical AH (hv_ah_phys(), the rebuild, a UDMAP): a leaf lock, taken
+ * under hv.lock or a QP's lock, never the other way. */
+static pthread_mutex_t hv_ah_lock = PTHREAD_MUTEX_INITIALIZER;
+
+struct ibv_ah *hv_ah_phys(HvAh *ah)
+{
+    struct ibv_ah *p;
+
+    pthread_mutex_lock(&hv_ah_lock);
+    errno = 0;
+    if (!ah->phys && ah->pd->phys)
+        ah->phys = hv_real.r_ibv_create_ah(ah->pd->phys, &ah->attr);
+    p = ah->phys;
+    pthread_mutex_unlock(&hv_ah_lock);
+    if (!p && !errno)
+        errno = ENODEV;
+    return p;
+}
+
 static uint32_t hv_psn(void)
 {
     uint32_t v = 0;
@@ -511,10 +530,17 @@ static int hv_rebuild(HvContext *ctx, const char *name)
         if (r)
             return r < 0 ? r : -r;
     }
+    /* An AH to a peer that is away (moving too: RoCE cannot resolve its address) is made
+     * later, at the peer's UDMAP or at the next send through it (hv_ah_phys): failing the
+     * whole rebuild for it would leave this process half on the new device. */
     for (HvAh *ah = ctx->ahs; ah; ah = ah->next) {
+        pthread_mutex_lock(&hv_ah_lock);
         ah->phys = hv_real.r_ibv_create_ah(ah->pd->phys, &ah->attr);
+        pthread_mutex_unlock(&hv_ah_lock);
         if (!ah->phys)
-            return -errno;
+            hv_log("UD: an address handle cannot be made yet (%s): its peer is away? It is made "
+                   "at the peer's UDMAP or at the next send through it",
+                   strerror(errno));
     }
     for (HvQp *qp = ctx->qps; qp; qp = qp->next) {
         pthread_mutex_lock(&qp->lock);
@@ -1103,7 +1129,8 @@ static int hv_on_udmap(const HvMsg *m, HvMsg *rep)
         for (HvAh *ah = ctx->ahs; ah; ah = ah->next) {
             struct ibv_ah *n;
 
-            if (!ah->phys || !ah->attr.is_global || memcmp(ah->attr.grh.dgid.raw, m->gid, 16))
+            if (!ah->pd->phys || !ah->attr.is_global ||
+                memcmp(ah->attr.grh.dgid.raw, m->gid, 16))
                 continue;
             n = hv_real.r_ibv_create_ah(ah->pd->phys, &ah->attr);
             if (!n) {
@@ -1111,10 +1138,14 @@ static int hv_on_udmap(const HvMsg *m, HvMsg *rep)
                        strerror(errno));
                 continue;
             }
-            if (ah->stale)
-                hv_real.r_ibv_destroy_ah(ah->stale);
-            ah->stale = ah->phys;
+            pthread_mutex_lock(&hv_ah_lock);
+            if (ah->phys) {
+                if (ah->stale)
+                    hv_real.r_ibv_destroy_ah(ah->stale);
+                ah->stale = ah->phys;
+            }
             ah->phys = n;
+            pthread_mutex_unlock(&hv_ah_lock);
             refreshed++;
         }
     hv_ud_release(m->gid);

@@ -281,6 +281,9 @@ uint32_t hv_ud_send_qpn(const struct ibv_ah_attr *ah, uint32_t remote_qpn);
 uint32_t hv_ud_recv_qpn(uint32_t src_qp); /* also counts the receive per physical src_qp */
 void hv_ud_count_send(HvQp *qp, const struct ibv_ah_attr *ah); /* qp lock held */
 int hv_ud_held(HvQp *qp);                                      /* qp lock held: 1 when held */
+/* @ah's physical AH, made now when the swap could not (its peer was away); NULL with errno
+ * set while it still cannot be. */
+struct ibv_ah *hv_ah_phys(HvAh *ah);
 
 /* ---- layer state (hv-layer.c) ------------------------------------------------------------- */
 typedef struct {

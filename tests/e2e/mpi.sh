@@ -69,6 +69,13 @@ if [ "$phase" = up ]; then
     exit 0
 fi
 
+# An earlier test that failed may have left its job's ranks running (registered with the
+# agents: a move would pause them, or fail to): end them first.
+for g in "${guests[@]}"; do
+    "$lab" exec "$g" "pkill -9 -f 'xdlu|mpirun|orted|hydra_pmi_proxy' || true" --timeout 60 >/dev/null ||
+        log "$g: could not look for leftover ranks"
+done
+
 # place NAME HOST: NAME runs on HOST (moved there first when an earlier test left it away).
 place() {
     local where
