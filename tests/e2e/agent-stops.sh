@@ -31,7 +31,7 @@ t0=$(date +%s.%N)
 pid=$!
 timeout 120 bash -c "until grep -q ' prepare *started' '$tmp/err'; do sleep 0.05; done" ||
     { cat "$tmp/err" >&2; fail "migrate-vm never reached the prepare"; }
-"$lab" exec "$c" 'kill -STOP $(pidof hotmig-agent)' || fail "could not freeze the agent"
+agent_signal "$c" STOP || fail "could not freeze the agent"
 log "agent frozen"
 set +e
 wait "$pid"
@@ -60,7 +60,7 @@ else
 fi
 log "order: $order"
 
-"$lab" exec "$c" 'kill -CONT $(pidof hotmig-agent)' || fail "could not thaw the agent"
+agent_signal "$c" CONT || fail "could not thaw the agent"
 log "agent running again; migrate-vm --recover"
 t0=$(date +%s.%N)
 if ! "$migrate_vm" --recover "$c" --json >"$tmp/rec.json" 2>"$tmp/rec.err"; then

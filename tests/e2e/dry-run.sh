@@ -64,11 +64,11 @@ expect_line FAIL domain "'no-such-domain'"
 expect_line SKIP agent ""
 
 log "the agent does not answer"
-"$lab" exec "$c" 'kill -STOP $(pidof hotmig-agent)' || fail "could not freeze the agent"
+agent_signal "$c" STOP || fail "could not freeze the agent"
 dry_run 8 "$c" B --agent-timeout 2
 expect_line FAIL agent "--no-agent"
 expect_line PASS target-vf ""
-"$lab" exec "$c" 'kill -CONT $(pidof hotmig-agent)' || fail "could not thaw the agent"
+agent_signal "$c" CONT || fail "could not thaw the agent"
 dry_run 0 "$c" B
 unchanged "$tap"
 

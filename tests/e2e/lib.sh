@@ -138,6 +138,18 @@ result_of() {
     grep -a 'HMWL .*"event":"result"' "$("$lab" console "$name")" | tail -n 1 | sed 's/.*HMWL //' | tr -d '\r'
 }
 
+# agent_signal NAME SIG: sends SIG (STOP, CONT) to NAME's hotmig-agent through the lab's exec,
+# tried three times: one exec in a loaded lab has been seen not to answer within 60 s (CI,
+# e2e-dry-run's thaw), and a later one answers (the lab kills a command at its deadline).
+agent_signal() {
+    local i
+    for i in 1 2 3; do
+        "$lab" exec "$1" "kill -$2 \$(pidof hotmig-agent)" --timeout 30 && return 0
+        log "$1: sending SIG$2 to the agent failed (try $i of 3)"
+    done
+    return 1
+}
+
 # has_vf NAME URI: the domain's live XML holds the VF stand-in, under either of its aliases:
 # ua-hmvf0, or ua-hmvf0-r once a recovery plugged it back after a kill inside the unplug
 # (engine/recover.c recover_plug_alias(); the next such recovery goes back to ua-hmvf0).
