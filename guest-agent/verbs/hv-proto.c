@@ -289,35 +289,6 @@ static int hv_text_ok(const char *s)
     return 1;
 }
 
-/* "<gid>[ <lid>] <nkeys> <v>:<p>...\n" after the @off bytes already in @buf. */
-static int hv_format_tail(const HvMsg *m, char *buf, size_t size, size_t off, int with_lid)
-{
-    int n;
-
-    for (int i = 0; i < 16; i++) {
-        if (off + 3 > size)
-            return -ENOSPC;
-        snprintf(buf + off, 3, "%02x", m->gid[i]);
-        off += 2;
-    }
-    n = with_lid ? snprintf(buf + off, size - off, " %u %u", m->lid, m->nkeys)
-                 : snprintf(buf + off, size - off, " %u", m->nkeys);
-    if (n < 0 || off + (size_t)n >= size)
-        return -ENOSPC;
-    off += (size_t)n;
-    for (uint32_t i = 0; i < m->nkeys; i++) {
-        n = snprintf(buf + off, size - off, " %x:%x", m->keys[i].v, m->keys[i].p);
-        if (n < 0 || off + (size_t)n >= size)
-            return -ENOSPC;
-        off += (size_t)n;
-    }
-    if (off + 2 > size)
-        return -ENOSPC;
-    buf[off++] = '\n';
-    buf[off] = '\0';
-    return off > HV_PROTO_LINE_MAX + 1 ? -ENOSPC : (int)off;
-}
-
 /* " <v>:<p>..." for @m's keys and the newline, after the @off bytes already in @buf. */
 static int hv_format_pairs(const HvMsg *m, char *buf, size_t size, size_t off)
 {
@@ -334,6 +305,24 @@ static int hv_format_pairs(const HvMsg *m, char *buf, size_t size, size_t off)
     buf[off++] = '\n';
     buf[off] = '\0';
     return off > HV_PROTO_LINE_MAX + 1 ? -ENOSPC : (int)off;
+}
+
+/* "<gid>[ <lid>] <nkeys> <v>:<p>...\n" after the @off bytes already in @buf. */
+static int hv_format_tail(const HvMsg *m, char *buf, size_t size, size_t off, int with_lid)
+{
+    int n;
+
+    for (int i = 0; i < 16; i++) {
+        if (off + 3 > size)
+            return -ENOSPC;
+        snprintf(buf + off, 3, "%02x", m->gid[i]);
+        off += 2;
+    }
+    n = with_lid ? snprintf(buf + off, size - off, " %u %u", m->lid, m->nkeys)
+                 : snprintf(buf + off, size - off, " %u", m->nkeys);
+    if (n < 0 || off + (size_t)n >= size)
+        return -ENOSPC;
+    return hv_format_pairs(m, buf, size, off + (size_t)n);
 }
 
 /* The messages of both ends moving, of UD holds and of lookups (hv_parse_more's). */
