@@ -929,6 +929,15 @@ OrchVfd *orch_vfd_new(const char *url, const char *cert, const char *key, const 
                     local->message);
         return NULL;
     }
+    /* libsoup 3.2 builds each TLS client connection without a database and sets the session's
+     * only afterwards, so glib-networking first makes the connection's credentials from the
+     * backend's default database: the system trust store, ca-certificates.crt parsed again for
+     * every connection (~50 ms each on the lab's machine, twice for the first: the lease and the
+     * GUIDs' requests were 100 ms). Made from this CA instead, they cost a file of one
+     * certificate; the handshake verifies against the session's database either way (libsoup
+     * sets it before the handshake). No other GIO TLS client runs in our programs: the
+     * process-wide default is ours to choose (docs/decisions.md). */
+    g_tls_backend_set_default_database(g_tls_backend_get_default(), db);
     base = g_uri_join(G_URI_FLAGS_NONE, "https", NULL, g_uri_get_host(uri), g_uri_get_port(uri), "",
                       NULL, NULL);
     client = g_new0(VfdClient, 1);
