@@ -107,6 +107,27 @@ mv_run() {
     return "$rc"
 }
 
+# workload_own START MV: what the workload itself spent inside the migrate-vm run whose stamped
+# progress is MV (started at START), as JSON: quiesce_ms, its own quiesce (the HMWL quiesced
+# line's ms: closing its verbs resources); reconnect_ms, from its RESUME (the resumed line's
+# stamp less its ms) to its QP connected again with the peer's, cut at migrate-vm's end (a lazy
+# reconnect may end after the agent answered).
+workload_own() {
+    local tend q r
+    tend=$(tail -n 1 "$2" | cut -d' ' -f1)
+    q=$(awk -v t="$1" '$1 >= t && /HMWL .*"event":"quiesced".*"side":"local"/ { print; exit }' \
+        "$tmp/bench-vf.con")
+    r=$(awk -v t="$1" '$1 >= t && /HMWL .*"event":"resumed".*"side":"local"/ { print; exit }' \
+        "$tmp/bench-vf.con")
+    jq -nc --arg q "$q" --arg r "$r" --arg tend "$tend" '
+        def ms: capture("\"ms\":(?<v>[0-9]+)").v | tonumber;
+        def at: split(" ")[0] | tonumber;
+        {quiesce_ms: (if $q == "" then null else ($q | ms) end),
+         reconnect_ms: (if $r == "" then null else
+            ([($r | at), ($tend | tonumber)] | min) - (($r | at) - ($r | ms) / 1000)
+            | . * 10000 | round / 10 end)}'
+}
+
 # bench_guest NAME HOST PEER MEMORY [WORKLOAD ARGS]: boots a guest (destroyed at exit).
 bench_guest() {
     local wl=()
@@ -343,6 +364,7 @@ part_baselines() {
     [[ -n $vf_alias ]] || fail "no alias in the VF stand-in's XML"
     "$lab" wait bench-srv 'HMWL .*"event":"ready"' --timeout 240 >/dev/null || fail "bench-srv did not get ready"
     "$lab" wait bench-vf 'HMWL .*"event":"progress"' --timeout 240 >/dev/null || fail "bench-vf sends no traffic"
+    [[ -z ${BENCH_AGENT_NICE:-} ]] || "$lab" exec bench-vf "renice -n $BENCH_AGENT_NICE -p \$(pidof hotmig-agent)" >&2
     console_stamp bench-vf
     : >"$tmp/bl"
     # Six moves a round, each method once in each direction, directions alternating.
@@ -370,6 +392,7 @@ part_baselines() {
                 [[ -n $tmig ]] || fail "no 'migrate ok' progress line from migrate-vm"
                 line=$(jq -c --arg tmig "$tmig" '{method: "hotmig", total: .total_ms,
                     phases: ([.phases[] | {(.name): .ms}] | add), tmig: ($tmig | tonumber)}' "$out.json")
+                line=$(jq -c --argjson own "$(workload_own "$tstart" "$out.mv")" '. + $own' <<<"$line")
                 ;;
             esac
             ttraffic=$(stamped_wait "$tmp/bench-vf.con" "$tstart" \
@@ -415,6 +438,13 @@ part_baselines() {
          hotmig_share_outside_copy_ms: [$h[] | select(.port_up != null)
                                         | .total - .phases.migrate - .phases.unplug - .port_up
                                         | . * 10 | round / 10] | stats,
+         workload_quiesce_ms: [$h[].quiesce_ms | select(. != null)] | stats,
+         workload_reconnect_ms: [$h[].reconnect_ms | select(. != null)] | stats,
+         hotmig_share_less_workload_ms: [$h[] | select(.port_up != null and .quiesce_ms != null
+                                                       and .reconnect_ms != null)
+                                         | .total - .phases.migrate - .phases.unplug - .port_up
+                                           - .quiesce_ms - .reconnect_ms
+                                         | . * 10 | round / 10] | stats,
          how: $how}' "$tmp/bl" >"$tmp/baselines.json"
     destroy_guests bench-vf bench-srv
 }
