@@ -39,7 +39,14 @@
 #             the levels' order rotating each round; makespan medians per level (both
 #             directions count).
 #
-# ROUNDS (default 5). HM_BUILD: the build directory.
+#             Also per migrate-vm run: the workload's own quiesce and reconnect (its HMWL lines'
+#             ms), and hotmig's share less them.
+#
+# ROUNDS (default 5). HM_BUILD: the build directory. Knobs for comparisons (docs/benchmarks.md):
+# BENCH_COMPARE=PATH (baselines: a second migrate-vm, e.g. an older build, moved in each round
+# right after ours), BENCH_AGENT_NICE=N (baselines: the guest agent's nice; the lab's is -10),
+# BENCH_SPIN=N (baselines: N busy loops in the guest, as polling MPI ranks), BENCH_RTO_MIN=T
+# (fallback: TCP's rto_min on both guests' control route).
 source "$(dirname "$0")/../e2e/lib.sh"
 rounds=${ROUNDS:-5}
 parts=${BENCH_PARTS:-baselines ratio fallback evacuation}
@@ -100,7 +107,7 @@ ms_between() {
 mv_run() {
     local rc
     set +e
-    "$migrate_vm" -v --connect "$2" "$1" "$3" --json 2>&1 >"$4.json" | stamp >"$4.mv"
+    "${MV_BIN:-$migrate_vm}" -v --connect "$2" "$1" "$3" --json 2>&1 >"$4.json" | stamp >"$4.mv"
     rc=${PIPESTATUS[0]}
     set -e
     ((rc == 0)) || log "migrate-vm $1: exit status $rc"
@@ -258,6 +265,15 @@ part_fallback() {
         "--role client --peer 198.51.100.$("$lab" index bench-fbs) --mode lazy --fallback tcp --cycles $((2 * rounds)) --tail 3"
     "$lab" wait bench-fbs 'HMWL .*"event":"ready"' --timeout 240 >/dev/null || fail "bench-fbs did not get ready"
     "$lab" wait bench-fb 'HMWL .*"event":"progress"' --timeout 240 >/dev/null || fail "bench-fb sends no traffic"
+    # BENCH_RTO_MIN=T (e.g. 10ms): both guests' route to the control network, the fallback's,
+    # with TCP's minimum retransmission timeout T (iproute2's rto_min; Linux's default is
+    # 200 ms), as a fallback network for latency-sensitive jobs is set up (docs/benchmarks.md).
+    local g
+    for g in bench-fb bench-fbs; do
+        [[ -n ${BENCH_RTO_MIN:-} ]] || break
+        "$lab" exec "$g" "ip route replace \$(ip route show 198.51.100.0/24 | head -n 1) rto_min $BENCH_RTO_MIN && ip route show 198.51.100.0/24" >&2 ||
+            fail "cannot set rto_min $BENCH_RTO_MIN on $g's control route"
+    done
     : >"$tmp/fb"
     for ((r = 1; r <= rounds; r++)); do
         for leg in "$A $B" "$B $A"; do
@@ -288,8 +304,8 @@ part_fallback() {
          prepare_unplug_migrate_ms_median: ([$p[0][]] | median),
          blackout_ms_median: ([$b[] | select(. != null)] | median), downtime_ms_median: ([$dt[] | select(. != null)] | median),
          tcp_delivered: $wl.tcp_delivered, lost: $wl.lost, corrupt: $wl.corrupt, ok: $wl.ok,
-         how: $how}' \
-        >"$tmp/fallback.json"
+         how: $how} + {rto_min: (if $rto == "" then "default (200ms)" else $rto end)}' \
+        --arg rto "${BENCH_RTO_MIN:-}" >"$tmp/fallback.json"
     destroy_guests bench-fb bench-fbs
 }
 
@@ -356,23 +372,32 @@ manual_move() {
 
 part_baselines() {
     local r k method src dst out m tstart tmig tvf ttraffic ms line d mg at
+    local methods=(bare manual hotmig bare manual hotmig)
+    # BENCH_COMPARE=PATH: another migrate-vm (e.g. built from an older commit) moved the same
+    # way in each round, right after ours: method "compare".
+    [[ -z ${BENCH_COMPARE:-} ]] || methods=(bare manual hotmig compare bare manual hotmig compare)
     bench_guest bench-srv B bench-vf "$memory" "--role server --mode lazy"
     bench_guest bench-vf A bench-srv "$memory" \
-        "--role client --peer 198.51.100.$("$lab" index bench-srv) --mode lazy --cycles $((6 * rounds)) --tail 3"
+        "--role client --peer 198.51.100.$("$lab" index bench-srv) --mode lazy --cycles $((${#methods[@]} * rounds)) --tail 3"
     "$lab" vf-xml bench-vf >"$tmp/vf.xml"
     vf_alias=$(sed -n "s/.*<alias name='\([^']*\)'.*/\1/p" "$tmp/vf.xml")
     [[ -n $vf_alias ]] || fail "no alias in the VF stand-in's XML"
     "$lab" wait bench-srv 'HMWL .*"event":"ready"' --timeout 240 >/dev/null || fail "bench-srv did not get ready"
     "$lab" wait bench-vf 'HMWL .*"event":"progress"' --timeout 240 >/dev/null || fail "bench-vf sends no traffic"
+    # BENCH_AGENT_NICE=N: the agent at nice N (the lab starts it at -10, as its unit does).
+    # BENCH_SPIN=N: N busy loops in the guest beside the workload, as MPI ranks that poll
+    # their completion queues keep every vCPU busy (hm-pingpong waits on its channel).
     [[ -z ${BENCH_AGENT_NICE:-} ]] || "$lab" exec bench-vf "renice -n $BENCH_AGENT_NICE -p \$(pidof hotmig-agent)" >&2
+    for ((k = 0; k < ${BENCH_SPIN:-0}; k++)); do
+        "$lab" exec bench-vf "setsid sh -c 'while :; do :; done' </dev/null >/dev/null 2>&1 &" >&2
+    done
     console_stamp bench-vf
     : >"$tmp/bl"
     # Six moves a round, each method once in each direction, directions alternating.
-    local methods=(bare manual hotmig bare manual hotmig)
     src=$A
     dst=$B
     for ((r = 1; r <= rounds; r++)); do
-        for ((k = 0; k < 6; k++)); do
+        for ((k = 0; k < ${#methods[@]}; k++)); do
             method=${methods[k]}
             tstart=$EPOCHREALTIME
             case $method in
@@ -385,12 +410,15 @@ part_baselines() {
                 line=$(jq -nc --argjson t "$ms" --argjson d "$d" --argjson mg "$mg" --argjson at "$at" \
                     '{method: "manual", total: $t, detach: $d, migrate: $mg, attach: $at}')
                 ;;
-            hotmig)
+            hotmig | compare)
                 out=$tmp/mv-bl-$r-$k
-                mv_run bench-vf "$src" "$dst" "$out" || { cat "$out.json" "$out.mv" >&2; fail "migrate-vm failed"; }
+                local bin=$migrate_vm
+                [[ $method == hotmig ]] || bin=$BENCH_COMPARE
+                MV_BIN=$bin mv_run bench-vf "$src" "$dst" "$out" ||
+                    { cat "$out.json" "$out.mv" >&2; fail "$bin failed"; }
                 tmig=$(awk '$3 == "migrate" && $4 == "ok:" { print $1; exit }' "$out.mv")
                 [[ -n $tmig ]] || fail "no 'migrate ok' progress line from migrate-vm"
-                line=$(jq -c --arg tmig "$tmig" '{method: "hotmig", total: .total_ms,
+                line=$(jq -c --arg m "$method" --arg tmig "$tmig" '{method: $m, total: .total_ms,
                     phases: ([.phases[] | {(.name): .ms}] | add), tmig: ($tmig | tonumber)}' "$out.json")
                 line=$(jq -c --argjson own "$(workload_own "$tstart" "$out.mv")" '. + $own' <<<"$line")
                 ;;
@@ -414,10 +442,16 @@ part_baselines() {
     done
     # hotmig's own share of a migrate-vm run: its total less what the guest and libvirt need
     # anyway (the bare migration's median, this run's unplug and port-up).
-    jq -s --argjson mem "$memory" --arg how "$how_baselines" "$jq_median"'
+    jq -s --argjson mem "$memory" --arg how "$how_baselines" --arg compare "${BENCH_COMPARE:-}" "$jq_median"'
         def stats: {median: median, min: min, max: max, values: .};
+        def share_outside: .total - .phases.migrate - .phases.unplug - .port_up
+                           | . * 10 | round / 10;
+        def share_less_workload: select(.port_up != null and .quiesce_ms != null
+                                        and .reconnect_ms != null)
+                                 | .total - .phases.migrate - .phases.unplug - .port_up
+                                   - .quiesce_ms - .reconnect_ms | . * 10 | round / 10;
         [.[] | select(.method == "bare")] as $b | [.[] | select(.method == "manual")] as $m |
-        [.[] | select(.method == "hotmig")] as $h | ([$b[].migrate] | median) as $bare |
+        [.[] | select(.method == "hotmig")] as $h | [.[] | select(.method == "compare")] as $c | ([$b[].migrate] | median) as $bare |
         {memory_mib: $mem, moves_each: ($b | length),
          bare_virsh_migrate_ms: [$b[].migrate] | stats,
          bare_to_traffic_ms: [$b[].to_traffic] | stats,
@@ -435,16 +469,19 @@ part_baselines() {
          hotmig_share_ms: [$h[] | select(.port_up != null) | .total - $bare - .phases.unplug - .port_up
                            | . * 10 | round / 10] | stats,
          migrate_phase_minus_bare_ms: [$h[] | .phases.migrate - $bare | . * 10 | round / 10] | stats,
-         hotmig_share_outside_copy_ms: [$h[] | select(.port_up != null)
-                                        | .total - .phases.migrate - .phases.unplug - .port_up
-                                        | . * 10 | round / 10] | stats,
+         hotmig_share_outside_copy_ms: [$h[] | select(.port_up != null) | share_outside]
+                                       | stats,
          workload_quiesce_ms: [$h[].quiesce_ms | select(. != null)] | stats,
          workload_reconnect_ms: [$h[].reconnect_ms | select(. != null)] | stats,
-         hotmig_share_less_workload_ms: [$h[] | select(.port_up != null and .quiesce_ms != null
-                                                       and .reconnect_ms != null)
-                                         | .total - .phases.migrate - .phases.unplug - .port_up
-                                           - .quiesce_ms - .reconnect_ms
-                                         | . * 10 | round / 10] | stats,
+         hotmig_share_less_workload_ms: [$h[] | share_less_workload] | stats,
+         compare: (if ($c | length) == 0 then null else
+            {binary: $compare, moves: ($c | length),
+             total_ms: [$c[].total] | stats,
+             phases_ms_median: ($c[0].phases | keys_unsorted
+                                | map({(.): ([$c[].phases[.]] | median)}) | add),
+             hotmig_share_outside_copy_ms: [$c[] | select(.port_up != null) | share_outside]
+                                           | stats,
+             hotmig_share_less_workload_ms: [$c[] | share_less_workload] | stats} end),
          how: $how}' "$tmp/bl" >"$tmp/baselines.json"
     destroy_guests bench-vf bench-srv
 }
