@@ -56,6 +56,24 @@ static void server_conn_free(ServerConn *conn)
     g_free(conn);
 }
 
+#define SERVER_SOCK_KEY "hotmigd-socket"
+
+/* The connection of @msg ended: it no longer counts, whether or not its socket object goes
+ * (libsoup 3.2.2 keeps the GSocket of a TLS connection after closing it). The socket was
+ * noted on the message when it started (libsoup forgets it at the disconnection); the entry
+ * is dropped only if it is still that socket's. */
+static void server_conn_ended(SoupServerMessage *msg, gpointer data)
+{
+    OrchVfdServer *server = data;
+    GSocket *sock = g_object_get_data(G_OBJECT(msg), SERVER_SOCK_KEY);
+    ServerConn *conn = sock ? g_hash_table_lookup(server->conns, sock) : NULL;
+
+    if (!conn)
+        return;
+    g_object_weak_unref(G_OBJECT(sock), server_conn_gone, conn);
+    g_hash_table_remove(server->conns, sock);
+}
+
 /* The oldest connection that has not sent a request yet, or NULL; *ret_n: how many have not. */
 static ServerConn *server_conn_oldest_unserved(OrchVfdServer *server, guint *ret_n)
 {
@@ -180,6 +198,18 @@ static void server_reply(SoupServerMessage *msg, guint status, const char *json)
     soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_COPY, json, strlen(json));
 }
 
+/* Every answer closes its connection. libsoup 3.2.2 (Debian 12) leaks a kept-alive connection
+ * that its client closes while it is idle: the socket stays in CLOSE-WAIT with its descriptor
+ * open, and the TLS server counted it against max-connections for ever (the lab's hotmigd
+ * refused every client after its 255th connection). Fixed in libsoup 3.3.0 (its commit
+ * d20c6601, "server: do not leak idle connections closed by the client"); a client pays a
+ * TLS handshake per request instead (~6 ms on loopback). docs/decisions.md. */
+static void server_close_after(SoupServerMessage *msg)
+{
+    soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Connection",
+                                 "close");
+}
+
 /* A refusal before the request was read: {"error": MESSAGE}, logged with who sent it (@peer),
  * the connection closed. */
 static void server_refuse(SoupServerMessage *msg, guint status, const char *message,
@@ -198,8 +228,7 @@ static void server_refuse(SoupServerMessage *msg, guint status, const char *mess
     json_generator_set_root(gen, root);
     json = json_generator_to_data(gen, NULL);
     server_reply(msg, status, json);
-    soup_message_headers_append(soup_server_message_get_response_headers(msg), "Connection",
-                                "close");
+    server_close_after(msg);
     g_message("%s %.200s from %s: %u %s", soup_server_message_get_method(msg),
               g_uri_get_path(soup_server_message_get_uri(msg)), peer, status, message);
 }
@@ -269,7 +298,12 @@ static gboolean server_accept_certificate(SoupServerMessage *msg, GTlsCertificat
 
 static void server_request_started(SoupServer *soup, SoupServerMessage *msg, gpointer data)
 {
-    server_conn_track(data, soup_server_message_get_socket(msg));
+    GSocket *sock = soup_server_message_get_socket(msg);
+
+    server_close_after(msg);
+    server_conn_track(data, sock);
+    g_object_set_data(G_OBJECT(msg), SERVER_SOCK_KEY, sock);
+    g_signal_connect(msg, "disconnected", G_CALLBACK(server_conn_ended), data);
     g_signal_connect(msg, "accept-certificate", G_CALLBACK(server_accept_certificate), data);
 }
 
@@ -573,6 +607,13 @@ static void alert_refuse(SoupServerMessage *msg, guint status, const char *messa
     server_refuse(msg, status, message, host ? host : "?");
 }
 
+/* The alert listener's answers close their connections too (server_close_after()): an
+ * Alertmanager keeps its webhook connections alive and closes them when idle. */
+static void alert_request_started(SoupServer *soup, SoupServerMessage *msg, gpointer data)
+{
+    server_close_after(msg);
+}
+
 /* After the headers: the path and method, the bearer token, then the body's size: nothing
  * unauthorized or too large is read. */
 static void alert_early(SoupServer *soup, SoupServerMessage *msg, const char *path,
@@ -759,6 +800,7 @@ OrchAlertListener *orch_alert_listener_new(const char *listen, guint port,
     listener->ops = ops;
     listener->owner = owner;
     listener->soup = soup_server_new("server-header", "hotmigd/" HOTMIG_VERSION, NULL);
+    g_signal_connect(listener->soup, "request-started", G_CALLBACK(alert_request_started), NULL);
     soup_server_add_early_handler(listener->soup, NULL, alert_early, listener, NULL);
     soup_server_add_handler(listener->soup, NULL, alert_handle, listener, NULL);
     if (listen && *listen) {

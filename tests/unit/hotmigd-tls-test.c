@@ -18,6 +18,10 @@
 
 static const char *pki_script;
 
+/* The server's [hotmigd] max-connections in these tests: test_many_connections() makes
+ * three times as many, one after the other. */
+#define TEST_MAX_CONNECTIONS 8
+
 typedef struct {
     char *dir;
     char *pki;
@@ -71,7 +75,8 @@ static gpointer server_thread(gpointer data)
                                   .key = key,
                                   .ca = ca,
                                   .authz = fx->authz,
-                                  .file_roots = roots};
+                                  .file_roots = roots,
+                                  .max_connections = TEST_MAX_CONNECTIONS};
     g_autoptr(OrchVfdServer) server = NULL;
 
     g_main_context_push_thread_default(fx->ctx);
@@ -551,6 +556,25 @@ static void test_deep_peer(void **state)
     g_object_unref(peer.cert);
 }
 
+/* Connections that ended are gone from the server: more of them, one after the other, than
+ * max-connections, each closed by its client after one answer. libsoup 3.2.2 kept every
+ * kept-alive connection its client closed while idle (descriptor open, counted against the
+ * limit): the server refused every client from the (max-connections + 1)th on. */
+static void test_many_connections(void **state)
+{
+    Fx *fx = *state;
+
+    for (int i = 0; i < 3 * TEST_MAX_CONNECTIONS; i++) {
+        g_autoptr(OrchVfd) vfd = client(fx, NULL, NULL, NULL, 10);
+        g_autoptr(GError) error = NULL;
+        g_autoptr(OrchVfdHostInfo) info = orch_vfd_host(vfd, &error);
+
+        if (!info)
+            fail_msg("connection %d: GET /v1/host: %s", i + 1, error->message);
+        assert_string_equal(info->name, "tls-host");
+    }
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -560,6 +584,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_unreachable, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_deep_peer, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_authorization, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_many_connections, fx_setup, fx_teardown),
     };
 
     if (argc != 2) {
