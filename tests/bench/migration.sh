@@ -44,7 +44,7 @@
 #
 # ROUNDS (default 5). HM_BUILD: the build directory. Knobs for comparisons (docs/benchmarks.md):
 # BENCH_COMPARE=PATH (baselines: a second migrate-vm, e.g. an older build, moved in each round
-# right after ours), BENCH_AGENT_NICE=N (baselines: the guest agent's nice; the lab's is -10),
+# right after ours), BENCH_AGENT_NICE=N (baselines: the guest agent's nice, 0 by default),
 # BENCH_SPIN=N (baselines: N busy loops in the guest, as polling MPI ranks), BENCH_RTO_MIN=T
 # (fallback: TCP's rto_min on both guests' control route).
 source "$(dirname "$0")/../e2e/lib.sh"
@@ -384,7 +384,7 @@ part_baselines() {
     [[ -n $vf_alias ]] || fail "no alias in the VF stand-in's XML"
     "$lab" wait bench-srv 'HMWL .*"event":"ready"' --timeout 240 >/dev/null || fail "bench-srv did not get ready"
     "$lab" wait bench-vf 'HMWL .*"event":"progress"' --timeout 240 >/dev/null || fail "bench-vf sends no traffic"
-    # BENCH_AGENT_NICE=N: the agent at nice N (the lab starts it at -10, as its unit does).
+    # BENCH_AGENT_NICE=N: the agent at nice N (docs/benchmarks.md: no effect measured).
     # BENCH_SPIN=N: N busy loops in the guest beside the workload, as MPI ranks that poll
     # their completion queues keep every vCPU busy (hm-pingpong waits on its channel).
     [[ -z ${BENCH_AGENT_NICE:-} ]] || "$lab" exec bench-vf "renice -n $BENCH_AGENT_NICE -p \$(pidof hotmig-agent)" >&2
