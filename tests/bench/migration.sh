@@ -114,11 +114,13 @@ mv_run() {
     return "$rc"
 }
 
-# workload_own START MV: what the workload itself spent inside the migrate-vm run whose stamped
-# progress is MV (started at START), as JSON: quiesce_ms, its own quiesce (the HMWL quiesced
-# line's ms: closing its verbs resources); reconnect_ms, from its RESUME (the resumed line's
-# stamp less its ms) to its QP connected again with the peer's, cut at migrate-vm's end (a lazy
-# reconnect may end after the agent answered).
+# workload_own START MV PORTUP: what the workload itself spent inside the migrate-vm run whose
+# stamped progress is MV (started at START), as JSON: quiesce_ms, its own quiesce (the HMWL
+# quiesced line's ms: closing its verbs resources, inside the prepare phase); reconnect_ms, its
+# reconnect after the port came up (PORTUP, the "HMLAB vf up" stamp) and before migrate-vm's
+# end: from the later of its RESUME (the resumed line's stamp less its ms) and PORTUP to the
+# earlier of its QP connected again and migrate-vm's end (what of it falls before the port is
+# up is in port-up already, a lazy reconnect may end after the agent answered).
 workload_own() {
     local tend q r
     tend=$(tail -n 1 "$2" | cut -d' ' -f1)
@@ -126,12 +128,13 @@ workload_own() {
         "$tmp/bench-vf.con")
     r=$(awk -v t="$1" '$1 >= t && /HMWL .*"event":"resumed".*"side":"local"/ { print; exit }' \
         "$tmp/bench-vf.con")
-    jq -nc --arg q "$q" --arg r "$r" --arg tend "$tend" '
+    jq -nc --arg q "$q" --arg r "$r" --arg tend "$tend" --arg up "${3:-}" '
         def ms: capture("\"ms\":(?<v>[0-9]+)").v | tonumber;
         def at: split(" ")[0] | tonumber;
         {quiesce_ms: (if $q == "" then null else ($q | ms) end),
-         reconnect_ms: (if $r == "" then null else
-            ([($r | at), ($tend | tonumber)] | min) - (($r | at) - ($r | ms) / 1000)
+         reconnect_ms: (if $r == "" or $up == "" then null else
+            ([([($r | at), ($tend | tonumber)] | min)
+              - ([($r | at) - ($r | ms) / 1000, ($up | tonumber)] | max), 0] | max)
             | . * 10000 | round / 10 end)}'
 }
 
@@ -271,7 +274,7 @@ part_fallback() {
     local g
     for g in bench-fb bench-fbs; do
         [[ -n ${BENCH_RTO_MIN:-} ]] || break
-        "$lab" exec "$g" "ip route replace \$(ip route show 198.51.100.0/24 | head -n 1) rto_min $BENCH_RTO_MIN && ip route show 198.51.100.0/24" >&2 ||
+        "$lab" exec "$g" "/usr/bin/ip route replace \$(/usr/bin/ip route show 198.51.100.0/24 | head -n 1) rto_min $BENCH_RTO_MIN && /usr/bin/ip route show 198.51.100.0/24" >&2 ||
             fail "cannot set rto_min $BENCH_RTO_MIN on $g's control route"
     done
     : >"$tmp/fb"
@@ -420,13 +423,15 @@ part_baselines() {
                 [[ -n $tmig ]] || fail "no 'migrate ok' progress line from migrate-vm"
                 line=$(jq -c --arg m "$method" --arg tmig "$tmig" '{method: $m, total: .total_ms,
                     phases: ([.phases[] | {(.name): .ms}] | add), tmig: ($tmig | tonumber)}' "$out.json")
-                line=$(jq -c --argjson own "$(workload_own "$tstart" "$out.mv")" '. + $own' <<<"$line")
                 ;;
             esac
             ttraffic=$(stamped_wait "$tmp/bench-vf.con" "$tstart" \
                 'HMWL .*"event":"resumed".*"side":"local"' 60) ||
                 fail "no verbs traffic on bench-vf within 60 s of the $method move"
             tvf=$(stamped_first "$tmp/bench-vf.con" "$tstart" '^[0-9.]+ HMLAB vf up ')
+            [[ $method != hotmig && $method != compare ]] ||
+                line=$(jq -c --argjson own "$(workload_own "$tstart" "$out.mv" "$tvf")" \
+                    '. + $own' <<<"$line")
             line=$(jq -c --argjson to_traffic "$(ms_between "$tstart" "$ttraffic")" \
                 --arg tvf "$tvf" --arg ttraffic "$ttraffic" \
                 '. + {to_traffic: $to_traffic}
