@@ -23,6 +23,7 @@
 #include "common/config.h"
 #include "hotmigd/alerts-hook.h"
 #include "hotmigd/daemon.h"
+#include "xml/xml.h"
 
 enum {
     EXIT_STOPPED = 0,
@@ -170,6 +171,7 @@ int main(int argc, char **argv)
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
 
+    xml_init(); /* before any thread */
     ctx = g_option_context_new("- serve this host's SR-IOV VFs to hotmig over mutual TLS");
     g_option_context_set_summary(
         ctx, "Leases this host's VFs to migrate-vm on other hosts, sets their InfiniBand GUIDs\n"

@@ -15,6 +15,7 @@
 #include <signal.h>
 
 #include "migrate-vm/commands.h"
+#include "xml/xml.h"
 
 /* The subcommands, by the first argument; anything else is a migration (cmd_migrate_main()). */
 static const struct {
@@ -32,6 +33,7 @@ int main(int argc, char **argv)
      * migrate-vm with SIGPIPE (exit 141) without a report, rollback or journal entry. Ignored,
      * the write fails with EPIPE and the phase fails like any libvirt error. */
     signal(SIGPIPE, SIG_IGN);
+    xml_init(); /* before the connections' threads */
     for (guint i = 0; argc > 1 && i < G_N_ELEMENTS(commands); i++)
         if (g_str_equal(argv[1], commands[i].name))
             return commands[i].main(argc - 1, argv + 1);

@@ -8,9 +8,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <libxml/catalog.h>
+#include <libxml/parser.h>
 #include <libxml/xmlerror.h>
 
 G_DEFINE_QUARK(hm - xml - error - quark, xml_error)
+
+void xml_init(void)
+{
+    xmlInitParser();
+    xmlInitializeCatalog();
+}
 
 HM_ENUM_IMPL(xml_vf_kind, XmlVfKind, XML_VF_KIND_LAST, "hostdev", "interface-hostdev", "standin")
 

@@ -13,6 +13,12 @@ G_BEGIN_DECLS
 #define XML_ERROR (xml_error_quark())
 GQuark xml_error_quark(void);
 
+/* Initializes libxml2 in the calling thread: call it from main() before any thread starts.
+ * libxml2 2.9 sets its catalogs up lazily, at the first lookup, and not thread-safely: two
+ * threads' first lookups at once can deadlock both (seen: libvirt's test driver reading its
+ * file for two connections opened at once). */
+void xml_init(void);
+
 typedef enum {
     XML_ERROR_FAILED,
     XML_ERROR_PARSE,     /* not well-formed, too large, or not a <domain> */
