@@ -66,7 +66,7 @@ static void server_conn_ended(SoupServerMessage *msg, gpointer data)
 {
     OrchVfdServer *server = data;
     GSocket *sock = g_object_get_data(G_OBJECT(msg), SERVER_SOCK_KEY);
-    ServerConn *conn = sock ? g_hash_table_lookup(server->conns, sock) : NULL;
+    ServerConn *conn = sock && server->conns ? g_hash_table_lookup(server->conns, sock) : NULL;
 
     if (!conn)
         return;
@@ -446,7 +446,8 @@ void orch_vfd_server_free(OrchVfdServer *server)
         g_hash_table_iter_init(&it, server->conns);
         while (g_hash_table_iter_next(&it, &key, &value))
             g_object_weak_unref(G_OBJECT(key), server_conn_gone, value);
-        g_hash_table_unref(server->conns);
+        /* NULL: the disconnections below find no table (server_conn_ended()). */
+        g_clear_pointer(&server->conns, g_hash_table_unref);
     }
     if (server->soup) {
         soup_server_disconnect(server->soup);
