@@ -56,6 +56,13 @@ static void server_conn_free(ServerConn *conn)
     g_free(conn);
 }
 
+/* @conn no longer counts (its socket stays as it is). */
+static void server_conn_forget(OrchVfdServer *server, ServerConn *conn)
+{
+    g_object_weak_unref(G_OBJECT(conn->sock), server_conn_gone, conn);
+    g_hash_table_remove(server->conns, conn->sock);
+}
+
 #define SERVER_SOCK_KEY "hotmigd-socket"
 
 /* The connection of @msg ended: it no longer counts, whether or not its socket object goes
@@ -68,10 +75,8 @@ static void server_conn_ended(SoupServerMessage *msg, gpointer data)
     GSocket *sock = g_object_get_data(G_OBJECT(msg), SERVER_SOCK_KEY);
     ServerConn *conn = sock && server->conns ? g_hash_table_lookup(server->conns, sock) : NULL;
 
-    if (!conn)
-        return;
-    g_object_weak_unref(G_OBJECT(sock), server_conn_gone, conn);
-    g_hash_table_remove(server->conns, sock);
+    if (conn)
+        server_conn_forget(server, conn);
 }
 
 /* The oldest connection that has not sent a request yet, or NULL; *ret_n: how many have not. */
@@ -106,8 +111,7 @@ static void server_conn_evict(OrchVfdServer *server, ServerConn *victim, const c
                   "(%" G_GUINT64_FORMAT " so far)",
                   why, server->evicted);
     g_socket_shutdown(victim->sock, TRUE, TRUE, NULL);
-    g_object_weak_unref(G_OBJECT(victim->sock), server_conn_gone, victim);
-    g_hash_table_remove(server->conns, victim->sock);
+    server_conn_forget(server, victim);
 }
 
 static gboolean server_conn_sweep(gpointer data)

@@ -367,8 +367,8 @@ int hv_qp_post_send_phys(HvQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **
                 return errno;
             }
             /* the peer may have moved: its QP has a new number (UDMAP) */
-            t->wr.ud.remote_qpn = hv_ud_send_qpn(&((HvAh *)w->wr.ud.ah)->attr, w->wr.ud.remote_qpn);
-            hv_ud_count_send(qp, &((HvAh *)w->wr.ud.ah)->attr);
+            t->wr.ud.remote_qpn = hv_ud_send_qpn(&ah->attr, w->wr.ud.remote_qpn);
+            hv_ud_count_send(qp, &ah->attr);
         }
     }
     r = ibv_post_send(qp->phys, hv_swr, &pbad);
