@@ -170,39 +170,64 @@ void hv_swap_ended(void)
 
 /* ---- receive FIFO ------------------------------------------------------------------------- */
 
+/* Makes room in @f for @cap receives of @sge_per SGEs each, keeping those recorded in order
+ * (control path: the QP's or SRQ's creation; on the data path only when the program posts
+ * past the capacity the device reported). 0 or ENOMEM, @f unchanged then. */
+int hv_fifo_reserve(HvRecvFifo *f, size_t cap, int sge_per)
+{
+    HvRecv *v;
+    struct ibv_sge *sges;
+
+    if (cap < f->cap)
+        cap = f->cap;
+    if (sge_per < f->sge_per)
+        sge_per = f->sge_per;
+    if (cap < 16)
+        cap = 16;
+    if (sge_per < 1)
+        sge_per = 1;
+    if (cap == f->cap && sge_per == f->sge_per)
+        return 0;
+    v = calloc(cap, sizeof(*v));
+    sges = calloc(cap * (size_t)sge_per, sizeof(*sges));
+    if (!v || !sges) {
+        free(v);
+        free(sges);
+        return ENOMEM;
+    }
+    for (size_t i = 0; i < cap; i++)
+        v[i].sge = sges + i * (size_t)sge_per;
+    for (size_t i = 0; i < f->n; i++) {
+        const HvRecv *o = &f->v[(f->head + i) % f->cap];
+
+        v[i].wr_id = o->wr_id;
+        v[i].num_sge = o->num_sge;
+        memcpy(v[i].sge, o->sge, sizeof(*o->sge) * (size_t)o->num_sge);
+    }
+    free(f->v);
+    free(f->sges);
+    f->v = v;
+    f->sges = sges;
+    f->head = 0;
+    f->cap = cap;
+    f->sge_per = sge_per;
+    return 0;
+}
+
 void hv_fifo_push(HvRecvFifo *f, const struct ibv_recv_wr *wr)
 {
+    int nsge = wr->num_sge > 0 ? wr->num_sge : 0;
     HvRecv *r;
 
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 64;
-        HvRecv *v = calloc(cap, sizeof(*v));
-
-        if (!v) {
-            hv_log("out of memory recording a receive: it will not survive a migration");
-            return;
-        }
-        for (size_t i = 0; i < f->n; i++)
-            v[i] = f->v[(f->head + i) % f->cap];
-        free(f->v);
-        f->v = v;
-        f->head = 0;
-        f->cap = cap;
+    if ((f->n == f->cap || nsge > f->sge_per) &&
+        hv_fifo_reserve(f, f->n == f->cap ? f->cap * 2 : f->cap, nsge)) {
+        hv_log("out of memory recording a receive: it will not survive a migration");
+        return;
     }
     r = &f->v[(f->head + f->n) % f->cap];
     r->wr_id = wr->wr_id;
-    r->num_sge = wr->num_sge > 0 ? wr->num_sge : 0;
-    free(r->sge);
-    r->sge = NULL;
-    if (r->num_sge) {
-        r->sge = malloc(sizeof(*r->sge) * (size_t)r->num_sge);
-        if (!r->sge) {
-            r->num_sge = 0;
-            hv_log("out of memory recording a receive's scatter list");
-        } else {
-            memcpy(r->sge, wr->sg_list, sizeof(*r->sge) * (size_t)r->num_sge);
-        }
-    }
+    r->num_sge = nsge;
+    memcpy(r->sge, wr->sg_list, sizeof(*r->sge) * (size_t)nsge);
     f->n++;
 }
 
@@ -234,9 +259,8 @@ void hv_fifo_consume(HvRecvFifo *f, uint64_t wr_id)
 
 static void hv_fifo_free(HvRecvFifo *f)
 {
-    for (size_t i = 0; i < f->cap; i++)
-        free(f->v[i].sge);
     free(f->v);
+    free(f->sges);
     memset(f, 0, sizeof(*f));
 }
 
@@ -458,6 +482,83 @@ int hv_srq_post_recv_phys(HvSrq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr
     return hv_post_recv_phys(srq->pd->ctx, &srq->recvs, NULL, srq->phys, wr, bad);
 }
 
+/* ---- sends posted while a QP is paused ---------------------------------------------------- */
+
+/* Sizes @qp's queue of paused sends from its capacities (control path: quiesce, SUSPEND, a UD
+ * hold). Kept once made: the next swap needs the same. */
+int hv_sendq_reserve(HvQp *qp)
+{
+    HvSendQueue *q = &qp->queued;
+    size_t cap = qp->init.cap.max_send_wr ? qp->init.cap.max_send_wr : 1;
+    int sge_per = qp->init.cap.max_send_sge ? (int)qp->init.cap.max_send_sge : 1;
+    size_t inl_per = qp->init.cap.max_inline_data;
+
+    if (q->cap)
+        return 0;
+    q->v = calloc(cap, sizeof(*q->v));
+    q->sges = calloc(cap * (size_t)sge_per, sizeof(*q->sges));
+    q->inl = inl_per ? calloc(cap, inl_per) : NULL;
+    if (!q->v || !q->sges || (inl_per && !q->inl)) {
+        hv_sendq_free(q);
+        return ENOMEM;
+    }
+    for (size_t i = 0; i < cap; i++) {
+        q->v[i].sge = q->sges + i * (size_t)sge_per;
+        q->v[i].inl = q->inl ? q->inl + i * inl_per : NULL;
+    }
+    q->cap = cap;
+    q->sge_per = sge_per;
+    q->inl_per = inl_per;
+    return 0;
+}
+
+/* Queues @w (alone) with the program's values, its inline data copied now (the program may
+ * reuse the buffer). What the device would refuse is refused: more SGEs or inline bytes than
+ * the QP takes (EINVAL), more sends than its queue holds (ENOMEM). */
+int hv_sendq_push(HvQp *qp, const struct ibv_send_wr *w)
+{
+    HvSendQueue *q = &qp->queued;
+    HvSendWr *e;
+    size_t total = 0;
+
+    if (!q->cap && hv_sendq_reserve(qp)) /* not paused through the control path: rare */
+        return ENOMEM;
+    if (w->num_sge < 0 || w->num_sge > q->sge_per)
+        return EINVAL;
+    if (w->send_flags & IBV_SEND_INLINE) {
+        for (int k = 0; k < w->num_sge; k++)
+            total += w->sg_list[k].length;
+        if (total > q->inl_per)
+            return EINVAL;
+    }
+    if (q->n == q->cap)
+        return ENOMEM;
+    e = &q->v[(q->head + q->n) % q->cap];
+    e->wr = *w;
+    e->wr.next = NULL;
+    e->wr.sg_list = w->num_sge ? e->sge : NULL;
+    memcpy(e->sge, w->sg_list, sizeof(*e->sge) * (size_t)w->num_sge);
+    if (w->send_flags & IBV_SEND_INLINE) {
+        char *data = e->inl;
+
+        for (int k = 0; k < w->num_sge; k++) {
+            memcpy(data, (void *)(uintptr_t)w->sg_list[k].addr, w->sg_list[k].length);
+            e->sge[k].addr = (uintptr_t)data;
+            data += w->sg_list[k].length;
+        }
+    }
+    q->n++;
+    return 0;
+}
+
+void hv_sendq_free(HvSendQueue *q)
+{
+    free(q->v);
+    free(q->sges);
+    free(q->inl);
+    memset(q, 0, sizeof(*q));
+}
+
 /* ---- the ops the inline data path calls ------------------------------------------------- */
 
 static int hv_op_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
@@ -471,54 +572,10 @@ static int hv_op_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct i
     if (qp->paused || !qp->phys || hv_ud_held(qp)) {
         /* Quiesced (or a UD peer moving): kept (with the program's virtual values) and posted
          * on resume. */
-        for (struct ibv_send_wr *w = wr; w; w = w->next) {
-            HvSendWr *q = calloc(1, sizeof(*q));
-
-            if (!q || w->num_sge < 0) {
-                free(q);
+        for (struct ibv_send_wr *w = wr; w && !r; w = w->next) {
+            r = hv_sendq_push(qp, w);
+            if (r)
                 *bad = w;
-                r = ENOMEM;
-                break;
-            }
-            q->wr = *w;
-            q->wr.next = NULL;
-            if (w->num_sge > 0) {
-                size_t len = sizeof(*q->sge) * (size_t)w->num_sge;
-
-                if (w->send_flags & IBV_SEND_INLINE) {
-                    /* inline data is copied now: the program may reuse the buffer */
-                    size_t total = 0;
-                    for (int k = 0; k < w->num_sge; k++)
-                        total += w->sg_list[k].length;
-                    q->sge = malloc(len + total);
-                    if (q->sge) {
-                        char *data = (char *)q->sge + len;
-                        for (int k = 0; k < w->num_sge; k++) {
-                            memcpy(data, (void *)(uintptr_t)w->sg_list[k].addr,
-                                   w->sg_list[k].length);
-                            q->sge[k] = w->sg_list[k];
-                            q->sge[k].addr = (uintptr_t)data;
-                            data += w->sg_list[k].length;
-                        }
-                    }
-                } else {
-                    q->sge = malloc(len);
-                    if (q->sge)
-                        memcpy(q->sge, w->sg_list, len);
-                }
-                if (!q->sge) {
-                    free(q);
-                    *bad = w;
-                    r = ENOMEM;
-                    break;
-                }
-                q->wr.sg_list = q->sge;
-            }
-            if (qp->queued_tail)
-                qp->queued_tail->next = q;
-            else
-                qp->queued_head = q;
-            qp->queued_tail = q;
         }
     } else {
         r = hv_qp_post_send_phys(qp, wr, bad);
@@ -1613,6 +1670,9 @@ HV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd, struct ibv_srq_ini
     }
     /* the device's actual sizes, as the real call reports them */
     hv_real.r_ibv_query_srq(srq->phys, &attr->attr);
+    /* as many receives as the device takes: recording them does not allocate (hv.h) */
+    if (hv_fifo_reserve(&srq->recvs, attr->attr.max_wr, (int)attr->attr.max_sge))
+        hv_log("SRQ: no memory to record its receives ahead: recording them allocates");
     pthread_mutex_init(&srq->lock, NULL);
     srq->pub.context = &ctx->vctx.context;
     srq->pub.srq_context = attr->srq_context;
@@ -1744,6 +1804,8 @@ HV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_a
         return NULL;
     }
     qp->init.cap = attr->cap;
+    if (!qp->srq && hv_fifo_reserve(&qp->recvs, attr->cap.max_recv_wr, (int)attr->cap.max_recv_sge))
+        hv_log("QP: no memory to record its receives ahead: recording them allocates");
     pthread_mutex_init(&qp->lock, NULL);
     qp->pub.context = &ctx->vctx.context;
     qp->pub.qp_context = attr->qp_context;
@@ -1900,12 +1962,7 @@ HV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
     pthread_mutex_unlock(&hv.lock);
     if (r)
         return r;
-    while (qp->queued_head) {
-        HvSendWr *q = qp->queued_head;
-        qp->queued_head = q->next;
-        free(q->sge);
-        free(q);
-    }
+    hv_sendq_free(&qp->queued);
     hv_fifo_free(&qp->recvs);
     hv_map_clear(&qp->peer_rkeys);
     hv_wx_free(qp);

@@ -220,24 +220,31 @@ static void hv_qp_unpause(HvQp *qp)
     pthread_mutex_unlock(&qp->lock);
 }
 
+/* Before a QP is paused or held: its queue of paused sends exists, so that the program's
+ * posts meanwhile do not allocate (hv.h). QP lock held. */
+static void hv_qp_sendq_ready(HvQp *qp)
+{
+    if (hv_sendq_reserve(qp))
+        hv_log("QP %u: no memory for the sends it queues while paused (%u)", qp->pub.qp_num,
+               qp->init.cap.max_send_wr);
+}
+
 /* Posts what the program posted while the QP was paused. QP lock held. */
 void hv_qp_flush_queued(HvQp *qp)
 {
-    while (qp->queued_head) {
-        HvSendWr *q = qp->queued_head;
+    HvSendQueue *q = &qp->queued;
+
+    while (q->n) {
+        HvSendWr *e = &q->v[q->head];
         struct ibv_send_wr *bad = NULL;
         int r;
 
-        qp->queued_head = q->next;
-        if (!qp->queued_head)
-            qp->queued_tail = NULL;
-        q->wr.next = NULL;
-        r = hv_qp_post_send_phys(qp, &q->wr, &bad);
+        q->head = (q->head + 1) % q->cap;
+        q->n--;
+        r = hv_qp_post_send_phys(qp, &e->wr, &bad);
         if (r)
             hv_log("a send queued during the swap could not be posted on QP %u: %s",
                    qp->pub.qp_num, strerror(r));
-        free(q->sge);
-        free(q);
     }
 }
 
@@ -376,6 +383,7 @@ int hv_quiesce(void *opaque)
     /* 1. no new sends from here on: they are queued */
     for (size_t i = 0; i < hv_swap_n; i++) {
         pthread_mutex_lock(&hv_swap_qps[i].qp->lock);
+        hv_qp_sendq_ready(hv_swap_qps[i].qp);
         hv_swap_qps[i].qp->paused = 1;
         hv_swap_qps[i].qp->reconnected = 0;
         hv_swap_qps[i].qp->await_peer = 0;
@@ -923,6 +931,7 @@ static int hv_on_udhold(const HvMsg *m, HvMsg *rep)
                 if (!memcmp(qp->ud_sent[i].gid, m->gid, 16))
                     break;
             if (qp == target || i < qp->n_ud_sent) {
+                hv_qp_sendq_ready(qp);
                 qp->ud_held_until = until;
                 memcpy(qp->ud_held_gid, m->gid, 16);
             }
@@ -1170,6 +1179,7 @@ static int hv_on_suspend(const HvMsg *m, HvMsg *rep)
         return -ENOENT;
     }
     pthread_mutex_lock(&qp->lock);
+    hv_qp_sendq_ready(qp);
     qp->paused = 1;
     qp->paused_at = hv_ms();
     qp->reconnected = 0; /* a new event: the peer's next RECONNECT counts */

@@ -58,15 +58,23 @@ struct HvDevice {
     HvDevice *next;
 };
 
+/* The layer's data path (post, poll) never allocates, as libibverbs' own does not: a program's
+ * signal handler may call malloc (perftest's SIGALRM handler calls fopen), and a handler that
+ * interrupts malloc and calls it again deadlocks. The receive FIFO and the queue of sends
+ * posted while a QP is paused are sized from the QP's capacities on the control path; only
+ * a program that posts past them makes them grow (docs/verbs-layer.md). */
+
 typedef struct HvRecv {
     uint64_t wr_id;
     int num_sge;
-    struct ibv_sge *sge;
+    struct ibv_sge *sge; /* a block of HvRecvFifo.sge_per entries in HvRecvFifo.sges */
 } HvRecv;
 
 typedef struct {
     HvRecv *v;
+    struct ibv_sge *sges;
     size_t head, n, cap;
+    int sge_per;
 } HvRecvFifo;
 
 typedef struct HvPd {
@@ -130,11 +138,24 @@ typedef struct HvAh {
     struct HvAh *next;
 } HvAh;
 
+/* A send posted while its QP was paused, with the program's virtual values; its SGEs (and
+ * inline data, copied) live in the queue's blocks. */
 typedef struct HvSendWr {
     struct ibv_send_wr wr;
     struct ibv_sge *sge;
-    struct HvSendWr *next;
+    char *inl;
 } HvSendWr;
+
+/* The sends posted while a QP is paused, in order: a ring as deep as the QP's send queue
+ * (allocated when the QP is first paused, kept for the next swap). Full means what a full
+ * send queue means: ENOMEM. */
+typedef struct {
+    HvSendWr *v;
+    struct ibv_sge *sges;
+    char *inl;
+    size_t head, n, cap, inl_per;
+    int sge_per;
+} HvSendQueue;
 
 #define HV_UD_SENT_MAX 16   /* per UD QP: destination GIDs counted */
 #define HV_UD_HOLD_MS 60000 /* a peer's UDHOLD lapses after this without its UDMAP */
@@ -167,7 +188,7 @@ typedef struct HvQp {
     pthread_mutex_t lock;
     int paused;              /* posts are queued (quiesce, or the peer's swap) */
     int64_t paused_at;       /* CLOCK_MONOTONIC ms when the peer's swap paused it */
-    HvSendWr *queued_head, *queued_tail;
+    HvSendQueue queued;      /* sends posted while paused */
     HvRecvFifo recvs;        /* posted, not yet completed (non-SRQ) */
     uint64_t sig_out;        /* signaled sends posted, not completed */
     int unsig_tail;          /* the last send posted was unsignaled */
@@ -314,7 +335,11 @@ int hv_cq_pull(HvCq *cq);                             /* drain helper: physical 
 int hv_qp_post_send_phys(HvQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 int hv_qp_post_recv_phys(HvQp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 int hv_srq_post_recv_phys(HvSrq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+int hv_fifo_reserve(HvRecvFifo *f, size_t cap, int sge_per);
 void hv_fifo_push(HvRecvFifo *f, const struct ibv_recv_wr *wr);
+int hv_sendq_reserve(HvQp *qp); /* qp lock held; 0 or ENOMEM */
+int hv_sendq_push(HvQp *qp, const struct ibv_send_wr *w); /* qp lock held; 0 or an errno */
+void hv_sendq_free(HvSendQueue *q);
 void hv_fifo_consume(HvRecvFifo *f, uint64_t wr_id);
 void hv_chan_signal(HvChan *ch, HvCq *cq);
 void hv_evt_kick(void);

@@ -45,6 +45,8 @@ hm_add_test(verbs-wr-api-test unit
   LIBS hotmig-verbs-proto hotmig Threads::Threads ${CMAKE_DL_LIBS})
 target_include_directories(verbs-wr-api-test PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs
   ${IBVERBS_INCLUDE_DIRS})
+# the layer's allocations counted: its data path must not allocate (hv.h)
+target_link_options(verbs-wr-api-test PRIVATE -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc)
 # The UCX timeouts the layer sets unless the user did (docs/verbs-layer.md, "UCX").
 add_test(NAME verbs-ucx-env
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-ucx-env.sh $<TARGET_FILE:hotmig-verbs>)
