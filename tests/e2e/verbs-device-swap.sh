@@ -36,7 +36,7 @@ log "client QPN $vqpn (virtual from now on)"
 vswap "$c" "$vf_if"
 
 for g in "$c" "$s"; do
-    vwait "$g" 'VSW rc=' 1 400 || fail "$g: the pingpong did not finish"
+    vwait "$g" 'VSW rc=' 1 400 || { vstuck "$g" ibv_rc_pingpong; fail "$g: the pingpong did not finish"; }
     vlog "$g" VSW >"$tmp/$g.log"
     cat "$tmp/$g.log" >&2
     grep -q '^rc=0$' "$tmp/$g.log" || fail "$g: ibv_rc_pingpong failed"

@@ -29,6 +29,19 @@ vwait() {
 # vlog GUEST TAG: the tool's lines (tag removed) since the guest booted
 vlog() { grep -a "$2 " "$("$lab" console "$1")" | sed "s/^.*$2 //" | tr -d '\r'; }
 
+# vstuck GUEST PROGRAM: what a tool that did not finish is doing, for the failure's report:
+# each thread of each PROGRAM process with its state, kernel wait channel, system call
+# (number, arguments, stack and instruction pointers) and kernel stack, then the process's
+# mappings (to name the library and the lock behind a futex address, offline). Best effort:
+# a tool busy-polling the guest's one vCPU may starve the shell.
+vstuck() {
+    echo "---- $1: the threads of $2 that did not finish" >&2
+    "$lab" exec "$1" 'for p in $(pidof '"$2"'); do echo "pid $p"; for t in /proc/$p/task/*; do '\
+'echo "thread ${t##*/} $(cat $t/comm) state=$(cut -d" " -f3 $t/stat) wchan=$(cat $t/wchan) syscall=$(cat $t/syscall)"; '\
+'sed "s/^/    /" $t/stack 2>/dev/null; done; cat /proc/$p/maps; done' --timeout 30 >&2 ||
+        echo "(the guest's shell did not answer)" >&2
+}
+
 # vpeers GUEST: the layer's HOTMIG_VERBS_PEERS entry for GUEST (its VF address = its RoCE GID,
 # its control address = where its agent routes peers)
 vpeers() {
@@ -70,7 +83,7 @@ vfinish() {
     local tag=$1 tool=$2 iters=$3 c=$4 s=$5 g
     shift 5
     for g in "$c" "$s"; do
-        vwait "$g" "$tag rc=" 1 400 || fail "$g: $tool did not finish"
+        vwait "$g" "$tag rc=" 1 400 || { vstuck "$g" "$tool"; fail "$g: $tool did not finish"; }
         vlog "$g" "$tag" >"$tmp/$g.log"
         cat "$tmp/$g.log" >&2
         grep -q '^rc=0$' "$tmp/$g.log" || fail "$g: $tool failed"

@@ -34,7 +34,7 @@ for step in "ib_write_bw -D 40 $A $B" "ib_read_lat -n ${READ_ITERS:-60000} $B $A
     [ "$(vcount "$c" "$tag rc=")" = 0 ] || fail "$tool ended before the move: $(vlog "$c" "$tag")"
     migrate "$c" "$from" "$to" "$tmp/m$n.json"
     for g in "$c" "$s"; do
-        vwait "$g" "$tag rc=" 1 300 || fail "$g: $tool did not finish"
+        vwait "$g" "$tag rc=" 1 300 || { vstuck "$g" "$tool"; fail "$g: $tool did not finish"; }
         vlog "$g" "$tag" >"$tmp/$g-$tool.log"
         cat "$tmp/$g-$tool.log" >&2
         grep -q '^rc=0$' "$tmp/$g-$tool.log" || fail "$g: $tool failed"
