@@ -2039,14 +2039,11 @@ HV_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *ibqp)
 
 static void hv_wx_free(HvQp *qp)
 {
-    while (qp->wx_head) {
-        HvWxWr *w = qp->wx_head;
-
-        qp->wx_head = w->next;
-        free(w->inl);
-        free(w);
-    }
-    qp->wx_tail = NULL;
+    free(qp->wx);
+    free(qp->wx_inl);
+    qp->wx = NULL;
+    qp->wx_inl = NULL;
+    qp->wx_n = qp->wx_cap = 0;
 }
 
 static HvWxWr *hv_wx_new(struct ibv_qp_ex *qpx, enum ibv_wr_opcode op)
@@ -2056,22 +2053,19 @@ static HvWxWr *hv_wx_new(struct ibv_qp_ex *qpx, enum ibv_wr_opcode op)
 
     if (qp->wx_err)
         return NULL;
-    w = calloc(1, sizeof(*w));
-    if (!w) {
+    if (qp->wx_n == qp->wx_cap) { /* more than the send queue takes */
         qp->wx_err = ENOMEM;
         return NULL;
     }
+    w = &qp->wx[qp->wx_n];
+    memset(&w->wr, 0, sizeof(w->wr));
     w->wr.wr_id = qpx->wr_id;
     w->wr.send_flags = qpx->wr_flags;
     w->wr.opcode = op;
     w->wr.sg_list = w->sge;
-    if (qp->wx_tail) {
-        qp->wx_tail->next = w;
-        qp->wx_tail->wr.next = &w->wr;
-    } else {
-        qp->wx_head = w;
-    }
-    qp->wx_tail = w;
+    if (qp->wx_n)
+        qp->wx[qp->wx_n - 1].wr.next = &w->wr;
+    qp->wx_n++;
     return w;
 }
 
@@ -2080,16 +2074,16 @@ static HvWxWr *hv_wx_last(struct ibv_qp_ex *qpx)
 {
     HvQp *qp = (HvQp *)qpx;
 
-    if (!qp->wx_err && !qp->wx_tail)
+    if (!qp->wx_err && !qp->wx_n)
         qp->wx_err = EINVAL; /* a wr_set_* before any wr_<opcode> */
-    return qp->wx_err ? NULL : qp->wx_tail;
+    return qp->wx_err ? NULL : &qp->wx[qp->wx_n - 1];
 }
 
 static void hv_wx_start(struct ibv_qp_ex *qpx)
 {
     HvQp *qp = (HvQp *)qpx;
 
-    hv_wx_free(qp);
+    qp->wx_n = 0;
     qp->wx_err = 0;
 }
 
@@ -2099,9 +2093,9 @@ static int hv_wx_complete(struct ibv_qp_ex *qpx)
     struct ibv_send_wr *bad = NULL;
     int r = qp->wx_err;
 
-    if (!r && qp->wx_head)
-        r = hv_op_post_send(&qp->pub, &qp->wx_head->wr, &bad);
-    hv_wx_free(qp);
+    if (!r && qp->wx_n)
+        r = hv_op_post_send(&qp->pub, &qp->wx[0].wr, &bad);
+    qp->wx_n = 0;
     qp->wx_err = 0;
     return r;
 }
@@ -2110,7 +2104,7 @@ static void hv_wx_abort(struct ibv_qp_ex *qpx)
 {
     HvQp *qp = (HvQp *)qpx;
 
-    hv_wx_free(qp);
+    qp->wx_n = 0;
     qp->wx_err = 0;
 }
 
@@ -2225,12 +2219,11 @@ static void hv_wx_set_inline_list(struct ibv_qp_ex *qpx, size_t n, const struct 
         return;
     for (size_t i = 0; i < n; i++)
         total += b[i].length;
-    free(w->inl);
-    w->inl = p = malloc(total ? total : 1);
-    if (!p) {
-        ((HvQp *)qpx)->wx_err = ENOMEM;
+    if (total > ((HvQp *)qpx)->wx_inl_per) { /* more than the QP's max_inline_data */
+        ((HvQp *)qpx)->wx_err = EINVAL;
         return;
     }
+    p = w->inl;
     for (size_t i = 0; i < n; i++) {
         memcpy(p, b[i].addr, b[i].length);
         p += b[i].length;
@@ -2291,14 +2284,30 @@ static struct ibv_qp *hv_op_create_qp_ex(struct ibv_context *c, struct ibv_qp_in
         return NULL;
     }
     ibqp = ibv_create_qp(a->pd, (struct ibv_qp_init_attr *)a);
-    if (ibqp && (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
-        hv_qp_ex_init((HvQp *)ibqp);
+    if (ibqp && (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && hv_qp_ex_init((HvQp *)ibqp)) {
+        ibv_destroy_qp(ibqp);
+        errno = ENOMEM;
+        return NULL;
+    }
     return ibqp;
 }
 
-void hv_qp_ex_init(HvQp *qp)
+int hv_qp_ex_init(HvQp *qp)
 {
     struct ibv_qp_ex *x = &qp->pubx;
+    size_t cap = qp->init.cap.max_send_wr ? qp->init.cap.max_send_wr : 1;
+    size_t inl_per = qp->init.cap.max_inline_data;
+
+    qp->wx = calloc(cap, sizeof(*qp->wx));
+    qp->wx_inl = inl_per ? calloc(cap, inl_per) : NULL;
+    if (!qp->wx || (inl_per && !qp->wx_inl)) {
+        hv_wx_free(qp);
+        return ENOMEM;
+    }
+    for (size_t i = 0; i < cap; i++)
+        qp->wx[i].inl = qp->wx_inl ? qp->wx_inl + i * inl_per : NULL;
+    qp->wx_cap = cap;
+    qp->wx_inl_per = inl_per;
 
     x->wr_atomic_cmp_swp = hv_wx_cmp_swp;
     x->wr_atomic_fetch_add = hv_wx_fetch_add;
@@ -2322,6 +2331,7 @@ void hv_qp_ex_init(HvQp *qp)
     x->wr_abort = hv_wx_abort;
     x->wr_atomic_write = hv_wx_no_atomic_write;
     qp->ex = 1;
+    return 0;
 }
 
 /* ---- AH ----------------------------------------------------------------------------------- */

@@ -60,9 +60,10 @@ struct HvDevice {
 
 /* The layer's data path (post, poll) never allocates, as libibverbs' own does not: a program's
  * signal handler may call malloc (perftest's SIGALRM handler calls fopen), and a handler that
- * interrupts malloc and calls it again deadlocks. The receive FIFO and the queue of sends
- * posted while a QP is paused are sized from the QP's capacities on the control path; only
- * a program that posts past them makes them grow (docs/verbs-layer.md). */
+ * interrupts malloc and calls it again deadlocks. The receive FIFO, the queue of sends
+ * posted while a QP is paused and the ibv_wr_* builder are sized from the QP's capacities on
+ * the control path; only a program posting past its receive depth makes the FIFO grow
+ * (docs/verbs-layer.md). */
 
 typedef struct HvRecv {
     uint64_t wr_id;
@@ -164,8 +165,7 @@ typedef struct {
 typedef struct HvWxWr {
     struct ibv_send_wr wr;
     struct ibv_sge sge[HV_WX_SGE_MAX];
-    void *inl; /* inline data copied at wr_set_inline_data* */
-    struct HvWxWr *next;
+    char *inl; /* its block of the QP's wx_inl: inline data copied at wr_set_inline_data* */
 } HvWxWr;
 
 typedef struct HvQp {
@@ -174,7 +174,11 @@ typedef struct HvQp {
         struct ibv_qp_ex pubx; /* created by ibv_create_qp_ex with send_ops_flags (ex = 1) */
     };
     int ex;
-    HvWxWr *wx_head, *wx_tail; /* between wr_start and wr_complete/wr_abort */
+    /* between wr_start and wr_complete/wr_abort: wx_n of wx_cap (the QP's send queue depth,
+     * made at ibv_create_qp_ex: building a batch does not allocate, hv.h) */
+    HvWxWr *wx;
+    char *wx_inl;
+    size_t wx_n, wx_cap, wx_inl_per;
     int wx_err;
     struct ibv_qp *phys;
     HvPd *pd;
@@ -346,7 +350,7 @@ void hv_evt_kick(void);
 void hv_qp_flush_queued(HvQp *qp); /* qp lock held */
 int hv_qp_fence(HvQp *qp);         /* qp lock held */
 int hv_qp_await_expired(HvQp *qp); /* qp lock held: 1 when its peer did not reconnect in time */
-void hv_qp_ex_init(HvQp *qp);      /* its ibv_qp_ex: the layer's wr_* ops (ibv_create_qp_ex) */
+int hv_qp_ex_init(HvQp *qp); /* its ibv_qp_ex: the layer's wr_* ops (ibv_create_qp_ex); 0 or ENOMEM */
 
 /* ---- swap and peers (hv-swap.c, hv-peer.c) ------------------------------------------------- */
 int hv_quiesce(void *opaque);

@@ -14,6 +14,31 @@
 
 #include <cmocka.h>
 
+/* The layer's allocations, counted: the test links with --wrap=malloc,calloc,realloc
+ * (tests/unit/verbs.cmake), so the layer's sources linked in call these. */
+static size_t allocs;
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t k, size_t n);
+void *__real_realloc(void *p, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t k, size_t n);
+void *__wrap_realloc(void *p, size_t n);
+void *__wrap_malloc(size_t n)
+{
+    allocs++;
+    return __real_malloc(n);
+}
+void *__wrap_calloc(size_t k, size_t n)
+{
+    allocs++;
+    return __real_calloc(k, n);
+}
+void *__wrap_realloc(void *p, size_t n)
+{
+    allocs++;
+    return __real_realloc(p, n);
+}
+
 static HvQp *paused_qp(void)
 {
     HvQp *qp = calloc(1, sizeof(*qp));
@@ -26,7 +51,7 @@ static HvQp *paused_qp(void)
     qp->init.cap.max_inline_data = 16;
     assert_int_equal(hv_sendq_reserve(qp), 0);
     qp->paused = 1; /* posts are queued with the program's values */
-    hv_qp_ex_init(qp);
+    assert_int_equal(hv_qp_ex_init(qp), 0);
     return qp;
 }
 
@@ -40,6 +65,8 @@ static HvSendWr *queued(HvQp *qp, size_t i)
 static void free_qp(HvQp *qp)
 {
     hv_sendq_free(&qp->queued);
+    free(qp->wx);
+    free(qp->wx_inl);
     free(qp);
 }
 
@@ -51,6 +78,7 @@ static void test_builds_and_posts(void **state)
     struct ibv_sge sl[2] = {{.addr = 0x1000, .length = 64, .lkey = 7},
                             {.addr = 0x2000, .length = 32, .lkey = 8}};
     HvSendWr *q;
+    size_t before = allocs;
 
     (void)state;
     assert_int_equal(qp->ex, 1);
@@ -71,6 +99,7 @@ static void test_builds_and_posts(void **state)
     ibv_wr_atomic_fetch_add(x, 0x55, 0xa000, 3);
     ibv_wr_set_sge(x, 9, 0xb000, 8);
     assert_int_equal(ibv_wr_complete(x), 0);
+    assert_int_equal(allocs, before); /* the batch was built and queued without allocating */
 
     assert_int_equal(qp->queued.n, 4);
     q = queued(qp, 0);
@@ -97,7 +126,7 @@ static void test_builds_and_posts(void **state)
     assert_int_equal(q->wr.opcode, IBV_WR_ATOMIC_FETCH_AND_ADD);
     assert_int_equal(q->wr.wr.atomic.rkey, 0x55);
     assert_int_equal(q->wr.wr.atomic.compare_add, 3);
-    assert_null(qp->wx_head); /* the builder is empty again */
+    assert_int_equal(qp->wx_n, 0); /* the builder is empty again */
     free_qp(qp);
 }
 
@@ -121,6 +150,19 @@ static void test_errors_post_nothing(void **state)
     ibv_wr_set_sge_list(x, HV_WX_SGE_MAX + 1, many);
     assert_int_equal(ibv_wr_complete(x), EINVAL);
     assert_int_equal(qp->queued.n, 0);
+    /* more requests than the send queue takes, more inline bytes than the QP does */
+    ibv_wr_start(x);
+    for (int i = 0; i < 9; i++) {
+        ibv_wr_send(x);
+        ibv_wr_set_sge(x, 1, 2, 3);
+    }
+    assert_int_equal(ibv_wr_complete(x), ENOMEM);
+    assert_int_equal(qp->queued.n, 0);
+    ibv_wr_start(x);
+    ibv_wr_send(x);
+    ibv_wr_set_inline_data(x, many, 17);
+    assert_int_equal(ibv_wr_complete(x), EINVAL);
+    assert_int_equal(qp->queued.n, 0);
     /* an operation the layer does not offer */
     ibv_wr_start(x);
     ibv_wr_local_inv(x, 1);
@@ -131,38 +173,13 @@ static void test_errors_post_nothing(void **state)
     ibv_wr_send(x);
     ibv_wr_set_sge(x, 1, 2, 3);
     ibv_wr_abort(x);
-    assert_null(qp->wx_head);
+    assert_int_equal(qp->wx_n, 0);
     ibv_wr_start(x);
     ibv_wr_send(x);
     ibv_wr_set_sge(x, 1, 2, 3);
     assert_int_equal(ibv_wr_complete(x), 0);
     assert_int_equal(qp->queued.n, 1);
     free_qp(qp);
-}
-
-/* The layer's allocations, counted: the test links with --wrap=malloc,calloc,realloc
- * (tests/unit/verbs.cmake), so the layer's sources linked in call these. */
-static size_t allocs;
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t k, size_t n);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t k, size_t n);
-void *__wrap_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n)
-{
-    allocs++;
-    return __real_malloc(n);
-}
-void *__wrap_calloc(size_t k, size_t n)
-{
-    allocs++;
-    return __real_calloc(k, n);
-}
-void *__wrap_realloc(void *p, size_t n)
-{
-    allocs++;
-    return __real_realloc(p, n);
 }
 
 /* While a QP is paused, its sends are queued like a send queue takes them: as many as it is
