@@ -273,36 +273,33 @@ static uint32_t hv_lkey_p(HvContext *ctx, uint32_t v)
     return hv_map_get(&ctx->lkey, v, &p) ? (uint32_t)p : v;
 }
 
-/* Per-thread scratch for translated work requests. */
-static __thread struct ibv_send_wr *hv_swr;
-static __thread struct ibv_recv_wr *hv_rwr;
-static __thread struct ibv_sge *hv_sge;
-static __thread size_t hv_swr_cap, hv_rwr_cap, hv_sge_cap;
-
-static int hv_scratch(size_t nwr, size_t nsge, int send)
+/* Makes @x hold @nwr work requests of @wr_size bytes and @nsge SGEs (its owner's lock held). */
+int hv_scratch_reserve(HvScratch *x, size_t nwr, size_t wr_size, size_t nsge)
 {
-    if (send && nwr > hv_swr_cap) {
-        void *p = realloc(hv_swr, nwr * sizeof(*hv_swr));
+    if (nwr > x->wr_cap) {
+        void *p = realloc(x->wr, nwr * wr_size);
+
         if (!p)
             return ENOMEM;
-        hv_swr = p;
-        hv_swr_cap = nwr;
+        x->wr = p;
+        x->wr_cap = nwr;
     }
-    if (!send && nwr > hv_rwr_cap) {
-        void *p = realloc(hv_rwr, nwr * sizeof(*hv_rwr));
+    if (nsge > x->sge_cap) {
+        void *p = realloc(x->sge, nsge * sizeof(*x->sge));
+
         if (!p)
             return ENOMEM;
-        hv_rwr = p;
-        hv_rwr_cap = nwr;
-    }
-    if (nsge > hv_sge_cap) {
-        void *p = realloc(hv_sge, nsge * sizeof(*hv_sge));
-        if (!p)
-            return ENOMEM;
-        hv_sge = p;
-        hv_sge_cap = nsge;
+        x->sge = p;
+        x->sge_cap = nsge;
     }
     return 0;
+}
+
+void hv_scratch_free(HvScratch *x)
+{
+    free(x->wr);
+    free(x->sge);
+    memset(x, 0, sizeof(*x));
 }
 
 static int hv_send_counts(const struct ibv_send_wr *wr, size_t *nwr, size_t *nsge)
@@ -338,7 +335,8 @@ int hv_qp_post_send_phys(HvQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **
 {
     HvContext *ctx = qp->pd->ctx;
     int ud = qp->init.qp_type == IBV_QPT_UD;
-    struct ibv_send_wr *pbad = NULL, *w;
+    struct ibv_send_wr *pbad = NULL, *w, *swr;
+    struct ibv_sge *sge;
     size_t nwr, nsge, i = 0, s = 0;
     int r;
 
@@ -349,22 +347,24 @@ int hv_qp_post_send_phys(HvQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **
     }
     r = hv_send_counts(wr, &nwr, &nsge);
     if (!r)
-        r = hv_scratch(nwr, nsge, 1);
+        r = hv_scratch_reserve(&qp->xs, nwr, sizeof(*swr), nsge);
     if (r) {
         *bad = wr;
         return r;
     }
+    swr = qp->xs.wr;
+    sge = qp->xs.sge;
     for (w = wr; w; w = w->next, i++) {
-        struct ibv_send_wr *t = &hv_swr[i];
+        struct ibv_send_wr *t = &swr[i];
         uint64_t v;
 
         *t = *w;
-        t->next = w->next ? &hv_swr[i + 1] : NULL;
-        t->sg_list = &hv_sge[s];
+        t->next = w->next ? &swr[i + 1] : NULL;
+        t->sg_list = &sge[s];
         for (int k = 0; k < w->num_sge; k++) {
-            hv_sge[s] = w->sg_list[k];
+            sge[s] = w->sg_list[k];
             if (!(w->send_flags & IBV_SEND_INLINE))
-                hv_sge[s].lkey = hv_lkey_p(ctx, w->sg_list[k].lkey);
+                sge[s].lkey = hv_lkey_p(ctx, w->sg_list[k].lkey);
             s++;
         }
         switch (w->opcode) {
@@ -395,10 +395,10 @@ int hv_qp_post_send_phys(HvQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **
             hv_ud_count_send(qp, &ah->attr);
         }
     }
-    r = ibv_post_send(qp->phys, hv_swr, &pbad);
+    r = ibv_post_send(qp->phys, swr, &pbad);
     if (r) {
         /* the same position in the program's chain */
-        struct ibv_send_wr *t = hv_swr;
+        struct ibv_send_wr *t = swr;
 
         *bad = wr;
         while (pbad && t && t != pbad && *bad) {
@@ -410,8 +410,11 @@ int hv_qp_post_send_phys(HvQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **
     return r;
 }
 
-static int hv_recv_translate(HvContext *ctx, struct ibv_recv_wr *wr, struct ibv_recv_wr **out)
+static int hv_recv_translate(HvContext *ctx, HvScratch *x, struct ibv_recv_wr *wr,
+                             struct ibv_recv_wr **out)
 {
+    struct ibv_recv_wr *rwr;
+    struct ibv_sge *sge;
     size_t nwr = 0, nsge = 0, i = 0, s = 0;
     struct ibv_recv_wr *w;
     int r;
@@ -422,22 +425,24 @@ static int hv_recv_translate(HvContext *ctx, struct ibv_recv_wr *wr, struct ibv_
         nwr++;
         nsge += (size_t)w->num_sge;
     }
-    r = hv_scratch(nwr, nsge, 0);
+    r = hv_scratch_reserve(x, nwr, sizeof(*rwr), nsge);
     if (r)
         return r;
+    rwr = x->wr;
+    sge = x->sge;
     for (w = wr; w; w = w->next, i++) {
-        struct ibv_recv_wr *t = &hv_rwr[i];
+        struct ibv_recv_wr *t = &rwr[i];
 
         *t = *w;
-        t->next = w->next ? &hv_rwr[i + 1] : NULL;
-        t->sg_list = &hv_sge[s];
+        t->next = w->next ? &rwr[i + 1] : NULL;
+        t->sg_list = &sge[s];
         for (int k = 0; k < w->num_sge; k++) {
-            hv_sge[s] = w->sg_list[k];
-            hv_sge[s].lkey = hv_lkey_p(ctx, w->sg_list[k].lkey);
+            sge[s] = w->sg_list[k];
+            sge[s].lkey = hv_lkey_p(ctx, w->sg_list[k].lkey);
             s++;
         }
     }
-    *out = hv_rwr;
+    *out = rwr;
     return 0;
 }
 
@@ -453,14 +458,14 @@ static struct ibv_recv_wr *hv_recv_bad(struct ibv_recv_wr *wr, struct ibv_recv_w
 
 /* Posts receives on the physical QP (@pqp) or SRQ (@psrq), translated when the device was
  * swapped, and records the accepted ones in @fifo. The owner's lock is held. */
-static int hv_post_recv_phys(HvContext *ctx, HvRecvFifo *fifo, struct ibv_qp *pqp,
+static int hv_post_recv_phys(HvContext *ctx, HvRecvFifo *fifo, HvScratch *x, struct ibv_qp *pqp,
                              struct ibv_srq *psrq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
     struct ibv_recv_wr *tr = wr, *pbad = NULL, *w;
     int r = 0;
 
     if (ctx->swapped)
-        r = hv_recv_translate(ctx, wr, &tr);
+        r = hv_recv_translate(ctx, x, wr, &tr);
     if (r) {
         *bad = wr;
         return r;
@@ -474,12 +479,12 @@ static int hv_post_recv_phys(HvContext *ctx, HvRecvFifo *fifo, struct ibv_qp *pq
 
 int hv_qp_post_recv_phys(HvQp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
-    return hv_post_recv_phys(qp->pd->ctx, &qp->recvs, qp->phys, NULL, wr, bad);
+    return hv_post_recv_phys(qp->pd->ctx, &qp->recvs, &qp->xr, qp->phys, NULL, wr, bad);
 }
 
 int hv_srq_post_recv_phys(HvSrq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
-    return hv_post_recv_phys(srq->pd->ctx, &srq->recvs, NULL, srq->phys, wr, bad);
+    return hv_post_recv_phys(srq->pd->ctx, &srq->recvs, &srq->xr, NULL, srq->phys, wr, bad);
 }
 
 /* ---- sends posted while a QP is paused ---------------------------------------------------- */
@@ -1671,8 +1676,10 @@ HV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd, struct ibv_srq_ini
     /* the device's actual sizes, as the real call reports them */
     hv_real.r_ibv_query_srq(srq->phys, &attr->attr);
     /* as many receives as the device takes: recording them does not allocate (hv.h) */
-    if (hv_fifo_reserve(&srq->recvs, attr->attr.max_wr, (int)attr->attr.max_sge))
-        hv_log("SRQ: no memory to record its receives ahead: recording them allocates");
+    if (hv_fifo_reserve(&srq->recvs, attr->attr.max_wr, (int)attr->attr.max_sge) ||
+        hv_scratch_reserve(&srq->xr, attr->attr.max_wr, sizeof(struct ibv_recv_wr),
+                           (size_t)attr->attr.max_wr * attr->attr.max_sge))
+        hv_log("SRQ: no memory to record and translate its receives ahead: its posts allocate");
     pthread_mutex_init(&srq->lock, NULL);
     srq->pub.context = &ctx->vctx.context;
     srq->pub.srq_context = attr->srq_context;
@@ -1727,6 +1734,7 @@ HV_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
     if (r)
         return r;
     hv_fifo_free(&srq->recvs);
+    hv_scratch_free(&srq->xr);
     free(srq);
     return 0;
 }
@@ -1804,8 +1812,12 @@ HV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_a
         return NULL;
     }
     qp->init.cap = attr->cap;
-    if (!qp->srq && hv_fifo_reserve(&qp->recvs, attr->cap.max_recv_wr, (int)attr->cap.max_recv_sge))
-        hv_log("QP: no memory to record its receives ahead: recording them allocates");
+    if ((!qp->srq && (hv_fifo_reserve(&qp->recvs, attr->cap.max_recv_wr, (int)attr->cap.max_recv_sge) ||
+                      hv_scratch_reserve(&qp->xr, attr->cap.max_recv_wr, sizeof(struct ibv_recv_wr),
+                                         (size_t)attr->cap.max_recv_wr * attr->cap.max_recv_sge))) ||
+        hv_scratch_reserve(&qp->xs, attr->cap.max_send_wr, sizeof(struct ibv_send_wr),
+                           (size_t)attr->cap.max_send_wr * attr->cap.max_send_sge))
+        hv_log("QP: no memory to record and translate its work requests ahead: its posts allocate");
     pthread_mutex_init(&qp->lock, NULL);
     qp->pub.context = &ctx->vctx.context;
     qp->pub.qp_context = attr->qp_context;
@@ -1963,6 +1975,8 @@ HV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
     if (r)
         return r;
     hv_sendq_free(&qp->queued);
+    hv_scratch_free(&qp->xs);
+    hv_scratch_free(&qp->xr);
     hv_fifo_free(&qp->recvs);
     hv_map_clear(&qp->peer_rkeys);
     hv_wx_free(qp);

@@ -61,9 +61,9 @@ struct HvDevice {
 /* The layer's data path (post, poll) never allocates, as libibverbs' own does not: a program's
  * signal handler may call malloc (perftest's SIGALRM handler calls fopen), and a handler that
  * interrupts malloc and calls it again deadlocks. The receive FIFO, the queue of sends
- * posted while a QP is paused and the ibv_wr_* builder are sized from the QP's capacities on
- * the control path; only a program posting past its receive depth makes the FIFO grow
- * (docs/verbs-layer.md). */
+ * posted while a QP is paused, the ibv_wr_* builder and the room for translated copies
+ * (HvScratch) are sized from the QP's capacities on the control path; only a program that
+ * posts past them makes them grow (docs/verbs-layer.md). */
 
 typedef struct HvRecv {
     uint64_t wr_id;
@@ -77,6 +77,16 @@ typedef struct {
     size_t head, n, cap;
     int sge_per;
 } HvRecvFifo;
+
+/* Room for the translated copy of a chain of work requests (after a swap the layer posts
+ * copies with physical keys and numbers): one per QP for its sends, one per QP or SRQ for its
+ * receives, used under its lock and sized at its creation from its capacities (the data path
+ * does not allocate, above); only a chain longer than the device takes makes it grow. */
+typedef struct {
+    void *wr; /* struct ibv_send_wr[] or struct ibv_recv_wr[] */
+    struct ibv_sge *sge;
+    size_t wr_cap, sge_cap;
+} HvScratch;
 
 typedef struct HvPd {
     struct ibv_pd pub;
@@ -127,6 +137,7 @@ typedef struct HvSrq {
     struct ibv_srq_init_attr init;
     pthread_mutex_t lock;
     HvRecvFifo recvs; /* posted, not yet completed */
+    HvScratch xr;     /* translated receives */
     struct HvSrq *next;
 } HvSrq;
 
@@ -194,6 +205,7 @@ typedef struct HvQp {
     int64_t paused_at;       /* CLOCK_MONOTONIC ms when the peer's swap paused it */
     HvSendQueue queued;      /* sends posted while paused */
     HvRecvFifo recvs;        /* posted, not yet completed (non-SRQ) */
+    HvScratch xs, xr;        /* translated sends, receives (non-SRQ) */
     uint64_t sig_out;        /* signaled sends posted, not completed */
     int unsig_tail;          /* the last send posted was unsignaled */
     int fence_out;
@@ -340,6 +352,8 @@ int hv_qp_post_send_phys(HvQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **
 int hv_qp_post_recv_phys(HvQp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 int hv_srq_post_recv_phys(HvSrq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 int hv_fifo_reserve(HvRecvFifo *f, size_t cap, int sge_per);
+int hv_scratch_reserve(HvScratch *x, size_t nwr, size_t wr_size, size_t nsge); /* 0 or ENOMEM */
+void hv_scratch_free(HvScratch *x);
 void hv_fifo_push(HvRecvFifo *f, const struct ibv_recv_wr *wr);
 int hv_sendq_reserve(HvQp *qp); /* qp lock held; 0 or ENOMEM */
 int hv_sendq_push(HvQp *qp, const struct ibv_send_wr *w); /* qp lock held; 0 or an errno */
