@@ -70,7 +70,9 @@ if [ "$phase" = up ]; then
 fi
 
 # An earlier test that failed may have left its job's ranks running (registered with the
-# agents: a move would pause them, or fail to): end them first.
+# agents: a move would pause them, or fail to): end them first. Each step says so first: a
+# run that hung before its first line (CI run 8.5) could not say where.
+log "$mpi (drain=$drain both=$both): ending ranks an earlier test may have left"
 for g in "${guests[@]}"; do
     "$lab" exec "$g" "pkill -9 -f 'xdlu|mpirun|orted|hydra_pmi_proxy' || true" --timeout 60 >/dev/null ||
         log "$g: could not look for leftover ranks"
@@ -104,6 +106,7 @@ else
     ranks=2
     cp "$top/tests/e2e/mpi/LU.dat" "$tmp/LU.dat"
 fi
+log "placing the fixture's guests"
 place mpi-g1 A
 place mpi-g3 B
 [ "$drain" = 1 ] && place mpi-g2 A
