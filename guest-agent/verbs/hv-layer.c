@@ -477,6 +477,16 @@ static int hv_post_recv_phys(HvContext *ctx, HvRecvFifo *fifo, HvScratch *x, str
     return r;
 }
 
+/* A receive queue's (a QP's own or an SRQ's) room, made at its creation for as many receives
+ * as the device takes: recording them (@f) and translating them (@x) do not allocate (hv.h). */
+static int hv_recvs_reserve(HvRecvFifo *f, HvScratch *x, uint32_t max_wr, uint32_t max_sge)
+{
+    int r = hv_fifo_reserve(f, max_wr, (int)max_sge);
+
+    return r ? r
+             : hv_scratch_reserve(x, max_wr, sizeof(struct ibv_recv_wr), (size_t)max_wr * max_sge);
+}
+
 int hv_qp_post_recv_phys(HvQp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
     return hv_post_recv_phys(qp->pd->ctx, &qp->recvs, &qp->xr, qp->phys, NULL, wr, bad);
@@ -1675,10 +1685,7 @@ HV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd, struct ibv_srq_ini
     }
     /* the device's actual sizes, as the real call reports them */
     hv_real.r_ibv_query_srq(srq->phys, &attr->attr);
-    /* as many receives as the device takes: recording them does not allocate (hv.h) */
-    if (hv_fifo_reserve(&srq->recvs, attr->attr.max_wr, (int)attr->attr.max_sge) ||
-        hv_scratch_reserve(&srq->xr, attr->attr.max_wr, sizeof(struct ibv_recv_wr),
-                           (size_t)attr->attr.max_wr * attr->attr.max_sge))
+    if (hv_recvs_reserve(&srq->recvs, &srq->xr, attr->attr.max_wr, attr->attr.max_sge))
         hv_log("SRQ: no memory to record and translate its receives ahead: its posts allocate");
     pthread_mutex_init(&srq->lock, NULL);
     srq->pub.context = &ctx->vctx.context;
@@ -1812,9 +1819,8 @@ HV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_a
         return NULL;
     }
     qp->init.cap = attr->cap;
-    if ((!qp->srq && (hv_fifo_reserve(&qp->recvs, attr->cap.max_recv_wr, (int)attr->cap.max_recv_sge) ||
-                      hv_scratch_reserve(&qp->xr, attr->cap.max_recv_wr, sizeof(struct ibv_recv_wr),
-                                         (size_t)attr->cap.max_recv_wr * attr->cap.max_recv_sge))) ||
+    if ((!qp->srq &&
+         hv_recvs_reserve(&qp->recvs, &qp->xr, attr->cap.max_recv_wr, attr->cap.max_recv_sge)) ||
         hv_scratch_reserve(&qp->xs, attr->cap.max_send_wr, sizeof(struct ibv_send_wr),
                            (size_t)attr->cap.max_send_wr * attr->cap.max_send_sge))
         hv_log("QP: no memory to record and translate its work requests ahead: its posts allocate");

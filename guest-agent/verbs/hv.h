@@ -364,7 +364,8 @@ void hv_evt_kick(void);
 void hv_qp_flush_queued(HvQp *qp); /* qp lock held */
 int hv_qp_fence(HvQp *qp);         /* qp lock held */
 int hv_qp_await_expired(HvQp *qp); /* qp lock held: 1 when its peer did not reconnect in time */
-int hv_qp_ex_init(HvQp *qp); /* its ibv_qp_ex: the layer's wr_* ops (ibv_create_qp_ex); 0 or ENOMEM */
+/* its ibv_qp_ex: the layer's wr_* ops (ibv_create_qp_ex); 0 or ENOMEM */
+int hv_qp_ex_init(HvQp *qp);
 
 /* ---- swap and peers (hv-swap.c, hv-peer.c) ------------------------------------------------- */
 int hv_quiesce(void *opaque);
