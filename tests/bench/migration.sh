@@ -30,7 +30,9 @@
 #             moved six times a round, interleaved: bare 'virsh migrate' with the VF detached
 #             beforehand, the manual sequence (detach, wait for the guest, virsh migrate,
 #             attach) and migrate-vm, each once per direction. Medians with min/max, the
-#             limit (bare + unplug + port-up) and hotmig's share (migrate-vm minus it).
+#             limit (bare + unplug + port-up) and hotmig's share (migrate-vm minus it). Each
+#             move's libvirt job time (domjobinfo --completed on the destination) beside it,
+#             to tell the copy from what a caller spends around it.
 # evacuation  EVAC_GUESTS (4) guests of EVAC_MEMORY MiB (default 192: four 256 MiB TCG guests
 #             with traffic do not fit two cores) on A, each with the VF stand-in and the agent;
 #             with EVAC_WORKLOAD=1 (default) they run ping-pong pairs among themselves (guest
@@ -175,7 +177,7 @@ jq_median='def median: sort | if length == 0 then null elif length % 2 == 1 then
 
 how_traffic='host clock: from migrate-vm -v progress line "migrate ok" to the client'"'"'s first HMWL {"event":"resumed","side":"local"} console line after it (RC QP connected on the new device; the next message is posted at once); steps: "HMLAB vf up" (port ACTIVE), the agent'"'"'s "RDMA device active", its "process answered ... RESUME"'
 how_fallback='per migration: the client cycle'"'"'s blackout_ms (longest gap between delivered echoes, RDMA or TCP, from the quiesce to RDMA again) minus the downtime of migrate-vm'"'"'s report (libvirt job statistics)'
-how_baselines='one guest with the VF stand-in and the RDMA ping-pong client, moved A<->B six times a round (bare, manual, migrate-vm, each once per direction). bare: VF detached and gone before the clock starts, then virsh migrate --live --p2p alone. manual: detach-device-alias + virsh event device-removed, virsh migrate, attach-device, timed from the detach. to_traffic: host clock from the start of the move (bare: of the detach) to the client'"'"'s first HMWL resumed line. port_up: migrate-vm'"'"'s "migrate ok" line to the guest'"'"'s "HMLAB vf up". hotmig_share = migrate-vm total - bare median - that run'"'"'s unplug phase - its port_up; hotmig_share_outside_copy = the same with the run'"'"'s own migrate phase for the bare median (what migrate-vm adds around the copy, free of the copies'"'"' spread)'
+how_baselines='one guest with the VF stand-in and the RDMA ping-pong client, moved A<->B six times a round (bare, manual, migrate-vm, each once per direction). bare: VF detached and gone before the clock starts, then virsh migrate --live --p2p alone. manual: detach-device-alias + virsh event device-removed, virsh migrate, attach-device, timed from the detach. to_traffic: host clock from the start of the move (bare: of the detach) to the client'"'"'s first HMWL resumed line. port_up: migrate-vm'"'"'s "migrate ok" line to the guest'"'"'s "HMLAB vf up". hotmig_share = migrate-vm total - bare median - that run'"'"'s unplug phase - its port_up; hotmig_share_outside_copy = the same with the run'"'"'s own migrate phase for the bare median (what migrate-vm adds around the copy, free of the copies'"'"' spread). libvirt_job_ms: each move'"'"'s completed job on the destination (virsh domjobinfo --completed, Time elapsed: from the job'"'"'s start, the destination QEMU'"'"'s start included, to the end of the copy); migrate_step_beyond_job_ms: the move'"'"'s migrate step (virsh migrate, or migrate-vm'"'"'s migrate phase) less it: libvirt'"'"'s finish and confirm and the caller'"'"'s own calls; hotmig_share_same_copy = migrate-vm total - its unplug - its port_up - (its own libvirt job + the bare moves'"'"' median migrate step beyond their job): the share against a bare move whose copy took as long as this one'"'"'s'
 how_evacuation='wall clock from the first migrate-vm start to the last one'"'"'s end, CONCURRENCY processes at once; both directions of each round count'
 
 machine=$(machine_json)
@@ -373,8 +375,18 @@ manual_move() {
     echo "$((detach + t3 - t1)) $detach $((t2 - t1)) $((t3 - t2)) $s0"
 }
 
+# job_ms DST: libvirt's own figure for the migration of bench-vf that just ended on DST, from its
+# completed job statistics there ('virsh domjobinfo --completed': "Time elapsed", from the job's
+# start on the source, the destination's QEMU start included, to the end of the copy). What a
+# move's migrate step takes beyond it is libvirt's finish and confirm (the source's QEMU
+# stopped) and the caller's own calls around them. Prints the ms, or null.
+job_ms() {
+    virsh -q -c "$1" domjobinfo --completed bench-vf 2>/dev/null |
+        awk '/^Time elapsed:/ { print $3; found = 1; exit } END { if (!found) print "null" }'
+}
+
 part_baselines() {
-    local r k method src dst out m tstart tmig tvf ttraffic ms line d mg at
+    local r k method src dst out m tstart tmig tvf ttraffic ms line d mg at job
     local methods=(bare manual hotmig bare manual hotmig)
     # BENCH_COMPARE=PATH: another migrate-vm (e.g. built from an older commit) moved the same
     # way in each round, right after ours: method "compare".
@@ -425,6 +437,8 @@ part_baselines() {
                     phases: ([.phases[] | {(.name): .ms}] | add), tmig: ($tmig | tonumber)}' "$out.json")
                 ;;
             esac
+            job=$(job_ms "$dst")
+            line=$(jq -c --argjson job "$job" '. + {job: $job}' <<<"$line")
             ttraffic=$(stamped_wait "$tmp/bench-vf.con" "$tstart" \
                 'HMWL .*"event":"resumed".*"side":"local"' 60) ||
                 fail "no verbs traffic on bench-vf within 60 s of the $method move"
@@ -457,6 +471,7 @@ part_baselines() {
                                    - .quiesce_ms - .reconnect_ms | . * 10 | round / 10;
         [.[] | select(.method == "bare")] as $b | [.[] | select(.method == "manual")] as $m |
         [.[] | select(.method == "hotmig")] as $h | [.[] | select(.method == "compare")] as $c | ([$b[].migrate] | median) as $bare |
+        ([$b[] | select(.job != null) | .migrate - .job] | median) as $bare_beyond |
         {memory_mib: $mem, moves_each: ($b | length),
          bare_virsh_migrate_ms: [$b[].migrate] | stats,
          bare_to_traffic_ms: [$b[].to_traffic] | stats,
@@ -474,6 +489,18 @@ part_baselines() {
          hotmig_share_ms: [$h[] | select(.port_up != null) | .total - $bare - .phases.unplug - .port_up
                            | . * 10 | round / 10] | stats,
          migrate_phase_minus_bare_ms: [$h[] | .phases.migrate - $bare | . * 10 | round / 10] | stats,
+         libvirt_job_ms: {bare: [$b[].job | select(. != null)] | stats,
+                          manual: [$m[].job | select(. != null)] | stats,
+                          migrate_vm: [$h[].job | select(. != null)] | stats},
+         migrate_step_beyond_job_ms: {
+             bare: [$b[] | select(.job != null) | .migrate - .job] | stats,
+             manual: [$m[] | select(.job != null) | .migrate - .job] | stats,
+             migrate_vm: [$h[] | select(.job != null) | .phases.migrate - .job
+                          | . * 10 | round / 10] | stats},
+         hotmig_share_same_copy_ms: [$h[] | select(.port_up != null and .job != null
+                                                   and $bare_beyond != null)
+                                     | .total - .phases.unplug - .port_up - .job - $bare_beyond
+                                     | . * 10 | round / 10] | stats,
          hotmig_share_outside_copy_ms: [$h[] | select(.port_up != null) | share_outside]
                                        | stats,
          workload_quiesce_ms: [$h[].quiesce_ms | select(. != null)] | stats,
