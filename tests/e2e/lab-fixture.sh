@@ -7,6 +7,9 @@
 set -u
 lab=$(dirname "$0")/../../lab/hotmig-lab
 inst=${HOTMIG_LAB_INSTANCE:-0}
+# Each down (the run's own, and the one before up of what a dead run left) keeps the lab's
+# logs in the build tree (CTest runs this in it): lab-logs.K, the last run's.
+export HOTMIG_LAB_KEEP_LOGS=${HOTMIG_LAB_KEEP_LOGS:-$PWD/lab-logs.$inst}
 owner_file=/run/hotmig-lab-e2e.$inst.owner
 me=$PPID
 
