@@ -98,7 +98,8 @@ struct Hotmigd {
     PolScheduleShare *share; /* the running moves of all schedules, for the limits */
     guint min_stay_s;
     double bandwidth;
-    guint host_value; /* [scheduler] host-value */
+    guint host_value;     /* [scheduler] host-value */
+    guint cpu_allocation; /* [scheduler] cpu-allocation */
     /* the inventory */
     OrchInventory *inventory;
     GCancellable *cancel; /* the daemon stops: inventories and follow-ups end */
@@ -306,6 +307,7 @@ static void options_for(Hotmigd *daemon, PolOptions *opts)
     opts->min_stay_s = daemon->min_stay_s;
     opts->bandwidth_mib_s = daemon->bandwidth;
     opts->host_value = daemon->host_value;
+    opts->cpu_allocation = daemon->cpu_allocation;
 }
 
 /* ---- the inventory ------------------------------------------------------------------------- */
@@ -1644,6 +1646,8 @@ static void daemon_scheduler_settings(Hotmigd *daemon, const HmConfig *config)
     daemon->min_stay_s = hm_config_get_uint(config, HM_CONFIG_SCHEDULER_MIN_STAY);
     daemon->bandwidth = (double)hm_config_get_uint(config, HM_CONFIG_SCHEDULER_BANDWIDTH);
     daemon->host_value = (guint)hm_config_get_uint(config, HM_CONFIG_SCHEDULER_HOST_VALUE);
+    daemon->cpu_allocation =
+        (guint)hm_config_get_uint(config, HM_CONFIG_SCHEDULER_CPU_ALLOCATION);
 }
 
 /* What migrations run here start from: [migrate] and [hotmigd] state-dir of @c, into @o. */

@@ -193,8 +193,9 @@ static int plan_ask_hotmigd(const PlanCli *cli)
     return local_plan(socket, args, cli->json, cli->pretty, !cli->no_timing);
 }
 
-/* The planner's options: the defaults, [scheduler] host-value of the configuration, then the
- * command line. FALSE (a message printed) when the configuration does not load. */
+/* The planner's options: the defaults, [scheduler] host-value and cpu-allocation of the
+ * configuration, then the command line. FALSE (a message printed) when the configuration does
+ * not load. */
 static gboolean plan_options(const PlanCli *cli, PolOptions *opts)
 {
     g_autoptr(GError) error = NULL;
@@ -206,6 +207,7 @@ static gboolean plan_options(const PlanCli *cli, PolOptions *opts)
         return FALSE;
     }
     opts->host_value = (guint)hm_config_get_uint(cfg, HM_CONFIG_SCHEDULER_HOST_VALUE);
+    opts->cpu_allocation = (guint)hm_config_get_uint(cfg, HM_CONFIG_SCHEDULER_CPU_ALLOCATION);
     if (cli->host_value != PLAN_UNSET)
         opts->host_value = (guint)cli->host_value;
     opts->max_migrations = cli->max_migrations != PLAN_UNSET ? (guint)cli->max_migrations : 0;

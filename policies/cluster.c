@@ -268,6 +268,8 @@ void pol_options_init(PolOptions *opts)
         /* The default is written once, in the configuration schema. */
         g_autoptr(HmConfig) defaults = hm_config_new();
         opts->host_value = (guint)hm_config_get_uint(defaults, HM_CONFIG_SCHEDULER_HOST_VALUE);
+        opts->cpu_allocation =
+            (guint)hm_config_get_uint(defaults, HM_CONFIG_SCHEDULER_CPU_ALLOCATION);
     }
 }
 
@@ -319,6 +321,8 @@ static void problem_demands(PolProblem *p, const PolCluster *c, const PolOptions
 {
     const guint D = p->dims;
     g_autofree gint64 *used_vfs = g_new0(gint64, (gsize)p->n_hosts * D);
+    /* Percent of a host's CPUs its VMs may demand; the configuration bounds it to 10..1600. */
+    const gint64 allocation = opts->cpu_allocation ? MIN(opts->cpu_allocation, POL_CPU_ALLOCATION_MAX) : 100;
 
     for (guint v = 0; v < p->n_vms; v++) {
         const PolVm *vm = g_ptr_array_index(c->vms, v);
@@ -333,7 +337,7 @@ static void problem_demands(PolProblem *p, const PolCluster *c, const PolOptions
         const PolHost *host = g_ptr_array_index(c->hosts, h);
         gint64 *cap = p->cap + (gsize)h * D;
 
-        cap[POL_DIM_CPU] = (gint64)host->cpus * 1000;
+        cap[POL_DIM_CPU] = (gint64)host->cpus * 10 * allocation;
         cap[POL_DIM_MEM] = (gint64)host->memory_mib;
         for (guint i = 0; i < host->vfs->len; i++) {
             const PolHostVfs *e = &g_array_index(host->vfs, PolHostVfs, i);

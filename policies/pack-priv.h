@@ -38,6 +38,10 @@ gint pol_packer_find(PolPacker *pk, guint u, gint skip);
 /* Makes room for @u by moving one unlocked unit of some bin to another bin, then puts @u
  * there. Returns FALSE (changing nothing) when no single move does it. */
 gboolean pol_packer_eject(PolPacker *pk, guint u);
+/* Why no host of @p other than @skip (-1: none) takes unit @u, each host with its reason: its
+ * state, or the dimensions where the room left in @pk (open bins) or its whole capacity (the
+ * others) is short, as "B: CPU 0.62 needed, 0.41 free". Owned. */
+char *pol_packer_why_no_room(const PolPacker *pk, guint u, gint skip);
 
 /* Sort keys for "decreasing" orders. */
 typedef enum {

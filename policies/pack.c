@@ -210,3 +210,49 @@ void pol_units_sort(const PolProblem *p, guint *units, guint n, PolKey key, guin
     for (guint i = 0; i < n; i++)
         units[i] = items[i].unit;
 }
+
+/* "CPU 0.62 needed, 0.41 free" for dimension @d of @p. */
+static void append_short(GString *out, const PolProblem *p, guint d, gint64 need, gint64 left)
+{
+    const PolCluster *c = p->cluster;
+
+    if (out->str[out->len - 1] != ' ')
+        g_string_append(out, ", ");
+    if (d == POL_DIM_CPU)
+        g_string_append_printf(out, "CPU %.2f needed, %.2f free", need / 1000.0,
+                               MAX(left, 0) / 1000.0);
+    else if (d == POL_DIM_MEM)
+        g_string_append_printf(out, "%" G_GINT64_FORMAT " MiB needed, %" G_GINT64_FORMAT " free",
+                               need, MAX(left, 0));
+    else
+        g_string_append_printf(out, "%" G_GINT64_FORMAT " VFs%s%s needed, %" G_GINT64_FORMAT " free",
+                               need, d == POL_DIM_VF0 ? "" : " of model ",
+                               d == POL_DIM_VF0 ? "" : (const char *)g_ptr_array_index(c->models, d - POL_DIM_VF0),
+                               MAX(left, 0));
+}
+
+char *pol_packer_why_no_room(const PolPacker *pk, guint u, gint skip)
+{
+    const PolProblem *p = pk->p;
+    const guint D = p->dims;
+    const gint64 *dem = p->unit_dem + (gsize)u * D;
+    GString *out = g_string_new(NULL);
+
+    for (guint h = 0; h < p->n_hosts; h++) {
+        const PolHost *host = g_ptr_array_index(p->cluster->hosts, h);
+        const gint64 *left = pk->open[h] ? pk->res + (gsize)h * D : p->cap + (gsize)h * D;
+
+        if ((gint)h == skip)
+            continue;
+        g_string_append_printf(out, "%s%s: ", out->len ? "; " : "", host->name);
+        if (!p->accepts[h]) {
+            g_string_append(out, pol_host_state_to_string(host->state));
+            continue;
+        }
+        for (guint d = 0; d < D; d++) {
+            if (dem[d] > left[d])
+                append_short(out, p, d, dem[d], left[d]);
+        }
+    }
+    return g_string_free(out, FALSE);
+}

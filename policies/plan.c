@@ -1223,9 +1223,12 @@ PolPlan *pol_plan_drain(const PolCluster *cluster, const char *host, const PolOp
         if (h < 0) {
             const PolVm *vm =
                 g_ptr_array_index(cluster->vms, p->unit_vms[p->unit_first[units[i]]]);
+            g_autofree char *why = pol_packer_why_no_room(pk, units[i], src);
+
             g_set_error(error, POL_ERROR, POL_ERROR_NO_ROOM,
-                        "cannot drain '%s': no host has room for VM '%s' (%u vCPUs, %" G_GUINT64_FORMAT " MiB, %u VFs)",
-                        host, vm->name, vm->vcpus, vm->memory_mib, vm->vfs);
+                        "cannot drain '%s': no host has room for VM '%s' (%u vCPUs, %" G_GUINT64_FORMAT " MiB, %u VFs): %s",
+                        host, vm->name, vm->vcpus, vm->memory_mib, vm->vfs,
+                        why[0] ? why : "no other host");
             return NULL;
         }
         pol_packer_put(pk, units[i], (guint)h, TRUE);

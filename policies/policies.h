@@ -105,14 +105,17 @@ typedef struct {
     guint max_moves;            /* balance: at most this many migrations (0: no limit) */
     guint host_value;           /* consolidate: a freed host is worth this many migrations */
     guint max_migrations;       /* consolidate: at most this many migrations (0: no limit) */
+    guint cpu_allocation;       /* a host holds CPU demand up to its CPUs x this / 100 (0: 100) */
 } PolOptions;
 
 #define POL_BANDWIDTH_MIB_S_DEFAULT 1250.0 /* ~10 Gb/s */
 #define POL_BALANCE_TOLERANCE_DEFAULT 0.05
 
 #define POL_HOST_VALUE_MAX 1000000
+#define POL_CPU_ALLOCATION_MAX 1600 /* percent: [scheduler] cpu-allocation's bound */
 
-/* Fills @opts with the defaults (host_value: hotmig.conf's [scheduler] host-value default). */
+/* Fills @opts with the defaults (host_value, cpu_allocation: hotmig.conf's [scheduler] host-value
+ * and cpu-allocation defaults). */
 void pol_options_init(PolOptions *opts);
 
 typedef struct {

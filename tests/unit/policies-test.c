@@ -483,12 +483,50 @@ static void test_drain_no_room(void **state)
     add_host(c, "h2", 8, 1000, 0, POL_HOST_OK);
     add_vm(c, "a", "h1", 600);
     add_vm(c, "b", "h2", 600);
+    add_host(c, "q", 8, 4000, 0, POL_HOST_QUARANTINED);
     assert_null(pol_plan_drain(c, "h1", NULL, &error));
     assert_true(g_error_matches(error, POL_ERROR, POL_ERROR_NO_ROOM));
-    assert_non_null(strstr(error->message, "'a'"));
+    /* The message says, host by host, what is short. */
+    assert_string_equal(error->message,
+                        "cannot drain 'h1': no host has room for VM 'a' (1 vCPUs, 600 MiB, 0 VFs): "
+                        "h2: 600 MiB needed, 400 free; q: quarantined");
     g_clear_error(&error);
     assert_null(pol_plan_drain(c, "nope", NULL, &error));
     assert_true(g_error_matches(error, POL_ERROR, POL_ERROR_NOT_FOUND));
+}
+
+/* [scheduler] cpu-allocation: a host takes CPU demand up to its CPUs x the percent. */
+static void test_cpu_allocation(void **state)
+{
+    g_autoptr(PolCluster) c = pol_cluster_new();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(PolPlan) plan = NULL;
+    PolOptions opts;
+
+    add_host(c, "h1", 2, 1000, 0, POL_HOST_OK);
+    add_host(c, "h2", 2, 1000, 0, POL_HOST_OK);
+    add_vm(c, "a", "h1", 100);
+    add_vm(c, "b", "h1", 100);
+    add_vm(c, "c", "h2", 100);
+    add_vm(c, "d", "h2", 100);
+    pol_options_init(&opts);
+    assert_int_equal(opts.cpu_allocation, 100); /* the configuration's default */
+    assert_null(pol_plan_drain(c, "h1", &opts, &error));
+    assert_true(g_error_matches(error, POL_ERROR, POL_ERROR_NO_ROOM));
+    assert_non_null(strstr(error->message, "h2: CPU 1.00 needed, 0.00 free"));
+    g_clear_error(&error);
+    opts.cpu_allocation = 150; /* 3 CPUs of demand: one more VM */
+    assert_null(pol_plan_drain(c, "h1", &opts, &error));
+    assert_non_null(strstr(error->message, "h2: CPU 1.00 needed, 0.00 free"));
+    g_clear_error(&error);
+    opts.cpu_allocation = 200;
+    plan = pol_plan_drain(c, "h1", &opts, &error);
+    assert_non_null(plan);
+    assert_int_equal(plan->migrations->len, 2);
+    assert_verifies(c, plan, &opts);
+    /* The same plan is refused against the default allocation. */
+    opts.cpu_allocation = 100;
+    assert_false(pol_plan_verify(c, plan, &opts, &error));
 }
 
 /* ---- bad input --------------------------------------------------------------------------- */
@@ -634,6 +672,7 @@ int main(void)
         cmocka_unit_test(test_host_states),
         cmocka_unit_test(test_balance_lowers_peak),
         cmocka_unit_test(test_drain_no_room),
+        cmocka_unit_test(test_cpu_allocation),
         cmocka_unit_test(test_bad_input_changes_nothing),
         cmocka_unit_test(test_state_strings),
     };
