@@ -80,7 +80,8 @@ static void hook_inventory_taken(Hotmigd *daemon, const OrchInventory *inventory
     for (guint i = 0; i < inventory->hosts->len; i++) {
         const OrchInvHost *host = g_ptr_array_index(inventory->hosts, i);
 
-        if (orch_alerts_knows_host(hook->alerts, host->name))
+        /* A host whose libvirt does not answer is down; its hotmigd was not asked. */
+        if (host->hotmigd_asked && orch_alerts_knows_host(hook->alerts, host->name))
             orch_alerts_set_answers(hook->alerts, host->name, host->hotmigd_answered);
     }
 }

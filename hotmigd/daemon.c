@@ -106,6 +106,9 @@ struct Hotmigd {
     gboolean inventory_running;
     GPtrArray *inventory_waiters; /* InvWaiter */
     GSource *inventory_timer;
+    guint inventory_interval_s; /* of inventory_timer; 0: no background inventory */
+    GSource *inventory_retry;   /* one-shot: a host could not be read */
+    guint inventory_retry_s;    /* its delay, doubled at each retry up to the interval */
     /* what the daemon adds to it */
     GHashTable *held;  /* host -> Held (hotmigd_set_host_state) */
     GHashTable *moved; /* VM -> gint64 *: unix seconds of its last move */
@@ -331,6 +334,74 @@ static void inventory_thread(GTask *task, gpointer source, gpointer data, GCance
 
 static void inventory_start(Hotmigd *daemon);
 
+/* Logs each host whose state as read (libvirt, hotmigd) differs from @old's (NULL: the first
+ * inventory, where only a host not ok is logged), with the reason: a plan that finds no room
+ * on a host can be traced to it. */
+static void inventory_log_changes(const OrchInventory *old, const OrchInventory *inv)
+{
+    for (guint i = 0; i < inv->hosts->len; i++) {
+        const OrchInvHost *host = g_ptr_array_index(inv->hosts, i);
+        const OrchInvHost *before = NULL;
+
+        for (guint j = 0; old && j < old->hosts->len && !before; j++) {
+            const OrchInvHost *o = g_ptr_array_index(old->hosts, j);
+
+            if (g_str_equal(o->name, host->name))
+                before = o;
+        }
+        if (before ? before->state == host->state &&
+                         g_strcmp0(before->state_reason, host->state_reason) == 0
+                   : host->state == POL_HOST_OK)
+            continue;
+        if (host->state == POL_HOST_OK)
+            g_message("Inventory: host '%s' is ok again", host->name);
+        else
+            g_message("Inventory: host '%s' is %s: %s", host->name,
+                      pol_host_state_to_string(host->state),
+                      host->state_reason ? host->state_reason : "no reason given");
+    }
+}
+
+static void inventory_refresh(Hotmigd *daemon, InvWaiterFunc fn, gpointer data);
+static void inventory_background_done(Hotmigd *daemon, const GError *error, gpointer data);
+
+static gboolean inventory_retry_fire(gpointer data)
+{
+    Hotmigd *daemon = data;
+
+    g_clear_pointer(&daemon->inventory_retry, g_source_unref);
+    if (!daemon->inventory_running)
+        inventory_refresh(daemon, inventory_background_done, NULL);
+    return G_SOURCE_REMOVE;
+}
+
+/* A host that could not be read (its libvirt or its hotmigd did not answer: at a cluster's
+ * start, the peers' daemons come up in any order) is read again after 1 s, then 2, 4... up to
+ * the background interval, so that a peer that comes up is seen in seconds rather than at the
+ * next background inventory. */
+static void inventory_schedule_retry(Hotmigd *daemon, const OrchInventory *inv)
+{
+    gboolean unread = FALSE;
+
+    for (guint i = 0; i < inv->hosts->len && !unread; i++)
+        unread = ((const OrchInvHost *)g_ptr_array_index(inv->hosts, i))->state != POL_HOST_OK;
+    if (!unread) {
+        daemon->inventory_retry_s = 0;
+        return;
+    }
+    if (!daemon->inventory_interval_s || daemon->inventory_retry ||
+        g_cancellable_is_cancelled(daemon->cancel))
+        return;
+    daemon->inventory_retry_s = daemon->inventory_retry_s
+                                    ? MIN(daemon->inventory_retry_s * 2, daemon->inventory_interval_s)
+                                    : 1;
+    if (daemon->inventory_retry_s >= daemon->inventory_interval_s)
+        return; /* the background inventory comes as soon */
+    daemon->inventory_retry = g_timeout_source_new_seconds(daemon->inventory_retry_s);
+    g_source_set_callback(daemon->inventory_retry, inventory_retry_fire, daemon, NULL);
+    g_source_attach(daemon->inventory_retry, g_main_context_get_thread_default());
+}
+
 static void inventory_done(GObject *source, GAsyncResult *result, gpointer data)
 {
     Hotmigd *daemon = data;
@@ -341,17 +412,12 @@ static void inventory_done(GObject *source, GAsyncResult *result, gpointer data)
     daemon->inventory_running = FALSE;
     daemon->inventory_waiters = g_ptr_array_new_with_free_func(g_free);
     if (inv) {
+        inventory_log_changes(daemon->inventory, inv);
+        inventory_schedule_retry(daemon, inv);
         orch_inventory_free(daemon->inventory);
         daemon->inventory = inv;
         g_debug("Inventory: %u hosts, %u VMs in %.0f ms", inv->hosts->len, inv->vms->len,
                 inv->took_ms);
-        for (guint i = 0; i < inv->hosts->len; i++) {
-            const OrchInvHost *host = g_ptr_array_index(inv->hosts, i);
-
-            if (host->state_reason)
-                g_debug("Inventory: host '%s' %s: %s", host->name,
-                        pol_host_state_to_string(host->state), host->state_reason);
-        }
         if (daemon->inventory_taken)
             daemon->inventory_taken(daemon, inv, daemon->inventory_taken_data);
     }
@@ -2012,6 +2078,7 @@ Hotmigd *hotmigd_new(HmConfig *config, const HotmigdOptions *opts, GError **erro
     interval = daemon->opts.inventory_interval_s ? daemon->opts.inventory_interval_s
                                                  : HOTMIGD_INVENTORY_INTERVAL_S;
     if (daemon->hosts->len && interval != G_MAXUINT) {
+        daemon->inventory_interval_s = interval;
         daemon->inventory_timer = g_timeout_source_new_seconds(interval);
         g_source_set_callback(daemon->inventory_timer, inventory_tick, daemon, NULL);
         g_source_attach(daemon->inventory_timer, g_main_context_get_thread_default());
@@ -2075,6 +2142,10 @@ void hotmigd_free(Hotmigd *daemon)
     if (daemon->inventory_timer) {
         g_source_destroy(daemon->inventory_timer);
         g_source_unref(daemon->inventory_timer);
+    }
+    if (daemon->inventory_retry) {
+        g_source_destroy(daemon->inventory_retry);
+        g_clear_pointer(&daemon->inventory_retry, g_source_unref);
     }
     /* The inventory running ends soon (cancelled); the servers still answer meanwhile. Those
      * waiting for it hear it was cancelled. */

@@ -94,6 +94,7 @@ static void read_hotmigd(OrchInvHost *host, const OrchInventoryOptions *opts)
     g_autoptr(OrchVfd) vfd = NULL;
     g_autoptr(OrchVfdHostInfo) info = NULL;
 
+    host->hotmigd_asked = TRUE;
     if (!host->hotmigd) {
         g_set_error(&error, ORCH_ERROR, ORCH_ERROR_INVALID, "no URL known");
     } else if ((vfd = orch_connector_open_vfd(opts->migrate_opts, host->hotmigd, &error))) {

@@ -37,7 +37,8 @@ typedef struct {
     char *hotmigd; /* its hotmigd URL */
     PolHostState state;
     char *state_reason;        /* why the inventory found it down or quarantined; NULL when ok */
-    gboolean hotmigd_answered; /* its hotmigd answered GET /v1/host */
+    gboolean hotmigd_asked;    /* its hotmigd was asked (not when its libvirt is down) */
+    gboolean hotmigd_answered; /* ... and answered GET /v1/host */
     guint cpus;
     guint64 memory_mib;
     guint vfs_total; /* VFs of its pool that are there */

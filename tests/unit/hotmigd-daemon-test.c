@@ -259,9 +259,17 @@ typedef struct {
     OrchVfd parent;
 } FakeVfd;
 
+static gint peer_b_silent; /* B's hotmigd does not answer GET /v1/host */
+
 static OrchVfdHostInfo *fvfd_host(OrchVfd *v, GError **e)
 {
-    OrchVfdHostInfo *info = g_new0(OrchVfdHostInfo, 1);
+    OrchVfdHostInfo *info;
+
+    if (g_atomic_int_get(&peer_b_silent) && g_str_equal(v->url, "https://B:1")) {
+        g_set_error(e, ORCH_ERROR, ORCH_ERROR_UNREACHABLE, "Could not connect to B: refused");
+        return NULL;
+    }
+    info = g_new0(OrchVfdHostInfo, 1);
 
     info->name = g_strdup(v->url);
     info->version = g_strdup("test");
@@ -341,6 +349,8 @@ typedef struct {
     guint done_calls;
     char *done_host;
     gboolean done_ok;
+    guint inventories;     /* taken, with record_inventory */
+    PolHostState b_state;  /* B's in the last one */
 } Fx;
 
 static void on_evacuation_done(Hotmigd *daemon, const char *host, gboolean ok, gpointer data)
@@ -352,6 +362,8 @@ static void on_evacuation_done(Hotmigd *daemon, const char *host, gboolean ok, g
     fx->done_host = g_strdup(host);
     fx->done_ok = ok;
 }
+
+static guint setup_interval_s = G_MAXUINT; /* fx_setup_with's background inventory */
 
 /* The daemon with [scheduler] limits @limits. */
 static int fx_setup_with(void **state, const char *limits)
@@ -366,7 +378,7 @@ static int fx_setup_with(void **state, const char *limits)
         .no_https = TRUE,
         .no_pool = TRUE,
         .cpu_sample_ms = 5,
-        .inventory_interval_s = G_MAXUINT,
+        .inventory_interval_s = setup_interval_s,
         .remote_poll_ms = 10,
     };
 
@@ -405,6 +417,18 @@ static int fx_setup_with(void **state, const char *limits)
 static int fx_setup(void **state)
 {
     return fx_setup_with(state, "per-host-out = 1\nper-host-in = 2\ntotal = 2\n");
+}
+
+/* B's hotmigd does not answer at first; background inventories every 60 s. */
+static int fx_setup_b_silent(void **state)
+{
+    int rc;
+
+    g_atomic_int_set(&peer_b_silent, 1);
+    setup_interval_s = 60;
+    rc = fx_setup(state);
+    setup_interval_s = G_MAXUINT;
+    return rc;
 }
 
 /* Two moves out of a host at once. */
@@ -760,6 +784,36 @@ static void test_drain_and_wait(void **state)
     assert_int_equal(stats.migrations_ok, 3);
     assert_int_equal(stats.phase_count[ORCH_PHASE_MIGRATE], 3);
     assert_true(stats.phase_seconds_sum[ORCH_PHASE_MIGRATE] > 0.005);
+}
+
+static void record_inventory(Hotmigd *daemon, const OrchInventory *inv, gpointer data)
+{
+    Fx *fx = data;
+
+    fx->inventories++;
+    for (guint i = 0; i < inv->hosts->len; i++) {
+        const OrchInvHost *host = g_ptr_array_index(inv->hosts, i);
+
+        if (g_str_equal(host->name, "B"))
+            fx->b_state = host->state;
+    }
+}
+
+/* A peer whose hotmigd does not answer at the start (a cluster's daemons come up in any order)
+ * is read again within seconds, not at the next background inventory a minute later. */
+static void test_peer_read_again(void **state)
+{
+    Fx *fx = *state;
+    gint64 start;
+
+    hotmigd_set_inventory_taken(fx->daemon, record_inventory, fx);
+    LOOP_UNTIL(fx->inventories >= 1);
+    assert_int_equal(fx->b_state, POL_HOST_QUARANTINED);
+    g_atomic_int_set(&peer_b_silent, 0);
+    start = g_get_monotonic_time();
+    LOOP_UNTIL(fx->b_state == POL_HOST_OK);
+    assert_true(g_get_monotonic_time() - start < 10 * G_USEC_PER_SEC);
+    hotmigd_set_inventory_taken(fx->daemon, NULL, NULL);
 }
 
 /* A drain of A, whose a1 and a2 are two guests of one MPI job (the job id in their XML's
@@ -1177,6 +1231,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_socket_mode, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_peer_read_again, fx_setup_b_silent, fx_teardown),
         cmocka_unit_test_setup_teardown(test_bad_lines, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_oversized, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_drain_and_wait, fx_setup, fx_teardown),
