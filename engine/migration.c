@@ -70,6 +70,11 @@ typedef struct {
     gboolean procs_malformed; /* the agent sent an inventory whose processes do not parse */
     gboolean settled;        /* the leases were settled after the plug (alongside the resume) */
     struct LeaseKeeper *keeper; /* renews the destination's leases until they settle */
+    struct MigrateCall *call;   /* libvirt's migration call, on call_thread (do_migrate()) */
+    GThread *call_thread;       /* until migrate_join() */
+    guint call_watch;           /* the destination's switch-over watch, 0: none */
+    gulong call_cancel_id;      /* the user's cancel aborts the job while the call runs */
+    OrchMigrateParams call_params;
 } Migration;
 
 /* ---- side work ----------------------------------------------------------------------------
@@ -1076,11 +1081,78 @@ static gboolean do_unplug(Migration *m, char **ret_detail, GError **error)
     return TRUE;
 }
 
+/* ---- the migration call ---------------------------------------------------------------------
+ * libvirt's migration call returns once the source's side has ended too: its Confirm stops the
+ * source QEMU and libvirt polls until that process is gone, in 200 ms steps (~210 ms in the
+ * lab). The domain runs on the destination from the switch-over on (the destination's Finish
+ * resumed it), so the call runs on a thread of its own, and the plug, the destination's agent
+ * and the resume go on from the switch-over while it ends (docs/architecture.md, "Overlap").
+ * A post-copy migration, or an adapter that cannot watch the destination, waits for the call as
+ * before. Whatever comes next joins the call first when it would move the domain again (the
+ * rollback), and the migration ends only once it returned. */
+typedef struct MigrateCall {
+    GMutex lock;
+    GCond cond;
+    gboolean switched; /* the destination resumed the domain */
+    gboolean done;     /* the call returned: */
+    gboolean ok;
+    OrchMigrateStats stats;
+    GError *error;
+} MigrateCall;
+
+static void migrate_call_clear(gpointer data)
+{
+    MigrateCall *c = data;
+
+    g_mutex_clear(&c->lock);
+    g_cond_clear(&c->cond);
+    g_clear_error(&c->error);
+}
+
+static void migrate_call_unref(gpointer data)
+{
+    g_atomic_rc_box_release_full(data, migrate_call_clear);
+}
+
+/* From libvirt's event thread: the destination resumed the domain. */
+static void migrate_on_switched(gpointer data)
+{
+    MigrateCall *c = data;
+
+    g_mutex_lock(&c->lock);
+    c->switched = TRUE;
+    g_cond_broadcast(&c->cond);
+    g_mutex_unlock(&c->lock);
+}
+
+static gpointer migrate_call_thread(gpointer data)
+{
+    Migration *m = data;
+    MigrateCall *c = m->call;
+    OrchMigrateStats stats = {0};
+    GError *local = NULL;
+    gboolean ok = orch_virt_migrate(m->src, m->opts->domain, m->dst->uri, &m->call_params, &stats,
+                                    &local);
+
+    g_mutex_lock(&c->lock);
+    c->done = TRUE;
+    c->ok = ok;
+    c->stats = stats;
+    c->error = local;
+    g_cond_broadcast(&c->cond);
+    g_mutex_unlock(&c->lock);
+    return NULL;
+}
+
 static void migrate_progress(guint64 processed, guint64 total, gpointer opaque)
 {
     Migration *m = opaque;
+    gboolean switched;
 
-    if (total)
+    g_mutex_lock(&m->call->lock);
+    switched = m->call->switched;
+    g_mutex_unlock(&m->call->lock);
+    if (total && !switched)
         progress(m, ORCH_PHASE_MIGRATE, "%.1f of %.1f MiB (%.0f%%)", processed / 1048576.0,
                  total / 1048576.0, 100.0 * processed / total);
 }
@@ -1093,6 +1165,62 @@ static void migration_cancelled(GCancellable *cancellable, gpointer data)
 
     if (!orch_virt_domain_abort_job(m->src, m->opts->domain, &local))
         g_warning("Cannot abort the migration of '%s': %s", m->opts->domain, local->message);
+}
+
+/* Waits for the migration call (NULL-safe, once) and says how it went: as do_migrate() did
+ * before the call had a thread of its own. */
+static gboolean migrate_finish(Migration *m, char **ret_detail, GError **error)
+{
+    MigrateCall *c = m->call;
+    g_autofree char *asked = NULL;
+    OrchMigrateStats stats;
+    GError *local;
+    gboolean ok;
+
+    g_thread_join(g_steal_pointer(&m->call_thread));
+    orch_virt_unwatch(m->dst, m->call_watch);
+    m->call_watch = 0;
+    if (m->call_cancel_id)
+        g_cancellable_disconnect(m->opts->cancellable, m->call_cancel_id);
+    m->call_cancel_id = 0;
+    g_mutex_lock(&c->lock);
+    ok = c->ok;
+    stats = c->stats;
+    local = g_steal_pointer(&c->error);
+    g_mutex_unlock(&c->lock);
+    if (!ok && g_cancellable_is_cancelled(m->opts->cancellable)) {
+        g_clear_error(&local);
+        g_set_error(&local, ORCH_ERROR, ORCH_ERROR_CANCELLED,
+                    "Cancelled by the user: the migration job was aborted");
+    }
+    if (!ok) {
+        OrchVirtDomainState state;
+
+        /* A failure after the switch-over leaves the domain running on the destination. */
+        if (orch_virt_domain_state(m->dst, m->opts->domain, &state, NULL) &&
+            state == ORCH_VIRT_DOMAIN_RUNNING) {
+            m->on_destination = TRUE;
+            g_free(m->report->final_host);
+            m->report->final_host = g_strdup("destination");
+        }
+        g_propagate_error(error, local);
+        return FALSE;
+    }
+    m->on_destination = TRUE;
+    g_free(m->report->final_host);
+    m->report->final_host = g_strdup("destination");
+    if (!note(m, "migrated", NULL, NULL, NULL))
+        g_debug("Cannot journal the end of the migration of '%s'", m->opts->domain);
+    asked = orch_options_format_migration(m->opts);
+    if (stats.have_stats)
+        *ret_detail =
+            g_strdup_printf("%.1f MiB moved, downtime %" G_GUINT64_FORMAT " ms%s%s; options: %s",
+                            stats.data_bytes / 1048576.0, stats.downtime_ms,
+                            stats.event[0] ? ", " : "", stats.event, asked);
+    else
+        *ret_detail = g_strdup_printf("no job statistics reported%s%s; options: %s",
+                                      stats.event[0] ? ", " : "", stats.event, asked);
+    return TRUE;
 }
 
 static gboolean do_migrate(Migration *m, char **ret_detail, GError **error)
@@ -1113,50 +1241,80 @@ static gboolean do_migrate(Migration *m, char **ret_detail, GError **error)
         .progress = migrate_progress,
         .progress_opaque = m,
     };
-    OrchMigrateStats stats = {0};
-    g_autofree char *asked = NULL;
-    gulong cancel_id = 0;
-    gboolean ok;
+    MigrateCall *c;
+    gboolean switched;
 
     if (!note(m, "migrate", NULL, NULL, error))
         return FALSE;
-    if (m->opts->cancellable)
-        cancel_id = g_cancellable_connect(m->opts->cancellable, G_CALLBACK(migration_cancelled),
-                                          m, NULL);
-    ok = orch_virt_migrate(m->src, m->opts->domain, m->dst->uri, &params, &stats, error);
-    if (cancel_id)
-        g_cancellable_disconnect(m->opts->cancellable, cancel_id);
-    if (!ok && g_cancellable_is_cancelled(m->opts->cancellable)) {
-        g_clear_error(error);
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_CANCELLED,
-                    "Cancelled by the user: the migration job was aborted");
-    }
-    if (!ok) {
-        OrchVirtDomainState state;
+    m->call_params = params;
+    c = m->call = g_atomic_rc_box_new0(MigrateCall);
+    g_mutex_init(&c->lock);
+    g_cond_init(&c->cond);
+    if (!m->opts->postcopy) {
+        g_autoptr(GError) local = NULL;
 
-        /* A failure after the switch-over leaves the domain running on the destination. */
-        if (orch_virt_domain_state(m->dst, m->opts->domain, &state, NULL) &&
-            state == ORCH_VIRT_DOMAIN_RUNNING) {
-            m->on_destination = TRUE;
-            g_free(m->report->final_host);
-            m->report->final_host = g_strdup("destination");
+        m->call_watch = orch_virt_watch_migrated_in(m->dst, m->opts->domain, migrate_on_switched,
+                                                    g_atomic_rc_box_acquire(c),
+                                                    migrate_call_unref, &local);
+        if (!m->call_watch) {
+            migrate_call_unref(c);
+            g_debug("Not watching the switch-over of '%s' (the plug waits for the migration "
+                    "call): %s",
+                    m->opts->domain, local->message);
         }
-        return FALSE;
     }
+    if (m->opts->cancellable)
+        m->call_cancel_id = g_cancellable_connect(
+            m->opts->cancellable, G_CALLBACK(migration_cancelled), m, NULL);
+    m->call_thread = g_thread_new("hm-migrate", migrate_call_thread, m);
+    g_mutex_lock(&c->lock);
+    while (!c->done && !c->switched)
+        g_cond_wait(&c->cond, &c->lock);
+    switched = c->switched && !c->done;
+    g_mutex_unlock(&c->lock);
+    if (!switched)
+        return migrate_finish(m, ret_detail, error);
+    /* It runs on the destination; migrate_join() says how libvirt ended. */
     m->on_destination = TRUE;
     g_free(m->report->final_host);
     m->report->final_host = g_strdup("destination");
-    if (!note(m, "migrated", NULL, NULL, NULL))
-        g_debug("Cannot journal the end of the migration of '%s'", m->opts->domain);
-    asked = orch_options_format_migration(m->opts);
-    if (stats.have_stats)
-        *ret_detail =
-            g_strdup_printf("%.1f MiB moved, downtime %" G_GUINT64_FORMAT " ms%s%s; options: %s",
-                            stats.data_bytes / 1048576.0, stats.downtime_ms,
-                            stats.event[0] ? ", " : "", stats.event, asked);
-    else
-        *ret_detail = g_strdup_printf("no job statistics reported%s%s; options: %s",
-                                      stats.event[0] ? ", " : "", stats.event, asked);
+    *ret_detail = g_strdup("running on the destination (switch-over); libvirt ends the "
+                           "source's side meanwhile");
+    return TRUE;
+}
+
+/* Ends a migration call that outlived the switch-over (do_migrate()): its figures become the
+ * migrate phase's detail. When libvirt failed after the switch-over, what counts is where the
+ * domain runs: only on the destination, the move stands (said as progress); on the source too,
+ * FALSE with @error (recovery waits until it runs on one host only). TRUE when no call is left. */
+static gboolean migrate_join(Migration *m, GError **error)
+{
+    OrchPhaseRecord *rec = &m->report->phases[ORCH_PHASE_MIGRATE];
+    g_autofree char *detail = NULL;
+    g_autoptr(GError) local = NULL;
+    OrchVirtDomainState state;
+
+    if (!m->call_thread)
+        return TRUE;
+    if (migrate_finish(m, &detail, &local)) {
+        progress(m, ORCH_PHASE_MIGRATE, "libvirt ended the source's side: %s", detail);
+        g_free(rec->detail);
+        rec->detail = g_steal_pointer(&detail);
+        return TRUE;
+    }
+    if (orch_virt_domain_state(m->src, m->opts->domain, &state, NULL) &&
+        state == ORCH_VIRT_DOMAIN_RUNNING) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_HYPERVISOR,
+                    "The migration failed after the switch-over and '%s' runs on both hosts: %s",
+                    m->opts->domain, local->message);
+        return FALSE;
+    }
+    progress(m, ORCH_PHASE_MIGRATE,
+             "libvirt failed after the switch-over, but the domain runs on the destination only: %s",
+             local->message);
+    g_free(rec->detail);
+    rec->detail = g_strdup_printf("moved; libvirt then failed on the source's side: %s",
+                                  local->message);
     return TRUE;
 }
 
@@ -1330,6 +1488,16 @@ static void rollback(Migration *m)
 {
     gboolean vf_back_ok = TRUE;
 
+    /* The migration call ends first: the source's QEMU is gone before the domain moves back. */
+    {
+        g_autoptr(GError) err = NULL;
+        gint64 start = g_get_monotonic_time();
+
+        if (!migrate_join(m, &err)) {
+            rollback_record(m, "migration-end", start, err, NULL);
+            return;
+        }
+    }
     if (m->on_destination) {
         /* Back as it was: defined on the source again when --undefinesource removed its
          * definition (one left there is kept as it is), and no definition left on the
@@ -1782,9 +1950,16 @@ static MoveResult migration_move(Migration *m, Side *tail, GError **error)
         phase_skip(m, ORCH_PHASE_RESUME, "no VF");
     else if (opts->no_agent)
         phase_skip(m, ORCH_PHASE_RESUME, "--no-agent");
-    else if (!run_phase(m, ORCH_PHASE_RESUME, do_resume, error))
+    else if (!run_phase(m, ORCH_PHASE_RESUME, do_resume, error)) {
+        g_autoptr(GError) local = NULL;
+
         /* The domain runs on the destination with its VFs: nothing to undo, but the
          * processes still wait; --recover retries the resume. */
+        if (!migrate_join(m, &local))
+            progress(m, ORCH_PHASE_MIGRATE, "%s", local->message);
+        return MOVE_KEPT;
+    }
+    if (!migrate_join(m, error))
         return MOVE_KEPT;
     return MOVE_DONE;
 }
@@ -1848,6 +2023,8 @@ static void migration_clear(Migration *m)
     g_free(m->identity_note);
     g_free(m->identity_source);
     g_free(m->identity_error);
+    if (m->call)
+        migrate_call_unref(m->call);
     orch_virt_free(m->src);
     orch_virt_free(m->dst);
     g_free(m->id);
@@ -1860,6 +2037,7 @@ gboolean orch_migrate(const OrchOptions *opts, OrchReport **ret_report, GError *
     Side tail = {0};
     gboolean ok = FALSE;
     gboolean keep_journal = FALSE;
+    g_autoptr(GError) late = NULL;
 
     m->report = report_new(opts);
     m->start = g_get_monotonic_time();
@@ -1881,6 +2059,8 @@ gboolean orch_migrate(const OrchOptions *opts, OrchReport **ret_report, GError *
         }
     }
 
+    if (!migrate_join(m, &late)) /* not joined yet only when the move stopped early */
+        g_warning("%s", late->message);
     dst_agent_join(m);
     side_join(&tail, ORCH_PHASE_RESUME);
     side_clear(&tail);

@@ -20,7 +20,7 @@ static const char *const fault_ops[] = {
     "device_attach",  "migrate",              "channel_open",   "channel_send",
     "domain_abort_job",
     "channel_recv",   "nodedev_list_pci_xml", "domain_list_xml",
-    "domain_capable", "node_get_info", "domain_list_info",
+    "domain_capable", "node_get_info", "domain_list_info", "watch_migrated_in",
 };
 
 /* TRUE when this call must fail. Every rule that matches the call counts it. */
@@ -170,6 +170,19 @@ static void fault_free(OrchVirt *v)
     g_free(virt);
 }
 
+static guint fault_watch_migrated_in(OrchVirt *v, const char *d, OrchVirtMigratedInFunc fn,
+                                     gpointer opaque, GDestroyNotify destroy, GError **e)
+{
+    if (fault_hit((VirtFault *)v, "watch_migrated_in", e))
+        return 0;
+    return orch_virt_watch_migrated_in(INNER(v), d, fn, opaque, destroy, e);
+}
+
+static void fault_unwatch(OrchVirt *v, guint watch)
+{
+    orch_virt_unwatch(INNER(v), watch);
+}
+
 static const OrchVirtOps fault_ops_table = {
     .domain_state = fault_domain_state,
     .domain_is_persistent = fault_domain_is_persistent,
@@ -178,6 +191,8 @@ static const OrchVirtOps fault_ops_table = {
     .device_attach = fault_device_attach,
     .migrate = fault_migrate,
     .domain_abort_job = fault_domain_abort_job,
+    .watch_migrated_in = fault_watch_migrated_in,
+    .unwatch = fault_unwatch,
     .channel_open = fault_channel_open,
     .channel_send = fault_channel_send,
     .channel_recv = fault_channel_recv,

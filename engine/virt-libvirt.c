@@ -603,6 +603,72 @@ static gboolean virt_domain_abort_job(OrchVirt *virt, const char *domain, GError
     return rc == 0;
 }
 
+/* ---- the switch-over of an incoming migration ---------------------------------------------- */
+
+typedef struct {
+    char *domain;
+    OrchVirtMigratedInFunc fn;
+    gpointer opaque;
+    GDestroyNotify destroy;
+    gboolean fired; /* only libvirt's event thread reads and writes it */
+} MigratedInWatch;
+
+static int virt_on_lifecycle(virConnectPtr conn, virDomainPtr dom, int event, int detail,
+                             void *opaque)
+{
+    MigratedInWatch *w = opaque;
+    const char *name = virDomainGetName(dom);
+
+    /* RESUMED_MIGRATED: the destination's Finish started its vCPUs (a post-copy's switch-over
+     * says RESUMED_POSTCOPY instead, and is not this). */
+    if (!w->fired && event == VIR_DOMAIN_EVENT_RESUMED &&
+        detail == VIR_DOMAIN_EVENT_RESUMED_MIGRATED && name && g_str_equal(name, w->domain)) {
+        w->fired = TRUE;
+        w->fn(w->opaque);
+    }
+    return 0;
+}
+
+static void migrated_in_watch_free(void *opaque)
+{
+    MigratedInWatch *w = opaque;
+
+    if (w->destroy)
+        w->destroy(w->opaque);
+    g_free(w->domain);
+    g_free(w);
+}
+
+static guint virt_watch_migrated_in(OrchVirt *virt, const char *domain, OrchVirtMigratedInFunc fn,
+                                    gpointer opaque, GDestroyNotify destroy, GError **error)
+{
+    MigratedInWatch *w = g_new0(MigratedInWatch, 1);
+    int id;
+
+    w->domain = g_strdup(domain);
+    w->fn = fn;
+    w->opaque = opaque;
+    /* Every domain's events: the domain is not defined here before the migration. */
+    id = virConnectDomainEventRegisterAny(virt_conn(virt), NULL, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
+                                          VIR_DOMAIN_EVENT_CALLBACK(virt_on_lifecycle), w,
+                                          migrated_in_watch_free);
+    if (id < 0) {
+        virt_set_error(error, ORCH_ERROR_HYPERVISOR,
+                       "Cannot watch the lifecycle events of '%s' on '%s'", domain, virt->uri);
+        g_free(w->domain);
+        g_free(w);
+        return 0;
+    }
+    w->destroy = destroy; /* from here on libvirt frees it (migrated_in_watch_free) */
+    return (guint)id + 1;
+}
+
+static void virt_unwatch(OrchVirt *virt, guint watch)
+{
+    if (virConnectDomainEventDeregisterAny(virt_conn(virt), (int)watch - 1) < 0)
+        g_debug("Cannot remove the lifecycle watch %u on '%s'", watch, virt->uri);
+}
+
 /* ---- guest channel as a non-blocking stream ----------------------------------------------- */
 
 static void virt_on_stream_event(virStreamPtr stream, int events, void *opaque)
@@ -996,6 +1062,8 @@ static const OrchVirtOps virt_libvirt_ops = {
     .device_attach = virt_device_attach,
     .migrate = virt_migrate,
     .domain_abort_job = virt_domain_abort_job,
+    .watch_migrated_in = virt_watch_migrated_in,
+    .unwatch = virt_unwatch,
     .channel_open = virt_channel_open,
     .channel_send = virt_channel_send,
     .channel_recv = virt_channel_recv,

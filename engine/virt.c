@@ -109,6 +109,25 @@ gboolean orch_virt_migrate(OrchVirt *virt, const char *domain, const char *dest_
     return virt->ops->migrate(virt, domain, dest_uri, params, ret_stats, error);
 }
 
+guint orch_virt_watch_migrated_in(OrchVirt *virt, const char *domain, OrchVirtMigratedInFunc fn,
+                                  gpointer opaque, GDestroyNotify destroy, GError **error)
+{
+    g_return_val_if_fail(virt && domain && fn, 0);
+    g_debug("%s host: watch_migrated_in(%s)", virt->label, domain);
+    if (!virt->ops->watch_migrated_in || !virt->ops->unwatch) {
+        virt_unsupported(virt, "watch_migrated_in", error);
+        return 0;
+    }
+    return virt->ops->watch_migrated_in(virt, domain, fn, opaque, destroy, error);
+}
+
+void orch_virt_unwatch(OrchVirt *virt, guint watch)
+{
+    g_return_if_fail(virt);
+    if (watch)
+        virt->ops->unwatch(virt, watch);
+}
+
 gboolean orch_virt_domain_abort_job(OrchVirt *virt, const char *domain, GError **error)
 {
     g_return_val_if_fail(virt && domain, FALSE);

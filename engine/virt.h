@@ -70,6 +70,8 @@ typedef struct {
 void orch_virt_domain_info_free(OrchVirtDomainInfo *info);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchVirtDomainInfo, orch_virt_domain_info_free)
 
+typedef void (*OrchVirtMigratedInFunc)(gpointer opaque);
+
 typedef struct {
     /* Live domain state on this host. */
     gboolean (*domain_state)(OrchVirt *virt, const char *domain, OrchVirtDomainState *ret_state,
@@ -93,6 +95,14 @@ typedef struct {
                         GError **error);
     /* Aborts the domain's running job (a migration). TRUE also when no job runs. */
     gboolean (*domain_abort_job)(OrchVirt *virt, const char *domain, GError **error);
+    /* Calls @fn(@opaque) once, from another thread, when @domain resumes on this host at the
+     * end of an incoming migration (its switch-over: it runs here from then on, while the
+     * source's side of the migration still ends). Returns the watch (> 0) for unwatch(); once it
+     * is gone, maybe after unwatch() returned, @destroy(@opaque). 0 with @error when it cannot
+     * be set up: then @destroy is not called. May be NULL (no such watch). */
+    guint (*watch_migrated_in)(OrchVirt *virt, const char *domain, OrchVirtMigratedInFunc fn,
+                               gpointer opaque, GDestroyNotify destroy, GError **error);
+    void (*unwatch)(OrchVirt *virt, guint watch);
     /* Opens the guest channel @name of @domain (a byte stream). Owned result. */
     OrchVirtChannel *(*channel_open)(OrchVirt *virt, const char *domain, const char *name,
                                      GError **error);
@@ -163,6 +173,10 @@ gboolean orch_virt_migrate(OrchVirt *virt, const char *domain, const char *dest_
                            const OrchMigrateParams *params, OrchMigrateStats *ret_stats,
                            GError **error);
 gboolean orch_virt_domain_abort_job(OrchVirt *virt, const char *domain, GError **error);
+/* The ops' watch_migrated_in; 0 with @error when the adapter has none. */
+guint orch_virt_watch_migrated_in(OrchVirt *virt, const char *domain, OrchVirtMigratedInFunc fn,
+                                  gpointer opaque, GDestroyNotify destroy, GError **error);
+void orch_virt_unwatch(OrchVirt *virt, guint watch);
 OrchVirtChannel *orch_virt_channel_open(OrchVirt *virt, const char *domain, const char *name,
                                         GError **error);
 GPtrArray *orch_virt_nodedev_list_pci_xml(OrchVirt *virt, GError **error);

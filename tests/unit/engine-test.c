@@ -74,6 +74,16 @@ typedef struct {
     gboolean defined_source, defined_destination;
     gboolean last_plug_config; /* the last attach on the destination changed the definition */
     const char *processes;     /* the inventory's "processes" (JSON text), NULL: [] */
+    /* The destination's switch-over watch (watch_migrated_in): the fake migration calls it
+     * once the domain is on the destination, then takes confirm_ms more to return, as
+     * libvirt's Confirm on the source. */
+    OrchVirtMigratedInFunc in_fn;
+    gpointer in_opaque;
+    GDestroyNotify in_destroy;
+    gboolean no_watch; /* the destination's adapter has no such watch */
+    guint confirm_ms;
+    gint64 migrate_returned_us; /* monotonic: the fake migration returned */
+    gint64 dest_attach_us;      /* the first attach on the destination */
 } FakeWorld;
 
 typedef struct {
@@ -181,6 +191,8 @@ static FakeWorld *world_new(gboolean hostdev, gboolean standin)
 
 static void world_free(FakeWorld *w)
 {
+    if (w->in_destroy)
+        w->in_destroy(w->in_opaque);
     g_free(w->where);
     g_ptr_array_unref(w->devices);
     g_ptr_array_unref(w->queued_removals);
@@ -374,6 +386,8 @@ static gboolean fake_device_attach(OrchVirt *v, const char *d, const char *xml, 
     g_ptr_array_add(w->devices, dev);
     handle_queued_removals(w);
     if (g_str_equal(v->label, "destination")) {
+        if (!w->dest_attach_us)
+            w->dest_attach_us = g_get_monotonic_time();
         g_free(w->last_plugged);
         w->last_plugged = g_strdup(xml);
         w->last_plug_config = config;
@@ -428,7 +442,42 @@ static gboolean fake_migrate(OrchVirt *v, const char *d, const char *dest_uri,
     s->have_stats = TRUE;
     s->data_bytes = 89 * 1048576;
     s->downtime_ms = 150;
+    /* The switch-over; then the source's side ends (the world is the caller's from here). */
+    if (w->in_fn && g_str_equal(v->label, "source"))
+        w->in_fn(w->in_opaque);
+    if (w->confirm_ms)
+        g_usleep(w->confirm_ms * 1000);
+    w->migrate_returned_us = g_get_monotonic_time();
     return TRUE;
+}
+
+static guint fake_watch_migrated_in(OrchVirt *v, const char *d, OrchVirtMigratedInFunc fn,
+                                    gpointer opaque, GDestroyNotify destroy, GError **e)
+{
+    FakeWorld *w = ((FakeVirt *)v)->world;
+
+    if (w->no_watch) {
+        g_set_error(e, ORCH_ERROR, ORCH_ERROR_HYPERVISOR, "no lifecycle events here");
+        return 0;
+    }
+    assert_string_equal(v->label, "destination");
+    assert_null(w->in_fn); /* one watch at a time */
+    w->in_fn = fn;
+    w->in_opaque = opaque;
+    w->in_destroy = destroy;
+    return 1;
+}
+
+static void fake_unwatch(OrchVirt *v, guint watch)
+{
+    FakeWorld *w = ((FakeVirt *)v)->world;
+
+    assert_int_equal(watch, 1);
+    if (w->in_destroy)
+        w->in_destroy(w->in_opaque);
+    w->in_fn = NULL;
+    w->in_opaque = NULL;
+    w->in_destroy = NULL;
 }
 
 /* The fake agent: sync, prepare, resume, per docs/design.md. */
@@ -622,6 +671,8 @@ static const OrchVirtOps fake_ops = {
     .device_attach = fake_device_attach,
     .migrate = fake_migrate,
     .domain_abort_job = fake_domain_abort_job,
+    .watch_migrated_in = fake_watch_migrated_in,
+    .unwatch = fake_unwatch,
     .channel_open = fake_channel_open,
     .channel_send = fake_channel_send,
     .channel_recv = fake_channel_recv,
@@ -1114,6 +1165,40 @@ static void test_happy_path(void **state)
     json = orch_report_format_json(report, FALSE);
     assert_non_null(strstr(json, "\"ok\":true"));
     assert_non_null(strstr(json, "\"final_host\":\"destination\""));
+}
+
+/* The plug starts at the switch-over, while the source's libvirtd still ends the migration
+ * call (its Confirm: 150 ms here); the call's figures still reach the report. Without the
+ * destination's watch, or with post-copy allowed, the plug waits for the call. */
+static void test_plug_at_switchover(void **state)
+{
+    for (guint variant = 0; variant < 3; variant++) {
+        g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+        FakeOpen fo = {w, NULL};
+        g_auto(OrchOptions) opts;
+        g_autoptr(OrchReport) report = NULL;
+        g_autoptr(GError) error = NULL;
+        const char *detail;
+
+        options_for_test(&opts);
+        w->confirm_ms = 150;
+        w->no_watch = variant == 1;
+        opts.postcopy = variant == 2;
+        assert_true(migrate_on(&opts, &fo, &report, &error));
+        assert_true(report->ok);
+        assert_string_equal(w->where, "destination");
+        assert_int_equal(world_count_vfs(w), 2);
+        assert_false(w->agent_prepared);
+        assert_null(w->in_fn); /* the watch is gone */
+        assert_true(w->dest_attach_us > 0 && w->migrate_returned_us > 0);
+        if (variant == 0)
+            assert_true(w->dest_attach_us < w->migrate_returned_us);
+        else
+            assert_true(w->dest_attach_us > w->migrate_returned_us);
+        detail = report->phases[ORCH_PHASE_MIGRATE].detail;
+        assert_non_null(detail);
+        assert_non_null(strstr(detail, "89.0 MiB moved, downtime 150 ms"));
+    }
 }
 
 static void test_no_vf(void **state)
@@ -2320,7 +2405,7 @@ static void test_fault_walk(void **state)
                                 "channel_open",
                                 "channel_send", "channel_recv", "nodedev_list_pci_xml",
                                 "domain_list_xml", "vfd_lease", "vfd_confirm", "vfd_release",
-                                "vfd_ib_identity", "vfd_left"};
+                                "vfd_ib_identity", "vfd_left", "watch_migrated_in"};
     static const char *labels[] = {"source", "destination"};
     /* Operations one failure of which does not fail a migration: a failed attach is tried
      * again (test_plug_other_vf fails two), the job is aborted and the domains listed only
@@ -2328,7 +2413,7 @@ static void test_fault_walk(void **state)
      * expires, the source's "VF left" keeps its lease, the fake VFs ask for no IB identity. */
     static const char *absorbed[] = {"device_attach", "domain_abort_job", "domain_list_xml",
                                      "vfd_confirm",   "vfd_release",      "vfd_left",
-                                     "vfd_ib_identity", NULL};
+                                     "vfd_ib_identity", "watch_migrated_in", NULL};
     guint runs = 0;
     guint failures = 0;
     guint failures_of[2 * G_N_ELEMENTS(ops)] = {0};
@@ -2481,6 +2566,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_happy_path),
         cmocka_unit_test(test_agent_typed_replies),
+        cmocka_unit_test(test_plug_at_switchover),
         cmocka_unit_test(test_no_vf),
         cmocka_unit_test(test_agent_silent_refuses),
         cmocka_unit_test(test_jobs_refused),
