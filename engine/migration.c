@@ -1304,9 +1304,11 @@ static gboolean migrate_join(Migration *m, GError **error)
     }
     if (orch_virt_domain_state(m->src, m->opts->domain, &state, NULL) &&
         state == ORCH_VIRT_DOMAIN_RUNNING) {
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_HYPERVISOR,
-                    "The migration failed after the switch-over and '%s' runs on both hosts: %s",
-                    m->opts->domain, local->message);
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_ROLLBACK,
+                    "The migration failed after the switch-over and '%s' runs on both hosts "
+                    "(on the source, paused or not): %s; 'migrate-vm --recover %s' finishes it "
+                    "once it runs on one host only",
+                    m->opts->domain, local->message, m->opts->domain);
         return FALSE;
     }
     progress(m, ORCH_PHASE_MIGRATE,
@@ -1959,8 +1961,16 @@ static MoveResult migration_move(Migration *m, Side *tail, GError **error)
             progress(m, ORCH_PHASE_MIGRATE, "%s", local->message);
         return MOVE_KEPT;
     }
-    if (!migrate_join(m, error))
-        return MOVE_KEPT;
+    {
+        GError *local = NULL;
+
+        if (!migrate_join(m, &local)) {
+            g_free(m->report->error);
+            m->report->error = g_strdup(local->message);
+            g_propagate_error(error, local);
+            return MOVE_KEPT;
+        }
+    }
     return MOVE_DONE;
 }
 

@@ -32,7 +32,9 @@
 #             attach) and migrate-vm, each once per direction. Medians with min/max, the
 #             limit (bare + unplug + port-up) and hotmig's share (migrate-vm minus it). Each
 #             move's libvirt job time (domjobinfo --completed on the destination) beside it,
-#             to tell the copy from what a caller spends around it.
+#             to tell the copy from what a caller spends around it; each bare move's
+#             switch-over (the destination's "Resumed Migrated" event), and the limits and
+#             shares against it (migrate-vm plugs from its switch-over on).
 # evacuation  EVAC_GUESTS (4) guests of EVAC_MEMORY MiB (default 192: four 256 MiB TCG guests
 #             with traffic do not fit two cores) on A, each with the VF stand-in and the agent;
 #             with EVAC_WORKLOAD=1 (default) they run ping-pong pairs among themselves (guest
@@ -177,7 +179,7 @@ jq_median='def median: sort | if length == 0 then null elif length % 2 == 1 then
 
 how_traffic='host clock: from migrate-vm -v progress line "migrate ok" to the client'"'"'s first HMWL {"event":"resumed","side":"local"} console line after it (RC QP connected on the new device; the next message is posted at once); steps: "HMLAB vf up" (port ACTIVE), the agent'"'"'s "RDMA device active", its "process answered ... RESUME"'
 how_fallback='per migration: the client cycle'"'"'s blackout_ms (longest gap between delivered echoes, RDMA or TCP, from the quiesce to RDMA again) minus the downtime of migrate-vm'"'"'s report (libvirt job statistics)'
-how_baselines='one guest with the VF stand-in and the RDMA ping-pong client, moved A<->B six times a round (bare, manual, migrate-vm, each once per direction). bare: VF detached and gone before the clock starts, then virsh migrate --live --p2p alone. manual: detach-device-alias + virsh event device-removed, virsh migrate, attach-device, timed from the detach. to_traffic: host clock from the start of the move (bare: of the detach) to the client'"'"'s first HMWL resumed line. port_up: migrate-vm'"'"'s "migrate ok" line to the guest'"'"'s "HMLAB vf up". hotmig_share = migrate-vm total - bare median - that run'"'"'s unplug phase - its port_up; hotmig_share_outside_copy = the same with the run'"'"'s own migrate phase for the bare median (what migrate-vm adds around the copy, free of the copies'"'"' spread). libvirt_job_ms: each move'"'"'s completed job on the destination (virsh domjobinfo --completed, Time elapsed: from the job'"'"'s start, the destination QEMU'"'"'s start included, to the end of the copy); migrate_step_beyond_job_ms: the move'"'"'s migrate step (virsh migrate, or migrate-vm'"'"'s migrate phase) less it: libvirt'"'"'s finish and confirm and the caller'"'"'s own calls; hotmig_share_same_copy = migrate-vm total - its unplug - its port_up - (its own libvirt job + the bare moves'"'"' median migrate step beyond their job): the share against a bare move whose copy took as long as this one'"'"'s'
+how_baselines='one guest with the VF stand-in and the RDMA ping-pong client, moved A<->B six times a round (bare, manual, migrate-vm, each once per direction). bare: VF detached and gone before the clock starts, then virsh migrate --live --p2p alone. manual: detach-device-alias + virsh event device-removed, virsh migrate, attach-device, timed from the detach. to_traffic: host clock from the start of the move (bare: of the detach) to the client'"'"'s first HMWL resumed line. port_up: migrate-vm'"'"'s "migrate ok" line to the guest'"'"'s "HMLAB vf up". hotmig_share = migrate-vm total - bare median - that run'"'"'s unplug phase - its port_up; hotmig_share_outside_copy = the same with the run'"'"'s own migrate phase for the bare median (what migrate-vm adds around the copy, free of the copies'"'"' spread). libvirt_job_ms: each move'"'"'s completed job on the destination (virsh domjobinfo --completed, Time elapsed: from the job'"'"'s start, the destination QEMU'"'"'s start included, to the end of the copy); migrate_step_beyond_job_ms: the move'"'"'s migrate step (virsh migrate, or migrate-vm'"'"'s migrate phase) less it: libvirt'"'"'s finish and confirm and the caller'"'"'s own calls; hotmig_share_same_copy = migrate-vm total - its unplug - its port_up - (its own libvirt job + the bare moves'"'"' median migrate step beyond their job): the share against a bare move whose copy took as long as this one'"'"'s. Since migrate-vm plugs at the switch-over (the destination'"'"'s Resumed Migrated event) instead of when libvirt'"'"'s call returns, its "migrate ok" and so port_up start there; the limit above still counts the whole bare call. bare_switch_over_ms: from virsh migrate'"'"'s start to the destination'"'"'s Resumed Migrated (virsh event --timestamp); bare_after_switch_over_ms: the rest of the call (libvirt'"'"'s Confirm); limit_overlapped_ms_median = bare switch-over median + unplug + port_up medians; hotmig_share_overlapped = total - bare switch-over median - unplug - port_up; hotmig_share_overlapped_same_copy = total - unplug - port_up - (own job + the bare moves'"'"' median switch-over beyond their job)'
 how_evacuation='wall clock from the first migrate-vm start to the last one'"'"'s end, CONCURRENCY processes at once; both directions of each round count'
 
 machine=$(machine_json)
@@ -349,16 +351,27 @@ agent_call() {
 }
 
 bare_move() {
-    local t0 ms detach s0
+    local t0 ms detach s0 life=$tmp/life.$$ lpid sw switch=null
     agent_call "$1" prepare
     read -r detach s0 <<<"$(vf_detach_wait "$1")"
+    # The switch-over: the destination's "Resumed Migrated" (all domains: bench-vf is not
+    # defined there yet), with virsh's own time stamps (this machine's clock).
+    virsh -q -c "$2" event --event lifecycle --loop --timestamp --timeout 120 >"$life" 2>&1 &
+    lpid=$!
+    sleep 0.3
     t0=$(now_ms)
     virsh -q -c "$1" migrate --live --p2p bench-vf "$2" >/dev/null || fail "virsh migrate failed"
     ms=$(($(now_ms) - t0))
+    sleep 0.2
+    kill "$lpid" 2>/dev/null
+    wait "$lpid" 2>/dev/null || true
+    # "2026-11-28 07:38:26.019+0000: event 'lifecycle' for domain 'bench-vf': Resumed Migrated"
+    sw=$(awk '/bench-vf/ && /Resumed Migrated/ { sub(/:$/, "", $2); print $1 " " $2; exit }' "$life")
+    [[ -z $sw ]] || ! sw=$(date -d "$sw" +%s%3N) || switch=$((sw - t0))
     virsh -q -c "$2" attach-device bench-vf "$tmp/vf.xml" --live >/dev/null ||
         fail "virsh attach-device failed"
     agent_call "$2" resume
-    echo "$ms $s0"
+    echo "$ms $s0 $switch"
 }
 
 manual_move() {
@@ -386,7 +399,7 @@ job_ms() {
 }
 
 part_baselines() {
-    local r k method src dst out m tstart tmig tvf ttraffic ms line d mg at job
+    local r k method src dst out m tstart tmig tvf ttraffic ms line d mg at job sw
     local methods=(bare manual hotmig bare manual hotmig)
     # BENCH_COMPARE=PATH: another migrate-vm (e.g. built from an older commit) moved the same
     # way in each round, right after ours: method "compare".
@@ -417,8 +430,9 @@ part_baselines() {
             tstart=$EPOCHREALTIME
             case $method in
             bare)
-                read -r ms tstart <<<"$(bare_move "$src" "$dst")"
-                line=$(jq -nc --argjson ms "$ms" '{method: "bare", migrate: $ms}')
+                read -r ms tstart sw <<<"$(bare_move "$src" "$dst")"
+                line=$(jq -nc --argjson ms "$ms" --argjson sw "$sw" \
+                    '{method: "bare", migrate: $ms, switch: $sw}')
                 ;;
             manual)
                 read -r ms d mg at tstart <<<"$(manual_move "$src" "$dst")"
@@ -473,6 +487,9 @@ part_baselines() {
         [.[] | select(.method == "hotmig")] as $h | [.[] | select(.method == "compare")] as $c | ([$b[].migrate] | median) as $bare |
         [$b[] | select(.job != null) | .migrate - .job] as $bare_beyond_all |
         ($bare_beyond_all | median) as $bare_beyond |
+        ([$b[].switch | select(. != null)] | median) as $bare_switch |
+        ([$b[] | select(.switch != null and .job != null) | .switch - .job] | median)
+            as $bare_switch_beyond |
         {memory_mib: $mem, moves_each: ($b | length),
          bare_virsh_migrate_ms: [$b[].migrate] | stats,
          bare_to_traffic_ms: [$b[].to_traffic] | stats,
@@ -504,6 +521,18 @@ part_baselines() {
                                      | . * 10 | round / 10] | stats,
          hotmig_share_outside_copy_ms: [$h[] | select(.port_up != null) | share_outside]
                                        | stats,
+         bare_switch_over_ms: [$b[].switch | select(. != null)] | stats,
+         bare_after_switch_over_ms: [$b[] | select(.switch != null) | .migrate - .switch] | stats,
+         limit_overlapped_ms_median: (if $bare_switch == null then null else
+             $bare_switch + ([$h[].phases.unplug] | median)
+             + ([$h[].port_up | select(. != null)] | median) end),
+         hotmig_share_overlapped_ms: [$h[] | select(.port_up != null and $bare_switch != null)
+                                      | .total - $bare_switch - .phases.unplug - .port_up
+                                      | . * 10 | round / 10] | stats,
+         hotmig_share_overlapped_same_copy_ms: [$h[] | select(.port_up != null and .job != null
+                                                         and $bare_switch_beyond != null)
+                                     | .total - .phases.unplug - .port_up - .job
+                                       - $bare_switch_beyond | . * 10 | round / 10] | stats,
          workload_quiesce_ms: [$h[].quiesce_ms | select(. != null)] | stats,
          workload_reconnect_ms: [$h[].reconnect_ms | select(. != null)] | stats,
          hotmig_share_less_workload_ms: [$h[] | share_less_workload] | stats,

@@ -82,6 +82,7 @@ typedef struct {
     GDestroyNotify in_destroy;
     gboolean no_watch; /* the destination's adapter has no such watch */
     guint confirm_ms;
+    gboolean confirm_fails; /* the call fails after the switch-over (the domain moved) */
     gint64 migrate_returned_us; /* monotonic: the fake migration returned */
     gint64 dest_attach_us;      /* the first attach on the destination */
 } FakeWorld;
@@ -448,6 +449,10 @@ static gboolean fake_migrate(OrchVirt *v, const char *d, const char *dest_uri,
     if (w->confirm_ms)
         g_usleep(w->confirm_ms * 1000);
     w->migrate_returned_us = g_get_monotonic_time();
+    if (w->confirm_fails && g_str_equal(v->label, "source")) {
+        g_set_error(e, ORCH_ERROR, ORCH_ERROR_HYPERVISOR, "confirm failed on the source");
+        return FALSE;
+    }
     return TRUE;
 }
 
@@ -1167,6 +1172,8 @@ static void test_happy_path(void **state)
     assert_non_null(strstr(json, "\"final_host\":\"destination\""));
 }
 
+static gboolean journal_exists(void);
+
 /* The plug starts at the switch-over, while the source's libvirtd still ends the migration
  * call (its Confirm: 150 ms here); the call's figures still reach the report. Without the
  * destination's watch, or with post-copy allowed, the plug waits for the call. */
@@ -1198,6 +1205,26 @@ static void test_plug_at_switchover(void **state)
         detail = report->phases[ORCH_PHASE_MIGRATE].detail;
         assert_non_null(detail);
         assert_non_null(strstr(detail, "89.0 MiB moved, downtime 150 ms"));
+    }
+    /* libvirt fails after the switch-over, the domain on the destination only: the move
+     * stands, the detail says what libvirt said. */
+    {
+        g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+        FakeOpen fo = {w, NULL};
+        g_auto(OrchOptions) opts;
+        g_autoptr(OrchReport) report = NULL;
+        g_autoptr(GError) error = NULL;
+
+        options_for_test(&opts);
+        w->confirm_ms = 50;
+        w->confirm_fails = TRUE;
+        assert_true(migrate_on(&opts, &fo, &report, &error));
+        assert_true(report->ok);
+        assert_string_equal(w->where, "destination");
+        assert_int_equal(world_count_vfs(w), 2);
+        assert_false(journal_exists());
+        assert_non_null(strstr(report->phases[ORCH_PHASE_MIGRATE].detail,
+                               "moved; libvirt then failed on the source's side: "));
     }
 }
 
