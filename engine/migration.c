@@ -1167,8 +1167,15 @@ static void migration_cancelled(GCancellable *cancellable, gpointer data)
         g_warning("Cannot abort the migration of '%s': %s", m->opts->domain, local->message);
 }
 
-/* Waits for the migration call (NULL-safe, once) and says how it went: as do_migrate() did
- * before the call had a thread of its own. */
+static void now_on_destination(Migration *m)
+{
+    m->on_destination = TRUE;
+    g_free(m->report->final_host);
+    m->report->final_host = g_strdup("destination");
+}
+
+/* Waits for the migration call do_migrate() started (not joined yet) and says how it went, as
+ * do_migrate() did before the call had a thread of its own. */
 static gboolean migrate_finish(Migration *m, char **ret_detail, GError **error)
 {
     MigrateCall *c = m->call;
@@ -1199,16 +1206,12 @@ static gboolean migrate_finish(Migration *m, char **ret_detail, GError **error)
         /* A failure after the switch-over leaves the domain running on the destination. */
         if (orch_virt_domain_state(m->dst, m->opts->domain, &state, NULL) &&
             state == ORCH_VIRT_DOMAIN_RUNNING) {
-            m->on_destination = TRUE;
-            g_free(m->report->final_host);
-            m->report->final_host = g_strdup("destination");
+            now_on_destination(m);
         }
         g_propagate_error(error, local);
         return FALSE;
     }
-    m->on_destination = TRUE;
-    g_free(m->report->final_host);
-    m->report->final_host = g_strdup("destination");
+    now_on_destination(m);
     if (!note(m, "migrated", NULL, NULL, NULL))
         g_debug("Cannot journal the end of the migration of '%s'", m->opts->domain);
     asked = orch_options_format_migration(m->opts);
@@ -1275,9 +1278,7 @@ static gboolean do_migrate(Migration *m, char **ret_detail, GError **error)
     if (!switched)
         return migrate_finish(m, ret_detail, error);
     /* It runs on the destination; migrate_join() says how libvirt ended. */
-    m->on_destination = TRUE;
-    g_free(m->report->final_host);
-    m->report->final_host = g_strdup("destination");
+    now_on_destination(m);
     *ret_detail = g_strdup("running on the destination (switch-over); libvirt ends the "
                            "source's side meanwhile");
     return TRUE;
