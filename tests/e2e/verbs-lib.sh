@@ -115,8 +115,14 @@ vswap() {
     echo "prepare: $prep" >&2
     jq -e '.return.failed == [] and (.return.quiesced | length) == 1' <<<"$prep" >/dev/null ||
         fail "prepare did not quiesce the layer: $prep"
-    "$lab" exec "$g" "rdma link del rxe0 && rdma link add rxe0 type rxe netdev $vf_if" --timeout 60 ||
+    if ! "$lab" exec "$g" "rdma link del rxe0 && rdma link add rxe0 type rxe netdev $vf_if" --timeout 60; then
+        # Seen once (CI run 10.2): 'rdma link del' did not return. rxe cannot take a device
+        # from a process that has it open, so its deletion waits for every uverbs file to be
+        # closed: say who holds one, and where the kernel waits.
+        "$lab" exec "$g" 'dmesg | tail -n 30; for f in /proc/[0-9]*/fd/*; do t=$(readlink "$f" 2>/dev/null); case $t in /dev/infiniband/*) echo "open: $f -> $t ($(tr "\0" " " <"${f%/fd/*}/cmdline"))" ;; esac; done; for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = rdma ] && { echo "$p (rdma) in the kernel:"; cat $p/stack; }; done' \
+            --timeout 20 >&2 || true
         fail "cannot re-create rxe0"
+    fi
     res=$(vagent '{"execute":"resume","arguments":{"timeout_ms":60000}}')
     vswap_ms=$((($(date +%s%N) - t0) / 1000000))
     echo "resume: $res" >&2
