@@ -2070,7 +2070,8 @@ gboolean orch_migrate(const OrchOptions *opts, OrchReport **ret_report, GError *
         }
     }
 
-    if (!migrate_join(m, &late)) /* not joined yet only when the move stopped early */
+    /* Every path that started the call joined it (migration_move(), rollback()): a net. */
+    if (!migrate_join(m, &late))
         g_warning("%s", late->message);
     dst_agent_join(m);
     side_join(&tail, ORCH_PHASE_RESUME);

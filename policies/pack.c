@@ -216,8 +216,6 @@ static void append_short(GString *out, const PolProblem *p, guint d, gint64 need
 {
     const PolCluster *c = p->cluster;
 
-    if (out->str[out->len - 1] != ' ')
-        g_string_append(out, ", ");
     if (d == POL_DIM_CPU)
         g_string_append_printf(out, "CPU %.2f needed, %.2f free", need / 1000.0,
                                MAX(left, 0) / 1000.0);
@@ -249,9 +247,12 @@ char *pol_packer_why_no_room(const PolPacker *pk, guint u, gint skip)
             g_string_append(out, pol_host_state_to_string(host->state));
             continue;
         }
-        for (guint d = 0; d < D; d++) {
-            if (dem[d] > left[d])
-                append_short(out, p, d, dem[d], left[d]);
+        for (guint d = 0, shorts = 0; d < D; d++) {
+            if (dem[d] <= left[d])
+                continue;
+            if (shorts++)
+                g_string_append(out, ", ");
+            append_short(out, p, d, dem[d], left[d]);
         }
     }
     return g_string_free(out, FALSE);
