@@ -487,7 +487,8 @@ part_baselines() {
         [.[] | select(.method == "hotmig")] as $h | [.[] | select(.method == "compare")] as $c | ([$b[].migrate] | median) as $bare |
         [$b[] | select(.job != null) | .migrate - .job] as $bare_beyond_all |
         ($bare_beyond_all | median) as $bare_beyond |
-        ([$b[].switch | select(. != null)] | median) as $bare_switch |
+        [$b[].switch | select(. != null)] as $bare_switches |
+        ($bare_switches | median) as $bare_switch |
         ([$b[] | select(.switch != null and .job != null) | .switch - .job] | median)
             as $bare_switch_beyond |
         {memory_mib: $mem, moves_each: ($b | length),
@@ -521,7 +522,7 @@ part_baselines() {
                                      | . * 10 | round / 10] | stats,
          hotmig_share_outside_copy_ms: [$h[] | select(.port_up != null) | share_outside]
                                        | stats,
-         bare_switch_over_ms: [$b[].switch | select(. != null)] | stats,
+         bare_switch_over_ms: $bare_switches | stats,
          bare_after_switch_over_ms: [$b[] | select(.switch != null) | .migrate - .switch] | stats,
          limit_overlapped_ms_median: (if $bare_switch == null then null else
              $bare_switch + ([$h[].phases.unplug] | median)
