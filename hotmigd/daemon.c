@@ -104,7 +104,8 @@ struct Hotmigd {
     OrchInventory *inventory;
     GCancellable *cancel; /* the daemon stops: inventories and follow-ups end */
     gboolean inventory_running;
-    GPtrArray *inventory_waiters; /* InvWaiter */
+    GPtrArray *inventory_waiters; /* InvWaiter: served by the inventory running (or about to) */
+    GPtrArray *inventory_next;    /* InvWaiter: asked while one ran, served by the one after */
     GSource *inventory_timer;
     guint inventory_interval_s; /* of inventory_timer; 0: no background inventory */
     GSource *inventory_retry;   /* one-shot: a host could not be read */
@@ -410,7 +411,9 @@ static void inventory_done(GObject *source, GAsyncResult *result, gpointer data)
     OrchInventory *inv = g_task_propagate_pointer(G_TASK(result), &error);
 
     daemon->inventory_running = FALSE;
-    daemon->inventory_waiters = g_ptr_array_new_with_free_func(g_free);
+    /* Those who asked while this one ran wait for the next one. */
+    daemon->inventory_waiters = g_steal_pointer(&daemon->inventory_next);
+    daemon->inventory_next = g_ptr_array_new_with_free_func(g_free);
     if (inv) {
         inventory_log_changes(daemon->inventory, inv);
         inventory_schedule_retry(daemon, inv);
@@ -426,8 +429,9 @@ static void inventory_done(GObject *source, GAsyncResult *result, gpointer data)
 
         w->fn(daemon, error, w->data);
     }
-    /* Asked for again while this one ran. */
-    if (daemon->inventory_waiters->len && !g_cancellable_is_cancelled(daemon->cancel))
+    /* Asked for while this one ran (or by a waiter just served, which started it already). */
+    if (daemon->inventory_waiters->len && !daemon->inventory_running &&
+        !g_cancellable_is_cancelled(daemon->cancel))
         inventory_start(daemon);
 }
 
@@ -452,7 +456,7 @@ static void inventory_refresh(Hotmigd *daemon, InvWaiterFunc fn, gpointer data)
     w->data = data;
     if (daemon->inventory_running) {
         /* The one running may have read a host before we were asked: take the next one. */
-        g_ptr_array_add(daemon->inventory_waiters, w);
+        g_ptr_array_add(daemon->inventory_next, w);
         return;
     }
     g_ptr_array_add(daemon->inventory_waiters, w);
@@ -2039,6 +2043,7 @@ Hotmigd *hotmigd_new(HmConfig *config, const HotmigdOptions *opts, GError **erro
     daemon->hosts = daemon_hosts(config);
     daemon->cancel = g_cancellable_new();
     daemon->inventory_waiters = g_ptr_array_new_with_free_func(g_free);
+    daemon->inventory_next = g_ptr_array_new_with_free_func(g_free);
     daemon->held =
         g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)held_free);
     daemon->moved = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
@@ -2186,6 +2191,7 @@ void hotmigd_free(Hotmigd *daemon)
     g_clear_pointer(&daemon->pool, orch_vfd_pool_free);
     orch_inventory_free(daemon->inventory);
     g_clear_pointer(&daemon->inventory_waiters, g_ptr_array_unref);
+    g_clear_pointer(&daemon->inventory_next, g_ptr_array_unref);
     g_clear_pointer(&daemon->held, g_hash_table_unref);
     g_clear_pointer(&daemon->moved, g_hash_table_unref);
     g_clear_pointer(&daemon->evacuations, g_hash_table_unref);

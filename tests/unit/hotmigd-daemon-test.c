@@ -260,12 +260,35 @@ typedef struct {
 } FakeVfd;
 
 static gint peer_b_silent; /* B's hotmigd does not answer GET /v1/host */
+static gboolean b_read_gate_closed; /* a read of B's hotmigd waits (world_lock, gate_cond) */
+static guint b_reads_waiting;       /* reads waiting at that gate */
+
+static gboolean b_read_gate_open(gpointer data)
+{
+    g_mutex_lock(&world_lock);
+    b_read_gate_closed = FALSE;
+    g_cond_broadcast(&gate_cond);
+    g_mutex_unlock(&world_lock);
+    return G_SOURCE_REMOVE;
+}
 
 static OrchVfdHostInfo *fvfd_host(OrchVfd *v, GError **e)
 {
     OrchVfdHostInfo *info;
+    /* Whether B answers is decided when it is asked, before any wait at the gate. */
+    gboolean silent = g_atomic_int_get(&peer_b_silent) && g_str_equal(v->url, "https://B:1");
 
-    if (g_atomic_int_get(&peer_b_silent) && g_str_equal(v->url, "https://B:1")) {
+    if (g_str_equal(v->url, "https://B:1")) {
+        gint64 until = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
+
+        g_mutex_lock(&world_lock);
+        b_reads_waiting++;
+        while (b_read_gate_closed && g_cond_wait_until(&gate_cond, &world_lock, until))
+            ;
+        b_reads_waiting--;
+        g_mutex_unlock(&world_lock);
+    }
+    if (silent) {
         g_set_error(e, ORCH_ERROR, ORCH_ERROR_UNREACHABLE, "Could not connect to B: refused");
         return NULL;
     }
@@ -429,6 +452,15 @@ static int fx_setup_b_silent(void **state)
     rc = fx_setup(state);
     setup_interval_s = G_MAXUINT;
     return rc;
+}
+
+/* As fx_setup_b_silent(), and the first read of B's hotmigd waits at a gate. */
+static int fx_setup_b_silent_gated(void **state)
+{
+    g_mutex_lock(&world_lock);
+    b_read_gate_closed = TRUE;
+    g_mutex_unlock(&world_lock);
+    return fx_setup_b_silent(state);
 }
 
 /* Two moves out of a host at once. */
@@ -813,6 +845,39 @@ static void test_peer_read_again(void **state)
     start = g_get_monotonic_time();
     LOOP_UNTIL(fx->b_state == POL_HOST_OK);
     assert_true(g_get_monotonic_time() - start < 10 * G_USEC_PER_SEC);
+    hotmigd_set_inventory_taken(fx->daemon, NULL, NULL);
+}
+
+/* A plan asked while an inventory runs is made on the next one: the running one may have read
+ * a host before the plan was asked (here B, whose hotmigd did not answer then and answers by
+ * the time the plan is asked). */
+static void test_plan_waits_for_next_inventory(void **state)
+{
+    Fx *fx = *state;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonNode) plan = NULL;
+    gboolean waiting = FALSE;
+
+    hotmigd_set_inventory_taken(fx->daemon, record_inventory, fx);
+    /* The first inventory has asked B (silent then) and waits at the gate. */
+    for (guint i = 0; i < 2000 && !waiting; i++) {
+        g_mutex_lock(&world_lock);
+        waiting = b_reads_waiting > 0;
+        g_mutex_unlock(&world_lock);
+        if (!waiting)
+            g_usleep(10 * 1000);
+    }
+    assert_true(waiting);
+    assert_int_equal(fx->inventories, 0);
+    g_atomic_int_set(&peer_b_silent, 0);
+    /* The plan's request lands while that inventory runs; the gate opens a second later. */
+    g_timeout_add(1000, b_read_gate_open, NULL);
+    plan = call(fx, "plan", "{\"policy\":\"consolidate\"}", NULL, &error);
+    assert_null(error);
+    assert_non_null(plan);
+    /* Answered after an inventory that saw B answer, not with the one that ran when asked. */
+    assert_true(fx->inventories >= 2);
+    assert_int_equal(fx->b_state, POL_HOST_OK);
     hotmigd_set_inventory_taken(fx->daemon, NULL, NULL);
 }
 
@@ -1232,6 +1297,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_socket_mode, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_peer_read_again, fx_setup_b_silent, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_plan_waits_for_next_inventory,
+                                        fx_setup_b_silent_gated, fx_teardown),
         cmocka_unit_test_setup_teardown(test_bad_lines, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_oversized, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_drain_and_wait, fx_setup, fx_teardown),
