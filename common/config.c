@@ -1,4 +1,5 @@
 #include "common/config.h"
+#include "common/cert.h"
 #include "common/pci-address.h"
 
 #include <arpa/inet.h>
@@ -833,33 +834,24 @@ static gboolean config_scan(const char *data, gsize len, guint *key_lines, GPtrA
     return TRUE;
 }
 
-HmConfig *hm_config_load_data(const char *data, gsize len, const char *name, GError **error)
+/* The values of @len bytes of @data (@name in messages): every value that holds is set, every
+ * problem noted in @problems. NULL when the lines cannot be told apart (a NUL byte) or GKeyFile
+ * refuses what the scan kept: then nothing of the file means anything. Owned. */
+static HmConfig *config_parse(const char *data, gsize len, const char *name,
+                              ConfigProblems *problems)
 {
     g_autoptr(HmConfig) config = hm_config_new();
     g_autoptr(GKeyFile) kf = g_key_file_new();
     g_autoptr(GError) local = NULL;
     g_autoptr(GString) clean = g_string_new(NULL);
-    g_auto(ConfigProblems) problems = {0};
     guint key_lines[HM_CONFIG_KEY_LAST] = {0};
 
-    g_return_val_if_fail(data != NULL || len == 0, NULL);
-    g_return_val_if_fail(name != NULL, NULL);
-
-    if (len > HM_CONFIG_MAX_BYTES) {
-        g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_TOO_LARGE,
-                    "%s: larger than the limit of %d bytes", name, HM_CONFIG_MAX_BYTES);
+    if (!config_scan(data ? data : "", len, key_lines, config->hosts, clean, problems))
         return NULL;
-    }
-    config_problems_init(&problems, name);
-    if (!config_scan(data ? data : "", len, key_lines, config->hosts, clean, &problems)) {
-        config_problems_report(&problems, error);
-        return NULL;
-    }
     /* Only the lines the scan accepted: GKeyFile then reads every value it kept. */
     if (clean->len && !g_key_file_load_from_data(kf, clean->str, clean->len, G_KEY_FILE_NONE,
                                                  &local)) {
-        config_problem(&problems, 0, "%s", local->message);
-        config_problems_report(&problems, error);
+        config_problem(problems, 0, "%s", local->message);
         return NULL;
     }
     for (int k = 0; k < HM_CONFIG_KEY_LAST; k++) {
@@ -870,13 +862,13 @@ HmConfig *hm_config_load_data(const char *data, gsize len, const char *name, GEr
         /* GKeyFile returns the raw text and sets the error for a bad escape sequence. */
         value = g_key_file_get_string(kf, keys[k].group, keys[k].name, &local);
         if (!value || local) {
-            config_problem(&problems, key_lines[k], "[%s] %s: %s", keys[k].group, keys[k].name,
+            config_problem(problems, key_lines[k], "[%s] %s: %s", keys[k].group, keys[k].name,
                            local->message);
             g_clear_error(&local);
             continue;
         }
         if (!config_set(config, k, value, &local)) {
-            config_problem(&problems, key_lines[k], "[%s] %s: %s", keys[k].group, keys[k].name,
+            config_problem(problems, key_lines[k], "[%s] %s: %s", keys[k].group, keys[k].name,
                            local->message);
             g_clear_error(&local);
             continue;
@@ -895,17 +887,35 @@ HmConfig *hm_config_load_data(const char *data, gsize len, const char *name, GEr
                 continue;
             value = g_key_file_get_string(kf, group, host_keys[k], &local);
             if (!value || !config_host_set(host, host_keys[k], value, &local)) {
-                config_problem(&problems, k == 0 ? host->uri_line : host->line, "[%s] %s: %s",
+                config_problem(problems, k == 0 ? host->uri_line : host->line, "[%s] %s: %s",
                                group, host_keys[k], local->message);
                 g_clear_error(&local);
             }
         }
         if (!host->uri_line)
-            config_problem(&problems, host->line, "[%s] has no 'uri' key", group);
+            config_problem(problems, host->line, "[%s] has no 'uri' key", group);
     }
+    config->path = g_strdup(name);
+    return g_steal_pointer(&config);
+}
+
+HmConfig *hm_config_load_data(const char *data, gsize len, const char *name, GError **error)
+{
+    g_autoptr(HmConfig) config = NULL;
+    g_auto(ConfigProblems) problems = {0};
+
+    g_return_val_if_fail(data != NULL || len == 0, NULL);
+    g_return_val_if_fail(name != NULL, NULL);
+
+    if (len > HM_CONFIG_MAX_BYTES) {
+        g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_TOO_LARGE,
+                    "%s: larger than the limit of %d bytes", name, HM_CONFIG_MAX_BYTES);
+        return NULL;
+    }
+    config_problems_init(&problems, name);
+    config = config_parse(data, len, name, &problems);
     if (!config_problems_report(&problems, error))
         return NULL;
-    config->path = g_strdup(name);
     return g_steal_pointer(&config);
 }
 
@@ -936,17 +946,16 @@ HmConfig *hm_config_open(const char *path, GError **error)
 
 /* ---- meaning ------------------------------------------------------------------------------- */
 
-/* The keys naming a file the programs read: they must exist and be readable. */
+/* The keys naming a file the programs read: they must exist and be readable (the alert token
+ * is apart: without it only the webhook is refused, hm_config_warnings()). */
 static const HmConfigKey file_keys[] = {
     HM_CONFIG_MIGRATE_CLIENT_CERT, HM_CONFIG_MIGRATE_CLIENT_KEY, HM_CONFIG_MIGRATE_CA_CERT,
     HM_CONFIG_HOTMIGD_SERVER_CERT, HM_CONFIG_HOTMIGD_SERVER_KEY, HM_CONFIG_HOTMIGD_CA_CERT,
-    HM_CONFIG_ALERTS_TOKEN_FILE,
 };
 
-/* The keys holding a libvirt URI (empty: libvirt's default) and an IP address to listen on
- * (empty: every address); the keys holding comma-separated PCI addresses. */
+/* The keys holding a libvirt URI (empty: libvirt's default); the keys holding comma-separated
+ * PCI addresses. */
 static const HmConfigKey uri_keys[] = {HM_CONFIG_MIGRATE_CONNECT, HM_CONFIG_HOTMIGD_CONNECT};
-static const HmConfigKey listen_keys[] = {HM_CONFIG_HOTMIGD_LISTEN, HM_CONFIG_ALERTS_LISTEN};
 static const HmConfigKey pci_keys[] = {HM_CONFIG_POOL_PFS, HM_CONFIG_POOL_VFS};
 
 /* libvirt's remote transports (virConnectOpen: "driver[+transport]://[user@][host][:port]/path"). */
@@ -1001,76 +1010,72 @@ static gboolean config_uri_check(const char *uri, gboolean need_server, GError *
     return TRUE;
 }
 
-static void config_check_file(ConfigProblems *problems, const HmConfig *config, HmConfigKey key)
+/* Why @path cannot be read as a regular file (owned), NULL when it can. */
+static char *config_file_problem(const char *path)
 {
-    const char *path = config->strings[key];
     struct stat st;
-    int fd;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 
-    if (!*path)
-        return; /* an optional file, not set */
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
         int errsv = errno;
 
-        config_key_problem(problems, config, key, "cannot read '%s': %s", path,
-                           g_strerror(errsv));
-        return;
+        return g_strdup_printf("cannot read '%s': %s", path, g_strerror(errsv));
     }
-    if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode))
-        config_key_problem(problems, config, key, "'%s' is not a regular file", path);
+    if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+        close(fd);
+        return g_strdup_printf("'%s' is not a regular file", path);
+    }
     close(fd);
+    return NULL;
 }
 
-gboolean hm_config_check(const HmConfig *config, HmConfigCheckFlags flags, GError **error)
+static void config_check_file(ConfigProblems *problems, const HmConfig *config, HmConfigKey key)
 {
-    g_auto(ConfigProblems) problems = {0};
-    const char *name;
+    g_autofree char *why = NULL;
 
-    g_return_val_if_fail(config != NULL, FALSE);
+    if (!*config->strings[key])
+        return; /* an optional file, not set */
+    why = config_file_problem(config->strings[key]);
+    if (why)
+        config_key_problem(problems, config, key, "%s", why);
+}
 
-    config_problems_init(&problems, config->path ? config->path : "defaults");
-    if (!(flags & HM_CONFIG_CHECK_SKIP_FILES)) {
-        for (gsize i = 0; i < G_N_ELEMENTS(file_keys); i++) {
-            /* The token is read only by the alert listener, which port 0 turns off. */
-            if (file_keys[i] == HM_CONFIG_ALERTS_TOKEN_FILE &&
-                !config->numbers[HM_CONFIG_ALERTS_PORT])
-                continue;
-            config_check_file(&problems, config, file_keys[i]);
-        }
-    }
-    for (gsize i = 0; i < G_N_ELEMENTS(uri_keys); i++) {
-        g_autoptr(GError) local = NULL;
-        const char *uri = config->strings[uri_keys[i]];
+/* An IP address (owned, in its canonical form), NULL when @text is none. */
+static char *config_ip_address(const char *text)
+{
+    g_autoptr(GInetAddress) inet = NULL;
 
-        if (*uri && !config_uri_check(uri, FALSE, &local))
-            config_key_problem(&problems, config, uri_keys[i], "%s", local->message);
-    }
-    for (gsize i = 0; i < G_N_ELEMENTS(listen_keys); i++) {
-        const char *addr = config->strings[listen_keys[i]];
-        guchar buf[sizeof(struct in6_addr)];
+    if (!text || !*text || strchr(text, '%'))
+        return NULL;
+    inet = g_inet_address_new_from_string(text);
+    return inet ? g_inet_address_to_string(inet) : NULL;
+}
 
-        if (*addr && inet_pton(AF_INET, addr, buf) != 1 && inet_pton(AF_INET6, addr, buf) != 1)
-            config_key_problem(&problems, config, listen_keys[i],
-                               "'%s' is not an IP address (IPv4 or IPv6; empty: every address)",
-                               addr);
-    }
-    for (gsize i = 0; i < G_N_ELEMENTS(pci_keys); i++) {
-        g_auto(GStrv) items = hm_config_get_list(config, pci_keys[i]);
+static void config_check_listen(ConfigProblems *problems, const HmConfig *config)
+{
+    const char *addr = config->strings[HM_CONFIG_HOTMIGD_LISTEN];
+    const char *alerts = config->strings[HM_CONFIG_ALERTS_LISTEN];
+    g_autofree char *ip = config_ip_address(addr);
+    g_autofree char *alerts_ip = config_ip_address(alerts);
 
-        for (char **p = items; *p; p++) {
-            g_autoptr(GError) local = NULL;
+    if (*addr && !g_str_equal(addr, "*") && !ip)
+        config_key_problem(problems, config, HM_CONFIG_HOTMIGD_LISTEN,
+                           "'%s' is not an IP address (IPv4 or IPv6; '*': every address; empty: the address of this host's own [host NAME] hotmigd URL, else 127.0.0.1)",
+                           addr);
+    if (*alerts && !alerts_ip)
+        config_key_problem(problems, config, HM_CONFIG_ALERTS_LISTEN,
+                           "'%s' is not an IP address (IPv4 or IPv6; empty: every address)",
+                           alerts);
+}
 
-            if (!hm_pci_address_parse(*p, NULL, &local))
-                config_key_problem(&problems, config, pci_keys[i], "%s", local->message);
-        }
-    }
+static void config_check_hosts(ConfigProblems *problems, const HmConfig *config)
+{
     for (guint i = 0; i < config->hosts->len; i++) {
         const HmConfigHost *host = g_ptr_array_index(config->hosts, i);
         g_autoptr(GError) local = NULL;
 
         if (!config_uri_check(host->uri, TRUE, &local)) {
-            config_problem(&problems, host->uri_line, "[host %s] uri: %s", host->name,
+            config_problem(problems, host->uri_line, "[host %s] uri: %s", host->name,
                            local->message);
             continue;
         }
@@ -1078,7 +1083,7 @@ gboolean hm_config_check(const HmConfig *config, HmConfigCheckFlags flags, GErro
             const HmConfigHost *other = g_ptr_array_index(config->hosts, j);
 
             if (g_str_equal(other->uri, host->uri)) {
-                config_problem(&problems, host->uri_line,
+                config_problem(problems, host->uri_line,
                                "[host %s] uri: '%s' is also the uri of [host %s] (line %u): two hosts cannot share one",
                                host->name, host->uri, other->name, other->uri_line);
                 break;
@@ -1088,23 +1093,273 @@ gboolean hm_config_check(const HmConfig *config, HmConfigCheckFlags flags, GErro
             g_autoptr(GUri) url = g_uri_parse(host->hotmigd, G_URI_FLAGS_NONE, NULL);
 
             if (!url || !g_uri_get_host(url) || !*g_uri_get_host(url))
-                config_problem(&problems, host->line,
+                config_problem(problems, host->line,
                                "[host %s] hotmigd: '%s' is not a URL like 'https://node02:16680'",
                                host->name, host->hotmigd);
         }
     }
-    name = config->strings[HM_CONFIG_HOTMIGD_NAME];
+}
+
+/* The meaning checks, into @problems. */
+static void config_check_into(ConfigProblems *problems, const HmConfig *config,
+                              HmConfigCheckFlags flags)
+{
+    const char *name = config->strings[HM_CONFIG_HOTMIGD_NAME];
+
+    if (!(flags & HM_CONFIG_CHECK_SKIP_FILES)) {
+        for (gsize i = 0; i < G_N_ELEMENTS(file_keys); i++)
+            config_check_file(problems, config, file_keys[i]);
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(uri_keys); i++) {
+        g_autoptr(GError) local = NULL;
+        const char *uri = config->strings[uri_keys[i]];
+
+        if (*uri && !config_uri_check(uri, FALSE, &local))
+            config_key_problem(problems, config, uri_keys[i], "%s", local->message);
+    }
+    config_check_listen(problems, config);
+    for (gsize i = 0; i < G_N_ELEMENTS(pci_keys); i++) {
+        g_auto(GStrv) items = hm_config_get_list(config, pci_keys[i]);
+
+        for (char **p = items; *p; p++) {
+            g_autoptr(GError) local = NULL;
+
+            if (!hm_pci_address_parse(*p, NULL, &local))
+                config_key_problem(problems, config, pci_keys[i], "%s", local->message);
+        }
+    }
+    config_check_hosts(problems, config);
     if (*name && !hm_config_find_host(config, name)) {
         g_autoptr(GString) known = g_string_new(NULL);
 
         for (guint i = 0; i < config->hosts->len; i++)
             g_string_append_printf(known, "%s%s", i ? ", " : "",
                                    ((const HmConfigHost *)g_ptr_array_index(config->hosts, i))->name);
-        config_key_problem(&problems, config, HM_CONFIG_HOTMIGD_NAME,
+        config_key_problem(problems, config, HM_CONFIG_HOTMIGD_NAME,
                            "'%s' names no [host NAME] group (%s%s)", name,
                            known->len ? "known: " : "the file has none", known->str);
     }
+}
+
+gboolean hm_config_check(const HmConfig *config, HmConfigCheckFlags flags, GError **error)
+{
+    g_auto(ConfigProblems) problems = {0};
+
+    g_return_val_if_fail(config != NULL, FALSE);
+
+    config_problems_init(&problems, config->path ? config->path : "defaults");
+    config_check_into(&problems, config, flags);
     return config_problems_report(&problems, error);
+}
+
+/* ---- this host ----------------------------------------------------------------------------- */
+
+const char *hm_config_host_name(const HmConfig *config)
+{
+    const char *name;
+
+    g_return_val_if_fail(config != NULL, NULL);
+    name = config->strings[HM_CONFIG_HOTMIGD_NAME];
+    return *name ? name : g_get_host_name();
+}
+
+char *hm_config_host_hotmigd_url(const HmConfig *config, const HmConfigHost *host)
+{
+    g_autoptr(GUri) uri = NULL;
+    const char *server;
+
+    g_return_val_if_fail(config && host, NULL);
+    if (host->hotmigd)
+        return g_strdup(host->hotmigd);
+    uri = g_uri_parse(host->uri, G_URI_FLAGS_NONE, NULL);
+    server = uri && g_uri_get_host(uri) ? g_uri_get_host(uri) : NULL;
+    if (!server || !*server)
+        return NULL;
+    return g_strdup_printf("https://%s%s%s:%" G_GUINT64_FORMAT, strchr(server, ':') ? "[" : "",
+                           server, strchr(server, ':') ? "]" : "",
+                           config->numbers[HM_CONFIG_MIGRATE_HOTMIGD_PORT]);
+}
+
+/* This host's hotmigd URL as the others reach it, parsed; NULL when it has no [host NAME]. */
+static GUri *config_own_url(const HmConfig *config, const HmConfigHost **ret_host)
+{
+    const HmConfigHost *own = hm_config_find_host(config, hm_config_host_name(config));
+    g_autofree char *url = own ? hm_config_host_hotmigd_url(config, own) : NULL;
+
+    if (!url)
+        return NULL;
+    *ret_host = own;
+    return g_uri_parse(url, G_URI_FLAGS_NONE, NULL);
+}
+
+char *hm_config_listen_address(const HmConfig *config)
+{
+    const char *listen;
+    const HmConfigHost *own = NULL;
+    g_autoptr(GUri) url = NULL;
+    char *ip;
+
+    g_return_val_if_fail(config != NULL, NULL);
+    listen = config->strings[HM_CONFIG_HOTMIGD_LISTEN];
+    if (g_str_equal(listen, "*"))
+        return g_strdup("");
+    if (*listen)
+        return g_strdup(listen);
+    url = config_own_url(config, &own);
+    ip = url ? config_ip_address(g_uri_get_host(url)) : NULL;
+    return ip ? ip : g_strdup("127.0.0.1");
+}
+
+/* ---- warnings ------------------------------------------------------------------------------ */
+
+/* hotmigd's listen address against what the other hosts are told: loopback while the file
+ * names other hosts; another address or port than this host's own [host NAME] hotmigd URL. */
+static void config_warn_listen(ConfigProblems *warnings, const HmConfig *config)
+{
+    g_autofree char *addr = hm_config_listen_address(config);
+    g_autoptr(GInetAddress) inet = *addr ? g_inet_address_new_from_string(addr) : NULL;
+    const char *name = hm_config_host_name(config);
+    const HmConfigHost *own = NULL;
+    g_autoptr(GUri) url = config_own_url(config, &own);
+    g_autofree char *url_ip = url ? config_ip_address(g_uri_get_host(url)) : NULL;
+    guint64 port = config->numbers[HM_CONFIG_HOTMIGD_PORT];
+    gboolean others = config->hosts->len > (own ? 1u : 0u);
+
+    if (inet && g_inet_address_get_is_loopback(inet) && others)
+        config_key_problem(warnings, config, HM_CONFIG_HOTMIGD_LISTEN,
+                           "hotmigd listens on %s, loopback only: the other hosts cannot reach it (lease its VFs, ask it for migrations); set listen to this host's address or '*'%s",
+                           addr,
+                           !config->lines[HM_CONFIG_HOTMIGD_LISTEN] && !url_ip
+                               ? " (empty takes the address of this host's own [host NAME] hotmigd URL only when that is an IP address)"
+                               : "");
+    if (!url)
+        return;
+    if (inet && url_ip && !g_inet_address_get_is_loopback(inet) && !g_str_equal(addr, url_ip))
+        config_key_problem(warnings, config, HM_CONFIG_HOTMIGD_LISTEN,
+                           "hotmigd listens on %s, but the other hosts reach this host '%s' at %s ([host %s] hotmigd)",
+                           addr, name, g_uri_get_host(url), own->name);
+    if (g_uri_get_port(url) > 0 && (guint64)g_uri_get_port(url) != port)
+        config_key_problem(warnings, config, HM_CONFIG_HOTMIGD_PORT,
+                           "hotmigd listens on port %" G_GUINT64_FORMAT
+                           ", but the other hosts reach this host '%s' on port %d ([host %s] hotmigd%s)",
+                           port, name, g_uri_get_port(url), own->name,
+                           own->hotmigd ? "" : ": its uri's server with [migrate] hotmigd-port");
+}
+
+/* The alert token: without it hotmigd runs and its webhook refuses every request. */
+static void config_warn_token(ConfigProblems *warnings, const HmConfig *config)
+{
+    const char *path = config->strings[HM_CONFIG_ALERTS_TOKEN_FILE];
+    g_autofree char *why = NULL;
+
+    if (!config->numbers[HM_CONFIG_ALERTS_PORT])
+        return; /* no listener */
+    if (!*path) {
+        config_key_problem(warnings, config, HM_CONFIG_ALERTS_TOKEN_FILE,
+                           "empty: the alert webhook refuses every request (set a token file, or [alerts] port = 0 for no listener)");
+        return;
+    }
+    why = config_file_problem(path);
+    if (why)
+        config_key_problem(warnings, config, HM_CONFIG_ALERTS_TOKEN_FILE,
+                           "%s: the alert webhook refuses every request until it can be read (write one line of random text there, mode 0600: 'umask 077; openssl rand -hex 32 > %s'; or set [alerts] port = 0 for no listener)",
+                           why, path);
+}
+
+/* This host's client certificate against the identity the other hosts know it by. */
+static void config_warn_identity(ConfigProblems *warnings, const HmConfig *config)
+{
+    const HmConfigHost *own = hm_config_find_host(config, hm_config_host_name(config));
+    const char *cert_path = config->strings[HM_CONFIG_MIGRATE_CLIENT_CERT];
+    const char *identity;
+    g_autoptr(GTlsCertificate) cert = NULL;
+    g_autoptr(GPtrArray) ids = NULL;
+    g_autofree char *list = NULL;
+
+    if (!own)
+        return;
+    identity = own->identity ? own->identity : own->name;
+    cert = g_tls_certificate_new_from_file(cert_path, NULL);
+    if (!cert)
+        return; /* unreadable: an error of its own; no TLS backend: nothing to say */
+    ids = hm_cert_identities(cert);
+    for (guint i = 0; i < ids->len; i++) {
+        if (g_str_equal(g_ptr_array_index(ids, i), identity))
+            return;
+    }
+    g_ptr_array_add(ids, NULL);
+    list = g_strjoinv("', '", (char **)ids->pdata);
+    config_problem(warnings, own->line,
+                   "[host %s] identity%s: '%s' is not a name this host's client certificate '%s' carries ('%s'): the other hosts' hotmigd will refuse its requests (403); set identity = %s",
+                   own->name, own->identity ? "" : " (default: the host's NAME)", identity,
+                   cert_path, list, ids->len > 1 ? (char *)g_ptr_array_index(ids, 0) : "NAME");
+}
+
+char **hm_config_warnings(const HmConfig *config, HmConfigCheckFlags flags)
+{
+    g_auto(ConfigProblems) warnings = {0};
+
+    g_return_val_if_fail(config != NULL, NULL);
+    config_problems_init(&warnings, config->path ? config->path : "defaults");
+    config_warn_listen(&warnings, config);
+    if (!(flags & HM_CONFIG_CHECK_SKIP_FILES)) {
+        config_warn_token(&warnings, config);
+        config_warn_identity(&warnings, config);
+    }
+    g_ptr_array_add(warnings.messages, NULL);
+    return (char **)g_ptr_array_steal(warnings.messages, NULL);
+}
+
+/* ---- the whole report ---------------------------------------------------------------------- */
+
+void hm_config_report_free(HmConfigReport *report)
+{
+    if (!report)
+        return;
+    hm_config_free(report->config);
+    g_strfreev(report->errors);
+    g_strfreev(report->warnings);
+    g_free(report);
+}
+
+HmConfigReport *hm_config_report_open(const char *path, HmConfigCheckFlags flags)
+{
+    g_autoptr(HmConfigReport) report = g_new0(HmConfigReport, 1);
+    g_auto(ConfigProblems) problems = {0};
+    g_autoptr(GError) local = NULL;
+    g_autofree char *data = NULL;
+    const char *env = g_getenv(HM_CONFIG_ENV);
+    gsize len = 0;
+
+    if (!path && env && *env)
+        path = env;
+    else if (!path && g_file_test(HM_CONFIG_PATH_DEFAULT, G_FILE_TEST_EXISTS))
+        path = HM_CONFIG_PATH_DEFAULT;
+    config_problems_init(&problems, path ? path : "defaults");
+    if (!path) {
+        report->config = hm_config_new();
+        report->loaded = TRUE;
+    } else if (!hm_file_read_limited(path, HM_CONFIG_MAX_BYTES, &data, &len, &local)) {
+        config_problem(&problems, 0, "%s", local->message);
+    } else {
+        guint syntax;
+
+        report->config = config_parse(data, len, path, &problems);
+        syntax = problems.messages->len + problems.more;
+        report->loaded = report->config && syntax == 0;
+    }
+    if (report->config) {
+        config_check_into(&problems, report->config, flags);
+        report->warnings = hm_config_warnings(report->config, flags);
+    } else {
+        report->warnings = g_new0(char *, 1);
+    }
+    if (problems.more)
+        g_ptr_array_add(problems.messages, g_strdup_printf("%s: %u more problems not shown",
+                                                           problems.name, problems.more));
+    g_ptr_array_add(problems.messages, NULL);
+    report->errors = (char **)g_ptr_array_steal(problems.messages, NULL);
+    return g_steal_pointer(&report);
 }
 
 /* ---- output -------------------------------------------------------------------------------- */

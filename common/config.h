@@ -112,15 +112,41 @@ typedef enum {
     HM_CONFIG_CHECK_SKIP_FILES = 1 << 0, /* do not open the certificate, key and token files */
 } HmConfigCheckFlags;
 
-/* Checks what a loaded @config means, beyond its syntax: the certificate, key, CA and token
- * files (set or default; the token only with an [alerts] port) exist and are readable regular
- * files; libvirt URIs parse
+/* Checks what a loaded @config means, beyond its syntax: the certificate, key and CA files
+ * (set or default) exist and are readable regular files; libvirt URIs parse
  * (driver[+transport]://[server]/path, a known transport; a [host NAME] uri names a server);
- * [pool] addresses are PCI addresses; each listen is an IP address; [hotmigd] name names a
- * [host NAME] group; no two hosts share a uri; a host's hotmigd is a URL with a server.
+ * [pool] addresses are PCI addresses; each listen is an IP address ([hotmigd] listen may also
+ * be '*'); [hotmigd] name names a [host NAME] group; no two hosts share a uri; a host's
+ * hotmigd is a URL with a server.
  * TRUE when all hold; else FALSE with one HM_COMMON_ERROR_INVALID listing every problem, one
  * "FILE:LINE: [group] key: ..." per line. */
 gboolean hm_config_check(const HmConfig *config, HmConfigCheckFlags flags, GError **error);
+
+/* What is allowed but likely wrong, one "FILE:LINE: [group] key: ..." each (owned,
+ * NULL-terminated, empty when none): hotmigd listening on loopback while the file names other
+ * hosts; its listen address or port other than this host's own [host NAME] hotmigd URL's (the
+ * address compared when the URL holds an IP address); and, unless @flags skip the files, an
+ * alert token file that cannot be read while the alert listener is on (hotmigd runs, the
+ * webhook refuses every request) and a client certificate that does not carry this host's
+ * identity (the other hosts' hotmigd refuse it). */
+char **hm_config_warnings(const HmConfig *config, HmConfigCheckFlags flags);
+
+/* What `config check` reports about the file a program would read (@path, else
+ * $HOTMIG_CONFIG, else HM_CONFIG_PATH_DEFAULT when it exists, else the defaults): every
+ * problem at once, the syntax's and the meaning's (the values that loaded are checked for
+ * meaning even when other lines are wrong), and the warnings. */
+typedef struct {
+    HmConfig *config; /* what loaded, the rest at its default; NULL when the file cannot be
+                         read at all (owned) */
+    gboolean loaded;  /* the file's syntax held: @config is the file's */
+    char **errors;    /* "FILE:LINE: ...", NULL-terminated, empty when none (owned) */
+    char **warnings;  /* hm_config_warnings() (owned) */
+} HmConfigReport;
+
+/* Never NULL; owned. */
+HmConfigReport *hm_config_report_open(const char *path, HmConfigCheckFlags flags);
+void hm_config_report_free(HmConfigReport *report);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(HmConfigReport, hm_config_report_free)
 
 void hm_config_free(HmConfig *config);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(HmConfig, hm_config_free)
@@ -148,6 +174,16 @@ typedef struct {
     guint line;     /* the line of the group header */
     guint uri_line; /* the line of its 'uri' key */
 } HmConfigHost;
+
+/* This host's name among them: [hotmigd] name, else the machine's host name (borrowed). */
+const char *hm_config_host_name(const HmConfig *config);
+/* @host's hotmigd URL: its 'hotmigd', else https://SERVER:PORT with its uri's server and
+ * [migrate] hotmigd-port. Owned; NULL when the uri names no server. */
+char *hm_config_host_hotmigd_url(const HmConfig *config, const HmConfigHost *host);
+/* The address hotmigd's HTTPS API listens on: [hotmigd] listen; "" (every address) for '*';
+ * when empty, the address of this host's own [host NAME] hotmigd URL if it is an IP address,
+ * else 127.0.0.1. Owned. */
+char *hm_config_listen_address(const HmConfig *config);
 
 /* Borrowed array of HmConfigHost, in file order; never NULL. */
 GPtrArray *hm_config_get_hosts(const HmConfig *config);

@@ -39,8 +39,9 @@ OrchAuthz *orch_authz_new(const HmConfig *config);
 void orch_authz_free(OrchAuthz *authz);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchAuthz, orch_authz_free)
 
-/* The identities of @cert: its DNS and IP subject alternative names, and its subject's common
- * name when it has no DNS name. Owned array of owned strings; empty for NULL. */
+/* The identities of @cert (hm_cert_identities(), which the configuration check uses too): its
+ * DNS and IP subject alternative names, and its subject's common name when it has no DNS name.
+ * Owned array of owned strings; empty for NULL. */
 GPtrArray *orch_cert_identities(GTlsCertificate *cert);
 
 /* Who @cert (the client's verified certificate; NULL: none) is. Owned, never NULL. */

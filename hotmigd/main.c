@@ -106,19 +106,20 @@ static gboolean on_sighup(gpointer data)
 }
 
 /* --check-config: what `migrate-vm config check` says about the file hotmigd would read, every
- * problem on stderr; exit 0 or 4. */
+ * problem and warning on stderr, one a line; exit 0 or 4. */
 static int check_config(const char *path)
 {
-    g_autoptr(HmConfig) config = NULL;
-    g_autoptr(GError) error = NULL;
+    g_autoptr(HmConfigReport) report = hm_config_report_open(path, HM_CONFIG_CHECK_DEFAULT);
 
-    config = hm_config_open(path, &error);
-    if (!config || !hm_config_check(config, HM_CONFIG_CHECK_DEFAULT, &error)) {
-        fprintf(stderr, "hotmigd: %s\n", error->message);
+    for (char **e = report->errors; *e; e++)
+        fprintf(stderr, "hotmigd: %s\n", *e);
+    for (char **w = report->warnings; *w; w++)
+        fprintf(stderr, "hotmigd: warning: %s\n", *w);
+    if (!report->loaded || report->errors[0])
         return EXIT_CONFIG;
-    }
     fprintf(stderr, "hotmigd: '%s' is valid\n",
-            hm_config_get_path(config) ? hm_config_get_path(config) : "the defaults");
+            hm_config_get_path(report->config) ? hm_config_get_path(report->config)
+                                               : "the defaults");
     return EXIT_STOPPED;
 }
 
@@ -150,7 +151,8 @@ int main(int argc, char **argv)
     g_autoptr(GMainLoop) loop = NULL;
     g_autofree char *config_path = NULL;
     gboolean foreground = FALSE, verbose = FALSE, version = FALSE, check = FALSE;
-    const char *listen;
+    g_autofree char *listen = NULL;
+    g_auto(GStrv) warnings = NULL;
     guint sigterm, sigint, sighup;
     Reload reload = {0};
     GOptionEntry entries[] = {
@@ -199,6 +201,9 @@ int main(int argc, char **argv)
         g_critical("%s", error->message);
         return EXIT_CONFIG;
     }
+    warnings = hm_config_warnings(config, HM_CONFIG_CHECK_DEFAULT);
+    for (char **w = warnings; *w; w++)
+        g_warning("%s", *w);
 
     loop = g_main_loop_new(NULL, FALSE);
     daemon = hotmigd_new(g_steal_pointer(&config), NULL, &error);
@@ -216,10 +221,11 @@ int main(int argc, char **argv)
     sigint = g_unix_signal_add(SIGINT, on_signal, loop);
     reload = (Reload){.daemon = daemon, .alerts = alerts, .config_path = config_path};
     sighup = g_unix_signal_add(SIGHUP, on_sighup, &reload);
-    listen = hm_config_get_string(hotmigd_get_config(daemon), HM_CONFIG_HOTMIGD_LISTEN);
+    listen = hm_config_listen_address(hotmigd_get_config(daemon));
     g_message(
-        "hotmigd %s on %s listening on https://%s:%u (client certificates from CA '%s'); local API on '%s'",
-        HOTMIG_VERSION, hotmigd_get_name(daemon), *listen ? listen : "*",
+        "hotmigd %s on %s listening on https://%s%s%s:%u (client certificates from CA '%s'); local API on '%s'",
+        HOTMIG_VERSION, hotmigd_get_name(daemon), strchr(listen, ':') ? "[" : "",
+        *listen ? listen : "*", strchr(listen, ':') ? "]" : "",
         hotmigd_get_port(daemon),
         hm_config_get_string(hotmigd_get_config(daemon), HM_CONFIG_HOTMIGD_CA_CERT),
         hotmigd_get_socket_path(daemon));

@@ -1,7 +1,8 @@
 /* `migrate-vm config check [--skip-files] [FILE]` (FILE, else $HOTMIG_CONFIG, else
  * /etc/hotmig/hotmig.conf): loads a configuration file, checks what its values mean
- * (hm_config_check: files, URIs, addresses, names; --skip-files: not the files) and that its
- * migration settings go together, reports every problem, and prints the effective configuration; `migrate-vm config sample`: the
+ * (hm_config_report_open(): files, URIs, addresses, names; --skip-files: not the files; the
+ * values that load are checked even when other lines are wrong) and that its migration settings
+ * go together, reports every problem and warning, and prints the effective configuration; `migrate-vm config sample`: the
  * commented sample. */
 #include <stdio.h>
 
@@ -11,8 +12,8 @@
 int cmd_config_main(int argc, char **argv)
 {
     g_autoptr(GError) error = NULL;
-    g_autoptr(GError) meaning = NULL;
-    g_autoptr(HmConfig) config = NULL;
+    g_autoptr(HmConfigReport) report = NULL;
+    const HmConfig *config;
     g_autofree char *effective = NULL;
     HmConfigCheckFlags flags = HM_CONFIG_CHECK_DEFAULT;
     const char *path = NULL;
@@ -41,22 +42,25 @@ int cmd_config_main(int argc, char **argv)
     if (!path && !(g_getenv(HM_CONFIG_ENV) && *g_getenv(HM_CONFIG_ENV)) &&
         !g_file_test(HM_CONFIG_PATH_DEFAULT, G_FILE_TEST_EXISTS))
         fprintf(stderr, "migrate-vm: no '%s': the defaults apply\n", HM_CONFIG_PATH_DEFAULT);
-    config = hm_config_open(path, &error);
-    if (!config) {
-        fprintf(stderr, "migrate-vm: %s\n", error->message);
-        return EXIT_CONFIG;
-    }
-    /* What the values mean (files, URIs, addresses, names), every problem. */
-    ok = hm_config_check(config, flags, &meaning);
-    if (!ok)
-        fprintf(stderr, "migrate-vm: %s\n", meaning->message);
+    /* Every problem: the syntax's, what the values that loaded mean (files, URIs, addresses,
+     * names), the warnings; each line of the report its own "migrate-vm:" line. */
+    report = hm_config_report_open(path, flags);
+    for (char **e = report->errors; *e; e++)
+        fprintf(stderr, "migrate-vm: %s\n", *e);
+    for (char **w = report->warnings; *w; w++)
+        fprintf(stderr, "migrate-vm: warning: %s\n", *w);
+    ok = report->loaded && !report->errors[0];
     /* The combinations libvirt refuses, as a migration would find them. */
-    if (!cmd_migrate_check_config(config, &error)) {
-        fprintf(stderr, "migrate-vm: %s\n", error->message);
+    if (report->loaded && !cmd_migrate_check_config(report->config, &error)) {
+        g_auto(GStrv) lines = g_strsplit(error->message, "\n", -1);
+
+        for (char **l = lines; *l; l++)
+            fprintf(stderr, "migrate-vm: %s\n", *l);
         ok = FALSE;
     }
     if (!ok)
         return EXIT_CONFIG;
+    config = report->config;
     effective = hm_config_format_effective(config);
     fputs(effective, stdout);
     if (hm_config_get_path(config))

@@ -92,6 +92,24 @@ expect 4 "meaning.conf:3: \[hotmigd\] listen: 'node01' is not an IP address" \
 grep -q "meaning.conf:5: \[host node01\] uri: 'node01' is not a libvirt URI" "$tmp/out" ||
     fail "config check did not report every problem: $(cat "$tmp/out")"
 expect 2 "usage: migrate-vm config check \[--skip-files\] \[FILE\]" config check --bogus
+# A syntax error does not hide what the rest means (issue 32): both in one report, each line
+# of it with the program's name.
+printf '[migrate]\nprepare-timeout = soon\nconnect = node02\n' >"$tmp/both.conf"
+expect 4 "^migrate-vm: $tmp/both.conf:2: \[migrate\] prepare-timeout: 'soon'" \
+    config check --skip-files "$tmp/both.conf"
+grep -q "^migrate-vm: $tmp/both.conf:3: \[migrate\] connect: 'node02' is not a libvirt URI" "$tmp/out" ||
+    fail "a syntax error hid the meaning checks: $(cat "$tmp/out")"
+# listen '*' is every address and passes; loopback while other hosts are named is a warning
+# (exit 0), as is an own URL that disagrees with listen.
+printf '[hotmigd]\nlisten = *\nname = a\n[host a]\nuri = qemu+tls://a.example.org/system\n[host b]\nuri = qemu+tls://b.example.org/system\n' >"$tmp/star.conf"
+expect 0 "^\[hotmigd\] listen = \*" config check --skip-files "$tmp/star.conf"
+grep -q "warning" "$tmp/out" && fail "listen '*' was warned about: $(cat "$tmp/out")"
+sed -i '/^listen = /d' "$tmp/star.conf"
+expect 0 "^migrate-vm: warning: $tmp/star.conf: \[hotmigd\] listen \(default\): hotmigd listens on 127.0.0.1, loopback only" \
+    config check --skip-files "$tmp/star.conf"
+printf '[hotmigd]\nname = a\nlisten = 10.0.0.2\n[host a]\nuri = qemu+tls://10.0.0.1/system\n[host b]\nuri = qemu+tls://10.0.0.2/system\n' >"$tmp/other.conf"
+expect 0 "^migrate-vm: warning: $tmp/other.conf:3: \[hotmigd\] listen: hotmigd listens on 10.0.0.2, but the other hosts reach this host 'a' at 10.0.0.1" \
+    config check --skip-files "$tmp/other.conf"
 printf '[migrate]\n\nunplug-timeout = soon\n' >"$tmp/bad.conf"
 expect 4 "$tmp/bad.conf:3: \\[migrate\\] unplug-timeout: 'soon' is not a whole number" \
     config check "$tmp/bad.conf"

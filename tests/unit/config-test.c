@@ -446,6 +446,252 @@ static void test_check_files(void **state)
     rmdir(dir);
 }
 
+/* The warnings as one text, one per line. */
+static char *warnings_of(const HmConfig *c, HmConfigCheckFlags flags)
+{
+    g_auto(GStrv) w = hm_config_warnings(c, flags);
+
+    return g_strjoinv("\n", w);
+}
+
+/* [hotmigd] listen: '*' is every address; empty is this host's own URL's address or loopback;
+ * loopback while other hosts are named, or an address or port other than this host's own
+ * [host NAME] hotmigd URL's, is warned about (issue 32). */
+static void test_listen(void **state)
+{
+    static const struct {
+        const char *text;
+        const char *address; /* hm_config_listen_address() */
+        const char *warning; /* NULL: none */
+    } cases[] = {
+        /* '*' passes the check and means every address. */
+        {"[hotmigd]\nlisten = *\nname = a\n[host a]\nuri = qemu+tls://a.example.org/system\n"
+         "[host b]\nuri = qemu+tls://b.example.org/system\n",
+         "", NULL},
+        /* The example inventory's case: hosts known by DNS names, listen not set. */
+        {"[hotmigd]\nname = a\n[host a]\nuri = qemu+tls://a.example.org/system\n"
+         "[host b]\nuri = qemu+tls://b.example.org/system\n",
+         "127.0.0.1",
+         NAME ": [hotmigd] listen (default): hotmigd listens on 127.0.0.1, loopback only: the "
+              "other hosts cannot reach it (lease its VFs, ask it for migrations); set listen to "
+              "this host's address or '*' (empty takes the address of this host's own [host "
+              "NAME] hotmigd URL only when that is an IP address)"},
+        /* Loopback named outright. */
+        {"[hotmigd]\nlisten = ::1\nname = a\n[host a]\nuri = qemu+tls://a/system\n"
+         "[host b]\nuri = qemu+tls://b/system\n",
+         "::1", NAME ":2: [hotmigd] listen: hotmigd listens on ::1, loopback only"},
+        /* One host alone: loopback is no surprise. */
+        {"[hotmigd]\nname = a\n[host a]\nuri = qemu+tls://a/system\n", "127.0.0.1", NULL},
+        {"", "127.0.0.1", NULL},
+        /* Empty: the own URL's address, from its hotmigd or from its uri. */
+        {"[hotmigd]\nname = a\n[host a]\nuri = qemu+tls://a/system\nhotmigd = https://10.0.0.1:16680\n"
+         "[host b]\nuri = qemu+tls://b/system\n",
+         "10.0.0.1", NULL},
+        {"[hotmigd]\nname = a\n[host a]\nuri = qemu+tls://10.0.0.1/system\n[host b]\n"
+         "uri = qemu+tls://10.0.0.2/system\n",
+         "10.0.0.1", NULL},
+        /* node01's file listening on node02's address. */
+        {"[hotmigd]\nname = a\nlisten = 10.0.0.2\n[host a]\nuri = qemu+tls://10.0.0.1/system\n"
+         "[host b]\nuri = qemu+tls://10.0.0.2/system\n",
+         "10.0.0.2",
+         NAME ":3: [hotmigd] listen: hotmigd listens on 10.0.0.2, but the other hosts reach this "
+              "host 'a' at 10.0.0.1 ([host a] hotmigd)"},
+        /* The port the others are told against the one it listens on. */
+        {"[hotmigd]\nname = a\nport = 16690\n[host a]\nuri = qemu+tls://10.0.0.1/system\n"
+         "[host b]\nuri = qemu+tls://10.0.0.2/system\n",
+         "10.0.0.1",
+         NAME ":3: [hotmigd] port: hotmigd listens on port 16690, but the other hosts reach this "
+              "host 'a' on port 16680 ([host a] hotmigd: its uri's server with [migrate] "
+              "hotmigd-port)"},
+        {"[hotmigd]\nname = a\nport = 16690\n[host a]\nuri = qemu+tls://10.0.0.1/system\n"
+         "hotmigd = https://10.0.0.1:16690\n[host b]\nuri = qemu+tls://10.0.0.2/system\n",
+         "10.0.0.1", NULL},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(HmConfig) c = load_ok(cases[i].text);
+        g_autoptr(GError) error = NULL;
+        g_autofree char *address = hm_config_listen_address(c);
+        g_autofree char *warnings = warnings_of(c, HM_CONFIG_CHECK_SKIP_FILES);
+
+        if (!hm_config_check(c, HM_CONFIG_CHECK_SKIP_FILES, &error))
+            fail_msg("case %zu: %s", i, error->message);
+        if (!g_str_equal(address, cases[i].address))
+            fail_msg("case %zu: listens on '%s', expected '%s'", i, address, cases[i].address);
+        if (!cases[i].warning && *warnings)
+            fail_msg("case %zu: warned \"%s\"", i, warnings);
+        if (cases[i].warning && !g_str_has_prefix(warnings, cases[i].warning))
+            fail_msg("case %zu: warned \"%s\", expected \"%s...\"", i, warnings,
+                     cases[i].warning);
+    }
+}
+
+/* The alert token: without a readable one the check passes with a warning that says what to
+ * do (hotmigd starts and its webhook refuses every request: docs/alerts.md); no listener, no
+ * warning. */
+static void test_token(void **state)
+{
+    g_autofree char *dir = g_dir_make_tmp("hm-config-token-XXXXXX", NULL);
+    g_autofree char *cert = g_build_filename(dir, "cert.pem", NULL);
+    g_autofree char *token = g_build_filename(dir, "alert-token", NULL);
+    g_autofree char *files = NULL;
+    g_autofree char *text = NULL;
+    g_autofree char *warnings = NULL;
+    g_autofree char *expected = NULL;
+    g_autoptr(HmConfig) c = NULL;
+    g_autoptr(GError) error = NULL;
+
+    assert_non_null(dir);
+    assert_true(g_file_set_contents(cert, "PEM\n", -1, NULL));
+    files = g_strdup_printf("[migrate]\nclient-cert = %s\nclient-key = %s\nca-cert = %s\n"
+                            "[hotmigd]\nserver-cert = %s\nserver-key = %s\nca-cert = %s\n",
+                            cert, cert, cert, cert, cert, cert);
+    text = g_strdup_printf("%s[alerts]\ntoken-file = %s\n", files, token);
+    c = load_ok(text);
+    if (!hm_config_check(c, HM_CONFIG_CHECK_DEFAULT, &error))
+        fail_msg("a missing token failed the check: %s", error->message);
+    warnings = warnings_of(c, HM_CONFIG_CHECK_DEFAULT);
+    expected = g_strdup_printf(NAME ":10: [alerts] token-file: cannot read '%s': No such file or "
+                                    "directory: the alert webhook refuses every request until it "
+                                    "can be read (write one line of random text there, mode "
+                                    "0600: 'umask 077; openssl rand -hex 32 > %s'; or set "
+                                    "[alerts] port = 0 for no listener)",
+                               token, token);
+    assert_string_equal(warnings, expected);
+    g_clear_pointer(&warnings, g_free);
+    warnings = warnings_of(c, HM_CONFIG_CHECK_SKIP_FILES); /* the files are not looked at */
+    assert_string_equal(warnings, "");
+
+    /* Readable: nothing to say. */
+    assert_true(g_file_set_contents(token, "s3cret\n", -1, NULL));
+    g_clear_pointer(&warnings, g_free);
+    warnings = warnings_of(c, HM_CONFIG_CHECK_DEFAULT);
+    assert_string_equal(warnings, "");
+    unlink(token);
+
+    /* No listener: the token is not needed. */
+    g_clear_pointer(&c, hm_config_free);
+    g_clear_pointer(&text, g_free);
+    g_clear_pointer(&warnings, g_free);
+    text = g_strdup_printf("%s[alerts]\nport = 0\ntoken-file = %s\n", files, token);
+    c = load_ok(text);
+    assert_true(hm_config_check(c, HM_CONFIG_CHECK_DEFAULT, &error));
+    warnings = warnings_of(c, HM_CONFIG_CHECK_DEFAULT);
+    assert_string_equal(warnings, "");
+    unlink(cert);
+    rmdir(dir);
+}
+
+/* This host's client certificate must carry the identity the others know it by: its NAME by
+ * default (the example inventory's 403, issue 32), or its 'identity'. */
+static void test_identity(void **state)
+{
+    const char *pki = g_getenv("HM_TEST_PKI");
+    g_autofree char *dir = g_dir_make_tmp("hm-config-pki-XXXXXX", NULL);
+    g_autofree char *cmd = NULL;
+    g_autofree char *text = NULL;
+    g_autofree char *warnings = NULL;
+    g_autofree char *expected = NULL;
+    g_autoptr(HmConfig) c = NULL;
+    int status = 0;
+
+    if (!pki)
+        skip();
+    cmd = g_strdup_printf("%s %s", pki, dir);
+    assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
+    assert_int_equal(status, 0);
+    /* peer2.pem carries DNS:node02.test (tests/unit/test-pki.sh). */
+    text = g_strdup_printf("[migrate]\nclient-cert = %s/peer2.pem\n[hotmigd]\nname = node02\n"
+                           "[host node01]\nuri = qemu+tls://node01.test/system\n"
+                           "[host node02]\nuri = qemu+tls://node02.test/system\n",
+                           dir);
+    c = load_ok(text);
+    warnings = warnings_of(c, HM_CONFIG_CHECK_DEFAULT);
+    expected = g_strdup_printf(
+        NAME ":7: [host node02] identity (default: the host's NAME): 'node02' is not a name this "
+             "host's client certificate '%s/peer2.pem' carries ('node02.test'): the other hosts' "
+             "hotmigd will refuse its requests (403); set identity = node02.test",
+        dir);
+    if (!strstr(warnings, expected))
+        fail_msg("warned \"%s\", expected \"%s\"", warnings, expected);
+
+    g_clear_pointer(&c, hm_config_free);
+    g_clear_pointer(&text, g_free);
+    g_clear_pointer(&warnings, g_free);
+    text = g_strdup_printf("[migrate]\nclient-cert = %s/peer2.pem\n[hotmigd]\nname = node02\n"
+                           "[host node01]\nuri = qemu+tls://node01.test/system\n"
+                           "[host node02]\nuri = qemu+tls://node02.test/system\n"
+                           "identity = node02.test\n",
+                           dir);
+    c = load_ok(text);
+    warnings = warnings_of(c, HM_CONFIG_CHECK_DEFAULT);
+    if (strstr(warnings, "identity"))
+        fail_msg("warned \"%s\"", warnings);
+    g_clear_pointer(&cmd, g_free);
+    cmd = g_strdup_printf("rm -rf %s", dir);
+    assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, NULL, NULL));
+}
+
+/* hm_config_report_open(): a syntax error does not hide what the rest of the file means, nor
+ * the warnings: every problem in one report, in order. */
+static void test_report_every_problem(void **state)
+{
+    g_autofree char *dir = g_dir_make_tmp("hm-config-report-XXXXXX", NULL);
+    g_autofree char *path = g_build_filename(dir, "hotmig.conf", NULL);
+    g_autoptr(HmConfigReport) report = NULL;
+    g_autoptr(HmConfigReport) good = NULL;
+    g_autofree char *first = NULL;
+    g_autofree char *second = NULL;
+    g_autofree char *third = NULL;
+    g_autofree char *fourth = NULL;
+
+    assert_true(g_file_set_contents(path,
+                                    "[migrate]\n"
+                                    "prepare-timeout = soon\n"       /* 2: syntax (a value) */
+                                    "connect = node02\n"             /* 3: meaning */
+                                    "[hotmigd]\n"
+                                    "listen = node01\n"              /* 5: meaning */
+                                    "name = a\n"
+                                    "[host a]\n"
+                                    "uri = qemu+tls://a/system\n"
+                                    "bogus = 1\n"                    /* 9: syntax (a key) */
+                                    "[host b]\n"
+                                    "uri = qemu+tls://b/system\n",
+                                    -1, NULL));
+    report = hm_config_report_open(path, HM_CONFIG_CHECK_SKIP_FILES);
+    assert_non_null(report->config);
+    assert_false(report->loaded);
+    assert_int_equal(g_strv_length(report->errors), 4);
+    first = g_strdup_printf("%s:2: [migrate] prepare-timeout: 'soon' is not a whole number", path);
+    second = g_strdup_printf("%s:9: [host a] unknown key 'bogus'", path);
+    third = g_strdup_printf("%s:3: [migrate] connect: 'node02' is not a libvirt URI", path);
+    fourth = g_strdup_printf("%s:5: [hotmigd] listen: 'node01' is not an IP address", path);
+    /* The lines' problems first, then the values', then what the values mean. */
+    assert_true(g_str_has_prefix(report->errors[0], second));
+    assert_true(g_str_has_prefix(report->errors[1], first));
+    assert_true(g_str_has_prefix(report->errors[2], third));
+    assert_true(g_str_has_prefix(report->errors[3], fourth));
+    /* The values that loaded are the file's; the warnings are there too. */
+    assert_string_equal(hm_config_get_string(report->config, HM_CONFIG_HOTMIGD_NAME), "a");
+    assert_int_equal(g_strv_length(report->warnings), 0); /* listen is an error, not loopback */
+
+    /* A good file: loaded, nothing to report. */
+    assert_true(g_file_set_contents(path, "[hotmigd]\nlisten = *\n", -1, NULL));
+    good = hm_config_report_open(path, HM_CONFIG_CHECK_SKIP_FILES);
+    assert_true(good->loaded);
+    assert_null(good->errors[0]);
+    unlink(path);
+    g_clear_pointer(&report, hm_config_report_free);
+
+    /* A file that cannot be read: one error, no configuration. */
+    report = hm_config_report_open(path, HM_CONFIG_CHECK_SKIP_FILES);
+    assert_null(report->config);
+    assert_false(report->loaded);
+    assert_int_equal(g_strv_length(report->errors), 1);
+    assert_non_null(strstr(report->errors[0], path));
+    rmdir(dir);
+}
+
 /* hm_config_open: --config, else $HOTMIG_CONFIG, else the default path or the defaults. */
 static void test_open_env(void **state)
 {
@@ -484,6 +730,8 @@ int main(void)
         cmocka_unit_test(test_sample),       cmocka_unit_test(test_trailing_comment),
         cmocka_unit_test(test_every_error),  cmocka_unit_test(test_check_meaning),
         cmocka_unit_test(test_check_files),  cmocka_unit_test(test_open_env),
+        cmocka_unit_test(test_listen),       cmocka_unit_test(test_token),
+        cmocka_unit_test(test_identity),     cmocka_unit_test(test_report_every_problem),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
