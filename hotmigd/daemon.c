@@ -1683,19 +1683,7 @@ static GPtrArray *daemon_hosts(const HmConfig *config)
         h->name = g_strdup(g->name);
         h->uri = g_strdup(g->uri);
         h->line = g->line;
-        if (g->hotmigd) {
-            h->hotmigd = g_strdup(g->hotmigd);
-        } else {
-            g_autoptr(GUri) uri = g_uri_parse(g->uri, G_URI_FLAGS_NONE, NULL);
-            const char *server =
-                uri && g_uri_get_host(uri) && *g_uri_get_host(uri) ? g_uri_get_host(uri) : NULL;
-
-            if (server)
-                h->hotmigd = g_strdup_printf(
-                    "https://%s%s%s:%" G_GUINT64_FORMAT, strchr(server, ':') ? "[" : "", server,
-                    strchr(server, ':') ? "]" : "",
-                    hm_config_get_uint(config, HM_CONFIG_MIGRATE_HOTMIGD_PORT));
-        }
+        h->hotmigd = hm_config_host_hotmigd_url(config, g);
         g_ptr_array_add(hosts, h);
     }
     return hosts;
@@ -1766,37 +1754,12 @@ static gboolean daemon_open_pool(Hotmigd *daemon, GError **error)
     return TRUE;
 }
 
-/* Where the HTTPS API listens ([hotmigd] listen): "*" is every address; empty is the address
- * of this host's own [host NAME] hotmigd URL when that is an IP address, else loopback (never
- * every address by default: issue 15). Owned. */
-static char *daemon_listen_address(Hotmigd *daemon)
-{
-    const char *listen = hm_config_get_string(daemon->config, HM_CONFIG_HOTMIGD_LISTEN);
-
-    if (g_str_equal(listen, "*"))
-        return g_strdup("");
-    if (*listen)
-        return g_strdup(listen);
-    for (guint i = 0; i < daemon->hosts->len; i++) {
-        const HmConfigHost *h = g_ptr_array_index(daemon->hosts, i);
-        g_autoptr(GUri) uri = NULL;
-        g_autoptr(GInetAddress) inet = NULL;
-
-        if (!g_str_equal(h->name, daemon->name) || !h->hotmigd)
-            continue;
-        uri = g_uri_parse(h->hotmigd, G_URI_FLAGS_NONE, NULL);
-        inet = uri && g_uri_get_host(uri) ? g_inet_address_new_from_string(g_uri_get_host(uri))
-                                          : NULL;
-        if (inet)
-            return g_inet_address_to_string(inet);
-    }
-    return g_strdup("127.0.0.1");
-}
-
 static gboolean daemon_listen_https(Hotmigd *daemon, GError **error)
 {
     const HmConfig *config = daemon->config;
-    g_autofree char *listen = daemon_listen_address(daemon);
+    /* "*": every address; empty: this host's own URL's address, else loopback (never every
+     * address by default: issue 15). */
+    g_autofree char *listen = hm_config_listen_address(config);
     OrchVfdServerConfig server_config = {
         .listen = listen,
         .max_connections = hm_config_get_uint(config, HM_CONFIG_HOTMIGD_MAX_CONNECTIONS),
