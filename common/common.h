@@ -72,9 +72,18 @@ void hm_json_append_string(GString *out, const char *str);
 /* Fails with HM_COMMON_ERROR_INVALID ("JSON nests deeper than N levels at byte B") when the
  * @len bytes of @data (up to its NUL when @len is -1) open more than @max_depth arrays and
  * objects at once. A linear scan, no parse: brackets inside strings (escapes included) do not
- * count, and anything else malformed is left to the parser. Call it before
- * json_parser_load_from_data() on every untrusted text. */
+ * count. So that it counts what json-glib will read, it also fails ("JSON is not strict JSON
+ * at byte B: ...") on what json-glib reads differently from strict JSON: outside strings a
+ * character JSON does not have (json-glib also reads single-quoted strings, comments, hex
+ * numbers), inside them an escape JSON does not have or a UTF-16 surrogate that is not half of
+ * a pair (after which json-glib reads on past the closing quote). Anything else malformed is
+ * left to the parser. Call it before json_parser_load_from_data() on every untrusted text. */
 gboolean hm_json_check_depth(const char *data, gssize len, guint max_depth, GError **error);
+
+/* As hm_json_check_depth(), and fails as well ("JSON has data after its value at byte B") when
+ * anything but white space follows the first array or object closed at the top level
+ * (json-glib reads on past it). */
+gboolean hm_json_check_one(const char *data, gssize len, guint max_depth, GError **error);
 
 /* ---- untrusted text ---------------------------------------------------------------------- */
 

@@ -123,42 +123,17 @@ gboolean agent_framer_feed(AgentFramer *framer, const guint8 *data, gsize len, A
 /* ---- host requests ----------------------------------------------------------------------- */
 
 /* Looks at the request before json-glib does: json-glib is a recursive parser (so nesting is
- * bounded here) and it accepts data after the first value (so that is rejected here).
- * Brackets inside strings do not count. */
+ * bounded here), reads more than strict JSON (single-quoted strings, comments: refused, or the
+ * nesting counted here would not be the one it reads) and accepts data after the first value
+ * (refused here). */
 static gboolean agent_json_prescan(const char *line, gsize len, GError **error)
 {
-    gboolean in_string = FALSE;
-    gboolean closed = FALSE;
-    guint depth = 0;
+    g_autoptr(GError) local = NULL;
 
-    for (gsize i = 0; i < len; i++) {
-        char c = line[i];
-
-        if (closed) {
-            if (!g_ascii_isspace(c)) {
-                g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_JSON,
-                                    "Data after the request object");
-                return FALSE;
-            }
-        } else if (in_string) {
-            if (c == '\\')
-                i++;
-            else if (c == '"')
-                in_string = FALSE;
-        } else if (c == '"') {
-            in_string = TRUE;
-        } else if (c == '[' || c == '{') {
-            if (++depth > AGENT_JSON_DEPTH_MAX) {
-                g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_JSON,
-                            "Request nests deeper than %d levels", AGENT_JSON_DEPTH_MAX);
-                return FALSE;
-            }
-        } else if ((c == ']' || c == '}') && depth > 0) {
-            if (--depth == 0)
-                closed = TRUE;
-        }
-    }
-    return TRUE;
+    if (hm_json_check_one(line, (gssize)len, AGENT_JSON_DEPTH_MAX, &local))
+        return TRUE;
+    g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_JSON, "Request: %s", local->message);
+    return FALSE;
 }
 
 static gboolean agent_line_is_printable_name(const char *s)

@@ -417,6 +417,14 @@ static void test_errors(void **state)
     g_string_append(deep_s, "}\n");
     deep = g_string_free(g_steal_pointer(&deep_s), FALSE);
     expect_error(f, deep, "InvalidJSON", "deeper");
+    /* What json-glib reads beyond strict JSON (issue 28, finding 6): the prescan would not count
+     * the nesting json-glib reads (here 21 levels, in a single-quoted string's shadow). */
+    expect_error(f, "{\"execute\":\"ping\" /* a comment */}\n", "InvalidJSON", "not strict JSON");
+    expect_error(
+        f,
+        "{\"execute\":\"ping\",\"arguments\":{\"a\":['\"',[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]"
+        "]]]]],'\"']}}\n",
+        "InvalidJSON", "not strict JSON at byte 36");
 
     /* A NUL byte in a line. */
     agent_host_feed(f->agent, (const guint8 *)"{\"execute\":\"ping\"\0}\n", 20);

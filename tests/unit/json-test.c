@@ -1,6 +1,7 @@
 /* Unit tests for hm_json_append_string() (common/json.c): fixed cases, and random byte
  * strings whose output json-glib must parse back (to the input, when the input is UTF-8);
- * and for hm_json_check_depth(), the nesting limit put before every untrusted parse. */
+ * and for hm_json_check_depth(), the nesting limit put before every untrusted parse, which
+ * refuses what json-glib would read differently from strict JSON (issue 28, finding 6). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -140,12 +141,72 @@ static void test_depth(void **state)
     assert_non_null(strstr(error->message, "deeper than 32 levels at byte 32"));
 }
 
+static gboolean strict_ok(const char *text, guint max)
+{
+    g_autoptr(GError) error = NULL;
+    gboolean ok = hm_json_check_depth(text, -1, max, &error);
+
+    assert_true(ok == (error == NULL));
+    if (error) {
+        assert_int_equal(error->code, HM_COMMON_ERROR_INVALID);
+        assert_non_null(strstr(error->message, "JSON is not strict JSON at byte"));
+    }
+    return ok;
+}
+
+/* json-glib reads single-quoted strings, comments and escapes that strict JSON does not have;
+ * each of these inputs nests deeper than the limit as json-glib reads it (json-test's old
+ * guard let them all through: it saw the brackets inside a string). */
+static void test_depth_not_strict(void **state)
+{
+    g_autoptr(GString) deep = g_string_new("{\"return\":['\"',");
+    g_autoptr(GError) error = NULL;
+
+    assert_false(strict_ok("['\"', [[[1]]], '\"']", 2));
+    assert_false(strict_ok("[/* \" */ [[[1]]] /* \" */]", 2));
+    assert_false(strict_ok("[1 / \" /, [[2]]]", 2));
+    assert_false(strict_ok("[\"\\u0\",\",[[[[1]]]]]", 2));         /* \u reads the quote */
+    assert_false(strict_ok("[\"\\ud800\",\",[[[[1]]]],\"\"]", 2)); /* so does a surrogate */
+    assert_false(strict_ok("[\"\\udc00\"]", 2));
+    assert_false(strict_ok("[\"\\ud800\\u0041\"]", 2));
+    assert_false(strict_ok("[\"\\x\"]", 2));
+    assert_false(strict_ok("[\"\\", 2));
+    assert_false(strict_ok("[$1f, 0x1f]", 2) && strict_ok("[#\n1]", 2));
+    assert_false(strict_ok("[\"a\"\0]", 2) && hm_json_check_depth("[\"a\"\0]", 6, 2, NULL));
+    assert_false(strict_ok("[\"\xc3\xa9\"]\xc2\xa0", 2));
+    /* Strict JSON passes, every escape of it included. */
+    assert_true(strict_ok("{\"a\":[true,false,null,-1.5e+3,0]}\r\n\t ", 2));
+    assert_true(strict_ok("[\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00'/#\xc3\xa9\"]", 1));
+
+    /* The input of issue 28: passed the old guard, crashed json-glib on an 8 MiB stack. */
+    for (int i = 0; i < 100000; i++)
+        g_string_append_c(deep, '[');
+    assert_false(hm_json_check_depth(deep->str, (gssize)deep->len, HM_JSON_MAX_DEPTH, &error));
+    assert_non_null(strstr(error->message, "not strict JSON at byte 11"));
+}
+
+static void test_check_one(void **state)
+{
+    g_autoptr(GError) error = NULL;
+
+    assert_true(hm_json_check_one("{\"a\":[1]} \n", -1, 2, NULL));
+    assert_true(hm_json_check_one("  [\"]\"]", -1, 1, NULL));
+    assert_false(hm_json_check_one("{\"a\":[[1]]}", -1, 2, NULL)); /* still the depth */
+    assert_false(hm_json_check_one("[1]]]", -1, 2, NULL));
+    assert_false(hm_json_check_one("{\"a\":1} {\"b\":2}", -1, 2, &error));
+    assert_string_equal(error->message, "JSON has data after its value at byte 8");
+    /* hm_json_check_depth() leaves that to the caller. */
+    assert_true(hm_json_check_depth("{\"a\":1} {\"b\":2}", -1, 2, NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixed),
         cmocka_unit_test(test_random),
         cmocka_unit_test(test_depth),
+        cmocka_unit_test(test_depth_not_strict),
+        cmocka_unit_test(test_check_one),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
