@@ -989,7 +989,7 @@ static gboolean config_uri_check(const char *uri, gboolean need_server, GError *
     parsed = g_uri_parse(uri, G_URI_FLAGS_NONE, &local);
     if (!parsed || !g_uri_get_host(parsed)) {
         g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID,
-                    "'%s' is not a libvirt URI like 'qemu+tls://node02/system'", uri);
+                    "'%s' is not a libvirt URI like 'qemu+tls://HOST/system'", uri);
         return FALSE;
     }
     scheme = g_uri_get_scheme(parsed);
@@ -1003,7 +1003,7 @@ static gboolean config_uri_check(const char *uri, gboolean need_server, GError *
     }
     if (need_server && !*g_uri_get_host(parsed)) {
         g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID,
-                    "'%s' names no server (a cluster host is reached over the network, e.g. 'qemu+tls://node02/system')",
+                    "'%s' names no server (a cluster host is reached over the network: 'qemu+tls://HOST/system')",
                     uri);
         return FALSE;
     }
@@ -1094,7 +1094,7 @@ static void config_check_hosts(ConfigProblems *problems, const HmConfig *config)
 
             if (!url || !g_uri_get_host(url) || !*g_uri_get_host(url))
                 config_problem(problems, host->line,
-                               "[host %s] hotmigd: '%s' is not a URL like 'https://node02:16680'",
+                               "[host %s] hotmigd: '%s' is not a URL like 'https://HOST:16680'",
                                host->name, host->hotmigd);
         }
     }

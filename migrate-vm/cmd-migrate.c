@@ -333,7 +333,7 @@ static gboolean options_take_hosts(const Cli *cli, const HmConfig *config, OrchO
         opts->domain = g_strdup(cli->args ? cli->args[0] : NULL);
     } else {
         if (!cli->args || g_strv_length(cli->args) != 2)
-            return usage_error(error, "expected DOMAIN and DEST_URI (see --help)");
+            return usage_error(error, "expected DOMAIN and DEST (a libvirt URI or a [host NAME] of the configuration; see --help)");
         opts->domain = g_strdup(cli->args[0]);
         opts->dest_uri = g_strdup(cli->args[1]);
         if (hm_config_find_host(config, opts->dest_uri) && !strstr(opts->dest_uri, ":/")) {
@@ -560,7 +560,7 @@ gboolean cmd_migrate_check_config(const HmConfig *config, GError **error)
 
 static const char help_description[] =
     "Subcommands:\n"
-    "  migrate-vm --dry-run DOMAIN DEST_URI\n"
+    "  migrate-vm --dry-run DOMAIN DEST\n"
     "                                   check, changing nothing, whether DOMAIN could move now\n"
     "  migrate-vm --recover [DOMAIN]    finish or undo interrupted migrations (after kill -9,\n"
     "                                   a crash, a reboot) from their journal\n"
@@ -602,8 +602,12 @@ static const char help_description[] =
     "  17  resume: the agent did not resume the processes\n"
     "  Codes 10-17: the phase failed and was undone; the domain runs where it did.\n"
     "\n"
-    "Example:\n"
-    "  migrate-vm --connect qemu+tcp://hostA/system vm7 qemu+tcp://hostB/system --verbose\n"
+    "DEST: the destination's libvirt URI, or the NAME of a [host NAME] of the configuration\n"
+    "(likewise --connect for the source).\n"
+    "\n"
+    "Examples:\n"
+    "  migrate-vm --connect qemu+tls://hostA/system vm7 qemu+tls://hostB/system --verbose\n"
+    "  migrate-vm --connect hostA vm7 hostB     (with [host hostA] and [host hostB] groups)\n"
     "\n"
     "See migrate-vm(1).";
 
@@ -728,7 +732,7 @@ static GOptionEntry option_entries[] = {
 static gboolean options_parse(int *argc, char ***argv)
 {
     g_autoptr(GOptionContext) ctx =
-        g_option_context_new("DOMAIN DEST_URI - live-migrate a domain that holds VFs");
+        g_option_context_new("DOMAIN DEST - live-migrate a domain that holds VFs");
     g_autoptr(GError) error = NULL;
 
     g_option_context_set_summary(

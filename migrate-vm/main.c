@@ -1,6 +1,6 @@
 /* migrate-vm: live-migrate a libvirt domain that holds SR-IOV VFs (virsh-adjacent CLI).
  *
- *   migrate-vm [OPTION...] DOMAIN DEST_URI    migrate (cmd-migrate.c)
+ *   migrate-vm [OPTION...] DOMAIN DEST        migrate (cmd-migrate.c)
  *   migrate-vm --recover [DOMAIN]             finish or undo interrupted migrations
  *   migrate-vm config check [--skip-files] [FILE]   check a configuration file (cmd-config.c)
  *   migrate-vm config sample                  print the commented sample configuration

@@ -39,7 +39,7 @@ done
 
 # Usage errors: nothing is done (no connection is opened: the URI would fail with 10).
 bad=qemu+tcp://127.0.0.1:1/system
-expect 2 "expected DOMAIN and DEST_URI" vm7
+expect 2 "expected DOMAIN and DEST \\(a libvirt URI or a \\[host NAME\\]" vm7
 expect 2 "Unknown option --offline" --offline vm7 "$bad"
 expect 2 "--postcopy-after needs --postcopy" --postcopy-after 5 vm7 "$bad"
 expect 2 "--timeout-postcopy needs --postcopy" --timeout 30 --timeout-postcopy vm7 "$bad"

@@ -353,7 +353,7 @@ static void test_check_meaning(void **state)
          NULL},
         {"[migrate]\nconnect = node02\n",
          NAME ":2: [migrate] connect: 'node02' is not a libvirt URI like "
-              "'qemu+tls://node02/system'"},
+              "'qemu+tls://HOST/system'"},
         {"[hotmigd]\nconnect = qemu+tls//node02/system\n",
          NAME ":2: [hotmigd] connect: 'qemu+tls//node02/system' is not a libvirt URI"},
         {"[migrate]\nconnect = qemu+tsl://node02/system\n",
