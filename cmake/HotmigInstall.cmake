@@ -20,6 +20,10 @@ install(FILES ${PROJECT_SOURCE_DIR}/man/hotmigd.8
 install(FILES ${PROJECT_SOURCE_DIR}/docs/hotmigd.md ${PROJECT_SOURCE_DIR}/docs/alerts.md
   ${PROJECT_SOURCE_DIR}/docs/hardware.md
   DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/hotmig COMPONENT hotmig)
+# The agent unit's drop-in for the verbs layer's peer broker (--peer-listen): opt-in, the
+# hotmig_guest role or the operator copies it into /etc/systemd/system/hotmig-agent.service.d/.
+install(FILES ${PROJECT_SOURCE_DIR}/guest-agent/hotmig-agent-peer.conf
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/hotmig COMPONENT hotmig-agent)
 # The cluster's certificates, laid out as libvirt's PKI (docs/hardware.md, section 5).
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/contrib/hotmig-make-certs
   DESTINATION ${CMAKE_INSTALL_DATADIR}/hotmig COMPONENT hotmig)

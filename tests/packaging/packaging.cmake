@@ -16,5 +16,8 @@ set_tests_properties(deb-lifecycle PROPERTIES LABELS package FIXTURES_REQUIRED d
 add_test(NAME unit-security
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/packaging/unit-security.sh
     ${CMAKE_BINARY_DIR}/hotmigd/hotmigd.service 5.0
-    ${CMAKE_BINARY_DIR}/guest-agent/hotmig-agent.service 4.0)
+    ${CMAKE_BINARY_DIR}/guest-agent/hotmig-agent.service 4.0
+    # With the verbs layer's peer broker (--peer-listen): the shipped drop-in and the role's
+    # IPAddressAllow= for the control network.
+    ${CMAKE_BINARY_DIR}/guest-agent/hotmig-agent.service,${PROJECT_SOURCE_DIR}/guest-agent/hotmig-agent-peer.conf,${CMAKE_CURRENT_SOURCE_DIR}/packaging/hotmig-agent-peer-allow.conf 4.0)
 set_tests_properties(unit-security PROPERTIES LABELS "package;unit" TIMEOUT 60)
