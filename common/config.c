@@ -1396,9 +1396,11 @@ char *hm_config_format_effective(const HmConfig *config)
     for (guint i = 0; i < config->hosts->len; i++) {
         const HmConfigHost *host = g_ptr_array_index(config->hosts, i);
 
-        g_string_append_printf(out, "[host %s] uri = %s%s%s  # %s:%u\n", host->name, host->uri,
-                               host->hotmigd ? ", hotmigd = " : "",
-                               host->hotmigd ? host->hotmigd : "", config->path, host->line);
+        g_string_append_printf(out, "[host %s] uri = %s%s%s%s%s  # %s:%u\n", host->name,
+                               host->uri, host->hotmigd ? ", hotmigd = " : "",
+                               host->hotmigd ? host->hotmigd : "",
+                               host->identity ? ", identity = " : "",
+                               host->identity ? host->identity : "", config->path, host->line);
     }
     return g_string_free(g_steal_pointer(&out), FALSE);
 }

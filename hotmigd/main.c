@@ -97,6 +97,10 @@ static gboolean on_sighup(gpointer data)
     if (!config || !hm_config_check(config, HM_CONFIG_CHECK_DEFAULT, &error)) {
         g_warning("Reload refused, the running configuration stays: %s", error->message);
     } else {
+        g_auto(GStrv) warnings = hm_config_warnings(config, HM_CONFIG_CHECK_DEFAULT);
+
+        for (char **w = warnings; *w; w++)
+            g_warning("%s", *w);
         if (r->alerts)
             hotmigd_alerts_reload(r->alerts, config);
         hotmigd_reload(r->daemon, g_steal_pointer(&config));

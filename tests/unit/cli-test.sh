@@ -104,6 +104,9 @@ grep -q "^migrate-vm: $tmp/both.conf:3: \[migrate\] connect: 'node02' is not a l
 printf '[hotmigd]\nlisten = *\nname = a\n[host a]\nuri = qemu+tls://a.example.org/system\n[host b]\nuri = qemu+tls://b.example.org/system\n' >"$tmp/star.conf"
 expect 0 "^\[hotmigd\] listen = \*" config check --skip-files "$tmp/star.conf"
 grep -q "warning" "$tmp/out" && fail "listen '*' was warned about: $(cat "$tmp/out")"
+printf 'identity = b.example.org\n' >>"$tmp/star.conf"
+expect 0 "^\[host b\] uri = qemu\+tls://b.example.org/system, identity = b.example.org  # $tmp/star.conf:6" \
+    config check --skip-files "$tmp/star.conf"
 sed -i '/^listen = /d' "$tmp/star.conf"
 expect 0 "^migrate-vm: warning: $tmp/star.conf: \[hotmigd\] listen \(default\): hotmigd listens on 127.0.0.1, loopback only" \
     config check --skip-files "$tmp/star.conf"
