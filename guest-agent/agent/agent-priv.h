@@ -7,6 +7,7 @@
 
 #include "common/common.h"
 #include "agent-schema.h" /* generated from guest-agent/schema/agent-protocol.json */
+#include "hv-proto.h"     /* the layer <-> agent hand-off: run dir, route and socket files */
 
 G_BEGIN_DECLS
 
@@ -285,7 +286,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(AgentChannel, agent_channel_free)
 
 typedef struct AgentPeer AgentPeer;
 
-#define AGENT_VERBS_RUN_DIR_DEFAULT "/run/hotmig/verbs"
+#define AGENT_VERBS_RUN_DIR_DEFAULT HV_RUN_DIR_DEFAULT
 
 /* Listens on @listen ("ADDR:PORT", the control network) for libhotmig-verbs processes of
  * other guests and routes each to the local process owning the QP it names (registered under

@@ -80,7 +80,7 @@ static void peer_splice_done(GObject *src, GAsyncResult *res, gpointer data)
 /* Reads RUN_DIR/qp-<vqpn>: the pid of the process owning that QP. */
 static gboolean peer_owner(AgentPeer *peer, guint32 vqpn, guint64 *pid, GError **error)
 {
-    g_autofree char *path = g_strdup_printf("%s/qp-%u", peer->run_dir, vqpn);
+    g_autofree char *path = g_strdup_printf("%s/" HV_ROUTE_FILE_FMT, peer->run_dir, vqpn);
     g_autofree char *data = NULL;
     gsize len = 0;
 
@@ -117,7 +117,7 @@ static void peer_route(PeerConn *pc)
         peer_refuse(pc, why);
         return;
     }
-    sock = g_strdup_printf("%s/%" G_GUINT64_FORMAT ".sock", pc->peer->run_dir, pid);
+    sock = g_strdup_printf("%s/" HV_SOCKET_FILE_FMT, pc->peer->run_dir, (long)pid);
     addr = g_unix_socket_address_new(sock);
     client = g_socket_client_new();
     local = g_socket_client_connect(client, G_SOCKET_CONNECTABLE(addr), NULL, &error);

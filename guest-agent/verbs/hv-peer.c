@@ -1,7 +1,6 @@
-/* libhotmig-verbs: the peer side. A layer reaches the layer at the other end of a connection
- * through that guest's hotmig-agent on the control network (docs/verbs-layer.md): it connects
- * to the agent's peer port, sends "ROUTE <vqpn>", and the agent splices the connection to the
- * Unix socket of the process that registered the QP under RUN_DIR/qp-<vqpn>. */
+/* libhotmig-verbs, peer link layer: the peers (HOTMIG_VERBS_PEERS), a call to another process's
+ * layer through its guest's agent (ROUTE, then one request), the route records the agent reads
+ * (RUN_DIR/qp-<vqpn>), and the reports to this guest's agent (peers, refused calls). */
 #include "hv.h"
 #include "hv-proto.h"
 #include "hotmig.h"
@@ -13,15 +12,14 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
-#define HV_PEER_PORT_DEFAULT 7475
 #define HV_PEERS_MAX 64
 #define HV_CONNECT_MS 3000
 #define HV_CALL_MS 20000 /* a peer's drain may wait for its own traffic */
@@ -34,16 +32,16 @@ typedef struct {
 
 static HvPeer hv_peers[HV_PEERS_MAX];
 static size_t hv_npeers;
-static char hv_run_dir[108] = "/run/hotmig/verbs";
-static char hv_sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-static int hv_server_fd = -1;
-static HotmigClient *hv_client;
-static pthread_once_t hv_reg_once = PTHREAD_ONCE_INIT;
+static char hv_run_dir[108] = HV_RUN_DIR_DEFAULT;
+static pthread_once_t hv_run_dir_once = PTHREAD_ONCE_INIT;
+static int hv_run_dir_ok;
+static atomic_int hv_routes_on; /* the agent link's server listens: QPs are registered */
+static HotmigClient *hv_client; /* set once registered (hv_report_attach) */
 
 /* HOTMIG_VERBS_PEERS: "GID=ADDR[,GID=ADDR...]"; GID an IPv4 address (the RoCE GID
  * ::ffff:a.b.c.d) or an IPv6 address / GID; ADDR the peer guest's control address, IPv4 or
  * IPv6, with the agent's peer port HOTMIG_VERBS_PEER_PORT (default 7475). */
-static void hv_peers_parse(void)
+void hv_peers_parse(void)
 {
     const char *env = getenv("HOTMIG_VERBS_PEERS");
     const char *port_env = getenv("HOTMIG_VERBS_PEER_PORT");
@@ -117,20 +115,17 @@ static const HvPeer *hv_peer_find(const union ibv_gid *gid)
     return NULL;
 }
 
+size_t hv_peer_count(void)
+{
+    return hv_npeers;
+}
+
 int hv_peer_known(const union ibv_gid *gid)
 {
     return hv_peer_find(gid) != NULL;
 }
 
-static int64_t hv_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int hv_write_all(int fd, const char *s, size_t n)
+int hv_write_all(int fd, const char *s, size_t n)
 {
     while (n) {
         ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
@@ -146,7 +141,7 @@ static int hv_write_all(int fd, const char *s, size_t n)
 
 /* Reads one line (without its newline) of at most @max - 1 bytes before @deadline. Reads byte
  * by byte: the connection changes hands after a line (agent -> layer). */
-static int hv_read_line(int fd, char *buf, size_t max, int64_t deadline)
+int hv_read_line(int fd, char *buf, size_t max, int64_t deadline)
 {
     size_t n = 0;
 
@@ -238,8 +233,6 @@ int hv_peer_call(const union ibv_gid *gid, uint32_t vqpn, const char *req, char 
     return r < 0 ? r : 0;
 }
 
-/* ---- registration files ------------------------------------------------------------------- */
-
 static int hv_mkdirs(const char *path)
 {
     char tmp[sizeof(hv_run_dir)];
@@ -254,14 +247,44 @@ static int hv_mkdirs(const char *path)
     return mkdir(tmp, 0755) == 0 || errno == EEXIST ? 0 : -errno;
 }
 
+/* HOTMIG_VERBS_RUN_DIR (default HV_RUN_DIR_DEFAULT), made once. */
+static void hv_run_dir_make(void)
+{
+    const char *dir = getenv("HOTMIG_VERBS_RUN_DIR");
+
+    if (dir && *dir) {
+        if (strlen(dir) >= sizeof(hv_run_dir) - 1 || dir[0] != '/') {
+            hv_log("HOTMIG_VERBS_RUN_DIR '%s' is not an absolute path of < %zu bytes: using %s",
+                   dir, sizeof(hv_run_dir) - 1, hv_run_dir);
+        } else {
+            snprintf(hv_run_dir, sizeof(hv_run_dir), "%s", dir);
+        }
+    }
+    if (hv_mkdirs(hv_run_dir) < 0)
+        hv_log("cannot create '%s': peers cannot reach this process", hv_run_dir);
+    else
+        hv_run_dir_ok = 1;
+}
+
+const char *hv_routes_dir(void)
+{
+    pthread_once(&hv_run_dir_once, hv_run_dir_make);
+    return hv_run_dir_ok ? hv_run_dir : NULL;
+}
+
+void hv_routes_enable(void)
+{
+    atomic_store(&hv_routes_on, 1);
+}
+
 int hv_qp_route_add(HvQp *qp)
 {
     char path[sizeof(hv_run_dir) + 32], data[32];
     int fd, n;
 
-    if (hv_server_fd < 0)
+    if (!atomic_load(&hv_routes_on))
         return 0;
-    snprintf(path, sizeof(path), "%s/qp-%u", hv_run_dir, qp->pub.qp_num);
+    snprintf(path, sizeof(path), "%s/" HV_ROUTE_FILE_FMT, hv_run_dir, qp->pub.qp_num);
     fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         hv_log("cannot register QP %u in '%s': %s", qp->pub.qp_num, path, strerror(errno));
@@ -281,7 +304,7 @@ void hv_qp_route_del(HvQp *qp)
 
     if (!qp->routed_vqpn)
         return;
-    snprintf(path, sizeof(path), "%s/qp-%u", hv_run_dir, qp->routed_vqpn);
+    snprintf(path, sizeof(path), "%s/" HV_ROUTE_FILE_FMT, hv_run_dir, qp->routed_vqpn);
     unlink(path);
     qp->routed_vqpn = 0;
 }
@@ -293,7 +316,7 @@ int hv_route_taken(uint32_t vqpn)
     int fd;
     long pid;
 
-    snprintf(path, sizeof(path), "%s/qp-%u", hv_run_dir, vqpn);
+    snprintf(path, sizeof(path), "%s/" HV_ROUTE_FILE_FMT, hv_run_dir, vqpn);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
@@ -302,101 +325,6 @@ int hv_route_taken(uint32_t vqpn)
     close(fd);
     pid = strtol(data, NULL, 10);
     return pid > 0 && pid != (long)getpid() && kill((pid_t)pid, 0) == 0;
-}
-
-/* ---- server: requests from peers --------------------------------------------------------- */
-
-
-static void *hv_conn_thread(void *arg)
-{
-    int fd = (int)(intptr_t)arg;
-    char *line = malloc(HV_PROTO_LINE_MAX + 2);
-    char *out = malloc(HV_PROTO_LINE_MAX + 2);
-    HvMsg *m = malloc(sizeof(*m)), *reply = malloc(sizeof(*reply));
-
-    while (line && out && m && reply) {
-        int r = hv_read_line(fd, line, HV_PROTO_LINE_MAX + 2, hv_now_ms() + 60000);
-
-        if (r < 0)
-            break;
-        memset(reply, 0, sizeof(*reply));
-        if (hv_proto_parse(line, (size_t)r, m) < 0) {
-            reply->type = HV_MSG_ERROR;
-            snprintf(reply->text, sizeof(reply->text), "malformed request");
-        } else {
-            hv_peer_handle(m, reply);
-        }
-        r = hv_proto_format(reply, out, HV_PROTO_LINE_MAX + 2);
-        if (r < 0 || hv_write_all(fd, out, (size_t)r) < 0)
-            break;
-    }
-    free(line);
-    free(out);
-    free(m);
-    free(reply);
-    close(fd);
-    return NULL;
-}
-
-static void *hv_server_thread(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        pthread_t t;
-        int fd = accept4(hv_server_fd, NULL, NULL, SOCK_CLOEXEC);
-
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            hv_log("peer server stopped: %s", strerror(errno));
-            return NULL;
-        }
-        if (pthread_create(&t, NULL, hv_conn_thread, (void *)(intptr_t)fd) != 0) {
-            close(fd);
-            continue;
-        }
-        pthread_detach(t);
-    }
-}
-
-void hv_peer_server_start(void)
-{
-    struct sockaddr_un a = {.sun_family = AF_UNIX};
-    const char *dir = getenv("HOTMIG_VERBS_RUN_DIR");
-    pthread_t t;
-    sigset_t all, old;
-    int fd;
-
-    if (dir && *dir) {
-        if (strlen(dir) >= sizeof(hv_run_dir) - 1 || dir[0] != '/') {
-            hv_log("HOTMIG_VERBS_RUN_DIR '%s' is not an absolute path of < %zu bytes: using %s",
-                   dir, sizeof(hv_run_dir) - 1, hv_run_dir);
-        } else {
-            snprintf(hv_run_dir, sizeof(hv_run_dir), "%s", dir);
-        }
-    }
-    if (hv_mkdirs(hv_run_dir) < 0) {
-        hv_log("cannot create '%s': peers cannot reach this process", hv_run_dir);
-        return;
-    }
-    if ((size_t)snprintf(hv_sock_path, sizeof(hv_sock_path), "%s/%ld.sock", hv_run_dir,
-                         (long)getpid()) >= sizeof(hv_sock_path))
-        return;
-    memcpy(a.sun_path, hv_sock_path, sizeof(hv_sock_path));
-    unlink(hv_sock_path);
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 16) < 0) {
-        hv_log("cannot listen on '%s': %s", hv_sock_path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
-    hv_server_fd = fd;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    if (pthread_create(&t, NULL, hv_server_thread, NULL) == 0)
-        pthread_detach(t);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* ---- job inventory (branch jobs, issue 18 item 3) ----------------------------------------
@@ -436,9 +364,10 @@ static void hv_report_refused(const char *call)
         hv_log("could not tell the agent that %s was refused", tok);
 }
 
-static void hv_report_flush(HotmigClient *c)
+void hv_report_attach(HotmigClient *c)
 {
-    pthread_mutex_lock(&hv_report_lock);
+    __atomic_store_n(&hv_client, c, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&hv_report_lock); /* calls refused before the registration */
     for (size_t i = 0; i < hv_nrefused; i++)
         hotmig_client_report_refused(c, hv_refused[i]);
     pthread_mutex_unlock(&hv_report_lock);
@@ -460,35 +389,3 @@ __attribute__((constructor)) static void hv_report_init(void)
     hv_refused_hook = hv_report_refused; /* from the load on: refused calls reach the agent */
 }
 /* ---- end job inventory ------------------------------------------------------------------ */
-
-static void hv_register_once(void)
-{
-    char name[64];
-    extern char *program_invocation_short_name;
-    const char *off = getenv("HOTMIG_VERBS_DISABLE");
-
-    if (off && *off && strcmp(off, "0") != 0) {
-        hv_log("HOTMIG_VERBS_DISABLE is set: pass-through only, not migratable");
-        return;
-    }
-    hv_peers_parse();
-    hv_peer_server_start();
-    snprintf(name, sizeof(name), "verbs:%.50s", program_invocation_short_name);
-    for (char *s = name; *s; s++)
-        if ((unsigned char)*s <= 0x20 || *s == 0x7f)
-            *s = '_';
-    __atomic_store_n(&hv_client,
-                     hotmig_client_new(name, HOTMIG_MODE_THREADED, hv_quiesce, hv_resume, NULL),
-                     __ATOMIC_RELEASE);
-    if (hv_client)
-        hv_report_flush(hv_client); /* jobs: calls refused before the registration */
-    if (!hv_client)
-        hv_log("no hotmig-agent (%s): this process is not migratable", strerror(errno));
-    else
-        hv_debug("registered with the agent as %s, peers: %zu", name, hv_npeers);
-}
-
-void hv_register_start(void)
-{
-    pthread_once(&hv_reg_once, hv_register_once);
-}

@@ -12,6 +12,15 @@
 #define HV_PROTO_TEXT_MAX 200   /* ERROR / NOROUTE text */
 #define HV_PROTO_UDQPS_MAX 64   /* QPN pairs in one UDMAP */
 
+/* The hand-off between a guest's agent and the layers of its processes (docs/protocol.md): a
+ * process that serves peers listens on RUN_DIR/<pid>.sock and registers each QP as
+ * RUN_DIR/qp-<vqpn> holding its pid; the agent routes "ROUTE <vqpn>" from its peer port to
+ * that socket. Written here once, for both sides. */
+#define HV_RUN_DIR_DEFAULT "/run/hotmig/verbs" /* HOTMIG_VERBS_RUN_DIR, --verbs-run-dir */
+#define HV_ROUTE_FILE_FMT "qp-%u"                /* RUN_DIR/qp-<vqpn>: the owner's pid */
+#define HV_SOCKET_FILE_FMT "%ld.sock"            /* RUN_DIR/<pid>.sock */
+#define HV_PEER_PORT_DEFAULT 7475                /* the agent's peer port */
+
 typedef enum {
     HV_MSG_ROUTE = 1,   /* ROUTE <vqpn>                       client -> agent */
     HV_MSG_ROUTED,      /* ROUTED                             agent -> client */
@@ -65,8 +74,5 @@ typedef struct {
 int hv_proto_parse(const char *line, size_t len, HvMsg *msg);
 /* Formats @msg with a trailing newline into @buf. Returns the length or -ENOSPC/-EINVAL. */
 int hv_proto_format(const HvMsg *msg, char *buf, size_t size);
-
-/* The layer's handler of one request (hv-swap.c). Fills @reply; 0 or a negative errno. */
-int hv_peer_handle(const HvMsg *m, HvMsg *reply);
 
 #endif

@@ -1,93 +1,42 @@
-/* libhotmig-verbs: quiesce and resume (libhotmig threaded mode), and the peer's side of a
- * swap (docs/verbs-layer.md, "A swap step by step"). */
+/* libhotmig-verbs, swap layer: quiesce and resume (libhotmig threaded mode): the mover's side of a
+ * swap, its UD peers held and told. */
 #include "hv.h"
 #include "hv-proto.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <sys/inotify.h>
+#include <unistd.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
-#include <unistd.h>
-
-#define HV_DRAIN_MS 15000
-#define HV_DEVICE_WAIT_MS 15000
-
 
 /* Per-QP swap bookkeeping beside HvQp (kept here: only the swap uses it). */
+#define HV_DEVICE_WAIT_MS 15000 /* resume: the new device to appear */
+#define HV_DEVICES_DIR "/dev/infiniband"
+/* a device that appears without a new node (the watch cannot tell) is tried again after */
+#define HV_DEVICE_RETRY_MS 100
+#define HV_PULL_MS 1 /* a drain pulls the CQs that nobody else polls again after */
+
 typedef struct {
     HvQp *qp;
-    int managed;      /* the peer's layer takes part */
+    int managed; /* the peer's layer takes part */
     uint64_t peer_sent;
-    HvQp *local;      /* the peer is a QP of this process (loopback): reconnected here */
+    HvQp *local; /* the peer is a QP of this process (loopback): reconnected here */
 } HvSwapQp;
-
-static int64_t hv_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void hv_sleep_ms(int ms)
-{
-    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)ms * 1000000L};
-
-    nanosleep(&ts, NULL);
-}
-
-/* Guards the making of a physical AH (hv_ah_phys(), the rebuild, a UDMAP): a leaf lock, taken
- * under hv.lock or a QP's lock, never the other way. */
-static pthread_mutex_t hv_ah_lock = PTHREAD_MUTEX_INITIALIZER;
-
-struct ibv_ah *hv_ah_phys(HvAh *ah)
-{
-    struct ibv_ah *p;
-
-    pthread_mutex_lock(&hv_ah_lock);
-    errno = 0;
-    if (!ah->phys && ah->pd->phys)
-        ah->phys = hv_real.r_ibv_create_ah(ah->pd->phys, &ah->attr);
-    p = ah->phys;
-    pthread_mutex_unlock(&hv_ah_lock);
-    if (!p && !errno)
-        errno = ENODEV;
-    return p;
-}
 
 static uint32_t hv_psn(void)
 {
     uint32_t v = 0;
 
     if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
-        v = (uint32_t)hv_ms() * 2654435761u;
+        v = (uint32_t)hv_now_ms() * 2654435761u;
     return v & 0xffffff;
 }
 
-HvQp *hv_find_vqpn(uint32_t vqpn, HvContext **ret)
-{
-    HvQp *qp = NULL;
-
-    pthread_mutex_lock(&hv.lock);
-    for (HvContext *ctx = hv.ctxs; ctx && !qp; ctx = ctx->next) {
-        uint64_t v;
-
-        pthread_mutex_lock(&ctx->lock);
-        if (hv_map_get(&ctx->vqpn, vqpn, &v)) {
-            qp = (HvQp *)(uintptr_t)v;
-            if (ret)
-                *ret = ctx;
-        }
-        pthread_mutex_unlock(&ctx->lock);
-    }
-    pthread_mutex_unlock(&hv.lock);
-    return qp;
-}
-
 /* @qp's own address on its current device: the GID at its RTR sgid_index, the port's LID. */
-static int hv_own_addr(HvQp *qp, union ibv_gid *gid, uint16_t *lid)
+int hv_own_addr(HvQp *qp, union ibv_gid *gid, uint16_t *lid)
 {
     HvContext *ctx = qp->pd->ctx;
     struct ibv_port_attr pa;
@@ -126,42 +75,11 @@ static int hv_swap_mark_local(HvSwapQp *s)
     return 1;
 }
 
-static int hv_qp_connected(const HvQp *qp)
-{
-    return (qp->init.qp_type == IBV_QPT_RC || qp->init.qp_type == IBV_QPT_UC) && qp->m_rtr &&
-           (qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS) && qp->a_rtr.ah_attr.is_global;
-}
-
-/* Posts a signaled zero-length RDMA WRITE after an unsignaled tail: its completion says every
- * earlier send completed. QP lock held. */
-int hv_qp_fence(HvQp *qp)
-{
-    struct ibv_send_wr wr = {0}, *bad = NULL;
-    int r;
-
-    if (!qp->phys || qp->init.qp_type == IBV_QPT_UD) {
-        qp->unsig_tail = 0;
-        return 0;
-    }
-    wr.wr_id = HV_FENCE_WRID;
-    wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    r = ibv_post_send(qp->phys, &wr, &bad);
-    if (r) {
-        hv_log("cannot post the drain fence on QP %u: %s", qp->pub.qp_num, strerror(r));
-        qp->unsig_tail = 0; /* wait for the signaled ones only */
-        return r;
-    }
-    qp->fence_out++;
-    qp->sig_out++;
-    qp->unsig_tail = 0;
-    return 0;
-}
-
 /* Waits until @qp's sends completed (and, when @want_recv, @want_recv receives did). */
-static int hv_qp_drain(HvQp *qp, uint64_t want_recv, int64_t deadline)
+int hv_qp_drain(HvQp *qp, uint64_t want_recv, int64_t deadline)
 {
     for (;;) {
+        uint64_t seen = hv_progress_gen();
         int done;
 
         pthread_mutex_lock(&qp->lock);
@@ -175,106 +93,24 @@ static int hv_qp_drain(HvQp *qp, uint64_t want_recv, int64_t deadline)
             return -EIO;
         if (qp->rcq && qp->rcq != qp->scq && hv_cq_pull(qp->rcq) < 0)
             return -EIO;
-        if (hv_ms() > deadline) {
+        if (hv_now_ms() > deadline) {
             hv_log("QP %u did not drain: %llu sends outstanding, %llu of %llu receives",
                    qp->pub.qp_num, (unsigned long long)qp->sig_out,
                    (unsigned long long)qp->recv_done, (unsigned long long)want_recv);
             return -ETIMEDOUT;
         }
-        hv_sleep_ms(1);
+        /* woken by the program's own polls (hv_wc_fix); a CQ nobody else polls is pulled
+         * again after HV_PULL_MS */
+        hv_progress_wait(seen, hv_now_ms() + HV_PULL_MS);
     }
 }
 
-static int hv_modify(HvQp *qp, struct ibv_qp_attr *a, int mask);
+static void hv_ud_announce(void);
+static void hv_ud_hold_peers(int64_t deadline);
 
-int hv_qp_await_expired(HvQp *qp)
-{
-    struct ibv_qp_attr a;
-
-    if (!qp->await_peer || hv_ms() < qp->await_until)
-        return 0;
-    hv_log("QP %u: its peer QP %u, moving too, did not reconnect within %d s: the QP is put in "
-           "the error state",
-           qp->pub.qp_num, qp->peer_vqpn, HV_AWAIT_PEER_MS / 1000);
-    qp->await_peer = 0;
-    memset(&a, 0, sizeof(a));
-    a.qp_state = IBV_QPS_ERR;
-    if (qp->phys && hv_modify(qp, &a, IBV_QP_STATE) == 0)
-        qp->state = IBV_QPS_ERR;
-    qp->paused = 0;
-    if (qp->phys)
-        hv_qp_flush_queued(qp); /* they complete with IBV_WC_WR_FLUSH_ERR */
-    return 1;
-}
-
-static void hv_qp_unpause(HvQp *qp)
-{
-    pthread_mutex_lock(&qp->lock);
-    if (qp->await_peer) { /* its peer, moving too, reconnects it (hv_on_reconnect unpauses) */
-        pthread_mutex_unlock(&qp->lock);
-        return;
-    }
-    qp->paused = 0;
-    if (qp->phys)
-        hv_qp_flush_queued(qp);
-    pthread_mutex_unlock(&qp->lock);
-}
-
-/* Before a QP is paused or held: its queue of paused sends exists, so that the program's
- * posts meanwhile do not allocate (hv.h). QP lock held. */
-static void hv_qp_sendq_ready(HvQp *qp)
-{
-    if (hv_sendq_reserve(qp))
-        hv_log("QP %u: no memory for the sends it queues while paused (%u)", qp->pub.qp_num,
-               qp->init.cap.max_send_wr);
-}
-
-/* Posts what the program posted while the QP was paused. QP lock held. */
-void hv_qp_flush_queued(HvQp *qp)
-{
-    HvSendQueue *q = &qp->queued;
-
-    while (q->n) {
-        HvSendWr *e = &q->v[q->head];
-        struct ibv_send_wr *bad = NULL;
-        int r;
-
-        q->head = (q->head + 1) % q->cap;
-        q->n--;
-        r = hv_qp_post_send_phys(qp, &e->wr, &bad);
-        if (r)
-            hv_log("a send queued during the swap could not be posted on QP %u: %s",
-                   qp->pub.qp_num, strerror(r));
-    }
-}
-
-/* Wakes the program's armed CQs: their completions may sit in the layer's buffer. */
-static void hv_wake_cqs(HvContext *ctx, int all_armed)
-{
-    for (HvCq *cq = ctx->cqs; cq; cq = cq->next) {
-        int fire = 0;
-
-        pthread_mutex_lock(&cq->lock);
-        if (cq->armed && cq->chan && (all_armed || cq->n)) {
-            fire = 1;
-            cq->armed = 0;
-        }
-        pthread_mutex_unlock(&cq->lock);
-        if (fire)
-            hv_chan_signal(cq->chan, cq);
-    }
-}
-
-static int hv_modify(HvQp *qp, struct ibv_qp_attr *a, int mask)
-{
-    int r = hv_real.r_ibv_modify_qp(qp->phys, a, mask);
-
-    if (r)
-        hv_log("QP %u: modify to state %d failed: %s", qp->pub.qp_num, a->qp_state, strerror(r));
-    return r;
-}
-
-/* ---- quiesce ------------------------------------------------------------------------------ */
+static HvSwapQp *hv_swap_qps;
+static size_t hv_swap_n;
+static int64_t hv_paused_at; /* the mover's sends queued from then on (its blackout) */
 
 static void hv_destroy_phys(HvContext *ctx)
 {
@@ -361,16 +197,9 @@ static HvSwapQp *hv_swap_list(size_t *n)
     return v;
 }
 
-static void hv_ud_announce(void);
-static void hv_ud_hold_peers(int64_t deadline);
-
-static HvSwapQp *hv_swap_qps;
-static size_t hv_swap_n;
-static int64_t hv_paused_at; /* the mover's sends queued from then on (its blackout) */
-
 int hv_quiesce(void *opaque)
 {
-    int64_t t0 = hv_ms(), deadline = t0 + HV_DRAIN_MS;
+    int64_t t0 = hv_now_ms(), deadline = t0 + HV_DRAIN_MS;
     int r = 0;
 
     (void)opaque;
@@ -401,7 +230,8 @@ int hv_quiesce(void *opaque)
             continue;
         if (!hv_peer_known(&qp->a_rtr.ah_attr.grh.dgid)) {
             hv_log("QP %u: its peer's GID is not in HOTMIG_VERBS_PEERS: the connection will not "
-                   "survive the swap", qp->pub.qp_num);
+                   "survive the swap",
+                   qp->pub.qp_num);
             continue;
         }
         m.target = qp->peer_vqpn;
@@ -410,7 +240,9 @@ int hv_quiesce(void *opaque)
         m.sent = qp->sent_msgs;
         pthread_mutex_unlock(&qp->lock);
         n = hv_proto_format(&m, req, sizeof(req));
-        r = n < 0 ? n : hv_peer_call(&qp->a_rtr.ah_attr.grh.dgid, qp->peer_vqpn, req, line, sizeof(line));
+        r = n < 0
+                ? n
+                : hv_peer_call(&qp->a_rtr.ah_attr.grh.dgid, qp->peer_vqpn, req, line, sizeof(line));
         if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 || rep.type != HV_MSG_SUSPENDED)) {
             hv_log("QP %u: the peer refused to suspend: %s", qp->pub.qp_num, line);
             r = -EPROTO;
@@ -449,13 +281,11 @@ int hv_quiesce(void *opaque)
         hv_destroy_phys(ctx);
     pthread_mutex_unlock(&hv.lock);
     hv_evt_kick();
-    hv_log("quiesced in %lld ms (%zu QPs)", (long long)(hv_ms() - t0), hv_swap_n);
+    hv_log("quiesced in %lld ms (%zu QPs)", (long long)(hv_now_ms() - t0), hv_swap_n);
     return 0;
 }
 
-/* ---- resume ------------------------------------------------------------------------------- */
-
-static int hv_repost(HvRecvFifo *f, HvQp *qp, HvSrq *srq)
+int hv_repost(HvRecvFifo *f, HvQp *qp, HvSrq *srq)
 {
     for (size_t i = 0; i < f->n; i++) {
         HvRecv *rv = &f->v[(f->head + i) % f->cap];
@@ -510,10 +340,10 @@ static int hv_rebuild(HvContext *ctx, const char *name)
             return -errno;
     }
     for (HvMr *mr = ctx->mrs; mr; mr = mr->next) {
-        mr->phys = mr->kind ? hv_real.r_ibv_reg_mr_iova2(mr->pd->phys, mr->pub.addr, mr->pub.length,
-                                                         mr->iova, (unsigned)mr->access)
-                            : hv_real.r_ibv_reg_mr(mr->pd->phys, mr->pub.addr, mr->pub.length,
-                                                   mr->access);
+        mr->phys =
+            mr->kind ? hv_real.r_ibv_reg_mr_iova2(mr->pd->phys, mr->pub.addr, mr->pub.length,
+                                                  mr->iova, (unsigned)mr->access)
+                     : hv_real.r_ibv_reg_mr(mr->pd->phys, mr->pub.addr, mr->pub.length, mr->access);
         if (!mr->phys)
             return -errno;
         pthread_mutex_lock(&ctx->lock);
@@ -542,10 +372,7 @@ static int hv_rebuild(HvContext *ctx, const char *name)
      * later, at the peer's UDMAP or at the next send through it (hv_ah_phys): failing the
      * whole rebuild for it would leave this process half on the new device. */
     for (HvAh *ah = ctx->ahs; ah; ah = ah->next) {
-        pthread_mutex_lock(&hv_ah_lock);
-        ah->phys = hv_real.r_ibv_create_ah(ah->pd->phys, &ah->attr);
-        pthread_mutex_unlock(&hv_ah_lock);
-        if (!ah->phys)
+        if (!hv_ah_phys(ah))
             hv_log("UD: an address handle cannot be made yet (%s): its peer is away? It is made "
                    "at the peer's UDMAP or at the next send through it",
                    strerror(errno));
@@ -561,7 +388,7 @@ static int hv_rebuild(HvContext *ctx, const char *name)
             qp->fence_out = 0;
             qp->unsig_tail = 0;
             if (qp->m_init) {
-                r = hv_modify(qp, &qp->a_init, qp->m_init);
+                r = hv_qp_modify(qp, &qp->a_init, qp->m_init);
                 if (!r)
                     r = -hv_repost(&qp->recvs, qp, NULL);
             }
@@ -592,9 +419,9 @@ static int hv_reconnect_local(HvSwapQp *s)
         return r;
     /* both ends replay their own PSNs: they matched before the swap, they match now */
     hv_local_rtr(qp, peer->phys->qp_num, &gid, lid, &a);
-    r = hv_modify(qp, &a, qp->m_rtr);
+    r = hv_qp_modify(qp, &a, qp->m_rtr);
     if (!r && qp->m_rts)
-        r = hv_modify(qp, &qp->a_rts, qp->m_rts);
+        r = hv_qp_modify(qp, &qp->a_rts, qp->m_rts);
     if (r)
         return -r;
     pthread_mutex_lock(&qp->lock);
@@ -625,7 +452,7 @@ static int hv_reconnect_answer(HvQp *qp, int r, const HvMsg *rep, uint32_t m_psn
     if (!r && rep->type == HV_MSG_DEFER) {
         if (rep->defer == HV_DEFER_MOVING && !qp->reconnected) {
             qp->await_peer = 1;
-            qp->await_until = hv_ms() + HV_AWAIT_PEER_MS;
+            qp->await_until = hv_now_ms() + HV_AWAIT_PEER_MS;
             hv_log("QP %u: its peer QP %u is moving too: it reconnects when it is back "
                    "(sends stay queued, at most %d s)",
                    qp->pub.qp_num, qp->peer_vqpn, HV_AWAIT_PEER_MS / 1000);
@@ -635,11 +462,11 @@ static int hv_reconnect_answer(HvQp *qp, int r, const HvMsg *rep, uint32_t m_psn
         a = qp->a_rtr;
         a.dest_qp_num = rep->target;
         a.rq_psn = p_psn;
-        r = -hv_modify(qp, &a, qp->m_rtr);
+        r = -hv_qp_modify(qp, &a, qp->m_rtr);
         if (!r && qp->m_rts) {
             a = qp->a_rts;
             a.sq_psn = m_psn;
-            r = -hv_modify(qp, &a, qp->m_rts);
+            r = -hv_qp_modify(qp, &a, qp->m_rts);
         }
         if (!r) {
             qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
@@ -647,19 +474,8 @@ static int hv_reconnect_answer(HvQp *qp, int r, const HvMsg *rep, uint32_t m_psn
         }
     }
     pthread_mutex_unlock(&qp->lock);
+    hv_progress_signal(); /* a peer's RECONNECT may wait for this answer */
     return r;
-}
-
-/* Into @m's keys: @ctx's memory regions whose physical rkey differs from the virtual one the
- * program was given (re-registered after a swap, or synthetic): what a peer translates. */
-static void hv_ctx_keys(HvContext *ctx, HvMsg *m)
-{
-    m->nkeys = 0;
-    pthread_mutex_lock(&ctx->lock);
-    for (HvMr *mr = ctx->mrs; mr && m->nkeys < HV_PROTO_KEYS_MAX; mr = mr->next)
-        if (mr->phys && mr->pub.rkey != mr->phys->rkey)
-            m->keys[m->nkeys++] = (HvKeyPair){mr->pub.rkey, mr->phys->rkey};
-    pthread_mutex_unlock(&ctx->lock);
 }
 
 /* A peer in another process's layer: a RECONNECT message with our new address, PSNs and
@@ -709,7 +525,8 @@ static int hv_reconnect_managed(HvSwapQp *s)
         m->lid = pa.lid;
     hv_ctx_keys(ctx, m);
     n = r ? -r : hv_proto_format(m, req, HV_PROTO_LINE_MAX + 2);
-    r = n < 0 ? n : hv_peer_call(&qp->a_rtr.ah_attr.grh.dgid, qp->peer_vqpn, req, line, sizeof(line));
+    r = n < 0 ? n
+              : hv_peer_call(&qp->a_rtr.ah_attr.grh.dgid, qp->peer_vqpn, req, line, sizeof(line));
     if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 ||
                (rep.type != HV_MSG_RECONNECTED && rep.type != HV_MSG_DEFER))) {
         hv_log("QP %u: the peer refused to reconnect: %s", qp->pub.qp_num, line);
@@ -737,16 +554,42 @@ static int hv_reconnect(HvSwapQp *s)
         return hv_reconnect_managed(s);
     a = qp->a_rtr;
     a.dest_qp_num = qp->peer_pqpn;
-    r = hv_modify(qp, &a, qp->m_rtr);
+    r = hv_qp_modify(qp, &a, qp->m_rtr);
     if (!r && qp->m_rts)
-        r = hv_modify(qp, &qp->a_rts, qp->m_rts);
+        r = hv_qp_modify(qp, &qp->a_rts, qp->m_rts);
     qp->state = r ? qp->state : (qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR);
     return r ? -r : 0;
 }
 
+/* The new device is not there yet (its driver is still binding): a watch on the directory of
+ * uverbs nodes, made before the try so that a node created meanwhile is not missed. -1 when
+ * it cannot be watched (then hv_devices_wait waits HV_DEVICE_RETRY_MS). */
+static int hv_devices_watch(void)
+{
+    int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+
+    if (fd >= 0 && inotify_add_watch(fd, HV_DEVICES_DIR, IN_CREATE | IN_ATTRIB) < 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Until a node appears in HV_DEVICES_DIR (@w), HV_DEVICE_RETRY_MS passed or @until. */
+static void hv_devices_wait(int w, int64_t until)
+{
+    struct pollfd p = {.fd = w, .events = POLLIN};
+    int64_t left = until - hv_now_ms();
+
+    if (w < 0 || left > HV_DEVICE_RETRY_MS)
+        left = HV_DEVICE_RETRY_MS;
+    if (left > 0)
+        poll(w >= 0 ? &p : NULL, w >= 0 ? 1 : 0, (int)left);
+}
+
 int hv_resume(const char *device, void *opaque)
 {
-    int64_t t0 = hv_ms();
+    int64_t t0 = hv_now_ms();
     int r = 0, r_rebuild;
 
     (void)opaque;
@@ -758,16 +601,21 @@ int hv_resume(const char *device, void *opaque)
     }
     for (HvContext *ctx = hv.ctxs; ctx && !r; ctx = ctx->next) {
         const char *name = device ? device : ctx->dev->dev.name;
-        int64_t until = hv_ms() + HV_DEVICE_WAIT_MS;
+        int64_t until = hv_now_ms() + HV_DEVICE_WAIT_MS;
 
-        do {
+        for (;;) {
+            int w = hv_devices_watch();
+
             r = hv_rebuild(ctx, name);
-            if (r == -ENODEV && !ctx->phys) {
-                pthread_mutex_unlock(&hv.lock);
-                hv_sleep_ms(100);
-                pthread_mutex_lock(&hv.lock);
+            if (r != -ENODEV || ctx->phys || hv_now_ms() >= until) {
+                if (w >= 0)
+                    close(w);
+                break;
             }
-        } while (r == -ENODEV && !ctx->phys && hv_ms() < until);
+            pthread_mutex_unlock(&hv.lock);
+            hv_devices_wait(w, until);
+            pthread_mutex_lock(&hv.lock);
+        }
         if (r)
             hv_log("rebuilding on '%s' failed: %s", name, strerror(-r));
     }
@@ -796,152 +644,9 @@ int hv_resume(const char *device, void *opaque)
     if (!r_rebuild)
         hv_ud_announce();
     hv_log("resumed on %s in %lld ms (%zu QPs)%s; sends were paused for %lld ms",
-           device ? device : "the same device", (long long)(hv_ms() - t0), hv_swap_n,
-           r ? ": with errors" : "", (long long)(hv_ms() - hv_paused_at));
+           device ? device : "the same device", (long long)(hv_now_ms() - t0), hv_swap_n,
+           r ? ": with errors" : "", (long long)(hv_now_ms() - hv_paused_at));
     return r;
-}
-
-/* ---- UD peers ------------------------------------------------------------------------------ */
-
-static HvUdTable hv_ud_tab;
-static pthread_mutex_t hv_ud_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_int hv_ud_known; /* peers in hv_ud_tab: receives skip the lock while 0 */
-
-uint32_t hv_ud_send_qpn(const struct ibv_ah_attr *ah, uint32_t remote_qpn)
-{
-    uint32_t p = remote_qpn;
-
-    if (!ah->is_global)
-        return remote_qpn;
-    pthread_mutex_lock(&hv_ud_lock);
-    hv_ud_target_note(&hv_ud_tab, ah->grh.dgid.raw, remote_qpn, ah->port_num, ah->grh.sgid_index);
-    if (!hv_ud_out(&hv_ud_tab, ah->grh.dgid.raw, remote_qpn, &p))
-        p = remote_qpn;
-    pthread_mutex_unlock(&hv_ud_lock);
-    return p;
-}
-
-/* UD receives per sender's physical QPN (hv_ud_lock): a moving process waits until it has
- * what its held peers say they sent (UDHELD). The first HV_UD_RECV_MAX senders are counted. */
-#define HV_UD_RECV_MAX 256
-static struct {
-    uint32_t pqpn, n;
-} hv_ud_recv[HV_UD_RECV_MAX];
-static size_t hv_ud_nrecv;
-
-static uint32_t *hv_ud_recv_slot(uint32_t pqpn) /* hv_ud_lock held; NULL when full */
-{
-    for (size_t i = 0; i < hv_ud_nrecv; i++)
-        if (hv_ud_recv[i].pqpn == pqpn)
-            return &hv_ud_recv[i].n;
-    if (hv_ud_nrecv == HV_UD_RECV_MAX)
-        return NULL;
-    hv_ud_recv[hv_ud_nrecv].pqpn = pqpn;
-    hv_ud_recv[hv_ud_nrecv].n = 0;
-    return &hv_ud_recv[hv_ud_nrecv++].n;
-}
-
-uint32_t hv_ud_recv_qpn(uint32_t src_qp)
-{
-    uint32_t v = src_qp, *n;
-
-    pthread_mutex_lock(&hv_ud_lock);
-    n = hv_ud_recv_slot(src_qp);
-    if (n)
-        (*n)++;
-    if (!atomic_load(&hv_ud_known) || !hv_ud_in(&hv_ud_tab, src_qp, &v))
-        v = src_qp;
-    pthread_mutex_unlock(&hv_ud_lock);
-    return v;
-}
-
-void hv_ud_count_send(HvQp *qp, const struct ibv_ah_attr *ah)
-{
-    size_t i;
-
-    if (!ah->is_global)
-        return;
-    for (i = 0; i < qp->n_ud_sent; i++)
-        if (!memcmp(qp->ud_sent[i].gid, ah->grh.dgid.raw, 16))
-            break;
-    if (i == qp->n_ud_sent) {
-        if (i == HV_UD_SENT_MAX)
-            return;
-        memcpy(qp->ud_sent[i].gid, ah->grh.dgid.raw, 16);
-        qp->ud_sent[i].n = 0;
-        qp->n_ud_sent++;
-    }
-    qp->ud_sent[i].n++;
-}
-
-int hv_ud_held(HvQp *qp)
-{
-    if (!qp->ud_held_until)
-        return 0;
-    if (hv_ms() < qp->ud_held_until)
-        return 1;
-    hv_log("UD QP %u: a moving peer did not say where it went within %d s: its held sends go to "
-           "its old address",
-           qp->pub.qp_num, HV_UD_HOLD_MS / 1000);
-    qp->ud_held_until = 0;
-    if (!qp->paused && qp->phys)
-        hv_qp_flush_queued(qp);
-    return 0;
-}
-
-/* Ends the holds a UD peer at @gid asked for (its UDMAP came): the held sends go, translated. */
-static void hv_ud_release(const uint8_t gid[16]) /* hv.lock held */
-{
-    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
-        for (HvQp *qp = ctx->qps; qp; qp = qp->next) {
-            pthread_mutex_lock(&qp->lock);
-            if (qp->ud_held_until && !memcmp(qp->ud_held_gid, gid, 16)) {
-                qp->ud_held_until = 0;
-                if (!qp->paused && qp->phys)
-                    hv_qp_flush_queued(qp);
-            }
-            pthread_mutex_unlock(&qp->lock);
-        }
-}
-
-/* The peer's side of UDHOLD: every UD QP of this process that sent to the mover's GID (and the
- * QP named) queues its sends until the mover's UDMAP (or HV_UD_HOLD_MS); the reply counts what
- * each sent to that GID so far, which the mover waits to have received before it goes. */
-static int hv_on_udhold(const HvMsg *m, HvMsg *rep)
-{
-    HvQp *target = hv_find_vqpn(m->target, NULL);
-    int64_t until = hv_ms() + HV_UD_HOLD_MS;
-
-    if (!target || target->init.qp_type != IBV_QPT_UD) {
-        rep->type = HV_MSG_ERROR;
-        snprintf(rep->text, sizeof(rep->text), "QP %u is not a UD QP", m->target);
-        return -ENOENT;
-    }
-    rep->type = HV_MSG_UDHELD;
-    rep->nkeys = 0;
-    pthread_mutex_lock(&hv.lock);
-    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
-        for (HvQp *qp = ctx->qps; qp; qp = qp->next) {
-            size_t i;
-
-            if (qp->init.qp_type != IBV_QPT_UD)
-                continue;
-            pthread_mutex_lock(&qp->lock);
-            for (i = 0; i < qp->n_ud_sent; i++)
-                if (!memcmp(qp->ud_sent[i].gid, m->gid, 16))
-                    break;
-            if (qp == target || i < qp->n_ud_sent) {
-                hv_qp_sendq_ready(qp);
-                qp->ud_held_until = until;
-                memcpy(qp->ud_held_gid, m->gid, 16);
-            }
-            if (i < qp->n_ud_sent && qp->phys && rep->nkeys < HV_PROTO_UDQPS_MAX)
-                rep->keys[rep->nkeys++] = (HvKeyPair){qp->phys->qp_num, qp->ud_sent[i].n};
-            pthread_mutex_unlock(&qp->lock);
-        }
-    pthread_mutex_unlock(&hv.lock);
-    hv_debug("UD: a peer moves: sends to it held, %u of our UD QPs sent to it", rep->nkeys);
-    return 0;
 }
 
 /* The mover's side, in quiesce: asks each UD peer it sent to (and HOTMIG_VERBS_PEERS names) to
@@ -949,18 +654,6 @@ static int hv_on_udhold(const HvMsg *m, HvMsg *rep)
  * arrived (UD drops what arrives once the QP is gone). A peer that does not answer or a count
  * not reached (a datagram lost earlier) is logged; the move goes on. */
 #define HV_UD_DRAIN_MS 3000
-/* The UD peers this process sent to, copied out of hv_ud_tab (at most HV_UD_TARGETS_MAX). */
-static size_t hv_ud_targets_copy(HvUdTarget *tg)
-{
-    size_t n;
-
-    pthread_mutex_lock(&hv_ud_lock);
-    n = hv_ud_tab.ntargets;
-    memcpy(tg, hv_ud_tab.targets, n * sizeof(tg[0]));
-    pthread_mutex_unlock(&hv_ud_lock);
-    return n;
-}
-
 static void hv_ud_hold_peers(int64_t deadline)
 {
     HvMsg *m = calloc(1, sizeof(*m)), *rep = calloc(1, sizeof(*rep));
@@ -969,7 +662,7 @@ static void hv_ud_hold_peers(int64_t deadline)
     HvUdTarget tg[HV_UD_TARGETS_MAX];
     HvContext *qctx = NULL;
     size_t ntg, nwant = 0, held = 0;
-    int64_t until = hv_ms() + HV_UD_DRAIN_MS;
+    int64_t until = hv_now_ms() + HV_UD_DRAIN_MS;
 
     if (!m || !rep || !want)
         goto out;
@@ -1016,7 +709,8 @@ static void hv_ud_hold_peers(int64_t deadline)
     if (until > deadline)
         until = deadline;
     for (;;) {
-        size_t missing = 0;
+        uint64_t seen = hv_progress_gen();
+        size_t missing;
 
         pthread_mutex_lock(&hv.lock);
         for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
@@ -1024,23 +718,16 @@ static void hv_ud_hold_peers(int64_t deadline)
                 if (qp->init.qp_type == IBV_QPT_UD && qp->rcq)
                     hv_cq_pull(qp->rcq);
         pthread_mutex_unlock(&hv.lock);
-        pthread_mutex_lock(&hv_ud_lock);
-        for (size_t k = 0; k < nwant; k++) {
-            uint32_t *got = hv_ud_recv_slot(want[k].v);
-
-            if (!got || (int32_t)(*got - want[k].p) < 0)
-                missing++;
-        }
-        pthread_mutex_unlock(&hv_ud_lock);
+        missing = hv_ud_missing(want, nwant);
         if (!missing)
             break;
-        if (hv_ms() > until) {
+        if (hv_now_ms() > until) {
             hv_log("UD: %zu peer QPs' sends did not all arrive within %d ms (lost earlier?): "
                    "moving on",
                    missing, HV_UD_DRAIN_MS);
             break;
         }
-        hv_sleep_ms(1);
+        hv_progress_wait(seen, hv_now_ms() + HV_PULL_MS); /* hv_wc_fix signals receives */
     }
     hv_debug("UD: %zu of %zu UD peers hold their sends, %zu sending QPs drained", held, ntg, nwant);
 out:
@@ -1091,8 +778,9 @@ static void hv_ud_announce(void)
         memcpy(m->gid, own.raw, 16);
         m->target = tg[i].qpn;
         n = hv_proto_format(m, req, HV_PROTO_LINE_MAX + 2);
-        r = n < 0 ? n : hv_peer_call((const union ibv_gid *)tg[i].gid, tg[i].qpn, req, line,
-                                     sizeof(line));
+        r = n < 0 ? n
+                  : hv_peer_call((const union ibv_gid *)tg[i].gid, tg[i].qpn, req, line,
+                                 sizeof(line));
         if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 || rep.type != HV_MSG_UDMAPPED))
             r = -EPROTO;
         if (r)
@@ -1105,460 +793,4 @@ static void hv_ud_announce(void)
 out:
     free(m);
     free(req);
-}
-
-static int hv_on_udmap(const HvMsg *m, HvMsg *rep)
-{
-    HvQp *qp = hv_find_vqpn(m->target, NULL);
-    uint32_t v[HV_PROTO_UDQPS_MAX], p[HV_PROTO_UDQPS_MAX];
-    int r, refreshed = 0;
-
-    if (!qp || qp->init.qp_type != IBV_QPT_UD || m->nkeys > HV_PROTO_UDQPS_MAX) {
-        rep->type = HV_MSG_ERROR;
-        snprintf(rep->text, sizeof(rep->text), "QP %u is not a UD QP", m->target);
-        return -ENOENT;
-    }
-    for (uint32_t i = 0; i < m->nkeys; i++) {
-        v[i] = m->keys[i].v;
-        p[i] = m->keys[i].p;
-    }
-    pthread_mutex_lock(&hv_ud_lock);
-    r = hv_ud_learn(&hv_ud_tab, m->gid, v, p, m->nkeys);
-    atomic_store(&hv_ud_known, (int)hv_ud_tab.npeers);
-    pthread_mutex_unlock(&hv_ud_lock);
-    if (r) {
-        rep->type = HV_MSG_ERROR;
-        snprintf(rep->text, sizeof(rep->text), "cannot keep the UD QPNs: %s", strerror(-r));
-        return r;
-    }
-    /* the AHs to the mover: created with its old link-layer address (RoCE: the MAC of the
-     * VF it left); a new AH resolves the new one */
-    pthread_mutex_lock(&hv.lock);
-    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
-        for (HvAh *ah = ctx->ahs; ah; ah = ah->next) {
-            struct ibv_ah *n;
-
-            if (!ah->pd->phys || !ah->attr.is_global ||
-                memcmp(ah->attr.grh.dgid.raw, m->gid, 16))
-                continue;
-            n = hv_real.r_ibv_create_ah(ah->pd->phys, &ah->attr);
-            if (!n) {
-                hv_log("UD: cannot re-create the address handle to a moved peer: %s",
-                       strerror(errno));
-                continue;
-            }
-            pthread_mutex_lock(&hv_ah_lock);
-            if (ah->phys) {
-                if (ah->stale)
-                    hv_real.r_ibv_destroy_ah(ah->stale);
-                ah->stale = ah->phys;
-            }
-            ah->phys = n;
-            pthread_mutex_unlock(&hv_ah_lock);
-            refreshed++;
-        }
-    hv_ud_release(m->gid);
-    pthread_mutex_unlock(&hv.lock);
-    rep->type = HV_MSG_UDMAPPED;
-    hv_debug("UD: a peer's %u UD QPs moved (QP %u now %u...), %d address handles re-created",
-             m->nkeys, v[0], p[0], refreshed);
-    return 0;
-}
-
-/* ---- the peer's side ---------------------------------------------------------------------- */
-
-static int hv_on_suspend(const HvMsg *m, HvMsg *rep)
-{
-    HvQp *qp = hv_find_vqpn(m->target, NULL);
-    int r;
-
-    if (!qp || !hv_qp_connected(qp) || qp->peer_vqpn != m->sender) {
-        rep->type = HV_MSG_ERROR;
-        snprintf(rep->text, sizeof(rep->text), "QP %u is not connected to QP %u", m->target,
-                 m->sender);
-        return -ENOENT;
-    }
-    pthread_mutex_lock(&qp->lock);
-    hv_qp_sendq_ready(qp);
-    qp->paused = 1;
-    qp->paused_at = hv_ms();
-    qp->reconnected = 0; /* a new event: the peer's next RECONNECT counts */
-    pthread_mutex_unlock(&qp->lock);
-    r = hv_qp_drain(qp, 0, hv_ms() + HV_DRAIN_MS);
-    if (r) {
-        hv_qp_unpause(qp);
-        rep->type = HV_MSG_ERROR;
-        snprintf(rep->text, sizeof(rep->text), "QP %u did not drain: %s", m->target, strerror(-r));
-        return r;
-    }
-    pthread_mutex_lock(&qp->lock);
-    rep->type = HV_MSG_SUSPENDED;
-    rep->sent = qp->sent_msgs;
-    pthread_mutex_unlock(&qp->lock);
-    hv_debug("QP %u suspended for its peer QP %u (sent %llu)", m->target, m->sender,
-             (unsigned long long)rep->sent);
-    return 0;
-}
-
-/* Takes @qp's lock and decides what a peer's RECONNECT does (hv_reconnect_verdict): while
- * both ends resume and ours is out, its answer (from the peer, which never waits) decides, so
- * this waits for it, bounded. 0 with the lock held, or -ETIMEDOUT without it. */
-static int hv_reconnect_verdict_locked(HvQp *qp, int swapping, int drives, HvVerdict *verdict)
-{
-    int64_t until = hv_ms() + HV_DRAIN_MS;
-
-    pthread_mutex_lock(&qp->lock);
-    for (;;) {
-        *verdict = hv_reconnect_verdict(qp->reconnected, qp->phys != NULL, swapping, drives,
-                                        qp->await_peer, qp->calling);
-        if (*verdict != HV_VERDICT_WAIT)
-            return 0;
-        pthread_mutex_unlock(&qp->lock);
-        if (hv_ms() > until)
-            return -ETIMEDOUT;
-        hv_sleep_ms(1);
-        pthread_mutex_lock(&hv.lock);
-        swapping = hv.swapping;
-        pthread_mutex_unlock(&hv.lock);
-        pthread_mutex_lock(&qp->lock);
-    }
-}
-
-static int hv_on_reconnect(const HvMsg *m, HvMsg *rep)
-{
-    HvContext *ctx = NULL;
-    HvQp *qp = hv_find_vqpn(m->target, &ctx);
-    struct ibv_qp_attr a;
-    union ibv_gid own;
-    uint16_t own_lid = 0;
-    int r, swapping, drives;
-    HvVerdict verdict;
-
-    if (!qp || !qp->m_rtr || !qp->m_init || qp->peer_vqpn != m->sender) {
-        rep->type = HV_MSG_ERROR;
-        snprintf(rep->text, sizeof(rep->text), "QP %u cannot reconnect to QP %u", m->target,
-                 m->sender);
-        return -ENOENT;
-    }
-    /* both ends may be moving: who drives (hv_reconnect_verdict) */
-    pthread_mutex_lock(&hv.lock);
-    swapping = hv.swapping;
-    pthread_mutex_unlock(&hv.lock);
-    drives = qp->phys && hv_own_addr(qp, &own, &own_lid) == 0 &&
-             hv_drives(own.raw, qp->pub.qp_num, m->gid, m->sender);
-    /* completions still in the CQs account for their receives before the queue is reset */
-    if (qp->scq)
-        hv_cq_pull(qp->scq);
-    if (qp->rcq)
-        hv_cq_pull(qp->rcq);
-    r = hv_reconnect_verdict_locked(qp, swapping, drives, &verdict);
-    if (r) {
-        rep->type = HV_MSG_ERROR;
-        snprintf(rep->text, sizeof(rep->text), "QP %u: our own RECONNECT got no answer",
-                 m->target);
-        return r;
-    }
-    if (verdict != HV_VERDICT_ACCEPT) {
-        pthread_mutex_unlock(&qp->lock);
-        rep->type = HV_MSG_DEFER;
-        rep->defer = verdict == HV_VERDICT_MOVING ? HV_DEFER_MOVING : HV_DEFER_RECONNECTED;
-        hv_debug("QP %u: RECONNECT from its peer QP %u deferred (%s): both ends are moving",
-                 m->target, m->sender, verdict == HV_VERDICT_MOVING ? "we reconnect it" : "done");
-        return 0;
-    }
-    memset(&a, 0, sizeof(a));
-    a.qp_state = IBV_QPS_RESET;
-    r = hv_modify(qp, &a, IBV_QP_STATE);
-    if (!r)
-        r = hv_modify(qp, &qp->a_init, qp->m_init);
-    if (!r)
-        r = -hv_repost(&qp->recvs, qp, NULL);
-    if (!r) {
-        a = qp->a_rtr;
-        a.dest_qp_num = m->sender_pqpn;
-        a.rq_psn = m->sender_psn;
-        memcpy(a.ah_attr.grh.dgid.raw, m->gid, 16);
-        if (!a.ah_attr.is_global)
-            a.ah_attr.dlid = m->lid;
-        r = hv_modify(qp, &a, qp->m_rtr);
-    }
-    if (!r && qp->m_rts) {
-        a = qp->a_rts;
-        a.sq_psn = m->target_psn;
-        r = hv_modify(qp, &a, qp->m_rts);
-    }
-    if (!r) {
-        qp->peer_pqpn = m->sender_pqpn;
-        hv_map_clear(&qp->peer_rkeys);
-        for (uint32_t i = 0; i < m->nkeys; i++)
-            hv_map_put(&qp->peer_rkeys, m->keys[i].v, m->keys[i].p);
-        qp->sig_out = 0;
-        qp->fence_out = 0;
-        qp->unsig_tail = 0;
-        qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
-        qp->paused = 0;
-        qp->reconnected = 1;
-        qp->await_peer = 0;
-        hv_qp_flush_queued(qp);
-        rep->type = HV_MSG_RECONNECTED;
-        rep->target = qp->phys->qp_num;
-    } else {
-        rep->type = HV_MSG_ERROR;
-        snprintf(rep->text, sizeof(rep->text), "QP %u: reconnecting failed: %s", m->target,
-                 strerror(r < 0 ? -r : r));
-    }
-    pthread_mutex_unlock(&qp->lock);
-    if (ctx) {
-        pthread_mutex_lock(&hv.lock);
-        hv_wake_cqs(ctx, 0);
-        pthread_mutex_unlock(&hv.lock);
-    }
-    /* One line per reconnected QP (a rank that stayed logs its pause as the mover does). */
-    hv_log("QP %u reconnected to its peer's new QP %u; its sends were paused for %lld ms",
-           m->target, m->sender_pqpn, (long long)(hv_ms() - qp->paused_at));
-    return r;
-}
-
-/* ---- keys registered after a swap ---------------------------------------------------------- */
-
-/* A memory region registered after a swap whose physical rkey collides with a live virtual one
- * got a synthetic virtual rkey (hv_mr_keys): every peer QP connected to a QP of @ctx learns the
- * pair before ibv_reg_mr returns (KEYMAP; a QP of this process directly). A peer that cannot
- * be told is logged: its RDMA with that key would fail with a remote access error. */
-void hv_keymap_push(HvContext *ctx, uint32_t vkey, uint32_t pkey)
-{
-    struct {
-        union ibv_gid gid;
-        uint32_t target, sender;
-    } *to = NULL;
-    size_t n = 0, cap = 0, told = 0;
-    HvMsg *m = calloc(1, sizeof(*m)), rep;
-    char req[160], line[256];
-
-    if (!m)
-        return;
-    pthread_mutex_lock(&hv.lock);
-    for (HvQp *qp = ctx->qps; qp; qp = qp->next) {
-        pthread_mutex_lock(&qp->lock);
-        if (hv_qp_connected(qp) && n == cap) {
-            void *nt = realloc(to, (cap = cap ? cap * 2 : 8) * sizeof(*to));
-            if (!nt) {
-                pthread_mutex_unlock(&qp->lock);
-                break;
-            }
-            to = nt;
-        }
-        if (hv_qp_connected(qp)) {
-            to[n].gid = qp->a_rtr.ah_attr.grh.dgid;
-            to[n].target = qp->peer_vqpn;
-            to[n].sender = qp->pub.qp_num;
-            n++;
-        }
-        pthread_mutex_unlock(&qp->lock);
-    }
-    pthread_mutex_unlock(&hv.lock);
-    m->type = HV_MSG_KEYMAP;
-    m->nkeys = 1;
-    m->keys[0] = (HvKeyPair){vkey, pkey};
-    for (size_t i = 0; i < n; i++) {
-        HvContext *lctx = NULL;
-        HvQp *local = hv_find_vqpn(to[i].target, &lctx);
-        int k, r;
-
-        if (local && lctx == ctx && local->peer_vqpn == to[i].sender) {
-            /* the peer QP is in this process (loopback) */
-            pthread_mutex_lock(&local->lock);
-            hv_map_put(&local->peer_rkeys, vkey, pkey);
-            pthread_mutex_unlock(&local->lock);
-            told++;
-            continue;
-        }
-
-        if (!hv_peer_known(&to[i].gid)) {
-            hv_log("QP %u: its peer is not in HOTMIG_VERBS_PEERS: it cannot learn the synthetic "
-                   "rkey 0x%x",
-                   to[i].sender, vkey);
-            continue;
-        }
-        m->target = to[i].target;
-        m->sender = to[i].sender;
-        k = hv_proto_format(m, req, sizeof(req));
-        r = k < 0 ? k : hv_peer_call(&to[i].gid, to[i].target, req, line, sizeof(line));
-        if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 || rep.type != HV_MSG_KEYMAPPED))
-            r = -EPROTO;
-        if (r)
-            hv_log("QP %u: telling its peer QP %u the synthetic rkey 0x%x failed: %s", to[i].sender,
-                   to[i].target, vkey, strerror(-r));
-        else
-            told++;
-    }
-    hv_debug("synthetic rkey 0x%x (physical 0x%x): %zu peer QPs told", vkey, pkey, told);
-    free(to);
-    free(m);
-}
-
-static int hv_on_keymap(const HvMsg *m, HvMsg *rep)
-{
-    HvQp *qp = hv_find_vqpn(m->target, NULL);
-
-    if (!qp || qp->peer_vqpn != m->sender || m->nkeys > HV_PROTO_KEYS_MAX) {
-        rep->type = HV_MSG_ERROR;
-        snprintf(rep->text, sizeof(rep->text), "QP %u is not connected to QP %u", m->target,
-                 m->sender);
-        return -ENOENT;
-    }
-    pthread_mutex_lock(&qp->lock);
-    for (uint32_t i = 0; i < m->nkeys; i++)
-        hv_map_put(&qp->peer_rkeys, m->keys[i].v, m->keys[i].p);
-    pthread_mutex_unlock(&qp->lock);
-    rep->type = HV_MSG_KEYMAPPED;
-    hv_debug("QP %u: its peer QP %u registered %u keys after its swap", m->target, m->sender,
-             m->nkeys);
-    return 0;
-}
-
-/* ---- lookups: a connection made after a swap ------------------------------------------------
- * The program connects a QP with the numbers its peer program handed it, virtual ones; after a
- * swap of either end they differ from the physical ones, and no RECONNECT told this QP. */
-
-/* LOOKUP from a peer connecting to our QP @target: its physical number and our changed rkeys;
- * DEFER moving while our device is away (the peer asks again). */
-static int hv_on_lookup(const HvMsg *m, HvMsg *rep)
-{
-    HvContext *ctx = NULL;
-    HvQp *qp = hv_find_vqpn(m->target, &ctx);
-    int swapping;
-
-    if (!qp || qp->init.qp_type == IBV_QPT_UD) {
-        rep->type = HV_MSG_ERROR;
-        snprintf(rep->text, sizeof(rep->text), "no connected QP %u here", m->target);
-        return -ENOENT;
-    }
-    pthread_mutex_lock(&hv.lock);
-    swapping = hv.swapping;
-    pthread_mutex_unlock(&hv.lock);
-    pthread_mutex_lock(&qp->lock);
-    if (swapping || !qp->phys) {
-        pthread_mutex_unlock(&qp->lock);
-        rep->type = HV_MSG_DEFER;
-        rep->defer = HV_DEFER_MOVING;
-        return 0;
-    }
-    rep->target = qp->phys->qp_num;
-    pthread_mutex_unlock(&qp->lock);
-    rep->type = HV_MSG_LOOKEDUP;
-    hv_ctx_keys(ctx, rep);
-    hv_debug("QP %u (physical %u): looked up by QP %u connecting to it (%u keys)", m->target,
-             rep->target, m->sender, rep->nkeys);
-    return 0;
-}
-
-/* The peer is a QP of this process (UCX connects QPs to each other): its numbers are here. */
-static uint32_t hv_lookup_here(uint32_t vqpn, HvMap *keys)
-{
-    HvContext *pctx = NULL;
-    HvQp *peer = hv_find_vqpn(vqpn, &pctx);
-    HvMsg *k = peer ? calloc(1, sizeof(*k)) : NULL;
-    uint32_t pqpn = vqpn;
-
-    if (!k)
-        return vqpn;
-    pthread_mutex_lock(&peer->lock);
-    if (peer->phys)
-        pqpn = peer->phys->qp_num;
-    pthread_mutex_unlock(&peer->lock);
-    hv_ctx_keys(pctx, k);
-    for (uint32_t i = 0; i < k->nkeys; i++)
-        hv_map_put(keys, k->keys[i].v, k->keys[i].p);
-    free(k);
-    return pqpn;
-}
-
-/* Asks the peer's layer; -errno when it does not answer or refuses, 1 while it is moving. */
-static int hv_lookup_call(HvQp *qp, const struct ibv_qp_attr *attr, HvMsg *m, uint32_t *pqpn)
-{
-    char req[64], *line = malloc(HV_PROTO_LINE_MAX + 2);
-    int r;
-
-    if (!line)
-        return -ENOMEM;
-    m->type = HV_MSG_LOOKUP;
-    m->target = attr->dest_qp_num;
-    m->sender = qp->pub.qp_num;
-    r = hv_proto_format(m, req, sizeof(req));
-    if (r >= 0)
-        r = hv_peer_call(&attr->ah_attr.grh.dgid, attr->dest_qp_num, req, line,
-                         HV_PROTO_LINE_MAX + 2);
-    if (r == 0 && hv_proto_parse(line, strlen(line), m) < 0)
-        r = -EPROTO;
-    if (r == 0 && m->type == HV_MSG_DEFER)
-        r = 1;
-    else if (r == 0 && m->type != HV_MSG_LOOKEDUP)
-        r = -EPROTO;
-    if (r == -EPROTO)
-        hv_log("QP %u: its peer QP %u refused the lookup: %.200s", qp->pub.qp_num,
-               attr->dest_qp_num, line);
-    if (r == 0)
-        *pqpn = m->target;
-    free(line);
-    return r;
-}
-
-uint32_t hv_lookup_peer(HvQp *qp, const struct ibv_qp_attr *attr, HvMap *keys)
-{
-    HvContext *ctx = qp->pd->ctx;
-    union ibv_gid own;
-    uint32_t pqpn = attr->dest_qp_num;
-    int64_t until = hv_ms() + HV_LOOKUP_WAIT_MS;
-    HvMsg *m;
-    int r, said = 0;
-
-    if (hv_real.r_ibv_query_gid(ctx->phys, attr->ah_attr.port_num, attr->ah_attr.grh.sgid_index,
-                                &own) == 0 &&
-        memcmp(own.raw, attr->ah_attr.grh.dgid.raw, 16) == 0 &&
-        hv_find_vqpn(attr->dest_qp_num, NULL))
-        return hv_lookup_here(attr->dest_qp_num, keys);
-    if (!hv_peer_known(&attr->ah_attr.grh.dgid) || !(m = calloc(1, sizeof(*m))))
-        return pqpn; /* a peer outside the layer keeps its numbers */
-    while ((r = hv_lookup_call(qp, attr, m, &pqpn)) == 1 && hv_ms() < until) {
-        if (!said++)
-            hv_log("QP %u: its peer QP %u is moving: connecting once it is back",
-                   qp->pub.qp_num, attr->dest_qp_num);
-        hv_sleep_ms(200);
-    }
-    if (r == 0) {
-        for (uint32_t i = 0; i < m->nkeys; i++)
-            hv_map_put(keys, m->keys[i].v, m->keys[i].p);
-        if (pqpn != attr->dest_qp_num || m->nkeys)
-            hv_log("QP %u: its peer QP %u is physical QPN %u (%u rkeys translated)",
-                   qp->pub.qp_num, attr->dest_qp_num, pqpn, m->nkeys);
-    } else {
-        hv_log("QP %u: no lookup of its peer QP %u (%s): its numbers are taken as they are",
-               qp->pub.qp_num, attr->dest_qp_num, r == 1 ? "still moving" : strerror(-r));
-        pqpn = attr->dest_qp_num;
-    }
-    free(m);
-    return pqpn;
-}
-
-int hv_peer_handle(const HvMsg *m, HvMsg *rep)
-{
-    switch (m->type) {
-    case HV_MSG_SUSPEND:
-        return hv_on_suspend(m, rep);
-    case HV_MSG_RECONNECT:
-        return hv_on_reconnect(m, rep);
-    case HV_MSG_UDMAP:
-        return hv_on_udmap(m, rep);
-    case HV_MSG_UDHOLD:
-        return hv_on_udhold(m, rep);
-    case HV_MSG_KEYMAP:
-        return hv_on_keymap(m, rep);
-    case HV_MSG_LOOKUP:
-        return hv_on_lookup(m, rep);
-    default:
-        rep->type = HV_MSG_ERROR;
-        snprintf(rep->text, sizeof(rep->text), "unexpected message");
-        return -EPROTO;
-    }
 }

@@ -1,9 +1,23 @@
-/* libhotmig-verbs: internal declarations (docs/verbs-layer.md).
+/* libhotmig-verbs: internal declarations (docs/verbs-layer.md, "The layer's files").
  *
  * Every verbs object the program holds is a shadow owned by the layer; the physical object of
  * the current RDMA device hangs off it and is replaced across a device swap (a migration).
  * The layer depends on libibverbs, libhotmig and libc/pthreads only: it is preloaded into MPI
- * processes. */
+ * processes.
+ *
+ * The files are laid out in layers, bottom to top; a file calls only files of its own layer or
+ * of a lower one, and no two files call each other (tests/unit/calls-check.sh reads the
+ * objects' symbol tables). Where a lower layer must reach up, it calls a hook the upper one
+ * sets (hv_open_hook, hv_refused_hook). This header is sectioned by file in the same order:
+ *
+ *   base         hv-log.c hv-map.c hv-base.c
+ *   peer link    hv-peer.c (and hv-proto.c, the peer protocol's parser, shared with the agent)
+ *   translation  hv-local.c hv-udtab.c hv-verdict.c hv-xlate.c
+ *   data path    hv-post.c hv-pause.c hv-poll.c hv-event.c hv-ops.c
+ *   objects      hv-qpx.c hv-qp.c hv-device.c hv-mr.c hv-cq.c hv-srq.c hv-ah.c hv-compat.c
+ *                hv-exports.c
+ *   swap         hv-swap.c hv-handle.c
+ *   agent link   hv-agent.c */
 #ifndef HV_H
 #define HV_H
 
@@ -13,22 +27,27 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define HV_EXPORT __attribute__((visibility("default")))
-#define HV_FENCE_WRID 0x686d76666e636521ULL /* "hmvfnce!": the layer's drain fence */
+#include "hv-proto.h"
 
-/* ---- small helpers (hv-util.c) ---------------------------------------------------------- */
+#define HV_EXPORT __attribute__((visibility("default")))
+/* NAME (defined in this file) is the IBVERBS_1.1 default; hv-compat.c gives NAME@IBVERBS_1.0
+ * (hv-compat.def). In the defining file: the assembler versions only its own symbols. */
+#define HV_DEFAULT_VERSION(name) __asm__(".symver " #name "," #name "@@IBVERBS_1.1, remove")
+#define HV_FENCE_WRID 0x686d76666e636521ULL /* "hmvfnce!": the layer's drain fence */
+#define HV_DRAIN_MS 15000 /* a QP's drain (quiesce, SUSPEND), a wait for our own RECONNECT */
+
+/* ==== base ================================================================================ */
+
+/* ---- hv-log.c: logging and refused calls ------------------------------------------------- */
 void hv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void hv_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int hv_unsupported(const char *call); /* logs once per call name, returns EOPNOTSUPP */
-
-/* ---- job inventory (branch jobs, issue 18 item 3): what the agent's inventory lists --------
- * hv_unsupported() hands each refused call's name to hv_refused_hook (set by hv-peer.c, NULL
- * in the unit tests), which reports "REFUSED <call>" to the agent; ibv_modify_qp to RTR of a
- * connected QP reports "PEER <gid>/<qpn>" (hv_report_peer). docs/protocol.md, "inventory". */
+/* hv_unsupported() hands each refused call's name to hv_refused_hook (set by hv-peer.c, NULL
+ * in the unit tests), which reports "REFUSED <call>" to the agent (docs/protocol.md,
+ * "inventory"). */
 extern void (*hv_refused_hook)(const char *call);
-void hv_report_peer(const uint8_t gid[16], uint32_t qpn);
 
-/* uint32 -> uint64 open-addressing map; key 0 is stored aside. Not thread-safe. */
+/* ---- hv-map.c: uint32 -> uint64 open-addressing map; key 0 is stored aside. Not thread-safe. */
 typedef struct {
     uint32_t *keys;
     uint64_t *vals;
@@ -201,20 +220,20 @@ typedef struct HvQp {
     int m_init, m_rtr, m_rts;
     enum ibv_qp_state state;
     pthread_mutex_t lock;
-    int paused;              /* posts are queued (quiesce, or the peer's swap) */
-    int64_t paused_at;       /* CLOCK_MONOTONIC ms when the peer's swap paused it */
-    HvSendQueue queued;      /* sends posted while paused */
-    HvRecvFifo recvs;        /* posted, not yet completed (non-SRQ) */
-    HvScratch xs, xr;        /* translated sends, receives (non-SRQ) */
-    uint64_t sig_out;        /* signaled sends posted, not completed */
-    int unsig_tail;          /* the last send posted was unsignaled */
+    int paused;         /* posts are queued (quiesce, or the peer's swap) */
+    int64_t paused_at;  /* CLOCK_MONOTONIC ms when the peer's swap paused it */
+    HvSendQueue queued; /* sends posted while paused */
+    HvRecvFifo recvs;   /* posted, not yet completed (non-SRQ) */
+    HvScratch xs, xr;   /* translated sends, receives (non-SRQ) */
+    uint64_t sig_out;   /* signaled sends posted, not completed */
+    int unsig_tail;     /* the last send posted was unsignaled */
     int fence_out;
-    uint64_t sent_msgs;      /* posted sends that consume a peer receive */
-    uint64_t recv_done;      /* receive completions polled */
+    uint64_t sent_msgs; /* posted sends that consume a peer receive */
+    uint64_t recv_done; /* receive completions polled */
     /* the connected peer (RC/UC) */
     uint32_t peer_vqpn, peer_pqpn;
-    HvMap peer_rkeys;        /* the peer's virtual rkey -> its physical rkey */
-    uint32_t routed_vqpn;    /* the registration file written for this QP (0: none) */
+    HvMap peer_rkeys;     /* the peer's virtual rkey -> its physical rkey */
+    uint32_t routed_vqpn; /* the registration file written for this QP (0: none) */
     /* UD: sends held while a peer moves (its UDHOLD until its UDMAP or this deadline, ms) */
     int64_t ud_held_until;
     uint8_t ud_held_gid[16];
@@ -236,10 +255,10 @@ struct HvContext {
     struct ibv_context *phys;
     HvDevice *dev;
     pthread_mutex_t lock;
-    int swapped;               /* translation on: a device swap happened */
-    HvMap lkey;                /* virtual lkey -> physical */
-    HvMap qpn;                 /* physical QPN -> HvQp* */
-    HvMap vqpn;                /* virtual QPN -> HvQp* */
+    int swapped; /* translation on: a device swap happened */
+    HvMap lkey;  /* virtual lkey -> physical */
+    HvMap qpn;   /* physical QPN -> HvQp* */
+    HvMap vqpn;  /* virtual QPN -> HvQp* */
     HvPd *pds;
     HvMr *mrs;
     HvCq *cqs;
@@ -247,40 +266,87 @@ struct HvContext {
     HvSrq *srqs;
     HvAh *ahs;
     HvQp *qps;
-    int cmd_efd;               /* ibv_context.cmd_fd the program sees */
+    int cmd_efd;                 /* ibv_context.cmd_fd the program sees */
     struct ibv_async_event *aev; /* async events FIFO, context->async_fd is an eventfd */
     size_t aev_head, aev_n, aev_cap;
     HvContext *next;
 };
 
-/* Loopback connections (hv-util.c): @qp's peer is @peer, a QP of this process, when they name
- * each other and @qp's destination is its own address (@own_gid, or @own_lid without GRH):
- * UCX connects RC QPs to themselves and to each other. */
+/* ---- hv-base.c: the layer's state, the real functions, the clock ------------------------- */
+typedef struct {
+    pthread_mutex_t lock; /* contexts list, device list, swaps */
+    HvContext *ctxs;
+    HvDevice *devs;
+    int swapping;    /* between quiesce and resume */
+    int evt_wake[2]; /* pipe waking the event thread */
+    pthread_t evt_thread;
+    int evt_started;
+} HvLayer;
+extern HvLayer hv;
+
+/* The real libibverbs, resolved with dlvsym(hv_real_lib, ...): RTLD_NEXT, or the layer's own
+ * handle on libibverbs.so.1 when none is in the global scope (hv_init, after which it is set). */
+extern void *hv_real_lib;
+typedef struct {
+#define HV_REAL(ret, name, ver, args) ret(*r_##name) args;
+#include "hv-real.def"
+#undef HV_REAL
+} HvReal;
+extern HvReal hv_real;
+void hv_init(void);
+int64_t hv_now_ms(void); /* CLOCK_MONOTONIC */
+/* Waits while a swap is under way (control calls need a physical object): 0, or ENODEV when
+ * @ctx has none after it. */
+int hv_wait_phys(HvContext *ctx);
+void hv_swap_ended(void); /* wakes hv_wait_phys() */
+/* Progress a swap waits for (a completion accounted on a paused QP, a UD receive counted while
+ * swapping, the answer to our own RECONNECT): hv_progress_signal() wakes every
+ * hv_progress_wait(@seen, @until) whose @seen (hv_progress_gen(), read before the waiter
+ * checked its condition) is out of date. @until is CLOCK_MONOTONIC ms (hv_now_ms()); returns
+ * ETIMEDOUT when it passed without a signal, else 0. A leaf lock: callable under any other. */
+uint64_t hv_progress_gen(void);
+void hv_progress_signal(void);
+int hv_progress_wait(uint64_t seen, int64_t until);
+/* The QP whose virtual QPN is @vqpn in any context (and its context); NULL when none. */
+HvQp *hv_find_vqpn(uint32_t vqpn, HvContext **ctx);
+
+/* ==== peer link: hv-peer.c ================================================================ */
+int hv_peer_known(const union ibv_gid *gid);
+size_t hv_peer_count(void);
+void hv_peers_parse(void); /* HOTMIG_VERBS_PEERS, once at the registration */
+/* Asks the layer owning @vqpn at @gid; @req a full line; @reply gets a line. */
+int hv_peer_call(const union ibv_gid *gid, uint32_t vqpn, const char *req, char *reply,
+                 size_t reply_max);
+int hv_write_all(int fd, const char *s, size_t n);
+/* Reads one line (without its newline) of at most @max - 1 bytes before @deadline. */
+int hv_read_line(int fd, char *buf, size_t max, int64_t deadline);
+/* The route records: RUN_DIR made once (NULL when it cannot be), records written once the
+ * agent link's server listens (hv_routes_enable). */
+const char *hv_routes_dir(void);
+void hv_routes_enable(void);
+int hv_qp_route_add(HvQp *qp);
+int hv_route_taken(uint32_t vqpn);
+void hv_qp_route_del(HvQp *qp);
+/* Reports to the agent (the job inventory): refused calls, kept until the registration hands
+ * the client over (hv_report_attach), and "PEER <gid>/<qpn>" at a connected QP's RTR. */
+struct HotmigClient;
+void hv_report_attach(struct HotmigClient *c);
+void hv_report_peer(const uint8_t gid[16], uint32_t qpn);
+
+/* ==== translation ========================================================================= */
+
+/* ---- hv-local.c: loopback connections (pure) ----------------------------------------------
+ * @qp's peer is @peer, a QP of this process, when they name each other and @qp's destination
+ * is its own address (@own_gid, or @own_lid without GRH): UCX connects RC QPs to themselves
+ * and to each other. */
 int hv_peer_is_local(const HvQp *qp, const HvQp *peer, const union ibv_gid *own_gid,
                      uint16_t own_lid);
 /* @qp's recorded RTR attributes aimed at its local peer's new QPN and address. */
 void hv_local_rtr(const HvQp *qp, uint32_t peer_pqpn, const union ibv_gid *gid, uint16_t lid,
                   struct ibv_qp_attr *a);
 
-/* Both ends of a connection moving at once (hv-util.c, pure): what a RECONNECT does at the
- * called end. Exactly one RECONNECT takes effect per connection and event: the end with the
- * lower (GID, virtual QPN) drives when both are back; an end whose device is not back yet, or
- * that already reconnected, defers. */
-typedef enum {
-    HV_VERDICT_ACCEPT = 0,
-    HV_VERDICT_MOVING,      /* answer DEFER moving: the caller awaits our RECONNECT */
-    HV_VERDICT_RECONNECTED, /* answer DEFER reconnected: nothing to do */
-    HV_VERDICT_WAIT,        /* ask again once our own RECONNECT (@calling) is answered */
-} HvVerdict;
-HvVerdict hv_reconnect_verdict(int reconnected, int have_phys, int swapping, int drives,
-                               int awaiting, int calling);
-/* 1 when the end (own_gid, own_vqpn) drives a reconnection with (peer_gid, peer_vqpn). */
-int hv_drives(const uint8_t own_gid[16], uint32_t own_vqpn, const uint8_t peer_gid[16],
-              uint32_t peer_vqpn);
-#define HV_AWAIT_PEER_MS 120000 /* an awaiting QP whose peer never reconnects: error after */
-
-/* UD peers that moved (hv-util.c, pure; the layer's instance and lock are in hv-swap.c). A
- * peer's UDMAP gives, for its GID, its UD QPs' virtual -> new physical QPNs: the program's
+/* ---- hv-udtab.c: UD peers that moved (pure; the layer's instance is hv-xlate.c's) ----------
+ * A peer's UDMAP gives, for its GID, its UD QPs' virtual -> new physical QPNs: the program's
  * wr.ud.remote_qpn to that GID is translated on every post, wc.src_qp back on receives. The
  * targets are the (GID, remote QPN) pairs this process posted UD sends to: after its own move
  * it sends them its UDMAP. */
@@ -313,88 +379,170 @@ int hv_ud_target_note(HvUdTable *t, const uint8_t gid[16], uint32_t qpn, uint8_t
                       uint8_t sgid_index);
 void hv_ud_clear(HvUdTable *t);
 
-/* the layer's side (hv-swap.c): translate a UD post's remote QPN; a UD receive's src_qp */
+/* ---- hv-verdict.c: both ends of a connection moving at once (pure) ------------------------
+ * What a RECONNECT does at the called end. Exactly one RECONNECT takes effect per connection
+ * and event: the end with the lower (GID, virtual QPN) drives when both are back; an end whose
+ * device is not back yet, or that already reconnected, defers. */
+typedef enum {
+    HV_VERDICT_ACCEPT = 0,
+    HV_VERDICT_MOVING,      /* answer DEFER moving: the caller awaits our RECONNECT */
+    HV_VERDICT_RECONNECTED, /* answer DEFER reconnected: nothing to do */
+    HV_VERDICT_WAIT,        /* ask again once our own RECONNECT (@calling) is answered */
+} HvVerdict;
+HvVerdict hv_reconnect_verdict(int reconnected, int have_phys, int swapping, int drives,
+                               int awaiting, int calling);
+/* 1 when the end (own_gid, own_vqpn) drives a reconnection with (peer_gid, peer_vqpn). */
+int hv_drives(const uint8_t own_gid[16], uint32_t own_vqpn, const uint8_t peer_gid[16],
+              uint32_t peer_vqpn);
+#define HV_AWAIT_PEER_MS 120000 /* an awaiting QP whose peer never reconnects: error after */
+
+/* ---- hv-xlate.c: what the data path reads after a swap ------------------------------------ */
+/* a UD post's remote QPN translated (and its target noted); a UD receive's src_qp back (also
+ * counted per physical src_qp) */
 uint32_t hv_ud_send_qpn(const struct ibv_ah_attr *ah, uint32_t remote_qpn);
-uint32_t hv_ud_recv_qpn(uint32_t src_qp); /* also counts the receive per physical src_qp */
+uint32_t hv_ud_recv_qpn(uint32_t src_qp);
 void hv_ud_count_send(HvQp *qp, const struct ibv_ah_attr *ah); /* qp lock held */
-int hv_ud_held(HvQp *qp);                                      /* qp lock held: 1 when held */
+size_t hv_ud_targets_copy(HvUdTarget *tg); /* the UD peers this process sent to */
+/* How many of @n (sending physical QPN, count) pairs have not all arrived yet. */
+size_t hv_ud_missing(const HvKeyPair *want, size_t n);
+/* A UD peer at @gid moved: its @n virtual -> physical QPNs (UDMAP). 0 or -ENOSPC. */
+int hv_ud_peer_moved(const uint8_t gid[16], const uint32_t *v, const uint32_t *p, uint32_t n);
 /* @ah's physical AH, made now when the swap could not (its peer was away); NULL with errno
  * set while it still cannot be. */
 struct ibv_ah *hv_ah_phys(HvAh *ah);
-
-/* ---- layer state (hv-layer.c) ------------------------------------------------------------- */
-typedef struct {
-    pthread_mutex_t lock; /* contexts list, device list, swaps */
-    HvContext *ctxs;
-    HvDevice *devs;
-    int swapping;         /* between quiesce and resume */
-    int evt_wake[2];      /* pipe waking the event thread */
-    pthread_t evt_thread;
-    int evt_started;
-} HvLayer;
-extern HvLayer hv;
-
-/* The real libibverbs, resolved with dlvsym(hv_real_lib, ...): RTLD_NEXT, or the layer's own
- * handle on libibverbs.so.1 when none is in the global scope (hv_init, after which it is set). */
-extern void *hv_real_lib;
-typedef struct {
-#define HV_REAL(ret, name, ver, args) ret(*r_##name) args;
-#include "hv-real.def"
-#undef HV_REAL
-} HvReal;
-extern HvReal hv_real;
-void hv_init(void);
-
-HvContext *hv_ctx_of(struct ibv_context *c); /* NULL when @c is not a shadow */
-int hv_poll_into(HvCq *cq, int n, struct ibv_wc *wc); /* CQ lock held: physical poll + fixups */
-int hv_cq_pull(HvCq *cq);                             /* drain helper: physical -> buffer */
-int hv_qp_post_send_phys(HvQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
-int hv_qp_post_recv_phys(HvQp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
-int hv_srq_post_recv_phys(HvSrq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
-int hv_fifo_reserve(HvRecvFifo *f, size_t cap, int sge_per);
-int hv_scratch_reserve(HvScratch *x, size_t nwr, size_t wr_size, size_t nsge); /* 0 or ENOMEM */
-void hv_scratch_free(HvScratch *x);
-void hv_fifo_push(HvRecvFifo *f, const struct ibv_recv_wr *wr);
-int hv_sendq_reserve(HvQp *qp); /* qp lock held; 0 or ENOMEM */
-int hv_sendq_push(HvQp *qp, const struct ibv_send_wr *w); /* qp lock held; 0 or an errno */
-void hv_sendq_free(HvSendQueue *q);
-void hv_fifo_consume(HvRecvFifo *f, uint64_t wr_id);
-void hv_chan_signal(HvChan *ch, HvCq *cq);
-void hv_evt_kick(void);
-void hv_qp_flush_queued(HvQp *qp); /* qp lock held */
-int hv_qp_fence(HvQp *qp);         /* qp lock held */
-int hv_qp_await_expired(HvQp *qp); /* qp lock held: 1 when its peer did not reconnect in time */
-/* its ibv_qp_ex: the layer's wr_* ops (ibv_create_qp_ex); 0 or ENOMEM */
-int hv_qp_ex_init(HvQp *qp);
-
-/* ---- swap and peers (hv-swap.c, hv-peer.c) ------------------------------------------------- */
-int hv_quiesce(void *opaque);
-int hv_resume(const char *device, void *opaque);
-void hv_register_start(void);
+/* A new physical AH for @ah (its peer moved); the old one is kept as stale. 0, or -1 with
+ * errno. */
+int hv_ah_renew(HvAh *ah);
+int hv_qp_connected(const HvQp *qp); /* RC/UC at RTR or RTS with a GRH */
+/* @ctx's memory regions whose physical rkey differs from the virtual one, into @m's keys. */
+void hv_ctx_keys(HvContext *ctx, HvMsg *m);
 void hv_keymap_push(HvContext *ctx, uint32_t vkey, uint32_t pkey); /* no lock held */
-int hv_qp_route_add(HvQp *qp);
-int hv_route_taken(uint32_t vqpn);
-void hv_qp_route_del(HvQp *qp);
-int hv_peer_known(const union ibv_gid *gid);
-/* Client side: asks the layer owning @vqpn at @gid; @req a full line; @reply gets a line. */
-int hv_peer_call(const union ibv_gid *gid, uint32_t vqpn, const char *req, char *reply,
-                 size_t reply_max);
-void hv_peer_server_start(void);
 /* At RTR of a RC/UC QP to a new peer (GRH): the physical QPN of the peer's virtual
  * attr->dest_qp_num, its changed rkeys added to @keys; asked of this process's own QPs, or of
  * the peer's layer (LOOKUP) when HOTMIG_VERBS_PEERS names its GID, waiting while it moves (at
- * most HV_LOOKUP_WAIT_MS). The numbers as given when the peer is outside the layer. No lock held. */
+ * most HV_LOOKUP_WAIT_MS). The numbers as given when the peer is outside the layer. No lock held.
+ */
 uint32_t hv_lookup_peer(HvQp *qp, const struct ibv_qp_attr *attr, HvMap *keys);
 #define HV_LOOKUP_WAIT_MS 60000
-HvQp *hv_find_vqpn(uint32_t vqpn, HvContext **ctx);
 
-/* internal, across files */
-void hv_swap_ended(void);
-int hv_ctx_attach(HvContext *ctx, const char *name);
+/* ==== data path =========================================================================== */
+
+/* ---- hv-post.c: posting on the physical objects ------------------------------------------- */
+int hv_fifo_reserve(HvRecvFifo *f, size_t cap, int sge_per);
+void hv_fifo_push(HvRecvFifo *f, const struct ibv_recv_wr *wr);
+void hv_fifo_consume(HvRecvFifo *f, uint64_t wr_id);
+void hv_fifo_free(HvRecvFifo *f);
+int hv_scratch_reserve(HvScratch *x, size_t nwr, size_t wr_size, size_t nsge); /* 0 or ENOMEM */
+void hv_scratch_free(HvScratch *x);
+int hv_recvs_reserve(HvRecvFifo *f, HvScratch *x, uint32_t max_wr, uint32_t max_sge);
+int hv_qp_post_send_phys(HvQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+int hv_qp_post_recv_phys(HvQp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+int hv_srq_post_recv_phys(HvSrq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+int hv_sendq_reserve(HvQp *qp);                           /* qp lock held; 0 or ENOMEM */
+int hv_sendq_push(HvQp *qp, const struct ibv_send_wr *w); /* qp lock held; 0 or an errno */
+void hv_sendq_free(HvSendQueue *q);
+
+/* ---- hv-pause.c: a paused QP (qp lock held unless said) ----------------------------------- */
+int hv_qp_modify(HvQp *qp, struct ibv_qp_attr *a, int mask); /* the physical QP; logs */
+int hv_qp_fence(HvQp *qp);
+void hv_qp_flush_queued(HvQp *qp);
+void hv_qp_sendq_ready(HvQp *qp);
+void hv_qp_unpause(HvQp *qp);      /* no lock held */
+int hv_qp_await_expired(HvQp *qp); /* 1 when its peer did not reconnect in time */
+int hv_ud_held(HvQp *qp);          /* 1 while its UD sends are held */
+
+/* ---- hv-poll.c: completions ---------------------------------------------------------------- */
+int hv_poll_into(HvCq *cq, int n, struct ibv_wc *wc); /* CQ lock held: physical poll + fixups */
+int hv_cq_pull(HvCq *cq);                             /* drain helper: physical -> buffer */
+void hv_chan_signal(HvChan *ch, HvCq *cq);
+void hv_wake_cqs(HvContext *ctx, int all_armed); /* hv.lock held */
+
+/* ---- hv-event.c: the event thread ----------------------------------------------------------- */
+void hv_evt_start(void); /* hv.lock held */
+void hv_evt_kick(void);
+void hv_nonblock(int fd);
+
+/* ---- hv-ops.c: the ops of a shadow context ----------------------------------------------------
+ */
+HvContext *hv_ctx_of(struct ibv_context *c); /* NULL when @c is not a shadow */
+void hv_ops_install(HvContext *ctx);
+int hv_op_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+
+/* ==== objects ============================================================================= */
+
+#define HV_CTX(obj) hv_ctx_of((obj) ? (obj)->context : NULL)
+/* A query on @c: the real call for a physical context, ENODEV when the shadow has none. */
+#define HV_PHYS_CTX(c, fallback)                                                                   \
+    HvContext *ctx = hv_ctx_of(c);                                                                 \
+    if (!ctx)                                                                                      \
+        return fallback;                                                                           \
+    if (hv_wait_phys(ctx))                                                                         \
+        return ENODEV;
+
+/* A context's lists of shadows (singly linked through ->next; hv.lock held). */
+#define HV_LINK(head, obj)                                                                         \
+    do {                                                                                           \
+        (obj)->next = (head);                                                                      \
+        (head) = (obj);                                                                            \
+    } while (0)
+#define HV_UNLINK(head, obj)                                                                       \
+    do {                                                                                           \
+        __typeof__(obj) *pp_;                                                                      \
+        for (pp_ = &(head); *pp_; pp_ = &(*pp_)->next)                                             \
+            if (*pp_ == (obj)) {                                                                   \
+                *pp_ = (obj)->next;                                                                \
+                break;                                                                             \
+            }                                                                                      \
+    } while (0)
+/* What ibv_destroy_X / ibv_dealloc_pd share for a shadow: the physical object goes (when there
+ * is one), then the shadow leaves its context's list; @r gets 0 or the real call's error. */
+#define HV_DESTROY(ctx, head, obj, realfn, r)                                                      \
+    do {                                                                                           \
+        hv_wait_phys(ctx);                                                                         \
+        pthread_mutex_lock(&hv.lock);                                                              \
+        (r) = (obj)->phys ? realfn((obj)->phys) : 0;                                               \
+        if (!(r))                                                                                  \
+            HV_UNLINK(head, obj);                                                                  \
+        pthread_mutex_unlock(&hv.lock);                                                            \
+    } while (0)
+
+/* ---- hv-qpx.c: the ibv_wr_* API ----------------------------------------------------------- */
+/* the send_ops_flags the layer's ibv_wr_* serve */
+#define HV_WX_OPS                                                                                  \
+    (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |              \
+     IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |                               \
+     IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+int hv_qp_ex_init(HvQp *qp); /* its ibv_qp_ex: the layer's wr_* ops; 0 or ENOMEM */
+void hv_wx_free(HvQp *qp);
+
+/* ---- hv-qp.c -------------------------------------------------------------------------------- */
+int hv_qp_make(HvQp *qp, struct ibv_qp_init_attr *report); /* its physical QP */
+uint32_t hv_qpn_pick(HvContext *ctx, uint32_t phys);       /* a virtual QPN for a new QP */
+struct ibv_qp *hv_op_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *a);
+
+/* ---- hv-device.c ---------------------------------------------------------------------------- */
+int hv_ctx_attach(HvContext *ctx, const char *name); /* @ctx's physical context on @name */
+/* Called at the first ibv_open_device of a shadow device (set by hv-agent.c: the
+ * registration with the agent; NULL in the unit tests). */
+extern void (*hv_open_hook)(void);
+
+/* ---- hv-cq.c, hv-srq.c: the physical CQ, SRQ of a shadow ------------------------------------ */
 int hv_cq_make(HvCq *cq);
 int hv_srq_make(HvSrq *srq);
-int hv_qp_make(HvQp *qp, struct ibv_qp_init_attr *report);
-uint32_t hv_qpn_pick(HvContext *ctx, uint32_t phys);
+
+/* ==== swap ================================================================================ */
+
+/* ---- hv-swap.c: quiesce and resume (libhotmig's callbacks) -------------------------------- */
+int hv_quiesce(void *opaque);
+int hv_resume(const char *device, void *opaque);
+/* @qp's own address on its current device: the GID at its RTR sgid_index, the port's LID. */
+int hv_own_addr(HvQp *qp, union ibv_gid *gid, uint16_t *lid);
+/* Waits until @qp's sends completed (and, when @want_recv, @want_recv receives did). */
+int hv_qp_drain(HvQp *qp, uint64_t want_recv, int64_t deadline);
+int hv_repost(HvRecvFifo *f, HvQp *qp, HvSrq *srq); /* recorded receives on the new device */
+
+/* ---- hv-handle.c: the layer's handler of one peer request. Fills @reply; 0 or -errno. ---- */
+int hv_peer_handle(const HvMsg *m, HvMsg *reply);
 
 /* libibverbs exports that verbs.h does not declare (driver.h / the old ABI). */
 int ibv_dontfork_range(void *b, size_t s);

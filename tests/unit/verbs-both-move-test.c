@@ -1,5 +1,5 @@
 /* libhotmig-verbs: both ends of a connection moving at once (docs/verbs-layer.md). The called
- * end's verdict on a RECONNECT (hv_reconnect_verdict, hv_drives in hv-util.c), and a model of
+ * end's verdict on a RECONNECT (hv_reconnect_verdict, hv_drives in hv-verdict.c), and a model of
  * the two ends' resumes run through every interleaving of their steps: whatever the order,
  * exactly one RECONNECT takes effect at both ends (the same one), and no end is left waiting. */
 #include "hv.h"

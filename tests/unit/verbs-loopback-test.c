@@ -1,4 +1,4 @@
-/* libhotmig-verbs: loopback connections across a swap (guest-agent/verbs/hv-util.c). UCX
+/* libhotmig-verbs: loopback connections across a swap (guest-agent/verbs/hv-local.c). UCX
  * connects RC QPs to themselves and to other QPs of the same process; after a device swap the
  * layer must aim them at the peer's NEW physical QPN. A virtual QPN alone does not say the
  * peer is local: two guests hand out the same numbers, so the address must be the QP's own. */

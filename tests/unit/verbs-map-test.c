@@ -1,4 +1,4 @@
-/* libhotmig-verbs: the integer map behind every translation (guest-agent/verbs/hv-util.c):
+/* libhotmig-verbs: the integer map behind every translation (guest-agent/verbs/hv-map.c):
  * virtual lkey -> physical, physical QPN -> QP, the peer's rkeys. Deletions leave tombstones
  * that must neither hide later keys nor fill the table. */
 #include "hv.h"

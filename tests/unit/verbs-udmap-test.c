@@ -1,5 +1,5 @@
 /* libhotmig-verbs: UD peers that moved. The UDMAP message (guest-agent/verbs/hv-proto.c) and
- * the per-peer-GID translation it feeds (hv-util.c): wr.ud.remote_qpn out, wc.src_qp back. */
+ * the per-peer-GID translation it feeds (hv-udtab.c): wr.ud.remote_qpn out, wc.src_qp back. */
 #include "hv.h"
 #include "hv-proto.h"
 

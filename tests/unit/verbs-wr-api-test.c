@@ -1,5 +1,5 @@
 /* libhotmig-verbs: the ibv_wr_* API (ibv_qp_ex) the layer serves for a QP created by
- * ibv_create_qp_ex with send_ops_flags (hv-layer.c). The wr_* calls build ibv_send_wr lists
+ * ibv_create_qp_ex with send_ops_flags (hv-qpx.c). The wr_* calls build ibv_send_wr lists
  * that wr_complete hands to the layer's post_send; here the QP is paused (as during a swap),
  * so the posts are queued and can be read back without a device. */
 #include "hv.h"

@@ -4,15 +4,16 @@ add_test(NAME verbs-layer-exports
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-layer-exports.sh $<TARGET_FILE:hotmig-verbs>)
 set_tests_properties(verbs-layer-exports PROPERTIES LABELS unit)
 hm_add_test(verbs-map-test unit
-  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-map-test.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-util.c
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-map-test.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-map.c
   LIBS PkgConfig::IBVERBS Threads::Threads)
 target_include_directories(verbs-map-test PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs)
 hm_add_test(verbs-loopback-test unit
-  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-loopback-test.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-util.c
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-loopback-test.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-local.c
   LIBS PkgConfig::IBVERBS Threads::Threads)
 target_include_directories(verbs-loopback-test PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs)
 hm_add_test(verbs-udmap-test unit
-  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-udmap-test.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-util.c
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-udmap-test.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-udtab.c
+    ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-map.c
   LIBS hotmig-verbs-proto PkgConfig::IBVERBS Threads::Threads)
 target_include_directories(verbs-udmap-test PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs)
 # A connection made after a swap: the LOOKUP / LOOKEDUP messages.
@@ -32,16 +33,14 @@ target_include_directories(verbs-late-load-test PRIVATE ${IBVERBS_INCLUDE_DIRS})
 add_dependencies(verbs-late-load-test hotmig-verbs verbs-late-lib)
 # Both ends of a connection moving at once: the RECONNECT verdict, every interleaving.
 hm_add_test(verbs-both-move-test unit
-  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-both-move-test.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-util.c
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-both-move-test.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-verdict.c
   LIBS hotmig-verbs-proto PkgConfig::IBVERBS Threads::Threads)
 target_include_directories(verbs-both-move-test PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs)
 # The ibv_wr_* API (ibv_qp_ex) the layer serves: built into the layer's own posts. The layer's
 # sources are linked in (no libibverbs: the test needs no device, its QP is paused).
 hm_add_test(verbs-wr-api-test unit
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-wr-api-test.c
-    ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-layer.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-exports.c
-    ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-swap.c ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-peer.c
-    ${PROJECT_SOURCE_DIR}/guest-agent/verbs/hv-util.c
+    ${HM_VERBS_SOURCES}
   LIBS hotmig-verbs-proto hotmig Threads::Threads ${CMAKE_DL_LIBS})
 target_include_directories(verbs-wr-api-test PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs
   ${IBVERBS_INCLUDE_DIRS})

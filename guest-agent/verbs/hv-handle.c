@@ -1,0 +1,332 @@
+/* libhotmig-verbs, swap layer: the peer's side of a swap: the handlers of peer requests (SUSPEND,
+ * RECONNECT, KEYMAP, LOOKUP, UDHOLD, UDMAP). */
+#include "hv.h"
+#include "hv-proto.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Ends the holds a UD peer at @gid asked for (its UDMAP came): the held sends go, translated. */
+static void hv_ud_release(const uint8_t gid[16]) /* hv.lock held */
+{
+    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
+        for (HvQp *qp = ctx->qps; qp; qp = qp->next) {
+            pthread_mutex_lock(&qp->lock);
+            if (qp->ud_held_until && !memcmp(qp->ud_held_gid, gid, 16)) {
+                qp->ud_held_until = 0;
+                if (!qp->paused && qp->phys)
+                    hv_qp_flush_queued(qp);
+            }
+            pthread_mutex_unlock(&qp->lock);
+        }
+}
+
+/* The peer's side of UDHOLD: every UD QP of this process that sent to the mover's GID (and the
+ * QP named) queues its sends until the mover's UDMAP (or HV_UD_HOLD_MS); the reply counts what
+ * each sent to that GID so far, which the mover waits to have received before it goes. */
+static int hv_on_udhold(const HvMsg *m, HvMsg *rep)
+{
+    HvQp *target = hv_find_vqpn(m->target, NULL);
+    int64_t until = hv_now_ms() + HV_UD_HOLD_MS;
+
+    if (!target || target->init.qp_type != IBV_QPT_UD) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "QP %u is not a UD QP", m->target);
+        return -ENOENT;
+    }
+    rep->type = HV_MSG_UDHELD;
+    rep->nkeys = 0;
+    pthread_mutex_lock(&hv.lock);
+    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
+        for (HvQp *qp = ctx->qps; qp; qp = qp->next) {
+            size_t i;
+
+            if (qp->init.qp_type != IBV_QPT_UD)
+                continue;
+            pthread_mutex_lock(&qp->lock);
+            for (i = 0; i < qp->n_ud_sent; i++)
+                if (!memcmp(qp->ud_sent[i].gid, m->gid, 16))
+                    break;
+            if (qp == target || i < qp->n_ud_sent) {
+                hv_qp_sendq_ready(qp);
+                qp->ud_held_until = until;
+                memcpy(qp->ud_held_gid, m->gid, 16);
+            }
+            if (i < qp->n_ud_sent && qp->phys && rep->nkeys < HV_PROTO_UDQPS_MAX)
+                rep->keys[rep->nkeys++] = (HvKeyPair){qp->phys->qp_num, qp->ud_sent[i].n};
+            pthread_mutex_unlock(&qp->lock);
+        }
+    pthread_mutex_unlock(&hv.lock);
+    hv_debug("UD: a peer moves: sends to it held, %u of our UD QPs sent to it", rep->nkeys);
+    return 0;
+}
+
+static int hv_on_udmap(const HvMsg *m, HvMsg *rep)
+{
+    HvQp *qp = hv_find_vqpn(m->target, NULL);
+    uint32_t v[HV_PROTO_UDQPS_MAX], p[HV_PROTO_UDQPS_MAX];
+    int r, refreshed = 0;
+
+    if (!qp || qp->init.qp_type != IBV_QPT_UD || m->nkeys > HV_PROTO_UDQPS_MAX) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "QP %u is not a UD QP", m->target);
+        return -ENOENT;
+    }
+    for (uint32_t i = 0; i < m->nkeys; i++) {
+        v[i] = m->keys[i].v;
+        p[i] = m->keys[i].p;
+    }
+    r = hv_ud_peer_moved(m->gid, v, p, m->nkeys);
+    if (r) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "cannot keep the UD QPNs: %s", strerror(-r));
+        return r;
+    }
+    /* the AHs to the mover: created with its old link-layer address (RoCE: the MAC of the
+     * VF it left); a new AH resolves the new one */
+    pthread_mutex_lock(&hv.lock);
+    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
+        for (HvAh *ah = ctx->ahs; ah; ah = ah->next) {
+            if (!ah->pd->phys || !ah->attr.is_global || memcmp(ah->attr.grh.dgid.raw, m->gid, 16))
+                continue;
+            if (hv_ah_renew(ah) == 0)
+                refreshed++;
+            else
+                hv_log("UD: cannot re-create the address handle to a moved peer: %s",
+                       strerror(errno));
+        }
+    hv_ud_release(m->gid);
+    pthread_mutex_unlock(&hv.lock);
+    rep->type = HV_MSG_UDMAPPED;
+    hv_debug("UD: a peer's %u UD QPs moved (QP %u now %u...), %d address handles re-created",
+             m->nkeys, v[0], p[0], refreshed);
+    return 0;
+}
+
+static int hv_on_suspend(const HvMsg *m, HvMsg *rep)
+{
+    HvQp *qp = hv_find_vqpn(m->target, NULL);
+    int r;
+
+    if (!qp || !hv_qp_connected(qp) || qp->peer_vqpn != m->sender) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "QP %u is not connected to QP %u", m->target,
+                 m->sender);
+        return -ENOENT;
+    }
+    pthread_mutex_lock(&qp->lock);
+    hv_qp_sendq_ready(qp);
+    qp->paused = 1;
+    qp->paused_at = hv_now_ms();
+    qp->reconnected = 0; /* a new event: the peer's next RECONNECT counts */
+    pthread_mutex_unlock(&qp->lock);
+    r = hv_qp_drain(qp, 0, hv_now_ms() + HV_DRAIN_MS);
+    if (r) {
+        hv_qp_unpause(qp);
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "QP %u did not drain: %s", m->target, strerror(-r));
+        return r;
+    }
+    pthread_mutex_lock(&qp->lock);
+    rep->type = HV_MSG_SUSPENDED;
+    rep->sent = qp->sent_msgs;
+    pthread_mutex_unlock(&qp->lock);
+    hv_debug("QP %u suspended for its peer QP %u (sent %llu)", m->target, m->sender,
+             (unsigned long long)rep->sent);
+    return 0;
+}
+
+/* Takes @qp's lock and decides what a peer's RECONNECT does (hv_reconnect_verdict): while
+ * both ends resume and ours is out, its answer (from the peer, which never waits) decides, so
+ * this waits for it, bounded. 0 with the lock held, or -ETIMEDOUT without it. */
+static int hv_reconnect_verdict_locked(HvQp *qp, int swapping, int drives, HvVerdict *verdict)
+{
+    int64_t until = hv_now_ms() + HV_DRAIN_MS;
+
+    for (;;) {
+        uint64_t seen = hv_progress_gen();
+
+        pthread_mutex_lock(&qp->lock);
+        *verdict = hv_reconnect_verdict(qp->reconnected, qp->phys != NULL, swapping, drives,
+                                        qp->await_peer, qp->calling);
+        if (*verdict != HV_VERDICT_WAIT)
+            return 0;
+        pthread_mutex_unlock(&qp->lock);
+        /* our RECONNECT's answer clears qp->calling and signals (hv_reconnect_answer) */
+        if (hv_progress_wait(seen, until) == ETIMEDOUT)
+            return -ETIMEDOUT;
+        pthread_mutex_lock(&hv.lock);
+        swapping = hv.swapping;
+        pthread_mutex_unlock(&hv.lock);
+    }
+}
+
+static int hv_on_reconnect(const HvMsg *m, HvMsg *rep)
+{
+    HvContext *ctx = NULL;
+    HvQp *qp = hv_find_vqpn(m->target, &ctx);
+    struct ibv_qp_attr a;
+    union ibv_gid own;
+    uint16_t own_lid = 0;
+    int r, swapping, drives;
+    HvVerdict verdict;
+
+    if (!qp || !qp->m_rtr || !qp->m_init || qp->peer_vqpn != m->sender) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "QP %u cannot reconnect to QP %u", m->target,
+                 m->sender);
+        return -ENOENT;
+    }
+    /* both ends may be moving: who drives (hv_reconnect_verdict) */
+    pthread_mutex_lock(&hv.lock);
+    swapping = hv.swapping;
+    pthread_mutex_unlock(&hv.lock);
+    drives = qp->phys && hv_own_addr(qp, &own, &own_lid) == 0 &&
+             hv_drives(own.raw, qp->pub.qp_num, m->gid, m->sender);
+    /* completions still in the CQs account for their receives before the queue is reset */
+    if (qp->scq)
+        hv_cq_pull(qp->scq);
+    if (qp->rcq)
+        hv_cq_pull(qp->rcq);
+    r = hv_reconnect_verdict_locked(qp, swapping, drives, &verdict);
+    if (r) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "QP %u: our own RECONNECT got no answer", m->target);
+        return r;
+    }
+    if (verdict != HV_VERDICT_ACCEPT) {
+        pthread_mutex_unlock(&qp->lock);
+        rep->type = HV_MSG_DEFER;
+        rep->defer = verdict == HV_VERDICT_MOVING ? HV_DEFER_MOVING : HV_DEFER_RECONNECTED;
+        hv_debug("QP %u: RECONNECT from its peer QP %u deferred (%s): both ends are moving",
+                 m->target, m->sender, verdict == HV_VERDICT_MOVING ? "we reconnect it" : "done");
+        return 0;
+    }
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_RESET;
+    r = hv_qp_modify(qp, &a, IBV_QP_STATE);
+    if (!r)
+        r = hv_qp_modify(qp, &qp->a_init, qp->m_init);
+    if (!r)
+        r = -hv_repost(&qp->recvs, qp, NULL);
+    if (!r) {
+        a = qp->a_rtr;
+        a.dest_qp_num = m->sender_pqpn;
+        a.rq_psn = m->sender_psn;
+        memcpy(a.ah_attr.grh.dgid.raw, m->gid, 16);
+        if (!a.ah_attr.is_global)
+            a.ah_attr.dlid = m->lid;
+        r = hv_qp_modify(qp, &a, qp->m_rtr);
+    }
+    if (!r && qp->m_rts) {
+        a = qp->a_rts;
+        a.sq_psn = m->target_psn;
+        r = hv_qp_modify(qp, &a, qp->m_rts);
+    }
+    if (!r) {
+        qp->peer_pqpn = m->sender_pqpn;
+        hv_map_clear(&qp->peer_rkeys);
+        for (uint32_t i = 0; i < m->nkeys; i++)
+            hv_map_put(&qp->peer_rkeys, m->keys[i].v, m->keys[i].p);
+        qp->sig_out = 0;
+        qp->fence_out = 0;
+        qp->unsig_tail = 0;
+        qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
+        qp->paused = 0;
+        qp->reconnected = 1;
+        qp->await_peer = 0;
+        hv_qp_flush_queued(qp);
+        rep->type = HV_MSG_RECONNECTED;
+        rep->target = qp->phys->qp_num;
+    } else {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "QP %u: reconnecting failed: %s", m->target,
+                 strerror(r < 0 ? -r : r));
+    }
+    pthread_mutex_unlock(&qp->lock);
+    if (ctx) {
+        pthread_mutex_lock(&hv.lock);
+        hv_wake_cqs(ctx, 0);
+        pthread_mutex_unlock(&hv.lock);
+    }
+    /* One line per reconnected QP (a rank that stayed logs its pause as the mover does). */
+    hv_log("QP %u reconnected to its peer's new QP %u; its sends were paused for %lld ms",
+           m->target, m->sender_pqpn, (long long)(hv_now_ms() - qp->paused_at));
+    return r;
+}
+
+static int hv_on_keymap(const HvMsg *m, HvMsg *rep)
+{
+    HvQp *qp = hv_find_vqpn(m->target, NULL);
+
+    if (!qp || qp->peer_vqpn != m->sender || m->nkeys > HV_PROTO_KEYS_MAX) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "QP %u is not connected to QP %u", m->target,
+                 m->sender);
+        return -ENOENT;
+    }
+    pthread_mutex_lock(&qp->lock);
+    for (uint32_t i = 0; i < m->nkeys; i++)
+        hv_map_put(&qp->peer_rkeys, m->keys[i].v, m->keys[i].p);
+    pthread_mutex_unlock(&qp->lock);
+    rep->type = HV_MSG_KEYMAPPED;
+    hv_debug("QP %u: its peer QP %u registered %u keys after its swap", m->target, m->sender,
+             m->nkeys);
+    return 0;
+}
+
+/* LOOKUP from a peer connecting to our QP @target: its physical number and our changed rkeys;
+ * DEFER moving while our device is away (the peer asks again). */
+static int hv_on_lookup(const HvMsg *m, HvMsg *rep)
+{
+    HvContext *ctx = NULL;
+    HvQp *qp = hv_find_vqpn(m->target, &ctx);
+    int swapping;
+
+    if (!qp || qp->init.qp_type == IBV_QPT_UD) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "no connected QP %u here", m->target);
+        return -ENOENT;
+    }
+    pthread_mutex_lock(&hv.lock);
+    swapping = hv.swapping;
+    pthread_mutex_unlock(&hv.lock);
+    pthread_mutex_lock(&qp->lock);
+    if (swapping || !qp->phys) {
+        pthread_mutex_unlock(&qp->lock);
+        rep->type = HV_MSG_DEFER;
+        rep->defer = HV_DEFER_MOVING;
+        return 0;
+    }
+    rep->target = qp->phys->qp_num;
+    pthread_mutex_unlock(&qp->lock);
+    rep->type = HV_MSG_LOOKEDUP;
+    hv_ctx_keys(ctx, rep);
+    hv_debug("QP %u (physical %u): looked up by QP %u connecting to it (%u keys)", m->target,
+             rep->target, m->sender, rep->nkeys);
+    return 0;
+}
+
+int hv_peer_handle(const HvMsg *m, HvMsg *rep)
+{
+    switch (m->type) {
+    case HV_MSG_SUSPEND:
+        return hv_on_suspend(m, rep);
+    case HV_MSG_RECONNECT:
+        return hv_on_reconnect(m, rep);
+    case HV_MSG_UDMAP:
+        return hv_on_udmap(m, rep);
+    case HV_MSG_UDHOLD:
+        return hv_on_udhold(m, rep);
+    case HV_MSG_KEYMAP:
+        return hv_on_keymap(m, rep);
+    case HV_MSG_LOOKUP:
+        return hv_on_lookup(m, rep);
+    default:
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "unexpected message");
+        return -EPROTO;
+    }
+}
