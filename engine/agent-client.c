@@ -675,6 +675,7 @@ void orch_agent_process_free(OrchAgentProcess *proc)
         return;
     g_free(proc->name);
     g_free(proc->state);
+    g_free(proc->job);
     if (proc->peers)
         g_ptr_array_unref(proc->peers);
     if (proc->refused)
@@ -751,6 +752,11 @@ static OrchAgentProcess *agent_process_parse(JsonObject *o, guint i, GError **er
         if (!(str = agent_token(json_object_get_member(o, "state"))))
             return agent_bad(error, "'state'", i);
         proc->state = g_strdup(str);
+    }
+    if (json_object_has_member(o, "job")) {
+        if (!(str = agent_token(json_object_get_member(o, "job"))))
+            return agent_bad(error, "'job' (1 to 64 printable bytes)", i);
+        proc->job = g_strdup(str);
     }
     if (!agent_opt_array(o, "peers", ORCH_AGENT_MAX_PEERS, &peers))
         return agent_bad(error, "'peers' (an array of at most 256)", i);
@@ -864,7 +870,8 @@ char *orch_agent_peers_summary(GPtrArray *procs, guint *ret_count)
         if (!p->peers->len && !p->peers_dropped)
             continue;
         count += p->peers->len + p->peers_dropped;
-        g_string_append_printf(out, "%s'%s' (pid %d): ", out->len ? "; " : "", p->name, p->pid);
+        g_string_append_printf(out, "%s'%s' (pid %d%s%s): ", out->len ? "; " : "", p->name, p->pid,
+                               p->job ? ", job " : "", p->job ? p->job : "");
         for (guint k = 0; k < p->peers->len && k < 8; k++) {
             OrchAgentPeer *peer = p->peers->pdata[k];
 

@@ -147,6 +147,8 @@ typedef struct {
     gint pid;
     char *name;       /* 1..64 printable bytes */
     char *state;      /* running|quiescing|quiesced|resuming|failed */
+    char *job;        /* the batch job as the guest sees it (1..64 printable bytes), or NULL;
+                       * the domain's metadata is the host's record and wins */
     GPtrArray *peers; /* OrchAgentPeer, distinct, in the agent's order */
     guint peers_dropped;
     GPtrArray *refused; /* char *: calls a migration cannot carry */

@@ -2,6 +2,7 @@
  * the prepare/resume operations. Everything runs in one GLib main context; waits are GLib
  * sources with deadlines. */
 #include "guest-agent/agent/agent-priv.h"
+#include "guest-agent/agent/job.h"
 
 #include <errno.h>
 #include <gio/gio.h>
@@ -1092,6 +1093,19 @@ static void agent_json_add_proc_peers(JsonBuilder *b, const AgentProc *proc)
     json_builder_end_array(b);
 }
 
+/* inventory: "job", the batch job of the process as the guest sees it, when it has one
+ * (guest-agent/agent/job.c; read from /proc at each inventory: a process's environment and
+ * cgroup do not change its job). */
+static void agent_json_add_proc_job(JsonBuilder *b, gint pid)
+{
+    g_autofree char *job = agent_job_of_pid("/proc", pid);
+
+    if (!job)
+        return;
+    json_builder_set_member_name(b, "job");
+    json_builder_add_string_value(b, job);
+}
+
 static void agent_cmd_inventory(Agent *agent, const AgentRequest *req)
 {
     g_autoptr(JsonBuilder) b = agent_return_begin();
@@ -1111,6 +1125,7 @@ static void agent_cmd_inventory(Agent *agent, const AgentRequest *req)
         json_builder_set_member_name(b, "state");
         json_builder_add_string_value(b, agent_proc_state_to_string(agent_proc_get_state(proc)));
         agent_json_add_proc_peers(b, proc);
+        agent_json_add_proc_job(b, proc->pid);
         json_builder_end_object(b);
     }
     json_builder_end_array(b);

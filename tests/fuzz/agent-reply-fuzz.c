@@ -157,6 +157,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 OrchAgentProcess *p = procs->pdata[i];
 
                 g_assert(p->pid > 0 && strlen(p->name) <= ORCH_AGENT_MAX_TOKEN);
+                g_assert(!p->job || (*p->job && strlen(p->job) <= ORCH_AGENT_MAX_TOKEN));
                 g_assert(p->peers->len <= ORCH_AGENT_MAX_PEERS);
                 g_assert(p->refused->len <= ORCH_AGENT_MAX_REFUSED);
             }

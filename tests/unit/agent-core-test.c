@@ -11,6 +11,7 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/netlink.h>
@@ -19,10 +20,12 @@
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include "guest-agent/agent/agent-priv.h"
+#include "guest-agent/agent/job.h"
 
 typedef struct {
     char *dir;
@@ -1398,6 +1401,83 @@ static void test_inventory(void **state)
     close(p2);
 }
 
+/* A process's job as the guest sees it (issue 32 item 7): HOTMIG_JOB, else SLURM_JOB_ID of its
+ * environment, else Slurm's job_N of its cgroup; a value that is no job id is none. */
+static void test_job_of_pid(void **state)
+{
+    g_autofree char *root = g_dir_make_tmp("hm-agent-job-XXXXXX", NULL);
+    static const struct {
+        const char *environ; /* '|' for NUL; NULL: unreadable */
+        const char *cgroup;  /* NULL: none */
+        const char *job;     /* NULL: none */
+    } cases[] = {
+        {"PATH=/bin|HOTMIG_JOB=lu-2481|SLURM_JOB_ID=77|", "0::/slurm/job_12/step_0\n", "lu-2481"},
+        {"PATH=/bin|SLURM_JOB_ID=77|", "0::/slurm/job_12/step_0\n", "77"},
+        {"PATH=/bin|", "0::/system.slice/slurmstepd.scope/job_4711/step_0/user/task_0\n", "4711"},
+        {NULL, "12:memory:/slurm/uid_1000/job_99/step_batch\n", "99"},
+        {"HOTMIG_JOB=a b|", "0::/user.slice\n", NULL},      /* not an id; no Slurm cgroup */
+        {"XHOTMIG_JOB=nope|HOTMIG_JOB_X=no|", "0::/job_x/\n", NULL},
+        {"HOTMIG_JOB=|SLURM_JOB_ID=5", NULL, "5"},            /* empty is none; no final NUL */
+        {NULL, NULL, NULL},
+    };
+
+    assert_non_null(root);
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *dir = g_strdup_printf("%s/%zu", root, i + 1);
+        g_autofree char *env = g_build_filename(dir, "environ", NULL);
+        g_autofree char *cg = g_build_filename(dir, "cgroup", NULL);
+        g_autofree char *job = NULL;
+
+        assert_int_equal(g_mkdir(dir, 0700), 0);
+        if (cases[i].environ) {
+            g_autofree char *bytes = g_strdup(cases[i].environ);
+
+            g_strdelimit(bytes, "|", '\0');
+            assert_true(g_file_set_contents(env, bytes, strlen(cases[i].environ), NULL));
+        }
+        if (cases[i].cgroup)
+            assert_true(g_file_set_contents(cg, cases[i].cgroup, -1, NULL));
+        job = agent_job_of_pid(root, (gint)(i + 1));
+        if (g_strcmp0(job, cases[i].job) != 0)
+            fail_msg("case %zu: job '%s', expected '%s'", i, job ? job : "(none)",
+                     cases[i].job ? cases[i].job : "(none)");
+        g_unlink(env);
+        g_unlink(cg);
+        g_rmdir(dir);
+    }
+    assert_null(agent_job_of_pid(root, 0));
+    g_rmdir(root);
+}
+
+/* The inventory reports a registered process's job from its environment. */
+static void test_inventory_job(void **state)
+{
+    Fixture *f = *state;
+    char *argv[] = {(char *)"sleep", (char *)"30", NULL};
+    char *envp[] = {(char *)"HOTMIG_JOB=lu-2481", NULL};
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonNode) n0 = NULL;
+    g_autoptr(JsonNode) n1 = NULL;
+    g_autofree char *hello = NULL;
+    GPid child;
+    JsonArray *procs;
+    int p;
+
+    if (!g_spawn_async(NULL, argv, envp, G_SPAWN_SEARCH_PATH_FROM_ENVP | G_SPAWN_DO_NOT_REAP_CHILD,
+                       NULL, NULL, &child, &error))
+        fail_msg("cannot start sleep: %s", error->message);
+    hello = g_strdup_printf("HELLO 0.1.0 %d lazy rank0\n", (int)child);
+    p = proc_connect(f, hello);
+    host_return(f, "{\"execute\":\"info\",\"arguments\":{\"protocol\":2}}\n", &n0);
+    procs = member_array(host_return(f, "{\"execute\":\"inventory\"}\n", &n1), "processes");
+    assert_int_equal(json_array_get_length(procs), 1);
+    assert_string_equal(json_object_get_string_member(array_obj(procs, 0), "job"), "lu-2481");
+    close(p);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    g_spawn_close_pid(child);
+}
+
 /* PEER and REFUSED (the verbs layer, issue 18): listed by inventory, distinct and bounded;
  * malformed ones drop the process like any bad line. */
 static void test_inventory_peers_refused(void **state)
@@ -1608,6 +1688,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_protocol_negotiation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_inventory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_inventory_peers_refused, setup, teardown),
+        cmocka_unit_test(test_job_of_pid),
+        cmocka_unit_test_setup_teardown(test_inventory_job, setup, teardown),
         cmocka_unit_test_setup_teardown(test_abort, setup, teardown),
         cmocka_unit_test_setup_teardown(test_abort_during_prepare, setup, teardown),
         cmocka_unit_test_setup_teardown(test_garbage_then_sync, setup, teardown),

@@ -1292,6 +1292,36 @@ static void test_agent_silent_refuses(void **state)
     "[{\"pid\":1802,\"name\":\"verbs:xdlu\",\"mode\":\"threaded\",\"state\":\"running\","          \
     "\"peers\":[{\"gid\":\"::ffff:198.51.100.2\",\"qpn\":18}],\"refused\":[\"ibv_alloc_mw\"]}]"
 
+/* A process's job as the guest sees it (issue 32 item 7): read, bounded, named in the jobs
+ * summary; not printable is refused like any malformed field. */
+static void test_jobs_guest_job(void **state)
+{
+    g_autoptr(JsonNode) node = json_from_string(
+        "{\"processes\":[{\"pid\":1802,\"name\":\"verbs:xdlu\",\"job\":\"4711\","
+        "\"peers\":[{\"gid\":\"::ffff:198.51.100.2\",\"qpn\":18}],\"refused\":[]},"
+        "{\"pid\":1803,\"name\":\"rank1\",\"peers\":[{\"gid\":\"::ffff:198.51.100.3\","
+        "\"qpn\":19}]}]}",
+        NULL);
+    g_autoptr(JsonNode) bad =
+        json_from_string("{\"processes\":[{\"pid\":1,\"name\":\"a\",\"job\":\"a b\"}]}", NULL);
+    g_autoptr(GPtrArray) procs = NULL;
+    g_autoptr(GPtrArray) none = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *summary = NULL;
+    guint n = 0;
+
+    procs = orch_agent_processes_parse(json_node_get_object(node), &error);
+    assert_non_null(procs);
+    assert_string_equal(((OrchAgentProcess *)procs->pdata[0])->job, "4711");
+    assert_null(((OrchAgentProcess *)procs->pdata[1])->job);
+    summary = orch_agent_peers_summary(procs, &n);
+    assert_string_equal(summary, "'verbs:xdlu' (pid 1802, job 4711): ::ffff:198.51.100.2 QP 18; "
+                                 "'rank1' (pid 1803): ::ffff:198.51.100.3 QP 19");
+    none = orch_agent_processes_parse(json_node_get_object(bad), &error);
+    assert_null(none);
+    assert_non_null(strstr(error->message, "'job'"));
+}
+
 /* A process that used a refused call: the move is refused before anything changed (the lease
  * taken meanwhile released, nothing quiesced, nothing migrated), naming process and call. */
 static void test_jobs_refused(void **state)
@@ -2596,6 +2626,7 @@ int main(void)
         cmocka_unit_test(test_plug_at_switchover),
         cmocka_unit_test(test_no_vf),
         cmocka_unit_test(test_agent_silent_refuses),
+        cmocka_unit_test(test_jobs_guest_job),
         cmocka_unit_test(test_jobs_refused),
         cmocka_unit_test(test_jobs_force),
         cmocka_unit_test(test_preflight_jobs),
