@@ -21,6 +21,10 @@ hm_add_test(verbs-lookup-test unit
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-lookup-test.c
   LIBS hotmig-verbs-proto)
 target_include_directories(verbs-lookup-test PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs)
+# The authenticated peer channel: SHA-256, HMAC-SHA256 (RFC 4231), the frame.
+hm_add_test(verbs-auth-test unit
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-auth-test.c
+  LIBS hotmig-verbs-proto)
 # LD_PRELOAD=libhotmig-verbs.so alone with libibverbs dlopen'ed late and RTLD_LOCAL (UCX).
 add_library(verbs-late-lib MODULE ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-late-lib.c)
 target_link_libraries(verbs-late-lib PRIVATE PkgConfig::IBVERBS)
