@@ -420,6 +420,13 @@ static gboolean do_inspect(Migration *m, char **ret_detail, GError **error)
     dom = xml_domain_parse(xml, error);
     if (!dom)
         return FALSE;
+    /* Nova's database would go on placing the instance on this host (docs/hardware.md). */
+    if (xml_domain_is_nova(dom) && !m->opts->force) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
+                    "Domain '%s' is an OpenStack Nova instance (its metadata holds nova:instance): moved behind Nova's back, it stays on this host in Nova's database; refused (migrate it with Nova, or --force)",
+                    m->opts->domain);
+        return FALSE;
+    }
     m->vfs = xml_domain_find_vfs(dom, m->opts->alias_prefix, error);
     if (!m->vfs)
         return FALSE;
@@ -432,8 +439,11 @@ static gboolean do_inspect(Migration *m, char **ret_detail, GError **error)
     }
     m->report->vfs_total = m->vfs->len;
     m->report->vfs_attached = m->vfs->len;
+    if (xml_domain_is_nova(dom))
+        g_string_append(detail, "; --force: moving a Nova instance behind Nova's back");
     *ret_detail = m->vfs->len ? g_strdup_printf("%u VF(s): %s", m->vfs->len, detail->str)
-                              : g_strdup("no VF: migrating without unplug and plug");
+                              : g_strdup_printf("no VF: migrating without unplug and plug%s",
+                                                detail->str);
     return TRUE;
 }
 

@@ -81,6 +81,11 @@ static void check_hosts(Preflight *pf)
         pf->dom = xml ? xml_domain_parse(xml, &error) : NULL;
         if (!pf->dom)
             check_add(pf, "domain", ORCH_CHECK_FAIL, "%s", error->message);
+        else if (xml_domain_is_nova(pf->dom))
+            check_add(pf, "domain", pf->opts->force ? ORCH_CHECK_PASS : ORCH_CHECK_FAIL,
+                      "domain '%s' is an OpenStack Nova instance: moved behind Nova's back, it stays on source host '%s' in Nova's database (%s)",
+                      pf->opts->domain, pf->src->uri,
+                      pf->opts->force ? "--force: moving anyway" : "migrate it with Nova, or --force");
         else
             check_add(pf, "domain", ORCH_CHECK_PASS, "domain '%s' runs on source host '%s'",
                       pf->opts->domain, pf->src->uri);

@@ -676,7 +676,8 @@ static GOptionEntry option_entries[] = {
      NULL},
     {"force", 0, 0, G_OPTION_ARG_NONE, &cli_given.force,
      "Move even when a process used what a migration cannot carry (memory windows, ODP, "
-     "device memory, rdma_cm): it is paused and may fail after the move",
+     "device memory, rdma_cm): it is paused and may fail after the move; and move an "
+     "OpenStack Nova instance behind Nova's back",
      NULL},
     {"agent-channel", 0, 0, G_OPTION_ARG_STRING, &cli_given.agent_channel,
      "Name of the guest agent's virtio-serial channel (default org.hotmig.agent.0)",

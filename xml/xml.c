@@ -295,6 +295,21 @@ char *xml_domain_get_job(const XmlDomain *dom, GError **error)
     return g_steal_pointer(&job);
 }
 
+gboolean xml_domain_is_nova(const XmlDomain *dom)
+{
+    xmlNode *metadata;
+
+    g_return_val_if_fail(dom != NULL, FALSE);
+    metadata = xml_node_child(xmlDocGetRootElement(dom->doc), "metadata");
+    for (xmlNode *cur = xml_node_child(metadata, "instance"); cur;
+         cur = xml_node_next(cur, "instance")) {
+        if (cur->ns && cur->ns->href &&
+            g_str_has_prefix((const char *)cur->ns->href, XML_NOVA_NS_PREFIX))
+            return TRUE;
+    }
+    return FALSE;
+}
+
 void xml_vf_free(XmlVf *vf)
 {
     if (!vf)

@@ -73,6 +73,13 @@ const char *xml_domain_get_name(const XmlDomain *dom);
  * id is empty, longer than XML_JOB_MAX_BYTES, not UTF-8 or holds control characters. */
 char *xml_domain_get_job(const XmlDomain *dom, GError **error);
 
+/* OpenStack Nova's namespace for its <metadata> (<nova:instance>), any version. */
+#define XML_NOVA_NS_PREFIX "http://openstack.org/xmlns/libvirt/nova/"
+
+/* Whether @dom is an instance of OpenStack Nova: its <metadata> holds an <instance> in Nova's
+ * namespace. Moving it behind Nova's back leaves Nova's database placing it on its old host. */
+gboolean xml_domain_is_nova(const XmlDomain *dom);
+
 /* Every VF of @dom in document order, as a new GPtrArray of XmlVf (owned, with free func).
  * @alias_prefix selects stand-in NICs (NULL: XML_VF_ALIAS_PREFIX_DEFAULT; "": none).
  * Fails with XML_ERROR_INVALID when a VF lacks what we need (alias, PCI source address). */

@@ -67,6 +67,7 @@ typedef struct {
     gboolean mid_copy_tried, mid_copy_taken;
     guint renewals;
     const char *cpu_model; /* the domain's <cpu><model>, or NULL */
+    gboolean nova;         /* the domain carries Nova's <metadata> */
     const char *kernel;    /* the domain's <os><kernel>, or NULL */
     guint vfd_lease_seq;
     /* The domain is defined (persistent) on the source, on the destination; as libvirt, a
@@ -287,6 +288,10 @@ static char *fake_domain_get_xml(OrchVirt *v, const char *d, GError **e)
         g_string_append_printf(xml, "<os><type>hvm</type><kernel>%s</kernel></os>", w->kernel);
     if (w->cpu_model)
         g_string_append_printf(xml, "<cpu mode='custom'><model>%s</model></cpu>", w->cpu_model);
+    if (w->nova)
+        g_string_append(xml, "<metadata><nova:instance "
+                             "xmlns:nova='http://openstack.org/xmlns/libvirt/nova/1.1'>"
+                             "<nova:name>vm7</nova:name></nova:instance></metadata>");
     g_string_append(xml, "<devices>");
     for (guint i = 0; i < w->devices->len; i++)
         g_string_append(xml, g_ptr_array_index(w->devices, i));
@@ -1383,6 +1388,36 @@ static void test_jobs_force(void **state)
         !strstr(detail, "; --force: moving although process 'verbs:xdlu' (pid 1802) used "
                         "ibv_alloc_mw"))
         fail_msg("target-vf detail: %s", detail);
+}
+
+/* A Nova instance is refused at inspect before anything changed, unless forced (issue 32
+ * item 7): Nova's database would go on placing it on the source. */
+static void test_nova_refused(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(FALSE, TRUE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    options_for_test(&opts);
+    w->nova = TRUE;
+    assert_false(migrate_on(&opts, &fo, &report, &error));
+    if (!strstr(error->message, "is an OpenStack Nova instance"))
+        fail_msg("%s", error->message);
+    assert_int_equal(report->failed_phase, ORCH_PHASE_INSPECT);
+    assert_string_equal(w->where, "source");
+    assert_int_equal(world_count_vfs(w), 1);
+    assert_int_equal(w->migrations, 0);
+
+    g_clear_pointer(&report, orch_report_free);
+    g_clear_error(&error);
+    opts.force = TRUE;
+    if (!migrate_on(&opts, &fo, &report, &error))
+        fail_msg("%s", error->message);
+    assert_string_equal(w->where, "destination");
+    if (!strstr(report->phases[ORCH_PHASE_INSPECT].detail, "--force: moving a Nova instance"))
+        fail_msg("inspect detail: %s", report->phases[ORCH_PHASE_INSPECT].detail);
 }
 
 static void test_no_agent_option(void **state)
@@ -2629,6 +2664,7 @@ int main(void)
         cmocka_unit_test(test_jobs_guest_job),
         cmocka_unit_test(test_jobs_refused),
         cmocka_unit_test(test_jobs_force),
+        cmocka_unit_test(test_nova_refused),
         cmocka_unit_test(test_preflight_jobs),
         cmocka_unit_test(test_no_agent_option),
         cmocka_unit_test(test_quiesce_refused_resumes),

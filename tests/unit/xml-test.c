@@ -819,6 +819,37 @@ static void test_domain_job(void **state)
     }
 }
 
+/* A Nova instance: an <instance> in Nova's namespace (any version, any prefix) in <metadata>. */
+static void test_domain_is_nova(void **state)
+{
+    static const struct {
+        const char *metadata;
+        gboolean nova;
+    } cases[] = {
+        {"", FALSE},
+        {"<metadata><hm:job xmlns:hm='urn:hotmig:1'>mpi-42</hm:job></metadata>", FALSE},
+        {"<metadata><nova:instance xmlns:nova='http://openstack.org/xmlns/libvirt/nova/1.1'>"
+         "<nova:name>vm1</nova:name></nova:instance></metadata>",
+         TRUE},
+        {"<metadata><other xmlns='urn:x'/><instance "
+         "xmlns='http://openstack.org/xmlns/libvirt/nova/1.0'/></metadata>",
+         TRUE},
+        {"<metadata><instance/></metadata>", FALSE},
+        {"<metadata><x:instance xmlns:x='http://example.org/nova/1.1'/></metadata>", FALSE},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *xml = g_strdup_printf(
+            "<domain type='kvm'><name>vm1</name>%s<devices/></domain>", cases[i].metadata);
+        g_autoptr(GError) error = NULL;
+        g_autoptr(XmlDomain) dom = xml_domain_parse(xml, &error);
+
+        assert_non_null(dom);
+        if (xml_domain_is_nova(dom) != cases[i].nova)
+            fail_msg("case %zu: nova %d, expected %d", i, !cases[i].nova, cases[i].nova);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -847,6 +878,7 @@ int main(void)
         cmocka_unit_test(test_domain_needs_minimal),
         cmocka_unit_test(test_caps_offer_guest),
         cmocka_unit_test(test_domain_job),
+        cmocka_unit_test(test_domain_is_nova),
     };
 
     return cmocka_run_group_tests_name("xml", tests, NULL, NULL);
