@@ -9,6 +9,14 @@
 #include "common/config.h"
 #include "migrate-vm/commands.h"
 
+void cmd_print_lines(const char *prefix, const char *text)
+{
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+
+    for (char **l = lines; *l; l++)
+        fprintf(stderr, "%s: %s\n", prefix, *l);
+}
+
 int cmd_config_main(int argc, char **argv)
 {
     g_autoptr(GError) error = NULL;
@@ -52,10 +60,7 @@ int cmd_config_main(int argc, char **argv)
     ok = report->loaded && !report->errors[0];
     /* The combinations libvirt refuses, as a migration would find them. */
     if (report->loaded && !cmd_migrate_check_config(report->config, &error)) {
-        g_auto(GStrv) lines = g_strsplit(error->message, "\n", -1);
-
-        for (char **l = lines; *l; l++)
-            fprintf(stderr, "migrate-vm: %s\n", *l);
+        cmd_print_lines("migrate-vm", error->message);
         ok = FALSE;
     }
     if (!ok)

@@ -860,7 +860,7 @@ int cmd_migrate_main(int argc, char **argv)
     hm_log_setup("migrate-vm", cli->verbose);
     config = hm_config_open(cli->config_path, &error);
     if (!config) {
-        fprintf(stderr, "migrate-vm: %s\n", error->message);
+        cmd_print_lines("migrate-vm", error->message);
         return EXIT_CONFIG;
     }
     if (!options_build(cli, config, &opts, &error)) {

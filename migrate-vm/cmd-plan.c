@@ -203,7 +203,7 @@ static gboolean plan_options(const PlanCli *cli, PolOptions *opts)
 
     pol_options_init(opts);
     if (!cfg) {
-        fprintf(stderr, "migrate-vm plan: %s\n", error->message);
+        cmd_print_lines("migrate-vm plan", error->message);
         return FALSE;
     }
     opts->host_value = (guint)hm_config_get_uint(cfg, HM_CONFIG_SCHEDULER_HOST_VALUE);

@@ -33,6 +33,10 @@ int cmd_status_main(int argc, char **argv);
  * message names the clashing keys with their FILE:LINE). cmd-migrate.c. */
 gboolean cmd_migrate_check_config(const HmConfig *config, GError **error);
 
+/* Prints @text on stderr, each of its lines after "@prefix: " (a configuration's problems are
+ * one per line: each line names the program). */
+void cmd_print_lines(const char *prefix, const char *text);
+
 /* ---- asking this host's hotmigd (local.c) -------------------------------------------------- */
 
 #define CLI_TIMEOUT_S 60         /* an answer to a request */

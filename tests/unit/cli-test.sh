@@ -117,6 +117,11 @@ printf '[migrate]\n\nunplug-timeout = soon\n' >"$tmp/bad.conf"
 expect 4 "$tmp/bad.conf:3: \\[migrate\\] unplug-timeout: 'soon' is not a whole number" \
     config check "$tmp/bad.conf"
 expect 4 "$tmp/bad.conf:3: \\[migrate\\] unplug-timeout" --config "$tmp/bad.conf" vm7 "$bad"
+# Every problem of the file on a line of its own, each naming the program.
+printf '[migrate]\nunplug-timeout = soon\nresume-timeout = never\n' >"$tmp/two.conf"
+expect 4 "^migrate-vm: $tmp/two.conf:3: \\[migrate\\] resume-timeout" --config "$tmp/two.conf" vm7 "$bad"
+grep -q "^migrate-vm: $tmp/two.conf:2: \\[migrate\\] unplug-timeout" "$tmp/out" ||
+    fail "a problem of a bad file lacks the program's name: $(cat "$tmp/out")"
 expect 4 "Cannot open '$tmp/missing.conf'" --config "$tmp/missing.conf" vm7 "$bad"
 expect 4 "Cannot open '$tmp/missing.conf'" config check "$tmp/missing.conf"
 printf '[migrate]\npostcopy-after = 10\n' >"$tmp/combo.conf"
