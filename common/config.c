@@ -1212,8 +1212,28 @@ char *hm_config_listen_address(const HmConfig *config)
 
 /* ---- warnings ------------------------------------------------------------------------------ */
 
-/* hotmigd's listen address against what the other hosts are told: loopback while the file
- * names other hosts; another address or port than this host's own [host NAME] hotmigd URL. */
+/* Whether a [host NAME] other than @own is reached elsewhere than on this machine: its hotmigd
+ * URL names neither a loopback address nor localhost (a cluster on one machine, the lab, is
+ * all loopback). */
+static gboolean config_remote_hosts(const HmConfig *config, const HmConfigHost *own)
+{
+    for (guint i = 0; i < config->hosts->len; i++) {
+        const HmConfigHost *host = g_ptr_array_index(config->hosts, i);
+        g_autofree char *url = host == own ? NULL : hm_config_host_hotmigd_url(config, host);
+        g_autoptr(GUri) parsed = url ? g_uri_parse(url, G_URI_FLAGS_NONE, NULL) : NULL;
+        const char *server = parsed ? g_uri_get_host(parsed) : NULL;
+        g_autofree char *ip = server ? config_ip_address(server) : NULL;
+        g_autoptr(GInetAddress) inet = ip ? g_inet_address_new_from_string(ip) : NULL;
+
+        if (server && g_ascii_strcasecmp(server, "localhost") != 0 &&
+            !(inet && g_inet_address_get_is_loopback(inet)))
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/* hotmigd's listen address against what the other hosts are told: loopback while another
+ * host is elsewhere; another address or port than this host's own [host NAME] hotmigd URL. */
 static void config_warn_listen(ConfigProblems *warnings, const HmConfig *config)
 {
     g_autofree char *addr = hm_config_listen_address(config);
@@ -1223,9 +1243,8 @@ static void config_warn_listen(ConfigProblems *warnings, const HmConfig *config)
     g_autoptr(GUri) url = config_own_url(config, &own);
     g_autofree char *url_ip = url ? config_ip_address(g_uri_get_host(url)) : NULL;
     guint64 port = config->numbers[HM_CONFIG_HOTMIGD_PORT];
-    gboolean others = config->hosts->len > (own ? 1u : 0u);
 
-    if (inet && g_inet_address_get_is_loopback(inet) && others)
+    if (inet && g_inet_address_get_is_loopback(inet) && config_remote_hosts(config, own))
         config_key_problem(warnings, config, HM_CONFIG_HOTMIGD_LISTEN,
                            "hotmigd listens on %s, loopback only: the other hosts cannot reach it (lease its VFs, ask it for migrations); set listen to this host's address or '*'%s",
                            addr,

@@ -123,8 +123,8 @@ typedef enum {
 gboolean hm_config_check(const HmConfig *config, HmConfigCheckFlags flags, GError **error);
 
 /* What is allowed but likely wrong, one "FILE:LINE: [group] key: ..." each (owned,
- * NULL-terminated, empty when none): hotmigd listening on loopback while the file names other
- * hosts; its listen address or port other than this host's own [host NAME] hotmigd URL's (the
+ * NULL-terminated, empty when none): hotmigd listening on loopback while the file names a host
+ * reached elsewhere (its hotmigd URL neither loopback nor localhost); its listen address or port other than this host's own [host NAME] hotmigd URL's (the
  * address compared when the URL holds an IP address); and, unless @flags skip the files, an
  * alert token file that cannot be read while the alert listener is on (hotmigd runs, the
  * webhook refuses every request) and a client certificate that does not carry this host's

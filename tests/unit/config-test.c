@@ -480,6 +480,11 @@ static void test_listen(void **state)
         {"[hotmigd]\nlisten = ::1\nname = a\n[host a]\nuri = qemu+tls://a/system\n"
          "[host b]\nuri = qemu+tls://b/system\n",
          "::1", NAME ":2: [hotmigd] listen: hotmigd listens on ::1, loopback only"},
+        /* Every host on this machine (the lab): loopback is what they use. */
+        {"[hotmigd]\nname = a\nlisten = 127.0.0.2\n[host a]\nuri = qemu+tcp://127.0.0.1:16651/system\n"
+         "hotmigd = https://127.0.0.2:16680\n[host b]\nuri = qemu+tcp://127.0.0.1:16652/system\n"
+         "hotmigd = https://127.0.0.3:16680\n",
+         "127.0.0.2", NULL},
         /* One host alone: loopback is no surprise. */
         {"[hotmigd]\nname = a\n[host a]\nuri = qemu+tls://a/system\n", "127.0.0.1", NULL},
         {"", "127.0.0.1", NULL},
