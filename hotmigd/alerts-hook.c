@@ -143,6 +143,12 @@ HotmigdAlerts *hotmigd_alerts_start(Hotmigd *daemon, GError **error)
     const char *socket_path = hm_config_get_string(config, HM_CONFIG_ALERTS_SOCKET);
     const char *exec = hm_config_get_string(config, HM_CONFIG_ALERTS_EXEC);
     guint port = hm_config_get_uint(config, HM_CONFIG_ALERTS_PORT);
+    /* The HTTPS server's limits: the listener may face the network as well. */
+    const OrchServerLimits limits = {
+        .max_connections = hm_config_get_uint(config, HM_CONFIG_HOTMIGD_MAX_CONNECTIONS),
+        .handshake_timeout_s = hm_config_get_uint(config, HM_CONFIG_HOTMIGD_HANDSHAKE_TIMEOUT),
+        .idle_timeout_s = hm_config_get_uint(config, HM_CONFIG_HOTMIGD_IDLE_TIMEOUT),
+    };
     g_autofree char *where = NULL;
 
     hook->daemon = daemon;
@@ -161,7 +167,7 @@ HotmigdAlerts *hotmigd_alerts_start(Hotmigd *daemon, GError **error)
             g_warning("The alert listener refuses every webhook request: %s", why);
         hook->listener =
             orch_alert_listener_new(hm_config_get_string(config, HM_CONFIG_ALERTS_LISTEN), port,
-                                    &listener_ops, hook->alerts, error);
+                                    &limits, &listener_ops, hook->alerts, error);
         if (!hook->listener)
             return NULL;
     }

@@ -14,6 +14,17 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
+/* A listener's connections (issue 15, item 3; the alert listener's too, issue 28, finding 7):
+ * at most max at once; one that has not sent its first request within handshake_s, or stays
+ * idle idle_s, is closed by its socket's timeout. When full, the oldest connection still
+ * without a request makes room. */
+typedef struct {
+    const char *what;  /* "HTTPS connections", for the log */
+    GHashTable *table; /* GSocket (weak) -> ServerConn; NULL once the listener stops */
+    guint max, handshake_s, idle_s;
+    guint64 evicted;
+} ServerConns;
+
 struct OrchVfdServer {
     SoupServer *soup;
     GTlsDatabase *ca;  /* client certificates must chain to it */
@@ -21,13 +32,8 @@ struct OrchVfdServer {
     OrchVfdWorker *worker; /* runs the pool's requests (api.worker) */
     const OrchAuthz *authz; /* who a client certificate is (borrowed); NULL: nobody */
     guint port;
-    /* Connections (issue 15, item 3): at most max_conns at once; one that has not sent its
-     * first request within handshake_s, or stays idle idle_s, is closed by its socket's
-     * timeout. When full, the oldest connection still without a request makes room. */
-    GHashTable *conns; /* GSocket (weak) -> ServerConn */
-    GSource *sweep;    /* every second: closes silent connections */
-    guint max_conns, handshake_s, idle_s;
-    guint64 evicted;
+    ServerConns conns;
+    GSource *sweep; /* every second: closes silent connections */
 };
 
 /* Handshakes (connections without a request yet) at once; a newcomer closes the oldest. */
@@ -37,7 +43,7 @@ struct OrchVfdServer {
 #define SERVER_SILENT_MAX_US (2 * G_TIME_SPAN_SECOND)
 
 typedef struct {
-    OrchVfdServer *server;
+    ServerConns *conns;
     GSocket *sock; /* weak */
     gint64 since;  /* monotonic, when first seen */
     gboolean served; /* a request was read: the handshake is done */
@@ -48,7 +54,7 @@ static void server_conn_gone(gpointer data, GObject *where_the_socket_was)
 {
     ServerConn *conn = data;
 
-    g_hash_table_remove(conn->server->conns, where_the_socket_was);
+    g_hash_table_remove(conn->conns->table, where_the_socket_was);
 }
 
 static void server_conn_free(ServerConn *conn)
@@ -57,10 +63,10 @@ static void server_conn_free(ServerConn *conn)
 }
 
 /* @conn no longer counts (its socket stays as it is). */
-static void server_conn_forget(OrchVfdServer *server, ServerConn *conn)
+static void server_conn_forget(ServerConns *conns, ServerConn *conn)
 {
     g_object_weak_unref(G_OBJECT(conn->sock), server_conn_gone, conn);
-    g_hash_table_remove(server->conns, conn->sock);
+    g_hash_table_remove(conns->table, conn->sock);
 }
 
 #define SERVER_SOCK_KEY "hotmigd-socket"
@@ -71,23 +77,23 @@ static void server_conn_forget(OrchVfdServer *server, ServerConn *conn)
  * is dropped only if it is still that socket's. */
 static void server_conn_ended(SoupServerMessage *msg, gpointer data)
 {
-    OrchVfdServer *server = data;
+    ServerConns *conns = data;
     GSocket *sock = g_object_get_data(G_OBJECT(msg), SERVER_SOCK_KEY);
-    ServerConn *conn = sock && server->conns ? g_hash_table_lookup(server->conns, sock) : NULL;
+    ServerConn *conn = sock && conns->table ? g_hash_table_lookup(conns->table, sock) : NULL;
 
     if (conn)
-        server_conn_forget(server, conn);
+        server_conn_forget(conns, conn);
 }
 
 /* The oldest connection that has not sent a request yet, or NULL; *ret_n: how many have not. */
-static ServerConn *server_conn_oldest_unserved(OrchVfdServer *server, guint *ret_n)
+static ServerConn *server_conn_oldest_unserved(ServerConns *conns, guint *ret_n)
 {
     GHashTableIter it;
     gpointer value;
     ServerConn *oldest = NULL;
     guint n = 0;
 
-    g_hash_table_iter_init(&it, server->conns);
+    g_hash_table_iter_init(&it, conns->table);
     while (g_hash_table_iter_next(&it, NULL, &value)) {
         ServerConn *conn = value;
 
@@ -103,15 +109,14 @@ static ServerConn *server_conn_oldest_unserved(OrchVfdServer *server, guint *ret
 }
 
 /* Closes @victim's connection (its handshake or read ends at once) and forgets it. */
-static void server_conn_evict(OrchVfdServer *server, ServerConn *victim, const char *why)
+static void server_conn_evict(ServerConns *conns, ServerConn *victim, const char *why)
 {
-    server->evicted++;
-    if (server->evicted == 1 || server->evicted % 1000 == 0)
-        g_message("HTTPS connections: %s: closing one without a request "
-                  "(%" G_GUINT64_FORMAT " so far)",
-                  why, server->evicted);
+    conns->evicted++;
+    if (conns->evicted == 1 || conns->evicted % 1000 == 0)
+        g_message("%s: %s: closing one without a request (%" G_GUINT64_FORMAT " so far)",
+                  conns->what, why, conns->evicted);
     g_socket_shutdown(victim->sock, TRUE, TRUE, NULL);
-    server_conn_forget(server, victim);
+    server_conn_forget(conns, victim);
 }
 
 static gboolean server_conn_sweep(gpointer data)
@@ -122,7 +127,7 @@ static gboolean server_conn_sweep(gpointer data)
     GHashTableIter it;
     gpointer value;
 
-    g_hash_table_iter_init(&it, server->conns);
+    g_hash_table_iter_init(&it, server->conns.table);
     while (g_hash_table_iter_next(&it, NULL, &value)) {
         ServerConn *conn = value;
 
@@ -130,55 +135,83 @@ static gboolean server_conn_sweep(gpointer data)
             g_ptr_array_add(silent, conn);
     }
     for (guint i = 0; i < silent->len; i++)
-        server_conn_evict(server, g_ptr_array_index(silent, i), "silent for 2 s");
+        server_conn_evict(&server->conns, g_ptr_array_index(silent, i), "silent for 2 s");
     return G_SOURCE_CONTINUE;
 }
 
 /* A connection's first message: count it, make room when full, start its handshake clock. */
-static void server_conn_track(OrchVfdServer *server, GSocket *sock)
+static void server_conn_track(ServerConns *conns, GSocket *sock)
 {
     ServerConn *conn;
 
-    if (!sock || g_hash_table_contains(server->conns, sock))
+    if (!sock || g_hash_table_contains(conns->table, sock))
         return;
     /* A TLS handshake holds one of GIO's worker threads until the client speaks (the TLS
      * backend runs handshakes in a thread pool): a handful of silent clients would keep every
      * other client waiting. Handshakes in progress are few and short for real clients. */
     {
         guint unserved = 0;
-        ServerConn *victim = server_conn_oldest_unserved(server, &unserved);
+        ServerConn *victim = server_conn_oldest_unserved(conns, &unserved);
 
         if (victim && unserved >= SERVER_HANDSHAKES_MAX) {
-            server_conn_evict(server, victim, "too many handshakes at once");
-        } else if (g_hash_table_size(server->conns) >= server->max_conns) {
+            server_conn_evict(conns, victim, "too many handshakes at once");
+        } else if (g_hash_table_size(conns->table) >= conns->max) {
             if (!victim) {
                 /* Every one is serving a client: this newcomer waits for none of them. */
                 g_socket_shutdown(sock, TRUE, TRUE, NULL);
                 return;
             }
-            server_conn_evict(server, victim, "at [hotmigd] max-connections");
+            server_conn_evict(conns, victim, "at [hotmigd] max-connections");
         }
     }
     conn = g_new0(ServerConn, 1);
-    conn->server = server;
+    conn->conns = conns;
     conn->sock = sock;
     conn->since = g_get_monotonic_time();
-    g_hash_table_insert(server->conns, sock, conn);
+    g_hash_table_insert(conns->table, sock, conn);
     g_object_weak_ref(G_OBJECT(sock), server_conn_gone, conn);
-    g_socket_set_timeout(sock, server->handshake_s);
+    g_socket_set_timeout(sock, conns->handshake_s);
 }
 
 /* A request was read: the client is who it said; from now on only idleness ends it. */
 static void server_request_read(SoupServer *soup, SoupServerMessage *msg, gpointer data)
 {
-    OrchVfdServer *server = data;
+    ServerConns *conns = data;
     GSocket *sock = soup_server_message_get_socket(msg);
-    ServerConn *conn = sock ? g_hash_table_lookup(server->conns, sock) : NULL;
+    ServerConn *conn = sock ? g_hash_table_lookup(conns->table, sock) : NULL;
 
     if (conn && !conn->served) {
         conn->served = TRUE;
-        g_socket_set_timeout(sock, server->idle_s);
+        g_socket_set_timeout(sock, conns->idle_s);
     }
+}
+
+/* Counts @conns' connections from @listener's messages on (0 in a limit: its default). */
+static void server_conns_init(ServerConns *conns, const char *what, SoupServer *listener,
+                              guint max, guint handshake_s, guint idle_s)
+{
+    conns->what = what;
+    conns->table = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL,
+                                         (GDestroyNotify)server_conn_free);
+    conns->max = max ? max : 256;
+    conns->handshake_s = handshake_s ? handshake_s : 10;
+    conns->idle_s = idle_s ? idle_s : 60;
+    g_signal_connect(listener, "request-read", G_CALLBACK(server_request_read), conns);
+}
+
+/* Before the listener disconnects its connections: the table goes (NULL: the disconnections
+ * find none, server_conn_ended()), the sockets stay as they are. */
+static void server_conns_clear(ServerConns *conns)
+{
+    GHashTableIter it;
+    gpointer key, value;
+
+    if (!conns->table)
+        return;
+    g_hash_table_iter_init(&it, conns->table);
+    while (g_hash_table_iter_next(&it, &key, &value))
+        g_object_weak_unref(G_OBJECT(key), server_conn_gone, value);
+    g_clear_pointer(&conns->table, g_hash_table_unref);
 }
 
 #define SERVER_PEER_KEY "hotmigd-peer-subject"
@@ -268,7 +301,7 @@ static gboolean server_accept_certificate(SoupServerMessage *msg, GTlsCertificat
 
     if (cert && errors == 0 && ours == 0 && !local) {
         GSocket *sock = soup_server_message_get_socket(msg);
-        ServerConn *conn = sock ? g_hash_table_lookup(server->conns, sock) : NULL;
+        ServerConn *conn = sock ? g_hash_table_lookup(server->conns.table, sock) : NULL;
 
         if (conn)
             conn->spoke = TRUE;
@@ -300,14 +333,23 @@ static gboolean server_accept_certificate(SoupServerMessage *msg, GTlsCertificat
     return FALSE;
 }
 
-static void server_request_started(SoupServer *soup, SoupServerMessage *msg, gpointer data)
+/* @msg starts: it closes its connection when answered, which counts in @conns until the
+ * message's "disconnected". */
+static void server_conns_start(ServerConns *conns, SoupServerMessage *msg)
 {
     GSocket *sock = soup_server_message_get_socket(msg);
 
     server_close_after(msg);
-    server_conn_track(data, sock);
+    server_conn_track(conns, sock);
     g_object_set_data(G_OBJECT(msg), SERVER_SOCK_KEY, sock);
-    g_signal_connect(msg, "disconnected", G_CALLBACK(server_conn_ended), data);
+    g_signal_connect(msg, "disconnected", G_CALLBACK(server_conn_ended), conns);
+}
+
+static void server_request_started(SoupServer *soup, SoupServerMessage *msg, gpointer data)
+{
+    OrchVfdServer *server = data;
+
+    server_conns_start(&server->conns, msg);
     g_signal_connect(msg, "accept-certificate", G_CALLBACK(server_accept_certificate), data);
 }
 
@@ -443,16 +485,7 @@ void orch_vfd_server_free(OrchVfdServer *server)
         g_source_destroy(server->sweep);
         g_source_unref(server->sweep);
     }
-    if (server->conns) {
-        GHashTableIter it;
-        gpointer key, value;
-
-        g_hash_table_iter_init(&it, server->conns);
-        while (g_hash_table_iter_next(&it, &key, &value))
-            g_object_weak_unref(G_OBJECT(key), server_conn_gone, value);
-        /* NULL: the disconnections below find no table (server_conn_ended()). */
-        g_clear_pointer(&server->conns, g_hash_table_unref);
-    }
+    server_conns_clear(&server->conns);
     if (server->soup) {
         soup_server_disconnect(server->soup);
         g_object_unref(server->soup);
@@ -474,8 +507,8 @@ static gboolean server_listen_address(OrchVfdServer *server, GSocketAddress *add
     g_socket_set_listen_backlog(sock, 4096);
     /* A client that connects and says nothing is not handed to us before it speaks (or the
      * handshake timeout passed): idle connections cost the kernel a queue entry, not a thread. */
-    if (!g_socket_set_option(sock, IPPROTO_TCP, TCP_DEFER_ACCEPT, (gint)server->handshake_s,
-                             error))
+    if (!g_socket_set_option(sock, IPPROTO_TCP, TCP_DEFER_ACCEPT,
+                             (gint)server->conns.handshake_s, error))
         return FALSE;
     return g_socket_bind(sock, addr, TRUE, error) && g_socket_listen(sock, error) &&
            soup_server_listen_socket(server->soup, sock, SOUP_SERVER_LISTEN_HTTPS, error);
@@ -529,11 +562,6 @@ OrchVfdServer *orch_vfd_server_new(const OrchVfdServerConfig *config, OrchVfdPoo
     server->api.pool = pool;
     server->worker = orch_vfd_worker_new(0);
     server->api.worker = server->worker;
-    server->conns = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL,
-                                          (GDestroyNotify)server_conn_free);
-    server->max_conns = config->max_connections ? config->max_connections : 256;
-    server->handshake_s = config->handshake_timeout_s ? config->handshake_timeout_s : 10;
-    server->idle_s = config->idle_timeout_s ? config->idle_timeout_s : 60;
     server->sweep = g_timeout_source_new_seconds(1);
     g_source_set_callback(server->sweep, server_conn_sweep, server, NULL);
     g_source_attach(server->sweep, g_main_context_get_thread_default());
@@ -543,8 +571,9 @@ OrchVfdServer *orch_vfd_server_new(const OrchVfdServerConfig *config, OrchVfdPoo
     server->soup = soup_server_new("tls-certificate", cert, "tls-database", ca, "tls-auth-mode",
                                    G_TLS_AUTHENTICATION_REQUIRED, "server-header",
                                    "hotmigd/" HOTMIG_VERSION, NULL);
+    server_conns_init(&server->conns, "HTTPS connections", server->soup, config->max_connections,
+                      config->handshake_timeout_s, config->idle_timeout_s);
     g_signal_connect(server->soup, "request-started", G_CALLBACK(server_request_started), server);
-    g_signal_connect(server->soup, "request-read", G_CALLBACK(server_request_read), server);
     soup_server_add_early_handler(server->soup, NULL, server_early, server, NULL);
     soup_server_add_handler(server->soup, NULL, server_handle, server, NULL);
 
@@ -596,6 +625,7 @@ struct OrchAlertListener {
     const OrchAlertListenerOps *ops; /* borrowed */
     gpointer owner;                  /* borrowed */
     guint port;
+    ServerConns conns; /* the HTTPS server's limits (issue 28, finding 7) */
     GList *waiting; /* SoupServerMessage: paused until their events are handled */
 };
 
@@ -613,10 +643,13 @@ static void alert_refuse(SoupServerMessage *msg, guint status, const char *messa
 }
 
 /* The alert listener's answers close their connections too (server_close_after()): an
- * Alertmanager keeps its webhook connections alive and closes them when idle. */
+ * Alertmanager keeps its webhook connections alive and closes them when idle. Its connections
+ * count as the HTTPS server's do: off loopback anyone may open them. */
 static void alert_request_started(SoupServer *soup, SoupServerMessage *msg, gpointer data)
 {
-    server_close_after(msg);
+    OrchAlertListener *listener = data;
+
+    server_conns_start(&listener->conns, msg);
 }
 
 /* After the headers: the path and method, the bearer token, then the body's size: nothing
@@ -777,7 +810,8 @@ static void alert_handle(SoupServer *soup, SoupServerMessage *msg, const char *p
 }
 
 /* Listens on @addr with a backlog that holds a burst of webhook requests (GIO's default, 10,
- * left a burst of 200 waiting for SYN retries longer than Alertmanager's timeout). */
+ * left a burst of 200 waiting for SYN retries longer than Alertmanager's timeout); a client
+ * that says nothing is not accepted before the handshake timeout, as on the HTTPS port. */
 static gboolean alert_listen_address(OrchAlertListener *listener, GSocketAddress *addr,
                                      GError **error)
 {
@@ -788,14 +822,19 @@ static gboolean alert_listen_address(OrchAlertListener *listener, GSocketAddress
     if (!sock)
         return FALSE;
     g_socket_set_listen_backlog(sock, 1024);
+    if (!g_socket_set_option(sock, IPPROTO_TCP, TCP_DEFER_ACCEPT,
+                             (gint)listener->conns.handshake_s, error))
+        return FALSE;
     return g_socket_bind(sock, addr, TRUE, error) && g_socket_listen(sock, error) &&
            soup_server_listen_socket(listener->soup, sock, 0, error);
 }
 
 OrchAlertListener *orch_alert_listener_new(const char *listen, guint port,
+                                           const OrchServerLimits *limits,
                                            const OrchAlertListenerOps *ops, gpointer owner,
                                            GError **error)
 {
+    static const OrchServerLimits defaults = {0};
     g_autoptr(OrchAlertListener) listener = g_new0(OrchAlertListener, 1);
     g_autoptr(GError) local = NULL;
     gboolean ok;
@@ -805,7 +844,11 @@ OrchAlertListener *orch_alert_listener_new(const char *listen, guint port,
     listener->ops = ops;
     listener->owner = owner;
     listener->soup = soup_server_new("server-header", "hotmigd/" HOTMIG_VERSION, NULL);
-    g_signal_connect(listener->soup, "request-started", G_CALLBACK(alert_request_started), NULL);
+    limits = limits ? limits : &defaults;
+    server_conns_init(&listener->conns, "Alert listener connections", listener->soup,
+                      limits->max_connections, limits->handshake_timeout_s, limits->idle_timeout_s);
+    g_signal_connect(listener->soup, "request-started", G_CALLBACK(alert_request_started),
+                     listener);
     soup_server_add_early_handler(listener->soup, NULL, alert_early, listener, NULL);
     soup_server_add_handler(listener->soup, NULL, alert_handle, listener, NULL);
     if (listen && *listen) {
@@ -841,6 +884,7 @@ void orch_alert_listener_free(OrchAlertListener *listener)
     for (GList *l = listener->waiting; l; l = l->next)
         ((AlertWait *)l->data)->listener = NULL;
     g_list_free(listener->waiting);
+    server_conns_clear(&listener->conns);
     if (listener->soup) {
         soup_server_disconnect(listener->soup);
         g_object_unref(listener->soup);

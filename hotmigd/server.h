@@ -61,13 +61,25 @@ typedef struct {
     gsize webhook_max_bytes; /* a larger Content-Length is refused (413) before it is read */
 } OrchAlertListenerOps;
 
+/* A plain-HTTP listener's connection limits, as the HTTPS server's (OrchVfdServerConfig):
+ * hotmigd gives both [hotmigd] max-connections, handshake-timeout and idle-timeout. */
+typedef struct {
+    guint max_connections;     /* 0: 256 */
+    guint handshake_timeout_s; /* to the first request; 0: 10 */
+    guint idle_timeout_s;      /* 0: 60 */
+} OrchServerLimits;
+
 /* The plain-HTTP listener: POST /v1/alerts/alertmanager (bearer token checked before the body
  * is read; no Content-Length 411, over @ops->webhook_max_bytes 413) and GET /metrics, on
  * @listen (an IP address; "" every address) port @port (0: any free port, for tests), each
- * request's work done by @ops on @owner (both borrowed: they outlive the listener). */
+ * request's work done by @ops on @owner (both borrowed: they outlive the listener). Its
+ * connections are bounded as the HTTPS server's are, by @limits (NULL: the defaults): at most
+ * max_connections (a newcomer closes the oldest that has not sent a request yet), each closed
+ * when it has not sent its request within handshake_timeout_s or stays idle idle_timeout_s. */
 typedef struct OrchAlertListener OrchAlertListener;
 
 OrchAlertListener *orch_alert_listener_new(const char *listen, guint port,
+                                           const OrchServerLimits *limits,
                                            const OrchAlertListenerOps *ops, gpointer owner,
                                            GError **error);
 void orch_alert_listener_free(OrchAlertListener *listener);

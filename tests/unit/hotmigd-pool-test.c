@@ -1157,7 +1157,8 @@ static Mx *mx_new(const OrchVfdHostOps *ops, gpointer host, const char *const *p
     mx->worker = orch_vfd_worker_new(max_queued);
     mx->alerts = orch_alerts_new(config, "test-host", &mx_alerts_ops, mx, &error);
     assert_non_null(mx->alerts);
-    mx->listener = orch_alert_listener_new("127.0.0.1", 0, &mx_listener_ops, mx->alerts, &error);
+    mx->listener =
+        orch_alert_listener_new("127.0.0.1", 0, NULL, &mx_listener_ops, mx->alerts, &error);
     assert_non_null(mx->listener);
     return mx;
 }
@@ -1426,6 +1427,118 @@ static void test_metrics_client_gone(void **state)
     mx_free_hanging(mx); /* the worker delivers the count into the void */
 }
 
+/* A client of @port that sent the first lines of a request's headers and nothing more. */
+static GSocket *slow_client(guint port)
+{
+    static const char start[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+    g_autoptr(GInetAddress) lo = g_inet_address_new_loopback(G_SOCKET_FAMILY_IPV4);
+    g_autoptr(GSocketAddress) addr = g_inet_socket_address_new(lo, port);
+    g_autoptr(GError) error = NULL;
+    GSocket *sock =
+        g_socket_new(G_SOCKET_FAMILY_IPV4, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, &error);
+
+    assert_non_null(sock);
+    if (!g_socket_connect(sock, addr, NULL, &error) ||
+        g_socket_send(sock, start, strlen(start), NULL, &error) != (gssize)strlen(start))
+        fail_msg("a slow client: %s", error ? error->message : "short write");
+    g_socket_set_blocking(sock, FALSE);
+    return sock;
+}
+
+/* Did the listener close @sock (end of file or reset)? */
+static gboolean slow_client_closed(GSocket *sock)
+{
+    g_autoptr(GError) error = NULL;
+    char buf[512];
+    gssize n;
+
+    while ((n = g_socket_receive(sock, buf, sizeof buf, NULL, &error)) > 0)
+        ;
+    return n == 0 || !g_error_matches(error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK);
+}
+
+static gboolean spin_tick(gpointer data)
+{
+    return G_SOURCE_CONTINUE;
+}
+
+/* Runs @ctx for @ms milliseconds. */
+static void spin(GMainContext *ctx, guint ms)
+{
+    gint64 end = g_get_monotonic_time() + ms * G_TIME_SPAN_MILLISECOND;
+    GSource *tick = g_timeout_source_new(10);
+
+    g_source_set_callback(tick, spin_tick, NULL, NULL);
+    g_source_attach(tick, ctx);
+    while (g_get_monotonic_time() < end)
+        g_main_context_iteration(ctx, TRUE);
+    g_source_destroy(tick);
+    g_source_unref(tick);
+}
+
+/* The alert listener (plain HTTP, /metrics too; off loopback anyone may connect) has the HTTPS
+ * server's limits (issue 28, finding 7): at most max-connections at once, a newcomer closing
+ * the oldest that has not sent a request, and a client that does not finish its request within
+ * the handshake timeout is closed. Before, the seven slow clients stayed open for ever. */
+static void test_listener_limits(void **state)
+{
+    static const char *const pfs[] = {PF, NULL};
+    static const OrchServerLimits limits = {.max_connections = 4, .handshake_timeout_s = 3};
+    FakeHost *host = fake_host_new();
+    g_autoptr(GError) error = NULL;
+    GSocket *slow[7];
+    gint64 opened;
+    guint closed = 0;
+    Http h = {0};
+    GThread *t;
+    Mx *mx;
+
+    fake_host_add_pf(host, PF, 3, 0x15b3, 0x101c);
+    mx = mx_new(&fake_host_ops, host, pfs, 0);
+    g_clear_pointer(&mx->listener, orch_alert_listener_free);
+    mx->listener =
+        orch_alert_listener_new("127.0.0.1", 0, &limits, &mx_listener_ops, mx->alerts, &error);
+    assert_non_null(mx->listener);
+
+    for (guint i = 0; i < G_N_ELEMENTS(slow); i++) {
+        slow[i] = slow_client(orch_alert_listener_get_port(mx->listener));
+        spin(mx->ctx, 50); /* the listener sees them in this order */
+    }
+    opened = g_get_monotonic_time();
+    spin(mx->ctx, 200);
+    for (guint i = 0; i < G_N_ELEMENTS(slow); i++)
+        closed += slow_client_closed(slow[i]);
+    if (closed != G_N_ELEMENTS(slow) - limits.max_connections)
+        fail_msg("%u of 7 slow clients closed at a limit of 4 connections", closed);
+    for (guint i = 0; i < 3; i++)
+        assert_true(slow_client_closed(slow[i])); /* the oldest made room */
+
+    /* A real client still gets its answer (the oldest slow one left makes room). */
+    t = http_start(&h, mx, "/metrics");
+    while (!g_atomic_int_get(&h.done))
+        g_main_context_iteration(mx->ctx, TRUE);
+    g_thread_join(t);
+    if (h.status != 200)
+        fail_msg("GET /metrics beside slow clients: %s %s", h.error ? h.error : "", h.answer);
+    assert_true(slow_client_closed(slow[3]));
+
+    /* The others are closed by the handshake timeout (3 s), not before. */
+    assert_false(slow_client_closed(slow[6]));
+    while ((!slow_client_closed(slow[4]) || !slow_client_closed(slow[5]) ||
+            !slow_client_closed(slow[6])) &&
+           g_get_monotonic_time() - opened < 10 * G_TIME_SPAN_SECOND)
+        spin(mx->ctx, 100);
+    for (guint i = 4; i < G_N_ELEMENTS(slow); i++)
+        if (!slow_client_closed(slow[i]))
+            fail_msg("slow client %u still open 10 s later (handshake timeout 3 s)", i + 1);
+    assert_true(g_get_monotonic_time() - opened > 2 * G_TIME_SPAN_SECOND);
+
+    for (guint i = 0; i < G_N_ELEMENTS(slow); i++)
+        g_object_unref(slow[i]);
+    http_clear(&h);
+    mx_free(mx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1450,6 +1563,7 @@ int main(void)
         cmocka_unit_test(test_metrics_host_hangs),
         cmocka_unit_test(test_metrics_worker_full),
         cmocka_unit_test(test_metrics_client_gone),
+        cmocka_unit_test(test_listener_limits),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
