@@ -257,6 +257,8 @@ typedef struct AgentUevent AgentUevent;
  * sets agent_set_device_events(). Owned; NULL with @error set when the socket cannot be had
  * (the agent then polls). */
 AgentUevent *agent_uevent_new(Agent *agent, GError **error);
+/* Calls @func(@data) too when RDMA devices changed (the peer directory, directory.h). */
+void agent_uevent_set_func(AgentUevent *uevent, void (*func)(gpointer data), gpointer data);
 void agent_uevent_free(AgentUevent *uevent);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AgentUevent, agent_uevent_free)
 

@@ -1,6 +1,7 @@
 /* hotmig-agent: the in-guest agent. Talks JSON to the host over a virtio-serial port and
  * text lines to the registered processes over a Unix socket (docs/design.md). */
 #include "guest-agent/agent/agent-priv.h"
+#include "guest-agent/agent/directory.h"
 #include "guest-agent/libhotmig/hotmig.h"
 
 #include <errno.h>
@@ -114,6 +115,9 @@ static struct {
     char *socket_mode;
     char *peer_listen;
     char *verbs_run_dir;
+    char *directory;
+    char *directory_seeds;
+    gint directory_refresh;
     gboolean verbose;
     gboolean version;
     gboolean self_test;
@@ -139,6 +143,20 @@ static GOptionEntry cli_entries[] = {
      "ADDR:PORT"},
     {"verbs-run-dir", 0, 0, G_OPTION_ARG_FILENAME, &cli.verbs_run_dir,
      "where libhotmig-verbs processes register (default " AGENT_VERBS_RUN_DIR_DEFAULT ")", "DIR"},
+    {"directory", 0, 0, G_OPTION_ARG_STRING, &cli.directory,
+     "with --peer-listen: announce this guest's RDMA ports to the other agents and keep their "
+     "directory in the verbs run directory, on the multicast GROUP:PORT (default "
+     AGENT_DIR_GROUP_DEFAULT "), on seeds only when ADDR:PORT is a unicast address to bind, or "
+     "'off'",
+     "GROUP:PORT|ADDR:PORT|off"},
+    {"directory-seeds", 0, 0, G_OPTION_ARG_STRING, &cli.directory_seeds,
+     "also announce to these agents (IPv4, port default the directory's), which relay what they "
+     "hear: for control networks without multicast",
+     "ADDR[:PORT],..."},
+    {"directory-refresh", 0, 0, G_OPTION_ARG_INT, &cli.directory_refresh,
+     "announce at least every SECONDS (default 10, at most 3600); an agent not heard for three "
+     "times its period is forgotten",
+     "SECONDS"},
     {"sysfs-root", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &cli.sysfs_root, NULL, NULL},
     {"dev-root", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &cli.dev_root, NULL, NULL},
     {"daemonize", 'D', 0, G_OPTION_ARG_NONE, &cli.daemonize,
@@ -163,6 +181,8 @@ static void cli_clear(void)
     g_free(cli.socket_mode);
     g_free(cli.peer_listen);
     g_free(cli.verbs_run_dir);
+    g_free(cli.directory);
+    g_free(cli.directory_seeds);
     memset(&cli, 0, sizeof(cli));
 }
 
@@ -187,6 +207,32 @@ static AgentChannel *agent_main_channel(Agent *agent, AgentMain *m, GError **err
     return path ? agent_channel_new_port(agent, path, AGENT_PORT_RETRY_MS, error) : NULL;
 }
 
+static void agent_main_devices_changed(gpointer data)
+{
+    agent_dir_identity_changed(data);
+}
+
+/* The peer directory, on by default with --peer-listen (borrowed ops; NULL when off). */
+static AgentDir *agent_main_directory(AgentUevent *uevent, GError **error)
+{
+    AgentDirConfig config = {
+        .group = cli.directory,
+        .seeds = cli.directory_seeds,
+        .peer_listen = cli.peer_listen,
+        .run_dir = cli.verbs_run_dir ? cli.verbs_run_dir : AGENT_VERBS_RUN_DIR_DEFAULT,
+        .refresh_s = (guint)cli.directory_refresh,
+        .verbs = &agent_verbs_ibverbs,
+    };
+    AgentDir *dir;
+
+    if (!cli.peer_listen || g_strcmp0(cli.directory, "off") == 0)
+        return NULL;
+    dir = agent_dir_new(&config, error);
+    if (dir && uevent)
+        agent_uevent_set_func(uevent, agent_main_devices_changed, dir);
+    return dir;
+}
+
 /* Runs the agent until SIGTERM or SIGINT (or the channel's end): the exit status. */
 static int agent_main_run(const AgentSocketAccess *socket_access)
 {
@@ -195,6 +241,7 @@ static int agent_main_run(const AgentSocketAccess *socket_access)
     g_autoptr(AgentChannel) channel = NULL;
     g_autoptr(AgentUevent) uevent = NULL;
     g_autoptr(AgentPeer) peer = NULL;
+    g_autoptr(AgentDir) directory = NULL;
     g_autoptr(GMainLoop) loop = NULL;
     g_autofree char *socket_path = g_strdup(cli_socket_path());
     AgentMain m = {0};
@@ -225,6 +272,11 @@ static int agent_main_run(const AgentSocketAccess *socket_access)
                               cli.verbs_run_dir ? cli.verbs_run_dir : AGENT_VERBS_RUN_DIR_DEFAULT,
                               &error);
         if (!peer) {
+            g_warning("cannot start: %s", error->message);
+            return 1;
+        }
+        directory = agent_main_directory(uevent, &error);
+        if (!directory && error) {
             g_warning("cannot start: %s", error->message);
             return 1;
         }
@@ -265,6 +317,20 @@ static int agent_main_parse(int argc, char **argv, AgentSocketAccess *socket_acc
     }
     if (cli.port && cli.device) {
         g_printerr("hotmig-agent: --port and --device exclude each other\n");
+        return 2;
+    }
+    if ((cli.directory || cli.directory_seeds || cli.directory_refresh) && !cli.peer_listen) {
+        g_printerr("hotmig-agent: --directory, --directory-seeds and --directory-refresh need "
+                   "--peer-listen (the peer port the directory announces)\n");
+        return 2;
+    }
+    if (cli.directory_refresh < 0 || cli.directory_refresh > AGENT_DIR_REFRESH_S_MAX) {
+        g_printerr("hotmig-agent: --directory-refresh %d is out of range [1, %d]\n",
+                   cli.directory_refresh, AGENT_DIR_REFRESH_S_MAX);
+        return 2;
+    }
+    if (cli.directory_seeds && g_strcmp0(cli.directory, "off") == 0) {
+        g_printerr("hotmig-agent: --directory-seeds with --directory off\n");
         return 2;
     }
     if (!agent_socket_access_parse(cli.socket_group, cli.socket_mode, socket_access, &error)) {

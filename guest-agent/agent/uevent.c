@@ -15,6 +15,8 @@ struct AgentUevent {
     Agent *agent;
     int fd;
     guint watch_id;
+    void (*func)(gpointer data); /* also told (the peer directory), or NULL */
+    gpointer func_data;
 };
 
 static gboolean agent_uevent_value_is(const guint8 *value, gsize len, const char *want)
@@ -83,6 +85,8 @@ static gboolean agent_uevent_io(int fd, GIOCondition condition, gpointer user_da
     }
     if (changed)
         agent_devices_changed(uevent->agent);
+    if (changed && uevent->func)
+        uevent->func(uevent->func_data);
     return G_SOURCE_CONTINUE;
 }
 
@@ -113,6 +117,12 @@ AgentUevent *agent_uevent_new(Agent *agent, GError **error)
     uevent->watch_id = g_unix_fd_add(fd, G_IO_IN, agent_uevent_io, uevent);
     agent_set_device_events(agent, TRUE);
     return uevent;
+}
+
+void agent_uevent_set_func(AgentUevent *uevent, void (*func)(gpointer data), gpointer data)
+{
+    uevent->func = func;
+    uevent->func_data = data;
 }
 
 void agent_uevent_free(AgentUevent *uevent)

@@ -25,3 +25,8 @@ hm_add_test(agent-schema-test unit
   LIBS hotmig-agent-core
   ARGS ${PROJECT_SOURCE_DIR}/guest-agent/schema/agent-protocol.json
        ${PROJECT_SOURCE_DIR}/docs/protocol.md)
+# The peer directory (guest-agent/agent/dir-*.c, directory.c): parser, table, file, and three
+# agents in one process on loopback multicast and on unicast seeds.
+hm_add_test(agent-directory-test unit
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/agent-directory-test.c
+  LIBS hotmig-agent-core)
