@@ -997,6 +997,14 @@ static OrchVfdReply *api_forwarded(OrchAlerts *alerts, const char *body, gsize l
             409,
             "this is the hotmigd of '%s', not of '%s': it acts for '%s' only as deputy (when the hotmigd of '%s' does not answer)",
             alerts->name, ev->host, ev->host, ev->host);
+    /* A deputy acts only for a host whose hotmigd is down as this daemon knows it (its last
+     * inventory or call found it silent): no host may have another's machines evacuated behind
+     * the back of a daemon that answers (issue 28, finding 8). */
+    if (!g_str_equal(ev->host, alerts->name) && !g_hash_table_contains(alerts->down, ev->host))
+        return reply_error(
+            409,
+            "'%s' asks this host to act for '%s' as deputy, but the hotmigd of '%s' answered this host's last call: it acts for itself",
+            from, ev->host, ev->host);
     input = g_strdup_printf("%.256s's hotmigd (%s)", from, peer ? peer : "?");
     result = alerts_apply(alerts, ev, input, deputy && !g_str_equal(ev->host, alerts->name));
     if (result->kind == ORCH_ALERT_RESULT_ERROR)

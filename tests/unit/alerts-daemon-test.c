@@ -749,6 +749,40 @@ static void test_same_alert_two_receivers(void **state)
     assert_string_equal(evacs, "A 0");
 }
 
+/* A host certificate asks this daemon to act as deputy for a host whose hotmigd answers here:
+ * refused (issue 28, finding 8); C could otherwise have A's machines evacuated at will. Once
+ * this daemon's own call found A silent, the same request is applied. */
+static void test_deputy_only_for_down(void **state)
+{
+    Fixture *f = *state;
+    OrchAlerts *b = alerts_new(f, "B", NULL);
+    g_autoptr(OrchVfdReply) refused = NULL;
+    g_autoptr(OrchVfdReply) self = NULL;
+    g_autoptr(OrchVfdReply) applied = NULL;
+    const char *body =
+        "{\"from\":\"C\",\"deputy\":true,\"host\":\"A\",\"severity\":\"evacuate\","
+        "\"confidence\":1.0,\"deadline\":0,\"key\":\"fp1\",\"resolved\":false}";
+    const char *about_itself = "{\"from\":\"A\",\"deputy\":true,\"host\":\"A\",\"severity\":"
+                               "\"evacuate\",\"key\":\"fp2\"}";
+
+    orch_alerts_set_answers(b, "A", TRUE);
+    refused = orch_alerts_api_handle(b, "POST", body, strlen(body), "127.0.0.4 (C)", "C");
+    assert_error_reply(g_steal_pointer(&refused), 409,
+                       "'C' asks this host to act for 'A' as deputy, but the hotmigd of 'A' "
+                       "answered this host's last call: it acts for itself");
+    self = orch_alerts_api_handle(b, "POST", about_itself, strlen(about_itself), "127.0.0.2 (A)",
+                                  "A");
+    assert_error_reply(g_steal_pointer(&self), 409, "but the hotmigd of 'A' answered");
+    assert_int_equal(f->sched.evacuations->len, 0);
+    assert_int_equal(orch_alerts_get_state(b, "A"), POL_HOST_OK);
+
+    orch_alerts_set_answers(b, "A", FALSE);
+    applied = orch_alerts_api_handle(b, "POST", body, strlen(body), "127.0.0.4 (C)", "C");
+    assert_int_equal(applied->status, 200);
+    assert_non_null(strstr(applied->body, "\"result\" : \"accepted\""));
+    assert_int_equal(f->sched.evacuations->len, 1);
+}
+
 static void test_own_host_never_forwarded(void **state)
 {
     Fixture *f = *state;
@@ -1001,6 +1035,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_owner_down_self_next, setup, teardown),
         cmocka_unit_test_setup_teardown(test_answers_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_owner_down_deputy_other, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deputy_only_for_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_owner_refuses, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cannot_call, setup, teardown),
