@@ -4,9 +4,60 @@
 #include "hv-proto.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define HV_PEER_RKEYS_MAX 4096      /* a connected peer's translated rkeys (KEYMAP adds) */
+#define HV_SUSPEND_MAX_MS 300000    /* a QP a peer suspended: its RECONNECT due within */
+
+/* A refused request: answered ERROR with the reason, which the layer's log names too. */
+static int hv_refuse(HvMsg *rep, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int hv_refuse(HvMsg *rep, int err, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(rep->text, sizeof(rep->text), fmt, ap);
+    va_end(ap);
+    rep->type = HV_MSG_ERROR;
+    hv_log("a peer's request refused: %s", rep->text);
+    return -err;
+}
+
+static void hv_gid_hex(const uint8_t gid[16], char out[33])
+{
+    for (int i = 0; i < 16; i++)
+        snprintf(out + 2 * i, 3, "%02x", gid[i]);
+}
+
+/* @from (the sender's GID, from its authenticated frame) is the peer @qp is connected to: the
+ * destination GID its RTR recorded. */
+static int hv_from_peer(const HvQp *qp, const uint8_t from[16])
+{
+    /* the peer's port GID recorded at RTR: a GRH's, or the directory's for a LID (IB) */
+    return qp->peer_known && memcmp(qp->peer_gid.raw, from, 16) == 0;
+}
+
+/* A UD peer of this process: a GID one of its UD QPs sent to (hv.lock not held). */
+static int hv_ud_peer_known(const uint8_t gid[16])
+{
+    int found = 0;
+
+    pthread_mutex_lock(&hv.lock);
+    for (HvContext *ctx = hv.ctxs; ctx && !found; ctx = ctx->next)
+        for (HvQp *qp = ctx->qps; qp && !found; qp = qp->next) {
+            if (qp->init.qp_type != IBV_QPT_UD)
+                continue;
+            pthread_mutex_lock(&qp->lock);
+            for (size_t i = 0; i < qp->n_ud_sent && !found; i++)
+                found = !memcmp(qp->ud_sent[i].gid, gid, 16);
+            pthread_mutex_unlock(&qp->lock);
+        }
+    pthread_mutex_unlock(&hv.lock);
+    return found;
+}
 
 /* Ends the holds a UD peer at @gid asked for (its UDMAP came): the held sends go, translated. */
 static void hv_ud_release(const uint8_t gid[16]) /* hv.lock held */
@@ -26,16 +77,19 @@ static void hv_ud_release(const uint8_t gid[16]) /* hv.lock held */
 /* The peer's side of UDHOLD: every UD QP of this process that sent to the mover's GID (and the
  * QP named) queues its sends until the mover's UDMAP (or HV_UD_HOLD_MS); the reply counts what
  * each sent to that GID so far, which the mover waits to have received before it goes. */
-static int hv_on_udhold(const HvMsg *m, HvMsg *rep)
+static int hv_on_udhold(const HvMsg *m, const uint8_t from[16], HvMsg *rep)
 {
     HvQp *target = hv_find_vqpn(m->target, NULL);
-    int64_t until = hv_now_ms() + HV_UD_HOLD_MS;
+    int64_t now = hv_now_ms(), until = now + HV_UD_HOLD_MS;
+    char g[33];
 
-    if (!target || target->init.qp_type != IBV_QPT_UD) {
-        rep->type = HV_MSG_ERROR;
-        snprintf(rep->text, sizeof(rep->text), "QP %u is not a UD QP", m->target);
-        return -ENOENT;
-    }
+    if (!target || target->init.qp_type != IBV_QPT_UD)
+        return hv_refuse(rep, ENOENT, "QP %u is not a UD QP", m->target);
+    hv_gid_hex(m->gid, g);
+    /* a mover holds only what is sent to itself, and only a peer this process sends to */
+    if (memcmp(m->gid, from, 16) || !hv_ud_peer_known(m->gid))
+        return hv_refuse(rep, EPERM, "UDHOLD %u for GID %s: not from a UD peer of this process",
+                         m->target, g);
     rep->type = HV_MSG_UDHELD;
     rep->nkeys = 0;
     pthread_mutex_lock(&hv.lock);
@@ -49,7 +103,9 @@ static int hv_on_udhold(const HvMsg *m, HvMsg *rep)
             for (i = 0; i < qp->n_ud_sent; i++)
                 if (!memcmp(qp->ud_sent[i].gid, m->gid, 16))
                     break;
-            if (qp == target || i < qp->n_ud_sent) {
+            /* a hold in force is not extended: a mover sends one UDHOLD per move */
+            if ((qp == target || i < qp->n_ud_sent) &&
+                !(qp->ud_held_until > now && !memcmp(qp->ud_held_gid, m->gid, 16))) {
                 hv_qp_sendq_ready(qp);
                 qp->ud_held_until = until;
                 memcpy(qp->ud_held_gid, m->gid, 16);
@@ -63,17 +119,20 @@ static int hv_on_udhold(const HvMsg *m, HvMsg *rep)
     return 0;
 }
 
-static int hv_on_udmap(const HvMsg *m, HvMsg *rep)
+static int hv_on_udmap(const HvMsg *m, const uint8_t from[16], HvMsg *rep)
 {
     HvQp *qp = hv_find_vqpn(m->target, NULL);
     uint32_t v[HV_PROTO_UDQPS_MAX], p[HV_PROTO_UDQPS_MAX];
     int r, refreshed = 0;
+    char g[33];
 
-    if (!qp || qp->init.qp_type != IBV_QPT_UD || m->nkeys > HV_PROTO_UDQPS_MAX) {
-        rep->type = HV_MSG_ERROR;
-        snprintf(rep->text, sizeof(rep->text), "QP %u is not a UD QP", m->target);
-        return -ENOENT;
-    }
+    if (!qp || qp->init.qp_type != IBV_QPT_UD || m->nkeys > HV_PROTO_UDQPS_MAX)
+        return hv_refuse(rep, ENOENT, "QP %u is not a UD QP", m->target);
+    hv_gid_hex(m->gid, g);
+    /* a mover maps only its own GID, and only for a peer this process sends to */
+    if (memcmp(m->gid, from, 16) || !hv_ud_peer_known(m->gid))
+        return hv_refuse(rep, EPERM, "UDMAP %u for GID %s: not from a UD peer of this process",
+                         m->target, g);
     for (uint32_t i = 0; i < m->nkeys; i++) {
         v[i] = m->keys[i].v;
         p[i] = m->keys[i].p;
@@ -89,8 +148,10 @@ static int hv_on_udmap(const HvMsg *m, HvMsg *rep)
     pthread_mutex_lock(&hv.lock);
     for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
         for (HvAh *ah = ctx->ahs; ah; ah = ah->next) {
-            if (!ah->pd->phys || !ah->attr.is_global || memcmp(ah->attr.grh.dgid.raw, m->gid, 16))
+            if (!ah->pd->phys || !ah->peer_known || memcmp(ah->peer.raw, m->gid, 16))
                 continue;
+            if (m->lid)
+                ah->attr.dlid = m->lid; /* IB: the mover's LID routes them, GRH or not */
             if (hv_ah_renew(ah) == 0)
                 refreshed++;
             else
@@ -105,21 +166,21 @@ static int hv_on_udmap(const HvMsg *m, HvMsg *rep)
     return 0;
 }
 
-static int hv_on_suspend(const HvMsg *m, HvMsg *rep)
+static int hv_on_suspend(const HvMsg *m, const uint8_t from[16], HvMsg *rep)
 {
     HvQp *qp = hv_find_vqpn(m->target, NULL);
+    char g[33];
     int r;
 
-    if (!qp || !hv_qp_connected(qp) || qp->peer_vqpn != m->sender) {
-        rep->type = HV_MSG_ERROR;
-        snprintf(rep->text, sizeof(rep->text), "QP %u is not connected to QP %u", m->target,
-                 m->sender);
-        return -ENOENT;
-    }
+    hv_gid_hex(from, g);
+    if (!qp || !hv_qp_connected(qp) || qp->peer_vqpn != m->sender || !hv_from_peer(qp, from))
+        return hv_refuse(rep, ENOENT, "SUSPEND: QP %u is not connected to QP %u at GID %s",
+                         m->target, m->sender, g);
     pthread_mutex_lock(&qp->lock);
     hv_qp_sendq_ready(qp);
     qp->paused = 1;
     qp->paused_at = hv_now_ms();
+    qp->suspend_until = qp->paused_at + HV_SUSPEND_MAX_MS; /* then it fails (hv_qp_await_expired) */
     qp->reconnected = 0; /* a new event: the peer's next RECONNECT counts */
     pthread_mutex_unlock(&qp->lock);
     r = hv_qp_drain(qp, 0, hv_now_ms() + HV_DRAIN_MS);
@@ -163,21 +224,63 @@ static int hv_reconnect_verdict_locked(HvQp *qp, int swapping, int drives, HvVer
     }
 }
 
-static int hv_on_reconnect(const HvMsg *m, HvMsg *rep)
+/* @qp (its lock held) to the mover's new QP: RESET, INIT with the program's attributes, the
+ * unconsumed receives re-posted, RTR to the mover's new QPN, PSN, GID and (IB) LID, RTS with
+ * the PSN it gave. 0 or an errno (negative from the repost). */
+static int hv_reconnect_apply(HvQp *qp, const HvMsg *m)
+{
+    struct ibv_qp_attr a;
+    int r;
+
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_RESET;
+    r = hv_qp_modify(qp, &a, IBV_QP_STATE);
+    if (!r)
+        r = hv_qp_modify(qp, &qp->a_init, qp->m_init);
+    if (!r)
+        r = -hv_repost(&qp->recvs, qp, NULL);
+    if (!r) {
+        a = qp->a_rtr;
+        a.dest_qp_num = m->sender_pqpn;
+        a.rq_psn = m->sender_psn;
+        /* the mover's address now: its GID (the same on IB, where it is the port GUID hotmig
+         * carried) and, on IB, its LID, which routes every packet, GRH or not */
+        memcpy(a.ah_attr.grh.dgid.raw, m->gid, 16);
+        if (m->lid)
+            a.ah_attr.dlid = m->lid;
+        r = hv_qp_modify(qp, &a, qp->m_rtr);
+        if (!r) {
+            if (m->lid && m->lid != qp->a_rtr.ah_attr.dlid)
+                hv_log("QP %u: its peer QP %u moved from LID %u to LID %u", m->target,
+                       m->sender, qp->a_rtr.ah_attr.dlid, m->lid);
+            qp->a_rtr.ah_attr = a.ah_attr; /* the next swap replays where the peer is now */
+        }
+    }
+    if (!r && qp->m_rts) {
+        a = qp->a_rts;
+        a.sq_psn = m->target_psn;
+        r = hv_qp_modify(qp, &a, qp->m_rts);
+    }
+    return r;
+}
+
+static int hv_on_reconnect(const HvMsg *m, const uint8_t from[16], HvMsg *rep)
 {
     HvContext *ctx = NULL;
     HvQp *qp = hv_find_vqpn(m->target, &ctx);
-    struct ibv_qp_attr a;
     union ibv_gid own;
     uint16_t own_lid = 0;
     int r, swapping, drives;
     HvVerdict verdict;
 
-    if (!qp || !qp->m_rtr || !qp->m_init || qp->peer_vqpn != m->sender) {
-        rep->type = HV_MSG_ERROR;
-        snprintf(rep->text, sizeof(rep->text), "QP %u cannot reconnect to QP %u", m->target,
-                 m->sender);
-        return -ENOENT;
+    char g[33];
+
+    hv_gid_hex(from, g);
+    /* only the peer it is connected to, to its own (authenticated) address */
+    if (!qp || !qp->m_rtr || !qp->m_init || qp->peer_vqpn != m->sender || !hv_from_peer(qp, from) ||
+        memcmp(m->gid, from, 16)) {
+        return hv_refuse(rep, ENOENT, "RECONNECT: QP %u is not connected to QP %u at GID %s",
+                         m->target, m->sender, g);
     }
     /* both ends may be moving: who drives (hv_reconnect_verdict) */
     pthread_mutex_lock(&hv.lock);
@@ -204,27 +307,7 @@ static int hv_on_reconnect(const HvMsg *m, HvMsg *rep)
                  m->target, m->sender, verdict == HV_VERDICT_MOVING ? "we reconnect it" : "done");
         return 0;
     }
-    memset(&a, 0, sizeof(a));
-    a.qp_state = IBV_QPS_RESET;
-    r = hv_qp_modify(qp, &a, IBV_QP_STATE);
-    if (!r)
-        r = hv_qp_modify(qp, &qp->a_init, qp->m_init);
-    if (!r)
-        r = -hv_repost(&qp->recvs, qp, NULL);
-    if (!r) {
-        a = qp->a_rtr;
-        a.dest_qp_num = m->sender_pqpn;
-        a.rq_psn = m->sender_psn;
-        memcpy(a.ah_attr.grh.dgid.raw, m->gid, 16);
-        if (!a.ah_attr.is_global)
-            a.ah_attr.dlid = m->lid;
-        r = hv_qp_modify(qp, &a, qp->m_rtr);
-    }
-    if (!r && qp->m_rts) {
-        a = qp->a_rts;
-        a.sq_psn = m->target_psn;
-        r = hv_qp_modify(qp, &a, qp->m_rts);
-    }
+    r = hv_reconnect_apply(qp, m);
     if (!r) {
         qp->peer_pqpn = m->sender_pqpn;
         hv_map_clear(&qp->peer_rkeys);
@@ -235,11 +318,13 @@ static int hv_on_reconnect(const HvMsg *m, HvMsg *rep)
         qp->unsig_tail = 0;
         qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
         qp->paused = 0;
+        qp->suspend_until = 0;
         qp->reconnected = 1;
         qp->await_peer = 0;
         hv_qp_flush_queued(qp);
         rep->type = HV_MSG_RECONNECTED;
         rep->target = qp->phys->qp_num;
+        rep->lid = own_lid;
     } else {
         rep->type = HV_MSG_ERROR;
         snprintf(rep->text, sizeof(rep->text), "QP %u: reconnecting failed: %s", m->target,
@@ -257,17 +342,22 @@ static int hv_on_reconnect(const HvMsg *m, HvMsg *rep)
     return r;
 }
 
-static int hv_on_keymap(const HvMsg *m, HvMsg *rep)
+static int hv_on_keymap(const HvMsg *m, const uint8_t from[16], HvMsg *rep)
 {
     HvQp *qp = hv_find_vqpn(m->target, NULL);
+    char g[33];
 
-    if (!qp || qp->peer_vqpn != m->sender || m->nkeys > HV_PROTO_KEYS_MAX) {
-        rep->type = HV_MSG_ERROR;
-        snprintf(rep->text, sizeof(rep->text), "QP %u is not connected to QP %u", m->target,
-                 m->sender);
-        return -ENOENT;
-    }
+    hv_gid_hex(from, g);
+    if (!qp || !hv_qp_connected(qp) || qp->peer_vqpn != m->sender || !hv_from_peer(qp, from) ||
+        m->nkeys > HV_PROTO_KEYS_MAX)
+        return hv_refuse(rep, ENOENT, "KEYMAP: QP %u is not connected to QP %u at GID %s",
+                         m->target, m->sender, g);
     pthread_mutex_lock(&qp->lock);
+    if (qp->peer_rkeys.n + m->nkeys > HV_PEER_RKEYS_MAX) {
+        pthread_mutex_unlock(&qp->lock);
+        return hv_refuse(rep, ENOSPC, "KEYMAP: QP %u translates %d rkeys of its peer already",
+                         m->target, HV_PEER_RKEYS_MAX);
+    }
     for (uint32_t i = 0; i < m->nkeys; i++)
         hv_map_put(&qp->peer_rkeys, m->keys[i].v, m->keys[i].p);
     pthread_mutex_unlock(&qp->lock);
@@ -279,17 +369,22 @@ static int hv_on_keymap(const HvMsg *m, HvMsg *rep)
 
 /* LOOKUP from a peer connecting to our QP @target: its physical number and our changed rkeys;
  * DEFER moving while our device is away (the peer asks again). */
-static int hv_on_lookup(const HvMsg *m, HvMsg *rep)
+static int hv_on_lookup(const HvMsg *m, const uint8_t from[16], HvMsg *rep)
 {
     HvContext *ctx = NULL;
     HvQp *qp = hv_find_vqpn(m->target, &ctx);
+    char g[33];
     int swapping;
 
-    if (!qp || qp->init.qp_type == IBV_QPT_UD) {
-        rep->type = HV_MSG_ERROR;
-        snprintf(rep->text, sizeof(rep->text), "no connected QP %u here", m->target);
-        return -ENOENT;
-    }
+    if (!qp || qp->init.qp_type == IBV_QPT_UD)
+        return hv_refuse(rep, ENOENT, "LOOKUP: no connected-mode QP %u here", m->target);
+    /* a QP not connected yet answers any layer of the job (its wire-up); a connected one only
+     * the peer it is connected to */
+    hv_gid_hex(from, g);
+    if (hv_qp_connected(qp) &&
+        (qp->peer_vqpn != m->sender || !hv_from_peer(qp, from) || memcmp(m->gid, from, 16)))
+        return hv_refuse(rep, EPERM, "LOOKUP: QP %u is connected, not to QP %u at GID %s",
+                         m->target, m->sender, g);
     pthread_mutex_lock(&hv.lock);
     swapping = hv.swapping;
     pthread_mutex_unlock(&hv.lock);
@@ -301,6 +396,7 @@ static int hv_on_lookup(const HvMsg *m, HvMsg *rep)
         return 0;
     }
     rep->target = qp->phys->qp_num;
+    rep->lid = hv_port_lid(ctx, qp->a_init.port_num); /* where it is now (IB; 0 on RoCE) */
     pthread_mutex_unlock(&qp->lock);
     rep->type = HV_MSG_LOOKEDUP;
     hv_ctx_keys(ctx, rep);
@@ -309,24 +405,22 @@ static int hv_on_lookup(const HvMsg *m, HvMsg *rep)
     return 0;
 }
 
-int hv_peer_handle(const HvMsg *m, HvMsg *rep)
+int hv_peer_handle(const HvMsg *m, const uint8_t from[16], HvMsg *rep)
 {
     switch (m->type) {
     case HV_MSG_SUSPEND:
-        return hv_on_suspend(m, rep);
+        return hv_on_suspend(m, from, rep);
     case HV_MSG_RECONNECT:
-        return hv_on_reconnect(m, rep);
+        return hv_on_reconnect(m, from, rep);
     case HV_MSG_UDMAP:
-        return hv_on_udmap(m, rep);
+        return hv_on_udmap(m, from, rep);
     case HV_MSG_UDHOLD:
-        return hv_on_udhold(m, rep);
+        return hv_on_udhold(m, from, rep);
     case HV_MSG_KEYMAP:
-        return hv_on_keymap(m, rep);
+        return hv_on_keymap(m, from, rep);
     case HV_MSG_LOOKUP:
-        return hv_on_lookup(m, rep);
+        return hv_on_lookup(m, from, rep);
     default:
-        rep->type = HV_MSG_ERROR;
-        snprintf(rep->text, sizeof(rep->text), "unexpected message");
-        return -EPROTO;
+        return hv_refuse(rep, EPROTO, "unexpected message");
     }
 }

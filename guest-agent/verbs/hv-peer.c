@@ -2,6 +2,7 @@
  * layer through its guest's agent (ROUTE, then one request), the route records the agent reads
  * (RUN_DIR/qp-<vqpn>), and the reports to this guest's agent (peers, refused calls). */
 #include "hv.h"
+#include "hv-auth.h"
 #include "hv-proto.h"
 #include "hotmig.h"
 
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -107,12 +109,47 @@ void hv_peers_parse(void)
     free(copy);
 }
 
-static const HvPeer *hv_peer_find(const union ibv_gid *gid)
+/* RUN_DIR/directory, when the run dir exists. */
+static const char *hv_dir_path(char *buf, size_t size)
 {
+    const char *dir = hv_routes_dir();
+
+    if (!dir || (size_t)snprintf(buf, size, "%s/" HV_DIR_FILE, dir) >= size)
+        return NULL;
+    return buf;
+}
+
+/* Where @gid's agent answers: HOTMIG_VERBS_PEERS first, then the directory. 1 or 0. */
+static int hv_peer_find(const union ibv_gid *gid, HvPeer *out)
+{
+    char path[sizeof(hv_run_dir) + sizeof(HV_DIR_FILE) + 1];
+    const char *dir;
+    HvDirEntry e;
+
     for (size_t i = 0; i < hv_npeers; i++)
-        if (memcmp(hv_peers[i].gid, gid->raw, 16) == 0)
-            return &hv_peers[i];
-    return NULL;
+        if (memcmp(hv_peers[i].gid, gid->raw, 16) == 0) {
+            *out = hv_peers[i];
+            return 1;
+        }
+    dir = hv_dir_path(path, sizeof(path));
+    if (!dir || hv_dir_lookup_gid(dir, gid->raw, &e) != 1)
+        return 0;
+    memcpy(out->gid, e.gid, 16);
+    out->addr = e.addr;
+    out->alen = e.alen;
+    return 1;
+}
+
+int hv_peer_gid_of_lid(uint16_t lid, union ibv_gid *gid)
+{
+    char path[sizeof(hv_run_dir) + sizeof(HV_DIR_FILE) + 1];
+    const char *dir = hv_dir_path(path, sizeof(path));
+    HvDirEntry e;
+
+    if (!dir || hv_dir_lookup_lid(dir, lid, &e) != 1)
+        return 0;
+    memcpy(gid->raw, e.gid, 16);
+    return 1;
 }
 
 size_t hv_peer_count(void)
@@ -122,7 +159,9 @@ size_t hv_peer_count(void)
 
 int hv_peer_known(const union ibv_gid *gid)
 {
-    return hv_peer_find(gid) != NULL;
+    HvPeer p;
+
+    return hv_peer_find(gid, &p);
 }
 
 int hv_write_all(int fd, const char *s, size_t n)
@@ -180,13 +219,13 @@ int hv_read_line(int fd, char *buf, size_t max, int64_t deadline)
 int hv_peer_call(const union ibv_gid *gid, uint32_t vqpn, const char *req, char *reply,
                  size_t reply_max)
 {
-    const HvPeer *p = hv_peer_find(gid);
+    HvPeer peer, *p = &peer;
     char line[64];
     HvMsg m;
     int fd, r;
     int64_t deadline;
 
-    if (!p)
+    if (!hv_peer_find(gid, &peer))
         return -EHOSTUNREACH;
     fd = socket(p->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
@@ -226,9 +265,7 @@ int hv_peer_call(const union ibv_gid *gid, uint32_t vqpn, const char *req, char 
         r = -EHOSTUNREACH;
     }
     if (r >= 0)
-        r = hv_write_all(fd, req, strlen(req));
-    if (r == 0)
-        r = hv_read_line(fd, reply, reply_max, deadline);
+        r = hv_channel_call(fd, vqpn, req, reply, reply_max, deadline);
     close(fd);
     return r < 0 ? r : 0;
 }
@@ -389,3 +426,263 @@ __attribute__((constructor)) static void hv_report_init(void)
     hv_refused_hook = hv_report_refused; /* from the load on: refused calls reach the agent */
 }
 /* ---- end job inventory ------------------------------------------------------------------ */
+
+/* ---- the authenticated channel (issue 28; docs/security.md, "The verbs peer protocol") -----
+ * Every request and reply between two layers travels in a frame sealed with the job's key
+ * (hv-auth.h): the called layer's CHALLENGE, the caller's nonce and the request's number bind
+ * it to its connection, once. The key: HOTMIG_VERBS_KEY_FILE (a file only its owner may read)
+ * or HOTMIG_VERBS_KEY, handed to the ranks at launch (mpirun -x) like HOTMIG_VERBS_PEERS. */
+static uint8_t hv_key[HV_AUTH_KEY_MAX];
+static size_t hv_key_len;
+
+static int hv_key_file(const char *path)
+{
+    struct stat st;
+    ssize_t n;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+
+    if (fd < 0) {
+        hv_log("HOTMIG_VERBS_KEY_FILE '%s' cannot be opened: %s", path, strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (st.st_mode & 0007) ||
+        st.st_uid != geteuid()) {
+        hv_log("HOTMIG_VERBS_KEY_FILE '%s' is not a regular file of this user that others cannot "
+               "read: not used",
+               path);
+        close(fd);
+        return -1;
+    }
+    n = read(fd, hv_key, sizeof(hv_key));
+    close(fd);
+    while (n > 0 && (hv_key[n - 1] == '\n' || hv_key[n - 1] == '\r'))
+        n--;
+    if (n < HV_AUTH_KEY_MIN || (size_t)n >= sizeof(hv_key)) {
+        hv_log("HOTMIG_VERBS_KEY_FILE '%s' holds %zd bytes, not %d to %d: not used", path, n,
+               HV_AUTH_KEY_MIN, HV_AUTH_KEY_MAX - 1);
+        return -1;
+    }
+    hv_key_len = (size_t)n;
+    return 0;
+}
+
+void hv_key_load(void)
+{
+    const char *file = getenv("HOTMIG_VERBS_KEY_FILE"), *key = getenv("HOTMIG_VERBS_KEY");
+
+    hv_key_len = 0;
+    if (file && *file) {
+        hv_key_file(file);
+    } else if (key && *key) {
+        size_t n = strlen(key);
+
+        if (n < HV_AUTH_KEY_MIN || n >= sizeof(hv_key))
+            hv_log("HOTMIG_VERBS_KEY holds %zu bytes, not %d to %d: not used", n, HV_AUTH_KEY_MIN,
+                   HV_AUTH_KEY_MAX - 1);
+        else
+            memcpy(hv_key, key, (hv_key_len = n));
+    }
+    if (!hv_key_len)
+        hv_log("no usable HOTMIG_VERBS_KEY or HOTMIG_VERBS_KEY_FILE: peers' requests are refused "
+               "and this process's connections will not survive a migration");
+}
+
+int hv_key_set(const void *key, size_t len)
+{
+    if (len && (len < HV_AUTH_KEY_MIN || len >= sizeof(hv_key)))
+        return -EINVAL;
+    memcpy(hv_key, key, len);
+    hv_key_len = len;
+    return 0;
+}
+
+/* A nonce: the kernel's randomness (getrandom blocks only before the pool is first seeded). */
+static void hv_random(uint8_t *v, size_t n)
+{
+    while (n) {
+        ssize_t r = getrandom(v, n, 0);
+
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            abort(); /* no randomness: a nonce that repeats would let frames be replayed */
+        v += r;
+        n -= (size_t)r;
+    }
+}
+
+/* The GID a request speaks for (its frame's): the message's own (RECONNECT, UDHOLD, UDMAP,
+ * LOOKUP carry it), else the sending QP's source GID (its RTR's; GID 0 without a GRH). */
+static void hv_channel_own_gid(const HvMsg *m, uint8_t gid[16])
+{
+    HvContext *ctx = NULL;
+    HvQp *qp;
+    union ibv_gid g;
+
+    memset(gid, 0, 16);
+    if (m->type == HV_MSG_RECONNECT || m->type == HV_MSG_UDHOLD || m->type == HV_MSG_UDMAP ||
+        m->type == HV_MSG_LOOKUP) {
+        memcpy(gid, m->gid, 16);
+        return;
+    }
+    qp = hv_find_vqpn(m->sender, &ctx);
+    if (!qp || !qp->m_rtr || !ctx || !ctx->phys)
+        return;
+    if (hv_real.r_ibv_query_gid(ctx->phys, qp->a_rtr.ah_attr.port_num,
+                                qp->a_rtr.ah_attr.is_global ? qp->a_rtr.ah_attr.grh.sgid_index : 0,
+                                &g) == 0)
+        memcpy(gid, g.raw, 16);
+}
+
+static const char *hv_channel_why(int r)
+{
+    switch (r) {
+    case -EACCES:
+        return "its MAC does not verify (another HOTMIG_VERBS_KEY, or a frame of another "
+               "connection)";
+    case -EPROTO:
+        return "replayed or out of order";
+    case -EINVAL:
+        return "not an authenticated frame";
+    default:
+        return strerror(-r);
+    }
+}
+
+int hv_channel_call(int fd, uint32_t vqpn, const char *req, char *reply, size_t reply_max,
+                    int64_t deadline)
+{
+    HvAuthSession s = {0};
+    HvAuthFrame f;
+    HvMsg *m = malloc(sizeof(*m));
+    char *line = malloc(HV_AUTH_LINE_MAX + 2);
+    uint8_t own[16];
+    size_t len = strlen(req);
+    int r;
+
+    if (!m || !line) {
+        r = -ENOMEM;
+        goto out;
+    }
+    if (!hv_key_len) {
+        hv_log("QP %u: no HOTMIG_VERBS_KEY: its peer cannot be asked", vqpn);
+        r = -ENOKEY;
+        goto out;
+    }
+    if (len && req[len - 1] == '\n')
+        len--;
+    if (hv_proto_parse(req, len, m) < 0) {
+        r = -EINVAL;
+        goto out;
+    }
+    hv_channel_own_gid(m, own);
+    r = hv_read_line(fd, line, HV_AUTH_LINE_MAX + 2, deadline);
+    if (r >= 0 && hv_auth_challenge_parse(line, (size_t)r, s.nonce_s) < 0) {
+        /* a layer without the key (or an older one) says why in a plain ERROR */
+        if (hv_proto_parse(line, (size_t)r, m) == 0 && m->type == HV_MSG_ERROR)
+            hv_log("the owner of QP %u refused the connection: %s", vqpn, m->text);
+        else
+            hv_log("the owner of QP %u sent no challenge: not a layer of this release?", vqpn);
+        r = -EACCES;
+        goto out;
+    }
+    if (r < 0)
+        goto out;
+    hv_random(s.nonce_c, sizeof(s.nonce_c));
+    s.seq = 1;
+    r = hv_auth_seal(hv_key, hv_key_len, &s, HV_AUTH_REQUEST, s.seq, own, req, len, line,
+                     HV_AUTH_LINE_MAX + 2);
+    if (r > 0)
+        r = hv_write_all(fd, line, (size_t)r);
+    if (r == 0)
+        r = hv_read_line(fd, line, HV_AUTH_LINE_MAX + 2, deadline);
+    if (r < 0)
+        goto out;
+    if (hv_proto_parse(line, (size_t)r, m) == 0 && m->type == HV_MSG_ERROR) {
+        hv_log("the owner of QP %u refused the request: %s", vqpn, m->text);
+        r = -EACCES;
+        goto out;
+    }
+    r = hv_auth_open(hv_key, hv_key_len, &s, HV_AUTH_REPLY, line, (size_t)r, &f);
+    if (r < 0) {
+        hv_log("the reply of the owner of QP %u is refused: %s", vqpn, hv_channel_why(r));
+        goto out;
+    }
+    if (f.msg_len >= reply_max) {
+        r = -EMSGSIZE;
+        goto out;
+    }
+    memcpy(reply, f.msg, f.msg_len);
+    reply[f.msg_len] = '\0';
+    r = 0;
+out:
+    free(m);
+    free(line);
+    return r;
+}
+
+int hv_channel_accept(int fd, HvAuthSession *s)
+{
+    HvMsg m = {.type = HV_MSG_ERROR};
+    char line[HV_PROTO_TEXT_MAX + 16];
+    int n;
+
+    memset(s, 0, sizeof(*s));
+    if (!hv_key_len) {
+        hv_log("a peer's request refused: this process has no HOTMIG_VERBS_KEY");
+        snprintf(m.text, sizeof(m.text), "no HOTMIG_VERBS_KEY here");
+        n = hv_proto_format(&m, line, sizeof(line));
+        if (n > 0)
+            hv_write_all(fd, line, (size_t)n);
+        return -ENOKEY;
+    }
+    hv_random(s->nonce_s, sizeof(s->nonce_s));
+    n = hv_auth_challenge_format(s->nonce_s, line, sizeof(line));
+    return n < 0 ? n : hv_write_all(fd, line, (size_t)n);
+}
+
+int hv_channel_read(int fd, HvAuthSession *s, char *line, size_t max, HvMsg *m,
+                    uint8_t from[16], int64_t deadline)
+{
+    HvAuthFrame f;
+    int r = hv_read_line(fd, line, max, deadline);
+
+    if (r < 0)
+        return r;
+    r = hv_auth_open(hv_key, hv_key_len, s, HV_AUTH_REQUEST, line, (size_t)r, &f);
+    if (r == 0 && hv_proto_parse(f.msg, f.msg_len, m) < 0)
+        r = -EBADMSG;
+    if (r < 0) {
+        HvMsg e = {.type = HV_MSG_ERROR};
+        char out[HV_PROTO_TEXT_MAX + 16];
+        int n;
+
+        hv_log("a peer's request refused: %s",
+               r == -EBADMSG ? "a malformed message" : hv_channel_why(r));
+        snprintf(e.text, sizeof(e.text), "%s",
+                 r == -EBADMSG ? "malformed request" : "authentication failed");
+        n = hv_proto_format(&e, out, sizeof(out));
+        if (n > 0)
+            hv_write_all(fd, out, (size_t)n);
+        return r;
+    }
+    memcpy(from, f.gid, 16);
+    return 0;
+}
+
+int hv_channel_reply(int fd, const HvAuthSession *s, const uint8_t from[16], const HvMsg *rep)
+{
+    char *msg = malloc(HV_PROTO_LINE_MAX + 2), *frame = malloc(HV_AUTH_LINE_MAX + 2);
+    int n = msg && frame ? hv_proto_format(rep, msg, HV_PROTO_LINE_MAX + 2) : -ENOMEM;
+
+    if (n > 1)
+        n = hv_auth_seal(hv_key, hv_key_len, s, HV_AUTH_REPLY, s->seq, from, msg, (size_t)n - 1,
+                         frame, HV_AUTH_LINE_MAX + 2);
+    else if (n >= 0)
+        n = -EINVAL;
+    if (n > 0)
+        n = hv_write_all(fd, frame, (size_t)n);
+    free(msg);
+    free(frame);
+    return n;
+}

@@ -53,6 +53,10 @@ static int hv_wc_fix(HvCq *cq, int n, struct ibv_wc *wc)
                     keep = 0;
                 }
             }
+            if (w->status == IBV_WC_RETRY_EXC_ERR && !qp->a_rtr.ah_attr.is_global)
+                hv_log("QP %u: its peer QP %u at LID %u did not answer (retries exhausted): moved "
+                       "without this QP being told its new LID?",
+                       qp->pub.qp_num, qp->peer_vqpn, qp->a_rtr.ah_attr.dlid);
             w->qp_num = qp->pub.qp_num;
             if (qp->init.qp_type == IBV_QPT_UD && w->status == IBV_WC_SUCCESS &&
                 (w->opcode & IBV_WC_RECV))

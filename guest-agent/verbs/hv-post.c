@@ -226,8 +226,8 @@ int hv_qp_post_send_phys(HvQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **
                 return errno;
             }
             /* the peer may have moved: its QP has a new number (UDMAP) */
-            t->wr.ud.remote_qpn = hv_ud_send_qpn(&ah->attr, w->wr.ud.remote_qpn);
-            hv_ud_count_send(qp, &ah->attr);
+            t->wr.ud.remote_qpn = hv_ud_send_qpn(ah, w->wr.ud.remote_qpn);
+            hv_ud_count_send(qp, ah);
         }
     }
     r = ibv_post_send(qp->phys, swr, &pbad);

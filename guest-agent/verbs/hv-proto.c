@@ -176,11 +176,15 @@ static int hv_parse_more(HvTok *t_, const char *verb, size_t vn, HvMsg *m)
             return -EINVAL;
     } else if (IS("LOOKUP")) {
         m->type = HV_MSG_LOOKUP;
-        if (hv_u32f(&t, HV_U24, &m->target) < 0 || hv_u32f(&t, HV_U24, &m->sender) < 0)
+        if (hv_u32f(&t, HV_U24, &m->target) < 0 || hv_u32f(&t, HV_U24, &m->sender) < 0 ||
+            hv_gid(&t, m->gid) < 0)
             return -EINVAL;
     } else if (IS("LOOKEDUP")) {
         m->type = HV_MSG_LOOKEDUP;
-        if (hv_u32f(&t, HV_U24, &m->target) < 0 || hv_dec(&t, HV_PROTO_KEYS_MAX, &v) < 0)
+        if (hv_u32f(&t, HV_U24, &m->target) < 0 || hv_dec(&t, 0xffff, &v) < 0)
+            return -EINVAL;
+        m->lid = (uint16_t)v;
+        if (hv_dec(&t, HV_PROTO_KEYS_MAX, &v) < 0)
             return -EINVAL;
         m->nkeys = (uint32_t)v;
         if (hv_pairs(&t, m->keys, m->nkeys, UINT32_MAX) < 0)
@@ -254,7 +258,10 @@ int hv_proto_parse(const char *line, size_t len, HvMsg *m)
     } else if (IS("UDMAP")) {
         m->type = HV_MSG_UDMAP;
         if (hv_u32f(&t, HV_U24, &m->target) < 0 || hv_gid(&t, m->gid) < 0 ||
-            hv_dec(&t, HV_PROTO_UDQPS_MAX, &v) < 0 || v == 0)
+            hv_dec(&t, 0xffff, &v) < 0)
+            return -EINVAL;
+        m->lid = (uint16_t)v;
+        if (hv_dec(&t, HV_PROTO_UDQPS_MAX, &v) < 0 || v == 0)
             return -EINVAL;
         m->nkeys = (uint32_t)v;
         if (hv_pairs(&t, m->keys, m->nkeys, HV_U24) < 0)
@@ -266,8 +273,9 @@ int hv_proto_parse(const char *line, size_t len, HvMsg *m)
             return -EINVAL;
     } else if (IS("RECONNECTED")) {
         m->type = HV_MSG_RECONNECTED;
-        if (hv_u32f(&t, HV_U24, &m->target) < 0)
+        if (hv_u32f(&t, HV_U24, &m->target) < 0 || hv_dec(&t, 0xffff, &v) < 0)
             return -EINVAL;
+        m->lid = (uint16_t)v;
     } else {
         return -EINVAL;
     }
@@ -307,8 +315,8 @@ static int hv_format_pairs(const HvMsg *m, char *buf, size_t size, size_t off)
     return off > HV_PROTO_LINE_MAX + 1 ? -ENOSPC : (int)off;
 }
 
-/* "<gid>[ <lid>] <nkeys> <v>:<p>...\n" after the @off bytes already in @buf. */
-static int hv_format_tail(const HvMsg *m, char *buf, size_t size, size_t off, int with_lid)
+/* "<gid> <lid> <nkeys> <v>:<p>...\n" after the @off bytes already in @buf. */
+static int hv_format_tail(const HvMsg *m, char *buf, size_t size, size_t off)
 {
     int n;
 
@@ -318,8 +326,7 @@ static int hv_format_tail(const HvMsg *m, char *buf, size_t size, size_t off, in
         snprintf(buf + off, 3, "%02x", m->gid[i]);
         off += 2;
     }
-    n = with_lid ? snprintf(buf + off, size - off, " %u %u", m->lid, m->nkeys)
-                 : snprintf(buf + off, size - off, " %u", m->nkeys);
+    n = snprintf(buf + off, size - off, " %u %u", m->lid, m->nkeys);
     if (n < 0 || off + (size_t)n >= size)
         return -ENOSPC;
     return hv_format_pairs(m, buf, size, off + (size_t)n);
@@ -358,15 +365,20 @@ static int hv_format_more(const HvMsg *m, char *buf, size_t size)
         n = snprintf(buf, size, "UDHOLD %u %s\n", m->target, gid);
         break;
     }
-    case HV_MSG_LOOKUP:
+    case HV_MSG_LOOKUP: {
+        char gid[33];
+
         if (m->target > HV_U24 || m->sender > HV_U24)
             return -EINVAL;
-        n = snprintf(buf, size, "LOOKUP %u %u\n", m->target, m->sender);
+        for (int i = 0; i < 16; i++)
+            snprintf(gid + 2 * i, 3, "%02x", m->gid[i]);
+        n = snprintf(buf, size, "LOOKUP %u %u %s\n", m->target, m->sender, gid);
         break;
+    }
     case HV_MSG_LOOKEDUP:
         if (m->target > HV_U24 || m->nkeys > HV_PROTO_KEYS_MAX)
             return -EINVAL;
-        n = snprintf(buf, size, "LOOKEDUP %u %u", m->target, m->nkeys);
+        n = snprintf(buf, size, "LOOKEDUP %u %u %u", m->target, m->lid, m->nkeys);
         if (n < 0 || (size_t)n >= size)
             return -ENOSPC;
         return hv_format_pairs(m, buf, size, (size_t)n);
@@ -414,7 +426,7 @@ int hv_proto_format(const HvMsg *m, char *buf, size_t size)
         n = snprintf(buf, size, "SUSPENDED %llu\n", (unsigned long long)m->sent);
         break;
     case HV_MSG_RECONNECTED:
-        n = snprintf(buf, size, "RECONNECTED %u\n", m->target);
+        n = snprintf(buf, size, "RECONNECTED %u %u\n", m->target, m->lid);
         break;
     case HV_MSG_UDMAPPED:
         n = snprintf(buf, size, "UDMAPPED\n");
@@ -437,7 +449,7 @@ int hv_proto_format(const HvMsg *m, char *buf, size_t size)
         if (n < 0 || (size_t)n >= size)
             return -ENOSPC;
         off = (size_t)n;
-        return hv_format_tail(m, buf, size, off, 0);
+        return hv_format_tail(m, buf, size, off);
     case HV_MSG_RECONNECT:
         if (m->nkeys > HV_PROTO_KEYS_MAX)
             return -EINVAL;
@@ -446,7 +458,7 @@ int hv_proto_format(const HvMsg *m, char *buf, size_t size)
         if (n < 0 || (size_t)n >= size)
             return -ENOSPC;
         off = (size_t)n;
-        return hv_format_tail(m, buf, size, off, 1);
+        return hv_format_tail(m, buf, size, off);
     }
     if (n < 0 || (size_t)n >= size)
         return -ENOSPC;

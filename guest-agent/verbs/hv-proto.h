@@ -29,9 +29,10 @@ typedef enum {
     HV_MSG_SUSPENDED,   /* SUSPENDED <sent> */
     HV_MSG_RECONNECT,   /* RECONNECT <target> <sender> <sender_pqpn> <sender_psn> <target_psn>
                          *           <gid> <lid> <nkeys> [<vkey>:<pkey>]... */
-    HV_MSG_RECONNECTED, /* RECONNECTED <target_pqpn> */
+    HV_MSG_RECONNECTED, /* RECONNECTED <target_pqpn> <lid>  (the answering port's LID now) */
     HV_MSG_ERROR,       /* ERROR <text> */
-    HV_MSG_UDMAP,       /* UDMAP <target> <gid> <n> [<vqpn>:<pqpn>]...  (pairs in keys[]) */
+    HV_MSG_UDMAP,       /* UDMAP <target> <gid> <lid> <n> [<vqpn>:<pqpn>]...  (pairs in keys[];
+                         * <lid> the mover's LID now, 0 on RoCE) */
     HV_MSG_UDMAPPED,    /* UDMAPPED */
     HV_MSG_UDHOLD,      /* UDHOLD <target> <gid>: hold UD sends to <gid> until its UDMAP */
     HV_MSG_DEFER,       /* DEFER moving|reconnected: a RECONNECT not applied, nothing changed
@@ -41,10 +42,11 @@ typedef enum {
     HV_MSG_KEYMAPPED,   /* KEYMAPPED */
     HV_MSG_UDHELD,      /* UDHELD <n> [<pqpn>:<count>]...  sends so far to the holder's GID per
                          * sending physical QP (count modulo 2^32; pairs in keys[], n may be 0) */
-    HV_MSG_LOOKUP,      /* LOOKUP <target> <sender>: sender connects to target (RTR): what are
-                         * target's physical QPN and its process's changed rkeys? */
-    HV_MSG_LOOKEDUP,    /* LOOKEDUP <target_pqpn> <n> [<vkey>:<pkey>]...  (n may be 0; the
-                         * physical QPN in .target) */
+    HV_MSG_LOOKUP,      /* LOOKUP <target> <sender> <gid>: sender (at <gid>) connects to target
+                         * (RTR): what are target's physical QPN and its process's changed
+                         * rkeys? */
+    HV_MSG_LOOKEDUP,    /* LOOKEDUP <target_pqpn> <lid> <n> [<vkey>:<pkey>]...  (n may be 0;
+                         * the physical QPN in .target, the target port's LID now in .lid) */
 } HvMsgType;
 
 typedef struct {

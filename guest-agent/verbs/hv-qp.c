@@ -114,21 +114,34 @@ HV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int m
     HvQp *qp = (HvQp *)ibqp;
     struct ibv_qp_attr a;
     HvMap keys = {0};
+    union ibv_gid peer;
     uint32_t pqpn = 0;
-    int looked = 0, r;
+    uint16_t lid = 0;
+    int looked = 0, known = 0, r;
 
     if (!ctx)
         return hv_real.r_ibv_modify_qp(ibqp, attr, mask);
     if (hv_wait_phys(ctx))
         return ENODEV;
     a = *attr;
-    /* a new peer of a connected QP: its physical numbers (either end may have swapped since
-     * the program learnt them), asked before the QP lock is taken: it is a network call */
+    /* who the peer is (its port GID: a GRH's, or the directory's for a LID) and, for a new
+     * peer of a connected QP, its physical numbers and LID now (either end may have swapped
+     * since the program learnt them), asked before the QP lock is taken: network calls */
+    if ((mask & IBV_QP_AV) && qp->init.qp_type != IBV_QPT_UD)
+        known = hv_av_peer(ctx, &attr->ah_attr, &peer);
     if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RTR && (mask & IBV_QP_DEST_QPN) &&
-        (mask & IBV_QP_AV) && attr->ah_attr.is_global && qp->init.qp_type != IBV_QPT_UD &&
-        qp->peer_vqpn != attr->dest_qp_num) {
-        pqpn = hv_lookup_peer(qp, attr, &keys);
+        known && qp->peer_vqpn != attr->dest_qp_num) {
+        pqpn = hv_lookup_peer(qp, attr, &peer, &keys, &lid);
         looked = 1;
+        if (lid && lid != a.ah_attr.dlid) {
+            hv_log("QP %u: its peer QP %u moved from LID %u to LID %u: connecting there",
+                   qp->pub.qp_num, attr->dest_qp_num, a.ah_attr.dlid, lid);
+            a.ah_attr.dlid = lid;
+        }
+    } else if ((mask & IBV_QP_AV) && !known && qp->init.qp_type != IBV_QPT_UD) {
+        hv_log("QP %u: its peer at LID %u is a port the agents' directory does not know: the "
+               "connection will not survive a move",
+               qp->pub.qp_num, attr->ah_attr.dlid);
     }
     pthread_mutex_lock(&qp->lock);
     if (mask & IBV_QP_DEST_QPN) {
@@ -155,17 +168,23 @@ HV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int m
             break;
         case IBV_QPS_RTR:
             qp->a_rtr = *attr;
+            qp->a_rtr.ah_attr.dlid = a.ah_attr.dlid; /* where the peer is now */
             qp->m_rtr = mask;
+            if (mask & IBV_QP_AV) {
+                qp->peer_gid = peer;
+                qp->peer_known = known;
+            }
             /* jobs (issue 18): the agent's inventory lists whom this process talks to; not a
              * loopback connection to its own GID (UCX connects RC QPs to themselves): that
              * pauses no other guest (--dry-run listed it as a peer). */
-            if ((mask & IBV_QP_AV) && (mask & IBV_QP_DEST_QPN) && attr->ah_attr.is_global) {
+            if ((mask & IBV_QP_AV) && (mask & IBV_QP_DEST_QPN) && known) {
                 union ibv_gid own;
+                int sgid = attr->ah_attr.is_global ? attr->ah_attr.grh.sgid_index : 0;
 
-                if (hv_real.r_ibv_query_gid(qp->pd->ctx->phys, attr->ah_attr.port_num,
-                                            attr->ah_attr.grh.sgid_index, &own) != 0 ||
-                    memcmp(own.raw, attr->ah_attr.grh.dgid.raw, sizeof(own.raw)) != 0)
-                    hv_report_peer(attr->ah_attr.grh.dgid.raw, attr->dest_qp_num);
+                if (hv_real.r_ibv_query_gid(qp->pd->ctx->phys, attr->ah_attr.port_num, sgid,
+                                            &own) != 0 ||
+                    memcmp(own.raw, peer.raw, sizeof(own.raw)) != 0)
+                    hv_report_peer(peer.raw, attr->dest_qp_num);
             }
             break;
         case IBV_QPS_RTS:

@@ -47,7 +47,8 @@ int hv_own_addr(HvQp *qp, union ibv_gid *gid, uint16_t *lid)
     if (!ctx->phys)
         return -ENODEV;
     r = hv_real.r_ibv_query_gid(ctx->phys, qp->a_rtr.ah_attr.port_num,
-                                qp->a_rtr.ah_attr.grh.sgid_index, gid);
+                                qp->a_rtr.ah_attr.is_global ? qp->a_rtr.ah_attr.grh.sgid_index : 0,
+                                gid);
     if (!r)
         r = hv_real.r_ibv_query_port(ctx->phys, qp->a_rtr.ah_attr.port_num,
                                      (struct _compat_ibv_port_attr *)&pa);
@@ -216,6 +217,7 @@ int hv_quiesce(void *opaque)
         hv_swap_qps[i].qp->paused = 1;
         hv_swap_qps[i].qp->reconnected = 0;
         hv_swap_qps[i].qp->await_peer = 0;
+        hv_swap_qps[i].qp->suspend_until = 0; /* our own swap reconnects it */
         pthread_mutex_unlock(&hv_swap_qps[i].qp->lock);
     }
     /* 2. each connected peer stops sending, drains and says how much it sent */
@@ -228,8 +230,8 @@ int hv_quiesce(void *opaque)
 
         if (hv_swap_mark_local(s) || !hv_qp_connected(qp))
             continue;
-        if (!hv_peer_known(&qp->a_rtr.ah_attr.grh.dgid)) {
-            hv_log("QP %u: its peer's GID is not in HOTMIG_VERBS_PEERS: the connection will not "
+        if (!hv_peer_known(&qp->peer_gid)) {
+            hv_log("QP %u: neither HOTMIG_VERBS_PEERS nor the agents' directory knows its peer: the connection will not "
                    "survive the swap",
                    qp->pub.qp_num);
             continue;
@@ -242,7 +244,7 @@ int hv_quiesce(void *opaque)
         n = hv_proto_format(&m, req, sizeof(req));
         r = n < 0
                 ? n
-                : hv_peer_call(&qp->a_rtr.ah_attr.grh.dgid, qp->peer_vqpn, req, line, sizeof(line));
+                : hv_peer_call(&qp->peer_gid, qp->peer_vqpn, req, line, sizeof(line));
         if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 || rep.type != HV_MSG_SUSPENDED)) {
             hv_log("QP %u: the peer refused to suspend: %s", qp->pub.qp_num, line);
             r = -EPROTO;
@@ -459,6 +461,8 @@ static int hv_reconnect_answer(HvQp *qp, int r, const HvMsg *rep, uint32_t m_psn
         }
     } else if (!r) {
         qp->peer_pqpn = rep->target;
+        if (rep->lid) /* IB: the peer's LID now (it may have moved in the same event) */
+            qp->a_rtr.ah_attr.dlid = rep->lid;
         a = qp->a_rtr;
         a.dest_qp_num = rep->target;
         a.rq_psn = p_psn;
@@ -517,7 +521,10 @@ static int hv_reconnect_managed(HvSwapQp *s)
     m->sender_psn = m_psn;
     m->target_psn = p_psn;
     if (!r && hv_real.r_ibv_query_gid(ctx->phys, qp->a_rtr.ah_attr.port_num,
-                                      qp->a_rtr.ah_attr.grh.sgid_index, &gid) == 0)
+                                      qp->a_rtr.ah_attr.is_global
+                                          ? qp->a_rtr.ah_attr.grh.sgid_index
+                                          : 0,
+                                      &gid) == 0)
         memcpy(m->gid, gid.raw, 16);
     memset(&pa, 0, sizeof(pa));
     if (!r && hv_real.r_ibv_query_port(ctx->phys, qp->a_rtr.ah_attr.port_num,
@@ -526,7 +533,7 @@ static int hv_reconnect_managed(HvSwapQp *s)
     hv_ctx_keys(ctx, m);
     n = r ? -r : hv_proto_format(m, req, HV_PROTO_LINE_MAX + 2);
     r = n < 0 ? n
-              : hv_peer_call(&qp->a_rtr.ah_attr.grh.dgid, qp->peer_vqpn, req, line, sizeof(line));
+              : hv_peer_call(&qp->peer_gid, qp->peer_vqpn, req, line, sizeof(line));
     if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 ||
                (rep.type != HV_MSG_RECONNECTED && rep.type != HV_MSG_DEFER))) {
         hv_log("QP %u: the peer refused to reconnect: %s", qp->pub.qp_num, line);
@@ -649,7 +656,7 @@ int hv_resume(const char *device, void *opaque)
     return r;
 }
 
-/* The mover's side, in quiesce: asks each UD peer it sent to (and HOTMIG_VERBS_PEERS names) to
+/* The mover's side, in quiesce: asks each UD peer it sent to (and that HOTMIG_VERBS_PEERS or the directory knows) to
  * hold its sends, then waits, bounded by HV_UD_DRAIN_MS, until what they sent before has
  * arrived (UD drops what arrives once the QP is gone). A peer that does not answer or a count
  * not reached (a datagram lost earlier) is logged; the move goes on. */
@@ -736,7 +743,7 @@ out:
     free(want);
 }
 
-/* After a move: tells every UD peer this process sent to (and that HOTMIG_VERBS_PEERS names)
+/* After a move: tells every UD peer this process sent to (and that HOTMIG_VERBS_PEERS or the directory knows)
  * its UD QPs' new physical QPNs. Best effort: UD is unreliable, a peer not told keeps sending
  * to the old number (logged). */
 static void hv_ud_announce(void)
@@ -776,6 +783,7 @@ static void hv_ud_announce(void)
             continue;
         }
         memcpy(m->gid, own.raw, 16);
+        m->lid = hv_port_lid(qctx, tg[i].port); /* IB: where the peers' AHs must point now */
         m->target = tg[i].qpn;
         n = hv_proto_format(m, req, HV_PROTO_LINE_MAX + 2);
         r = n < 0 ? n

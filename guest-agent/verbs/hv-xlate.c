@@ -47,22 +47,50 @@ struct ibv_ah *hv_ah_phys(HvAh *ah)
 int hv_qp_connected(const HvQp *qp)
 {
     return (qp->init.qp_type == IBV_QPT_RC || qp->init.qp_type == IBV_QPT_UC) && qp->m_rtr &&
-           (qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS) && qp->a_rtr.ah_attr.is_global;
+           (qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS);
+}
+
+uint16_t hv_port_lid(HvContext *ctx, uint8_t port)
+{
+    struct ibv_port_attr pa;
+
+    memset(&pa, 0, sizeof(pa));
+    if (!ctx || !ctx->phys ||
+        hv_real.r_ibv_query_port(ctx->phys, port ? port : 1, (struct _compat_ibv_port_attr *)&pa))
+        return 0;
+    return pa.lid;
+}
+
+int hv_av_peer(HvContext *ctx, const struct ibv_ah_attr *ah, union ibv_gid *gid)
+{
+    uint8_t port = ah->port_num ? ah->port_num : 1;
+    uint16_t own;
+
+    if (ah->is_global) {
+        *gid = ah->grh.dgid;
+        return 1;
+    }
+    memset(gid, 0, sizeof(*gid));
+    own = hv_port_lid(ctx, port);
+    if (own && own == ah->dlid)
+        return hv_real.r_ibv_query_gid(ctx->phys, port, 0, gid) == 0;
+    return hv_peer_gid_of_lid(ah->dlid, gid);
 }
 
 static HvUdTable hv_ud_tab;
 static pthread_mutex_t hv_ud_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int hv_ud_known; /* peers in hv_ud_tab: receives skip the lock while 0 */
 
-uint32_t hv_ud_send_qpn(const struct ibv_ah_attr *ah, uint32_t remote_qpn)
+uint32_t hv_ud_send_qpn(const HvAh *ah, uint32_t remote_qpn)
 {
     uint32_t p = remote_qpn;
 
-    if (!ah->is_global)
+    if (!ah->peer_known)
         return remote_qpn;
     pthread_mutex_lock(&hv_ud_lock);
-    hv_ud_target_note(&hv_ud_tab, ah->grh.dgid.raw, remote_qpn, ah->port_num, ah->grh.sgid_index);
-    if (!hv_ud_out(&hv_ud_tab, ah->grh.dgid.raw, remote_qpn, &p))
+    hv_ud_target_note(&hv_ud_tab, ah->peer.raw, remote_qpn, ah->attr.port_num,
+                      ah->attr.is_global ? ah->attr.grh.sgid_index : 0);
+    if (!hv_ud_out(&hv_ud_tab, ah->peer.raw, remote_qpn, &p))
         p = remote_qpn;
     pthread_mutex_unlock(&hv_ud_lock);
     return p;
@@ -128,19 +156,19 @@ uint32_t hv_ud_recv_qpn(uint32_t src_qp)
     return v;
 }
 
-void hv_ud_count_send(HvQp *qp, const struct ibv_ah_attr *ah)
+void hv_ud_count_send(HvQp *qp, const HvAh *ah)
 {
     size_t i;
 
-    if (!ah->is_global)
+    if (!ah->peer_known)
         return;
     for (i = 0; i < qp->n_ud_sent; i++)
-        if (!memcmp(qp->ud_sent[i].gid, ah->grh.dgid.raw, 16))
+        if (!memcmp(qp->ud_sent[i].gid, ah->peer.raw, 16))
             break;
     if (i == qp->n_ud_sent) {
         if (i == HV_UD_SENT_MAX)
             return;
-        memcpy(qp->ud_sent[i].gid, ah->grh.dgid.raw, 16);
+        memcpy(qp->ud_sent[i].gid, ah->peer.raw, 16);
         qp->ud_sent[i].n = 0;
         qp->n_ud_sent++;
     }
@@ -199,7 +227,7 @@ void hv_keymap_push(HvContext *ctx, uint32_t vkey, uint32_t pkey)
             to = nt;
         }
         if (hv_qp_connected(qp)) {
-            to[n].gid = qp->a_rtr.ah_attr.grh.dgid;
+            to[n].gid = qp->peer_gid;
             to[n].target = qp->peer_vqpn;
             to[n].sender = qp->pub.qp_num;
             n++;
@@ -225,7 +253,7 @@ void hv_keymap_push(HvContext *ctx, uint32_t vkey, uint32_t pkey)
         }
 
         if (!hv_peer_known(&to[i].gid)) {
-            hv_log("QP %u: its peer is not in HOTMIG_VERBS_PEERS: it cannot learn the synthetic "
+            hv_log("QP %u: neither HOTMIG_VERBS_PEERS nor the agents' directory knows its peer: it cannot learn the synthetic "
                    "rkey 0x%x",
                    to[i].sender, vkey);
             continue;
@@ -273,9 +301,11 @@ static uint32_t hv_lookup_here(uint32_t vqpn, HvMap *keys)
 }
 
 /* Asks the peer's layer; -errno when it does not answer or refuses, 1 while it is moving. */
-static int hv_lookup_call(HvQp *qp, const struct ibv_qp_attr *attr, HvMsg *m, uint32_t *pqpn)
+static int hv_lookup_call(HvQp *qp, const struct ibv_qp_attr *attr, const union ibv_gid *peer,
+                          HvMsg *m, uint32_t *pqpn)
 {
-    char req[64], *line = malloc(HV_PROTO_LINE_MAX + 2);
+    char req[96], *line = malloc(HV_PROTO_LINE_MAX + 2);
+    union ibv_gid own;
     int r;
 
     if (!line)
@@ -283,10 +313,15 @@ static int hv_lookup_call(HvQp *qp, const struct ibv_qp_attr *attr, HvMsg *m, ui
     m->type = HV_MSG_LOOKUP;
     m->target = attr->dest_qp_num;
     m->sender = qp->pub.qp_num;
+    /* who asks: the source GID this QP connects from (the peer checks it, docs/security.md) */
+    memset(m->gid, 0, sizeof(m->gid));
+    if (hv_real.r_ibv_query_gid(qp->pd->ctx->phys, attr->ah_attr.port_num,
+                                attr->ah_attr.is_global ? attr->ah_attr.grh.sgid_index : 0,
+                                &own) == 0)
+        memcpy(m->gid, own.raw, sizeof(m->gid));
     r = hv_proto_format(m, req, sizeof(req));
     if (r >= 0)
-        r = hv_peer_call(&attr->ah_attr.grh.dgid, attr->dest_qp_num, req, line,
-                         HV_PROTO_LINE_MAX + 2);
+        r = hv_peer_call(peer, attr->dest_qp_num, req, line, HV_PROTO_LINE_MAX + 2);
     if (r == 0 && hv_proto_parse(line, strlen(line), m) < 0)
         r = -EPROTO;
     if (r == 0 && m->type == HV_MSG_DEFER)
@@ -304,7 +339,8 @@ static int hv_lookup_call(HvQp *qp, const struct ibv_qp_attr *attr, HvMsg *m, ui
 
 #define HV_LOOKUP_RETRY_MS 200 /* a LOOKUP answered DEFER moving is asked again after */
 
-uint32_t hv_lookup_peer(HvQp *qp, const struct ibv_qp_attr *attr, HvMap *keys)
+uint32_t hv_lookup_peer(HvQp *qp, const struct ibv_qp_attr *attr, const union ibv_gid *peer,
+                        HvMap *keys, uint16_t *lid)
 {
     HvContext *ctx = qp->pd->ctx;
     union ibv_gid own;
@@ -313,14 +349,15 @@ uint32_t hv_lookup_peer(HvQp *qp, const struct ibv_qp_attr *attr, HvMap *keys)
     HvMsg *m;
     int r, said = 0;
 
-    if (hv_real.r_ibv_query_gid(ctx->phys, attr->ah_attr.port_num, attr->ah_attr.grh.sgid_index,
+    *lid = 0;
+    if (hv_real.r_ibv_query_gid(ctx->phys, attr->ah_attr.port_num,
+                                attr->ah_attr.is_global ? attr->ah_attr.grh.sgid_index : 0,
                                 &own) == 0 &&
-        memcmp(own.raw, attr->ah_attr.grh.dgid.raw, 16) == 0 &&
-        hv_find_vqpn(attr->dest_qp_num, NULL))
+        memcmp(own.raw, peer->raw, 16) == 0 && hv_find_vqpn(attr->dest_qp_num, NULL))
         return hv_lookup_here(attr->dest_qp_num, keys);
-    if (!hv_peer_known(&attr->ah_attr.grh.dgid) || !(m = calloc(1, sizeof(*m))))
+    if (!hv_peer_known(peer) || !(m = calloc(1, sizeof(*m))))
         return pqpn; /* a peer outside the layer keeps its numbers */
-    while ((r = hv_lookup_call(qp, attr, m, &pqpn)) == 1 && hv_now_ms() < until) {
+    while ((r = hv_lookup_call(qp, attr, peer, m, &pqpn)) == 1 && hv_now_ms() < until) {
         if (!said++)
             hv_log("QP %u: its peer QP %u is moving: connecting once it is back", qp->pub.qp_num,
                    attr->dest_qp_num);
@@ -328,6 +365,7 @@ uint32_t hv_lookup_peer(HvQp *qp, const struct ibv_qp_attr *attr, HvMap *keys)
         hv_progress_wait(hv_progress_gen(), hv_now_ms() + HV_LOOKUP_RETRY_MS);
     }
     if (r == 0) {
+        *lid = m->lid;
         for (uint32_t i = 0; i < m->nkeys; i++)
             hv_map_put(keys, m->keys[i].v, m->keys[i].p);
         if (pqpn != attr->dest_qp_num || m->nkeys)

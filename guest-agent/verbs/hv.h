@@ -26,6 +26,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/socket.h>
 
 #include "hv-proto.h"
 
@@ -166,6 +167,8 @@ typedef struct HvAh {
     HvPd *pd;
     struct ibv_ah_attr attr;
     struct ibv_ah *stale; /* replaced when its peer moved (UDMAP); a post may still read it */
+    union ibv_gid peer;   /* whom it addresses (hv_av_peer): the UD tables' key */
+    int peer_known;
     struct HvAh *next;
 } HvAh;
 
@@ -222,6 +225,7 @@ typedef struct HvQp {
     pthread_mutex_t lock;
     int paused;         /* posts are queued (quiesce, or the peer's swap) */
     int64_t paused_at;  /* CLOCK_MONOTONIC ms when the peer's swap paused it */
+    int64_t suspend_until; /* a peer's SUSPEND: its RECONNECT due by then, else the QP fails */
     HvSendQueue queued; /* sends posted while paused */
     HvRecvFifo recvs;   /* posted, not yet completed (non-SRQ) */
     HvScratch xs, xr;   /* translated sends, receives (non-SRQ) */
@@ -232,6 +236,8 @@ typedef struct HvQp {
     uint64_t recv_done; /* receive completions polled */
     /* the connected peer (RC/UC) */
     uint32_t peer_vqpn, peer_pqpn;
+    union ibv_gid peer_gid;  /* the peer's port GID (hv_av_peer at RTR): who it is after moves */
+    int peer_known;          /* peer_gid is known (a GRH, or the directory had its LID) */
     HvMap peer_rkeys;     /* the peer's virtual rkey -> its physical rkey */
     uint32_t routed_vqpn; /* the registration file written for this QP (0: none) */
     /* UD: sends held while a peer moves (its UDHOLD until its UDMAP or this deadline, ms) */
@@ -310,8 +316,31 @@ int hv_progress_wait(uint64_t seen, int64_t until);
 /* The QP whose virtual QPN is @vqpn in any context (and its context); NULL when none. */
 HvQp *hv_find_vqpn(uint32_t vqpn, HvContext **ctx);
 
-/* ==== peer link: hv-peer.c ================================================================ */
+/* ==== peer link ============================================================================ */
+
+/* ---- hv-dir.c: the agents' directory (RUN_DIR/directory, docs/protocol.md "Directory") ---- */
+#define HV_DIR_FILE "directory"
+#define HV_DIR_LINE_MAX 128
+#define HV_DIR_BYTES_MAX (8 << 20)
+typedef struct {
+    uint8_t gid[16];
+    uint16_t lid; /* 0: none (RoCE) */
+    struct sockaddr_storage addr; /* the agent's peer port */
+    socklen_t alen;
+} HvDirEntry;
+/* One line "<gid hex> <lid> <address> <port>" into @e: 0 or -EINVAL. */
+int hv_dir_parse_line(const char *line, HvDirEntry *e);
+/* The newest entry for @gid, or for the port holding @lid now: 1 found, 0 not, -errno when
+ * the file cannot be read (the file is read again only after the agent replaced it). */
+int hv_dir_lookup_gid(const char *path, const uint8_t gid[16], HvDirEntry *out);
+int hv_dir_lookup_lid(const char *path, uint16_t lid, HvDirEntry *out);
+
+/* ---- hv-peer.c ------------------------------------------------------------------------------
+ * A peer is known by its port GID (on IB subnet prefix + port GUID: it survives a move);
+ * HOTMIG_VERBS_PEERS names peers explicitly and wins, the directory knows the others. */
 int hv_peer_known(const union ibv_gid *gid);
+/* The GID of the port that holds @lid now (the directory): 1 found, 0 not. */
+int hv_peer_gid_of_lid(uint16_t lid, union ibv_gid *gid);
 size_t hv_peer_count(void);
 void hv_peers_parse(void); /* HOTMIG_VERBS_PEERS, once at the registration */
 /* Asks the layer owning @vqpn at @gid; @req a full line; @reply gets a line. */
@@ -332,6 +361,24 @@ void hv_qp_route_del(HvQp *qp);
 struct HotmigClient;
 void hv_report_attach(struct HotmigClient *c);
 void hv_report_peer(const uint8_t gid[16], uint32_t qpn);
+/* The authenticated channel (hv-auth.h; docs/security.md, "The verbs peer protocol"): the job's
+ * key from HOTMIG_VERBS_KEY_FILE or HOTMIG_VERBS_KEY (hv_key_load, at the registration; none:
+ * logged, peers refused, nothing asked); hv_key_set() for the tests (0 or -EINVAL). */
+void hv_key_load(void);
+int hv_key_set(const void *key, size_t len);
+/* The caller's side on a routed connection @fd: the challenge, @req sealed, the reply opened
+ * into @reply (the message alone). 0, or -errno (logged: -ENOKEY, -EACCES refused). */
+int hv_channel_call(int fd, uint32_t vqpn, const char *req, char *reply, size_t reply_max,
+                    int64_t deadline);
+/* The called side: the challenge (or, without a key, an ERROR: -ENOKEY); each request read and
+ * opened into @m with its sender's GID @from (a refused one is answered with an ERROR, logged,
+ * and returns -errno: the connection ends); each reply sealed. */
+struct HvAuthSession;
+int hv_channel_accept(int fd, struct HvAuthSession *s);
+int hv_channel_read(int fd, struct HvAuthSession *s, char *line, size_t max, HvMsg *m,
+                    uint8_t from[16], int64_t deadline);
+int hv_channel_reply(int fd, const struct HvAuthSession *s, const uint8_t from[16],
+                     const HvMsg *rep);
 
 /* ==== translation ========================================================================= */
 
@@ -399,9 +446,9 @@ int hv_drives(const uint8_t own_gid[16], uint32_t own_vqpn, const uint8_t peer_g
 /* ---- hv-xlate.c: what the data path reads after a swap ------------------------------------ */
 /* a UD post's remote QPN translated (and its target noted); a UD receive's src_qp back (also
  * counted per physical src_qp) */
-uint32_t hv_ud_send_qpn(const struct ibv_ah_attr *ah, uint32_t remote_qpn);
+uint32_t hv_ud_send_qpn(const HvAh *ah, uint32_t remote_qpn);
 uint32_t hv_ud_recv_qpn(uint32_t src_qp);
-void hv_ud_count_send(HvQp *qp, const struct ibv_ah_attr *ah); /* qp lock held */
+void hv_ud_count_send(HvQp *qp, const HvAh *ah); /* qp lock held */
 size_t hv_ud_targets_copy(HvUdTarget *tg); /* the UD peers this process sent to */
 /* How many of @n (sending physical QPN, count) pairs have not all arrived yet. */
 size_t hv_ud_missing(const HvKeyPair *want, size_t n);
@@ -413,16 +460,22 @@ struct ibv_ah *hv_ah_phys(HvAh *ah);
 /* A new physical AH for @ah (its peer moved); the old one is kept as stale. 0, or -1 with
  * errno. */
 int hv_ah_renew(HvAh *ah);
-int hv_qp_connected(const HvQp *qp); /* RC/UC at RTR or RTS with a GRH */
+int hv_qp_connected(const HvQp *qp); /* RC/UC at RTR or RTS: GRH or LID-routed */
+/* The peer an address vector names, by its port GID: the GRH's DGID; without a GRH (an IB
+ * LID-routed connection) this port's own GID when the DLID is its own LID (loopback), else the
+ * directory's GID for the port that holds the DLID now. 1 known, 0 not. No lock held. */
+int hv_av_peer(HvContext *ctx, const struct ibv_ah_attr *ah, union ibv_gid *gid);
+uint16_t hv_port_lid(HvContext *ctx, uint8_t port); /* its LID now; 0 on RoCE or unknown */
 /* @ctx's memory regions whose physical rkey differs from the virtual one, into @m's keys. */
 void hv_ctx_keys(HvContext *ctx, HvMsg *m);
 void hv_keymap_push(HvContext *ctx, uint32_t vkey, uint32_t pkey); /* no lock held */
-/* At RTR of a RC/UC QP to a new peer (GRH): the physical QPN of the peer's virtual
+/* At RTR of a RC/UC QP to a new peer (@peer, hv_av_peer): the physical QPN of the peer's virtual
  * attr->dest_qp_num, its changed rkeys added to @keys; asked of this process's own QPs, or of
  * the peer's layer (LOOKUP) when HOTMIG_VERBS_PEERS names its GID, waiting while it moves (at
  * most HV_LOOKUP_WAIT_MS). The numbers as given when the peer is outside the layer. No lock held.
  */
-uint32_t hv_lookup_peer(HvQp *qp, const struct ibv_qp_attr *attr, HvMap *keys);
+uint32_t hv_lookup_peer(HvQp *qp, const struct ibv_qp_attr *attr, const union ibv_gid *peer,
+                        HvMap *keys, uint16_t *lid); /* @lid: the peer port's LID now, or 0 */
 #define HV_LOOKUP_WAIT_MS 60000
 
 /* ==== data path =========================================================================== */
@@ -448,7 +501,9 @@ int hv_qp_fence(HvQp *qp);
 void hv_qp_flush_queued(HvQp *qp);
 void hv_qp_sendq_ready(HvQp *qp);
 void hv_qp_unpause(HvQp *qp);      /* no lock held */
-int hv_qp_await_expired(HvQp *qp); /* 1 when its peer did not reconnect in time */
+/* 1 when its peer did not reconnect in time (moving too, or it suspended the QP): the QP is
+ * put in the error state, logged */
+int hv_qp_await_expired(HvQp *qp);
 int hv_ud_held(HvQp *qp);          /* 1 while its UD sends are held */
 
 /* ---- hv-poll.c: completions ---------------------------------------------------------------- */
@@ -541,8 +596,10 @@ int hv_own_addr(HvQp *qp, union ibv_gid *gid, uint16_t *lid);
 int hv_qp_drain(HvQp *qp, uint64_t want_recv, int64_t deadline);
 int hv_repost(HvRecvFifo *f, HvQp *qp, HvSrq *srq); /* recorded receives on the new device */
 
-/* ---- hv-handle.c: the layer's handler of one peer request. Fills @reply; 0 or -errno. ---- */
-int hv_peer_handle(const HvMsg *m, HvMsg *reply);
+/* ---- hv-handle.c: the layer's handler of one peer request. Fills @reply; 0 or -errno. ----
+ * @from: the sender's GID, from its authenticated frame: a request about a QP is taken only
+ * from the peer that QP is connected to (docs/security.md, "The verbs peer protocol"). */
+int hv_peer_handle(const HvMsg *m, const uint8_t from[16], HvMsg *reply);
 
 /* libibverbs exports that verbs.h does not declare (driver.h / the old ABI). */
 int ibv_dontfork_range(void *b, size_t s);

@@ -93,3 +93,7 @@ set_tests_properties(e2e-mpi-drain PROPERTIES DEPENDS "e2e-mpi-openmpi;e2e-mpi-m
 # -g and ib_write_bw without -x pass; after a move the port is INIT until the lab SM sweeps.
 hm_add_e2e(e2e-ib-fabric ib-fabric.sh)
 set_tests_properties(e2e-ib-fabric PROPERTIES LABELS "e2e;standin")
+# The verbs layer on the lab's InfiniBand fabric mode (issue 29): unmodified ibv_rc_pingpong
+# without -g (LID-routed) across moves of each end, the peers found in the agents' directory.
+hm_add_e2e(e2e-ib-rc-pingpong verbs-rc-pingpong.sh EVENTS=0 E2E_FABRIC=ib)
+set_tests_properties(e2e-ib-rc-pingpong PROPERTIES LABELS "e2e;standin;e2e-pending")

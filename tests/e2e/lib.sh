@@ -98,13 +98,16 @@ release_leases() {
 trap cleanup EXIT
 
 # start_guest NAME HOST PEER [WORKLOAD ARGS]
+# E2E_FABRIC=ib boots it in the lab's InfiniBand fabric mode (docs/lab.md).
 start_guest() {
     local name=$1 host=$2 peer=$3 workload=${4:-}
+    local fabric=()
+    [ -n "${E2E_FABRIC:-}" ] && fabric=(--fabric "$E2E_FABRIC")
     guests+=("$name")
     if [ -n "$workload" ]; then
-        "$lab" guest "$name" --host "$host" --peer "$peer" --workload "$workload" --bin-dir "$build" >/dev/null
+        "$lab" guest "$name" --host "$host" --peer "$peer" --workload "$workload" --bin-dir "$build" "${fabric[@]}" >/dev/null
     else
-        "$lab" guest "$name" --host "$host" --peer "$peer" --bin-dir "$build" >/dev/null
+        "$lab" guest "$name" --host "$host" --peer "$peer" --bin-dir "$build" "${fabric[@]}" >/dev/null
     fi
 }
 

@@ -40,19 +40,21 @@ static void test_lookup_round_trip(void **state)
     memset(m, 0, sizeof(*m));
     m->type = HV_MSG_LOOKEDUP;
     m->target = 17; /* the physical QPN */
+    m->lid = 0x102; /* IB: the target port's LID now */
     m->nkeys = 2;
     m->keys[0] = (HvKeyPair){0x1234, 0x5678};
     m->keys[1] = (HvKeyPair){0xffffffff, 1};
     n = hv_proto_format(m, buf, sizeof(buf));
     assert_true(n > 0);
-    assert_string_equal(buf, "LOOKEDUP 17 2 1234:5678 ffffffff:1\n");
+    assert_string_equal(buf, "LOOKEDUP 17 258 2 1234:5678 ffffffff:1\n");
     assert_int_equal(hv_proto_parse(buf, (size_t)n - 1, back), 0);
     assert_int_equal(back->type, HV_MSG_LOOKEDUP);
     assert_int_equal(back->target, 17);
+    assert_int_equal(back->lid, 0x102);
     assert_int_equal(back->nkeys, 2);
     assert_int_equal(back->keys[1].v, 0xffffffff);
     /* no key changed: the peer's process never swapped, or registered nothing */
-    assert_int_equal(parse("LOOKEDUP 17 0", back), 0);
+    assert_int_equal(parse("LOOKEDUP 17 0 0", back), 0);
     assert_int_equal(back->nkeys, 0);
     /* the peer is moving: it answers as to a RECONNECT, and the caller asks again */
     assert_int_equal(parse("DEFER moving", back), 0);
@@ -72,14 +74,15 @@ static void test_lookup_refuses_bad_lines(void **state)
     assert_int_equal(parse("LOOKUP 16777216 17", m), -EINVAL); /* > 24 bits */
     assert_int_equal(parse("LOOKUP 023 17", m), -EINVAL);      /* leading zero */
     assert_int_equal(parse("LOOKUP -1 17", m), -EINVAL);
-    assert_int_equal(parse("LOOKEDUP 17", m), -EINVAL);          /* no count */
-    assert_int_equal(parse("LOOKEDUP 17 1", m), -EINVAL);        /* fewer than said */
-    assert_int_equal(parse("LOOKEDUP 17 1 1:2 3:4", m), -EINVAL); /* more than said */
-    assert_int_equal(parse("LOOKEDUP 17 1 1:100000000", m), -EINVAL); /* key > 32 bits */
-    assert_int_equal(parse("LOOKEDUP 16777216 0", m), -EINVAL);
-    assert_int_equal(parse("LOOKEDUP 17 1 1:G", m), -EINVAL);
+    assert_int_equal(parse("LOOKEDUP 17 0", m), -EINVAL);          /* no count (or no LID) */
+    assert_int_equal(parse("LOOKEDUP 17 0 1", m), -EINVAL);        /* fewer than said */
+    assert_int_equal(parse("LOOKEDUP 17 0 1 1:2 3:4", m), -EINVAL); /* more than said */
+    assert_int_equal(parse("LOOKEDUP 17 0 1 1:100000000", m), -EINVAL); /* key > 32 bits */
+    assert_int_equal(parse("LOOKEDUP 16777216 0 0", m), -EINVAL);
+    assert_int_equal(parse("LOOKEDUP 17 0 1 1:G", m), -EINVAL);
+    assert_int_equal(parse("LOOKEDUP 17 65536 0", m), -EINVAL); /* LID > 16 bits */
     /* more keys than HV_PROTO_KEYS_MAX */
-    off = (size_t)snprintf(big, HV_PROTO_LINE_MAX, "LOOKEDUP 17 %d", HV_PROTO_KEYS_MAX + 1);
+    off = (size_t)snprintf(big, HV_PROTO_LINE_MAX, "LOOKEDUP 17 0 %d", HV_PROTO_KEYS_MAX + 1);
     for (int i = 0; i <= HV_PROTO_KEYS_MAX; i++)
         off += (size_t)snprintf(big + off, HV_PROTO_LINE_MAX - off, " %x:%x", i + 1, i + 2);
     assert_int_equal(hv_proto_parse(big, off, m), -EINVAL);

@@ -34,16 +34,18 @@ static void test_udmap_round_trip(void **state)
     m->gid[13] = 0x33;
     m->gid[14] = 0x64;
     m->gid[15] = 2;
+    m->lid = 0x201; /* IB: the mover's LID now (0 on RoCE) */
     m->nkeys = 2;
     m->keys[0] = (HvKeyPair){25, 19};
     m->keys[1] = (HvKeyPair){0xffffff, 0x11};
     n = hv_proto_format(m, buf, sizeof(buf));
     assert_true(n > 0);
-    assert_string_equal(buf, "UDMAP 19 " GID_A " 2 19:13 ffffff:11\n");
+    assert_string_equal(buf, "UDMAP 19 " GID_A " 513 2 19:13 ffffff:11\n");
     assert_int_equal(hv_proto_parse(buf, (size_t)n - 1, back), 0);
     assert_int_equal(back->type, HV_MSG_UDMAP);
     assert_int_equal(back->target, 19);
     assert_memory_equal(back->gid, m->gid, 16);
+    assert_int_equal(back->lid, 0x201);
     assert_int_equal(back->nkeys, 2);
     assert_int_equal(back->keys[1].v, 0xffffff);
     assert_int_equal(back->keys[1].p, 0x11);

@@ -54,3 +54,10 @@ target_link_options(verbs-wr-api-test PRIVATE -Wl,--wrap=malloc,--wrap=calloc,--
 add_test(NAME verbs-ucx-env
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-ucx-env.sh $<TARGET_FILE:hotmig-verbs>)
 set_tests_properties(verbs-ucx-env PROPERTIES LABELS unit)
+# The layer on InfiniBand (issue 29): LID-routed connections, a mover's new LID, the agents'
+# directory; the layer's sources linked in, the real libibverbs faked through hv_real.
+hm_add_test(verbs-ib-test unit
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-ib-test.c ${HM_VERBS_SOURCES}
+  LIBS hotmig-verbs-proto hotmig Threads::Threads ${CMAKE_DL_LIBS})
+target_include_directories(verbs-ib-test PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs
+  ${IBVERBS_INCLUDE_DIRS})
