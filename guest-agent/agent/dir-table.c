@@ -27,6 +27,8 @@ typedef struct {
     guint n_claims;
     gboolean conflict_logged;     /* a GID claimed twice */
     gboolean lid_conflict_logged; /* its LID claimed by another GID */
+    guint16 lid;                  /* while formatting: its winner's LID */
+    guint16 file_lid;             /* and as the file gives it (0: another's now) */
 } DirGid;
 
 struct AgentDirTable {
@@ -355,107 +357,138 @@ static const AgentDirPort *dir_port_of(const DirAnnouncer *a, const guint8 gid[1
     return NULL;
 }
 
-/* The key of a LID: the GID's subnet prefix (its first 8 bytes) and the LID. */
-static gchar *dir_lid_key(const DirGid *g, guint16 lid)
+/* The live GIDs (their winner's claim), sorted by GID. */
+static gint dir_gid_cmp(gconstpointer a, gconstpointer b)
 {
-    return g_strdup_printf("%02x%02x%02x%02x%02x%02x%02x%02x/%u", g->gid[0], g->gid[1], g->gid[2],
-                           g->gid[3], g->gid[4], g->gid[5], g->gid[6], g->gid[7], lid);
+    return memcmp((*(DirGid *const *)a)->gid, (*(DirGid *const *)b)->gid, 16);
 }
 
-/* Per subnet and LID, the GID whose claim of it is the most recent. */
-static GHashTable *dir_lid_winners(AgentDirTable *t)
+static GPtrArray *dir_gids_sorted(AgentDirTable *t)
 {
-    GHashTable *lids = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    GPtrArray *v = g_ptr_array_sized_new(g_hash_table_size(t->gids));
     GHashTableIter it;
     gpointer value;
 
     g_hash_table_iter_init(&it, t->gids);
     while (g_hash_table_iter_next(&it, NULL, &value)) {
-        DirGid *g = value, *other;
-        g_autofree char *key = NULL;
-        guint16 lid;
+        DirGid *g = value;
 
         if (!g->winner)
             continue;
-        lid = dir_port_of(g->winner, g->gid)->lid;
-        if (!lid)
-            continue;
-        key = dir_lid_key(g, lid);
-        other = g_hash_table_lookup(lids, key);
-        if (!other || dir_newer(&g->winner->msg, &other->winner->msg))
-            g_hash_table_replace(lids, g_steal_pointer(&key), g);
+        g->lid = dir_port_of(g->winner, g->gid)->lid;
+        g_ptr_array_add(v, g);
     }
-    return lids;
+    g_ptr_array_sort(v, dir_gid_cmp);
+    return v;
 }
 
-/* @g's LID as the file gives it: 0 when another GID of its subnet claimed it more recently. */
-static guint16 dir_effective_lid(GHashTable *lids, DirGid *g)
+/* By subnet prefix (the GID's first 8 bytes) and LID, the most recent claim first. */
+static gint dir_lid_cmp(gconstpointer pa, gconstpointer pb)
 {
-    guint16 lid = dir_port_of(g->winner, g->gid)->lid;
-    g_autofree char *key = NULL;
-    DirGid *w;
+    const DirGid *a = *(DirGid *const *)pa, *b = *(DirGid *const *)pb;
+    int c = memcmp(a->gid, b->gid, 8);
 
-    if (!lid)
-        return 0;
-    key = dir_lid_key(g, lid);
-    w = g_hash_table_lookup(lids, key);
-    if (w == g) {
-        g->lid_conflict_logged = FALSE;
-        return lid;
-    }
-    if (!g->lid_conflict_logged) {
-        g_autofree char *mine = dir_gid_text(g->gid);
-        g_autofree char *theirs = dir_gid_text(w->gid);
+    if (c)
+        return c;
+    if (a->lid != b->lid)
+        return a->lid < b->lid ? -1 : 1;
+    if (a->winner == b->winner)
+        return memcmp(a->gid, b->gid, 16);
+    return dir_newer(&a->winner->msg, &b->winner->msg) ? -1 : 1;
+}
 
-        g_warning("directory: LID %u is claimed by GIDs %s (agent %s) and %s (agent %s): %s "
-                  "claimed it last; %s's LID is unknown until it announces again",
-                  lid, mine, g->winner->msg.addr, theirs, w->winner->msg.addr, theirs, mine);
-        g->lid_conflict_logged = TRUE;
+static void dir_lid_lost(DirGid *g, const DirGid *w)
+{
+    g_autofree char *mine = dir_gid_text(g->gid);
+    g_autofree char *theirs = dir_gid_text(w->gid);
+
+    if (g->lid_conflict_logged)
+        return;
+    g_warning("directory: LID %u is claimed by GIDs %s (agent %s) and %s (agent %s): %s claimed "
+              "it last; %s's LID is unknown until it announces again",
+              g->lid, mine, g->winner->msg.addr, theirs, w->winner->msg.addr, theirs, mine);
+    g->lid_conflict_logged = TRUE;
+}
+
+/* Sets each GID's file_lid: its LID, or 0 when another GID of its subnet claimed that LID
+ * more recently (logged once per conflict). */
+static void dir_lids_resolve(GPtrArray *gids)
+{
+    g_autoptr(GPtrArray) v = g_ptr_array_sized_new(gids->len);
+
+    for (guint i = 0; i < gids->len; i++) {
+        DirGid *g = gids->pdata[i];
+
+        g->file_lid = g->lid;
+        if (g->lid)
+            g_ptr_array_add(v, g);
     }
-    return 0;
+    g_ptr_array_sort(v, dir_lid_cmp);
+    for (guint i = 0; i < v->len; i++) {
+        DirGid *g = v->pdata[i], *w = i ? v->pdata[i - 1] : NULL;
+
+        if (w && w->lid == g->lid && memcmp(w->gid, g->gid, 8) == 0) {
+            if (w->file_lid == 0) /* the winner of the group is further up */
+                for (guint k = i - 1; k > 0 && ((DirGid *)v->pdata[k])->file_lid == 0; k--)
+                    w = v->pdata[k - 1];
+            dir_lid_lost(g, w);
+            g->file_lid = 0;
+        } else {
+            g->lid_conflict_logged = FALSE;
+        }
+    }
 }
 
 gboolean agent_dir_table_lookup(AgentDirTable *t, const guint8 gid[16], guint16 *ret_lid,
                                 const char **ret_addr, guint16 *ret_port)
 {
     DirGid *g = g_hash_table_lookup(t->gids, gid);
-    g_autoptr(GHashTable) lids = NULL;
+    g_autoptr(GPtrArray) all = NULL;
 
     if (!g || !g->winner)
         return FALSE;
-    lids = dir_lid_winners(t);
-    *ret_lid = dir_effective_lid(lids, g);
+    all = dir_gids_sorted(t);
+    dir_lids_resolve(all);
+    *ret_lid = g->file_lid;
     *ret_addr = g->winner->msg.addr;
     *ret_port = g->winner->msg.port;
     return TRUE;
 }
 
-static gint dir_gid_cmp(gconstpointer a, gconstpointer b)
+static void dir_append_uint(GString *s, guint v)
 {
-    return memcmp((*(DirGid *const *)a)->gid, (*(DirGid *const *)b)->gid, 16);
+    char buf[12];
+    int n = 0;
+
+    do
+        buf[n++] = (char)('0' + v % 10);
+    while ((v /= 10) && n < 11);
+    while (n > 0)
+        g_string_append_c(s, buf[--n]);
 }
 
 GString *agent_dir_table_format(AgentDirTable *t)
 {
-    g_autoptr(GHashTable) lids = dir_lid_winners(t);
-    g_autoptr(GPtrArray) sorted = g_ptr_array_sized_new(g_hash_table_size(t->gids));
-    GString *s = g_string_sized_new(64 + 96 * (gsize)g_hash_table_size(t->gids));
-    GHashTableIter it;
-    gpointer value;
+    static const char hex[] = "0123456789abcdef";
+    g_autoptr(GPtrArray) sorted = dir_gids_sorted(t);
+    GString *s = g_string_sized_new(64 + 96 * (gsize)sorted->len);
 
-    g_hash_table_iter_init(&it, t->gids);
-    while (g_hash_table_iter_next(&it, NULL, &value))
-        if (((DirGid *)value)->winner)
-            g_ptr_array_add(sorted, value);
-    g_ptr_array_sort(sorted, dir_gid_cmp);
+    dir_lids_resolve(sorted);
     g_string_append(s, AGENT_DIR_FILE_HEADER);
     for (guint i = 0; i < sorted->len; i++) {
         DirGid *g = sorted->pdata[i];
 
-        for (guint k = 0; k < 16; k++)
-            g_string_append_printf(s, "%02x", g->gid[k]);
-        g_string_append_printf(s, " %u %s %u\n", dir_effective_lid(lids, g), g->winner->msg.addr,
-                               g->winner->msg.port);
+        for (guint k = 0; k < 16; k++) {
+            g_string_append_c(s, hex[g->gid[k] >> 4]);
+            g_string_append_c(s, hex[g->gid[k] & 0xf]);
+        }
+        g_string_append_c(s, ' ');
+        dir_append_uint(s, g->file_lid);
+        g_string_append_c(s, ' ');
+        g_string_append(s, g->winner->msg.addr);
+        g_string_append_c(s, ' ');
+        dir_append_uint(s, g->winner->msg.port);
+        g_string_append_c(s, '\n');
     }
     return s;
 }
