@@ -6,6 +6,11 @@
  *                  the port's sysfs files (link_layer, lid, sm_lid, lid_mask_count, state,
  *                  gids/0) with what an IB port shows;
  *   INIT           nothing yet (the port stays INIT to verbs until the SM activates it).
+ * The sysfs view is put in place before the address, so that a port ACTIVE to verbs is ACTIVE in
+ * sysfs too; an ACTIVE frame that comes before the VF driver made the RDMA device on the NIC
+ * (the SM may sweep a port during the guest's boot) is applied once the device is there
+ * (looked for every SMA_RETRY_MS, for at most SMA_DEVICE_WAIT_MS; then the address is given
+ * without the sysfs view, and an error line says so).
  * Console lines: "HMLAB ib port IF INIT host=H slot=N", "HMLAB ib port IF ACTIVE lid=0xL
  * sm_lid=0xS", "HMLAB ib error: ...".
  *
@@ -28,7 +33,11 @@
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+#define SMA_RETRY_MS 100
+#define SMA_DEVICE_WAIT_MS 30000
 
 typedef struct {
     char mac[18]; /* as sysfs writes it: 52:54:00:48:01:05 */
@@ -41,8 +50,19 @@ typedef struct {
     int ifindex;       /* the NIC the state below is of */
     HmIbPortState state;
     uint16_t lid;      /* the LID whose address the NIC has, 0 = none */
-    int sysfs_done;
+    int pending;          /* an ACTIVE frame waits for the RDMA device */
+    HmIbSmFrame pending_frame;
+    int pending_ifindex;
+    int64_t pending_deadline;
 } Sma;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static void sma_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -132,8 +152,18 @@ static int sma_addr(Sma *s, int ifindex, uint16_t lid, int add)
     }
 }
 
-/* Bind-mounts the IB view of the port over rxe's sysfs files (once per device). */
-static void sma_sysfs(Sma *s, const HmIbSmFrame *f)
+/* Whether the RDMA device is there and sits on @ifname (not the device of a NIC that went). */
+static int sma_device_ready(const Sma *s, const char *ifname)
+{
+    char path[300], ndev[IF_NAMESIZE + 2];
+
+    snprintf(path, sizeof(path), "%s/class/infiniband/%s/ports/1/gid_attrs/ndevs/0", s->sysfs,
+             s->rdma_dev);
+    return read_line(path, ndev, sizeof(ndev)) == 0 && strcmp(ndev, ifname) == 0;
+}
+
+/* Bind-mounts the IB view of the port over rxe's sysfs files: 0, or -1 (said why). */
+static int sma_sysfs(Sma *s, const HmIbSmFrame *f)
 {
     char port[256], guid[64], path[512], src[512], text[128], cur[64];
     unsigned g[4];
@@ -145,17 +175,17 @@ static void sma_sysfs(Sma *s, const HmIbSmFrame *f)
 
     snprintf(port, sizeof(port), "%s/class/infiniband/%s/ports/1", s->sysfs, s->rdma_dev);
     snprintf(path, sizeof(path), "%s/link_layer", port);
-    if (read_line(path, cur, sizeof(cur)) < 0)
-        return; /* no device yet: the SM's next frame tries again */
-    if (strcmp(cur, "InfiniBand") == 0) {
-        s->sysfs_done = 1;
-        return;
+    if (read_line(path, cur, sizeof(cur)) < 0) {
+        sma_log("ib error: cannot read %s: %s", path, strerror(errno));
+        return -1;
     }
+    if (strcmp(cur, "InfiniBand") == 0)
+        return 0; /* this device has it already */
     snprintf(path, sizeof(path), "%s/class/infiniband/%s/node_guid", s->sysfs, s->rdma_dev);
     if (read_line(path, guid, sizeof(guid)) < 0 ||
         sscanf(guid, "%4x:%4x:%4x:%4x", &g[0], &g[1], &g[2], &g[3]) != 4) {
         sma_log("ib error: cannot read the node GUID of %s", s->rdma_dev);
-        return;
+        return -1;
     }
     snprintf(files[nf].text, sizeof(files[nf].text), "InfiniBand\n");
     files[nf++].name = "link_layer";
@@ -180,10 +210,10 @@ static void sma_sysfs(Sma *s, const HmIbSmFrame *f)
         snprintf(text, sizeof(text), "%s", files[i].text);
         if (write_file(src, text) < 0 || mount(src, path, NULL, MS_BIND, NULL) < 0) {
             sma_log("ib error: cannot show %s over %s: %s", src, path, strerror(errno));
-            return;
+            return -1;
         }
     }
-    s->sysfs_done = 1;
+    return 0;
 }
 
 static void sma_frame(Sma *s, int ifindex, const HmIbSmFrame *f)
@@ -201,14 +231,31 @@ static void sma_frame(Sma *s, int ifindex, const HmIbSmFrame *f)
         s->ifindex = ifindex;
         s->state = HM_IB_PORT_LAST;
         s->lid = 0;
-        s->sysfs_done = 0;
+        s->pending = 0;
     }
     if (f->state == HM_IB_PORT_INIT) {
         if (s->state != HM_IB_PORT_INIT)
             sma_log("ib port %s INIT host=%s slot=%u", ifname, f->host, f->slot);
         s->state = HM_IB_PORT_INIT;
+        s->pending = 0;
         return;
     }
+    if (s->state == HM_IB_PORT_ACTIVE && s->lid == f->lid)
+        return;
+    if (!sma_device_ready(s, ifname)) {
+        if (!s->pending)
+            s->pending_deadline = now_ms() + SMA_DEVICE_WAIT_MS;
+        s->pending = 1;
+        s->pending_frame = *f;
+        s->pending_ifindex = ifindex;
+        if (now_ms() < s->pending_deadline)
+            return;
+        sma_log("ib error: no %s on %s %d ms after the SM activated it: LID without sysfs view",
+                s->rdma_dev, ifname, SMA_DEVICE_WAIT_MS);
+    } else {
+        sma_sysfs(s, f);
+    }
+    s->pending = 0;
     if (s->lid != f->lid) {
         if (s->lid && (r = sma_addr(s, ifindex, s->lid, 0)) < 0)
             sma_log("ib error: cannot remove LID 0x%04x from %s: %s", s->lid, ifname, strerror(-r));
@@ -217,14 +264,10 @@ static void sma_frame(Sma *s, int ifindex, const HmIbSmFrame *f)
             return;
         }
         s->lid = f->lid;
-        s->sysfs_done = 0;
     }
-    if (s->state != HM_IB_PORT_ACTIVE)
-        sma_log("ib port %s ACTIVE lid=0x%04x sm_lid=0x%04x host=%s slot=%u", ifname, f->lid,
-                f->sm_lid, f->host, f->slot);
+    sma_log("ib port %s ACTIVE lid=0x%04x sm_lid=0x%04x host=%s slot=%u", ifname, f->lid,
+            f->sm_lid, f->host, f->slot);
     s->state = HM_IB_PORT_ACTIVE;
-    if (!s->sysfs_done)
-        sma_sysfs(s, f);
 }
 
 static void usage(void)
@@ -293,8 +336,21 @@ int main(int argc, char **argv)
         struct sockaddr_ll from;
         socklen_t fl = sizeof(from);
         HmIbSmFrame f;
-        ssize_t n = recvfrom(s.pkt, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl);
+        struct pollfd pfd = {.fd = s.pkt, .events = POLLIN};
+        ssize_t n;
 
+        if (poll(&pfd, 1, s.pending ? SMA_RETRY_MS : -1) < 0 && errno != EINTR) {
+            sma_log("ib error: hm-ib-sma: poll: %s", strerror(errno));
+            return 1;
+        }
+        if (!(pfd.revents & POLLIN)) {
+            if (s.pending) {
+                f = s.pending_frame;
+                sma_frame(&s, s.pending_ifindex, &f);
+            }
+            continue;
+        }
+        n = recvfrom(s.pkt, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
