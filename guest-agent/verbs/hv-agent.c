@@ -2,6 +2,7 @@
  * and resume), the server that peers' requests reach, and the hooks lower layers call up through.
  */
 #include "hv.h"
+#include "hv-auth.h"
 #include "hv-proto.h"
 #include "hotmig.h"
 
@@ -18,34 +19,35 @@ static char hv_sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static int hv_server_fd = -1;
 static pthread_once_t hv_reg_once = PTHREAD_ONCE_INIT;
 
+/* The server's bounds: connections (each a thread) at once; a caller sends its first frame
+ * within HV_AUTH_CHALLENGE_MS of the challenge, each further one within HV_SERVER_IDLE_MS. */
+#define HV_SERVER_CONNS_MAX 16
+#define HV_SERVER_IDLE_MS 30000
+static atomic_int hv_server_conns;
+
+/* One routed connection: the challenge, then authenticated requests, each answered. */
 static void *hv_conn_thread(void *arg)
 {
     int fd = (int)(intptr_t)arg;
-    char *line = malloc(HV_PROTO_LINE_MAX + 2);
-    char *out = malloc(HV_PROTO_LINE_MAX + 2);
+    char *line = malloc(HV_AUTH_LINE_MAX + 2);
     HvMsg *m = malloc(sizeof(*m)), *reply = malloc(sizeof(*reply));
+    HvAuthSession s;
+    int64_t deadline = hv_now_ms() + HV_AUTH_CHALLENGE_MS;
+    uint8_t from[16];
 
-    while (line && out && m && reply) {
-        int r = hv_read_line(fd, line, HV_PROTO_LINE_MAX + 2, hv_now_ms() + 60000);
-
-        if (r < 0)
-            break;
-        memset(reply, 0, sizeof(*reply));
-        if (hv_proto_parse(line, (size_t)r, m) < 0) {
-            reply->type = HV_MSG_ERROR;
-            snprintf(reply->text, sizeof(reply->text), "malformed request");
-        } else {
-            hv_peer_handle(m, reply);
+    if (line && m && reply && hv_channel_accept(fd, &s) == 0)
+        while (hv_channel_read(fd, &s, line, HV_AUTH_LINE_MAX + 2, m, from, deadline) == 0) {
+            memset(reply, 0, sizeof(*reply));
+            hv_peer_handle(m, from, reply);
+            if (hv_channel_reply(fd, &s, from, reply) < 0)
+                break;
+            deadline = hv_now_ms() + HV_SERVER_IDLE_MS;
         }
-        r = hv_proto_format(reply, out, HV_PROTO_LINE_MAX + 2);
-        if (r < 0 || hv_write_all(fd, out, (size_t)r) < 0)
-            break;
-    }
     free(line);
-    free(out);
     free(m);
     free(reply);
     close(fd);
+    atomic_fetch_sub(&hv_server_conns, 1);
     return NULL;
 }
 
@@ -62,7 +64,14 @@ static void *hv_server_thread(void *arg)
             hv_log("peer server stopped: %s", strerror(errno));
             return NULL;
         }
+        if (atomic_fetch_add(&hv_server_conns, 1) >= HV_SERVER_CONNS_MAX) {
+            atomic_fetch_sub(&hv_server_conns, 1);
+            hv_log("a peer connection refused: %d already (a flood?)", HV_SERVER_CONNS_MAX);
+            close(fd);
+            continue;
+        }
         if (pthread_create(&t, NULL, hv_conn_thread, (void *)(intptr_t)fd) != 0) {
+            atomic_fetch_sub(&hv_server_conns, 1);
             close(fd);
             continue;
         }
@@ -114,6 +123,7 @@ static void hv_register_once(void)
         return;
     }
     hv_peers_parse();
+    hv_key_load();
     hv_server_start();
     snprintf(name, sizeof(name), "verbs:%.50s", program_invocation_short_name);
     for (char *s = name; *s; s++)

@@ -50,7 +50,7 @@ typedef enum {
 
 /* One connection's session: nonce_s the called end's challenge, nonce_c the caller's; seq the
  * last request's number (the caller: sent; the called end: received). */
-typedef struct {
+typedef struct HvAuthSession {
     uint8_t nonce_s[HV_AUTH_NONCE_LEN], nonce_c[HV_AUTH_NONCE_LEN];
     int have_c; /* the called end: nonce_c taken from the first frame */
     uint64_t seq;

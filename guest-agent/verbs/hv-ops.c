@@ -26,7 +26,7 @@ int hv_op_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send
     int r = 0;
 
     pthread_mutex_lock(&qp->lock);
-    if (qp->await_peer)
+    if (qp->await_peer || qp->suspend_until)
         hv_qp_await_expired(qp);
     if (qp->paused || !qp->phys || hv_ud_held(qp)) {
         /* Quiesced (or a UD peer moving): kept (with the program's virtual values) and posted

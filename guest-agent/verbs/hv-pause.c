@@ -45,12 +45,22 @@ int hv_qp_await_expired(HvQp *qp)
 {
     struct ibv_qp_attr a;
 
-    if (!qp->await_peer || hv_now_ms() < qp->await_until)
+    int64_t now = hv_now_ms();
+    int suspended = qp->suspend_until && qp->paused && now >= qp->suspend_until;
+
+    if (!suspended && (!qp->await_peer || now < qp->await_until))
         return 0;
-    hv_log("QP %u: its peer QP %u, moving too, did not reconnect within %d s: the QP is put in "
-           "the error state",
-           qp->pub.qp_num, qp->peer_vqpn, HV_AWAIT_PEER_MS / 1000);
+    if (suspended)
+        hv_log("QP %u: its peer QP %u suspended it and did not reconnect within %lld s: the QP "
+               "is put in the error state",
+               qp->pub.qp_num, qp->peer_vqpn,
+               (long long)(qp->suspend_until - qp->paused_at) / 1000);
+    else
+        hv_log("QP %u: its peer QP %u, moving too, did not reconnect within %d s: the QP is put "
+               "in the error state",
+               qp->pub.qp_num, qp->peer_vqpn, HV_AWAIT_PEER_MS / 1000);
     qp->await_peer = 0;
+    qp->suspend_until = 0;
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_ERR;
     if (qp->phys && hv_qp_modify(qp, &a, IBV_QP_STATE) == 0)
@@ -69,6 +79,7 @@ void hv_qp_unpause(HvQp *qp)
         return;
     }
     qp->paused = 0;
+    qp->suspend_until = 0;
     if (qp->phys)
         hv_qp_flush_queued(qp);
     pthread_mutex_unlock(&qp->lock);
