@@ -79,6 +79,74 @@ gboolean hm_file_read_limited(const char *path, gsize max, char **ret_contents, 
     return TRUE;
 }
 
+gboolean hm_file_stat_beneath(const char *root, const char *rel, gboolean *ret_exists,
+                              struct stat *ret_st, GError **error)
+{
+    g_auto(GStrv) parts = NULL;
+    g_autoptr(GString) walked = NULL;
+    struct stat st;
+    int dir;
+
+    g_return_val_if_fail(root && rel && ret_exists, FALSE);
+
+    dir = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0 || fstat(dir, &st) < 0) {
+        int errsv = errno;
+
+        if (dir >= 0)
+            close(dir);
+        if (errsv != ENOENT && errsv != ENOTDIR) {
+            hm_set_error_errno(error, errsv, "Cannot open '%s'", root);
+            return FALSE;
+        }
+        *ret_exists = FALSE;
+        return TRUE;
+    }
+    parts = g_strsplit(rel, "/", -1);
+    walked = g_string_new(root);
+    for (char **p = parts; *p; p++) {
+        int next;
+
+        if (!**p)
+            continue;
+        if (!S_ISDIR(st.st_mode)) { /* what came before is not a directory */
+            close(dir);
+            *ret_exists = FALSE;
+            return TRUE;
+        }
+        if (walked->len == 0 || walked->str[walked->len - 1] != '/')
+            g_string_append_c(walked, '/');
+        g_string_append(walked, *p);
+        next = openat(dir, *p, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (next < 0 || fstat(next, &st) < 0) {
+            int errsv = errno;
+
+            if (next >= 0)
+                close(next);
+            close(dir);
+            if (errsv != ENOENT && errsv != ENOTDIR) {
+                hm_set_error_errno(error, errsv, "Cannot open '%s'", walked->str);
+                return FALSE;
+            }
+            *ret_exists = FALSE;
+            return TRUE;
+        }
+        close(dir);
+        dir = next;
+        if (S_ISLNK(st.st_mode)) {
+            close(dir);
+            g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID,
+                        "'%s' is a symbolic link", walked->str);
+            return FALSE;
+        }
+    }
+    close(dir);
+    *ret_exists = TRUE;
+    if (ret_st)
+        *ret_st = st;
+    return TRUE;
+}
+
 guint hm_deadline_remaining_ms(HmDeadline deadline)
 {
     gint64 left = deadline - g_get_monotonic_time();

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <glib.h>
+#include <sys/stat.h>
 
 G_BEGIN_DECLS
 
@@ -53,6 +54,15 @@ int hm_enum_from_string(const char *const *table, gsize n, const char *str);
  * bytes. On success *ret_contents (owned, NUL-terminated) and *ret_len are set. */
 gboolean hm_file_read_limited(const char *path, gsize max, char **ret_contents, gsize *ret_len,
                               GError **error);
+
+/* Looks @rel (a '/'-separated path relative to the directory @root) up below @root without
+ * following a symbolic link: each component is opened with openat(O_PATH | O_NOFOLLOW) in the
+ * one before (links in @root itself are followed: it is the caller's). *ret_exists: whether it
+ * exists (a missing component, or one that is not a directory, is not an error); *ret_st, when
+ * it does, its stat. Fails with HM_COMMON_ERROR_INVALID ("'PATH' is a symbolic link") when a
+ * component is a link, with HM_COMMON_ERROR_IO when one cannot be opened. */
+gboolean hm_file_stat_beneath(const char *root, const char *rel, gboolean *ret_exists,
+                              struct stat *ret_st, GError **error);
 
 /* ---- JSON strings ------------------------------------------------------------------------ */
 

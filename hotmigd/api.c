@@ -621,8 +621,8 @@ static OrchVfdReply *api_vfio(OrchVfdPool *pool, const char *vf, const char *bod
 /* POST /v1/files {"paths":[...]}: which of these files this host has (a pre-flight check: the
  * domain's disks and kernel must be reachable from the destination). Read only. */
 /* Is @path under one of @roots (each a directory; a path with a '.' or '..' component is
- * under none)? */
-static gboolean files_allowed(const char *path, const char *const *roots)
+ * under none)? *ret_root_len: the length of the root's part of @path. */
+static gboolean files_allowed(const char *path, const char *const *roots, gsize *ret_root_len)
 {
     g_auto(GStrv) parts = g_strsplit(path, "/", -1);
 
@@ -635,8 +635,10 @@ static gboolean files_allowed(const char *path, const char *const *roots)
 
         while (n > 1 && (*r)[n - 1] == '/')
             n--;
-        if (n > 0 && strncmp(path, *r, n) == 0 && (path[n] == '/' || (n == 1 && **r == '/')))
+        if (n > 0 && strncmp(path, *r, n) == 0 && (path[n] == '/' || (n == 1 && **r == '/'))) {
+            *ret_root_len = n;
             return TRUE;
+        }
     }
     return FALSE;
 }
@@ -665,7 +667,10 @@ static OrchVfdReply *api_files(const char *const *roots, const char *body, gsize
     for (guint i = 0; i < json_array_get_length(paths); i++) {
         JsonNode *el = json_array_get_element(paths, i);
         const char *path;
-        GStatBuf st;
+        g_autofree char *root = NULL;
+        g_autoptr(GError) local = NULL;
+        gsize root_len = 0;
+        struct stat st;
         gboolean exists;
 
         if (!JSON_NODE_HOLDS_VALUE(el) || json_node_get_value_type(el) != G_TYPE_STRING)
@@ -677,11 +682,20 @@ static OrchVfdReply *api_files(const char *const *roots, const char *body, gsize
             if (g_ascii_iscntrl(*p))
                 return reply_error(400, "paths[%u] contains a control character", i);
         }
-        if (!files_allowed(path, roots))
+        if (!files_allowed(path, roots, &root_len))
             return reply_error(403,
                                "paths[%u] is not under a directory of [hotmigd] file-roots (no '.' or '..' components)",
                                i);
-        exists = g_stat(path, &st) == 0;
+        /* Below its root, a link is not followed (issue 28, finding 8): the answer would tell
+         * whether any path of the host exists. */
+        root = g_strndup(path, root_len);
+        if (!hm_file_stat_beneath(root, path + root_len, &exists, &st, &local)) {
+            if (g_error_matches(local, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID))
+                return reply_error(
+                    403, "paths[%u]: %s: hotmigd does not follow links under [hotmigd] file-roots",
+                    i, local->message);
+            exists = FALSE;
+        }
         json_builder_begin_object(b);
         json_builder_set_member_name(b, "path");
         json_builder_add_string_value(b, path);

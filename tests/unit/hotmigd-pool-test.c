@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <glib/gstdio.h>
@@ -710,6 +711,45 @@ static void test_files(void **state)
                  "paths[0] must be an absolute path");
     expect_error(fx, "POST", "/v1/files", "{\"paths\": [7]}", 400, "paths[0] must be a string");
     expect_error(fx, "GET", "/v1/files", NULL, 405, "POST");
+}
+
+/* POST /v1/files follows no symbolic link under its roots (issue 28, finding 8): a link to any
+ * path would tell whether it exists. Before, both links were followed (200, "exists": true). */
+static void test_files_no_links(void **state)
+{
+    Fx *fx = *state;
+    guint status = 0;
+    g_autofree char *real = g_build_filename(fx->dir, "real", NULL);
+    g_autofree char *file = g_build_filename(real, "disk.img", NULL);
+    g_autofree char *link = g_build_filename(fx->dir, "link.img", NULL);
+    g_autofree char *dirlink = g_build_filename(fx->dir, "dirlink", NULL);
+    g_autofree char *body = NULL;
+    g_autofree char *via_link = NULL;
+    g_autofree char *via_dirlink = NULL;
+    g_autofree char *under_file = NULL;
+    g_autoptr(JsonObject) obj = NULL;
+    JsonArray *files;
+
+    assert_int_equal(g_mkdir(real, 0700), 0);
+    assert_true(g_file_set_contents(file, "x", 1, NULL));
+    assert_int_equal(symlink(file, link), 0);
+    assert_int_equal(symlink(real, dirlink), 0);
+
+    body = g_strdup_printf("{\"paths\": [\"%s\", \"%s/x\"]}", file, file);
+    obj = call(fx, "POST", "/v1/files", body, &status);
+    assert_int_equal(status, 200);
+    files = json_object_get_array_member(obj, "files");
+    assert_string_equal(
+        json_object_get_string_member(json_array_get_object_element(files, 0), "kind"), "file");
+    assert_false(json_object_get_boolean_member(json_array_get_object_element(files, 1), "exists"));
+
+    via_link = g_strdup_printf("{\"paths\": [\"%s\", \"%s\"]}", file, link);
+    under_file = g_strdup_printf("paths[1]: '%s' is a symbolic link: hotmigd does not follow", link);
+    expect_error(fx, "POST", "/v1/files", via_link, 403, under_file);
+    via_dirlink = g_strdup_printf("{\"paths\": [\"%s/disk.img\"]}", dirlink);
+    g_free(under_file);
+    under_file = g_strdup_printf("paths[0]: '%s' is a symbolic link", dirlink);
+    expect_error(fx, "POST", "/v1/files", via_dirlink, 403, under_file);
 }
 
 static void test_bad_requests(void **state)
@@ -1553,6 +1593,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_vfio, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_bad_requests, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_files, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_files_no_links, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_left, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_identity_reset, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_stale_assigned_reclaimed, fx_setup, fx_teardown),
