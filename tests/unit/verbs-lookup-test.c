@@ -29,13 +29,18 @@ static void test_lookup_round_trip(void **state)
     m->type = HV_MSG_LOOKUP;
     m->target = 23;
     m->sender = 0xffffff;
+    m->gid[10] = m->gid[11] = 0xff; /* who asks: ::ffff:192.0.2.1 */
+    m->gid[12] = 192;
+    m->gid[14] = 2;
+    m->gid[15] = 1;
     n = hv_proto_format(m, buf, sizeof(buf));
     assert_true(n > 0);
-    assert_string_equal(buf, "LOOKUP 23 16777215\n");
+    assert_string_equal(buf, "LOOKUP 23 16777215 00000000000000000000ffffc0000201\n");
     assert_int_equal(hv_proto_parse(buf, (size_t)n - 1, back), 0);
     assert_int_equal(back->type, HV_MSG_LOOKUP);
     assert_int_equal(back->target, 23);
     assert_int_equal(back->sender, 0xffffff);
+    assert_memory_equal(back->gid, m->gid, 16);
 
     memset(m, 0, sizeof(*m));
     m->type = HV_MSG_LOOKEDUP;
@@ -69,11 +74,16 @@ static void test_lookup_refuses_bad_lines(void **state)
     size_t off;
 
     (void)state;
-    assert_int_equal(parse("LOOKUP 23", m), -EINVAL);          /* no sender */
-    assert_int_equal(parse("LOOKUP 23 17 1", m), -EINVAL);     /* extra */
-    assert_int_equal(parse("LOOKUP 16777216 17", m), -EINVAL); /* > 24 bits */
-    assert_int_equal(parse("LOOKUP 023 17", m), -EINVAL);      /* leading zero */
-    assert_int_equal(parse("LOOKUP -1 17", m), -EINVAL);
+#define G " 00000000000000000000ffffc0000201"
+    assert_int_equal(parse("LOOKUP 23" G, m), -EINVAL);          /* no sender */
+    assert_int_equal(parse("LOOKUP 23 17", m), -EINVAL);         /* no GID */
+    assert_int_equal(parse("LOOKUP 23 17 0000ffffc0000201", m), -EINVAL); /* short GID */
+    assert_int_equal(parse("LOOKUP 23 17" G " 1", m), -EINVAL);  /* extra */
+    assert_int_equal(parse("LOOKUP 16777216 17" G, m), -EINVAL); /* > 24 bits */
+    assert_int_equal(parse("LOOKUP 023 17" G, m), -EINVAL);      /* leading zero */
+    assert_int_equal(parse("LOOKUP -1 17" G, m), -EINVAL);
+    assert_int_equal(parse("LOOKUP 23 17" G, m), 0);
+#undef G
     assert_int_equal(parse("LOOKEDUP 17 0", m), -EINVAL);          /* no count (or no LID) */
     assert_int_equal(parse("LOOKEDUP 17 0 1", m), -EINVAL);        /* fewer than said */
     assert_int_equal(parse("LOOKEDUP 17 0 1 1:2 3:4", m), -EINVAL); /* more than said */
