@@ -22,7 +22,7 @@ run_no=0
 one() {
     local tag=$1 tool=$2 args=$3 pre=$4 env=''
     [ "$pre" = 1 ] &&
-        env="LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_PEERS=$(vpeers "$c"),$(vpeers "$s")"
+        env="LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_PEERS=$(vpeers "$c"),$(vpeers "$s") HOTMIG_VERBS_KEY=$HM_VERBS_KEY"
     vtool "$s" "$tag" "$env $tool -d rxe0 -x $gid --use_old_post_send $args"
     sleep 2
     vtool "$c" "$tag" "$env $tool -d rxe0 -x $gid --use_old_post_send $args 198.51.100.$si"

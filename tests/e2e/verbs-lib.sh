@@ -145,9 +145,13 @@ vvfif() {
     grep -a 'HMLAB vf up' "$("$lab" console "$1")" | tail -n 1 | awk '{print $4}'
 }
 
+# The test's job key (docs/security.md, "The verbs peer protocol"): both ends of its tools
+# hold it, the layers refuse each other's requests without it. Fresh for each test.
+HM_VERBS_KEY=${HM_VERBS_KEY:-$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')}
+
 # venv PEER: the environment of a tool under the layer whose peer runs on guest PEER
 venv() {
-    echo "LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_DEBUG=1 HOTMIG_VERBS_PEERS=$(vpeers "$1")"
+    echo "LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_DEBUG=1 HOTMIG_VERBS_PEERS=$(vpeers "$1") HOTMIG_VERBS_KEY=$HM_VERBS_KEY"
 }
 
 # vburn GUEST GID_INDEX: uses up QP numbers and memory keys of GUEST's rxe0 (six short-lived

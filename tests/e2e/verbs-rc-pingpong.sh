@@ -28,7 +28,7 @@ if [ "$fabric" = ib ]; then
             fail "$g: the SM did not activate its port"
     done
     # LID-routed, and no list: the agents' directory knows who holds which GID and LID
-    env_s="LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_DEBUG=1"
+    env_s="LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_DEBUG=1 HOTMIG_VERBS_KEY=$HM_VERBS_KEY"
     env_c=$env_s
     run="ibv_rc_pingpong -d rxe0 -n $iters $opt"
 else

@@ -61,3 +61,11 @@ hm_add_test(verbs-ib-test unit
   LIBS hotmig-verbs-proto hotmig Threads::Threads ${CMAKE_DL_LIBS})
 target_include_directories(verbs-ib-test PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs
   ${IBVERBS_INCLUDE_DIRS})
+# The peer protocol as a trust boundary (issue 28): each request only from the peer its QP is
+# connected to, bounded tables, SUSPEND/UDHOLD deadlines, the authenticated channel on a socket
+# pair. The layer's sources are linked in, libibverbs faked through hv_real.
+hm_add_test(verbs-peer-check-test unit
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/verbs-peer-check-test.c ${HM_VERBS_SOURCES}
+  LIBS hotmig-verbs-proto hotmig Threads::Threads ${CMAKE_DL_LIBS})
+target_include_directories(verbs-peer-check-test PRIVATE ${PROJECT_SOURCE_DIR}/guest-agent/verbs
+  ${IBVERBS_INCLUDE_DIRS})

@@ -1,0 +1,446 @@
+/* libhotmig-verbs: the peer protocol as a trust boundary (issue 28, findings 1, 2 and 4;
+ * docs/security.md, "The verbs peer protocol"). The layer's sources are linked in, libibverbs
+ * below them faked through hv_real. Each request about a QP is taken only from the peer that QP
+ * is connected to (the sender's GID from its authenticated frame, not a QPN alone), the tables
+ * a peer fills are bounded, a SUSPEND and a UDHOLD end; and on a socket pair, a layer with
+ * another key (or none) is refused by the channel, which names why. */
+#include "hv.h"
+#include "hv-auth.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static const uint8_t own_gid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 1};
+static const uint8_t peer_gid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 2};
+static const uint8_t evil_gid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 3};
+static int n_modify;
+
+static int fake_query_port(struct ibv_context *c, uint8_t port, struct _compat_ibv_port_attr *a)
+{
+    (void)c;
+    (void)port;
+    memset(a, 0, sizeof(struct ibv_port_attr));
+    return 0;
+}
+
+static int fake_query_gid(struct ibv_context *c, uint8_t port, int index, union ibv_gid *gid)
+{
+    (void)c;
+    (void)port;
+    (void)index;
+    memcpy(gid->raw, own_gid, 16);
+    return 0;
+}
+
+static int fake_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
+{
+    (void)qp;
+    (void)a;
+    (void)mask;
+    n_modify++;
+    return 0;
+}
+
+static struct ibv_context fake_phys_ctx;
+static struct ibv_qp fake_phys_qp = {.qp_num = 77};
+static HvContext *ctx;
+
+/* An RC QP (virtual 18) connected to the peer's QP 17 at peer_gid, as the program made it. */
+static HvQp *rc_qp(void)
+{
+    HvQp *qp = calloc(1, sizeof(*qp));
+
+    assert_non_null(qp);
+    pthread_mutex_init(&qp->lock, NULL);
+    qp->pd = ctx->pds;
+    qp->phys = &fake_phys_qp;
+    qp->pub.qp_num = 18;
+    qp->init.qp_type = IBV_QPT_RC;
+    qp->init.cap.max_send_wr = 4;
+    qp->init.cap.max_send_sge = 1;
+    qp->m_init = IBV_QP_STATE | IBV_QP_PORT;
+    qp->a_init.port_num = 1;
+    qp->m_rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+    qp->a_rtr.qp_state = IBV_QPS_RTR;
+    qp->a_rtr.dest_qp_num = 17;
+    qp->a_rtr.ah_attr.port_num = 1;
+    qp->a_rtr.ah_attr.is_global = 1;
+    memcpy(qp->a_rtr.ah_attr.grh.dgid.raw, peer_gid, 16);
+    memcpy(qp->peer_gid.raw, peer_gid, 16);
+    qp->peer_known = 1;
+    qp->state = IBV_QPS_RTS;
+    qp->peer_vqpn = 17;
+    qp->peer_pqpn = 17;
+    return qp;
+}
+
+/* A UD QP (virtual 19) that sent to peer_gid. */
+static HvQp *ud_qp(void)
+{
+    HvQp *qp = rc_qp();
+
+    qp->pub.qp_num = 19;
+    qp->init.qp_type = IBV_QPT_UD;
+    qp->m_rtr = 0;
+    qp->state = IBV_QPS_RTS;
+    memcpy(qp->ud_sent[0].gid, peer_gid, 16);
+    qp->ud_sent[0].n = 5;
+    qp->n_ud_sent = 1;
+    return qp;
+}
+
+static void add_qp(HvQp *qp)
+{
+    qp->next = ctx->qps;
+    ctx->qps = qp;
+    assert_int_equal(hv_map_put(&ctx->vqpn, qp->pub.qp_num, (uintptr_t)qp), 0);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    hv_real.r_ibv_query_port = fake_query_port;
+    hv_real.r_ibv_query_gid = fake_query_gid;
+    hv_real.r_ibv_modify_qp = fake_modify_qp;
+    n_modify = 0;
+    ctx = calloc(1, sizeof(*ctx));
+    assert_non_null(ctx);
+    pthread_mutex_init(&ctx->lock, NULL);
+    ctx->phys = &fake_phys_ctx;
+    ctx->pds = calloc(1, sizeof(*ctx->pds));
+    assert_non_null(ctx->pds);
+    ctx->pds->ctx = ctx;
+    pthread_mutex_lock(&hv.lock);
+    hv.ctxs = ctx;
+    pthread_mutex_unlock(&hv.lock);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    pthread_mutex_lock(&hv.lock);
+    hv.ctxs = NULL;
+    pthread_mutex_unlock(&hv.lock);
+    for (HvQp *qp = ctx->qps, *next; qp; qp = next) {
+        next = qp->next;
+        hv_sendq_free(&qp->queued);
+        hv_map_clear(&qp->peer_rkeys);
+        free(qp);
+    }
+    hv_map_clear(&ctx->vqpn);
+    free(ctx->pds);
+    free(ctx);
+    return 0;
+}
+
+static HvMsg *msg(HvMsgType type, uint32_t target, uint32_t sender, const uint8_t gid[16])
+{
+    HvMsg *m = calloc(1, sizeof(*m));
+
+    assert_non_null(m);
+    m->type = type;
+    m->target = target;
+    m->sender = sender;
+    if (gid)
+        memcpy(m->gid, gid, 16);
+    return m;
+}
+
+/* Finding 1: the lab's attack. A RECONNECT naming the victim's peer QPN (17, found by a ROUTE
+ * scan) but sent from another GID changed the QP's peer; now it is refused and nothing
+ * changes. From the real peer it is applied. */
+static void test_reconnect_only_from_peer(void **state)
+{
+    HvQp *qp = rc_qp();
+    HvMsg *m = msg(HV_MSG_RECONNECT, 18, 17, evil_gid), rep = {0};
+
+    (void)state;
+    add_qp(qp);
+    m->sender_pqpn = 99;
+    assert_int_equal(hv_peer_handle(m, evil_gid, &rep), -ENOENT);
+    assert_int_equal(rep.type, HV_MSG_ERROR);
+    assert_int_equal(n_modify, 0);
+    assert_int_equal(qp->peer_pqpn, 17);
+    assert_memory_equal(qp->a_rtr.ah_attr.grh.dgid.raw, peer_gid, 16);
+    /* the attacker's frame claims the peer's GID, its message its own address: refused */
+    memset(&rep, 0, sizeof(rep));
+    assert_int_equal(hv_peer_handle(m, peer_gid, &rep), -ENOENT);
+    assert_int_equal(n_modify, 0);
+    /* the peer, at its own address */
+    memcpy(m->gid, peer_gid, 16);
+    memset(&rep, 0, sizeof(rep));
+    assert_int_equal(hv_peer_handle(m, peer_gid, &rep), 0);
+    assert_int_equal(rep.type, HV_MSG_RECONNECTED);
+    assert_int_equal(qp->peer_pqpn, 99);
+    free(m);
+}
+
+/* SUSPEND from anyone but the peer is refused (it paused the victim's QP); from the peer it
+ * pauses the QP with a deadline: a peer that never reconnects leaves the QP failed, not
+ * paused for ever (finding 4). */
+static void test_suspend_only_from_peer_and_ends(void **state)
+{
+    HvQp *qp = rc_qp();
+    HvMsg *m = msg(HV_MSG_SUSPEND, 18, 17, NULL), rep = {0};
+
+    (void)state;
+    add_qp(qp);
+    assert_int_equal(hv_peer_handle(m, evil_gid, &rep), -ENOENT);
+    assert_false(qp->paused);
+    assert_int_equal(hv_peer_handle(m, peer_gid, &rep), 0);
+    assert_int_equal(rep.type, HV_MSG_SUSPENDED);
+    assert_true(qp->paused);
+    assert_true(qp->suspend_until > hv_now_ms());
+    /* the mover died: past the deadline the next post finds the QP failed */
+    qp->suspend_until = hv_now_ms() - 1;
+    pthread_mutex_lock(&qp->lock);
+    assert_int_equal(hv_qp_await_expired(qp), 1);
+    pthread_mutex_unlock(&qp->lock);
+    assert_false(qp->paused);
+    assert_int_equal(qp->state, IBV_QPS_ERR);
+    assert_int_equal(qp->suspend_until, 0);
+    free(m);
+}
+
+/* Finding 2: KEYMAP only from the peer, and bounded: it grew peer_rkeys without limit. */
+static void test_keymap_only_from_peer_bounded(void **state)
+{
+    HvQp *qp = rc_qp();
+    HvMsg *m = msg(HV_MSG_KEYMAP, 18, 17, NULL), rep = {0};
+    uint32_t k = 1;
+
+    (void)state;
+    add_qp(qp);
+    m->nkeys = HV_PROTO_KEYS_MAX;
+    for (uint32_t i = 0; i < m->nkeys; i++)
+        m->keys[i] = (HvKeyPair){i + 1, i + 1000};
+    assert_int_equal(hv_peer_handle(m, evil_gid, &rep), -ENOENT);
+    assert_int_equal(qp->peer_rkeys.n, 0);
+    for (;;) {
+        for (uint32_t i = 0; i < m->nkeys; i++)
+            m->keys[i] = (HvKeyPair){k++, 7};
+        memset(&rep, 0, sizeof(rep));
+        if (hv_peer_handle(m, peer_gid, &rep) != 0)
+            break;
+        assert_int_equal(rep.type, HV_MSG_KEYMAPPED);
+        assert_true(k < 100000);
+    }
+    assert_int_equal(rep.type, HV_MSG_ERROR);
+    assert_true(qp->peer_rkeys.n <= 4096);
+    assert_true(qp->peer_rkeys.n >= 4096 - HV_PROTO_KEYS_MAX);
+    free(m);
+}
+
+/* Finding 2: LOOKUP of a connected QP answers only its peer; a QP not connected yet answers
+ * any layer of the job (its wire-up). */
+static void test_lookup(void **state)
+{
+    HvQp *qp = rc_qp();
+    HvMsg *m = msg(HV_MSG_LOOKUP, 18, 17, evil_gid), rep = {0};
+
+    (void)state;
+    add_qp(qp);
+    assert_int_equal(hv_peer_handle(m, evil_gid, &rep), -EPERM);
+    assert_int_equal(rep.type, HV_MSG_ERROR);
+    memcpy(m->gid, peer_gid, 16);
+    memset(&rep, 0, sizeof(rep));
+    assert_int_equal(hv_peer_handle(m, peer_gid, &rep), 0);
+    assert_int_equal(rep.type, HV_MSG_LOOKEDUP);
+    assert_int_equal(rep.target, 77);
+    qp->state = IBV_QPS_INIT; /* not connected yet */
+    memcpy(m->gid, evil_gid, 16);
+    m->sender = 40;
+    memset(&rep, 0, sizeof(rep));
+    assert_int_equal(hv_peer_handle(m, evil_gid, &rep), 0);
+    assert_int_equal(rep.type, HV_MSG_LOOKEDUP);
+    free(m);
+}
+
+/* Finding 2: UDHOLD and UDMAP only from a UD peer this process sends to, for its own GID; a
+ * hold in force is not renewed (it was, without end). */
+static void test_ud_only_from_peer(void **state)
+{
+    HvQp *qp = ud_qp();
+    HvMsg *m = msg(HV_MSG_UDHOLD, 19, 0, peer_gid), rep = {0};
+    int64_t until;
+
+    (void)state;
+    add_qp(qp);
+    /* a frame from another GID naming the peer's */
+    assert_int_equal(hv_peer_handle(m, evil_gid, &rep), -EPERM);
+    assert_int_equal(qp->ud_held_until, 0);
+    /* a GID this process never sent to, for itself */
+    memcpy(m->gid, evil_gid, 16);
+    assert_int_equal(hv_peer_handle(m, evil_gid, &rep), -EPERM);
+    assert_int_equal(qp->ud_held_until, 0);
+    /* the peer */
+    memcpy(m->gid, peer_gid, 16);
+    memset(&rep, 0, sizeof(rep));
+    assert_int_equal(hv_peer_handle(m, peer_gid, &rep), 0);
+    assert_int_equal(rep.type, HV_MSG_UDHELD);
+    until = qp->ud_held_until;
+    assert_true(until > hv_now_ms());
+    qp->ud_held_until -= 1000; /* a second UDHOLD later does not extend it */
+    until = qp->ud_held_until;
+    assert_int_equal(hv_peer_handle(m, peer_gid, &rep), 0);
+    assert_int_equal(qp->ud_held_until, until);
+    /* UDMAP: only the peer, for its own GID */
+    m->type = HV_MSG_UDMAP;
+    m->nkeys = 1;
+    m->keys[0] = (HvKeyPair){0x11, 0x18};
+    memset(&rep, 0, sizeof(rep));
+    assert_int_equal(hv_peer_handle(m, evil_gid, &rep), -EPERM);
+    assert_int_equal(qp->ud_held_until, until); /* not released by the forgery */
+    memcpy(m->gid, evil_gid, 16);
+    assert_int_equal(hv_peer_handle(m, evil_gid, &rep), -EPERM);
+    memcpy(m->gid, peer_gid, 16);
+    memset(&rep, 0, sizeof(rep));
+    assert_int_equal(hv_peer_handle(m, peer_gid, &rep), 0);
+    assert_int_equal(rep.type, HV_MSG_UDMAPPED);
+    assert_int_equal(qp->ud_held_until, 0);
+    free(m);
+}
+
+/* ---- the channel on a socket pair ----------------------------------------------------------- */
+static const char job_key[] = "0123456789abcdef-the-job";
+
+typedef struct {
+    int fd;
+    const char *key; /* the other end's key (emulated with hv-auth.h), NULL: none */
+    char got[256];
+    int r;
+} Other;
+
+/* The called end of another process: its challenge, then the request opened with its key. */
+static void *other_called(void *arg)
+{
+    Other *o = arg;
+    HvAuthSession s = {0};
+    HvAuthFrame f;
+    char line[HV_AUTH_LINE_MAX + 2];
+    int n;
+
+    memset(s.nonce_s, 0x42, sizeof(s.nonce_s));
+    n = hv_auth_challenge_format(s.nonce_s, line, sizeof(line));
+    hv_write_all(o->fd, line, (size_t)n);
+    n = hv_read_line(o->fd, line, sizeof(line), hv_now_ms() + 5000);
+    o->r = n < 0 ? n
+                 : hv_auth_open((const uint8_t *)o->key, strlen(o->key), &s, HV_AUTH_REQUEST,
+                                line, (size_t)n, &f);
+    if (o->r == 0) {
+        snprintf(o->got, sizeof(o->got), "%.*s", (int)f.msg_len, f.msg);
+        n = hv_auth_seal((const uint8_t *)o->key, strlen(o->key), &s, HV_AUTH_REPLY, s.seq,
+                         f.gid, "SUSPENDED 3", 11, line, sizeof(line));
+    } else {
+        n = snprintf(line, sizeof(line), "ERROR authentication failed\n");
+    }
+    hv_write_all(o->fd, line, (size_t)n);
+    return NULL;
+}
+
+static void call_other(const char *other_key, int want, const char *want_reply)
+{
+    int sv[2];
+    pthread_t t;
+    Other o = {.key = other_key};
+    char reply[256] = "";
+
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    o.fd = sv[1];
+    assert_int_equal(pthread_create(&t, NULL, other_called, &o), 0);
+    assert_int_equal(hv_channel_call(sv[0], 18, "SUSPEND 18 17 3\n", reply, sizeof(reply),
+                                     hv_now_ms() + 5000),
+                     want);
+    pthread_join(t, NULL);
+    if (want_reply) {
+        assert_string_equal(reply, want_reply);
+        assert_string_equal(o.got, "SUSPEND 18 17 3");
+    }
+    close(sv[0]);
+    close(sv[1]);
+}
+
+static void test_channel_caller(void **state)
+{
+    (void)state;
+    assert_int_equal(hv_key_set(job_key, strlen(job_key)), 0);
+    call_other(job_key, 0, "SUSPENDED 3");
+    call_other("0123456789abcdef-another", -EACCES, NULL); /* its reply refuses ours */
+    assert_int_equal(hv_key_set(NULL, 0), 0);
+    call_other(job_key, -ENOKEY, NULL); /* no key here: nothing is asked */
+    assert_int_equal(hv_key_set("short", 5), -EINVAL);
+}
+
+/* The called side: a caller with another key gets ERROR and nothing is handled. */
+static void test_channel_called(void **state)
+{
+    int sv[2];
+    HvAuthSession s, c = {0};
+    HvMsg *m = calloc(1, sizeof(*m));
+    char line[HV_AUTH_LINE_MAX + 2];
+    uint8_t from[16];
+    const char *req = "LOOKUP 18 17 00000000000000000000ffffc0000202";
+    int n;
+
+    (void)state;
+    for (int round = 0; round < 2; round++) {
+        const char *key = round ? job_key : "0123456789abcdef-another";
+
+        assert_int_equal(hv_key_set(job_key, strlen(job_key)), 0);
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        assert_int_equal(hv_channel_accept(sv[0], &s), 0);
+        n = hv_read_line(sv[1], line, sizeof(line), hv_now_ms() + 1000);
+        assert_int_equal(hv_auth_challenge_parse(line, (size_t)n, c.nonce_s), 0);
+        memset(c.nonce_c, 0x21, sizeof(c.nonce_c));
+        n = hv_auth_seal((const uint8_t *)key, strlen(key), &c, HV_AUTH_REQUEST, 1, peer_gid, req,
+                         strlen(req), line, sizeof(line));
+        hv_write_all(sv[1], line, (size_t)n);
+        n = hv_channel_read(sv[0], &s, line, sizeof(line), m, from, hv_now_ms() + 1000);
+        if (round == 0) {
+            assert_int_equal(n, -EACCES);
+            n = hv_read_line(sv[1], line, sizeof(line), hv_now_ms() + 1000);
+            assert_string_equal(line, "ERROR authentication failed");
+        } else {
+            assert_int_equal(n, 0);
+            assert_int_equal(m->type, HV_MSG_LOOKUP);
+            assert_memory_equal(from, peer_gid, 16);
+        }
+        close(sv[0]);
+        close(sv[1]);
+    }
+    /* without a key the called end says so in plain text and takes nothing */
+    assert_int_equal(hv_key_set(NULL, 0), 0);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    assert_int_equal(hv_channel_accept(sv[0], &s), -ENOKEY);
+    n = hv_read_line(sv[1], line, sizeof(line), hv_now_ms() + 1000);
+    assert_string_equal(line, "ERROR no HOTMIG_VERBS_KEY here");
+    close(sv[0]);
+    close(sv[1]);
+    free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_reconnect_only_from_peer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_suspend_only_from_peer_and_ends, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keymap_only_from_peer_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lookup, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ud_only_from_peer, setup, teardown),
+        cmocka_unit_test(test_channel_caller),
+        cmocka_unit_test(test_channel_called),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
