@@ -15,9 +15,10 @@
 #include <unistd.h>
 
 #define DIR_EXPIRE_CHECK_MS 1000
-#define DIR_WATCH_MAX_S 120  /* a port watch kept open for a port to come up, at most */
-#define DIR_RCVBUF (4 << 20) /* a seed's table reply, a burst of changes */
-#define DIR_RECV_BATCH 256   /* datagrams read per wake-up */
+#define DIR_WATCH_MAX_S 120   /* a port watch kept open for a port to come up, at most */
+#define DIR_RCVBUF (4 << 20)  /* a seed's table reply, a burst of changes */
+#define DIR_RECV_BATCH 256    /* datagrams read per wake-up */
+#define DIR_WELCOME_PER_S 100 /* answers to newcomers a second (a burst as large) */
 
 struct AgentDir {
     char *run_dir;
@@ -44,6 +45,8 @@ struct AgentDir {
     guint watch_io_id;
     gint64 watch_since_us;
     guint16 local_port;
+    double welcome_tokens; /* the newcomers' answers' budget */
+    gint64 welcome_us;     /* when it was last filled */
 };
 
 /* ---- options ------------------------------------------------------------------------------- */
@@ -302,6 +305,24 @@ static void dir_relay(AgentDir *dir, const AgentDirMsg *msg, gboolean is_new,
     }
 }
 
+/* An agent that just started hears the others only at their refresh: the first announcements
+ * of a newcomer to the group are answered with ours, unicast (marked relay: not passed on), at
+ * most DIR_WELCOME_PER_S a second (when many agents start at once, the rest wait for the
+ * refresh). */
+static void dir_welcome(AgentDir *dir, const struct sockaddr_in *to)
+{
+    gint64 now = g_get_monotonic_time();
+
+    dir->welcome_tokens = MIN((double)DIR_WELCOME_PER_S,
+                              dir->welcome_tokens + (double)(now - dir->welcome_us) *
+                                                        DIR_WELCOME_PER_S / G_USEC_PER_SEC);
+    dir->welcome_us = now;
+    if (dir->welcome_tokens < 1 || !dir->own.addr[0] || !dir->own.seq)
+        return;
+    dir->welcome_tokens -= 1;
+    dir_send_relay(dir, &dir->own, to);
+}
+
 static void dir_receive_one(AgentDir *dir, const char *buf, gsize len,
                             const struct sockaddr_in *from)
 {
@@ -325,6 +346,8 @@ static void dir_receive_one(AgentDir *dir, const char *buf, gsize len,
         return;
     if (up == AGENT_DIR_UPDATE_CHANGED)
         dir_changed(dir);
+    if (is_new && msg->via == AGENT_DIR_VIA_GROUP && msg->seq <= 2)
+        dir_welcome(dir, from);
     dir_relay(dir, msg, is_new, from);
 }
 

@@ -484,14 +484,15 @@ static void agents_clear(Agents *a)
     g_free(a->tmp);
 }
 
-static AgentDir *agent_start(Agents *a, guint i, const char *group, const char *seeds)
+static AgentDir *agent_start_refresh(Agents *a, guint i, const char *group, const char *seeds,
+                                     guint refresh_s)
 {
     g_autofree char *listen = g_strdup_printf("127.0.0.1:%u", 7000 + i);
     AgentDirConfig config = {.group = group,
                              .seeds = seeds,
                              .peer_listen = listen,
                              .run_dir = a->run_dir[i],
-                             .refresh_s = 2,
+                             .refresh_s = refresh_s,
                              .verbs = &fake_verbs,
                              .verbs_data = &a->ports[i]};
     g_autoptr(GError) error = NULL;
@@ -500,6 +501,11 @@ static AgentDir *agent_start(Agents *a, guint i, const char *group, const char *
     if (!dir)
         fail_msg("agent %u: %s", i, error->message);
     return dir;
+}
+
+static AgentDir *agent_start(Agents *a, guint i, const char *group, const char *seeds)
+{
+    return agent_start_refresh(a, i, group, seeds, 2);
 }
 
 /* Whether agent @i's file has a line for each of @n agents, agent @who's with LID @lid. */
@@ -567,6 +573,26 @@ static void test_agents_multicast(void **state)
     ms = agents_wait(&a, 0, 0x201, 1500);
     print_message("identity change reached the others' files in %" G_GINT64_FORMAT " ms\n", ms);
     assert_int_equal(agent_dir_table_n_announcers(agent_dir_get_table(a.dir[1])), 3);
+    agents_clear(&a);
+}
+
+/* An agent that starts late learns the others at once: they answer a newcomer's first
+ * announcement (unicast), not only at their refresh (here a minute). */
+static void test_agents_welcome(void **state)
+{
+    g_autofree char *group = random_group();
+    Agents a;
+    gint64 end;
+
+    agents_init(&a);
+    a.dir[0] = agent_start_refresh(&a, 0, group, NULL, 60);
+    a.dir[1] = agent_start_refresh(&a, 1, group, NULL, 60);
+    end = g_get_monotonic_time() + 1500 * G_TIME_SPAN_MILLISECOND; /* their repeat is over */
+    while (g_get_monotonic_time() < end)
+        if (!g_main_context_iteration(NULL, FALSE))
+            g_usleep(1000);
+    a.dir[2] = agent_start_refresh(&a, 2, group, NULL, 60);
+    agents_wait(&a, 2, 0x102, 800);
     agents_clear(&a);
 }
 
@@ -641,7 +667,7 @@ int main(void)
         cmocka_unit_test(test_table_restart),  cmocka_unit_test(test_table_lid_conflict),
         cmocka_unit_test(test_table_bounds),   cmocka_unit_test(test_file_write),
         cmocka_unit_test(test_config_refused), cmocka_unit_test(test_agents_multicast),
-        cmocka_unit_test(test_agents_seeds),
+        cmocka_unit_test(test_agents_welcome), cmocka_unit_test(test_agents_seeds),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
