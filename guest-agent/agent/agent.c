@@ -39,6 +39,8 @@ typedef struct {
     AgentFramer framer;
     gboolean registered;
     gint pid;
+    pid_t cred_pid; /* who connected, as the kernel says (SO_PEERCRED) */
+    uid_t cred_uid;
     AgentProcMode mode;
     char *name;
     guint64 pending_seq; /* request sent and not answered yet; 0 for none */
@@ -314,7 +316,18 @@ static gboolean agent_proc_hello(AgentProc *proc, const AgentProcMsg *msg)
         return FALSE;
     }
     proc->registered = TRUE;
-    proc->pid = msg->pid;
+    /* The pid is the kernel's (SO_PEERCRED; issue 28, finding 5), not the client's word: any
+     * user who can reach the socket could otherwise pose as another process (answer its
+     * quiesce, have its environment read for its job). Only a client of the agent's own user
+     * (root in a guest, who could ptrace any process anyway) may register another one. A pid
+     * that differs from the kernel's is what a client in another pid namespace sees. */
+    if (msg->pid != proc->cred_pid && proc->cred_uid != geteuid()) {
+        g_message("process HELLO names pid %d, the connection is pid %d (uid %u): pid %d taken",
+                  msg->pid, (int)proc->cred_pid, (unsigned)proc->cred_uid, (int)proc->cred_pid);
+        proc->pid = (gint)proc->cred_pid;
+    } else {
+        proc->pid = msg->pid;
+    }
     proc->mode = msg->mode;
     g_free(proc->name);
     proc->name = g_strdup(msg->name);
@@ -476,6 +489,8 @@ static gboolean agent_listen_io(int fd, GIOCondition condition, gpointer user_da
 
     for (;;) {
         AgentProc *proc;
+        struct ucred cred;
+        socklen_t cred_len = sizeof(cred);
         int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
         if (cfd < 0 && errno == EINTR)
@@ -491,9 +506,16 @@ static gboolean agent_listen_io(int fd, GIOCondition condition, gpointer user_da
             close(cfd);
             continue;
         }
+        if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) < 0) {
+            g_warning("refusing process connection: no SO_PEERCRED: %s", g_strerror(errno));
+            close(cfd);
+            continue;
+        }
         proc = g_new0(AgentProc, 1);
         proc->agent = agent;
         proc->fd = cfd;
+        proc->cred_pid = cred.pid;
+        proc->cred_uid = cred.uid;
         proc->name = g_strdup("");
         agent_framer_init(&proc->framer, AGENT_PROC_LINE_MAX, FALSE, TRUE);
         proc->watch_id = g_unix_fd_add(cfd, G_IO_IN | G_IO_HUP | G_IO_ERR, agent_proc_io, proc);

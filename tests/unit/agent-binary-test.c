@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -394,6 +395,62 @@ static void test_binary_socket_group(void **state)
     assert_int_equal(wait_exit(child), 0);
 }
 
+/* A process of another user says it is pid 1 in its HELLO: the agent registers it under the pid
+ * the kernel gives for its connection (SO_PEERCRED; issue 28, finding 5). Before, the agent took
+ * the client's word and listed it as pid 1 (and would have answered for it, read its job). */
+static void test_binary_pid_from_kernel(void **state)
+{
+    Fixture *f = *state;
+    g_autoptr(JsonNode) node = NULL;
+    JsonObject *ret = NULL;
+    JsonArray *procs;
+    int go[2];
+    pid_t child;
+
+    if (geteuid() != 0)
+        skip(); /* the switch of user needs root */
+    assert_int_equal(chmod(f->dir, 0755), 0);
+    assert_int_equal(pipe(go), 0);
+    child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        static const char hello[] = "HELLO 0.1.0 1 lazy liar\n";
+        struct sockaddr_un addr = {.sun_family = AF_UNIX};
+        gid_t gid = TEST_GID;
+        char c;
+        int fd;
+
+        close(go[1]);
+        g_strlcpy(addr.sun_path, f->sock, sizeof(addr.sun_path));
+        if (setgroups(1, &gid) < 0 || setgid(TEST_GID) < 0 || setuid(TEST_UID) < 0)
+            _exit(5);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0)
+            _exit(3);
+        if (write(fd, hello, strlen(hello)) != (ssize_t)strlen(hello) || read(go[0], &c, 1) != 1)
+            _exit(6);
+        _exit(0);
+    }
+    close(go[0]);
+    for (int i = 0; i < 200; i++) {
+        g_clear_pointer(&node, json_node_unref);
+        ret = host_return(f, "{\"execute\":\"status\"}\n", NULL, &node);
+        if (json_array_get_length(json_object_get_array_member(ret, "processes")) == 1)
+            break;
+        g_usleep(10000);
+    }
+    procs = json_object_get_array_member(ret, "processes");
+    assert_int_equal(json_array_get_length(procs), 1);
+    assert_string_equal(json_object_get_string_member(json_array_get_object_element(procs, 0),
+                                                      "name"),
+                        "liar");
+    assert_int_equal(json_object_get_int_member(json_array_get_object_element(procs, 0), "pid"),
+                     child);
+    assert_int_equal(write(go[1], "g", 1), 1);
+    close(go[1]);
+    assert_int_equal(wait_exit(child), 0);
+}
+
 /* Bad --socket-group / --socket-mode: usage errors naming the value. --self-test: 0 with the
  * port, 3 without it. */
 static void test_binary_socket_options_and_self_test(void **state)
@@ -471,6 +528,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_binary_cli_errors),
         cmocka_unit_test_setup_teardown(test_binary_socket_root_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_binary_socket_group, setup_group, teardown),
+        cmocka_unit_test_setup_teardown(test_binary_pid_from_kernel, setup_group, teardown),
         cmocka_unit_test(test_binary_socket_options_and_self_test),
     };
 
