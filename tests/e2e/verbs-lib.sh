@@ -150,8 +150,12 @@ vvfif() {
 HM_VERBS_KEY=${HM_VERBS_KEY:-$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')}
 
 # venv PEER: the environment of a tool under the layer whose peer runs on guest PEER
+# (without HOTMIG_VERBS_PEERS when E2E_PEERS=directory or E2E_FABRIC=ib: the layers find each
+# other in the agents' directory, as on a cluster where nobody writes a list)
 venv() {
-    echo "LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_DEBUG=1 HOTMIG_VERBS_PEERS=$(vpeers "$1") HOTMIG_VERBS_KEY=$HM_VERBS_KEY"
+    local peers="HOTMIG_VERBS_PEERS=$(vpeers "$1") "
+    [ "${E2E_PEERS:-list}" = directory ] || [ "${E2E_FABRIC:-roce}" = ib ] && peers=
+    echo "LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_DEBUG=1 ${peers}HOTMIG_VERBS_KEY=$HM_VERBS_KEY"
 }
 
 # vburn GUEST GID_INDEX: uses up QP numbers and memory keys of GUEST's rxe0 (six short-lived

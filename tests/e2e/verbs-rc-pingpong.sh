@@ -28,8 +28,8 @@ if [ "$fabric" = ib ]; then
             fail "$g: the SM did not activate its port"
     done
     # LID-routed, and no list: the agents' directory knows who holds which GID and LID
-    env_s="LD_PRELOAD=libhotmig-verbs.so HOTMIG_VERBS_DEBUG=1 HOTMIG_VERBS_KEY=$HM_VERBS_KEY"
-    env_c=$env_s
+    env_s=$(venv "$c")
+    env_c=$(venv "$s")
     run="ibv_rc_pingpong -d rxe0 -n $iters $opt"
 else
     gid_s=$(vgid "$s")
