@@ -295,6 +295,8 @@ typedef struct AgentPeer AgentPeer;
  * @run_dir). Lives in the thread-default main context. Owned. */
 AgentPeer *agent_peer_new(const char *listen, const char *run_dir, GError **error);
 void agent_peer_free(AgentPeer *peer);
+/* The ROUTE line's and a routed connection's deadlines (5 s, 60 s; the tests shorten them). */
+void agent_peer_set_timeouts(AgentPeer *peer, guint route_ms, guint routed_ms);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AgentPeer, agent_peer_free)
 
 G_END_DECLS

@@ -3,6 +3,11 @@
 hm_add_test(agent-core-test unit
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/agent-core-test.c
   LIBS hotmig-agent-core)
+# The verbs layer's broker (peer.c) on loopback: bounded under a flood, routed connections end,
+# route records checked against the socket's SO_PEERCRED.
+hm_add_test(agent-peer-test unit
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/agent-peer-test.c
+  LIBS hotmig-agent-core)
 # The uevent listener on the real kernel socket (root: skipped, exit 77, otherwise).
 add_test(NAME agent-uevent-test COMMAND agent-core-test --uevent)
 set_tests_properties(agent-uevent-test PROPERTIES LABELS unit SKIP_RETURN_CODE 77)
