@@ -322,10 +322,18 @@ int hv_qp_route_add(HvQp *qp)
     if (!atomic_load(&hv_routes_on))
         return 0;
     snprintf(path, sizeof(path), "%s/" HV_ROUTE_FILE_FMT, hv_run_dir, qp->pub.qp_num);
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* a new file, never through a link: a record left by a dead process of this user is
+     * replaced; another user's (the run dir is sticky) or a live one's is not */
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST && !hv_route_taken(qp->pub.qp_num) && unlink(path) == 0)
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
-        hv_log("cannot register QP %u in '%s': %s", qp->pub.qp_num, path, strerror(errno));
-        return -errno;
+        int e = errno;
+
+        hv_log("cannot register QP %u in '%s': %s: peers cannot reach it, its connection will "
+               "not survive a migration",
+               qp->pub.qp_num, path, strerror(e));
+        return -e;
     }
     n = snprintf(data, sizeof(data), "%ld\n", (long)getpid());
     if (write(fd, data, (size_t)n) != n)
@@ -354,7 +362,7 @@ int hv_route_taken(uint32_t vqpn)
     long pid;
 
     snprintf(path, sizeof(path), "%s/" HV_ROUTE_FILE_FMT, hv_run_dir, vqpn);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
         return 0;
     if (read(fd, data, sizeof(data) - 1) <= 0)

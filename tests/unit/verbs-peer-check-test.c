@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -431,6 +432,40 @@ static void test_channel_called(void **state)
     free(m);
 }
 
+/* Finding 5: a route record was written through whatever link sat at its name (O_TRUNC,
+ * following symlinks): a planted qp-N made the layer overwrite the link's target. */
+static void test_route_record_no_follow(void **state)
+{
+    char dir[] = "/tmp/verbs-route-XXXXXX", target[64], link[80], buf[32] = {0};
+    HvQp *qp = rc_qp();
+    struct stat st;
+    FILE *f;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    setenv("HOTMIG_VERBS_RUN_DIR", dir, 1);
+    assert_string_equal(hv_routes_dir(), dir);
+    hv_routes_enable();
+    snprintf(target, sizeof(target), "%s/victim", dir);
+    snprintf(link, sizeof(link), "%s/qp-18", dir);
+    f = fopen(target, "w");
+    assert_non_null(f);
+    fputs("precious\n", f);
+    fclose(f);
+    assert_int_equal(symlink(target, link), 0);
+    assert_int_equal(hv_qp_route_add(qp), 0);
+    f = fopen(target, "r");
+    assert_non_null(fgets(buf, sizeof(buf), f));
+    fclose(f);
+    assert_string_equal(buf, "precious\n");
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    hv_qp_route_del(qp);
+    unlink(target);
+    rmdir(dir);
+    free(qp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -441,6 +476,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ud_only_from_peer, setup, teardown),
         cmocka_unit_test(test_channel_caller),
         cmocka_unit_test(test_channel_called),
+        cmocka_unit_test_setup_teardown(test_route_record_no_follow, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
