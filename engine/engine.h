@@ -140,6 +140,8 @@ void orch_options_init(OrchOptions *opts);
  * overrides what it gives on top. */
 void orch_options_take_config(OrchOptions *opts, const HmConfig *config);
 void orch_options_clear(OrchOptions *opts);
+/* A copy of @src's strings and values into @dst (clear it with orch_options_clear()). */
+void orch_options_copy(OrchOptions *dst, const OrchOptions *src);
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(OrchOptions, orch_options_clear)
 
 /* What the migrate phase asks libvirt, in migrate-vm's option words: "live, p2p, persistent,

@@ -402,10 +402,10 @@ static gboolean reply_hex(VfdClient *client, const char *what, JsonObject *obj, 
     return TRUE;
 }
 
-static OrchVfdLease *reply_lease(VfdClient *client, const char *what, JsonObject *obj,
+static HotplugLease *reply_lease(VfdClient *client, const char *what, JsonObject *obj,
                                  GError **error)
 {
-    g_autoptr(OrchVfdLease) lease = g_new0(OrchVfdLease, 1);
+    g_autoptr(HotplugLease) lease = g_new0(HotplugLease, 1);
     int state = 0;
 
     if (!reply_string(client, what, obj, "vf", TRUE, &lease->vf, error) ||
@@ -421,7 +421,7 @@ static OrchVfdLease *reply_lease(VfdClient *client, const char *what, JsonObject
         reply_bad(client, what, "state", "is neither 'leased' nor 'assigned'", error);
         return NULL;
     }
-    lease->state = state;
+    lease->state = (HotplugLeaseState)state; /* the same values */
     return g_steal_pointer(&lease);
 }
 
@@ -558,7 +558,7 @@ static GPtrArray *client_list(OrchVfd *vfd, GError **error)
     return g_steal_pointer(&out);
 }
 
-static OrchVfdLease *client_lease(OrchVfd *vfd, const OrchVfdLeaseRequest *req, GError **error)
+static HotplugLease *client_lease(OrchVfd *vfd, const OrchVfdLeaseRequest *req, GError **error)
 {
     VfdClient *client = (VfdClient *)vfd;
     g_autoptr(JsonBuilder) b = json_builder_new();
@@ -584,7 +584,7 @@ static OrchVfdLease *client_lease(OrchVfd *vfd, const OrchVfdLeaseRequest *req, 
     return obj ? reply_lease(client, "POST /v1/leases", obj, error) : NULL;
 }
 
-static OrchVfdLease *client_confirm(OrchVfd *vfd, const char *vf, const char *lease_id,
+static HotplugLease *client_confirm(OrchVfd *vfd, const char *vf, const char *lease_id,
                                     GError **error)
 {
     VfdClient *client = (VfdClient *)vfd;

@@ -3,8 +3,8 @@
 #include "engine/hotmigd-client.h"
 
 HM_ENUM_IMPL(orch_vfd_kind, OrchVfdKind, ORCH_VFD_KIND_LAST, "pci", "standin")
-HM_ENUM_IMPL(orch_vfd_state, OrchVfdState, ORCH_VFD_STATE_LAST, "free", "leased", "assigned",
-             "in-use", "missing")
+HM_ENUM_IMPL(orch_vfd_state, OrchVfdState, ORCH_VFD_STATE_LAST, HOTPLUG_LEASE_STATE_WORDS, "in-use",
+             "missing")
 HM_ENUM_IMPL(orch_vfd_migration_state, OrchVfdMigrationState, ORCH_VFD_MIGRATION_LAST, "running",
              "done", "failed")
 
@@ -33,18 +33,6 @@ void orch_vfd_host_info_free(OrchVfdHostInfo *info)
     g_free(info);
 }
 
-void orch_vfd_lease_free(OrchVfdLease *lease)
-{
-    if (!lease)
-        return;
-    g_free(lease->vf);
-    g_free(lease->id);
-    g_free(lease->holder);
-    g_free(lease->reason);
-    g_free(lease->domain);
-    g_free(lease);
-}
-
 void orch_vfd_vf_info_free(OrchVfdVfInfo *vf)
 {
     if (!vf)
@@ -52,7 +40,7 @@ void orch_vfd_vf_info_free(OrchVfdVfInfo *vf)
     g_free(vf->id);
     g_free(vf->pf);
     g_free(vf->driver);
-    orch_vfd_lease_free(vf->lease);
+    hotplug_lease_free(vf->lease);
     g_free(vf->assigned_to);
     g_free(vf->note);
     g_free(vf);
@@ -97,13 +85,13 @@ GPtrArray *orch_vfd_list(OrchVfd *vfd, GError **error)
     return vfd->ops->list(vfd, error);
 }
 
-OrchVfdLease *orch_vfd_lease(OrchVfd *vfd, const OrchVfdLeaseRequest *req, GError **error)
+HotplugLease *orch_vfd_lease(OrchVfd *vfd, const OrchVfdLeaseRequest *req, GError **error)
 {
     g_return_val_if_fail(vfd && req && req->holder && req->reason && req->domain, NULL);
     return vfd->ops->lease(vfd, req, error);
 }
 
-OrchVfdLease *orch_vfd_confirm(OrchVfd *vfd, const char *vf, const char *lease_id, GError **error)
+HotplugLease *orch_vfd_confirm(OrchVfd *vfd, const char *vf, const char *lease_id, GError **error)
 {
     g_return_val_if_fail(vfd && vf && lease_id, NULL);
     return vfd->ops->confirm(vfd, vf, lease_id, error);

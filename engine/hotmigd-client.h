@@ -19,6 +19,7 @@
 
 #include "common/common.h"
 #include "engine/engine.h"
+#include "hotplug/hotplug.h"
 #include "policies/policies.h"
 
 G_BEGIN_DECLS
@@ -35,11 +36,12 @@ typedef enum {
 HM_ENUM_DECL(orch_vfd_kind, OrchVfdKind) /* "pci", "standin" */
 
 typedef enum {
-    ORCH_VFD_STATE_FREE,     /* leasable */
-    ORCH_VFD_STATE_LEASED,   /* held by a lease not confirmed yet (it expires) */
-    ORCH_VFD_STATE_ASSIGNED, /* held by a confirmed lease: a domain has it */
-    ORCH_VFD_STATE_IN_USE,   /* no lease, but a running domain uses it (plugged by hand) */
-    ORCH_VFD_STATE_MISSING,  /* configured but not there (no such device, no such netdev) */
+    /* the lease states first, with their words (HOTPLUG_LEASE_STATE_WORDS) */
+    ORCH_VFD_STATE_FREE = HOTPLUG_LEASE_FREE,         /* leasable */
+    ORCH_VFD_STATE_LEASED = HOTPLUG_LEASE_LEASED,     /* held by a lease not confirmed yet */
+    ORCH_VFD_STATE_ASSIGNED = HOTPLUG_LEASE_ASSIGNED, /* held by a confirmed lease */
+    ORCH_VFD_STATE_IN_USE,  /* no lease, but a running domain uses it (plugged by hand) */
+    ORCH_VFD_STATE_MISSING, /* configured but not there (no such device, no such netdev) */
     ORCH_VFD_STATE_LAST,
 } OrchVfdState;
 
@@ -57,20 +59,9 @@ typedef struct {
 void orch_vfd_host_info_free(OrchVfdHostInfo *info);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchVfdHostInfo, orch_vfd_host_info_free)
 
-/* A lease as the daemon reports it. */
-typedef struct {
-    char *vf;           /* canonical VF id */
-    char *id;           /* lease id: keep it for confirm and release */
-    OrchVfdState state; /* ORCH_VFD_STATE_LEASED or _ASSIGNED */
-    char *holder;
-    char *reason;
-    char *domain;
-    gint64 created; /* unix seconds */
-    gint64 expires; /* unix seconds; 0 once assigned */
-} OrchVfdLease;
-
-void orch_vfd_lease_free(OrchVfdLease *lease);
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchVfdLease, orch_vfd_lease_free)
+/* A lease as the daemon reports it is a HotplugLease (hotplug/hotplug.h): vf, id, state
+ * (HOTPLUG_LEASE_LEASED or _ASSIGNED), holder, reason, domain, created, expires (0 once
+ * assigned); the store's other fields stay unset. */
 
 /* One VF of a pool (GET /v1/vfs). */
 typedef struct {
@@ -82,7 +73,7 @@ typedef struct {
     char *pf;            /* PF address or NULL */
     int vf_index;        /* -1 when unknown */
     char *driver;        /* bound driver or NULL */
-    OrchVfdLease *lease; /* NULL when free */
+    HotplugLease *lease; /* NULL when free */
     char *assigned_to;   /* domain that has it, or NULL */
     char *note;          /* why missing, or NULL */
 } OrchVfdVfInfo;
@@ -156,8 +147,8 @@ typedef struct {
     OrchVfdHostInfo *(*host)(OrchVfd *vfd, GError **error);
     /* New array of OrchVfdVfInfo (owned). */
     GPtrArray *(*list)(OrchVfd *vfd, GError **error);
-    OrchVfdLease *(*lease)(OrchVfd *vfd, const OrchVfdLeaseRequest *req, GError **error);
-    OrchVfdLease *(*confirm)(OrchVfd *vfd, const char *vf, const char *lease_id, GError **error);
+    HotplugLease *(*lease)(OrchVfd *vfd, const OrchVfdLeaseRequest *req, GError **error);
+    HotplugLease *(*confirm)(OrchVfd *vfd, const char *vf, const char *lease_id, GError **error);
     gboolean (*release)(OrchVfd *vfd, const char *vf, const char *lease_id, GError **error);
     /* NULL in implementations without it (the call fails). */
     gboolean (*renew)(OrchVfd *vfd, const char *vf, const char *lease_id, guint ttl_s,
@@ -218,11 +209,11 @@ OrchVfdHostInfo *orch_vfd_host(OrchVfd *vfd, GError **error);
 GPtrArray *orch_vfd_list(OrchVfd *vfd, GError **error);
 
 /* POST /v1/leases. Owned lease (state LEASED; expires after the TTL unless confirmed). */
-OrchVfdLease *orch_vfd_lease(OrchVfd *vfd, const OrchVfdLeaseRequest *req, GError **error);
+HotplugLease *orch_vfd_lease(OrchVfd *vfd, const OrchVfdLeaseRequest *req, GError **error);
 
 /* POST /v1/leases/VF/ID/confirm: the domain has the VF now (LEASED -> ASSIGNED). Owned lease.
  * Confirming twice is harmless. */
-OrchVfdLease *orch_vfd_confirm(OrchVfd *vfd, const char *vf, const char *lease_id, GError **error);
+HotplugLease *orch_vfd_confirm(OrchVfd *vfd, const char *vf, const char *lease_id, GError **error);
 
 /* POST /v1/leases/VF/ID/renew: the lease lives @ttl_s more seconds (0: the daemon's
  * lease-ttl); an assigned one is left as it is. ORCH_ERROR_CONFLICT when it is no longer the

@@ -42,3 +42,13 @@ static inline void orch_json_member_double(JsonBuilder *b, const char *name, dou
     json_builder_set_member_name(b, name);
     json_builder_add_double_value(b, value);
 }
+
+/* "name": "2026-01-02T03:04:05Z", the ISO-8601 UTC time of @unix_s, or "name": null when
+ * @unix_s is 0 or before (never set) or beyond what GDateTime holds. */
+static inline void orch_json_member_time(JsonBuilder *b, const char *name, gint64 unix_s)
+{
+    g_autoptr(GDateTime) t = unix_s > 0 ? g_date_time_new_from_unix_utc(unix_s) : NULL;
+    g_autofree char *text = t ? g_date_time_format_iso8601(t) : NULL;
+
+    orch_json_member_string(b, name, text);
+}

@@ -56,7 +56,7 @@ typedef struct {
     gboolean identity_fetched; /* identity_fetch() ran: what the source host said below */
     char *identity_source;   /* the source host's note on the GUIDs it gave, or NULL */
     char *identity_error;    /* why it gave none, or NULL */
-    GPtrArray *leases;       /* per VF: its OrchVfdLease on the destination (owned) */
+    GPtrArray *leases;       /* per VF: its HotplugLease on the destination (owned) */
     gint64 leases_asked;     /* monotonic time the first lease was asked for */
     OrchAgent *agent;        /* the source's agent, opened while the VF is leased, or NULL */
     struct Side *agent_side; /* agent_open_src() under way (target-vf), or NULL */
@@ -322,7 +322,7 @@ static gboolean note_begin(Migration *m, GError **error)
         jvf->host_pci = g_strdup(vf->host_pci);
         jvf->source_xml = g_strdup(g_ptr_array_index(m->source_xml, i));
         if (m->leases && i < m->leases->len) {
-            OrchVfdLease *lease = g_ptr_array_index(m->leases, i);
+            HotplugLease *lease = g_ptr_array_index(m->leases, i);
 
             jvf->lease_vf = g_strdup(lease->vf);
             jvf->lease_id = g_strdup(lease->id);
@@ -480,7 +480,7 @@ static void lease_request_init(Migration *m, OrchVfdLeaseRequest *req, char **ho
 /* Leases, through the destination's hotmigd, the VF that VF @i of the domain gets there: the
  * one named by --target-vf, the stand-in's own network device, or a free one of the source
  * VF's model. */
-static OrchVfdLease *lease_for(Migration *m, guint i, GError **error)
+static HotplugLease *lease_for(Migration *m, guint i, GError **error)
 {
     XmlVf *vf = vf_at(m, i);
     HotplugVf *like = g_ptr_array_index(m->like, i);
@@ -488,7 +488,7 @@ static OrchVfdLease *lease_for(Migration *m, guint i, GError **error)
     g_autofree char *reason = NULL;
     OrchVfdLeaseRequest req;
     g_autoptr(GError) local = NULL;
-    OrchVfdLease *lease;
+    HotplugLease *lease;
 
     lease_request_init(m, &req, &holder, &reason);
     if (vf->host_pci && m->opts->target_vf) {
@@ -533,7 +533,7 @@ static gboolean target_vf_check(Migration *m, GError **error)
     if (hostdevs && !m->opts->target_vf && !(m->src_vfs = host_vfs(m->src, error)))
         return FALSE;
     m->like = g_ptr_array_new();
-    m->leases = g_ptr_array_new_with_free_func((GDestroyNotify)orch_vfd_lease_free);
+    m->leases = g_ptr_array_new_with_free_func((GDestroyNotify)hotplug_lease_free);
     m->dest_xml = g_ptr_array_new_with_free_func(g_free);
     m->source_xml = g_ptr_array_new_with_free_func(g_free);
     for (guint i = 0; i < m->vfs->len; i++) {
@@ -566,7 +566,7 @@ static gboolean target_vf_lease(Migration *m, char **ret_detail, GError **error)
     m->leases_asked = g_get_monotonic_time();
     for (guint i = 0; i < m->vfs->len; i++) {
         XmlVf *vf = vf_at(m, i);
-        OrchVfdLease *lease;
+        HotplugLease *lease;
         char *dest;
         char *back;
 
@@ -667,7 +667,7 @@ static gpointer keeper_thread(gpointer data)
 static void keeper_start(Migration *m)
 {
     LeaseKeeper *k;
-    OrchVfdLease *first = m->leases && m->leases->len ? g_ptr_array_index(m->leases, 0) : NULL;
+    HotplugLease *first = m->leases && m->leases->len ? g_ptr_array_index(m->leases, 0) : NULL;
 
     if (!first || first->expires <= first->created)
         return;
@@ -683,7 +683,7 @@ static void keeper_start(Migration *m)
     k->vfs = g_ptr_array_new_with_free_func(g_free);
     k->ids = g_ptr_array_new_with_free_func(g_free);
     for (guint i = 0; i < m->leases->len; i++) {
-        OrchVfdLease *lease = g_ptr_array_index(m->leases, i);
+        HotplugLease *lease = g_ptr_array_index(m->leases, i);
 
         g_ptr_array_add(k->vfs, g_strdup(lease->vf));
         g_ptr_array_add(k->ids, g_strdup(lease->id));
@@ -727,17 +727,17 @@ static void leases_settle(Migration *m, gboolean undo)
 {
     keeper_stop(m);
     for (guint i = 0; m->vfd && m->leases && i < m->leases->len; i++) {
-        OrchVfdLease *lease = g_ptr_array_index(m->leases, i);
+        HotplugLease *lease = g_ptr_array_index(m->leases, i);
         g_autoptr(GError) err = NULL;
         gint64 start = g_get_monotonic_time();
 
-        if (lease->state == ORCH_VFD_STATE_ASSIGNED)
+        if (lease->state == HOTPLUG_LEASE_ASSIGNED)
             continue;
         if (m->on_destination && i < m->plugged) {
-            g_autoptr(OrchVfdLease) done = orch_vfd_confirm(m->vfd, lease->vf, lease->id, &err);
+            g_autoptr(HotplugLease) done = orch_vfd_confirm(m->vfd, lease->vf, lease->id, &err);
 
             if (done)
-                lease->state = ORCH_VFD_STATE_ASSIGNED;
+                lease->state = HOTPLUG_LEASE_ASSIGNED;
             else
                 progress(m, ORCH_PHASE_PLUG, "cannot confirm the lease of VF %s: %s", lease->vf,
                          err->message);
@@ -908,7 +908,7 @@ static void identity_read(Migration *m)
  * it is plugged. */
 static gboolean identity_apply(Migration *m, char **ret_note, GError **error)
 {
-    OrchVfdLease *lease;
+    HotplugLease *lease;
     g_autofree char *node = NULL;
     g_autofree char *port = NULL;
     g_autofree char *note = NULL;
@@ -1380,9 +1380,9 @@ static gboolean plug_other_vf(Migration *m, guint i, const char *why)
 {
     XmlVf *vf = vf_at(m, i);
     HotplugVf *like = m->like ? g_ptr_array_index(m->like, i) : NULL;
-    OrchVfdLease *old = g_ptr_array_index(m->leases, i);
+    HotplugLease *old = g_ptr_array_index(m->leases, i);
     g_autoptr(GError) local = NULL;
-    g_autoptr(OrchVfdLease) lease = NULL;
+    g_autoptr(HotplugLease) lease = NULL;
     g_autofree char *xml = NULL;
     g_autofree char *holder = NULL;
     g_autofree char *reason = NULL;
@@ -1413,7 +1413,7 @@ static gboolean plug_other_vf(Migration *m, guint i, const char *why)
     if (!orch_vfd_release(m->vfd, old->vf, old->id, &local))
         g_debug("Cannot release the lease of VF %s: %s", old->vf, local->message);
     g_ptr_array_index(m->leases, i) = g_steal_pointer(&lease);
-    orch_vfd_lease_free(old);
+    hotplug_lease_free(old);
     g_free(g_ptr_array_index(m->dest_xml, i));
     g_ptr_array_index(m->dest_xml, i) = g_steal_pointer(&xml);
     return TRUE;
@@ -1422,14 +1422,14 @@ static gboolean plug_other_vf(Migration *m, guint i, const char *why)
 /* Before the plug: is @lease still ours? Held for at least half its TTL more (taken or renewed
  * that recently, no renewal of the keeper failed): yes, without asking (a request less on the
  * way from the copy's end to the plug). Otherwise renewed now, which decides. */
-static gboolean lease_check(Migration *m, OrchVfdLease *lease, GError **error)
+static gboolean lease_check(Migration *m, HotplugLease *lease, GError **error)
 {
     LeaseKeeper *k = m->keeper;
     g_autoptr(GError) local = NULL;
     gboolean lost;
     gboolean held;
 
-    if (lease->state != ORCH_VFD_STATE_LEASED)
+    if (lease->state != HOTPLUG_LEASE_LEASED)
         return TRUE;
     g_mutex_lock(&k->lock);
     lost = k->lost != NULL;

@@ -116,19 +116,27 @@ OrchVfd *orch_options_open_vfd(const OrchOptions *opts, const char *url, GError 
     return vfd;
 }
 
+/* The strings an OrchOptions owns, listed once for clearing and copying. */
+static const gsize options_strings[] = {
+    G_STRUCT_OFFSET(OrchOptions, domain),        G_STRUCT_OFFSET(OrchOptions, source_uri),
+    G_STRUCT_OFFSET(OrchOptions, dest_uri),      G_STRUCT_OFFSET(OrchOptions, migrate_uri),
+    G_STRUCT_OFFSET(OrchOptions, alias_prefix),  G_STRUCT_OFFSET(OrchOptions, target_vf),
+    G_STRUCT_OFFSET(OrchOptions, agent_channel), G_STRUCT_OFFSET(OrchOptions, state_dir),
+    G_STRUCT_OFFSET(OrchOptions, hotmigd_url),   G_STRUCT_OFFSET(OrchOptions, source_hotmigd_url),
+    G_STRUCT_OFFSET(OrchOptions, tls_cert),      G_STRUCT_OFFSET(OrchOptions, tls_key),
+    G_STRUCT_OFFSET(OrchOptions, tls_ca),
+};
+
 void orch_options_clear(OrchOptions *opts)
 {
-    g_clear_pointer(&opts->domain, g_free);
-    g_clear_pointer(&opts->source_uri, g_free);
-    g_clear_pointer(&opts->dest_uri, g_free);
-    g_clear_pointer(&opts->migrate_uri, g_free);
-    g_clear_pointer(&opts->alias_prefix, g_free);
-    g_clear_pointer(&opts->target_vf, g_free);
-    g_clear_pointer(&opts->agent_channel, g_free);
-    g_clear_pointer(&opts->state_dir, g_free);
-    g_clear_pointer(&opts->hotmigd_url, g_free);
-    g_clear_pointer(&opts->source_hotmigd_url, g_free);
-    g_clear_pointer(&opts->tls_cert, g_free);
-    g_clear_pointer(&opts->tls_key, g_free);
-    g_clear_pointer(&opts->tls_ca, g_free);
+    for (gsize i = 0; i < G_N_ELEMENTS(options_strings); i++)
+        g_clear_pointer(&G_STRUCT_MEMBER(char *, opts, options_strings[i]), g_free);
+}
+
+void orch_options_copy(OrchOptions *dst, const OrchOptions *src)
+{
+    *dst = *src;
+    for (gsize i = 0; i < G_N_ELEMENTS(options_strings); i++)
+        G_STRUCT_MEMBER(char *, dst, options_strings[i]) =
+            g_strdup(G_STRUCT_MEMBER(const char *, src, options_strings[i]));
 }

@@ -1,5 +1,6 @@
 /* The pre-flight checks' shared state (preflight.c), for the checks that ask the destination's
- * hotmigd (preflight-target.c). */
+ * hotmigd (preflight-target.c), and the list both add to (checks.c). preflight.c calls
+ * preflight-target.c, both call checks.c: never upward. */
 #pragma once
 
 #include "engine/engine.h"
@@ -17,10 +18,10 @@ typedef struct {
     GPtrArray *vfs;    /* XmlVf of the domain, NULL when unknown */
 } Preflight;
 
-/* Appends check @name with @status and the detail @fmt, @ap to pf->checks; returns it
- * (borrowed). */
-OrchCheck *orch_preflight_addv(Preflight *pf, const char *name, OrchCheckStatus status,
-                               const char *fmt, va_list ap) G_GNUC_PRINTF(4, 0);
+/* Appends check @name with @status and the detail @fmt, @ap to @checks; returns it (borrowed).
+ * checks.c. */
+OrchCheck *orch_checks_addv(GPtrArray *checks, const char *name, OrchCheckStatus status,
+                            const char *fmt, va_list ap) G_GNUC_PRINTF(4, 0);
 
 /* Adds the checks of the destination's VFs: its hotmigd answers, a free compatible VF for each
  * of the domain's, its files are there, the migration port is reachable. With no source

@@ -17,7 +17,7 @@ static G_GNUC_PRINTF(4, 5) void add(Preflight *pf, const char *name, OrchCheckSt
     va_list ap;
 
     va_start(ap, fmt);
-    orch_preflight_addv(pf, name, status, fmt, ap);
+    orch_checks_addv(pf->checks, name, status, fmt, ap);
     va_end(ap);
 }
 
@@ -52,7 +52,7 @@ static char *vf_unavailable(const OrchVfdVfInfo *info)
     case ORCH_VFD_STATE_LEASED:
     case ORCH_VFD_STATE_ASSIGNED:
         return g_strdup_printf("'%s' is %s by '%s' (%s)", info->id,
-                               info->state == ORCH_VFD_STATE_LEASED ? "leased" : "assigned",
+                               orch_vfd_state_to_string(info->state),
                                info->lease && info->lease->holder ? info->lease->holder : "?",
                                info->lease && info->lease->reason ? info->lease->reason : "?");
     case ORCH_VFD_STATE_IN_USE:

@@ -132,7 +132,7 @@ static void recover_leases(const OrchOptions *opts, OrchJournalRecord *plan, Orc
     for (guint i = 0; vfd && i < plan->vfs->len; i++) {
         OrchJournalVf *vf = g_ptr_array_index(plan->vfs, i);
         g_autoptr(GError) e = NULL;
-        g_autoptr(OrchVfdLease) done = NULL;
+        g_autoptr(HotplugLease) done = NULL;
 
         if (!vf->lease_vf || !vf->lease_id)
             continue;

@@ -840,40 +840,6 @@ void orch_alerts_submit(OrchAlerts *alerts, GPtrArray *events, const char *input
 
 /* ---- replies --------------------------------------------------------------------------------- */
 
-static OrchVfdReply *reply_new(guint status, JsonBuilder *b, char *log)
-{
-    OrchVfdReply *reply = g_new0(OrchVfdReply, 1);
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    g_autofree char *text = NULL;
-
-    json_generator_set_root(gen, root);
-    json_generator_set_pretty(gen, TRUE);
-    text = json_generator_to_data(gen, NULL);
-    reply->status = status;
-    reply->body = g_strconcat(text, "\n", NULL);
-    reply->log = log;
-    return reply;
-}
-
-static OrchVfdReply *reply_error(guint status, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
-static OrchVfdReply *reply_error(guint status, const char *fmt, ...)
-{
-    g_autoptr(JsonBuilder) b = json_builder_new();
-    g_autofree char *msg = NULL;
-    char *valid;
-    va_list ap;
-
-    va_start(ap, fmt);
-    msg = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    valid = g_utf8_make_valid(msg, -1);
-    json_builder_begin_object(b);
-    orch_json_member_string(b, "error", valid);
-    json_builder_end_object(b);
-    return reply_new(status, b, valid);
-}
-
 static void result_json(JsonBuilder *b, const OrchAlertResult *result)
 {
     json_builder_begin_object(b);
@@ -886,19 +852,6 @@ static void result_json(JsonBuilder *b, const OrchAlertResult *result)
     }
     orch_json_member_string(b, "reason", result->reason);
     json_builder_end_object(b);
-}
-
-static void member_time(JsonBuilder *b, const char *name, gint64 unix_s)
-{
-    json_builder_set_member_name(b, name);
-    if (unix_s <= 0) {
-        json_builder_add_null_value(b);
-    } else {
-        g_autoptr(GDateTime) t = g_date_time_new_from_unix_utc(unix_s);
-        g_autofree char *text = t ? g_date_time_format_iso8601(t) : NULL;
-
-        json_builder_add_string_value(b, text ? text : "");
-    }
 }
 
 /* ---- /v1/alerts of the mutual-TLS API -------------------------------------------------------- */
@@ -930,8 +883,8 @@ static OrchVfdReply *api_list(OrchAlerts *alerts)
             orch_json_member_string(b, "source", a->source);
             orch_json_member_string(b, "severity", pol_severity_to_string(a->severity));
             orch_json_member_double(b, "confidence", a->confidence);
-            member_time(b, "deadline", a->deadline);
-            member_time(b, "received", a->received);
+            orch_json_member_time(b, "deadline", a->deadline);
+            orch_json_member_time(b, "received", a->received);
             json_builder_end_object(b);
         }
         json_builder_end_array(b);
@@ -939,7 +892,7 @@ static OrchVfdReply *api_list(OrchAlerts *alerts)
     }
     json_builder_end_array(b);
     json_builder_end_object(b);
-    return reply_new(200, b, NULL);
+    return orch_vfd_reply_new(200, b, NULL);
 }
 
 static OrchVfdReply *api_forwarded(OrchAlerts *alerts, const char *body, gsize len,
@@ -960,7 +913,8 @@ static OrchVfdReply *api_forwarded(OrchAlerts *alerts, const char *body, gsize l
     gboolean deputy;
 
     if (len == 0)
-        return reply_error(400, "the request body is empty: an alert event is a JSON object");
+        return orch_vfd_reply_error(400,
+                                    "the request body is empty: an alert event is a JSON object");
     /* The same checks as every body of the API (api.c). */
     obj = orch_vfd_api_body_object(body, len, known, ORCH_ALERT_MAX_DEPTH, &refused);
     if (!obj)
@@ -968,16 +922,17 @@ static OrchVfdReply *api_forwarded(OrchAlerts *alerts, const char *body, gsize l
     node = json_object_get_member(obj, "from");
     if (!node || !JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_STRING ||
         !*(from = json_node_get_string(node)) || strlen(from) > POL_NAME_MAX)
-        return reply_error(400, "member 'from' must be the sending host's name");
+        return orch_vfd_reply_error(400, "member 'from' must be the sending host's name");
     /* A forged 'from' (or 'deputy') would let any client speak for a host (issue 15). */
     if (!peer_host || !g_str_equal(from, peer_host))
-        return reply_error(403,
-                           "'from' is '%.64s' but the client's certificate is %s%.64s%s: a host forwards its own alerts only",
-                           from, peer_host ? "host '" : "no cluster host's",
-                           peer_host ? peer_host : "", peer_host ? "'" : "");
+        return orch_vfd_reply_error(
+            403,
+            "'from' is '%.64s' but the client's certificate is %s%.64s%s: a host forwards its own alerts only",
+            from, peer_host ? "host '" : "no cluster host's", peer_host ? peer_host : "",
+            peer_host ? "'" : "");
     node = json_object_get_member(obj, "deputy");
     if (!node || !JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_BOOLEAN)
-        return reply_error(400, "member 'deputy' must be true or false");
+        return orch_vfd_reply_error(400, "member 'deputy' must be true or false");
     deputy = json_node_get_boolean(node);
     node = json_object_get_member(obj, "source");
     orig = node && JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_STRING
@@ -986,14 +941,14 @@ static OrchVfdReply *api_forwarded(OrchAlerts *alerts, const char *body, gsize l
     source = g_strdup_printf("%.128s via %.256s", orig, from);
     ev = orch_alert_line_parse(body, len, source, alerts_now(alerts), &local);
     if (!ev)
-        return reply_error(400, "%s", local->message);
+        return orch_vfd_reply_error(400, "%s", local->message);
     if (!orch_alerts_knows_host(alerts, ev->host)) {
         g_autofree char *text = unknown_host_text(alerts, ev->host);
         alerts->counts[ORCH_ALERT_OUTCOME_REJECTED]++;
-        return reply_error(422, "%s", text);
+        return orch_vfd_reply_error(422, "%s", text);
     }
     if (!g_str_equal(ev->host, alerts->name) && !deputy)
-        return reply_error(
+        return orch_vfd_reply_error(
             409,
             "this is the hotmigd of '%s', not of '%s': it acts for '%s' only as deputy (when the hotmigd of '%s' does not answer)",
             alerts->name, ev->host, ev->host, ev->host);
@@ -1001,14 +956,14 @@ static OrchVfdReply *api_forwarded(OrchAlerts *alerts, const char *body, gsize l
      * inventory or call found it silent): no host may have another's machines evacuated behind
      * the back of a daemon that answers (issue 28, finding 8). */
     if (!g_str_equal(ev->host, alerts->name) && !g_hash_table_contains(alerts->down, ev->host))
-        return reply_error(
+        return orch_vfd_reply_error(
             409,
             "'%s' asks this host to act for '%s' as deputy, but the hotmigd of '%s' answered this host's last call: it acts for itself",
             from, ev->host, ev->host);
     input = g_strdup_printf("%.256s's hotmigd (%s)", from, peer ? peer : "?");
     result = alerts_apply(alerts, ev, input, deputy && !g_str_equal(ev->host, alerts->name));
     if (result->kind == ORCH_ALERT_RESULT_ERROR)
-        return reply_error(400, "%s", result->reason);
+        return orch_vfd_reply_error(400, "%s", result->reason);
     json_builder_begin_object(b);
     orch_json_member_string(b, "host", result->host);
     orch_json_member_string(b, "result", orch_alert_result_kind_to_string(result->kind));
@@ -1017,7 +972,7 @@ static OrchVfdReply *api_forwarded(OrchAlerts *alerts, const char *body, gsize l
     orch_json_member_string(b, "state", pol_host_state_to_string(result->state));
     orch_json_member_string(b, "reason", result->reason);
     json_builder_end_object(b);
-    return reply_new(200, b, NULL); /* alerts_apply() logged it */
+    return orch_vfd_reply_new(200, b, NULL); /* alerts_apply() logged it */
 }
 
 OrchVfdReply *orch_alerts_api_handle(OrchAlerts *alerts, const char *method, const char *body,
@@ -1029,8 +984,8 @@ OrchVfdReply *orch_alerts_api_handle(OrchAlerts *alerts, const char *method, con
         return api_list(alerts);
     if (g_str_equal(method, "POST"))
         return api_forwarded(alerts, body, len, peer, peer_host);
-    return reply_error(405, "method %.16s is not allowed on /v1/alerts (allowed: GET, POST)",
-                       method);
+    return orch_vfd_reply_error(
+        405, "method %.16s is not allowed on /v1/alerts (allowed: GET, POST)", method);
 }
 
 /* ---- the webhook ----------------------------------------------------------------------------- */
@@ -1118,8 +1073,8 @@ static void webhook_done(GPtrArray *results, gpointer data)
     }
     g_string_truncate(log, log->len - 1);
     hook->alerts->webhooks--;
-    hook->done(reply_new(counts[ORCH_ALERT_RESULT_ERROR] ? 502 : 200, b,
-                         g_string_free(g_steal_pointer(&log), FALSE)),
+    hook->done(orch_vfd_reply_new(counts[ORCH_ALERT_RESULT_ERROR] ? 502 : 200, b,
+                                  g_string_free(g_steal_pointer(&log), FALSE)),
                hook->data);
     orch_alerts_unref(hook->alerts);
     g_free(hook);
@@ -1137,7 +1092,7 @@ void orch_alerts_webhook(OrchAlerts *alerts, const char *body, gsize len, const 
 
     if (len > ORCH_ALERT_WEBHOOK_MAX_BYTES) {
         alerts->counts[ORCH_ALERT_OUTCOME_REJECTED]++;
-        done(reply_error(
+        done(orch_vfd_reply_error(
                  413, "the webhook body has %" G_GSIZE_FORMAT " bytes, more than the limit of %d",
                  len, ORCH_ALERT_WEBHOOK_MAX_BYTES),
              data);
@@ -1146,7 +1101,7 @@ void orch_alerts_webhook(OrchAlerts *alerts, const char *body, gsize len, const 
     events = orch_alert_webhook_parse(body, len, &alerts->parse, alerts_now(alerts), &error);
     if (!events) {
         alerts->counts[ORCH_ALERT_OUTCOME_REJECTED]++;
-        done(reply_error(400, "%s", error->message), data);
+        done(orch_vfd_reply_error(400, "%s", error->message), data);
         return;
     }
     for (guint i = 0; i < events->len; i++) {
@@ -1156,17 +1111,18 @@ void orch_alerts_webhook(OrchAlerts *alerts, const char *body, gsize len, const 
             g_autofree char *text = unknown_host_text(alerts, ev->host);
 
             alerts->counts[ORCH_ALERT_OUTCOME_REJECTED]++;
-            done(reply_error(422, "webhook: alerts[%u]: %s: nothing of the body was applied", i,
-                             text),
+            done(orch_vfd_reply_error(
+                     422, "webhook: alerts[%u]: %s: nothing of the body was applied", i, text),
                  data);
             return;
         }
     }
     if (alerts->webhooks >= ORCH_ALERTS_WEBHOOKS_MAX) {
-        done(reply_error(503,
-                         "%u webhook requests are being handled, the most at once: send it again "
-                         "later",
-                         alerts->webhooks),
+        done(orch_vfd_reply_error(
+                 503,
+                 "%u webhook requests are being handled, the most at once: send it again "
+                 "later",
+                 alerts->webhooks),
              data);
         return;
     }

@@ -30,15 +30,7 @@ void orch_vfd_reply_free(OrchVfdReply *reply)
     g_free(reply);
 }
 
-/* @reply with @log (taken) as what the daemon logs about it. */
-static OrchVfdReply *reply_log(OrchVfdReply *reply, char *log)
-{
-    g_free(reply->log);
-    reply->log = log;
-    return reply;
-}
-
-static OrchVfdReply *reply_json(guint status, JsonBuilder *b)
+OrchVfdReply *orch_vfd_reply_new(guint status, JsonBuilder *b, char *log)
 {
     OrchVfdReply *reply = g_new0(OrchVfdReply, 1);
     g_autoptr(JsonGenerator) gen = json_generator_new();
@@ -50,15 +42,15 @@ static OrchVfdReply *reply_json(guint status, JsonBuilder *b)
     text = json_generator_to_data(gen, NULL);
     reply->status = status;
     reply->body = g_strconcat(text, "\n", NULL);
+    reply->log = log;
     return reply;
 }
 
-static OrchVfdReply *reply_error(guint status, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
-static OrchVfdReply *reply_error(guint status, const char *fmt, ...)
+OrchVfdReply *orch_vfd_reply_error(guint status, const char *fmt, ...)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     g_autofree char *msg = NULL;
-    g_autofree char *valid = NULL;
+    char *valid;
     va_list ap;
 
     va_start(ap, fmt);
@@ -69,7 +61,7 @@ static OrchVfdReply *reply_error(guint status, const char *fmt, ...)
     json_builder_begin_object(b);
     orch_json_member_string(b, "error", valid);
     json_builder_end_object(b);
-    return reply_log(reply_json(status, b), g_strdup(valid));
+    return orch_vfd_reply_new(status, b, valid);
 }
 
 /* The status for an ORCH_ERROR from the pool. */
@@ -98,7 +90,7 @@ static OrchVfdReply *reply_gerror(const GError *error)
             break;
         }
     }
-    return reply_error(status, "%s", error->message);
+    return orch_vfd_reply_error(status, "%s", error->message);
 }
 
 /* ---- request bodies ------------------------------------------------------------------------ */
@@ -113,7 +105,7 @@ JsonObject *orch_vfd_api_body_object(const char *body, gsize len, const char *co
     JsonObject *obj;
 
     if (len > ORCH_VFD_API_MAX_BODY) {
-        *ret_reply = reply_error(
+        *ret_reply = orch_vfd_reply_error(
             413, "the request body has %" G_GSIZE_FORMAT " bytes, more than the limit of %d", len,
             ORCH_VFD_API_MAX_BODY);
         return NULL;
@@ -121,20 +113,21 @@ JsonObject *orch_vfd_api_body_object(const char *body, gsize len, const char *co
     if (len == 0)
         return json_object_new();
     if (memchr(body, '\0', len) || !g_utf8_validate(body, len, NULL)) {
-        *ret_reply = reply_error(400, "the request body is not UTF-8 text");
+        *ret_reply = orch_vfd_reply_error(400, "the request body is not UTF-8 text");
         return NULL;
     }
     if (!hm_json_check_depth(body, (gssize)len, max_depth, NULL)) {
-        *ret_reply = reply_error(400, "the request body nests deeper than %u levels", max_depth);
+        *ret_reply =
+            orch_vfd_reply_error(400, "the request body nests deeper than %u levels", max_depth);
         return NULL;
     }
     if (!json_parser_load_from_data(parser, body, len, &local)) {
-        *ret_reply = reply_error(400, "the request body is not JSON: %s", local->message);
+        *ret_reply = orch_vfd_reply_error(400, "the request body is not JSON: %s", local->message);
         return NULL;
     }
     root = json_parser_get_root(parser);
     if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
-        *ret_reply = reply_error(400, "the request body is not a JSON object");
+        *ret_reply = orch_vfd_reply_error(400, "the request body is not a JSON object");
         return NULL;
     }
     obj = json_node_get_object(root);
@@ -143,9 +136,10 @@ JsonObject *orch_vfd_api_body_object(const char *body, gsize len, const char *co
         if (!known || !g_strv_contains(known, m->data)) {
             g_autofree char *list = known ? g_strjoinv(", ", (char **)known) : NULL;
 
-            *ret_reply = list ? reply_error(400, "unknown member '%.64s' (known: %s)",
+            *ret_reply =
+                list ? orch_vfd_reply_error(400, "unknown member '%.64s' (known: %s)",
                                             (const char *)m->data, list)
-                              : reply_error(400, "this request takes no body (member '%.64s')",
+                     : orch_vfd_reply_error(400, "this request takes no body (member '%.64s')",
                                             (const char *)m->data);
             return NULL;
         }
@@ -170,26 +164,27 @@ static const char *member_string(JsonObject *obj, const char *name, gboolean req
 
     if (!node) {
         if (required)
-            *ret_reply = reply_error(400, "member '%s' is missing", name);
+            *ret_reply = orch_vfd_reply_error(400, "member '%s' is missing", name);
         return NULL;
     }
     if (!JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_STRING) {
-        *ret_reply = reply_error(400, "member '%s' must be a string", name);
+        *ret_reply = orch_vfd_reply_error(400, "member '%s' must be a string", name);
         return NULL;
     }
     value = json_node_get_string(node);
     if (!*value) {
-        *ret_reply = reply_error(400, "member '%s' must not be empty", name);
+        *ret_reply = orch_vfd_reply_error(400, "member '%s' must not be empty", name);
         return NULL;
     }
     if (strlen(value) > max) {
-        *ret_reply =
-            reply_error(400, "member '%s' is longer than %" G_GSIZE_FORMAT " bytes", name, max);
+        *ret_reply = orch_vfd_reply_error(
+            400, "member '%s' is longer than %" G_GSIZE_FORMAT " bytes", name, max);
         return NULL;
     }
     for (const char *p = value; *p; p++) {
         if (g_ascii_iscntrl(*p)) {
-            *ret_reply = reply_error(400, "member '%s' contains a control character", name);
+            *ret_reply =
+                orch_vfd_reply_error(400, "member '%s' contains a control character", name);
             return NULL;
         }
     }
@@ -210,10 +205,10 @@ static gboolean member_uint(JsonObject *obj, const char *name, guint64 min, guin
         gint64 n = json_node_get_int(node);
 
         if (n < 0 || (guint64)n < min || (guint64)n > max) {
-            *ret_reply = reply_error(400,
-                                     "member '%s' must be from %" G_GUINT64_FORMAT
-                                     " to %" G_GUINT64_FORMAT ", not %" G_GINT64_FORMAT,
-                                     name, min, max, n);
+            *ret_reply = orch_vfd_reply_error(400,
+                                              "member '%s' must be from %" G_GUINT64_FORMAT
+                                              " to %" G_GUINT64_FORMAT ", not %" G_GINT64_FORMAT,
+                                              name, min, max, n);
             return FALSE;
         }
         value = (guint64)n;
@@ -225,17 +220,17 @@ static gboolean member_uint(JsonObject *obj, const char *name, guint64 min, guin
 
         if (!*digits || strlen(digits) > 8 ||
             !g_ascii_string_to_unsigned(digits, 16, min, max, &value, NULL)) {
-            *ret_reply =
-                reply_error(400,
-                            "member '%s': '%.32s' is not a hex number from 0x%" G_GINT64_MODIFIER
-                            "x to 0x%" G_GINT64_MODIFIER "x",
-                            name, text, min, max);
+            *ret_reply = orch_vfd_reply_error(
+                400,
+                "member '%s': '%.32s' is not a hex number from 0x%" G_GINT64_MODIFIER
+                "x to 0x%" G_GINT64_MODIFIER "x",
+                name, text, min, max);
             return FALSE;
         }
     } else {
-        *ret_reply =
-            reply_error(400, "member '%s' must be %s", name,
-                        hex_text ? "a number or a hex string like \"0x15b3\"" : "a whole number");
+        *ret_reply = orch_vfd_reply_error(400, "member '%s' must be %s", name,
+                                          hex_text ? "a number or a hex string like \"0x15b3\""
+                                                   : "a whole number");
         return FALSE;
     }
     *ret_value = value;
@@ -243,19 +238,6 @@ static gboolean member_uint(JsonObject *obj, const char *name, guint64 min, guin
 }
 
 /* ---- replies ------------------------------------------------------------------------------- */
-
-static void member_time(JsonBuilder *b, const char *name, gint64 unix_s)
-{
-    json_builder_set_member_name(b, name);
-    if (unix_s <= 0) {
-        json_builder_add_null_value(b);
-    } else {
-        g_autoptr(GDateTime) t = g_date_time_new_from_unix_utc(unix_s);
-        g_autofree char *text = t ? g_date_time_format_iso8601(t) : NULL;
-
-        json_builder_add_string_value(b, text ? text : "");
-    }
-}
 
 static void lease_json(JsonBuilder *b, const HotplugLease *lease)
 {
@@ -266,8 +248,8 @@ static void lease_json(JsonBuilder *b, const HotplugLease *lease)
     orch_json_member_string(b, "holder", lease->holder);
     orch_json_member_string(b, "reason", lease->reason);
     orch_json_member_string(b, "domain", lease->domain);
-    member_time(b, "created", lease->created);
-    member_time(b, "expires", lease->expires);
+    orch_json_member_time(b, "created", lease->created);
+    orch_json_member_time(b, "expires", lease->expires);
     json_builder_end_object(b);
 }
 
@@ -340,7 +322,7 @@ static OrchVfdReply *api_host(OrchVfdPool *pool)
     json_builder_end_object(b);
     warnings_json(b, warnings);
     json_builder_end_object(b);
-    return reply_json(200, b);
+    return orch_vfd_reply_new(200, b, NULL);
 }
 
 static OrchVfdReply *api_vfs(OrchVfdPool *pool)
@@ -361,7 +343,7 @@ static OrchVfdReply *api_vfs(OrchVfdPool *pool)
     json_builder_end_array(b);
     warnings_json(b, warnings);
     json_builder_end_object(b);
-    return reply_json(200, b);
+    return orch_vfd_reply_new(200, b, NULL);
 }
 
 static OrchVfdReply *api_lease(OrchVfdPool *pool, const char *owner, const char *body, gsize len)
@@ -390,14 +372,16 @@ static OrchVfdReply *api_lease(OrchVfdPool *pool, const char *owner, const char 
     if (reply)
         return reply;
     if (spec.vf && (have_vendor || have_device))
-        return reply_error(400, "give either 'vf' or 'vendor_id' and 'device_id', not both");
+        return orch_vfd_reply_error(400,
+                                    "give either 'vf' or 'vendor_id' and 'device_id', not both");
     if (!spec.vf && !have_vendor && !have_device)
-        return reply_error(
+        return orch_vfd_reply_error(
             400,
             "give 'vf' (the VF to lease), or 'vendor_id' and 'device_id' (lease the first free VF of that model)");
     if (have_vendor != have_device)
-        return reply_error(400, "member '%s' is missing ('vendor_id' and 'device_id' go together)",
-                           have_vendor ? "device_id" : "vendor_id");
+        return orch_vfd_reply_error(
+            400, "member '%s' is missing ('vendor_id' and 'device_id' go together)",
+            have_vendor ? "device_id" : "vendor_id");
     spec.holder = member_string(obj, "holder", TRUE, ORCH_VFD_API_MAX_STRING, &reply);
     if (reply)
         return reply;
@@ -419,10 +403,10 @@ static OrchVfdReply *api_lease(OrchVfdPool *pool, const char *owner, const char 
     if (!lease)
         return reply_gerror(error);
     lease_json(b, lease);
-    return reply_log(reply_json(201, b),
-                     g_strdup_printf("VF '%s' leased to '%s' for domain '%s' (%s): lease %s",
-                                     lease->vf, lease->holder, lease->domain, lease->reason,
-                                     lease->id));
+    return orch_vfd_reply_new(
+        201, b,
+        g_strdup_printf("VF '%s' leased to '%s' for domain '%s' (%s): lease %s", lease->vf,
+                        lease->holder, lease->domain, lease->reason, lease->id));
 }
 
 static OrchVfdReply *api_confirm(OrchVfdPool *pool, const char *vf, const char *id,
@@ -441,9 +425,10 @@ static OrchVfdReply *api_confirm(OrchVfdPool *pool, const char *vf, const char *
     if (!lease)
         return reply_gerror(error);
     lease_json(b, lease);
-    return reply_log(reply_json(200, b),
-                     g_strdup_printf("VF '%s': lease %s confirmed, assigned to domain '%s'",
-                                     lease->vf, lease->id, lease->domain));
+    return orch_vfd_reply_new(
+        200, b,
+        g_strdup_printf("VF '%s': lease %s confirmed, assigned to domain '%s'", lease->vf,
+                        lease->id, lease->domain));
 }
 
 static OrchVfdReply *api_release(OrchVfdPool *pool, const char *vf, const char *id,
@@ -464,8 +449,8 @@ static OrchVfdReply *api_release(OrchVfdPool *pool, const char *vf, const char *
     orch_json_member_string(b, "id", id);
     orch_json_member_bool(b, "released", TRUE);
     json_builder_end_object(b);
-    return reply_log(reply_json(200, b),
-                     g_strdup_printf("VF '%.64s': lease %.64s released (or gone already)", vf, id));
+    return orch_vfd_reply_new(
+        200, b, g_strdup_printf("VF '%.64s': lease %.64s released (or gone already)", vf, id));
 }
 
 /* POST /v1/leases/{vf}/{id}/renew {"ttl"?}: a migration that outlasts the lease's TTL keeps
@@ -493,7 +478,7 @@ static OrchVfdReply *api_renew(OrchVfdPool *pool, const char *vf, const char *id
     orch_json_member_string(b, "id", id);
     orch_json_member_bool(b, "renewed", TRUE);
     json_builder_end_object(b);
-    return reply_json(200, b);
+    return orch_vfd_reply_new(200, b, NULL);
 }
 
 /* POST /v1/vfs/{vf}/left {"domain"}: the domain migrated away; its assigned lease ends. */
@@ -519,9 +504,9 @@ static OrchVfdReply *api_left(OrchVfdPool *pool, const char *vf, const char *bod
     orch_json_member_string(b, "domain", domain);
     orch_json_member_bool(b, "released", TRUE);
     json_builder_end_object(b);
-    return reply_log(reply_json(200, b),
-                     g_strdup_printf("VF '%.64s': domain '%.64s' left this host, its lease ended",
-                                     vf, domain));
+    return orch_vfd_reply_new(
+        200, b,
+        g_strdup_printf("VF '%.64s': domain '%.64s' left this host, its lease ended", vf, domain));
 }
 
 static OrchVfdReply *api_ib_identity(OrchVfdPool *pool, const char *vf, const char *body, gsize len)
@@ -545,7 +530,7 @@ static OrchVfdReply *api_ib_identity(OrchVfdPool *pool, const char *vf, const ch
         if (!text)
             return reply;
         if (!hotplug_guid_parse(text, &guids[i], &error))
-            return reply_error(400, "member '%s': %s", names[i], error->message);
+            return orch_vfd_reply_error(400, "member '%s': %s", names[i], error->message);
     }
     if (!orch_vfd_pool_ib_identity(pool, vf, guids[0], guids[1], &applied, &note, &error))
         return reply_gerror(error);
@@ -559,7 +544,7 @@ static OrchVfdReply *api_ib_identity(OrchVfdPool *pool, const char *vf, const ch
     orch_json_member_bool(b, "applied", applied);
     orch_json_member_string(b, "note", note);
     json_builder_end_object(b);
-    return reply_log(reply_json(200, b), g_strdup_printf("VF '%.64s': %s", vf, note));
+    return orch_vfd_reply_new(200, b, g_strdup_printf("VF '%.64s': %s", vf, note));
 }
 
 /* GET /v1/vfs/VF/identity/DOMAIN: the GUIDs the VF carries for DOMAIN, as this host knows
@@ -575,7 +560,7 @@ static OrchVfdReply *api_identity(OrchVfdPool *pool, const char *vf, const char 
     guint64 guids[2] = {0};
 
     if (len)
-        return reply_error(400, "this request takes no body");
+        return orch_vfd_reply_error(400, "this request takes no body");
     if (!orch_vfd_pool_identity(pool, vf, domain, &guids[0], &guids[1], &source, &error))
         return reply_gerror(error);
     node = hotplug_guid_format(guids[0]);
@@ -587,7 +572,7 @@ static OrchVfdReply *api_identity(OrchVfdPool *pool, const char *vf, const char 
     orch_json_member_string(b, "port_guid", port);
     orch_json_member_string(b, "source", source);
     json_builder_end_object(b);
-    return reply_json(200, b);
+    return orch_vfd_reply_new(200, b, NULL);
 }
 
 static OrchVfdReply *api_vfio(OrchVfdPool *pool, const char *vf, const char *body, gsize len)
@@ -611,7 +596,7 @@ static OrchVfdReply *api_vfio(OrchVfdPool *pool, const char *vf, const char *bod
     orch_json_member_bool(b, "changed", changed);
     orch_json_member_string(b, "note", note);
     json_builder_end_object(b);
-    return reply_log(reply_json(200, b), g_strdup_printf("VF '%.64s': %s", vf, note));
+    return orch_vfd_reply_new(200, b, g_strdup_printf("VF '%.64s': %s", vf, note));
 }
 
 /* ---- paths --------------------------------------------------------------------------------- */
@@ -656,11 +641,11 @@ static OrchVfdReply *api_files(const char *const *roots, const char *body, gsize
         return bad;
     node = json_object_get_member(obj, "paths");
     if (!node || !JSON_NODE_HOLDS_ARRAY(node))
-        return reply_error(400, "member 'paths' must be an array of absolute paths");
+        return orch_vfd_reply_error(400, "member 'paths' must be an array of absolute paths");
     paths = json_node_get_array(node);
     if (json_array_get_length(paths) > API_FILES_MAX)
-        return reply_error(400, "member 'paths' has %u entries, more than %d",
-                           json_array_get_length(paths), API_FILES_MAX);
+        return orch_vfd_reply_error(400, "member 'paths' has %u entries, more than %d",
+                                    json_array_get_length(paths), API_FILES_MAX);
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "files");
     json_builder_begin_array(b);
@@ -674,16 +659,17 @@ static OrchVfdReply *api_files(const char *const *roots, const char *body, gsize
         gboolean exists;
 
         if (!JSON_NODE_HOLDS_VALUE(el) || json_node_get_value_type(el) != G_TYPE_STRING)
-            return reply_error(400, "paths[%u] must be a string", i);
+            return orch_vfd_reply_error(400, "paths[%u] must be a string", i);
         path = json_node_get_string(el);
         if (path[0] != '/' || strlen(path) > 4096)
-            return reply_error(400, "paths[%u] must be an absolute path of at most 4096 bytes", i);
+            return orch_vfd_reply_error(
+                400, "paths[%u] must be an absolute path of at most 4096 bytes", i);
         for (const char *p = path; *p; p++) {
             if (g_ascii_iscntrl(*p))
-                return reply_error(400, "paths[%u] contains a control character", i);
+                return orch_vfd_reply_error(400, "paths[%u] contains a control character", i);
         }
         if (!files_allowed(path, roots, &root_len))
-            return reply_error(403,
+            return orch_vfd_reply_error(403,
                                "paths[%u] is not under a directory of [hotmigd] file-roots (no '.' or '..' components)",
                                i);
         /* Below its root, a link is not followed (issue 28, finding 8): the answer would tell
@@ -691,7 +677,7 @@ static OrchVfdReply *api_files(const char *const *roots, const char *body, gsize
         root = g_strndup(path, root_len);
         if (!hm_file_stat_beneath(root, path + root_len, &exists, &st, &local)) {
             if (g_error_matches(local, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID))
-                return reply_error(
+                return orch_vfd_reply_error(
                     403, "paths[%u]: %s: hotmigd does not follow links under [hotmigd] file-roots",
                     i, local->message);
             exists = FALSE;
@@ -711,7 +697,7 @@ static OrchVfdReply *api_files(const char *const *roots, const char *body, gsize
     }
     json_builder_end_array(b);
     json_builder_end_object(b);
-    return reply_json(200, b);
+    return orch_vfd_reply_new(200, b, NULL);
 }
 
 /* The path's segments after "/v1/", percent-decoded (owned, NULL-terminated), or NULL when the
@@ -747,8 +733,8 @@ static char **path_segments(const char *path)
 
 static OrchVfdReply *method_not_allowed(const char *method, const char *path, const char *allowed)
 {
-    return reply_error(405, "method %.16s is not allowed on %.200s (allowed: %s)", method, path,
-                       allowed);
+    return orch_vfd_reply_error(405, "method %.16s is not allowed on %.200s (allowed: %s)", method,
+                                path, allowed);
 }
 
 /* ---- the cluster's requests ------------------------------------------------------------------ */
@@ -764,8 +750,8 @@ static void migration_json(JsonBuilder *b, const OrchVfdMigration *mig)
     orch_json_member_string(b, "plan", mig->plan);
     orch_json_member_string(b, "state", orch_vfd_migration_state_to_string(mig->state));
     orch_json_member_string(b, "error", mig->error);
-    member_time(b, "started", mig->started);
-    member_time(b, "finished", mig->finished);
+    orch_json_member_time(b, "started", mig->started);
+    orch_json_member_time(b, "finished", mig->finished);
     json_builder_set_member_name(b, "report");
     {
         g_autoptr(JsonNode) report = mig->report ? json_from_string(mig->report, NULL) : NULL;
@@ -784,7 +770,7 @@ char *orch_vfd_migration_format_json(const OrchVfdMigration *mig)
     g_autoptr(OrchVfdReply) reply = NULL;
 
     migration_json(b, mig);
-    reply = reply_json(200, b);
+    reply = orch_vfd_reply_new(200, b, NULL);
     return g_steal_pointer(&reply->body);
 }
 
@@ -823,9 +809,9 @@ static OrchVfdReply *api_migration_start(const OrchVfdServices *services, const 
     orch_json_member_string(b, "destination", req.destination);
     orch_json_member_string(b, "state", "running");
     json_builder_end_object(b);
-    return reply_log(reply_json(202, b),
-                     g_strdup_printf("migration %s of domain '%s' to '%s' started (%s)", id,
-                                     req.domain, req.destination, req.reason));
+    return orch_vfd_reply_new(202, b,
+                              g_strdup_printf("migration %s of domain '%s' to '%s' started (%s)",
+                                              id, req.domain, req.destination, req.reason));
 }
 
 static OrchVfdReply *api_migration_get(const OrchVfdServices *services, const char *id,
@@ -844,7 +830,7 @@ static OrchVfdReply *api_migration_get(const OrchVfdServices *services, const ch
     if (!mig)
         return reply_gerror(error);
     migration_json(b, mig);
-    return reply_json(200, b);
+    return orch_vfd_reply_new(200, b, NULL);
 }
 
 typedef struct {
@@ -997,7 +983,7 @@ static void route_snapshot(const Call *c, OrchVfdReplyFunc cb, gpointer data)
     SnapshotWait *wait;
 
     if (c->req->len) {
-        cb(reply_error(400, "this request takes no body"), data);
+        cb(orch_vfd_reply_error(400, "this request takes no body"), data);
         return;
     }
     wait = g_new0(SnapshotWait, 1);
@@ -1216,10 +1202,11 @@ static void worker_push(const OrchVfdApi *api, const Route *route, const OrchVfd
     WorkerJob *job;
 
     if (worker_full(worker)) {
-        cb(reply_error(503,
-                       "this hotmigd has %u pool requests waiting (its host is slow to answer, "
-                       "libvirt maybe): try again later",
-                       worker->max_queued),
+        cb(orch_vfd_reply_error(
+               503,
+               "this hotmigd has %u pool requests waiting (its host is slow to answer, "
+               "libvirt maybe): try again later",
+               worker->max_queued),
            data);
         return;
     }
@@ -1299,7 +1286,7 @@ static char *route_list(const OrchVfdApi *api)
 
 static OrchVfdReply *unavailable(const char *what)
 {
-    return reply_error(503, "this hotmigd does not serve %s", what);
+    return orch_vfd_reply_error(503, "this hotmigd does not serve %s", what);
 }
 
 void orch_vfd_api_dispatch(const OrchVfdApi *api, const OrchVfdRequest *req, OrchVfdReplyFunc cb,
@@ -1331,14 +1318,13 @@ void orch_vfd_api_dispatch(const OrchVfdApi *api, const OrchVfdRequest *req, Orc
     } else if (!route) {
         g_autofree char *paths = route_list(api);
 
-        cb(reply_error(404, "no API path %.200s (%s)", req->path, paths), data);
+        cb(orch_vfd_reply_error(404, "no API path %.200s (%s)", req->path, paths), data);
     } else if (!req->who || !(req->who->roles & route->roles)) {
-        cb(reply_error(403,
-                       "'%.128s' may not %s /v1/%s: its certificate is neither a [host NAME] identity nor in [hotmigd] operators%s",
-                       req->who ? req->who->identity : "an unknown client", req->method,
-                       route->pattern,
-                       req->who && req->who->roles ? " (this needs one of the cluster's hosts)"
-                                                    : ""),
+        cb(orch_vfd_reply_error(
+               403,
+               "'%.128s' may not %s /v1/%s: its certificate is neither a [host NAME] identity nor in [hotmigd] operators%s",
+               req->who ? req->who->identity : "an unknown client", req->method, route->pattern,
+               req->who && req->who->roles ? " (this needs one of the cluster's hosts)" : ""),
            data);
     } else if ((missing = route_missing(route, api))) {
         cb(unavailable(missing), data);

@@ -25,6 +25,13 @@ typedef struct {
 void orch_vfd_reply_free(OrchVfdReply *reply);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchVfdReply, orch_vfd_reply_free)
 
+/* A reply of @status whose body is @b's JSON, with @log (taken; may be NULL) (owned). */
+OrchVfdReply *orch_vfd_reply_new(guint status, JsonBuilder *b, char *log);
+
+/* A reply of @status whose body is {"error": MESSAGE}, logged as MESSAGE (owned); the message
+ * is made valid UTF-8 (parts of a request are quoted in it). */
+OrchVfdReply *orch_vfd_reply_error(guint status, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+
 /* Handles one request: @method ("GET", ...), @path (percent-encoded as received, without the
  * query), @body (@len bytes, may be NULL when 0; not NUL-terminated). Never NULL. The pool's
  * requests only: the cluster's (below) answer 503 here. The caller has every role (tests and

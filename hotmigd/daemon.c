@@ -519,14 +519,6 @@ static void note_moved(Hotmigd *daemon, const char *vm)
 /* ---- schedules: JSON ----------------------------------------------------------------------------
  */
 
-static void member_time(JsonBuilder *b, const char *name, gint64 unix_s)
-{
-    g_autoptr(GDateTime) t = unix_s > 0 ? g_date_time_new_from_unix_utc(unix_s) : NULL;
-    g_autofree char *text = t ? g_date_time_format_iso8601(t) : NULL;
-
-    orch_json_member_string(b, name, text);
-}
-
 static void member_report(JsonBuilder *b, const char *report)
 {
     g_autoptr(JsonNode) node = report ? json_from_string(report, NULL) : NULL;
@@ -553,8 +545,8 @@ static void move_json(JsonBuilder *b, const Sched *s, const OrchRunMove *m, gboo
     orch_json_member_bool(b, "extra", pm->extra);
     orch_json_member_int(b, "priority", pm->priority);
     orch_json_member_int(b, "predicted_ms", (gint64)llround(pm->duration_s * 1000.0));
-    member_time(b, "started", pm->started);
-    member_time(b, "finished", pm->finished);
+    orch_json_member_time(b, "started", pm->started);
+    orch_json_member_time(b, "finished", pm->finished);
     orch_json_member_string(b, "driven_by", m->driven_by);
     orch_json_member_string(b, "migration", m->remote_id);
     if (report)
@@ -595,9 +587,9 @@ static void sched_json(JsonBuilder *b, const Sched *s, gboolean reports)
     else
         orch_json_member_string(b, "ok", NULL);
     orch_json_member_string(b, "error", s->error);
-    member_time(b, "created", s->created);
-    member_time(b, "ended", s->ended);
-    member_time(b, "deadline", s->deadline);
+    orch_json_member_time(b, "created", s->created);
+    orch_json_member_time(b, "ended", s->ended);
+    orch_json_member_time(b, "deadline", s->deadline);
     json_builder_set_member_name(b, "late");
     json_builder_begin_array(b);
     for (guint i = 0; s->late && i < s->late->len; i++)
@@ -1429,7 +1421,7 @@ JsonNode *hotmigd_status(Hotmigd *daemon, const char *id, GError **error)
     json_builder_begin_object(b);
     orch_json_member_string(b, "host", daemon->name);
     orch_json_member_string(b, "version", HOTMIG_VERSION);
-    member_time(b, "inventory_taken", daemon->inventory ? daemon->inventory->taken : 0);
+    orch_json_member_time(b, "inventory_taken", daemon->inventory ? daemon->inventory->taken : 0);
     json_builder_set_member_name(b, "warnings");
     json_builder_begin_array(b);
     for (guint i = 0; daemon->inventory && i < daemon->inventory->warnings->len; i++)
@@ -1974,7 +1966,7 @@ static void recovery_start(Hotmigd *daemon)
     r->domains = journals;
     r->refs = 1; /* dropped by recovery_done() */
     r->daemon = daemon;
-    orch_move_options_copy(&r->opts, &daemon->migrate_opts);
+    orch_options_copy(&r->opts, &daemon->migrate_opts);
     g_clear_pointer(&r->opts.domain, g_free); /* every domain */
     r->recover = daemon->opts.recover ? daemon->opts.recover : orch_recover;
     r->context = g_main_context_ref_thread_default();

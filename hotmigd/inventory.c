@@ -403,8 +403,6 @@ char *orch_inventory_format_snapshot(const OrchInventory *inv, const OrchInvento
     g_autoptr(JsonBuilder) b = json_builder_new_immutable();
     g_autoptr(JsonGenerator) gen = json_generator_new();
     g_autoptr(JsonNode) root = NULL;
-    g_autoptr(GDateTime) taken = g_date_time_new_from_unix_utc(inv->taken);
-    g_autofree char *taken_text = taken ? g_date_time_format_iso8601(taken) : NULL;
 
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "hosts");
@@ -447,7 +445,7 @@ char *orch_inventory_format_snapshot(const OrchInventory *inv, const OrchInvento
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
-    orch_json_member_string(b, "taken", taken_text);
+    orch_json_member_time(b, "taken", inv->taken);
     orch_json_member_double(b, "took_ms", round(inv->took_ms * 10.0) / 10.0);
     json_builder_set_member_name(b, "warnings");
     json_builder_begin_array(b);

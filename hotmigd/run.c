@@ -82,24 +82,6 @@ static void move_fail(OrchMove *m, const char *fmt, ...)
     m->result.ok = FALSE;
 }
 
-void orch_move_options_copy(OrchOptions *dst, const OrchOptions *src)
-{
-    *dst = *src;
-    dst->domain = g_strdup(src->domain);
-    dst->source_uri = g_strdup(src->source_uri);
-    dst->dest_uri = g_strdup(src->dest_uri);
-    dst->migrate_uri = g_strdup(src->migrate_uri);
-    dst->alias_prefix = g_strdup(src->alias_prefix);
-    dst->target_vf = g_strdup(src->target_vf);
-    dst->agent_channel = g_strdup(src->agent_channel);
-    dst->state_dir = g_strdup(src->state_dir);
-    dst->hotmigd_url = g_strdup(src->hotmigd_url);
-    dst->source_hotmigd_url = g_strdup(src->source_hotmigd_url);
-    dst->tls_cert = g_strdup(src->tls_cert);
-    dst->tls_key = g_strdup(src->tls_key);
-    dst->tls_ca = g_strdup(src->tls_ca);
-}
-
 /* @deputy_why: the move runs here for @from, whose hotmigd could not be reached (why), or NULL. */
 static void move_run_here(OrchMove *m, const HmConfigHost *from, const HmConfigHost *to,
                           const char *deputy_why)
@@ -108,7 +90,7 @@ static void move_run_here(OrchMove *m, const HmConfigHost *from, const HmConfigH
     g_autoptr(OrchReport) report = NULL;
     g_autoptr(GError) error = NULL;
 
-    orch_move_options_copy(&opts, m->env->migrate_opts);
+    orch_options_copy(&opts, m->env->migrate_opts);
     g_free(opts.domain);
     opts.domain = g_strdup(m->domain);
     g_free(opts.source_uri);

@@ -47,9 +47,6 @@ typedef struct {
 /* Waits @ms milliseconds, less when @cancellable (may be NULL) is cancelled: FALSE then. */
 gboolean orch_wait_ms(guint ms, GCancellable *cancellable);
 
-/* A copy of @src's strings and values into @dst (clear it with orch_options_clear()). */
-void orch_move_options_copy(OrchOptions *dst, const OrchOptions *src);
-
 /* The [host NAME] entry of @env, or NULL (borrowed). */
 const HmConfigHost *orch_move_env_find_host(const OrchMoveEnv *env, const char *name);
 

@@ -113,13 +113,13 @@ char *hotplug_guid_format(guint64 guid);
 
 /* A lease reserves a VF of this host for a migration before memory moves; it is confirmed
  * ("assigned") once the domain holds the VF, released on rollback, and expires when nobody
- * confirms it. Leases live in one directory (default HOTPLUG_LEASE_DIR_DEFAULT), shared by
- * every process of the host; see docs/leases.md for the files and the guarantees.
+ * confirms it. Leases live in one directory (hotmigd's: [hotmigd] run-dir/leases, by default
+ * /run/hotmig/leases: common/config.c), shared by every process of the host; see
+ * docs/leases.md for the files and the guarantees.
  * Every call below also fails with HOTPLUG_ERROR_INVALID for a bad VF id, and with
  * HOTPLUG_ERROR_FAILED naming the file when a file cannot be read or written or its lock is
  * not free in time (the record is then unchanged). A damaged record counts as FREE. */
 
-#define HOTPLUG_LEASE_DIR_DEFAULT "/var/lib/hotmig/leases"
 #define HOTPLUG_LEASE_HOLDER_MAX 256          /* bytes of UTF-8, no control characters */
 #define HOTPLUG_LEASE_REASON_MAX 1024         /* idem */
 #define HOTPLUG_LEASE_DOMAIN_MAX 256          /* idem */
@@ -132,7 +132,9 @@ typedef enum {
     HOTPLUG_LEASE_ASSIGNED, /* confirmed: a domain holds the VF; no expiry */
     HOTPLUG_LEASE_STATE_LAST,
 } HotplugLeaseState;
-HM_ENUM_DECL(hotplug_lease_state, HotplugLeaseState) /* "free", "leased", "assigned" */
+HM_ENUM_DECL(hotplug_lease_state, HotplugLeaseState)
+/* The states' words, the one table of both lease states and hotmigd's VF states. */
+#define HOTPLUG_LEASE_STATE_WORDS "free", "leased", "assigned"
 
 typedef struct {
     char *vf; /* VF id: a PCI address "0000:3b:00.2" or a stand-in net device name "hmlab0vf1" */

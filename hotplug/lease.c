@@ -23,8 +23,8 @@
 #define lease_debug(vf, ...)                                                                       \
     g_log_structured(G_LOG_DOMAIN, G_LOG_LEVEL_DEBUG, HM_LOG_FIELD_VF, (vf), "MESSAGE", __VA_ARGS__)
 
-HM_ENUM_IMPL(hotplug_lease_state, HotplugLeaseState, HOTPLUG_LEASE_STATE_LAST, "free", "leased",
-             "assigned")
+HM_ENUM_IMPL(hotplug_lease_state, HotplugLeaseState, HOTPLUG_LEASE_STATE_LAST,
+             HOTPLUG_LEASE_STATE_WORDS)
 
 struct HotplugLeaseStore {
     char *dir;

@@ -139,7 +139,7 @@ int main(int argc, char **argv)
             .domain = argv[a + 2],
             .ttl_s = argc > a + 3 ? parse_uint(argv[a + 3], 10, 604800) : 0,
         };
-        g_autoptr(OrchVfdLease) lease = orch_vfd_lease(vfd, &req, &error);
+        g_autoptr(HotplugLease) lease = orch_vfd_lease(vfd, &req, &error);
 
         if ((ok = lease != NULL)) {
             if (model)
@@ -148,10 +148,10 @@ int main(int argc, char **argv)
                 printf("%s\n", lease->id);
         }
     } else if (g_str_equal(cmd, "confirm") && argc == 6) {
-        g_autoptr(OrchVfdLease) lease = orch_vfd_confirm(vfd, argv[4], argv[5], &error);
+        g_autoptr(HotplugLease) lease = orch_vfd_confirm(vfd, argv[4], argv[5], &error);
 
         if ((ok = lease != NULL))
-            printf("%s %s\n", lease->vf, orch_vfd_state_to_string(lease->state));
+            printf("%s %s\n", lease->vf, hotplug_lease_state_to_string(lease->state));
     } else if (g_str_equal(cmd, "release") && argc == 6) {
         ok = orch_vfd_release(vfd, argv[4], argv[5], &error);
     } else if (g_str_equal(cmd, "ib-identity") && argc == 7) {

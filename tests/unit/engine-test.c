@@ -833,7 +833,7 @@ static OrchVfdVfInfo *pool_info(FakeWorld *w, const char *id, gboolean pci)
     if (info->state == ORCH_VFD_STATE_IN_USE)
         info->assigned_to = g_strdup("other");
     if (info->state == ORCH_VFD_STATE_LEASED || info->state == ORCH_VFD_STATE_ASSIGNED) {
-        info->lease = g_new0(OrchVfdLease, 1);
+        info->lease = g_new0(HotplugLease, 1);
         info->lease->vf = g_strdup(id);
         info->lease->holder = g_strdup("someone");
         info->lease->reason = g_strdup("a test");
@@ -855,9 +855,9 @@ static GPtrArray *fvfd_list(OrchVfd *v, GError **e)
     return out;
 }
 
-static OrchVfdLease *lease_new(const char *vf, const char *id, OrchVfdState state)
+static HotplugLease *lease_new(const char *vf, const char *id, HotplugLeaseState state)
 {
-    OrchVfdLease *lease = g_new0(OrchVfdLease, 1);
+    HotplugLease *lease = g_new0(HotplugLease, 1);
 
     lease->vf = g_strdup(vf);
     lease->id = g_strdup(id);
@@ -865,7 +865,7 @@ static OrchVfdLease *lease_new(const char *vf, const char *id, OrchVfdState stat
     return lease;
 }
 
-static OrchVfdLease *fvfd_lease(OrchVfd *v, const OrchVfdLeaseRequest *req, GError **e)
+static HotplugLease *fvfd_lease(OrchVfd *v, const OrchVfdLeaseRequest *req, GError **e)
 {
     FakeVfd *f = (FakeVfd *)v;
     const char *got = NULL;
@@ -904,7 +904,7 @@ static OrchVfdLease *fvfd_lease(OrchVfd *v, const OrchVfdLeaseRequest *req, GErr
         lease_set_until(f->world, got);
     g_mutex_unlock(&f->world->lease_lock);
     {
-        OrchVfdLease *lease = lease_new(got, id, ORCH_VFD_STATE_LEASED);
+        HotplugLease *lease = lease_new(got, id, HOTPLUG_LEASE_LEASED);
 
         if (f->world->lease_ttl_s) {
             lease->created = g_get_real_time() / G_USEC_PER_SEC;
@@ -935,7 +935,7 @@ static gboolean fvfd_renew(OrchVfd *v, const char *vf, const char *id, guint ttl
     return ok;
 }
 
-static OrchVfdLease *fvfd_confirm(OrchVfd *v, const char *vf, const char *id, GError **e)
+static HotplugLease *fvfd_confirm(OrchVfd *v, const char *vf, const char *id, GError **e)
 {
     FakeVfd *f = (FakeVfd *)v;
     const char *cur;
@@ -943,7 +943,7 @@ static OrchVfdLease *fvfd_confirm(OrchVfd *v, const char *vf, const char *id, GE
     if (vfd_fault(f, "confirm", e))
         return NULL;
     if (g_strcmp0(g_hash_table_lookup(f->world->assigned, vf), id) == 0)
-        return lease_new(vf, id, ORCH_VFD_STATE_ASSIGNED);
+        return lease_new(vf, id, HOTPLUG_LEASE_ASSIGNED);
     cur = g_hash_table_lookup(f->world->leases, vf);
     if (g_strcmp0(cur, id) != 0) {
         g_set_error(e, ORCH_ERROR, ORCH_ERROR_CONFLICT, "lease '%s' of VF '%s' is not current",
@@ -952,7 +952,7 @@ static OrchVfdLease *fvfd_confirm(OrchVfd *v, const char *vf, const char *id, GE
     }
     g_hash_table_remove(f->world->leases, vf);
     g_hash_table_insert(f->world->assigned, g_strdup(vf), g_strdup(id));
-    return lease_new(vf, id, ORCH_VFD_STATE_ASSIGNED);
+    return lease_new(vf, id, HOTPLUG_LEASE_ASSIGNED);
 }
 
 static gboolean fvfd_release(OrchVfd *v, const char *vf, const char *id, GError **e)

@@ -210,9 +210,9 @@ static void test_calls(void **state)
 
     if (!info)
         fail_msg("GET /v1/host: %s", error->message);
-    g_autoptr(OrchVfdLease) lease = NULL;
-    g_autoptr(OrchVfdLease) confirmed = NULL;
-    g_autoptr(OrchVfdLease) model = NULL;
+    g_autoptr(HotplugLease) lease = NULL;
+    g_autoptr(HotplugLease) confirmed = NULL;
+    g_autoptr(HotplugLease) model = NULL;
     g_autofree char *note = NULL;
     OrchVfdLeaseRequest req = {
         .vf = "hmlab0vf1", .holder = "hotmigd-tls-test", .reason = "a test", .domain = "vm7"};
@@ -227,7 +227,7 @@ static void test_calls(void **state)
     lease = orch_vfd_lease(vfd, &req, &error);
     assert_non_null(lease);
     assert_string_equal(lease->vf, "hmlab0vf1");
-    assert_int_equal(lease->state, ORCH_VFD_STATE_LEASED);
+    assert_int_equal(lease->state, HOTPLUG_LEASE_LEASED);
     assert_true(lease->expires > lease->created);
     assert_null(orch_vfd_lease(vfd, &req, &error));
     expect(error, ORCH_ERROR_CONFLICT, "hotmigd at https://127.0.0.1:");
@@ -242,7 +242,7 @@ static void test_calls(void **state)
     assert_true(orch_vfd_vfio(vfd, "hmlab0vf1", &note, &error));
     confirmed = orch_vfd_confirm(vfd, "hmlab0vf1", lease->id, &error);
     assert_non_null(confirmed);
-    assert_int_equal(confirmed->state, ORCH_VFD_STATE_ASSIGNED);
+    assert_int_equal(confirmed->state, HOTPLUG_LEASE_ASSIGNED);
     assert_int_equal(confirmed->expires, 0);
 
     req.vf = NULL;
@@ -390,8 +390,8 @@ static void test_authorization(void **state)
     g_autoptr(OrchVfd) stranger = client(fx, "stranger", NULL, NULL, 10);
     g_autoptr(OrchVfd) peer = client(fx, "peer2", NULL, NULL, 10);
     g_autoptr(GError) error = NULL;
-    g_autoptr(OrchVfdLease) lease = NULL;
-    g_autoptr(OrchVfdLease) own = NULL;
+    g_autoptr(HotplugLease) lease = NULL;
+    g_autoptr(HotplugLease) own = NULL;
     g_autofree char *note = NULL;
     g_autofree char *inside = g_build_filename(fx->files_root, "vm7.qcow2", NULL);
     const char *outside[] = {"/etc/shadow", NULL};
@@ -401,7 +401,7 @@ static void test_authorization(void **state)
     OrchVfdLeaseRequest req = {
         .vf = "hmlab0vf1", .holder = "operator", .reason = "a test", .domain = "vm7"};
     OrchVfdMigrationRequest mig = {.domain = "vm7", .destination = "B", .reason = "a test"};
-    OrchVfdLease *got;
+    HotplugLease *got;
 
     lease = orch_vfd_lease(op, &req, &error);
     assert_non_null(lease);
@@ -486,7 +486,7 @@ static void test_authorization(void **state)
     /* The operator's lease is intact. */
     got = orch_vfd_confirm(op, "hmlab0vf1", lease->id, &error);
     assert_non_null(got);
-    orch_vfd_lease_free(got);
+    hotplug_lease_free(got);
 }
 
 /* A hostile peer: an HTTPS server (the test CA's server certificate, GIO only) that answers
