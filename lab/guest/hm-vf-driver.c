@@ -21,6 +21,8 @@
  * --daemonize returns (exit 0) once the boot scan is done, so the VF is up before the agent and
  * the workload start, as with the boot scan of hm-hotplug.
  */
+#include "lab/guest/hm-guest.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -71,28 +73,6 @@ typedef struct {
     int retry_rxe;      /* rdma_dev is held by an old device: retry creating ours */
     int64_t retry_at, retry_deadline;
 } Vfd;
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void hm_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void hm_log(const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    fputs("HMLAB ", stdout);
-    vprintf(fmt, ap);
-    fputc('\n', stdout);
-    fflush(stdout);
-    va_end(ap);
-}
 
 /* ---- netlink plumbing --------------------------------------------------------------------- */
 

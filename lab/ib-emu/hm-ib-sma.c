@@ -18,6 +18,7 @@
  *        [--daemonize]
  */
 #include "ib-emu.h"
+#include "lab/guest/hm-guest.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -55,28 +56,6 @@ typedef struct {
     int pending_ifindex;
     int64_t pending_deadline;
 } Sma;
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sma_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void sma_log(const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    fputs("HMLAB ", stdout);
-    vprintf(fmt, ap);
-    fputc('\n', stdout);
-    fflush(stdout);
-    va_end(ap);
-}
 
 static int read_line(const char *path, char *out, size_t len)
 {
@@ -176,7 +155,7 @@ static int sma_sysfs(Sma *s, const HmIbSmFrame *f)
     snprintf(port, sizeof(port), "%s/class/infiniband/%s/ports/1", s->sysfs, s->rdma_dev);
     snprintf(path, sizeof(path), "%s/link_layer", port);
     if (read_line(path, cur, sizeof(cur)) < 0) {
-        sma_log("ib error: cannot read %s: %s", path, strerror(errno));
+        hm_log("ib error: cannot read %s: %s", path, strerror(errno));
         return -1;
     }
     if (strcmp(cur, "InfiniBand") == 0)
@@ -184,7 +163,7 @@ static int sma_sysfs(Sma *s, const HmIbSmFrame *f)
     snprintf(path, sizeof(path), "%s/class/infiniband/%s/node_guid", s->sysfs, s->rdma_dev);
     if (read_line(path, guid, sizeof(guid)) < 0 ||
         sscanf(guid, "%4x:%4x:%4x:%4x", &g[0], &g[1], &g[2], &g[3]) != 4) {
-        sma_log("ib error: cannot read the node GUID of %s", s->rdma_dev);
+        hm_log("ib error: cannot read the node GUID of %s", s->rdma_dev);
         return -1;
     }
     snprintf(files[nf].text, sizeof(files[nf].text), "InfiniBand\n");
@@ -209,7 +188,7 @@ static int sma_sysfs(Sma *s, const HmIbSmFrame *f)
         snprintf(path, sizeof(path), "%s/%s", port, files[i].name);
         snprintf(text, sizeof(text), "%s", files[i].text);
         if (write_file(src, text) < 0 || mount(src, path, NULL, MS_BIND, NULL) < 0) {
-            sma_log("ib error: cannot show %s over %s: %s", src, path, strerror(errno));
+            hm_log("ib error: cannot show %s over %s: %s", src, path, strerror(errno));
             return -1;
         }
     }
@@ -235,7 +214,7 @@ static void sma_frame(Sma *s, int ifindex, const HmIbSmFrame *f)
     }
     if (f->state == HM_IB_PORT_INIT) {
         if (s->state != HM_IB_PORT_INIT)
-            sma_log("ib port %s INIT host=%s slot=%u", ifname, f->host, f->slot);
+            hm_log("ib port %s INIT host=%s slot=%u", ifname, f->host, f->slot);
         s->state = HM_IB_PORT_INIT;
         s->pending = 0;
         return;
@@ -250,7 +229,7 @@ static void sma_frame(Sma *s, int ifindex, const HmIbSmFrame *f)
         s->pending_ifindex = ifindex;
         if (now_ms() < s->pending_deadline)
             return;
-        sma_log("ib error: no %s on %s %d ms after the SM activated it: LID without sysfs view",
+        hm_log("ib error: no %s on %s %d ms after the SM activated it: LID without sysfs view",
                 s->rdma_dev, ifname, SMA_DEVICE_WAIT_MS);
     } else {
         sma_sysfs(s, f);
@@ -258,14 +237,14 @@ static void sma_frame(Sma *s, int ifindex, const HmIbSmFrame *f)
     s->pending = 0;
     if (s->lid != f->lid) {
         if (s->lid && (r = sma_addr(s, ifindex, s->lid, 0)) < 0)
-            sma_log("ib error: cannot remove LID 0x%04x from %s: %s", s->lid, ifname, strerror(-r));
+            hm_log("ib error: cannot remove LID 0x%04x from %s: %s", s->lid, ifname, strerror(-r));
         if ((r = sma_addr(s, ifindex, f->lid, 1)) < 0) {
-            sma_log("ib error: cannot give %s LID 0x%04x: %s", ifname, f->lid, strerror(-r));
+            hm_log("ib error: cannot give %s LID 0x%04x: %s", ifname, f->lid, strerror(-r));
             return;
         }
         s->lid = f->lid;
     }
-    sma_log("ib port %s ACTIVE lid=0x%04x sm_lid=0x%04x host=%s slot=%u", ifname, f->lid,
+    hm_log("ib port %s ACTIVE lid=0x%04x sm_lid=0x%04x host=%s slot=%u", ifname, f->lid,
             f->sm_lid, f->host, f->slot);
     s->state = HM_IB_PORT_ACTIVE;
 }
@@ -319,7 +298,7 @@ int main(int argc, char **argv)
     s.route = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
     if (s.pkt < 0 || s.route < 0 || bind(s.pkt, (struct sockaddr *)&ll, sizeof(ll)) < 0 ||
         bind(s.route, (struct sockaddr *)&nl, sizeof(nl)) < 0) {
-        sma_log("ib error: hm-ib-sma cannot open its sockets: %s", strerror(errno));
+        hm_log("ib error: hm-ib-sma cannot open its sockets: %s", strerror(errno));
         return 1;
     }
     if (daemonize) {
@@ -340,7 +319,7 @@ int main(int argc, char **argv)
         ssize_t n;
 
         if (poll(&pfd, 1, s.pending ? SMA_RETRY_MS : -1) < 0 && errno != EINTR) {
-            sma_log("ib error: hm-ib-sma: poll: %s", strerror(errno));
+            hm_log("ib error: hm-ib-sma: poll: %s", strerror(errno));
             return 1;
         }
         if (!(pfd.revents & POLLIN)) {
@@ -354,7 +333,7 @@ int main(int argc, char **argv)
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            sma_log("ib error: hm-ib-sma: recv: %s", strerror(errno));
+            hm_log("ib error: hm-ib-sma: recv: %s", strerror(errno));
             return 1;
         }
         if (from.sll_pkttype == PACKET_OUTGOING || hm_ib_sm_frame_parse(buf, (size_t)n, &f) < 0)
