@@ -330,6 +330,24 @@ static int wait_exit(pid_t pid)
     return WEXITSTATUS(status);
 }
 
+/* The agent's processes once one registered (asked for 2 s at most): borrowed from *ret_node. */
+static JsonArray *status_one_process(Fixture *f, JsonNode **ret_node)
+{
+    JsonObject *ret = NULL;
+    JsonArray *procs;
+
+    for (int i = 0; i < 200; i++) {
+        g_clear_pointer(ret_node, json_node_unref);
+        ret = host_return(f, "{\"execute\":\"status\"}\n", NULL, ret_node);
+        if (json_array_get_length(json_object_get_array_member(ret, "processes")) == 1)
+            break;
+        g_usleep(10000);
+    }
+    procs = json_object_get_array_member(ret, "processes");
+    assert_int_equal(json_array_get_length(procs), 1);
+    return procs;
+}
+
 /* The default socket (0600, root's) refuses a process that is not root's: the problem MPI
  * ranks started by Slurm or mpirun as the user meet. */
 static void test_binary_socket_root_only(void **state)
@@ -361,7 +379,6 @@ static void test_binary_socket_group(void **state)
 {
     Fixture *f = *state;
     g_autoptr(JsonNode) node = NULL;
-    JsonObject *ret = NULL;
     JsonArray *procs;
     struct stat st;
     int go[2];
@@ -376,15 +393,7 @@ static void test_binary_socket_group(void **state)
     assert_int_equal(pipe(go), 0);
     child = register_as_nobody(f->sock, go[0]);
     close(go[0]);
-    for (int i = 0; i < 200; i++) {
-        g_clear_pointer(&node, json_node_unref);
-        ret = host_return(f, "{\"execute\":\"status\"}\n", NULL, &node);
-        if (json_array_get_length(json_object_get_array_member(ret, "processes")) == 1)
-            break;
-        g_usleep(10000);
-    }
-    procs = json_object_get_array_member(ret, "processes");
-    assert_int_equal(json_array_get_length(procs), 1);
+    procs = status_one_process(f, &node);
     {
         g_autofree char *proc = json_to_string(json_array_get_element(procs, 0), FALSE);
 
@@ -402,7 +411,6 @@ static void test_binary_pid_from_kernel(void **state)
 {
     Fixture *f = *state;
     g_autoptr(JsonNode) node = NULL;
-    JsonObject *ret = NULL;
     JsonArray *procs;
     int go[2];
     pid_t child;
@@ -432,15 +440,7 @@ static void test_binary_pid_from_kernel(void **state)
         _exit(0);
     }
     close(go[0]);
-    for (int i = 0; i < 200; i++) {
-        g_clear_pointer(&node, json_node_unref);
-        ret = host_return(f, "{\"execute\":\"status\"}\n", NULL, &node);
-        if (json_array_get_length(json_object_get_array_member(ret, "processes")) == 1)
-            break;
-        g_usleep(10000);
-    }
-    procs = json_object_get_array_member(ret, "processes");
-    assert_int_equal(json_array_get_length(procs), 1);
+    procs = status_one_process(f, &node);
     assert_string_equal(json_object_get_string_member(json_array_get_object_element(procs, 0),
                                                       "name"),
                         "liar");
