@@ -156,7 +156,7 @@ int hv_progress_wait(uint64_t seen, int64_t until)
     return r == ETIMEDOUT ? ETIMEDOUT : 0;
 }
 
-HvQp *hv_find_vqpn(uint32_t vqpn, HvContext **ret)
+static HvQp *hv_vqpn_lookup(uint32_t vqpn, HvContext **ret, int hold)
 {
     HvQp *qp = NULL;
 
@@ -167,6 +167,8 @@ HvQp *hv_find_vqpn(uint32_t vqpn, HvContext **ret)
         pthread_mutex_lock(&ctx->lock);
         if (hv_map_get(&ctx->vqpn, vqpn, &v)) {
             qp = (HvQp *)(uintptr_t)v;
+            if (hold) /* under ctx->lock: ibv_destroy_qp takes it out of the map under it */
+                atomic_fetch_add(&qp->refs, 1);
             if (ret)
                 *ret = ctx;
         }
@@ -174,4 +176,31 @@ HvQp *hv_find_vqpn(uint32_t vqpn, HvContext **ret)
     }
     pthread_mutex_unlock(&hv.lock);
     return qp;
+}
+
+HvQp *hv_find_vqpn(uint32_t vqpn, HvContext **ret)
+{
+    return hv_vqpn_lookup(vqpn, ret, 0);
+}
+
+HvQp *hv_qp_hold(uint32_t vqpn, HvContext **ret)
+{
+    return hv_vqpn_lookup(vqpn, ret, 1);
+}
+
+void hv_qp_release(HvQp *qp)
+{
+    if (qp && atomic_fetch_sub(&qp->refs, 1) == 1)
+        hv_progress_signal(); /* a destroy may wait for it */
+}
+
+void hv_qp_wait_unheld(HvQp *qp)
+{
+    for (;;) {
+        uint64_t seen = hv_progress_gen();
+
+        if (atomic_load(&qp->refs) == 0)
+            return;
+        hv_progress_wait(seen, hv_now_ms() + 100);
+    }
 }

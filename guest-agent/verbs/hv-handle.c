@@ -77,9 +77,8 @@ static void hv_ud_release(const uint8_t gid[16]) /* hv.lock held */
 /* The peer's side of UDHOLD: every UD QP of this process that sent to the mover's GID (and the
  * QP named) queues its sends until the mover's UDMAP (or HV_UD_HOLD_MS); the reply counts what
  * each sent to that GID so far, which the mover waits to have received before it goes. */
-static int hv_on_udhold(const HvMsg *m, const uint8_t from[16], HvMsg *rep)
+static int hv_on_udhold(const HvMsg *m, const uint8_t from[16], HvQp *target, HvMsg *rep)
 {
-    HvQp *target = hv_find_vqpn(m->target, NULL);
     int64_t now = hv_now_ms(), until = now + HV_UD_HOLD_MS;
     char g[33];
 
@@ -119,9 +118,8 @@ static int hv_on_udhold(const HvMsg *m, const uint8_t from[16], HvMsg *rep)
     return 0;
 }
 
-static int hv_on_udmap(const HvMsg *m, const uint8_t from[16], HvMsg *rep)
+static int hv_on_udmap(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvMsg *rep)
 {
-    HvQp *qp = hv_find_vqpn(m->target, NULL);
     uint32_t v[HV_PROTO_UDQPS_MAX], p[HV_PROTO_UDQPS_MAX];
     int r, refreshed = 0;
     char g[33];
@@ -166,9 +164,8 @@ static int hv_on_udmap(const HvMsg *m, const uint8_t from[16], HvMsg *rep)
     return 0;
 }
 
-static int hv_on_suspend(const HvMsg *m, const uint8_t from[16], HvMsg *rep)
+static int hv_on_suspend(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvMsg *rep)
 {
-    HvQp *qp = hv_find_vqpn(m->target, NULL);
     char g[33];
     int r;
 
@@ -264,10 +261,9 @@ static int hv_reconnect_apply(HvQp *qp, const HvMsg *m)
     return r;
 }
 
-static int hv_on_reconnect(const HvMsg *m, const uint8_t from[16], HvMsg *rep)
+static int hv_on_reconnect(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvContext *ctx,
+                           HvMsg *rep)
 {
-    HvContext *ctx = NULL;
-    HvQp *qp = hv_find_vqpn(m->target, &ctx);
     union ibv_gid own;
     uint16_t own_lid = 0;
     int r, swapping, drives;
@@ -342,9 +338,8 @@ static int hv_on_reconnect(const HvMsg *m, const uint8_t from[16], HvMsg *rep)
     return r;
 }
 
-static int hv_on_keymap(const HvMsg *m, const uint8_t from[16], HvMsg *rep)
+static int hv_on_keymap(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvMsg *rep)
 {
-    HvQp *qp = hv_find_vqpn(m->target, NULL);
     char g[33];
 
     hv_gid_hex(from, g);
@@ -369,10 +364,9 @@ static int hv_on_keymap(const HvMsg *m, const uint8_t from[16], HvMsg *rep)
 
 /* LOOKUP from a peer connecting to our QP @target: its physical number and our changed rkeys;
  * DEFER moving while our device is away (the peer asks again). */
-static int hv_on_lookup(const HvMsg *m, const uint8_t from[16], HvMsg *rep)
+static int hv_on_lookup(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvContext *ctx,
+                        HvMsg *rep)
 {
-    HvContext *ctx = NULL;
-    HvQp *qp = hv_find_vqpn(m->target, &ctx);
     char g[33];
     int swapping;
 
@@ -405,22 +399,41 @@ static int hv_on_lookup(const HvMsg *m, const uint8_t from[16], HvMsg *rep)
     return 0;
 }
 
+/* Each handler works on the QP its request names, held (hv_qp_hold) until it returns: the
+ * program's ibv_destroy_qp waits for it instead of freeing the QP under it (issue 28,
+ * finding 4). */
 int hv_peer_handle(const HvMsg *m, const uint8_t from[16], HvMsg *rep)
 {
+    HvContext *ctx = NULL;
+    HvQp *qp = NULL;
+    int r;
+
+    if (m->type == HV_MSG_SUSPEND || m->type == HV_MSG_RECONNECT || m->type == HV_MSG_UDMAP ||
+        m->type == HV_MSG_UDHOLD || m->type == HV_MSG_KEYMAP || m->type == HV_MSG_LOOKUP)
+        qp = hv_qp_hold(m->target, &ctx);
     switch (m->type) {
     case HV_MSG_SUSPEND:
-        return hv_on_suspend(m, from, rep);
+        r = hv_on_suspend(m, from, qp, rep);
+        break;
     case HV_MSG_RECONNECT:
-        return hv_on_reconnect(m, from, rep);
+        r = hv_on_reconnect(m, from, qp, ctx, rep);
+        break;
     case HV_MSG_UDMAP:
-        return hv_on_udmap(m, from, rep);
+        r = hv_on_udmap(m, from, qp, rep);
+        break;
     case HV_MSG_UDHOLD:
-        return hv_on_udhold(m, from, rep);
+        r = hv_on_udhold(m, from, qp, rep);
+        break;
     case HV_MSG_KEYMAP:
-        return hv_on_keymap(m, from, rep);
+        r = hv_on_keymap(m, from, qp, rep);
+        break;
     case HV_MSG_LOOKUP:
-        return hv_on_lookup(m, from, rep);
+        r = hv_on_lookup(m, from, qp, ctx, rep);
+        break;
     default:
-        return hv_refuse(rep, EPROTO, "unexpected message");
+        r = hv_refuse(rep, EPROTO, "unexpected message");
+        break;
     }
+    hv_qp_release(qp);
+    return r;
 }

@@ -237,6 +237,13 @@ HV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
         return hv_real.r_ibv_destroy_qp(ibqp);
     hv_wait_phys(ctx);
     hv_qp_route_del(qp);
+    /* no new peer request finds it; those that hold it finish first (hv_qp_hold) */
+    pthread_mutex_lock(&hv.lock);
+    pthread_mutex_lock(&ctx->lock);
+    hv_map_del(&ctx->vqpn, qp->pub.qp_num);
+    pthread_mutex_unlock(&ctx->lock);
+    pthread_mutex_unlock(&hv.lock);
+    hv_qp_wait_unheld(qp);
     pthread_mutex_lock(&hv.lock);
     if (qp->phys) {
         uint32_t pqpn = qp->phys->qp_num;
@@ -252,6 +259,11 @@ HV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
         pthread_mutex_lock(&ctx->lock);
         hv_map_del(&ctx->vqpn, qp->pub.qp_num);
         HV_UNLINK(ctx->qps, qp);
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    if (r) { /* the QP stays: peers find it again */
+        pthread_mutex_lock(&ctx->lock);
+        hv_map_put(&ctx->vqpn, qp->pub.qp_num, (uintptr_t)qp);
         pthread_mutex_unlock(&ctx->lock);
     }
     pthread_mutex_unlock(&hv.lock);

@@ -226,6 +226,7 @@ typedef struct HvQp {
     int paused;         /* posts are queued (quiesce, or the peer's swap) */
     int64_t paused_at;  /* CLOCK_MONOTONIC ms when the peer's swap paused it */
     int64_t suspend_until; /* a peer's SUSPEND: its RECONNECT due by then, else the QP fails */
+    atomic_int refs;       /* peer requests using it (hv_qp_hold): ibv_destroy_qp waits for 0 */
     HvSendQueue queued; /* sends posted while paused */
     HvRecvFifo recvs;   /* posted, not yet completed (non-SRQ) */
     HvScratch xs, xr;   /* translated sends, receives (non-SRQ) */
@@ -315,6 +316,12 @@ void hv_progress_signal(void);
 int hv_progress_wait(uint64_t seen, int64_t until);
 /* The QP whose virtual QPN is @vqpn in any context (and its context); NULL when none. */
 HvQp *hv_find_vqpn(uint32_t vqpn, HvContext **ctx);
+/* The same, referenced: ibv_destroy_qp does not free it (it waits) until hv_qp_release(). A
+ * peer's request holds the QP it is about for as long as it runs (up to a drain). */
+HvQp *hv_qp_hold(uint32_t vqpn, HvContext **ctx);
+void hv_qp_release(HvQp *qp); /* NULL-safe */
+/* ibv_destroy_qp's side: waits (no lock held) until no request holds @qp. */
+void hv_qp_wait_unheld(HvQp *qp);
 
 /* ==== peer link ============================================================================ */
 

@@ -53,6 +53,12 @@ static int fake_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
     return 0;
 }
 
+static int fake_destroy_qp(struct ibv_qp *qp)
+{
+    (void)qp;
+    return 0;
+}
+
 static struct ibv_context fake_phys_ctx;
 static struct ibv_qp fake_phys_qp = {.qp_num = 77};
 static HvContext *ctx;
@@ -114,6 +120,7 @@ static int setup(void **state)
     hv_real.r_ibv_query_port = fake_query_port;
     hv_real.r_ibv_query_gid = fake_query_gid;
     hv_real.r_ibv_modify_qp = fake_modify_qp;
+    hv_real.r_ibv_destroy_qp = fake_destroy_qp;
     n_modify = 0;
     ctx = calloc(1, sizeof(*ctx));
     assert_non_null(ctx);
@@ -314,6 +321,45 @@ static void test_ud_only_from_peer(void **state)
     free(m);
 }
 
+typedef struct {
+    HvQp *qp;
+    atomic_int done;
+} Destroyer;
+
+static void *destroyer(void *arg)
+{
+    Destroyer *d = arg;
+
+    assert_int_equal(ibv_destroy_qp(&d->qp->pub), 0);
+    atomic_store(&d->done, 1);
+    return NULL;
+}
+
+/* Finding 4: a peer request used its QP (for up to a drain) without a reference, and the
+ * program's ibv_destroy_qp freed it under it. Now the destroy waits for the request. */
+static void test_destroy_waits_for_request(void **state)
+{
+    HvQp *qp = rc_qp(), *held;
+    Destroyer d = {.qp = qp};
+    pthread_t t;
+
+    (void)state;
+    hv_ops_install(ctx);
+    qp->pub.context = &ctx->vctx.context;
+    add_qp(qp);
+    held = hv_qp_hold(18, NULL); /* as hv_peer_handle does */
+    assert_ptr_equal(held, qp);
+    assert_int_equal(pthread_create(&t, NULL, destroyer, &d), 0);
+    usleep(200000);
+    assert_int_equal(atomic_load(&d.done), 0); /* still held: not freed */
+    assert_null(hv_find_vqpn(18, NULL));       /* but no new request finds it */
+    assert_int_equal(qp->pub.qp_num, 18);
+    hv_qp_release(held);
+    pthread_join(t, NULL);
+    assert_int_equal(atomic_load(&d.done), 1);
+    assert_null(ctx->qps); /* freed by the destroy */
+}
+
 /* ---- the channel on a socket pair ----------------------------------------------------------- */
 static const char job_key[] = "0123456789abcdef-the-job";
 
@@ -474,6 +520,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_keymap_only_from_peer_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lookup, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ud_only_from_peer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_destroy_waits_for_request, setup, teardown),
         cmocka_unit_test(test_channel_caller),
         cmocka_unit_test(test_channel_called),
         cmocka_unit_test_setup_teardown(test_route_record_no_follow, setup, teardown),
