@@ -48,8 +48,11 @@ ibport() {
     echo "$out" | grep -Eq "port_lid:[[:space:]]+$lid$" || fail "$g: port_lid is not $lid"
     echo "$out" | grep -Eq 'sm_lid:[[:space:]]+1$' || fail "$g: sm_lid is not 1"
     echo "$out" | grep -Eq 'gid_tbl_len:[[:space:]]+1$' || fail "$g: more than one GID"
-    # fe80::/64 + the port GUID (the node GUID, XXXX:XXXX:XXXX:XXXX), as ip6 prints it
-    [ "$gid0" = "$(python3 -c "import ipaddress,sys; print(ipaddress.IPv6Address(bytes.fromhex('fe80000000000000' + sys.argv[1].replace(':', ''))))" "$guid")" ] ||
+    # fe80::/64 + the port GUID (the node GUID, XXXX:XXXX:XXXX:XXXX), as inet_ntop prints it
+    # (the lab's GUIDs have no zero group, so the only zero run is the prefix's)
+    local -a w
+    IFS=: read -r -a w <<<"$guid"
+    [ "$gid0" = "fe80::$(printf '%x:%x:%x:%x' "0x${w[0]}" "0x${w[1]}" "0x${w[2]}" "0x${w[3]}")" ] ||
         fail "$g: GID 0 '$gid0' is not fe80::/64 + the port GUID $guid"
     echo "$out" | grep -q '^sysfs link_layer: InfiniBand$' || fail "$g: sysfs link_layer is not InfiniBand"
     echo "$out" | grep -q "^sysfs lid: $(printf '0x%x' "$lid")$" || fail "$g: sysfs lid is not $(printf '0x%x' "$lid")"
