@@ -22,10 +22,12 @@ HV_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *ibpd, struct ibv_ah_attr *
     ah->pd = (HvPd *)ibpd;
     ah->attr = *attr;
     ah->peer_known = hv_av_peer(ctx, attr, &ah->peer);
-    if (!ah->peer_known)
+    if (!ah->peer_known) {
         hv_log("UD: an address handle to LID %u, a port the agents' directory does not know: "
                "datagrams through it do not follow its peer when it moves",
                attr->dlid);
+        hv_unsupported("an address handle to a LID the agents' directory does not know");
+    }
     ah->phys = hv_real.r_ibv_create_ah(ah->pd->phys, attr);
     if (!ah->phys) {
         int e = errno;

@@ -142,6 +142,8 @@ HV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int m
         hv_log("QP %u: its peer at LID %u is a port the agents' directory does not know: the "
                "connection will not survive a move",
                qp->pub.qp_num, attr->ah_attr.dlid);
+        /* the agent's inventory lists it: --dry-run FAILs and the move refuses unless forced */
+        hv_unsupported("a connection to a LID the agents' directory does not know");
     }
     pthread_mutex_lock(&qp->lock);
     if (mask & IBV_QP_DEST_QPN) {

@@ -76,6 +76,22 @@ static int hv_swap_mark_local(HvSwapQp *s)
     return 1;
 }
 
+/* A LID-routed QP whose peer the directory did not know at RTR: asked again (the agents'
+ * directory converges within a refresh of the agents' start). */
+static void hv_qp_peer_resolve(HvQp *qp)
+{
+    union ibv_gid gid;
+
+    if (!hv_av_peer(qp->pd->ctx, &qp->a_rtr.ah_attr, &gid))
+        return;
+    pthread_mutex_lock(&qp->lock);
+    qp->peer_gid = gid;
+    qp->peer_known = 1;
+    pthread_mutex_unlock(&qp->lock);
+    hv_log("QP %u: its peer at LID %u is known now: the connection is migratable",
+           qp->pub.qp_num, qp->a_rtr.ah_attr.dlid);
+}
+
 /* Waits until @qp's sends completed (and, when @want_recv, @want_recv receives did). */
 int hv_qp_drain(HvQp *qp, uint64_t want_recv, int64_t deadline)
 {
@@ -230,9 +246,11 @@ int hv_quiesce(void *opaque)
 
         if (hv_swap_mark_local(s) || !hv_qp_connected(qp))
             continue;
+        if (!qp->peer_known) /* LID-routed: the directory may know its LID by now */
+            hv_qp_peer_resolve(qp);
         if (!hv_peer_known(&qp->peer_gid)) {
-            hv_log("QP %u: neither HOTMIG_VERBS_PEERS nor the agents' directory knows its peer: the connection will not "
-                   "survive the swap",
+            hv_log("QP %u: neither HOTMIG_VERBS_PEERS nor the agents' directory knows its peer: "
+                   "the connection will not survive the swap",
                    qp->pub.qp_num);
             continue;
         }
@@ -242,9 +260,7 @@ int hv_quiesce(void *opaque)
         m.sent = qp->sent_msgs;
         pthread_mutex_unlock(&qp->lock);
         n = hv_proto_format(&m, req, sizeof(req));
-        r = n < 0
-                ? n
-                : hv_peer_call(&qp->peer_gid, qp->peer_vqpn, req, line, sizeof(line));
+        r = n < 0 ? n : hv_peer_call(&qp->peer_gid, qp->peer_vqpn, req, line, sizeof(line));
         if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 || rep.type != HV_MSG_SUSPENDED)) {
             hv_log("QP %u: the peer refused to suspend: %s", qp->pub.qp_num, line);
             r = -EPROTO;
@@ -520,11 +536,9 @@ static int hv_reconnect_managed(HvSwapQp *s)
     m->sender_pqpn = qp->phys->qp_num;
     m->sender_psn = m_psn;
     m->target_psn = p_psn;
-    if (!r && hv_real.r_ibv_query_gid(ctx->phys, qp->a_rtr.ah_attr.port_num,
-                                      qp->a_rtr.ah_attr.is_global
-                                          ? qp->a_rtr.ah_attr.grh.sgid_index
-                                          : 0,
-                                      &gid) == 0)
+    if (!r && hv_real.r_ibv_query_gid(
+                  ctx->phys, qp->a_rtr.ah_attr.port_num,
+                  qp->a_rtr.ah_attr.is_global ? qp->a_rtr.ah_attr.grh.sgid_index : 0, &gid) == 0)
         memcpy(m->gid, gid.raw, 16);
     memset(&pa, 0, sizeof(pa));
     if (!r && hv_real.r_ibv_query_port(ctx->phys, qp->a_rtr.ah_attr.port_num,
@@ -532,8 +546,7 @@ static int hv_reconnect_managed(HvSwapQp *s)
         m->lid = pa.lid;
     hv_ctx_keys(ctx, m);
     n = r ? -r : hv_proto_format(m, req, HV_PROTO_LINE_MAX + 2);
-    r = n < 0 ? n
-              : hv_peer_call(&qp->peer_gid, qp->peer_vqpn, req, line, sizeof(line));
+    r = n < 0 ? n : hv_peer_call(&qp->peer_gid, qp->peer_vqpn, req, line, sizeof(line));
     if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 ||
                (rep.type != HV_MSG_RECONNECTED && rep.type != HV_MSG_DEFER))) {
         hv_log("QP %u: the peer refused to reconnect: %s", qp->pub.qp_num, line);
@@ -656,10 +669,10 @@ int hv_resume(const char *device, void *opaque)
     return r;
 }
 
-/* The mover's side, in quiesce: asks each UD peer it sent to (and that HOTMIG_VERBS_PEERS or the directory knows) to
- * hold its sends, then waits, bounded by HV_UD_DRAIN_MS, until what they sent before has
- * arrived (UD drops what arrives once the QP is gone). A peer that does not answer or a count
- * not reached (a datagram lost earlier) is logged; the move goes on. */
+/* The mover's side, in quiesce: asks each UD peer it sent to (and that HOTMIG_VERBS_PEERS or the
+ * directory knows) to hold its sends, then waits, bounded by HV_UD_DRAIN_MS, until what they sent
+ * before has arrived (UD drops what arrives once the QP is gone). A peer that does not answer or a
+ * count not reached (a datagram lost earlier) is logged; the move goes on. */
 #define HV_UD_DRAIN_MS 3000
 static void hv_ud_hold_peers(int64_t deadline)
 {
@@ -743,9 +756,9 @@ out:
     free(want);
 }
 
-/* After a move: tells every UD peer this process sent to (and that HOTMIG_VERBS_PEERS or the directory knows)
- * its UD QPs' new physical QPNs. Best effort: UD is unreliable, a peer not told keeps sending
- * to the old number (logged). */
+/* After a move: tells every UD peer this process sent to (and that HOTMIG_VERBS_PEERS or the
+ * directory knows) its UD QPs' new physical QPNs. Best effort: UD is unreliable, a peer not told
+ * keeps sending to the old number (logged). */
 static void hv_ud_announce(void)
 {
     HvMsg *m = calloc(1, sizeof(*m)), rep;

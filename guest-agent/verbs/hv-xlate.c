@@ -253,8 +253,8 @@ void hv_keymap_push(HvContext *ctx, uint32_t vkey, uint32_t pkey)
         }
 
         if (!hv_peer_known(&to[i].gid)) {
-            hv_log("QP %u: neither HOTMIG_VERBS_PEERS nor the agents' directory knows its peer: it cannot learn the synthetic "
-                   "rkey 0x%x",
+            hv_log("QP %u: neither HOTMIG_VERBS_PEERS nor the agents' directory knows its peer: "
+                   "it cannot learn the synthetic rkey 0x%x",
                    to[i].sender, vkey);
             continue;
         }
