@@ -19,9 +19,14 @@ int hv_ud_learn(HvUdTable *t, const uint8_t gid[16], const uint32_t *v, const ui
 {
     HvUdPeer *peer = hv_ud_peer(t, gid);
 
-    if (!peer) {
-        if (t->npeers == HV_UD_PEERS_MAX)
-            return -ENOSPC;
+    if (!peer && t->npeers == HV_UD_PEERS_MAX) {
+        /* full: the peer learned longest ago makes room (its posts go untranslated) */
+        peer = &t->peers[t->evict];
+        t->evict = (t->evict + 1) % HV_UD_PEERS_MAX;
+        hv_map_clear(&peer->v2p);
+        hv_map_clear(&peer->p2v);
+        memcpy(peer->gid, gid, 16);
+    } else if (!peer) {
         peer = &t->peers[t->npeers++];
         memset(peer, 0, sizeof(*peer));
         memcpy(peer->gid, gid, 16);

@@ -420,8 +420,10 @@ typedef struct {
     size_t npeers;
     HvUdTarget targets[HV_UD_TARGETS_MAX];
     size_t ntargets;
+    size_t evict; /* the next peer replaced when the table is full (the oldest learned) */
 } HvUdTable;
-/* Replaces @gid's translation by the @n pairs (v = virtual, p = physical). 0 or -ENOSPC. */
+/* Replaces @gid's translation by the @n pairs (v = virtual, p = physical); a new GID in a full
+ * table replaces the peer learned longest ago. 0 or -ENOMEM. */
 int hv_ud_learn(HvUdTable *t, const uint8_t gid[16], const uint32_t *v, const uint32_t *p,
                 uint32_t n);
 /* @vqpn at @gid -> the physical QPN to post to; returns 1 when translated. */
@@ -459,7 +461,7 @@ void hv_ud_count_send(HvQp *qp, const HvAh *ah); /* qp lock held */
 size_t hv_ud_targets_copy(HvUdTarget *tg); /* the UD peers this process sent to */
 /* How many of @n (sending physical QPN, count) pairs have not all arrived yet. */
 size_t hv_ud_missing(const HvKeyPair *want, size_t n);
-/* A UD peer at @gid moved: its @n virtual -> physical QPNs (UDMAP). 0 or -ENOSPC. */
+/* A UD peer at @gid moved: its @n virtual -> physical QPNs (UDMAP). 0 or -ENOMEM. */
 int hv_ud_peer_moved(const uint8_t gid[16], const uint32_t *v, const uint32_t *p, uint32_t n);
 /* @ah's physical AH, made now when the swap could not (its peer was away); NULL with errno
  * set while it still cannot be. */

@@ -180,9 +180,19 @@ static void test_ud_table_bounds(void **state)
         g[0] = (uint8_t)i;
         assert_int_equal(hv_ud_learn(t, g, &v, &p, 1), 0);
     }
+    /* full: a new GID replaces the one learned longest ago (it used to be refused for good, so
+     * 64 forged GIDs kept every real peer out) */
     g[0] = 0xff;
-    assert_int_equal(hv_ud_learn(t, g, &v, &p, 1), -ENOSPC);
+    p = 3;
+    assert_int_equal(hv_ud_learn(t, g, &v, &p, 1), 0);
     assert_int_equal(t->npeers, HV_UD_PEERS_MAX);
+    assert_int_equal(hv_ud_out(t, g, 1, &p), 1);
+    assert_int_equal(p, 3);
+    g[0] = 0; /* the first one went */
+    assert_int_equal(hv_ud_out(t, g, 1, &p), 0);
+    g[0] = 1; /* the second stays */
+    assert_int_equal(hv_ud_out(t, g, 1, &p), 1);
+    g[0] = 0xff;
     assert_int_equal(hv_ud_target_note(t, g, 7, 1, 1), 1);
     assert_int_equal(hv_ud_target_note(t, g, 7, 1, 1), 0); /* once */
     for (uint32_t i = 0; i < 2 * HV_UD_TARGETS_MAX; i++)
