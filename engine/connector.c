@@ -25,12 +25,13 @@ OrchVirt *orch_connector_open_virt(const OrchOptions *opts, const char *uri, con
     return orch_virt_fault_wrap(virt, spec, error);
 }
 
-OrchVfd *orch_connector_open_vfd(const OrchOptions *opts, const char *url, GError **error)
+OrchHotmigdClient *orch_connector_open_hotmigd(const OrchOptions *opts, const char *url,
+                                               GError **error)
 {
     const OrchConnector *conn = opts->connector;
 
-    if (conn && conn->open_vfd)
-        return conn->open_vfd(url, conn->data, error);
-    return orch_vfd_new(url, opts->tls_cert, opts->tls_key, opts->tls_ca,
-                        MAX(opts->hotmigd_timeout_ms / 1000, 1), error);
+    if (conn && conn->open_hotmigd)
+        return conn->open_hotmigd(url, conn->data, error);
+    return orch_hotmigd_client_new(url, opts->tls_cert, opts->tls_key, opts->tls_ca,
+                                   MAX(opts->hotmigd_timeout_ms / 1000, 1), error);
 }

@@ -72,18 +72,20 @@ HM_ENUM_DECL(orch_timeout_action, OrchTimeoutAction)
 
 #define ORCH_AGENT_CHANNEL_DEFAULT "org.hotmig.agent.0"
 
-typedef struct OrchVfd OrchVfd;   /* a client of a host's hotmigd (engine/hotmigd-client.h) */
+typedef struct OrchHotmigdClient
+    OrchHotmigdClient;            /* a client of a host's hotmigd (engine/hotmigd-client.h) */
 typedef struct OrchVirt OrchVirt; /* a connection to a host's libvirt (engine/virt.h) */
 typedef OrchVirt *(*OrchVirtOpenFunc)(const char *uri, const char *label, gpointer opaque,
                                       GError **error);
-typedef OrchVfd *(*OrchVfdOpenFunc)(const char *url, gpointer opaque, GError **error);
+typedef OrchHotmigdClient *(*OrchHotmigdOpenFunc)(const char *url, gpointer opaque, GError **error);
 
 /* How the engine and the programs reach a host: its libvirt and its hotmigd. Every connection
- * is opened through orch_connector_open_virt() and orch_connector_open_vfd() (connector.c);
+ * is opened through orch_connector_open_virt() and orch_connector_open_hotmigd() (connector.c);
  * a connector replaces the real openers (tests bring fakes). Both get @data. */
 typedef struct {
     OrchVirtOpenFunc open_virt; /* NULL: the libvirt adapter, fault injection included */
-    OrchVfdOpenFunc open_vfd;   /* NULL: the HTTPS client with the options' certificate files */
+    OrchHotmigdOpenFunc
+        open_hotmigd; /* NULL: the HTTPS client with the options' certificate files */
     gpointer data;
 } OrchConnector;
 
@@ -194,10 +196,11 @@ char *orch_report_format_json(const OrchReport *report, gboolean pretty);
 OrchVirt *orch_connector_open_virt(const OrchOptions *opts, const char *uri, const char *label,
                                    GError **error);
 
-/* The one place that opens the client of the hotmigd at @url: @opts->connector's open_vfd when
+/* The one place that opens the client of the hotmigd at @url: @opts->connector's open_hotmigd when
  * there is one, else the HTTPS client with @opts' tls_* files, each call waiting at most
  * hotmigd_timeout_ms (at least a second). Owned; NULL with @error. */
-OrchVfd *orch_connector_open_vfd(const OrchOptions *opts, const char *url, GError **error);
+OrchHotmigdClient *orch_connector_open_hotmigd(const OrchOptions *opts, const char *url,
+                                               GError **error);
 
 /* Runs a migration. Always returns a report (owned) in *ret_report, also on failure, so the
  * caller can show what happened. Returns TRUE when the domain runs on the destination with

@@ -1,5 +1,5 @@
-/* The HTTPS client of hotmigd (OrchVfdOps over libsoup): one SoupSession per daemon, the client
- * certificate on every message, the CA as the only trust anchor. Calls are synchronous: each
+/* The HTTPS client of hotmigd (OrchHotmigdClientOps over libsoup): one SoupSession per daemon, the
+ * client certificate on every message, the CA as the only trust anchor. Calls are synchronous: each
  * runs the session's own main context until the reply is read or the deadline cancels it. One
  * of the two files that use libsoup (hotmigd/server.c is the other; docs/decisions.md). Replies are
  * size-limited and checked before use. */
@@ -17,7 +17,7 @@
 #define VFD_READ_CHUNK (64 * 1024)
 
 typedef struct {
-    OrchVfd parent;
+    OrchHotmigdClient parent;
     GMainContext *ctx; /* the session's; pushed for each call */
     SoupSession *session;
     GTlsCertificate *cert;
@@ -168,7 +168,7 @@ static void request_fail(VfdClient *client, const char *what, GError *local,
     }
 }
 
-/* Reads all of @stream, at most ORCH_VFD_REPLY_MAX bytes (owned, NUL-terminated). */
+/* Reads all of @stream, at most ORCH_HOTMIGD_CLIENT_REPLY_MAX bytes (owned, NUL-terminated). */
 static GBytes *request_read(VfdClient *client, GInputStream *stream, Wait *wait, const char *what,
                             GError **error)
 {
@@ -189,10 +189,10 @@ static GBytes *request_read(VfdClient *client, GInputStream *stream, Wait *wait,
         }
         if (g_bytes_get_size(chunk) == 0)
             break;
-        if (buf->len + g_bytes_get_size(chunk) > ORCH_VFD_REPLY_MAX) {
+        if (buf->len + g_bytes_get_size(chunk) > ORCH_HOTMIGD_CLIENT_REPLY_MAX) {
             g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED,
                         "hotmigd at %s sent a reply to %s larger than %d bytes", client->parent.url,
-                        what, ORCH_VFD_REPLY_MAX);
+                        what, ORCH_HOTMIGD_CLIENT_REPLY_MAX);
             return NULL;
         }
         g_byte_array_append(buf, g_bytes_get_data(chunk, NULL), g_bytes_get_size(chunk));
@@ -223,7 +223,7 @@ static JsonObject *request(VfdClient *client, const char *method, const char *pa
     gsize len;
     guint status;
 
-    g_return_val_if_fail(msg != NULL, NULL); /* the URL was checked by orch_vfd_new() */
+    g_return_val_if_fail(msg != NULL, NULL); /* the URL was checked by orch_hotmigd_client_new() */
     if (body) {
         g_autoptr(JsonGenerator) gen = json_generator_new();
         g_autoptr(JsonNode) node = json_builder_get_root(body);
@@ -410,14 +410,14 @@ static HotplugLease *reply_lease(VfdClient *client, const char *what, JsonObject
 
     if (!reply_string(client, what, obj, "vf", TRUE, &lease->vf, error) ||
         !reply_string(client, what, obj, "id", TRUE, &lease->id, error) ||
-        !reply_enum(client, what, obj, "state", orch_vfd_state_from_string, &state, error) ||
+        !reply_enum(client, what, obj, "state", orch_vf_state_from_string, &state, error) ||
         !reply_string(client, what, obj, "holder", FALSE, &lease->holder, error) ||
         !reply_string(client, what, obj, "reason", FALSE, &lease->reason, error) ||
         !reply_string(client, what, obj, "domain", FALSE, &lease->domain, error) ||
         !reply_time(client, what, obj, "created", &lease->created, error) ||
         !reply_time(client, what, obj, "expires", &lease->expires, error))
         return NULL;
-    if (state != ORCH_VFD_STATE_LEASED && state != ORCH_VFD_STATE_ASSIGNED) {
+    if (state != ORCH_VF_STATE_LEASED && state != ORCH_VF_STATE_ASSIGNED) {
         reply_bad(client, what, "state", "is neither 'leased' nor 'assigned'", error);
         return NULL;
     }
@@ -473,18 +473,18 @@ static char *path_join(const char *prefix, const char *a, const char *b, const c
     return g_strconcat(prefix, ea, eb ? "/" : "", eb ? eb : "", suffix ? suffix : "", NULL);
 }
 
-static OrchVfdHostInfo *client_host(OrchVfd *vfd, GError **error)
+static OrchHotmigdHostInfo *client_host(OrchHotmigdClient *vfd, GError **error)
 {
     VfdClient *client = (VfdClient *)vfd;
     const char *what = "GET /v1/host";
     g_autoptr(JsonObject) obj = request(client, "GET", "/v1/host", NULL, 200, error);
-    g_autoptr(OrchVfdHostInfo) info = NULL;
+    g_autoptr(OrchHotmigdHostInfo) info = NULL;
     JsonObject *pool = NULL;
     gint64 n = 0;
 
     if (!obj)
         return NULL;
-    info = g_new0(OrchVfdHostInfo, 1);
+    info = g_new0(OrchHotmigdHostInfo, 1);
     if (!reply_string(client, what, obj, "name", TRUE, &info->name, error) ||
         !reply_string(client, what, obj, "version", TRUE, &info->version, error) ||
         !reply_object(client, what, obj, "pool", &pool, error) ||
@@ -497,8 +497,8 @@ static OrchVfdHostInfo *client_host(OrchVfd *vfd, GError **error)
     if (!reply_int(client, what, pool, "size", 0, G_MAXUINT32, 0, &n, error))
         return NULL;
     info->pool_size = n;
-    for (int st = 0; st < ORCH_VFD_STATE_LAST; st++) {
-        if (!reply_int(client, what, pool, orch_vfd_state_to_string(st), 0, G_MAXUINT32, 0, &n,
+    for (int st = 0; st < ORCH_VF_STATE_LAST; st++) {
+        if (!reply_int(client, what, pool, orch_vf_state_to_string(st), 0, G_MAXUINT32, 0, &n,
                        error))
             return NULL;
         info->counts[st] = n;
@@ -506,7 +506,7 @@ static OrchVfdHostInfo *client_host(OrchVfd *vfd, GError **error)
     return g_steal_pointer(&info);
 }
 
-static GPtrArray *client_list(OrchVfd *vfd, GError **error)
+static GPtrArray *client_list(OrchHotmigdClient *vfd, GError **error)
 {
     VfdClient *client = (VfdClient *)vfd;
     const char *what = "GET /v1/vfs";
@@ -523,10 +523,10 @@ static GPtrArray *client_list(OrchVfd *vfd, GError **error)
         return NULL;
     }
     vfs = json_node_get_array(node);
-    out = g_ptr_array_new_with_free_func((GDestroyNotify)orch_vfd_vf_info_free);
+    out = g_ptr_array_new_with_free_func((GDestroyNotify)orch_hotmigd_vf_info_free);
     for (guint i = 0; i < json_array_get_length(vfs); i++) {
         JsonNode *item = json_array_get_element(vfs, i);
-        g_autoptr(OrchVfdVfInfo) vf = g_new0(OrchVfdVfInfo, 1);
+        g_autoptr(OrchHotmigdVfInfo) vf = g_new0(OrchHotmigdVfInfo, 1);
         JsonObject *e, *lease = NULL;
         int kind = 0, state = 0;
         gint64 index = -1;
@@ -537,8 +537,8 @@ static GPtrArray *client_list(OrchVfd *vfd, GError **error)
         }
         e = json_node_get_object(item);
         if (!reply_string(client, what, e, "id", TRUE, &vf->id, error) ||
-            !reply_enum(client, what, e, "kind", orch_vfd_kind_from_string, &kind, error) ||
-            !reply_enum(client, what, e, "state", orch_vfd_state_from_string, &state, error) ||
+            !reply_enum(client, what, e, "kind", orch_vf_kind_from_string, &kind, error) ||
+            !reply_enum(client, what, e, "state", orch_vf_state_from_string, &state, error) ||
             !reply_hex(client, what, e, "vendor_id", &vf->vendor_id, error) ||
             !reply_hex(client, what, e, "device_id", &vf->device_id, error) ||
             !reply_string(client, what, e, "pf", FALSE, &vf->pf, error) ||
@@ -558,7 +558,8 @@ static GPtrArray *client_list(OrchVfd *vfd, GError **error)
     return g_steal_pointer(&out);
 }
 
-static HotplugLease *client_lease(OrchVfd *vfd, const OrchVfdLeaseRequest *req, GError **error)
+static HotplugLease *client_lease(OrchHotmigdClient *vfd, const OrchHotmigdLeaseRequest *req,
+                                  GError **error)
 {
     VfdClient *client = (VfdClient *)vfd;
     g_autoptr(JsonBuilder) b = json_builder_new();
@@ -584,7 +585,7 @@ static HotplugLease *client_lease(OrchVfd *vfd, const OrchVfdLeaseRequest *req, 
     return obj ? reply_lease(client, "POST /v1/leases", obj, error) : NULL;
 }
 
-static HotplugLease *client_confirm(OrchVfd *vfd, const char *vf, const char *lease_id,
+static HotplugLease *client_confirm(OrchHotmigdClient *vfd, const char *vf, const char *lease_id,
                                     GError **error)
 {
     VfdClient *client = (VfdClient *)vfd;
@@ -595,7 +596,8 @@ static HotplugLease *client_confirm(OrchVfd *vfd, const char *vf, const char *le
     return obj ? reply_lease(client, what, obj, error) : NULL;
 }
 
-static gboolean client_release(OrchVfd *vfd, const char *vf, const char *lease_id, GError **error)
+static gboolean client_release(OrchHotmigdClient *vfd, const char *vf, const char *lease_id,
+                               GError **error)
 {
     VfdClient *client = (VfdClient *)vfd;
     g_autofree char *path = path_join("/v1/leases/", vf, lease_id, NULL);
@@ -604,8 +606,8 @@ static gboolean client_release(OrchVfd *vfd, const char *vf, const char *lease_i
     return obj != NULL;
 }
 
-static gboolean client_renew(OrchVfd *vfd, const char *vf, const char *lease_id, guint ttl_s,
-                             GError **error)
+static gboolean client_renew(OrchHotmigdClient *vfd, const char *vf, const char *lease_id,
+                             guint ttl_s, GError **error)
 {
     VfdClient *client = (VfdClient *)vfd;
     g_autofree char *path = path_join("/v1/leases/", vf, lease_id, "/renew");
@@ -633,7 +635,7 @@ static gboolean client_note(VfdClient *client, const char *what, JsonObject *obj
     return TRUE;
 }
 
-static gboolean client_ib_identity(OrchVfd *vfd, const char *vf, guint64 node_guid,
+static gboolean client_ib_identity(OrchHotmigdClient *vfd, const char *vf, guint64 node_guid,
                                    guint64 port_guid, char **ret_note, GError **error)
 {
     VfdClient *client = (VfdClient *)vfd;
@@ -652,7 +654,7 @@ static gboolean client_ib_identity(OrchVfd *vfd, const char *vf, guint64 node_gu
     return obj && client_note(client, what, obj, ret_note, error);
 }
 
-static gboolean client_identity(OrchVfd *vfd, const char *vf, const char *domain,
+static gboolean client_identity(OrchHotmigdClient *vfd, const char *vf, const char *domain,
                                 guint64 *ret_node_guid, guint64 *ret_port_guid, char **ret_source,
                                 GError **error)
 {
@@ -688,7 +690,7 @@ static gboolean client_identity(OrchVfd *vfd, const char *vf, const char *domain
     return TRUE;
 }
 
-static gboolean client_vfio(OrchVfd *vfd, const char *vf, char **ret_note, GError **error)
+static gboolean client_vfio(OrchHotmigdClient *vfd, const char *vf, char **ret_note, GError **error)
 {
     VfdClient *client = (VfdClient *)vfd;
     g_autofree char *path = path_join("/v1/vfs/", vf, NULL, "/vfio");
@@ -698,7 +700,8 @@ static gboolean client_vfio(OrchVfd *vfd, const char *vf, char **ret_note, GErro
     return obj && client_note(client, what, obj, ret_note, error);
 }
 
-static gboolean client_left(OrchVfd *vfd, const char *vf, const char *domain, GError **error)
+static gboolean client_left(OrchHotmigdClient *vfd, const char *vf, const char *domain,
+                            GError **error)
 {
     VfdClient *client = (VfdClient *)vfd;
     g_autofree char *path = path_join("/v1/vfs/", vf, NULL, "/left");
@@ -712,7 +715,8 @@ static gboolean client_left(OrchVfd *vfd, const char *vf, const char *domain, GE
     return obj != NULL;
 }
 
-static GPtrArray *client_files_missing(OrchVfd *vfd, const char *const *paths, GError **error)
+static GPtrArray *client_files_missing(OrchHotmigdClient *vfd, const char *const *paths,
+                                       GError **error)
 {
     VfdClient *client = (VfdClient *)vfd;
     g_autoptr(JsonBuilder) b = json_builder_new();
@@ -757,14 +761,14 @@ static GPtrArray *client_files_missing(OrchVfd *vfd, const char *const *paths, G
     return g_steal_pointer(&missing);
 }
 
-static OrchVfdAlertReply *client_alert(OrchVfd *vfd, const PolAlertEvent *event, const char *from,
-                                       gboolean deputy, GError **error)
+static OrchHotmigdAlertReply *client_alert(OrchHotmigdClient *vfd, const PolAlertEvent *event,
+                                           const char *from, gboolean deputy, GError **error)
 {
     VfdClient *client = (VfdClient *)vfd;
     const char *what = "POST /v1/alerts";
     g_autoptr(JsonBuilder) b = json_builder_new();
     g_autoptr(JsonObject) obj = NULL;
-    g_autoptr(OrchVfdAlertReply) reply = g_new0(OrchVfdAlertReply, 1);
+    g_autoptr(OrchHotmigdAlertReply) reply = g_new0(OrchHotmigdAlertReply, 1);
     int action = 0, state = 0;
 
     json_builder_begin_object(b);
@@ -795,7 +799,7 @@ static OrchVfdAlertReply *client_alert(OrchVfd *vfd, const PolAlertEvent *event,
     return g_steal_pointer(&reply);
 }
 
-static char *client_migration_start(OrchVfd *vfd, const OrchVfdMigrationRequest *req,
+static char *client_migration_start(OrchHotmigdClient *vfd, const OrchHotmigdMigrationRequest *req,
                                     GError **error)
 {
     VfdClient *client = (VfdClient *)vfd;
@@ -816,26 +820,27 @@ static char *client_migration_start(OrchVfd *vfd, const OrchVfdMigrationRequest 
     return id;
 }
 
-static OrchVfdMigration *client_migration_get(OrchVfd *vfd, const char *id, GError **error)
+static OrchHotmigdMigration *client_migration_get(OrchHotmigdClient *vfd, const char *id,
+                                                  GError **error)
 {
     VfdClient *client = (VfdClient *)vfd;
     g_autofree char *path = path_join("/v1/migrations/", id, NULL, NULL);
     g_autofree char *what = g_strconcat("GET ", path, NULL);
     g_autoptr(JsonObject) obj = request(client, "GET", path, NULL, 200, error);
-    g_autoptr(OrchVfdMigration) mig = NULL;
+    g_autoptr(OrchHotmigdMigration) mig = NULL;
     JsonNode *report;
     int state = 0;
 
     if (!obj)
         return NULL;
-    mig = g_new0(OrchVfdMigration, 1);
+    mig = g_new0(OrchHotmigdMigration, 1);
     if (!reply_string(client, what, obj, "id", TRUE, &mig->id, error) ||
         !reply_string(client, what, obj, "domain", TRUE, &mig->domain, error) ||
         !reply_string(client, what, obj, "source", FALSE, &mig->source, error) ||
         !reply_string(client, what, obj, "destination", TRUE, &mig->destination, error) ||
         !reply_string(client, what, obj, "reason", FALSE, &mig->reason, error) ||
         !reply_string(client, what, obj, "plan", FALSE, &mig->plan, error) ||
-        !reply_enum(client, what, obj, "state", orch_vfd_migration_state_from_string, &state,
+        !reply_enum(client, what, obj, "state", orch_hotmigd_migration_state_from_string, &state,
                     error) ||
         !reply_string(client, what, obj, "error", FALSE, &mig->error, error) ||
         !reply_time(client, what, obj, "started", &mig->started, error) ||
@@ -852,7 +857,7 @@ static OrchVfdMigration *client_migration_get(OrchVfd *vfd, const char *id, GErr
     return g_steal_pointer(&mig);
 }
 
-static void client_free(OrchVfd *vfd)
+static void client_free(OrchHotmigdClient *vfd)
 {
     VfdClient *client = (VfdClient *)vfd;
 
@@ -869,11 +874,11 @@ static void client_free(OrchVfd *vfd)
     g_free(client->cert_path);
     g_free(client->ca_path);
     g_free(client->host);
-    orch_vfd_clear(vfd);
+    orch_hotmigd_client_clear(vfd);
     g_free(client);
 }
 
-static const OrchVfdOps vfd_client_ops = {
+static const OrchHotmigdClientOps vfd_client_ops = {
     .host = client_host,
     .list = client_list,
     .lease = client_lease,
@@ -891,8 +896,8 @@ static const OrchVfdOps vfd_client_ops = {
     .alert = client_alert,
 };
 
-OrchVfd *orch_vfd_new(const char *url, const char *cert, const char *key, const char *ca,
-                      guint timeout_s, GError **error)
+OrchHotmigdClient *orch_hotmigd_client_new(const char *url, const char *cert, const char *key,
+                                           const char *ca, guint timeout_s, GError **error)
 {
     g_autoptr(GUri) uri = NULL;
     g_autoptr(GError) local = NULL;
@@ -941,7 +946,7 @@ OrchVfd *orch_vfd_new(const char *url, const char *cert, const char *key, const 
     base = g_uri_join(G_URI_FLAGS_NONE, "https", NULL, g_uri_get_host(uri), g_uri_get_port(uri), "",
                       NULL, NULL);
     client = g_new0(VfdClient, 1);
-    orch_vfd_init(&client->parent, &vfd_client_ops, base);
+    orch_hotmigd_client_init(&client->parent, &vfd_client_ops, base);
     client->cert = g_tls_certificate_new_from_files(cert, key, &local);
     if (!client->cert) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,

@@ -1,14 +1,14 @@
-/* The hotmigd client's common part: the calls through OrchVfdOps, the result types. The HTTPS
- * implementation is engine/hotmigd-client-soup.c; tests bring fakes. */
+/* The hotmigd client's common part: the calls through OrchHotmigdClientOps, the result types. The
+ * HTTPS implementation is engine/hotmigd-client-soup.c; tests bring fakes. */
 #include "engine/hotmigd-client.h"
 
-HM_ENUM_IMPL(orch_vfd_kind, OrchVfdKind, ORCH_VFD_KIND_LAST, "pci", "standin")
-HM_ENUM_IMPL(orch_vfd_state, OrchVfdState, ORCH_VFD_STATE_LAST, HOTPLUG_LEASE_STATE_WORDS, "in-use",
+HM_ENUM_IMPL(orch_vf_kind, OrchVfKind, ORCH_VF_KIND_LAST, "pci", "standin")
+HM_ENUM_IMPL(orch_vf_state, OrchVfState, ORCH_VF_STATE_LAST, HOTPLUG_LEASE_STATE_WORDS, "in-use",
              "missing")
-HM_ENUM_IMPL(orch_vfd_migration_state, OrchVfdMigrationState, ORCH_VFD_MIGRATION_LAST, "running",
-             "done", "failed")
+HM_ENUM_IMPL(orch_hotmigd_migration_state, OrchHotmigdMigrationState, ORCH_HOTMIGD_MIGRATION_LAST,
+             "running", "done", "failed")
 
-void orch_vfd_migration_free(OrchVfdMigration *mig)
+void orch_hotmigd_migration_free(OrchHotmigdMigration *mig)
 {
     if (!mig)
         return;
@@ -23,7 +23,7 @@ void orch_vfd_migration_free(OrchVfdMigration *mig)
     g_free(mig);
 }
 
-void orch_vfd_host_info_free(OrchVfdHostInfo *info)
+void orch_hotmigd_host_info_free(OrchHotmigdHostInfo *info)
 {
     if (!info)
         return;
@@ -33,7 +33,7 @@ void orch_vfd_host_info_free(OrchVfdHostInfo *info)
     g_free(info);
 }
 
-void orch_vfd_vf_info_free(OrchVfdVfInfo *vf)
+void orch_hotmigd_vf_info_free(OrchHotmigdVfInfo *vf)
 {
     if (!vf)
         return;
@@ -46,7 +46,7 @@ void orch_vfd_vf_info_free(OrchVfdVfInfo *vf)
     g_free(vf);
 }
 
-void orch_vfd_alert_reply_free(OrchVfdAlertReply *reply)
+void orch_hotmigd_alert_reply_free(OrchHotmigdAlertReply *reply)
 {
     if (!reply)
         return;
@@ -56,62 +56,66 @@ void orch_vfd_alert_reply_free(OrchVfdAlertReply *reply)
     g_free(reply);
 }
 
-void orch_vfd_init(OrchVfd *vfd, const OrchVfdOps *ops, const char *url)
+void orch_hotmigd_client_init(OrchHotmigdClient *vfd, const OrchHotmigdClientOps *ops,
+                              const char *url)
 {
     vfd->ops = ops;
     vfd->url = g_strdup(url);
 }
 
-void orch_vfd_clear(OrchVfd *vfd)
+void orch_hotmigd_client_clear(OrchHotmigdClient *vfd)
 {
     g_clear_pointer(&vfd->url, g_free);
 }
 
-void orch_vfd_free(OrchVfd *vfd)
+void orch_hotmigd_client_free(OrchHotmigdClient *vfd)
 {
     if (vfd)
         vfd->ops->free(vfd);
 }
 
-OrchVfdHostInfo *orch_vfd_host(OrchVfd *vfd, GError **error)
+OrchHotmigdHostInfo *orch_hotmigd_client_host(OrchHotmigdClient *vfd, GError **error)
 {
     g_return_val_if_fail(vfd != NULL, NULL);
     return vfd->ops->host(vfd, error);
 }
 
-GPtrArray *orch_vfd_list(OrchVfd *vfd, GError **error)
+GPtrArray *orch_hotmigd_client_list(OrchHotmigdClient *vfd, GError **error)
 {
     g_return_val_if_fail(vfd != NULL, NULL);
     return vfd->ops->list(vfd, error);
 }
 
-HotplugLease *orch_vfd_lease(OrchVfd *vfd, const OrchVfdLeaseRequest *req, GError **error)
+HotplugLease *orch_hotmigd_client_lease(OrchHotmigdClient *vfd, const OrchHotmigdLeaseRequest *req,
+                                        GError **error)
 {
     g_return_val_if_fail(vfd && req && req->holder && req->reason && req->domain, NULL);
     return vfd->ops->lease(vfd, req, error);
 }
 
-HotplugLease *orch_vfd_confirm(OrchVfd *vfd, const char *vf, const char *lease_id, GError **error)
+HotplugLease *orch_hotmigd_client_confirm(OrchHotmigdClient *vfd, const char *vf,
+                                          const char *lease_id, GError **error)
 {
     g_return_val_if_fail(vfd && vf && lease_id, NULL);
     return vfd->ops->confirm(vfd, vf, lease_id, error);
 }
 
-gboolean orch_vfd_release(OrchVfd *vfd, const char *vf, const char *lease_id, GError **error)
+gboolean orch_hotmigd_client_release(OrchHotmigdClient *vfd, const char *vf, const char *lease_id,
+                                     GError **error)
 {
     g_return_val_if_fail(vfd && vf && lease_id, FALSE);
     return vfd->ops->release(vfd, vf, lease_id, error);
 }
 
-gboolean orch_vfd_ib_identity(OrchVfd *vfd, const char *vf, guint64 node_guid, guint64 port_guid,
-                              char **ret_note, GError **error)
+gboolean orch_hotmigd_client_ib_identity(OrchHotmigdClient *vfd, const char *vf, guint64 node_guid,
+                                         guint64 port_guid, char **ret_note, GError **error)
 {
     g_return_val_if_fail(vfd && vf, FALSE);
     return vfd->ops->ib_identity(vfd, vf, node_guid, port_guid, ret_note, error);
 }
 
-gboolean orch_vfd_renew(OrchVfd *vfd, const char *vf, const char *lease_id, guint ttl_s,
-                        GError **error)
+gboolean orch_hotmigd_client_renew(OrchHotmigdClient *vfd, const char *vf, const char *lease_id,
+                                   guint ttl_s, GError **error)
 {
     g_return_val_if_fail(vfd && vf && lease_id, FALSE);
     if (!vfd->ops->renew) {
@@ -122,9 +126,9 @@ gboolean orch_vfd_renew(OrchVfd *vfd, const char *vf, const char *lease_id, guin
     return vfd->ops->renew(vfd, vf, lease_id, ttl_s, error);
 }
 
-gboolean orch_vfd_identity(OrchVfd *vfd, const char *vf, const char *domain,
-                           guint64 *ret_node_guid, guint64 *ret_port_guid, char **ret_source,
-                           GError **error)
+gboolean orch_hotmigd_client_identity(OrchHotmigdClient *vfd, const char *vf, const char *domain,
+                                      guint64 *ret_node_guid, guint64 *ret_port_guid,
+                                      char **ret_source, GError **error)
 {
     g_return_val_if_fail(vfd && vf && domain && ret_node_guid && ret_port_guid, FALSE);
     if (!vfd->ops->identity) {
@@ -135,26 +139,29 @@ gboolean orch_vfd_identity(OrchVfd *vfd, const char *vf, const char *domain,
     return vfd->ops->identity(vfd, vf, domain, ret_node_guid, ret_port_guid, ret_source, error);
 }
 
-gboolean orch_vfd_vfio(OrchVfd *vfd, const char *vf, char **ret_note, GError **error)
+gboolean orch_hotmigd_client_vfio(OrchHotmigdClient *vfd, const char *vf, char **ret_note,
+                                  GError **error)
 {
     g_return_val_if_fail(vfd && vf, FALSE);
     return vfd->ops->vfio(vfd, vf, ret_note, error);
 }
 
-GPtrArray *orch_vfd_files_missing(OrchVfd *vfd, const char *const *paths, GError **error)
+GPtrArray *orch_hotmigd_client_files_missing(OrchHotmigdClient *vfd, const char *const *paths,
+                                             GError **error)
 {
     g_return_val_if_fail(vfd && paths, NULL);
     return vfd->ops->files_missing(vfd, paths, error);
 }
 
-gboolean orch_vfd_left(OrchVfd *vfd, const char *vf, const char *domain, GError **error)
+gboolean orch_hotmigd_client_left(OrchHotmigdClient *vfd, const char *vf, const char *domain,
+                                  GError **error)
 {
     g_return_val_if_fail(vfd && vf && domain, FALSE);
     return vfd->ops->left(vfd, vf, domain, error);
 }
 
-OrchVfdAlertReply *orch_vfd_alert(OrchVfd *vfd, const PolAlertEvent *event, const char *from,
-                                  gboolean deputy, GError **error)
+OrchHotmigdAlertReply *orch_hotmigd_client_alert(OrchHotmigdClient *vfd, const PolAlertEvent *event,
+                                                 const char *from, gboolean deputy, GError **error)
 {
     g_return_val_if_fail(vfd && event && event->host && event->key && from, NULL);
     if (!vfd->ops->alert) {
@@ -165,7 +172,8 @@ OrchVfdAlertReply *orch_vfd_alert(OrchVfd *vfd, const PolAlertEvent *event, cons
     return vfd->ops->alert(vfd, event, from, deputy, error);
 }
 
-char *orch_vfd_migration_start(OrchVfd *vfd, const OrchVfdMigrationRequest *req, GError **error)
+char *orch_hotmigd_client_migration_start(OrchHotmigdClient *vfd,
+                                          const OrchHotmigdMigrationRequest *req, GError **error)
 {
     g_return_val_if_fail(vfd && req && req->domain && req->destination && req->reason, NULL);
     if (!vfd->ops->migration_start) {
@@ -176,7 +184,8 @@ char *orch_vfd_migration_start(OrchVfd *vfd, const OrchVfdMigrationRequest *req,
     return vfd->ops->migration_start(vfd, req, error);
 }
 
-OrchVfdMigration *orch_vfd_migration_get(OrchVfd *vfd, const char *id, GError **error)
+OrchHotmigdMigration *orch_hotmigd_client_migration_get(OrchHotmigdClient *vfd, const char *id,
+                                                        GError **error)
 {
     g_return_val_if_fail(vfd && id, NULL);
     if (!vfd->ops->migration_get) {

@@ -48,7 +48,7 @@ typedef struct {
                                 plugged */
     OrchJournal *journal;    /* this migration's durable record */
     char *id;                /* migration id (UUID) */
-    OrchVfd *vfd;            /* the destination's hotmigd */
+    OrchHotmigdClient *vfd;  /* the destination's hotmigd */
     guint64 node_guid;       /* the InfiniBand identity of the guest's RDMA device, 0: unknown */
     guint64 port_guid;
     char *identity_note;     /* why it is unknown */
@@ -468,13 +468,14 @@ static GPtrArray *host_vfs(OrchVirt *virt, GError **error)
 }
 
 /* Who holds the destination's leases, and why: for the people reading hotmigd's pool. */
-static void lease_request_init(Migration *m, OrchVfdLeaseRequest *req, char **holder,
+static void lease_request_init(Migration *m, OrchHotmigdLeaseRequest *req, char **holder,
                                char **reason)
 {
     *holder = g_strdup_printf("migrate-vm pid %d on %s", (int)getpid(), g_get_host_name());
     *reason = g_strdup_printf("migration %s of '%s' from %s", m->id, m->opts->domain,
                               m->src->uri);
-    *req = (OrchVfdLeaseRequest){.holder = *holder, .reason = *reason, .domain = m->opts->domain};
+    *req =
+        (OrchHotmigdLeaseRequest){.holder = *holder, .reason = *reason, .domain = m->opts->domain};
 }
 
 /* Leases, through the destination's hotmigd, the VF that VF @i of the domain gets there: the
@@ -486,7 +487,7 @@ static HotplugLease *lease_for(Migration *m, guint i, GError **error)
     HotplugVf *like = g_ptr_array_index(m->like, i);
     g_autofree char *holder = NULL;
     g_autofree char *reason = NULL;
-    OrchVfdLeaseRequest req;
+    OrchHotmigdLeaseRequest req;
     g_autoptr(GError) local = NULL;
     HotplugLease *lease;
 
@@ -505,7 +506,7 @@ static HotplugLease *lease_for(Migration *m, guint i, GError **error)
                     vf->alias, m->opts->domain);
         return NULL;
     }
-    lease = orch_vfd_lease(m->vfd, &req, &local);
+    lease = orch_hotmigd_client_lease(m->vfd, &req, &local);
     if (!lease)
         g_propagate_prefixed_error(error, g_steal_pointer(&local),
                                    "Leasing a VF for '%s' of '%s' on the destination: ", vf->alias,
@@ -527,7 +528,7 @@ static gboolean target_vf_check(Migration *m, GError **error)
                     m->opts->target_vf, m->opts->domain, hostdevs);
         return FALSE;
     }
-    m->vfd = orch_options_open_vfd(m->opts, m->opts->hotmigd_url, error);
+    m->vfd = orch_options_open_hotmigd(m->opts, m->opts->hotmigd_url, "destination", error);
     if (!m->vfd)
         return FALSE;
     if (hostdevs && !m->opts->target_vf && !(m->src_vfs = host_vfs(m->src, error)))
@@ -602,7 +603,7 @@ typedef struct LeaseKeeper {
     gboolean stop;
     const OrchOptions *opts;
     const char *url;  /* the destination's hotmigd (borrowed from opts) */
-    OrchVfd *vfd;     /* the keeper's own client, made and used by its thread */
+    OrchHotmigdClient *vfd; /* the keeper's own client, made and used by its thread */
     char *open_error; /* the client could not be made: no renewals */
     GPtrArray *vfs;   /* lease VF ids (owned) */
     GPtrArray *ids; /* lease ids (owned) */
@@ -619,7 +620,7 @@ static gpointer keeper_thread(gpointer data)
     g_autoptr(GError) open_error = NULL;
 
     /* Its client is made here, off the migration's path (certificates read, TLS set up). */
-    k->vfd = orch_options_open_vfd(k->opts, k->url, &open_error);
+    k->vfd = orch_options_open_hotmigd(k->opts, k->url, "destination", &open_error);
     if (!k->vfd) {
         g_mutex_lock(&k->lock);
         k->open_error = g_strdup(open_error->message);
@@ -643,7 +644,8 @@ static gpointer keeper_thread(gpointer data)
             g_autoptr(GError) local = NULL;
             const char *vf = g_ptr_array_index(k->vfs, i);
 
-            if (orch_vfd_renew(k->vfd, vf, g_ptr_array_index(k->ids, i), k->ttl_s, &local)) {
+            if (orch_hotmigd_client_renew(k->vfd, vf, g_ptr_array_index(k->ids, i), k->ttl_s,
+                                          &local)) {
                 g_atomic_int_inc(&k->renewals);
                 continue;
             }
@@ -708,7 +710,7 @@ static void keeper_stop(Migration *m)
         progress(m, ORCH_PHASE_PLUG, "the leases were not renewed: %s", k->open_error);
     if (k->renewals)
         g_debug("The destination's leases were renewed %u time(s)", k->renewals);
-    orch_vfd_free(k->vfd);
+    orch_hotmigd_client_free(k->vfd);
     g_ptr_array_unref(k->vfs);
     g_ptr_array_unref(k->ids);
     g_free(k->lost);
@@ -734,7 +736,8 @@ static void leases_settle(Migration *m, gboolean undo)
         if (lease->state == HOTPLUG_LEASE_ASSIGNED)
             continue;
         if (m->on_destination && i < m->plugged) {
-            g_autoptr(HotplugLease) done = orch_vfd_confirm(m->vfd, lease->vf, lease->id, &err);
+            g_autoptr(HotplugLease) done =
+                orch_hotmigd_client_confirm(m->vfd, lease->vf, lease->id, &err);
 
             if (done)
                 lease->state = HOTPLUG_LEASE_ASSIGNED;
@@ -743,7 +746,7 @@ static void leases_settle(Migration *m, gboolean undo)
                          err->message);
             continue;
         }
-        orch_vfd_release(m->vfd, lease->vf, lease->id, &err);
+        orch_hotmigd_client_release(m->vfd, lease->vf, lease->id, &err);
         if (undo)
             rollback_record(m, "release-lease", start, err, lease->vf);
         else if (err)
@@ -837,7 +840,7 @@ static const char *identity_source_vf(Migration *m)
  * beside the agent's inventory (target-vf phase). */
 static gboolean identity_fetch(Migration *m, char **ret_detail, GError **error)
 {
-    g_autoptr(OrchVfd) src = NULL;
+    g_autoptr(OrchHotmigdClient) src = NULL;
     g_autoptr(GError) local = NULL;
     const char *id = identity_source_vf(m);
     guint64 node = 0, port = 0;
@@ -845,9 +848,9 @@ static gboolean identity_fetch(Migration *m, char **ret_detail, GError **error)
     m->identity_fetched = TRUE;
     if (!id)
         return TRUE;
-    src = orch_options_open_vfd(m->opts, m->opts->source_hotmigd_url, &local);
-    if (!src ||
-        !orch_vfd_identity(src, id, m->opts->domain, &node, &port, &m->identity_source, &local)) {
+    src = orch_options_open_hotmigd(m->opts, m->opts->source_hotmigd_url, "source", &local);
+    if (!src || !orch_hotmigd_client_identity(src, id, m->opts->domain, &node, &port,
+                                              &m->identity_source, &local)) {
         m->identity_error = g_strdup(local->message);
         return TRUE;
     }
@@ -921,7 +924,8 @@ static gboolean identity_apply(Migration *m, char **ret_note, GError **error)
     lease = g_ptr_array_index(m->leases, 0);
     node = hotplug_guid_format(m->node_guid);
     port = hotplug_guid_format(m->port_guid);
-    if (!orch_vfd_ib_identity(m->vfd, lease->vf, m->node_guid, m->port_guid, &note, error)) {
+    if (!orch_hotmigd_client_ib_identity(m->vfd, lease->vf, m->node_guid, m->port_guid, &note,
+                                         error)) {
         g_prefix_error(error, "Giving destination VF %s node GUID %s and port GUID %s: ",
                        lease->vf, node, port);
         return FALSE;
@@ -937,18 +941,18 @@ static gboolean identity_apply(Migration *m, char **ret_note, GError **error)
  * source without hotmigd, or VFs it never leased, change nothing. */
 static void source_leases_end(Migration *m)
 {
-    g_autoptr(OrchVfd) vfd = NULL;
+    g_autoptr(OrchHotmigdClient) vfd = NULL;
     g_autoptr(GError) local = NULL;
 
     if (!m->opts->source_hotmigd_url || !m->vfs || !m->vfs->len)
         return;
-    vfd = orch_options_open_vfd(m->opts, m->opts->source_hotmigd_url, &local);
+    vfd = orch_options_open_hotmigd(m->opts, m->opts->source_hotmigd_url, "source", &local);
     for (guint i = 0; vfd && i < m->vfs->len; i++) {
         XmlVf *vf = vf_at(m, i);
         const char *id = vf->host_pci ? vf->host_pci : vf->netdev;
 
         g_clear_error(&local);
-        if (id && !orch_vfd_left(vfd, id, m->opts->domain, &local))
+        if (id && !orch_hotmigd_client_left(vfd, id, m->opts->domain, &local))
             progress(m, ORCH_PHASE_RESUME, "the source's lease of VF %s stays: %s", id,
                      local->message);
     }
@@ -1386,18 +1390,18 @@ static gboolean plug_other_vf(Migration *m, guint i, const char *why)
     g_autofree char *xml = NULL;
     g_autofree char *holder = NULL;
     g_autofree char *reason = NULL;
-    OrchVfdLeaseRequest req;
+    OrchHotmigdLeaseRequest req;
 
     if (!like) /* a stand-in or --target-vf: there is no other */
         return FALSE;
     lease_request_init(m, &req, &holder, &reason);
     req.vendor_id = like->vendor_id;
     req.device_id = like->product_id;
-    lease = orch_vfd_lease(m->vfd, &req, &local);
+    lease = orch_hotmigd_client_lease(m->vfd, &req, &local);
     if (!lease || !(xml = xml_vf_format_attach(vf, lease->vf, &local))) {
         progress(m, ORCH_PHASE_PLUG, "no other VF for '%s': %s", vf->alias, local->message);
         if (lease)
-            orch_vfd_release(m->vfd, lease->vf, lease->id, NULL);
+            orch_hotmigd_client_release(m->vfd, lease->vf, lease->id, NULL);
         return FALSE;
     }
     progress(m, ORCH_PHASE_PLUG, "'%s' would not plug (%s); trying VF %s instead", vf->alias,
@@ -1407,10 +1411,10 @@ static gboolean plug_other_vf(Migration *m, guint i, const char *why)
         if (local)
             progress(m, ORCH_PHASE_PLUG, "VF %s would not plug either: %s", lease->vf,
                      local->message);
-        orch_vfd_release(m->vfd, lease->vf, lease->id, NULL);
+        orch_hotmigd_client_release(m->vfd, lease->vf, lease->id, NULL);
         return FALSE;
     }
-    if (!orch_vfd_release(m->vfd, old->vf, old->id, &local))
+    if (!orch_hotmigd_client_release(m->vfd, old->vf, old->id, &local))
         g_debug("Cannot release the lease of VF %s: %s", old->vf, local->message);
     g_ptr_array_index(m->leases, i) = g_steal_pointer(&lease);
     hotplug_lease_free(old);
@@ -1437,7 +1441,7 @@ static gboolean lease_check(Migration *m, HotplugLease *lease, GError **error)
     g_mutex_unlock(&k->lock);
     if (!lost && held)
         return TRUE;
-    if (orch_vfd_renew(m->vfd, lease->vf, lease->id, k->ttl_s, &local))
+    if (orch_hotmigd_client_renew(m->vfd, lease->vf, lease->id, k->ttl_s, &local))
         return TRUE;
     g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT,
                 "The lease of VF %s on the destination was lost before the plug: %s", lease->vf,
@@ -2032,7 +2036,7 @@ static void migration_clear(Migration *m)
     if (m->leases)
         g_ptr_array_unref(m->leases);
     keeper_stop(m);
-    orch_vfd_free(m->vfd);
+    orch_hotmigd_client_free(m->vfd);
     orch_agent_free(m->agent);
     orch_agent_inventory_free(m->inv);
     g_clear_error(&m->inv_error);

@@ -98,21 +98,23 @@ char *orch_options_format_migration(const OrchOptions *opts)
     return g_string_free(g_steal_pointer(&out), FALSE);
 }
 
-OrchVfd *orch_options_open_vfd(const OrchOptions *opts, const char *url, GError **error)
+OrchHotmigdClient *orch_options_open_hotmigd(const OrchOptions *opts, const char *url,
+                                             const char *whose, GError **error)
 {
     g_autoptr(GError) local = NULL;
-    OrchVfd *vfd;
+    OrchHotmigdClient *vfd;
 
     if (!url) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID,
-                    "No hotmigd URL for the destination: give --hotmigd URL or a [host NAME] "
-                    "group with a hotmigd key");
+                    "No hotmigd URL for the %s: give --hotmigd URL or a [host NAME] group with a "
+                    "hotmigd key",
+                    whose);
         return NULL;
     }
-    vfd = orch_connector_open_vfd(opts, url, &local);
+    vfd = orch_connector_open_hotmigd(opts, url, &local);
     if (!vfd)
-        g_propagate_prefixed_error(error, g_steal_pointer(&local),
-                                   "Cannot use the destination's hotmigd: ");
+        g_propagate_prefixed_error(error, g_steal_pointer(&local), "Cannot use the %s's hotmigd: ",
+                                   whose);
     return vfd;
 }
 

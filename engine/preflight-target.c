@@ -44,21 +44,21 @@ static gboolean source_model(Preflight *pf, const char *pci, guint *ret_vendor, 
 }
 
 /* Why @info cannot be leased now (owned), or NULL when it can. */
-static char *vf_unavailable(const OrchVfdVfInfo *info)
+static char *vf_unavailable(const OrchHotmigdVfInfo *info)
 {
     switch (info->state) {
-    case ORCH_VFD_STATE_FREE:
+    case ORCH_VF_STATE_FREE:
         return NULL;
-    case ORCH_VFD_STATE_LEASED:
-    case ORCH_VFD_STATE_ASSIGNED:
+    case ORCH_VF_STATE_LEASED:
+    case ORCH_VF_STATE_ASSIGNED:
         return g_strdup_printf("'%s' is %s by '%s' (%s)", info->id,
-                               orch_vfd_state_to_string(info->state),
+                               orch_vf_state_to_string(info->state),
                                info->lease && info->lease->holder ? info->lease->holder : "?",
                                info->lease && info->lease->reason ? info->lease->reason : "?");
-    case ORCH_VFD_STATE_IN_USE:
+    case ORCH_VF_STATE_IN_USE:
         return g_strdup_printf("'%s' is in use by domain '%s'", info->id,
                                info->assigned_to ? info->assigned_to : "?");
-    case ORCH_VFD_STATE_MISSING:
+    case ORCH_VF_STATE_MISSING:
         return g_strdup_printf("'%s' is missing there%s%s", info->id, info->note ? ": " : "",
                                info->note ? info->note : "");
     default:
@@ -85,7 +85,7 @@ static const char *choose(Preflight *pf, XmlVf *vf, GPtrArray *pool, GHashTable 
         return NULL;
     }
     for (guint i = 0; i < pool->len; i++) {
-        OrchVfdVfInfo *info = g_ptr_array_index(pool, i);
+        OrchHotmigdVfInfo *info = g_ptr_array_index(pool, i);
 
         if (want) {
             g_autofree char *why = NULL;
@@ -102,11 +102,11 @@ static const char *choose(Preflight *pf, XmlVf *vf, GPtrArray *pool, GHashTable 
             g_hash_table_add(taken, info->id);
             return info->id;
         }
-        if (info->kind != ORCH_VFD_KIND_PCI || info->vendor_id != vendor ||
+        if (info->kind != ORCH_VF_KIND_PCI || info->vendor_id != vendor ||
             info->device_id != device)
             continue;
         same_model++;
-        if (info->state == ORCH_VFD_STATE_FREE && !g_hash_table_contains(taken, info->id)) {
+        if (info->state == ORCH_VF_STATE_FREE && !g_hash_table_contains(taken, info->id)) {
             g_hash_table_add(taken, info->id);
             return info->id;
         }
@@ -157,8 +157,8 @@ static void check_migration_port(Preflight *pf)
 void orch_preflight_check_target(Preflight *pf)
 {
     g_autoptr(GError) error = NULL;
-    g_autoptr(OrchVfd) vfd = NULL;
-    g_autoptr(OrchVfdHostInfo) host = NULL;
+    g_autoptr(OrchHotmigdClient) vfd = NULL;
+    g_autoptr(OrchHotmigdHostInfo) host = NULL;
     g_autoptr(GPtrArray) pool = NULL;
     g_autoptr(GHashTable) taken = g_hash_table_new(g_str_hash, g_str_equal);
     g_autoptr(GString) chosen = g_string_new(NULL);
@@ -172,8 +172,8 @@ void orch_preflight_check_target(Preflight *pf)
         return;
     }
     check_migration_port(pf);
-    vfd = orch_options_open_vfd(pf->opts, pf->opts->hotmigd_url, &error);
-    host = vfd ? orch_vfd_host(vfd, &error) : NULL;
+    vfd = orch_options_open_hotmigd(pf->opts, pf->opts->hotmigd_url, "destination", &error);
+    host = vfd ? orch_hotmigd_client_host(vfd, &error) : NULL;
     if (!host) {
         add(pf, "hotmigd", ORCH_CHECK_FAIL, "%s", error->message);
         add(pf, "files", ORCH_CHECK_SKIP, "needs the destination's hotmigd");
@@ -182,7 +182,7 @@ void orch_preflight_check_target(Preflight *pf)
     }
     add(pf, "hotmigd", ORCH_CHECK_PASS,
         "hotmigd %s of host '%s' answers at %s: %u VF(s) in its pool, %u free", host->version,
-        host->name, vfd->url, host->pool_size, host->counts[ORCH_VFD_STATE_FREE]);
+        host->name, vfd->url, host->pool_size, host->counts[ORCH_VF_STATE_FREE]);
 
     if (!pf->dom) {
         add(pf, "files", ORCH_CHECK_SKIP, "no running domain to read the files of");
@@ -196,7 +196,8 @@ void orch_preflight_check_target(Preflight *pf)
         g_ptr_array_add(want, NULL);
         if (needs->paths->len == 0)
             add(pf, "files", ORCH_CHECK_PASS, "the domain uses no host file");
-        else if (!(missing = orch_vfd_files_missing(vfd, (const char *const *)want->pdata, &error)))
+        else if (!(missing = orch_hotmigd_client_files_missing(
+                       vfd, (const char *const *)want->pdata, &error)))
             add(pf, "files", ORCH_CHECK_FAIL, "%s", error->message);
         else if (missing->len) {
             g_ptr_array_add(missing, NULL);
@@ -221,7 +222,7 @@ void orch_preflight_check_target(Preflight *pf)
         add(pf, "target-vf", ORCH_CHECK_SKIP, "needs the source host");
         return;
     }
-    pool = orch_vfd_list(vfd, &error);
+    pool = orch_hotmigd_client_list(vfd, &error);
     if (!pool) {
         add(pf, "target-vf", ORCH_CHECK_FAIL, "%s", error->message);
         return;

@@ -115,7 +115,7 @@ static gboolean vf_present(GPtrArray *live, const char *device_xml, const char *
 static void recover_leases(const OrchOptions *opts, OrchJournalRecord *plan, OrchRecovery *rec,
                            gboolean on_destination, GPtrArray *live)
 {
-    g_autoptr(OrchVfd) vfd = NULL;
+    g_autoptr(OrchHotmigdClient) vfd = NULL;
     g_autoptr(GError) err = NULL;
     gint64 start = g_get_monotonic_time();
 
@@ -124,7 +124,8 @@ static void recover_leases(const OrchOptions *opts, OrchJournalRecord *plan, Orc
     for (guint i = 0; i < plan->vfs->len && !vfd; i++) {
         OrchJournalVf *vf = g_ptr_array_index(plan->vfs, i);
 
-        if (vf->lease_vf && vf->lease_id && !(vfd = orch_options_open_vfd(opts, plan->hotmigd, &err))) {
+        if (vf->lease_vf && vf->lease_id &&
+            !(vfd = orch_options_open_hotmigd(opts, plan->hotmigd, "destination", &err))) {
             action(rec, "release-lease", start, err, plan->hotmigd);
             return;
         }
@@ -138,10 +139,10 @@ static void recover_leases(const OrchOptions *opts, OrchJournalRecord *plan, Orc
             continue;
         start = g_get_monotonic_time();
         if (on_destination && live && vf_present(live, vf->destination_xml, vf->alias)) {
-            done = orch_vfd_confirm(vfd, vf->lease_vf, vf->lease_id, &e);
+            done = orch_hotmigd_client_confirm(vfd, vf->lease_vf, vf->lease_id, &e);
             action(rec, "confirm-lease", start, e, vf->lease_vf);
         } else {
-            orch_vfd_release(vfd, vf->lease_vf, vf->lease_id, &e);
+            orch_hotmigd_client_release(vfd, vf->lease_vf, vf->lease_id, &e);
             action(rec, "release-lease", start, e, vf->lease_vf);
         }
     }

@@ -51,11 +51,11 @@ static void hook_stats(gpointer data, OrchMetrics *metrics)
  * counted there, in turn with the pool's requests; /metrics waits for the count, paused, and
  * the main loop goes on. Nothing here may touch the hook when @done is called: at a stop the
  * worker delivers its last replies after the hook is gone. */
-static void hook_vfs(gpointer data, OrchVfdCountsFunc done, gpointer done_data)
+static void hook_vfs(gpointer data, HotmigdApiCountsFunc done, gpointer done_data)
 {
     HotmigdAlerts *hook = data;
-    OrchVfdPool *pool = hotmigd_get_pool(hook->daemon);
-    OrchVfdServer *server = hotmigd_get_server(hook->daemon);
+    HotmigdPool *pool = hotmigd_get_pool(hook->daemon);
+    HotmigdServer *server = hotmigd_get_server(hook->daemon);
 
     if (!pool)
         done(NULL, "this hotmigd has no VF pool", done_data);
@@ -63,7 +63,7 @@ static void hook_vfs(gpointer data, OrchVfdCountsFunc done, gpointer done_data)
         done(NULL, "this hotmigd serves no HTTPS API, whose worker thread counts the pool",
              done_data);
     else
-        orch_vfd_worker_count_vfs(orch_vfd_server_get_worker(server), pool, done, done_data);
+        hotmigd_api_worker_count_vfs(hotmigd_server_get_worker(server), pool, done, done_data);
 }
 
 static void hook_evacuation_done(Hotmigd *daemon, const char *host, gboolean ok, gpointer data)
@@ -93,7 +93,7 @@ static gboolean listener_authorized(gpointer owner, const char *authorization, c
 }
 
 static void listener_webhook(gpointer owner, const char *body, gsize len, const char *peer,
-                             OrchVfdReplyFunc done, gpointer data)
+                             HotmigdApiReplyFunc done, gpointer data)
 {
     orch_alerts_webhook(owner, body, len, peer, done, data);
 }
@@ -111,8 +111,8 @@ static const OrchAlertListenerOps listener_ops = {
     .webhook_max_bytes = ORCH_ALERT_WEBHOOK_MAX_BYTES,
 };
 
-static OrchVfdReply *server_alerts(gpointer data, const char *method, const char *body, gsize len,
-                                   const char *peer, const OrchPeer *who)
+static HotmigdApiReply *server_alerts(gpointer data, const char *method, const char *body,
+                                      gsize len, const char *peer, const OrchPeer *who)
 {
     return orch_alerts_api_handle(data, method, body, len, peer, who ? who->host : NULL);
 }
@@ -175,7 +175,7 @@ HotmigdAlerts *hotmigd_alerts_start(Hotmigd *daemon, GError **error)
     if (!hook->inputs)
         return NULL;
     if (hotmigd_get_server(daemon))
-        orch_vfd_server_set_alerts(hotmigd_get_server(daemon), server_alerts, hook->alerts);
+        hotmigd_server_set_alerts(hotmigd_get_server(daemon), server_alerts, hook->alerts);
     hotmigd_set_evacuation_done(daemon, hook_evacuation_done, hook);
     hotmigd_set_inventory_taken(daemon, hook_inventory_taken, hook);
 
@@ -199,7 +199,7 @@ void hotmigd_alerts_stop(HotmigdAlerts *hook)
         hotmigd_set_evacuation_done(hook->daemon, NULL, NULL);
         hotmigd_set_inventory_taken(hook->daemon, NULL, NULL);
         if (hotmigd_get_server(hook->daemon))
-            orch_vfd_server_set_alerts(hotmigd_get_server(hook->daemon), NULL, NULL);
+            hotmigd_server_set_alerts(hotmigd_get_server(hook->daemon), NULL, NULL);
     }
     orch_alert_inputs_free(hook->inputs);
     orch_alert_listener_free(hook->listener);

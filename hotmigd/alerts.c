@@ -568,10 +568,10 @@ void orch_alerts_evacuation_done(OrchAlerts *alerts, const char *host, gboolean 
 
 /* ---- forwarding ------------------------------------------------------------------------------ */
 
-static OrchVfd *open_peer_https(OrchAlerts *alerts, const char *url, GError **error)
+static OrchHotmigdClient *open_peer_https(OrchAlerts *alerts, const char *url, GError **error)
 {
-    return orch_vfd_new(url, alerts->cert, alerts->key, alerts->ca, ORCH_ALERTS_FORWARD_TIMEOUT_S,
-                        error);
+    return orch_hotmigd_client_new(url, alerts->cert, alerts->key, alerts->ca,
+                                   ORCH_ALERTS_FORWARD_TIMEOUT_S, error);
 }
 
 /* One event to hand to another daemon: what the worker thread needs and finds. */
@@ -583,7 +583,7 @@ typedef struct {
     GHashTable *known_down; /* names found down earlier in this submission (read-only) */
     gboolean pending;       /* counted in alerts->pending while it is on its way */
     /* Found: */
-    OrchVfdAlertReply *reply; /* a daemon took it */
+    OrchHotmigdAlertReply *reply; /* a daemon took it */
     gboolean deputy;          /* ... as deputy */
     gboolean act_here;        /* every host before this one is down: this daemon acts */
     GPtrArray *newly_down;    /* char *: hosts whose daemon did not answer now */
@@ -601,7 +601,7 @@ static void forward_free(Forward *fw)
     pol_alert_event_free(fw->event);
     g_ptr_array_unref(fw->order);
     g_hash_table_unref(fw->known_down);
-    orch_vfd_alert_reply_free(fw->reply);
+    orch_hotmigd_alert_reply_free(fw->reply);
     g_ptr_array_unref(fw->newly_down);
     g_ptr_array_unref(fw->answered);
     g_string_free(fw->why_down, TRUE);
@@ -616,7 +616,7 @@ static void forward_thread(GTask *task, gpointer source, gpointer task_data, GCa
 
     for (guint i = 0; i < fw->order->len; i++) {
         const Peer *peer = g_ptr_array_index(fw->order, i);
-        g_autoptr(OrchVfd) vfd = NULL;
+        g_autoptr(OrchHotmigdClient) vfd = NULL;
         g_autoptr(GError) local = NULL;
 
         if (i > 0 && g_str_equal(peer->name, fw->self)) {
@@ -631,7 +631,7 @@ static void forward_thread(GTask *task, gpointer source, gpointer task_data, GCa
         vfd = alerts->ops.open_peer ? alerts->ops.open_peer(alerts->data, peer->url, &local)
                                     : open_peer_https(alerts, peer->url, &local);
         if (vfd)
-            fw->reply = orch_vfd_alert(vfd, fw->event, fw->self, i > 0, &local);
+            fw->reply = orch_hotmigd_client_alert(vfd, fw->event, fw->self, i > 0, &local);
         if (fw->reply) {
             fw->deputy = i > 0;
             g_ptr_array_add(fw->answered, g_strdup(peer->name));
@@ -856,7 +856,7 @@ static void result_json(JsonBuilder *b, const OrchAlertResult *result)
 
 /* ---- /v1/alerts of the mutual-TLS API -------------------------------------------------------- */
 
-static OrchVfdReply *api_list(OrchAlerts *alerts)
+static HotmigdApiReply *api_list(OrchAlerts *alerts)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
 
@@ -892,11 +892,11 @@ static OrchVfdReply *api_list(OrchAlerts *alerts)
     }
     json_builder_end_array(b);
     json_builder_end_object(b);
-    return orch_vfd_reply_new(200, b, NULL);
+    return hotmigd_api_reply_new(200, b, NULL);
 }
 
-static OrchVfdReply *api_forwarded(OrchAlerts *alerts, const char *body, gsize len,
-                                   const char *peer, const char *peer_host)
+static HotmigdApiReply *api_forwarded(OrchAlerts *alerts, const char *body, gsize len,
+                                      const char *peer, const char *peer_host)
 {
     static const char *const known[] = {"from",     "deputy", "host",     "severity", "confidence",
                                         "deadline", "key",    "resolved", "source",   NULL};
@@ -907,32 +907,32 @@ static OrchVfdReply *api_forwarded(OrchAlerts *alerts, const char *body, gsize l
     g_autoptr(JsonBuilder) b = json_builder_new();
     g_autofree char *source = NULL;
     g_autofree char *input = NULL;
-    OrchVfdReply *refused = NULL;
+    HotmigdApiReply *refused = NULL;
     JsonNode *node;
     const char *from, *orig;
     gboolean deputy;
 
     if (len == 0)
-        return orch_vfd_reply_error(400,
-                                    "the request body is empty: an alert event is a JSON object");
+        return hotmigd_api_reply_error(
+            400, "the request body is empty: an alert event is a JSON object");
     /* The same checks as every body of the API (api.c). */
-    obj = orch_vfd_api_body_object(body, len, known, ORCH_ALERT_MAX_DEPTH, &refused);
+    obj = hotmigd_api_body_object(body, len, known, ORCH_ALERT_MAX_DEPTH, &refused);
     if (!obj)
         return refused;
     node = json_object_get_member(obj, "from");
     if (!node || !JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_STRING ||
         !*(from = json_node_get_string(node)) || strlen(from) > POL_NAME_MAX)
-        return orch_vfd_reply_error(400, "member 'from' must be the sending host's name");
+        return hotmigd_api_reply_error(400, "member 'from' must be the sending host's name");
     /* A forged 'from' (or 'deputy') would let any client speak for a host (issue 15). */
     if (!peer_host || !g_str_equal(from, peer_host))
-        return orch_vfd_reply_error(
+        return hotmigd_api_reply_error(
             403,
             "'from' is '%.64s' but the client's certificate is %s%.64s%s: a host forwards its own alerts only",
             from, peer_host ? "host '" : "no cluster host's", peer_host ? peer_host : "",
             peer_host ? "'" : "");
     node = json_object_get_member(obj, "deputy");
     if (!node || !JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_BOOLEAN)
-        return orch_vfd_reply_error(400, "member 'deputy' must be true or false");
+        return hotmigd_api_reply_error(400, "member 'deputy' must be true or false");
     deputy = json_node_get_boolean(node);
     node = json_object_get_member(obj, "source");
     orig = node && JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_STRING
@@ -941,14 +941,14 @@ static OrchVfdReply *api_forwarded(OrchAlerts *alerts, const char *body, gsize l
     source = g_strdup_printf("%.128s via %.256s", orig, from);
     ev = orch_alert_line_parse(body, len, source, alerts_now(alerts), &local);
     if (!ev)
-        return orch_vfd_reply_error(400, "%s", local->message);
+        return hotmigd_api_reply_error(400, "%s", local->message);
     if (!orch_alerts_knows_host(alerts, ev->host)) {
         g_autofree char *text = unknown_host_text(alerts, ev->host);
         alerts->counts[ORCH_ALERT_OUTCOME_REJECTED]++;
-        return orch_vfd_reply_error(422, "%s", text);
+        return hotmigd_api_reply_error(422, "%s", text);
     }
     if (!g_str_equal(ev->host, alerts->name) && !deputy)
-        return orch_vfd_reply_error(
+        return hotmigd_api_reply_error(
             409,
             "this is the hotmigd of '%s', not of '%s': it acts for '%s' only as deputy (when the hotmigd of '%s' does not answer)",
             alerts->name, ev->host, ev->host, ev->host);
@@ -956,14 +956,14 @@ static OrchVfdReply *api_forwarded(OrchAlerts *alerts, const char *body, gsize l
      * inventory or call found it silent): no host may have another's machines evacuated behind
      * the back of a daemon that answers (issue 28, finding 8). */
     if (!g_str_equal(ev->host, alerts->name) && !g_hash_table_contains(alerts->down, ev->host))
-        return orch_vfd_reply_error(
+        return hotmigd_api_reply_error(
             409,
             "'%s' asks this host to act for '%s' as deputy, but the hotmigd of '%s' answered this host's last call: it acts for itself",
             from, ev->host, ev->host);
     input = g_strdup_printf("%.256s's hotmigd (%s)", from, peer ? peer : "?");
     result = alerts_apply(alerts, ev, input, deputy && !g_str_equal(ev->host, alerts->name));
     if (result->kind == ORCH_ALERT_RESULT_ERROR)
-        return orch_vfd_reply_error(400, "%s", result->reason);
+        return hotmigd_api_reply_error(400, "%s", result->reason);
     json_builder_begin_object(b);
     orch_json_member_string(b, "host", result->host);
     orch_json_member_string(b, "result", orch_alert_result_kind_to_string(result->kind));
@@ -972,11 +972,11 @@ static OrchVfdReply *api_forwarded(OrchAlerts *alerts, const char *body, gsize l
     orch_json_member_string(b, "state", pol_host_state_to_string(result->state));
     orch_json_member_string(b, "reason", result->reason);
     json_builder_end_object(b);
-    return orch_vfd_reply_new(200, b, NULL); /* alerts_apply() logged it */
+    return hotmigd_api_reply_new(200, b, NULL); /* alerts_apply() logged it */
 }
 
-OrchVfdReply *orch_alerts_api_handle(OrchAlerts *alerts, const char *method, const char *body,
-                                     gsize len, const char *peer, const char *peer_host)
+HotmigdApiReply *orch_alerts_api_handle(OrchAlerts *alerts, const char *method, const char *body,
+                                        gsize len, const char *peer, const char *peer_host)
 {
     g_return_val_if_fail(alerts && method && (body || !len), NULL);
 
@@ -984,7 +984,7 @@ OrchVfdReply *orch_alerts_api_handle(OrchAlerts *alerts, const char *method, con
         return api_list(alerts);
     if (g_str_equal(method, "POST"))
         return api_forwarded(alerts, body, len, peer, peer_host);
-    return orch_vfd_reply_error(
+    return hotmigd_api_reply_error(
         405, "method %.16s is not allowed on /v1/alerts (allowed: GET, POST)", method);
 }
 
@@ -1044,7 +1044,7 @@ gboolean orch_alerts_authorized(const OrchAlerts *alerts, const char *authorizat
 
 typedef struct {
     OrchAlerts *alerts; /* a reference */
-    OrchVfdReplyFunc done;
+    HotmigdApiReplyFunc done;
     gpointer data;
 } Webhook;
 
@@ -1073,15 +1073,15 @@ static void webhook_done(GPtrArray *results, gpointer data)
     }
     g_string_truncate(log, log->len - 1);
     hook->alerts->webhooks--;
-    hook->done(orch_vfd_reply_new(counts[ORCH_ALERT_RESULT_ERROR] ? 502 : 200, b,
-                                  g_string_free(g_steal_pointer(&log), FALSE)),
+    hook->done(hotmigd_api_reply_new(counts[ORCH_ALERT_RESULT_ERROR] ? 502 : 200, b,
+                                     g_string_free(g_steal_pointer(&log), FALSE)),
                hook->data);
     orch_alerts_unref(hook->alerts);
     g_free(hook);
 }
 
 void orch_alerts_webhook(OrchAlerts *alerts, const char *body, gsize len, const char *peer,
-                         OrchVfdReplyFunc done, gpointer data)
+                         HotmigdApiReplyFunc done, gpointer data)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(GPtrArray) events = NULL;
@@ -1092,7 +1092,7 @@ void orch_alerts_webhook(OrchAlerts *alerts, const char *body, gsize len, const 
 
     if (len > ORCH_ALERT_WEBHOOK_MAX_BYTES) {
         alerts->counts[ORCH_ALERT_OUTCOME_REJECTED]++;
-        done(orch_vfd_reply_error(
+        done(hotmigd_api_reply_error(
                  413, "the webhook body has %" G_GSIZE_FORMAT " bytes, more than the limit of %d",
                  len, ORCH_ALERT_WEBHOOK_MAX_BYTES),
              data);
@@ -1101,7 +1101,7 @@ void orch_alerts_webhook(OrchAlerts *alerts, const char *body, gsize len, const 
     events = orch_alert_webhook_parse(body, len, &alerts->parse, alerts_now(alerts), &error);
     if (!events) {
         alerts->counts[ORCH_ALERT_OUTCOME_REJECTED]++;
-        done(orch_vfd_reply_error(400, "%s", error->message), data);
+        done(hotmigd_api_reply_error(400, "%s", error->message), data);
         return;
     }
     for (guint i = 0; i < events->len; i++) {
@@ -1111,14 +1111,14 @@ void orch_alerts_webhook(OrchAlerts *alerts, const char *body, gsize len, const 
             g_autofree char *text = unknown_host_text(alerts, ev->host);
 
             alerts->counts[ORCH_ALERT_OUTCOME_REJECTED]++;
-            done(orch_vfd_reply_error(
+            done(hotmigd_api_reply_error(
                      422, "webhook: alerts[%u]: %s: nothing of the body was applied", i, text),
                  data);
             return;
         }
     }
     if (alerts->webhooks >= ORCH_ALERTS_WEBHOOKS_MAX) {
-        done(orch_vfd_reply_error(
+        done(hotmigd_api_reply_error(
                  503,
                  "%u webhook requests are being handled, the most at once: send it again "
                  "later",

@@ -65,7 +65,7 @@ char *orch_alert_result_format(const OrchAlertResult *result, const char *self);
 typedef struct {
     /* A client of the hotmigd at @url (owned). Called from worker threads: must be
      * thread-safe. NULL: the HTTPS client with [migrate] client-cert, client-key, ca-cert. */
-    OrchVfd *(*open_peer)(gpointer data, const char *url, GError **error);
+    OrchHotmigdClient *(*open_peer)(gpointer data, const char *url, GError **error);
     /* Evacuates @host (hotmigd_evacuate(), docs/hotmigd.md): idempotent per host (*ret_merged
      * when it joins a running evacuation, then with the earlier deadline); *ret_late (owned,
      * may be empty) the VMs predicted to miss @deadline. NULL: evacuations fail. */
@@ -80,9 +80,9 @@ typedef struct {
     /* Fills the migrations and phases of @metrics, at once. NULL: they stay 0. */
     void (*stats)(gpointer data, OrchMetrics *metrics);
     /* Counts this host's VFs by state for /metrics: calls @done once, at once or later on the
-     * main context (hotmigd: the pool's worker thread counts, orch_vfd_worker_count_vfs()).
+     * main context (hotmigd: the pool's worker thread counts, hotmigd_api_worker_count_vfs()).
      * NULL: /metrics has no VF gauges. */
-    void (*vfs)(gpointer data, OrchVfdCountsFunc done, gpointer done_data);
+    void (*vfs)(gpointer data, HotmigdApiCountsFunc done, gpointer done_data);
     /* Unix seconds. NULL: the system's clock. */
     gint64 (*now)(gpointer data);
 } OrchAlertsOps;
@@ -133,11 +133,11 @@ void orch_alerts_evacuation_done(OrchAlerts *alerts, const char *host, gboolean 
 void orch_alerts_set_answers(OrchAlerts *alerts, const char *host, gboolean answers);
 
 /* /v1/alerts of the mutual-TLS API, from @peer (for the log): POST takes a forwarded event
- * (orch_vfd_alert()) and applies it here, and only from the host it names in 'from':
+ * (orch_hotmigd_client_alert()) and applies it here, and only from the host it names in 'from':
  * @peer_host is the [host NAME] the client's certificate is (NULL: none, 403); GET lists the
  * book. */
-OrchVfdReply *orch_alerts_api_handle(OrchAlerts *alerts, const char *method, const char *body,
-                                     gsize len, const char *peer, const char *peer_host);
+HotmigdApiReply *orch_alerts_api_handle(OrchAlerts *alerts, const char *method, const char *body,
+                                        gsize len, const char *peer, const char *peer_host);
 
 /* ---- the webhook and /metrics (the plain-HTTP listener) ---------------------------------- */
 
@@ -157,7 +157,7 @@ gboolean orch_alerts_authorized(const OrchAlerts *alerts, const char *authorizat
  * not be applied anywhere (Alertmanager sends it again; repeats merge). Calls @done with the
  * reply (taken) once, maybe before returning. */
 void orch_alerts_webhook(OrchAlerts *alerts, const char *body, gsize len, const char *peer,
-                         OrchVfdReplyFunc done, gpointer data);
+                         HotmigdApiReplyFunc done, gpointer data);
 
 /* /metrics: @done gets the text once the VF counts are in (ops->vfs), maybe before this
  * returns; everything else is taken now. The book is held until then. */

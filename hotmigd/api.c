@@ -19,9 +19,9 @@
 
 #define API_PREFIX "/v1/"
 #define API_MAX_SEGMENTS 6
-#define API_MAX_REASON ORCH_VFD_API_MAX_REASON
+#define API_MAX_REASON HOTMIGD_API_MAX_REASON
 
-void orch_vfd_reply_free(OrchVfdReply *reply)
+void hotmigd_api_reply_free(HotmigdApiReply *reply)
 {
     if (!reply)
         return;
@@ -30,9 +30,9 @@ void orch_vfd_reply_free(OrchVfdReply *reply)
     g_free(reply);
 }
 
-OrchVfdReply *orch_vfd_reply_new(guint status, JsonBuilder *b, char *log)
+HotmigdApiReply *hotmigd_api_reply_new(guint status, JsonBuilder *b, char *log)
 {
-    OrchVfdReply *reply = g_new0(OrchVfdReply, 1);
+    HotmigdApiReply *reply = g_new0(HotmigdApiReply, 1);
     g_autoptr(JsonGenerator) gen = json_generator_new();
     g_autoptr(JsonNode) root = json_builder_get_root(b);
     g_autofree char *text = NULL;
@@ -46,7 +46,7 @@ OrchVfdReply *orch_vfd_reply_new(guint status, JsonBuilder *b, char *log)
     return reply;
 }
 
-OrchVfdReply *orch_vfd_reply_error(guint status, const char *fmt, ...)
+HotmigdApiReply *hotmigd_api_reply_error(guint status, const char *fmt, ...)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     g_autofree char *msg = NULL;
@@ -61,11 +61,11 @@ OrchVfdReply *orch_vfd_reply_error(guint status, const char *fmt, ...)
     json_builder_begin_object(b);
     orch_json_member_string(b, "error", valid);
     json_builder_end_object(b);
-    return orch_vfd_reply_new(status, b, valid);
+    return hotmigd_api_reply_new(status, b, valid);
 }
 
 /* The status for an ORCH_ERROR from the pool. */
-static OrchVfdReply *reply_gerror(const GError *error)
+static HotmigdApiReply *reply_gerror(const GError *error)
 {
     guint status = 500;
 
@@ -90,13 +90,13 @@ static OrchVfdReply *reply_gerror(const GError *error)
             break;
         }
     }
-    return orch_vfd_reply_error(status, "%s", error->message);
+    return hotmigd_api_reply_error(status, "%s", error->message);
 }
 
 /* ---- request bodies ------------------------------------------------------------------------ */
 
-JsonObject *orch_vfd_api_body_object(const char *body, gsize len, const char *const *known,
-                                     guint max_depth, OrchVfdReply **ret_reply)
+JsonObject *hotmigd_api_body_object(const char *body, gsize len, const char *const *known,
+                                    guint max_depth, HotmigdApiReply **ret_reply)
 {
     g_autoptr(JsonParser) parser = json_parser_new_immutable();
     g_autoptr(GError) local = NULL;
@@ -104,30 +104,31 @@ JsonObject *orch_vfd_api_body_object(const char *body, gsize len, const char *co
     JsonNode *root;
     JsonObject *obj;
 
-    if (len > ORCH_VFD_API_MAX_BODY) {
-        *ret_reply = orch_vfd_reply_error(
+    if (len > HOTMIGD_API_MAX_BODY) {
+        *ret_reply = hotmigd_api_reply_error(
             413, "the request body has %" G_GSIZE_FORMAT " bytes, more than the limit of %d", len,
-            ORCH_VFD_API_MAX_BODY);
+            HOTMIGD_API_MAX_BODY);
         return NULL;
     }
     if (len == 0)
         return json_object_new();
     if (memchr(body, '\0', len) || !g_utf8_validate(body, len, NULL)) {
-        *ret_reply = orch_vfd_reply_error(400, "the request body is not UTF-8 text");
+        *ret_reply = hotmigd_api_reply_error(400, "the request body is not UTF-8 text");
         return NULL;
     }
     if (!hm_json_check_depth(body, (gssize)len, max_depth, NULL)) {
         *ret_reply =
-            orch_vfd_reply_error(400, "the request body nests deeper than %u levels", max_depth);
+            hotmigd_api_reply_error(400, "the request body nests deeper than %u levels", max_depth);
         return NULL;
     }
     if (!json_parser_load_from_data(parser, body, len, &local)) {
-        *ret_reply = orch_vfd_reply_error(400, "the request body is not JSON: %s", local->message);
+        *ret_reply =
+            hotmigd_api_reply_error(400, "the request body is not JSON: %s", local->message);
         return NULL;
     }
     root = json_parser_get_root(parser);
     if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
-        *ret_reply = orch_vfd_reply_error(400, "the request body is not a JSON object");
+        *ret_reply = hotmigd_api_reply_error(400, "the request body is not a JSON object");
         return NULL;
     }
     obj = json_node_get_object(root);
@@ -137,10 +138,10 @@ JsonObject *orch_vfd_api_body_object(const char *body, gsize len, const char *co
             g_autofree char *list = known ? g_strjoinv(", ", (char **)known) : NULL;
 
             *ret_reply =
-                list ? orch_vfd_reply_error(400, "unknown member '%.64s' (known: %s)",
-                                            (const char *)m->data, list)
-                     : orch_vfd_reply_error(400, "this request takes no body (member '%.64s')",
-                                            (const char *)m->data);
+                list ? hotmigd_api_reply_error(400, "unknown member '%.64s' (known: %s)",
+                                               (const char *)m->data, list)
+                     : hotmigd_api_reply_error(400, "this request takes no body (member '%.64s')",
+                                               (const char *)m->data);
             return NULL;
         }
     }
@@ -149,42 +150,42 @@ JsonObject *orch_vfd_api_body_object(const char *body, gsize len, const char *co
 
 /* The pool's and the cluster's bodies. */
 static JsonObject *body_object(const char *body, gsize len, const char *const *known,
-                               OrchVfdReply **ret_reply)
+                               HotmigdApiReply **ret_reply)
 {
-    return orch_vfd_api_body_object(body, len, known, ORCH_VFD_API_MAX_DEPTH, ret_reply);
+    return hotmigd_api_body_object(body, len, known, HOTMIGD_API_MAX_DEPTH, ret_reply);
 }
 
 /* Member @name as a string: NULL without a reply when absent and not @required; NULL with a 400
  * when of another type, empty, longer than @max bytes or holding control characters. */
 static const char *member_string(JsonObject *obj, const char *name, gboolean required, gsize max,
-                                 OrchVfdReply **ret_reply)
+                                 HotmigdApiReply **ret_reply)
 {
     JsonNode *node = json_object_get_member(obj, name);
     const char *value;
 
     if (!node) {
         if (required)
-            *ret_reply = orch_vfd_reply_error(400, "member '%s' is missing", name);
+            *ret_reply = hotmigd_api_reply_error(400, "member '%s' is missing", name);
         return NULL;
     }
     if (!JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_STRING) {
-        *ret_reply = orch_vfd_reply_error(400, "member '%s' must be a string", name);
+        *ret_reply = hotmigd_api_reply_error(400, "member '%s' must be a string", name);
         return NULL;
     }
     value = json_node_get_string(node);
     if (!*value) {
-        *ret_reply = orch_vfd_reply_error(400, "member '%s' must not be empty", name);
+        *ret_reply = hotmigd_api_reply_error(400, "member '%s' must not be empty", name);
         return NULL;
     }
     if (strlen(value) > max) {
-        *ret_reply = orch_vfd_reply_error(
+        *ret_reply = hotmigd_api_reply_error(
             400, "member '%s' is longer than %" G_GSIZE_FORMAT " bytes", name, max);
         return NULL;
     }
     for (const char *p = value; *p; p++) {
         if (g_ascii_iscntrl(*p)) {
             *ret_reply =
-                orch_vfd_reply_error(400, "member '%s' contains a control character", name);
+                hotmigd_api_reply_error(400, "member '%s' contains a control character", name);
             return NULL;
         }
     }
@@ -194,7 +195,7 @@ static const char *member_string(JsonObject *obj, const char *name, gboolean req
 /* Member @name as a whole number @min..@max: an integer, or (@hex_text) a string of hex
  * digits with an optional "0x" ("0x15b3", "15b3"). FALSE without a reply when absent. */
 static gboolean member_uint(JsonObject *obj, const char *name, guint64 min, guint64 max,
-                            gboolean hex_text, guint64 *ret_value, OrchVfdReply **ret_reply)
+                            gboolean hex_text, guint64 *ret_value, HotmigdApiReply **ret_reply)
 {
     JsonNode *node = json_object_get_member(obj, name);
     guint64 value;
@@ -205,10 +206,10 @@ static gboolean member_uint(JsonObject *obj, const char *name, guint64 min, guin
         gint64 n = json_node_get_int(node);
 
         if (n < 0 || (guint64)n < min || (guint64)n > max) {
-            *ret_reply = orch_vfd_reply_error(400,
-                                              "member '%s' must be from %" G_GUINT64_FORMAT
-                                              " to %" G_GUINT64_FORMAT ", not %" G_GINT64_FORMAT,
-                                              name, min, max, n);
+            *ret_reply = hotmigd_api_reply_error(400,
+                                                 "member '%s' must be from %" G_GUINT64_FORMAT
+                                                 " to %" G_GUINT64_FORMAT ", not %" G_GINT64_FORMAT,
+                                                 name, min, max, n);
             return FALSE;
         }
         value = (guint64)n;
@@ -220,7 +221,7 @@ static gboolean member_uint(JsonObject *obj, const char *name, guint64 min, guin
 
         if (!*digits || strlen(digits) > 8 ||
             !g_ascii_string_to_unsigned(digits, 16, min, max, &value, NULL)) {
-            *ret_reply = orch_vfd_reply_error(
+            *ret_reply = hotmigd_api_reply_error(
                 400,
                 "member '%s': '%.32s' is not a hex number from 0x%" G_GINT64_MODIFIER
                 "x to 0x%" G_GINT64_MODIFIER "x",
@@ -228,9 +229,9 @@ static gboolean member_uint(JsonObject *obj, const char *name, guint64 min, guin
             return FALSE;
         }
     } else {
-        *ret_reply = orch_vfd_reply_error(400, "member '%s' must be %s", name,
-                                          hex_text ? "a number or a hex string like \"0x15b3\""
-                                                   : "a whole number");
+        *ret_reply = hotmigd_api_reply_error(400, "member '%s' must be %s", name,
+                                             hex_text ? "a number or a hex string like \"0x15b3\""
+                                                      : "a whole number");
         return FALSE;
     }
     *ret_value = value;
@@ -253,21 +254,21 @@ static void lease_json(JsonBuilder *b, const HotplugLease *lease)
     json_builder_end_object(b);
 }
 
-static void member_hex(JsonBuilder *b, const char *name, const OrchVfdPciVf *pci, guint value)
+static void member_hex(JsonBuilder *b, const char *name, const HotmigdPoolPciVf *pci, guint value)
 {
     g_autofree char *text = pci ? g_strdup_printf("0x%04x", value) : NULL;
 
     orch_json_member_string(b, name, text);
 }
 
-static void entry_json(JsonBuilder *b, const OrchVfdEntry *entry)
+static void entry_json(JsonBuilder *b, const HotmigdPoolEntry *entry)
 {
-    const OrchVfdPciVf *pci = entry->pci;
+    const HotmigdPoolPciVf *pci = entry->pci;
 
     json_builder_begin_object(b);
     orch_json_member_string(b, "id", entry->id);
-    orch_json_member_string(b, "kind", orch_vfd_kind_to_string(entry->kind));
-    orch_json_member_string(b, "state", orch_vfd_state_to_string(entry->state));
+    orch_json_member_string(b, "kind", orch_vf_kind_to_string(entry->kind));
+    orch_json_member_string(b, "state", orch_vf_state_to_string(entry->state));
     member_hex(b, "vendor_id", pci, pci ? pci->vendor_id : 0);
     member_hex(b, "device_id", pci, pci ? pci->device_id : 0);
     orch_json_member_string(b, "pf", pci ? pci->pf_address : NULL);
@@ -298,44 +299,44 @@ static void warnings_json(JsonBuilder *b, char **warnings)
 
 /* ---- the requests -------------------------------------------------------------------------- */
 
-static OrchVfdReply *api_host(OrchVfdPool *pool)
+static HotmigdApiReply *api_host(HotmigdPool *pool)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     g_autoptr(GError) error = NULL;
     g_auto(GStrv) warnings = NULL;
-    g_autoptr(GPtrArray) entries = orch_vfd_pool_list(pool, &warnings, &error);
-    guint counts[ORCH_VFD_STATE_LAST] = {0};
+    g_autoptr(GPtrArray) entries = hotmigd_pool_list(pool, &warnings, &error);
+    guint counts[ORCH_VF_STATE_LAST] = {0};
 
     if (!entries)
         return reply_gerror(error);
     for (guint i = 0; i < entries->len; i++)
-        counts[((OrchVfdEntry *)g_ptr_array_index(entries, i))->state]++;
+        counts[((HotmigdPoolEntry *)g_ptr_array_index(entries, i))->state]++;
     json_builder_begin_object(b);
-    orch_json_member_string(b, "name", orch_vfd_pool_host_name(pool));
+    orch_json_member_string(b, "name", hotmigd_pool_host_name(pool));
     orch_json_member_string(b, "version", HOTMIG_VERSION);
     orch_json_member_int(b, "api", 1);
     json_builder_set_member_name(b, "pool");
     json_builder_begin_object(b);
     orch_json_member_int(b, "size", entries->len);
-    for (int st = 0; st < ORCH_VFD_STATE_LAST; st++)
-        orch_json_member_int(b, orch_vfd_state_to_string(st), counts[st]);
+    for (int st = 0; st < ORCH_VF_STATE_LAST; st++)
+        orch_json_member_int(b, orch_vf_state_to_string(st), counts[st]);
     json_builder_end_object(b);
     warnings_json(b, warnings);
     json_builder_end_object(b);
-    return orch_vfd_reply_new(200, b, NULL);
+    return hotmigd_api_reply_new(200, b, NULL);
 }
 
-static OrchVfdReply *api_vfs(OrchVfdPool *pool)
+static HotmigdApiReply *api_vfs(HotmigdPool *pool)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     g_autoptr(GError) error = NULL;
     g_auto(GStrv) warnings = NULL;
-    g_autoptr(GPtrArray) entries = orch_vfd_pool_list(pool, &warnings, &error);
+    g_autoptr(GPtrArray) entries = hotmigd_pool_list(pool, &warnings, &error);
 
     if (!entries)
         return reply_gerror(error);
     json_builder_begin_object(b);
-    orch_json_member_string(b, "host", orch_vfd_pool_host_name(pool));
+    orch_json_member_string(b, "host", hotmigd_pool_host_name(pool));
     json_builder_set_member_name(b, "vfs");
     json_builder_begin_array(b);
     for (guint i = 0; i < entries->len; i++)
@@ -343,10 +344,10 @@ static OrchVfdReply *api_vfs(OrchVfdPool *pool)
     json_builder_end_array(b);
     warnings_json(b, warnings);
     json_builder_end_object(b);
-    return orch_vfd_reply_new(200, b, NULL);
+    return hotmigd_api_reply_new(200, b, NULL);
 }
 
-static OrchVfdReply *api_lease(OrchVfdPool *pool, const char *owner, const char *body, gsize len)
+static HotmigdApiReply *api_lease(HotmigdPool *pool, const char *owner, const char *body, gsize len)
 {
     static const char *const known[] = {"vf",     "vendor_id", "device_id", "holder",
                                         "reason", "domain",    "ttl",       NULL};
@@ -354,15 +355,15 @@ static OrchVfdReply *api_lease(OrchVfdPool *pool, const char *owner, const char 
     g_autoptr(GError) error = NULL;
     g_autoptr(JsonObject) obj = NULL;
     g_autoptr(HotplugLease) lease = NULL;
-    OrchVfdReply *reply = NULL;
-    OrchVfdLeaseSpec spec = {0};
+    HotmigdApiReply *reply = NULL;
+    HotmigdPoolLeaseSpec spec = {0};
     guint64 vendor = 0, device = 0, ttl = 0;
     gboolean have_vendor, have_device;
 
     obj = body_object(body, len, known, &reply);
     if (!obj)
         return reply;
-    spec.vf = member_string(obj, "vf", FALSE, ORCH_VFD_API_MAX_STRING, &reply);
+    spec.vf = member_string(obj, "vf", FALSE, HOTMIGD_API_MAX_STRING, &reply);
     if (reply)
         return reply;
     have_vendor = member_uint(obj, "vendor_id", 0, 0xffff, TRUE, &vendor, &reply);
@@ -372,26 +373,26 @@ static OrchVfdReply *api_lease(OrchVfdPool *pool, const char *owner, const char 
     if (reply)
         return reply;
     if (spec.vf && (have_vendor || have_device))
-        return orch_vfd_reply_error(400,
-                                    "give either 'vf' or 'vendor_id' and 'device_id', not both");
+        return hotmigd_api_reply_error(400,
+                                       "give either 'vf' or 'vendor_id' and 'device_id', not both");
     if (!spec.vf && !have_vendor && !have_device)
-        return orch_vfd_reply_error(
+        return hotmigd_api_reply_error(
             400,
             "give 'vf' (the VF to lease), or 'vendor_id' and 'device_id' (lease the first free VF of that model)");
     if (have_vendor != have_device)
-        return orch_vfd_reply_error(
+        return hotmigd_api_reply_error(
             400, "member '%s' is missing ('vendor_id' and 'device_id' go together)",
             have_vendor ? "device_id" : "vendor_id");
-    spec.holder = member_string(obj, "holder", TRUE, ORCH_VFD_API_MAX_STRING, &reply);
+    spec.holder = member_string(obj, "holder", TRUE, HOTMIGD_API_MAX_STRING, &reply);
     if (reply)
         return reply;
     spec.reason = member_string(obj, "reason", TRUE, API_MAX_REASON, &reply);
     if (reply)
         return reply;
-    spec.domain = member_string(obj, "domain", TRUE, ORCH_VFD_API_MAX_STRING, &reply);
+    spec.domain = member_string(obj, "domain", TRUE, HOTMIGD_API_MAX_STRING, &reply);
     if (reply)
         return reply;
-    member_uint(obj, "ttl", 1, orch_vfd_pool_lease_ttl_max(pool), FALSE, &ttl, &reply);
+    member_uint(obj, "ttl", 1, hotmigd_pool_lease_ttl_max(pool), FALSE, &ttl, &reply);
     if (reply)
         return reply;
     spec.owner = owner;
@@ -399,96 +400,96 @@ static OrchVfdReply *api_lease(OrchVfdPool *pool, const char *owner, const char 
     spec.device_id = device;
     spec.ttl_s = ttl;
 
-    lease = orch_vfd_pool_lease(pool, &spec, &error);
+    lease = hotmigd_pool_lease(pool, &spec, &error);
     if (!lease)
         return reply_gerror(error);
     lease_json(b, lease);
-    return orch_vfd_reply_new(
+    return hotmigd_api_reply_new(
         201, b,
         g_strdup_printf("VF '%s' leased to '%s' for domain '%s' (%s): lease %s", lease->vf,
                         lease->holder, lease->domain, lease->reason, lease->id));
 }
 
-static OrchVfdReply *api_confirm(OrchVfdPool *pool, const char *vf, const char *id,
-                                 const char *body, gsize len)
+static HotmigdApiReply *api_confirm(HotmigdPool *pool, const char *vf, const char *id,
+                                    const char *body, gsize len)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     g_autoptr(GError) error = NULL;
     g_autoptr(JsonObject) obj = NULL;
     g_autoptr(HotplugLease) lease = NULL;
-    OrchVfdReply *reply = NULL;
+    HotmigdApiReply *reply = NULL;
 
     obj = body_object(body, len, NULL, &reply);
     if (!obj)
         return reply;
-    lease = orch_vfd_pool_confirm(pool, vf, id, &error);
+    lease = hotmigd_pool_confirm(pool, vf, id, &error);
     if (!lease)
         return reply_gerror(error);
     lease_json(b, lease);
-    return orch_vfd_reply_new(
+    return hotmigd_api_reply_new(
         200, b,
         g_strdup_printf("VF '%s': lease %s confirmed, assigned to domain '%s'", lease->vf,
                         lease->id, lease->domain));
 }
 
-static OrchVfdReply *api_release(OrchVfdPool *pool, const char *vf, const char *id,
-                                 const char *body, gsize len)
+static HotmigdApiReply *api_release(HotmigdPool *pool, const char *vf, const char *id,
+                                    const char *body, gsize len)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     g_autoptr(GError) error = NULL;
     g_autoptr(JsonObject) obj = NULL;
-    OrchVfdReply *reply = NULL;
+    HotmigdApiReply *reply = NULL;
 
     obj = body_object(body, len, NULL, &reply);
     if (!obj)
         return reply;
-    if (!orch_vfd_pool_release(pool, vf, id, &error))
+    if (!hotmigd_pool_release(pool, vf, id, &error))
         return reply_gerror(error);
     json_builder_begin_object(b);
     orch_json_member_string(b, "vf", vf);
     orch_json_member_string(b, "id", id);
     orch_json_member_bool(b, "released", TRUE);
     json_builder_end_object(b);
-    return orch_vfd_reply_new(
+    return hotmigd_api_reply_new(
         200, b, g_strdup_printf("VF '%.64s': lease %.64s released (or gone already)", vf, id));
 }
 
 /* POST /v1/leases/{vf}/{id}/renew {"ttl"?}: a migration that outlasts the lease's TTL keeps
  * it (issue 15). */
-static OrchVfdReply *api_renew(OrchVfdPool *pool, const char *vf, const char *id,
-                               const char *body, gsize len)
+static HotmigdApiReply *api_renew(HotmigdPool *pool, const char *vf, const char *id,
+                                  const char *body, gsize len)
 {
     static const char *const known[] = {"ttl", NULL};
     g_autoptr(JsonBuilder) b = json_builder_new();
     g_autoptr(GError) error = NULL;
     g_autoptr(JsonObject) obj = NULL;
-    OrchVfdReply *reply = NULL;
+    HotmigdApiReply *reply = NULL;
     guint64 ttl = 0;
 
     obj = body_object(body, len, known, &reply);
     if (!obj)
         return reply;
-    member_uint(obj, "ttl", 1, orch_vfd_pool_lease_ttl_max(pool), FALSE, &ttl, &reply);
+    member_uint(obj, "ttl", 1, hotmigd_pool_lease_ttl_max(pool), FALSE, &ttl, &reply);
     if (reply)
         return reply;
-    if (!orch_vfd_pool_renew(pool, vf, id, (guint)ttl, &error))
+    if (!hotmigd_pool_renew(pool, vf, id, (guint)ttl, &error))
         return reply_gerror(error);
     json_builder_begin_object(b);
     orch_json_member_string(b, "vf", vf);
     orch_json_member_string(b, "id", id);
     orch_json_member_bool(b, "renewed", TRUE);
     json_builder_end_object(b);
-    return orch_vfd_reply_new(200, b, NULL);
+    return hotmigd_api_reply_new(200, b, NULL);
 }
 
 /* POST /v1/vfs/{vf}/left {"domain"}: the domain migrated away; its assigned lease ends. */
-static OrchVfdReply *api_left(OrchVfdPool *pool, const char *vf, const char *body, gsize len)
+static HotmigdApiReply *api_left(HotmigdPool *pool, const char *vf, const char *body, gsize len)
 {
     static const char *const known[] = {"domain", NULL};
     g_autoptr(JsonBuilder) b = json_builder_new();
     g_autoptr(GError) error = NULL;
     g_autoptr(JsonObject) obj = NULL;
-    OrchVfdReply *reply = NULL;
+    HotmigdApiReply *reply = NULL;
     const char *domain;
 
     obj = body_object(body, len, known, &reply);
@@ -497,26 +498,27 @@ static OrchVfdReply *api_left(OrchVfdPool *pool, const char *vf, const char *bod
     domain = member_string(obj, "domain", TRUE, HOTPLUG_LEASE_DOMAIN_MAX, &reply);
     if (!domain)
         return reply;
-    if (!orch_vfd_pool_left(pool, vf, domain, &error))
+    if (!hotmigd_pool_left(pool, vf, domain, &error))
         return reply_gerror(error);
     json_builder_begin_object(b);
     orch_json_member_string(b, "vf", vf);
     orch_json_member_string(b, "domain", domain);
     orch_json_member_bool(b, "released", TRUE);
     json_builder_end_object(b);
-    return orch_vfd_reply_new(
+    return hotmigd_api_reply_new(
         200, b,
         g_strdup_printf("VF '%.64s': domain '%.64s' left this host, its lease ended", vf, domain));
 }
 
-static OrchVfdReply *api_ib_identity(OrchVfdPool *pool, const char *vf, const char *body, gsize len)
+static HotmigdApiReply *api_ib_identity(HotmigdPool *pool, const char *vf, const char *body,
+                                        gsize len)
 {
     static const char *const known[] = {"node_guid", "port_guid", NULL};
     g_autoptr(JsonBuilder) b = json_builder_new();
     g_autoptr(GError) error = NULL;
     g_autoptr(JsonObject) obj = NULL;
     g_autofree char *note = NULL;
-    OrchVfdReply *reply = NULL;
+    HotmigdApiReply *reply = NULL;
     const char *names[2] = {"node_guid", "port_guid"};
     guint64 guids[2] = {0};
     gboolean applied = FALSE;
@@ -530,9 +532,9 @@ static OrchVfdReply *api_ib_identity(OrchVfdPool *pool, const char *vf, const ch
         if (!text)
             return reply;
         if (!hotplug_guid_parse(text, &guids[i], &error))
-            return orch_vfd_reply_error(400, "member '%s': %s", names[i], error->message);
+            return hotmigd_api_reply_error(400, "member '%s': %s", names[i], error->message);
     }
-    if (!orch_vfd_pool_ib_identity(pool, vf, guids[0], guids[1], &applied, &note, &error))
+    if (!hotmigd_pool_ib_identity(pool, vf, guids[0], guids[1], &applied, &note, &error))
         return reply_gerror(error);
     json_builder_begin_object(b);
     orch_json_member_string(b, "vf", vf);
@@ -544,13 +546,13 @@ static OrchVfdReply *api_ib_identity(OrchVfdPool *pool, const char *vf, const ch
     orch_json_member_bool(b, "applied", applied);
     orch_json_member_string(b, "note", note);
     json_builder_end_object(b);
-    return orch_vfd_reply_new(200, b, g_strdup_printf("VF '%.64s': %s", vf, note));
+    return hotmigd_api_reply_new(200, b, g_strdup_printf("VF '%.64s': %s", vf, note));
 }
 
 /* GET /v1/vfs/VF/identity/DOMAIN: the GUIDs the VF carries for DOMAIN, as this host knows
  * them (a migration carries them away: never the guest's word, docs/security.md). */
-static OrchVfdReply *api_identity(OrchVfdPool *pool, const char *vf, const char *domain,
-                                  gsize len)
+static HotmigdApiReply *api_identity(HotmigdPool *pool, const char *vf, const char *domain,
+                                     gsize len)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     g_autoptr(GError) error = NULL;
@@ -560,8 +562,8 @@ static OrchVfdReply *api_identity(OrchVfdPool *pool, const char *vf, const char 
     guint64 guids[2] = {0};
 
     if (len)
-        return orch_vfd_reply_error(400, "this request takes no body");
-    if (!orch_vfd_pool_identity(pool, vf, domain, &guids[0], &guids[1], &source, &error))
+        return hotmigd_api_reply_error(400, "this request takes no body");
+    if (!hotmigd_pool_identity(pool, vf, domain, &guids[0], &guids[1], &source, &error))
         return reply_gerror(error);
     node = hotplug_guid_format(guids[0]);
     port = hotplug_guid_format(guids[1]);
@@ -572,23 +574,23 @@ static OrchVfdReply *api_identity(OrchVfdPool *pool, const char *vf, const char 
     orch_json_member_string(b, "port_guid", port);
     orch_json_member_string(b, "source", source);
     json_builder_end_object(b);
-    return orch_vfd_reply_new(200, b, NULL);
+    return hotmigd_api_reply_new(200, b, NULL);
 }
 
-static OrchVfdReply *api_vfio(OrchVfdPool *pool, const char *vf, const char *body, gsize len)
+static HotmigdApiReply *api_vfio(HotmigdPool *pool, const char *vf, const char *body, gsize len)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     g_autoptr(GError) error = NULL;
     g_autoptr(JsonObject) obj = NULL;
     g_autofree char *driver = NULL;
     g_autofree char *note = NULL;
-    OrchVfdReply *reply = NULL;
+    HotmigdApiReply *reply = NULL;
     gboolean changed = FALSE;
 
     obj = body_object(body, len, NULL, &reply);
     if (!obj)
         return reply;
-    if (!orch_vfd_pool_vfio(pool, vf, &changed, &driver, &note, &error))
+    if (!hotmigd_pool_vfio(pool, vf, &changed, &driver, &note, &error))
         return reply_gerror(error);
     json_builder_begin_object(b);
     orch_json_member_string(b, "vf", vf);
@@ -596,7 +598,7 @@ static OrchVfdReply *api_vfio(OrchVfdPool *pool, const char *vf, const char *bod
     orch_json_member_bool(b, "changed", changed);
     orch_json_member_string(b, "note", note);
     json_builder_end_object(b);
-    return orch_vfd_reply_new(200, b, g_strdup_printf("VF '%.64s': %s", vf, note));
+    return hotmigd_api_reply_new(200, b, g_strdup_printf("VF '%.64s': %s", vf, note));
 }
 
 /* ---- paths --------------------------------------------------------------------------------- */
@@ -628,10 +630,10 @@ static gboolean files_allowed(const char *path, const char *const *roots, gsize 
     return FALSE;
 }
 
-static OrchVfdReply *api_files(const char *const *roots, const char *body, gsize len)
+static HotmigdApiReply *api_files(const char *const *roots, const char *body, gsize len)
 {
     static const char *const known[] = {"paths", NULL};
-    OrchVfdReply *bad = NULL;
+    HotmigdApiReply *bad = NULL;
     g_autoptr(JsonObject) obj = body_object(body, len, known, &bad);
     g_autoptr(JsonBuilder) b = json_builder_new();
     JsonNode *node;
@@ -641,11 +643,11 @@ static OrchVfdReply *api_files(const char *const *roots, const char *body, gsize
         return bad;
     node = json_object_get_member(obj, "paths");
     if (!node || !JSON_NODE_HOLDS_ARRAY(node))
-        return orch_vfd_reply_error(400, "member 'paths' must be an array of absolute paths");
+        return hotmigd_api_reply_error(400, "member 'paths' must be an array of absolute paths");
     paths = json_node_get_array(node);
     if (json_array_get_length(paths) > API_FILES_MAX)
-        return orch_vfd_reply_error(400, "member 'paths' has %u entries, more than %d",
-                                    json_array_get_length(paths), API_FILES_MAX);
+        return hotmigd_api_reply_error(400, "member 'paths' has %u entries, more than %d",
+                                       json_array_get_length(paths), API_FILES_MAX);
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "files");
     json_builder_begin_array(b);
@@ -659,25 +661,26 @@ static OrchVfdReply *api_files(const char *const *roots, const char *body, gsize
         gboolean exists;
 
         if (!JSON_NODE_HOLDS_VALUE(el) || json_node_get_value_type(el) != G_TYPE_STRING)
-            return orch_vfd_reply_error(400, "paths[%u] must be a string", i);
+            return hotmigd_api_reply_error(400, "paths[%u] must be a string", i);
         path = json_node_get_string(el);
         if (path[0] != '/' || strlen(path) > 4096)
-            return orch_vfd_reply_error(
+            return hotmigd_api_reply_error(
                 400, "paths[%u] must be an absolute path of at most 4096 bytes", i);
         for (const char *p = path; *p; p++) {
             if (g_ascii_iscntrl(*p))
-                return orch_vfd_reply_error(400, "paths[%u] contains a control character", i);
+                return hotmigd_api_reply_error(400, "paths[%u] contains a control character", i);
         }
         if (!files_allowed(path, roots, &root_len))
-            return orch_vfd_reply_error(403,
-                               "paths[%u] is not under a directory of [hotmigd] file-roots (no '.' or '..' components)",
-                               i);
+            return hotmigd_api_reply_error(
+                403,
+                "paths[%u] is not under a directory of [hotmigd] file-roots (no '.' or '..' components)",
+                i);
         /* Below its root, a link is not followed (issue 28, finding 8): the answer would tell
          * whether any path of the host exists. */
         root = g_strndup(path, root_len);
         if (!hm_file_stat_beneath(root, path + root_len, &exists, &st, &local)) {
             if (g_error_matches(local, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID))
-                return orch_vfd_reply_error(
+                return hotmigd_api_reply_error(
                     403, "paths[%u]: %s: hotmigd does not follow links under [hotmigd] file-roots",
                     i, local->message);
             exists = FALSE;
@@ -697,7 +700,7 @@ static OrchVfdReply *api_files(const char *const *roots, const char *body, gsize
     }
     json_builder_end_array(b);
     json_builder_end_object(b);
-    return orch_vfd_reply_new(200, b, NULL);
+    return hotmigd_api_reply_new(200, b, NULL);
 }
 
 /* The path's segments after "/v1/", percent-decoded (owned, NULL-terminated), or NULL when the
@@ -731,15 +734,16 @@ static char **path_segments(const char *path)
     return (char **)g_ptr_array_steal(out, NULL);
 }
 
-static OrchVfdReply *method_not_allowed(const char *method, const char *path, const char *allowed)
+static HotmigdApiReply *method_not_allowed(const char *method, const char *path,
+                                           const char *allowed)
 {
-    return orch_vfd_reply_error(405, "method %.16s is not allowed on %.200s (allowed: %s)", method,
-                                path, allowed);
+    return hotmigd_api_reply_error(405, "method %.16s is not allowed on %.200s (allowed: %s)",
+                                   method, path, allowed);
 }
 
 /* ---- the cluster's requests ------------------------------------------------------------------ */
 
-static void migration_json(JsonBuilder *b, const OrchVfdMigration *mig)
+static void migration_json(JsonBuilder *b, const OrchHotmigdMigration *mig)
 {
     json_builder_begin_object(b);
     orch_json_member_string(b, "id", mig->id);
@@ -748,7 +752,7 @@ static void migration_json(JsonBuilder *b, const OrchVfdMigration *mig)
     orch_json_member_string(b, "destination", mig->destination);
     orch_json_member_string(b, "reason", mig->reason);
     orch_json_member_string(b, "plan", mig->plan);
-    orch_json_member_string(b, "state", orch_vfd_migration_state_to_string(mig->state));
+    orch_json_member_string(b, "state", orch_hotmigd_migration_state_to_string(mig->state));
     orch_json_member_string(b, "error", mig->error);
     orch_json_member_time(b, "started", mig->started);
     orch_json_member_time(b, "finished", mig->finished);
@@ -764,40 +768,40 @@ static void migration_json(JsonBuilder *b, const OrchVfdMigration *mig)
     json_builder_end_object(b);
 }
 
-char *orch_vfd_migration_format_json(const OrchVfdMigration *mig)
+char *hotmigd_api_migration_format_json(const OrchHotmigdMigration *mig)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
-    g_autoptr(OrchVfdReply) reply = NULL;
+    g_autoptr(HotmigdApiReply) reply = NULL;
 
     migration_json(b, mig);
-    reply = orch_vfd_reply_new(200, b, NULL);
+    reply = hotmigd_api_reply_new(200, b, NULL);
     return g_steal_pointer(&reply->body);
 }
 
-static OrchVfdReply *api_migration_start(const OrchVfdServices *services, const char *body,
-                                         gsize len)
+static HotmigdApiReply *api_migration_start(const HotmigdApiServices *services, const char *body,
+                                            gsize len)
 {
     static const char *const known[] = {"domain", "destination", "reason", "plan", NULL};
     g_autoptr(JsonBuilder) b = json_builder_new();
     g_autoptr(GError) error = NULL;
     g_autoptr(JsonObject) obj = NULL;
     g_autofree char *id = NULL;
-    OrchVfdReply *reply = NULL;
-    OrchVfdMigrationRequest req = {0};
+    HotmigdApiReply *reply = NULL;
+    OrchHotmigdMigrationRequest req = {0};
 
     obj = body_object(body, len, known, &reply);
     if (!obj)
         return reply;
-    req.domain = member_string(obj, "domain", TRUE, ORCH_VFD_API_MAX_STRING, &reply);
+    req.domain = member_string(obj, "domain", TRUE, HOTMIGD_API_MAX_STRING, &reply);
     if (reply)
         return reply;
-    req.destination = member_string(obj, "destination", TRUE, ORCH_VFD_API_MAX_STRING, &reply);
+    req.destination = member_string(obj, "destination", TRUE, HOTMIGD_API_MAX_STRING, &reply);
     if (reply)
         return reply;
     req.reason = member_string(obj, "reason", TRUE, API_MAX_REASON, &reply);
     if (reply)
         return reply;
-    req.plan = member_string(obj, "plan", FALSE, ORCH_VFD_API_MAX_STRING, &reply);
+    req.plan = member_string(obj, "plan", FALSE, HOTMIGD_API_MAX_STRING, &reply);
     if (reply)
         return reply;
     id = services->migration_start(services->data, &req, &error);
@@ -809,19 +813,19 @@ static OrchVfdReply *api_migration_start(const OrchVfdServices *services, const 
     orch_json_member_string(b, "destination", req.destination);
     orch_json_member_string(b, "state", "running");
     json_builder_end_object(b);
-    return orch_vfd_reply_new(202, b,
-                              g_strdup_printf("migration %s of domain '%s' to '%s' started (%s)",
-                                              id, req.domain, req.destination, req.reason));
+    return hotmigd_api_reply_new(202, b,
+                                 g_strdup_printf("migration %s of domain '%s' to '%s' started (%s)",
+                                                 id, req.domain, req.destination, req.reason));
 }
 
-static OrchVfdReply *api_migration_get(const OrchVfdServices *services, const char *id,
-                                       const char *body, gsize len)
+static HotmigdApiReply *api_migration_get(const HotmigdApiServices *services, const char *id,
+                                          const char *body, gsize len)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     g_autoptr(GError) error = NULL;
     g_autoptr(JsonObject) obj = NULL;
-    g_autoptr(OrchVfdMigration) mig = NULL;
-    OrchVfdReply *reply = NULL;
+    g_autoptr(OrchHotmigdMigration) mig = NULL;
+    HotmigdApiReply *reply = NULL;
 
     obj = body_object(body, len, NULL, &reply);
     if (!obj)
@@ -830,11 +834,11 @@ static OrchVfdReply *api_migration_get(const OrchVfdServices *services, const ch
     if (!mig)
         return reply_gerror(error);
     migration_json(b, mig);
-    return orch_vfd_reply_new(200, b, NULL);
+    return hotmigd_api_reply_new(200, b, NULL);
 }
 
 typedef struct {
-    OrchVfdReplyFunc cb;
+    HotmigdApiReplyFunc cb;
     gpointer data;
 } SnapshotWait;
 
@@ -843,10 +847,10 @@ static void api_snapshot_done(char *json, GError *error, gpointer data)
     SnapshotWait *wait = data;
     g_autofree char *text = json;
     g_autoptr(GError) local = error;
-    OrchVfdReply *reply;
+    HotmigdApiReply *reply;
 
     if (text) {
-        reply = g_new0(OrchVfdReply, 1);
+        reply = g_new0(HotmigdApiReply, 1);
         reply->status = 200;
         reply->body = g_strconcat(text, "\n", NULL);
     } else {
@@ -861,8 +865,8 @@ static void api_snapshot_done(char *json, GError *error, gpointer data)
 /* One request on its way to its method: the API's bindings, the request, and the parameters
  * of the route's pattern (the segments written in capitals: VF, ID), in pattern order. */
 typedef struct {
-    const OrchVfdApi *api;
-    const OrchVfdRequest *req;
+    const HotmigdApi *api;
+    const HotmigdApiRequest *req;
     char **args;
 } Call;
 
@@ -883,107 +887,107 @@ typedef struct {
     const char *pattern; /* after /v1/ */
     guint roles;         /* OrchRole bits, any of which may call it */
     RouteNeed need;
-    OrchVfdReply *(*handle)(const Call *c);                                 /* answers now */
-    void (*handle_async)(const Call *c, OrchVfdReplyFunc cb, gpointer data); /* or later */
+    HotmigdApiReply *(*handle)(const Call *c);                                  /* answers now */
+    void (*handle_async)(const Call *c, HotmigdApiReplyFunc cb, gpointer data); /* or later */
 } Route;
 
-static OrchVfdReply *route_host(const Call *c)
+static HotmigdApiReply *route_host(const Call *c)
 {
     return api_host(c->api->pool);
 }
 
-static OrchVfdReply *route_vfs(const Call *c)
+static HotmigdApiReply *route_vfs(const Call *c)
 {
     return api_vfs(c->api->pool);
 }
 
-static OrchVfdReply *route_lease(const Call *c)
+static HotmigdApiReply *route_lease(const Call *c)
 {
     return api_lease(c->api->pool, orch_peer_owner(c->req->who), c->req->body, c->req->len);
 }
 
 /* NULL when the client holds the lease (@id; NULL: the VF's current one) it acts on, else
  * the 403. */
-static OrchVfdReply *route_owner_refusal(const Call *c, const char *vf, const char *id)
+static HotmigdApiReply *route_owner_refusal(const Call *c, const char *vf, const char *id)
 {
     g_autoptr(GError) error = NULL;
 
-    if (orch_vfd_pool_check_owner(c->api->pool, vf, id, orch_peer_owner(c->req->who), &error))
+    if (hotmigd_pool_check_owner(c->api->pool, vf, id, orch_peer_owner(c->req->who), &error))
         return NULL;
     return reply_gerror(error);
 }
 
-static OrchVfdReply *route_confirm(const Call *c)
+static HotmigdApiReply *route_confirm(const Call *c)
 {
-    OrchVfdReply *refused = route_owner_refusal(c, c->args[0], c->args[1]);
+    HotmigdApiReply *refused = route_owner_refusal(c, c->args[0], c->args[1]);
 
     return refused ? refused
                    : api_confirm(c->api->pool, c->args[0], c->args[1], c->req->body, c->req->len);
 }
 
-static OrchVfdReply *route_release(const Call *c)
+static HotmigdApiReply *route_release(const Call *c)
 {
-    OrchVfdReply *refused = route_owner_refusal(c, c->args[0], c->args[1]);
+    HotmigdApiReply *refused = route_owner_refusal(c, c->args[0], c->args[1]);
 
     return refused ? refused
                    : api_release(c->api->pool, c->args[0], c->args[1], c->req->body, c->req->len);
 }
 
-static OrchVfdReply *route_renew(const Call *c)
+static HotmigdApiReply *route_renew(const Call *c)
 {
-    OrchVfdReply *refused = route_owner_refusal(c, c->args[0], c->args[1]);
+    HotmigdApiReply *refused = route_owner_refusal(c, c->args[0], c->args[1]);
 
     return refused ? refused
                    : api_renew(c->api->pool, c->args[0], c->args[1], c->req->body, c->req->len);
 }
 
-static OrchVfdReply *route_ib_identity(const Call *c)
+static HotmigdApiReply *route_ib_identity(const Call *c)
 {
-    OrchVfdReply *refused = route_owner_refusal(c, c->args[0], NULL);
+    HotmigdApiReply *refused = route_owner_refusal(c, c->args[0], NULL);
 
     return refused ? refused
                    : api_ib_identity(c->api->pool, c->args[0], c->req->body, c->req->len);
 }
 
-static OrchVfdReply *route_identity(const Call *c)
+static HotmigdApiReply *route_identity(const Call *c)
 {
     return api_identity(c->api->pool, c->args[0], c->args[1], c->req->len);
 }
 
-static OrchVfdReply *route_vfio(const Call *c)
+static HotmigdApiReply *route_vfio(const Call *c)
 {
-    OrchVfdReply *refused = route_owner_refusal(c, c->args[0], NULL);
+    HotmigdApiReply *refused = route_owner_refusal(c, c->args[0], NULL);
 
     return refused ? refused : api_vfio(c->api->pool, c->args[0], c->req->body, c->req->len);
 }
 
-static OrchVfdReply *route_left(const Call *c)
+static HotmigdApiReply *route_left(const Call *c)
 {
     return api_left(c->api->pool, c->args[0], c->req->body, c->req->len);
 }
 
-static OrchVfdReply *route_files(const Call *c)
+static HotmigdApiReply *route_files(const Call *c)
 {
     return api_files(c->api->file_roots, c->req->body, c->req->len);
 }
 
-static OrchVfdReply *route_migration_start(const Call *c)
+static HotmigdApiReply *route_migration_start(const Call *c)
 {
     return api_migration_start(c->api->services, c->req->body, c->req->len);
 }
 
-static OrchVfdReply *route_migration_get(const Call *c)
+static HotmigdApiReply *route_migration_get(const Call *c)
 {
     return api_migration_get(c->api->services, c->args[0], c->req->body, c->req->len);
 }
 
-static void route_snapshot(const Call *c, OrchVfdReplyFunc cb, gpointer data)
+static void route_snapshot(const Call *c, HotmigdApiReplyFunc cb, gpointer data)
 {
-    const OrchVfdServices *services = c->api->services;
+    const HotmigdApiServices *services = c->api->services;
     SnapshotWait *wait;
 
     if (c->req->len) {
-        cb(orch_vfd_reply_error(400, "this request takes no body"), data);
+        cb(hotmigd_api_reply_error(400, "this request takes no body"), data);
         return;
     }
     wait = g_new0(SnapshotWait, 1);
@@ -992,7 +996,7 @@ static void route_snapshot(const Call *c, OrchVfdReplyFunc cb, gpointer data)
     services->snapshot(services->data, api_snapshot_done, wait);
 }
 
-static OrchVfdReply *route_alerts(const Call *c)
+static HotmigdApiReply *route_alerts(const Call *c)
 {
     return c->api->alerts(c->api->alerts_data, c->req->method, c->req->body, c->req->len,
                           c->req->peer, c->req->who);
@@ -1025,9 +1029,9 @@ static const Route api_routes[] = {
  * runs them in order, so the main loop (the local API, the alert hook, the inventory) never
  * waits for them and the thread count stays fixed; the pool and its host are used by that one
  * thread only. What else reads the pool goes through it too: /metrics' VF gauges are counted
- * there (orch_vfd_worker_count_vfs()), and the HTTP answer waits, paused, for the count.
+ * there (hotmigd_api_worker_count_vfs()), and the HTTP answer waits, paused, for the count.
  * Replies go back to the context the worker was made on. */
-struct OrchVfdWorker {
+struct HotmigdApiWorker {
     GThreadPool *threads;
     GMainContext *context; /* where replies are delivered */
     guint max_queued;
@@ -1038,27 +1042,27 @@ struct OrchVfdWorker {
 };
 
 typedef struct {
-    OrchVfdCountsFunc done;
+    HotmigdApiCountsFunc done;
     gpointer data;
 } CountWaiter;
 
 /* One request copied for the worker (the transport's strings do not outlive the dispatch), or
  * a count of the pool's VFs (route NULL). */
 typedef struct {
-    OrchVfdWorker *worker;
-    const OrchVfdApi *api; /* borrowed: outlives the worker */
+    HotmigdApiWorker *worker;
+    const HotmigdApi *api; /* borrowed: outlives the worker */
     const Route *route;
-    OrchVfdPool *count_pool; /* a count: borrowed, outlives the worker */
-    guint counts[ORCH_VFD_STATE_LAST];
+    HotmigdPool *count_pool; /* a count: borrowed, outlives the worker */
+    guint counts[ORCH_VF_STATE_LAST];
     char *count_why; /* the count failed: why */
     char *method, *path, *peer;
     char *body;
     gsize len;
     OrchPeer *who;
     char *args[API_MAX_SEGMENTS + 1];
-    OrchVfdReplyFunc cb;
+    HotmigdApiReplyFunc cb;
     gpointer data;
-    OrchVfdReply *reply;
+    HotmigdApiReply *reply;
 } WorkerJob;
 
 static void worker_job_free(WorkerJob *job)
@@ -1070,7 +1074,7 @@ static void worker_job_free(WorkerJob *job)
     orch_peer_free(job->who);
     for (guint i = 0; job->args[i]; i++)
         g_free(job->args[i]);
-    orch_vfd_reply_free(job->reply);
+    hotmigd_api_reply_free(job->reply);
     g_free(job->count_why);
     g_free(job);
 }
@@ -1105,14 +1109,14 @@ static gboolean worker_answer(gpointer data)
 static void worker_count(WorkerJob *job)
 {
     g_autoptr(GError) error = NULL;
-    g_autoptr(GPtrArray) entries = orch_vfd_pool_list(job->count_pool, NULL, &error);
+    g_autoptr(GPtrArray) entries = hotmigd_pool_list(job->count_pool, NULL, &error);
 
     if (!entries) {
         job->count_why = g_strdup_printf("cannot list the pool: %s", error->message);
         return;
     }
     for (guint i = 0; i < entries->len; i++)
-        job->counts[((OrchVfdEntry *)g_ptr_array_index(entries, i))->state]++;
+        job->counts[((HotmigdPoolEntry *)g_ptr_array_index(entries, i))->state]++;
 }
 
 static void worker_run(gpointer data, gpointer user_data)
@@ -1120,8 +1124,12 @@ static void worker_run(gpointer data, gpointer user_data)
     WorkerJob *job = data;
 
     if (job->route) {
-        OrchVfdRequest req = {.method = job->method, .path = job->path, .body = job->body,
-                              .len = job->len, .peer = job->peer, .who = job->who};
+        HotmigdApiRequest req = {.method = job->method,
+                                 .path = job->path,
+                                 .body = job->body,
+                                 .len = job->len,
+                                 .peer = job->peer,
+                                 .who = job->who};
         Call c = {job->api, &req, job->args};
 
         job->reply = job->route->handle(&c);
@@ -1131,19 +1139,19 @@ static void worker_run(gpointer data, gpointer user_data)
     hm_main_context_post(job->worker->context, G_PRIORITY_DEFAULT, worker_answer, job, NULL);
 }
 
-OrchVfdWorker *orch_vfd_worker_new(guint max_queued)
+HotmigdApiWorker *hotmigd_api_worker_new(guint max_queued)
 {
-    OrchVfdWorker *worker = g_new0(OrchVfdWorker, 1);
+    HotmigdApiWorker *worker = g_new0(HotmigdApiWorker, 1);
 
     worker->context = g_main_context_ref_thread_default();
-    worker->max_queued = max_queued ? max_queued : ORCH_VFD_WORKER_MAX_QUEUED;
+    worker->max_queued = max_queued ? max_queued : HOTMIGD_API_WORKER_MAX_QUEUED;
     /* One thread, exclusive: started now, never more. */
     worker->threads = g_thread_pool_new(worker_run, worker, 1, TRUE, NULL);
     g_assert(worker->threads != NULL);
     return worker;
 }
 
-void orch_vfd_worker_free(OrchVfdWorker *worker)
+void hotmigd_api_worker_free(HotmigdApiWorker *worker)
 {
     if (!worker)
         return;
@@ -1156,19 +1164,19 @@ void orch_vfd_worker_free(OrchVfdWorker *worker)
     g_free(worker);
 }
 
-guint orch_vfd_worker_queued(const OrchVfdWorker *worker)
+guint hotmigd_api_worker_queued(const HotmigdApiWorker *worker)
 {
     g_return_val_if_fail(worker != NULL, 0);
-    return (guint)g_atomic_int_get(&((OrchVfdWorker *)worker)->queued);
+    return (guint)g_atomic_int_get(&((HotmigdApiWorker *)worker)->queued);
 }
 
-static gboolean worker_full(OrchVfdWorker *worker)
+static gboolean worker_full(HotmigdApiWorker *worker)
 {
     return (guint)g_atomic_int_get(&worker->queued) >= worker->max_queued;
 }
 
-void orch_vfd_worker_count_vfs(OrchVfdWorker *worker, OrchVfdPool *pool, OrchVfdCountsFunc done,
-                               gpointer data)
+void hotmigd_api_worker_count_vfs(HotmigdApiWorker *worker, HotmigdPool *pool,
+                                  HotmigdApiCountsFunc done, gpointer data)
 {
     CountWaiter waiter = {done, data};
     WorkerJob *job;
@@ -1195,14 +1203,14 @@ void orch_vfd_worker_count_vfs(OrchVfdWorker *worker, OrchVfdPool *pool, OrchVfd
     g_thread_pool_push(worker->threads, job, NULL);
 }
 
-static void worker_push(const OrchVfdApi *api, const Route *route, const OrchVfdRequest *req,
-                        const char *const *args, OrchVfdReplyFunc cb, gpointer data)
+static void worker_push(const HotmigdApi *api, const Route *route, const HotmigdApiRequest *req,
+                        const char *const *args, HotmigdApiReplyFunc cb, gpointer data)
 {
-    OrchVfdWorker *worker = api->worker;
+    HotmigdApiWorker *worker = api->worker;
     WorkerJob *job;
 
     if (worker_full(worker)) {
-        cb(orch_vfd_reply_error(
+        cb(hotmigd_api_reply_error(
                503,
                "this hotmigd has %u pool requests waiting (its host is slow to answer, "
                "libvirt maybe): try again later",
@@ -1231,9 +1239,9 @@ static void worker_push(const OrchVfdApi *api, const Route *route, const OrchVfd
 
 /* What @route needs of @api, named for a 503 ("this hotmigd does not serve ..."); NULL when
  * it is bound. */
-static const char *route_missing(const Route *route, const OrchVfdApi *api)
+static const char *route_missing(const Route *route, const HotmigdApi *api)
 {
-    const OrchVfdServices *services = api->services;
+    const HotmigdApiServices *services = api->services;
 
     switch (route->need) {
     case NEED_POOL:
@@ -1269,7 +1277,7 @@ static gboolean route_match(const char *pattern, char **seg, const char **ret_ar
 }
 
 /* Every route bound to @api, for the 404's message: "GET /v1/host, ..." (owned). */
-static char *route_list(const OrchVfdApi *api)
+static char *route_list(const HotmigdApi *api)
 {
     g_autoptr(GString) out = g_string_new(NULL);
 
@@ -1284,13 +1292,13 @@ static char *route_list(const OrchVfdApi *api)
     return g_string_free(g_steal_pointer(&out), FALSE);
 }
 
-static OrchVfdReply *unavailable(const char *what)
+static HotmigdApiReply *unavailable(const char *what)
 {
-    return orch_vfd_reply_error(503, "this hotmigd does not serve %s", what);
+    return hotmigd_api_reply_error(503, "this hotmigd does not serve %s", what);
 }
 
-void orch_vfd_api_dispatch(const OrchVfdApi *api, const OrchVfdRequest *req, OrchVfdReplyFunc cb,
-                           gpointer data)
+void hotmigd_api_dispatch(const HotmigdApi *api, const HotmigdApiRequest *req,
+                          HotmigdApiReplyFunc cb, gpointer data)
 {
     g_auto(GStrv) seg = NULL;
     g_autoptr(GString) allowed = g_string_new(NULL);
@@ -1318,9 +1326,9 @@ void orch_vfd_api_dispatch(const OrchVfdApi *api, const OrchVfdRequest *req, Orc
     } else if (!route) {
         g_autofree char *paths = route_list(api);
 
-        cb(orch_vfd_reply_error(404, "no API path %.200s (%s)", req->path, paths), data);
+        cb(hotmigd_api_reply_error(404, "no API path %.200s (%s)", req->path, paths), data);
     } else if (!req->who || !(req->who->roles & route->roles)) {
-        cb(orch_vfd_reply_error(
+        cb(hotmigd_api_reply_error(
                403,
                "'%.128s' may not %s /v1/%s: its certificate is neither a [host NAME] identity nor in [hotmigd] operators%s",
                req->who ? req->who->identity : "an unknown client", req->method, route->pattern,
@@ -1341,23 +1349,23 @@ void orch_vfd_api_dispatch(const OrchVfdApi *api, const OrchVfdRequest *req, Orc
     }
 }
 
-static void api_handle_keep(OrchVfdReply *reply, gpointer data)
+static void api_handle_keep(HotmigdApiReply *reply, gpointer data)
 {
-    *(OrchVfdReply **)data = reply;
+    *(HotmigdApiReply **)data = reply;
 }
 
-OrchVfdReply *orch_vfd_api_handle(OrchVfdPool *pool, const char *method, const char *path,
-                                  const char *body, gsize len)
+HotmigdApiReply *hotmigd_api_handle(HotmigdPool *pool, const char *method, const char *path,
+                                    const char *body, gsize len)
 {
     static const char *const roots[] = {"/", NULL};
-    OrchVfdApi api = {.pool = pool, .file_roots = roots};
+    HotmigdApi api = {.pool = pool, .file_roots = roots};
     g_autoptr(OrchPeer) who = orch_peer_new("test", "test", ORCH_ROLE_HOST | ORCH_ROLE_OPERATOR);
-    OrchVfdRequest req = {.method = method, .path = path, .body = body, .len = len, .who = who};
-    OrchVfdReply *reply = NULL;
+    HotmigdApiRequest req = {.method = method, .path = path, .body = body, .len = len, .who = who};
+    HotmigdApiReply *reply = NULL;
 
     g_return_val_if_fail(pool && method && path && (body || !len), NULL);
     /* Without services every request is answered at once. */
-    orch_vfd_api_dispatch(&api, &req, api_handle_keep, &reply);
+    hotmigd_api_dispatch(&api, &req, api_handle_keep, &reply);
     g_assert(reply != NULL);
     return reply;
 }

@@ -75,7 +75,7 @@ struct Sched {
 /* A migration run here for another host's schedule (POST /v1/migrations). */
 typedef struct {
     Hotmigd *daemon;
-    OrchVfdMigration info;
+    OrchHotmigdMigration info;
     OrchMove *job; /* while it runs */
 } Remote;
 
@@ -83,11 +83,11 @@ struct Hotmigd {
     HmConfig *config;
     HotmigdOptions opts;
     char *name;
-    OrchVfdPool *pool;
-    OrchVfdServer *server;
+    HotmigdPool *pool;
+    HotmigdServer *server;
     OrchAuthz *authz;  /* who may do what on the HTTPS API (docs/security.md) */
     char **file_roots; /* [hotmigd] file-roots */
-    OrchVfdServices services;
+    HotmigdApiServices services;
     OrchLocalApi *local;
     GPtrArray *hosts;         /* HmConfigHost (owned copies), hotmigd URLs resolved */
     OrchOptions migrate_opts; /* what a migration run here starts from, until a reload */
@@ -199,17 +199,17 @@ void hotmigd_get_stats(Hotmigd *daemon, HotmigdStats *ret_stats)
 guint hotmigd_get_port(Hotmigd *daemon)
 {
     g_return_val_if_fail(daemon != NULL, 0);
-    return daemon->server ? orch_vfd_server_get_port(daemon->server) : 0;
+    return daemon->server ? hotmigd_server_get_port(daemon->server) : 0;
 }
 
 /* For the alert wiring (hotmigd/alerts-hook.c). */
-OrchVfdPool *hotmigd_get_pool(Hotmigd *daemon)
+HotmigdPool *hotmigd_get_pool(Hotmigd *daemon)
 {
     g_return_val_if_fail(daemon != NULL, NULL);
     return daemon->pool;
 }
 
-OrchVfdServer *hotmigd_get_server(Hotmigd *daemon)
+HotmigdServer *hotmigd_get_server(Hotmigd *daemon)
 {
     g_return_val_if_fail(daemon != NULL, NULL);
     return daemon->server;
@@ -1319,7 +1319,7 @@ void hotmigd_snapshot_async(Hotmigd *daemon, HotmigdDone done, gpointer data)
 
 static void remote_json(JsonBuilder *b, const Remote *r)
 {
-    g_autofree char *json = orch_vfd_migration_format_json(&r->info);
+    g_autofree char *json = hotmigd_api_migration_format_json(&r->info);
     g_autoptr(JsonNode) node = json_from_string(json, NULL);
 
     json_builder_add_value(b, g_steal_pointer(&node));
@@ -1512,7 +1512,7 @@ static void remote_done(OrchMove *move, const OrchMoveResult *result, gpointer d
     Remote *r = data;
     Hotmigd *daemon = r->daemon;
 
-    r->info.state = result->ok ? ORCH_VFD_MIGRATION_DONE : ORCH_VFD_MIGRATION_FAILED;
+    r->info.state = result->ok ? ORCH_HOTMIGD_MIGRATION_DONE : ORCH_HOTMIGD_MIGRATION_FAILED;
     r->info.error = g_strdup(result->detail);
     r->info.report = g_strdup(result->report);
     r->info.finished = now_s();
@@ -1560,7 +1560,7 @@ static gboolean domain_busy(Hotmigd *daemon, const char *domain)
     return FALSE;
 }
 
-static char *service_migration_start(gpointer data, const OrchVfdMigrationRequest *req,
+static char *service_migration_start(gpointer data, const OrchHotmigdMigrationRequest *req,
                                      GError **error)
 {
     Hotmigd *daemon = data;
@@ -1594,7 +1594,7 @@ static char *service_migration_start(gpointer data, const OrchVfdMigrationReques
     r->info.destination = g_strdup(req->destination);
     r->info.reason = g_strdup(req->reason);
     r->info.plan = g_strdup(req->plan);
-    r->info.state = ORCH_VFD_MIGRATION_RUNNING;
+    r->info.state = ORCH_HOTMIGD_MIGRATION_RUNNING;
     r->info.started = now_s();
     g_ptr_array_add(daemon->remotes, r);
     r->job = orch_move_start(&daemon->env, req->domain, daemon->name, req->destination, req->reason,
@@ -1602,17 +1602,17 @@ static char *service_migration_start(gpointer data, const OrchVfdMigrationReques
     return g_strdup(r->info.id);
 }
 
-static OrchVfdMigration *service_migration_get(gpointer data, const char *id, GError **error)
+static OrchHotmigdMigration *service_migration_get(gpointer data, const char *id, GError **error)
 {
     Hotmigd *daemon = data;
 
     for (guint i = 0; i < daemon->remotes->len; i++) {
         Remote *r = g_ptr_array_index(daemon->remotes, i);
-        OrchVfdMigration *copy;
+        OrchHotmigdMigration *copy;
 
         if (!g_str_equal(r->info.id, id))
             continue;
-        copy = g_new0(OrchVfdMigration, 1);
+        copy = g_new0(OrchHotmigdMigration, 1);
         *copy = r->info;
         copy->id = g_strdup(r->info.id);
         copy->domain = g_strdup(r->info.domain);
@@ -1629,7 +1629,7 @@ static OrchVfdMigration *service_migration_get(gpointer data, const char *id, GE
 }
 
 typedef struct {
-    OrchVfdSnapshotDone done;
+    HotmigdApiSnapshotDone done;
     gpointer data;
 } SnapshotCall;
 
@@ -1642,7 +1642,7 @@ static void service_snapshot_done(JsonNode *result, GError *error, gpointer data
     g_free(c);
 }
 
-static void service_snapshot(gpointer data, OrchVfdSnapshotDone done, gpointer done_data)
+static void service_snapshot(gpointer data, HotmigdApiSnapshotDone done, gpointer done_data)
 {
     SnapshotCall *c = g_new0(SnapshotCall, 1);
 
@@ -1716,7 +1716,7 @@ static gboolean daemon_open_pool(Hotmigd *daemon, GError **error)
     g_auto(GStrv) pfs = hm_config_get_list(config, HM_CONFIG_POOL_PFS);
     g_auto(GStrv) vfs = hm_config_get_list(config, HM_CONFIG_POOL_VFS);
     g_auto(GStrv) standins = hm_config_get_list(config, HM_CONFIG_POOL_STANDINS);
-    OrchVfdPoolConfig pool_config = {
+    HotmigdPoolConfig pool_config = {
         .host_name = g_get_host_name(),
         .lease_dir = lease_dir,
         .lease_ttl_s = hm_config_get_uint(config, HM_CONFIG_HOTMIGD_LEASE_TTL),
@@ -1734,14 +1734,14 @@ static gboolean daemon_open_pool(Hotmigd *daemon, GError **error)
                     "Cannot create the run directory '%s': %s", run_dir, g_strerror(errsv));
         return FALSE;
     }
-    host = orch_vfd_host_new(hm_config_get_string(config, HM_CONFIG_HOTMIGD_SYSFS_ROOT),
-                             hm_config_get_string(config, HM_CONFIG_HOTMIGD_CONNECT),
-                             HOTMIGD_VFIO_TIMEOUT_MS, HOTMIGD_LIBVIRT_TIMEOUT_MS);
-    daemon->pool = orch_vfd_pool_new(&pool_config, &orch_vfd_host_ops, host, error);
+    host = hotmigd_host_new(hm_config_get_string(config, HM_CONFIG_HOTMIGD_SYSFS_ROOT),
+                            hm_config_get_string(config, HM_CONFIG_HOTMIGD_CONNECT),
+                            HOTMIGD_VFIO_TIMEOUT_MS, HOTMIGD_LIBVIRT_TIMEOUT_MS);
+    daemon->pool = hotmigd_pool_new(&pool_config, &hotmigd_host_ops, host, error);
     if (!daemon->pool)
         return FALSE;
     g_message("Pool of %s: %u PFs, %u VFs, %u stand-ins; leases in '%s'",
-              orch_vfd_pool_host_name(daemon->pool), g_strv_length(pfs), g_strv_length(vfs),
+              hotmigd_pool_host_name(daemon->pool), g_strv_length(pfs), g_strv_length(vfs),
               g_strv_length(standins), lease_dir);
     return TRUE;
 }
@@ -1752,7 +1752,7 @@ static gboolean daemon_listen_https(Hotmigd *daemon, GError **error)
     /* "*": every address; empty: this host's own URL's address, else loopback (never every
      * address by default: issue 15). */
     g_autofree char *listen = hm_config_listen_address(config);
-    OrchVfdServerConfig server_config = {
+    HotmigdServerConfig server_config = {
         .listen = listen,
         .max_connections = hm_config_get_uint(config, HM_CONFIG_HOTMIGD_MAX_CONNECTIONS),
         .handshake_timeout_s = hm_config_get_uint(config, HM_CONFIG_HOTMIGD_HANDSHAKE_TIMEOUT),
@@ -1768,14 +1768,14 @@ static gboolean daemon_listen_https(Hotmigd *daemon, GError **error)
     daemon->file_roots = hm_config_get_list(config, HM_CONFIG_HOTMIGD_FILE_ROOTS);
     server_config.authz = daemon->authz;
     server_config.file_roots = (const char *const *)daemon->file_roots;
-    daemon->server = orch_vfd_server_new(&server_config, daemon->pool, &local);
+    daemon->server = hotmigd_server_new(&server_config, daemon->pool, &local);
     if (!daemon->server) {
         /* Certificates that do not load are not a bad configuration file (exit 1, not 4). */
         local->code = ORCH_ERROR_FAILED;
         g_propagate_error(error, g_steal_pointer(&local));
         return FALSE;
     }
-    orch_vfd_server_set_services(daemon->server, &daemon->services);
+    hotmigd_server_set_services(daemon->server, &daemon->services);
     return TRUE;
 }
 
@@ -2019,7 +2019,7 @@ Hotmigd *hotmigd_new(HmConfig *config, const HotmigdOptions *opts, GError **erro
         .poll_ms = daemon->opts.remote_poll_ms,
         .share = daemon->share,
     };
-    daemon->services = (OrchVfdServices){
+    daemon->services = (HotmigdApiServices){
         .data = daemon,
         .migration_start = service_migration_start,
         .migration_get = service_migration_get,
@@ -2140,10 +2140,10 @@ void hotmigd_free(Hotmigd *daemon)
     if (daemon->remotes)
         g_ptr_array_set_size(daemon->remotes, 0);
     g_clear_pointer(&daemon->local, orch_local_api_free);
-    g_clear_pointer(&daemon->server, orch_vfd_server_free);
+    g_clear_pointer(&daemon->server, hotmigd_server_free);
     g_clear_pointer(&daemon->authz, orch_authz_free);
     g_clear_pointer(&daemon->file_roots, g_strfreev);
-    g_clear_pointer(&daemon->pool, orch_vfd_pool_free);
+    g_clear_pointer(&daemon->pool, hotmigd_pool_free);
     orch_inventory_free(daemon->inventory);
     g_clear_pointer(&daemon->inventory_waiters, g_ptr_array_unref);
     g_clear_pointer(&daemon->inventory_next, g_ptr_array_unref);

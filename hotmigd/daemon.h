@@ -78,8 +78,8 @@ gboolean hotmigd_set_host_state(Hotmigd *daemon, const char *host, PolHostState 
 /* The VF pool (NULL with no_pool) and the HTTPS server (NULL with no_https), borrowed: the
  * alert wiring (alerts-hook.c) has the server's worker thread count VF states for /metrics
  * (the pool is used by that thread only) and serves /v1/alerts. */
-OrchVfdPool *hotmigd_get_pool(Hotmigd *daemon);
-OrchVfdServer *hotmigd_get_server(Hotmigd *daemon);
+HotmigdPool *hotmigd_get_pool(Hotmigd *daemon);
+HotmigdServer *hotmigd_get_server(Hotmigd *daemon);
 
 /* ---- creating the daemon ------------------------------------------------------------------- */
 

@@ -1,4 +1,4 @@
-/* The host hotmigd runs on, as the pool sees it (OrchVfdHostOps): SR-IOV VFs from sysfs
+/* The host hotmigd runs on, as the pool sees it (HotmigdHostOps): SR-IOV VFs from sysfs
  * (hm-hotplug's reader), network devices under class/net, the domains using PCI devices from
  * libvirt (through the libvirt adapter), GUIDs through netlink, vfio-pci through sysfs. */
 #define G_LOG_DOMAIN "hotmigd"
@@ -57,8 +57,8 @@ static OrchVirt *host_open_libvirt(const char *uri, const char *label, gpointer 
     return orch_connector_open_virt(NULL, uri, label, error);
 }
 
-gpointer orch_vfd_host_new(const char *sysfs_root, const char *libvirt_uri, guint vfio_timeout_ms,
-                           guint libvirt_timeout_ms)
+gpointer hotmigd_host_new(const char *sysfs_root, const char *libvirt_uri, guint vfio_timeout_ms,
+                          guint libvirt_timeout_ms)
 {
     VfdHost *host = g_new0(VfdHost, 1);
 
@@ -75,7 +75,7 @@ gpointer orch_vfd_host_new(const char *sysfs_root, const char *libvirt_uri, guin
     return host;
 }
 
-void orch_vfd_host_set_virt_open(gpointer data, OrchVirtOpenFunc open)
+void hotmigd_host_set_virt_open(gpointer data, OrchVirtOpenFunc open)
 {
     VfdHost *host = data;
 
@@ -117,9 +117,9 @@ static void host_propagate(GError **error, GError *local)
     g_error_free(local);
 }
 
-static OrchVfdPciVf *host_vf_from(const HotplugPciFunction *fn, const char *pf_netdev)
+static HotmigdPoolPciVf *host_vf_from(const HotplugPciFunction *fn, const char *pf_netdev)
 {
-    OrchVfdPciVf *vf = g_new0(OrchVfdPciVf, 1);
+    HotmigdPoolPciVf *vf = g_new0(HotmigdPoolPciVf, 1);
 
     vf->address = g_strdup(fn->address);
     vf->pf_address = g_strdup(fn->pf_address);
@@ -148,13 +148,13 @@ static GPtrArray *host_pf_vfs(gpointer data, const char *pf, GError **error)
                     fn->pf_address);
         return NULL;
     }
-    out = g_ptr_array_new_with_free_func((GDestroyNotify)orch_vfd_pci_vf_free);
+    out = g_ptr_array_new_with_free_func((GDestroyNotify)hotmigd_pool_pci_vf_free);
     for (guint i = 0; i < fn->vfs->len; i++)
         g_ptr_array_add(out, host_vf_from(g_ptr_array_index(fn->vfs, i), fn->netdev));
     return out;
 }
 
-static OrchVfdPciVf *host_vf_read(gpointer data, const char *address, GError **error)
+static HotmigdPoolPciVf *host_vf_read(gpointer data, const char *address, GError **error)
 {
     VfdHost *host = data;
     GError *local = NULL;
@@ -333,7 +333,7 @@ static GHashTable *host_domains_using(gpointer data, GError **error)
     return result;
 }
 
-static gboolean host_ib_identity(gpointer data, const OrchVfdPciVf *vf, guint64 node_guid,
+static gboolean host_ib_identity(gpointer data, const HotmigdPoolPciVf *vf, guint64 node_guid,
                                  guint64 port_guid, char **ret_note, GError **error)
 {
     VfdHost *host = data;
@@ -352,7 +352,7 @@ static gboolean host_ib_identity(gpointer data, const OrchVfdPciVf *vf, guint64 
                                      ret_note, error);
 }
 
-static gboolean host_ib_identity_read(gpointer data, const OrchVfdPciVf *vf,
+static gboolean host_ib_identity_read(gpointer data, const HotmigdPoolPciVf *vf,
                                       guint64 *ret_node_guid, guint64 *ret_port_guid,
                                       GError **error)
 {
@@ -382,7 +382,7 @@ static gboolean host_vfio_bind(gpointer data, const char *address, gboolean *ret
                              ret_previous_driver, error);
 }
 
-const OrchVfdHostOps orch_vfd_host_ops = {
+const HotmigdHostOps hotmigd_host_ops = {
     .pf_vfs = host_pf_vfs,
     .vf_read = host_vf_read,
     .netdev_exists = host_netdev_exists,

@@ -91,14 +91,14 @@ static gboolean read_libvirt(Reading *r, const OrchInventoryOptions *opts)
 static void read_hotmigd(OrchInvHost *host, const OrchInventoryOptions *opts)
 {
     g_autoptr(GError) error = NULL;
-    g_autoptr(OrchVfd) vfd = NULL;
-    g_autoptr(OrchVfdHostInfo) info = NULL;
+    g_autoptr(OrchHotmigdClient) vfd = NULL;
+    g_autoptr(OrchHotmigdHostInfo) info = NULL;
 
     host->hotmigd_asked = TRUE;
     if (!host->hotmigd) {
         g_set_error(&error, ORCH_ERROR, ORCH_ERROR_INVALID, "no URL known");
-    } else if ((vfd = orch_connector_open_vfd(opts->migrate_opts, host->hotmigd, &error))) {
-        info = orch_vfd_host(vfd, &error);
+    } else if ((vfd = orch_connector_open_hotmigd(opts->migrate_opts, host->hotmigd, &error))) {
+        info = orch_hotmigd_client_host(vfd, &error);
     }
     if (!info) {
         host->state = POL_HOST_QUARANTINED;
@@ -108,8 +108,8 @@ static void read_hotmigd(OrchInvHost *host, const OrchInventoryOptions *opts)
         return;
     }
     host->hotmigd_answered = TRUE;
-    host->vfs_total = info->pool_size - MIN(info->pool_size, info->counts[ORCH_VFD_STATE_MISSING]);
-    host->vfs_free = MIN(info->counts[ORCH_VFD_STATE_FREE], host->vfs_total);
+    host->vfs_total = info->pool_size - MIN(info->pool_size, info->counts[ORCH_VF_STATE_MISSING]);
+    host->vfs_free = MIN(info->counts[ORCH_VF_STATE_FREE], host->vfs_total);
     host->vfs_total = MIN(host->vfs_total, (guint)POL_VFS_MAX);
     host->vfs_free = MIN(host->vfs_free, host->vfs_total);
 }

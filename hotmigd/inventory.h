@@ -1,6 +1,6 @@
 /* The cluster's inventory: what every host of the configuration's [host NAME] groups has and
  * runs, read from its libvirt (through OrchVirtOps) and its hotmigd (GET /v1/host, through
- * OrchVfdOps), turned into a PolCluster for the planner or into the snapshot JSON that
+ * OrchHotmigdClientOps), turned into a PolCluster for the planner or into the snapshot JSON that
  * `migrate-vm plan --snapshot` reads (docs/policies.md, docs/hotmigd.md).
  *
  * What is read, and from where:

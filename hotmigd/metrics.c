@@ -100,8 +100,8 @@ char *orch_metrics_render(const OrchMetrics *m)
     }
 
     family(out, "hotmig_vf_leases", "gauge", "VFs of this host's pool, by state.");
-    for (int s = 0; m->have_vfs && s < ORCH_VFD_STATE_LAST; s++)
-        sample_uint(out, "hotmig_vf_leases", "state", orch_vfd_state_to_string(s), m->vfs[s]);
+    for (int s = 0; m->have_vfs && s < ORCH_VF_STATE_LAST; s++)
+        sample_uint(out, "hotmig_vf_leases", "state", orch_vf_state_to_string(s), m->vfs[s]);
     if (!m->have_vfs && m->vfs_why)
         comment(out, "hotmig_vf_leases left out: ", m->vfs_why);
 

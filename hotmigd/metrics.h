@@ -44,7 +44,7 @@ typedef struct {
     guint64 phase_count[ORCH_PHASE_LAST];
     gboolean have_vfs;   /* FALSE: the pool was not counted; hotmig_vf_leases is left out */
     const char *vfs_why; /* !have_vfs: why, one comment line (borrowed; NULL: no comment) */
-    guint vfs[ORCH_VFD_STATE_LAST];
+    guint vfs[ORCH_VF_STATE_LAST];
     guint hosts[POL_HOST_STATE_LAST];
     guint64 alerts[ORCH_ALERT_OUTCOME_LAST];
 } OrchMetrics;

@@ -1,13 +1,13 @@
 /* hotmigd's VF pool: the VFs this host may hand out ([pool] pfs, vfs, standins), what state
  * each is in, and the operations on them. Leases are hm-hotplug's lease store; everything the
- * pool needs to know about the host comes through OrchVfdHostOps (hotmigd/host.c, or a fake). */
+ * pool needs to know about the host comes through HotmigdHostOps (hotmigd/host.c, or a fake). */
 #define G_LOG_DOMAIN "hotmigd"
 
 #include "hotmigd/pool.h"
 
 #include <string.h>
 
-struct OrchVfdPool {
+struct HotmigdPool {
     char *host_name;
     guint lease_ttl_s;
     guint lease_ttl_max_s;
@@ -15,11 +15,11 @@ struct OrchVfdPool {
     GPtrArray *vfs;
     GPtrArray *standins;
     HotplugLeaseStore *store;
-    const OrchVfdHostOps *ops;
+    const HotmigdHostOps *ops;
     gpointer host;
 };
 
-void orch_vfd_pci_vf_free(OrchVfdPciVf *vf)
+void hotmigd_pool_pci_vf_free(HotmigdPoolPciVf *vf)
 {
     if (!vf)
         return;
@@ -30,19 +30,19 @@ void orch_vfd_pci_vf_free(OrchVfdPciVf *vf)
     g_free(vf);
 }
 
-void orch_vfd_entry_free(OrchVfdEntry *entry)
+void hotmigd_pool_entry_free(HotmigdPoolEntry *entry)
 {
     if (!entry)
         return;
     g_free(entry->id);
-    orch_vfd_pci_vf_free(entry->pci);
+    hotmigd_pool_pci_vf_free(entry->pci);
     hotplug_lease_free(entry->lease);
     g_free(entry->assigned_to);
     g_free(entry->note);
     g_free(entry);
 }
 
-void orch_vfd_pool_free(OrchVfdPool *pool)
+void hotmigd_pool_free(HotmigdPool *pool)
 {
     if (!pool)
         return;
@@ -89,10 +89,10 @@ static GPtrArray *pool_ids(const char *key, const char *const *list, gboolean pc
     return g_steal_pointer(&out);
 }
 
-OrchVfdPool *orch_vfd_pool_new(const OrchVfdPoolConfig *config, const OrchVfdHostOps *ops,
-                               gpointer host, GError **error)
+HotmigdPool *hotmigd_pool_new(const HotmigdPoolConfig *config, const HotmigdHostOps *ops,
+                              gpointer host, GError **error)
 {
-    g_autoptr(OrchVfdPool) pool = g_new0(OrchVfdPool, 1);
+    g_autoptr(HotmigdPool) pool = g_new0(HotmigdPool, 1);
     g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     g_autoptr(GError) local = NULL;
 
@@ -121,7 +121,7 @@ OrchVfdPool *orch_vfd_pool_new(const OrchVfdPoolConfig *config, const OrchVfdHos
     return g_steal_pointer(&pool);
 }
 
-const char *orch_vfd_pool_host_name(const OrchVfdPool *pool)
+const char *hotmigd_pool_host_name(const HotmigdPool *pool)
 {
     g_return_val_if_fail(pool != NULL, NULL);
     return pool->host_name;
@@ -129,19 +129,19 @@ const char *orch_vfd_pool_host_name(const OrchVfdPool *pool)
 
 /* ---- the pool's state ---------------------------------------------------------------------- */
 
-static OrchVfdEntry *entry_new(const char *id, OrchVfdKind kind)
+static HotmigdPoolEntry *entry_new(const char *id, OrchVfKind kind)
 {
-    OrchVfdEntry *entry = g_new0(OrchVfdEntry, 1);
+    HotmigdPoolEntry *entry = g_new0(HotmigdPoolEntry, 1);
 
     entry->id = g_strdup(id);
     entry->kind = kind;
-    entry->state = ORCH_VFD_STATE_FREE;
+    entry->state = ORCH_VF_STATE_FREE;
     return entry;
 }
 
 /* What the pool holds now, without states: every configured VF, PCI facts read. */
 typedef struct {
-    GPtrArray *entries;  /* OrchVfdEntry */
+    GPtrArray *entries;  /* HotmigdPoolEntry */
     GHashTable *by_id;   /* id -> entry (borrowed) */
     GHashTable *domains; /* PCI address -> domain, NULL when unknown */
     char *domains_error; /* why unknown, or NULL (no PCI VF: not asked) */
@@ -158,10 +158,10 @@ static void pool_view_clear(PoolView *view)
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(PoolView, pool_view_clear)
 
-static void view_add(PoolView *view, OrchVfdEntry *entry)
+static void view_add(PoolView *view, HotmigdPoolEntry *entry)
 {
     if (g_hash_table_contains(view->by_id, entry->id)) {
-        orch_vfd_entry_free(entry); /* a VF listed alone and under its PF: once */
+        hotmigd_pool_entry_free(entry); /* a VF listed alone and under its PF: once */
         return;
     }
     g_hash_table_insert(view->by_id, entry->id, entry);
@@ -188,14 +188,14 @@ static gboolean pool_lists(GPtrArray *list, const char *id)
 /* Reads the configured VFs; @with_states: also the leases and the domains using them. @only
  * (a canonical id, or NULL for all): the caller needs that VF only, so a stand-in or a single
  * VF is read alone and the PFs (which may hold it) without the other kinds. */
-static void pool_view_read(OrchVfdPool *pool, PoolView *view, gboolean with_states,
+static void pool_view_read(HotmigdPool *pool, PoolView *view, gboolean with_states,
                            const char *only)
 {
     gboolean any_pci = FALSE;
     gboolean only_standin = only && pool_lists(pool->standins, only);
     gboolean only_vf = only && pool_lists(pool->vfs, only);
 
-    view->entries = g_ptr_array_new_with_free_func((GDestroyNotify)orch_vfd_entry_free);
+    view->entries = g_ptr_array_new_with_free_func((GDestroyNotify)hotmigd_pool_entry_free);
     view->by_id = g_hash_table_new(g_str_hash, g_str_equal);
     view->warnings = g_ptr_array_new_with_free_func(g_free);
 
@@ -209,8 +209,8 @@ static void pool_view_read(OrchVfdPool *pool, PoolView *view, gboolean with_stat
             continue;
         }
         for (guint v = 0; v < vfs->len; v++) {
-            OrchVfdPciVf *vf = g_ptr_array_index(vfs, v);
-            OrchVfdEntry *entry = entry_new(vf->address, ORCH_VFD_KIND_PCI);
+            HotmigdPoolPciVf *vf = g_ptr_array_index(vfs, v);
+            HotmigdPoolEntry *entry = entry_new(vf->address, ORCH_VF_KIND_PCI);
 
             entry->pci = g_ptr_array_steal_index(vfs, v--);
             view_add(view, entry);
@@ -219,29 +219,29 @@ static void pool_view_read(OrchVfdPool *pool, PoolView *view, gboolean with_stat
     for (guint i = 0; i < pool->vfs->len; i++) {
         const char *id = g_ptr_array_index(pool->vfs, i);
         g_autoptr(GError) local = NULL;
-        OrchVfdEntry *entry;
+        HotmigdPoolEntry *entry;
 
         if (only && !g_str_equal(only, id))
             continue;
-        entry = entry_new(id, ORCH_VFD_KIND_PCI);
+        entry = entry_new(id, ORCH_VF_KIND_PCI);
 
         entry->pci = pool->ops->vf_read(pool->host, id, &local);
         if (!entry->pci) {
-            entry->state = ORCH_VFD_STATE_MISSING;
+            entry->state = ORCH_VF_STATE_MISSING;
             entry->note = g_strdup(local->message);
         }
         view_add(view, entry);
     }
     for (guint i = 0; i < pool->standins->len; i++) {
         const char *id = g_ptr_array_index(pool->standins, i);
-        OrchVfdEntry *entry;
+        HotmigdPoolEntry *entry;
 
         if (only && !g_str_equal(only, id))
             continue;
-        entry = entry_new(id, ORCH_VFD_KIND_STANDIN);
+        entry = entry_new(id, ORCH_VF_KIND_STANDIN);
 
         if (!pool->ops->netdev_exists(pool->host, id)) {
-            entry->state = ORCH_VFD_STATE_MISSING;
+            entry->state = ORCH_VF_STATE_MISSING;
             entry->note = g_strdup_printf("no network device '%s'", id);
         }
         view_add(view, entry);
@@ -262,7 +262,7 @@ static void pool_view_read(OrchVfdPool *pool, PoolView *view, gboolean with_stat
         }
     }
     for (guint i = 0; i < view->entries->len; i++) {
-        OrchVfdEntry *entry = g_ptr_array_index(view->entries, i);
+        HotmigdPoolEntry *entry = g_ptr_array_index(view->entries, i);
         g_autoptr(GError) local = NULL;
         g_autoptr(HotplugLease) lease = hotplug_lease_get(pool->store, entry->id, &local);
         const char *domain = view->domains ? g_hash_table_lookup(view->domains, entry->id) : NULL;
@@ -276,17 +276,17 @@ static void pool_view_read(OrchVfdPool *pool, PoolView *view, gboolean with_stat
             entry->assigned_to = g_strdup(domain);
         else if (entry->lease && entry->lease->state == HOTPLUG_LEASE_ASSIGNED)
             entry->assigned_to = g_strdup(entry->lease->domain);
-        if (entry->state == ORCH_VFD_STATE_MISSING)
+        if (entry->state == ORCH_VF_STATE_MISSING)
             continue;
         if (entry->lease)
-            entry->state = entry->lease->state == HOTPLUG_LEASE_ASSIGNED ? ORCH_VFD_STATE_ASSIGNED
-                                                                         : ORCH_VFD_STATE_LEASED;
+            entry->state = entry->lease->state == HOTPLUG_LEASE_ASSIGNED ? ORCH_VF_STATE_ASSIGNED
+                                                                         : ORCH_VF_STATE_LEASED;
         else if (domain)
-            entry->state = ORCH_VFD_STATE_IN_USE;
+            entry->state = ORCH_VF_STATE_IN_USE;
     }
 }
 
-GPtrArray *orch_vfd_pool_list(OrchVfdPool *pool, char ***ret_warnings, GError **error)
+GPtrArray *hotmigd_pool_list(HotmigdPool *pool, char ***ret_warnings, GError **error)
 {
     g_auto(PoolView) view = {0};
 
@@ -300,14 +300,14 @@ GPtrArray *orch_vfd_pool_list(OrchVfdPool *pool, char ***ret_warnings, GError **
     return g_steal_pointer(&view.entries);
 }
 
-guint orch_vfd_pool_lease_ttl_max(const OrchVfdPool *pool)
+guint hotmigd_pool_lease_ttl_max(const HotmigdPool *pool)
 {
     g_return_val_if_fail(pool != NULL, 0);
     return pool->lease_ttl_max_s;
 }
 
-gboolean orch_vfd_pool_check_owner(OrchVfdPool *pool, const char *vf, const char *id,
-                                   const char *owner, GError **error)
+gboolean hotmigd_pool_check_owner(HotmigdPool *pool, const char *vf, const char *id,
+                                  const char *owner, GError **error)
 {
     g_autoptr(GError) local = NULL;
     g_autoptr(HotplugLease) lease = NULL;
@@ -341,10 +341,11 @@ static char *pool_canonical(const char *vf, GError **error)
 }
 
 /* Reads the pool and finds @vf in it (borrowed from @view), or NULL with ORCH_ERROR_NOT_FOUND. */
-static OrchVfdEntry *pool_find(OrchVfdPool *pool, PoolView *view, const char *vf, GError **error)
+static HotmigdPoolEntry *pool_find(HotmigdPool *pool, PoolView *view, const char *vf,
+                                   GError **error)
 {
     g_autofree char *id = pool_canonical(vf, error);
-    OrchVfdEntry *entry;
+    HotmigdPoolEntry *entry;
 
     if (!id)
         return NULL;
@@ -383,7 +384,7 @@ static char *lease_describe(const HotplugLease *lease)
  * not any domain's. A hash of the host's name and the VF, as an EUI-64 with the locally
  * administered bit set and the multicast bit clear, so it is no vendor's GUID; node and port
  * differ in the last bit. */
-static void pool_home_guids(const OrchVfdPool *pool, const char *vf, guint64 *ret_node,
+static void pool_home_guids(const HotmigdPool *pool, const char *vf, guint64 *ret_node,
                             guint64 *ret_port)
 {
     g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
@@ -403,7 +404,7 @@ static void pool_home_guids(const OrchVfdPool *pool, const char *vf, guint64 *re
 
 /* May the IB identity of @entry change: does the hypervisor say no domain uses it?
  * ORCH_ERROR_UNAVAILABLE (it cannot say) or _CONFLICT (one does) otherwise. */
-static gboolean entry_identity_changeable(const PoolView *view, const OrchVfdEntry *entry,
+static gboolean entry_identity_changeable(const PoolView *view, const HotmigdPoolEntry *entry,
                                           GError **error)
 {
     const char *user;
@@ -428,8 +429,8 @@ static gboolean entry_identity_changeable(const PoolView *view, const OrchVfdEnt
  * it: the domain whose GUIDs it carried has left, and no other domain may come up under them.
  * Only when the hypervisor says no domain uses the VF (ORCH_ERROR_UNAVAILABLE / _CONFLICT
  * otherwise). A stand-in has no identity: nothing to do. */
-static gboolean entry_identity_reset(OrchVfdPool *pool, const PoolView *view,
-                                     const OrchVfdEntry *entry, GError **error)
+static gboolean entry_identity_reset(HotmigdPool *pool, const PoolView *view,
+                                     const HotmigdPoolEntry *entry, GError **error)
 {
     g_autoptr(GError) local = NULL;
     g_autofree char *note = NULL;
@@ -457,8 +458,8 @@ static gboolean entry_identity_reset(OrchVfdPool *pool, const PoolView *view,
 /* Domain @domain no longer holds @entry, which may still carry its GUIDs: recorded as such
  * first (so that a reset that fails now is done, or the VF refused, before its next lease),
  * then reset. Best effort: what fails is logged, the record stays. */
-static void entry_identity_left(OrchVfdPool *pool, const PoolView *view, const OrchVfdEntry *entry,
-                                const char *domain)
+static void entry_identity_left(HotmigdPool *pool, const PoolView *view,
+                                const HotmigdPoolEntry *entry, const char *domain)
 {
     g_autoptr(GError) local = NULL;
 
@@ -477,8 +478,8 @@ static void entry_identity_left(OrchVfdPool *pool, const PoolView *view, const O
 
 /* Before @entry is leased for @domain: a VF that still carries another domain's identity is
  * reset, or refused (ORCH_ERROR_CONFLICT naming that domain) when that fails. */
-static gboolean entry_identity_settle(OrchVfdPool *pool, const PoolView *view,
-                                      const OrchVfdEntry *entry, const char *domain,
+static gboolean entry_identity_settle(HotmigdPool *pool, const PoolView *view,
+                                      const HotmigdPoolEntry *entry, const char *domain,
                                       GError **error)
 {
     g_autoptr(GError) local = NULL;
@@ -510,12 +511,12 @@ static gboolean entry_identity_settle(OrchVfdPool *pool, const PoolView *view,
  * migrated away and the source was not told) ends when someone asks for the VF: the lease was
  * confirmed because the domain held the VF here, and it no longer does. Only when libvirt
  * answered; a lease not yet confirmed (a migration in flight) is never touched. */
-static void entry_reclaim(OrchVfdPool *pool, const PoolView *view, OrchVfdEntry *entry)
+static void entry_reclaim(HotmigdPool *pool, const PoolView *view, HotmigdPoolEntry *entry)
 {
     g_autoptr(GError) local = NULL;
     const char *holder;
 
-    if (entry->state != ORCH_VFD_STATE_ASSIGNED || !entry->lease || !view->domains)
+    if (entry->state != ORCH_VF_STATE_ASSIGNED || !entry->lease || !view->domains)
         return;
     holder = g_hash_table_lookup(view->domains, entry->id);
     if (holder && g_strcmp0(holder, entry->lease->domain) == 0)
@@ -531,16 +532,16 @@ static void entry_reclaim(OrchVfdPool *pool, const PoolView *view, OrchVfdEntry 
         entry_identity_left(pool, view, entry, entry->lease->domain);
     g_clear_pointer(&entry->lease, hotplug_lease_free);
     g_clear_pointer(&entry->assigned_to, g_free);
-    entry->state = holder ? ORCH_VFD_STATE_IN_USE : ORCH_VFD_STATE_FREE;
+    entry->state = holder ? ORCH_VF_STATE_IN_USE : ORCH_VF_STATE_FREE;
     if (holder)
         entry->assigned_to = g_strdup(holder);
 }
 
 /* Can @entry be leased? FALSE with ORCH_ERROR_CONFLICT / _UNAVAILABLE saying why not. */
-static gboolean entry_leasable(const PoolView *view, const OrchVfdEntry *entry, GError **error)
+static gboolean entry_leasable(const PoolView *view, const HotmigdPoolEntry *entry, GError **error)
 {
     switch (entry->state) {
-    case ORCH_VFD_STATE_FREE:
+    case ORCH_VF_STATE_FREE:
         if (entry->pci && view->domains_error) {
             g_set_error(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE,
                         "Cannot tell whether a domain uses VF '%s': %s", entry->id,
@@ -548,19 +549,19 @@ static gboolean entry_leasable(const PoolView *view, const OrchVfdEntry *entry, 
             return FALSE;
         }
         return TRUE;
-    case ORCH_VFD_STATE_LEASED:
-    case ORCH_VFD_STATE_ASSIGNED: {
+    case ORCH_VF_STATE_LEASED:
+    case ORCH_VF_STATE_ASSIGNED: {
         g_autofree char *what = lease_describe(entry->lease);
 
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT, "VF '%s' is %s", entry->id, what);
         return FALSE;
     }
-    case ORCH_VFD_STATE_IN_USE:
+    case ORCH_VF_STATE_IN_USE:
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT,
                     "VF '%s' is used by domain '%s' (plugged without a lease)", entry->id,
                     entry->assigned_to);
         return FALSE;
-    case ORCH_VFD_STATE_MISSING:
+    case ORCH_VF_STATE_MISSING:
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT, "VF '%s' is missing: %s", entry->id,
                     entry->note);
         return FALSE;
@@ -570,8 +571,8 @@ static gboolean entry_leasable(const PoolView *view, const OrchVfdEntry *entry, 
 }
 
 /* hotplug_lease_acquire() with the error in ORCH_ERROR (BUSY: CONFLICT, INVALID stays). */
-static HotplugLease *pool_acquire(OrchVfdPool *pool, const char *id, const OrchVfdLeaseSpec *spec,
-                                  GError **error)
+static HotplugLease *pool_acquire(HotmigdPool *pool, const char *id,
+                                  const HotmigdPoolLeaseSpec *spec, GError **error)
 {
     g_autoptr(GError) local = NULL;
     HotplugLease *lease =
@@ -596,28 +597,29 @@ static HotplugLease *pool_acquire(OrchVfdPool *pool, const char *id, const OrchV
 /* Per state, how many VFs of the pool are of model @vendor:@device. */
 static char *pool_model_summary(const PoolView *view, guint vendor, guint device, guint *ret_n)
 {
-    guint counts[ORCH_VFD_STATE_LAST] = {0};
+    guint counts[ORCH_VF_STATE_LAST] = {0};
     guint n = 0;
     g_autoptr(GString) s = g_string_new(NULL);
 
     for (guint i = 0; i < view->entries->len; i++) {
-        const OrchVfdEntry *entry = g_ptr_array_index(view->entries, i);
+        const HotmigdPoolEntry *entry = g_ptr_array_index(view->entries, i);
 
         if (!entry->pci || entry->pci->vendor_id != vendor || entry->pci->device_id != device)
             continue;
         counts[entry->state]++;
         n++;
     }
-    for (int st = 0; st < ORCH_VFD_STATE_LAST; st++) {
+    for (int st = 0; st < ORCH_VF_STATE_LAST; st++) {
         if (counts[st])
             g_string_append_printf(s, "%s%u %s", s->len ? ", " : "", counts[st],
-                                   orch_vfd_state_to_string(st));
+                                   orch_vf_state_to_string(st));
     }
     *ret_n = n;
     return g_string_free(g_steal_pointer(&s), FALSE);
 }
 
-HotplugLease *orch_vfd_pool_lease(OrchVfdPool *pool, const OrchVfdLeaseSpec *spec, GError **error)
+HotplugLease *hotmigd_pool_lease(HotmigdPool *pool, const HotmigdPoolLeaseSpec *spec,
+                                 GError **error)
 {
     g_auto(PoolView) view = {0};
     g_autofree char *summary = NULL;
@@ -626,7 +628,7 @@ HotplugLease *orch_vfd_pool_lease(OrchVfdPool *pool, const OrchVfdLeaseSpec *spe
     g_return_val_if_fail(pool && spec, NULL);
 
     if (spec->vf) {
-        OrchVfdEntry *entry = pool_find(pool, &view, spec->vf, error);
+        HotmigdPoolEntry *entry = pool_find(pool, &view, spec->vf, error);
 
         if (entry)
             entry_reclaim(pool, &view, entry);
@@ -638,7 +640,7 @@ HotplugLease *orch_vfd_pool_lease(OrchVfdPool *pool, const OrchVfdLeaseSpec *spe
 
     pool_view_read(pool, &view, TRUE, NULL);
     for (guint i = 0; i < view.entries->len; i++) {
-        OrchVfdEntry *entry = g_ptr_array_index(view.entries, i);
+        HotmigdPoolEntry *entry = g_ptr_array_index(view.entries, i);
         g_autoptr(GError) local = NULL;
         HotplugLease *lease;
 
@@ -680,7 +682,7 @@ HotplugLease *orch_vfd_pool_lease(OrchVfdPool *pool, const OrchVfdLeaseSpec *spe
 }
 
 /* The lease of @id now (owned), errors in ORCH_ERROR. */
-static HotplugLease *pool_lease_get(OrchVfdPool *pool, const char *id, GError **error)
+static HotplugLease *pool_lease_get(HotmigdPool *pool, const char *id, GError **error)
 {
     g_autoptr(GError) local = NULL;
     HotplugLease *lease = hotplug_lease_get(pool->store, id, &local);
@@ -691,7 +693,7 @@ static HotplugLease *pool_lease_get(OrchVfdPool *pool, const char *id, GError **
 }
 
 /* The lease-changing calls: @vf must be a configured VF (present or not). */
-static char *pool_configured(OrchVfdPool *pool, const char *vf, GError **error)
+static char *pool_configured(HotmigdPool *pool, const char *vf, GError **error)
 {
     g_autofree char *id = pool_canonical(vf, error);
 
@@ -721,8 +723,8 @@ static void pool_set_lease_error(GError **error, const GError *local)
         local->message);
 }
 
-HotplugLease *orch_vfd_pool_confirm(OrchVfdPool *pool, const char *vf, const char *id,
-                                    GError **error)
+HotplugLease *hotmigd_pool_confirm(HotmigdPool *pool, const char *vf, const char *id,
+                                   GError **error)
 {
     g_autofree char *canonical = NULL;
     g_autoptr(GError) local = NULL;
@@ -740,8 +742,8 @@ HotplugLease *orch_vfd_pool_confirm(OrchVfdPool *pool, const char *vf, const cha
     return pool_lease_get(pool, canonical, error);
 }
 
-gboolean orch_vfd_pool_renew(OrchVfdPool *pool, const char *vf, const char *id, guint ttl_s,
-                             GError **error)
+gboolean hotmigd_pool_renew(HotmigdPool *pool, const char *vf, const char *id, guint ttl_s,
+                            GError **error)
 {
     g_autofree char *canonical = NULL;
     g_autoptr(GError) local = NULL;
@@ -767,11 +769,11 @@ gboolean orch_vfd_pool_renew(OrchVfdPool *pool, const char *vf, const char *id, 
 
 /* After a lease of @id ended: a VF that carries the identity recorded for it has it reset
  * (best effort, entry_identity_left()). */
-static void pool_identity_after_release(OrchVfdPool *pool, const char *id)
+static void pool_identity_after_release(HotmigdPool *pool, const char *id)
 {
     g_autoptr(HotplugLease) record = hotplug_lease_get(pool->store, id, NULL);
     g_auto(PoolView) view = {0};
-    OrchVfdEntry *entry;
+    HotmigdPoolEntry *entry;
 
     if (!record || !record->identity_of)
         return;
@@ -781,7 +783,7 @@ static void pool_identity_after_release(OrchVfdPool *pool, const char *id)
         entry_identity_left(pool, &view, entry, record->identity_of);
 }
 
-gboolean orch_vfd_pool_release(OrchVfdPool *pool, const char *vf, const char *id, GError **error)
+gboolean hotmigd_pool_release(HotmigdPool *pool, const char *vf, const char *id, GError **error)
 {
     g_autofree char *canonical = NULL;
     g_autoptr(GError) local = NULL;
@@ -800,13 +802,13 @@ gboolean orch_vfd_pool_release(OrchVfdPool *pool, const char *vf, const char *id
     return TRUE;
 }
 
-gboolean orch_vfd_pool_left(OrchVfdPool *pool, const char *vf, const char *domain, GError **error)
+gboolean hotmigd_pool_left(HotmigdPool *pool, const char *vf, const char *domain, GError **error)
 {
     g_autofree char *canonical = NULL;
     g_autoptr(GError) local = NULL;
     g_autoptr(HotplugLease) lease = NULL;
     g_auto(PoolView) view = {0};
-    OrchVfdEntry *entry;
+    HotmigdPoolEntry *entry;
 
     g_return_val_if_fail(pool && vf && domain, FALSE);
 
@@ -843,20 +845,20 @@ gboolean orch_vfd_pool_left(OrchVfdPool *pool, const char *vf, const char *domai
 }
 
 /* @vf must be leased (LEASED or ASSIGNED) for the calls that change the device. */
-static OrchVfdEntry *pool_find_held(OrchVfdPool *pool, PoolView *view, const char *vf,
-                                    const char *what, GError **error)
+static HotmigdPoolEntry *pool_find_held(HotmigdPool *pool, PoolView *view, const char *vf,
+                                        const char *what, GError **error)
 {
-    OrchVfdEntry *entry = pool_find(pool, view, vf, error);
+    HotmigdPoolEntry *entry = pool_find(pool, view, vf, error);
 
     if (!entry)
         return NULL;
     if (!entry->lease) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT,
                     "VF '%s' is %s, not leased: lease it (POST /v1/leases) before %s", entry->id,
-                    orch_vfd_state_to_string(entry->state), what);
+                    orch_vf_state_to_string(entry->state), what);
         return NULL;
     }
-    if (entry->state == ORCH_VFD_STATE_MISSING) {
+    if (entry->state == ORCH_VF_STATE_MISSING) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_CONFLICT, "VF '%s' is missing: %s", entry->id,
                     entry->note);
         return NULL;
@@ -864,23 +866,23 @@ static OrchVfdEntry *pool_find_held(OrchVfdPool *pool, PoolView *view, const cha
     return entry;
 }
 
-gboolean orch_vfd_pool_ib_identity(OrchVfdPool *pool, const char *vf, guint64 node_guid,
-                                   guint64 port_guid, gboolean *ret_applied, char **ret_note,
-                                   GError **error)
+gboolean hotmigd_pool_ib_identity(HotmigdPool *pool, const char *vf, guint64 node_guid,
+                                  guint64 port_guid, gboolean *ret_applied, char **ret_note,
+                                  GError **error)
 {
     g_auto(PoolView) view = {0};
     g_autoptr(GError) local = NULL;
     g_autofree char *note = NULL;
     g_autofree char *node = hotplug_guid_format(node_guid);
     g_autofree char *port = hotplug_guid_format(port_guid);
-    OrchVfdEntry *entry;
+    HotmigdPoolEntry *entry;
 
     g_return_val_if_fail(pool && vf, FALSE);
 
     entry = pool_find_held(pool, &view, vf, "setting its IB identity", error);
     if (!entry)
         return FALSE;
-    if (entry->kind == ORCH_VFD_KIND_STANDIN) {
+    if (entry->kind == ORCH_VF_KIND_STANDIN) {
         if (ret_applied)
             *ret_applied = FALSE;
         if (ret_note)
@@ -913,14 +915,14 @@ gboolean orch_vfd_pool_ib_identity(OrchVfdPool *pool, const char *vf, guint64 no
     return TRUE;
 }
 
-gboolean orch_vfd_pool_identity(OrchVfdPool *pool, const char *vf, const char *domain,
-                                guint64 *ret_node_guid, guint64 *ret_port_guid, char **ret_source,
-                                GError **error)
+gboolean hotmigd_pool_identity(HotmigdPool *pool, const char *vf, const char *domain,
+                               guint64 *ret_node_guid, guint64 *ret_port_guid, char **ret_source,
+                               GError **error)
 {
     g_auto(PoolView) view = {0};
     g_autoptr(GError) local = NULL;
     g_autoptr(HotplugLease) record = NULL;
-    OrchVfdEntry *entry;
+    HotmigdPoolEntry *entry;
     guint64 node = 0;
     guint64 port = 0;
 
@@ -938,10 +940,10 @@ gboolean orch_vfd_pool_identity(OrchVfdPool *pool, const char *vf, const char *d
             *ret_source = g_strdup("recorded by hotmigd when it gave the VF these GUIDs");
         return TRUE;
     }
-    if (entry->kind == ORCH_VFD_KIND_STANDIN || !entry->pci) {
+    if (entry->kind == ORCH_VF_KIND_STANDIN || !entry->pci) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_NOT_FOUND,
                     "%s '%s' has no InfiniBand identity this host knows of for domain '%s'",
-                    entry->kind == ORCH_VFD_KIND_STANDIN ? "stand-in" : "VF", entry->id, domain);
+                    entry->kind == ORCH_VF_KIND_STANDIN ? "stand-in" : "VF", entry->id, domain);
         return FALSE;
     }
     if (!pool->ops->ib_identity_read(pool->host, entry->pci, &node, &port, &local)) {
@@ -957,21 +959,21 @@ gboolean orch_vfd_pool_identity(OrchVfdPool *pool, const char *vf, const char *d
     return TRUE;
 }
 
-gboolean orch_vfd_pool_vfio(OrchVfdPool *pool, const char *vf, gboolean *ret_changed,
-                            char **ret_driver, char **ret_note, GError **error)
+gboolean hotmigd_pool_vfio(HotmigdPool *pool, const char *vf, gboolean *ret_changed,
+                           char **ret_driver, char **ret_note, GError **error)
 {
     g_auto(PoolView) view = {0};
     g_autoptr(GError) local = NULL;
     g_autofree char *previous = NULL;
     gboolean changed = FALSE;
-    OrchVfdEntry *entry;
+    HotmigdPoolEntry *entry;
 
     g_return_val_if_fail(pool && vf, FALSE);
 
     entry = pool_find_held(pool, &view, vf, "binding it to vfio-pci", error);
     if (!entry)
         return FALSE;
-    if (entry->kind == ORCH_VFD_KIND_STANDIN) {
+    if (entry->kind == ORCH_VF_KIND_STANDIN) {
         if (ret_changed)
             *ret_changed = FALSE;
         if (ret_driver)

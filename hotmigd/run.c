@@ -123,9 +123,9 @@ static void move_run_remote(OrchMove *m, const HmConfigHost *from, const HmConfi
     const OrchMoveEnv *env = m->env;
     guint poll_ms = env->poll_ms ? env->poll_ms : ORCH_MOVE_POLL_MS_DEFAULT;
     guint lost_s = env->lost_after_s ? env->lost_after_s : ORCH_MOVE_LOST_AFTER_S_DEFAULT;
-    OrchVfdMigrationRequest req = {
+    OrchHotmigdMigrationRequest req = {
         .domain = m->domain, .destination = m->to, .reason = m->reason, .plan = m->plan};
-    g_autoptr(OrchVfd) vfd = NULL;
+    g_autoptr(OrchHotmigdClient) vfd = NULL;
     g_autoptr(GError) error = NULL;
     g_autofree char *id = NULL;
     gint64 last_answer;
@@ -135,9 +135,9 @@ static void move_run_remote(OrchMove *m, const HmConfigHost *from, const HmConfi
         move_fail(m, "no hotmigd URL known for source host '%s': it drives its moves", from->name);
         return;
     }
-    vfd = orch_connector_open_vfd(env->migrate_opts, from->hotmigd, &error);
+    vfd = orch_connector_open_hotmigd(env->migrate_opts, from->hotmigd, &error);
     if (vfd)
-        id = orch_vfd_migration_start(vfd, &req, &error);
+        id = orch_hotmigd_client_migration_start(vfd, &req, &error);
     if (!id && g_error_matches(error, ORCH_ERROR, ORCH_ERROR_UNREACHABLE)) {
         move_run_here(m, from, to, error->message);
         return;
@@ -153,15 +153,15 @@ static void move_run_remote(OrchMove *m, const HmConfigHost *from, const HmConfi
     last_answer = g_get_monotonic_time();
     /* Nothing tells us when it ends: ask every poll_ms (docs/decisions.md). */
     while (orch_wait_ms(poll_ms, m->cancel)) {
-        g_autoptr(OrchVfdMigration) mig = NULL;
+        g_autoptr(OrchHotmigdMigration) mig = NULL;
 
         g_clear_error(&error);
-        mig = orch_vfd_migration_get(vfd, id, &error);
+        mig = orch_hotmigd_client_migration_get(vfd, id, &error);
         if (mig) {
             last_answer = g_get_monotonic_time();
-            if (mig->state == ORCH_VFD_MIGRATION_RUNNING)
+            if (mig->state == ORCH_HOTMIGD_MIGRATION_RUNNING)
                 continue;
-            m->result.ok = mig->state == ORCH_VFD_MIGRATION_DONE;
+            m->result.ok = mig->state == ORCH_HOTMIGD_MIGRATION_DONE;
             if (!m->result.ok)
                 move_fail(m, "%s", mig->error ? mig->error : "the migration failed");
             m->result.report = g_steal_pointer(&mig->report);

@@ -34,7 +34,7 @@ typedef struct {
     GPtrArray *hosts; /* HmConfigHost with their hotmigd URLs resolved */
     /* A migration's options but domain, source_uri, dest_uri, hotmigd_url and cancellable,
      * which each move sets; another host's hotmigd is reached through them too
-     * (orch_connector_open_vfd(), in the move's thread). */
+     * (orch_connector_open_hotmigd(), in the move's thread). */
     const OrchOptions *migrate_opts;
     OrchMigrateFunc migrate;
     guint poll_ms;      /* remote moves: how often to ask; 0: ORCH_MOVE_POLL_MS_DEFAULT */

@@ -25,11 +25,11 @@ typedef struct {
     guint64 evicted;
 } ServerConns;
 
-struct OrchVfdServer {
+struct HotmigdServer {
     SoupServer *soup;
     GTlsDatabase *ca;  /* client certificates must chain to it */
-    OrchVfdApi api; /* what the API's methods are bound to (borrowed) */
-    OrchVfdWorker *worker; /* runs the pool's requests (api.worker) */
+    HotmigdApi api;    /* what the API's methods are bound to (borrowed) */
+    HotmigdApiWorker *worker; /* runs the pool's requests (api.worker) */
     const OrchAuthz *authz; /* who a client certificate is (borrowed); NULL: nobody */
     guint port;
     ServerConns conns;
@@ -121,7 +121,7 @@ static void server_conn_evict(ServerConns *conns, ServerConn *victim, const char
 
 static gboolean server_conn_sweep(gpointer data)
 {
-    OrchVfdServer *server = data;
+    HotmigdServer *server = data;
     g_autoptr(GPtrArray) silent = g_ptr_array_new();
     gint64 now = g_get_monotonic_time();
     GHashTableIter it;
@@ -285,7 +285,7 @@ static void server_reply_error(SoupServerMessage *msg, guint status, const char 
 static gboolean server_accept_certificate(SoupServerMessage *msg, GTlsCertificate *cert,
                                           GTlsCertificateFlags errors, gpointer data)
 {
-    OrchVfdServer *server = data;
+    HotmigdServer *server = data;
     const char *host = soup_server_message_get_remote_host(msg);
     g_autofree char *subject = NULL;
     g_autoptr(GError) local = NULL;
@@ -347,7 +347,7 @@ static void server_conns_start(ServerConns *conns, SoupServerMessage *msg)
 
 static void server_request_started(SoupServer *soup, SoupServerMessage *msg, gpointer data)
 {
-    OrchVfdServer *server = data;
+    HotmigdServer *server = data;
 
     server_conns_start(&server->conns, msg);
     g_signal_connect(msg, "accept-certificate", G_CALLBACK(server_accept_certificate), data);
@@ -364,10 +364,10 @@ static void server_early(SoupServer *soup, SoupServerMessage *msg, const char *p
 
     if (encoding == SOUP_ENCODING_CONTENT_LENGTH) {
         length = soup_message_headers_get_content_length(headers);
-        if (length > ORCH_VFD_API_MAX_BODY) {
+        if (length > HOTMIGD_API_MAX_BODY) {
             g_autofree char *text = g_strdup_printf("the request body has %" G_GOFFSET_FORMAT
                                                     " bytes, more than the limit of %d",
-                                                    length, ORCH_VFD_API_MAX_BODY);
+                                                    length, HOTMIGD_API_MAX_BODY);
 
             server_reply_error(msg, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, text);
             soup_message_headers_append(soup_server_message_get_response_headers(msg), "Connection",
@@ -402,7 +402,7 @@ static void pending_free(Pending *p)
 
 /* Who the client of @msg is, from the certificate accepted at the handshake (kept on the
  * connection's socket). Owned, never NULL. */
-static OrchPeer *server_who(OrchVfdServer *server, SoupServerMessage *msg)
+static OrchPeer *server_who(HotmigdServer *server, SoupServerMessage *msg)
 {
     GSocket *sock = soup_server_message_get_socket(msg);
     GTlsCertificate *cert = sock ? g_object_get_data(G_OBJECT(sock), SERVER_CERT_KEY) : NULL;
@@ -415,10 +415,10 @@ static OrchPeer *server_who(OrchVfdServer *server, SoupServerMessage *msg)
     return orch_authz_identify(server->authz, cert);
 }
 
-static void server_answer(OrchVfdReply *reply, gpointer data)
+static void server_answer(HotmigdApiReply *reply, gpointer data)
 {
     Pending *p = data;
-    g_autoptr(OrchVfdReply) owned = reply;
+    g_autoptr(HotmigdApiReply) owned = reply;
 
     server_reply(p->msg, reply->status, reply->body);
     /* Changes and refusals are logged (who did what); reads only when debugging. */
@@ -437,7 +437,7 @@ static void server_answer(OrchVfdReply *reply, gpointer data)
 static void server_handle(SoupServer *soup, SoupServerMessage *msg, const char *path,
                           GHashTable *query, gpointer data)
 {
-    OrchVfdServer *server = data;
+    HotmigdServer *server = data;
     SoupMessageBody *body = soup_server_message_get_request_body(msg);
     g_autoptr(GBytes) bytes = soup_message_body_flatten(body);
     Pending *p = g_new0(Pending, 1);
@@ -450,11 +450,14 @@ static void server_handle(SoupServer *soup, SoupServerMessage *msg, const char *
     p->peer = server_peer(msg);
     p->who = server_who(server, msg);
     p->in_handler = TRUE;
-    orch_vfd_api_dispatch(&server->api,
-                          &(OrchVfdRequest){.method = p->method, .path = p->path,
-                                            .body = data_ptr, .len = len, .peer = p->peer,
-                                            .who = p->who},
-                          server_answer, p);
+    hotmigd_api_dispatch(&server->api,
+                         &(HotmigdApiRequest){.method = p->method,
+                                              .path = p->path,
+                                              .body = data_ptr,
+                                              .len = len,
+                                              .peer = p->peer,
+                                              .who = p->who},
+                         server_answer, p);
     p->in_handler = FALSE;
     if (!p->answered) {
         soup_server_message_pause(msg);
@@ -463,24 +466,24 @@ static void server_handle(SoupServer *soup, SoupServerMessage *msg, const char *
     pending_free(p);
 }
 
-void orch_vfd_server_set_services(OrchVfdServer *server, const OrchVfdServices *services)
+void hotmigd_server_set_services(HotmigdServer *server, const HotmigdApiServices *services)
 {
     g_return_if_fail(server != NULL);
     server->api.services = services;
 }
 
-OrchVfdWorker *orch_vfd_server_get_worker(OrchVfdServer *server)
+HotmigdApiWorker *hotmigd_server_get_worker(HotmigdServer *server)
 {
     g_return_val_if_fail(server != NULL, NULL);
     return server->worker;
 }
 
-void orch_vfd_server_free(OrchVfdServer *server)
+void hotmigd_server_free(HotmigdServer *server)
 {
     if (!server)
         return;
     /* The pool's requests still queued are answered before the connections go. */
-    g_clear_pointer(&server->worker, orch_vfd_worker_free);
+    g_clear_pointer(&server->worker, hotmigd_api_worker_free);
     if (server->sweep) {
         g_source_destroy(server->sweep);
         g_source_unref(server->sweep);
@@ -496,7 +499,7 @@ void orch_vfd_server_free(OrchVfdServer *server)
 
 /* Listens on @addr with a backlog that holds a burst of clients (GIO's default is 10: a flood
  * of idle connections would keep a real client waiting in the kernel's queue). */
-static gboolean server_listen_address(OrchVfdServer *server, GSocketAddress *addr, GError **error)
+static gboolean server_listen_address(HotmigdServer *server, GSocketAddress *addr, GError **error)
 {
     g_autoptr(GSocket) sock =
         g_socket_new(g_socket_address_get_family(addr), G_SOCKET_TYPE_STREAM,
@@ -530,10 +533,10 @@ static guint server_listen_port(SoupServer *soup)
     return port;
 }
 
-OrchVfdServer *orch_vfd_server_new(const OrchVfdServerConfig *config, OrchVfdPool *pool,
-                                   GError **error)
+HotmigdServer *hotmigd_server_new(const HotmigdServerConfig *config, HotmigdPool *pool,
+                                  GError **error)
 {
-    g_autoptr(OrchVfdServer) server = g_new0(OrchVfdServer, 1);
+    g_autoptr(HotmigdServer) server = g_new0(HotmigdServer, 1);
     g_autoptr(GTlsCertificate) cert = NULL;
     g_autoptr(GTlsDatabase) ca = NULL;
     g_autoptr(GError) local = NULL;
@@ -560,7 +563,7 @@ OrchVfdServer *orch_vfd_server_new(const OrchVfdServerConfig *config, OrchVfdPoo
         return NULL;
     }
     server->api.pool = pool;
-    server->worker = orch_vfd_worker_new(0);
+    server->worker = hotmigd_api_worker_new(0);
     server->api.worker = server->worker;
     server->sweep = g_timeout_source_new_seconds(1);
     g_source_set_callback(server->sweep, server_conn_sweep, server, NULL);
@@ -602,13 +605,13 @@ OrchVfdServer *orch_vfd_server_new(const OrchVfdServerConfig *config, OrchVfdPoo
     return g_steal_pointer(&server);
 }
 
-guint orch_vfd_server_get_port(const OrchVfdServer *server)
+guint hotmigd_server_get_port(const HotmigdServer *server)
 {
     g_return_val_if_fail(server != NULL, 0);
     return server->port;
 }
 
-void orch_vfd_server_set_alerts(OrchVfdServer *server, OrchVfdAlertsFunc alerts, gpointer data)
+void hotmigd_server_set_alerts(HotmigdServer *server, HotmigdApiAlertsFunc alerts, gpointer data)
 {
     g_return_if_fail(server != NULL);
     server->api.alerts = alerts;
@@ -629,7 +632,7 @@ struct OrchAlertListener {
     GList *waiting; /* SoupServerMessage: paused until their events are handled */
 };
 
-static void alert_reply(SoupServerMessage *msg, OrchVfdReply *reply)
+static void alert_reply(SoupServerMessage *msg, HotmigdApiReply *reply)
 {
     server_reply(msg, reply->status, reply->body);
 }
@@ -756,10 +759,10 @@ static void alert_wait_end(AlertWait *wait)
     g_free(wait);
 }
 
-static void alert_webhook_done(OrchVfdReply *reply, gpointer data)
+static void alert_webhook_done(HotmigdApiReply *reply, gpointer data)
 {
     AlertWait *wait = data;
-    g_autoptr(OrchVfdReply) owned = reply;
+    g_autoptr(HotmigdApiReply) owned = reply;
 
     if (alert_wait_open(wait))
         alert_reply(wait->msg, reply);

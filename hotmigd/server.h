@@ -1,7 +1,7 @@
 /* hotmigd's HTTP servers (server.c, the only file of the daemon that talks to libsoup): the
  * mutual-TLS listener that carries the API (api.h), and the plain-HTTP listener of the
  * failure-prediction hook. Both are transports only: what a request does is bound to them from
- * a table (OrchVfdApi, OrchAlertListenerOps). */
+ * a table (HotmigdApi, OrchAlertListenerOps). */
 #pragma once
 
 #include <glib.h>
@@ -14,7 +14,7 @@ G_BEGIN_DECLS
 
 typedef struct {
     const char *listen; /* address to bind, "" or NULL: every address */
-    guint port;         /* 0: any free port (tests; see orch_vfd_server_get_port) */
+    guint port;         /* 0: any free port (tests; see hotmigd_server_get_port) */
     const char *cert;   /* server certificate (PEM) */
     const char *key;    /* its private key (PEM) */
     const char *ca;     /* CA certificate(s) (PEM) client certificates must chain to */
@@ -23,26 +23,26 @@ typedef struct {
     guint max_connections;         /* 0: 256 */
     guint handshake_timeout_s;     /* to the first request; 0: 10 */
     guint idle_timeout_s;          /* 0: 60 */
-} OrchVfdServerConfig;
+} HotmigdServerConfig;
 
-typedef struct OrchVfdServer OrchVfdServer;
+typedef struct HotmigdServer HotmigdServer;
 
 /* Loads the certificates and listens, serving @pool (borrowed; must outlive the server) from
  * the thread-default main context. Fails naming the file or the address. Owned result. */
-OrchVfdServer *orch_vfd_server_new(const OrchVfdServerConfig *config, OrchVfdPool *pool,
-                                   GError **error);
-void orch_vfd_server_free(OrchVfdServer *server);
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchVfdServer, orch_vfd_server_free)
+HotmigdServer *hotmigd_server_new(const HotmigdServerConfig *config, HotmigdPool *pool,
+                                  GError **error);
+void hotmigd_server_free(HotmigdServer *server);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(HotmigdServer, hotmigd_server_free)
 
 /* The port listened on. */
-guint orch_vfd_server_get_port(const OrchVfdServer *server);
+guint hotmigd_server_get_port(const HotmigdServer *server);
 
 /* Serves the cluster's requests with @services (borrowed; must outlive the server; NULL: none). */
-void orch_vfd_server_set_services(OrchVfdServer *server, const OrchVfdServices *services);
+void hotmigd_server_set_services(HotmigdServer *server, const HotmigdApiServices *services);
 
 /* The thread that runs the pool's requests (borrowed; lives as long as the server): whatever
  * else reads the pool goes through it (/metrics' VF counts). */
-OrchVfdWorker *orch_vfd_server_get_worker(OrchVfdServer *server);
+HotmigdApiWorker *hotmigd_server_get_worker(HotmigdServer *server);
 
 /* ---- the failure-prediction hook's listeners ---------------------------------------------- */
 
@@ -53,7 +53,7 @@ typedef struct {
     gboolean (*authorized)(gpointer owner, const char *authorization, char **ret_why);
     /* POST /v1/alerts/alertmanager: an authorized body; @done gets the reply (taken) once. */
     void (*webhook)(gpointer owner, const char *body, gsize len, const char *peer,
-                    OrchVfdReplyFunc done, gpointer data);
+                    HotmigdApiReplyFunc done, gpointer data);
     /* GET /metrics: @done gets the text once, maybe later (the request waits, paused; the
      * main loop goes on). */
     void (*metrics)(gpointer owner, OrchMetricsDone done, gpointer data);
@@ -61,7 +61,7 @@ typedef struct {
     gsize webhook_max_bytes; /* a larger Content-Length is refused (413) before it is read */
 } OrchAlertListenerOps;
 
-/* A plain-HTTP listener's connection limits, as the HTTPS server's (OrchVfdServerConfig):
+/* A plain-HTTP listener's connection limits, as the HTTPS server's (HotmigdServerConfig):
  * hotmigd gives both [hotmigd] max-connections, handshake-timeout and idle-timeout. */
 typedef struct {
     guint max_connections;     /* 0: 256 */
@@ -87,6 +87,6 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchAlertListener, orch_alert_listener_free)
 guint orch_alert_listener_get_port(const OrchAlertListener *listener);
 
 /* The mutual-TLS server takes /v1/alerts to @alerts with @data (borrowed; NULL: 404 again). */
-void orch_vfd_server_set_alerts(OrchVfdServer *server, OrchVfdAlertsFunc alerts, gpointer data);
+void hotmigd_server_set_alerts(HotmigdServer *server, HotmigdApiAlertsFunc alerts, gpointer data);
 
 G_END_DECLS

@@ -76,7 +76,7 @@ int main(int argc, char **argv)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(HmConfig) config = NULL;
-    g_autoptr(OrchVfd) vfd = NULL;
+    g_autoptr(OrchHotmigdClient) vfd = NULL;
     g_autofree char *url = NULL;
     const char *cmd;
     gboolean ok = FALSE;
@@ -88,38 +88,39 @@ int main(int argc, char **argv)
     if (config)
         url = host_url(config, argv[2], &error);
     if (url)
-        vfd = orch_vfd_new(url, hm_config_get_string(config, HM_CONFIG_MIGRATE_CLIENT_CERT),
-                           hm_config_get_string(config, HM_CONFIG_MIGRATE_CLIENT_KEY),
-                           hm_config_get_string(config, HM_CONFIG_MIGRATE_CA_CERT), 10, &error);
+        vfd = orch_hotmigd_client_new(
+            url, hm_config_get_string(config, HM_CONFIG_MIGRATE_CLIENT_CERT),
+            hm_config_get_string(config, HM_CONFIG_MIGRATE_CLIENT_KEY),
+            hm_config_get_string(config, HM_CONFIG_MIGRATE_CA_CERT), 10, &error);
     if (!vfd) {
         fprintf(stderr, "hm-hotmigd-call: %s\n", error->message);
         return 1;
     }
 
     if (g_str_equal(cmd, "host") && argc == 4) {
-        g_autoptr(OrchVfdHostInfo) info = orch_vfd_host(vfd, &error);
+        g_autoptr(OrchHotmigdHostInfo) info = orch_hotmigd_client_host(vfd, &error);
 
         if ((ok = info != NULL)) {
             printf("name %s\nversion %s\npool %u\n", info->name, info->version, info->pool_size);
-            for (int st = 0; st < ORCH_VFD_STATE_LAST; st++)
-                printf("%s %u\n", orch_vfd_state_to_string(st), info->counts[st]);
+            for (int st = 0; st < ORCH_VF_STATE_LAST; st++)
+                printf("%s %u\n", orch_vf_state_to_string(st), info->counts[st]);
         }
     } else if (g_str_equal(cmd, "list") && argc == 4) {
-        g_autoptr(GPtrArray) vfs = orch_vfd_list(vfd, &error);
+        g_autoptr(GPtrArray) vfs = orch_hotmigd_client_list(vfd, &error);
 
         for (guint i = 0; vfs && i < vfs->len; i++) {
-            OrchVfdVfInfo *vf = g_ptr_array_index(vfs, i);
+            OrchHotmigdVfInfo *vf = g_ptr_array_index(vfs, i);
 
-            printf("%s %s %s %s %s\n", vf->id, orch_vfd_kind_to_string(vf->kind),
-                   orch_vfd_state_to_string(vf->state), vf->lease ? vf->lease->id : "-",
+            printf("%s %s %s %s %s\n", vf->id, orch_vf_kind_to_string(vf->kind),
+                   orch_vf_state_to_string(vf->state), vf->lease ? vf->lease->id : "-",
                    vf->assigned_to ? vf->assigned_to : "-");
         }
         ok = vfs != NULL;
     } else if (g_str_equal(cmd, "leases") && argc == 4) {
-        g_autoptr(GPtrArray) vfs = orch_vfd_list(vfd, &error);
+        g_autoptr(GPtrArray) vfs = orch_hotmigd_client_list(vfd, &error);
 
         for (guint i = 0; vfs && i < vfs->len; i++) {
-            OrchVfdVfInfo *vf = g_ptr_array_index(vfs, i);
+            OrchHotmigdVfInfo *vf = g_ptr_array_index(vfs, i);
 
             if (vf->lease)
                 printf("%s %s %s\n", vf->id, vf->lease->id,
@@ -130,7 +131,7 @@ int main(int argc, char **argv)
                (g_str_equal(cmd, "lease-model") && (argc == 9 || argc == 10))) {
         gboolean model = g_str_equal(cmd, "lease-model");
         int a = model ? 6 : 5;
-        OrchVfdLeaseRequest req = {
+        OrchHotmigdLeaseRequest req = {
             .vf = model ? NULL : argv[4],
             .vendor_id = model ? parse_uint(argv[4], 16, 0xffff) : 0,
             .device_id = model ? parse_uint(argv[5], 16, 0xffff) : 0,
@@ -139,7 +140,7 @@ int main(int argc, char **argv)
             .domain = argv[a + 2],
             .ttl_s = argc > a + 3 ? parse_uint(argv[a + 3], 10, 604800) : 0,
         };
-        g_autoptr(HotplugLease) lease = orch_vfd_lease(vfd, &req, &error);
+        g_autoptr(HotplugLease) lease = orch_hotmigd_client_lease(vfd, &req, &error);
 
         if ((ok = lease != NULL)) {
             if (model)
@@ -148,22 +149,22 @@ int main(int argc, char **argv)
                 printf("%s\n", lease->id);
         }
     } else if (g_str_equal(cmd, "confirm") && argc == 6) {
-        g_autoptr(HotplugLease) lease = orch_vfd_confirm(vfd, argv[4], argv[5], &error);
+        g_autoptr(HotplugLease) lease = orch_hotmigd_client_confirm(vfd, argv[4], argv[5], &error);
 
         if ((ok = lease != NULL))
             printf("%s %s\n", lease->vf, hotplug_lease_state_to_string(lease->state));
     } else if (g_str_equal(cmd, "release") && argc == 6) {
-        ok = orch_vfd_release(vfd, argv[4], argv[5], &error);
+        ok = orch_hotmigd_client_release(vfd, argv[4], argv[5], &error);
     } else if (g_str_equal(cmd, "ib-identity") && argc == 7) {
         g_autofree char *note = NULL;
 
-        if ((ok = orch_vfd_ib_identity(vfd, argv[4], parse_guid(argv[5]), parse_guid(argv[6]),
-                                       &note, &error)))
+        if ((ok = orch_hotmigd_client_ib_identity(vfd, argv[4], parse_guid(argv[5]),
+                                                  parse_guid(argv[6]), &note, &error)))
             printf("%s\n", note ? note : "");
     } else if (g_str_equal(cmd, "vfio") && argc == 5) {
         g_autofree char *note = NULL;
 
-        if ((ok = orch_vfd_vfio(vfd, argv[4], &note, &error)))
+        if ((ok = orch_hotmigd_client_vfio(vfd, argv[4], &note, &error)))
             printf("%s\n", note ? note : "");
     } else {
         return usage();

@@ -19,7 +19,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static OrchVfdPool *pool;
+static HotmigdPool *pool;
 static char *lease_dir;
 
 static void fuzz_cleanup(void)
@@ -27,7 +27,7 @@ static void fuzz_cleanup(void)
     g_autoptr(GDir) dir = lease_dir ? g_dir_open(lease_dir, 0, NULL) : NULL;
     const char *name;
 
-    g_clear_pointer(&pool, orch_vfd_pool_free);
+    g_clear_pointer(&pool, hotmigd_pool_free);
     while (dir && (name = g_dir_read_name(dir))) {
         g_autofree char *path = g_build_filename(lease_dir, name, NULL);
 
@@ -39,14 +39,14 @@ static void fuzz_cleanup(void)
     }
 }
 
-static OrchVfdPool *fuzz_pool(void)
+static HotmigdPool *fuzz_pool(void)
 {
     static const char *const pfs[] = {"0000:3b:00.0", NULL};
     static const char *const vfs[] = {"0000:5e:00.4", NULL};
     static const char *const standins[] = {"hmlab0vf1", "hmlab0vf2", NULL};
     g_autoptr(GError) error = NULL;
-    OrchVfdPoolConfig config = {.host_name = "fuzz", .lease_ttl_s = 60, .pfs = pfs,
-                                .vfs = vfs, .standins = standins};
+    HotmigdPoolConfig config = {
+        .host_name = "fuzz", .lease_ttl_s = 60, .pfs = pfs, .vfs = vfs, .standins = standins};
     FakeHost *host;
 
     if (pool)
@@ -59,7 +59,7 @@ static OrchVfdPool *fuzz_pool(void)
     g_hash_table_insert(host->vfs, g_strdup("0000:5e:00.4"),
                         fake_vf("0000:5e:00.4", "0000:5e:00.0", 3, 0x15b3, 0x101e, "vfio-pci"));
     g_hash_table_add(host->netdevs, g_strdup("hmlab0vf1"));
-    pool = orch_vfd_pool_new(&config, &fake_host_ops, host, &error);
+    pool = hotmigd_pool_new(&config, &fake_host_ops, host, &error);
     g_assert_no_error(error);
     atexit(fuzz_cleanup);
     return pool;
@@ -76,14 +76,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *sp = strchr(line, ' ');
     const char *body = nl ? nl + 1 : NULL;
     gsize body_len = nl ? size - line_len - 1 : 0;
-    g_autoptr(OrchVfdReply) reply = NULL;
+    g_autoptr(HotmigdApiReply) reply = NULL;
     g_autoptr(JsonParser) parser = json_parser_new();
     JsonNode *root;
 
     /* The transport hands over a method and a path without NUL bytes. */
     method = g_strndup(line, sp ? (gsize)(sp - line) : strlen(line));
     path = g_strdup(sp ? sp + 1 : "/");
-    reply = orch_vfd_api_handle(fuzz_pool(), method, path, body, body_len);
+    reply = hotmigd_api_handle(fuzz_pool(), method, path, body, body_len);
     g_assert(reply != NULL);
     g_assert(reply->status >= 200 && reply->status <= 599);
     g_assert(reply->body != NULL);

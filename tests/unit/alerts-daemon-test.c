@@ -71,16 +71,16 @@ static int peer_index(const char *url)
 }
 
 typedef struct {
-    OrchVfd parent;
+    OrchHotmigdClient parent;
     int index;
 } FakePeer;
 
-static OrchVfdAlertReply *fake_alert(OrchVfd *vfd, const PolAlertEvent *event, const char *from,
-                                     gboolean deputy, GError **error)
+static OrchHotmigdAlertReply *fake_alert(OrchHotmigdClient *vfd, const PolAlertEvent *event,
+                                         const char *from, gboolean deputy, GError **error)
 {
     FakePeer *peer = (FakePeer *)vfd;
     char name[2] = {(char)('A' + peer->index), 0};
-    OrchVfdAlertReply *reply;
+    OrchHotmigdAlertReply *reply;
     PeerMode mode;
 
     g_mutex_lock(&fake_lock);
@@ -106,7 +106,7 @@ static OrchVfdAlertReply *fake_alert(OrchVfd *vfd, const PolAlertEvent *event, c
     default:
         break;
     }
-    reply = g_new0(OrchVfdAlertReply, 1);
+    reply = g_new0(OrchHotmigdAlertReply, 1);
     reply->result = g_strdup("accepted");
     reply->actor = g_strdup(name);
     reply->action = POL_ALERT_ACTION_QUARANTINE;
@@ -115,15 +115,15 @@ static OrchVfdAlertReply *fake_alert(OrchVfd *vfd, const PolAlertEvent *event, c
     return reply;
 }
 
-static void fake_free(OrchVfd *vfd)
+static void fake_free(OrchHotmigdClient *vfd)
 {
-    orch_vfd_clear(vfd);
+    orch_hotmigd_client_clear(vfd);
     g_free(vfd);
 }
 
-static const OrchVfdOps fake_peer_ops = {.alert = fake_alert, .free = fake_free};
+static const OrchHotmigdClientOps fake_peer_ops = {.alert = fake_alert, .free = fake_free};
 
-static OrchVfd *fake_open_peer(gpointer data, const char *url, GError **error)
+static OrchHotmigdClient *fake_open_peer(gpointer data, const char *url, GError **error)
 {
     FakePeer *peer;
 
@@ -133,7 +133,7 @@ static OrchVfd *fake_open_peer(gpointer data, const char *url, GError **error)
         return NULL;
     }
     peer = g_new0(FakePeer, 1);
-    orch_vfd_init(&peer->parent, &fake_peer_ops, url);
+    orch_hotmigd_client_init(&peer->parent, &fake_peer_ops, url);
     peer->index = peer_index(url);
     return &peer->parent;
 }
@@ -182,9 +182,9 @@ static void fake_stats(gpointer data, OrchMetrics *metrics)
 }
 
 /* The pool's counts, at once (hotmigd counts on the pool's worker thread: hotmigd-metrics-test). */
-static void fake_vfs(gpointer data, OrchVfdCountsFunc done, gpointer done_data)
+static void fake_vfs(gpointer data, HotmigdApiCountsFunc done, gpointer done_data)
 {
-    guint counts[ORCH_VFD_STATE_LAST] = {[ORCH_VFD_STATE_FREE] = 2};
+    guint counts[ORCH_VF_STATE_LAST] = {[ORCH_VF_STATE_FREE] = 2};
 
     done(counts, NULL, done_data);
 }
@@ -337,11 +337,11 @@ static char *webhook_body(const char *const *alerts, const char *status)
 
 typedef struct {
     gboolean done;
-    OrchVfdReply *reply;
+    HotmigdApiReply *reply;
     GPtrArray *results;
 } Wait;
 
-static void got_reply(OrchVfdReply *reply, gpointer data)
+static void got_reply(HotmigdApiReply *reply, gpointer data)
 {
     Wait *wait = data;
 
@@ -350,7 +350,7 @@ static void got_reply(OrchVfdReply *reply, gpointer data)
 }
 
 /* Posts @body to the webhook and runs the main loop until the reply (owned). */
-static OrchVfdReply *post(OrchAlerts *alerts, const char *body, gsize len)
+static HotmigdApiReply *post(OrchAlerts *alerts, const char *body, gsize len)
 {
     Wait wait = {0};
 
@@ -360,20 +360,20 @@ static OrchVfdReply *post(OrchAlerts *alerts, const char *body, gsize len)
     return wait.reply;
 }
 
-static OrchVfdReply *post_alerts(OrchAlerts *alerts, const char *const *list, const char *status)
+static HotmigdApiReply *post_alerts(OrchAlerts *alerts, const char *const *list, const char *status)
 {
     g_autofree char *body = webhook_body(list, status);
 
     return post(alerts, body, strlen(body));
 }
 
-static OrchVfdReply *post_text(OrchAlerts *alerts, const char *body)
+static HotmigdApiReply *post_text(OrchAlerts *alerts, const char *body)
 {
     return post(alerts, body, strlen(body));
 }
 
 /* POST /v1/alerts of the mutual-TLS API with @body. */
-static OrchVfdReply *api(OrchAlerts *alerts, const char *body)
+static HotmigdApiReply *api(OrchAlerts *alerts, const char *body)
 {
     /* Sent by the host the body names as 'from' (its certificate says so). */
     const char *from = strstr(body, "\"from\":\"");
@@ -383,7 +383,7 @@ static OrchVfdReply *api(OrchAlerts *alerts, const char *body)
 }
 
 /* The reply's results[i].member. */
-static char *result_member(const OrchVfdReply *reply, guint i, const char *member)
+static char *result_member(const HotmigdApiReply *reply, guint i, const char *member)
 {
     g_autoptr(JsonParser) parser = json_parser_new();
     JsonArray *results;
@@ -400,8 +400,8 @@ static char *result_member(const OrchVfdReply *reply, guint i, const char *membe
                         : NULL);
 }
 
-static void assert_result(const OrchVfdReply *reply, guint i, const char *result, const char *actor,
-                          const char *action)
+static void assert_result(const HotmigdApiReply *reply, guint i, const char *result,
+                          const char *actor, const char *action)
 {
     g_autofree char *r = result_member(reply, i, "result");
     g_autofree char *a = result_member(reply, i, "actor");
@@ -412,9 +412,9 @@ static void assert_result(const OrchVfdReply *reply, guint i, const char *result
                  actor, action, reply->body);
 }
 
-static void assert_error_reply(OrchVfdReply *reply_in, guint status, const char *text)
+static void assert_error_reply(HotmigdApiReply *reply_in, guint status, const char *text)
 {
-    g_autoptr(OrchVfdReply) reply = reply_in;
+    g_autoptr(HotmigdApiReply) reply = reply_in;
 
     if (reply->status != status || !strstr(reply->body, text))
         fail_msg("expected %u with '%s', got %u %s", status, text, reply->status, reply->body);
@@ -511,7 +511,7 @@ static void test_evacuate_once(void **state)
     const char *first[] = {"A:evacuate:fp1:600s", NULL};
     const char *urgent[] = {"A:urgent:fp1:120s", NULL};
     const char *second[] = {"A:evacuate:fp2:900s", NULL};
-    g_autoptr(OrchVfdReply) r1 = NULL, r2 = NULL, r3 = NULL, r4 = NULL, r5 = NULL;
+    g_autoptr(HotmigdApiReply) r1 = NULL, r2 = NULL, r3 = NULL, r4 = NULL, r5 = NULL;
     g_autofree char *evacs = NULL;
 
     f->sched.late = g_strsplit("vm7,vm9", ",", -1);
@@ -566,7 +566,7 @@ static void test_evacuate_fails(void **state)
 {
     Fixture *f = *state;
     OrchAlerts *alerts = alerts_new(f, "A", NULL);
-    g_autoptr(OrchVfdReply) r1 = NULL, r2 = NULL;
+    g_autoptr(HotmigdApiReply) r1 = NULL, r2 = NULL;
 
     f->sched.fail = TRUE;
     r1 = post_alerts(alerts, (const char *[]){"A:evacuate:fp1", NULL}, "firing");
@@ -588,7 +588,7 @@ static void test_forward_to_owner(void **state)
 {
     Fixture *f = *state;
     OrchAlerts *alerts = alerts_new(f, "B", NULL);
-    g_autoptr(OrchVfdReply) reply =
+    g_autoptr(HotmigdApiReply) reply =
         post_alerts(alerts, (const char *[]){"A:quarantine:fp1", NULL}, "firing");
     g_autoptr(GPtrArray) active = pol_alert_book_list(orch_alerts_get_book(alerts), NULL);
     g_autofree char *fw = forwards_text();
@@ -608,7 +608,7 @@ static void test_owner_down_self_next(void **state)
 {
     Fixture *f = *state;
     OrchAlerts *alerts = alerts_new(f, "B", NULL);
-    g_autoptr(OrchVfdReply) reply = NULL;
+    g_autoptr(HotmigdApiReply) reply = NULL;
     g_autofree char *fw = NULL;
     g_autofree char *reason = NULL;
     g_autofree char *evacs = NULL;
@@ -632,8 +632,8 @@ static void test_answers_again(void **state)
 {
     Fixture *f = *state;
     OrchAlerts *alerts = alerts_new(f, "B", NULL);
-    g_autoptr(OrchVfdReply) reply = NULL;
-    g_autoptr(OrchVfdReply) resolved = NULL;
+    g_autoptr(HotmigdApiReply) reply = NULL;
+    g_autoptr(HotmigdApiReply) resolved = NULL;
 
     set_mode(0, PEER_DOWN);
     reply = post_alerts(alerts, (const char *[]){"A:quarantine:fp1", NULL}, "firing");
@@ -651,7 +651,7 @@ static void test_owner_down_deputy_other(void **state)
 {
     Fixture *f = *state;
     OrchAlerts *alerts = alerts_new(f, "C", NULL);
-    g_autoptr(OrchVfdReply) reply = NULL;
+    g_autoptr(HotmigdApiReply) reply = NULL;
     g_autofree char *fw = NULL;
     g_autofree char *m = NULL;
 
@@ -670,7 +670,7 @@ static void test_two_down(void **state)
 {
     Fixture *f = *state;
     OrchAlerts *alerts = alerts_new(f, "C", NULL);
-    g_autoptr(OrchVfdReply) reply = NULL;
+    g_autoptr(HotmigdApiReply) reply = NULL;
     g_autofree char *fw = NULL;
     g_autofree char *evacs = NULL;
 
@@ -692,7 +692,7 @@ static void test_owner_refuses(void **state)
 {
     Fixture *f = *state;
     OrchAlerts *alerts = alerts_new(f, "B", NULL);
-    g_autoptr(OrchVfdReply) reply = NULL;
+    g_autoptr(HotmigdApiReply) reply = NULL;
     g_autofree char *fw = NULL;
     g_autofree char *reason = NULL;
 
@@ -713,7 +713,7 @@ static void test_cannot_call(void **state)
 {
     Fixture *f = *state;
     OrchAlerts *alerts = alerts_new(f, "B", NULL);
-    g_autoptr(OrchVfdReply) reply = NULL;
+    g_autoptr(HotmigdApiReply) reply = NULL;
 
     /* Our own certificate does not load: an error, not a reason to act for A. */
     set_mode(0, PEER_BAD_CERT);
@@ -729,7 +729,7 @@ static void test_same_alert_two_receivers(void **state)
 {
     Fixture *f = *state;
     OrchAlerts *b = alerts_new(f, "B", NULL);
-    g_autoptr(OrchVfdReply) r1 = NULL, r2 = NULL;
+    g_autoptr(HotmigdApiReply) r1 = NULL, r2 = NULL;
     g_autofree char *fw = NULL;
     g_autofree char *evacs = NULL;
     const char *deputy_body =
@@ -739,7 +739,7 @@ static void test_same_alert_two_receivers(void **state)
     set_mode(0, PEER_DOWN);
     r1 = post_alerts(b, (const char *[]){"A:evacuate:fp1", NULL}, "firing");
     assert_result(r1, 0, "accepted", "B", "evacuate");
-    /* What C sends B once it found A down (orch_vfd_alert() as deputy). */
+    /* What C sends B once it found A down (orch_hotmigd_client_alert() as deputy). */
     r2 = orch_alerts_api_handle(b, "POST", deputy_body, strlen(deputy_body), "127.0.0.4 (C)", "C");
     assert_int_equal(r2->status, 200);
     assert_non_null(strstr(r2->body, "\"result\" : \"merged\""));
@@ -756,9 +756,9 @@ static void test_deputy_only_for_down(void **state)
 {
     Fixture *f = *state;
     OrchAlerts *b = alerts_new(f, "B", NULL);
-    g_autoptr(OrchVfdReply) refused = NULL;
-    g_autoptr(OrchVfdReply) self = NULL;
-    g_autoptr(OrchVfdReply) applied = NULL;
+    g_autoptr(HotmigdApiReply) refused = NULL;
+    g_autoptr(HotmigdApiReply) self = NULL;
+    g_autoptr(HotmigdApiReply) applied = NULL;
     const char *body =
         "{\"from\":\"C\",\"deputy\":true,\"host\":\"A\",\"severity\":\"evacuate\","
         "\"confidence\":1.0,\"deadline\":0,\"key\":\"fp1\",\"resolved\":false}";
@@ -787,7 +787,7 @@ static void test_own_host_never_forwarded(void **state)
 {
     Fixture *f = *state;
     OrchAlerts *alerts = alerts_new(f, "C", NULL);
-    g_autoptr(OrchVfdReply) reply = NULL;
+    g_autoptr(HotmigdApiReply) reply = NULL;
     g_autofree char *fw = NULL;
 
     set_mode(0, PEER_DOWN);
@@ -863,13 +863,13 @@ static void test_max_unavailable(void **state)
 {
     Fixture *f = *state;
     OrchAlerts *alerts = alerts_new(f, "A", "max-unavailable = 1");
-    g_autoptr(OrchVfdReply) reply = post_alerts(
+    g_autoptr(HotmigdApiReply) reply = post_alerts(
         alerts, (const char *[]){"A:quarantine:fa", "B:quarantine:fb", "C:evacuate:fc", NULL},
         "firing");
     g_autofree char *reason = result_member(reply, 1, "reason");
     g_autofree char *fw = forwards_text();
     g_autofree char *m = metrics_text(alerts);
-    g_autoptr(OrchVfdReply) list = orch_alerts_api_handle(alerts, "GET", NULL, 0, NULL, "B");
+    g_autoptr(HotmigdApiReply) list = orch_alerts_api_handle(alerts, "GET", NULL, 0, NULL, "B");
 
     assert_int_equal(reply->status, 502);
     assert_result(reply, 0, "accepted", "A", "quarantine");
@@ -885,9 +885,9 @@ static void test_max_unavailable(void **state)
 
     /* Resolved: A is lifted, and B may be quarantined now. */
     {
-        g_autoptr(OrchVfdReply) r1 =
+        g_autoptr(HotmigdApiReply) r1 =
             post_alerts(alerts, (const char *[]){"A:quarantine:fa", NULL}, "resolved");
-        g_autoptr(OrchVfdReply) r2 =
+        g_autoptr(HotmigdApiReply) r2 =
             post_alerts(alerts, (const char *[]){"B:quarantine:fb", NULL}, "firing");
 
         assert_int_equal(r1->status, 200);
@@ -896,9 +896,9 @@ static void test_max_unavailable(void **state)
     }
     /* B holds the one place: A's own alert is held back too, B's repeat is not. */
     {
-        g_autoptr(OrchVfdReply) r1 =
+        g_autoptr(HotmigdApiReply) r1 =
             post_alerts(alerts, (const char *[]){"A:evacuate:fa2", NULL}, "firing");
-        g_autoptr(OrchVfdReply) r2 =
+        g_autoptr(HotmigdApiReply) r2 =
             post_alerts(alerts, (const char *[]){"B:evacuate:fb", NULL}, "firing");
 
         assert_int_equal(r1->status, 502);
@@ -926,8 +926,8 @@ static void test_max_unavailable_in_flight(void **state)
     assert_int_equal(w2.reply->status, 502);
     assert_non_null(strstr(w2.reply->body, "1 host is quarantined or evacuating (B (an alert on "
                                            "its way))"));
-    orch_vfd_reply_free(w1.reply);
-    orch_vfd_reply_free(w2.reply);
+    hotmigd_api_reply_free(w1.reply);
+    hotmigd_api_reply_free(w2.reply);
 }
 
 /* A burst of webhook bodies: at most ORCH_ALERTS_WEBHOOKS_MAX are handled at once, the others
@@ -953,7 +953,7 @@ static void test_webhook_burst(void **state)
     }
     for (guint i = 0; i < G_N_ELEMENTS(waits); i++) {
         ok += waits[i].reply->status == 200;
-        orch_vfd_reply_free(waits[i].reply);
+        hotmigd_api_reply_free(waits[i].reply);
     }
     assert_int_equal(ok, ORCH_ALERTS_WEBHOOKS_MAX);
 }
@@ -966,7 +966,7 @@ static void test_api(void **state)
     OrchAlerts *alerts = alerts_new(f, "B", NULL);
     const char *own =
         "{\"from\":\"A\",\"deputy\":false,\"host\":\"B\",\"severity\":\"quarantine\",\"key\":\"k1\"}";
-    g_autoptr(OrchVfdReply) ok = NULL, list = NULL;
+    g_autoptr(HotmigdApiReply) ok = NULL, list = NULL;
 
     assert_error_reply(api(alerts, "{"), 400, "the request body is not JSON");
     assert_error_reply(api(alerts, "[]"), 400, "the request body is not a JSON object");
@@ -1017,7 +1017,7 @@ static void test_host_label(void **state)
     const char *body =
         "{\"alerts\":[{\"status\":\"firing\",\"labels\":{\"node\":\"A\",\"host\":\"Z\","
         "\"hotmig_action\":\"quarantine\"},\"fingerprint\":\"f\"}]}";
-    g_autoptr(OrchVfdReply) reply = post(alerts, body, strlen(body));
+    g_autoptr(HotmigdApiReply) reply = post(alerts, body, strlen(body));
 
     assert_int_equal(reply->status, 200);
     assert_result(reply, 0, "accepted", "A", "quarantine");

@@ -171,7 +171,7 @@ static FakeRemote remote;
 static void remote_count(const char *url, const char *domain, const char *dest, int delta);
 
 typedef struct {
-    OrchVfd parent;
+    OrchHotmigdClient parent;
 } FakeVfd;
 
 static FakeHost *host_of_url(const char *url)
@@ -185,28 +185,29 @@ static FakeHost *host_of_url(const char *url)
     return NULL;
 }
 
-static OrchVfdHostInfo *fvfd_host(OrchVfd *v, GError **e)
+static OrchHotmigdHostInfo *fvfd_host(OrchHotmigdClient *v, GError **e)
 {
     FakeHost *h = host_of_url(v->url);
-    OrchVfdHostInfo *info;
+    OrchHotmigdHostInfo *info;
 
     if (!h || h->hotmigd_down) {
         g_set_error(e, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE,
                     "Cannot reach hotmigd at %s (GET /v1/host): Connection refused", v->url);
         return NULL;
     }
-    info = g_new0(OrchVfdHostInfo, 1);
+    info = g_new0(OrchHotmigdHostInfo, 1);
     info->name = g_strdup(h->name);
     info->version = g_strdup("test");
     info->pool_size = h->pool;
-    info->counts[ORCH_VFD_STATE_FREE] = h->free;
-    info->counts[ORCH_VFD_STATE_MISSING] = h->missing;
-    info->counts[ORCH_VFD_STATE_ASSIGNED] = h->pool - h->free - h->missing;
+    info->counts[ORCH_VF_STATE_FREE] = h->free;
+    info->counts[ORCH_VF_STATE_MISSING] = h->missing;
+    info->counts[ORCH_VF_STATE_ASSIGNED] = h->pool - h->free - h->missing;
     info->warnings = g_new0(char *, 1);
     return info;
 }
 
-static char *fvfd_migration_start(OrchVfd *v, const OrchVfdMigrationRequest *req, GError **e)
+static char *fvfd_migration_start(OrchHotmigdClient *v, const OrchHotmigdMigrationRequest *req,
+                                  GError **e)
 {
     FakeHost *h = host_of_url(v->url);
 
@@ -228,9 +229,9 @@ static char *fvfd_migration_start(OrchVfd *v, const OrchVfdMigrationRequest *req
     return g_strdup_printf("m-%s", req->domain);
 }
 
-static OrchVfdMigration *fvfd_migration_get(OrchVfd *v, const char *id, GError **e)
+static OrchHotmigdMigration *fvfd_migration_get(OrchHotmigdClient *v, const char *id, GError **e)
 {
-    OrchVfdMigration *mig = g_new0(OrchVfdMigration, 1);
+    OrchHotmigdMigration *mig = g_new0(OrchHotmigdMigration, 1);
     gboolean fail;
 
     g_mutex_lock(&remote.lock);
@@ -240,37 +241,37 @@ static OrchVfdMigration *fvfd_migration_get(OrchVfd *v, const char *id, GError *
     mig->id = g_strdup(id);
     mig->domain = g_strdup(id + 2);
     mig->destination = g_strdup("?");
-    mig->state = fail ? ORCH_VFD_MIGRATION_FAILED : ORCH_VFD_MIGRATION_DONE;
+    mig->state = fail ? ORCH_HOTMIGD_MIGRATION_FAILED : ORCH_HOTMIGD_MIGRATION_DONE;
     mig->error = fail ? g_strdup("Phase 'prepare' failed: the agent did not answer") : NULL;
     mig->report = g_strdup_printf("{\"domain\":\"%s\",\"ok\":%s}", id + 2, fail ? "false" : "true");
     remote_count(v->url, id + 2, NULL, -1);
     return mig;
 }
 
-static void fvfd_free(OrchVfd *v)
+static void fvfd_free(OrchHotmigdClient *v)
 {
-    orch_vfd_clear(v);
+    orch_hotmigd_client_clear(v);
     g_free(v);
 }
 
-static const OrchVfdOps fake_vfd_ops = {
+static const OrchHotmigdClientOps fake_vfd_ops = {
     .host = fvfd_host,
     .migration_start = fvfd_migration_start,
     .migration_get = fvfd_migration_get,
     .free = fvfd_free,
 };
 
-static OrchVfd *fake_vfd_open(const char *url, gpointer opaque, GError **error)
+static OrchHotmigdClient *fake_vfd_open(const char *url, gpointer opaque, GError **error)
 {
     FakeVfd *v = g_new0(FakeVfd, 1);
 
-    orch_vfd_init(&v->parent, &fake_vfd_ops, url);
+    orch_hotmigd_client_init(&v->parent, &fake_vfd_ops, url);
     return &v->parent;
 }
 
 /* How the tests reach their hosts: the fakes above. */
 static const OrchConnector fake_connector = {.open_virt = fake_virt_open,
-                                             .open_vfd = fake_vfd_open};
+                                             .open_hotmigd = fake_vfd_open};
 static const OrchOptions fake_migrate_opts = {.connector = &fake_connector};
 
 /* The config's hosts for the fake cluster: test:///NAME, https://NAME:1. */

@@ -401,7 +401,7 @@ static gboolean fake_device_attach(OrchVirt *v, const char *d, const char *xml, 
     return TRUE;
 }
 
-static OrchVfdState pool_state(FakeWorld *w, const char *vf);
+static OrchVfState pool_state(FakeWorld *w, const char *vf);
 
 static gboolean fake_migrate(OrchVirt *v, const char *d, const char *dest_uri,
                              const OrchMigrateParams *p, OrchMigrateStats *s, GError **e)
@@ -429,7 +429,7 @@ static gboolean fake_migrate(OrchVirt *v, const char *d, const char *dest_uri,
             g_autofree char *key = g_strdup(vf);
 
             w->mid_copy_tried = TRUE;
-            if (pool_state(w, key) == ORCH_VFD_STATE_FREE) {
+            if (pool_state(w, key) == ORCH_VF_STATE_FREE) {
                 w->mid_copy_taken = TRUE;
                 g_hash_table_insert(w->leases, g_strdup(key), g_strdup("another-client"));
             }
@@ -728,7 +728,7 @@ static const char *const POOL_PCI[] = {"0000:5e:02.1", "0000:5e:02.2", "0000:5e:
 #define POOL_STANDIN "hmtap1"
 
 typedef struct {
-    OrchVfd parent;
+    OrchHotmigdClient parent;
     FakeWorld *world;
     char *fault;
     GHashTable *calls; /* op -> count */
@@ -791,26 +791,26 @@ static void lease_set_until(FakeWorld *w, const char *vf)
     g_hash_table_insert(w->lease_until, g_strdup(vf), until);
 }
 
-static OrchVfdState pool_state(FakeWorld *w, const char *vf)
+static OrchVfState pool_state(FakeWorld *w, const char *vf)
 {
     lease_expire(w, vf);
     if (g_str_equal(vf, POOL_PCI[0]))
-        return ORCH_VFD_STATE_IN_USE;
+        return ORCH_VF_STATE_IN_USE;
     if (g_hash_table_contains(w->assigned, vf))
-        return ORCH_VFD_STATE_ASSIGNED;
+        return ORCH_VF_STATE_ASSIGNED;
     if (g_hash_table_contains(w->leases, vf))
-        return ORCH_VFD_STATE_LEASED;
-    return ORCH_VFD_STATE_FREE;
+        return ORCH_VF_STATE_LEASED;
+    return ORCH_VF_STATE_FREE;
 }
 
-static OrchVfdHostInfo *fvfd_host(OrchVfd *v, GError **e)
+static OrchHotmigdHostInfo *fvfd_host(OrchHotmigdClient *v, GError **e)
 {
     FakeVfd *f = (FakeVfd *)v;
-    OrchVfdHostInfo *info;
+    OrchHotmigdHostInfo *info;
 
     if (vfd_fault(f, "host", e))
         return NULL;
-    info = g_new0(OrchVfdHostInfo, 1);
+    info = g_new0(OrchHotmigdHostInfo, 1);
     info->name = g_strdup("b");
     info->version = g_strdup("test");
     info->pool_size = G_N_ELEMENTS(POOL_PCI) + 1;
@@ -820,19 +820,19 @@ static OrchVfdHostInfo *fvfd_host(OrchVfd *v, GError **e)
     return info;
 }
 
-static OrchVfdVfInfo *pool_info(FakeWorld *w, const char *id, gboolean pci)
+static OrchHotmigdVfInfo *pool_info(FakeWorld *w, const char *id, gboolean pci)
 {
-    OrchVfdVfInfo *info = g_new0(OrchVfdVfInfo, 1);
+    OrchHotmigdVfInfo *info = g_new0(OrchHotmigdVfInfo, 1);
 
     info->id = g_strdup(id);
-    info->kind = pci ? ORCH_VFD_KIND_PCI : ORCH_VFD_KIND_STANDIN;
+    info->kind = pci ? ORCH_VF_KIND_PCI : ORCH_VF_KIND_STANDIN;
     info->state = pool_state(w, id);
     info->vendor_id = pci ? 0x15b3 : 0;
     info->device_id = pci ? 0x101e : 0;
     info->vf_index = -1;
-    if (info->state == ORCH_VFD_STATE_IN_USE)
+    if (info->state == ORCH_VF_STATE_IN_USE)
         info->assigned_to = g_strdup("other");
-    if (info->state == ORCH_VFD_STATE_LEASED || info->state == ORCH_VFD_STATE_ASSIGNED) {
+    if (info->state == ORCH_VF_STATE_LEASED || info->state == ORCH_VF_STATE_ASSIGNED) {
         info->lease = g_new0(HotplugLease, 1);
         info->lease->vf = g_strdup(id);
         info->lease->holder = g_strdup("someone");
@@ -841,14 +841,14 @@ static OrchVfdVfInfo *pool_info(FakeWorld *w, const char *id, gboolean pci)
     return info;
 }
 
-static GPtrArray *fvfd_list(OrchVfd *v, GError **e)
+static GPtrArray *fvfd_list(OrchHotmigdClient *v, GError **e)
 {
     FakeVfd *f = (FakeVfd *)v;
     GPtrArray *out;
 
     if (vfd_fault(f, "list", e))
         return NULL;
-    out = g_ptr_array_new_with_free_func((GDestroyNotify)orch_vfd_vf_info_free);
+    out = g_ptr_array_new_with_free_func((GDestroyNotify)orch_hotmigd_vf_info_free);
     for (gsize i = 0; i < G_N_ELEMENTS(POOL_PCI); i++)
         g_ptr_array_add(out, pool_info(f->world, POOL_PCI[i], TRUE));
     g_ptr_array_add(out, pool_info(f->world, POOL_STANDIN, FALSE));
@@ -865,7 +865,8 @@ static HotplugLease *lease_new(const char *vf, const char *id, HotplugLeaseState
     return lease;
 }
 
-static HotplugLease *fvfd_lease(OrchVfd *v, const OrchVfdLeaseRequest *req, GError **e)
+static HotplugLease *fvfd_lease(OrchHotmigdClient *v, const OrchHotmigdLeaseRequest *req,
+                                GError **e)
 {
     FakeVfd *f = (FakeVfd *)v;
     const char *got = NULL;
@@ -884,12 +885,12 @@ static HotplugLease *fvfd_lease(OrchVfd *v, const OrchVfdLeaseRequest *req, GErr
                         req->vf);
             return NULL;
         }
-        if (pool_state(f->world, req->vf) == ORCH_VFD_STATE_FREE)
+        if (pool_state(f->world, req->vf) == ORCH_VF_STATE_FREE)
             got = req->vf;
     } else {
         for (gsize i = 0; i < G_N_ELEMENTS(POOL_PCI) && !got; i++)
             if (req->vendor_id == 0x15b3 && req->device_id == 0x101e &&
-                pool_state(f->world, POOL_PCI[i]) == ORCH_VFD_STATE_FREE)
+                pool_state(f->world, POOL_PCI[i]) == ORCH_VF_STATE_FREE)
                 got = POOL_PCI[i];
     }
     if (!got) {
@@ -914,7 +915,8 @@ static HotplugLease *fvfd_lease(OrchVfd *v, const OrchVfdLeaseRequest *req, GErr
     }
 }
 
-static gboolean fvfd_renew(OrchVfd *v, const char *vf, const char *id, guint ttl_s, GError **e)
+static gboolean fvfd_renew(OrchHotmigdClient *v, const char *vf, const char *id, guint ttl_s,
+                           GError **e)
 {
     FakeVfd *f = (FakeVfd *)v;
     gboolean ok;
@@ -935,7 +937,7 @@ static gboolean fvfd_renew(OrchVfd *v, const char *vf, const char *id, guint ttl
     return ok;
 }
 
-static HotplugLease *fvfd_confirm(OrchVfd *v, const char *vf, const char *id, GError **e)
+static HotplugLease *fvfd_confirm(OrchHotmigdClient *v, const char *vf, const char *id, GError **e)
 {
     FakeVfd *f = (FakeVfd *)v;
     const char *cur;
@@ -955,7 +957,7 @@ static HotplugLease *fvfd_confirm(OrchVfd *v, const char *vf, const char *id, GE
     return lease_new(vf, id, HOTPLUG_LEASE_ASSIGNED);
 }
 
-static gboolean fvfd_release(OrchVfd *v, const char *vf, const char *id, GError **e)
+static gboolean fvfd_release(OrchHotmigdClient *v, const char *vf, const char *id, GError **e)
 {
     FakeVfd *f = (FakeVfd *)v;
 
@@ -968,7 +970,7 @@ static gboolean fvfd_release(OrchVfd *v, const char *vf, const char *id, GError 
     return TRUE;
 }
 
-static gboolean fvfd_ib_identity(OrchVfd *v, const char *vf, guint64 node, guint64 port,
+static gboolean fvfd_ib_identity(OrchHotmigdClient *v, const char *vf, guint64 node, guint64 port,
                                  char **ret_note, GError **e)
 {
     FakeVfd *f = (FakeVfd *)v;
@@ -981,8 +983,8 @@ static gboolean fvfd_ib_identity(OrchVfd *v, const char *vf, guint64 node, guint
     return TRUE;
 }
 
-static gboolean fvfd_identity(OrchVfd *v, const char *vf, const char *domain, guint64 *ret_node,
-                              guint64 *ret_port, char **ret_source, GError **e)
+static gboolean fvfd_identity(OrchHotmigdClient *v, const char *vf, const char *domain,
+                              guint64 *ret_node, guint64 *ret_port, char **ret_source, GError **e)
 {
     FakeVfd *f = (FakeVfd *)v;
 
@@ -999,13 +1001,13 @@ static gboolean fvfd_identity(OrchVfd *v, const char *vf, const char *domain, gu
     return TRUE;
 }
 
-static gboolean fvfd_vfio(OrchVfd *v, const char *vf, char **ret_note, GError **e)
+static gboolean fvfd_vfio(OrchHotmigdClient *v, const char *vf, char **ret_note, GError **e)
 {
     return !vfd_fault((FakeVfd *)v, "vfio", e);
 }
 
 /* The source's hotmigd is told which VFs the domain left (its pool is not modelled). */
-static gboolean fvfd_left(OrchVfd *v, const char *vf, const char *domain, GError **e)
+static gboolean fvfd_left(OrchHotmigdClient *v, const char *vf, const char *domain, GError **e)
 {
     FakeVfd *f = (FakeVfd *)v;
 
@@ -1016,7 +1018,7 @@ static gboolean fvfd_left(OrchVfd *v, const char *vf, const char *domain, GError
 }
 
 /* The destination has every file but those whose name says "missing". */
-static GPtrArray *fvfd_files_missing(OrchVfd *v, const char *const *paths, GError **e)
+static GPtrArray *fvfd_files_missing(OrchHotmigdClient *v, const char *const *paths, GError **e)
 {
     GPtrArray *out;
 
@@ -1029,17 +1031,17 @@ static GPtrArray *fvfd_files_missing(OrchVfd *v, const char *const *paths, GErro
     return out;
 }
 
-static void fvfd_free(OrchVfd *v)
+static void fvfd_free(OrchHotmigdClient *v)
 {
     FakeVfd *f = (FakeVfd *)v;
 
     g_free(f->fault);
     g_hash_table_unref(f->calls);
-    orch_vfd_clear(v);
+    orch_hotmigd_client_clear(v);
     g_free(f);
 }
 
-static const OrchVfdOps fake_vfd_ops = {
+static const OrchHotmigdClientOps fake_vfd_ops = {
     .host = fvfd_host,
     .list = fvfd_list,
     .lease = fvfd_lease,
@@ -1054,8 +1056,7 @@ static const OrchVfdOps fake_vfd_ops = {
     .free = fvfd_free,
 };
 
-
-static OrchVfd *fake_vfd_open(const char *url, gpointer opaque, GError **error)
+static OrchHotmigdClient *fake_vfd_open(const char *url, gpointer opaque, GError **error)
 {
     FakeVfd *f;
 
@@ -1067,7 +1068,7 @@ static OrchVfd *fake_vfd_open(const char *url, gpointer opaque, GError **error)
     f->world = last_open->world;
     f->fault = g_strdup(last_open->fault);
     f->calls = g_hash_table_new(g_str_hash, g_str_equal);
-    orch_vfd_init(&f->parent, &fake_vfd_ops, url);
+    orch_hotmigd_client_init(&f->parent, &fake_vfd_ops, url);
     return &f->parent;
 }
 
@@ -1089,7 +1090,7 @@ static void options_for_test(OrchOptions *opts)
 static gboolean migrate_on(OrchOptions *opts, FakeOpen *fo, OrchReport **ret_report,
                            GError **error)
 {
-    const OrchConnector conn = {.open_virt = fake_open, .open_vfd = fake_vfd_open, .data = fo};
+    const OrchConnector conn = {.open_virt = fake_open, .open_hotmigd = fake_vfd_open, .data = fo};
     gboolean ok;
 
     opts->connector = &conn;
@@ -1101,7 +1102,7 @@ static gboolean migrate_on(OrchOptions *opts, FakeOpen *fo, OrchReport **ret_rep
 static gboolean preflight_on(OrchOptions *opts, FakeOpen *fo, GPtrArray **ret_checks,
                              GError **error)
 {
-    const OrchConnector conn = {.open_virt = fake_open, .open_vfd = fake_vfd_open, .data = fo};
+    const OrchConnector conn = {.open_virt = fake_open, .open_hotmigd = fake_vfd_open, .data = fo};
     gboolean ok;
 
     opts->connector = &conn;
@@ -1113,7 +1114,7 @@ static gboolean preflight_on(OrchOptions *opts, FakeOpen *fo, GPtrArray **ret_ch
 static gboolean recover_on(OrchOptions *opts, FakeOpen *fo, GPtrArray **ret_results,
                            GError **error)
 {
-    const OrchConnector conn = {.open_virt = fake_open, .open_vfd = fake_vfd_open, .data = fo};
+    const OrchConnector conn = {.open_virt = fake_open, .open_hotmigd = fake_vfd_open, .data = fo};
     gboolean ok;
 
     opts->connector = &conn;

@@ -256,7 +256,7 @@ static gboolean fake_migrate(const OrchOptions *opts, OrchReport **ret_report, G
  */
 
 typedef struct {
-    OrchVfd parent;
+    OrchHotmigdClient parent;
 } FakeVfd;
 
 static gint peer_b_silent; /* B's hotmigd does not answer GET /v1/host */
@@ -272,9 +272,9 @@ static gboolean b_read_gate_open(gpointer data)
     return G_SOURCE_REMOVE;
 }
 
-static OrchVfdHostInfo *fvfd_host(OrchVfd *v, GError **e)
+static OrchHotmigdHostInfo *fvfd_host(OrchHotmigdClient *v, GError **e)
 {
-    OrchVfdHostInfo *info;
+    OrchHotmigdHostInfo *info;
     /* Whether B answers is decided when it is asked, before any wait at the gate. */
     gboolean silent = g_atomic_int_get(&peer_b_silent) && g_str_equal(v->url, "https://B:1");
 
@@ -292,19 +292,20 @@ static OrchVfdHostInfo *fvfd_host(OrchVfd *v, GError **e)
         g_set_error(e, ORCH_ERROR, ORCH_ERROR_UNREACHABLE, "Could not connect to B: refused");
         return NULL;
     }
-    info = g_new0(OrchVfdHostInfo, 1);
+    info = g_new0(OrchHotmigdHostInfo, 1);
 
     info->name = g_strdup(v->url);
     info->version = g_strdup("test");
     info->pool_size = 8;
-    info->counts[ORCH_VFD_STATE_FREE] = 8;
+    info->counts[ORCH_VF_STATE_FREE] = 8;
     info->warnings = g_new0(char *, 1);
     return info;
 }
 
 static GHashTable *remote_results; /* migration id -> error text or "" */
 
-static char *fvfd_migration_start(OrchVfd *v, const OrchVfdMigrationRequest *req, GError **e)
+static char *fvfd_migration_start(OrchHotmigdClient *v, const OrchHotmigdMigrationRequest *req,
+                                  GError **e)
 {
     /* "https://B:1": the source is B. */
     g_autofree char *src = g_strndup(v->url + strlen("https://"), 1);
@@ -319,9 +320,9 @@ static char *fvfd_migration_start(OrchVfd *v, const OrchVfdMigrationRequest *req
     return id;
 }
 
-static OrchVfdMigration *fvfd_migration_get(OrchVfd *v, const char *id, GError **e)
+static OrchHotmigdMigration *fvfd_migration_get(OrchHotmigdClient *v, const char *id, GError **e)
 {
-    OrchVfdMigration *mig = g_new0(OrchVfdMigration, 1);
+    OrchHotmigdMigration *mig = g_new0(OrchHotmigdMigration, 1);
     g_autoptr(OrchReport) report = NULL;
     const char *err;
 
@@ -332,35 +333,35 @@ static OrchVfdMigration *fvfd_migration_get(OrchVfd *v, const char *id, GError *
     mig->id = g_strdup(id);
     mig->domain = g_strdup(id + 2);
     mig->destination = g_strdup("?");
-    mig->state = mig->error ? ORCH_VFD_MIGRATION_FAILED : ORCH_VFD_MIGRATION_DONE;
+    mig->state = mig->error ? ORCH_HOTMIGD_MIGRATION_FAILED : ORCH_HOTMIGD_MIGRATION_DONE;
     report = report_for(mig->domain, !mig->error);
     mig->report = orch_report_format_json(report, FALSE);
     return mig;
 }
 
-static void fvfd_free(OrchVfd *v)
+static void fvfd_free(OrchHotmigdClient *v)
 {
-    orch_vfd_clear(v);
+    orch_hotmigd_client_clear(v);
     g_free(v);
 }
 
-static const OrchVfdOps fake_vfd_ops = {
+static const OrchHotmigdClientOps fake_vfd_ops = {
     .host = fvfd_host,
     .migration_start = fvfd_migration_start,
     .migration_get = fvfd_migration_get,
     .free = fvfd_free,
 };
 
-static OrchVfd *fake_vfd_open(const char *url, gpointer opaque, GError **error)
+static OrchHotmigdClient *fake_vfd_open(const char *url, gpointer opaque, GError **error)
 {
     FakeVfd *v = g_new0(FakeVfd, 1);
 
-    orch_vfd_init(&v->parent, &fake_vfd_ops, url);
+    orch_hotmigd_client_init(&v->parent, &fake_vfd_ops, url);
     return &v->parent;
 }
 
 static const OrchConnector fake_connector = {.open_virt = fake_virt_open,
-                                             .open_vfd = fake_vfd_open};
+                                             .open_hotmigd = fake_vfd_open};
 
 /* ---- the daemon under test
  * ------------------------------------------------------------------------ */

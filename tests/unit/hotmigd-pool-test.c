@@ -1,5 +1,5 @@
 /* Unit tests for hotmigd's pool and API (hotmigd/pool.c, hotmigd/api.c) without TLS: requests
- * go straight to orch_vfd_api_handle(); the host is a fake (pool-fake-host.c); leases are the real
+ * go straight to hotmigd_api_handle(); the host is a fake (pool-fake-host.c); leases are the real
  * lease store in a temp dir. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,7 +28,7 @@
 typedef struct {
     char *dir;
     FakeHost *host; /* borrowed from the pool */
-    OrchVfdPool *pool;
+    HotmigdPool *pool;
 } Fx;
 
 static int rm_rf(const char *path)
@@ -47,13 +47,13 @@ static int rm_rf(const char *path)
     return g_rmdir(path);
 }
 
-static OrchVfdPool *fx_pool(Fx *fx, GError **error)
+static HotmigdPool *fx_pool(Fx *fx, GError **error)
 {
     static const char *const pfs[] = {PF, NULL};
     static const char *const vfs[] = {LONE, "5e:00.5", NULL};
     static const char *const standins[] = {"hmlab0vf1", "hmlab0vf2", NULL};
     g_autofree char *leases = g_build_filename(fx->dir, "leases", NULL);
-    OrchVfdPoolConfig config = {
+    HotmigdPoolConfig config = {
         .host_name = "test-host",
         .lease_dir = leases,
         .lease_ttl_s = 300,
@@ -67,7 +67,7 @@ static OrchVfdPool *fx_pool(Fx *fx, GError **error)
     g_hash_table_insert(fx->host->vfs, g_strdup(LONE),
                         fake_vf(LONE, "0000:5e:00.0", 3, 0x15b3, 0x101e, "vfio-pci"));
     g_hash_table_add(fx->host->netdevs, g_strdup("hmlab0vf1"));
-    return orch_vfd_pool_new(&config, &fake_host_ops, fx->host, error);
+    return hotmigd_pool_new(&config, &fake_host_ops, fx->host, error);
 }
 
 static int fx_setup(void **state)
@@ -88,7 +88,7 @@ static int fx_teardown(void **state)
 {
     Fx *fx = *state;
 
-    orch_vfd_pool_free(fx->pool);
+    hotmigd_pool_free(fx->pool);
     rm_rf(fx->dir);
     g_free(fx->dir);
     g_free(fx);
@@ -99,8 +99,8 @@ static int fx_teardown(void **state)
 static JsonObject *call(Fx *fx, const char *method, const char *path, const char *body,
                         guint *ret_status)
 {
-    g_autoptr(OrchVfdReply) reply =
-        orch_vfd_api_handle(fx->pool, method, path, body, body ? strlen(body) : 0);
+    g_autoptr(HotmigdApiReply) reply =
+        hotmigd_api_handle(fx->pool, method, path, body, body ? strlen(body) : 0);
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) error = NULL;
     JsonNode *root;
@@ -178,7 +178,7 @@ static void test_config_refused(void **state)
     static const char *const twice[] = {"0000:3b:00.1", NULL};
     static const char *const twice2[] = {"3b:00.1", NULL};
     struct {
-        OrchVfdPoolConfig config;
+        HotmigdPoolConfig config;
         const char *needle;
     } cases[] = {
         {{.lease_dir = leases, .pfs = bad_pf}, "[pool] pfs"},
@@ -189,8 +189,8 @@ static void test_config_refused(void **state)
 
     for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
         g_autoptr(GError) error = NULL;
-        g_autoptr(OrchVfdPool) pool =
-            orch_vfd_pool_new(&cases[i].config, &fake_host_ops, fake_host_new(), &error);
+        g_autoptr(HotmigdPool) pool =
+            hotmigd_pool_new(&cases[i].config, &fake_host_ops, fake_host_new(), &error);
 
         assert_null(pool);
         assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID));
@@ -412,7 +412,7 @@ static void test_restart_keeps_leases(void **state)
 
     g_autoptr(JsonObject) obj = call(fx, "POST", confirm, NULL, &status);
     assert_int_equal(status, 200);
-    orch_vfd_pool_free(fx->pool);
+    hotmigd_pool_free(fx->pool);
     fx->pool = fx_pool(fx, &error);
     assert_non_null(fx->pool);
     entry = vf_entry(fx, "hmlab0vf1");
@@ -755,7 +755,7 @@ static void test_files_no_links(void **state)
 static void test_bad_requests(void **state)
 {
     Fx *fx = *state;
-    g_autofree char *big = g_strnfill(ORCH_VFD_API_MAX_BODY + 1, ' ');
+    g_autofree char *big = g_strnfill(HOTMIGD_API_MAX_BODY + 1, ' ');
     g_autofree char *deep = g_strdup_printf("{\"vf\": %s1%s}", "[[[[[[", "]]]]]]");
     g_autofree char *long_holder = NULL;
     g_autoptr(GString) huge_holder = g_string_new(NULL);
@@ -830,12 +830,12 @@ static void test_bad_requests(void **state)
 static void test_real_host(void **state)
 {
     g_autofree char *root = g_build_filename(g_getenv("HM_FIXTURES"), "sysfs", "cx6-ib", NULL);
-    gpointer host = orch_vfd_host_new(root, "test:///default", 1000, 5000);
+    gpointer host = hotmigd_host_new(root, "test:///default", 1000, 5000);
     g_autoptr(GError) error = NULL;
-    g_autoptr(GPtrArray) vfs = orch_vfd_host_ops.pf_vfs(host, "0001:af:00.1", &error);
-    g_autoptr(OrchVfdPciVf) vf = NULL;
+    g_autoptr(GPtrArray) vfs = hotmigd_host_ops.pf_vfs(host, "0001:af:00.1", &error);
+    g_autoptr(HotmigdPoolPciVf) vf = NULL;
     g_autoptr(GHashTable) domains = NULL;
-    OrchVfdPciVf *v;
+    HotmigdPoolPciVf *v;
 
     assert_non_null(vfs);
     assert_int_equal(vfs->len, 2);
@@ -846,21 +846,21 @@ static void test_real_host(void **state)
     assert_int_equal(v->device_id, 0x101c);
     assert_string_equal(v->pf_netdev, "ib1");
     assert_string_equal(v->driver, "mlx5_core");
-    vf = orch_vfd_host_ops.vf_read(host, "0001:AF:00.3", &error);
+    vf = hotmigd_host_ops.vf_read(host, "0001:AF:00.3", &error);
     assert_non_null(vf);
     assert_string_equal(vf->pf_netdev, "ib0");
     assert_int_equal(vf->vf_index, 1);
-    assert_null(orch_vfd_host_ops.pf_vfs(host, "0001:af:00.2", &error));
+    assert_null(hotmigd_host_ops.pf_vfs(host, "0001:af:00.2", &error));
     assert_non_null(strstr(error->message, "is a VF (of PF '0001:af:00.0'), not a PF"));
     g_clear_error(&error);
-    assert_null(orch_vfd_host_ops.vf_read(host, "0001:af:00.0", &error));
+    assert_null(hotmigd_host_ops.vf_read(host, "0001:af:00.0", &error));
     assert_non_null(strstr(error->message, "is a PF, not a VF"));
     g_clear_error(&error);
-    assert_false(orch_vfd_host_ops.netdev_exists(host, "hmt0"));
-    domains = orch_vfd_host_ops.domains_using(host, &error);
+    assert_false(hotmigd_host_ops.netdev_exists(host, "hmt0"));
+    domains = hotmigd_host_ops.domains_using(host, &error);
     assert_non_null(domains); /* the test driver's domain has no hostdev */
     assert_int_equal(g_hash_table_size(domains), 0);
-    orch_vfd_host_ops.free(host);
+    hotmigd_host_ops.free(host);
 }
 
 /* A libvirtd that accepts and never answers: hotmigd gives up after its deadline. */
@@ -873,16 +873,16 @@ static void test_real_host_libvirt_silent(void **state)
         g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_DEFAULT, NULL);
     g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(path);
     g_autoptr(GError) error = NULL;
-    gpointer host = orch_vfd_host_new(dir, uri, 1000, 300);
+    gpointer host = hotmigd_host_new(dir, uri, 1000, 300);
     gint64 t0 = g_get_monotonic_time();
 
     assert_true(g_socket_bind(sock, addr, TRUE, NULL));
     assert_true(g_socket_listen(sock, NULL));
-    assert_null(orch_vfd_host_ops.domains_using(host, &error));
+    assert_null(hotmigd_host_ops.domains_using(host, &error));
     assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_UNAVAILABLE));
     assert_non_null(strstr(error->message, "did not list its domains within 300 ms"));
     assert_true(g_get_monotonic_time() - t0 < 5 * G_TIME_SPAN_SECOND);
-    orch_vfd_host_ops.free(host);
+    hotmigd_host_ops.free(host);
     g_unlink(path);
     g_rmdir(dir);
 }
@@ -983,7 +983,7 @@ typedef struct {
     guint busy; /* 503s for a full queue */
 } Replies;
 
-static void replies_keep(OrchVfdReply *reply, gpointer data)
+static void replies_keep(HotmigdApiReply *reply, gpointer data)
 {
     Replies *r = data;
 
@@ -991,7 +991,7 @@ static void replies_keep(OrchVfdReply *reply, gpointer data)
     if (reply->status == 503 && strstr(reply->body, "pool requests waiting"))
         r->busy++;
     r->replies++;
-    orch_vfd_reply_free(reply);
+    hotmigd_api_reply_free(reply);
 }
 
 static JsonNode *local_status(gpointer owner, const char *id, GError **error)
@@ -1037,13 +1037,13 @@ static void test_libvirt_hangs(void **state)
     g_autofree char *dir = g_dir_make_tmp("hm-hotmigd-pool-test-XXXXXX", NULL);
     g_autofree char *leases = g_build_filename(dir, "leases", NULL);
     g_autofree char *sock = g_build_filename(dir, "hotmigd.sock", NULL);
-    OrchVfdPoolConfig config = {.host_name = "test-host", .lease_dir = leases, .pfs = pfs};
-    gpointer host = orch_vfd_host_new(root, "test:///hangs", 1000, 200);
+    HotmigdPoolConfig config = {.host_name = "test-host", .lease_dir = leases, .pfs = pfs};
+    gpointer host = hotmigd_host_new(root, "test:///hangs", 1000, 200);
     g_autoptr(GError) error = NULL;
-    g_autoptr(OrchVfdPool) pool = NULL;
+    g_autoptr(HotmigdPool) pool = NULL;
     g_autoptr(OrchLocalApi) local = NULL;
     g_autoptr(OrchPeer) who = orch_peer_new("test", "test", ORCH_ROLE_HOST | ORCH_ROLE_OPERATOR);
-    OrchVfdApi api = {0};
+    HotmigdApi api = {0};
     Replies r = {0};
     LocalCall call = {0};
     GThread *caller;
@@ -1056,13 +1056,13 @@ static void test_libvirt_hangs(void **state)
     g_main_context_push_thread_default(ctx);
     hang.hang = TRUE;
     hang.opens = hang.lists = 0;
-    orch_vfd_host_set_virt_open(host, hang_open);
-    pool = orch_vfd_pool_new(&config, &orch_vfd_host_ops, host, &error);
+    hotmigd_host_set_virt_open(host, hang_open);
+    pool = hotmigd_pool_new(&config, &hotmigd_host_ops, host, &error);
     assert_non_null(pool);
     local = orch_local_api_new(&local_ops, NULL, sock, &error);
     assert_non_null(local);
     api.pool = pool;
-    api.worker = orch_vfd_worker_new(40);
+    api.worker = hotmigd_api_worker_new(40);
     before = thread_count();
 
     for (guint i = 0; i < 50; i++) {
@@ -1070,13 +1070,13 @@ static void test_libvirt_hangs(void **state)
             "{\"vendor_id\": \"0x15b3\", \"device_id\": \"0x101c\", \"holder\": \"test\", "
             "\"reason\": \"unit test\", \"domain\": \"vm7\"}";
         gboolean get = i % 2 == 0;
-        OrchVfdRequest req = {.method = get ? "GET" : "POST",
-                              .path = get ? "/v1/vfs" : "/v1/leases",
-                              .body = get ? NULL : lease_body,
-                              .len = get ? 0 : strlen(lease_body),
-                              .who = who};
+        HotmigdApiRequest req = {.method = get ? "GET" : "POST",
+                                 .path = get ? "/v1/vfs" : "/v1/leases",
+                                 .body = get ? NULL : lease_body,
+                                 .len = get ? 0 : strlen(lease_body),
+                                 .who = who};
 
-        orch_vfd_api_dispatch(&api, &req, replies_keep, &r);
+        hotmigd_api_dispatch(&api, &req, replies_keep, &r);
     }
     /* Beyond the queue's bound: refused at once, not queued. */
     assert_int_equal(r.replies, 10);
@@ -1092,7 +1092,7 @@ static void test_libvirt_hangs(void **state)
         fail_msg("the local API did not answer while libvirt hangs: %s", call.error);
     json_node_unref(call.answer);
     g_printerr("# local API answered in %" G_GINT64_FORMAT " ms with %u pool requests waiting\n",
-               call.took_us / 1000, orch_vfd_worker_queued(api.worker));
+               call.took_us / 1000, hotmigd_api_worker_queued(api.worker));
 
     /* Every request is answered: the first waits libvirt's 200 ms, the others are told at once
      * that libvirt has not answered; one thread and one connection to libvirt in all. */
@@ -1109,19 +1109,19 @@ static void test_libvirt_hangs(void **state)
     /* libvirt answers again: the same connection serves the next question. */
     hang_release();
     {
-        OrchVfdRequest req = {.method = "GET", .path = "/v1/vfs", .who = who};
+        HotmigdApiRequest req = {.method = "GET", .path = "/v1/vfs", .who = who};
 
         r.replies = 0;
         memset(r.status, 0, sizeof r.status);
-        orch_vfd_api_dispatch(&api, &req, replies_keep, &r);
+        hotmigd_api_dispatch(&api, &req, replies_keep, &r);
         while (r.replies < 1)
             g_main_context_iteration(ctx, TRUE);
         assert_int_equal(r.status[200], 1);
     }
     assert_int_equal(g_atomic_int_get(&hang.opens), 1);
-    orch_vfd_worker_free(api.worker);
+    hotmigd_api_worker_free(api.worker);
     g_clear_pointer(&local, orch_local_api_free);
-    g_clear_pointer(&pool, orch_vfd_pool_free);
+    g_clear_pointer(&pool, hotmigd_pool_free);
     rm_rf(dir);
     g_main_context_pop_thread_default(ctx);
     g_main_context_unref(ctx);
@@ -1130,21 +1130,21 @@ static void test_libvirt_hangs(void **state)
 /* ---- /metrics: the VF counts on the pool's worker thread --------------------------------- */
 
 /* The daemon's /metrics as hotmigd/alerts-hook.c wires it: the alert listener, the alert book,
- * the VF counts from the pool's worker (orch_vfd_worker_count_vfs()). */
+ * the VF counts from the pool's worker (hotmigd_api_worker_count_vfs()). */
 typedef struct {
     char *dir;
     GMainContext *ctx; /* the test's own: see test_libvirt_hangs() */
-    OrchVfdPool *pool;
-    OrchVfdWorker *worker;
+    HotmigdPool *pool;
+    HotmigdApiWorker *worker;
     OrchAlerts *alerts;
     OrchAlertListener *listener;
 } Mx;
 
-static void mx_vfs(gpointer data, OrchVfdCountsFunc done, gpointer done_data)
+static void mx_vfs(gpointer data, HotmigdApiCountsFunc done, gpointer done_data)
 {
     Mx *mx = data;
 
-    orch_vfd_worker_count_vfs(mx->worker, mx->pool, done, done_data);
+    hotmigd_api_worker_count_vfs(mx->worker, mx->pool, done, done_data);
 }
 
 static const OrchAlertsOps mx_alerts_ops = {.vfs = mx_vfs};
@@ -1156,7 +1156,7 @@ static gboolean mx_authorized(gpointer owner, const char *authorization, char **
 }
 
 static void mx_webhook(gpointer owner, const char *body, gsize len, const char *peer,
-                       OrchVfdReplyFunc done, gpointer data)
+                       HotmigdApiReplyFunc done, gpointer data)
 {
     fail_msg("no webhook body gets past the token");
 }
@@ -1176,7 +1176,7 @@ static const OrchAlertListenerOps mx_listener_ops = {
 
 /* A pool over @host (taken) and @ops, its worker (@max_queued), the alert book and listener,
  * on a context of the test's own. */
-static Mx *mx_new(const OrchVfdHostOps *ops, gpointer host, const char *const *pfs,
+static Mx *mx_new(const HotmigdHostOps *ops, gpointer host, const char *const *pfs,
                   guint max_queued)
 {
     static const char conf[] = "[alerts]\nport = 0\n";
@@ -1184,7 +1184,7 @@ static Mx *mx_new(const OrchVfdHostOps *ops, gpointer host, const char *const *p
     g_autofree char *leases = NULL;
     g_autoptr(GError) error = NULL;
     g_autoptr(HmConfig) config = hm_config_load_data(conf, strlen(conf), "test.conf", &error);
-    OrchVfdPoolConfig config_pool = {.host_name = "test-host", .pfs = pfs};
+    HotmigdPoolConfig config_pool = {.host_name = "test-host", .pfs = pfs};
 
     assert_non_null(config);
     mx->ctx = g_main_context_new();
@@ -1192,9 +1192,9 @@ static Mx *mx_new(const OrchVfdHostOps *ops, gpointer host, const char *const *p
     mx->dir = g_dir_make_tmp("hm-hotmigd-pool-test-XXXXXX", NULL);
     leases = g_build_filename(mx->dir, "leases", NULL);
     config_pool.lease_dir = leases;
-    mx->pool = orch_vfd_pool_new(&config_pool, ops, host, &error);
+    mx->pool = hotmigd_pool_new(&config_pool, ops, host, &error);
     assert_non_null(mx->pool);
-    mx->worker = orch_vfd_worker_new(max_queued);
+    mx->worker = hotmigd_api_worker_new(max_queued);
     mx->alerts = orch_alerts_new(config, "test-host", &mx_alerts_ops, mx, &error);
     assert_non_null(mx->alerts);
     mx->listener =
@@ -1209,8 +1209,8 @@ static void mx_free(Mx *mx)
 {
     g_clear_pointer(&mx->listener, orch_alert_listener_free);
     g_clear_pointer(&mx->alerts, orch_alerts_unref);
-    g_clear_pointer(&mx->worker, orch_vfd_worker_free);
-    g_clear_pointer(&mx->pool, orch_vfd_pool_free);
+    g_clear_pointer(&mx->worker, hotmigd_api_worker_free);
+    g_clear_pointer(&mx->pool, hotmigd_pool_free);
     rm_rf(mx->dir);
     g_free(mx->dir);
     g_main_context_pop_thread_default(mx->ctx);
@@ -1318,7 +1318,7 @@ static void test_metrics_vf_counts(void **state)
     assert_null(strstr(h.answer, "left out"));
     assert_true(g_atomic_int_get(&host->calls) > 0);
     assert_int_equal(g_atomic_int_get(&host->main_thread_calls), 0);
-    assert_int_equal(orch_vfd_worker_queued(mx->worker), 0);
+    assert_int_equal(hotmigd_api_worker_queued(mx->worker), 0);
     http_clear(&h);
     mx_free(mx);
 }
@@ -1329,15 +1329,15 @@ static Mx *mx_new_hanging(guint max_queued)
 {
     static const char *const pfs[] = {"0001:af:00.1", NULL};
     g_autofree char *root = g_build_filename(g_getenv("HM_FIXTURES"), "sysfs", "cx6-ib", NULL);
-    gpointer host = orch_vfd_host_new(root, "test:///hangs", 1000, 60000);
+    gpointer host = hotmigd_host_new(root, "test:///hangs", 1000, 60000);
     Mx *mx;
 
     hang.hang = TRUE;
     g_atomic_int_set(&hang.opens, 0);
     g_atomic_int_set(&hang.lists, 0);
     hang.thread = NULL;
-    orch_vfd_host_set_virt_open(host, hang_open);
-    mx = mx_new(&orch_vfd_host_ops, host, pfs, max_queued);
+    hotmigd_host_set_virt_open(host, hang_open);
+    mx = mx_new(&hotmigd_host_ops, host, pfs, max_queued);
     hang.wake = mx->ctx;
     return mx;
 }
@@ -1383,10 +1383,10 @@ static void test_metrics_host_hangs(void **state)
     mx_free_hanging(mx);
 }
 
-static void replies_count(OrchVfdReply *reply, gpointer data)
+static void replies_count(HotmigdApiReply *reply, gpointer data)
 {
     (*(guint *)data)++;
-    orch_vfd_reply_free(reply);
+    hotmigd_api_reply_free(reply);
 }
 
 /* The worker's queue is full (its one place taken by a request waiting for libvirt): /metrics
@@ -1395,14 +1395,14 @@ static void test_metrics_worker_full(void **state)
 {
     Mx *mx = mx_new_hanging(1);
     g_autoptr(OrchPeer) who = orch_peer_new("test", "test", ORCH_ROLE_HOST);
-    OrchVfdApi api = {.pool = mx->pool, .worker = mx->worker};
-    OrchVfdRequest req = {.method = "GET", .path = "/v1/vfs", .who = who};
+    HotmigdApi api = {.pool = mx->pool, .worker = mx->worker};
+    HotmigdApiRequest req = {.method = "GET", .path = "/v1/vfs", .who = who};
     Http h = {0};
     guint replies = 0;
     GThread *t;
 
-    orch_vfd_api_dispatch(&api, &req, replies_count, &replies);
-    assert_int_equal(orch_vfd_worker_queued(mx->worker), 1);
+    hotmigd_api_dispatch(&api, &req, replies_count, &replies);
+    assert_int_equal(hotmigd_api_worker_queued(mx->worker), 1);
     t = http_start(&h, mx, "/metrics");
     while (!g_atomic_int_get(&h.done))
         g_main_context_iteration(mx->ctx, TRUE);
@@ -1440,7 +1440,7 @@ static void test_metrics_client_gone(void **state)
     g_thread_join(t);
     /* libvirt answers: the count comes back for a client that is gone. */
     hang_release();
-    while (orch_vfd_worker_queued(mx->worker) > 0)
+    while (hotmigd_api_worker_queued(mx->worker) > 0)
         g_main_context_iteration(mx->ctx, TRUE);
     t = http_start(&again, mx, "/metrics");
     while (!g_atomic_int_get(&again.done))

@@ -26,7 +26,7 @@ typedef struct {
     char *dir;
     char *pki;
     FakeHost *host;
-    OrchVfdPool *pool;
+    HotmigdPool *pool;
     GThread *thread;
     GMainContext *ctx;
     GMainLoop *loop;
@@ -69,7 +69,7 @@ static gpointer server_thread(gpointer data)
     g_autofree char *key = pki(fx, "server-key.pem");
     g_autofree char *ca = pki(fx, "ca.pem");
     const char *roots[] = {fx->files_root, NULL};
-    OrchVfdServerConfig config = {.listen = "127.0.0.1",
+    HotmigdServerConfig config = {.listen = "127.0.0.1",
                                   .port = 0,
                                   .cert = cert,
                                   .key = key,
@@ -77,20 +77,20 @@ static gpointer server_thread(gpointer data)
                                   .authz = fx->authz,
                                   .file_roots = roots,
                                   .max_connections = TEST_MAX_CONNECTIONS};
-    g_autoptr(OrchVfdServer) server = NULL;
+    g_autoptr(HotmigdServer) server = NULL;
 
     g_main_context_push_thread_default(fx->ctx);
-    server = orch_vfd_server_new(&config, fx->pool, &error);
+    server = hotmigd_server_new(&config, fx->pool, &error);
     g_mutex_lock(&fx->lock);
     if (server)
-        fx->port = orch_vfd_server_get_port(server);
+        fx->port = hotmigd_server_get_port(server);
     else
         fx->server_error = g_strdup(error->message);
     g_cond_signal(&fx->ready);
     g_mutex_unlock(&fx->lock);
     if (server)
         g_main_loop_run(fx->loop);
-    g_clear_pointer(&server, orch_vfd_server_free);
+    g_clear_pointer(&server, hotmigd_server_free);
     g_main_context_pop_thread_default(fx->ctx);
     return NULL;
 }
@@ -104,7 +104,7 @@ static int fx_setup(void **state)
     int status = 0;
     static const char *const standins[] = {"hmlab0vf1", "hmlab0vf2", NULL};
     static const char *const pfs[] = {"0000:3b:00.0", NULL};
-    OrchVfdPoolConfig config = {
+    HotmigdPoolConfig config = {
         .host_name = "tls-host", .lease_ttl_s = 60, .standins = standins, .pfs = pfs};
 
     fx->dir = g_dir_make_tmp("hm-hotmigd-tls-XXXXXX", NULL);
@@ -118,7 +118,7 @@ static int fx_setup(void **state)
     fx->host = fake_host_new();
     fake_host_add_pf(fx->host, "0000:3b:00.0", 2, 0x15b3, 0x101c);
     g_hash_table_add(fx->host->netdevs, g_strdup("hmlab0vf1"));
-    fx->pool = orch_vfd_pool_new(&config, &fake_host_ops, fx->host, &error);
+    fx->pool = hotmigd_pool_new(&config, &fake_host_ops, fx->host, &error);
     assert_non_null(fx->pool);
     {
         static const char conf[] = "[hotmigd]\noperators = hotmig-test-client, hotmig-operator\n"
@@ -159,7 +159,7 @@ static int fx_teardown(void **state)
     g_thread_join(fx->thread);
     g_main_loop_unref(fx->loop);
     g_main_context_unref(fx->ctx);
-    orch_vfd_pool_free(fx->pool);
+    hotmigd_pool_free(fx->pool);
     orch_authz_free(fx->authz);
     hm_config_free(fx->config);
     g_free(fx->files_root);
@@ -176,17 +176,19 @@ static int fx_teardown(void **state)
 
 /* A client with certificate @cert (NULL: the test CA's client) trusting CA @ca (NULL: the test
  * CA), to @url (NULL: the server). */
-static OrchVfd *client(Fx *fx, const char *cert, const char *ca, const char *url, guint timeout)
+static OrchHotmigdClient *client(Fx *fx, const char *cert, const char *ca, const char *url,
+                                 guint timeout)
 {
     g_autofree char *c = pki(fx, cert ? cert : "client");
     g_autofree char *cpem = g_strconcat(c, ".pem", NULL);
     g_autofree char *kpem = g_strconcat(c, "-key.pem", NULL);
     g_autofree char *a = pki(fx, ca ? ca : "ca.pem");
     g_autoptr(GError) error = NULL;
-    OrchVfd *vfd = orch_vfd_new(url ? url : fx->url, cpem, kpem, a, timeout, &error);
+    OrchHotmigdClient *vfd =
+        orch_hotmigd_client_new(url ? url : fx->url, cpem, kpem, a, timeout, &error);
 
     if (!vfd)
-        fail_msg("orch_vfd_new: %s", error->message);
+        fail_msg("orch_hotmigd_client_new: %s", error->message);
     return vfd;
 }
 
@@ -203,9 +205,9 @@ static void expect(const GError *error, int code, const char *needle)
 static void test_calls(void **state)
 {
     Fx *fx = *state;
-    g_autoptr(OrchVfd) vfd = client(fx, NULL, NULL, NULL, 10);
+    g_autoptr(OrchHotmigdClient) vfd = client(fx, NULL, NULL, NULL, 10);
     g_autoptr(GError) error = NULL;
-    g_autoptr(OrchVfdHostInfo) info = orch_vfd_host(vfd, &error);
+    g_autoptr(OrchHotmigdHostInfo) info = orch_hotmigd_client_host(vfd, &error);
     g_autoptr(GPtrArray) vfs = NULL;
 
     if (!info)
@@ -214,33 +216,33 @@ static void test_calls(void **state)
     g_autoptr(HotplugLease) confirmed = NULL;
     g_autoptr(HotplugLease) model = NULL;
     g_autofree char *note = NULL;
-    OrchVfdLeaseRequest req = {
+    OrchHotmigdLeaseRequest req = {
         .vf = "hmlab0vf1", .holder = "hotmigd-tls-test", .reason = "a test", .domain = "vm7"};
 
     assert_non_null(info);
     assert_string_equal(info->name, "tls-host");
     assert_string_equal(info->version, HOTMIG_VERSION);
     assert_int_equal(info->pool_size, 4);
-    assert_int_equal(info->counts[ORCH_VFD_STATE_FREE], 3);
-    assert_int_equal(info->counts[ORCH_VFD_STATE_MISSING], 1);
+    assert_int_equal(info->counts[ORCH_VF_STATE_FREE], 3);
+    assert_int_equal(info->counts[ORCH_VF_STATE_MISSING], 1);
 
-    lease = orch_vfd_lease(vfd, &req, &error);
+    lease = orch_hotmigd_client_lease(vfd, &req, &error);
     assert_non_null(lease);
     assert_string_equal(lease->vf, "hmlab0vf1");
     assert_int_equal(lease->state, HOTPLUG_LEASE_LEASED);
     assert_true(lease->expires > lease->created);
-    assert_null(orch_vfd_lease(vfd, &req, &error));
+    assert_null(orch_hotmigd_client_lease(vfd, &req, &error));
     expect(error, ORCH_ERROR_CONFLICT, "hotmigd at https://127.0.0.1:");
     assert_non_null(strstr(
         error->message,
         "refused POST /v1/leases (409 Conflict): VF 'hmlab0vf1' is leased by 'hotmigd-tls-test'"));
     g_clear_error(&error);
 
-    assert_true(orch_vfd_ib_identity(vfd, "hmlab0vf1", 1, 2, &note, &error));
+    assert_true(orch_hotmigd_client_ib_identity(vfd, "hmlab0vf1", 1, 2, &note, &error));
     assert_non_null(strstr(note, "stand-in"));
     g_clear_pointer(&note, g_free);
-    assert_true(orch_vfd_vfio(vfd, "hmlab0vf1", &note, &error));
-    confirmed = orch_vfd_confirm(vfd, "hmlab0vf1", lease->id, &error);
+    assert_true(orch_hotmigd_client_vfio(vfd, "hmlab0vf1", &note, &error));
+    confirmed = orch_hotmigd_client_confirm(vfd, "hmlab0vf1", lease->id, &error);
     assert_non_null(confirmed);
     assert_int_equal(confirmed->state, HOTPLUG_LEASE_ASSIGNED);
     assert_int_equal(confirmed->expires, 0);
@@ -249,38 +251,38 @@ static void test_calls(void **state)
     req.vendor_id = 0x15b3;
     req.device_id = 0x101c;
     req.ttl_s = 30;
-    model = orch_vfd_lease(vfd, &req, &error);
+    model = orch_hotmigd_client_lease(vfd, &req, &error);
     assert_non_null(model);
     assert_string_equal(model->vf, "0000:3b:01.0");
-    assert_true(orch_vfd_ib_identity(vfd, model->vf, 0x0002c90300a1b2c3ULL, 0x0002c90300a1b2c4ULL,
-                                     NULL, &error));
+    assert_true(orch_hotmigd_client_ib_identity(vfd, model->vf, 0x0002c90300a1b2c3ULL,
+                                                0x0002c90300a1b2c4ULL, NULL, &error));
     assert_true(fx->host->ib_port == 0x0002c90300a1b2c4ULL);
 
-    vfs = orch_vfd_list(vfd, &error);
+    vfs = orch_hotmigd_client_list(vfd, &error);
     assert_non_null(vfs);
     assert_int_equal(vfs->len, 4);
     {
-        OrchVfdVfInfo *v0 = g_ptr_array_index(vfs, 0);
-        OrchVfdVfInfo *s1 = g_ptr_array_index(vfs, 2);
+        OrchHotmigdVfInfo *v0 = g_ptr_array_index(vfs, 0);
+        OrchHotmigdVfInfo *s1 = g_ptr_array_index(vfs, 2);
 
         assert_string_equal(v0->id, "0000:3b:01.0");
-        assert_int_equal(v0->kind, ORCH_VFD_KIND_PCI);
-        assert_int_equal(v0->state, ORCH_VFD_STATE_LEASED);
+        assert_int_equal(v0->kind, ORCH_VF_KIND_PCI);
+        assert_int_equal(v0->state, ORCH_VF_STATE_LEASED);
         assert_int_equal(v0->vendor_id, 0x15b3);
         assert_int_equal(v0->vf_index, 0);
         assert_string_equal(v0->lease->id, model->id);
         assert_string_equal(s1->id, "hmlab0vf1");
-        assert_int_equal(s1->kind, ORCH_VFD_KIND_STANDIN);
-        assert_int_equal(s1->state, ORCH_VFD_STATE_ASSIGNED);
+        assert_int_equal(s1->kind, ORCH_VF_KIND_STANDIN);
+        assert_int_equal(s1->state, ORCH_VF_STATE_ASSIGNED);
         assert_string_equal(s1->assigned_to, "vm7");
         assert_int_equal(s1->vf_index, -1);
     }
-    assert_true(orch_vfd_release(vfd, "hmlab0vf1", lease->id, &error));
-    assert_true(orch_vfd_release(vfd, "hmlab0vf1", lease->id, &error)); /* idempotent */
-    assert_null(orch_vfd_confirm(vfd, "hmlab0vf9", lease->id, &error));
+    assert_true(orch_hotmigd_client_release(vfd, "hmlab0vf1", lease->id, &error));
+    assert_true(orch_hotmigd_client_release(vfd, "hmlab0vf1", lease->id, &error)); /* idempotent */
+    assert_null(orch_hotmigd_client_confirm(vfd, "hmlab0vf9", lease->id, &error));
     expect(error, ORCH_ERROR_NOT_FOUND, "(404 Not Found): VF 'hmlab0vf9' is not in the pool");
     g_clear_error(&error);
-    assert_false(orch_vfd_release(vfd, "a/b", "x", &error));
+    assert_false(orch_hotmigd_client_release(vfd, "a/b", "x", &error));
     expect(error, ORCH_ERROR_NOT_FOUND, "no API path"); /* the '/' is escaped, not a separator */
 }
 
@@ -291,9 +293,9 @@ static void test_refused_client(void **state)
     static const char *const certs[] = {"self", "other-client", "expired"};
 
     for (guint i = 0; i < G_N_ELEMENTS(certs); i++) {
-        g_autoptr(OrchVfd) vfd = client(fx, certs[i], NULL, NULL, 10);
+        g_autoptr(OrchHotmigdClient) vfd = client(fx, certs[i], NULL, NULL, 10);
         g_autoptr(GError) error = NULL;
-        g_autoptr(OrchVfdHostInfo) info = orch_vfd_host(vfd, &error);
+        g_autoptr(OrchHotmigdHostInfo) info = orch_hotmigd_client_host(vfd, &error);
 
         assert_null(info);
         expect(error, ORCH_ERROR_UNAVAILABLE, "refused our certificate");
@@ -310,17 +312,17 @@ static void test_refused_server(void **state)
     g_autoptr(GError) error = NULL;
 
     {
-        g_autoptr(OrchVfd) vfd = client(fx, NULL, "other-ca.pem", NULL, 10);
+        g_autoptr(OrchHotmigdClient) vfd = client(fx, NULL, "other-ca.pem", NULL, 10);
 
-        assert_null(orch_vfd_host(vfd, &error));
+        assert_null(orch_hotmigd_client_host(vfd, &error));
         expect(error, ORCH_ERROR_UNAVAILABLE, "certificate of hotmigd at https://127.0.0.1:");
         assert_non_null(strstr(error->message, "not signed by CA '"));
         assert_non_null(strstr(error->message, "other-ca.pem'"));
         g_clear_error(&error);
     }
     {
-        g_autoptr(OrchVfd) vfd = client(fx, NULL, NULL, localhost, 10);
-        g_autoptr(OrchVfdHostInfo) info = orch_vfd_host(vfd, &error);
+        g_autoptr(OrchHotmigdClient) vfd = client(fx, NULL, NULL, localhost, 10);
+        g_autoptr(OrchHotmigdHostInfo) info = orch_hotmigd_client_host(vfd, &error);
 
         assert_non_null(info); /* the certificate names localhost too */
     }
@@ -341,9 +343,9 @@ static void test_unreachable(void **state)
 
     /* A port nobody listens on. */
     {
-        g_autoptr(OrchVfd) vfd = client(fx, NULL, NULL, "https://127.0.0.1:1", 5);
+        g_autoptr(OrchHotmigdClient) vfd = client(fx, NULL, NULL, "https://127.0.0.1:1", 5);
 
-        assert_null(orch_vfd_host(vfd, &error));
+        assert_null(orch_hotmigd_client_host(vfd, &error));
         expect(error, ORCH_ERROR_UNREACHABLE, "Cannot reach hotmigd at https://127.0.0.1:1");
         g_clear_error(&error);
     }
@@ -357,26 +359,26 @@ static void test_unreachable(void **state)
     port = g_inet_socket_address_get_port(G_INET_SOCKET_ADDRESS(addr));
     silent = g_strdup_printf("https://127.0.0.1:%u", port);
     {
-        g_autoptr(OrchVfd) vfd = client(fx, NULL, NULL, silent, 1);
+        g_autoptr(OrchHotmigdClient) vfd = client(fx, NULL, NULL, silent, 1);
 
-        assert_null(orch_vfd_host(vfd, &error));
+        assert_null(orch_hotmigd_client_host(vfd, &error));
         expect(error, ORCH_ERROR_TIMEOUT, "did not answer GET /v1/host within 1 s");
         g_clear_error(&error);
     }
     /* Bad arguments. */
-    assert_null(orch_vfd_new("http://127.0.0.1:1", cert, key, ca, 5, &error));
+    assert_null(orch_hotmigd_client_new("http://127.0.0.1:1", cert, key, ca, 5, &error));
     expect(error, ORCH_ERROR_INVALID, "is not of the form https://HOST[:PORT]");
     g_clear_error(&error);
-    assert_null(orch_vfd_new("https://127.0.0.1:1/v1", cert, key, ca, 5, &error));
+    assert_null(orch_hotmigd_client_new("https://127.0.0.1:1/v1", cert, key, ca, 5, &error));
     expect(error, ORCH_ERROR_INVALID, "is not of the form");
     g_clear_error(&error);
-    assert_null(orch_vfd_new("https://127.0.0.1:1", key, key, ca, 5, &error));
+    assert_null(orch_hotmigd_client_new("https://127.0.0.1:1", key, key, ca, 5, &error));
     expect(error, ORCH_ERROR_INVALID, "Cannot load the client certificate");
     g_clear_error(&error);
-    assert_null(orch_vfd_new("https://127.0.0.1:1", cert, key, ca, 0, &error));
+    assert_null(orch_hotmigd_client_new("https://127.0.0.1:1", cert, key, ca, 0, &error));
     expect(error, ORCH_ERROR_INVALID, "timeout 0 s is not from 1 to 3600 s");
     g_clear_error(&error);
-    assert_null(orch_vfd_new("https://127.0.0.1:1", cert, key, key, 5, &error));
+    assert_null(orch_hotmigd_client_new("https://127.0.0.1:1", cert, key, key, 5, &error));
     expect(error, ORCH_ERROR_INVALID, "Cannot load the CA certificate");
 }
 
@@ -386,9 +388,9 @@ static void test_unreachable(void **state)
 static void test_authorization(void **state)
 {
     Fx *fx = *state;
-    g_autoptr(OrchVfd) op = client(fx, NULL, NULL, NULL, 10);
-    g_autoptr(OrchVfd) stranger = client(fx, "stranger", NULL, NULL, 10);
-    g_autoptr(OrchVfd) peer = client(fx, "peer2", NULL, NULL, 10);
+    g_autoptr(OrchHotmigdClient) op = client(fx, NULL, NULL, NULL, 10);
+    g_autoptr(OrchHotmigdClient) stranger = client(fx, "stranger", NULL, NULL, 10);
+    g_autoptr(OrchHotmigdClient) peer = client(fx, "peer2", NULL, NULL, 10);
     g_autoptr(GError) error = NULL;
     g_autoptr(HotplugLease) lease = NULL;
     g_autoptr(HotplugLease) own = NULL;
@@ -398,93 +400,93 @@ static void test_authorization(void **state)
     const char *dotdot[] = {NULL, NULL};
     const char *ok_paths[] = {inside, NULL};
     g_autofree char *escape = g_strconcat(fx->files_root, "/../../etc/shadow", NULL);
-    OrchVfdLeaseRequest req = {
+    OrchHotmigdLeaseRequest req = {
         .vf = "hmlab0vf1", .holder = "operator", .reason = "a test", .domain = "vm7"};
-    OrchVfdMigrationRequest mig = {.domain = "vm7", .destination = "B", .reason = "a test"};
+    OrchHotmigdMigrationRequest mig = {.domain = "vm7", .destination = "B", .reason = "a test"};
     HotplugLease *got;
 
-    lease = orch_vfd_lease(op, &req, &error);
+    lease = orch_hotmigd_client_lease(op, &req, &error);
     assert_non_null(lease);
 
     /* The stranger: 403 on each. */
-    assert_null(orch_vfd_host(stranger, &error));
+    assert_null(orch_hotmigd_client_host(stranger, &error));
     expect(error, ORCH_ERROR_FORBIDDEN, "'hotmig-stranger' may not GET /v1/host");
     g_clear_error(&error);
-    assert_null(orch_vfd_list(stranger, &error));
+    assert_null(orch_hotmigd_client_list(stranger, &error));
     expect(error, ORCH_ERROR_FORBIDDEN, "may not GET /v1/vfs");
     g_clear_error(&error);
     req.vf = "hmlab0vf2";
-    assert_null(orch_vfd_lease(stranger, &req, &error));
+    assert_null(orch_hotmigd_client_lease(stranger, &req, &error));
     expect(error, ORCH_ERROR_FORBIDDEN, "may not POST /v1/leases");
     g_clear_error(&error);
-    assert_false(orch_vfd_release(stranger, "hmlab0vf1", lease->id, &error));
+    assert_false(orch_hotmigd_client_release(stranger, "hmlab0vf1", lease->id, &error));
     expect(error, ORCH_ERROR_FORBIDDEN, "may not DELETE /v1/leases/VF/ID");
     g_clear_error(&error);
-    assert_null(orch_vfd_confirm(stranger, "hmlab0vf1", lease->id, &error));
+    assert_null(orch_hotmigd_client_confirm(stranger, "hmlab0vf1", lease->id, &error));
     expect(error, ORCH_ERROR_FORBIDDEN, "may not POST");
     g_clear_error(&error);
-    assert_false(orch_vfd_ib_identity(stranger, "hmlab0vf1", 1, 2, &note, &error));
+    assert_false(orch_hotmigd_client_ib_identity(stranger, "hmlab0vf1", 1, 2, &note, &error));
     expect(error, ORCH_ERROR_FORBIDDEN, "may not POST /v1/vfs/VF/ib-identity");
     g_clear_error(&error);
-    assert_false(orch_vfd_vfio(stranger, "hmlab0vf1", &note, &error));
+    assert_false(orch_hotmigd_client_vfio(stranger, "hmlab0vf1", &note, &error));
     expect(error, ORCH_ERROR_FORBIDDEN, "may not POST /v1/vfs/VF/vfio");
     g_clear_error(&error);
-    assert_false(orch_vfd_left(stranger, "hmlab0vf1", "vm7", &error));
+    assert_false(orch_hotmigd_client_left(stranger, "hmlab0vf1", "vm7", &error));
     expect(error, ORCH_ERROR_FORBIDDEN, "may not POST /v1/vfs/VF/left");
     g_clear_error(&error);
-    assert_null(orch_vfd_files_missing(stranger, ok_paths, &error));
+    assert_null(orch_hotmigd_client_files_missing(stranger, ok_paths, &error));
     expect(error, ORCH_ERROR_FORBIDDEN, "may not POST /v1/files");
     g_clear_error(&error);
-    assert_null(orch_vfd_migration_start(stranger, &mig, &error));
+    assert_null(orch_hotmigd_client_migration_start(stranger, &mig, &error));
     expect(error, ORCH_ERROR_FORBIDDEN, "may not POST /v1/migrations");
     g_clear_error(&error);
 
     /* Host B may not release, confirm or program the operator's lease... */
-    assert_false(orch_vfd_release(peer, "hmlab0vf1", lease->id, &error));
+    assert_false(orch_hotmigd_client_release(peer, "hmlab0vf1", lease->id, &error));
     expect(error, ORCH_ERROR_FORBIDDEN, "VF 'hmlab0vf1' is held by 'hotmig-test-client'");
     g_clear_error(&error);
-    assert_null(orch_vfd_confirm(peer, "hmlab0vf1", lease->id, &error));
+    assert_null(orch_hotmigd_client_confirm(peer, "hmlab0vf1", lease->id, &error));
     expect(error, ORCH_ERROR_FORBIDDEN, "is held by");
     g_clear_error(&error);
-    assert_false(orch_vfd_ib_identity(peer, "hmlab0vf1", 1, 2, &note, &error));
+    assert_false(orch_hotmigd_client_ib_identity(peer, "hmlab0vf1", 1, 2, &note, &error));
     expect(error, ORCH_ERROR_FORBIDDEN, "is held by");
     g_clear_error(&error);
-    assert_false(orch_vfd_vfio(peer, "hmlab0vf1", &note, &error));
+    assert_false(orch_hotmigd_client_vfio(peer, "hmlab0vf1", &note, &error));
     expect(error, ORCH_ERROR_FORBIDDEN, "is held by");
     g_clear_error(&error);
     /* ... but acts on its own. */
     req.vf = "0000:3b:01.0";
     req.holder = "host B";
-    own = orch_vfd_lease(peer, &req, &error);
+    own = orch_hotmigd_client_lease(peer, &req, &error);
     if (!own)
         fail_msg("host B's own lease: %s", error->message);
-    assert_true(orch_vfd_ib_identity(peer, "0000:3b:01.0", 1, 2, NULL, &error));
-    assert_true(orch_vfd_release(peer, "0000:3b:01.0", own->id, &error));
+    assert_true(orch_hotmigd_client_ib_identity(peer, "0000:3b:01.0", 1, 2, NULL, &error));
+    assert_true(orch_hotmigd_client_release(peer, "0000:3b:01.0", own->id, &error));
     assert_null(error);
 
     /* Lease TTLs are bounded ([hotmigd] lease-ttl-max, 1800 by default). */
     req.ttl_s = 7 * 24 * 3600;
-    assert_null(orch_vfd_lease(op, &req, &error));
+    assert_null(orch_hotmigd_client_lease(op, &req, &error));
     expect(error, ORCH_ERROR_INVALID, "member 'ttl' must be from 1 to 1800");
     g_clear_error(&error);
 
     /* Files: only under [hotmigd] file-roots, no '..'. */
     {
-        g_autoptr(GPtrArray) missing = orch_vfd_files_missing(op, ok_paths, &error);
+        g_autoptr(GPtrArray) missing = orch_hotmigd_client_files_missing(op, ok_paths, &error);
 
         assert_non_null(missing);
         assert_int_equal(missing->len, 1);
     }
-    assert_null(orch_vfd_files_missing(op, outside, &error));
+    assert_null(orch_hotmigd_client_files_missing(op, outside, &error));
     expect(error, ORCH_ERROR_FORBIDDEN, "is not under a directory of [hotmigd] file-roots");
     g_clear_error(&error);
     dotdot[0] = escape;
-    assert_null(orch_vfd_files_missing(op, dotdot, &error));
+    assert_null(orch_hotmigd_client_files_missing(op, dotdot, &error));
     expect(error, ORCH_ERROR_FORBIDDEN, "file-roots");
     g_clear_error(&error);
 
     /* The operator's lease is intact. */
-    got = orch_vfd_confirm(op, "hmlab0vf1", lease->id, &error);
+    got = orch_hotmigd_client_confirm(op, "hmlab0vf1", lease->id, &error);
     assert_non_null(got);
     hotplug_lease_free(got);
 }
@@ -546,9 +548,9 @@ static void test_deep_peer(void **state)
                           g_inet_socket_address_get_port(G_INET_SOCKET_ADDRESS(bound)));
     thread = g_thread_new("deep-peer", deep_peer_thread, &peer);
     {
-        g_autoptr(OrchVfd) vfd = client(fx, NULL, NULL, url, 10);
+        g_autoptr(OrchHotmigdClient) vfd = client(fx, NULL, NULL, url, 10);
 
-        assert_null(orch_vfd_host(vfd, &error));
+        assert_null(orch_hotmigd_client_host(vfd, &error));
         expect(error, ORCH_ERROR_INVALID, "JSON nests deeper than 32 levels");
     }
     g_thread_join(thread);
@@ -565,9 +567,9 @@ static void test_many_connections(void **state)
     Fx *fx = *state;
 
     for (int i = 0; i < 3 * TEST_MAX_CONNECTIONS; i++) {
-        g_autoptr(OrchVfd) vfd = client(fx, NULL, NULL, NULL, 10);
+        g_autoptr(OrchHotmigdClient) vfd = client(fx, NULL, NULL, NULL, 10);
         g_autoptr(GError) error = NULL;
-        g_autoptr(OrchVfdHostInfo) info = orch_vfd_host(vfd, &error);
+        g_autoptr(OrchHotmigdHostInfo) info = orch_hotmigd_client_host(vfd, &error);
 
         if (!info)
             fail_msg("connection %d: GET /v1/host: %s", i + 1, error->message);

@@ -73,10 +73,10 @@ static OrchMetrics sample(void)
     m.phase_seconds_sum[ORCH_PHASE_RESUME] = 0.000001;
     m.phase_count[ORCH_PHASE_RESUME] = 1;
     m.have_vfs = TRUE;
-    m.vfs[ORCH_VFD_STATE_FREE] = 60;
-    m.vfs[ORCH_VFD_STATE_LEASED] = 1;
-    m.vfs[ORCH_VFD_STATE_ASSIGNED] = 2;
-    m.vfs[ORCH_VFD_STATE_MISSING] = 1;
+    m.vfs[ORCH_VF_STATE_FREE] = 60;
+    m.vfs[ORCH_VF_STATE_LEASED] = 1;
+    m.vfs[ORCH_VF_STATE_ASSIGNED] = 2;
+    m.vfs[ORCH_VF_STATE_MISSING] = 1;
     m.hosts[POL_HOST_OK] = 3;
     m.hosts[POL_HOST_EVACUATING] = 1;
     m.hosts[POL_HOST_DOWN] = 1;
@@ -184,7 +184,7 @@ static void test_syntax(void **state)
     assert_int_equal(helps, 5);
     assert_int_equal(types, 5);
     assert_int_equal(samples, ORCH_METRICS_MIGRATION_LAST + 2 * ORCH_PHASE_LAST +
-                                  ORCH_VFD_STATE_LAST + POL_HOST_STATE_LAST +
+                                  ORCH_VF_STATE_LAST + POL_HOST_STATE_LAST +
                                   ORCH_ALERT_OUTCOME_LAST);
     assert_true(g_str_has_suffix(text, "\n"));
 }

@@ -1,9 +1,9 @@
 /* A fake host for hotmigd's pool; see pool-fake-host.h. */
 #include "pool-fake-host.h"
 
-static OrchVfdPciVf *vf_copy(const OrchVfdPciVf *vf)
+static HotmigdPoolPciVf *vf_copy(const HotmigdPoolPciVf *vf)
 {
-    OrchVfdPciVf *copy = g_new0(OrchVfdPciVf, 1);
+    HotmigdPoolPciVf *copy = g_new0(HotmigdPoolPciVf, 1);
 
     copy->address = g_strdup(vf->address);
     copy->pf_address = g_strdup(vf->pf_address);
@@ -15,10 +15,10 @@ static OrchVfdPciVf *vf_copy(const OrchVfdPciVf *vf)
     return copy;
 }
 
-OrchVfdPciVf *fake_vf(const char *address, const char *pf, guint index, guint vendor, guint device,
-                      const char *driver)
+HotmigdPoolPciVf *fake_vf(const char *address, const char *pf, guint index, guint vendor,
+                          guint device, const char *driver)
 {
-    OrchVfdPciVf *vf = g_new0(OrchVfdPciVf, 1);
+    HotmigdPoolPciVf *vf = g_new0(HotmigdPoolPciVf, 1);
 
     vf->address = g_strdup(address);
     vf->pf_address = g_strdup(pf);
@@ -32,7 +32,7 @@ OrchVfdPciVf *fake_vf(const char *address, const char *pf, guint index, guint ve
 
 void fake_host_add_pf(FakeHost *host, const char *pf, guint n, guint vendor, guint device)
 {
-    GPtrArray *vfs = g_ptr_array_new_with_free_func((GDestroyNotify)orch_vfd_pci_vf_free);
+    GPtrArray *vfs = g_ptr_array_new_with_free_func((GDestroyNotify)hotmigd_pool_pci_vf_free);
 
     for (guint i = 0; i < n; i++) {
         g_autofree char *addr = g_strdup_printf("%.8s%02x.%x", pf, 1 + i / 8, i % 8);
@@ -49,7 +49,7 @@ FakeHost *fake_host_new(void)
     host->pfs =
         g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_ptr_array_unref);
     host->vfs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
-                                      (GDestroyNotify)orch_vfd_pci_vf_free);
+                                      (GDestroyNotify)hotmigd_pool_pci_vf_free);
     host->netdevs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     host->domains = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     return host;
@@ -87,16 +87,16 @@ static GPtrArray *fake_pf_vfs(gpointer data, const char *pf, GError **error)
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED, "no PF '%s' in sysfs", pf);
         return NULL;
     }
-    out = g_ptr_array_new_with_free_func((GDestroyNotify)orch_vfd_pci_vf_free);
+    out = g_ptr_array_new_with_free_func((GDestroyNotify)hotmigd_pool_pci_vf_free);
     for (guint i = 0; i < vfs->len; i++)
         g_ptr_array_add(out, vf_copy(g_ptr_array_index(vfs, i)));
     return out;
 }
 
-static OrchVfdPciVf *fake_vf_read(gpointer data, const char *address, GError **error)
+static HotmigdPoolPciVf *fake_vf_read(gpointer data, const char *address, GError **error)
 {
     FakeHost *host = data;
-    const OrchVfdPciVf *vf = g_hash_table_lookup(host->vfs, address);
+    const HotmigdPoolPciVf *vf = g_hash_table_lookup(host->vfs, address);
 
     fake_called(host);
     if (!vf) {
@@ -134,7 +134,7 @@ static GHashTable *fake_domains_using(gpointer data, GError **error)
     return out;
 }
 
-static gboolean fake_ib_identity(gpointer data, const OrchVfdPciVf *vf, guint64 node_guid,
+static gboolean fake_ib_identity(gpointer data, const HotmigdPoolPciVf *vf, guint64 node_guid,
                                  guint64 port_guid, char **ret_note, GError **error)
 {
     FakeHost *host = data;
@@ -154,7 +154,7 @@ static gboolean fake_ib_identity(gpointer data, const OrchVfdPciVf *vf, guint64 
     return TRUE;
 }
 
-static gboolean fake_ib_identity_read(gpointer data, const OrchVfdPciVf *vf,
+static gboolean fake_ib_identity_read(gpointer data, const HotmigdPoolPciVf *vf,
                                       guint64 *ret_node_guid, guint64 *ret_port_guid,
                                       GError **error)
 {
@@ -186,7 +186,7 @@ static gboolean fake_vfio_bind(gpointer data, const char *address, gboolean *ret
     return TRUE;
 }
 
-const OrchVfdHostOps fake_host_ops = {
+const HotmigdHostOps fake_host_ops = {
     .pf_vfs = fake_pf_vfs,
     .vf_read = fake_vf_read,
     .netdev_exists = fake_netdev_exists,

@@ -1,12 +1,12 @@
-/* A fake host for hotmigd's pool (OrchVfdHostOps): PFs with VFs, single VFs, network devices
+/* A fake host for hotmigd's pool (HotmigdHostOps): PFs with VFs, single VFs, network devices
  * and the domains using PCI VFs are set by the test; IB identity and vfio calls are recorded. */
 #pragma once
 
 #include "hotmigd/server.h"
 
 typedef struct {
-    GHashTable *pfs;       /* PF address -> GPtrArray of OrchVfdPciVf (templates, owned) */
-    GHashTable *vfs;       /* VF address -> OrchVfdPciVf (template, owned) */
+    GHashTable *pfs;       /* PF address -> GPtrArray of HotmigdPoolPciVf (templates, owned) */
+    GHashTable *vfs;       /* VF address -> HotmigdPoolPciVf (template, owned) */
     GHashTable *netdevs;   /* names that exist (set) */
     GHashTable *domains;   /* PCI address -> domain */
     gboolean domains_fail; /* domains_using fails with ORCH_ERROR_UNAVAILABLE */
@@ -27,11 +27,11 @@ typedef struct {
 } FakeHost;
 
 FakeHost *fake_host_new(void);
-extern const OrchVfdHostOps fake_host_ops;
+extern const HotmigdHostOps fake_host_ops;
 
 /* A VF template (owned) whose PF has netdev ib0. */
-OrchVfdPciVf *fake_vf(const char *address, const char *pf, guint index, guint vendor, guint device,
-                      const char *driver);
+HotmigdPoolPciVf *fake_vf(const char *address, const char *pf, guint index, guint vendor,
+                          guint device, const char *driver);
 /* Adds PF @pf ("DDDD:BB:SS.F") with @n VFs of model @vendor:@device at DDDD:BB:01.0,
  * DDDD:BB:01.1, ... (8 functions a slot), bound to mlx5_core. */
 void fake_host_add_pf(FakeHost *host, const char *pf, guint n, guint vendor, guint device);
