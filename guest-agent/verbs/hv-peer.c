@@ -499,7 +499,8 @@ int hv_key_set(const void *key, size_t len)
 {
     if (len && (len < HV_AUTH_KEY_MIN || len >= sizeof(hv_key)))
         return -EINVAL;
-    memcpy(hv_key, key, len);
+    if (len)
+        memcpy(hv_key, key, len);
     hv_key_len = len;
     return 0;
 }
