@@ -300,6 +300,28 @@ static gboolean peer_timeout(gpointer data)
     return G_SOURCE_REMOVE;
 }
 
+/* The oldest unrouted connection (of @addr, when not NULL). */
+static PeerConn *peer_oldest_pending(AgentPeer *peer, const char *addr)
+{
+    for (GList *l = peer->pending.head; l; l = l->next) {
+        PeerConn *pc = l->data;
+
+        if (!addr || g_strcmp0(pc->addr, addr) == 0)
+            return pc;
+    }
+    return NULL;
+}
+
+/* Closes the unrouted connection @pc to make room for a newer one. */
+static void peer_evict(PeerConn *pc, const char *why)
+{
+    g_message("peer connection from %s closed: %s, a newer one came", pc->addr ? pc->addr : "?",
+              why);
+    g_queue_delete_link(&pc->peer->pending, pc->link);
+    pc->link = NULL;
+    g_cancellable_cancel(pc->cancel); /* its read ends and frees it */
+}
+
 /* The remote's IP address as text ("?" when it has none). Owned. */
 static char *peer_remote_addr(GSocketConnection *conn)
 {
@@ -321,18 +343,18 @@ static gboolean peer_incoming(GSocketService *service, GSocketConnection *conn, 
     (void)service;
     (void)source;
     if (n >= PEER_PER_ADDR_MAX) {
-        g_message("peer connection from %s refused: it has %u connections already", addr, n);
-        return TRUE; /* closed when the service drops its reference */
-    }
-    if (peer->n_pending >= PEER_CONNS_MAX && !g_queue_is_empty(&peer->pending)) {
-        /* the oldest unrouted one goes: silent ones cannot keep a migration's requests out */
-        PeerConn *old = g_queue_peek_head(&peer->pending);
+        /* that address's oldest unrouted one makes room (a user flooding from a peer guest must
+         * not keep that guest's real requests out); when all of them are routed, refused */
+        PeerConn *old = peer_oldest_pending(peer, addr);
 
-        g_message("peer connection from %s closed: %u unrouted connections, a newer one came",
-                  old->addr ? old->addr : "?", peer->n_pending);
-        g_queue_delete_link(&peer->pending, old->link);
-        old->link = NULL;
-        g_cancellable_cancel(old->cancel); /* its read ends and frees it */
+        if (!old) {
+            g_message("peer connection from %s refused: it has %u routed connections", addr, n);
+            return TRUE; /* closed when the service drops its reference */
+        }
+        peer_evict(old, "that address has too many connections");
+    } else if (peer->n_pending >= PEER_CONNS_MAX && !g_queue_is_empty(&peer->pending)) {
+        /* the oldest unrouted one goes: silent ones cannot keep a migration's requests out */
+        peer_evict(g_queue_peek_head(&peer->pending), "too many unrouted connections");
     }
     pc = g_new0(PeerConn, 1);
     pc->peer = peer;
