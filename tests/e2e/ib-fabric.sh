@@ -10,7 +10,8 @@
 # - after migrate-vm moves the A guest to B, its port was INIT with LID 0 (seen by ibv_devinfo
 #   in a loop in the guest) until the SM's sweep ($SM_DELAY s after the plug), then ACTIVE with
 #   B's slot LID; migrate-vm's resume waited for it; the node GUID and GID 0 are the same as
-#   before; ibv_rc_pingpong without -g passes again, now between two guests on B.
+#   before; ibv_rc_pingpong and ibv_ud_pingpong without -g pass, now between two guests on B;
+#   the mover's old (A) LID reaches nobody, its new one reaches it.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/verbs-lib.sh"
 g1=ibf-1
@@ -118,4 +119,13 @@ gid_b=$(ibport "$g1" "$((0x200 + i1))") || exit $?
 [ "$gid_a" = "$gid_b" ] || fail "$g1: GID 0 changed with the move ($gid_a -> $gid_b)"
 log "$g1 kept GID 0 $gid_a; its LID went from $lid1 (A's slot $i1) to $((0x200 + i1)) (B's)"
 pingpong 2
+# UD address handles by LID (ibv_ud_pingpong without -g), now both on B.
+vtool "$g2" IBUD "ibv_ud_pingpong -d rxe0 -n 100 -p 18730"
+sleep 2
+vtool "$g1" IBUD "ibv_ud_pingpong -d rxe0 -n 100 -p 18730 198.51.100.$i2"
+vfinish IBUD ibv_ud_pingpong 100 "$g1" "$g2" fabric=ib run=ud
+# A DLID routes to whoever holds the LID now: A's slot LID of the mover is held by nobody (its
+# address answers no one), B's is the mover's.
+"$lab" exec "$g2" "! ping -c 2 -W 2 198.18.$((lid1 >> 8)).$((lid1 & 255)) && ping -c 2 -W 5 198.18.$(((0x200 + i1) >> 8)).$(((0x200 + i1) & 255))" \
+    --timeout 60 >&2 || fail "LID $lid1 still reaches a port, or $((0x200 + i1)) does not reach $g1"
 echo "IBFABRIC lid_a=$lid1 lid_b=$((0x200 + i1)) gid0=$gid_a resume_ms=$resume_ms sm_delay_s=$sm_delay"
