@@ -10,9 +10,9 @@
 #include "hotmigd/daemon.h"
 #include "hotmigd/inventory.h"
 
-struct HotmigdAlerts {
+struct HotmigdAlertsHook {
     Hotmigd *daemon; /* borrowed */
-    OrchAlerts *alerts;
+    HotmigdAlerts *alerts;
     OrchAlertListener *listener;
     OrchAlertInputs *inputs;
 };
@@ -20,7 +20,7 @@ struct HotmigdAlerts {
 static gboolean hook_evacuate(gpointer data, const char *host, gint64 deadline, const char *reason,
                               char **ret_id, gboolean *ret_merged, char ***ret_late, GError **error)
 {
-    HotmigdAlerts *hook = data;
+    HotmigdAlertsHook *hook = data;
 
     return hotmigd_evacuate(hook->daemon, host, deadline, reason, ret_id, ret_merged, ret_late,
                             error);
@@ -29,20 +29,20 @@ static gboolean hook_evacuate(gpointer data, const char *host, gint64 deadline, 
 static gboolean hook_set_state(gpointer data, const char *host, PolHostState state,
                                const char *reason, GError **error)
 {
-    HotmigdAlerts *hook = data;
+    HotmigdAlertsHook *hook = data;
 
     return hotmigd_set_host_state(hook->daemon, host, state, reason, error);
 }
 
-static void hook_stats(gpointer data, OrchMetrics *metrics)
+static void hook_stats(gpointer data, HotmigdMetrics *metrics)
 {
-    HotmigdAlerts *hook = data;
+    HotmigdAlertsHook *hook = data;
     HotmigdStats stats = {0};
 
     hotmigd_get_stats(hook->daemon, &stats);
-    metrics->migrations[ORCH_METRICS_MIGRATION_OK] = stats.migrations_ok;
-    metrics->migrations[ORCH_METRICS_MIGRATION_FAILED] = stats.migrations_failed;
-    metrics->migrations[ORCH_METRICS_MIGRATION_SKIPPED] = stats.migrations_skipped;
+    metrics->migrations[HOTMIGD_METRICS_MIGRATION_OK] = stats.migrations_ok;
+    metrics->migrations[HOTMIGD_METRICS_MIGRATION_FAILED] = stats.migrations_failed;
+    metrics->migrations[HOTMIGD_METRICS_MIGRATION_SKIPPED] = stats.migrations_skipped;
     memcpy(metrics->phase_seconds_sum, stats.phase_seconds_sum, sizeof(stats.phase_seconds_sum));
     memcpy(metrics->phase_count, stats.phase_count, sizeof(stats.phase_count));
 }
@@ -53,7 +53,7 @@ static void hook_stats(gpointer data, OrchMetrics *metrics)
  * worker delivers its last replies after the hook is gone. */
 static void hook_vfs(gpointer data, HotmigdApiCountsFunc done, gpointer done_data)
 {
-    HotmigdAlerts *hook = data;
+    HotmigdAlertsHook *hook = data;
     HotmigdPool *pool = hotmigd_get_pool(hook->daemon);
     HotmigdServer *server = hotmigd_get_server(hook->daemon);
 
@@ -68,76 +68,77 @@ static void hook_vfs(gpointer data, HotmigdApiCountsFunc done, gpointer done_dat
 
 static void hook_evacuation_done(Hotmigd *daemon, const char *host, gboolean ok, gpointer data)
 {
-    HotmigdAlerts *hook = data;
+    HotmigdAlertsHook *hook = data;
 
-    orch_alerts_evacuation_done(hook->alerts, host, ok);
+    hotmigd_alerts_evacuation_done(hook->alerts, host, ok);
 }
 
-static void hook_inventory_taken(Hotmigd *daemon, const OrchInventory *inventory, gpointer data)
+static void hook_inventory_taken(Hotmigd *daemon, const HotmigdInventory *inventory, gpointer data)
 {
-    HotmigdAlerts *hook = data;
+    HotmigdAlertsHook *hook = data;
 
     for (guint i = 0; i < inventory->hosts->len; i++) {
-        const OrchInvHost *host = g_ptr_array_index(inventory->hosts, i);
+        const HotmigdInvHost *host = g_ptr_array_index(inventory->hosts, i);
 
         /* A host whose libvirt does not answer is down; its hotmigd was not asked. */
-        if (host->hotmigd_asked && orch_alerts_knows_host(hook->alerts, host->name))
-            orch_alerts_set_answers(hook->alerts, host->name, host->hotmigd_answered);
+        if (host->hotmigd_asked && hotmigd_alerts_knows_host(hook->alerts, host->name))
+            hotmigd_alerts_set_answers(hook->alerts, host->name, host->hotmigd_answered);
     }
 }
 
 /* The alert book's transports: the plain-HTTP listener and /v1/alerts of the HTTPS server. */
 static gboolean listener_authorized(gpointer owner, const char *authorization, char **ret_why)
 {
-    return orch_alerts_authorized(owner, authorization, ret_why);
+    return hotmigd_alerts_authorized(owner, authorization, ret_why);
 }
 
 static void listener_webhook(gpointer owner, const char *body, gsize len, const char *peer,
                              HotmigdApiReplyFunc done, gpointer data)
 {
-    orch_alerts_webhook(owner, body, len, peer, done, data);
+    hotmigd_alerts_webhook(owner, body, len, peer, done, data);
 }
 
-static void listener_metrics(gpointer owner, OrchMetricsDone done, gpointer data)
+static void listener_metrics(gpointer owner, HotmigdMetricsDone done, gpointer data)
 {
-    orch_alerts_metrics(owner, done, data);
+    hotmigd_alerts_metrics(owner, done, data);
 }
 
 static const OrchAlertListenerOps listener_ops = {
     .authorized = listener_authorized,
     .webhook = listener_webhook,
     .metrics = listener_metrics,
-    .metrics_content_type = ORCH_METRICS_CONTENT_TYPE,
+    .metrics_content_type = HOTMIGD_METRICS_CONTENT_TYPE,
     .webhook_max_bytes = ORCH_ALERT_WEBHOOK_MAX_BYTES,
 };
 
 static HotmigdApiReply *server_alerts(gpointer data, const char *method, const char *body,
-                                      gsize len, const char *peer, const OrchPeer *who)
+                                      gsize len, const char *peer, const HotmigdAuthzClient *who)
 {
-    return orch_alerts_api_handle(data, method, body, len, peer, who ? who->host : NULL);
+    return hotmigd_alerts_api_handle(data, method, body, len, peer, who ? who->host : NULL);
 }
 
-static const OrchAlertsOps hook_ops = {
+static const HotmigdAlertsOps hook_ops = {
     .evacuate = hook_evacuate,
     .set_state = hook_set_state,
     .stats = hook_stats,
     .vfs = hook_vfs,
 };
 
-void hotmigd_alerts_reload(HotmigdAlerts *hook, const HmConfig *config)
+void hotmigd_alerts_hook_reload(HotmigdAlertsHook *hook, const HmConfig *config)
 {
     g_autofree char *why = NULL;
 
     g_return_if_fail(hook != NULL && config != NULL);
-    orch_alerts_reload_token(hook->alerts, hm_config_get_string(config, HM_CONFIG_ALERTS_TOKEN_FILE));
-    if (hook->listener && !orch_alerts_authorized(hook->alerts, NULL, &why) &&
+    hotmigd_alerts_reload_token(hook->alerts,
+                                hm_config_get_string(config, HM_CONFIG_ALERTS_TOKEN_FILE));
+    if (hook->listener && !hotmigd_alerts_authorized(hook->alerts, NULL, &why) &&
         g_str_has_prefix(why, "no token"))
         g_warning("The alert listener refuses every webhook request: %s", why);
 }
 
-HotmigdAlerts *hotmigd_alerts_start(Hotmigd *daemon, GError **error)
+HotmigdAlertsHook *hotmigd_alerts_hook_start(Hotmigd *daemon, GError **error)
 {
-    g_autoptr(HotmigdAlerts) hook = g_new0(HotmigdAlerts, 1);
+    g_autoptr(HotmigdAlertsHook) hook = g_new0(HotmigdAlertsHook, 1);
     const HmConfig *config = hotmigd_get_config(daemon);
     const char *name = hotmigd_get_name(daemon);
     const char *socket_path = hm_config_get_string(config, HM_CONFIG_ALERTS_SOCKET);
@@ -152,10 +153,10 @@ HotmigdAlerts *hotmigd_alerts_start(Hotmigd *daemon, GError **error)
     g_autofree char *where = NULL;
 
     hook->daemon = daemon;
-    hook->alerts = orch_alerts_new(config, name, &hook_ops, hook, error);
+    hook->alerts = hotmigd_alerts_new(config, name, &hook_ops, hook, error);
     if (!hook->alerts)
         return NULL;
-    if (!orch_alerts_knows_host(hook->alerts, name) && hm_config_get_hosts(config)->len > 0)
+    if (!hotmigd_alerts_knows_host(hook->alerts, name) && hm_config_get_hosts(config)->len > 0)
         g_warning(
             "This host '%s' is not one of the [host NAME] groups of the configuration: alerts about it are refused, and it acts for no other host (set [hotmigd] name)",
             name);
@@ -163,7 +164,8 @@ HotmigdAlerts *hotmigd_alerts_start(Hotmigd *daemon, GError **error)
         g_autofree char *why = NULL;
 
         /* Without a header the answer says whether there is a token at all. */
-        if (!orch_alerts_authorized(hook->alerts, NULL, &why) && g_str_has_prefix(why, "no token"))
+        if (!hotmigd_alerts_authorized(hook->alerts, NULL, &why) &&
+            g_str_has_prefix(why, "no token"))
             g_warning("The alert listener refuses every webhook request: %s", why);
         hook->listener =
             orch_alert_listener_new(hm_config_get_string(config, HM_CONFIG_ALERTS_LISTEN), port,
@@ -191,7 +193,7 @@ HotmigdAlerts *hotmigd_alerts_start(Hotmigd *daemon, GError **error)
     return g_steal_pointer(&hook);
 }
 
-void hotmigd_alerts_stop(HotmigdAlerts *hook)
+void hotmigd_alerts_hook_stop(HotmigdAlertsHook *hook)
 {
     if (!hook)
         return;
@@ -203,6 +205,6 @@ void hotmigd_alerts_stop(HotmigdAlerts *hook)
     }
     orch_alert_inputs_free(hook->inputs);
     orch_alert_listener_free(hook->listener);
-    orch_alerts_unref(hook->alerts);
+    hotmigd_alerts_unref(hook->alerts);
     g_free(hook);
 }

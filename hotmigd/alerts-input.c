@@ -52,7 +52,7 @@ static gboolean lines_take(GByteArray *buf, GQueue *lines)
 typedef struct ExecRun ExecRun;
 
 struct OrchAlertInputs {
-    OrchAlerts *alerts;
+    HotmigdAlerts *alerts;
     char *self;
     /* The socket. */
     char *socket_path;
@@ -74,7 +74,7 @@ typedef struct {
     GQueue lines;        /* char *: read, not yet handled; NULL: a line too long */
     gboolean reading;    /* a read is under way */
     gboolean handling;   /* a line is being handled (its event may be forwarded) */
-    gboolean submitting; /* inside orch_alerts_submit(): its answer may come at once */
+    gboolean submitting; /* inside hotmigd_alerts_submit(): its answer may come at once */
     gboolean eof;        /* nothing more to read: close once every line is answered */
     gboolean skipping;   /* in a line that is too long: dropped up to its newline */
     GString *out;        /* replies not yet written */
@@ -185,7 +185,7 @@ static void conn_handled(GPtrArray *results, gpointer data)
     }
     {
         g_autofree char *text =
-            orch_alert_result_format(result, orch_alerts_get_name(conn->inputs->alerts));
+            orch_alert_result_format(result, hotmigd_alerts_get_name(conn->inputs->alerts));
 
         conn_reply(conn, text);
     }
@@ -234,7 +234,7 @@ static void conn_next(Conn *conn)
         input = g_strdup_printf("the alert socket (line %u)", conn->number);
         conn->handling = TRUE;
         conn->submitting = TRUE;
-        orch_alerts_submit(in->alerts, events, input, conn_handled, conn);
+        hotmigd_alerts_submit(in->alerts, events, input, conn_handled, conn);
         conn->submitting = FALSE;
         if (!conn->inputs) { /* closed meanwhile */
             conn_close(conn);
@@ -548,7 +548,7 @@ static void exec_run_next(ExecRun *run)
         input = g_strdup_printf("command '%s' (line %u)", in->exec_name, run->number);
         run->handling = TRUE;
         run->submitting = TRUE;
-        orch_alerts_submit(in->alerts, events, input, exec_run_handled, run);
+        hotmigd_alerts_submit(in->alerts, events, input, exec_run_handled, run);
         run->submitting = FALSE;
     }
     exec_run_maybe_finish(run);
@@ -697,7 +697,8 @@ static gboolean exec_start(OrchAlertInputs *in, const char *command, guint inter
 /* ---- both -------------------------------------------------------------------------------------
  */
 
-OrchAlertInputs *orch_alert_inputs_new(const HmConfig *config, OrchAlerts *alerts, GError **error)
+OrchAlertInputs *orch_alert_inputs_new(const HmConfig *config, HotmigdAlerts *alerts,
+                                       GError **error)
 {
     g_autoptr(OrchAlertInputs) in = NULL;
     const char *socket_path = hm_config_get_string(config, HM_CONFIG_ALERTS_SOCKET);
@@ -706,8 +707,8 @@ OrchAlertInputs *orch_alert_inputs_new(const HmConfig *config, OrchAlerts *alert
     g_return_val_if_fail(config && alerts, NULL);
 
     in = g_new0(OrchAlertInputs, 1);
-    in->alerts = orch_alerts_ref(alerts);
-    in->self = g_strdup(orch_alerts_get_name(alerts));
+    in->alerts = hotmigd_alerts_ref(alerts);
+    in->self = g_strdup(hotmigd_alerts_get_name(alerts));
     if (socket_path && *socket_path) {
         in->socket_path = g_strdup(socket_path);
         if (!socket_start(in, error))
@@ -743,6 +744,6 @@ void orch_alert_inputs_free(OrchAlertInputs *in)
     g_free(in->exec_name);
     g_free(in->socket_path);
     g_free(in->self);
-    orch_alerts_unref(in->alerts);
+    hotmigd_alerts_unref(in->alerts);
     g_free(in);
 }

@@ -6,7 +6,7 @@
  *   - X is D's own host: D applies it to its book and acts;
  *   - else D forwards it to X's hotmigd (POST /v1/alerts over mutual TLS), which applies it;
  *   - X's hotmigd does not answer (unreachable, TLS refused, 503, no answer within
- *     ORCH_ALERTS_FORWARD_TIMEOUT_S): the first host in configuration order, X left out, whose
+ *     HOTMIGD_ALERTS_FORWARD_TIMEOUT_S): the first host in configuration order, X left out, whose
  *     hotmigd answers acts for X. D walks the hosts in that order: reaching itself, it acts;
  *     another host that answers is sent the event as deputy and acts (it does not forward
  *     again). Every daemon that gets the same alert finds the same deputy, and the deputy's
@@ -31,19 +31,19 @@ HM_ENUM_IMPL(orch_alert_result_kind, OrchAlertResultKind, ORCH_ALERT_RESULT_LAST
 typedef struct {
     char *name;
     char *url; /* its hotmigd */
-} Peer;
+} AlertHost;
 
-struct OrchAlerts {
+struct HotmigdAlerts {
     gint refs;
     char *name;
-    GPtrArray *hosts; /* Peer, in configuration order */
+    GPtrArray *hosts; /* AlertHost, in configuration order */
     char *token;      /* NULL: none could be read, every webhook request is refused */
     char *token_problem;
     double min_confidence;
     char *host_label;
     OrchAlertOptions parse;
     char *cert, *key, *ca; /* for the default open_peer */
-    OrchAlertsOps ops;
+    HotmigdAlertsOps ops;
     gpointer data;
     PolAlertBook *book;
     GHashTable *reported;      /* host -> GINT_TO_POINTER(PolHostState + 1) its daemon said */
@@ -54,13 +54,13 @@ struct OrchAlerts {
     /* The blast radius (issue 15, item 9): at most max_unavailable hosts (0: no limit)
      * quarantined or evacuating at once, as this daemon knows them (its book, what the daemons
      * it forwarded to said) with those an event forwarded now may hold (pending); at most
-     * ORCH_ALERTS_WEBHOOKS_MAX webhook bodies handled at once. */
+     * HOTMIGD_ALERTS_WEBHOOKS_MAX webhook bodies handled at once. */
     guint max_unavailable;
     GHashTable *pending; /* host -> GUINT_TO_POINTER(forwards in flight that may hold it) */
     guint webhooks;      /* webhook bodies being handled */
 };
 
-static void peer_free(Peer *peer)
+static void alert_host_free(AlertHost *peer)
 {
     if (!peer)
         return;
@@ -69,9 +69,9 @@ static void peer_free(Peer *peer)
     g_free(peer);
 }
 
-static Peer *peer_copy(const Peer *peer)
+static AlertHost *alert_host_copy(const AlertHost *peer)
 {
-    Peer *copy = g_new0(Peer, 1);
+    AlertHost *copy = g_new0(AlertHost, 1);
 
     copy->name = g_strdup(peer->name);
     copy->url = g_strdup(peer->url);
@@ -107,7 +107,7 @@ char *orch_alert_result_format(const OrchAlertResult *result, const char *self)
     return g_strdup_printf("%s: %s", word, result->reason);
 }
 
-static gint64 alerts_now(const OrchAlerts *alerts)
+static gint64 alerts_now(const HotmigdAlerts *alerts)
 {
     return alerts->ops.now ? alerts->ops.now(alerts->data) : g_get_real_time() / G_USEC_PER_SEC;
 }
@@ -149,7 +149,7 @@ static char *token_read(const char *path, char **ret_problem)
         *ret_problem = g_strdup("[alerts] token-file is empty");
         return NULL;
     }
-    if (!hm_file_read_limited(path, ORCH_ALERTS_TOKEN_MAX, &contents, &len, &local)) {
+    if (!hm_file_read_limited(path, HOTMIGD_ALERTS_TOKEN_MAX, &contents, &len, &local)) {
         *ret_problem = g_strdup_printf("cannot read the token file: %s", local->message);
         return NULL;
     }
@@ -170,19 +170,19 @@ static char *token_read(const char *path, char **ret_problem)
     return g_steal_pointer(&contents);
 }
 
-OrchAlerts *orch_alerts_new(const HmConfig *config, const char *name, const OrchAlertsOps *ops,
-                            gpointer data, GError **error)
+HotmigdAlerts *hotmigd_alerts_new(const HmConfig *config, const char *name,
+                                  const HotmigdAlertsOps *ops, gpointer data, GError **error)
 {
-    g_autoptr(OrchAlerts) alerts = NULL;
+    g_autoptr(HotmigdAlerts) alerts = NULL;
     GPtrArray *hosts;
     const char *token_file;
 
     g_return_val_if_fail(config && name && *name, NULL);
 
-    alerts = g_new0(OrchAlerts, 1);
+    alerts = g_new0(HotmigdAlerts, 1);
     alerts->refs = 1;
     alerts->name = g_strdup(name);
-    alerts->hosts = g_ptr_array_new_with_free_func((GDestroyNotify)peer_free);
+    alerts->hosts = g_ptr_array_new_with_free_func((GDestroyNotify)alert_host_free);
     alerts->reported = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     alerts->down = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     alerts->evac_deadline = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
@@ -206,7 +206,7 @@ OrchAlerts *orch_alerts_new(const HmConfig *config, const char *name, const Orch
     hosts = hm_config_get_hosts(config);
     for (guint i = 0; i < hosts->len; i++) {
         const HmConfigHost *host = g_ptr_array_index(hosts, i);
-        Peer *peer = g_new0(Peer, 1);
+        AlertHost *peer = g_new0(AlertHost, 1);
 
         g_ptr_array_add(alerts->hosts, peer);
         peer->name = g_strdup(host->name);
@@ -219,14 +219,14 @@ OrchAlerts *orch_alerts_new(const HmConfig *config, const char *name, const Orch
     return g_steal_pointer(&alerts);
 }
 
-OrchAlerts *orch_alerts_ref(OrchAlerts *alerts)
+HotmigdAlerts *hotmigd_alerts_ref(HotmigdAlerts *alerts)
 {
     g_return_val_if_fail(alerts != NULL, NULL);
     g_atomic_int_inc(&alerts->refs);
     return alerts;
 }
 
-void orch_alerts_unref(OrchAlerts *alerts)
+void hotmigd_alerts_unref(HotmigdAlerts *alerts)
 {
     if (!alerts || !g_atomic_int_dec_and_test(&alerts->refs))
         return;
@@ -249,22 +249,22 @@ void orch_alerts_unref(OrchAlerts *alerts)
     g_free(alerts);
 }
 
-const char *orch_alerts_get_name(const OrchAlerts *alerts)
+const char *hotmigd_alerts_get_name(const HotmigdAlerts *alerts)
 {
     g_return_val_if_fail(alerts != NULL, NULL);
     return alerts->name;
 }
 
-const PolAlertBook *orch_alerts_get_book(const OrchAlerts *alerts)
+const PolAlertBook *hotmigd_alerts_get_book(const HotmigdAlerts *alerts)
 {
     g_return_val_if_fail(alerts != NULL, NULL);
     return alerts->book;
 }
 
-static const Peer *alerts_host(const OrchAlerts *alerts, const char *name)
+static const AlertHost *alerts_host(const HotmigdAlerts *alerts, const char *name)
 {
     for (guint i = 0; i < alerts->hosts->len; i++) {
-        const Peer *peer = g_ptr_array_index(alerts->hosts, i);
+        const AlertHost *peer = g_ptr_array_index(alerts->hosts, i);
 
         if (g_str_equal(peer->name, name))
             return peer;
@@ -272,13 +272,13 @@ static const Peer *alerts_host(const OrchAlerts *alerts, const char *name)
     return NULL;
 }
 
-gboolean orch_alerts_knows_host(const OrchAlerts *alerts, const char *host)
+gboolean hotmigd_alerts_knows_host(const HotmigdAlerts *alerts, const char *host)
 {
     g_return_val_if_fail(alerts != NULL, FALSE);
     return host && alerts_host(alerts, host) != NULL;
 }
 
-PolHostState orch_alerts_get_state(const OrchAlerts *alerts, const char *host)
+PolHostState hotmigd_alerts_get_state(const HotmigdAlerts *alerts, const char *host)
 {
     PolHostState state;
     gpointer reported;
@@ -294,18 +294,18 @@ PolHostState orch_alerts_get_state(const OrchAlerts *alerts, const char *host)
 }
 
 /* "A, B, C" (owned). */
-static char *alerts_host_list(const OrchAlerts *alerts)
+static char *alerts_host_list(const HotmigdAlerts *alerts)
 {
     g_autoptr(GString) s = g_string_new(NULL);
 
     for (guint i = 0; i < alerts->hosts->len; i++)
         g_string_append_printf(s, "%s%s", i ? ", " : "",
-                               ((Peer *)g_ptr_array_index(alerts->hosts, i))->name);
+                               ((AlertHost *)g_ptr_array_index(alerts->hosts, i))->name);
     return g_string_free(g_steal_pointer(&s), FALSE);
 }
 
 /* "host 'X' is not one of the cluster's hosts (the [host NAME] groups: A, B)" (owned). */
-static char *unknown_host_text(const OrchAlerts *alerts, const char *host)
+static char *unknown_host_text(const HotmigdAlerts *alerts, const char *host)
 {
     g_autofree char *list = alerts_host_list(alerts);
 
@@ -327,7 +327,7 @@ static char *deadline_text(gint64 deadline, gint64 now)
 
 /* Tells the daemon whether the book holds @host (quarantined or evacuating: no new VMs on it)
  * or not, when that changed. */
-static void alerts_sync(OrchAlerts *alerts, const char *host, const char *reason)
+static void alerts_sync(HotmigdAlerts *alerts, const char *host, const char *reason)
 {
     PolHostState state = pol_alert_book_get_state(alerts->book, host);
     gboolean hold = state == POL_HOST_QUARANTINED || state == POL_HOST_EVACUATING;
@@ -347,14 +347,14 @@ static void alerts_sync(OrchAlerts *alerts, const char *host, const char *reason
         g_hash_table_remove(alerts->held, host);
 }
 
-static void book_done_log(OrchAlerts *alerts, const PolAlertAction *action)
+static void book_done_log(HotmigdAlerts *alerts, const PolAlertAction *action)
 {
     g_message("%s", action->reason);
     alerts_sync(alerts, action->host, action->reason);
 }
 
 /* Starts (or, when one runs, reorders for the earlier @deadline) the evacuation of @host. */
-static void alerts_evacuate(OrchAlerts *alerts, const char *host, gint64 deadline,
+static void alerts_evacuate(HotmigdAlerts *alerts, const char *host, gint64 deadline,
                             const char *reason)
 {
     g_autoptr(GError) error = NULL;
@@ -405,17 +405,17 @@ static gboolean state_unavailable(PolHostState state)
 
 /* How many hosts but @except are quarantined or evacuating as this daemon knows it, or may be
  * by an event forwarded now; their names in *ret_list ("A, B", owned). */
-static guint alerts_unavailable(const OrchAlerts *alerts, const char *except, char **ret_list)
+static guint alerts_unavailable(const HotmigdAlerts *alerts, const char *except, char **ret_list)
 {
     g_autoptr(GString) list = g_string_new(NULL);
     guint n = 0;
 
     for (guint i = 0; i < alerts->hosts->len; i++) {
-        const Peer *peer = g_ptr_array_index(alerts->hosts, i);
+        const AlertHost *peer = g_ptr_array_index(alerts->hosts, i);
         gboolean pending = g_hash_table_contains(alerts->pending, peer->name);
 
         if (g_str_equal(peer->name, except) ||
-            (!pending && !state_unavailable(orch_alerts_get_state(alerts, peer->name))))
+            (!pending && !state_unavailable(hotmigd_alerts_get_state(alerts, peer->name))))
             continue;
         g_string_append_printf(list, "%s%s%s", list->len ? ", " : "", peer->name,
                                pending ? " (an alert on its way)" : "");
@@ -426,15 +426,15 @@ static guint alerts_unavailable(const OrchAlerts *alerts, const char *except, ch
 }
 
 /* Would @ev make its host unavailable (firing, confident enough, the host not held yet)? */
-static gboolean event_would_hold(const OrchAlerts *alerts, const PolAlertEvent *ev)
+static gboolean event_would_hold(const HotmigdAlerts *alerts, const PolAlertEvent *ev)
 {
     return ev->host && !ev->resolved && ev->confidence >= alerts->min_confidence &&
-           !state_unavailable(orch_alerts_get_state(alerts, ev->host));
+           !state_unavailable(hotmigd_alerts_get_state(alerts, ev->host));
 }
 
 /* NULL when @ev may be applied or forwarded; else its error result: [alerts] max-unavailable
  * hosts are held already, the event is held back (logged, counted "held"). */
-static OrchAlertResult *alerts_limit(OrchAlerts *alerts, const PolAlertEvent *ev,
+static OrchAlertResult *alerts_limit(HotmigdAlerts *alerts, const PolAlertEvent *ev,
                                      const char *input)
 {
     g_autofree char *list = NULL;
@@ -457,7 +457,7 @@ static OrchAlertResult *alerts_limit(OrchAlerts *alerts, const PolAlertEvent *ev
     return result;
 }
 
-static void pending_add(OrchAlerts *alerts, const char *host, gint delta)
+static void pending_add(HotmigdAlerts *alerts, const char *host, gint delta)
 {
     guint n = GPOINTER_TO_UINT(g_hash_table_lookup(alerts->pending, host)) + delta;
 
@@ -493,8 +493,8 @@ static OrchAlertOutcome outcome_of(const OrchAlertResult *result)
 
 /* Applies @ev to this daemon's book and acts. @deputy_for_down: this daemon acts for
  * @ev->host, whose own daemon does not answer (said in the reason). */
-static OrchAlertResult *alerts_apply(OrchAlerts *alerts, const PolAlertEvent *ev, const char *input,
-                                     gboolean deputy)
+static OrchAlertResult *alerts_apply(HotmigdAlerts *alerts, const PolAlertEvent *ev,
+                                     const char *input, gboolean deputy)
 {
     g_autoptr(PolAlertAction) action = NULL;
     g_autoptr(GError) error = NULL;
@@ -550,7 +550,7 @@ static OrchAlertResult *alerts_apply(OrchAlerts *alerts, const PolAlertEvent *ev
     return result;
 }
 
-void orch_alerts_evacuation_done(OrchAlerts *alerts, const char *host, gboolean ok)
+void hotmigd_alerts_evacuation_done(HotmigdAlerts *alerts, const char *host, gboolean ok)
 {
     g_autoptr(PolAlertAction) action = NULL;
     g_autoptr(GError) error = NULL;
@@ -568,18 +568,19 @@ void orch_alerts_evacuation_done(OrchAlerts *alerts, const char *host, gboolean 
 
 /* ---- forwarding ------------------------------------------------------------------------------ */
 
-static OrchHotmigdClient *open_peer_https(OrchAlerts *alerts, const char *url, GError **error)
+static OrchHotmigdClient *open_peer_https(HotmigdAlerts *alerts, const char *url, GError **error)
 {
     return orch_hotmigd_client_new(url, alerts->cert, alerts->key, alerts->ca,
-                                   ORCH_ALERTS_FORWARD_TIMEOUT_S, error);
+                                   HOTMIGD_ALERTS_FORWARD_TIMEOUT_S, error);
 }
 
 /* One event to hand to another daemon: what the worker thread needs and finds. */
 typedef struct {
-    OrchAlerts *alerts; /* a reference: only ops, data and the TLS files are read in the thread */
+    HotmigdAlerts
+        *alerts; /* a reference: only ops, data and the TLS files are read in the thread */
     char *self;
     PolAlertEvent *event;
-    GPtrArray *order;       /* Peer: the host's own, then the others in configuration order */
+    GPtrArray *order;       /* AlertHost: the host's own, then the others in configuration order */
     GHashTable *known_down; /* names found down earlier in this submission (read-only) */
     gboolean pending;       /* counted in alerts->pending while it is on its way */
     /* Found: */
@@ -596,7 +597,7 @@ static void forward_free(Forward *fw)
 {
     if (!fw)
         return;
-    orch_alerts_unref(fw->alerts);
+    hotmigd_alerts_unref(fw->alerts);
     g_free(fw->self);
     pol_alert_event_free(fw->event);
     g_ptr_array_unref(fw->order);
@@ -612,10 +613,10 @@ static void forward_free(Forward *fw)
 static void forward_thread(GTask *task, gpointer source, gpointer task_data, GCancellable *cancel)
 {
     Forward *fw = task_data;
-    OrchAlerts *alerts = fw->alerts;
+    HotmigdAlerts *alerts = fw->alerts;
 
     for (guint i = 0; i < fw->order->len; i++) {
-        const Peer *peer = g_ptr_array_index(fw->order, i);
+        const AlertHost *peer = g_ptr_array_index(fw->order, i);
         g_autoptr(OrchHotmigdClient) vfd = NULL;
         g_autoptr(GError) local = NULL;
 
@@ -658,13 +659,13 @@ static void forward_thread(GTask *task, gpointer source, gpointer task_data, GCa
 /* ---- submissions ----------------------------------------------------------------------------- */
 
 typedef struct {
-    OrchAlerts *alerts;
+    HotmigdAlerts *alerts;
     GPtrArray *events; /* PolAlertEvent */
     char *input;
     guint next;
     GPtrArray *results; /* OrchAlertResult */
     GHashTable *down;   /* names found down during this submission */
-    OrchAlertsDone done;
+    HotmigdAlertsDone done;
     gpointer data;
 } Submission;
 
@@ -672,7 +673,7 @@ static void submission_free(Submission *sub)
 {
     if (!sub)
         return;
-    orch_alerts_unref(sub->alerts);
+    hotmigd_alerts_unref(sub->alerts);
     g_ptr_array_unref(sub->events);
     g_free(sub->input);
     g_ptr_array_unref(sub->results);
@@ -682,7 +683,7 @@ static void submission_free(Submission *sub)
 
 static void submission_step(Submission *sub);
 
-void orch_alerts_set_answers(OrchAlerts *alerts, const char *host, gboolean answers)
+void hotmigd_alerts_set_answers(HotmigdAlerts *alerts, const char *host, gboolean answers)
 {
     g_return_if_fail(alerts && host);
     if (answers) {
@@ -697,7 +698,7 @@ void orch_alerts_set_answers(OrchAlerts *alerts, const char *host, gboolean answ
 static void forward_done(GObject *source, GAsyncResult *res, gpointer data)
 {
     Submission *sub = data;
-    OrchAlerts *alerts = sub->alerts;
+    HotmigdAlerts *alerts = sub->alerts;
     Forward *fw = g_task_get_task_data(G_TASK(res));
     const PolAlertEvent *ev = fw->event;
     OrchAlertResult *result;
@@ -708,10 +709,10 @@ static void forward_done(GObject *source, GAsyncResult *res, gpointer data)
         const char *name = g_ptr_array_index(fw->newly_down, i);
 
         g_hash_table_add(sub->down, g_strdup(name));
-        orch_alerts_set_answers(alerts, name, FALSE);
+        hotmigd_alerts_set_answers(alerts, name, FALSE);
     }
     for (guint i = 0; i < fw->answered->len; i++)
-        orch_alerts_set_answers(alerts, g_ptr_array_index(fw->answered, i), TRUE);
+        hotmigd_alerts_set_answers(alerts, g_ptr_array_index(fw->answered, i), TRUE);
     if (fw->act_here) {
         g_message(
             "Alert from %s about host '%s': its hotmigd does not answer (%s): this host acts for it, the first in configuration order whose hotmigd answers",
@@ -751,11 +752,11 @@ static void forward_done(GObject *source, GAsyncResult *res, gpointer data)
  * comes back) or none is left (then the submission ends). */
 static void submission_step(Submission *sub)
 {
-    OrchAlerts *alerts = sub->alerts;
+    HotmigdAlerts *alerts = sub->alerts;
 
     while (sub->next < sub->events->len) {
         const PolAlertEvent *ev = g_ptr_array_index(sub->events, sub->next);
-        const Peer *owner = ev->host ? alerts_host(alerts, ev->host) : NULL;
+        const AlertHost *owner = ev->host ? alerts_host(alerts, ev->host) : NULL;
         g_autoptr(GTask) task = NULL;
         OrchAlertResult *result;
         Forward *fw;
@@ -786,16 +787,16 @@ static void submission_step(Submission *sub)
             fw->pending = TRUE;
             pending_add(alerts, ev->host, +1);
         }
-        fw->alerts = orch_alerts_ref(alerts);
+        fw->alerts = hotmigd_alerts_ref(alerts);
         fw->self = g_strdup(alerts->name);
         fw->event = pol_alert_event_copy(ev);
-        fw->order = g_ptr_array_new_with_free_func((GDestroyNotify)peer_free);
-        g_ptr_array_add(fw->order, peer_copy(owner));
+        fw->order = g_ptr_array_new_with_free_func((GDestroyNotify)alert_host_free);
+        g_ptr_array_add(fw->order, alert_host_copy(owner));
         for (guint i = 0; i < alerts->hosts->len; i++) {
-            const Peer *peer = g_ptr_array_index(alerts->hosts, i);
+            const AlertHost *peer = g_ptr_array_index(alerts->hosts, i);
 
             if (peer != owner)
-                g_ptr_array_add(fw->order, peer_copy(peer));
+                g_ptr_array_add(fw->order, alert_host_copy(peer));
         }
         fw->known_down = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
         {
@@ -818,15 +819,15 @@ static void submission_step(Submission *sub)
     submission_free(sub);
 }
 
-void orch_alerts_submit(OrchAlerts *alerts, GPtrArray *events, const char *input,
-                        OrchAlertsDone done, gpointer data)
+void hotmigd_alerts_submit(HotmigdAlerts *alerts, GPtrArray *events, const char *input,
+                           HotmigdAlertsDone done, gpointer data)
 {
     Submission *sub;
 
     g_return_if_fail(alerts && events && input && done);
 
     sub = g_new0(Submission, 1);
-    sub->alerts = orch_alerts_ref(alerts);
+    sub->alerts = hotmigd_alerts_ref(alerts);
     sub->events = g_ptr_array_new_with_free_func((GDestroyNotify)pol_alert_event_free);
     for (guint i = 0; i < events->len; i++)
         g_ptr_array_add(sub->events, pol_alert_event_copy(g_ptr_array_index(events, i)));
@@ -856,7 +857,7 @@ static void result_json(JsonBuilder *b, const OrchAlertResult *result)
 
 /* ---- /v1/alerts of the mutual-TLS API -------------------------------------------------------- */
 
-static HotmigdApiReply *api_list(OrchAlerts *alerts)
+static HotmigdApiReply *api_list(HotmigdAlerts *alerts)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
 
@@ -866,13 +867,13 @@ static HotmigdApiReply *api_list(OrchAlerts *alerts)
     json_builder_set_member_name(b, "hosts");
     json_builder_begin_array(b);
     for (guint i = 0; i < alerts->hosts->len; i++) {
-        const Peer *peer = g_ptr_array_index(alerts->hosts, i);
+        const AlertHost *peer = g_ptr_array_index(alerts->hosts, i);
         g_autoptr(GPtrArray) active = pol_alert_book_list(alerts->book, peer->name);
 
         json_builder_begin_object(b);
         orch_json_member_string(b, "name", peer->name);
         orch_json_member_string(
-            b, "state", pol_host_state_to_string(orch_alerts_get_state(alerts, peer->name)));
+            b, "state", pol_host_state_to_string(hotmigd_alerts_get_state(alerts, peer->name)));
         json_builder_set_member_name(b, "alerts");
         json_builder_begin_array(b);
         for (guint j = 0; j < active->len; j++) {
@@ -895,7 +896,7 @@ static HotmigdApiReply *api_list(OrchAlerts *alerts)
     return hotmigd_api_reply_new(200, b, NULL);
 }
 
-static HotmigdApiReply *api_forwarded(OrchAlerts *alerts, const char *body, gsize len,
+static HotmigdApiReply *api_forwarded(HotmigdAlerts *alerts, const char *body, gsize len,
                                       const char *peer, const char *peer_host)
 {
     static const char *const known[] = {"from",     "deputy", "host",     "severity", "confidence",
@@ -942,7 +943,7 @@ static HotmigdApiReply *api_forwarded(OrchAlerts *alerts, const char *body, gsiz
     ev = orch_alert_line_parse(body, len, source, alerts_now(alerts), &local);
     if (!ev)
         return hotmigd_api_reply_error(400, "%s", local->message);
-    if (!orch_alerts_knows_host(alerts, ev->host)) {
+    if (!hotmigd_alerts_knows_host(alerts, ev->host)) {
         g_autofree char *text = unknown_host_text(alerts, ev->host);
         alerts->counts[ORCH_ALERT_OUTCOME_REJECTED]++;
         return hotmigd_api_reply_error(422, "%s", text);
@@ -975,8 +976,9 @@ static HotmigdApiReply *api_forwarded(OrchAlerts *alerts, const char *body, gsiz
     return hotmigd_api_reply_new(200, b, NULL); /* alerts_apply() logged it */
 }
 
-HotmigdApiReply *orch_alerts_api_handle(OrchAlerts *alerts, const char *method, const char *body,
-                                        gsize len, const char *peer, const char *peer_host)
+HotmigdApiReply *hotmigd_alerts_api_handle(HotmigdAlerts *alerts, const char *method,
+                                           const char *body, gsize len, const char *peer,
+                                           const char *peer_host)
 {
     g_return_val_if_fail(alerts && method && (body || !len), NULL);
 
@@ -990,7 +992,7 @@ HotmigdApiReply *orch_alerts_api_handle(OrchAlerts *alerts, const char *method, 
 
 /* ---- the webhook ----------------------------------------------------------------------------- */
 
-void orch_alerts_reload_token(OrchAlerts *alerts, const char *token_file)
+void hotmigd_alerts_reload_token(HotmigdAlerts *alerts, const char *token_file)
 {
     g_return_if_fail(alerts != NULL && token_file != NULL);
     if (alerts->token)
@@ -1000,7 +1002,8 @@ void orch_alerts_reload_token(OrchAlerts *alerts, const char *token_file)
     alerts->token = token_read(token_file, &alerts->token_problem);
 }
 
-gboolean orch_alerts_authorized(const OrchAlerts *alerts, const char *authorization, char **ret_why)
+gboolean hotmigd_alerts_authorized(const HotmigdAlerts *alerts, const char *authorization,
+                                   char **ret_why)
 {
     const char *given;
     gsize want_len, given_len;
@@ -1043,7 +1046,7 @@ gboolean orch_alerts_authorized(const OrchAlerts *alerts, const char *authorizat
 }
 
 typedef struct {
-    OrchAlerts *alerts; /* a reference */
+    HotmigdAlerts *alerts; /* a reference */
     HotmigdApiReplyFunc done;
     gpointer data;
 } Webhook;
@@ -1076,12 +1079,12 @@ static void webhook_done(GPtrArray *results, gpointer data)
     hook->done(hotmigd_api_reply_new(counts[ORCH_ALERT_RESULT_ERROR] ? 502 : 200, b,
                                      g_string_free(g_steal_pointer(&log), FALSE)),
                hook->data);
-    orch_alerts_unref(hook->alerts);
+    hotmigd_alerts_unref(hook->alerts);
     g_free(hook);
 }
 
-void orch_alerts_webhook(OrchAlerts *alerts, const char *body, gsize len, const char *peer,
-                         HotmigdApiReplyFunc done, gpointer data)
+void hotmigd_alerts_webhook(HotmigdAlerts *alerts, const char *body, gsize len, const char *peer,
+                            HotmigdApiReplyFunc done, gpointer data)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(GPtrArray) events = NULL;
@@ -1107,7 +1110,7 @@ void orch_alerts_webhook(OrchAlerts *alerts, const char *body, gsize len, const 
     for (guint i = 0; i < events->len; i++) {
         const PolAlertEvent *ev = g_ptr_array_index(events, i);
 
-        if (!orch_alerts_knows_host(alerts, ev->host)) {
+        if (!hotmigd_alerts_knows_host(alerts, ev->host)) {
             g_autofree char *text = unknown_host_text(alerts, ev->host);
 
             alerts->counts[ORCH_ALERT_OUTCOME_REJECTED]++;
@@ -1117,7 +1120,7 @@ void orch_alerts_webhook(OrchAlerts *alerts, const char *body, gsize len, const 
             return;
         }
     }
-    if (alerts->webhooks >= ORCH_ALERTS_WEBHOOKS_MAX) {
+    if (alerts->webhooks >= HOTMIGD_ALERTS_WEBHOOKS_MAX) {
         done(hotmigd_api_reply_error(
                  503,
                  "%u webhook requests are being handled, the most at once: send it again "
@@ -1128,11 +1131,11 @@ void orch_alerts_webhook(OrchAlerts *alerts, const char *body, gsize len, const 
     }
     alerts->webhooks++;
     hook = g_new0(Webhook, 1);
-    hook->alerts = orch_alerts_ref(alerts);
+    hook->alerts = hotmigd_alerts_ref(alerts);
     hook->done = done;
     hook->data = data;
     input = g_strdup_printf("alertmanager (%s)", peer ? peer : "?");
-    orch_alerts_submit(alerts, events, input, webhook_done, hook);
+    hotmigd_alerts_submit(alerts, events, input, webhook_done, hook);
 }
 
 /* ---- /metrics -------------------------------------------------------------------------------- */
@@ -1141,9 +1144,9 @@ void orch_alerts_webhook(OrchAlerts *alerts, const char *body, gsize len, const 
  * daemon behind ops.stats may be gone by the time the counts come (at a stop, the worker
  * delivers its last replies after the hook stopped). */
 typedef struct {
-    OrchAlerts *alerts; /* a reference */
-    OrchMetrics metrics;
-    OrchMetricsDone done;
+    HotmigdAlerts *alerts; /* a reference */
+    HotmigdMetrics metrics;
+    HotmigdMetricsDone done;
     gpointer data;
 } MetricsWait;
 
@@ -1157,26 +1160,26 @@ static void metrics_counted(const guint *counts, const char *why, gpointer data)
         memcpy(wait->metrics.vfs, counts, sizeof(wait->metrics.vfs));
     else
         g_debug("/metrics without the VF gauges: %s", why ? why : "?");
-    wait->done(orch_metrics_render(&wait->metrics), wait->data);
-    orch_alerts_unref(wait->alerts);
+    wait->done(hotmigd_metrics_render(&wait->metrics), wait->data);
+    hotmigd_alerts_unref(wait->alerts);
     g_free(wait);
 }
 
-void orch_alerts_metrics(OrchAlerts *alerts, OrchMetricsDone done, gpointer data)
+void hotmigd_alerts_metrics(HotmigdAlerts *alerts, HotmigdMetricsDone done, gpointer data)
 {
     MetricsWait *wait;
 
     g_return_if_fail(alerts && done);
     wait = g_new0(MetricsWait, 1);
-    wait->alerts = orch_alerts_ref(alerts);
+    wait->alerts = hotmigd_alerts_ref(alerts);
     wait->done = done;
     wait->data = data;
     if (alerts->ops.stats)
         alerts->ops.stats(alerts->data, &wait->metrics);
     for (guint i = 0; i < alerts->hosts->len; i++) {
-        const Peer *peer = g_ptr_array_index(alerts->hosts, i);
+        const AlertHost *peer = g_ptr_array_index(alerts->hosts, i);
 
-        wait->metrics.hosts[orch_alerts_get_state(alerts, peer->name)]++;
+        wait->metrics.hosts[hotmigd_alerts_get_state(alerts, peer->name)]++;
     }
     memcpy(wait->metrics.alerts, alerts->counts, sizeof(wait->metrics.alerts));
     if (alerts->ops.vfs)

@@ -2,7 +2,7 @@
  * daemon's alert book, or to the daemon responsible for their host, and become quarantines
  * and evacuations.
  *
- *   alerts.c        OrchAlerts: checks events against the cluster's hosts ([host NAME]
+ *   alerts.c        HotmigdAlerts: checks events against the cluster's hosts ([host NAME]
  *                   groups), decides which daemon acts (the host's own while it answers, else
  *                   the first answering host in configuration order), applies them to the book
  *                   and acts; the mutual-TLS API's /v1/alerts; the webhook's checks (bearer
@@ -30,9 +30,9 @@
 
 G_BEGIN_DECLS
 
-#define ORCH_ALERTS_TOKEN_MAX 4096      /* bytes of the token file */
-#define ORCH_ALERTS_FORWARD_TIMEOUT_S 5 /* a call to another host's hotmigd */
-#define ORCH_ALERTS_WEBHOOKS_MAX 8      /* webhook bodies handled at once; more: 503 */
+#define HOTMIGD_ALERTS_TOKEN_MAX 4096      /* bytes of the token file */
+#define HOTMIGD_ALERTS_FORWARD_TIMEOUT_S 5 /* a call to another host's hotmigd */
+#define HOTMIGD_ALERTS_WEBHOOKS_MAX 8      /* webhook bodies handled at once; more: 503 */
 
 /* What became of one event, as the inputs answer it. */
 typedef enum {
@@ -78,90 +78,91 @@ typedef struct {
     gboolean (*set_state)(gpointer data, const char *host, PolHostState state, const char *reason,
                           GError **error);
     /* Fills the migrations and phases of @metrics, at once. NULL: they stay 0. */
-    void (*stats)(gpointer data, OrchMetrics *metrics);
+    void (*stats)(gpointer data, HotmigdMetrics *metrics);
     /* Counts this host's VFs by state for /metrics: calls @done once, at once or later on the
      * main context (hotmigd: the pool's worker thread counts, hotmigd_api_worker_count_vfs()).
      * NULL: /metrics has no VF gauges. */
     void (*vfs)(gpointer data, HotmigdApiCountsFunc done, gpointer done_data);
     /* Unix seconds. NULL: the system's clock. */
     gint64 (*now)(gpointer data);
-} OrchAlertsOps;
+} HotmigdAlertsOps;
 
-typedef struct OrchAlerts OrchAlerts;
+typedef struct HotmigdAlerts HotmigdAlerts;
 
 /* The hook of the daemon of host @name (a [host NAME] of @config, or it acts for no other
  * host) with @config's [alerts] and [host NAME] groups; @ops and @data (borrowed) as above.
  * A token file that cannot be read is a warning (every webhook request is then refused), not
  * an error. Owned result; NULL with ORCH_ERROR_INVALID when @config's hosts give no hotmigd
  * URL. */
-OrchAlerts *orch_alerts_new(const HmConfig *config, const char *name, const OrchAlertsOps *ops,
-                            gpointer data, GError **error);
-OrchAlerts *orch_alerts_ref(OrchAlerts *alerts);
-void orch_alerts_unref(OrchAlerts *alerts);
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchAlerts, orch_alerts_unref)
+HotmigdAlerts *hotmigd_alerts_new(const HmConfig *config, const char *name,
+                                  const HotmigdAlertsOps *ops, gpointer data, GError **error);
+HotmigdAlerts *hotmigd_alerts_ref(HotmigdAlerts *alerts);
+void hotmigd_alerts_unref(HotmigdAlerts *alerts);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(HotmigdAlerts, hotmigd_alerts_unref)
 
-const char *orch_alerts_get_name(const OrchAlerts *alerts); /* borrowed */
+const char *hotmigd_alerts_get_name(const HotmigdAlerts *alerts); /* borrowed */
 
 /* The book (borrowed): pol_alert_book_get_state() says which hosts are quarantined or
  * evacuating, for plans. */
-const PolAlertBook *orch_alerts_get_book(const OrchAlerts *alerts);
+const PolAlertBook *hotmigd_alerts_get_book(const HotmigdAlerts *alerts);
 
 /* @host's state as this daemon knows it: its book's, else what @host's daemon said last when
  * an event was forwarded to it, else POL_HOST_DOWN when its daemon did not answer the last
  * call, else ok. */
-PolHostState orch_alerts_get_state(const OrchAlerts *alerts, const char *host);
+PolHostState hotmigd_alerts_get_state(const HotmigdAlerts *alerts, const char *host);
 
 /* Is @host a [host NAME] of the configuration? */
-gboolean orch_alerts_knows_host(const OrchAlerts *alerts, const char *host);
+gboolean hotmigd_alerts_knows_host(const HotmigdAlerts *alerts, const char *host);
 
-typedef void (*OrchAlertsDone)(GPtrArray *results, gpointer data);
+typedef void (*HotmigdAlertsDone)(GPtrArray *results, gpointer data);
 
 /* Handles @events (PolAlertEvent, copied) from @input ("socket", "exec:NAME", "alertmanager
  * from ADDRESS": for the log), one after the other: an unknown host is an error result;
  * events about this host are applied here; the others are forwarded to the daemon
  * responsible (worker threads). Then calls @done with one OrchAlertResult per event
  * (borrowed, in order), from the main loop; at once when nothing was forwarded. */
-void orch_alerts_submit(OrchAlerts *alerts, GPtrArray *events, const char *input,
-                        OrchAlertsDone done, gpointer data);
+void hotmigd_alerts_submit(HotmigdAlerts *alerts, GPtrArray *events, const char *input,
+                           HotmigdAlertsDone done, gpointer data);
 
 /* The evacuation of @host has ended (hotmigd_set_evacuation_done()): the book lifts the host,
  * or keeps it quarantined while alerts remain. */
-void orch_alerts_evacuation_done(OrchAlerts *alerts, const char *host, gboolean ok);
+void hotmigd_alerts_evacuation_done(HotmigdAlerts *alerts, const char *host, gboolean ok);
 
 /* Whether the hotmigd of @host answers, as found by a call of this daemon's (a forwarded
  * alert, the inventory): GET /v1/alerts reports a host whose daemon does not as down. */
-void orch_alerts_set_answers(OrchAlerts *alerts, const char *host, gboolean answers);
+void hotmigd_alerts_set_answers(HotmigdAlerts *alerts, const char *host, gboolean answers);
 
 /* /v1/alerts of the mutual-TLS API, from @peer (for the log): POST takes a forwarded event
  * (orch_hotmigd_client_alert()) and applies it here, and only from the host it names in 'from':
  * @peer_host is the [host NAME] the client's certificate is (NULL: none, 403); GET lists the
  * book. */
-HotmigdApiReply *orch_alerts_api_handle(OrchAlerts *alerts, const char *method, const char *body,
-                                        gsize len, const char *peer, const char *peer_host);
+HotmigdApiReply *hotmigd_alerts_api_handle(HotmigdAlerts *alerts, const char *method,
+                                           const char *body, gsize len, const char *peer,
+                                           const char *peer_host);
 
 /* ---- the webhook and /metrics (the plain-HTTP listener) ---------------------------------- */
 
 /* Reads the bearer token again from @token_file (a reload), replacing the one held; main
  * context only (the listener checks tokens there). */
-void orch_alerts_reload_token(OrchAlerts *alerts, const char *token_file);
+void hotmigd_alerts_reload_token(HotmigdAlerts *alerts, const char *token_file);
 
 /* Does the Authorization header @authorization (NULL: none) carry the bearer token? Compared
  * in constant time. FALSE with *@ret_why (owned) for the log when not. */
-gboolean orch_alerts_authorized(const OrchAlerts *alerts, const char *authorization,
-                                char **ret_why);
+gboolean hotmigd_alerts_authorized(const HotmigdAlerts *alerts, const char *authorization,
+                                   char **ret_why);
 
 /* POST /v1/alerts/alertmanager with an authorized body of @len bytes from @peer: 413 over
  * ORCH_ALERT_WEBHOOK_MAX_BYTES, 400 naming the field when it does not parse, 422 naming an
  * unknown host (nothing of the body is applied then); else every event is handled as by
- * orch_alerts_submit() and the reply is 200 with each event's result, or 502 when one could
+ * hotmigd_alerts_submit() and the reply is 200 with each event's result, or 502 when one could
  * not be applied anywhere (Alertmanager sends it again; repeats merge). Calls @done with the
  * reply (taken) once, maybe before returning. */
-void orch_alerts_webhook(OrchAlerts *alerts, const char *body, gsize len, const char *peer,
-                         HotmigdApiReplyFunc done, gpointer data);
+void hotmigd_alerts_webhook(HotmigdAlerts *alerts, const char *body, gsize len, const char *peer,
+                            HotmigdApiReplyFunc done, gpointer data);
 
 /* /metrics: @done gets the text once the VF counts are in (ops->vfs), maybe before this
  * returns; everything else is taken now. The book is held until then. */
-void orch_alerts_metrics(OrchAlerts *alerts, OrchMetricsDone done, gpointer data);
+void hotmigd_alerts_metrics(HotmigdAlerts *alerts, HotmigdMetricsDone done, gpointer data);
 
 /* ---- the other inputs (alerts-input.c) --------------------------------------------------- */
 
@@ -171,7 +172,8 @@ typedef struct OrchAlertInputs OrchAlertInputs;
  * exec (run with this host's name as its argument every exec-interval seconds; killed when it
  * runs longer) into @alerts. Fails naming the socket or the command. Owned result; freeing it
  * stops both (a running command is killed). */
-OrchAlertInputs *orch_alert_inputs_new(const HmConfig *config, OrchAlerts *alerts, GError **error);
+OrchAlertInputs *orch_alert_inputs_new(const HmConfig *config, HotmigdAlerts *alerts,
+                                       GError **error);
 void orch_alert_inputs_free(OrchAlertInputs *inputs);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchAlertInputs, orch_alert_inputs_free)
 

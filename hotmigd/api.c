@@ -880,12 +880,12 @@ typedef enum {
 } RouteNeed;
 
 /* Who may call a route (docs/security.md): the roles of the client's certificate. */
-#define ANY_ROLE (ORCH_ROLE_HOST | ORCH_ROLE_OPERATOR)
+#define ANY_ROLE (HOTMIGD_ROLE_HOST | HOTMIGD_ROLE_OPERATOR)
 
 typedef struct {
     const char *method;  /* NULL: the method checks the request's method itself */
     const char *pattern; /* after /v1/ */
-    guint roles;         /* OrchRole bits, any of which may call it */
+    guint roles;         /* HotmigdRole bits, any of which may call it */
     RouteNeed need;
     HotmigdApiReply *(*handle)(const Call *c);                                  /* answers now */
     void (*handle_async)(const Call *c, HotmigdApiReplyFunc cb, gpointer data); /* or later */
@@ -903,7 +903,8 @@ static HotmigdApiReply *route_vfs(const Call *c)
 
 static HotmigdApiReply *route_lease(const Call *c)
 {
-    return api_lease(c->api->pool, orch_peer_owner(c->req->who), c->req->body, c->req->len);
+    return api_lease(c->api->pool, hotmigd_authz_client_owner(c->req->who), c->req->body,
+                     c->req->len);
 }
 
 /* NULL when the client holds the lease (@id; NULL: the VF's current one) it acts on, else
@@ -912,7 +913,8 @@ static HotmigdApiReply *route_owner_refusal(const Call *c, const char *vf, const
 {
     g_autoptr(GError) error = NULL;
 
-    if (hotmigd_pool_check_owner(c->api->pool, vf, id, orch_peer_owner(c->req->who), &error))
+    if (hotmigd_pool_check_owner(c->api->pool, vf, id, hotmigd_authz_client_owner(c->req->who),
+                                 &error))
         return NULL;
     return reply_gerror(error);
 }
@@ -1058,7 +1060,7 @@ typedef struct {
     char *method, *path, *peer;
     char *body;
     gsize len;
-    OrchPeer *who;
+    HotmigdAuthzClient *who;
     char *args[API_MAX_SEGMENTS + 1];
     HotmigdApiReplyFunc cb;
     gpointer data;
@@ -1071,7 +1073,7 @@ static void worker_job_free(WorkerJob *job)
     g_free(job->path);
     g_free(job->peer);
     g_free(job->body);
-    orch_peer_free(job->who);
+    hotmigd_authz_client_free(job->who);
     for (guint i = 0; job->args[i]; i++)
         g_free(job->args[i]);
     hotmigd_api_reply_free(job->reply);
@@ -1227,8 +1229,9 @@ static void worker_push(const HotmigdApi *api, const Route *route, const Hotmigd
     job->peer = g_strdup(req->peer);
     job->body = req->len ? g_memdup2(req->body, req->len) : NULL;
     job->len = req->len;
-    job->who = req->who ? orch_peer_new(req->who->identity, req->who->host, req->who->roles)
-                        : NULL;
+    job->who = req->who
+                   ? hotmigd_authz_client_new(req->who->identity, req->who->host, req->who->roles)
+                   : NULL;
     for (guint i = 0; args[i]; i++)
         job->args[i] = g_strdup(args[i]);
     job->cb = cb;
@@ -1359,7 +1362,8 @@ HotmigdApiReply *hotmigd_api_handle(HotmigdPool *pool, const char *method, const
 {
     static const char *const roots[] = {"/", NULL};
     HotmigdApi api = {.pool = pool, .file_roots = roots};
-    g_autoptr(OrchPeer) who = orch_peer_new("test", "test", ORCH_ROLE_HOST | ORCH_ROLE_OPERATOR);
+    g_autoptr(HotmigdAuthzClient) who =
+        hotmigd_authz_client_new("test", "test", HOTMIGD_ROLE_HOST | HOTMIGD_ROLE_OPERATOR);
     HotmigdApiRequest req = {.method = method, .path = path, .body = body, .len = len, .who = who};
     HotmigdApiReply *reply = NULL;
 

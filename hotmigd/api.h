@@ -58,11 +58,11 @@ typedef struct {
 
 typedef void (*HotmigdApiReplyFunc)(HotmigdApiReply *reply, gpointer data); /* @reply taken */
 
-/* /v1/alerts: the failure-prediction hook's API (orch_alerts_api_handle()): any method, from
+/* /v1/alerts: the failure-prediction hook's API (hotmigd_alerts_api_handle()): any method, from
  * @peer (for the log), who is @who (a POST must come from the host it names as 'from'). */
 typedef HotmigdApiReply *(*HotmigdApiAlertsFunc)(gpointer data, const char *method,
                                                  const char *body, gsize len, const char *peer,
-                                                 const OrchPeer *who);
+                                                 const HotmigdAuthzClient *who);
 
 /* The thread the pool's requests run on (api.c): made on, and answering to, the thread-default
  * main context; at most @max_queued requests wait (0: HOTMIGD_API_WORKER_MAX_QUEUED), more are
@@ -109,7 +109,8 @@ typedef struct {
     const char *body;   /* @len bytes, may be NULL when 0; not NUL-terminated */
     gsize len;
     const char *peer; /* "ADDRESS (SUBJECT)" of the client, for the log; NULL: unknown */
-    const OrchPeer *who; /* who the client is (its certificate's roles); NULL: nobody (403) */
+    const HotmigdAuthzClient
+        *who; /* who the client is (its certificate's roles); NULL: nobody (403) */
 } HotmigdApiRequest;
 
 /* Routes @req to its method in the API's table (api.c): @cb gets the reply, at once (before

@@ -7,12 +7,12 @@
 
 #include "common/cert.h"
 
-struct OrchAuthz {
+struct HotmigdAuthz {
     GHashTable *hosts;     /* identity -> host name (owned strings) */
     GHashTable *operators; /* identity set */
 };
 
-void orch_peer_free(OrchPeer *peer)
+void hotmigd_authz_client_free(HotmigdAuthzClient *peer)
 {
     if (!peer)
         return;
@@ -21,9 +21,9 @@ void orch_peer_free(OrchPeer *peer)
     g_free(peer);
 }
 
-OrchPeer *orch_peer_new(const char *identity, const char *host, guint roles)
+HotmigdAuthzClient *hotmigd_authz_client_new(const char *identity, const char *host, guint roles)
 {
-    OrchPeer *peer = g_new0(OrchPeer, 1);
+    HotmigdAuthzClient *peer = g_new0(HotmigdAuthzClient, 1);
 
     peer->identity = g_strdup(identity ? identity : "?");
     peer->host = g_strdup(host);
@@ -31,15 +31,15 @@ OrchPeer *orch_peer_new(const char *identity, const char *host, guint roles)
     return peer;
 }
 
-const char *orch_peer_owner(const OrchPeer *peer)
+const char *hotmigd_authz_client_owner(const HotmigdAuthzClient *peer)
 {
     g_return_val_if_fail(peer != NULL, NULL);
     return peer->host ? peer->host : peer->identity;
 }
 
-OrchAuthz *orch_authz_new(const HmConfig *config)
+HotmigdAuthz *hotmigd_authz_new(const HmConfig *config)
 {
-    OrchAuthz *authz = g_new0(OrchAuthz, 1);
+    HotmigdAuthz *authz = g_new0(HotmigdAuthz, 1);
     GPtrArray *hosts = hm_config_get_hosts(config);
     g_auto(GStrv) operators = hm_config_get_list(config, HM_CONFIG_HOTMIGD_OPERATORS);
 
@@ -56,7 +56,7 @@ OrchAuthz *orch_authz_new(const HmConfig *config)
     return authz;
 }
 
-void orch_authz_free(OrchAuthz *authz)
+void hotmigd_authz_free(HotmigdAuthz *authz)
 {
     if (!authz)
         return;
@@ -65,14 +65,14 @@ void orch_authz_free(OrchAuthz *authz)
     g_free(authz);
 }
 
-GPtrArray *orch_cert_identities(GTlsCertificate *cert)
+GPtrArray *hotmigd_authz_cert_identities(GTlsCertificate *cert)
 {
     return hm_cert_identities(cert);
 }
 
-OrchPeer *orch_authz_identify(const OrchAuthz *authz, GTlsCertificate *cert)
+HotmigdAuthzClient *hotmigd_authz_identify(const HotmigdAuthz *authz, GTlsCertificate *cert)
 {
-    g_autoptr(GPtrArray) ids = orch_cert_identities(cert);
+    g_autoptr(GPtrArray) ids = hotmigd_authz_cert_identities(cert);
     const char *matched = NULL;
     const char *host = NULL;
     guint roles = 0;
@@ -85,14 +85,16 @@ OrchPeer *orch_authz_identify(const OrchAuthz *authz, GTlsCertificate *cert)
 
         if (h && !host) {
             host = h;
-            roles |= ORCH_ROLE_HOST;
+            roles |= HOTMIGD_ROLE_HOST;
             matched = matched ? matched : id;
         }
         if (g_hash_table_contains(authz->operators, id)) {
-            roles |= ORCH_ROLE_OPERATOR;
+            roles |= HOTMIGD_ROLE_OPERATOR;
             matched = matched ? matched : id;
         }
     }
-    return orch_peer_new(matched ? matched : ids->len ? g_ptr_array_index(ids, 0) : NULL, host,
-                         roles);
+    return hotmigd_authz_client_new(matched    ? matched
+                                    : ids->len ? g_ptr_array_index(ids, 0)
+                                               : NULL,
+                                    host, roles);
 }

@@ -63,7 +63,7 @@ struct Sched {
     gint64 deadline;   /* drain: unix seconds, 0: none */
     gint64 created;    /* unix seconds */
     gint64 ended;      /* unix seconds, 0 while it runs */
-    GPtrArray *rounds; /* OrchRun: a plan has one; a drain one per round */
+    GPtrArray *rounds; /* HotmigdRun: a plan has one; a drain one per round */
     GPtrArray *late;   /* char *: VMs predicted to miss the deadline */
     GHashTable *tried; /* drain: VMs a round had (never tried twice) */
     gboolean ok;
@@ -76,7 +76,7 @@ struct Sched {
 typedef struct {
     Hotmigd *daemon;
     OrchHotmigdMigration info;
-    OrchMove *job; /* while it runs */
+    HotmigdMove *job; /* while it runs */
 } Remote;
 
 struct Hotmigd {
@@ -85,15 +85,15 @@ struct Hotmigd {
     char *name;
     HotmigdPool *pool;
     HotmigdServer *server;
-    OrchAuthz *authz;  /* who may do what on the HTTPS API (docs/security.md) */
+    HotmigdAuthz *authz; /* who may do what on the HTTPS API (docs/security.md) */
     char **file_roots; /* [hotmigd] file-roots */
     HotmigdApiServices services;
-    OrchLocalApi *local;
+    HotmigdLocalApi *local;
     GPtrArray *hosts;         /* HmConfigHost (owned copies), hotmigd URLs resolved */
     OrchOptions migrate_opts; /* what a migration run here starts from, until a reload */
     GPtrArray *reloaded_opts; /* OrchOptions: each reload's, the last in use (env.migrate_opts);
                                  earlier ones stay until the end, threads may read them */
-    OrchMoveEnv env;
+    HotmigdMoveEnv env;
     PolScheduleLimits limits;
     PolScheduleShare *share; /* the running moves of all schedules, for the limits */
     guint min_stay_s;
@@ -101,7 +101,7 @@ struct Hotmigd {
     guint host_value;     /* [scheduler] host-value */
     guint cpu_allocation; /* [scheduler] cpu-allocation */
     /* the inventory */
-    OrchInventory *inventory;
+    HotmigdInventory *inventory;
     GCancellable *cancel; /* the daemon stops: inventories and follow-ups end */
     gboolean inventory_running;
     GPtrArray *inventory_waiters; /* InvWaiter: served by the inventory running (or about to) */
@@ -158,7 +158,7 @@ const HmConfig *hotmigd_get_config(Hotmigd *daemon)
 gboolean hotmigd_has_host(Hotmigd *daemon, const char *host)
 {
     g_return_val_if_fail(daemon != NULL, FALSE);
-    return orch_move_env_find_host(&daemon->env, host) != NULL;
+    return hotmigd_run_move_env_find_host(&daemon->env, host) != NULL;
 }
 
 static gboolean check_host(Hotmigd *daemon, const char *host, GError **error)
@@ -258,9 +258,9 @@ gboolean hotmigd_set_host_state(Hotmigd *daemon, const char *host, PolHostState 
 /* ---- the view: the inventory with what the daemon adds --------------------------------------- */
 
 typedef struct {
-    OrchInventoryView view;
+    HotmigdInventoryView view;
     GHashTable *states; /* owned */
-    GArray *arriving;   /* OrchInvArrival (strings borrowed from the schedules), owned */
+    GArray *arriving;   /* HotmigdInvArrival (strings borrowed from the schedules), owned */
 } View;
 
 static void view_clear(View *v)
@@ -283,16 +283,17 @@ static void view_init(Hotmigd *daemon, View *v)
     while (g_hash_table_iter_next(&it, &key, NULL))
         g_hash_table_insert(v->states, key, GINT_TO_POINTER(POL_HOST_EVACUATING));
     /* What the schedules under way bring to each host: no new plan takes that room. */
-    v->arriving = g_array_new(FALSE, FALSE, sizeof(OrchInvArrival));
+    v->arriving = g_array_new(FALSE, FALSE, sizeof(HotmigdInvArrival));
     for (guint i = 0; i < daemon->scheds->len; i++) {
         const Sched *s = g_ptr_array_index(daemon->scheds, i);
 
         for (guint k = 0; !s->ended && k < s->rounds->len; k++) {
-            const GPtrArray *moves = orch_run_get_moves(g_ptr_array_index(s->rounds, k));
+            const GPtrArray *moves = hotmigd_run_get_moves(g_ptr_array_index(s->rounds, k));
 
             for (guint j = 0; j < moves->len; j++) {
-                const PolScheduleMove *pm = ((const OrchRunMove *)g_ptr_array_index(moves, j))->move;
-                OrchInvArrival a = {.vm = pm->vm, .host = pm->to};
+                const PolScheduleMove *pm =
+                    ((const HotmigdRunMove *)g_ptr_array_index(moves, j))->move;
+                HotmigdInvArrival a = {.vm = pm->vm, .host = pm->to};
 
                 if (pm->state == POL_MOVE_PENDING || pm->state == POL_MOVE_RUNNING)
                     g_array_append_val(v->arriving, a);
@@ -319,16 +320,16 @@ static void options_for(Hotmigd *daemon, PolOptions *opts)
 static void inventory_thread(GTask *task, gpointer source, gpointer data, GCancellable *cancel)
 {
     Hotmigd *daemon = data;
-    OrchInventoryOptions opts = {
+    HotmigdInventoryOptions opts = {
         .migrate_opts = daemon->env.migrate_opts,
         .cpu_sample_ms = daemon->opts.cpu_sample_ms,
         .cancellable = cancel,
     };
     GError *error = NULL;
-    OrchInventory *inv = orch_inventory_collect(daemon->hosts, &opts, &error);
+    HotmigdInventory *inv = hotmigd_inventory_collect(daemon->hosts, &opts, &error);
 
     if (inv)
-        g_task_return_pointer(task, inv, (GDestroyNotify)orch_inventory_free);
+        g_task_return_pointer(task, inv, (GDestroyNotify)hotmigd_inventory_free);
     else
         g_task_return_error(task, error);
 }
@@ -338,14 +339,14 @@ static void inventory_start(Hotmigd *daemon);
 /* Logs each host whose state as read (libvirt, hotmigd) differs from @old's (NULL: the first
  * inventory, where only a host not ok is logged), with the reason: a plan that finds no room
  * on a host can be traced to it. */
-static void inventory_log_changes(const OrchInventory *old, const OrchInventory *inv)
+static void inventory_log_changes(const HotmigdInventory *old, const HotmigdInventory *inv)
 {
     for (guint i = 0; i < inv->hosts->len; i++) {
-        const OrchInvHost *host = g_ptr_array_index(inv->hosts, i);
-        const OrchInvHost *before = NULL;
+        const HotmigdInvHost *host = g_ptr_array_index(inv->hosts, i);
+        const HotmigdInvHost *before = NULL;
 
         for (guint j = 0; old && j < old->hosts->len && !before; j++) {
-            const OrchInvHost *o = g_ptr_array_index(old->hosts, j);
+            const HotmigdInvHost *o = g_ptr_array_index(old->hosts, j);
 
             if (g_str_equal(o->name, host->name))
                 before = o;
@@ -380,12 +381,12 @@ static gboolean inventory_retry_fire(gpointer data)
  * start, the peers' daemons come up in any order) is read again after 1 s, then 2, 4... up to
  * the background interval, so that a peer that comes up is seen in seconds rather than at the
  * next background inventory. */
-static void inventory_schedule_retry(Hotmigd *daemon, const OrchInventory *inv)
+static void inventory_schedule_retry(Hotmigd *daemon, const HotmigdInventory *inv)
 {
     gboolean unread = FALSE;
 
     for (guint i = 0; i < inv->hosts->len && !unread; i++)
-        unread = ((const OrchInvHost *)g_ptr_array_index(inv->hosts, i))->state != POL_HOST_OK;
+        unread = ((const HotmigdInvHost *)g_ptr_array_index(inv->hosts, i))->state != POL_HOST_OK;
     if (!unread) {
         daemon->inventory_retry_s = 0;
         return;
@@ -408,7 +409,7 @@ static void inventory_done(GObject *source, GAsyncResult *result, gpointer data)
     Hotmigd *daemon = data;
     g_autoptr(GError) error = NULL;
     g_autoptr(GPtrArray) waiters = daemon->inventory_waiters;
-    OrchInventory *inv = g_task_propagate_pointer(G_TASK(result), &error);
+    HotmigdInventory *inv = g_task_propagate_pointer(G_TASK(result), &error);
 
     daemon->inventory_running = FALSE;
     /* Those who asked while this one ran wait for the next one. */
@@ -417,7 +418,7 @@ static void inventory_done(GObject *source, GAsyncResult *result, gpointer data)
     if (inv) {
         inventory_log_changes(daemon->inventory, inv);
         inventory_schedule_retry(daemon, inv);
-        orch_inventory_free(daemon->inventory);
+        hotmigd_inventory_free(daemon->inventory);
         daemon->inventory = inv;
         g_debug("Inventory: %u hosts, %u VMs in %.0f ms", inv->hosts->len, inv->vms->len,
                 inv->took_ms);
@@ -530,7 +531,7 @@ static void member_report(JsonBuilder *b, const char *report)
         json_builder_add_null_value(b);
 }
 
-static void move_json(JsonBuilder *b, const Sched *s, const OrchRunMove *m, gboolean report)
+static void move_json(JsonBuilder *b, const Sched *s, const HotmigdRunMove *m, gboolean report)
 {
     const PolScheduleMove *pm = m->move;
 
@@ -560,7 +561,7 @@ static void sched_progress(const Sched *s, PolScheduleProgress *p)
     for (guint i = 0; i < s->rounds->len; i++) {
         PolScheduleProgress r;
 
-        orch_run_get_progress(g_ptr_array_index(s->rounds, i), &r);
+        hotmigd_run_get_progress(g_ptr_array_index(s->rounds, i), &r);
         p->total += r.total;
         p->pending += r.pending;
         p->running += r.running;
@@ -608,7 +609,7 @@ static void sched_json(JsonBuilder *b, const Sched *s, gboolean reports)
     json_builder_set_member_name(b, "moves");
     json_builder_begin_array(b);
     for (guint r = 0; r < s->rounds->len; r++) {
-        const GPtrArray *moves = orch_run_get_moves(g_ptr_array_index(s->rounds, r));
+        const GPtrArray *moves = hotmigd_run_get_moves(g_ptr_array_index(s->rounds, r));
 
         for (guint i = 0; i < moves->len; i++)
             move_json(b, s, g_ptr_array_index(moves, i), reports);
@@ -679,7 +680,7 @@ static Sched *sched_new(Hotmigd *daemon, const char *kind, const char *policy, c
     s->reason = g_strdup(reason ? reason : kind);
     s->deadline = deadline;
     s->created = now_s();
-    s->rounds = g_ptr_array_new_with_free_func((GDestroyNotify)orch_run_free);
+    s->rounds = g_ptr_array_new_with_free_func((GDestroyNotify)hotmigd_run_free);
     s->late = g_ptr_array_new_with_free_func(g_free);
     s->watchers = g_ptr_array_new_with_free_func(g_free);
     if (host)
@@ -751,7 +752,7 @@ static void sched_end(Sched *s, gboolean ok, const char *error)
     }
 }
 
-static void on_round_event(OrchRun *run, OrchRunEvent event, const OrchRunMove *move,
+static void on_round_event(HotmigdRun *run, HotmigdRunEvent event, const HotmigdRunMove *move,
                            gpointer data);
 
 /* Starts @migrations as a new round of @s on @cluster. */
@@ -760,22 +761,22 @@ static gboolean sched_start_round(Sched *s, const PolCluster *cluster, const GPt
 {
     Hotmigd *daemon = s->daemon;
     PolOptions opts;
-    OrchRun *run;
+    HotmigdRun *run;
 
     options_for(daemon, &opts);
     opts.min_stay_s = 0; /* checked by the planner; a plan given to run is not refused for it */
-    run = orch_run_new(&daemon->env, s->id, s->reason, cluster, migrations, &daemon->limits, &opts,
-                       error);
+    run = hotmigd_run_new(&daemon->env, s->id, s->reason, cluster, migrations, &daemon->limits,
+                          &opts, error);
     if (!run)
         return FALSE;
     /* Against a deadline the evacuation's order and predictions stand: a job's moves run side
      * by side there; elsewhere one at a time (docs/policies.md, "Running a plan"). */
-    orch_run_set_jobs_side_by_side(run, s->deadline > 0);
+    hotmigd_run_set_jobs_side_by_side(run, s->deadline > 0);
     g_ptr_array_add(s->rounds, run);
     for (guint i = 0; s->tried && i < migrations->len; i++)
         g_hash_table_add(s->tried,
                          g_strdup(((PolMigration *)g_ptr_array_index(migrations, i))->vm));
-    orch_run_start(run, on_round_event, s);
+    hotmigd_run_start(run, on_round_event, s);
     return TRUE;
 }
 
@@ -783,12 +784,12 @@ static gboolean sched_start_round(Sched *s, const PolCluster *cluster, const GPt
  */
 
 /* The VMs on @host in the inventory that @s has not had in a round yet. */
-static guint evac_left(Sched *s, const OrchInventory *inv, guint *ret_all)
+static guint evac_left(Sched *s, const HotmigdInventory *inv, guint *ret_all)
 {
     guint left = 0, all = 0;
 
     for (guint i = 0; i < inv->vms->len; i++) {
-        const OrchInvVm *vm = g_ptr_array_index(inv->vms, i);
+        const HotmigdInvVm *vm = g_ptr_array_index(inv->vms, i);
 
         if (!g_str_equal(vm->host, s->host))
             continue;
@@ -820,7 +821,7 @@ static gboolean evac_plan_round(Sched *s, gboolean start, gboolean *ret_started,
     if (!evac_left(s, daemon->inventory, &all))
         return TRUE;
     view_init(daemon, &view);
-    cluster = orch_inventory_to_cluster(daemon->inventory, &view.view, error);
+    cluster = hotmigd_inventory_to_cluster(daemon->inventory, &view.view, error);
     if (!cluster)
         return FALSE;
     options_for(daemon, &opts);
@@ -924,8 +925,8 @@ static void evac_sooner(Sched *s, gint64 deadline)
 
     s->deadline = deadline;
     for (guint i = 0; i < s->rounds->len; i++) {
-        g_autoptr(GPtrArray) vms =
-            orch_run_stop_pending(g_ptr_array_index(s->rounds, i), "ordered again for an earlier deadline");
+        g_autoptr(GPtrArray) vms = hotmigd_run_stop_pending(
+            g_ptr_array_index(s->rounds, i), "ordered again for an earlier deadline");
 
         for (guint k = 0; k < vms->len; k++)
             g_hash_table_remove(s->tried, g_ptr_array_index(vms, k));
@@ -1015,20 +1016,21 @@ static void plan_run_done(Hotmigd *daemon, const GError *error, gpointer data)
         sched_end(s, p.done == p.total, NULL);
 }
 
-static void on_round_event(OrchRun *run, OrchRunEvent event, const OrchRunMove *move, gpointer data)
+static void on_round_event(HotmigdRun *run, HotmigdRunEvent event, const HotmigdRunMove *move,
+                           gpointer data)
 {
     Sched *s = data;
     Hotmigd *daemon = s->daemon;
     g_autoptr(JsonBuilder) b = NULL;
     g_autoptr(JsonNode) node = NULL;
 
-    if (event == ORCH_RUN_EVENT_FINISHED) {
+    if (event == HOTMIGD_RUN_EVENT_FINISHED) {
         /* Look again: a drain's next round, or the end. */
         s->waiting++;
         inventory_refresh(daemon, s->host ? evac_go_on : plan_run_done, s);
         return;
     }
-    if (event == ORCH_RUN_EVENT_STARTED) {
+    if (event == HOTMIGD_RUN_EVENT_STARTED) {
         g_message("Schedule %s: %s %s -> %s started (%s)", s->id, move->move->vm, move->move->from,
                   move->move->to,
                   g_strcmp0(move->driven_by, "here") == 0 ? "here" : "at the source's hotmigd");
@@ -1054,7 +1056,7 @@ static void on_round_event(OrchRun *run, OrchRunEvent event, const OrchRunMove *
             Sched *other = g_ptr_array_index(daemon->scheds, i);
 
             if (other != s && !other->ended && other->rounds->len)
-                orch_run_poke(g_ptr_array_index(other->rounds, other->rounds->len - 1));
+                hotmigd_run_poke(g_ptr_array_index(other->rounds, other->rounds->len - 1));
         }
     }
     b = json_builder_new();
@@ -1107,7 +1109,7 @@ static PolCluster *cluster_now(Hotmigd *daemon, GError **error)
     g_auto(View) view = {0};
 
     view_init(daemon, &view);
-    return orch_inventory_to_cluster(daemon->inventory, &view.view, error);
+    return hotmigd_inventory_to_cluster(daemon->inventory, &view.view, error);
 }
 
 static void plan_after_inventory(Hotmigd *daemon, const GError *error, gpointer data)
@@ -1295,7 +1297,7 @@ static char *snapshot_json(Hotmigd *daemon)
     g_auto(View) view = {0};
 
     view_init(daemon, &view);
-    return orch_inventory_format_snapshot(daemon->inventory, &view.view, TRUE);
+    return hotmigd_inventory_format_snapshot(daemon->inventory, &view.view, TRUE);
 }
 
 static void snapshot_after_inventory(Hotmigd *daemon, const GError *error, gpointer data)
@@ -1327,7 +1329,7 @@ static void remote_json(JsonBuilder *b, const Remote *r)
 
 static void hosts_json(Hotmigd *daemon, JsonBuilder *b)
 {
-    const OrchInventory *inv = daemon->inventory;
+    const HotmigdInventory *inv = daemon->inventory;
     g_auto(View) view = {0};
     g_autoptr(GHashTable) by_state =
         g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)g_ptr_array_unref);
@@ -1338,7 +1340,7 @@ static void hosts_json(Hotmigd *daemon, JsonBuilder *b)
     json_builder_begin_array(b);
     for (guint i = 0; i < daemon->hosts->len; i++) {
         const HmConfigHost *h = g_ptr_array_index(daemon->hosts, i);
-        const OrchInvHost *ih = NULL;
+        const HotmigdInvHost *ih = NULL;
         const Held *held = g_hash_table_lookup(daemon->held, h->name);
         const Sched *evac = g_hash_table_lookup(daemon->evacuations, h->name);
         const char *state = "unknown";
@@ -1346,13 +1348,13 @@ static void hosts_json(Hotmigd *daemon, JsonBuilder *b)
         GPtrArray *names;
 
         for (guint k = 0; inv && k < inv->hosts->len && !ih; k++) {
-            const OrchInvHost *x = g_ptr_array_index(inv->hosts, k);
+            const HotmigdInvHost *x = g_ptr_array_index(inv->hosts, k);
 
             if (g_str_equal(x->name, h->name))
                 ih = x;
         }
         if (ih) {
-            state = pol_host_state_to_string(orch_inventory_host_state(inv, ih, &view.view));
+            state = pol_host_state_to_string(hotmigd_inventory_host_state(inv, ih, &view.view));
             reason = ih->state_reason;
         } else if (evac) {
             state = "evacuating";
@@ -1495,7 +1497,7 @@ void hotmigd_unwatch(Hotmigd *daemon, guint watch)
 
 static void remote_free(Remote *r)
 {
-    orch_move_free(r->job);
+    hotmigd_run_move_free(r->job);
     g_free(r->info.id);
     g_free(r->info.domain);
     g_free(r->info.source);
@@ -1507,7 +1509,7 @@ static void remote_free(Remote *r)
     g_free(r);
 }
 
-static void remote_done(OrchMove *move, const OrchMoveResult *result, gpointer data)
+static void remote_done(HotmigdMove *move, const HotmigdMoveResult *result, gpointer data)
 {
     Remote *r = data;
     Hotmigd *daemon = r->daemon;
@@ -1516,7 +1518,7 @@ static void remote_done(OrchMove *move, const OrchMoveResult *result, gpointer d
     r->info.error = g_strdup(result->detail);
     r->info.report = g_strdup(result->report);
     r->info.finished = now_s();
-    g_clear_pointer(&r->job, orch_move_free);
+    g_clear_pointer(&r->job, hotmigd_run_move_free);
     if (result->ok)
         note_moved(daemon, r->info.domain);
     g_message("Migration %s of '%s' to '%s' (%s) %s%s%s", r->info.id, r->info.domain,
@@ -1546,10 +1548,10 @@ static gboolean domain_busy(Hotmigd *daemon, const char *domain)
         Sched *s = g_ptr_array_index(daemon->scheds, i);
 
         for (guint k = 0; !s->ended && k < s->rounds->len; k++) {
-            const GPtrArray *moves = orch_run_get_moves(g_ptr_array_index(s->rounds, k));
+            const GPtrArray *moves = hotmigd_run_get_moves(g_ptr_array_index(s->rounds, k));
 
             for (guint m = 0; m < moves->len; m++) {
-                const OrchRunMove *rm = g_ptr_array_index(moves, m);
+                const HotmigdRunMove *rm = g_ptr_array_index(moves, m);
 
                 if (rm->move->state == POL_MOVE_RUNNING && g_str_equal(rm->move->vm, domain) &&
                     g_strcmp0(rm->move->from, daemon->name) == 0)
@@ -1597,8 +1599,8 @@ static char *service_migration_start(gpointer data, const OrchHotmigdMigrationRe
     r->info.state = ORCH_HOTMIGD_MIGRATION_RUNNING;
     r->info.started = now_s();
     g_ptr_array_add(daemon->remotes, r);
-    r->job = orch_move_start(&daemon->env, req->domain, daemon->name, req->destination, req->reason,
-                             req->plan, remote_done, r);
+    r->job = hotmigd_run_move_start(&daemon->env, req->domain, daemon->name, req->destination,
+                                    req->reason, req->plan, remote_done, r);
     return g_strdup(r->info.id);
 }
 
@@ -1764,7 +1766,7 @@ static gboolean daemon_listen_https(Hotmigd *daemon, GError **error)
     };
     g_autoptr(GError) local = NULL;
 
-    daemon->authz = orch_authz_new(config);
+    daemon->authz = hotmigd_authz_new(config);
     daemon->file_roots = hm_config_get_list(config, HM_CONFIG_HOTMIGD_FILE_ROOTS);
     server_config.authz = daemon->authz;
     server_config.file_roots = (const char *const *)daemon->file_roots;
@@ -1814,7 +1816,7 @@ static guint local_watch(gpointer owner, const char *id, HotmigdWatchFunc fn, gp
     return hotmigd_watch(owner, id, fn, data, error);
 }
 
-static const OrchLocalApiOps local_ops = {
+static const HotmigdLocalApiOps local_ops = {
     .plan = local_plan,
     .run = local_run,
     .drain = local_drain,
@@ -1837,7 +1839,7 @@ static gboolean daemon_listen_local(Hotmigd *daemon, GError **error)
                     g_strerror(errsv));
         return FALSE;
     }
-    daemon->local = orch_local_api_new(&local_ops, daemon, path, &local);
+    daemon->local = hotmigd_local_api_new(&local_ops, daemon, path, &local);
     if (!daemon->local) {
         local->code = ORCH_ERROR_FAILED;
         g_propagate_error(error, g_steal_pointer(&local));
@@ -2006,12 +2008,12 @@ Hotmigd *hotmigd_new(HmConfig *config, const HotmigdOptions *opts, GError **erro
     daemon->evacuations = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     daemon->remotes = g_ptr_array_new_with_free_func((GDestroyNotify)remote_free);
     if (!daemon->opts.cpu_sample_ms)
-        daemon->opts.cpu_sample_ms = ORCH_INVENTORY_CPU_SAMPLE_MS_DEFAULT;
+        daemon->opts.cpu_sample_ms = HOTMIGD_INVENTORY_CPU_SAMPLE_MS_DEFAULT;
     daemon_migrate_options(daemon, config, &daemon->migrate_opts);
     daemon->reloaded_opts = g_ptr_array_new_with_free_func((GDestroyNotify)options_free);
     daemon_scheduler_settings(daemon, config);
     daemon->share = pol_schedule_share_new();
-    daemon->env = (OrchMoveEnv){
+    daemon->env = (HotmigdMoveEnv){
         .self = daemon->name,
         .hosts = daemon->hosts,
         .migrate_opts = &daemon->migrate_opts,
@@ -2139,12 +2141,12 @@ void hotmigd_free(Hotmigd *daemon)
         g_ptr_array_set_size(daemon->scheds, 0);
     if (daemon->remotes)
         g_ptr_array_set_size(daemon->remotes, 0);
-    g_clear_pointer(&daemon->local, orch_local_api_free);
+    g_clear_pointer(&daemon->local, hotmigd_local_api_free);
     g_clear_pointer(&daemon->server, hotmigd_server_free);
-    g_clear_pointer(&daemon->authz, orch_authz_free);
+    g_clear_pointer(&daemon->authz, hotmigd_authz_free);
     g_clear_pointer(&daemon->file_roots, g_strfreev);
     g_clear_pointer(&daemon->pool, hotmigd_pool_free);
-    orch_inventory_free(daemon->inventory);
+    hotmigd_inventory_free(daemon->inventory);
     g_clear_pointer(&daemon->inventory_waiters, g_ptr_array_unref);
     g_clear_pointer(&daemon->inventory_next, g_ptr_array_unref);
     g_clear_pointer(&daemon->held, g_hash_table_unref);

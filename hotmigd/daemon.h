@@ -41,7 +41,7 @@ void hotmigd_set_evacuation_done(Hotmigd *daemon, HotmigdEvacuationDone cb, gpoi
 
 /* Called with every fresh inventory (borrowed, for the call), so that what other modules know
  * of the hosts (whose hotmigd answers) can follow. */
-typedef void (*HotmigdInventoryTaken)(Hotmigd *daemon, const OrchInventory *inventory,
+typedef void (*HotmigdInventoryTaken)(Hotmigd *daemon, const HotmigdInventory *inventory,
                                       gpointer data);
 void hotmigd_set_inventory_taken(Hotmigd *daemon, HotmigdInventoryTaken cb, gpointer data);
 
@@ -117,7 +117,8 @@ Hotmigd *hotmigd_new(HmConfig *config, const HotmigdOptions *opts, GError **erro
 /* SIGHUP: @config (taken; loaded and checked by the caller) replaces [migrate] for the
  * migrations that start from now on and [scheduler] for the schedules' next moves (running ones
  * keep what they started with). Every other key is read once, at the start: each one that
- * differs is logged as waiting for a restart ([alerts] token-file: hotmigd_alerts_reload()). Returns how many such differences there are. */
+ * differs is logged as waiting for a restart ([alerts] token-file: hotmigd_alerts_hook_reload()).
+ * Returns how many such differences there are. */
 guint hotmigd_reload(Hotmigd *daemon, HmConfig *config);
 
 /* Stops: cancels the migrations running here (they are undone), stops polling remote ones,

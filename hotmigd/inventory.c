@@ -12,7 +12,7 @@
 
 #define KIB_PER_MIB 1024
 
-static void inv_host_free(OrchInvHost *host)
+static void inv_host_free(HotmigdInvHost *host)
 {
     if (!host)
         return;
@@ -23,7 +23,7 @@ static void inv_host_free(OrchInvHost *host)
     g_free(host);
 }
 
-static void inv_vm_free(OrchInvVm *vm)
+static void inv_vm_free(HotmigdInvVm *vm)
 {
     if (!vm)
         return;
@@ -33,7 +33,7 @@ static void inv_vm_free(OrchInvVm *vm)
     g_free(vm);
 }
 
-void orch_inventory_free(OrchInventory *inv)
+void hotmigd_inventory_free(HotmigdInventory *inv)
 {
     if (!inv)
         return;
@@ -47,7 +47,7 @@ void orch_inventory_free(OrchInventory *inv)
 
 /* One host while it is read: its connection and first sample. */
 typedef struct {
-    OrchInvHost *host; /* borrowed from the inventory */
+    HotmigdInvHost *host; /* borrowed from the inventory */
     OrchVirt *virt;
     GPtrArray *first; /* OrchVirtDomainInfo, with XML */
 } Reading;
@@ -59,7 +59,7 @@ static void reading_clear(Reading *r)
         g_ptr_array_unref(r->first);
 }
 
-static void host_down(OrchInvHost *host, const char *what, const GError *error)
+static void host_down(HotmigdInvHost *host, const char *what, const GError *error)
 {
     host->state = POL_HOST_DOWN;
     g_free(host->state_reason);
@@ -67,11 +67,11 @@ static void host_down(OrchInvHost *host, const char *what, const GError *error)
 }
 
 /* Connects, reads the node and the first sample; FALSE when the host is down. */
-static gboolean read_libvirt(Reading *r, const OrchInventoryOptions *opts)
+static gboolean read_libvirt(Reading *r, const HotmigdInventoryOptions *opts)
 {
     g_autoptr(GError) error = NULL;
     OrchVirtNodeInfo node = {0};
-    OrchInvHost *host = r->host;
+    HotmigdInvHost *host = r->host;
 
     r->virt = orch_connector_open_virt(opts->migrate_opts, host->uri, host->name, &error);
     if (!r->virt) {
@@ -88,7 +88,7 @@ static gboolean read_libvirt(Reading *r, const OrchInventoryOptions *opts)
     return TRUE;
 }
 
-static void read_hotmigd(OrchInvHost *host, const OrchInventoryOptions *opts)
+static void read_hotmigd(HotmigdInvHost *host, const HotmigdInventoryOptions *opts)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(OrchHotmigdClient) vfd = NULL;
@@ -116,7 +116,7 @@ static void read_hotmigd(OrchInvHost *host, const OrchInventoryOptions *opts)
 
 /* What @vm's live XML @xml says: its VFs (0 with a warning when it cannot be read) and its
  * job (none, with a warning, when its id is bad). */
-static void read_xml(OrchInvVm *vm, const char *xml, const char *alias_prefix, const char *where,
+static void read_xml(HotmigdInvVm *vm, const char *xml, const char *alias_prefix, const char *where,
                      GPtrArray *warnings)
 {
     g_autoptr(GError) error = NULL;
@@ -156,14 +156,14 @@ static double cpu_util_of(const OrchVirtDomainInfo *a, const OrchVirtDomainInfo 
 /* Adds the VMs of @r (first sample, @second may be NULL) to @inv. A VM already listed (the
  * other side of a migration) replaces the earlier entry when that one is paused and this one
  * runs. */
-static void add_vms(OrchInventory *inv, Reading *r, GPtrArray *second, GHashTable *seen,
-                    const OrchInventoryOptions *opts)
+static void add_vms(HotmigdInventory *inv, Reading *r, GPtrArray *second, GHashTable *seen,
+                    const HotmigdInventoryOptions *opts)
 {
     for (guint i = 0; i < r->first->len; i++) {
         const OrchVirtDomainInfo *a = g_ptr_array_index(r->first, i);
         const OrchVirtDomainInfo *b = NULL;
         g_autofree char *where = g_strdup_printf("VM '%s' on '%s'", a->name, r->host->name);
-        OrchInvVm *vm;
+        HotmigdInvVm *vm;
         gpointer prev;
 
         for (guint j = 0; second && j < second->len && !b; j++) {
@@ -173,7 +173,7 @@ static void add_vms(OrchInventory *inv, Reading *r, GPtrArray *second, GHashTabl
                 b = c;
         }
         if (g_hash_table_lookup_extended(seen, a->name, NULL, &prev)) {
-            OrchInvVm *other = g_ptr_array_index(inv->vms, GPOINTER_TO_UINT(prev));
+            HotmigdInvVm *other = g_ptr_array_index(inv->vms, GPOINTER_TO_UINT(prev));
 
             g_ptr_array_add(
                 inv->warnings,
@@ -185,7 +185,7 @@ static void add_vms(OrchInventory *inv, Reading *r, GPtrArray *second, GHashTabl
             vm = other;
             g_free(vm->host);
         } else {
-            vm = g_new0(OrchInvVm, 1);
+            vm = g_new0(HotmigdInvVm, 1);
             vm->name = g_strdup(a->name);
             g_hash_table_insert(seen, vm->name, GUINT_TO_POINTER(inv->vms->len));
             g_ptr_array_add(inv->vms, vm);
@@ -198,10 +198,10 @@ static void add_vms(OrchInventory *inv, Reading *r, GPtrArray *second, GHashTabl
     }
 }
 
-OrchInventory *orch_inventory_collect(GPtrArray *hosts, const OrchInventoryOptions *opts,
-                                      GError **error)
+HotmigdInventory *hotmigd_inventory_collect(GPtrArray *hosts, const HotmigdInventoryOptions *opts,
+                                            GError **error)
 {
-    g_autoptr(OrchInventory) inv = g_new0(OrchInventory, 1);
+    g_autoptr(HotmigdInventory) inv = g_new0(HotmigdInventory, 1);
     g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
     g_autofree Reading *readings = NULL;
     gint64 start = g_get_monotonic_time();
@@ -215,7 +215,7 @@ OrchInventory *orch_inventory_collect(GPtrArray *hosts, const OrchInventoryOptio
 
     for (guint i = 0; i < hosts->len; i++) {
         const HmConfigHost *spec = g_ptr_array_index(hosts, i);
-        OrchInvHost *host = g_new0(OrchInvHost, 1);
+        HotmigdInvHost *host = g_new0(HotmigdInvHost, 1);
 
         host->name = g_strdup(spec->name);
         host->uri = g_strdup(spec->uri);
@@ -227,7 +227,7 @@ OrchInventory *orch_inventory_collect(GPtrArray *hosts, const OrchInventoryOptio
             read_hotmigd(host, opts);
     }
     if (opts->cpu_sample_ms > 0)
-        cancelled = !orch_wait_ms(opts->cpu_sample_ms, opts->cancellable);
+        cancelled = !hotmigd_run_wait_ms(opts->cpu_sample_ms, opts->cancellable);
     for (guint i = 0; i < hosts->len && !cancelled; i++) {
         Reading *r = &readings[i];
         g_autoptr(GPtrArray) second = NULL;
@@ -247,7 +247,7 @@ OrchInventory *orch_inventory_collect(GPtrArray *hosts, const OrchInventoryOptio
         }
         add_vms(inv, r, second, seen, opts);
         for (guint v = 0; v < inv->vms->len; v++) {
-            OrchInvVm *vm = g_ptr_array_index(inv->vms, v);
+            HotmigdInvVm *vm = g_ptr_array_index(inv->vms, v);
 
             if (g_str_equal(vm->host, r->host->name))
                 used += vm->vfs;
@@ -263,10 +263,10 @@ OrchInventory *orch_inventory_collect(GPtrArray *hosts, const OrchInventoryOptio
         return NULL;
     }
     for (guint v = 0; v < inv->vms->len; v++) {
-        OrchInvVm *vm = g_ptr_array_index(inv->vms, v);
+        HotmigdInvVm *vm = g_ptr_array_index(inv->vms, v);
 
         for (guint h = 0; h < inv->hosts->len; h++) {
-            OrchInvHost *host = g_ptr_array_index(inv->hosts, h);
+            HotmigdInvHost *host = g_ptr_array_index(inv->hosts, h);
 
             if (g_str_equal(host->name, vm->host))
                 host->vms++;
@@ -295,8 +295,8 @@ static int state_rank(PolHostState state)
     }
 }
 
-PolHostState orch_inventory_host_state(const OrchInventory *inv, const OrchInvHost *host,
-                                       const OrchInventoryView *view)
+PolHostState hotmigd_inventory_host_state(const HotmigdInventory *inv, const HotmigdInvHost *host,
+                                          const HotmigdInventoryView *view)
 {
     gpointer value;
 
@@ -308,31 +308,31 @@ PolHostState orch_inventory_host_state(const OrchInventory *inv, const OrchInvHo
 }
 
 /* Seconds since @vm last moved, -1 when not known. */
-static gint64 moved_ago(const OrchInvVm *vm, const OrchInventoryView *view)
+static gint64 moved_ago(const HotmigdInvVm *vm, const HotmigdInventoryView *view)
 {
     const gint64 *when = view && view->moved ? g_hash_table_lookup(view->moved, vm->name) : NULL;
 
     return when ? MAX(view->now - *when, 0) : -1;
 }
 
-PolCluster *orch_inventory_to_cluster(const OrchInventory *inv, const OrchInventoryView *view,
-                                      GError **error)
+PolCluster *hotmigd_inventory_to_cluster(const HotmigdInventory *inv,
+                                         const HotmigdInventoryView *view, GError **error)
 {
     g_autoptr(PolCluster) cluster = pol_cluster_new();
     g_autoptr(GError) local = NULL;
-    g_autoptr(GPtrArray) arriving = g_ptr_array_new(); /* OrchInvVm, parallel to: */
+    g_autoptr(GPtrArray) arriving = g_ptr_array_new();    /* HotmigdInvVm, parallel to: */
     g_autoptr(GPtrArray) arriving_at = g_ptr_array_new(); /* const char *: their hosts */
 
     g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
 
     for (guint i = 0; view && view->arriving && i < view->arriving->len; i++) {
-        const OrchInvArrival *a = &g_array_index(view->arriving, OrchInvArrival, i);
+        const HotmigdInvArrival *a = &g_array_index(view->arriving, HotmigdInvArrival, i);
 
         /* The first arrival of a VM holds the room (a VM has one move under way at a time). */
         if (!g_hash_table_add(seen, (gpointer)a->vm))
             continue;
         for (guint k = 0; k < inv->vms->len; k++) {
-            const OrchInvVm *vm = g_ptr_array_index(inv->vms, k);
+            const HotmigdInvVm *vm = g_ptr_array_index(inv->vms, k);
 
             /* Not there yet (a VM already on its destination needs no stand-in). */
             if (g_str_equal(vm->name, a->vm) && g_strcmp0(vm->host, a->host) != 0) {
@@ -342,14 +342,14 @@ PolCluster *orch_inventory_to_cluster(const OrchInventory *inv, const OrchInvent
         }
     }
     for (guint i = 0; i < inv->hosts->len; i++) {
-        const OrchInvHost *host = g_ptr_array_index(inv->hosts, i);
+        const HotmigdInvHost *host = g_ptr_array_index(inv->hosts, i);
         guint held = 0; /* VFs the arrivals will take there */
 
         for (guint k = 0; k < arriving->len; k++)
             if (g_str_equal(g_ptr_array_index(arriving_at, k), host->name))
-                held += ((const OrchInvVm *)g_ptr_array_index(arriving, k))->vfs;
+                held += ((const HotmigdInvVm *)g_ptr_array_index(arriving, k))->vfs;
         if (!pol_cluster_add_host(cluster, host->name, host->cpus, host->memory_mib,
-                                  orch_inventory_host_state(inv, host, view), &local) ||
+                                  hotmigd_inventory_host_state(inv, host, view), &local) ||
             !pol_cluster_set_host_vfs(cluster, host->name, NULL, host->vfs_total,
                                       (gint)(host->vfs_free - MIN(held, host->vfs_free)), &local)) {
             g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "inventory: host '%s': %s",
@@ -358,7 +358,7 @@ PolCluster *orch_inventory_to_cluster(const OrchInventory *inv, const OrchInvent
         }
     }
     for (guint i = 0; i < inv->vms->len; i++) {
-        const OrchInvVm *vm = g_ptr_array_index(inv->vms, i);
+        const HotmigdInvVm *vm = g_ptr_array_index(inv->vms, i);
         PolVmSpec spec = {
             .name = vm->name,
             .host = vm->host,
@@ -376,7 +376,7 @@ PolCluster *orch_inventory_to_cluster(const OrchInventory *inv, const OrchInvent
         }
     }
     for (guint k = 0; k < arriving->len; k++) {
-        const OrchInvVm *vm = g_ptr_array_index(arriving, k);
+        const HotmigdInvVm *vm = g_ptr_array_index(arriving, k);
         g_autofree char *name = g_strdup_printf("%.200s/arriving/%u", vm->name, k);
         PolVmSpec spec = {
             .name = name,
@@ -397,8 +397,8 @@ PolCluster *orch_inventory_to_cluster(const OrchInventory *inv, const OrchInvent
     return g_steal_pointer(&cluster);
 }
 
-char *orch_inventory_format_snapshot(const OrchInventory *inv, const OrchInventoryView *view,
-                                     gboolean pretty)
+char *hotmigd_inventory_format_snapshot(const HotmigdInventory *inv,
+                                        const HotmigdInventoryView *view, gboolean pretty)
 {
     g_autoptr(JsonBuilder) b = json_builder_new_immutable();
     g_autoptr(JsonGenerator) gen = json_generator_new();
@@ -408,8 +408,8 @@ char *orch_inventory_format_snapshot(const OrchInventory *inv, const OrchInvento
     json_builder_set_member_name(b, "hosts");
     json_builder_begin_array(b);
     for (guint i = 0; i < inv->hosts->len; i++) {
-        const OrchInvHost *host = g_ptr_array_index(inv->hosts, i);
-        PolHostState state = orch_inventory_host_state(inv, host, view);
+        const HotmigdInvHost *host = g_ptr_array_index(inv->hosts, i);
+        PolHostState state = hotmigd_inventory_host_state(inv, host, view);
 
         json_builder_begin_object(b);
         orch_json_member_string(b, "name", host->name);
@@ -427,7 +427,7 @@ char *orch_inventory_format_snapshot(const OrchInventory *inv, const OrchInvento
     json_builder_set_member_name(b, "vms");
     json_builder_begin_array(b);
     for (guint i = 0; i < inv->vms->len; i++) {
-        const OrchInvVm *vm = g_ptr_array_index(inv->vms, i);
+        const HotmigdInvVm *vm = g_ptr_array_index(inv->vms, i);
         gint64 ago = moved_ago(vm, view);
 
         json_builder_begin_object(b);

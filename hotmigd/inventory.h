@@ -29,7 +29,7 @@
 
 G_BEGIN_DECLS
 
-#define ORCH_INVENTORY_CPU_SAMPLE_MS_DEFAULT 500
+#define HOTMIGD_INVENTORY_CPU_SAMPLE_MS_DEFAULT 500
 
 typedef struct {
     char *name;    /* the [host NAME] */
@@ -44,7 +44,7 @@ typedef struct {
     guint vfs_total; /* VFs of its pool that are there */
     guint vfs_free;
     guint vms; /* VMs running there */
-} OrchInvHost;
+} HotmigdInvHost;
 
 typedef struct {
     char *name;
@@ -55,18 +55,18 @@ typedef struct {
     gboolean cpu_measured; /* FALSE: cpu_util is 1.0 because it could not be measured */
     guint vfs;
     char *job; /* the MPI job it runs a part of, or NULL */
-} OrchInvVm;
+} HotmigdInvVm;
 
 typedef struct {
-    GPtrArray *hosts;    /* OrchInvHost, in configuration order */
-    GPtrArray *vms;      /* OrchInvVm, host by host */
+    GPtrArray *hosts;    /* HotmigdInvHost, in configuration order */
+    GPtrArray *vms;      /* HotmigdInvVm, host by host */
     GPtrArray *warnings; /* char *: what could not be read but did not make a host down */
     gint64 taken;        /* unix seconds at the end */
     double took_ms;
-} OrchInventory;
+} HotmigdInventory;
 
-void orch_inventory_free(OrchInventory *inv);
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchInventory, orch_inventory_free)
+void hotmigd_inventory_free(HotmigdInventory *inv);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(HotmigdInventory, hotmigd_inventory_free)
 
 typedef struct {
     /* Required: the hosts are reached as a migration reaches them (orch_connector_open_virt()
@@ -75,7 +75,7 @@ typedef struct {
     const OrchOptions *migrate_opts;
     guint cpu_sample_ms;       /* 0: cpu_util 1.0 everywhere, no second sample */
     GCancellable *cancellable; /* cuts the wait between the samples short (then FAILS) */
-} OrchInventoryOptions;
+} HotmigdInventoryOptions;
 
 /* Reads every host of @hosts (HmConfigHost, borrowed; each with its hotmigd URL resolved, NULL
  * when none is known: the host is then quarantined); blocking (call it
@@ -83,30 +83,30 @@ typedef struct {
  * once. A host that does not answer is down or quarantined with the reason, not an error; a VM
  * seen on two hosts (the two sides of a migration under way) is counted where it runs, not
  * where it is paused. Fails only when cancelled (ORCH_ERROR_CANCELLED). Owned result. */
-OrchInventory *orch_inventory_collect(GPtrArray *hosts, const OrchInventoryOptions *opts,
-                                      GError **error);
+HotmigdInventory *hotmigd_inventory_collect(GPtrArray *hosts, const HotmigdInventoryOptions *opts,
+                                            GError **error);
 
 /* A VM that a running or pending move (of a schedule under way) brings to @host. */
 typedef struct {
     const char *vm;
     const char *host;
-} OrchInvArrival;
+} HotmigdInvArrival;
 
 /* What the daemon adds to the inventory: host states set by alerts and evacuations (@states:
  * host name -> GINT_TO_POINTER(PolHostState), may be NULL), when VMs last moved (@moved: VM name
  * -> gint64 * unix seconds, may be NULL), the arrivals of the schedules under way (@arriving:
- * OrchInvArrival, may be NULL), and now. A host's state is the stronger of the inventory's and
+ * HotmigdInvArrival, may be NULL), and now. A host's state is the stronger of the inventory's and
  * @states' (ok < quarantined < evacuating < down). */
 typedef struct {
     GHashTable *states;
     GHashTable *moved;
     GArray *arriving;
     gint64 now;
-} OrchInventoryView;
+} HotmigdInventoryView;
 
 /* The host's state in @view (its inventory state, raised by view->states). */
-PolHostState orch_inventory_host_state(const OrchInventory *inv, const OrchInvHost *host,
-                                       const OrchInventoryView *view);
+PolHostState hotmigd_inventory_host_state(const HotmigdInventory *inv, const HotmigdInvHost *host,
+                                          const HotmigdInventoryView *view);
 
 /* The inventory as a cluster for the planner (owned). Each arrival of @view holds, on its
  * destination, the room its VM will take there: a pinned stand-in named "VM/arriving/N" (libvirt
@@ -114,15 +114,15 @@ PolHostState orch_inventory_host_state(const OrchInventory *inv, const OrchInvHo
  * still counts on its source, where it runs until its move is done. So no plan made while
  * other schedules run can take room they count on (docs/policies.md). Fails only on what the
  * model refuses (names too long, ...), naming the host or VM. */
-PolCluster *orch_inventory_to_cluster(const OrchInventory *inv, const OrchInventoryView *view,
-                                      GError **error);
+PolCluster *hotmigd_inventory_to_cluster(const HotmigdInventory *inv,
+                                         const HotmigdInventoryView *view, GError **error);
 
 /* The inventory in the snapshot format orch_snapshot_parse() reads (owned JSON text): hosts with
  * name, cpus, memory_mib, vfs, vfs_free, state (+ state_reason), VMs with name, host, vcpus,
  * memory_mib, cpu_util (+ cpu_measured), vfs, job and moved_ago_s when known; "taken" (RFC
- * 3339) and "warnings" at the top. Parsed back it gives the cluster orch_inventory_to_cluster()
+ * 3339) and "warnings" at the top. Parsed back it gives the cluster hotmigd_inventory_to_cluster()
  * gives. */
-char *orch_inventory_format_snapshot(const OrchInventory *inv, const OrchInventoryView *view,
-                                     gboolean pretty);
+char *hotmigd_inventory_format_snapshot(const HotmigdInventory *inv,
+                                        const HotmigdInventoryView *view, gboolean pretty);
 
 G_END_DECLS

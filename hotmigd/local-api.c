@@ -2,7 +2,7 @@
  * and the client are engine/local-protocol.c). Requests come from root on this host, but are
  * checked as strictly as any input: a size limit per line, UTF-8, one JSON object nested at
  * most 16 deep (orch_local_request_parse()), only the members a command knows, each of its
- * type. The commands' work is the daemon's, bound from the table OrchLocalApiOps. */
+ * type. The commands' work is the daemon's, bound from the table HotmigdLocalApiOps. */
 #define G_LOG_DOMAIN "hotmigd"
 
 #include "hotmigd/local-api.h"
@@ -54,8 +54,8 @@ static char *line_value(const char *member, JsonNode *value)
 /* ---- the listener ------------------------------------------------------------------------------
  */
 
-struct OrchLocalApi {
-    const OrchLocalApiOps *ops;
+struct HotmigdLocalApi {
+    const HotmigdLocalApiOps *ops;
     gpointer owner;
     GSocketService *service;
     char *path;
@@ -64,7 +64,7 @@ struct OrchLocalApi {
 
 typedef struct {
     gint ref;
-    OrchLocalApi *api; /* NULL once the API is gone */
+    HotmigdLocalApi *api; /* NULL once the API is gone */
     GSocketConnection *conn;
     GCancellable *cancel;
     GByteArray *buf;  /* input not yet taken as a line */
@@ -581,7 +581,7 @@ static void client_read_more(Client *c)
 static gboolean on_incoming(GSocketService *service, GSocketConnection *conn, GObject *source,
                             gpointer data)
 {
-    OrchLocalApi *api = data;
+    HotmigdLocalApi *api = data;
     g_autoptr(GCredentials) creds =
         g_socket_get_credentials(g_socket_connection_get_socket(conn), NULL);
     uid_t uid = creds ? g_credentials_get_unix_user(creds, NULL) : (uid_t)-1;
@@ -618,12 +618,12 @@ static void api_client_drop(Client *c)
     client_unref(c);
 }
 
-OrchLocalApi *orch_local_api_new(const OrchLocalApiOps *ops, gpointer owner, const char *path,
-                                 GError **error)
+HotmigdLocalApi *hotmigd_local_api_new(const HotmigdLocalApiOps *ops, gpointer owner,
+                                       const char *path, GError **error)
 {
     g_autoptr(GSocketAddress) addr = NULL;
     g_autoptr(GError) local = NULL;
-    OrchLocalApi *api;
+    HotmigdLocalApi *api;
     struct stat st;
     mode_t old_mask;
     gboolean ok;
@@ -644,7 +644,7 @@ OrchLocalApi *orch_local_api_new(const OrchLocalApiOps *ops, gpointer owner, con
             return NULL;
         }
     }
-    api = g_new0(OrchLocalApi, 1);
+    api = g_new0(HotmigdLocalApi, 1);
     api->ops = ops;
     api->owner = owner;
     api->path = g_strdup(path);
@@ -660,7 +660,7 @@ OrchLocalApi *orch_local_api_new(const OrchLocalApiOps *ops, gpointer owner, con
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED,
                     "Cannot listen on the local socket '%s': %s", path,
                     local ? local->message : g_strerror(errno));
-        orch_local_api_free(api);
+        hotmigd_local_api_free(api);
         return NULL;
     }
     g_signal_connect(api->service, "incoming", G_CALLBACK(on_incoming), api);
@@ -668,7 +668,7 @@ OrchLocalApi *orch_local_api_new(const OrchLocalApiOps *ops, gpointer owner, con
     return api;
 }
 
-void orch_local_api_free(OrchLocalApi *api)
+void hotmigd_local_api_free(HotmigdLocalApi *api)
 {
     if (!api)
         return;

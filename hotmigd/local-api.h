@@ -31,7 +31,7 @@ typedef struct {
 /* A move's start or end while a schedule runs; NULL once when it has ended (@event borrowed). */
 typedef void (*HotmigdWatchFunc)(JsonNode *event, gpointer data);
 
-/* What the commands ask of the listener's owner (@owner of orch_local_api_new()); each entry
+/* What the commands ask of the listener's owner (@owner of hotmigd_local_api_new()); each entry
  * is the daemon's function of that name (hotmigd/daemon.h says what each answers). */
 typedef struct {
     void (*plan)(gpointer owner, const HotmigdPlanRequest *req, HotmigdDone done, gpointer data);
@@ -43,16 +43,16 @@ typedef struct {
     JsonNode *(*status)(gpointer owner, const char *id, GError **error);
     guint (*watch)(gpointer owner, const char *id, HotmigdWatchFunc fn, gpointer data,
                    GError **error);
-} OrchLocalApiOps;
+} HotmigdLocalApiOps;
 
-typedef struct OrchLocalApi OrchLocalApi;
+typedef struct HotmigdLocalApi HotmigdLocalApi;
 
 /* Listens on @path (a stale socket file is replaced; a path holding something else is an
  * error), mode 0600, and serves the local API on the thread-default main context, each
  * command's work done by @ops on @owner (both borrowed: they outlive the API). */
-OrchLocalApi *orch_local_api_new(const OrchLocalApiOps *ops, gpointer owner, const char *path,
-                                 GError **error);
-void orch_local_api_free(OrchLocalApi *api);
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchLocalApi, orch_local_api_free)
+HotmigdLocalApi *hotmigd_local_api_new(const HotmigdLocalApiOps *ops, gpointer owner,
+                                       const char *path, GError **error);
+void hotmigd_local_api_free(HotmigdLocalApi *api);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(HotmigdLocalApi, hotmigd_local_api_free)
 
 G_END_DECLS

@@ -80,7 +80,7 @@ static gboolean on_signal(gpointer data)
 
 typedef struct {
     Hotmigd *daemon;
-    HotmigdAlerts *alerts;
+    HotmigdAlertsHook *alerts;
     const char *config_path; /* --config, or NULL */
 } Reload;
 
@@ -102,7 +102,7 @@ static gboolean on_sighup(gpointer data)
         for (char **w = warnings; *w; w++)
             g_warning("%s", *w);
         if (r->alerts)
-            hotmigd_alerts_reload(r->alerts, config);
+            hotmigd_alerts_hook_reload(r->alerts, config);
         hotmigd_reload(r->daemon, g_steal_pointer(&config));
     }
     notify_systemd("READY=1");
@@ -151,7 +151,7 @@ int main(int argc, char **argv)
     g_autoptr(GError) error = NULL;
     g_autoptr(HmConfig) config = NULL;
     g_autoptr(Hotmigd) daemon = NULL;
-    g_autoptr(HotmigdAlerts) alerts = NULL;
+    g_autoptr(HotmigdAlertsHook) alerts = NULL;
     g_autoptr(GMainLoop) loop = NULL;
     g_autofree char *config_path = NULL;
     gboolean foreground = FALSE, verbose = FALSE, version = FALSE, check = FALSE;
@@ -216,7 +216,7 @@ int main(int argc, char **argv)
         return g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID) ? EXIT_CONFIG : EXIT_FAILED;
     }
     /* The failure-prediction hook (hotmigd/alerts-hook.c; docs/alerts.md). */
-    alerts = hotmigd_alerts_start(daemon, &error);
+    alerts = hotmigd_alerts_hook_start(daemon, &error);
     if (!alerts) {
         g_critical("%s", error->message);
         return g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID) ? EXIT_CONFIG : EXIT_FAILED;
@@ -240,7 +240,7 @@ int main(int argc, char **argv)
     g_source_remove(sigint);
     g_source_remove(sighup);
     g_thread_unref(g_thread_new("stop-watchdog", stop_watchdog, NULL));
-    g_clear_pointer(&alerts, hotmigd_alerts_stop);
+    g_clear_pointer(&alerts, hotmigd_alerts_hook_stop);
     g_clear_pointer(&daemon, hotmigd_free);
     g_message("Stopped");
     return EXIT_STOPPED;

@@ -5,8 +5,8 @@
 
 #include <math.h>
 
-HM_ENUM_IMPL(orch_metrics_migration, OrchMetricsMigration, ORCH_METRICS_MIGRATION_LAST, "ok",
-             "failed", "skipped")
+HM_ENUM_IMPL(hotmigd_metrics_migration, HotmigdMetricsMigration, HOTMIGD_METRICS_MIGRATION_LAST,
+             "ok", "failed", "skipped")
 HM_ENUM_IMPL(orch_alert_outcome, OrchAlertOutcome, ORCH_ALERT_OUTCOME_LAST, "quarantine",
              "evacuate", "lift", "none", "merged", "ignored", "forwarded", "rejected", "held")
 
@@ -78,7 +78,7 @@ static void sample_double(GString *out, const char *name, const char *label, con
         g_string_append_printf(out, "%s\n", shortest(buf, sizeof(buf), x));
 }
 
-char *orch_metrics_render(const OrchMetrics *m)
+char *hotmigd_metrics_render(const HotmigdMetrics *m)
 {
     GString *out = g_string_new(NULL);
 
@@ -86,9 +86,9 @@ char *orch_metrics_render(const OrchMetrics *m)
 
     family(out, "hotmig_migrations_total", "counter",
            "Migrations run by this hotmigd's scheduler, by how they ended.");
-    for (int r = 0; r < ORCH_METRICS_MIGRATION_LAST; r++)
-        sample_uint(out, "hotmig_migrations_total", "result", orch_metrics_migration_to_string(r),
-                    m->migrations[r]);
+    for (int r = 0; r < HOTMIGD_METRICS_MIGRATION_LAST; r++)
+        sample_uint(out, "hotmig_migrations_total", "result",
+                    hotmigd_metrics_migration_to_string(r), m->migrations[r]);
 
     family(out, "hotmig_phase_duration_seconds", "summary",
            "Time the migrations spent in each phase.");

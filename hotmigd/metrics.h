@@ -1,6 +1,6 @@
 /* hotmigd's /metrics (docs/hotmigd.md, "Metrics"): what the daemon counts, rendered in the
  * Prometheus text exposition format 0.0.4. metrics.c only formats; the daemon fills
- * OrchMetrics from its parts (the cluster's statistics, the pool, the alert book). */
+ * HotmigdMetrics from its parts (the cluster's statistics, the pool, the alert book). */
 #pragma once
 
 #include <glib.h>
@@ -13,13 +13,13 @@ G_BEGIN_DECLS
 
 /* How a migration ended: label result of hotmig_migrations_total. */
 typedef enum {
-    ORCH_METRICS_MIGRATION_OK,
-    ORCH_METRICS_MIGRATION_FAILED,
-    ORCH_METRICS_MIGRATION_SKIPPED,
-    ORCH_METRICS_MIGRATION_LAST,
-} OrchMetricsMigration;
+    HOTMIGD_METRICS_MIGRATION_OK,
+    HOTMIGD_METRICS_MIGRATION_FAILED,
+    HOTMIGD_METRICS_MIGRATION_SKIPPED,
+    HOTMIGD_METRICS_MIGRATION_LAST,
+} HotmigdMetricsMigration;
 
-HM_ENUM_DECL(orch_metrics_migration, OrchMetricsMigration) /* "ok", "failed", "skipped" */
+HM_ENUM_DECL(hotmigd_metrics_migration, HotmigdMetricsMigration) /* "ok", "failed", "skipped" */
 
 /* What an alert event received by this daemon led to: label action of hotmig_alerts_total.
  * One per event: the book's action when it asked for one, else why nothing happened. */
@@ -39,7 +39,7 @@ typedef enum {
 HM_ENUM_DECL(orch_alert_outcome, OrchAlertOutcome)
 
 typedef struct {
-    guint64 migrations[ORCH_METRICS_MIGRATION_LAST];
+    guint64 migrations[HOTMIGD_METRICS_MIGRATION_LAST];
     double phase_seconds_sum[ORCH_PHASE_LAST];
     guint64 phase_count[ORCH_PHASE_LAST];
     gboolean have_vfs;   /* FALSE: the pool was not counted; hotmig_vf_leases is left out */
@@ -47,16 +47,16 @@ typedef struct {
     guint vfs[ORCH_VF_STATE_LAST];
     guint hosts[POL_HOST_STATE_LAST];
     guint64 alerts[ORCH_ALERT_OUTCOME_LAST];
-} OrchMetrics;
+} HotmigdMetrics;
 
-#define ORCH_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+#define HOTMIGD_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
 /* @metrics in the text format (owned): every family with HELP and TYPE, every label value
  * present, also when 0, in a fixed order; without VF counts, hotmig_vf_leases has no samples
  * and, with a vfs_why, the comment "# hotmig_vf_leases left out: WHY". */
-char *orch_metrics_render(const OrchMetrics *metrics);
+char *hotmigd_metrics_render(const HotmigdMetrics *metrics);
 
 /* /metrics' text (taken), answered later: the listener waits for the pool's count. */
-typedef void (*OrchMetricsDone)(char *text, gpointer data);
+typedef void (*HotmigdMetricsDone)(char *text, gpointer data);
 
 G_END_DECLS

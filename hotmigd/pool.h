@@ -138,7 +138,8 @@ typedef struct {
     const char *reason; /* why (e.g. "migration of vm7 from hostA"), required */
     const char *domain; /* the domain that will get it, required */
     guint ttl_s;        /* 0: the pool's lease_ttl_s */
-    const char *owner;  /* the client that may act on the lease (orch_peer_owner()); or NULL */
+    const char
+        *owner; /* the client that may act on the lease (hotmigd_authz_client_owner()); or NULL */
 } HotmigdPoolLeaseSpec;
 
 /* Leases a VF. ORCH_ERROR_NOT_FOUND: @vf is not in the pool; ORCH_ERROR_CONFLICT: it is not

@@ -8,7 +8,7 @@
 
 #include "engine/hotmigd-client.h"
 
-const HmConfigHost *orch_move_env_find_host(const OrchMoveEnv *env, const char *name)
+const HmConfigHost *hotmigd_run_move_env_find_host(const HotmigdMoveEnv *env, const char *name)
 {
     for (guint i = 0; env->hosts && name && i < env->hosts->len; i++) {
         const HmConfigHost *host = g_ptr_array_index(env->hosts, i);
@@ -20,7 +20,7 @@ const HmConfigHost *orch_move_env_find_host(const OrchMoveEnv *env, const char *
 }
 
 /* Waits @ms, or less when @cancellable is cancelled: FALSE then. */
-gboolean orch_wait_ms(guint ms, GCancellable *cancellable)
+gboolean hotmigd_run_wait_ms(guint ms, GCancellable *cancellable)
 {
     g_autoptr(GCancellable) own = cancellable ? NULL : g_cancellable_new();
     GCancellable *c = cancellable ? cancellable : own;
@@ -37,21 +37,21 @@ gboolean orch_wait_ms(guint ms, GCancellable *cancellable)
 
 /* ---- one move ------------------------------------------------------------------------------ */
 
-struct OrchMove {
+struct HotmigdMove {
     gint ref; /* the owner's and, until it is delivered, the thread's */
-    const OrchMoveEnv *env;
+    const HotmigdMoveEnv *env;
     char *domain, *from, *to, *reason, *plan;
     GCancellable *cancel;
     GMainContext *ctx; /* where @done is called */
     GThread *thread;
     GMutex lock; /* remote_id, read by the owner while the thread runs */
-    OrchMoveResult result;
-    OrchMoveDone done;
+    HotmigdMoveResult result;
+    HotmigdMoveDone done;
     gpointer data;
     gboolean orphaned; /* the owner freed it: @done is not called */
 };
 
-static void move_unref(OrchMove *m)
+static void move_unref(HotmigdMove *m)
 {
     if (!g_atomic_int_dec_and_test(&m->ref))
         return;
@@ -70,8 +70,8 @@ static void move_unref(OrchMove *m)
     g_free(m);
 }
 
-static void move_fail(OrchMove *m, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
-static void move_fail(OrchMove *m, const char *fmt, ...)
+static void move_fail(HotmigdMove *m, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static void move_fail(HotmigdMove *m, const char *fmt, ...)
 {
     va_list ap;
 
@@ -83,7 +83,7 @@ static void move_fail(OrchMove *m, const char *fmt, ...)
 }
 
 /* @deputy_why: the move runs here for @from, whose hotmigd could not be reached (why), or NULL. */
-static void move_run_here(OrchMove *m, const HmConfigHost *from, const HmConfigHost *to,
+static void move_run_here(HotmigdMove *m, const HmConfigHost *from, const HmConfigHost *to,
                           const char *deputy_why)
 {
     g_auto(OrchOptions) opts = {0};
@@ -118,11 +118,11 @@ static void move_run_here(OrchMove *m, const HmConfigHost *from, const HmConfigH
 /* Asks @from's hotmigd to run the move and follows it there; when that hotmigd cannot be
  * reached at all (nothing was sent: no migration can have started there), runs it here, over
  * libvirt, as its deputy (docs/policies.md). */
-static void move_run_remote(OrchMove *m, const HmConfigHost *from, const HmConfigHost *to)
+static void move_run_remote(HotmigdMove *m, const HmConfigHost *from, const HmConfigHost *to)
 {
-    const OrchMoveEnv *env = m->env;
-    guint poll_ms = env->poll_ms ? env->poll_ms : ORCH_MOVE_POLL_MS_DEFAULT;
-    guint lost_s = env->lost_after_s ? env->lost_after_s : ORCH_MOVE_LOST_AFTER_S_DEFAULT;
+    const HotmigdMoveEnv *env = m->env;
+    guint poll_ms = env->poll_ms ? env->poll_ms : HOTMIGD_MOVE_POLL_MS_DEFAULT;
+    guint lost_s = env->lost_after_s ? env->lost_after_s : HOTMIGD_MOVE_LOST_AFTER_S_DEFAULT;
     OrchHotmigdMigrationRequest req = {
         .domain = m->domain, .destination = m->to, .reason = m->reason, .plan = m->plan};
     g_autoptr(OrchHotmigdClient) vfd = NULL;
@@ -152,7 +152,7 @@ static void move_run_remote(OrchMove *m, const HmConfigHost *from, const HmConfi
     g_mutex_unlock(&m->lock);
     last_answer = g_get_monotonic_time();
     /* Nothing tells us when it ends: ask every poll_ms (docs/decisions.md). */
-    while (orch_wait_ms(poll_ms, m->cancel)) {
+    while (hotmigd_run_wait_ms(poll_ms, m->cancel)) {
         g_autoptr(OrchHotmigdMigration) mig = NULL;
 
         g_clear_error(&error);
@@ -188,7 +188,7 @@ static void move_run_remote(OrchMove *m, const HmConfigHost *from, const HmConfi
 
 static gboolean move_deliver(gpointer data)
 {
-    OrchMove *m = data;
+    HotmigdMove *m = data;
 
     if (!m->orphaned && m->done)
         m->done(m, &m->result, m->data);
@@ -197,9 +197,9 @@ static gboolean move_deliver(gpointer data)
 
 static gpointer move_thread(gpointer data)
 {
-    OrchMove *m = data;
-    const HmConfigHost *from = orch_move_env_find_host(m->env, m->from);
-    const HmConfigHost *to = orch_move_env_find_host(m->env, m->to);
+    HotmigdMove *m = data;
+    const HmConfigHost *from = hotmigd_run_move_env_find_host(m->env, m->from);
+    const HmConfigHost *to = hotmigd_run_move_env_find_host(m->env, m->to);
 
     if (!from || !to)
         move_fail(m, "unknown host '%s'", from ? m->to : m->from);
@@ -211,11 +211,11 @@ static gpointer move_thread(gpointer data)
     return NULL;
 }
 
-OrchMove *orch_move_start(const OrchMoveEnv *env, const char *domain, const char *from,
-                          const char *to, const char *reason, const char *plan, OrchMoveDone done,
-                          gpointer data)
+HotmigdMove *hotmigd_run_move_start(const HotmigdMoveEnv *env, const char *domain, const char *from,
+                                    const char *to, const char *reason, const char *plan,
+                                    HotmigdMoveDone done, gpointer data)
 {
-    OrchMove *m = g_new0(OrchMove, 1);
+    HotmigdMove *m = g_new0(HotmigdMove, 1);
     g_autofree char *name = g_strdup_printf("move %.40s", domain);
 
     g_return_val_if_fail(env && env->migrate && env->migrate_opts && domain && from && to, NULL);
@@ -235,7 +235,7 @@ OrchMove *orch_move_start(const OrchMoveEnv *env, const char *domain, const char
     return m;
 }
 
-void orch_move_free(OrchMove *m)
+void hotmigd_run_move_free(HotmigdMove *m)
 {
     if (!m)
         return;
@@ -245,7 +245,7 @@ void orch_move_free(OrchMove *m)
     move_unref(m);
 }
 
-const char *orch_move_get_remote_id(OrchMove *m)
+const char *hotmigd_run_move_get_remote_id(HotmigdMove *m)
 {
     const char *id;
 
@@ -258,33 +258,33 @@ const char *orch_move_get_remote_id(OrchMove *m)
 /* ---- a plan's run ---------------------------------------------------------------------------- */
 
 typedef struct {
-    OrchRunMove pub;
-    OrchRun *run;
-    OrchMove *job;     /* while it runs */
+    HotmigdRunMove pub;
+    HotmigdRun *run;
+    HotmigdMove *job;  /* while it runs */
     gboolean reported; /* its end was told */
 } RunMove;
 
-struct OrchRun {
-    const OrchMoveEnv *env;
+struct HotmigdRun {
+    const HotmigdMoveEnv *env;
     char *id;
     char *reason;
     PolSchedule *sched;
     GPtrArray *moves; /* RunMove, in the schedule's order */
-    OrchRunFunc cb;
+    HotmigdRunFunc cb;
     gpointer data;
     GSource *idle; /* the pending pump or end (on the run's context) */
     gboolean finish_told;
 };
 
 /* @fn(@run) soon, on the thread-default context. */
-static void run_later(OrchRun *run, GSourceFunc fn)
+static void run_later(HotmigdRun *run, GSourceFunc fn)
 {
     run->idle = g_idle_source_new();
     g_source_set_callback(run->idle, fn, run, NULL);
     g_source_attach(run->idle, g_main_context_get_thread_default());
 }
 
-static void run_idle_clear(OrchRun *run)
+static void run_idle_clear(HotmigdRun *run)
 {
     if (!run->idle)
         return;
@@ -295,23 +295,23 @@ static void run_idle_clear(OrchRun *run)
 
 static void run_move_free(RunMove *rm)
 {
-    orch_move_free(rm->job);
+    hotmigd_run_move_free(rm->job);
     g_free(rm->pub.driven_by);
     g_free(rm->pub.remote_id);
     g_free(rm->pub.report);
     g_free(rm);
 }
 
-static void run_pump(OrchRun *run);
+static void run_pump(HotmigdRun *run);
 
-static void run_tell(OrchRun *run, OrchRunEvent event, RunMove *rm)
+static void run_tell(HotmigdRun *run, HotmigdRunEvent event, RunMove *rm)
 {
     if (run->cb)
         run->cb(run, event, rm ? &rm->pub : NULL, run->data);
 }
 
 /* Tells the ends the schedule decided on its own (skips). */
-static void run_tell_ends(OrchRun *run)
+static void run_tell_ends(HotmigdRun *run)
 {
     for (guint i = 0; i < run->moves->len; i++) {
         RunMove *rm = g_ptr_array_index(run->moves, i);
@@ -322,14 +322,14 @@ static void run_tell_ends(OrchRun *run)
             rm->job)
             continue;
         rm->reported = TRUE;
-        run_tell(run, ORCH_RUN_EVENT_ENDED, rm);
+        run_tell(run, HOTMIGD_RUN_EVENT_ENDED, rm);
     }
 }
 
-static void run_move_done(OrchMove *job, const OrchMoveResult *result, gpointer data)
+static void run_move_done(HotmigdMove *job, const HotmigdMoveResult *result, gpointer data)
 {
     RunMove *rm = data;
-    OrchRun *run = rm->run;
+    HotmigdRun *run = rm->run;
     g_autofree char *detail = NULL;
 
     g_free(rm->pub.driven_by);
@@ -339,31 +339,31 @@ static void run_move_done(OrchMove *job, const OrchMoveResult *result, gpointer 
     g_free(rm->pub.report);
     rm->pub.report = g_strdup(result->report);
     detail = g_strdup(result->detail);
-    g_clear_pointer(&rm->job, orch_move_free);
+    g_clear_pointer(&rm->job, hotmigd_run_move_free);
     pol_schedule_done(run->sched, rm->pub.move, result->ok, detail,
                       g_get_real_time() / G_USEC_PER_SEC, NULL);
     g_debug("run %s: %s %s -> %s %s%s%s", run->id, rm->pub.move->vm, rm->pub.move->from,
             rm->pub.move->to, result->ok ? "done" : "failed", detail ? ": " : "",
             detail ? detail : "");
     rm->reported = TRUE;
-    run_tell(run, ORCH_RUN_EVENT_ENDED, rm);
+    run_tell(run, HOTMIGD_RUN_EVENT_ENDED, rm);
     run_pump(run);
 }
 
 static gboolean run_finish(gpointer data)
 {
-    OrchRun *run = data;
+    HotmigdRun *run = data;
 
     run_idle_clear(run);
     if (!run->finish_told) {
         run->finish_told = TRUE;
         /* The last call: the callback may free the run. */
-        run_tell(run, ORCH_RUN_EVENT_FINISHED, NULL);
+        run_tell(run, HOTMIGD_RUN_EVENT_FINISHED, NULL);
     }
     return G_SOURCE_REMOVE;
 }
 
-static void run_pump(OrchRun *run)
+static void run_pump(HotmigdRun *run)
 {
     g_autoptr(GPtrArray) started = NULL;
     g_autofree char *reason = NULL;
@@ -377,9 +377,9 @@ static void run_pump(OrchRun *run)
         reason = g_strdup_printf("%s (%s)", run->reason, run->id);
         rm->pub.driven_by =
             g_strdup(g_strcmp0(move->from, run->env->self) == 0 ? "here" : move->from);
-        rm->job = orch_move_start(run->env, move->vm, move->from, move->to, reason, run->id,
-                                  run_move_done, rm);
-        run_tell(run, ORCH_RUN_EVENT_STARTED, rm);
+        rm->job = hotmigd_run_move_start(run->env, move->vm, move->from, move->to, reason, run->id,
+                                         run_move_done, rm);
+        run_tell(run, HOTMIGD_RUN_EVENT_STARTED, rm);
     }
     run_tell_ends(run);
     if (pol_schedule_is_finished(run->sched) && !run->idle && !run->finish_told)
@@ -388,21 +388,21 @@ static void run_pump(OrchRun *run)
 
 static gboolean run_first_pump(gpointer data)
 {
-    OrchRun *run = data;
+    HotmigdRun *run = data;
 
     run_idle_clear(run);
     run_pump(run);
     return G_SOURCE_REMOVE;
 }
 
-OrchRun *orch_run_new(const OrchMoveEnv *env, const char *id, const char *reason,
-                      const PolCluster *cluster, const GPtrArray *migrations,
-                      const PolScheduleLimits *limits, const PolOptions *opts, GError **error)
+HotmigdRun *hotmigd_run_new(const HotmigdMoveEnv *env, const char *id, const char *reason,
+                            const PolCluster *cluster, const GPtrArray *migrations,
+                            const PolScheduleLimits *limits, const PolOptions *opts, GError **error)
 {
     g_autoptr(GError) local = NULL;
     g_autoptr(PolSchedule) sched = NULL;
     const GPtrArray *moves;
-    OrchRun *run;
+    HotmigdRun *run;
 
     g_return_val_if_fail(env && id && cluster && migrations, NULL);
     sched = pol_schedule_new(cluster, migrations, limits, opts, &local);
@@ -412,7 +412,7 @@ OrchRun *orch_run_new(const OrchMoveEnv *env, const char *id, const char *reason
     }
     if (env->share)
         pol_schedule_set_share(sched, env->share);
-    run = g_new0(OrchRun, 1);
+    run = g_new0(HotmigdRun, 1);
     run->env = env;
     run->id = g_strdup(id);
     run->reason = g_strdup(reason ? reason : "hotmigd");
@@ -429,13 +429,13 @@ OrchRun *orch_run_new(const OrchMoveEnv *env, const char *id, const char *reason
     return run;
 }
 
-void orch_run_set_jobs_side_by_side(OrchRun *run, gboolean side_by_side)
+void hotmigd_run_set_jobs_side_by_side(HotmigdRun *run, gboolean side_by_side)
 {
     g_return_if_fail(run && !run->cb);
     pol_schedule_set_jobs_side_by_side(run->sched, side_by_side);
 }
 
-void orch_run_start(OrchRun *run, OrchRunFunc cb, gpointer data)
+void hotmigd_run_start(HotmigdRun *run, HotmigdRunFunc cb, gpointer data)
 {
     g_return_if_fail(run && !run->cb);
     run->cb = cb;
@@ -443,7 +443,7 @@ void orch_run_start(OrchRun *run, OrchRunFunc cb, gpointer data)
     run_later(run, run_first_pump);
 }
 
-GPtrArray *orch_run_stop_pending(OrchRun *run, const char *reason)
+GPtrArray *hotmigd_run_stop_pending(HotmigdRun *run, const char *reason)
 {
     g_autoptr(GPtrArray) skipped = NULL;
     GPtrArray *vms = g_ptr_array_new_with_free_func(g_free);
@@ -460,7 +460,7 @@ GPtrArray *orch_run_stop_pending(OrchRun *run, const char *reason)
     return vms;
 }
 
-void orch_run_poke(OrchRun *run)
+void hotmigd_run_poke(HotmigdRun *run)
 {
     g_return_if_fail(run != NULL);
     if (!run->cb || run->finish_told || run->idle)
@@ -468,7 +468,7 @@ void orch_run_poke(OrchRun *run)
     run_later(run, run_first_pump);
 }
 
-void orch_run_free(OrchRun *run)
+void hotmigd_run_free(HotmigdRun *run)
 {
     if (!run)
         return;
@@ -481,22 +481,22 @@ void orch_run_free(OrchRun *run)
     g_free(run);
 }
 
-const char *orch_run_get_id(const OrchRun *run)
+const char *hotmigd_run_get_id(const HotmigdRun *run)
 {
     return run->id;
 }
 
-gboolean orch_run_is_finished(const OrchRun *run)
+gboolean hotmigd_run_is_finished(const HotmigdRun *run)
 {
     return pol_schedule_is_finished(run->sched);
 }
 
-void orch_run_get_progress(const OrchRun *run, PolScheduleProgress *ret_progress)
+void hotmigd_run_get_progress(const HotmigdRun *run, PolScheduleProgress *ret_progress)
 {
     pol_schedule_get_progress(run->sched, ret_progress);
 }
 
-const GPtrArray *orch_run_get_moves(const OrchRun *run)
+const GPtrArray *hotmigd_run_get_moves(const HotmigdRun *run)
 {
     return run->moves;
 }

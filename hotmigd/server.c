@@ -30,7 +30,7 @@ struct HotmigdServer {
     GTlsDatabase *ca;  /* client certificates must chain to it */
     HotmigdApi api;    /* what the API's methods are bound to (borrowed) */
     HotmigdApiWorker *worker; /* runs the pool's requests (api.worker) */
-    const OrchAuthz *authz; /* who a client certificate is (borrowed); NULL: nobody */
+    const HotmigdAuthz *authz; /* who a client certificate is (borrowed); NULL: nobody */
     guint port;
     ServerConns conns;
     GSource *sweep; /* every second: closes silent connections */
@@ -385,7 +385,7 @@ typedef struct {
     char *method;
     char *path;
     char *peer;
-    OrchPeer *who;
+    HotmigdAuthzClient *who;
     gboolean in_handler; /* the answer came before the handler returned: nothing to unpause */
     gboolean answered;
 } Pending;
@@ -396,23 +396,23 @@ static void pending_free(Pending *p)
     g_free(p->method);
     g_free(p->path);
     g_free(p->peer);
-    orch_peer_free(p->who);
+    hotmigd_authz_client_free(p->who);
     g_free(p);
 }
 
 /* Who the client of @msg is, from the certificate accepted at the handshake (kept on the
  * connection's socket). Owned, never NULL. */
-static OrchPeer *server_who(HotmigdServer *server, SoupServerMessage *msg)
+static HotmigdAuthzClient *server_who(HotmigdServer *server, SoupServerMessage *msg)
 {
     GSocket *sock = soup_server_message_get_socket(msg);
     GTlsCertificate *cert = sock ? g_object_get_data(G_OBJECT(sock), SERVER_CERT_KEY) : NULL;
 
     if (!server->authz) {
-        g_autoptr(GPtrArray) ids = orch_cert_identities(cert);
+        g_autoptr(GPtrArray) ids = hotmigd_authz_cert_identities(cert);
 
-        return orch_peer_new(ids->len ? g_ptr_array_index(ids, 0) : NULL, NULL, 0);
+        return hotmigd_authz_client_new(ids->len ? g_ptr_array_index(ids, 0) : NULL, NULL, 0);
     }
-    return orch_authz_identify(server->authz, cert);
+    return hotmigd_authz_identify(server->authz, cert);
 }
 
 static void server_answer(HotmigdApiReply *reply, gpointer data)

@@ -18,7 +18,7 @@ typedef struct {
     const char *cert;   /* server certificate (PEM) */
     const char *key;    /* its private key (PEM) */
     const char *ca;     /* CA certificate(s) (PEM) client certificates must chain to */
-    const OrchAuthz *authz; /* who may do what (borrowed; NULL: no client has a role) */
+    const HotmigdAuthz *authz;     /* who may do what (borrowed; NULL: no client has a role) */
     const char *const *file_roots; /* [hotmigd] file-roots (borrowed; NULL: none) */
     guint max_connections;         /* 0: 256 */
     guint handshake_timeout_s;     /* to the first request; 0: 10 */
@@ -56,7 +56,7 @@ typedef struct {
                     HotmigdApiReplyFunc done, gpointer data);
     /* GET /metrics: @done gets the text once, maybe later (the request waits, paused; the
      * main loop goes on). */
-    void (*metrics)(gpointer owner, OrchMetricsDone done, gpointer data);
+    void (*metrics)(gpointer owner, HotmigdMetricsDone done, gpointer data);
     const char *metrics_content_type;
     gsize webhook_max_bytes; /* a larger Content-Length is refused (413) before it is read */
 } OrchAlertListenerOps;

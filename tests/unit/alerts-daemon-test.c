@@ -176,9 +176,9 @@ static gboolean fake_evacuate(gpointer data, const char *host, gint64 deadline, 
     return TRUE;
 }
 
-static void fake_stats(gpointer data, OrchMetrics *metrics)
+static void fake_stats(gpointer data, HotmigdMetrics *metrics)
 {
-    metrics->migrations[ORCH_METRICS_MIGRATION_OK] = 3;
+    metrics->migrations[HOTMIGD_METRICS_MIGRATION_OK] = 3;
 }
 
 /* The pool's counts, at once (hotmigd counts on the pool's worker thread: hotmigd-metrics-test). */
@@ -195,11 +195,11 @@ static void metrics_keep(char *text, gpointer data)
 }
 
 /* /metrics' text (owned); the fakes answer at once. */
-static char *metrics_text(OrchAlerts *alerts)
+static char *metrics_text(HotmigdAlerts *alerts)
 {
     char *text = NULL;
 
-    orch_alerts_metrics(alerts, metrics_keep, &text);
+    hotmigd_alerts_metrics(alerts, metrics_keep, &text);
     assert_non_null(text);
     return text;
 }
@@ -209,7 +209,7 @@ static gint64 fake_now(gpointer data)
     return NOW;
 }
 
-static const OrchAlertsOps fake_ops = {
+static const HotmigdAlertsOps fake_ops = {
     .open_peer = fake_open_peer,
     .evacuate = fake_evacuate,
     .set_state = fake_set_state,
@@ -225,7 +225,7 @@ typedef struct {
     char *dir;
     char *token_file;
     Scheduler sched;
-    OrchAlerts *alerts;
+    HotmigdAlerts *alerts;
 } Fixture;
 
 static int setup(void **state)
@@ -252,7 +252,7 @@ static int teardown(void **state)
 {
     Fixture *f = *state;
 
-    orch_alerts_unref(f->alerts);
+    hotmigd_alerts_unref(f->alerts);
     g_unlink(f->token_file);
     g_rmdir(f->dir);
     g_free(f->token_file);
@@ -265,7 +265,7 @@ static int teardown(void **state)
 }
 
 /* The hook of host @self in a cluster of A, B, C (in that order) with @extra configuration. */
-static OrchAlerts *alerts_new(Fixture *f, const char *self, const char *extra)
+static HotmigdAlerts *alerts_new(Fixture *f, const char *self, const char *extra)
 {
     g_autofree char *text =
         g_strdup_printf("[alerts]\ntoken-file = %s\nmin-confidence = 60\n%s\n"
@@ -275,11 +275,11 @@ static OrchAlerts *alerts_new(Fixture *f, const char *self, const char *extra)
                         f->token_file, extra ? extra : "");
     g_autoptr(GError) error = NULL;
     g_autoptr(HmConfig) config = hm_config_load_data(text, strlen(text), "test.conf", &error);
-    OrchAlerts *alerts;
+    HotmigdAlerts *alerts;
 
     if (!config)
         fail_msg("%s", error->message);
-    alerts = orch_alerts_new(config, self, &fake_ops, &f->sched, &error);
+    alerts = hotmigd_alerts_new(config, self, &fake_ops, &f->sched, &error);
     if (!alerts)
         fail_msg("%s", error->message);
     f->alerts = alerts;
@@ -350,36 +350,37 @@ static void got_reply(HotmigdApiReply *reply, gpointer data)
 }
 
 /* Posts @body to the webhook and runs the main loop until the reply (owned). */
-static HotmigdApiReply *post(OrchAlerts *alerts, const char *body, gsize len)
+static HotmigdApiReply *post(HotmigdAlerts *alerts, const char *body, gsize len)
 {
     Wait wait = {0};
 
-    orch_alerts_webhook(alerts, body, len, "127.0.0.1", got_reply, &wait);
+    hotmigd_alerts_webhook(alerts, body, len, "127.0.0.1", got_reply, &wait);
     while (!wait.done)
         g_main_context_iteration(NULL, TRUE);
     return wait.reply;
 }
 
-static HotmigdApiReply *post_alerts(OrchAlerts *alerts, const char *const *list, const char *status)
+static HotmigdApiReply *post_alerts(HotmigdAlerts *alerts, const char *const *list,
+                                    const char *status)
 {
     g_autofree char *body = webhook_body(list, status);
 
     return post(alerts, body, strlen(body));
 }
 
-static HotmigdApiReply *post_text(OrchAlerts *alerts, const char *body)
+static HotmigdApiReply *post_text(HotmigdAlerts *alerts, const char *body)
 {
     return post(alerts, body, strlen(body));
 }
 
 /* POST /v1/alerts of the mutual-TLS API with @body. */
-static HotmigdApiReply *api(OrchAlerts *alerts, const char *body)
+static HotmigdApiReply *api(HotmigdAlerts *alerts, const char *body)
 {
     /* Sent by the host the body names as 'from' (its certificate says so). */
     const char *from = strstr(body, "\"from\":\"");
     g_autofree char *host = from ? g_strndup(from + 8, strcspn(from + 8, "\"")) : NULL;
 
-    return orch_alerts_api_handle(alerts, "POST", body, strlen(body), NULL, host);
+    return hotmigd_alerts_api_handle(alerts, "POST", body, strlen(body), NULL, host);
 }
 
 /* The reply's results[i].member. */
@@ -425,48 +426,48 @@ static void assert_error_reply(HotmigdApiReply *reply_in, guint status, const ch
 static void test_bearer(void **state)
 {
     Fixture *f = *state;
-    OrchAlerts *alerts = alerts_new(f, "A", NULL);
+    HotmigdAlerts *alerts = alerts_new(f, "A", NULL);
     g_autofree char *why = NULL;
 
-    assert_true(orch_alerts_authorized(alerts, "Bearer " TOKEN, NULL));
-    assert_true(orch_alerts_authorized(alerts, "bearer  " TOKEN " ", NULL)); /* RFC 7235 */
-    assert_false(orch_alerts_authorized(alerts, NULL, &why));
+    assert_true(hotmigd_alerts_authorized(alerts, "Bearer " TOKEN, NULL));
+    assert_true(hotmigd_alerts_authorized(alerts, "bearer  " TOKEN " ", NULL)); /* RFC 7235 */
+    assert_false(hotmigd_alerts_authorized(alerts, NULL, &why));
     assert_string_equal(why, "no Authorization header");
     g_clear_pointer(&why, g_free);
-    assert_false(orch_alerts_authorized(alerts, "Bearer s3cret-token-0123456788", &why));
+    assert_false(hotmigd_alerts_authorized(alerts, "Bearer s3cret-token-0123456788", &why));
     assert_string_equal(why, "wrong bearer token");
     g_clear_pointer(&why, g_free);
-    assert_false(orch_alerts_authorized(alerts, "Bearer s3cret", NULL));     /* a prefix */
-    assert_false(orch_alerts_authorized(alerts, "Bearer " TOKEN "x", NULL)); /* longer */
-    assert_false(orch_alerts_authorized(alerts, "Bearer ", NULL));
-    assert_false(orch_alerts_authorized(alerts, "Bearer" TOKEN, NULL));
-    assert_false(orch_alerts_authorized(alerts, "Basic " TOKEN, &why));
+    assert_false(hotmigd_alerts_authorized(alerts, "Bearer s3cret", NULL));     /* a prefix */
+    assert_false(hotmigd_alerts_authorized(alerts, "Bearer " TOKEN "x", NULL)); /* longer */
+    assert_false(hotmigd_alerts_authorized(alerts, "Bearer ", NULL));
+    assert_false(hotmigd_alerts_authorized(alerts, "Bearer" TOKEN, NULL));
+    assert_false(hotmigd_alerts_authorized(alerts, "Basic " TOKEN, &why));
     assert_string_equal(why, "the Authorization header is not 'Bearer TOKEN'");
 }
 
 static void test_bearer_no_token(void **state)
 {
     Fixture *f = *state;
-    OrchAlerts *alerts;
+    HotmigdAlerts *alerts;
     g_autofree char *why = NULL;
 
     g_unlink(f->token_file);
     alerts = alerts_new(f, "A", NULL);
-    assert_false(orch_alerts_authorized(alerts, "Bearer " TOKEN, &why));
+    assert_false(hotmigd_alerts_authorized(alerts, "Bearer " TOKEN, &why));
     assert_non_null(strstr(why, "no token is configured (cannot read the token file"));
     g_clear_pointer(&why, g_free);
-    assert_false(orch_alerts_authorized(alerts, "Bearer ", &why));
+    assert_false(hotmigd_alerts_authorized(alerts, "Bearer ", &why));
     assert_true(g_file_set_contents(f->token_file, " \n", -1, NULL));
-    orch_alerts_unref(f->alerts);
+    hotmigd_alerts_unref(f->alerts);
     alerts = alerts_new(f, "A", NULL);
-    assert_false(orch_alerts_authorized(alerts, "Bearer  ", NULL));
+    assert_false(hotmigd_alerts_authorized(alerts, "Bearer  ", NULL));
 }
 
 /* ---- bad bodies change nothing --------------------------------------------------------------- */
 
 static void assert_nothing_changed(Fixture *f)
 {
-    g_autoptr(GPtrArray) active = pol_alert_book_list(orch_alerts_get_book(f->alerts), NULL);
+    g_autoptr(GPtrArray) active = pol_alert_book_list(hotmigd_alerts_get_book(f->alerts), NULL);
     g_autofree char *fw = forwards_text();
 
     assert_int_equal(active->len, 0);
@@ -477,7 +478,7 @@ static void assert_nothing_changed(Fixture *f)
 static void test_webhook_refused(void **state)
 {
     Fixture *f = *state;
-    OrchAlerts *alerts = alerts_new(f, "A", NULL);
+    HotmigdAlerts *alerts = alerts_new(f, "A", NULL);
     const char *unknown[] = {"A:evacuate:f1", "B:quarantine:f2", "nodeX:urgent:f3", NULL};
     g_autofree char *big = g_malloc(ORCH_ALERT_WEBHOOK_MAX_BYTES + 1);
     g_autofree char *unknown_body = webhook_body(unknown, "firing");
@@ -507,7 +508,7 @@ static void test_webhook_refused(void **state)
 static void test_evacuate_once(void **state)
 {
     Fixture *f = *state;
-    OrchAlerts *alerts = alerts_new(f, "A", NULL);
+    HotmigdAlerts *alerts = alerts_new(f, "A", NULL);
     const char *first[] = {"A:evacuate:fp1:600s", NULL};
     const char *urgent[] = {"A:urgent:fp1:120s", NULL};
     const char *second[] = {"A:evacuate:fp2:900s", NULL};
@@ -534,22 +535,22 @@ static void test_evacuate_once(void **state)
     assert_result(r4, 0, "accepted", "A", "none");
     evacs = evacuations_text(f);
     assert_string_equal(evacs, "A 600, A 120");
-    assert_int_equal(pol_alert_book_get_state(orch_alerts_get_book(alerts), "A"),
+    assert_int_equal(pol_alert_book_get_state(hotmigd_alerts_get_book(alerts), "A"),
                      POL_HOST_EVACUATING);
 
     /* Done: quarantined while alerts remain; lifted when the last is resolved. */
-    orch_alerts_evacuation_done(alerts, "A", TRUE);
-    assert_int_equal(orch_alerts_get_state(alerts, "A"), POL_HOST_QUARANTINED);
+    hotmigd_alerts_evacuation_done(alerts, "A", TRUE);
+    assert_int_equal(hotmigd_alerts_get_state(alerts, "A"), POL_HOST_QUARANTINED);
     r5 =
         post_alerts(alerts, (const char *[]){"A:evacuate:fp1", "A:evacuate:fp2", NULL}, "resolved");
     assert_result(r5, 0, "accepted", "A", "none");
     assert_result(r5, 1, "accepted", "A", "lift");
-    assert_int_equal(orch_alerts_get_state(alerts, "A"), POL_HOST_OK);
+    assert_int_equal(hotmigd_alerts_get_state(alerts, "A"), POL_HOST_OK);
     /* The scheduler was told: held from the first alert on, released at the end. */
     assert_string_equal(f->sched.states->str, "A quarantined, A ok");
     /* An evacuation the alerts did not start ends: nothing to say. */
-    orch_alerts_evacuation_done(alerts, "A", TRUE);
-    assert_int_equal(orch_alerts_get_state(alerts, "A"), POL_HOST_OK);
+    hotmigd_alerts_evacuation_done(alerts, "A", TRUE);
+    assert_int_equal(hotmigd_alerts_get_state(alerts, "A"), POL_HOST_OK);
     {
         g_autofree char *m = metrics_text(alerts);
 
@@ -565,7 +566,7 @@ static void test_evacuate_once(void **state)
 static void test_evacuate_fails(void **state)
 {
     Fixture *f = *state;
-    OrchAlerts *alerts = alerts_new(f, "A", NULL);
+    HotmigdAlerts *alerts = alerts_new(f, "A", NULL);
     g_autoptr(HotmigdApiReply) r1 = NULL, r2 = NULL;
 
     f->sched.fail = TRUE;
@@ -573,11 +574,11 @@ static void test_evacuate_fails(void **state)
     assert_result(r1, 0, "accepted", "A", "evacuate");
     assert_true(logged_has("Cannot evacuate host 'A' (no deadline): no room for the VMs of 'A'"));
     /* The alert stays: the host is quarantined, not evacuating, and a new alert tries again. */
-    assert_int_equal(orch_alerts_get_state(alerts, "A"), POL_HOST_QUARANTINED);
+    assert_int_equal(hotmigd_alerts_get_state(alerts, "A"), POL_HOST_QUARANTINED);
     f->sched.fail = FALSE;
     r2 = post_alerts(alerts, (const char *[]){"A:evacuate:fp2", NULL}, "firing");
     assert_result(r2, 0, "accepted", "A", "evacuate");
-    assert_int_equal(orch_alerts_get_state(alerts, "A"), POL_HOST_EVACUATING);
+    assert_int_equal(hotmigd_alerts_get_state(alerts, "A"), POL_HOST_EVACUATING);
     assert_string_equal(f->sched.states->str, "A quarantined");
 }
 
@@ -587,10 +588,10 @@ static void test_evacuate_fails(void **state)
 static void test_forward_to_owner(void **state)
 {
     Fixture *f = *state;
-    OrchAlerts *alerts = alerts_new(f, "B", NULL);
+    HotmigdAlerts *alerts = alerts_new(f, "B", NULL);
     g_autoptr(HotmigdApiReply) reply =
         post_alerts(alerts, (const char *[]){"A:quarantine:fp1", NULL}, "firing");
-    g_autoptr(GPtrArray) active = pol_alert_book_list(orch_alerts_get_book(alerts), NULL);
+    g_autoptr(GPtrArray) active = pol_alert_book_list(hotmigd_alerts_get_book(alerts), NULL);
     g_autofree char *fw = forwards_text();
     g_autofree char *m = metrics_text(alerts);
 
@@ -598,7 +599,7 @@ static void test_forward_to_owner(void **state)
     assert_result(reply, 0, "accepted", "A", "quarantine");
     assert_string_equal(fw, "A A owner");
     assert_int_equal(active->len, 0); /* applied by A, not here */
-    assert_int_equal(orch_alerts_get_state(alerts, "A"), POL_HOST_QUARANTINED); /* as A said */
+    assert_int_equal(hotmigd_alerts_get_state(alerts, "A"), POL_HOST_QUARANTINED); /* as A said */
     assert_non_null(strstr(m, "hotmig_alerts_total{action=\"forwarded\"} 1\n"));
     assert_non_null(strstr(m, "hotmig_hosts{state=\"quarantined\"} 1\n"));
     assert_string_equal(f->sched.states->str, ""); /* A's daemon tells its own scheduler */
@@ -607,7 +608,7 @@ static void test_forward_to_owner(void **state)
 static void test_owner_down_self_next(void **state)
 {
     Fixture *f = *state;
-    OrchAlerts *alerts = alerts_new(f, "B", NULL);
+    HotmigdAlerts *alerts = alerts_new(f, "B", NULL);
     g_autoptr(HotmigdApiReply) reply = NULL;
     g_autofree char *fw = NULL;
     g_autofree char *reason = NULL;
@@ -624,14 +625,14 @@ static void test_owner_down_self_next(void **state)
     evacs = evacuations_text(f);
     assert_string_equal(evacs, "A 0");
     assert_true(logged_has("The hotmigd of host 'A' does not answer"));
-    assert_int_equal(orch_alerts_get_state(alerts, "A"), POL_HOST_EVACUATING);
+    assert_int_equal(hotmigd_alerts_get_state(alerts, "A"), POL_HOST_EVACUATING);
 }
 
 /* What another call found (the inventory) corrects what a forward found: A down, then up. */
 static void test_answers_again(void **state)
 {
     Fixture *f = *state;
-    OrchAlerts *alerts = alerts_new(f, "B", NULL);
+    HotmigdAlerts *alerts = alerts_new(f, "B", NULL);
     g_autoptr(HotmigdApiReply) reply = NULL;
     g_autoptr(HotmigdApiReply) resolved = NULL;
 
@@ -639,18 +640,19 @@ static void test_answers_again(void **state)
     reply = post_alerts(alerts, (const char *[]){"A:quarantine:fp1", NULL}, "firing");
     assert_result(reply, 0, "accepted", "B", "quarantine");
     resolved = post_alerts(alerts, (const char *[]){"A:quarantine:fp1", NULL}, "resolved");
-    assert_int_equal(orch_alerts_get_state(alerts, "A"), POL_HOST_DOWN); /* lifted, not answering */
-    orch_alerts_set_answers(alerts, "A", TRUE);
+    assert_int_equal(hotmigd_alerts_get_state(alerts, "A"),
+                     POL_HOST_DOWN); /* lifted, not answering */
+    hotmigd_alerts_set_answers(alerts, "A", TRUE);
     assert_true(logged_has("The hotmigd of host 'A' answers again"));
-    assert_int_equal(orch_alerts_get_state(alerts, "A"), POL_HOST_OK);
-    orch_alerts_set_answers(alerts, "A", FALSE);
-    assert_int_equal(orch_alerts_get_state(alerts, "A"), POL_HOST_DOWN);
+    assert_int_equal(hotmigd_alerts_get_state(alerts, "A"), POL_HOST_OK);
+    hotmigd_alerts_set_answers(alerts, "A", FALSE);
+    assert_int_equal(hotmigd_alerts_get_state(alerts, "A"), POL_HOST_DOWN);
 }
 
 static void test_owner_down_deputy_other(void **state)
 {
     Fixture *f = *state;
-    OrchAlerts *alerts = alerts_new(f, "C", NULL);
+    HotmigdAlerts *alerts = alerts_new(f, "C", NULL);
     g_autoptr(HotmigdApiReply) reply = NULL;
     g_autofree char *fw = NULL;
     g_autofree char *m = NULL;
@@ -669,7 +671,7 @@ static void test_owner_down_deputy_other(void **state)
 static void test_two_down(void **state)
 {
     Fixture *f = *state;
-    OrchAlerts *alerts = alerts_new(f, "C", NULL);
+    HotmigdAlerts *alerts = alerts_new(f, "C", NULL);
     g_autoptr(HotmigdApiReply) reply = NULL;
     g_autofree char *fw = NULL;
     g_autofree char *evacs = NULL;
@@ -691,7 +693,7 @@ static void test_two_down(void **state)
 static void test_owner_refuses(void **state)
 {
     Fixture *f = *state;
-    OrchAlerts *alerts = alerts_new(f, "B", NULL);
+    HotmigdAlerts *alerts = alerts_new(f, "B", NULL);
     g_autoptr(HotmigdApiReply) reply = NULL;
     g_autofree char *fw = NULL;
     g_autofree char *reason = NULL;
@@ -706,13 +708,13 @@ static void test_owner_refuses(void **state)
     fw = forwards_text();
     assert_string_equal(fw, "A A owner");
     assert_int_equal(f->sched.evacuations->len, 0);
-    assert_int_equal(orch_alerts_get_state(alerts, "A"), POL_HOST_OK);
+    assert_int_equal(hotmigd_alerts_get_state(alerts, "A"), POL_HOST_OK);
 }
 
 static void test_cannot_call(void **state)
 {
     Fixture *f = *state;
-    OrchAlerts *alerts = alerts_new(f, "B", NULL);
+    HotmigdAlerts *alerts = alerts_new(f, "B", NULL);
     g_autoptr(HotmigdApiReply) reply = NULL;
 
     /* Our own certificate does not load: an error, not a reason to act for A. */
@@ -728,7 +730,7 @@ static void test_cannot_call(void **state)
 static void test_same_alert_two_receivers(void **state)
 {
     Fixture *f = *state;
-    OrchAlerts *b = alerts_new(f, "B", NULL);
+    HotmigdAlerts *b = alerts_new(f, "B", NULL);
     g_autoptr(HotmigdApiReply) r1 = NULL, r2 = NULL;
     g_autofree char *fw = NULL;
     g_autofree char *evacs = NULL;
@@ -740,7 +742,8 @@ static void test_same_alert_two_receivers(void **state)
     r1 = post_alerts(b, (const char *[]){"A:evacuate:fp1", NULL}, "firing");
     assert_result(r1, 0, "accepted", "B", "evacuate");
     /* What C sends B once it found A down (orch_hotmigd_client_alert() as deputy). */
-    r2 = orch_alerts_api_handle(b, "POST", deputy_body, strlen(deputy_body), "127.0.0.4 (C)", "C");
+    r2 = hotmigd_alerts_api_handle(b, "POST", deputy_body, strlen(deputy_body), "127.0.0.4 (C)",
+                                   "C");
     assert_int_equal(r2->status, 200);
     assert_non_null(strstr(r2->body, "\"result\" : \"merged\""));
     fw = forwards_text();
@@ -755,7 +758,7 @@ static void test_same_alert_two_receivers(void **state)
 static void test_deputy_only_for_down(void **state)
 {
     Fixture *f = *state;
-    OrchAlerts *b = alerts_new(f, "B", NULL);
+    HotmigdAlerts *b = alerts_new(f, "B", NULL);
     g_autoptr(HotmigdApiReply) refused = NULL;
     g_autoptr(HotmigdApiReply) self = NULL;
     g_autoptr(HotmigdApiReply) applied = NULL;
@@ -765,19 +768,19 @@ static void test_deputy_only_for_down(void **state)
     const char *about_itself = "{\"from\":\"A\",\"deputy\":true,\"host\":\"A\",\"severity\":"
                                "\"evacuate\",\"key\":\"fp2\"}";
 
-    orch_alerts_set_answers(b, "A", TRUE);
-    refused = orch_alerts_api_handle(b, "POST", body, strlen(body), "127.0.0.4 (C)", "C");
+    hotmigd_alerts_set_answers(b, "A", TRUE);
+    refused = hotmigd_alerts_api_handle(b, "POST", body, strlen(body), "127.0.0.4 (C)", "C");
     assert_error_reply(g_steal_pointer(&refused), 409,
                        "'C' asks this host to act for 'A' as deputy, but the hotmigd of 'A' "
                        "answered this host's last call: it acts for itself");
-    self = orch_alerts_api_handle(b, "POST", about_itself, strlen(about_itself), "127.0.0.2 (A)",
-                                  "A");
+    self = hotmigd_alerts_api_handle(b, "POST", about_itself, strlen(about_itself), "127.0.0.2 (A)",
+                                     "A");
     assert_error_reply(g_steal_pointer(&self), 409, "but the hotmigd of 'A' answered");
     assert_int_equal(f->sched.evacuations->len, 0);
-    assert_int_equal(orch_alerts_get_state(b, "A"), POL_HOST_OK);
+    assert_int_equal(hotmigd_alerts_get_state(b, "A"), POL_HOST_OK);
 
-    orch_alerts_set_answers(b, "A", FALSE);
-    applied = orch_alerts_api_handle(b, "POST", body, strlen(body), "127.0.0.4 (C)", "C");
+    hotmigd_alerts_set_answers(b, "A", FALSE);
+    applied = hotmigd_alerts_api_handle(b, "POST", body, strlen(body), "127.0.0.4 (C)", "C");
     assert_int_equal(applied->status, 200);
     assert_non_null(strstr(applied->body, "\"result\" : \"accepted\""));
     assert_int_equal(f->sched.evacuations->len, 1);
@@ -786,7 +789,7 @@ static void test_deputy_only_for_down(void **state)
 static void test_own_host_never_forwarded(void **state)
 {
     Fixture *f = *state;
-    OrchAlerts *alerts = alerts_new(f, "C", NULL);
+    HotmigdAlerts *alerts = alerts_new(f, "C", NULL);
     g_autoptr(HotmigdApiReply) reply = NULL;
     g_autofree char *fw = NULL;
 
@@ -814,7 +817,7 @@ static void got_results(GPtrArray *results, gpointer data)
 static void test_submit_lines(void **state)
 {
     Fixture *f = *state;
-    OrchAlerts *alerts = alerts_new(f, "B", "max-unavailable = 2");
+    HotmigdAlerts *alerts = alerts_new(f, "B", "max-unavailable = 2");
     const char *lines[] = {
         "{\"host\":\"B\",\"severity\":\"quarantine\",\"key\":\"k\"}",
         "{\"host\":\"B\",\"severity\":\"quarantine\",\"key\":\"k\"}",
@@ -836,7 +839,7 @@ static void test_submit_lines(void **state)
             fail_msg("%s", error->message);
         g_ptr_array_add(events, ev);
     }
-    orch_alerts_submit(alerts, events, "the alert socket", got_results, &wait);
+    hotmigd_alerts_submit(alerts, events, "the alert socket", got_results, &wait);
     while (!wait.done)
         g_main_context_iteration(NULL, TRUE);
     assert_int_equal(wait.results->len, 5);
@@ -862,14 +865,14 @@ static void test_submit_lines(void **state)
 static void test_max_unavailable(void **state)
 {
     Fixture *f = *state;
-    OrchAlerts *alerts = alerts_new(f, "A", "max-unavailable = 1");
+    HotmigdAlerts *alerts = alerts_new(f, "A", "max-unavailable = 1");
     g_autoptr(HotmigdApiReply) reply = post_alerts(
         alerts, (const char *[]){"A:quarantine:fa", "B:quarantine:fb", "C:evacuate:fc", NULL},
         "firing");
     g_autofree char *reason = result_member(reply, 1, "reason");
     g_autofree char *fw = forwards_text();
     g_autofree char *m = metrics_text(alerts);
-    g_autoptr(HotmigdApiReply) list = orch_alerts_api_handle(alerts, "GET", NULL, 0, NULL, "B");
+    g_autoptr(HotmigdApiReply) list = hotmigd_alerts_api_handle(alerts, "GET", NULL, 0, NULL, "B");
 
     assert_int_equal(reply->status, 502);
     assert_result(reply, 0, "accepted", "A", "quarantine");
@@ -913,13 +916,13 @@ static void test_max_unavailable(void **state)
 static void test_max_unavailable_in_flight(void **state)
 {
     Fixture *f = *state;
-    OrchAlerts *alerts = alerts_new(f, "A", "max-unavailable = 1");
+    HotmigdAlerts *alerts = alerts_new(f, "A", "max-unavailable = 1");
     g_autofree char *b1 = webhook_body((const char *[]){"B:quarantine:fb", NULL}, "firing");
     g_autofree char *b2 = webhook_body((const char *[]){"C:quarantine:fc", NULL}, "firing");
     Wait w1 = {0}, w2 = {0};
 
-    orch_alerts_webhook(alerts, b1, strlen(b1), "127.0.0.1", got_reply, &w1);
-    orch_alerts_webhook(alerts, b2, strlen(b2), "127.0.0.1", got_reply, &w2);
+    hotmigd_alerts_webhook(alerts, b1, strlen(b1), "127.0.0.1", got_reply, &w1);
+    hotmigd_alerts_webhook(alerts, b2, strlen(b2), "127.0.0.1", got_reply, &w2);
     while (!w1.done || !w2.done)
         g_main_context_iteration(NULL, TRUE);
     assert_int_equal(w1.reply->status, 200);
@@ -930,21 +933,21 @@ static void test_max_unavailable_in_flight(void **state)
     hotmigd_api_reply_free(w2.reply);
 }
 
-/* A burst of webhook bodies: at most ORCH_ALERTS_WEBHOOKS_MAX are handled at once, the others
+/* A burst of webhook bodies: at most HOTMIGD_ALERTS_WEBHOOKS_MAX are handled at once, the others
  * answered 503 at once (Alertmanager sends them again); every one is answered. */
 static void test_webhook_burst(void **state)
 {
     Fixture *f = *state;
-    OrchAlerts *alerts = alerts_new(f, "A", NULL);
+    HotmigdAlerts *alerts = alerts_new(f, "A", NULL);
     g_autofree char *body = webhook_body((const char *[]){"B:quarantine:fb", NULL}, "firing");
     Wait waits[200] = {{0}};
     guint answered = 0, busy = 0, ok = 0;
 
     for (guint i = 0; i < G_N_ELEMENTS(waits); i++)
-        orch_alerts_webhook(alerts, body, strlen(body), "127.0.0.1", got_reply, &waits[i]);
+        hotmigd_alerts_webhook(alerts, body, strlen(body), "127.0.0.1", got_reply, &waits[i]);
     for (guint i = 0; i < G_N_ELEMENTS(waits); i++)
         busy += waits[i].done && waits[i].reply->status == 503;
-    assert_int_equal(busy, G_N_ELEMENTS(waits) - ORCH_ALERTS_WEBHOOKS_MAX);
+    assert_int_equal(busy, G_N_ELEMENTS(waits) - HOTMIGD_ALERTS_WEBHOOKS_MAX);
     while (answered < G_N_ELEMENTS(waits)) {
         g_main_context_iteration(NULL, TRUE);
         answered = 0;
@@ -955,7 +958,7 @@ static void test_webhook_burst(void **state)
         ok += waits[i].reply->status == 200;
         hotmigd_api_reply_free(waits[i].reply);
     }
-    assert_int_equal(ok, ORCH_ALERTS_WEBHOOKS_MAX);
+    assert_int_equal(ok, HOTMIGD_ALERTS_WEBHOOKS_MAX);
 }
 
 /* ---- /v1/alerts of the mutual-TLS API -------------------------------------------------------- */
@@ -963,7 +966,7 @@ static void test_webhook_burst(void **state)
 static void test_api(void **state)
 {
     Fixture *f = *state;
-    OrchAlerts *alerts = alerts_new(f, "B", NULL);
+    HotmigdAlerts *alerts = alerts_new(f, "B", NULL);
     const char *own =
         "{\"from\":\"A\",\"deputy\":false,\"host\":\"B\",\"severity\":\"quarantine\",\"key\":\"k1\"}";
     g_autoptr(HotmigdApiReply) ok = NULL, list = NULL;
@@ -987,24 +990,24 @@ static void test_api(void **state)
     assert_error_reply(
         api(alerts, "{\"from\":\"C\",\"deputy\":false,\"host\":\"A\",\"severity\":\"urgent\"}"),
         409, "this is the hotmigd of 'B', not of 'A'");
-    assert_error_reply(orch_alerts_api_handle(alerts, "DELETE", NULL, 0, NULL, NULL), 405,
+    assert_error_reply(hotmigd_alerts_api_handle(alerts, "DELETE", NULL, 0, NULL, NULL), 405,
                        "allowed: GET, POST");
     assert_nothing_changed(f);
 
     /* Issue 15: 'from' must be the sending host: another host, or no host, gets 403. */
-    assert_error_reply(orch_alerts_api_handle(alerts, "POST", own, strlen(own), "x (C)", "C"), 403,
-                       "a host forwards its own alerts only");
-    assert_error_reply(orch_alerts_api_handle(alerts, "POST", own, strlen(own), "x (s)", NULL),
+    assert_error_reply(hotmigd_alerts_api_handle(alerts, "POST", own, strlen(own), "x (C)", "C"),
+                       403, "a host forwards its own alerts only");
+    assert_error_reply(hotmigd_alerts_api_handle(alerts, "POST", own, strlen(own), "x (s)", NULL),
                        403, "no cluster host's");
     assert_nothing_changed(f);
-    ok = orch_alerts_api_handle(alerts, "POST", own, strlen(own), "127.0.0.2 (A)", "A");
+    ok = hotmigd_alerts_api_handle(alerts, "POST", own, strlen(own), "127.0.0.2 (A)", "A");
     assert_int_equal(ok->status, 200);
     assert_null(ok->log); /* logged when applied */
     assert_non_null(strstr(ok->body, "\"actor\" : \"B\""));
     assert_non_null(strstr(ok->body, "\"action\" : \"quarantine\""));
     assert_true(logged_has(
         "Alert from A's hotmigd (127.0.0.2 (A)): accepted: host 'B': alert 'k1' from an unnamed source via A"));
-    list = orch_alerts_api_handle(alerts, "GET", NULL, 0, NULL, NULL);
+    list = hotmigd_alerts_api_handle(alerts, "GET", NULL, 0, NULL, NULL);
     assert_int_equal(list->status, 200);
     assert_non_null(strstr(list->body, "\"key\" : \"k1\""));
     assert_non_null(strstr(list->body, "\"state\" : \"quarantined\""));
@@ -1013,7 +1016,7 @@ static void test_api(void **state)
 static void test_host_label(void **state)
 {
     Fixture *f = *state;
-    OrchAlerts *alerts = alerts_new(f, "A", "host-label = node");
+    HotmigdAlerts *alerts = alerts_new(f, "A", "host-label = node");
     const char *body =
         "{\"alerts\":[{\"status\":\"firing\",\"labels\":{\"node\":\"A\",\"host\":\"Z\","
         "\"hotmig_action\":\"quarantine\"},\"fingerprint\":\"f\"}]}";

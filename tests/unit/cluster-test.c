@@ -331,15 +331,15 @@ static FakeCluster three_hosts(void)
     return c;
 }
 
-static OrchInventory *collect(guint sample_ms)
+static HotmigdInventory *collect(guint sample_ms)
 {
     GPtrArray *hosts = config_hosts();
-    OrchInventoryOptions opts = {
+    HotmigdInventoryOptions opts = {
         .migrate_opts = &fake_migrate_opts,
         .cpu_sample_ms = sample_ms,
     };
     g_autoptr(GError) error = NULL;
-    OrchInventory *inv = orch_inventory_collect(hosts, &opts, &error);
+    HotmigdInventory *inv = hotmigd_inventory_collect(hosts, &opts, &error);
 
     config_hosts_free(hosts);
     assert_null(error);
@@ -347,10 +347,10 @@ static OrchInventory *collect(guint sample_ms)
     return inv;
 }
 
-static const OrchInvVm *vm_named(const OrchInventory *inv, const char *name)
+static const HotmigdInvVm *vm_named(const HotmigdInventory *inv, const char *name)
 {
     for (guint i = 0; i < inv->vms->len; i++) {
-        const OrchInvVm *vm = g_ptr_array_index(inv->vms, i);
+        const HotmigdInvVm *vm = g_ptr_array_index(inv->vms, i);
 
         if (g_str_equal(vm->name, name))
             return vm;
@@ -364,9 +364,9 @@ static const OrchInvVm *vm_named(const OrchInventory *inv, const char *name)
 static void test_inventory(void **state)
 {
     FakeCluster c = three_hosts();
-    g_autoptr(OrchInventory) inv = NULL;
-    const OrchInvHost *a, *b, *hc;
-    const OrchInvVm *vm;
+    g_autoptr(HotmigdInventory) inv = NULL;
+    const HotmigdInvHost *a, *b, *hc;
+    const HotmigdInvVm *vm;
 
     cluster_now = &c;
     inv = collect(100);
@@ -423,7 +423,7 @@ static void test_inventory(void **state)
 static void test_inventory_unmeasured(void **state)
 {
     FakeCluster c = three_hosts();
-    g_autoptr(OrchInventory) inv = NULL;
+    g_autoptr(HotmigdInventory) inv = NULL;
 
     cluster_now = &c;
     inv = collect(0);
@@ -438,19 +438,19 @@ static void test_inventory_cancelled(void **state)
     FakeCluster c = three_hosts();
     g_autoptr(GCancellable) cancel = g_cancellable_new();
     GPtrArray *hosts;
-    OrchInventoryOptions opts = {
+    HotmigdInventoryOptions opts = {
         .migrate_opts = &fake_migrate_opts,
         .cpu_sample_ms = 60000,
         .cancellable = cancel,
     };
     g_autoptr(GError) error = NULL;
     gint64 start = g_get_monotonic_time();
-    OrchInventory *inv;
+    HotmigdInventory *inv;
 
     cluster_now = &c;
     hosts = config_hosts();
     g_cancellable_cancel(cancel);
-    inv = orch_inventory_collect(hosts, &opts, &error);
+    inv = hotmigd_inventory_collect(hosts, &opts, &error);
     config_hosts_free(hosts);
     assert_null(inv);
     assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_CANCELLED));
@@ -461,7 +461,7 @@ static void test_inventory_cancelled(void **state)
 static void test_snapshot_round_trip(void **state)
 {
     FakeCluster c = three_hosts();
-    g_autoptr(OrchInventory) inv = NULL;
+    g_autoptr(HotmigdInventory) inv = NULL;
     g_autoptr(GHashTable) states = g_hash_table_new(g_str_hash, g_str_equal);
     g_autoptr(GHashTable) moved = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free);
     g_autoptr(PolCluster) direct = NULL;
@@ -469,7 +469,7 @@ static void test_snapshot_round_trip(void **state)
     g_autoptr(GError) error = NULL;
     g_autofree char *json = NULL;
     gint64 *when = g_new(gint64, 1);
-    OrchInventoryView view = {.states = states, .moved = moved, .now = 1700000100};
+    HotmigdInventoryView view = {.states = states, .moved = moved, .now = 1700000100};
     PolOptions opts;
 
     cluster_now = &c;
@@ -484,10 +484,10 @@ static void test_snapshot_round_trip(void **state)
     g_hash_table_insert(moved, (gpointer) "a2", when);
     g_hash_table_insert(states, (gpointer) "C", GINT_TO_POINTER(POL_HOST_QUARANTINED));
 
-    json = orch_inventory_format_snapshot(inv, &view, TRUE);
+    json = hotmigd_inventory_format_snapshot(inv, &view, TRUE);
     parsed = orch_snapshot_parse(json, strlen(json), "live", &error);
     assert_null(error);
-    direct = orch_inventory_to_cluster(inv, &view, &error);
+    direct = hotmigd_inventory_to_cluster(inv, &view, &error);
     assert_null(error);
     assert_non_null(strstr(json, "\"moved_ago_s\" : 100"));
     assert_non_null(strstr(json, "\"state\" : \"quarantined\""));
@@ -572,7 +572,7 @@ static gboolean fake_migrate(const OrchOptions *opts, OrchReport **ret_report, G
     g_mutex_unlock(&fm.lock);
 
     /* Long enough for the others to start alongside if the limits allowed it. */
-    orch_wait_ms(30, opts->cancellable);
+    hotmigd_run_wait_ms(30, opts->cancellable);
 
     g_mutex_lock(&fm.lock);
     count(fm.out, fm.max_out, host_of(opts->source_uri), -1);
@@ -665,16 +665,17 @@ typedef struct {
     GPtrArray *events; /* "started vm", "ended vm state" */
 } RunWatch;
 
-static void on_run(OrchRun *run, OrchRunEvent event, const OrchRunMove *move, gpointer data)
+static void on_run(HotmigdRun *run, HotmigdRunEvent event, const HotmigdRunMove *move,
+                   gpointer data)
 {
     RunWatch *w = data;
 
     switch (event) {
-    case ORCH_RUN_EVENT_STARTED:
+    case HOTMIGD_RUN_EVENT_STARTED:
         w->started++;
         g_ptr_array_add(w->events, g_strdup_printf("started %s", move->move->vm));
         break;
-    case ORCH_RUN_EVENT_ENDED:
+    case HOTMIGD_RUN_EVENT_ENDED:
         w->ended++;
         g_ptr_array_add(w->events, g_strdup_printf("ended %s %s", move->move->vm,
                                                    pol_move_state_to_string(move->move->state)));
@@ -726,14 +727,14 @@ static void add_vm(PolCluster *c, const char *name, const char *host)
 }
 
 /* Where the runs of these tests move VMs: from host A, with the fakes, followed every 10 ms. */
-static OrchMoveEnv env_for(GPtrArray *hosts, OrchOptions *template)
+static HotmigdMoveEnv env_for(GPtrArray *hosts, OrchOptions *template)
 {
     template->connector = &fake_connector;
-    return (OrchMoveEnv){.self = "A",
-                         .hosts = hosts,
-                         .migrate_opts = template,
-                         .migrate = fake_migrate,
-                         .poll_ms = 10};
+    return (HotmigdMoveEnv){.self = "A",
+                            .hosts = hosts,
+                            .migrate_opts = template,
+                            .migrate = fake_migrate,
+                            .poll_ms = 10};
 }
 
 static void test_run(void **state)
@@ -744,10 +745,10 @@ static void test_run(void **state)
     g_autoptr(GPtrArray) moves = g_ptr_array_new_with_free_func((GDestroyNotify)pol_migration_free);
     g_autoptr(GError) error = NULL;
     g_autoptr(GMainLoop) loop = g_main_loop_new(NULL, FALSE);
-    g_autoptr(OrchRun) run = NULL;
+    g_autoptr(HotmigdRun) run = NULL;
     GPtrArray *hosts;
     OrchOptions template;
-    OrchMoveEnv env;
+    HotmigdMoveEnv env;
     PolScheduleLimits limits = {.per_host_out = 1, .per_host_in = 1, .total = 2};
     RunWatch w = {.loop = loop, .events = g_ptr_array_new_with_free_func(g_free)};
     PolScheduleProgress progress;
@@ -778,16 +779,16 @@ static void test_run(void **state)
     g_hash_table_add(fm.fail, (gpointer) "a2");
     g_hash_table_add(remote.fail, (gpointer) "b2");
 
-    run = orch_run_new(&env, "s1", "test", c, moves, &limits, NULL, &error);
+    run = hotmigd_run_new(&env, "s1", "test", c, moves, &limits, NULL, &error);
     if (error)
         fail_msg("%s", error->message);
     assert_non_null(run);
-    orch_run_start(run, on_run, &w);
+    hotmigd_run_start(run, on_run, &w);
     assert_int_equal(w.started, 0); /* nothing before the main loop runs */
     g_main_loop_run(loop);
 
     assert_int_equal(w.finished, 1);
-    assert_true(orch_run_is_finished(run));
+    assert_true(hotmigd_run_is_finished(run));
     /* Limits never exceeded, counting the moves here and those at B's hotmigd. */
     assert_true(max_of(fm.max_out) <= 1);
     assert_true(max_of(fm.max_in) <= 1);
@@ -809,16 +810,16 @@ static void test_run(void **state)
     assert_true(remote.gets >= 2);
 
     /* The report: each move's end and why. */
-    orch_run_get_progress(run, &progress);
+    hotmigd_run_get_progress(run, &progress);
     assert_int_equal(progress.total, 7);
     assert_int_equal(progress.done, 4);
     assert_int_equal(progress.failed, 2);
     assert_int_equal(progress.skipped, 1);
     assert_int_equal(w.ended, 7);
     assert_int_equal(w.started, 6);
-    rm = orch_run_get_moves(run);
+    rm = hotmigd_run_get_moves(run);
     for (guint i = 0; i < rm->len; i++) {
-        const OrchRunMove *m = g_ptr_array_index(rm, i);
+        const HotmigdRunMove *m = g_ptr_array_index(rm, i);
         const PolScheduleMove *pm = m->move;
 
         if (g_str_equal(pm->vm, "a2") && g_str_equal(pm->from, "A")) {
@@ -855,7 +856,7 @@ static void test_run_refused(void **state)
     g_autoptr(GError) error = NULL;
     GPtrArray *hosts;
     OrchOptions template;
-    OrchMoveEnv env;
+    HotmigdMoveEnv env;
 
     cluster_now = &fc;
     hosts = config_hosts();
@@ -865,7 +866,7 @@ static void test_run_refused(void **state)
     add_host(c, "B");
     add_vm(c, "a1", "A");
     add_move(moves, "a1", "B", "A"); /* a1 is not on B */
-    assert_null(orch_run_new(&env, "s2", "test", c, moves, NULL, NULL, &error));
+    assert_null(hotmigd_run_new(&env, "s2", "test", c, moves, NULL, NULL, &error));
     assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID));
     assert_non_null(strstr(error->message, "a1"));
     config_hosts_free(hosts);
@@ -880,8 +881,8 @@ static void test_run_given_up(void **state)
     g_autoptr(GError) error = NULL;
     GPtrArray *hosts;
     OrchOptions template;
-    OrchMoveEnv env;
-    OrchRun *run;
+    HotmigdMoveEnv env;
+    HotmigdRun *run;
     RunWatch w = {.events = g_ptr_array_new_with_free_func(g_free)};
 
     cluster_now = &fc;
@@ -893,12 +894,12 @@ static void test_run_given_up(void **state)
     add_host(c, "B");
     add_vm(c, "a1", "A");
     add_move(moves, "a1", "A", "B");
-    run = orch_run_new(&env, "s3", "test", c, moves, NULL, NULL, &error);
+    run = hotmigd_run_new(&env, "s3", "test", c, moves, NULL, NULL, &error);
     assert_non_null(run);
-    orch_run_start(run, on_run, &w);
+    hotmigd_run_start(run, on_run, &w);
     g_main_context_iteration(NULL, FALSE); /* the first pump: a1 starts */
     assert_int_equal(w.started, 1);
-    orch_run_free(run);
+    hotmigd_run_free(run);
     assert_int_equal(w.ended, 0); /* given up: not told */
     assert_int_equal(fm.total, 0);
     while (g_main_context_iteration(NULL, FALSE))
@@ -910,13 +911,13 @@ static void test_run_given_up(void **state)
 
 /* ---- arrivals: room held for the moves under way ------------------------------------------ */
 
-static void test_host_free(OrchInvHost *h)
+static void test_host_free(HotmigdInvHost *h)
 {
     g_free(h->name);
     g_free(h);
 }
 
-static void test_vm_free(OrchInvVm *vm)
+static void test_vm_free(HotmigdInvVm *vm)
 {
     g_free(vm->name);
     g_free(vm->host);
@@ -926,9 +927,9 @@ static void test_vm_free(OrchInvVm *vm)
 
 /* Hosts A, B (1500 MiB, 1 free VF of 1), C; a1 (800 MiB, 1 VF) runs on A, c1 (600 MiB, @vfs
  * VFs) on C. */
-static OrchInventory *arrivals_inventory(guint c1_vfs)
+static HotmigdInventory *arrivals_inventory(guint c1_vfs)
 {
-    OrchInventory *inv = g_new0(OrchInventory, 1);
+    HotmigdInventory *inv = g_new0(HotmigdInventory, 1);
     const struct {
         const char *name;
         guint64 mem;
@@ -944,7 +945,7 @@ static OrchInventory *arrivals_inventory(guint c1_vfs)
     inv->vms = g_ptr_array_new_with_free_func((GDestroyNotify)test_vm_free);
     inv->warnings = g_ptr_array_new_with_free_func(g_free);
     for (guint i = 0; i < G_N_ELEMENTS(hosts); i++) {
-        OrchInvHost *h = g_new0(OrchInvHost, 1);
+        HotmigdInvHost *h = g_new0(HotmigdInvHost, 1);
 
         h->name = g_strdup(hosts[i].name);
         h->cpus = 64;
@@ -955,7 +956,7 @@ static OrchInventory *arrivals_inventory(guint c1_vfs)
         g_ptr_array_add(inv->hosts, h);
     }
     for (guint i = 0; i < G_N_ELEMENTS(vms); i++) {
-        OrchInvVm *vm = g_new0(OrchInvVm, 1);
+        HotmigdInvVm *vm = g_new0(HotmigdInvVm, 1);
 
         vm->name = g_strdup(vms[i].name);
         vm->host = g_strdup(vms[i].host);
@@ -970,16 +971,16 @@ static OrchInventory *arrivals_inventory(guint c1_vfs)
 }
 
 /* Can C be drained to B (A accepts nothing: it is being drained) with @arriving in the view? */
-static gboolean drain_c_fits(OrchInventory *inv, GArray *arriving)
+static gboolean drain_c_fits(HotmigdInventory *inv, GArray *arriving)
 {
     g_autoptr(GHashTable) states = g_hash_table_new(g_str_hash, g_str_equal);
-    OrchInventoryView view = {.states = states, .arriving = arriving, .now = 1};
+    HotmigdInventoryView view = {.states = states, .arriving = arriving, .now = 1};
     g_autoptr(PolCluster) cluster = NULL;
     g_autoptr(PolPlan) plan = NULL;
     g_autoptr(GError) error = NULL;
 
     g_hash_table_insert(states, "A", GINT_TO_POINTER(POL_HOST_EVACUATING));
-    cluster = orch_inventory_to_cluster(inv, &view, &error);
+    cluster = hotmigd_inventory_to_cluster(inv, &view, &error);
     if (!cluster)
         fail_msg("%s", error->message);
     plan = pol_plan_drain(cluster, "C", NULL, &error);
@@ -994,30 +995,30 @@ static gboolean drain_c_fits(OrchInventory *inv, GArray *arriving)
  * memory (800 + 600 of 1500 fit, 800 + 800 would not: c1 is made 800 MiB below) nor by VF. */
 static void test_arrivals_hold_room(void **state)
 {
-    g_autoptr(GArray) arriving = g_array_new(FALSE, FALSE, sizeof(OrchInvArrival));
-    OrchInvArrival a1 = {.vm = "a1", .host = "B"};
-    OrchInventory *inv = arrivals_inventory(0);
+    g_autoptr(GArray) arriving = g_array_new(FALSE, FALSE, sizeof(HotmigdInvArrival));
+    HotmigdInvArrival a1 = {.vm = "a1", .host = "B"};
+    HotmigdInventory *inv = arrivals_inventory(0);
 
     assert_true(drain_c_fits(inv, NULL));
     g_array_append_val(arriving, a1);
     assert_true(drain_c_fits(inv, arriving)); /* 800 + 600 <= 1500, no VF asked */
-    ((OrchInvVm *)g_ptr_array_index(inv->vms, 1))->memory_mib = 800;
+    ((HotmigdInvVm *)g_ptr_array_index(inv->vms, 1))->memory_mib = 800;
     assert_false(drain_c_fits(inv, arriving)); /* 800 + 800 > 1500 */
     assert_true(drain_c_fits(inv, NULL));
-    orch_inventory_free(inv);
+    hotmigd_inventory_free(inv);
 
     inv = arrivals_inventory(1); /* c1 holds a VF: B's only free one goes to a1 */
     assert_true(drain_c_fits(inv, NULL));
     assert_false(drain_c_fits(inv, arriving));
     /* Arrived already (the inventory has a1 on B): nothing more is held. */
-    g_free(((OrchInvVm *)g_ptr_array_index(inv->vms, 0))->host);
-    ((OrchInvVm *)g_ptr_array_index(inv->vms, 0))->host = g_strdup("B");
-    ((OrchInvHost *)g_ptr_array_index(inv->hosts, 1))->vfs_free = 0;
+    g_free(((HotmigdInvVm *)g_ptr_array_index(inv->vms, 0))->host);
+    ((HotmigdInvVm *)g_ptr_array_index(inv->vms, 0))->host = g_strdup("B");
+    ((HotmigdInvHost *)g_ptr_array_index(inv->hosts, 1))->vfs_free = 0;
     assert_false(drain_c_fits(inv, arriving)); /* B's VF is a1's now */
-    ((OrchInvHost *)g_ptr_array_index(inv->hosts, 1))->vfs_total = 2;
-    ((OrchInvHost *)g_ptr_array_index(inv->hosts, 1))->vfs_free = 1;
+    ((HotmigdInvHost *)g_ptr_array_index(inv->hosts, 1))->vfs_total = 2;
+    ((HotmigdInvHost *)g_ptr_array_index(inv->hosts, 1))->vfs_free = 1;
     assert_true(drain_c_fits(inv, arriving));
-    orch_inventory_free(inv);
+    hotmigd_inventory_free(inv);
 }
 
 /* A source host whose hotmigd cannot be reached has its moves run here, over libvirt (this host
@@ -1032,10 +1033,10 @@ static void test_run_deputy(void **state)
     g_autoptr(GPtrArray) moves = g_ptr_array_new_with_free_func((GDestroyNotify)pol_migration_free);
     g_autoptr(GError) error = NULL;
     g_autoptr(GMainLoop) loop = g_main_loop_new(NULL, FALSE);
-    g_autoptr(OrchRun) run = NULL;
+    g_autoptr(HotmigdRun) run = NULL;
     GPtrArray *hosts;
     OrchOptions template;
-    OrchMoveEnv env;
+    HotmigdMoveEnv env;
     RunWatch w = {.loop = loop, .events = g_ptr_array_new_with_free_func(g_free)};
     const GPtrArray *rm;
 
@@ -1052,9 +1053,9 @@ static void test_run_deputy(void **state)
     add_move(moves, "b1", "B", "A");
     add_move(moves, "b2", "B", "C");
     add_move(moves, "c1", "C", "A");
-    run = orch_run_new(&env, "s4", "test", c, moves, NULL, NULL, &error);
+    run = hotmigd_run_new(&env, "s4", "test", c, moves, NULL, NULL, &error);
     assert_non_null(run);
-    orch_run_start(run, on_run, &w);
+    hotmigd_run_start(run, on_run, &w);
     g_main_loop_run(loop);
 
     /* B's moves ran here, from B's libvirt, with the destination's hotmigd; nothing was asked of
@@ -1063,9 +1064,9 @@ static void test_run_deputy(void **state)
     assert_true(g_ptr_array_find_with_equal_func(fm.ran, "b1 B A https://A:1", g_str_equal, NULL));
     assert_true(g_ptr_array_find_with_equal_func(fm.ran, "b2 B C https://C:1", g_str_equal, NULL));
     assert_int_equal(remote.started->len, 0);
-    rm = orch_run_get_moves(run);
+    rm = hotmigd_run_get_moves(run);
     for (guint i = 0; i < rm->len; i++) {
-        const OrchRunMove *m = g_ptr_array_index(rm, i);
+        const HotmigdRunMove *m = g_ptr_array_index(rm, i);
 
         if (g_str_equal(m->move->vm, "c1")) {
             assert_int_equal(m->move->state, POL_MOVE_FAILED);

@@ -819,13 +819,13 @@ static void test_drain_and_wait(void **state)
     assert_true(stats.phase_seconds_sum[ORCH_PHASE_MIGRATE] > 0.005);
 }
 
-static void record_inventory(Hotmigd *daemon, const OrchInventory *inv, gpointer data)
+static void record_inventory(Hotmigd *daemon, const HotmigdInventory *inv, gpointer data)
 {
     Fx *fx = data;
 
     fx->inventories++;
     for (guint i = 0; i < inv->hosts->len; i++) {
-        const OrchInvHost *host = g_ptr_array_index(inv->hosts, i);
+        const HotmigdInvHost *host = g_ptr_array_index(inv->hosts, i);
 
         if (g_str_equal(host->name, "B"))
             fx->b_state = host->state;

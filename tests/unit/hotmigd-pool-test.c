@@ -1032,7 +1032,7 @@ static gpointer local_call_thread(gpointer data)
 static void test_libvirt_hangs(void **state)
 {
     static const char *const pfs[] = {"0001:af:00.1", NULL};
-    static const OrchLocalApiOps local_ops = {.status = local_status};
+    static const HotmigdLocalApiOps local_ops = {.status = local_status};
     g_autofree char *root = g_build_filename(g_getenv("HM_FIXTURES"), "sysfs", "cx6-ib", NULL);
     g_autofree char *dir = g_dir_make_tmp("hm-hotmigd-pool-test-XXXXXX", NULL);
     g_autofree char *leases = g_build_filename(dir, "leases", NULL);
@@ -1041,8 +1041,9 @@ static void test_libvirt_hangs(void **state)
     gpointer host = hotmigd_host_new(root, "test:///hangs", 1000, 200);
     g_autoptr(GError) error = NULL;
     g_autoptr(HotmigdPool) pool = NULL;
-    g_autoptr(OrchLocalApi) local = NULL;
-    g_autoptr(OrchPeer) who = orch_peer_new("test", "test", ORCH_ROLE_HOST | ORCH_ROLE_OPERATOR);
+    g_autoptr(HotmigdLocalApi) local = NULL;
+    g_autoptr(HotmigdAuthzClient) who =
+        hotmigd_authz_client_new("test", "test", HOTMIGD_ROLE_HOST | HOTMIGD_ROLE_OPERATOR);
     HotmigdApi api = {0};
     Replies r = {0};
     LocalCall call = {0};
@@ -1059,7 +1060,7 @@ static void test_libvirt_hangs(void **state)
     hotmigd_host_set_virt_open(host, hang_open);
     pool = hotmigd_pool_new(&config, &hotmigd_host_ops, host, &error);
     assert_non_null(pool);
-    local = orch_local_api_new(&local_ops, NULL, sock, &error);
+    local = hotmigd_local_api_new(&local_ops, NULL, sock, &error);
     assert_non_null(local);
     api.pool = pool;
     api.worker = hotmigd_api_worker_new(40);
@@ -1120,7 +1121,7 @@ static void test_libvirt_hangs(void **state)
     }
     assert_int_equal(g_atomic_int_get(&hang.opens), 1);
     hotmigd_api_worker_free(api.worker);
-    g_clear_pointer(&local, orch_local_api_free);
+    g_clear_pointer(&local, hotmigd_local_api_free);
     g_clear_pointer(&pool, hotmigd_pool_free);
     rm_rf(dir);
     g_main_context_pop_thread_default(ctx);
@@ -1136,7 +1137,7 @@ typedef struct {
     GMainContext *ctx; /* the test's own: see test_libvirt_hangs() */
     HotmigdPool *pool;
     HotmigdApiWorker *worker;
-    OrchAlerts *alerts;
+    HotmigdAlerts *alerts;
     OrchAlertListener *listener;
 } Mx;
 
@@ -1147,7 +1148,7 @@ static void mx_vfs(gpointer data, HotmigdApiCountsFunc done, gpointer done_data)
     hotmigd_api_worker_count_vfs(mx->worker, mx->pool, done, done_data);
 }
 
-static const OrchAlertsOps mx_alerts_ops = {.vfs = mx_vfs};
+static const HotmigdAlertsOps mx_alerts_ops = {.vfs = mx_vfs};
 
 static gboolean mx_authorized(gpointer owner, const char *authorization, char **ret_why)
 {
@@ -1161,16 +1162,16 @@ static void mx_webhook(gpointer owner, const char *body, gsize len, const char *
     fail_msg("no webhook body gets past the token");
 }
 
-static void mx_metrics(gpointer owner, OrchMetricsDone done, gpointer data)
+static void mx_metrics(gpointer owner, HotmigdMetricsDone done, gpointer data)
 {
-    orch_alerts_metrics(owner, done, data);
+    hotmigd_alerts_metrics(owner, done, data);
 }
 
 static const OrchAlertListenerOps mx_listener_ops = {
     .authorized = mx_authorized,
     .webhook = mx_webhook,
     .metrics = mx_metrics,
-    .metrics_content_type = ORCH_METRICS_CONTENT_TYPE,
+    .metrics_content_type = HOTMIGD_METRICS_CONTENT_TYPE,
     .webhook_max_bytes = 1024,
 };
 
@@ -1195,7 +1196,7 @@ static Mx *mx_new(const HotmigdHostOps *ops, gpointer host, const char *const *p
     mx->pool = hotmigd_pool_new(&config_pool, ops, host, &error);
     assert_non_null(mx->pool);
     mx->worker = hotmigd_api_worker_new(max_queued);
-    mx->alerts = orch_alerts_new(config, "test-host", &mx_alerts_ops, mx, &error);
+    mx->alerts = hotmigd_alerts_new(config, "test-host", &mx_alerts_ops, mx, &error);
     assert_non_null(mx->alerts);
     mx->listener =
         orch_alert_listener_new("127.0.0.1", 0, NULL, &mx_listener_ops, mx->alerts, &error);
@@ -1208,7 +1209,7 @@ static Mx *mx_new(const HotmigdHostOps *ops, gpointer host, const char *const *p
 static void mx_free(Mx *mx)
 {
     g_clear_pointer(&mx->listener, orch_alert_listener_free);
-    g_clear_pointer(&mx->alerts, orch_alerts_unref);
+    g_clear_pointer(&mx->alerts, hotmigd_alerts_unref);
     g_clear_pointer(&mx->worker, hotmigd_api_worker_free);
     g_clear_pointer(&mx->pool, hotmigd_pool_free);
     rm_rf(mx->dir);
@@ -1311,7 +1312,7 @@ static void test_metrics_vf_counts(void **state)
     g_thread_join(t);
     if (h.status != 200)
         fail_msg("GET /metrics: %s %s", h.error ? h.error : "", h.answer);
-    assert_non_null(strstr(h.answer, "\r\nContent-Type: " ORCH_METRICS_CONTENT_TYPE "\r\n"));
+    assert_non_null(strstr(h.answer, "\r\nContent-Type: " HOTMIGD_METRICS_CONTENT_TYPE "\r\n"));
     assert_non_null(strstr(h.answer, "\nhotmig_vf_leases{state=\"free\"} 2\n"));
     assert_non_null(strstr(h.answer, "\nhotmig_vf_leases{state=\"in-use\"} 1\n"));
     assert_non_null(strstr(h.answer, "\nhotmig_alerts_total{action=\"evacuate\"} 0\n"));
@@ -1394,7 +1395,7 @@ static void replies_count(HotmigdApiReply *reply, gpointer data)
 static void test_metrics_worker_full(void **state)
 {
     Mx *mx = mx_new_hanging(1);
-    g_autoptr(OrchPeer) who = orch_peer_new("test", "test", ORCH_ROLE_HOST);
+    g_autoptr(HotmigdAuthzClient) who = hotmigd_authz_client_new("test", "test", HOTMIGD_ROLE_HOST);
     HotmigdApi api = {.pool = mx->pool, .worker = mx->worker};
     HotmigdApiRequest req = {.method = "GET", .path = "/v1/vfs", .who = who};
     Http h = {0};
@@ -1458,7 +1459,7 @@ static void test_metrics_client_gone(void **state)
     while (g_atomic_int_get(&hang.lists) <= lists)
         g_main_context_iteration(mx->ctx, TRUE);
     g_clear_pointer(&mx->listener, orch_alert_listener_free);
-    g_clear_pointer(&mx->alerts, orch_alerts_unref);
+    g_clear_pointer(&mx->alerts, hotmigd_alerts_unref);
     g_thread_join(t);
     assert_int_equal(cut.status, 0);
     http_clear(&gone);

@@ -36,7 +36,7 @@ typedef struct {
     char *url;
     char *server_error;
     HmConfig *config; /* who is who: the test client and 'operator' are operators, 'peer2' host B */
-    OrchAuthz *authz;
+    HotmigdAuthz *authz;
     char *files_root;
 } Fx;
 
@@ -126,7 +126,7 @@ static int fx_setup(void **state)
 
         fx->config = hm_config_load_data(conf, sizeof(conf) - 1, "authz.conf", &error);
         assert_non_null(fx->config);
-        fx->authz = orch_authz_new(fx->config);
+        fx->authz = hotmigd_authz_new(fx->config);
         fx->files_root = g_build_filename(fx->dir, "images", NULL);
     }
     fx->ctx = g_main_context_new();
@@ -160,7 +160,7 @@ static int fx_teardown(void **state)
     g_main_loop_unref(fx->loop);
     g_main_context_unref(fx->ctx);
     hotmigd_pool_free(fx->pool);
-    orch_authz_free(fx->authz);
+    hotmigd_authz_free(fx->authz);
     hm_config_free(fx->config);
     g_free(fx->files_root);
     rm_rf(fx->dir);

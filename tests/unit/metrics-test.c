@@ -60,12 +60,12 @@ static const char expected[] =
     "hotmig_alerts_total{action=\"rejected\"} 4\n"
     "hotmig_alerts_total{action=\"held\"} 0\n";
 
-static OrchMetrics sample(void)
+static HotmigdMetrics sample(void)
 {
-    OrchMetrics m = {0};
+    HotmigdMetrics m = {0};
 
-    m.migrations[ORCH_METRICS_MIGRATION_OK] = 12;
-    m.migrations[ORCH_METRICS_MIGRATION_FAILED] = 1;
+    m.migrations[HOTMIGD_METRICS_MIGRATION_OK] = 12;
+    m.migrations[HOTMIGD_METRICS_MIGRATION_FAILED] = 1;
     m.phase_seconds_sum[ORCH_PHASE_CONNECT] = 0.25;
     m.phase_count[ORCH_PHASE_CONNECT] = 13;
     m.phase_seconds_sum[ORCH_PHASE_MIGRATE] = 1234.5678;
@@ -102,8 +102,8 @@ static void assert_text(const char *text, const char *want)
 
 static void test_render(void **state)
 {
-    OrchMetrics m = sample();
-    g_autofree char *text = orch_metrics_render(&m);
+    HotmigdMetrics m = sample();
+    g_autofree char *text = hotmigd_metrics_render(&m);
 
     assert_text(text, expected);
 }
@@ -111,7 +111,7 @@ static void test_render(void **state)
 /* A locale with a decimal comma changes nothing. */
 static void test_locale(void **state)
 {
-    OrchMetrics m = sample();
+    HotmigdMetrics m = sample();
     char *saved = g_strdup(setlocale(LC_NUMERIC, NULL));
     char *text;
 
@@ -120,7 +120,7 @@ static void test_locale(void **state)
         g_free(saved);
         fail_msg("no decimal-comma locale (de_DE.UTF-8, fr_FR.UTF-8): run tests/install-deps");
     }
-    text = orch_metrics_render(&m);
+    text = hotmigd_metrics_render(&m);
     setlocale(LC_NUMERIC, saved);
     g_free(saved);
     assert_text(text, expected);
@@ -130,11 +130,11 @@ static void test_locale(void **state)
 /* The pool could not be listed: the family is there, without samples (absent, not 0). */
 static void test_no_vfs(void **state)
 {
-    OrchMetrics m = sample();
+    HotmigdMetrics m = sample();
     g_autofree char *text = NULL;
 
     m.have_vfs = FALSE;
-    text = orch_metrics_render(&m);
+    text = hotmigd_metrics_render(&m);
     assert_non_null(strstr(text, "# TYPE hotmig_vf_leases gauge\n# HELP hotmig_hosts"));
     assert_null(strstr(text, "hotmig_vf_leases{"));
 }
@@ -143,12 +143,12 @@ static void test_no_vfs(void **state)
  * holds (an error from libvirt may span lines). */
 static void test_no_vfs_why(void **state)
 {
-    OrchMetrics m = sample();
+    HotmigdMetrics m = sample();
     g_autofree char *text = NULL;
 
     m.have_vfs = FALSE;
     m.vfs_why = "cannot list the pool: libvirt said\nno\r\tat all";
-    text = orch_metrics_render(&m);
+    text = hotmigd_metrics_render(&m);
     assert_non_null(strstr(text, "# TYPE hotmig_vf_leases gauge\n"
                                  "# hotmig_vf_leases left out: cannot list the pool: libvirt said "
                                  "no  at all\n"
@@ -157,15 +157,15 @@ static void test_no_vfs_why(void **state)
     /* Counted: no comment, whatever vfs_why says. */
     m.have_vfs = TRUE;
     g_free(text);
-    text = orch_metrics_render(&m);
+    text = hotmigd_metrics_render(&m);
     assert_null(strstr(text, "left out"));
 }
 
 /* Every sample line is NAME{LABEL="VALUE"} NUMBER; every family has HELP then TYPE. */
 static void test_syntax(void **state)
 {
-    OrchMetrics m = sample();
-    g_autofree char *text = orch_metrics_render(&m);
+    HotmigdMetrics m = sample();
+    g_autofree char *text = hotmigd_metrics_render(&m);
     g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
     g_autoptr(GRegex) sample_re = g_regex_new(
         "^hotmig_[a-z_]+\\{[a-z]+=\"[a-z-]+\"\\} ([0-9]+|[0-9.]+(e-?[0-9]+)?)$", 0, 0, NULL);
@@ -183,7 +183,7 @@ static void test_syntax(void **state)
     }
     assert_int_equal(helps, 5);
     assert_int_equal(types, 5);
-    assert_int_equal(samples, ORCH_METRICS_MIGRATION_LAST + 2 * ORCH_PHASE_LAST +
+    assert_int_equal(samples, HOTMIGD_METRICS_MIGRATION_LAST + 2 * ORCH_PHASE_LAST +
                                   ORCH_VF_STATE_LAST + POL_HOST_STATE_LAST +
                                   ORCH_ALERT_OUTCOME_LAST);
     assert_true(g_str_has_suffix(text, "\n"));
