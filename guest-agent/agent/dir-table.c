@@ -14,10 +14,11 @@
 #include <unistd.h>
 
 typedef struct {
-    AgentDirMsg msg; /* the last accepted announcement */
-    gint64 heard_us; /* monotonic */
-    GList *lru;      /* its link in table->lru (oldest heard first) */
-    gboolean client; /* it sent to this agent as its seed: relayed to */
+    guint8 boot_id[16]; /* its key in table->announcers */
+    AgentDirMsg *msg;   /* the last accepted announcement, holding only its n_ports ports */
+    gint64 heard_us;    /* monotonic */
+    GList *lru;         /* its link in table->lru (oldest heard first) */
+    gboolean client;    /* it sent to this agent as its seed: relayed to */
     struct sockaddr_in from;
 } DirAnnouncer;
 
@@ -68,12 +69,32 @@ static gboolean dir_bytes16_equal(gconstpointer a, gconstpointer b)
     return memcmp(a, b, 16) == 0;
 }
 
+/* @m with room for its own ports only (a peer has one or two, the struct room for 32). */
+static AgentDirMsg *dir_msg_copy(const AgentDirMsg *m)
+{
+    gsize size = G_STRUCT_OFFSET(AgentDirMsg, ports) + m->n_ports * sizeof(AgentDirPort);
+
+    AgentDirMsg *copy = g_malloc(size);
+
+    memcpy(copy, m, size);
+    return copy;
+}
+
+static void dir_announcer_free(gpointer data)
+{
+    DirAnnouncer *a = data;
+
+    g_free(a->msg);
+    g_free(a);
+}
+
 AgentDirTable *agent_dir_table_new(guint max_entries)
 {
     AgentDirTable *t = g_new0(AgentDirTable, 1);
 
     t->max_claims = max_entries ? MIN(max_entries, AGENT_DIR_ENTRIES_MAX) : AGENT_DIR_ENTRIES_MAX;
-    t->announcers = g_hash_table_new_full(dir_bytes16_hash, dir_bytes16_equal, NULL, g_free);
+    t->announcers =
+        g_hash_table_new_full(dir_bytes16_hash, dir_bytes16_equal, NULL, dir_announcer_free);
     t->endpoints = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     t->gids = g_hash_table_new_full(dir_bytes16_hash, dir_bytes16_equal, NULL, g_free);
     g_queue_init(&t->lru);
@@ -99,7 +120,7 @@ void agent_dir_table_set_own(AgentDirTable *t, const guint8 boot_id[16])
 
 static gboolean dir_is_own(const AgentDirTable *t, const DirAnnouncer *a)
 {
-    return t->has_own && memcmp(t->own, a->msg.boot_id, 16) == 0;
+    return t->has_own && memcmp(t->own, a->msg->boot_id, 16) == 0;
 }
 
 /* Whether @a's claim is more recent than @b's: its identity changed later, else the higher
@@ -139,11 +160,11 @@ static void dir_claim(AgentDirTable *t, DirAnnouncer *a, const AgentDirPort *por
     }
     g->n_claims++;
     text = dir_gid_text(port->gid);
-    if (dir_newer(&a->msg, &g->winner->msg)) {
+    if (dir_newer(a->msg, g->winner->msg)) {
         g_warning("directory: GID %s is claimed by the agents at %s port %u and %s port %u: "
                   "%s wins (its identity changed last)",
-                  text, g->winner->msg.addr, g->winner->msg.port, a->msg.addr, a->msg.port,
-                  a->msg.addr);
+                  text, g->winner->msg->addr, g->winner->msg->port, a->msg->addr, a->msg->port,
+                  a->msg->addr);
         g->winner = a;
         g->conflict_logged = TRUE;
         return;
@@ -151,8 +172,8 @@ static void dir_claim(AgentDirTable *t, DirAnnouncer *a, const AgentDirPort *por
     if (!g->conflict_logged)
         g_warning("directory: GID %s is claimed by the agents at %s port %u and %s port %u: "
                   "%s keeps it (its identity changed last)",
-                  text, g->winner->msg.addr, g->winner->msg.port, a->msg.addr, a->msg.port,
-                  g->winner->msg.addr);
+                  text, g->winner->msg->addr, g->winner->msg->port, a->msg->addr, a->msg->port,
+                  g->winner->msg->addr);
     g->conflict_logged = TRUE;
 }
 
@@ -166,9 +187,9 @@ static DirAnnouncer *dir_find_claimant(AgentDirTable *t, const DirGid *g, const 
 
         if (o == not )
             continue;
-        for (guint i = 0; i < o->msg.n_ports; i++)
-            if (memcmp(o->msg.ports[i].gid, g->gid, 16) == 0 &&
-                (!best || dir_newer(&o->msg, &best->msg)))
+        for (guint i = 0; i < o->msg->n_ports; i++)
+            if (memcmp(o->msg->ports[i].gid, g->gid, 16) == 0 &&
+                (!best || dir_newer(o->msg, best->msg)))
                 best = o;
     }
     return best;
@@ -192,14 +213,14 @@ static void dir_unclaim(AgentDirTable *t, DirAnnouncer *a, const AgentDirPort *p
 
 static void dir_announcer_remove(AgentDirTable *t, DirAnnouncer *a)
 {
-    g_autofree char *key = dir_endpoint_key(&a->msg);
+    g_autofree char *key = dir_endpoint_key(a->msg);
 
-    for (guint i = 0; i < a->msg.n_ports; i++)
-        dir_unclaim(t, a, &a->msg.ports[i]);
+    for (guint i = 0; i < a->msg->n_ports; i++)
+        dir_unclaim(t, a, &a->msg->ports[i]);
     if (g_hash_table_lookup(t->endpoints, key) == a)
         g_hash_table_remove(t->endpoints, key);
     g_queue_delete_link(&t->lru, a->lru);
-    g_hash_table_remove(t->announcers, a->msg.boot_id);
+    g_hash_table_remove(t->announcers, a->boot_id);
 }
 
 /* Makes room for @n more claims: the announcers heard longest ago go (never this agent). */
@@ -216,7 +237,7 @@ static void dir_evict(AgentDirTable *t, guint n, const DirAnnouncer *keep)
         if (t->n_evicted++ % 1024 == 0)
             g_message("directory: full (%u GIDs): forgetting the agent heard longest ago (%s "
                       "port %u; %u so far)",
-                      t->max_claims, a->msg.addr, a->msg.port, t->n_evicted);
+                      t->max_claims, a->msg->addr, a->msg->port, t->n_evicted);
         dir_announcer_remove(t, a);
     }
 }
@@ -237,7 +258,7 @@ static gboolean dir_endpoint_taken(AgentDirTable *t, const AgentDirMsg *m)
 
     if (!old)
         return FALSE;
-    if (dir_newer(&old->msg, m))
+    if (dir_newer(old->msg, m))
         return TRUE;
     g_debug("directory: the agent at %s port %u started again", m->addr, m->port);
     dir_announcer_remove(t, old);
@@ -246,9 +267,9 @@ static gboolean dir_endpoint_taken(AgentDirTable *t, const AgentDirMsg *m)
 
 static void dir_index(AgentDirTable *t, DirAnnouncer *a)
 {
-    g_hash_table_insert(t->endpoints, dir_endpoint_key(&a->msg), a);
-    for (guint i = 0; i < a->msg.n_ports; i++)
-        dir_claim(t, a, &a->msg.ports[i]);
+    g_hash_table_insert(t->endpoints, dir_endpoint_key(a->msg), a);
+    for (guint i = 0; i < a->msg->n_ports; i++)
+        dir_claim(t, a, &a->msg->ports[i]);
 }
 
 static void dir_heard(AgentDirTable *t, DirAnnouncer *a, gint64 now_us,
@@ -266,27 +287,28 @@ static void dir_heard(AgentDirTable *t, DirAnnouncer *a, gint64 now_us,
 static AgentDirUpdate dir_update_known(AgentDirTable *t, DirAnnouncer *a, const AgentDirMsg *msg,
                                        gint64 now_us, const struct sockaddr_in *from)
 {
-    gboolean same = dir_same_identity(&a->msg, msg);
+    gboolean same = dir_same_identity(a->msg, msg);
 
-    if (msg->seq <= a->msg.seq)
+    if (msg->seq <= a->msg->seq)
         return AGENT_DIR_UPDATE_STALE;
     dir_heard(t, a, now_us, from, msg->via);
     if (same) {
-        a->msg.seq = msg->seq;
-        a->msg.since_ms = msg->since_ms;
-        a->msg.refresh_s = msg->refresh_s;
+        a->msg->seq = msg->seq;
+        a->msg->since_ms = msg->since_ms;
+        a->msg->refresh_s = msg->refresh_s;
         return AGENT_DIR_UPDATE_REFRESH;
     }
     {
-        g_autofree char *key = dir_endpoint_key(&a->msg);
+        g_autofree char *key = dir_endpoint_key(a->msg);
 
-        for (guint i = 0; i < a->msg.n_ports; i++)
-            dir_unclaim(t, a, &a->msg.ports[i]);
+        for (guint i = 0; i < a->msg->n_ports; i++)
+            dir_unclaim(t, a, &a->msg->ports[i]);
         if (g_hash_table_lookup(t->endpoints, key) == a)
             g_hash_table_remove(t->endpoints, key);
     }
     dir_evict(t, msg->n_ports, a);
-    a->msg = *msg;
+    g_free(a->msg);
+    a->msg = dir_msg_copy(msg);
     dir_index(t, a);
     return AGENT_DIR_UPDATE_CHANGED;
 }
@@ -306,11 +328,12 @@ AgentDirUpdate agent_dir_table_update(AgentDirTable *t, const AgentDirMsg *msg, 
     if (t->n_claims + msg->n_ports > t->max_claims)
         return AGENT_DIR_UPDATE_STALE; /* only this agent's own claims are left */
     a = g_new0(DirAnnouncer, 1);
-    a->msg = *msg;
+    memcpy(a->boot_id, msg->boot_id, 16);
+    a->msg = dir_msg_copy(msg);
     a->lru = g_list_alloc();
     a->lru->data = a;
     g_queue_push_tail_link(&t->lru, a->lru);
-    g_hash_table_insert(t->announcers, a->msg.boot_id, a);
+    g_hash_table_insert(t->announcers, a->boot_id, a);
     dir_heard(t, a, now_us, from, msg->via);
     dir_index(t, a);
     return AGENT_DIR_UPDATE_CHANGED;
@@ -323,14 +346,14 @@ guint agent_dir_table_expire(AgentDirTable *t, gint64 now_us)
 
     while (l) {
         DirAnnouncer *a = l->data;
-        gint64 ttl = (gint64)a->msg.refresh_s * AGENT_DIR_EXPIRY_FACTOR * G_USEC_PER_SEC;
+        gint64 ttl = (gint64)a->msg->refresh_s * AGENT_DIR_EXPIRY_FACTOR * G_USEC_PER_SEC;
 
         l = l->next;
         if (dir_is_own(t, a) || now_us - a->heard_us <= ttl)
             continue;
         if (n < 8)
             g_message("directory: the agent at %s port %u was not heard for %u s: forgotten",
-                      a->msg.addr, a->msg.port, a->msg.refresh_s * AGENT_DIR_EXPIRY_FACTOR);
+                      a->msg->addr, a->msg->port, a->msg->refresh_s * AGENT_DIR_EXPIRY_FACTOR);
         dir_announcer_remove(t, a);
         n++;
     }
@@ -351,9 +374,9 @@ guint agent_dir_table_n_claims(const AgentDirTable *t)
 
 static const AgentDirPort *dir_port_of(const DirAnnouncer *a, const guint8 gid[16])
 {
-    for (guint i = 0; i < a->msg.n_ports; i++)
-        if (memcmp(a->msg.ports[i].gid, gid, 16) == 0)
-            return &a->msg.ports[i];
+    for (guint i = 0; i < a->msg->n_ports; i++)
+        if (memcmp(a->msg->ports[i].gid, gid, 16) == 0)
+            return &a->msg->ports[i];
     return NULL;
 }
 
@@ -394,7 +417,7 @@ static gint dir_lid_cmp(gconstpointer pa, gconstpointer pb)
         return a->lid < b->lid ? -1 : 1;
     if (a->winner == b->winner)
         return memcmp(a->gid, b->gid, 16);
-    return dir_newer(&a->winner->msg, &b->winner->msg) ? -1 : 1;
+    return dir_newer(a->winner->msg, b->winner->msg) ? -1 : 1;
 }
 
 static void dir_lid_lost(DirGid *g, const DirGid *w)
@@ -406,7 +429,7 @@ static void dir_lid_lost(DirGid *g, const DirGid *w)
         return;
     g_warning("directory: LID %u is claimed by GIDs %s (agent %s) and %s (agent %s): %s claimed "
               "it last; %s's LID is unknown until it announces again",
-              g->lid, mine, g->winner->msg.addr, theirs, w->winner->msg.addr, theirs, mine);
+              g->lid, mine, g->winner->msg->addr, theirs, w->winner->msg->addr, theirs, mine);
     g->lid_conflict_logged = TRUE;
 }
 
@@ -450,8 +473,8 @@ gboolean agent_dir_table_lookup(AgentDirTable *t, const guint8 gid[16], guint16 
     all = dir_gids_sorted(t);
     dir_lids_resolve(all);
     *ret_lid = g->file_lid;
-    *ret_addr = g->winner->msg.addr;
-    *ret_port = g->winner->msg.port;
+    *ret_addr = g->winner->msg->addr;
+    *ret_port = g->winner->msg->port;
     return TRUE;
 }
 
@@ -485,9 +508,9 @@ GString *agent_dir_table_format(AgentDirTable *t)
         g_string_append_c(s, ' ');
         dir_append_uint(s, g->file_lid);
         g_string_append_c(s, ' ');
-        g_string_append(s, g->winner->msg.addr);
+        g_string_append(s, g->winner->msg->addr);
         g_string_append_c(s, ' ');
-        dir_append_uint(s, g->winner->msg.port);
+        dir_append_uint(s, g->winner->msg->port);
         g_string_append_c(s, '\n');
     }
     return s;
@@ -541,7 +564,7 @@ void agent_dir_table_foreach(AgentDirTable *t, void (*func)(const AgentDirMsg *m
                              gpointer data)
 {
     for (GList *l = t->lru.head; l; l = l->next)
-        func(&((DirAnnouncer *)l->data)->msg, data);
+        func(((DirAnnouncer *)l->data)->msg, data);
 }
 
 void agent_dir_table_foreach_client(AgentDirTable *t, const guint8 *except,
@@ -554,7 +577,7 @@ void agent_dir_table_foreach_client(AgentDirTable *t, const guint8 *except,
     for (GList *l = t->lru.tail; l && n < AGENT_DIR_CLIENTS_MAX; l = l->prev) {
         DirAnnouncer *a = l->data;
 
-        if (!a->client || (except && memcmp(except, a->msg.boot_id, 16) == 0))
+        if (!a->client || (except && memcmp(except, a->msg->boot_id, 16) == 0))
             continue;
         func(&a->from, data);
         n++;

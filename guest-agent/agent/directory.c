@@ -45,6 +45,7 @@ struct AgentDir {
     guint watch_io_id;
     gint64 watch_since_us;
     guint16 local_port;
+    gboolean no_addr_logged;
     double welcome_tokens; /* the newcomers' answers' budget */
     gint64 welcome_us;     /* when it was last filled */
 };
@@ -255,10 +256,12 @@ typedef struct {
 
 static void dir_send_relay(AgentDir *dir, const AgentDirMsg *msg, const struct sockaddr_in *to)
 {
-    AgentDirMsg relay = *msg;
+    AgentDirMsg relay;
     char buf[AGENT_DIR_MSG_MAX + 1];
     gsize len;
 
+    /* a table's message holds only its own ports: not copied whole */
+    memcpy(&relay, msg, G_STRUCT_OFFSET(AgentDirMsg, ports) + msg->n_ports * sizeof(AgentDirPort));
     relay.via = AGENT_DIR_VIA_RELAY;
     len = agent_dir_msg_format(&relay, buf, sizeof(buf));
     if (len)
@@ -536,9 +539,15 @@ static void dir_announce(AgentDir *dir)
     gsize len;
 
     if (!dir->own.addr[0]) {
-        g_debug("directory: no control address yet: not announcing");
+        if (!dir->no_addr_logged)
+            g_message("directory: no route to %s from a control address: not announcing (give "
+                      "--peer-listen the control address)",
+                      inet_ntoa(dir->multicast || !dir->n_seeds ? dir->group.sin_addr
+                                                                : dir->seeds[0].sin_addr));
+        dir->no_addr_logged = TRUE;
         return;
     }
+    dir->no_addr_logged = FALSE;
     dir->own.seq++;
     dir->own.via = AGENT_DIR_VIA_GROUP;
     if (agent_dir_table_update(dir->table, &dir->own, g_get_monotonic_time(), NULL) ==

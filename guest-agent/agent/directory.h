@@ -103,7 +103,8 @@ GString *agent_dir_table_format(AgentDirTable *table);
  * 0644; @dir is created if missing. */
 gboolean agent_dir_file_write(const char *dir, const GString *text, GError **error);
 
-/* Calls @func with the last announcement of each live announcer (borrowed). */
+/* Calls @func with the last announcement of each live announcer (borrowed; it holds only its
+ * n_ports ports: read it, do not copy the struct whole). */
 void agent_dir_table_foreach(AgentDirTable *table,
                              void (*func)(const AgentDirMsg *msg, gpointer data), gpointer data);
 /* Calls @func with the address of each live announcer that sent to this agent as its seed,

@@ -145,8 +145,8 @@ static GOptionEntry cli_entries[] = {
      "where libhotmig-verbs processes register (default " AGENT_VERBS_RUN_DIR_DEFAULT ")", "DIR"},
     {"directory", 0, 0, G_OPTION_ARG_STRING, &cli.directory,
      "with --peer-listen: announce this guest's RDMA ports to the other agents and keep their "
-     "directory in the verbs run directory, on the multicast GROUP:PORT (default "
-     AGENT_DIR_GROUP_DEFAULT "), on seeds only when ADDR:PORT is a unicast address to bind, or "
+     "directory in the verbs run directory, on the multicast GROUP:PORT (default " AGENT_DIR_GROUP_DEFAULT
+     "), on seeds only when ADDR:PORT is a unicast address to bind, or "
      "'off'",
      "GROUP:PORT|ADDR:PORT|off"},
     {"directory-seeds", 0, 0, G_OPTION_ARG_STRING, &cli.directory_seeds,
@@ -212,7 +212,8 @@ static void agent_main_devices_changed(gpointer data)
     agent_dir_identity_changed(data);
 }
 
-/* The peer directory, on by default with --peer-listen (borrowed ops; NULL when off). */
+/* The peer directory, on by default with --peer-listen: owned; NULL when off, when it cannot
+ * have its socket (logged) and with @error for a bad option. */
 static AgentDir *agent_main_directory(AgentUevent *uevent, GError **error)
 {
     AgentDirConfig config = {
@@ -228,6 +229,11 @@ static AgentDir *agent_main_directory(AgentUevent *uevent, GError **error)
     if (!cli.peer_listen || g_strcmp0(cli.directory, "off") == 0)
         return NULL;
     dir = agent_dir_new(&config, error);
+    if (!dir && !g_error_matches(*error, HM_COMMON_ERROR, HM_COMMON_ERROR_INVALID)) {
+        /* the network, not the options: the agent's own work goes on without the directory */
+        g_warning("peer directory off: %s", (*error)->message);
+        g_clear_error(error);
+    }
     if (dir && uevent)
         agent_uevent_set_func(uevent, agent_main_devices_changed, dir);
     return dir;
