@@ -200,30 +200,14 @@ static GBytes *request_read(VfdClient *client, GInputStream *stream, Wait *wait,
     return g_byte_array_free_to_bytes(g_steal_pointer(&buf));
 }
 
-/* @method @path with @body (a JSON object or NULL); the reply's JSON object (owned) when the
- * status is @want, else NULL with the daemon's message. */
-static JsonObject *request(VfdClient *client, const char *method, const char *path,
-                           JsonBuilder *body, guint want, GError **error)
+/* The message of @method @url with @body (a JSON object or NULL), its events told to
+ * @progress (owned; @url was checked by orch_hotmigd_client_new()). */
+static SoupMessage *request_message(VfdClient *client, const char *method, const char *url,
+                                    JsonBuilder *body, Progress *progress)
 {
-    g_autofree char *url = g_strconcat(client->parent.url, path, NULL);
-    g_autofree char *what = g_strdup_printf("%s %s", method, path);
     g_autoptr(SoupMessage) msg = soup_message_new(method, url);
-    g_autoptr(GCancellable) cancel = g_cancellable_new();
-    g_autoptr(GAsyncResult) res = NULL;
-    g_autoptr(GInputStream) stream = NULL;
-    g_autoptr(GBytes) bytes = NULL;
-    g_autoptr(GError) local = NULL;
-    g_autoptr(GError) local_depth = NULL;
-    g_autoptr(JsonParser) parser = json_parser_new_immutable();
-    Progress progress = {0};
-    Wait wait = {.cancel = cancel, .ctx = client->ctx};
-    GSource *timer;
-    JsonNode *root;
-    const char *data;
-    gsize len;
-    guint status;
 
-    g_return_val_if_fail(msg != NULL, NULL); /* the URL was checked by orch_hotmigd_client_new() */
+    g_return_val_if_fail(msg != NULL, NULL);
     if (body) {
         g_autoptr(JsonGenerator) gen = json_generator_new();
         g_autoptr(JsonNode) node = json_builder_get_root(body);
@@ -241,9 +225,24 @@ static JsonObject *request(VfdClient *client, const char *method, const char *pa
     soup_message_headers_replace(soup_message_get_request_headers(msg), "Connection", "close");
     soup_message_set_tls_client_certificate(msg, client->cert);
     g_signal_connect(msg, "accept-certificate", G_CALLBACK(on_accept_certificate),
-                     &progress.server_flags);
-    g_signal_connect(msg, "network-event", G_CALLBACK(on_network_event), &progress);
-    g_signal_connect(msg, "got-headers", G_CALLBACK(on_got_headers), &progress);
+                     &progress->server_flags);
+    g_signal_connect(msg, "network-event", G_CALLBACK(on_network_event), progress);
+    g_signal_connect(msg, "got-headers", G_CALLBACK(on_got_headers), progress);
+    return g_steal_pointer(&msg);
+}
+
+/* Sends @msg and reads its reply's body (owned), within the client's timeout; NULL with why
+ * (request_fail()). */
+static GBytes *request_send(VfdClient *client, SoupMessage *msg, Progress *progress,
+                            const char *what, GError **error)
+{
+    g_autoptr(GCancellable) cancel = g_cancellable_new();
+    g_autoptr(GAsyncResult) res = NULL;
+    g_autoptr(GInputStream) stream = NULL;
+    g_autoptr(GBytes) bytes = NULL;
+    g_autoptr(GError) local = NULL;
+    Wait wait = {.cancel = cancel, .ctx = client->ctx};
+    GSource *timer;
 
     g_main_context_push_thread_default(client->ctx);
     timer = g_timeout_source_new_seconds(client->timeout_s);
@@ -255,7 +254,7 @@ static JsonObject *request(VfdClient *client, const char *method, const char *pa
     if (stream)
         bytes = request_read(client, stream, &wait, what, error);
     else
-        request_fail(client, what, local, &progress, wait.timed_out, error);
+        request_fail(client, what, local, progress, wait.timed_out, error);
     if (stream)
         g_input_stream_close(stream, NULL, NULL);
     g_source_destroy(timer);
@@ -264,11 +263,21 @@ static JsonObject *request(VfdClient *client, const char *method, const char *pa
     while (g_main_context_iteration(client->ctx, FALSE))
         ;
     g_main_context_pop_thread_default(client->ctx);
-    if (!bytes)
-        return NULL;
+    return g_steal_pointer(&bytes);
+}
 
-    status = soup_message_get_status(msg);
-    data = g_bytes_get_data(bytes, &len);
+/* The reply @bytes to @msg as a JSON object (owned) when its status is @want, else NULL with
+ * the daemon's message. */
+static JsonObject *request_reply(VfdClient *client, SoupMessage *msg, GBytes *bytes,
+                                 const char *what, guint want, GError **error)
+{
+    g_autoptr(GError) local_depth = NULL;
+    g_autoptr(JsonParser) parser = json_parser_new_immutable();
+    guint status = soup_message_get_status(msg);
+    gsize len;
+    const char *data = g_bytes_get_data(bytes, &len);
+    JsonNode *root;
+
     /* A peer's reply: nesting is checked before json-glib (which recurses per level) sees it. */
     if (!hm_json_check_depth(data, (gssize)len, HM_JSON_MAX_DEPTH, &local_depth)) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "hotmigd at %s answered %s with %u %s: %s",
@@ -303,6 +312,25 @@ static JsonObject *request(VfdClient *client, const char *method, const char *pa
         return NULL;
     }
     return json_object_ref(json_node_get_object(root));
+}
+
+/* @method @path with @body (a JSON object or NULL); the reply's JSON object (owned) when the
+ * status is @want, else NULL with the daemon's message. */
+static JsonObject *request(VfdClient *client, const char *method, const char *path,
+                           JsonBuilder *body, guint want, GError **error)
+{
+    g_autofree char *url = g_strconcat(client->parent.url, path, NULL);
+    g_autofree char *what = g_strdup_printf("%s %s", method, path);
+    Progress progress = {0};
+    g_autoptr(SoupMessage) msg = request_message(client, method, url, body, &progress);
+    g_autoptr(GBytes) bytes = NULL;
+
+    if (!msg)
+        return NULL;
+    bytes = request_send(client, msg, &progress, what, error);
+    if (!bytes)
+        return NULL;
+    return request_reply(client, msg, bytes, what, want, error);
 }
 
 /* ---- replies --------------------------------------------------------------------------------- */

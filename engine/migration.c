@@ -1501,102 +1501,129 @@ static gboolean do_plug(Migration *m, char **ret_detail, GError **error)
 
 /* Brings the domain back to where it started: on the source, VFs plugged, agent resumed.
  * Each step is recorded; a step that fails leaves the rest to do what they still can. */
-static void rollback(Migration *m)
+/* Undo's first step: the migration call ends, so that the source's QEMU is gone before the
+ * domain moves back. FALSE when it does not (recorded): nothing else is undone. */
+static gboolean rollback_migration_end(Migration *m)
+{
+    g_autoptr(GError) err = NULL;
+    gint64 start = g_get_monotonic_time();
+
+    if (!migrate_join(m, &err)) {
+        rollback_record(m, "migration-end", start, err, NULL);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* libvirt refuses to migrate a domain holding a PCI VF: take back what was plugged on the
+ * destination, last first, until one fails. */
+static void rollback_unplug_destination(Migration *m)
+{
+    for (guint i = m->plugged; i > 0; i--) {
+        XmlVf *vf = vf_at(m, i - 1);
+        g_autoptr(GError) err = NULL;
+        gint64 start = g_get_monotonic_time();
+
+        if (orch_virt_device_detach(m->dst, m->opts->domain, dest_alias(m, i - 1),
+                                    m->dest_persistent, m->opts->unplug_timeout_ms, &err))
+            m->plugged = i - 1;
+        rollback_record(m, "unplug-destination", start, err, vf->alias);
+        if (err)
+            break;
+    }
+}
+
+/* The domain stays on the destination: give it back what it can have there. */
+static void rollback_plug_destination(Migration *m)
+{
+    for (guint i = m->plugged; i < m->vfs->len; i++) {
+        g_autoptr(GError) err = NULL;
+        gint64 start = g_get_monotonic_time();
+
+        if (orch_virt_device_attach(m->dst, m->opts->domain, g_ptr_array_index(m->dest_xml, i),
+                                    m->dest_persistent, &err))
+            m->plugged = i + 1;
+        rollback_record(m, "plug-destination", start, err, vf_at(m, i)->alias);
+    }
+}
+
+/* The domain on the destination goes back to the source, as it was there: defined on the
+ * source again when --undefinesource removed its definition (one left there is kept as it is),
+ * and no definition left on the destination that this migration made there. When it cannot,
+ * it stays on the destination with what it can have there. */
+static void rollback_migrate_back(Migration *m)
+{
+    OrchMigrateParams params = {
+        .persistent = m->persistent && m->opts->undefine_source,
+        .undefine_source = m->opts->persistent && !m->dest_defined,
+    };
+    OrchMigrateStats stats = {0};
+    g_autoptr(GError) local = NULL;
+    gint64 start;
+
+    rollback_unplug_destination(m);
+    start = g_get_monotonic_time();
+    if (m->plugged == 0 &&
+        orch_virt_migrate(m->dst, m->opts->domain, m->src->uri, &params, &stats, &local)) {
+        m->on_destination = FALSE;
+        g_free(m->report->final_host);
+        m->report->final_host = g_strdup("source");
+        m->report->phases[ORCH_PHASE_MIGRATE].status = ORCH_STATUS_UNDONE;
+        rollback_record(m, "migrate-back", start, NULL, "the domain runs on the source again");
+        return;
+    }
+    if (!local)
+        g_set_error(&local, ORCH_ERROR, ORCH_ERROR_ROLLBACK,
+                    "VFs still plugged on the destination");
+    rollback_record(m, "migrate-back", start, local, NULL);
+    rollback_plug_destination(m);
+}
+
+/* The domain is on the source: plug back the VFs this migration detached there. */
+static void rollback_plug_source(Migration *m)
 {
     gboolean vf_back_ok = TRUE;
 
-    /* The migration call ends first: the source's QEMU is gone before the domain moves back. */
-    {
+    for (guint i = 0; i < m->detached; i++) {
+        XmlVf *vf = vf_at(m, i);
         g_autoptr(GError) err = NULL;
         gint64 start = g_get_monotonic_time();
 
-        if (!migrate_join(m, &err)) {
-            rollback_record(m, "migration-end", start, err, NULL);
-            return;
-        }
-    }
-    if (m->on_destination) {
-        /* Back as it was: defined on the source again when --undefinesource removed its
-         * definition (one left there is kept as it is), and no definition left on the
-         * destination that this migration made there. */
-        OrchMigrateParams params = {
-            .persistent = m->persistent && m->opts->undefine_source,
-            .undefine_source = m->opts->persistent && !m->dest_defined,
-        };
-        OrchMigrateStats stats = {0};
-        g_autoptr(GError) local = NULL;
-        gint64 start = g_get_monotonic_time();
-
-        /* libvirt refuses to migrate a domain holding a PCI VF: take back what was plugged. */
-        for (guint i = m->plugged; i > 0; i--) {
-            XmlVf *vf = vf_at(m, i - 1);
-            g_autoptr(GError) err = NULL;
-
-            start = g_get_monotonic_time();
-            if (orch_virt_device_detach(m->dst, m->opts->domain, dest_alias(m, i - 1),
-                                           m->dest_persistent, m->opts->unplug_timeout_ms, &err))
-                m->plugged = i - 1;
-            rollback_record(m, "unplug-destination", start, err, vf->alias);
-            if (err)
-                break;
-        }
-        start = g_get_monotonic_time();
-        if (m->plugged == 0 &&
-            orch_virt_migrate(m->dst, m->opts->domain, m->src->uri, &params, &stats, &local)) {
-            m->on_destination = FALSE;
-            g_free(m->report->final_host);
-            m->report->final_host = g_strdup("source");
-            m->report->phases[ORCH_PHASE_MIGRATE].status = ORCH_STATUS_UNDONE;
-            rollback_record(m, "migrate-back", start, NULL, "the domain runs on the source again");
-        } else {
-            if (!local)
-                g_set_error(&local, ORCH_ERROR, ORCH_ERROR_ROLLBACK,
-                            "VFs still plugged on the destination");
-            rollback_record(m, "migrate-back", start, local, NULL);
-            /* Stay on the destination: give the domain back what it can have there. */
-            for (guint i = m->plugged; i < m->vfs->len; i++) {
-                g_autoptr(GError) err = NULL;
-
-                start = g_get_monotonic_time();
-                if (orch_virt_device_attach(m->dst, m->opts->domain,
-                                               g_ptr_array_index(m->dest_xml, i),
-                                               m->dest_persistent, &err))
-                    m->plugged = i + 1;
-                rollback_record(m, "plug-destination", start, err, vf_at(m, i)->alias);
-            }
+        if (!orch_virt_device_attach(m->src, m->opts->domain, g_ptr_array_index(m->source_xml, i),
+                                     m->persistent, &err))
             vf_back_ok = FALSE;
-        }
+        rollback_record(m, "plug-source", start, err, vf->alias);
     }
+    if (m->detached && vf_back_ok)
+        m->report->phases[ORCH_PHASE_UNPLUG].status = ORCH_STATUS_UNDONE;
+    if (vf_back_ok)
+        m->detached = 0;
+}
 
-    if (!m->on_destination) {
-        for (guint i = 0; i < m->detached; i++) {
-            XmlVf *vf = vf_at(m, i);
-            g_autoptr(GError) err = NULL;
-            gint64 start = g_get_monotonic_time();
+/* The guest's processes paused for the move resume, wherever the domain is now. */
+static void rollback_agent_resume(Migration *m)
+{
+    g_autoptr(GError) err = NULL;
+    g_autofree char *detail = NULL;
+    gint64 start = g_get_monotonic_time();
 
-            if (!orch_virt_device_attach(m->src, m->opts->domain,
-                                            g_ptr_array_index(m->source_xml, i), m->persistent,
-                                            &err))
-                vf_back_ok = FALSE;
-            rollback_record(m, "plug-source", start, err, vf->alias);
-        }
-        if (m->detached && vf_back_ok)
-            m->report->phases[ORCH_PHASE_UNPLUG].status = ORCH_STATUS_UNDONE;
-        if (vf_back_ok)
-            m->detached = 0;
-    }
+    if (agent_resume(m, m->on_destination ? m->dst : m->src, &detail, &err))
+        m->report->phases[ORCH_PHASE_PREPARE].status = ORCH_STATUS_UNDONE;
+    rollback_record(m, "agent-resume", start, err, detail);
+}
+
+static void rollback(Migration *m)
+{
+    if (!rollback_migration_end(m))
+        return;
+    if (m->on_destination)
+        rollback_migrate_back(m);
+    if (!m->on_destination)
+        rollback_plug_source(m);
     m->report->vfs_attached =
         m->on_destination ? m->plugged : (m->vfs ? m->vfs->len - m->detached : 0);
-
-    if (m->agent_prepared) {
-        g_autoptr(GError) err = NULL;
-        g_autofree char *detail = NULL;
-        gint64 start = g_get_monotonic_time();
-
-        if (agent_resume(m, m->on_destination ? m->dst : m->src, &detail, &err))
-            m->report->phases[ORCH_PHASE_PREPARE].status = ORCH_STATUS_UNDONE;
-        rollback_record(m, "agent-resume", start, err, detail);
-    }
+    if (m->agent_prepared)
+        rollback_agent_resume(m);
 }
 
 /* ---- the whole run ----------------------------------------------------------------------- */

@@ -474,23 +474,11 @@ static gpointer virt_migration_watch(gpointer data)
     return NULL;
 }
 
-static gboolean virt_migrate(OrchVirt *virt, const char *domain, const char *dest_uri,
-                             const OrchMigrateParams *params, OrchMigrateStats *ret_stats,
-                             GError **error)
+/* The flags of virDomainMigrateToURI3() for @params: always live and peer-to-peer. */
+static unsigned int virt_migrate_flags(const OrchMigrateParams *params)
 {
-    virDomainPtr dom = virt_lookup(virt, domain, error);
-    virTypedParameterPtr tp = NULL;
-    int ntp = 0;
-    int maxtp = 0;
     unsigned int flags = VIR_MIGRATE_LIVE | VIR_MIGRATE_PEER2PEER;
-    MigrationWatch w = {.params = params};
-    GThread *progress = NULL;
-    int id_completed;
-    int id_iteration = -1;
-    int rc;
 
-    if (!dom)
-        return FALSE;
     if (params->persistent)
         flags |= VIR_MIGRATE_PERSIST_DEST;
     if (params->undefine_source)
@@ -503,6 +491,19 @@ static gboolean virt_migrate(OrchVirt *virt, const char *domain, const char *des
         flags |= VIR_MIGRATE_POSTCOPY;
     if (params->tls)
         flags |= VIR_MIGRATE_TLS;
+    return flags;
+}
+
+/* The typed parameters of virDomainMigrateToURI3() for @params (free them with
+ * virTypedParamsFree()); FALSE with @error when they cannot be built. */
+static gboolean virt_migrate_typed_params(const OrchMigrateParams *params,
+                                          virTypedParameterPtr *ret_tp, int *ret_ntp,
+                                          GError **error)
+{
+    virTypedParameterPtr tp = NULL;
+    int ntp = 0;
+    int maxtp = 0;
+
     if ((params->parallel &&
          virTypedParamsAddInt(&tp, &ntp, &maxtp, VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS,
                               (int)params->parallel) < 0) ||
@@ -514,6 +515,47 @@ static gboolean virt_migrate(OrchVirt *virt, const char *domain, const char *des
                                  params->bandwidth_mib) < 0)) {
         virt_set_error(error, ORCH_ERROR_FAILED, "Cannot build the migration parameters");
         virTypedParamsFree(tp, ntp);
+        return FALSE;
+    }
+    *ret_tp = tp;
+    *ret_ntp = ntp;
+    return TRUE;
+}
+
+/* The migration call returned @rc: the watch thread (@progress, may be NULL) ends, and after a
+ * success the job's completion event is waited for a moment (it travels through the event
+ * loop thread). */
+static void virt_migration_watch_end(MigrationWatch *w, GThread *progress, int rc)
+{
+    g_mutex_lock(&w->lock);
+    w->done = TRUE;
+    g_cond_broadcast(&w->cond);
+    if (rc == 0) {
+        HmDeadline until = hm_deadline_in_ms(3000);
+        while (!w->have_completed && g_cond_wait_until(&w->cond, &w->lock, until))
+            ;
+    }
+    g_mutex_unlock(&w->lock);
+    if (progress)
+        g_thread_join(progress);
+}
+
+static gboolean virt_migrate(OrchVirt *virt, const char *domain, const char *dest_uri,
+                             const OrchMigrateParams *params, OrchMigrateStats *ret_stats,
+                             GError **error)
+{
+    virDomainPtr dom = virt_lookup(virt, domain, error);
+    virTypedParameterPtr tp = NULL;
+    int ntp = 0;
+    MigrationWatch w = {.params = params};
+    GThread *progress = NULL;
+    int id_completed;
+    int id_iteration = -1;
+    int rc;
+
+    if (!dom)
+        return FALSE;
+    if (!virt_migrate_typed_params(params, &tp, &ntp, error)) {
         virDomainFree(dom);
         return FALSE;
     }
@@ -533,7 +575,7 @@ static gboolean virt_migrate(OrchVirt *virt, const char *domain, const char *des
         (params->postcopy && (params->postcopy_after_ms || params->postcopy_after_precopy)))
         progress = g_thread_new("migration-watch", virt_migration_watch, &w);
 
-    rc = virDomainMigrateToURI3(dom, dest_uri, tp, ntp, flags);
+    rc = virDomainMigrateToURI3(dom, dest_uri, tp, ntp, virt_migrate_flags(params));
     if (rc < 0) {
         g_autofree char *event = NULL;
 
@@ -547,18 +589,7 @@ static gboolean virt_migrate(OrchVirt *virt, const char *domain, const char *des
                        "Cannot migrate '%s' to '%s'%s", domain, dest_uri, event);
     }
 
-    g_mutex_lock(&w.lock);
-    w.done = TRUE;
-    g_cond_broadcast(&w.cond);
-    if (rc == 0) {
-        /* The event travels through the event loop thread: give it a moment. */
-        HmDeadline until = hm_deadline_in_ms(3000);
-        while (!w.have_completed && g_cond_wait_until(&w.cond, &w.lock, until))
-            ;
-    }
-    g_mutex_unlock(&w.lock);
-    if (progress)
-        g_thread_join(progress);
+    virt_migration_watch_end(&w, progress, rc);
     if (id_completed >= 0)
         virConnectDomainEventDeregisterAny(virt_conn(virt), id_completed);
     if (id_iteration >= 0)

@@ -145,39 +145,41 @@ static const char help_description[] =
     "\n"
     "See hotmigd(8) and docs/hotmigd.md.";
 
-int main(int argc, char **argv)
+/* The command line. */
+typedef struct {
+    char *config_path; /* --config, or NULL */
+    gboolean foreground, verbose, version, check;
+} Cli;
+
+static void cli_clear(Cli *cli)
+{
+    g_clear_pointer(&cli->config_path, g_free);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Cli, cli_clear)
+
+/* Parses the command line into @cli: -1 to go on, else the exit status (the error printed). */
+static int cli_parse(int *argc, char ***argv, Cli *cli)
 {
     g_autoptr(GOptionContext) ctx = NULL;
     g_autoptr(GError) error = NULL;
-    g_autoptr(HmConfig) config = NULL;
-    g_autoptr(Hotmigd) daemon = NULL;
-    g_autoptr(HotmigdAlertsHook) alerts = NULL;
-    g_autoptr(GMainLoop) loop = NULL;
-    g_autofree char *config_path = NULL;
-    gboolean foreground = FALSE, verbose = FALSE, version = FALSE, check = FALSE;
-    g_autofree char *listen = NULL;
-    g_auto(GStrv) warnings = NULL;
-    guint sigterm, sigint, sighup;
-    Reload reload = {0};
     GOptionEntry entries[] = {
-        {"config", 'c', 0, G_OPTION_ARG_FILENAME, &config_path,
+        {"config", 'c', 0, G_OPTION_ARG_FILENAME, &cli->config_path,
          "Configuration file (default $" HM_CONFIG_ENV ", else " HM_CONFIG_PATH_DEFAULT
          " when it exists)",
          "FILE"},
-        {"check-config", 0, 0, G_OPTION_ARG_NONE, &check,
+        {"check-config", 0, 0, G_OPTION_ARG_NONE, &cli->check,
          "Check the configuration file, what it means too (certificate files, URIs, addresses), "
          "report every problem and exit (0 valid, 4 not)",
          NULL},
-        {"foreground", 'f', 0, G_OPTION_ARG_NONE, &foreground,
+        {"foreground", 'f', 0, G_OPTION_ARG_NONE, &cli->foreground,
          "Run in the foreground (the only mode: hotmigd never forks; for systemd and scripts)",
          NULL},
-        {"verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose, "Log every request, not only changes",
+        {"verbose", 'v', 0, G_OPTION_ARG_NONE, &cli->verbose, "Log every request, not only changes",
          NULL},
-        {"version", 'V', 0, G_OPTION_ARG_NONE, &version, "Print the version and exit", NULL},
+        {"version", 'V', 0, G_OPTION_ARG_NONE, &cli->version, "Print the version and exit", NULL},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
 
-    xml_init(); /* before any thread */
     ctx = g_option_context_new("- serve this host's SR-IOV VFs to hotmig over mutual TLS");
     g_option_context_set_summary(
         ctx, "Leases this host's VFs to migrate-vm on other hosts, sets their InfiniBand GUIDs\n"
@@ -185,22 +187,28 @@ int main(int argc, char **argv)
              "the cluster's migrations (drain, consolidate, balance) from the local socket.");
     g_option_context_set_description(ctx, help_description);
     g_option_context_add_main_entries(ctx, entries, NULL);
-    if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
+    if (!g_option_context_parse(ctx, argc, argv, &error)) {
         fprintf(stderr, "hotmigd: %s\n", error->message);
         return EXIT_USAGE;
     }
-    if (argc > 1) {
-        fprintf(stderr, "hotmigd: unexpected argument '%s' (see --help)\n", argv[1]);
+    if (*argc > 1) {
+        fprintf(stderr, "hotmigd: unexpected argument '%s' (see --help)\n", (*argv)[1]);
         return EXIT_USAGE;
     }
-    if (version) {
-        printf("hotmigd %s\n", HOTMIG_VERSION);
-        return EXIT_STOPPED;
-    }
-    if (check)
-        return check_config(config_path);
-    hm_log_setup("hotmigd", verbose);
-    config = hm_config_open(config_path, &error);
+    return -1;
+}
+
+/* Loads the configuration and starts the daemon and its failure-prediction hook
+ * (hotmigd/alerts-hook.c; docs/alerts.md): -1 when both run (*ret_daemon and *ret_alerts set,
+ * owned), else the exit status (the error logged). */
+static int start(const Cli *cli, Hotmigd **ret_daemon, HotmigdAlertsHook **ret_alerts)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(HmConfig) config = NULL;
+    g_autoptr(Hotmigd) daemon = NULL;
+    g_auto(GStrv) warnings = NULL;
+
+    config = hm_config_open(cli->config_path, &error);
     if (!config) {
         g_critical("%s", error->message);
         return EXIT_CONFIG;
@@ -208,24 +216,25 @@ int main(int argc, char **argv)
     warnings = hm_config_warnings(config, HM_CONFIG_CHECK_DEFAULT);
     for (char **w = warnings; *w; w++)
         g_warning("%s", *w);
-
-    loop = g_main_loop_new(NULL, FALSE);
     daemon = hotmigd_new(g_steal_pointer(&config), NULL, &error);
     if (!daemon) {
         g_critical("%s", error->message);
         return g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID) ? EXIT_CONFIG : EXIT_FAILED;
     }
-    /* The failure-prediction hook (hotmigd/alerts-hook.c; docs/alerts.md). */
-    alerts = hotmigd_alerts_hook_start(daemon, &error);
-    if (!alerts) {
+    *ret_alerts = hotmigd_alerts_hook_start(daemon, &error);
+    if (!*ret_alerts) {
         g_critical("%s", error->message);
         return g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID) ? EXIT_CONFIG : EXIT_FAILED;
     }
-    sigterm = g_unix_signal_add(SIGTERM, on_signal, loop);
-    sigint = g_unix_signal_add(SIGINT, on_signal, loop);
-    reload = (Reload){.daemon = daemon, .alerts = alerts, .config_path = config_path};
-    sighup = g_unix_signal_add(SIGHUP, on_sighup, &reload);
-    listen = hm_config_listen_address(hotmigd_get_config(daemon));
+    *ret_daemon = g_steal_pointer(&daemon);
+    return -1;
+}
+
+/* The start message: where the daemon listens, whom it trusts. */
+static void announce(Hotmigd *daemon)
+{
+    g_autofree char *listen = hm_config_listen_address(hotmigd_get_config(daemon));
+
     g_message(
         "hotmigd %s on %s listening on https://%s%s%s:%u (client certificates from CA '%s'); local API on '%s'",
         HOTMIG_VERSION, hotmigd_get_name(daemon), strchr(listen, ':') ? "[" : "",
@@ -233,6 +242,38 @@ int main(int argc, char **argv)
         hotmigd_get_port(daemon),
         hm_config_get_string(hotmigd_get_config(daemon), HM_CONFIG_HOTMIGD_CA_CERT),
         hotmigd_get_socket_path(daemon));
+}
+
+int main(int argc, char **argv)
+{
+    g_auto(Cli) cli = {0};
+    g_autoptr(Hotmigd) daemon = NULL;
+    g_autoptr(HotmigdAlertsHook) alerts = NULL;
+    g_autoptr(GMainLoop) loop = NULL;
+    guint sigterm, sigint, sighup;
+    Reload reload = {0};
+    int rc;
+
+    xml_init(); /* before any thread */
+    rc = cli_parse(&argc, &argv, &cli);
+    if (rc >= 0)
+        return rc;
+    if (cli.version) {
+        printf("hotmigd %s\n", HOTMIG_VERSION);
+        return EXIT_STOPPED;
+    }
+    if (cli.check)
+        return check_config(cli.config_path);
+    hm_log_setup("hotmigd", cli.verbose);
+    loop = g_main_loop_new(NULL, FALSE);
+    rc = start(&cli, &daemon, &alerts);
+    if (rc >= 0)
+        return rc;
+    sigterm = g_unix_signal_add(SIGTERM, on_signal, loop);
+    sigint = g_unix_signal_add(SIGINT, on_signal, loop);
+    reload = (Reload){.daemon = daemon, .alerts = alerts, .config_path = cli.config_path};
+    sighup = g_unix_signal_add(SIGHUP, on_sighup, &reload);
+    announce(daemon);
     notify_systemd("READY=1");
     g_main_loop_run(loop);
 

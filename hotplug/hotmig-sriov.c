@@ -206,6 +206,45 @@ static void json_function(GString *out, const HotplugPciFunction *fn)
     g_string_append(out, "]}");
 }
 
+/* One JSON object: @one when given, else @pfs. */
+static void print_json(const char *sysfs_root, const HotplugPciFunction *one, GPtrArray *pfs)
+{
+    g_autoptr(GString) out = g_string_new("{");
+
+    json_str(out, "sysfs_root", sysfs_root);
+    if (one) {
+        json_key(out, "function");
+        json_function(out, one);
+    } else {
+        json_key(out, "pfs");
+        g_string_append_c(out, '[');
+        for (guint i = 0; i < pfs->len; i++) {
+            if (i > 0)
+                g_string_append_c(out, ',');
+            json_function(out, g_ptr_array_index(pfs, i));
+        }
+        g_string_append_c(out, ']');
+    }
+    g_string_append(out, "}\n");
+    fputs(out->str, stdout);
+}
+
+/* A table: @one when given, else @pfs. */
+static void print_text(const char *sysfs_root, const HotplugPciFunction *one, GPtrArray *pfs)
+{
+    g_autoptr(GPtrArray) rows = g_ptr_array_new_with_free_func((GDestroyNotify)g_strfreev);
+
+    if (one)
+        add_rows(rows, one);
+    else
+        for (guint i = 0; i < pfs->len; i++)
+            add_rows(rows, g_ptr_array_index(pfs, i));
+    if (rows->len == 0)
+        printf("No SR-IOV physical function under '%s/bus/pci/devices'.\n", sysfs_root);
+    else
+        print_table(rows);
+}
+
 /* ---- main -------------------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -268,38 +307,10 @@ int main(int argc, char **argv)
         }
     }
 
-    if (json) {
-        g_autoptr(GString) out = g_string_new("{");
-
-        json_str(out, "sysfs_root", sysfs_root);
-        if (one) {
-            json_key(out, "function");
-            json_function(out, one);
-        } else {
-            json_key(out, "pfs");
-            g_string_append_c(out, '[');
-            for (guint i = 0; i < pfs->len; i++) {
-                if (i > 0)
-                    g_string_append_c(out, ',');
-                json_function(out, g_ptr_array_index(pfs, i));
-            }
-            g_string_append_c(out, ']');
-        }
-        g_string_append(out, "}\n");
-        fputs(out->str, stdout);
-    } else {
-        g_autoptr(GPtrArray) rows = g_ptr_array_new_with_free_func((GDestroyNotify)g_strfreev);
-
-        if (one)
-            add_rows(rows, one);
-        else
-            for (guint i = 0; i < pfs->len; i++)
-                add_rows(rows, g_ptr_array_index(pfs, i));
-        if (rows->len == 0)
-            printf("No SR-IOV physical function under '%s/bus/pci/devices'.\n", sysfs_root);
-        else
-            print_table(rows);
-    }
+    if (json)
+        print_json(sysfs_root, one, pfs);
+    else
+        print_text(sysfs_root, one, pfs);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "hotmig-sriov: cannot write the output\n");
         return EXIT_FAILURE;
