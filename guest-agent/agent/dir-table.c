@@ -367,6 +367,11 @@ guint agent_dir_table_n_announcers(const AgentDirTable *t)
     return g_hash_table_size(t->announcers);
 }
 
+gboolean agent_dir_table_knows(AgentDirTable *t, const guint8 boot_id[16])
+{
+    return g_hash_table_contains(t->announcers, boot_id);
+}
+
 guint agent_dir_table_n_claims(const AgentDirTable *t)
 {
     return t->n_claims;

@@ -333,7 +333,6 @@ static void dir_receive_one(AgentDir *dir, const char *buf, gsize len,
     g_autofree AgentDirMsg *msg = g_new(AgentDirMsg, 1);
     AgentDirUpdate up;
     gboolean is_new;
-    guint before;
 
     if (!agent_dir_msg_parse(buf, len, msg, &error)) {
         g_debug("directory: from %s:%u: %s", inet_ntoa(from->sin_addr), ntohs(from->sin_port),
@@ -341,10 +340,9 @@ static void dir_receive_one(AgentDir *dir, const char *buf, gsize len,
         return;
     }
     if (memcmp(msg->boot_id, dir->own.boot_id, 16) == 0)
-        return; /* our own, looped back or relayed */
-    before = agent_dir_table_n_announcers(dir->table);
+        return;                                                /* our own, looped back or relayed */
+    is_new = !agent_dir_table_knows(dir->table, msg->boot_id); /* or a new run of it */
     up = agent_dir_table_update(dir->table, msg, g_get_monotonic_time(), from);
-    is_new = agent_dir_table_n_announcers(dir->table) > before;
     if (up == AGENT_DIR_UPDATE_STALE)
         return;
     if (up == AGENT_DIR_UPDATE_CHANGED)

@@ -90,6 +90,8 @@ AgentDirUpdate agent_dir_table_update(AgentDirTable *table, const AgentDirMsg *m
 /* Removes the announcers not heard for AGENT_DIR_EXPIRY_FACTOR times their refresh: how many. */
 guint agent_dir_table_expire(AgentDirTable *table, gint64 now_us);
 guint agent_dir_table_n_announcers(const AgentDirTable *table);
+/* Whether the table holds the announcer with @boot_id. */
+gboolean agent_dir_table_knows(AgentDirTable *table, const guint8 boot_id[16]);
 guint agent_dir_table_n_claims(const AgentDirTable *table);
 
 /* What the file says of @gid: TRUE and *ret_lid (0 when the LID is another's now) and the
