@@ -391,13 +391,22 @@ static void dir_add_gid(AgentDirMsg *m, const char *text, guint16 lid)
     m->ports[m->n_ports++] = p;
 }
 
+/* Whether a port that is not usable yet is coming up: its link is up and it waits for the
+ * subnet manager (INIT, ARMED; ACTIVE without a LID on InfiniBand). A port DOWN (no link) is
+ * not watched: the refresh sees it come up. */
+static gboolean dir_port_coming_up(const AgentRdmaPort *p, gboolean ib)
+{
+    return g_strcmp0(p->state, "INIT") == 0 || g_strcmp0(p->state, "ARMED") == 0 ||
+           (ib && g_strcmp0(p->state, "ACTIVE") == 0 && !p->lid);
+}
+
 /* The active ports into @m: on InfiniBand GID index 0 (subnet prefix + port GUID) and the LID,
- * on RoCE every GID listed. Whether some port is not active (yet). */
+ * on RoCE every GID listed. Whether some port is coming up. */
 static gboolean dir_read_ports(AgentDir *dir, AgentDirMsg *m)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(GPtrArray) devices = dir->verbs->list_devices(dir->verbs_data, &error);
-    gboolean inactive = FALSE;
+    gboolean coming_up = FALSE;
 
     if (!devices) {
         g_debug("directory: no RDMA devices: %s", error->message);
@@ -411,14 +420,14 @@ static gboolean dir_read_ports(AgentDir *dir, AgentDirMsg *m)
             gboolean ib = g_strcmp0(p->link_layer, "InfiniBand") == 0;
 
             if (g_strcmp0(p->state, "ACTIVE") != 0 || !p->gids->len || (ib && !p->lid)) {
-                inactive = TRUE;
+                coming_up = coming_up || dir_port_coming_up(p, ib);
                 continue;
             }
             for (guint k = 0; k < (ib ? 1 : p->gids->len); k++)
                 dir_add_gid(m, p->gids->pdata[k], p->lid);
         }
     }
-    return inactive;
+    return coming_up;
 }
 
 /* The address of the interface the kernel sends to the group (or the first seed) from. */
@@ -471,19 +480,19 @@ static gboolean dir_watch_event(int fd, GIOCondition condition, gpointer data)
     return G_SOURCE_CONTINUE;
 }
 
-/* A port is not active yet (a VF just plugged, the subnet manager has not swept): its events
- * are heard until it is, at most DIR_WATCH_MAX_S. Open devices are closed again as soon as
- * every port is up: an RDMA device held open can delay its unplug (soft-RoCE). */
-static void dir_watch_update(AgentDir *dir, gboolean inactive)
+/* A port is coming up (a VF just plugged, the subnet manager has not swept): its events are
+ * heard until none is, at most DIR_WATCH_MAX_S. Open devices are closed again as soon as no
+ * port is coming up: an RDMA device held open can delay its unplug (soft-RoCE). */
+static void dir_watch_update(AgentDir *dir, gboolean coming_up)
 {
     g_autoptr(GError) error = NULL;
     gint64 now = g_get_monotonic_time();
     int fd = -1;
 
-    if (!inactive || !dir->verbs->port_watch_new ||
+    if (!coming_up || !dir->verbs->port_watch_new ||
         (dir->watch_since_us && now - dir->watch_since_us > DIR_WATCH_MAX_S * G_USEC_PER_SEC)) {
         dir_watch_close(dir);
-        if (!inactive)
+        if (!coming_up)
             dir->watch_since_us = 0;
         return;
     }
@@ -503,10 +512,10 @@ static void dir_watch_update(AgentDir *dir, gboolean inactive)
 static gboolean dir_identity_read(AgentDir *dir)
 {
     g_autofree AgentDirMsg *m = g_new0(AgentDirMsg, 1);
-    gboolean inactive = dir_read_ports(dir, m);
+    gboolean coming_up = dir_read_ports(dir, m);
     gboolean changed;
 
-    dir_watch_update(dir, inactive);
+    dir_watch_update(dir, coming_up);
     if (!m->n_ports && dir->have_identity) {
         m->n_ports = dir->own.n_ports;
         memcpy(m->ports, dir->own.ports, sizeof(m->ports));

@@ -11,7 +11,9 @@
 #include <arpa/inet.h>
 #include <glib/gstdio.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "guest-agent/agent/directory.h"
 
@@ -431,7 +433,10 @@ static void test_file_write(void **state)
 typedef struct {
     char gid[40];
     guint16 lid;
+    const char *state; /* of port 1; NULL: ACTIVE */
     guint lists;
+    int watch_fd; /* an eventfd standing for the devices' async event fds */
+    int watch_opened, watch_freed;
 } FakePorts;
 
 static GPtrArray *fake_list_devices(gpointer data, GError **error)
@@ -439,7 +444,8 @@ static GPtrArray *fake_list_devices(gpointer data, GError **error)
     FakePorts *f = data;
     GPtrArray *devices = g_ptr_array_new_with_free_func((GDestroyNotify)agent_rdma_device_free);
     AgentRdmaDevice *dev = agent_rdma_device_new("mlx5_0", "0002:c903:0000:0001");
-    AgentRdmaPort *port = agent_rdma_device_add_port(dev, 1, "ACTIVE", "InfiniBand", f->lid);
+    AgentRdmaPort *port =
+        agent_rdma_device_add_port(dev, 1, f->state ? f->state : "ACTIVE", "InfiniBand", f->lid);
 
     f->lists++;
     g_ptr_array_add(port->gids, g_strdup(f->gid));
@@ -452,11 +458,40 @@ static GPtrArray *fake_list_devices(gpointer data, GError **error)
 
 static const AgentVerbsOps fake_verbs = {.list_devices = fake_list_devices};
 
+static AgentPortWatch *fake_port_watch_new(gpointer data, int *ret_fd, GError **error)
+{
+    FakePorts *f = data;
+
+    f->watch_opened++;
+    *ret_fd = f->watch_fd;
+    return (AgentPortWatch *)f;
+}
+
+static guint fake_port_watch_drain(AgentPortWatch *watch)
+{
+    guint64 n = 0;
+
+    if (read(((FakePorts *)watch)->watch_fd, &n, sizeof(n)) != (ssize_t)sizeof(n))
+        n = 0;
+    return (guint)n;
+}
+
+static void fake_port_watch_free(AgentPortWatch *watch)
+{
+    ((FakePorts *)watch)->watch_freed++;
+}
+
+static const AgentVerbsOps fake_verbs_watch = {.list_devices = fake_list_devices,
+                                               .port_watch_new = fake_port_watch_new,
+                                               .port_watch_drain = fake_port_watch_drain,
+                                               .port_watch_free = fake_port_watch_free};
+
 typedef struct {
     char *tmp;
     char *run_dir[3];
     FakePorts ports[3];
     AgentDir *dir[3];
+    const AgentVerbsOps *verbs; /* NULL: fake_verbs */
 } Agents;
 
 static void agents_init(Agents *a)
@@ -493,7 +528,7 @@ static AgentDir *agent_start_refresh(Agents *a, guint i, const char *group, cons
                              .peer_listen = listen,
                              .run_dir = a->run_dir[i],
                              .refresh_s = refresh_s,
-                             .verbs = &fake_verbs,
+                             .verbs = a->verbs ? a->verbs : &fake_verbs,
                              .verbs_data = &a->ports[i]};
     g_autoptr(GError) error = NULL;
     AgentDir *dir = agent_dir_new(&config, &error);
@@ -596,6 +631,47 @@ static void test_agents_welcome(void **state)
     agents_clear(&a);
 }
 
+/* A guest lands on a new host: its port is not up until the subnet manager sweeps, then has
+ * the destination's LID. The agent watches the port's events meanwhile (and only then), and
+ * its LID reaches the other agent's file as soon as the port is ACTIVE. */
+static void test_agents_port_comes_up(void **state)
+{
+    g_autofree char *group = random_group();
+    Agents a;
+    gint64 start, end;
+
+    agents_init(&a);
+    a.verbs = &fake_verbs_watch;
+    a.ports[0].state = "INIT";
+    a.ports[0].lid = 0;
+    a.ports[0].watch_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    assert_true(a.ports[0].watch_fd >= 0);
+    a.dir[0] = agent_start_refresh(&a, 0, group, NULL, 60);
+    a.dir[1] = agent_start_refresh(&a, 1, group, NULL, 60);
+    assert_int_equal(a.ports[0].watch_opened, 1); /* its port is not up: watched */
+    assert_int_equal(a.ports[1].watch_opened, 0); /* all up: no device held open */
+    end = g_get_monotonic_time() + 1500 * G_TIME_SPAN_MILLISECOND;
+    while (g_get_monotonic_time() < end)
+        if (!g_main_context_iteration(NULL, FALSE))
+            g_usleep(1000);
+    assert_false(file_has(&a, 1, 2, 0, 0x201));
+    /* the sweep: ACTIVE with a LID, and the port's event */
+    a.ports[0].state = "ACTIVE";
+    a.ports[0].lid = 0x201;
+    start = g_get_monotonic_time();
+    assert_int_equal(eventfd_write(a.ports[0].watch_fd, 1), 0);
+    while (!(file_has(&a, 1, 2, 0, 0x201) && file_has(&a, 0, 2, 1, 0x101)) &&
+           g_get_monotonic_time() < start + G_USEC_PER_SEC)
+        g_main_context_iteration(NULL, TRUE);
+    assert_true(file_has(&a, 1, 2, 0, 0x201));
+    assert_true(file_has(&a, 0, 2, 1, 0x101));
+    print_message("a port coming up reached the other's file in %" G_GINT64_FORMAT " ms\n",
+                  (g_get_monotonic_time() - start) / 1000);
+    assert_int_equal(a.ports[0].watch_freed, a.ports[0].watch_opened); /* closed again */
+    close(a.ports[0].watch_fd);
+    agents_clear(&a);
+}
+
 /* Without multicast: agents 1 and 2 name agent 0 as their seed, which relays. */
 static void test_agents_seeds(void **state)
 {
@@ -667,7 +743,8 @@ int main(void)
         cmocka_unit_test(test_table_restart),  cmocka_unit_test(test_table_lid_conflict),
         cmocka_unit_test(test_table_bounds),   cmocka_unit_test(test_file_write),
         cmocka_unit_test(test_config_refused), cmocka_unit_test(test_agents_multicast),
-        cmocka_unit_test(test_agents_welcome), cmocka_unit_test(test_agents_seeds),
+        cmocka_unit_test(test_agents_welcome), cmocka_unit_test(test_agents_port_comes_up),
+        cmocka_unit_test(test_agents_seeds),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
