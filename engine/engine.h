@@ -179,6 +179,8 @@ typedef struct {
     gint64 total_us;
 } OrchReport;
 
+/* An empty report of the migration @opts asks for, every phase pending (owned; report.c). */
+OrchReport *orch_report_new(const OrchOptions *opts);
 void orch_report_free(OrchReport *report);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchReport, orch_report_free)
 

@@ -12,17 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-G_DEFINE_QUARK(orch-error-quark, orch_error)
-
-HM_ENUM_IMPL(orch_phase, OrchPhase, ORCH_PHASE_LAST, "connect", "inspect", "target-vf",
-             "prepare", "unplug", "migrate", "plug", "resume")
-
-HM_ENUM_IMPL(orch_status, OrchStatus, ORCH_STATUS_LAST, "pending", "ok", "failed", "skipped",
-             "undone")
-
-HM_ENUM_IMPL(orch_timeout_action, OrchTimeoutAction, ORCH_TIMEOUT_LAST, "suspend", "postcopy",
-             "abort")
-
 typedef struct {
     const OrchOptions *opts;
     OrchReport *report;
@@ -145,42 +134,6 @@ static void side_note(Side *side, const char *msg)
     if (!side->notes)
         side->notes = g_ptr_array_new_with_free_func(g_free);
     g_ptr_array_add(side->notes, g_strdup(msg));
-}
-
-static void rollback_record_free(OrchRollbackRecord *rec)
-{
-    g_free(rec->action);
-    g_free(rec->detail);
-    g_free(rec);
-}
-
-void orch_report_free(OrchReport *report)
-{
-    if (!report)
-        return;
-    g_free(report->domain);
-    g_free(report->source_uri);
-    g_free(report->dest_uri);
-    for (guint i = 0; i < ORCH_PHASE_LAST; i++)
-        g_free(report->phases[i].detail);
-    g_ptr_array_unref(report->rollback);
-    g_free(report->error);
-    g_free(report->final_host);
-    g_free(report);
-}
-
-static OrchReport *report_new(const OrchOptions *opts)
-{
-    OrchReport *report = g_new0(OrchReport, 1);
-
-    report->domain = g_strdup(opts->domain);
-    report->source_uri = g_strdup(opts->source_uri);
-    report->dest_uri = g_strdup(opts->dest_uri);
-    report->rollback = g_ptr_array_new_with_free_func((GDestroyNotify)rollback_record_free);
-    report->final_host = g_strdup("source");
-    for (guint i = 0; i < ORCH_PHASE_LAST; i++)
-        report->phases[i].phase = i;
-    return report;
 }
 
 static gboolean note(Migration *m, const char *event, const char *alias, const char *xml,
@@ -2091,7 +2044,7 @@ gboolean orch_migrate(const OrchOptions *opts, OrchReport **ret_report, GError *
     gboolean keep_journal = FALSE;
     g_autoptr(GError) late = NULL;
 
-    m->report = report_new(opts);
+    m->report = orch_report_new(opts);
     m->start = g_get_monotonic_time();
     m->report->ok = FALSE;
     m->id = g_uuid_string_random();

@@ -1,8 +1,45 @@
-/* Renders an OrchReport for people (a table) and for programs (JSON). */
+/* The report of a migration (OrchReport): made, freed, and rendered for people (a table) and
+ * for programs (JSON). */
 #include <json-glib/json-glib.h>
 
 #include "engine/engine.h"
 #include "engine/json.h"
+
+static void rollback_record_free(OrchRollbackRecord *rec)
+{
+    g_free(rec->action);
+    g_free(rec->detail);
+    g_free(rec);
+}
+
+void orch_report_free(OrchReport *report)
+{
+    if (!report)
+        return;
+    g_free(report->domain);
+    g_free(report->source_uri);
+    g_free(report->dest_uri);
+    for (guint i = 0; i < ORCH_PHASE_LAST; i++)
+        g_free(report->phases[i].detail);
+    g_ptr_array_unref(report->rollback);
+    g_free(report->error);
+    g_free(report->final_host);
+    g_free(report);
+}
+
+OrchReport *orch_report_new(const OrchOptions *opts)
+{
+    OrchReport *report = g_new0(OrchReport, 1);
+
+    report->domain = g_strdup(opts->domain);
+    report->source_uri = g_strdup(opts->source_uri);
+    report->dest_uri = g_strdup(opts->dest_uri);
+    report->rollback = g_ptr_array_new_with_free_func((GDestroyNotify)rollback_record_free);
+    report->final_host = g_strdup("source");
+    for (guint i = 0; i < ORCH_PHASE_LAST; i++)
+        report->phases[i].phase = i;
+    return report;
+}
 
 static char *format_duration(gint64 us)
 {

@@ -125,7 +125,7 @@ struct Hotmigd {
     HotmigdInventoryTaken inventory_taken;
     gpointer inventory_taken_data;
     HotmigdStats stats;
-    struct Recovery *recovery; /* while the start's recovery runs */
+    HotmigdRecovery *recovery; /* while the start's recovery runs */
 };
 
 static gint64 now_s(void)
@@ -1848,137 +1848,6 @@ static gboolean daemon_listen_local(Hotmigd *daemon, GError **error)
     return TRUE;
 }
 
-/* ---- recovery at the start (issue 15, item 8) --------------------------------------------- */
-
-/* The journals a killed hotmigd (or migrate-vm) left are recovered by a thread of their own,
- * with copies of what it needs: a stop does not wait for it (what it has not done, the next
- * start does: recovery checks before it acts). */
-#define RECOVERY_ATTEMPTS 3
-#define RECOVERY_RETRY_S 5
-
-typedef struct Recovery {
-    gint refs;
-    Hotmigd *daemon; /* NULL once the daemon is gone */
-    OrchOptions opts;
-    GPtrArray *domains; /* with a journal at the start (owned strings) */
-    HotmigdRecoverFunc recover;
-    GMainContext *context;
-    GPtrArray *results; /* OrchRecovery */
-} Recovery;
-
-static void recovery_unref(Recovery *r)
-{
-    if (!g_atomic_int_dec_and_test(&r->refs))
-        return;
-    orch_options_clear(&r->opts);
-    g_ptr_array_unref(r->domains);
-    g_main_context_unref(r->context);
-    g_clear_pointer(&r->results, g_ptr_array_unref);
-    g_free(r);
-}
-
-/* On the daemon's context: what the recovery did, logged once. */
-static gboolean recovery_done(gpointer data)
-{
-    Recovery *r = data;
-    guint failed = 0, done = 0;
-
-    for (guint i = 0; r->results && i < r->results->len; i++) {
-        const OrchRecovery *rec = g_ptr_array_index(r->results, i);
-
-        if (g_strcmp0(rec->outcome, "busy") == 0) {
-            g_message("Recovery of domain '%s' at the start: left to the process migrating or "
-                      "recovering it (%s)",
-                      rec->domain, rec->error);
-        } else if (rec->error) {
-            failed++;
-            g_warning("Recovery of domain '%s' at the start: %s: %s (its journal is kept; "
-                      "migrate-vm --recover retries)",
-                      rec->domain, rec->outcome ? rec->outcome : "failed", rec->error);
-        } else if (g_strcmp0(rec->outcome, "nothing to do") != 0) {
-            done++;
-            g_message("Recovery of domain '%s' at the start: %s, on the %s host with %u of %u "
-                      "VF(s)",
-                      rec->domain, rec->outcome, rec->final_host ? rec->final_host : "?",
-                      rec->vfs_attached, rec->vfs_total);
-        }
-    }
-    if (done || failed)
-        g_message("Recovery at the start: %u migration(s) recovered, %u failed", done, failed);
-    if (r->daemon)
-        r->daemon->recovery = NULL;
-    recovery_unref(r);
-    return G_SOURCE_REMOVE;
-}
-
-static gpointer recovery_thread(gpointer data)
-{
-    Recovery *r = data;
-
-    /* One domain at a time: a journal another process holds (a migrate-vm running) is its. */
-    r->results = g_ptr_array_new_with_free_func((GDestroyNotify)orch_recovery_free);
-    for (guint i = 0; i < r->domains->len; i++) {
-        g_autoptr(GPtrArray) results = NULL;
-        g_autoptr(GError) local = NULL;
-        gboolean busy;
-
-        g_free(r->opts.domain);
-        r->opts.domain = g_strdup(g_ptr_array_index(r->domains, i));
-        /* Right after a kill the hypervisors may still be settling the job the migration
-         * left (an incoming domain being torn down): a failed recovery is tried again. */
-        for (guint attempt = 1;; attempt++) {
-            r->recover(&r->opts, &results, &local);
-            if (!local || g_error_matches(local, ORCH_ERROR, ORCH_ERROR_BUSY) ||
-                attempt == RECOVERY_ATTEMPTS)
-                break;
-            g_message("Recovery of domain '%s' at the start, attempt %u of %u: %s", r->opts.domain,
-                      attempt, RECOVERY_ATTEMPTS, local->message);
-            g_clear_pointer(&results, g_ptr_array_unref);
-            g_clear_error(&local);
-            g_usleep(RECOVERY_RETRY_S * G_USEC_PER_SEC);
-        }
-        busy = g_error_matches(local, ORCH_ERROR, ORCH_ERROR_BUSY);
-        for (guint j = 0; results && j < results->len; j++) {
-            OrchRecovery *rec = g_ptr_array_index(results, j);
-
-            if (busy) {
-                g_free(rec->outcome);
-                rec->outcome = g_strdup("busy");
-            }
-            g_ptr_array_add(r->results, g_ptr_array_steal_index(results, j--));
-        }
-    }
-    hm_main_context_post(r->context, G_PRIORITY_DEFAULT, recovery_done, r, NULL);
-    return NULL;
-}
-
-static void recovery_start(Hotmigd *daemon)
-{
-    Recovery *r = g_new0(Recovery, 1);
-    g_autoptr(GError) local = NULL;
-    GPtrArray *journals = orch_journal_list(daemon->migrate_opts.state_dir, &local);
-
-    if (!journals || !journals->len) {
-        if (!journals)
-            g_warning("Recovery at the start: %s", local->message);
-        g_clear_pointer(&journals, g_ptr_array_unref);
-        g_free(r);
-        return;
-    }
-    r->domains = journals;
-    r->refs = 1; /* dropped by recovery_done() */
-    r->daemon = daemon;
-    orch_options_copy(&r->opts, &daemon->migrate_opts);
-    g_clear_pointer(&r->opts.domain, g_free); /* every domain */
-    r->recover = daemon->opts.recover ? daemon->opts.recover : orch_recover;
-    r->context = g_main_context_ref_thread_default();
-    daemon->recovery = r;
-    g_message("Recovering %u unfinished migration journal(s) under '%s' (a hotmigd or migrate-vm "
-              "was stopped in the middle)",
-              r->domains->len, r->opts.state_dir);
-    g_thread_unref(g_thread_new("recovery", recovery_thread, r));
-}
-
 gboolean hotmigd_recovering(Hotmigd *daemon)
 {
     g_return_val_if_fail(daemon != NULL, FALSE);
@@ -2046,7 +1915,8 @@ Hotmigd *hotmigd_new(HmConfig *config, const HotmigdOptions *opts, GError **erro
         g_source_attach(daemon->inventory_timer, g_main_context_get_thread_default());
         inventory_refresh(daemon, inventory_background_done, NULL);
     }
-    recovery_start(daemon);
+    daemon->recovery =
+        hotmigd_recovery_start(&daemon->migrate_opts, daemon->opts.recover, &daemon->recovery);
     return g_steal_pointer(&daemon);
 }
 
@@ -2099,7 +1969,7 @@ void hotmigd_free(Hotmigd *daemon)
         return;
     daemon->evacuation_done = NULL; /* stopping is not the end of an evacuation */
     if (daemon->recovery) /* left to run; what it does not finish, the next start does */
-        daemon->recovery->daemon = NULL;
+        hotmigd_recovery_forget(daemon->recovery);
     g_cancellable_cancel(daemon->cancel);
     if (daemon->inventory_timer) {
         g_source_destroy(daemon->inventory_timer);

@@ -13,6 +13,7 @@
 #include "hotmigd/inventory.h"
 #include "hotmigd/local-api.h"
 #include "hotmigd/pool.h"
+#include "hotmigd/recovery.h"
 #include "hotmigd/server.h"
 #include "policies/policies.h"
 
@@ -85,11 +86,6 @@ HotmigdServer *hotmigd_get_server(Hotmigd *daemon);
 
 /* Runs one migration: orch_migrate() or a test's fake (called in a thread of its own). */
 typedef gboolean (*HotmigdMigrateFunc)(const OrchOptions *opts, OrchReport **ret_report,
-                                       GError **error);
-
-/* Recovers the unfinished journals under opts->state_dir: orch_recover() or a test's fake
- * (called in a thread of its own). */
-typedef gboolean (*HotmigdRecoverFunc)(const OrchOptions *opts, GPtrArray **ret_results,
                                        GError **error);
 
 typedef struct {
