@@ -160,6 +160,12 @@ AgentRdmaPort *agent_rdma_device_add_port(AgentRdmaDevice *dev, guint8 port, con
 void agent_rdma_device_free(AgentRdmaDevice *dev);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AgentRdmaDevice, agent_rdma_device_free)
 
+/* A port's state (the IB spec's PortState, libibverbs' enum ibv_port_state: 0 NOP, 1 DOWN,
+ * 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER) as the inventory and the directory name it:
+ * "ACTIVE", "INIT", ... ("UNKNOWN" beyond). Not ibv_port_state_str(), whose words are
+ * lower case ("active"). */
+const char *agent_rdma_port_state_name(guint state);
+
 /* The adapter's watch on the port events of RDMA devices (opaque). */
 typedef struct AgentPortWatch AgentPortWatch;
 

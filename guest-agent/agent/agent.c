@@ -1433,6 +1433,13 @@ AgentRdmaDevice *agent_rdma_device_new(const char *name, const char *node_guid)
     return dev;
 }
 
+const char *agent_rdma_port_state_name(guint state)
+{
+    static const char *const names[] = {"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"};
+
+    return state < G_N_ELEMENTS(names) ? names[state] : "UNKNOWN";
+}
+
 AgentRdmaPort *agent_rdma_device_add_port(AgentRdmaDevice *dev, guint8 port, const char *state,
                                           const char *link_layer, guint16 lid)
 {

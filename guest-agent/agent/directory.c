@@ -16,6 +16,7 @@
 
 #define DIR_EXPIRE_CHECK_MS 1000
 #define DIR_WATCH_MAX_S 120   /* a port watch kept open for a port to come up, at most */
+#define DIR_RETRY_MS 1000     /* meanwhile the ports are read again this often */
 #define DIR_RCVBUF (4 << 20)  /* a seed's table reply, a burst of changes */
 #define DIR_RECV_BATCH 256    /* datagrams read per wake-up */
 #define DIR_WELCOME_PER_S 100 /* answers to newcomers a second (a burst as large) */
@@ -36,7 +37,8 @@ struct AgentDir {
     char *listen_host;      /* --peer-listen's address; NULL when a wildcard */
     AgentDirMsg own;        /* what this agent announces (via group) */
     gboolean have_identity; /* an active port was seen once: own.ports holds it */
-    guint refresh_id, expire_id, repeat_id, identity_id, write_id, first_write_id;
+    guint refresh_id, expire_id, repeat_id, identity_id, write_id, first_write_id, retry_id;
+    gboolean retrying; /* the read is the retry's: the watch is kept as it is */
     gint64 last_write_us;
     gboolean first_write_held; /* a file of an earlier run exists: wait one refresh */
     GString *written;          /* what the file holds */
@@ -464,6 +466,7 @@ static void dir_watch_close(AgentDir *dir)
 }
 
 static void dir_identity_soon(AgentDir *dir);
+static gboolean dir_retry(gpointer data);
 
 static gboolean dir_watch_event(int fd, GIOCondition condition, gpointer data)
 {
@@ -481,7 +484,8 @@ static gboolean dir_watch_event(int fd, GIOCondition condition, gpointer data)
 }
 
 /* A port is coming up (a VF just plugged, the subnet manager has not swept): its events are
- * heard until none is, at most DIR_WATCH_MAX_S. Open devices are closed again as soon as no
+ * heard, and the ports read again every DIR_RETRY_MS, until none is, at most DIR_WATCH_MAX_S
+ * (then only the refresh reads them). Open devices are closed again as soon as no
  * port is coming up: an RDMA device held open can delay its unplug (soft-RoCE). */
 static void dir_watch_update(AgentDir *dir, gboolean coming_up)
 {
@@ -489,15 +493,23 @@ static void dir_watch_update(AgentDir *dir, gboolean coming_up)
     gint64 now = g_get_monotonic_time();
     int fd = -1;
 
-    if (!coming_up || !dir->verbs->port_watch_new ||
-        (dir->watch_since_us && now - dir->watch_since_us > DIR_WATCH_MAX_S * G_USEC_PER_SEC)) {
+    if (coming_up && !dir->watch_since_us)
+        dir->watch_since_us = now;
+    if (!coming_up || now - dir->watch_since_us > DIR_WATCH_MAX_S * G_USEC_PER_SEC) {
         dir_watch_close(dir);
+        if (dir->retry_id)
+            g_source_remove(dir->retry_id);
+        dir->retry_id = 0;
         if (!coming_up)
             dir->watch_since_us = 0;
         return;
     }
-    if (!dir->watch_since_us)
-        dir->watch_since_us = now;
+    /* A port can come up without an event the watch hears (a subnet manager's sweep that only
+     * the provider reports: the lab's IB fabric): read again shortly too. */
+    if (!dir->retry_id)
+        dir->retry_id = g_timeout_add(DIR_RETRY_MS, dir_retry, dir);
+    if (!dir->verbs->port_watch_new || (dir->retrying && dir->watch))
+        return;
     dir_watch_close(dir); /* reopened on the devices present now */
     dir->watch = dir->verbs->port_watch_new(dir->verbs_data, &fd, &error);
     if (!dir->watch) {
@@ -604,6 +616,18 @@ static gboolean dir_identity_now(gpointer data)
     dir->identity_id = 0;
     if (dir_identity_read(dir))
         dir_announce_change(dir);
+    return G_SOURCE_REMOVE;
+}
+
+static gboolean dir_retry(gpointer data)
+{
+    AgentDir *dir = data;
+
+    dir->retry_id = 0;
+    dir->retrying = TRUE;
+    if (dir_identity_read(dir))
+        dir_announce_change(dir);
+    dir->retrying = FALSE;
     return G_SOURCE_REMOVE;
 }
 
@@ -728,8 +752,8 @@ void agent_dir_free(AgentDir *dir)
     if (!dir)
         return;
     {
-        guint *ids[] = {&dir->io_id,       &dir->refresh_id, &dir->expire_id,     &dir->repeat_id,
-                        &dir->identity_id, &dir->write_id,   &dir->first_write_id};
+        guint *ids[] = {&dir->io_id,       &dir->refresh_id, &dir->expire_id,      &dir->repeat_id,
+                        &dir->identity_id, &dir->write_id,   &dir->first_write_id, &dir->retry_id};
 
         for (guint i = 0; i < G_N_ELEMENTS(ids); i++)
             if (*ids[i])

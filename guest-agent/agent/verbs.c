@@ -151,17 +151,13 @@ static void agent_ibverbs_add_ports(AgentRdmaDevice *dev, struct ibv_context *ct
 
     for (guint8 port = 1; port <= n_ports; port++) {
         struct ibv_port_attr *pa = &attrs[port - 1];
-        const char *state;
 
         if (ibv_query_port(ctx, port, pa) != 0)
             continue;
-        /* "PORT_ACTIVE" -> "ACTIVE", as the IB spec names the states. */
-        state = ibv_port_state_str(pa->state);
-        if (g_str_has_prefix(state, "PORT_"))
-            state += 5;
-        ports[port - 1] = agent_rdma_device_add_port(dev, port, state,
-                                                     agent_ibverbs_link_layer(pa->link_layer),
-                                                     pa->lid);
+        /* "ACTIVE", as the IB spec names the states (ibv_port_state_str() says "active") */
+        ports[port - 1] =
+            agent_rdma_device_add_port(dev, port, agent_rdma_port_state_name(pa->state),
+                                       agent_ibverbs_link_layer(pa->link_layer), pa->lid);
     }
     agent_ibverbs_add_gids(ctx, ports, attrs, n_ports);
 }

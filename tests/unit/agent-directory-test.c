@@ -433,7 +433,7 @@ static void test_file_write(void **state)
 typedef struct {
     char gid[40];
     guint16 lid;
-    const char *state; /* of port 1; NULL: ACTIVE */
+    const char *state; /* of port 1; NULL: ACTIVE (the adapter's word for PortState 4) */
     guint lists;
     int watch_fd; /* an eventfd standing for the devices' async event fds */
     int watch_opened, watch_freed;
@@ -444,8 +444,8 @@ static GPtrArray *fake_list_devices(gpointer data, GError **error)
     FakePorts *f = data;
     GPtrArray *devices = g_ptr_array_new_with_free_func((GDestroyNotify)agent_rdma_device_free);
     AgentRdmaDevice *dev = agent_rdma_device_new("mlx5_0", "0002:c903:0000:0001");
-    AgentRdmaPort *port =
-        agent_rdma_device_add_port(dev, 1, f->state ? f->state : "ACTIVE", "InfiniBand", f->lid);
+    AgentRdmaPort *port = agent_rdma_device_add_port(
+        dev, 1, f->state ? f->state : agent_rdma_port_state_name(4), "InfiniBand", f->lid);
 
     f->lists++;
     g_ptr_array_add(port->gids, g_strdup(f->gid));
@@ -672,6 +672,62 @@ static void test_agents_port_comes_up(void **state)
     agents_clear(&a);
 }
 
+/* The states as the adapter names them (libibverbs' ibv_port_state_str() says "active", which
+ * the directory did not take for ACTIVE: no guest of a real provider was ever announced). */
+static void test_port_state_names(void **state)
+{
+    static const char *const want[] = {"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"};
+
+    for (guint i = 0; i < G_N_ELEMENTS(want); i++)
+        assert_string_equal(agent_rdma_port_state_name(i), want[i]);
+    assert_string_equal(agent_rdma_port_state_name(6), "UNKNOWN");
+    assert_string_equal(agent_rdma_port_state_name(255), "UNKNOWN");
+}
+
+/* The subnet manager activates the port after the agent started, and no port event says so
+ * (the lab's SM: only the provider's ibv_query_port changes; or no port watch at all): the
+ * agent reads the ports again every second while one is coming up, and its LID reaches the
+ * other's file within that (the refresh is a minute). */
+static void test_agents_port_up_quiet(void **state)
+{
+    g_autofree char *group = random_group();
+    Agents a;
+    gint64 start, end;
+
+    agents_init(&a);
+    a.ports[0].state = "INIT";
+    a.ports[0].lid = 0;
+    a.dir[0] = agent_start_refresh(&a, 0, group, NULL, 60);
+    a.dir[1] = agent_start_refresh(&a, 1, group, NULL, 60);
+    end = g_get_monotonic_time() + 1500 * G_TIME_SPAN_MILLISECOND;
+    while (g_get_monotonic_time() < end)
+        if (!g_main_context_iteration(NULL, FALSE))
+            g_usleep(1000);
+    assert_false(file_has(&a, 1, 2, 0, 0x201));
+    a.ports[0].state = NULL; /* ACTIVE */
+    a.ports[0].lid = 0x201;
+    start = g_get_monotonic_time();
+    while (!(file_has(&a, 1, 2, 0, 0x201) && file_has(&a, 0, 2, 1, 0x101)) &&
+           g_get_monotonic_time() < start + 3 * G_USEC_PER_SEC)
+        g_main_context_iteration(NULL, TRUE);
+    assert_true(file_has(&a, 1, 2, 0, 0x201));
+    assert_true(file_has(&a, 0, 2, 1, 0x101));
+    print_message("a port up without an event reached the other's file in %" G_GINT64_FORMAT
+                  " ms\n",
+                  (g_get_monotonic_time() - start) / 1000);
+    /* all up: the agent no longer reads them every second */
+    {
+        guint lists = a.ports[0].lists;
+
+        end = g_get_monotonic_time() + 2500 * G_TIME_SPAN_MILLISECOND;
+        while (g_get_monotonic_time() < end)
+            if (!g_main_context_iteration(NULL, FALSE))
+                g_usleep(1000);
+        assert_int_equal(a.ports[0].lists, lists);
+    }
+    agents_clear(&a);
+}
+
 /* Without multicast: agents 1 and 2 name agent 0 as their seed, which relays. */
 static void test_agents_seeds(void **state)
 {
@@ -737,14 +793,23 @@ static void test_config_refused(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_msg_parse),      cmocka_unit_test(test_msg_refused),
-        cmocka_unit_test(test_msg_largest),    cmocka_unit_test(test_table_update),
-        cmocka_unit_test(test_table_expiry),   cmocka_unit_test(test_table_gid_conflict),
-        cmocka_unit_test(test_table_restart),  cmocka_unit_test(test_table_lid_conflict),
-        cmocka_unit_test(test_table_bounds),   cmocka_unit_test(test_file_write),
-        cmocka_unit_test(test_config_refused), cmocka_unit_test(test_agents_multicast),
-        cmocka_unit_test(test_agents_welcome), cmocka_unit_test(test_agents_port_comes_up),
+        cmocka_unit_test(test_msg_parse),
+        cmocka_unit_test(test_msg_refused),
+        cmocka_unit_test(test_msg_largest),
+        cmocka_unit_test(test_table_update),
+        cmocka_unit_test(test_table_expiry),
+        cmocka_unit_test(test_table_gid_conflict),
+        cmocka_unit_test(test_table_restart),
+        cmocka_unit_test(test_table_lid_conflict),
+        cmocka_unit_test(test_table_bounds),
+        cmocka_unit_test(test_file_write),
+        cmocka_unit_test(test_config_refused),
+        cmocka_unit_test(test_agents_multicast),
+        cmocka_unit_test(test_agents_welcome),
+        cmocka_unit_test(test_agents_port_comes_up),
         cmocka_unit_test(test_agents_seeds),
+        cmocka_unit_test(test_port_state_names),
+        cmocka_unit_test(test_agents_port_up_quiet),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
