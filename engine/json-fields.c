@@ -25,15 +25,19 @@ gboolean orch_json_item_bad(const OrchJsonItem *it, const char *field, GError **
     va_start(ap, fmt);
     msg = g_strdup_vprintf(fmt, ap);
     va_end(ap);
-    g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "snapshot '%s': %s.%s: %s", it->name,
-                it->where, field, msg);
+    if (it->what)
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "%s: %s%s%s: %s", it->what,
+                    it->where ? it->where : "", it->where ? "." : "", field, msg);
+    else
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "snapshot '%s': %s.%s: %s", it->name,
+                    it->where, field, msg);
     return FALSE;
 }
 
 /* The orch_json_item_member @field, or NULL when absent or null. */
 JsonNode *orch_json_item_member(const OrchJsonItem *it, const char *field)
 {
-    JsonNode *node = json_object_get_member(it->obj, field);
+    JsonNode *node = it->obj ? json_object_get_member(it->obj, field) : NULL;
 
     return node && !JSON_NODE_HOLDS_NULL(node) ? node : NULL;
 }

@@ -10,11 +10,15 @@
 
 G_BEGIN_DECLS
 
-/* One object of the input: @name the input, @where the object ("hosts[3]"). */
+/* One object of the input: @name the input, @where the object ("hosts[3]"; NULL at the top
+ * when @what is given), @obj the object (NULL: every member absent). Errors say
+ * "snapshot 'NAME': WHERE.FIELD: ...", or "WHAT: WHERE.FIELD: ..." when @what is given (the
+ * alert parser's "webhook", "event"). */
 typedef struct {
     const char *name;
     const char *where;
     JsonObject *obj;
+    const char *what;
 } OrchJsonItem;
 
 /* json-glib's parser recurses: every reader of JSON from outside checks the nesting first
@@ -27,7 +31,7 @@ gboolean orch_json_check_depth(const char *data, gsize len, const char *what, gu
 gboolean orch_json_item_bad(const OrchJsonItem *it, const char *field, GError **error,
                             const char *fmt, ...) G_GNUC_PRINTF(4, 5);
 
-/* The member @field, or NULL when absent or null (borrowed). */
+/* The member @field, or NULL when absent or null (or it->obj is NULL) (borrowed). */
 JsonNode *orch_json_item_member(const OrchJsonItem *it, const char *field);
 
 /* A string (borrowed; NULL when absent and not @required). */

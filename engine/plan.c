@@ -12,7 +12,7 @@
 
 static gboolean plan_fill(PolPlan *plan, JsonObject *root, const char *name, GError **error)
 {
-    OrchJsonItem top = {name, "plan", root};
+    OrchJsonItem top = {name, "plan", root, NULL};
     JsonNode *node;
     const char *policy, *drained;
     gint64 n, ms;
@@ -32,7 +32,7 @@ static gboolean plan_fill(PolPlan *plan, JsonObject *root, const char *name, GEr
     for (guint i = 0; i < json_array_get_length(json_node_get_array(node)); i++) {
         JsonNode *el = json_array_get_element(json_node_get_array(node), i);
         g_autofree char *where = g_strdup_printf("migrations[%u]", i);
-        OrchJsonItem it = {name, where, NULL};
+        OrchJsonItem it = {name, where, NULL, NULL};
         g_autoptr(PolMigration) m = g_new0(PolMigration, 1);
         const char *vm, *from, *to;
         gint64 mem, dur;

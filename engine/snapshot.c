@@ -103,7 +103,7 @@ PolCluster *orch_snapshot_parse(const char *data, gsize len, const char *name, G
         return NULL;
     }
     {
-        OrchJsonItem top = {name, "(top level)", json_node_get_object(root)};
+        OrchJsonItem top = {name, "(top level)", json_node_get_object(root), NULL};
 
         if (!orch_json_item_known(&top, top_members, error))
             return NULL;
@@ -113,13 +113,13 @@ PolCluster *orch_snapshot_parse(const char *data, gsize len, const char *name, G
         return NULL;
     for (guint i = 0; i < json_array_get_length(hosts); i++) {
         g_autofree char *where = g_strdup_printf("hosts[%u]", i);
-        OrchJsonItem it = {name, where, json_array_get_object_element(hosts, i)};
+        OrchJsonItem it = {name, where, json_array_get_object_element(hosts, i), NULL};
         if (!parse_host(c, &it, error))
             return NULL;
     }
     for (guint i = 0; i < json_array_get_length(vms); i++) {
         g_autofree char *where = g_strdup_printf("vms[%u]", i);
-        OrchJsonItem it = {name, where, json_array_get_object_element(vms, i)};
+        OrchJsonItem it = {name, where, json_array_get_object_element(vms, i), NULL};
         if (!parse_vm(c, &it, error))
             return NULL;
     }

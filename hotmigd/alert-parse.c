@@ -39,62 +39,42 @@ static JsonParser *parse_object(const char *data, gsize len, gsize max, const ch
     return g_steal_pointer(&parser);
 }
 
-/* Where a field is: "webhook: alerts[3].labels" + "." + "instance". */
-typedef struct {
-    const char *what;  /* "webhook", "event" */
-    const char *where; /* "alerts[3]", or NULL at the top */
-} Ctx;
-
-static gboolean bad(const Ctx *ctx, const char *field, GError **error, const char *fmt, ...)
-    G_GNUC_PRINTF(4, 5);
-
-static gboolean bad(const Ctx *ctx, const char *field, GError **error, const char *fmt, ...)
+/* The member @field of @obj (NULL: none), or NULL when absent or null; @ctx says where a field
+ * is in errors, as json-fields.h does: "webhook: alerts[3]" + "." + "labels.instance". */
+static JsonNode *member(const OrchJsonItem *ctx, JsonObject *obj, const char *field)
 {
-    va_list ap;
-    g_autofree char *msg = NULL;
+    OrchJsonItem in = *ctx;
 
-    va_start(ap, fmt);
-    msg = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "%s: %s%s%s: %s", ctx->what,
-                ctx->where ? ctx->where : "", ctx->where ? "." : "", field, msg);
-    return FALSE;
-}
-
-/* The member @field of @obj, or NULL when absent or null. */
-static JsonNode *member(JsonObject *obj, const char *field)
-{
-    JsonNode *node = obj ? json_object_get_member(obj, field) : NULL;
-
-    return node && !JSON_NODE_HOLDS_NULL(node) ? node : NULL;
+    in.obj = obj;
+    return orch_json_item_member(&in, field);
 }
 
 /* The string member @field of @obj: *@ret is NULL when absent. @path names it in errors. */
-static gboolean get_string(const Ctx *ctx, JsonObject *obj, const char *path, const char *field,
-                           const char **ret, GError **error)
+static gboolean get_string(const OrchJsonItem *ctx, JsonObject *obj, const char *path,
+                           const char *field, const char **ret, GError **error)
 {
-    JsonNode *node = member(obj, field);
+    JsonNode *node = member(ctx, obj, field);
 
     *ret = NULL;
     if (!node)
         return TRUE;
     if (json_node_get_value_type(node) != G_TYPE_STRING)
-        return bad(ctx, path, error, "must be a string");
+        return orch_json_item_bad(ctx, path, error, "must be a string");
     *ret = json_node_get_string(node);
     return TRUE;
 }
 
 /* The object member @field of @obj: *@ret is NULL when absent. */
-static gboolean get_object(const Ctx *ctx, JsonObject *obj, const char *field, JsonObject **ret,
-                           GError **error)
+static gboolean get_object(const OrchJsonItem *ctx, JsonObject *obj, const char *field,
+                           JsonObject **ret, GError **error)
 {
-    JsonNode *node = member(obj, field);
+    JsonNode *node = member(ctx, obj, field);
 
     *ret = NULL;
     if (!node)
         return TRUE;
     if (!JSON_NODE_HOLDS_OBJECT(node))
-        return bad(ctx, field, error, "must be an object");
+        return orch_json_item_bad(ctx, field, error, "must be an object");
     *ret = json_node_get_object(node);
     return TRUE;
 }
@@ -126,7 +106,7 @@ static char *shown(const char *value)
 }
 
 /* A host name from a label: "node1:9100" -> "node1", "[fe80::1]:9100" -> "fe80::1". */
-static gboolean host_value(const Ctx *ctx, const char *path, const char *value, char **ret,
+static gboolean host_value(const OrchJsonItem *ctx, const char *path, const char *value, char **ret,
                            GError **error)
 {
     g_autofree char *host = NULL;
@@ -138,7 +118,8 @@ static gboolean host_value(const Ctx *ctx, const char *path, const char *value, 
         const char *end = strchr(value, ']');
         if (!end || (end[1] && (end[1] != ':' || !end[2] ||
                                 strspn(end + 2, "0123456789") != strlen(end + 2))))
-            return bad(ctx, path, error, "'%s' is not a host, host:port or [address]:port", quoted);
+            return orch_json_item_bad(ctx, path, error,
+                                      "'%s' is not a host, host:port or [address]:port", quoted);
         host = g_strndup(value + 1, end - value - 1);
     } else if (colon && strchr(value, ':') == colon && colon[1] &&
                strspn(colon + 1, "0123456789") == strlen(colon + 1)) {
@@ -147,20 +128,21 @@ static gboolean host_value(const Ctx *ctx, const char *path, const char *value, 
         host = g_strdup(value);
     }
     if (!*host)
-        return bad(ctx, path, error, "empty host in '%s'", quoted);
+        return orch_json_item_bad(ctx, path, error, "empty host in '%s'", quoted);
     if (strlen(host) > POL_NAME_MAX || !g_utf8_validate(host, -1, NULL))
-        return bad(ctx, path, error, "the host must be UTF-8 of at most %d bytes", POL_NAME_MAX);
+        return orch_json_item_bad(ctx, path, error, "the host must be UTF-8 of at most %d bytes",
+                                  POL_NAME_MAX);
     for (const char *p = host; *p; p++) {
         if ((guchar)*p <= ' ' || *p == 0x7f)
-            return bad(ctx, path, error, "the host '%s' has a space or a control character",
-                       quoted);
+            return orch_json_item_bad(ctx, path, error,
+                                      "the host '%s' has a space or a control character", quoted);
     }
     *ret = g_steal_pointer(&host);
     return TRUE;
 }
 
 /* Our words, and Prometheus' usual severities. */
-static gboolean severity_value(const Ctx *ctx, const char *path, const char *value,
+static gboolean severity_value(const OrchJsonItem *ctx, const char *path, const char *value,
                                gboolean prometheus, PolSeverity *ret, GError **error)
 {
     g_autofree char *quoted = shown(value);
@@ -171,29 +153,31 @@ static gboolean severity_value(const Ctx *ctx, const char *path, const char *val
     if (s < 0 && prometheus && g_str_equal(value, "warning"))
         s = POL_SEVERITY_QUARANTINE;
     if (s < 0)
-        return bad(ctx, path, error, "must be quarantine, evacuate or urgent%s, not '%s'",
-                   prometheus ? " (or critical, warning)" : "", quoted);
+        return orch_json_item_bad(ctx, path, error,
+                                  "must be quarantine, evacuate or urgent%s, not '%s'",
+                                  prometheus ? " (or critical, warning)" : "", quoted);
     *ret = (PolSeverity)s;
     return TRUE;
 }
 
-static gboolean confidence_text(const Ctx *ctx, const char *path, const char *value, double *ret,
-                                GError **error)
+static gboolean confidence_text(const OrchJsonItem *ctx, const char *path, const char *value,
+                                double *ret, GError **error)
 {
     g_autofree char *quoted = shown(value);
     char *end = NULL;
     double v = g_ascii_strtod(value, &end);
 
     if (!*value || end == value || *end || !isfinite(v) || v < 0.0 || v > 1.0)
-        return bad(ctx, path, error, "must be a number between 0 and 1, not '%s'", quoted);
+        return orch_json_item_bad(ctx, path, error, "must be a number between 0 and 1, not '%s'",
+                                  quoted);
     *ret = v;
     return TRUE;
 }
 
 /* A deadline: RFC 3339 ("2026-11-22T10:00:00Z") or how long from @now ("120", "120s", "5m",
  * "1h"). Returns unix seconds. */
-static gboolean deadline_text(const Ctx *ctx, const char *path, const char *value, gint64 now,
-                              gint64 *ret, GError **error)
+static gboolean deadline_text(const OrchJsonItem *ctx, const char *path, const char *value,
+                              gint64 now, gint64 *ret, GError **error)
 {
     g_autofree char *quoted = shown(value);
     gsize digits = strspn(value, "0123456789");
@@ -205,8 +189,8 @@ static gboolean deadline_text(const Ctx *ctx, const char *path, const char *valu
         for (gsize i = 0; i < digits; i++)
             n = MIN(n * 10 + (guint64)(value[i] - '0'), (guint64)ORCH_ALERT_DEADLINE_MAX_S + 1);
         if (n * unit > ORCH_ALERT_DEADLINE_MAX_S)
-            return bad(ctx, path, error, "'%s' is more than %d seconds from now", quoted,
-                       ORCH_ALERT_DEADLINE_MAX_S);
+            return orch_json_item_bad(ctx, path, error, "'%s' is more than %d seconds from now",
+                                      quoted, ORCH_ALERT_DEADLINE_MAX_S);
         *ret = now + (gint64)(n * unit);
         return TRUE;
     }
@@ -217,7 +201,7 @@ static gboolean deadline_text(const Ctx *ctx, const char *path, const char *valu
             return TRUE;
         }
     }
-    return bad(
+    return orch_json_item_bad(
         ctx, path, error,
         "must be an RFC 3339 time with a zone (2026-11-22T10:00:00Z) or a time from now (120, 120s, 5m, 1h), not '%s'",
         value);
@@ -226,7 +210,7 @@ static gboolean deadline_text(const Ctx *ctx, const char *path, const char *valu
 /* ---- the Alertmanager webhook ------------------------------------------------------------ */
 
 /* The value of label or annotation @name: *@ret_path says which ("labels.instance"). */
-static gboolean lookup(const Ctx *ctx, JsonObject *labels, JsonObject *annotations,
+static gboolean lookup(const OrchJsonItem *ctx, JsonObject *labels, JsonObject *annotations,
                        const char *name, gboolean label, gboolean annotation, const char **ret,
                        char **ret_path, GError **error)
 {
@@ -247,7 +231,7 @@ static gboolean lookup(const Ctx *ctx, JsonObject *labels, JsonObject *annotatio
     return TRUE;
 }
 
-static gboolean parse_alert(const Ctx *ctx, JsonObject *alert, const OrchAlertOptions *o,
+static gboolean parse_alert(const OrchJsonItem *ctx, JsonObject *alert, const OrchAlertOptions *o,
                             gint64 now, PolAlertEvent *ev, GError **error)
 {
     JsonObject *labels, *annotations;
@@ -263,17 +247,18 @@ static gboolean parse_alert(const Ctx *ctx, JsonObject *alert, const OrchAlertOp
     if (!get_string(ctx, alert, "status", "status", &status, error))
         return FALSE;
     if (!status)
-        return bad(ctx, "status", error, "missing");
+        return orch_json_item_bad(ctx, "status", error, "missing");
     if (!g_str_equal(status, "firing") && !g_str_equal(status, "resolved")) {
         g_autofree char *quoted = shown(status);
-        return bad(ctx, "status", error, "must be firing or resolved, not '%s'", quoted);
+        return orch_json_item_bad(ctx, "status", error, "must be firing or resolved, not '%s'",
+                                  quoted);
     }
     ev->resolved = g_str_equal(status, "resolved");
     if (!get_object(ctx, alert, "labels", &labels, error) ||
         !get_object(ctx, alert, "annotations", &annotations, error))
         return FALSE;
     if (!labels)
-        return bad(ctx, "labels", error, "missing");
+        return orch_json_item_bad(ctx, "labels", error, "missing");
     if (!get_string(ctx, alert, "startsAt", "startsAt", &ignored, error) ||
         !get_string(ctx, alert, "endsAt", "endsAt", &ignored, error) ||
         !get_string(ctx, alert, "fingerprint", "fingerprint", &fingerprint, error) ||
@@ -287,8 +272,8 @@ static gboolean parse_alert(const Ctx *ctx, JsonObject *alert, const OrchAlertOp
         !lookup(ctx, labels, NULL, "host", TRUE, FALSE, &value, &path, error))
         return FALSE;
     if (!value)
-        return bad(ctx, host_path, error, "missing%s",
-                   o->host_label ? "" : " (and no labels.host)");
+        return orch_json_item_bad(ctx, host_path, error, "missing%s",
+                                  o->host_label ? "" : " (and no labels.host)");
     if (!host_value(ctx, path, value, &ev->host, error))
         return FALSE;
     g_clear_pointer(&path, g_free);
@@ -307,8 +292,8 @@ static gboolean parse_alert(const Ctx *ctx, JsonObject *alert, const OrchAlertOp
         g_clear_pointer(&path, g_free);
     }
     if (!value)
-        return bad(ctx, severity_path, error, "missing%s",
-                   o->severity_label ? "" : " (and no labels.severity)");
+        return orch_json_item_bad(ctx, severity_path, error, "missing%s",
+                                  o->severity_label ? "" : " (and no labels.severity)");
 
     /* How sure, and by when. */
     if (!lookup(ctx, labels, annotations, confidence, TRUE, TRUE, &value, &path, error))
@@ -332,8 +317,9 @@ static gboolean parse_alert(const Ctx *ctx, JsonObject *alert, const OrchAlertOp
     else
         ev->key = g_strdup("alertmanager");
     if (strlen(ev->key) > POL_ALERT_KEY_MAX || !g_utf8_validate(ev->key, -1, NULL))
-        return bad(ctx, fingerprint && *fingerprint ? "fingerprint" : "labels.alertname", error,
-                   "must be UTF-8 of at most %d bytes", POL_ALERT_KEY_MAX);
+        return orch_json_item_bad(ctx,
+                                  fingerprint && *fingerprint ? "fingerprint" : "labels.alertname",
+                                  error, "must be UTF-8 of at most %d bytes", POL_ALERT_KEY_MAX);
     ev->source = g_strdup("alertmanager");
     ev->received = now;
     return TRUE;
@@ -342,7 +328,7 @@ static gboolean parse_alert(const Ctx *ctx, JsonObject *alert, const OrchAlertOp
 static gboolean parse_webhook(JsonObject *root, const OrchAlertOptions *opts, gint64 now,
                               GPtrArray *events, GError **error)
 {
-    const Ctx top = {"webhook", NULL};
+    const OrchJsonItem top = {.what = "webhook"};
     JsonNode *node;
     JsonArray *alerts;
     const char *version;
@@ -351,21 +337,22 @@ static gboolean parse_webhook(JsonObject *root, const OrchAlertOptions *opts, gi
         return FALSE;
     if (version && !g_str_equal(version, "4")) {
         g_autofree char *quoted = shown(version);
-        return bad(&top, "version", error, "must be \"4\", not \"%s\"", quoted);
+        return orch_json_item_bad(&top, "version", error, "must be \"4\", not \"%s\"", quoted);
     }
-    node = member(root, "alerts");
+    node = member(&top, root, "alerts");
     if (!node)
-        return bad(&top, "alerts", error, "missing");
+        return orch_json_item_bad(&top, "alerts", error, "missing");
     if (!JSON_NODE_HOLDS_ARRAY(node))
-        return bad(&top, "alerts", error, "must be an array of objects");
+        return orch_json_item_bad(&top, "alerts", error, "must be an array of objects");
     alerts = json_node_get_array(node);
     if (json_array_get_length(alerts) > ORCH_ALERT_MAX_ALERTS)
-        return bad(&top, "alerts", error, "more than %d alerts", ORCH_ALERT_MAX_ALERTS);
+        return orch_json_item_bad(&top, "alerts", error, "more than %d alerts",
+                                  ORCH_ALERT_MAX_ALERTS);
     for (guint i = 0; i < json_array_get_length(alerts); i++) {
         g_autofree char *where = g_strdup_printf("alerts[%u]", i);
         g_autoptr(PolAlertEvent) ev = pol_alert_event_new();
         JsonNode *element = json_array_get_element(alerts, i);
-        Ctx ctx = {"webhook", where};
+        OrchJsonItem ctx = {.what = "webhook", .where = where};
 
         if (!JSON_NODE_HOLDS_OBJECT(element)) {
             g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "webhook: %s: must be an object",
@@ -401,40 +388,41 @@ GPtrArray *orch_alert_webhook_parse(const char *data, gsize len, const OrchAlert
 static gboolean parse_line(JsonObject *obj, const char *source, gint64 now, PolAlertEvent *ev,
                            GError **error)
 {
-    const Ctx ctx = {"event", NULL};
+    const OrchJsonItem ctx = {.what = "event"};
     JsonNode *node;
     const char *value;
 
     if (!get_string(&ctx, obj, "host", "host", &value, error))
         return FALSE;
     if (!value)
-        return bad(&ctx, "host", error, "missing");
+        return orch_json_item_bad(&ctx, "host", error, "missing");
     if (!host_value(&ctx, "host", value, &ev->host, error))
         return FALSE;
 
-    node = member(obj, "resolved");
+    node = member(&ctx, obj, "resolved");
     if (node && json_node_get_value_type(node) != G_TYPE_BOOLEAN)
-        return bad(&ctx, "resolved", error, "must be true or false");
+        return orch_json_item_bad(&ctx, "resolved", error, "must be true or false");
     ev->resolved = node && json_node_get_boolean(node);
 
     if (!get_string(&ctx, obj, "severity", "severity", &value, error))
         return FALSE;
     if (!value && !ev->resolved)
-        return bad(&ctx, "severity", error, "missing");
+        return orch_json_item_bad(&ctx, "severity", error, "missing");
     if (value && !severity_value(&ctx, "severity", value, FALSE, &ev->severity, error))
         return FALSE;
 
-    if ((node = member(obj, "confidence"))) {
+    if ((node = member(&ctx, obj, "confidence"))) {
         GType type = json_node_get_value_type(node);
         double v = type == G_TYPE_DOUBLE  ? json_node_get_double(node)
                    : type == G_TYPE_INT64 ? (double)json_node_get_int(node)
                                           : NAN;
         if (!isfinite(v) || v < 0.0 || v > 1.0)
-            return bad(&ctx, "confidence", error, "must be a number between 0 and 1");
+            return orch_json_item_bad(&ctx, "confidence", error,
+                                      "must be a number between 0 and 1");
         ev->confidence = v;
     }
 
-    if ((node = member(obj, "deadline"))) {
+    if ((node = member(&ctx, obj, "deadline"))) {
         GType type = json_node_get_value_type(node);
         if (type == G_TYPE_STRING) {
             if (!deadline_text(&ctx, "deadline", json_node_get_string(node), now, &ev->deadline,
@@ -443,12 +431,13 @@ static gboolean parse_line(JsonObject *obj, const char *source, gint64 now, PolA
         } else if (type == G_TYPE_INT64) {
             ev->deadline = json_node_get_int(node);
             if (ev->deadline < 0)
-                return bad(&ctx, "deadline", error,
-                           "must be a unix time >= 0 (0: none), not %" G_GINT64_FORMAT,
-                           ev->deadline);
+                return orch_json_item_bad(
+                    &ctx, "deadline", error,
+                    "must be a unix time >= 0 (0: none), not %" G_GINT64_FORMAT, ev->deadline);
         } else {
-            return bad(&ctx, "deadline", error,
-                       "must be a unix time or a string (RFC 3339, or a time from now)");
+            return orch_json_item_bad(
+                &ctx, "deadline", error,
+                "must be a unix time or a string (RFC 3339, or a time from now)");
         }
     }
 
@@ -456,7 +445,8 @@ static gboolean parse_line(JsonObject *obj, const char *source, gint64 now, PolA
         return FALSE;
     if (value &&
         (!*value || strlen(value) > POL_ALERT_KEY_MAX || !g_utf8_validate(value, -1, NULL)))
-        return bad(&ctx, "key", error, "must be UTF-8 of 1 to %d bytes", POL_ALERT_KEY_MAX);
+        return orch_json_item_bad(&ctx, "key", error, "must be UTF-8 of 1 to %d bytes",
+                                  POL_ALERT_KEY_MAX);
     ev->key = g_strdup(value ? value : source);
     ev->source = g_strdup(source);
     ev->received = now;
