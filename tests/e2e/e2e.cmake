@@ -100,7 +100,7 @@ set_tests_properties(e2e-ib-fabric PROPERTIES LABELS "e2e;standin")
 # The verbs layer on the lab's InfiniBand fabric mode (issue 29): unmodified ibv_rc_pingpong
 # without -g (LID-routed) across moves of each end, the peers found in the agents' directory.
 hm_add_e2e(e2e-ib-rc-pingpong verbs-rc-pingpong.sh EVENTS=0 E2E_FABRIC=ib)
-set_tests_properties(e2e-ib-rc-pingpong PROPERTIES LABELS "e2e;standin;e2e-pending")
+set_tests_properties(e2e-ib-rc-pingpong PROPERTIES LABELS "e2e;standin")
 # UCX in its IB mode there (no UCX_IB_GID_INDEX, no UCX_UD_ETH_DGID_CHECK): ucx_info, ucx_perftest
 # and Open MPI's LU driver between two root-image IB guests on A and B (image 'mpi', built once).
 hm_add_e2e(e2e-ib-ucx ib-ucx.sh)
