@@ -9,14 +9,6 @@
 #include "common/config.h"
 #include "migrate-vm/commands.h"
 
-void cmd_print_lines(const char *prefix, const char *text)
-{
-    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
-
-    for (char **l = lines; *l; l++)
-        fprintf(stderr, "%s: %s\n", prefix, *l);
-}
-
 int cmd_config_main(int argc, char **argv)
 {
     g_autoptr(GError) error = NULL;

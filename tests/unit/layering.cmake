@@ -24,7 +24,8 @@ foreach(layer ${HM_VERBS_LAYERS})
   string(APPEND HM_CALLS_LAYERS "${layer}=${files} ")
 endforeach()
 set(HM_CALLS_LIBS)
-foreach(lib hm-common hm-xml hm-hotplug hm-policies hm-engine hm-hotmigd hotmig-agent-core)
+foreach(lib hm-common hm-xml hm-hotplug hm-policies hm-engine hm-hotmigd hotmigd migrate-vm
+    hotmig-agent-core)
   list(APPEND HM_CALLS_LIBS --lib ${lib} $<TARGET_OBJECTS:${lib}>)
 endforeach()
 add_test(NAME calls-check
