@@ -59,7 +59,8 @@ set_tests_properties(e2e-migrate-roundtrip-lazy e2e-migrate-roundtrip-threaded e
 # The transparent verbs layer (docs/verbs-layer.md): unmodified ibv_rc_pingpong under
 # LD_PRELOAD=libhotmig-verbs.so across four live migrations (client A->B->A, server B->A->B).
 hm_add_e2e(e2e-verbs-rc-pingpong verbs-rc-pingpong.sh EVENTS=0)
-hm_add_e2e(e2e-verbs-rc-pingpong-events verbs-rc-pingpong.sh EVENTS=1)
+# (with a completion channel, and without HOTMIG_VERBS_PEERS: the agents' directory)
+hm_add_e2e(e2e-verbs-rc-pingpong-events verbs-rc-pingpong.sh EVENTS=1 E2E_PEERS=directory)
 # The same without a VM move: quiesce, rdma link del/add rxe0, resume, after burning QPNs.
 hm_add_e2e(e2e-verbs-device-swap verbs-device-swap.sh)
 # A client connecting after the server's swap: the virtual QPN it was handed is looked up.
@@ -101,6 +102,9 @@ set_tests_properties(e2e-ib-fabric PROPERTIES LABELS "e2e;standin")
 # without -g (LID-routed) across moves of each end, the peers found in the agents' directory.
 hm_add_e2e(e2e-ib-rc-pingpong verbs-rc-pingpong.sh EVENTS=0 E2E_FABRIC=ib)
 set_tests_properties(e2e-ib-rc-pingpong PROPERTIES LABELS "e2e;standin")
+# perftest (ib_write_bw, ib_read_lat) without -x (LID-routed) across a move each, on IB.
+hm_add_e2e(e2e-ib-perftest verbs-perftest.sh E2E_FABRIC=ib)
+set_tests_properties(e2e-ib-perftest PROPERTIES LABELS "e2e;standin")
 # UCX in its IB mode there (no UCX_IB_GID_INDEX, no UCX_UD_ETH_DGID_CHECK): ucx_info, ucx_perftest
 # and Open MPI's LU driver between two root-image IB guests on A and B (image 'mpi', built once).
 hm_add_e2e(e2e-ib-ucx ib-ucx.sh)

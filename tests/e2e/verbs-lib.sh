@@ -165,3 +165,25 @@ vburn() {
     "$lab" exec "$1" "for i in 1 2 3 4 5 6; do ibv_ud_pingpong -d rxe0 -g $2 -p 1900\$i & p=\$!; sleep 1; kill \$p; done; wait" \
         --timeout 120 >/dev/null || true
 }
+
+# vibready GUEST...: in the IB fabric mode, until the lab's SM activated each guest's port (with
+# its slot's LID) and each guest's directory lists the IB ports of all of them with their LIDs
+vibready() {
+    local g n
+    for g in "$@"; do # the lab's SM activates each port (and gives it its slot's LID)
+        "$lab" wait "$g" 'HMLAB ib port [a-z0-9]* ACTIVE' --timeout 120 >/dev/null ||
+            fail "$g: the SM did not activate its port"
+    done
+    # the agents' directory converges within a refresh (10 s) of their start: each guest's
+    # file names every port with its LID before the programs exchange theirs
+    for g in "$@"; do
+        for _ in $(seq 1 60); do
+            n=$("$lab" exec "$g" "awk 'NR > 1 && \$2 > 0' /run/hotmig/verbs/directory 2>/dev/null | wc -l" \
+                --timeout 30 || echo 0)
+            [ "${n:-0}" -ge $# ] && break
+            sleep 1
+        done
+        [ "${n:-0}" -ge $# ] || fail "$g: the agents' directory does not list the $# IB ports"
+        "$lab" exec "$g" 'cat /run/hotmig/verbs/directory' --timeout 30 | sed "s/^/  $g: /" >&2
+    done
+}

@@ -5,10 +5,15 @@
 # client's guest moves A->B during ib_write_bw, back B->A during ib_read_lat. Asserts: both
 # moves succeed, the client's layer resumed, both tools exit 0 on both ends and the client
 # prints its figures.
+# E2E_FABRIC=ib: the lab's InfiniBand fabric mode, the tools without -x (LID-routed, no GRH),
+# no HOTMIG_VERBS_PEERS (the agents' directory); also asserts that the server's layer went to
+# RTR at the mover's new LID (the LID belongs to the host's slot).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/verbs-lib.sh"
+fabric=${E2E_FABRIC:-roce}
 c=vpt-c
 s=vpt-s
+[ "$fabric" = ib ] && c=vpti-c s=vpti-s
 tmp=$(mktemp -d)
 trap 'cleanup; rm -rf "$tmp"' EXIT
 
@@ -16,7 +21,12 @@ vpair "$c" "$s"
 "$lab" exec "$c" 'command -v ib_write_bw && command -v ib_read_lat' --timeout 20 >/dev/null ||
     fail "perftest is not in the guest image (lab/hotmig-lab copies it when installed)"
 si=$("$lab" index "$s")
-gid=$(vgid "$s")
+if [ "$fabric" = ib ]; then
+    vibready "$s" "$c"
+    addr=
+else
+    addr="-x $(vgid "$s")"
+fi
 env_s=$(venv "$c")
 env_c=$(venv "$s")
 
@@ -25,7 +35,7 @@ for step in "ib_write_bw -D 40 $A $B" "ib_read_lat -n ${READ_ITERS:-60000} $B $A
     read -r tool o1 o2 from to <<<"$step"
     n=$((n + 1))
     tag=VPT$n
-    args="-d rxe0 -x $gid --use_old_post_send $o1 $o2"
+    args="-d rxe0 $addr --use_old_post_send $o1 $o2"
     vtool "$s" "$tag" "$env_s $tool $args"
     sleep 2
     vtool "$c" "$tag" "$env_c $tool $args 198.51.100.$si"
@@ -42,6 +52,10 @@ for step in "ib_write_bw -D 40 $A $B" "ib_read_lat -n ${READ_ITERS:-60000} $B $A
     # the client prints the figures (ib_read_lat's server prints none)
     grep -qE '^ *[0-9]+ +[0-9]+' "$tmp/$c-$tool.log" || fail "$tool printed no figures"
     grep -q 'resumed on' "$tmp/$c-$tool.log" || fail "the client's layer did not resume ($tool)"
-    echo "VERBS tool=$tool $(grep -E '^ *[0-9]+ +[0-9]+' "$tmp/$c-$tool.log" | tail -n 1 | tr -s ' ')"
+    echo "VERBS tool=$tool fabric=$fabric $(grep -E '^ *[0-9]+ +[0-9]+' "$tmp/$c-$tool.log" | tail -n 1 | tr -s ' ')"
+    if [ "$fabric" = ib ]; then
+        vwait "$s" "$tag hotmig-verbs.*moved from LID [0-9]+ to LID [0-9]+" 1 30 ||
+            fail "the server's layer did not follow the client's new LID ($tool)"
+    fi
 done
-log "ok: ib_write_bw and ib_read_lat across a migration each"
+log "ok: ib_write_bw and ib_read_lat ($fabric) across a migration each"

@@ -23,22 +23,7 @@ trap 'cleanup; rm -rf "$tmp"' EXIT
 vpair "$c" "$s"
 si=$("$lab" index "$s")
 if [ "$fabric" = ib ]; then
-    for g in "$s" "$c"; do # the lab's SM activates each port (and gives it its slot's LID)
-        "$lab" wait "$g" 'HMLAB ib port [a-z0-9]* ACTIVE' --timeout 120 >/dev/null ||
-            fail "$g: the SM did not activate its port"
-    done
-    # the agents' directory converges within a refresh (10 s) of their start: each guest's
-    # file names both ports with their LIDs before the programs exchange theirs
-    for g in "$s" "$c"; do
-        for _ in $(seq 1 60); do
-            n=$("$lab" exec "$g" "awk 'NR > 1 && \$2 > 0' /run/hotmig/verbs/directory 2>/dev/null | wc -l" \
-                --timeout 30 || echo 0)
-            [ "${n:-0}" -ge 2 ] && break
-            sleep 1
-        done
-        [ "${n:-0}" -ge 2 ] || fail "$g: the agents' directory does not list both IB ports"
-        "$lab" exec "$g" 'cat /run/hotmig/verbs/directory' --timeout 30 | sed "s/^/  $g: /" >&2
-    done
+    vibready "$s" "$c"
     # LID-routed, and no list: the agents' directory knows who holds which GID and LID
     env_s=$(venv "$c")
     env_c=$(venv "$s")
