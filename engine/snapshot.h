@@ -1,4 +1,4 @@
-/* Cluster snapshots (JSON) for offline planning (snapshot.c; plans: plan.h).
+/* Cluster snapshots (JSON) for offline planning (snapshot.c; plans: plan-json.h).
  * Snapshot format (docs/policies.md):
  *   {"hosts":[{"name","cpus","memory_mib","vfs"}],
  *    "vms":[{"name","host","vcpus","memory_mib","cpu_util","vfs"}]}

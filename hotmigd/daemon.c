@@ -14,7 +14,7 @@
 #include "engine/journal.h"
 #include "engine/json.h"
 #include "engine/local-protocol.h"
-#include "engine/plan.h"
+#include "engine/plan-json.h"
 #include "engine/snapshot.h"
 #include "engine/virt.h"
 #include "hotmigd/inventory.h"

@@ -16,7 +16,7 @@
 #include <gio/gunixsocketaddress.h>
 
 #include "engine/json.h"
-#include "engine/plan.h"
+#include "engine/plan-json.h"
 #include "engine/snapshot.h"
 
 #define LOCAL_READ_CHUNK (64 * 1024)

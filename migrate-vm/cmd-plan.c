@@ -8,7 +8,7 @@
  * over capacity included), an unknown host; 4 bad configuration file. */
 #include <stdio.h>
 
-#include "engine/plan.h"
+#include "engine/plan-json.h"
 #include "engine/snapshot.h"
 #include "migrate-vm/commands.h"
 

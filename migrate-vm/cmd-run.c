@@ -3,7 +3,7 @@
 #include <stdio.h>
 
 #include "engine/local-protocol.h"
-#include "engine/plan.h"
+#include "engine/plan-json.h"
 #include "engine/snapshot.h"
 #include "migrate-vm/commands.h"
 

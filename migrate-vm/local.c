@@ -15,7 +15,7 @@
 
 #include "common/config.h"
 #include "engine/local-protocol.h"
-#include "engine/plan.h"
+#include "engine/plan-json.h"
 #include "engine/snapshot.h"
 #include "migrate-vm/commands.h"
 

@@ -187,7 +187,7 @@ typedef struct {
     void (*port_watch_free)(AgentPortWatch *watch);
 } AgentVerbsOps;
 
-extern const AgentVerbsOps agent_verbs_ibverbs;
+extern const AgentVerbsOps agent_ibverbs_ops;
 
 /* ---- the agent core ---------------------------------------------------------------------- */
 

@@ -222,7 +222,7 @@ static AgentDir *agent_main_directory(AgentUevent *uevent, GError **error)
         .peer_listen = cli.peer_listen,
         .run_dir = cli.verbs_run_dir ? cli.verbs_run_dir : AGENT_VERBS_RUN_DIR_DEFAULT,
         .refresh_s = (guint)cli.directory_refresh,
-        .verbs = &agent_verbs_ibverbs,
+        .verbs = &agent_ibverbs_ops,
     };
     AgentDir *dir;
 
@@ -261,7 +261,7 @@ static int agent_main_run(const AgentSocketAccess *socket_access)
     signal(SIGPIPE, SIG_IGN);
     loop = g_main_loop_new(NULL, FALSE);
     m.loop = loop;
-    agent = agent_new(&agent_verbs_ibverbs, NULL);
+    agent = agent_new(&agent_ibverbs_ops, NULL);
     /* RDMA devices coming and going wake a resume at once; without uevents it polls. */
     uevent = agent_uevent_new(agent, &error);
     if (!uevent) {

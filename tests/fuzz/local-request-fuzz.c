@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "engine/local-protocol.h"
-#include "engine/plan.h"
+#include "engine/plan-json.h"
 #include "engine/snapshot.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/plan.h"
+#include "engine/plan-json.h"
 #include "engine/snapshot.h"
 #include "policies/policies-priv.h"
 

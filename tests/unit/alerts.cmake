@@ -1,4 +1,4 @@
-# The failure-prediction hook's pure parts (policies/alerts.c, evacuate.c, schedule.c) and the
+# The failure-prediction hook's pure parts (policies/alert-book.c, evacuate.c, schedule.c) and the
 # parsers of its inputs (hotmigd/alert-parse.c).
 hm_add_test(policies-alerts-test unit
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/policies-alerts-test.c

@@ -13,7 +13,7 @@
 #include <json-glib/json-glib.h>
 
 #include "engine/hotmigd-client.h"
-#include "engine/plan.h"
+#include "engine/plan-json.h"
 #include "engine/snapshot.h"
 #include "engine/virt.h"
 #include "hotmigd/inventory.h"

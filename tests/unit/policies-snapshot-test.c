@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "engine/plan.h"
+#include "engine/plan-json.h"
 #include "engine/snapshot.h"
 
 #define GOOD                                                                                   \

@@ -1,5 +1,5 @@
-/* Plans as JSON (written, and read back) or a table (plan.h). */
-#include "engine/plan.h"
+/* Plans as JSON (written, and read back) or a table (plan-json.h). */
+#include "engine/plan-json.h"
 
 #include <json-glib/json-glib.h>
 #include <math.h>

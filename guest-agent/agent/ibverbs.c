@@ -271,7 +271,7 @@ static guint agent_ibverbs_port_watch_drain(AgentPortWatch *watch)
     return count;
 }
 
-const AgentVerbsOps agent_verbs_ibverbs = {
+const AgentVerbsOps agent_ibverbs_ops = {
     .find_active_device = agent_ibverbs_find_active_device,
     .list_devices = agent_ibverbs_list_devices,
     .port_watch_new = agent_ibverbs_port_watch_new,

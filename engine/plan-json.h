@@ -1,4 +1,4 @@
-/* Plans (PolPlan) as JSON, written and read back, or as a table for people (plan.c). */
+/* Plans (PolPlan) as JSON, written and read back, or as a table for people (plan-json.c). */
 #pragma once
 
 #include <glib.h>
