@@ -42,7 +42,7 @@ unchanged "unreachable destination"
 
 log "bad options"
 expect_failure 2 "--plug-attempts" --connect "$A" "$g" "$B" --plug-attempts 0
-expect_failure 2 "DOMAIN and DEST_URI" --connect "$A" "$g"
+expect_failure 2 "expected DOMAIN and DEST (a libvirt URI" --connect "$A" "$g"
 expect_failure 2 "'nonsense'" --connect "$A" "$g" "$B" --target-vf nonsense
 unchanged "bad options"
 
