@@ -13,7 +13,8 @@ source "$(dirname "$0")/verbs-lib.sh"
 fabric=${E2E_FABRIC:-roce}
 c=vpt-c
 s=vpt-s
-[ "$fabric" = ib ] && c=vpti-c s=vpti-s
+# on IB the pingpong's names: each new name takes a lab index, and the VF pool has one VF per index
+[ "$fabric" = ib ] && c=vib-p-c s=vib-p-s
 tmp=$(mktemp -d)
 trap 'cleanup; rm -rf "$tmp"' EXIT
 
