@@ -22,7 +22,9 @@ typedef struct {
     const char *doc;          /* one or two sentences for the sample file and the man page */
 } HmConfigKeyInfo;
 
-#define HM_CONFIG_STRING_MAX 1024
+/* A value's length bound: room for a [pool] vfs list of 256 PCI addresses (13 bytes each with
+ * its comma), or the lab's 99 stand-in taps. */
+#define HM_CONFIG_STRING_MAX 4096
 #define HM_CONFIG_SECONDS_MAX (24 * 3600)
 
 static const char *const timeout_actions[] = {"suspend", "postcopy", "abort", NULL};

@@ -84,6 +84,12 @@ function(hm_add_e2e_mpi name)
   set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED "lab;mpi" LABELS e2e TIMEOUT 1200
                        ENVIRONMENT "HM_BUILD=${CMAKE_BINARY_DIR};${ARGN}")
 endfunction()
+# The same on the lab's InfiniBand fabric mode: fixture 'mpi-ib' (ibu-1 on A, ibu-2 on B).
+function(hm_add_e2e_mpi_ib name)
+  add_test(NAME ${name} COMMAND bash ${HM_E2E}/mpi.sh)
+  set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED "lab;mpi-ib" LABELS "e2e;standin"
+                       TIMEOUT 1200 ENVIRONMENT "HM_BUILD=${CMAKE_BINARY_DIR};E2E_FABRIC=ib;${ARGN}")
+endfunction()
 hm_add_e2e_mpi(e2e-mpi-up PHASE=up)
 hm_add_e2e_mpi(e2e-mpi-down PHASE=down)
 set_tests_properties(e2e-mpi-up PROPERTIES FIXTURES_REQUIRED lab FIXTURES_SETUP mpi)
@@ -105,7 +111,19 @@ set_tests_properties(e2e-ib-rc-pingpong PROPERTIES LABELS "e2e;standin")
 # perftest (ib_write_bw, ib_read_lat) without -x (LID-routed) across a move each, on IB.
 hm_add_e2e(e2e-ib-perftest verbs-perftest.sh E2E_FABRIC=ib)
 set_tests_properties(e2e-ib-perftest PROPERTIES LABELS "e2e;standin")
+# Two root-image IB guests (image 'mpi', built once) on A and B for UCX and MPI in IB mode:
+# fixture 'mpi-ib' (e2e-ib-mpi-up / e2e-ib-mpi-down).
+hm_add_e2e_mpi_ib(e2e-ib-mpi-up PHASE=up)
+hm_add_e2e_mpi_ib(e2e-ib-mpi-down PHASE=down)
+set_tests_properties(e2e-ib-mpi-up PROPERTIES FIXTURES_REQUIRED lab FIXTURES_SETUP mpi-ib)
+set_tests_properties(e2e-ib-mpi-down PROPERTIES FIXTURES_REQUIRED lab FIXTURES_CLEANUP mpi-ib
+                     TIMEOUT 120)
 # UCX in its IB mode there (no UCX_IB_GID_INDEX, no UCX_UD_ETH_DGID_CHECK): ucx_info, ucx_perftest
-# and Open MPI's LU driver between two root-image IB guests on A and B (image 'mpi', built once).
+# and Open MPI's LU driver without the layer.
 hm_add_e2e(e2e-ib-ucx ib-ucx.sh)
-set_tests_properties(e2e-ib-ucx PROPERTIES TIMEOUT 1500)
+set_tests_properties(e2e-ib-ucx PROPERTIES FIXTURES_REQUIRED "lab;mpi-ib" TIMEOUT 1500)
+# The MPI cases under the layer in IB mode (issue 29): LID-routed UCX, no HOTMIG_VERBS_PEERS
+# (the agents' directory), the mover's LID changing at each move; results equal to the reference.
+hm_add_e2e_mpi_ib(e2e-ib-mpi-openmpi MPI=openmpi)
+hm_add_e2e_mpi_ib(e2e-ib-mpi-mpich MPI=mpich)
+hm_add_e2e_mpi_ib(e2e-ib-mpi-both-move MPI=openmpi BOTH=1)

@@ -1,7 +1,8 @@
 #!/bin/bash
 # UCX in its InfiniBand mode on the lab's IB fabric (docs/lab.md "InfiniBand fabric mode";
-# issue 29, item 1): two root-image guests booted with --fabric ib (one on A, one on B, one
-# control segment), no UCX_IB_GID_INDEX, no UCX_UD_ETH_DGID_CHECK. Asserts:
+# issue 29, item 1): the two root-image guests of fixture 'mpi-ib' booted with --fabric ib
+# (tests/e2e/mpi.sh E2E_FABRIC=ib PHASE=up: ibu-1 on A, ibu-2 on B, one control segment), no
+# UCX_IB_GID_INDEX, no UCX_UD_ETH_DGID_CHECK. Asserts:
 # - ucx_info -d lists rc_verbs and ud_verbs on rxe0:1, rc_verbs with a 4-byte device address
 #   (a LID; on RoCE it carries the GID);
 # - ucx_perftest tag_lat between the guests with UCX_TLS=rc_verbs,ud_verbs,self passes;
@@ -17,11 +18,11 @@ trap 'cleanup; rm -rf "$tmp"' EXIT
 
 [ -e "$build/lab/libhm-ib-emu.so" ] && [ -x "$build/lab/hm-ib-sma" ] ||
     fail "lab/libhm-ib-emu.so and lab/hm-ib-sma are not built in $build"
+keep_guests=1 # the fixture's
 guests+=("$g1" "$g2")
-"$lab" guest "$g1" --host A --segment ibu --image mpi --memory 512 --fabric ib --bin-dir "$build" >/dev/null
-"$lab" guest "$g2" --host B --segment ibu --image mpi --memory 512 --fabric ib --bin-dir "$build" >/dev/null
+place "$g1" A "$tmp"
+place "$g2" B "$tmp"
 for g in "$g1" "$g2"; do
-    "$lab" wait "$g" 'HMLAB booted' --timeout 400 >/dev/null || fail "$g did not boot"
     "$lab" wait "$g" 'HMLAB ib port [a-z0-9]* ACTIVE' --timeout 120 >/dev/null || fail "$g: no ACTIVE IB port"
 done
 i2=$("$lab" index "$g2")

@@ -162,6 +162,16 @@ has_vf() {
     grep -qE "<alias name='ua-hmvf0(-r)?'/>" <<<"$xml"
 }
 
+# place NAME HOST TMPDIR: fixture guest NAME runs on HOST (moved there first when an earlier
+# test left it away; the move's JSON in TMPDIR)
+place() {
+    local where
+    where=$("$lab" where "$1") || fail "guest $1 of the fixture is not running (its PHASE=up test)"
+    [ "$where" = "$2" ] && return 0
+    log "fixture: moving $1 back to $2"
+    migrate "$1" "$("$lab" uri "$where")" "$("$lab" uri "$2")" "$3/place-$1.json"
+}
+
 require_where() {
     local name=$1 want=$2 got
     got=$("$lab" where "$name")

@@ -16,6 +16,12 @@
 #   started together: mpi-g1 A->B while mpi-g3 B->A), then both back at once: each end of
 #   every connection is quiesced and resumed in the same event (docs/verbs-layer.md, both ends
 #   moving).
+#   E2E_FABRIC=ib: the same cases (not the drain) on the lab's InfiniBand fabric mode (docs/lab.md),
+#   fixture 'mpi-ib': ibu-1 on A and ibu-2 on B (segment ibu, booted with --fabric ib), the
+#   job's UCX in its IB mode (LID-routed rc_verbs and ud_verbs, no RoCE-only settings); ibu-1
+#   moves (A->B->A), or both at once; each move gives the mover its destination slot's LID.
+# No job names its peers (HOTMIG_VERBS_PEERS): the layers find each other in the agents' peer
+# directory (hotmig-lab job's default, as on a cluster where nobody writes a list).
 # A test first puts the guests where it needs them (a failed earlier test may have left
 # mpi-g1 on B; the drain leaves mpi-g1 and mpi-g2 on B).
 # Asserts: both runs exit 0; every scaled residual is below 1.0 (what xdlu's own threshold 1.0
@@ -29,8 +35,24 @@ phase=${PHASE:-test}
 mpi=${MPI:-openmpi}
 drain=${DRAIN:-0}
 both=${BOTH:-0}
+fabric=${E2E_FABRIC:-roce}
 case $mpi in openmpi | mpich) ;; *) fail "MPI must be openmpi or mpich, not '$mpi'" ;; esac
-fixture=(mpi-g1:A mpi-g2:A mpi-g3:B)
+case $fabric in roce | ib) ;; *) fail "E2E_FABRIC must be roce or ib, not '$fabric'" ;; esac
+if [ "$fabric" = ib ]; then
+    [ "$drain" = 0 ] || fail "DRAIN=1 runs on the RoCE fixture only"
+    # the mover, then its peer (the 2-rank cases' guests)
+    fixture=(ibu-1:A ibu-2:B)
+    segment=ibu
+    pair=(ibu-1 ibu-2)
+    tag=ib-
+else
+    fixture=(mpi-g1:A mpi-g2:A mpi-g3:B)
+    segment=mpi
+    pair=(mpi-g1 mpi-g3)
+    tag=
+fi
+mover=${pair[0]}
+peer=${pair[1]}
 for gh in "${fixture[@]}"; do
     guests+=("${gh%:*}")
 done
@@ -53,13 +75,17 @@ if [ "$phase" = up ]; then
     t1=$(date +%s)
     keep_guests=0 # a failed bring-up leaves nothing behind
     for gh in "${fixture[@]}"; do
-        "$lab" guest "${gh%:*}" --host "${gh#*:}" --segment mpi --image mpi --memory 512 \
-            --bin-dir "$build" >/dev/null || fail "cannot start guest ${gh%:*}"
+        "$lab" guest "${gh%:*}" --host "${gh#*:}" --segment "$segment" --image mpi --memory 512 \
+            --fabric "$fabric" --bin-dir "$build" >/dev/null || fail "cannot start guest ${gh%:*}"
     done
     for g in "${guests[@]}"; do
         "$lab" wait "$g" 'HMLAB booted' --timeout 400 >/dev/null || fail "$g did not boot"
         "$lab" wait "$g" 'HMLAB vf up' --timeout 60 >/dev/null || fail "$g has no rxe0"
     done
+    if [ "$fabric" = ib ]; then
+        source "$(dirname "$0")/verbs-lib.sh"
+        vibready "${guests[@]}"
+    fi
     # The lab shell answers (the first exec after a boot was once slow on a loaded machine).
     for g in "${guests[@]}"; do
         "$lab" exec "$g" true --timeout 300 >/dev/null || fail "$g: the lab shell does not answer"
@@ -78,15 +104,6 @@ for g in "${guests[@]}"; do
         log "$g: could not look for leftover ranks"
 done
 
-# place NAME HOST: NAME runs on HOST (moved there first when an earlier test left it away).
-place() {
-    local where
-    where=$("$lab" where "$1") || fail "guest $1 of the MPI fixture is not running (PHASE=up)"
-    [ "$where" = "$2" ] && return 0
-    log "fixture: moving $1 back to $2"
-    migrate "$1" "$("$lab" uri "$where")" "$("$lab" uri "$2")" "$tmp/place-$1.json"
-}
-
 if [ "$drain" = 1 ]; then
     p="mpi-drain"
     names=(mpi-g1 mpi-g2 mpi-g3)
@@ -100,16 +117,16 @@ if [ "$drain" = 1 ]; then
     grep -qP '^2\t\t\tvalues of P' "$tmp/LU.dat" && grep -qP '^31 57\t\t\tvalues of N' "$tmp/LU.dat" ||
         fail "tests/e2e/mpi/LU.dat changed: the drain's 2x2 variant no longer applies"
 else
-    p=mpi-$mpi
-    [ "$both" = 1 ] && p=mpi-both-$mpi
-    names=(mpi-g1 mpi-g3)
+    p=mpi-$tag$mpi
+    [ "$both" = 1 ] && p=mpi-both-$tag$mpi
+    names=("${pair[@]}")
     ranks=2
     cp "$top/tests/e2e/mpi/LU.dat" "$tmp/LU.dat"
 fi
 log "placing the fixture's guests"
-place mpi-g1 A
-place mpi-g3 B
-[ "$drain" = 1 ] && place mpi-g2 A
+place "$mover" A "$tmp"
+place "$peer" B "$tmp"
+[ "$drain" = 1 ] && place mpi-g2 A "$tmp"
 if [ "$drain" = 1 ]; then
     # the job's guests carry its id (what a cluster's scheduler would set, docs/hotmigd.md
     # "Jobs"): hotmigd's drain moves them one at a time, and its status names the job
@@ -184,30 +201,41 @@ elif [ "$both" = 1 ]; then
     # two migrate-vm at once, each in a subshell (its fail exits only the subshell)
     for hosts in "A B" "B A"; do
         read -r h1 h3 <<<"$hosts"
-        log "mpi-g1 $h1 -> $h3 and mpi-g3 $h3 -> $h1 at once"
-        (migrate mpi-g1 "$("$lab" uri "$h1")" "$("$lab" uri "$h3")" "$tmp/g1-$h3.json") &
+        log "$mover $h1 -> $h3 and $peer $h3 -> $h1 at once"
+        (migrate "$mover" "$("$lab" uri "$h1")" "$("$lab" uri "$h3")" "$tmp/g1-$h3.json") &
         p1=$!
-        (migrate mpi-g3 "$("$lab" uri "$h3")" "$("$lab" uri "$h1")" "$tmp/g3-$h1.json") &
+        (migrate "$peer" "$("$lab" uri "$h3")" "$("$lab" uri "$h1")" "$tmp/g3-$h1.json") &
         p3=$!
-        wait "$p1" || { wait "$p3" || true; fail "migrate-vm mpi-g1 $h1 -> $h3 failed (both moving)"; }
-        wait "$p3" || fail "migrate-vm mpi-g3 $h3 -> $h1 failed (both moving)"
-        require_where mpi-g1 "$h3"
-        require_where mpi-g3 "$h1"
+        wait "$p1" || { wait "$p3" || true; fail "migrate-vm $mover $h1 -> $h3 failed (both moving)"; }
+        wait "$p3" || fail "migrate-vm $peer $h3 -> $h1 failed (both moving)"
+        require_where "$mover" "$h3"
+        require_where "$peer" "$h1"
     done
 else
-    # --dry-run names the connections the move pauses: mpi-g1's rank's to mpi-g3's (not its
-    # loopback QPs to its own GID: they pause no other guest).
-    "$migrate_vm" --connect "$A" mpi-g1 "$B" --dry-run >"$tmp/dry.out" 2>&1 || true
+    # --dry-run names the connections the move pauses: the mover's rank's to its peer's (not
+    # its loopback QPs to its own GID: they pause no other guest). A guest's GID: on RoCE its
+    # VF's IPv4 address, on IB the subnet prefix + its port GUID (GID 0).
+    gid_of() {
+        if [ "$fabric" = ib ]; then
+            "$lab" exec "$1" 'ibv_devinfo -v -d rxe0' --timeout 60 | awk '/GID\[ *0\]:/ { print $3; exit }'
+        else
+            echo "::ffff:192.0.2.$("$lab" index "$1")"
+        fi
+    }
+    gid_mover=$(gid_of "$mover")
+    gid_peer=$(gid_of "$peer")
+    [ -n "$gid_mover" ] && [ -n "$gid_peer" ] || fail "no GID for $mover or $peer"
+    "$migrate_vm" --connect "$A" "$mover" "$B" --dry-run >"$tmp/dry.out" 2>&1 || true
     jobs_line=$(grep -E '^(PASS|FAIL|WARN) +jobs ' "$tmp/dry.out" || true)
     log "dry-run: $jobs_line"
-    grep -q "verbs:xdlu.*::ffff:192\.0\.2\.$("$lab" index mpi-g3) QP" <<<"$jobs_line" ||
-        { cat "$tmp/dry.out" >&2; fail "--dry-run does not name the peer rank on mpi-g3"; }
-    ! grep -q "::ffff:192\.0\.2\.$("$lab" index mpi-g1) QP" <<<"$jobs_line" ||
-        fail "--dry-run lists mpi-g1's own loopback QPs as peers: $jobs_line"
-    migrate mpi-g1 "$A" "$B" "$tmp/ab.json"
-    require_where mpi-g1 B
-    migrate mpi-g1 "$B" "$A" "$tmp/ba.json"
-    require_where mpi-g1 A
+    grep -qF "$gid_peer QP" <<<"$jobs_line" && grep -q "verbs:xdlu" <<<"$jobs_line" ||
+        { cat "$tmp/dry.out" >&2; fail "--dry-run does not name the peer rank on $peer ($gid_peer)"; }
+    ! grep -qF "$gid_mover QP" <<<"$jobs_line" ||
+        fail "--dry-run lists $mover's own loopback QPs as peers: $jobs_line"
+    migrate "$mover" "$A" "$B" "$tmp/ab.json"
+    require_where "$mover" B
+    migrate "$mover" "$B" "$A" "$tmp/ba.json"
+    require_where "$mover" A
 fi
 moves_s=$(($(date +%s) - t1))
 # A rank the layer could not resume stalls the job: say so at once, with the agent's line.
@@ -226,6 +254,12 @@ check_run "$p-mig"
 # The moves paused ranks that had QPs (the layer says how many it quiesced).
 grep -q 'hotmig-verbs.*quiesced in .* ([1-9][0-9]* QPs)' "$tmp/$p-mig.out" ||
     fail "no rank with QPs was paused by the moves: $(grep 'quiesced in' "$tmp/$p-mig.out" | tr '\n' ' ')"
+# On IB the mover took its destination slot's LID at each move: its peer's rank re-pointed
+# its QPs to it (the layer's "moved from LID" line, one per QP and move).
+if [ "$fabric" = ib ]; then
+    grep -Eq 'hotmig-verbs.*moved from LID [0-9]+ to LID [0-9]+' "$tmp/$p-mig.out" ||
+        fail "no rank followed the mover's new LID: $(grep -a 'hotmig-verbs' "$tmp/$p-mig.out" | tail -n 5 | tr '\n' ' ')"
+fi
 
 if ! diff "$tmp/$p-ref.res" "$tmp/$p-mig.res" >"$tmp/diff"; then
     cat "$tmp/diff" >&2
@@ -236,6 +270,6 @@ n=$(grep -c '^||' "$tmp/$p-ref.res")
 # "resumed ..." and, per QP, the staying peer's "QP N reconnected ...".
 paused=$(sed -n 's/^hotmig-verbs\[\([0-9]*\)\]: .*sends were paused for \([0-9]*\) ms.*/\1:\2/p' \
     "$tmp/$p-mig.out" | tr '\n' ' ')
-echo "MPI mpi=$mpi ranks=$ranks drain=$drain both=$both residuals=$n identical=yes reference_s=$ref_s" \
+echo "MPI fabric=$fabric mpi=$mpi ranks=$ranks drain=$drain both=$both residuals=$n identical=yes reference_s=$ref_s" \
     "migrated_s=$mig_s first_test_s=$first_s moves_s=$moves_s paused_ms(pid:ms)=[ ${paused}]"
 log "ok: $n residuals identical; reference $ref_s s, with moves $mig_s s"
