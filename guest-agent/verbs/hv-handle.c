@@ -51,8 +51,7 @@ static int hv_ud_peer_known(const uint8_t gid[16])
             if (qp->init.qp_type != IBV_QPT_UD)
                 continue;
             pthread_mutex_lock(&qp->lock);
-            for (size_t i = 0; i < qp->n_ud_sent && !found; i++)
-                found = !memcmp(qp->ud_sent[i].gid, gid, 16);
+            found = hv_ud_set_find(&qp->ud_sent, gid, 0) != NULL;
             pthread_mutex_unlock(&qp->lock);
         }
     pthread_mutex_unlock(&hv.lock);
@@ -94,23 +93,21 @@ static int hv_on_udhold(const HvMsg *m, const uint8_t from[16], HvQp *target, Hv
     pthread_mutex_lock(&hv.lock);
     for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
         for (HvQp *qp = ctx->qps; qp; qp = qp->next) {
-            size_t i;
+            HvUdEntry *sent;
 
             if (qp->init.qp_type != IBV_QPT_UD)
                 continue;
             pthread_mutex_lock(&qp->lock);
-            for (i = 0; i < qp->n_ud_sent; i++)
-                if (!memcmp(qp->ud_sent[i].gid, m->gid, 16))
-                    break;
+            sent = hv_ud_set_find(&qp->ud_sent, m->gid, 0);
             /* a hold in force is not extended: a mover sends one UDHOLD per move */
-            if ((qp == target || i < qp->n_ud_sent) &&
+            if ((qp == target || sent) &&
                 !(qp->ud_held_until > now && !memcmp(qp->ud_held_gid, m->gid, 16))) {
                 hv_qp_sendq_ready(qp);
                 qp->ud_held_until = until;
                 memcpy(qp->ud_held_gid, m->gid, 16);
             }
-            if (i < qp->n_ud_sent && qp->phys && rep->nkeys < HV_PROTO_UDQPS_MAX)
-                rep->keys[rep->nkeys++] = (HvKeyPair){qp->phys->qp_num, qp->ud_sent[i].n};
+            if (sent && qp->phys && rep->nkeys < HV_PROTO_UDQPS_MAX)
+                rep->keys[rep->nkeys++] = (HvKeyPair){qp->phys->qp_num, sent->n};
             pthread_mutex_unlock(&qp->lock);
         }
     pthread_mutex_unlock(&hv.lock);

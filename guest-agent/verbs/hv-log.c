@@ -53,7 +53,8 @@ void hv_debug(const char *fmt, ...)
 
 void (*hv_refused_hook)(const char *call); /* jobs: see hv.h */
 
-int hv_unsupported(const char *call)
+/* 1 the first time @what is seen (kept by pointer: a string literal); at most 64 are told apart. */
+static int hv_first_time(const char *what)
 {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     static const char *seen[64];
@@ -62,15 +63,36 @@ int hv_unsupported(const char *call)
 
     pthread_mutex_lock(&lock);
     for (size_t i = 0; i < n_seen; i++)
-        if (strcmp(seen[i], call) == 0)
+        if (strcmp(seen[i], what) == 0)
             first = 0;
     if (first && n_seen < 64)
-        seen[n_seen++] = call;
+        seen[n_seen++] = what;
     pthread_mutex_unlock(&lock);
+    return first;
+}
+
+int hv_unsupported(const char *call)
+{
+    int first = hv_first_time(call);
+
     if (first)
         hv_log("%s is not supported by the hotmig verbs layer (EOPNOTSUPP)", call);
     if (first && hv_refused_hook)
         hv_refused_hook(call);
     errno = EOPNOTSUPP;
     return EOPNOTSUPP;
+}
+
+void hv_not_migratable(const char *what)
+{
+    int e = errno;
+
+    if (hv_first_time(what)) {
+        hv_log("%s: a limit of the hotmig verbs layer, this process's connections will not all "
+               "survive a migration (reported to the agent)",
+               what);
+        if (hv_refused_hook)
+            hv_refused_hook(what);
+    }
+    errno = e;
 }

@@ -276,6 +276,7 @@ HV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
     hv_scratch_free(&qp->xr);
     hv_fifo_free(&qp->recvs);
     hv_map_clear(&qp->peer_rkeys);
+    hv_ud_set_free(&qp->ud_sent);
     hv_wx_free(qp);
     free(qp);
     return 0;

@@ -677,17 +677,18 @@ int hv_resume(const char *device, void *opaque)
 static void hv_ud_hold_peers(int64_t deadline)
 {
     HvMsg *m = calloc(1, sizeof(*m)), *rep = calloc(1, sizeof(*rep));
-    HvKeyPair *want = calloc(HV_UD_TARGETS_MAX * HV_PROTO_UDQPS_MAX, sizeof(*want));
+    HvKeyPair *want = NULL;
     char req[128], line[HV_PROTO_LINE_MAX + 2];
-    HvUdTarget tg[HV_UD_TARGETS_MAX];
+    HvUdTarget *tg = NULL;
     HvContext *qctx = NULL;
     size_t ntg, nwant = 0, held = 0;
     int64_t until = hv_now_ms() + HV_UD_DRAIN_MS;
 
-    if (!m || !rep || !want)
+    if (!m || !rep)
         goto out;
-    ntg = hv_ud_targets_copy(tg);
-    if (!ntg)
+    tg = hv_ud_targets_copy(&ntg);
+    want = tg ? calloc(ntg * HV_PROTO_UDQPS_MAX, sizeof(*want)) : NULL;
+    if (!want)
         goto out;
     pthread_mutex_lock(&hv.lock);
     for (HvContext *ctx = hv.ctxs; ctx && !qctx; ctx = ctx->next)
@@ -754,6 +755,7 @@ out:
     free(m);
     free(rep);
     free(want);
+    free(tg);
 }
 
 /* After a move: tells every UD peer this process sent to (and that HOTMIG_VERBS_PEERS or the
@@ -763,14 +765,14 @@ static void hv_ud_announce(void)
 {
     HvMsg *m = calloc(1, sizeof(*m)), rep;
     char *req = malloc(HV_PROTO_LINE_MAX + 2), line[256];
-    HvUdTarget tg[HV_UD_TARGETS_MAX];
+    HvUdTarget *tg = NULL;
     HvContext *qctx = NULL;
     size_t ntg, told = 0;
 
     if (!m || !req)
         goto out;
-    ntg = hv_ud_targets_copy(tg);
-    if (!ntg)
+    tg = hv_ud_targets_copy(&ntg);
+    if (!tg)
         goto out;
     m->type = HV_MSG_UDMAP;
     pthread_mutex_lock(&hv.lock);
@@ -814,4 +816,5 @@ static void hv_ud_announce(void)
 out:
     free(m);
     free(req);
+    free(tg);
 }

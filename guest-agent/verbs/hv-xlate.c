@@ -84,37 +84,28 @@ static atomic_int hv_ud_known; /* peers in hv_ud_tab: receives skip the lock whi
 uint32_t hv_ud_send_qpn(const HvAh *ah, uint32_t remote_qpn)
 {
     uint32_t p = remote_qpn;
+    int r;
 
     if (!ah->peer_known)
         return remote_qpn;
     pthread_mutex_lock(&hv_ud_lock);
-    hv_ud_target_note(&hv_ud_tab, ah->peer.raw, remote_qpn, ah->attr.port_num,
-                      ah->attr.is_global ? ah->attr.grh.sgid_index : 0);
+    r = hv_ud_target_note(&hv_ud_tab, ah->peer.raw, remote_qpn, ah->attr.port_num,
+                          ah->attr.is_global ? ah->attr.grh.sgid_index : 0);
     if (!hv_ud_out(&hv_ud_tab, ah->peer.raw, remote_qpn, &p))
         p = remote_qpn;
     pthread_mutex_unlock(&hv_ud_lock);
+    if (r < 0) /* a target not noted is not held or told at a move: never silently */
+        hv_not_migratable(r == -ENOSPC ? "UD sends to over 65536 (GID, QPN) targets"
+                                       : "UD send targets not noted (out of memory)");
     return p;
 }
 
-/* UD receives per sender's physical QPN (hv_ud_lock): a moving process waits until it has
- * what its held peers say they sent (UDHELD). The first HV_UD_RECV_MAX senders are counted. */
-#define HV_UD_RECV_MAX 256
-static struct {
-    uint32_t pqpn, n;
-} hv_ud_recv[HV_UD_RECV_MAX];
-static size_t hv_ud_nrecv;
-
-static uint32_t *hv_ud_recv_slot(uint32_t pqpn) /* hv_ud_lock held; NULL when full */
-{
-    for (size_t i = 0; i < hv_ud_nrecv; i++)
-        if (hv_ud_recv[i].pqpn == pqpn)
-            return &hv_ud_recv[i].n;
-    if (hv_ud_nrecv == HV_UD_RECV_MAX)
-        return NULL;
-    hv_ud_recv[hv_ud_nrecv].pqpn = pqpn;
-    hv_ud_recv[hv_ud_nrecv].n = 0;
-    return &hv_ud_recv[hv_ud_nrecv++].n;
-}
+/* UD receives per sender's physical QPN (hv_ud_lock; qpn = the sender's, GID zero): a moving
+ * process waits until it has what its held peers say they sent (UDHELD). Any sender on the
+ * fabric makes an entry: bounded at HV_UD_RECV_MAX, the rest not counted (reported). */
+#define HV_UD_RECV_MAX 65536
+static HvUdSet hv_ud_recv = {.max = HV_UD_RECV_MAX};
+static const uint8_t hv_ud_no_gid[16];
 
 size_t hv_ud_missing(const HvKeyPair *want, size_t n)
 {
@@ -122,9 +113,9 @@ size_t hv_ud_missing(const HvKeyPair *want, size_t n)
 
     pthread_mutex_lock(&hv_ud_lock);
     for (size_t k = 0; k < n; k++) {
-        uint32_t *got = hv_ud_recv_slot(want[k].v);
+        HvUdEntry *got = hv_ud_set_find(&hv_ud_recv, hv_ud_no_gid, want[k].v);
 
-        if (!got || (int32_t)(*got - want[k].p) < 0)
+        if (!got || (int32_t)(got->n - want[k].p) < 0)
             missing++;
     }
     pthread_mutex_unlock(&hv_ud_lock);
@@ -133,58 +124,66 @@ size_t hv_ud_missing(const HvKeyPair *want, size_t n)
 
 int hv_ud_peer_moved(const uint8_t gid[16], const uint32_t *v, const uint32_t *p, uint32_t n)
 {
+    size_t evicted;
     int r;
 
     pthread_mutex_lock(&hv_ud_lock);
+    evicted = hv_ud_tab.evicted;
     r = hv_ud_learn(&hv_ud_tab, gid, v, p, n);
+    evicted = hv_ud_tab.evicted - evicted;
     atomic_store(&hv_ud_known, (int)hv_ud_tab.npeers);
     pthread_mutex_unlock(&hv_ud_lock);
+    if (evicted) /* the oldest moved peer's translation went: its posts reach its old QPNs */
+        hv_not_migratable("UD translations of over 4096 moved peers");
     return r;
 }
 
 uint32_t hv_ud_recv_qpn(uint32_t src_qp)
 {
-    uint32_t v = src_qp, *n;
+    uint32_t v = src_qp;
+    HvUdEntry *e;
+    int added;
 
     pthread_mutex_lock(&hv_ud_lock);
-    n = hv_ud_recv_slot(src_qp);
-    if (n)
-        (*n)++;
+    e = hv_ud_set_add(&hv_ud_recv, hv_ud_no_gid, src_qp, &added);
+    if (e)
+        e->n++;
     if (!atomic_load(&hv_ud_known) || !hv_ud_in(&hv_ud_tab, src_qp, &v))
         v = src_qp;
     pthread_mutex_unlock(&hv_ud_lock);
+    if (!e) /* a held peer's sends from this QPN cannot be counted: its drain is not waited for */
+        hv_not_migratable("UD receives from over 65536 sending QPs");
     return v;
 }
 
 void hv_ud_count_send(HvQp *qp, const HvAh *ah)
 {
-    size_t i;
+    HvUdEntry *e;
+    int added;
 
     if (!ah->peer_known)
         return;
-    for (i = 0; i < qp->n_ud_sent; i++)
-        if (!memcmp(qp->ud_sent[i].gid, ah->peer.raw, 16))
-            break;
-    if (i == qp->n_ud_sent) {
-        if (i == HV_UD_SENT_MAX)
-            return;
-        memcpy(qp->ud_sent[i].gid, ah->peer.raw, 16);
-        qp->ud_sent[i].n = 0;
-        qp->n_ud_sent++;
+    e = hv_ud_set_add(&qp->ud_sent, ah->peer.raw, 0, &added);
+    if (!e) { /* that peer, moving, would not be held: reported, not dropped silently */
+        hv_not_migratable(qp->ud_sent.full ? "UD sends of one QP to over 4096 GIDs"
+                                           : "UD send counts not kept (out of memory)");
+        return;
     }
-    qp->ud_sent[i].n++;
+    e->n++;
 }
 
-/* The UD peers this process sent to, copied out of hv_ud_tab (at most HV_UD_TARGETS_MAX). */
-size_t hv_ud_targets_copy(HvUdTarget *tg)
+HvUdTarget *hv_ud_targets_copy(size_t *n)
 {
-    size_t n;
+    HvUdTarget *tg = NULL;
 
     pthread_mutex_lock(&hv_ud_lock);
-    n = hv_ud_tab.ntargets;
-    memcpy(tg, hv_ud_tab.targets, n * sizeof(tg[0]));
+    *n = hv_ud_tab.targets.n;
+    if (*n && (tg = malloc(*n * sizeof(*tg))))
+        memcpy(tg, hv_ud_tab.targets.v, *n * sizeof(*tg));
     pthread_mutex_unlock(&hv_ud_lock);
-    return n;
+    if (!tg)
+        *n = 0;
+    return tg;
 }
 
 /* Into @m's keys: @ctx's memory regions whose physical rkey differs from the virtual one the

@@ -43,6 +43,10 @@
 void hv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void hv_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int hv_unsupported(const char *call); /* logs once per call name, returns EOPNOTSUPP */
+/* A limit reached (@what, at most 64 bytes: "UD sends to over 65536 (GID, QPN) targets"):
+ * logged once, and handed to hv_refused_hook like a refused call, so that the agent's
+ * inventory names the process as not migratable. */
+void hv_not_migratable(const char *what);
 /* hv_unsupported() hands each refused call's name to hv_refused_hook (set by hv-peer.c, NULL
  * in the unit tests), which reports "REFUSED <call>" to the agent (docs/protocol.md,
  * "inventory"). */
@@ -191,7 +195,24 @@ typedef struct {
     int sge_per;
 } HvSendQueue;
 
-#define HV_UD_SENT_MAX 16   /* per UD QP: destination GIDs counted */
+/* ---- hv-udtab.c's growable sets (declared here: a QP holds one) -------------------------
+ * Entries keyed by (GID, QPN), found through an open-addressing index; a set grows by doubling
+ * up to its max (memory per entry: 28 bytes and an index of 8) and refuses a new key past it
+ * (the caller reports the process as not migratable: docs/verbs-layer.md, "Limits"). */
+typedef struct {
+    uint8_t gid[16];
+    uint32_t qpn;             /* targets: the remote QPN; per-GID counts: 0 */
+    uint32_t n;               /* counts: UD sends posted to the GID (modulo 2^32) */
+    uint8_t port, sgid_index; /* targets: the AH's port and source GID index */
+} HvUdEntry;
+typedef struct {
+    HvUdEntry *v;
+    uint32_t *slot; /* 0 free, else an index + 1 into v; twice as many as v's capacity */
+    size_t n, cap, nslot;
+    size_t max; /* the most entries; 0: HV_UD_SENT_MAX */
+    int full;   /* a new key found it at max */
+} HvUdSet;
+#define HV_UD_SENT_MAX 4096 /* per UD QP: destination GIDs counted (a peer guest's port each) */
 #define HV_UD_HOLD_MS 60000 /* a peer's UDHOLD lapses after this without its UDMAP */
 /* One work request built through the ibv_wr_* API (ibv_qp_ex), posted by wr_complete. */
 #define HV_WX_SGE_MAX 16
@@ -244,11 +265,7 @@ typedef struct HvQp {
     /* UD: sends held while a peer moves (its UDHOLD until its UDMAP or this deadline, ms) */
     int64_t ud_held_until;
     uint8_t ud_held_gid[16];
-    struct {
-        uint8_t gid[16];
-        uint32_t n; /* UD sends posted to the GID (modulo 2^32): a moving peer's drain */
-    } ud_sent[HV_UD_SENT_MAX];
-    size_t n_ud_sent;
+    HvUdSet ud_sent; /* per destination GID (qpn 0): UD sends posted, a moving peer's drain */
     /* both ends moving (docs/verbs-layer.md): */
     int reconnected;     /* reconnected to the peer's new QP since the last SUSPEND/quiesce */
     int await_peer;      /* the peer reconnects it (it answered DEFER moving): stays paused */
@@ -404,36 +421,46 @@ void hv_local_rtr(const HvQp *qp, uint32_t peer_pqpn, const union ibv_gid *gid, 
  * wr.ud.remote_qpn to that GID is translated on every post, wc.src_qp back on receives. The
  * targets are the (GID, remote QPN) pairs this process posted UD sends to: after its own move
  * it sends them its UDMAP. */
-#define HV_UD_PEERS_MAX 64
-#define HV_UD_TARGETS_MAX 64
+/* Sized for a 1,000-guest job (docs/verbs-layer.md, "Limits"): peers that moved (learned from
+ * their UDMAP, so peer-controlled: bounded, the oldest evicted), (GID, QPN) targets this process
+ * sent to (its own posts: a set up to HV_UD_TARGETS_MAX). */
+#define HV_UD_PEERS_MAX 4096
+#define HV_UD_TARGETS_MAX 65536
 typedef struct {
     uint8_t gid[16];
     HvMap v2p, p2v;
 } HvUdPeer;
-typedef struct {
-    uint8_t gid[16];
-    uint32_t qpn;
-    uint8_t port, sgid_index;
-} HvUdTarget;
+typedef HvUdEntry HvUdTarget; /* gid, qpn, port, sgid_index */
 typedef struct {
     HvUdPeer peers[HV_UD_PEERS_MAX];
     size_t npeers;
-    HvUdTarget targets[HV_UD_TARGETS_MAX];
-    size_t ntargets;
-    size_t evict; /* the next peer replaced when the table is full (the oldest learned) */
+    HvUdSet peer_ix; /* (GID, 0) -> n: the index of its peers[] entry */
+    HvUdSet targets; /* max HV_UD_TARGETS_MAX */
+    size_t evict;    /* the next peer replaced when the table is full (the oldest learned) */
+    size_t evicted;  /* peers replaced so far (their translation lost: reported) */
 } HvUdTable;
+/* The set's entry for (@gid, @qpn), NULL when none. */
+HvUdEntry *hv_ud_set_find(const HvUdSet *s, const uint8_t gid[16], uint32_t qpn);
+/* The same, added (zeroed but for its key) when new (*@added 1): NULL when the set holds its max
+ * (s->full set) or memory ran out. Grows on the call that finds it full. */
+HvUdEntry *hv_ud_set_add(HvUdSet *s, const uint8_t gid[16], uint32_t qpn, int *added);
+/* Room for @n entries now (capped at the max): 0 or -ENOMEM. */
+int hv_ud_set_reserve(HvUdSet *s, size_t n);
+void hv_ud_set_clear(HvUdSet *s); /* empty; keeps its memory and its max */
+void hv_ud_set_free(HvUdSet *s);
 /* Replaces @gid's translation by the @n pairs (v = virtual, p = physical); a new GID in a full
- * table replaces the peer learned longest ago. 0 or -ENOMEM. */
+ * table replaces the peer learned longest ago (t->evicted counts them). 0 or -ENOMEM. */
 int hv_ud_learn(HvUdTable *t, const uint8_t gid[16], const uint32_t *v, const uint32_t *p,
                 uint32_t n);
 /* @vqpn at @gid -> the physical QPN to post to; returns 1 when translated. */
 int hv_ud_out(const HvUdTable *t, const uint8_t gid[16], uint32_t vqpn, uint32_t *pqpn);
 /* A received src_qp -> the sender's virtual QPN, when exactly one peer has that physical QPN. */
 int hv_ud_in(const HvUdTable *t, uint32_t pqpn, uint32_t *vqpn);
-/* Notes a UD send target; returns 1 when new (the table keeps the first HV_UD_TARGETS_MAX). */
+/* Notes a UD send target; returns 1 when new, 0 when known, -ENOSPC when the table holds
+ * HV_UD_TARGETS_MAX already (not noted: the caller reports it), -ENOMEM. */
 int hv_ud_target_note(HvUdTable *t, const uint8_t gid[16], uint32_t qpn, uint8_t port,
                       uint8_t sgid_index);
-void hv_ud_clear(HvUdTable *t);
+void hv_ud_clear(HvUdTable *t); /* empty; keeps the sets' memory */
 
 /* ---- hv-verdict.c: both ends of a connection moving at once (pure) ------------------------
  * What a RECONNECT does at the called end. Exactly one RECONNECT takes effect per connection
@@ -458,7 +485,8 @@ int hv_drives(const uint8_t own_gid[16], uint32_t own_vqpn, const uint8_t peer_g
 uint32_t hv_ud_send_qpn(const HvAh *ah, uint32_t remote_qpn);
 uint32_t hv_ud_recv_qpn(uint32_t src_qp);
 void hv_ud_count_send(HvQp *qp, const HvAh *ah); /* qp lock held */
-size_t hv_ud_targets_copy(HvUdTarget *tg); /* the UD peers this process sent to */
+/* The UD peers this process sent to (malloc'd, *@n of them), NULL when none or no memory. */
+HvUdTarget *hv_ud_targets_copy(size_t *n);
 /* How many of @n (sending physical QPN, count) pairs have not all arrived yet. */
 size_t hv_ud_missing(const HvKeyPair *want, size_t n);
 /* A UD peer at @gid moved: its @n virtual -> physical QPNs (UDMAP). 0 or -ENOMEM. */

@@ -96,14 +96,16 @@ static HvQp *rc_qp(void)
 static HvQp *ud_qp(void)
 {
     HvQp *qp = rc_qp();
+    HvUdEntry *sent;
+    int added;
 
     qp->pub.qp_num = 19;
     qp->init.qp_type = IBV_QPT_UD;
     qp->m_rtr = 0;
     qp->state = IBV_QPS_RTS;
-    memcpy(qp->ud_sent[0].gid, peer_gid, 16);
-    qp->ud_sent[0].n = 5;
-    qp->n_ud_sent = 1;
+    sent = hv_ud_set_add(&qp->ud_sent, peer_gid, 0, &added);
+    assert_non_null(sent);
+    sent->n = 5;
     return qp;
 }
 
@@ -512,6 +514,78 @@ static void test_route_record_no_follow(void **state)
     free(qp);
 }
 
+/* What hv_refused_hook hands the agent (the inventory's "refused"). */
+static char reported[8][80];
+static int n_reported;
+
+static void capture_refused(const char *what)
+{
+    if (n_reported < 8)
+        snprintf(reported[n_reported++], sizeof(reported[0]), "%s", what);
+}
+
+/* Issue 29 item 5: a UD QP counts its sends to every GID up to HV_UD_SENT_MAX (it kept 16, and a
+ * 17th peer guest that moved was neither held nor drained); a UDHOLD from the 100th is answered
+ * with its count. The limit reached is reported to the agent, once, never dropped silently; so
+ * are the process's (GID, QPN) targets past HV_UD_TARGETS_MAX. */
+static void test_ud_limits_reported(void **state)
+{
+    HvQp *qp = ud_qp();
+    HvAh ah = {.peer_known = 1};
+    HvMsg *m;
+    HvMsg rep = {0};
+    void (*saved)(const char *) = hv_refused_hook;
+
+    (void)state;
+    add_qp(qp);
+    hv_refused_hook = capture_refused;
+    n_reported = 0;
+    for (uint32_t i = 0; i + 1 < HV_UD_SENT_MAX; i++) { /* peer_gid is the first */
+        memset(ah.peer.raw, 0, 16);
+        ah.peer.raw[0] = 0xfe;
+        ah.peer.raw[14] = (uint8_t)(i >> 8);
+        ah.peer.raw[15] = (uint8_t)i;
+        for (uint32_t k = 0; k <= (i == 99 ? 2u : 0u); k++)
+            hv_ud_count_send(qp, &ah);
+    }
+    assert_int_equal(qp->ud_sent.n, HV_UD_SENT_MAX);
+    assert_int_equal(n_reported, 0);
+    ah.peer.raw[0] = 0xfd; /* one GID too many */
+    hv_ud_count_send(qp, &ah);
+    hv_ud_count_send(qp, &ah);
+    assert_int_equal(n_reported, 1);
+    assert_string_equal(reported[0], "UD sends of one QP to over 4096 GIDs");
+    /* the 100th peer moves: it is a UD peer of this process and learns that 3 were sent */
+    memset(ah.peer.raw, 0, 16);
+    ah.peer.raw[0] = 0xfe;
+    ah.peer.raw[15] = 99;
+    m = msg(HV_MSG_UDHOLD, 19, 0, ah.peer.raw);
+    assert_int_equal(hv_peer_handle(m, ah.peer.raw, &rep), 0);
+    assert_int_equal(rep.type, HV_MSG_UDHELD);
+    assert_int_equal(rep.nkeys, 1);
+    assert_int_equal(rep.keys[0].p, 3);
+    free(m);
+    /* the process's targets: every one kept up to the max, the next one reported */
+    for (uint32_t i = 0; i < HV_UD_TARGETS_MAX; i++) {
+        ah.peer.raw[14] = (uint8_t)(i >> 14);
+        ah.peer.raw[15] = (uint8_t)(i >> 6);
+        assert_int_equal(hv_ud_send_qpn(&ah, 0x100 + (i & 63)), 0x100 + (i & 63));
+    }
+    assert_int_equal(n_reported, 1);
+    ah.peer.raw[0] = 0xfc;
+    hv_ud_send_qpn(&ah, 5);
+    assert_int_equal(n_reported, 2);
+    assert_string_equal(reported[1], "UD sends to over 65536 (GID, QPN) targets");
+    {
+        size_t n = 0;
+        HvUdTarget *tg = hv_ud_targets_copy(&n);
+
+        assert_int_equal(n, HV_UD_TARGETS_MAX);
+        free(tg);
+    }
+    hv_refused_hook = saved;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -520,6 +594,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_keymap_only_from_peer_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lookup, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ud_only_from_peer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ud_limits_reported, setup, teardown),
         cmocka_unit_test_setup_teardown(test_destroy_waits_for_request, setup, teardown),
         cmocka_unit_test(test_channel_caller),
         cmocka_unit_test(test_channel_called),

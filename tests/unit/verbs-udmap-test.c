@@ -169,38 +169,123 @@ static void test_ud_table_translates_per_gid(void **state)
     free(t);
 }
 
+static void gid_of(uint8_t g[16], uint32_t i)
+{
+    memset(g, 0, 16);
+    g[0] = (uint8_t)(i >> 16);
+    g[1] = (uint8_t)(i >> 8);
+    g[2] = (uint8_t)i;
+}
+
+/* Sized for a 1,000-guest job (issue 29 item 5): more than the 64 moved peers the table used to
+ * keep (the 65th replaced the first, whose posts then went to its old QPNs); past
+ * HV_UD_PEERS_MAX (peer-controlled input: bounded) the oldest is replaced and counted. */
 static void test_ud_table_bounds(void **state)
 {
     HvUdTable *t = calloc(1, sizeof(*t));
-    uint8_t g[16] = {0};
+    uint8_t g[16];
     uint32_t v = 1, p = 2;
 
     (void)state;
-    for (int i = 0; i < HV_UD_PEERS_MAX; i++) {
-        g[0] = (uint8_t)i;
+    for (uint32_t i = 0; i < HV_UD_PEERS_MAX; i++) {
+        gid_of(g, i);
+        p = 1000 + i;
         assert_int_equal(hv_ud_learn(t, g, &v, &p, 1), 0);
     }
+    assert_true(HV_UD_PEERS_MAX >= 4096);
+    assert_int_equal(t->evicted, 0);
+    for (uint32_t i = 0; i < HV_UD_PEERS_MAX; i += 97) { /* each still translated */
+        gid_of(g, i);
+        assert_int_equal(hv_ud_out(t, g, 1, &p), 1);
+        assert_int_equal(p, 1000 + i);
+    }
     /* full: a new GID replaces the one learned longest ago (it used to be refused for good, so
-     * 64 forged GIDs kept every real peer out) */
-    g[0] = 0xff;
+     * 64 forged GIDs kept every real peer out), and the table says so */
+    gid_of(g, 0xffffff);
     p = 3;
     assert_int_equal(hv_ud_learn(t, g, &v, &p, 1), 0);
     assert_int_equal(t->npeers, HV_UD_PEERS_MAX);
+    assert_int_equal(t->evicted, 1);
     assert_int_equal(hv_ud_out(t, g, 1, &p), 1);
     assert_int_equal(p, 3);
-    g[0] = 0; /* the first one went */
+    gid_of(g, 0); /* the first one went */
     assert_int_equal(hv_ud_out(t, g, 1, &p), 0);
-    g[0] = 1; /* the second stays */
+    gid_of(g, 1); /* the second stays */
     assert_int_equal(hv_ud_out(t, g, 1, &p), 1);
-    g[0] = 0xff;
-    assert_int_equal(hv_ud_target_note(t, g, 7, 1, 1), 1);
-    assert_int_equal(hv_ud_target_note(t, g, 7, 1, 1), 0); /* once */
-    for (uint32_t i = 0; i < 2 * HV_UD_TARGETS_MAX; i++)
-        hv_ud_target_note(t, g, 100 + i, 1, 1);
-    assert_int_equal(t->ntargets, HV_UD_TARGETS_MAX);
+    assert_int_equal(p, 1001);
     hv_ud_clear(t);
     assert_int_equal(t->npeers, 0);
+    gid_of(g, 1);
+    assert_int_equal(hv_ud_out(t, g, 1, &p), 0);
+    hv_ud_set_free(&t->peer_ix);
     free(t);
+}
+
+/* The (GID, QPN) targets a process sent to: every one is kept up to HV_UD_TARGETS_MAX (the table
+ * used to keep 64 and drop the rest without a word: those peers were neither held nor told at a
+ * move); past it a target is refused with -ENOSPC, for the layer to report. */
+static void test_ud_targets_grow(void **state)
+{
+    HvUdTable *t = calloc(1, sizeof(*t));
+    uint8_t g[16];
+
+    (void)state;
+    gid_of(g, 7);
+    assert_int_equal(hv_ud_target_note(t, g, 7, 1, 1), 1);
+    assert_int_equal(hv_ud_target_note(t, g, 7, 1, 1), 0); /* once */
+    assert_true(HV_UD_TARGETS_MAX >= 64000);
+    for (uint32_t i = 1; i < HV_UD_TARGETS_MAX; i++) {
+        gid_of(g, i / 64); /* 64 ranks' QPs behind each GID */
+        assert_int_equal(hv_ud_target_note(t, g, 100 + i, 1, (uint8_t)i), 1);
+    }
+    assert_int_equal(t->targets.n, HV_UD_TARGETS_MAX);
+    gid_of(g, 5);
+    assert_int_equal(hv_ud_target_note(t, g, 100 + 5 * 64 + 3, 1, 9), 0); /* known */
+    assert_int_equal(hv_ud_target_note(t, g, 1, 1, 1), -ENOSPC);
+    assert_int_equal(t->targets.n, HV_UD_TARGETS_MAX);
+    {
+        HvUdEntry *e = hv_ud_set_find(&t->targets, g, 100 + 5 * 64 + 3);
+
+        assert_non_null(e);
+        assert_int_equal(e->sgid_index, (uint8_t)(5 * 64 + 3));
+    }
+    hv_ud_clear(t);
+    assert_int_equal(t->targets.n, 0);
+    assert_int_equal(hv_ud_target_note(t, g, 1, 1, 1), 1);
+    hv_ud_set_free(&t->targets);
+    free(t);
+}
+
+/* A set with its default max (a QP's per-GID send counts): 4096 GIDs, not 16; the next one is
+ * refused and the set says it is full. */
+static void test_ud_set_counts(void **state)
+{
+    HvUdSet s = {0};
+    uint8_t g[16];
+    int added;
+
+    (void)state;
+    for (uint32_t i = 0; i < HV_UD_SENT_MAX; i++) {
+        HvUdEntry *e;
+
+        gid_of(g, i);
+        e = hv_ud_set_add(&s, g, 0, &added);
+        assert_non_null(e);
+        assert_int_equal(added, 1);
+        e->n = i;
+    }
+    assert_true(HV_UD_SENT_MAX >= 1000);
+    for (uint32_t i = 0; i < HV_UD_SENT_MAX; i++) {
+        gid_of(g, i);
+        assert_int_equal(hv_ud_set_add(&s, g, 0, &added)->n, i);
+        assert_int_equal(added, 0);
+    }
+    assert_false(s.full);
+    gid_of(g, HV_UD_SENT_MAX);
+    assert_null(hv_ud_set_add(&s, g, 0, &added));
+    assert_true(s.full);
+    assert_null(hv_ud_set_find(&s, g, 0));
+    hv_ud_set_free(&s);
 }
 
 int main(void)
@@ -211,6 +296,8 @@ int main(void)
         cmocka_unit_test(test_udhold_round_trip),
         cmocka_unit_test(test_ud_table_translates_per_gid),
         cmocka_unit_test(test_ud_table_bounds),
+        cmocka_unit_test(test_ud_targets_grow),
+        cmocka_unit_test(test_ud_set_counts),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
