@@ -680,6 +680,7 @@ void orch_agent_process_free(OrchAgentProcess *proc)
         g_ptr_array_unref(proc->peers);
     if (proc->refused)
         g_ptr_array_unref(proc->refused);
+    g_free(proc->device);
     g_free(proc);
 }
 
@@ -793,6 +794,61 @@ static OrchAgentProcess *agent_process_parse(JsonObject *o, guint i, GError **er
     return g_steal_pointer(&proc);
 }
 
+/* One of "unregistered": {"pid","name","device"}. */
+static OrchAgentProcess *agent_unregistered_parse(JsonNode *el, guint i, GError **error)
+{
+    g_autoptr(OrchAgentProcess) proc = g_new0(OrchAgentProcess, 1);
+    JsonObject *o = JSON_NODE_HOLDS_OBJECT(el) ? json_node_get_object(el) : NULL;
+    gint64 v;
+    const char *str;
+
+    proc->peers = g_ptr_array_new_with_free_func((GDestroyNotify)agent_peer_free);
+    proc->refused = g_ptr_array_new_with_free_func(g_free);
+    proc->unregistered = TRUE;
+    if (!o || !agent_int(o, "pid", 1, G_MAXINT, &v))
+        return agent_bad(error, "'pid' of unregistered entry", i);
+    proc->pid = (gint)v;
+    if (!(str = agent_token(json_object_get_member(o, "name"))))
+        return agent_bad(error, "'name' of unregistered entry", i);
+    proc->name = g_strdup(str);
+    if (!(str = agent_token(json_object_get_member(o, "device"))))
+        return agent_bad(error, "'device' of unregistered entry", i);
+    proc->device = g_strdup(str);
+    return g_steal_pointer(&proc);
+}
+
+/* "unregistered" and "unregistered_dropped" of @ret appended to @procs. */
+static gboolean agent_unregistered_parse_all(JsonObject *ret, GPtrArray *procs, GError **error)
+{
+    JsonArray *arr;
+    gint64 v = 0;
+
+    if (!agent_opt_array(ret, "unregistered", ORCH_AGENT_MAX_UNREGISTERED, &arr)) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
+                    "The agent's inventory is malformed: 'unregistered' is not an array of at "
+                    "most %d",
+                    ORCH_AGENT_MAX_UNREGISTERED);
+        return FALSE;
+    }
+    if (json_object_has_member(ret, "unregistered_dropped") &&
+        (!agent_int(ret, "unregistered_dropped", 0, G_MAXINT, &v) || !arr ||
+         json_array_get_length(arr) == 0)) {
+        g_set_error_literal(error, ORCH_ERROR, ORCH_ERROR_AGENT,
+                            "The agent's inventory is malformed: 'unregistered_dropped'");
+        return FALSE;
+    }
+    for (guint i = 0; arr && i < json_array_get_length(arr); i++) {
+        OrchAgentProcess *proc = agent_unregistered_parse(json_array_get_element(arr, i), i, error);
+
+        if (!proc)
+            return FALSE;
+        if (i + 1 == json_array_get_length(arr))
+            proc->more = (guint)v;
+        g_ptr_array_add(procs, proc);
+    }
+    return TRUE;
+}
+
 GPtrArray *orch_agent_processes_parse(JsonObject *ret, GError **error)
 {
     g_autoptr(GPtrArray) procs =
@@ -820,6 +876,8 @@ GPtrArray *orch_agent_processes_parse(JsonObject *ret, GError **error)
             return NULL;
         g_ptr_array_add(procs, proc);
     }
+    if (!agent_unregistered_parse_all(ret, procs, error))
+        return NULL;
     return g_steal_pointer(&procs);
 }
 
@@ -849,6 +907,15 @@ char *orch_agent_refused_summary(GPtrArray *procs)
     for (guint i = 0; procs && i < procs->len; i++) {
         OrchAgentProcess *p = procs->pdata[i];
 
+        if (p->unregistered) {
+            g_string_append_printf(out,
+                                   "%sprocess '%s' (pid %d) holds the RDMA device %s without the "
+                                   "hotmig verbs layer or libhotmig",
+                                   out->len ? "; " : "", p->name, p->pid, p->device);
+            if (p->more)
+                g_string_append_printf(out, "; and %u more such process(es)", p->more);
+            continue;
+        }
         if (!p->refused->len)
             continue;
         g_string_append_printf(out, "%sprocess '%s' (pid %d) used ", out->len ? "; " : "", p->name,
@@ -857,6 +924,15 @@ char *orch_agent_refused_summary(GPtrArray *procs)
             g_string_append_printf(out, "%s%s", k ? ", " : "", (char *)p->refused->pdata[k]);
     }
     return out->len ? g_string_free(g_steal_pointer(&out), FALSE) : NULL;
+}
+
+guint orch_agent_registered_count(GPtrArray *procs)
+{
+    guint n = 0;
+
+    for (guint i = 0; procs && i < procs->len; i++)
+        n += !((OrchAgentProcess *)procs->pdata[i])->unregistered;
+    return n;
 }
 
 char *orch_agent_peers_summary(GPtrArray *procs, guint *ret_count)

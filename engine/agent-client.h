@@ -135,6 +135,7 @@ gboolean orch_agent_resume_open(OrchAgent *agent, guint agent_timeout_ms, guint 
 #define ORCH_AGENT_MAX_PEERS 256      /* peers of a process (AGENT_PEERS_MAX) */
 #define ORCH_AGENT_MAX_REFUSED 16     /* refused calls of a process (AGENT_REFUSED_MAX) */
 #define ORCH_AGENT_MAX_TOKEN 64       /* bytes of a process name or a call name */
+#define ORCH_AGENT_MAX_UNREGISTERED 64 /* unregistered device holders (AGENT_DEVICE_USERS_MAX) */
 
 /* A remote QP a process is connected to: a move of its guest pauses that connection. */
 typedef struct {
@@ -142,7 +143,9 @@ typedef struct {
     guint qpn; /* < 2^24 */
 } OrchAgentPeer;
 
-/* One process registered with the agent (`inventory`'s "processes"). */
+/* One process registered with the agent (`inventory`'s "processes"), or one that holds a verbs
+ * device open without having registered (its "unregistered": @unregistered TRUE, @device set,
+ * no state, peers or refused calls), which a move would take the device from. */
 typedef struct {
     gint pid;
     char *name;       /* 1..64 printable bytes */
@@ -152,14 +155,18 @@ typedef struct {
     GPtrArray *peers; /* OrchAgentPeer, distinct, in the agent's order */
     guint peers_dropped;
     GPtrArray *refused; /* char *: calls a migration cannot carry */
+    gboolean unregistered;
+    char *device; /* unregistered: the device node it holds ("uverbs0") */
+    guint more;   /* the last unregistered entry: how many more the agent left out */
 } OrchAgentProcess;
 
 void orch_agent_process_free(OrchAgentProcess *proc);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(OrchAgentProcess, orch_agent_process_free)
 
-/* Reads the "processes" of an inventory reply @ret into OrchAgentProcess (owned array). Pure:
- * for the engine and the fuzz target. An agent older than the jobs report lists no "peers" or
- * "refused": they read as empty. Anything else out of shape, or over the limits above, is
+/* Reads the "processes" of an inventory reply @ret into OrchAgentProcess (owned array), then its
+ * "unregistered" (after them, flagged). Pure: for the engine and the fuzz target. An agent older
+ * than the jobs report lists no "peers" or "refused": they read as empty; one older than the
+ * device scan no "unregistered". Anything else out of shape, or over the limits above, is
  * ORCH_ERROR_AGENT naming the member. */
 GPtrArray *orch_agent_processes_parse(JsonObject *ret, GError **error);
 
@@ -168,8 +175,12 @@ GPtrArray *orch_agent_processes_parse(JsonObject *ret, GError **error);
 GPtrArray *orch_agent_processes(OrchAgent *agent, guint timeout_ms, GError **error);
 
 /* "name (pid N) used call, call; name2 ..." for the processes of @procs that made a call a
- * migration cannot carry (owned), or NULL when none did. */
+ * migration cannot carry, and "process 'name' (pid N) holds the RDMA device uverbs0 without the
+ * hotmig verbs layer or libhotmig" for the unregistered ones (owned), or NULL when none. */
 char *orch_agent_refused_summary(GPtrArray *procs);
+
+/* How many of @procs registered with the agent (the unregistered left out). */
+guint orch_agent_registered_count(GPtrArray *procs);
 
 /* "name (pid N): gid qpn Q, ...; ..." for the processes of @procs that have peers (owned), at
  * most 8 peers each ("and N more"); *ret_count gets the number of peers in all. NULL when none. */

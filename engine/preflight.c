@@ -85,7 +85,8 @@ static void check_hosts(Preflight *pf)
 }
 
 /* The processes using the verbs layer (the agent's inventory): whose connections the move
- * pauses, and whether one used a call a migration cannot carry (refused unless --force). */
+ * pauses, and whether one used a call a migration cannot carry or holds the device without
+ * having registered (refused unless --force). */
 static void check_jobs(Preflight *pf, OrchAgent *agent)
 {
     g_autoptr(GError) error = NULL;
@@ -121,12 +122,12 @@ static void check_jobs(Preflight *pf, OrchAgent *agent)
         check_add(pf, "jobs", ORCH_CHECK_PASS,
                   "the move pauses %u peer connection(s) of %u "
                   "process(es): %s",
-                  n_peers, procs->len, peers);
+                  n_peers, orch_agent_registered_count(procs), peers);
     else if (!refused)
         check_add(pf, "jobs", ORCH_CHECK_PASS,
                   "%u process(es) registered, no peer connection "
                   "to pause",
-                  procs->len);
+                  orch_agent_registered_count(procs));
 }
 
 /* Returns the agent (owned) when it answered, for check_jobs(). */

@@ -203,6 +203,9 @@ void agent_free(Agent *agent);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(Agent, agent_free)
 
 void agent_set_reply_func(Agent *agent, AgentReplyFunc func, gpointer user_data);
+/* Where inventory looks for the processes that hold a verbs device open (default "/proc";
+ * tests give a fixture tree). */
+void agent_set_proc_root(Agent *agent, const char *proc_root);
 /* How often resume looks for an active RDMA device (default AGENT_DEVICE_POLL_MS). */
 void agent_set_device_poll_ms(Agent *agent, guint poll_ms);
 /* Whether something calls agent_devices_changed() when RDMA devices come and go (the kernel

@@ -2,6 +2,7 @@
  * the prepare/resume operations. Everything runs in one GLib main context; waits are GLib
  * sources with deadlines. */
 #include "guest-agent/agent/agent-priv.h"
+#include "guest-agent/agent/device-users.h"
 #include "guest-agent/agent/job.h"
 
 #include <errno.h>
@@ -97,6 +98,7 @@ struct Agent {
     int listen_fd;
     guint listen_id;
     char *socket_path;
+    char *proc_root; /* NULL: "/proc" (agent_set_proc_root()) */
 };
 
 static void agent_op_check_done(Agent *agent);
@@ -1128,6 +1130,49 @@ static void agent_json_add_proc_job(JsonBuilder *b, gint pid)
     json_builder_add_string_value(b, job);
 }
 
+/* inventory: "unregistered", the processes that hold a verbs device open without having
+ * registered (neither the verbs layer nor libhotmig: a move takes the device from under them),
+ * read from /proc at each inventory (guest-agent/agent/device-users.c); "unregistered_dropped"
+ * counts those past AGENT_DEVICE_USERS_MAX. */
+static void agent_json_add_unregistered(JsonBuilder *b, const Agent *agent)
+{
+    g_autoptr(GArray) skip = g_array_new(FALSE, FALSE, sizeof(gint));
+    g_autoptr(GPtrArray) users = NULL;
+    gint self = (gint)getpid();
+    guint dropped = 0, unreadable = 0;
+
+    g_array_append_val(skip, self);
+    for (guint i = 0; i < agent->procs->len; i++) {
+        const AgentProc *proc = agent->procs->pdata[i];
+
+        if (proc->registered)
+            g_array_append_val(skip, proc->pid);
+    }
+    users = agent_device_users(agent->proc_root ? agent->proc_root : "/proc",
+                               (const gint *)skip->data, skip->len, &dropped, &unreadable);
+    if (unreadable)
+        g_debug("inventory: %u process(es) whose descriptors cannot be read", unreadable);
+    json_builder_set_member_name(b, "unregistered");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < users->len; i++) {
+        const AgentDeviceUser *user = users->pdata[i];
+
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "pid");
+        json_builder_add_int_value(b, user->pid);
+        json_builder_set_member_name(b, "name");
+        json_builder_add_string_value(b, user->name);
+        json_builder_set_member_name(b, "device");
+        json_builder_add_string_value(b, user->device);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    if (dropped) {
+        json_builder_set_member_name(b, "unregistered_dropped");
+        json_builder_add_int_value(b, dropped);
+    }
+}
+
 static void agent_cmd_inventory(Agent *agent, const AgentRequest *req)
 {
     g_autoptr(JsonBuilder) b = agent_return_begin();
@@ -1151,6 +1196,7 @@ static void agent_cmd_inventory(Agent *agent, const AgentRequest *req)
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
+    agent_json_add_unregistered(b, agent);
     if (agent->verbs->list_devices)
         devices = agent->verbs->list_devices(agent->verbs_data, &error);
     else
@@ -1372,6 +1418,7 @@ void agent_free(Agent *agent)
         unlink(agent->socket_path);
     }
     g_free(agent->socket_path);
+    g_free(agent->proc_root);
     g_free(agent->old_device);
     agent_framer_clear(&agent->host);
     g_free(agent);
@@ -1382,6 +1429,13 @@ void agent_set_reply_func(Agent *agent, AgentReplyFunc func, gpointer user_data)
     g_return_if_fail(agent != NULL);
     agent->reply_func = func;
     agent->reply_data = user_data;
+}
+
+void agent_set_proc_root(Agent *agent, const char *proc_root)
+{
+    g_return_if_fail(agent != NULL);
+    g_free(agent->proc_root);
+    agent->proc_root = g_strdup(proc_root);
 }
 
 void agent_set_device_poll_ms(Agent *agent, guint poll_ms)

@@ -160,6 +160,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 g_assert(!p->job || (*p->job && strlen(p->job) <= ORCH_AGENT_MAX_TOKEN));
                 g_assert(p->peers->len <= ORCH_AGENT_MAX_PEERS);
                 g_assert(p->refused->len <= ORCH_AGENT_MAX_REFUSED);
+                g_assert(!p->unregistered ||
+                         (p->device && strlen(p->device) <= ORCH_AGENT_MAX_TOKEN));
             }
             g_assert(!procs || procs->len <= ORCH_AGENT_MAX_PROCESSES);
             g_assert((peers ? strlen(peers) : 0) + (refused ? strlen(refused) : 0) < G_MAXSIZE);

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "guest-agent/agent/agent-priv.h"
+#include "guest-agent/agent/device-users.h"
 #include "guest-agent/agent/job.h"
 
 typedef struct {
@@ -1478,6 +1479,112 @@ static void test_inventory_job(void **state)
     g_spawn_close_pid(child);
 }
 
+/* A fixture process under @root: its comm (NULL: none) and descriptors 3.. linked to @links. */
+static void fake_proc(const char *root, gint pid, const char *comm, const char *const *links)
+{
+    g_autofree char *fd = g_strdup_printf("%s/%d/fd", root, pid);
+
+    assert_int_equal(g_mkdir_with_parents(fd, 0700), 0);
+    if (comm) {
+        g_autofree char *path = g_strdup_printf("%s/%d/comm", root, pid);
+
+        assert_true(g_file_set_contents(path, comm, -1, NULL));
+    }
+    for (int i = 0; links && links[i]; i++) {
+        g_autofree char *path = g_strdup_printf("%s/%d", fd, i + 3);
+
+        assert_int_equal(symlink(links[i], path), 0);
+    }
+}
+
+static void rm_tree(const char *root)
+{
+    g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", root);
+
+    assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, NULL, NULL));
+}
+
+/* Issue 29 item 5: a process that holds the VF's device open without the layer or libhotmig
+ * (ibv_rc_pingpong alone) was not in the inventory at all, so --dry-run said "0 process(es)
+ * registered" and the move killed it. Now the inventory names it ("unregistered", from the
+ * descriptors /proc shows), but not a registered process, nor one with other descriptors only. */
+static void test_inventory_unregistered(void **state)
+{
+    Fixture *f = *state;
+    g_autofree char *root = g_dir_make_tmp("hm-agent-proc-XXXXXX", NULL);
+    static const char *const uverbs0[] = {"/dev/null", "/dev/infiniband/uverbs0", NULL};
+    static const char *const uverbs1[] = {"socket:[4711]", "/dev/infiniband/uverbs1", NULL};
+    static const char *const other[] = {"/dev/infiniband/rdma_cm", "/dev/infiniband", NULL};
+    g_autoptr(JsonNode) n0 = NULL;
+    g_autoptr(JsonNode) n1 = NULL;
+    JsonObject *ret, *user;
+    JsonArray *users;
+    int p;
+
+    assert_non_null(root);
+    fake_proc(root, 401, "verbs:xdlu\n", uverbs0);          /* registered below */
+    fake_proc(root, 402, "ibv_rc_pingpong\n", uverbs1);     /* not: named */
+    fake_proc(root, 403, "rdma\n", other);                 /* no verbs device */
+    fake_proc(root, 404, NULL, uverbs0);                   /* no comm: "_" */
+    fake_proc(root, (gint)getpid(), "hotmig-agent\n", uverbs0); /* the agent itself */
+    {
+        g_autofree char *noise = g_strdup_printf("%s/self", root);
+
+        assert_int_equal(g_mkdir(noise, 0700), 0);
+    }
+    agent_set_proc_root(f->agent, root);
+    p = proc_connect(f, "HELLO 0.1.0 401 threaded verbs:xdlu\n");
+    pump(50);
+    host_return(f, "{\"execute\":\"info\",\"arguments\":{\"protocol\":2}}\n", &n0);
+    ret = host_return(f, "{\"execute\":\"inventory\"}\n", &n1);
+    assert_int_equal(json_array_get_length(member_array(ret, "processes")), 1);
+    users = member_array(ret, "unregistered");
+    assert_int_equal(json_array_get_length(users), 2);
+    user = array_obj(users, 0);
+    assert_int_equal(json_object_get_int_member(user, "pid"), 402);
+    assert_string_equal(json_object_get_string_member(user, "name"), "ibv_rc_pingpong");
+    assert_string_equal(json_object_get_string_member(user, "device"), "uverbs1");
+    user = array_obj(users, 1);
+    assert_int_equal(json_object_get_int_member(user, "pid"), 404);
+    assert_string_equal(json_object_get_string_member(user, "name"), "_");
+    assert_false(json_object_has_member(ret, "unregistered_dropped"));
+    close(p);
+    rm_tree(root);
+}
+
+/* The scan is bounded: AGENT_DEVICE_USERS_MAX listed in pid order, the rest counted; a process
+ * whose descriptors cannot be read is counted apart; names are made printable. */
+static void test_device_users_bounds(void **state)
+{
+    g_autofree char *root = g_dir_make_tmp("hm-agent-proc-XXXXXX", NULL);
+    static const char *const uverbs[] = {"/dev/infiniband/uverbs12 (deleted)", NULL};
+    g_autoptr(GPtrArray) users = NULL;
+    const gint skip[] = {1005};
+    guint dropped = 0, unreadable = 0;
+
+    (void)state;
+    assert_non_null(root);
+    for (gint i = 0; i < AGENT_DEVICE_USERS_MAX + 6; i++)
+        fake_proc(root, 1000 + i, "a b\tc\n", uverbs);
+    {
+        g_autofree char *lone = g_strdup_printf("%s/999", root); /* no fd directory */
+
+        assert_int_equal(g_mkdir(lone, 0700), 0);
+    }
+    users = agent_device_users(root, skip, G_N_ELEMENTS(skip), &dropped, &unreadable);
+    assert_int_equal(users->len, AGENT_DEVICE_USERS_MAX);
+    assert_int_equal(dropped, 5);
+    assert_int_equal(unreadable, 1);
+    assert_int_equal(((AgentDeviceUser *)users->pdata[0])->pid, 1000);
+    assert_int_equal(((AgentDeviceUser *)users->pdata[5])->pid, 1006); /* 1005 skipped */
+    assert_string_equal(((AgentDeviceUser *)users->pdata[0])->name, "a_b_c");
+    assert_string_equal(((AgentDeviceUser *)users->pdata[0])->device, "uverbs12");
+    g_clear_pointer(&users, g_ptr_array_unref);
+    users = agent_device_users("/nonexistent-proc", NULL, 0, &dropped, &unreadable);
+    assert_int_equal(users->len, 0);
+    rm_tree(root);
+}
+
 /* PEER and REFUSED (the verbs layer, issue 18): listed by inventory, distinct and bounded;
  * malformed ones drop the process like any bad line. */
 static void test_inventory_peers_refused(void **state)
@@ -1688,6 +1795,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_protocol_negotiation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_inventory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_inventory_peers_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_inventory_unregistered, setup, teardown),
+        cmocka_unit_test(test_device_users_bounds),
         cmocka_unit_test(test_job_of_pid),
         cmocka_unit_test_setup_teardown(test_inventory_job, setup, teardown),
         cmocka_unit_test_setup_teardown(test_abort, setup, teardown),

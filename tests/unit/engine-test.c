@@ -1298,6 +1298,102 @@ static void test_agent_silent_refuses(void **state)
     "[{\"pid\":1802,\"name\":\"verbs:xdlu\",\"mode\":\"threaded\",\"state\":\"running\","          \
     "\"peers\":[{\"gid\":\"::ffff:198.51.100.2\",\"qpn\":18}],\"refused\":[\"ibv_alloc_mw\"]}]"
 
+/* A process that holds the VF's device without the layer or libhotmig (issue 29 item 5): the
+ * agent's inventory lists it apart, after the registered ones. */
+#define JOB_UNREGISTERED                                                                           \
+    "[" JOB_PEERS_ONE "],\"unregistered\":[{\"pid\":812,\"name\":\"ibv_rc_pingpong\","        \
+    "\"device\":\"uverbs0\"}]"
+#define JOB_PEERS_ONE                                                                              \
+    "{\"pid\":1802,\"name\":\"verbs:xdlu\",\"mode\":\"threaded\",\"state\":\"running\","          \
+    "\"peers\":[{\"gid\":\"::ffff:198.51.100.2\",\"qpn\":18}],\"refused\":[]}"
+
+/* The inventory's "unregistered": parsed after the processes, flagged, bounded, named in the
+ * refused summary with the count the agent left out; out of shape is refused naming the field. */
+static void test_jobs_unregistered_parse(void **state)
+{
+    g_autoptr(JsonNode) node = json_from_string(
+        "{\"processes\":[],\"unregistered\":[{\"pid\":812,\"name\":\"ibv_rc_pingpong\","
+        "\"device\":\"uverbs0\"},{\"pid\":813,\"name\":\"ib_write_bw\",\"device\":\"uverbs0\"}],"
+        "\"unregistered_dropped\":3}",
+        NULL);
+    static const char *const bad[] = {
+        "{\"processes\":[],\"unregistered\":[{\"pid\":0,\"name\":\"a\",\"device\":\"uverbs0\"}]}",
+        "{\"processes\":[],\"unregistered\":[{\"pid\":1,\"name\":\"a b\",\"device\":\"u\"}]}",
+        "{\"processes\":[],\"unregistered\":[{\"pid\":1,\"name\":\"a\"}]}",
+        "{\"processes\":[],\"unregistered\":{}}",
+        "{\"processes\":[],\"unregistered\":[],\"unregistered_dropped\":2}",
+        "{\"processes\":[],\"unregistered\":[7]}",
+    };
+    g_autoptr(GPtrArray) procs = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *refused = NULL;
+    OrchAgentProcess *p;
+
+    (void)state;
+    procs = orch_agent_processes_parse(json_node_get_object(node), &error);
+    assert_non_null(procs);
+    assert_int_equal(procs->len, 2);
+    assert_int_equal(orch_agent_registered_count(procs), 0);
+    p = procs->pdata[0];
+    assert_true(p->unregistered);
+    assert_int_equal(p->pid, 812);
+    assert_string_equal(p->device, "uverbs0");
+    refused = orch_agent_refused_summary(procs);
+    assert_string_equal(refused,
+                        "process 'ibv_rc_pingpong' (pid 812) holds the RDMA device uverbs0 without "
+                        "the hotmig verbs layer or libhotmig; process 'ib_write_bw' (pid 813) holds "
+                        "the RDMA device uverbs0 without the hotmig verbs layer or libhotmig; and 3 "
+                        "more such process(es)");
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_autoptr(JsonNode) b = json_from_string(bad[i], NULL);
+        g_autoptr(GPtrArray) none = NULL;
+        g_autoptr(GError) e = NULL;
+
+        assert_non_null(b);
+        none = orch_agent_processes_parse(json_node_get_object(b), &e);
+        if (none || !g_error_matches(e, ORCH_ERROR, ORCH_ERROR_AGENT) ||
+            !strstr(e->message, "unregistered"))
+            fail_msg("case %zu accepted or unnamed: %s", i, e ? e->message : "(no error)");
+    }
+}
+
+/* A process without the layer holding the device: the move is refused before anything changed
+ * (it used to go on, and the program died with the VF); --force moves anyway and says so. */
+static void test_jobs_unregistered_refused(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(FALSE, TRUE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    (void)state;
+    options_for_test(&opts);
+    w->processes = JOB_UNREGISTERED;
+    assert_false(migrate_on(&opts, &fo, &report, &error));
+    assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_REFUSED));
+    if (!strstr(error->message, "process 'ibv_rc_pingpong' (pid 812) holds the RDMA device "
+                                "uverbs0 without the hotmig verbs layer or libhotmig") ||
+        !strstr(error->message, "nothing was done"))
+        fail_msg("message: %s", error->message);
+    assert_int_equal(report->failed_phase, ORCH_PHASE_TARGET_VF);
+    assert_false(w->agent_prepared);
+    assert_string_equal(w->where, "source");
+    assert_int_equal(w->migrations, 0);
+    assert_int_equal(g_hash_table_size(w->leases), 0);
+    {
+        g_autoptr(OrchReport) r2 = NULL;
+        g_autoptr(GError) e2 = NULL;
+
+        opts.force = TRUE;
+        if (!migrate_on(&opts, &fo, &r2, &e2))
+            fail_msg("%s", e2->message);
+        assert_int_equal(w->migrations, 1);
+        assert_non_null(strstr(r2->phases[ORCH_PHASE_TARGET_VF].detail,
+                               "--force: moving although process 'ibv_rc_pingpong' (pid 812)"));
+    }
+}
+
 /* A process's job as the guest sees it (issue 32 item 7): read, bounded, named in the jobs
  * summary; not printable is refused like any malformed field. */
 static void test_jobs_guest_job(void **state)
@@ -2358,6 +2454,12 @@ static void test_preflight_jobs(void **state)
          "the move will be refused (--force moves anyway)"},
         {JOB_REFUSED, TRUE, ORCH_CHECK_PASS, "--force pauses it and moves anyway"},
         {"[{\"pid\":0,\"name\":\"x\"}]", FALSE, ORCH_CHECK_FAIL, "'pid' of process 0"},
+        /* issue 29 item 5: it used to PASS "0 process(es) registered" */
+        {JOB_UNREGISTERED, FALSE, ORCH_CHECK_FAIL,
+         "process 'ibv_rc_pingpong' (pid 812) holds the RDMA device uverbs0 without the hotmig "
+         "verbs layer or libhotmig, which a migration cannot carry: the move will be refused "
+         "(--force moves anyway)"},
+        {JOB_UNREGISTERED, TRUE, ORCH_CHECK_PASS, "--force pauses it and moves anyway"},
     };
 
     for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
@@ -2663,6 +2765,8 @@ int main(void)
         cmocka_unit_test(test_no_vf),
         cmocka_unit_test(test_agent_silent_refuses),
         cmocka_unit_test(test_jobs_guest_job),
+        cmocka_unit_test(test_jobs_unregistered_parse),
+        cmocka_unit_test(test_jobs_unregistered_refused),
         cmocka_unit_test(test_jobs_refused),
         cmocka_unit_test(test_jobs_force),
         cmocka_unit_test(test_nova_refused),
