@@ -4,8 +4,11 @@
 # destination whose hotmigd does not answer, and an incompatible destination: a libvirt host
 # that cannot run the domain (the test driver offers no x86_64 QEMU guest). Two lab hosts on
 # one machine cannot differ in CPU: the live CPU of a TCG guest is what TCG gave it, so the
-# other lab host always provides it.
+# other lab host always provides it. Then a verbs program without the layer or libhotmig
+# (ibv_rc_pingpong alone, holding the VF's device): the jobs check fails naming it, and a real
+# move is refused before anything changed (exit 9).
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/verbs-lib.sh"
 
 c=dry-client
 s=dry-server
@@ -50,6 +53,29 @@ expect_line PASS target-vf "ua-hmvf0 -> $tap"
 expect_line PASS files "the destination has the domain's 2 file\\(s\\)"
 unchanged "$tap"
 
+log "a verbs program without the layer: ibv_rc_pingpong holds the VF's device"
+gid=$(vgid "$c")
+[ -n "$gid" ] || fail "$c printed no GID index"
+vtool "$c" VRAW "ibv_rc_pingpong -d rxe0 -g $gid -p 18600 -n 5"
+held=
+for _ in $(seq 1 60); do # it opens the device, then waits for a client that never comes
+    held=$("$lab" exec "$c" 'p=$(pidof ibv_rc_pingpong) && ls -l /proc/$p/fd | grep -q uverbs && echo $p' --timeout 30 | tr -d '\r') && [ -n "$held" ] && break
+    sleep 1
+done
+[ -n "$held" ] || fail "ibv_rc_pingpong did not open the device in $c"
+dry_run 8 "$c" B
+expect_line FAIL jobs "process 'ibv_rc_pingpong' \\(pid $held\\) holds the RDMA device uverbs[0-9]+ without the hotmig verbs layer or libhotmig, which a migration cannot carry"
+rc=0
+"$migrate_vm" --connect "$A" "$c" B >"$out" 2>&1 || rc=$?
+sed 's/^/    /' "$out" >&2
+[ "$rc" -eq 9 ] || fail "migrate-vm moved (or failed otherwise, exit $rc) with ibv_rc_pingpong holding the device"
+grep -q "process 'ibv_rc_pingpong' (pid $held) holds the RDMA device" "$out" ||
+    fail "migrate-vm's refusal does not name ibv_rc_pingpong"
+"$lab" exec "$c" "kill $held" --timeout 30 >/dev/null || fail "cannot stop ibv_rc_pingpong in $c"
+vwait "$c" 'VRAW rc=' 1 30 || fail "ibv_rc_pingpong did not end in $c"
+unchanged "$tap"
+dry_run 0 "$c" B
+
 log "no free VF: B's hotmigd has $tap leased to someone else"
 lease=$("$hotmigd_call" "$HOTMIG_CONFIG" B lease "$tap" "e2e dry-run" "holding the VF" other-vm) ||
     fail "could not lease $tap on B"
@@ -83,4 +109,4 @@ expect_line FAIL cpu "destination host 'test:///default' cannot run type 'qemu',
 expect_line PASS target-vf ""
 unchanged "$tap"
 
-echo "PASS dry-run: good case, no free VF, unknown domain, silent agent, hotmigd down, incompatible destination"
+echo "PASS dry-run: good case, a verbs program without the layer, no free VF, unknown domain, silent agent, hotmigd down, incompatible destination"
