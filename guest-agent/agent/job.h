@@ -12,7 +12,7 @@ G_BEGIN_DECLS
 
 /* The job of process @pid, from @proc_root ("/proc"): its environment's HOTMIG_JOB, else its
  * SLURM_JOB_ID (when the agent may read the environment: a process of another user needs
- * CAP_SYS_PTRACE, which the shipped unit does not grant), else the Slurm job of its cgroup
+ * CAP_SYS_PTRACE, which the shipped unit keeps), else the Slurm job of its cgroup
  * (".../job_N/..."; readable by anyone). An id is 1 to AGENT_JOB_MAX bytes of
  * [A-Za-z0-9._:-]. Owned; NULL when none is found. */
 char *agent_job_of_pid(const char *proc_root, gint pid);
