@@ -1739,6 +1739,8 @@ static gboolean daemon_open_pool(Hotmigd *daemon, GError **error)
     host = hotmigd_host_new(hm_config_get_string(config, HM_CONFIG_HOTMIGD_SYSFS_ROOT),
                             hm_config_get_string(config, HM_CONFIG_HOTMIGD_CONNECT),
                             HOTMIGD_VFIO_TIMEOUT_MS, HOTMIGD_LIBVIRT_TIMEOUT_MS);
+    hotmigd_host_set_standin_guids(host,
+                                   hm_config_get_string(config, HM_CONFIG_POOL_STANDIN_GUIDS));
     daemon->pool = hotmigd_pool_new(&pool_config, &hotmigd_host_ops, host, error);
     if (!daemon->pool)
         return FALSE;

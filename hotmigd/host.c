@@ -1,6 +1,8 @@
 /* The host hotmigd runs on, as the pool sees it (HotmigdHostOps): SR-IOV VFs from sysfs
  * (hm-hotplug's reader), network devices under class/net, the domains using PCI devices from
- * libvirt (through the libvirt adapter), GUIDs through netlink, vfio-pci through sysfs. */
+ * libvirt (through the libvirt adapter), GUIDs through netlink (a stand-in's through the
+ * directory that stands in for its PF driver, [pool] standin-guids), vfio-pci through sysfs.
+ * HOTMIG_FAULT_INJECT's netlink_ rules fail chosen GUID calls of either (label "local"). */
 #define G_LOG_DOMAIN "hotmigd"
 
 #include "hotmigd/pool.h"
@@ -33,7 +35,9 @@ typedef struct {
     char *sysfs_root;
     guint vfio_timeout_ms;
     guint libvirt_timeout_ms;
-    HotplugNetlink *nl; /* opened on first use */
+    HotplugNetlink *nl;         /* opened on first use */
+    char *standin_guids;        /* [pool] standin-guids, or NULL: stand-ins have no IB identity */
+    HotplugNetlink *standin_nl; /* over standin_guids, opened on first use */
     LibvirtAsker *asker;
     GThread *asker_thread; /* started on first use */
 } VfdHost;
@@ -75,6 +79,15 @@ gpointer hotmigd_host_new(const char *sysfs_root, const char *libvirt_uri, guint
     return host;
 }
 
+void hotmigd_host_set_standin_guids(gpointer data, const char *dir)
+{
+    VfdHost *host = data;
+
+    g_return_if_fail(host && !host->standin_nl);
+    g_free(host->standin_guids);
+    host->standin_guids = dir && *dir ? g_strdup(dir) : NULL;
+}
+
 void hotmigd_host_set_virt_open(gpointer data, OrchVirtOpenFunc open)
 {
     VfdHost *host = data;
@@ -90,6 +103,8 @@ static void host_free(gpointer data)
     if (!host)
         return;
     hotplug_netlink_free(host->nl);
+    hotplug_netlink_free(host->standin_nl);
+    g_free(host->standin_guids);
     g_mutex_lock(&host->asker->lock);
     host->asker->quit = TRUE;
     g_cond_broadcast(&host->asker->cond);
@@ -333,22 +348,40 @@ static GHashTable *host_domains_using(gpointer data, GError **error)
     return result;
 }
 
+/* @adapter wrapped for HOTMIG_FAULT_INJECT's netlink_ rules when the environment has any
+ * (label "local"); taken over, also on failure. */
+static HotplugNetlink *host_netlink_faulty(HotplugNetlink *adapter, GError **error)
+{
+    const char *spec = g_getenv(ORCH_FAULT_ENV);
+
+    if (!adapter || !spec || !*spec)
+        return adapter;
+    g_warning("Fault injection active on the host's GUID calls: %s=%s", ORCH_FAULT_ENV, spec);
+    return hotplug_netlink_fault_wrap(adapter, "local", spec, error);
+}
+
+/* The host's netlink adapter (opened on first use), or NULL with @error. Borrowed. */
+static HotplugNetlink *host_netlink(VfdHost *host, GError **error)
+{
+    if (!host->nl)
+        host->nl = host_netlink_faulty(hotplug_netlink_new(error), error);
+    return host->nl;
+}
+
 static gboolean host_ib_identity(gpointer data, const HotmigdPoolPciVf *vf, guint64 node_guid,
                                  guint64 port_guid, char **ret_note, GError **error)
 {
     VfdHost *host = data;
-    GError *local = NULL;
+    HotplugNetlink *nl;
 
     if (!vf->pf_netdev) {
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_FAILED,
                     "its PF '%s' has no network device to set the GUIDs through", vf->pf_address);
         return FALSE;
     }
-    if (!host->nl && !(host->nl = hotplug_netlink_new(&local))) {
-        g_propagate_error(error, local);
+    if (!(nl = host_netlink(host, error)))
         return FALSE;
-    }
-    return hotplug_ib_identity_apply(host->nl, vf->pf_netdev, vf->vf_index, node_guid, port_guid,
+    return hotplug_ib_identity_apply(nl, vf->pf_netdev, vf->vf_index, node_guid, port_guid,
                                      ret_note, error);
 }
 
@@ -357,7 +390,7 @@ static gboolean host_ib_identity_read(gpointer data, const HotmigdPoolPciVf *vf,
                                       GError **error)
 {
     VfdHost *host = data;
-    GError *local = NULL;
+    HotplugNetlink *nl;
 
     if (!vf->pf_netdev) {
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_UNKNOWN,
@@ -365,12 +398,54 @@ static gboolean host_ib_identity_read(gpointer data, const HotmigdPoolPciVf *vf,
                     vf->pf_address);
         return FALSE;
     }
-    if (!host->nl && !(host->nl = hotplug_netlink_new(&local))) {
-        g_propagate_error(error, local);
+    if (!(nl = host_netlink(host, error)))
+        return FALSE;
+    return hotplug_ib_identity_read(nl, vf->pf_netdev, vf->vf_index, ret_node_guid,
+                                    ret_port_guid, error);
+}
+
+/* The stand-ins' adapter (opened on first use) in *ret_nl (borrowed), NULL when [pool]
+ * standin-guids is not set; FALSE with @error when it cannot be opened. */
+static gboolean host_standin_netlink(VfdHost *host, HotplugNetlink **ret_nl, GError **error)
+{
+    if (!host->standin_nl && host->standin_guids &&
+        !(host->standin_nl =
+              host_netlink_faulty(hotplug_netlink_standin_new(host->standin_guids), error)))
+        return FALSE;
+    *ret_nl = host->standin_nl;
+    return TRUE;
+}
+
+/* A stand-in is PF @netdev with one VF, index 0 (hotplug_netlink_standin_new()). */
+static gboolean host_standin_ib_identity(gpointer data, const char *netdev, guint64 node_guid,
+                                         guint64 port_guid, char **ret_note, GError **error)
+{
+    HotplugNetlink *nl = NULL;
+
+    if (!host_standin_netlink(data, &nl, error))
+        return FALSE;
+    if (!nl) {
+        *ret_note = g_strdup_printf(
+            "'%s' is a stand-in network device: it has no IB identity, nothing set", netdev);
+        return TRUE;
+    }
+    return hotplug_ib_identity_apply(nl, netdev, 0, node_guid, port_guid, ret_note, error);
+}
+
+static gboolean host_standin_ib_identity_read(gpointer data, const char *netdev,
+                                              guint64 *ret_node_guid, guint64 *ret_port_guid,
+                                              GError **error)
+{
+    HotplugNetlink *nl = NULL;
+
+    if (!host_standin_netlink(data, &nl, error))
+        return FALSE;
+    if (!nl) {
+        g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_UNKNOWN,
+                    "stand-in '%s' has no IB identity ([pool] standin-guids is not set)", netdev);
         return FALSE;
     }
-    return hotplug_ib_identity_read(host->nl, vf->pf_netdev, vf->vf_index, ret_node_guid,
-                                    ret_port_guid, error);
+    return hotplug_ib_identity_read(nl, netdev, 0, ret_node_guid, ret_port_guid, error);
 }
 
 static gboolean host_vfio_bind(gpointer data, const char *address, gboolean *ret_changed,
@@ -389,6 +464,8 @@ const HotmigdHostOps hotmigd_host_ops = {
     .domains_using = host_domains_using,
     .ib_identity = host_ib_identity,
     .ib_identity_read = host_ib_identity_read,
+    .standin_ib_identity = host_standin_ib_identity,
+    .standin_ib_identity_read = host_standin_ib_identity_read,
     .vfio_bind = host_vfio_bind,
     .free = host_free,
 };

@@ -402,6 +402,26 @@ static void pool_home_guids(const HotmigdPool *pool, const char *vf, guint64 *re
     *ret_port = guid | 1;
 }
 
+/* Does @entry have an IB identity hotmigd keeps: a PCI VF, or a stand-in whose host has a
+ * stand-in PF driver (HotmigdHostOps standin_ib_identity)? */
+static gboolean entry_has_identity(const HotmigdPool *pool, const HotmigdPoolEntry *entry)
+{
+    if (entry->pci)
+        return TRUE;
+    return entry->kind == ORCH_VF_KIND_STANDIN && pool->ops->standin_ib_identity &&
+           pool->ops->standin_ib_identity_read;
+}
+
+/* Gives @entry (entry_has_identity()) GUIDs @node and @port through the host: the PCI VF's PF,
+ * or the stand-in's driver. *ret_note as HotmigdHostOps ib_identity. */
+static gboolean entry_identity_set(HotmigdPool *pool, const HotmigdPoolEntry *entry, guint64 node,
+                                   guint64 port, char **ret_note, GError **error)
+{
+    if (entry->pci)
+        return pool->ops->ib_identity(pool->host, entry->pci, node, port, ret_note, error);
+    return pool->ops->standin_ib_identity(pool->host, entry->id, node, port, ret_note, error);
+}
+
 /* May the IB identity of @entry change: does the hypervisor say no domain uses it?
  * ORCH_ERROR_UNAVAILABLE (it cannot say) or _CONFLICT (one does) otherwise. */
 static gboolean entry_identity_changeable(const PoolView *view, const HotmigdPoolEntry *entry,
@@ -428,7 +448,7 @@ static gboolean entry_identity_changeable(const PoolView *view, const HotmigdPoo
 /* Gives PCI VF @entry its home GUIDs (pool_home_guids()) and forgets the identity recorded for
  * it: the domain whose GUIDs it carried has left, and no other domain may come up under them.
  * Only when the hypervisor says no domain uses the VF (ORCH_ERROR_UNAVAILABLE / _CONFLICT
- * otherwise). A stand-in has no identity: nothing to do. */
+ * otherwise). A stand-in without a stand-in PF driver has no identity: nothing to do. */
 static gboolean entry_identity_reset(HotmigdPool *pool, const PoolView *view,
                                      const HotmigdPoolEntry *entry, GError **error)
 {
@@ -437,12 +457,12 @@ static gboolean entry_identity_reset(HotmigdPool *pool, const PoolView *view,
     guint64 node = 0;
     guint64 port = 0;
 
-    if (!entry->pci)
+    if (!entry_has_identity(pool, entry))
         return TRUE;
     if (!entry_identity_changeable(view, entry, error))
         return FALSE;
     pool_home_guids(pool, entry->id, &node, &port);
-    if (!pool->ops->ib_identity(pool->host, entry->pci, node, port, &note, &local)) {
+    if (!entry_identity_set(pool, entry, node, port, &note, &local)) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED,
                     "Resetting the IB identity of VF '%s': %s", entry->id, local->message);
         return FALSE;
@@ -463,7 +483,7 @@ static void entry_identity_left(HotmigdPool *pool, const PoolView *view,
 {
     g_autoptr(GError) local = NULL;
 
-    if (!entry->pci)
+    if (!entry_has_identity(pool, entry))
         return;
     if (domain && !hotplug_lease_mark_identity(pool->store, entry->id, domain, &local)) {
         g_warning("VF '%s' may carry the IB identity of domain '%s' and that was not recorded: %s",
@@ -485,7 +505,7 @@ static gboolean entry_identity_settle(HotmigdPool *pool, const PoolView *view,
     g_autoptr(GError) local = NULL;
     g_autoptr(HotplugLease) record = NULL;
 
-    if (!entry->pci)
+    if (!entry_has_identity(pool, entry))
         return TRUE;
     record = hotplug_lease_get(pool->store, entry->id, &local);
     if (!record) {
@@ -882,7 +902,7 @@ gboolean hotmigd_pool_ib_identity(HotmigdPool *pool, const char *vf, guint64 nod
     entry = pool_find_held(pool, &view, vf, "setting its IB identity", error);
     if (!entry)
         return FALSE;
-    if (entry->kind == ORCH_VF_KIND_STANDIN) {
+    if (!entry_has_identity(pool, entry)) {
         if (ret_applied)
             *ret_applied = FALSE;
         if (ret_note)
@@ -892,7 +912,7 @@ gboolean hotmigd_pool_ib_identity(HotmigdPool *pool, const char *vf, guint64 nod
     }
     if (!entry_identity_changeable(&view, entry, error))
         return FALSE;
-    if (!pool->ops->ib_identity(pool->host, entry->pci, node_guid, port_guid, &note, &local)) {
+    if (!entry_identity_set(pool, entry, node_guid, port_guid, &note, &local)) {
         g_set_error(error, ORCH_ERROR,
                     g_error_matches(local, HOTPLUG_ERROR, HOTPLUG_ERROR_INVALID)
                         ? ORCH_ERROR_INVALID
@@ -900,6 +920,13 @@ gboolean hotmigd_pool_ib_identity(HotmigdPool *pool, const char *vf, guint64 nod
                     "Setting node GUID %s, port GUID %s on VF '%s': %s", node, port, entry->id,
                     local->message);
         return FALSE;
+    }
+    /* A stand-in's note says so: a skipped RoCE stand-in reads "PF 'hmlab0vf3' is not ...". */
+    if (note && !entry->pci && !strstr(note, "stand-in")) {
+        char *standin_note = g_strdup_printf("stand-in '%s': %s", entry->id, note);
+
+        g_free(note);
+        note = standin_note;
     }
     /* What the VF carries now, and for whom: the source of a later migration asks for it. */
     if (!note && !hotplug_lease_set_identity(pool->store, entry->id, entry->lease->id, node_guid,
@@ -940,22 +967,26 @@ gboolean hotmigd_pool_identity(HotmigdPool *pool, const char *vf, const char *do
             *ret_source = g_strdup("recorded by hotmigd when it gave the VF these GUIDs");
         return TRUE;
     }
-    if (entry->kind == ORCH_VF_KIND_STANDIN || !entry->pci) {
+    if (!entry_has_identity(pool, entry)) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_NOT_FOUND,
                     "%s '%s' has no InfiniBand identity this host knows of for domain '%s'",
                     entry->kind == ORCH_VF_KIND_STANDIN ? "stand-in" : "VF", entry->id, domain);
         return FALSE;
     }
-    if (!pool->ops->ib_identity_read(pool->host, entry->pci, &node, &port, &local)) {
+    if (!(entry->pci
+              ? pool->ops->ib_identity_read(pool->host, entry->pci, &node, &port, &local)
+              : pool->ops->standin_ib_identity_read(pool->host, entry->id, &node, &port, &local))) {
         g_set_error(error, ORCH_ERROR, ORCH_ERROR_NOT_FOUND,
-                    "The GUIDs of VF '%s' are unknown to this host: %s", entry->id,
-                    local->message);
+                    "The GUIDs of %s '%s' are unknown to this host: %s",
+                    entry->pci ? "VF" : "stand-in", entry->id, local->message);
         return FALSE;
     }
     *ret_node_guid = node;
     *ret_port_guid = port;
     if (ret_source)
-        *ret_source = g_strdup("reported by the host's kernel");
+        *ret_source =
+            g_strdup(entry->pci ? "reported by the host's kernel"
+                                : "reported by the stand-in's PF driver ([pool] standin-guids)");
     return TRUE;
 }
 

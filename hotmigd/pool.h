@@ -54,6 +54,15 @@ typedef struct {
      * (hotplug_ib_identity_read(); HOTPLUG_ERROR_UNKNOWN when it does not say). */
     gboolean (*ib_identity_read)(gpointer host, const HotmigdPoolPciVf *vf, guint64 *ret_node_guid,
                                  guint64 *ret_port_guid, GError **error);
+    /* The same two for stand-in network device @netdev ([pool] standins), whose PF driver is
+     * the directory [pool] standin-guids (hotplug_netlink_standin_new()). Without one,
+     * standin_ib_identity succeeds with a note that nothing was set and standin_ib_identity_read
+     * fails with HOTPLUG_ERROR_UNKNOWN. NULL ops: stand-ins have no IB identity. */
+    gboolean (*standin_ib_identity)(gpointer host, const char *netdev, guint64 node_guid,
+                                    guint64 port_guid, char **ret_note, GError **error);
+    gboolean (*standin_ib_identity_read)(gpointer host, const char *netdev,
+                                         guint64 *ret_node_guid, guint64 *ret_port_guid,
+                                         GError **error);
     /* hotplug_vfio_bind() on the host's sysfs. */
     gboolean (*vfio_bind)(gpointer host, const char *address, gboolean *ret_changed,
                           char **ret_previous_driver, GError **error);
@@ -71,6 +80,9 @@ typedef struct {
  * The host may be used from one thread at a time (hotmigd: the API's worker). */
 gpointer hotmigd_host_new(const char *sysfs_root, const char *libvirt_uri, guint vfio_timeout_ms,
                           guint libvirt_timeout_ms);
+/* The directory that stands in for the stand-ins' PF driver ([pool] standin-guids; NULL or
+ * "": none, stand-ins have no IB identity). Before the first GUID call. */
+void hotmigd_host_set_standin_guids(gpointer host, const char *dir);
 /* Tests: opens the libvirt connection with @open instead of orch_connector_open_virt() (before
  * the first question). */
 void hotmigd_host_set_virt_open(gpointer host, OrchVirtOpenFunc open);

@@ -63,6 +63,12 @@ typedef struct HotplugNetlink HotplugNetlink;
  * HOTPLUG_ERROR_NETLINK when the socket cannot be opened. */
 HotplugNetlink *hotplug_netlink_new(GError **error);
 
+/* The adapter for VF stand-ins (the emulated lab's, [pool] standins): no kernel, directory @dir
+ * stands in for their PF driver (docs/ib-identity.md "Stand-ins"). A stand-in NETDEV is an
+ * InfiniBand PF with one VF (index 0) when @dir/NETDEV exists, an Ethernet PF with none
+ * otherwise; its GUIDs are the files @dir/NETDEV/node and port. Owned result. */
+HotplugNetlink *hotplug_netlink_standin_new(const char *dir);
+
 void hotplug_netlink_free(HotplugNetlink *nl);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(HotplugNetlink, hotplug_netlink_free)
 

@@ -863,6 +863,139 @@ static void test_real_host(void **state)
     hotmigd_host_ops.free(host);
 }
 
+/* The GUID file @kind ("node", "port") of stand-in @netdev under @dir, its line (owned). */
+static char *standin_guid_file(const char *dir, const char *netdev, const char *kind)
+{
+    g_autofree char *path = g_build_filename(dir, netdev, kind, NULL);
+    char *text = NULL;
+
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return NULL;
+    return g_strchomp(text);
+}
+
+/* Issue 29: a stand-in's IB identity goes through the same pool, lease and host path as a PCI
+ * VF's, its PF driver being the directory [pool] standin-guids (hotplug/netlink-standin.c):
+ * set on a leased IB stand-in, read back for the migration's source, reset to the host's own
+ * GUIDs when the domain leaves; a RoCE stand-in (no directory) is left alone and said so;
+ * HOTMIG_FAULT_INJECT's netlink_vf_set_guid fails the set. */
+static void test_real_host_standin_identity(void **state)
+{
+    g_autofree char *dir = g_dir_make_tmp("hm-hotmigd-pool-test-XXXXXX", NULL);
+    g_autofree char *sys = g_build_filename(dir, "sys", NULL);
+    g_autofree char *guids = g_build_filename(dir, "guids", NULL);
+    g_autofree char *leases = g_build_filename(dir, "leases", NULL);
+    g_autofree char *ib = g_build_filename(guids, "hmlab0vf1", NULL);
+    static const char *const standins[] = {"hmlab0vf1", "hmlab0vf2", NULL};
+    HotmigdPoolConfig config = {
+        .host_name = "test-host", .lease_dir = leases, .lease_ttl_s = 300, .standins = standins};
+    g_autoptr(GError) error = NULL;
+    g_autofree char *id = NULL;
+    g_autofree char *path = NULL;
+    g_autofree char *text = NULL;
+    gpointer host;
+    guint status = 0;
+    Fx fx = {0};
+
+    for (guint i = 0; standins[i]; i++) {
+        g_autofree char *net = g_build_filename(sys, "class", "net", standins[i], NULL);
+
+        assert_int_equal(g_mkdir_with_parents(net, 0755), 0);
+    }
+    assert_int_equal(g_mkdir_with_parents(ib, 0755), 0); /* vf1 is IB, vf2 RoCE */
+    host = hotmigd_host_new(sys, "test:///default", 1000, 5000);
+    hotmigd_host_set_standin_guids(host, guids);
+    fx.pool = hotmigd_pool_new(&config, &hotmigd_host_ops, host, &error);
+    assert_non_null(fx.pool);
+
+    /* Its driver knows no GUIDs yet: nothing to carry away. */
+    expect_error(&fx, "GET", "/v1/vfs/hmlab0vf1/identity/vm7", NULL, 404,
+                 "The GUIDs of stand-in 'hmlab0vf1' are unknown to this host: Stand-in "
+                 "'hmlab0vf1' has no node GUID");
+    id = lease(&fx, LEASE_FOR("hmlab0vf1", "vm7"));
+    {
+        g_autoptr(JsonObject) obj =
+            call(&fx, "POST", "/v1/vfs/hmlab0vf1/ib-identity", GUIDS_BODY, &status);
+
+        assert_int_equal(status, 200);
+        assert_true(json_object_get_boolean_member(obj, "applied"));
+    }
+    text = standin_guid_file(guids, "hmlab0vf1", "node");
+    assert_string_equal(text, "00:02:c9:03:00:a1:b2:c3");
+    g_free(text);
+    text = standin_guid_file(guids, "hmlab0vf1", "port");
+    assert_string_equal(text, "00:02:c9:03:00:a1:b2:c4");
+    g_clear_pointer(&text, g_free);
+    {
+        g_autoptr(JsonObject) obj =
+            call(&fx, "GET", "/v1/vfs/hmlab0vf1/identity/vm7", NULL, &status);
+
+        assert_int_equal(status, 200);
+        assert_string_equal(member(obj, "node_guid"), "0002:c903:00a1:b2c3");
+        assert_non_null(strstr(member(obj, "source"), "recorded by hotmigd"));
+    }
+    /* Another domain is told what the driver holds. */
+    {
+        g_autoptr(JsonObject) obj =
+            call(&fx, "GET", "/v1/vfs/hmlab0vf1/identity/vm8", NULL, &status);
+
+        assert_int_equal(status, 200);
+        assert_string_equal(member(obj, "port_guid"), "0002:c903:00a1:b2c4");
+        assert_non_null(strstr(member(obj, "source"), "stand-in's PF driver"));
+    }
+    /* The lease ends (a rolled-back migration in): the VF gets the host's own GUIDs back. */
+    path = g_strdup_printf("/v1/leases/hmlab0vf1/%s", id);
+    {
+        g_autoptr(JsonObject) obj = call(&fx, "DELETE", path, NULL, &status);
+
+        assert_int_equal(status, 200);
+    }
+    text = standin_guid_file(guids, "hmlab0vf1", "node");
+    assert_non_null(text);
+    assert_true(g_str_has_prefix(text, "02:"));
+    assert_string_not_equal(text, "00:02:c9:03:00:a1:b2:c3");
+    g_clear_pointer(&text, g_free);
+
+    /* A RoCE stand-in: the skip rule, said to be a stand-in's; nothing written. */
+    g_free(lease(&fx, LEASE_FOR("hmlab0vf2", "vm7")));
+    {
+        g_autoptr(JsonObject) obj =
+            call(&fx, "POST", "/v1/vfs/hmlab0vf2/ib-identity", GUIDS_BODY, &status);
+
+        assert_int_equal(status, 200);
+        assert_false(json_object_get_boolean_member(obj, "applied"));
+        assert_string_equal(member(obj, "note"),
+                            "stand-in 'hmlab0vf2': PF 'hmlab0vf2' is not InfiniBand (link type 1, "
+                            "Ethernet): the GUIDs of VF 0 were left as they are");
+    }
+    text = g_build_filename(guids, "hmlab0vf2", NULL);
+    assert_false(g_file_test(text, G_FILE_TEST_EXISTS));
+    g_clear_pointer(&text, g_free);
+    hotmigd_pool_free(g_steal_pointer(&fx.pool));
+
+    /* Fault injection (a driver that refuses): the set fails, the VF keeps what it had. */
+    g_setenv("HOTMIG_FAULT_INJECT", "device_attach@destination,netlink_vf_set_guid", TRUE);
+    host = hotmigd_host_new(sys, "test:///default", 1000, 5000);
+    hotmigd_host_set_standin_guids(host, guids);
+    fx.pool = hotmigd_pool_new(&config, &hotmigd_host_ops, host, &error);
+    assert_non_null(fx.pool);
+    g_free(lease(&fx, LEASE_FOR("hmlab0vf1", "vm9")));
+    text = standin_guid_file(guids, "hmlab0vf1", "node");
+    expect_error(&fx, "POST", "/v1/vfs/hmlab0vf1/ib-identity", GUIDS_BODY, 500,
+                 "Setting node GUID 0002:c903:00a1:b2c3, port GUID 0002:c903:00a1:b2c4 on VF "
+                 "'hmlab0vf1': Giving VF 0 of 'hmlab0vf1' node GUID 0002:c903:00a1:b2c3 and port "
+                 "GUID 0002:c903:00a1:b2c4: injected fault: netlink_vf_set_guid on local host "
+                 "(call 1)");
+    {
+        g_autofree char *after = standin_guid_file(guids, "hmlab0vf1", "node");
+
+        assert_string_equal(after, text);
+    }
+    g_unsetenv("HOTMIG_FAULT_INJECT");
+    hotmigd_pool_free(g_steal_pointer(&fx.pool));
+    rm_rf(dir);
+}
+
 /* A libvirtd that accepts and never answers: hotmigd gives up after its deadline. */
 static void test_real_host_libvirt_silent(void **state)
 {
@@ -1599,6 +1732,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_identity_reset, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_stale_assigned_reclaimed, fx_setup, fx_teardown),
         cmocka_unit_test(test_real_host),
+        cmocka_unit_test(test_real_host_standin_identity),
         cmocka_unit_test(test_real_host_libvirt_silent),
         cmocka_unit_test(test_libvirt_hangs),
         cmocka_unit_test(test_metrics_vf_counts),

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <glib/gstdio.h>
 
 #include "hotplug/hotplug.h"
 #include "hotplug/netlink-priv.h"
@@ -475,6 +476,142 @@ static void test_read_back(void **state)
     assert_true(node == 42 && port == 42);
 }
 
+/* ---- the stand-ins' adapter (netlink-standin.c) -------------------------------------------- */
+
+static char *read_line_of(const char *dir, const char *netdev, const char *name)
+{
+    g_autofree char *path = g_build_filename(dir, netdev, name, NULL);
+    char *text = NULL;
+
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return NULL;
+    return text;
+}
+
+static void write_line_of(const char *dir, const char *netdev, const char *name, const char *text)
+{
+    g_autofree char *path = g_build_filename(dir, netdev, name, NULL);
+
+    assert_true(g_file_set_contents(path, text, -1, NULL));
+}
+
+static void rm_tree(const char *path)
+{
+    g_autoptr(GDir) d = g_dir_open(path, 0, NULL);
+    const char *name;
+
+    while (d && (name = g_dir_read_name(d))) {
+        g_autofree char *child = g_build_filename(path, name, NULL);
+
+        if (g_file_test(child, G_FILE_TEST_IS_DIR))
+            rm_tree(child);
+        else
+            g_unlink(child);
+    }
+    g_rmdir(path);
+}
+
+/* A stand-in with a directory is an IB PF with VF 0: both GUIDs written as files (ip-link
+ * form), read back; one without is Ethernet (skipped, nothing written). */
+static void test_standin_apply_and_read(void **state)
+{
+    g_autofree char *dir = g_dir_make_tmp("hm-standin-XXXXXX", NULL);
+    g_autofree char *ib = g_build_filename(dir, "hmlab0vf3", NULL);
+    g_autoptr(HotplugNetlink) nl = hotplug_netlink_standin_new(dir);
+    g_autoptr(GError) error = NULL;
+    g_autofree char *note = NULL;
+    g_autofree char *node = NULL;
+    g_autofree char *port = NULL;
+    guint64 n = 0, p = 0;
+
+    assert_int_equal(g_mkdir(ib, 0755), 0);
+    /* Nothing set yet: the driver does not know. */
+    assert_false(hotplug_ib_identity_read(nl, "hmlab0vf3", 0, &n, &p, &error));
+    assert_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_UNKNOWN);
+    assert_contains(error->message, "Stand-in 'hmlab0vf3' has no node GUID");
+    g_clear_error(&error);
+    assert_true(hotplug_ib_identity_apply(nl, "hmlab0vf3", 0, node_guid, port_guid, &note, &error));
+    assert_null(error);
+    assert_null(note);
+    node = read_line_of(dir, "hmlab0vf3", "node");
+    port = read_line_of(dir, "hmlab0vf3", "port");
+    assert_string_equal(node, "00:02:c9:03:00:a1:b2:c3\n");
+    assert_string_equal(port, "00:02:c9:03:00:a1:b2:c4\n");
+    assert_true(hotplug_ib_identity_read(nl, "hmlab0vf3", 0, &n, &p, &error));
+    assert_true(n == node_guid && p == port_guid);
+    /* VF 0 only. */
+    assert_false(
+        hotplug_ib_identity_apply(nl, "hmlab0vf3", 1, node_guid, port_guid, &note, &error));
+    assert_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_NO_VF);
+    assert_contains(error->message, "'hmlab0vf3' has 1 VFs (0 to 0)");
+    g_clear_error(&error);
+    /* No directory: a RoCE stand-in, left alone with a note. */
+    assert_true(hotplug_ib_identity_apply(nl, "hmlab0vf4", 0, node_guid, port_guid, &note, &error));
+    assert_string_equal(note, "PF 'hmlab0vf4' is not InfiniBand (link type 1, Ethernet): the GUIDs "
+                              "of VF 0 were left as they are");
+    g_clear_pointer(&note, g_free);
+    assert_false(hotplug_ib_identity_read(nl, "hmlab0vf4", 0, &n, &p, &error));
+    assert_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_UNKNOWN);
+    g_clear_error(&error);
+    {
+        g_autofree char *none = g_build_filename(dir, "hmlab0vf4", NULL);
+
+        assert_false(g_file_test(none, G_FILE_TEST_EXISTS));
+    }
+    rm_tree(dir);
+}
+
+/* A file that is not one GUID is reported, never taken; a failing write names the file's
+ * error; injected faults pass through the same wrapper as the kernel's adapter. */
+static void test_standin_bad_files_and_faults(void **state)
+{
+    g_autofree char *dir = g_dir_make_tmp("hm-standin-XXXXXX", NULL);
+    g_autofree char *ib = g_build_filename(dir, "hmlab0vf3", NULL);
+    g_autofree char *blocked = g_build_filename(dir, "hmlab0vf5", "node", NULL);
+    g_autoptr(HotplugNetlink) nl = hotplug_netlink_standin_new(dir);
+    g_autoptr(HotplugNetlink) faulty = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *note = NULL;
+    g_autofree char *big = g_strnfill(100, 'a');
+    guint64 n = 7, p = 7;
+
+    assert_int_equal(g_mkdir(ib, 0755), 0);
+    write_line_of(dir, "hmlab0vf3", "node", "00:02:c9:03:00:a1:b2:c3\n");
+    write_line_of(dir, "hmlab0vf3", "port", "not a guid\n");
+    assert_false(hotplug_ib_identity_read(nl, "hmlab0vf3", 0, &n, &p, &error));
+    assert_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_SYSFS);
+    assert_contains(error->message, "The port GUID of stand-in 'hmlab0vf3': GUID 'not a guid'");
+    assert_true(n == 7 && p == 7);
+    g_clear_error(&error);
+    write_line_of(dir, "hmlab0vf3", "port", big);
+    assert_false(hotplug_ib_identity_read(nl, "hmlab0vf3", 0, &n, &p, &error));
+    assert_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_SYSFS);
+    assert_contains(error->message, "is not one line of at most 64 bytes");
+    g_clear_error(&error);
+    /* The GUID's place is taken by a directory: the write fails, named. */
+    assert_int_equal(g_mkdir_with_parents(blocked, 0755), 0);
+    assert_false(
+        hotplug_ib_identity_apply(nl, "hmlab0vf5", 0, node_guid, port_guid, &note, &error));
+    assert_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_NETLINK);
+    assert_contains(error->message, "Giving VF 0 of 'hmlab0vf5' node GUID 0002:c903:00a1:b2c3 and "
+                                    "port GUID 0002:c903:00a1:b2c4: Setting the node GUID of VF 0 "
+                                    "of stand-in 'hmlab0vf5' to 0002:c903:00a1:b2c3: ");
+    g_clear_error(&error);
+    /* The port GUID request fails: the node GUID was set (as the kernel's). */
+    faulty =
+        hotplug_netlink_fault_wrap(g_steal_pointer(&nl), "local", "netlink_vf_set_guid#2", &error);
+    assert_non_null(faulty);
+    assert_false(hotplug_ib_identity_apply(faulty, "hmlab0vf3", 0, node_guid, 0x2, &note, &error));
+    assert_contains(error->message, "injected fault: netlink_vf_set_guid on local host (call 2)");
+    g_clear_error(&error);
+    {
+        g_autofree char *node = read_line_of(dir, "hmlab0vf3", "node");
+
+        assert_string_equal(node, "00:02:c9:03:00:a1:b2:c3\n");
+    }
+    rm_tree(dir);
+}
+
 #define FIXTURE_TEST(fn) cmocka_unit_test_setup_teardown(fn, fixture_setup, fixture_teardown)
 
 int main(void)
@@ -489,6 +626,8 @@ int main(void)
         FIXTURE_TEST(test_fault_walk),
         FIXTURE_TEST(test_fault_spec),
         FIXTURE_TEST(test_read_back),
+        cmocka_unit_test(test_standin_apply_and_read),
+        cmocka_unit_test(test_standin_bad_files_and_faults),
         cmocka_unit_test(test_guid_parse_forms),
         cmocka_unit_test(test_guid_round_trip),
         cmocka_unit_test(test_guid_parse_rejects),
