@@ -816,8 +816,10 @@ static int failure_exit_status(const OrchReport *report, const GError *error)
     if (g_error_matches(error, ORCH_ERROR, ORCH_ERROR_INVALID) &&
         report->phases[ORCH_PHASE_CONNECT].status != ORCH_STATUS_OK)
         return EXIT_USAGE;
+    /* The failed phase, undone: the unplug's undo plugs the VF back and marks it so. */
     if (report->failed_phase < ORCH_PHASE_LAST &&
-        report->phases[report->failed_phase].status == ORCH_STATUS_FAILED)
+        (report->phases[report->failed_phase].status == ORCH_STATUS_FAILED ||
+         report->phases[report->failed_phase].status == ORCH_STATUS_UNDONE))
         return EXIT_PHASE_BASE + report->failed_phase;
     return EXIT_FAILED;
 }
