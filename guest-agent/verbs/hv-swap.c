@@ -669,11 +669,55 @@ int hv_resume(const char *device, void *opaque)
     return r;
 }
 
+/* The UD drain (quiesce): waits until every (sending physical QPN, count) of @want arrived, or
+ * until nothing of it arrived for @quiet_ms (what is still missing was lost: UD does not
+ * retransmit, and a held peer posts nothing new), or @until. Returns how many are missing. */
+size_t hv_ud_drain_wait(const HvKeyPair *want, size_t nwant, int64_t quiet_ms, int64_t until)
+{
+    int64_t last = hv_now_ms();
+    uint64_t got_before = 0;
+    size_t missing;
+
+    hv_ud_missing(want, nwant, &got_before);
+    for (;;) {
+        uint64_t seen = hv_progress_gen(), got = 0;
+        int64_t now;
+
+        pthread_mutex_lock(&hv.lock);
+        for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
+            for (HvQp *qp = ctx->qps; qp; qp = qp->next)
+                if (qp->init.qp_type == IBV_QPT_UD && qp->rcq)
+                    hv_cq_pull(qp->rcq);
+        pthread_mutex_unlock(&hv.lock);
+        missing = hv_ud_missing(want, nwant, &got);
+        now = hv_now_ms();
+        if (!missing)
+            break;
+        if (got != got_before) { /* still arriving: what is in flight is not lost */
+            got_before = got;
+            last = now;
+        }
+        if (now - last >= quiet_ms) {
+            hv_log("UD: %zu peer QPs' sends did not all arrive, none for %lld ms: lost before "
+                   "the quiesce, not waited for",
+                   missing, (long long)quiet_ms);
+            break;
+        }
+        if (now > until) {
+            hv_log("UD: %zu peer QPs' sends did not all arrive within %d ms: moving on", missing,
+                   HV_UD_DRAIN_MS);
+            break;
+        }
+        hv_progress_wait(seen, now + HV_PULL_MS); /* hv_wc_fix signals receives */
+    }
+    return missing;
+}
+
 /* The mover's side, in quiesce: asks each UD peer it sent to (and that HOTMIG_VERBS_PEERS or the
- * directory knows) to hold its sends, then waits, bounded by HV_UD_DRAIN_MS, until what they sent
- * before has arrived (UD drops what arrives once the QP is gone). A peer that does not answer or a
- * count not reached (a datagram lost earlier) is logged; the move goes on. */
-#define HV_UD_DRAIN_MS 3000
+ * directory knows) to hold its sends, then waits until what they sent before has arrived (UD
+ * drops what arrives once the QP is gone): hv_ud_drain_wait(), quiet after HV_UD_QUIET_RTTS
+ * times the slowest peer's UDHOLD round trip (at least HV_UD_QUIET_MIN_MS), at most
+ * HV_UD_DRAIN_MS. A peer that does not answer is logged; the move goes on. */
 static void hv_ud_hold_peers(int64_t deadline)
 {
     HvMsg *m = calloc(1, sizeof(*m)), *rep = calloc(1, sizeof(*rep));
@@ -681,8 +725,8 @@ static void hv_ud_hold_peers(int64_t deadline)
     char req[128], line[HV_PROTO_LINE_MAX + 2];
     HvUdTarget *tg = NULL;
     HvContext *qctx = NULL;
-    size_t ntg, nwant = 0, held = 0;
-    int64_t until = hv_now_ms() + HV_UD_DRAIN_MS;
+    size_t ntg, nwant = 0, held = 0, missing;
+    int64_t until = hv_now_ms() + HV_UD_DRAIN_MS, rtt_max = 0, quiet;
 
     if (!m || !rep)
         goto out;
@@ -702,6 +746,7 @@ static void hv_ud_hold_peers(int64_t deadline)
         goto out;
     for (size_t i = 0; i < ntg; i++) {
         union ibv_gid own;
+        int64_t t;
         int n, r;
 
         if (!hv_peer_known((const union ibv_gid *)tg[i].gid))
@@ -713,6 +758,7 @@ static void hv_ud_hold_peers(int64_t deadline)
         m->target = tg[i].qpn;
         memcpy(m->gid, own.raw, 16);
         n = hv_proto_format(m, req, sizeof(req));
+        t = hv_now_ms();
         r = n < 0 ? n
                   : hv_peer_call((const union ibv_gid *)tg[i].gid, tg[i].qpn, req, line,
                                  sizeof(line));
@@ -723,34 +769,20 @@ static void hv_ud_hold_peers(int64_t deadline)
                    strerror(-r));
             continue;
         }
+        if (hv_now_ms() - t > rtt_max)
+            rtt_max = hv_now_ms() - t;
         held++;
         for (uint32_t k = 0; k < rep->nkeys; k++)
             want[nwant++] = rep->keys[k];
     }
     if (until > deadline)
         until = deadline;
-    for (;;) {
-        uint64_t seen = hv_progress_gen();
-        size_t missing;
-
-        pthread_mutex_lock(&hv.lock);
-        for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
-            for (HvQp *qp = ctx->qps; qp; qp = qp->next)
-                if (qp->init.qp_type == IBV_QPT_UD && qp->rcq)
-                    hv_cq_pull(qp->rcq);
-        pthread_mutex_unlock(&hv.lock);
-        missing = hv_ud_missing(want, nwant);
-        if (!missing)
-            break;
-        if (hv_now_ms() > until) {
-            hv_log("UD: %zu peer QPs' sends did not all arrive within %d ms (lost earlier?): "
-                   "moving on",
-                   missing, HV_UD_DRAIN_MS);
-            break;
-        }
-        hv_progress_wait(seen, hv_now_ms() + HV_PULL_MS); /* hv_wc_fix signals receives */
-    }
-    hv_debug("UD: %zu of %zu UD peers hold their sends, %zu sending QPs drained", held, ntg, nwant);
+    quiet = HV_UD_QUIET_RTTS * rtt_max;
+    if (quiet < HV_UD_QUIET_MIN_MS)
+        quiet = HV_UD_QUIET_MIN_MS;
+    missing = hv_ud_drain_wait(want, nwant, quiet, until);
+    hv_debug("UD: %zu of %zu UD peers hold their sends, %zu of %zu sending QPs drained", held, ntg,
+             nwant - missing, nwant);
 out:
     free(m);
     free(rep);

@@ -107,9 +107,10 @@ uint32_t hv_ud_send_qpn(const HvAh *ah, uint32_t remote_qpn)
 static HvUdSet hv_ud_recv = {.max = HV_UD_RECV_MAX};
 static const uint8_t hv_ud_no_gid[16];
 
-size_t hv_ud_missing(const HvKeyPair *want, size_t n)
+size_t hv_ud_missing(const HvKeyPair *want, size_t n, uint64_t *ret_got)
 {
     size_t missing = 0;
+    uint64_t sum = 0;
 
     pthread_mutex_lock(&hv_ud_lock);
     for (size_t k = 0; k < n; k++) {
@@ -117,7 +118,9 @@ size_t hv_ud_missing(const HvKeyPair *want, size_t n)
 
         if (!got || (int32_t)(got->n - want[k].p) < 0)
             missing++;
+        sum += got ? got->n : 0;
     }
+    *ret_got = sum;
     pthread_mutex_unlock(&hv_ud_lock);
     return missing;
 }

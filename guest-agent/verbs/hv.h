@@ -487,8 +487,9 @@ uint32_t hv_ud_recv_qpn(uint32_t src_qp);
 void hv_ud_count_send(HvQp *qp, const HvAh *ah); /* qp lock held */
 /* The UD peers this process sent to (malloc'd, *@n of them), NULL when none or no memory. */
 HvUdTarget *hv_ud_targets_copy(size_t *n);
-/* How many of @n (sending physical QPN, count) pairs have not all arrived yet. */
-size_t hv_ud_missing(const HvKeyPair *want, size_t n);
+/* How many of @n (sending physical QPN, count) pairs have not all arrived yet; *@ret_got: the
+ * receives counted from those QPNs (it grows while datagrams arrive). */
+size_t hv_ud_missing(const HvKeyPair *want, size_t n, uint64_t *ret_got);
 /* A UD peer at @gid moved: its @n virtual -> physical QPNs (UDMAP). 0 or -ENOMEM. */
 int hv_ud_peer_moved(const uint8_t gid[16], const uint32_t *v, const uint32_t *p, uint32_t n);
 /* @ah's physical AH, made now when the swap could not (its peer was away); NULL with errno
@@ -632,6 +633,16 @@ int hv_own_addr(HvQp *qp, union ibv_gid *gid, uint16_t *lid);
 /* Waits until @qp's sends completed (and, when @want_recv, @want_recv receives did). */
 int hv_qp_drain(HvQp *qp, uint64_t want_recv, int64_t deadline);
 int hv_repost(HvRecvFifo *f, HvQp *qp, HvSrq *srq); /* recorded receives on the new device */
+/* The UD drain of a quiesce: waits until the receives of @want (sending physical QPN, count:
+ * the held peers' UDHELD) all arrived, until none of them arrived for @quiet_ms (the rest was
+ * lost: held peers post nothing new and UD does not retransmit), or until @until. Returns how
+ * many of @want are still missing. The quiet time: HV_UD_QUIET_RTTS times the slowest UDHOLD
+ * round trip (a datagram a peer's device sent before it answered flies less long than that
+ * answer through two agents), at least HV_UD_QUIET_MIN_MS; the wait at most HV_UD_DRAIN_MS. */
+#define HV_UD_DRAIN_MS 3000
+#define HV_UD_QUIET_MIN_MS 100
+#define HV_UD_QUIET_RTTS 4
+size_t hv_ud_drain_wait(const HvKeyPair *want, size_t nwant, int64_t quiet_ms, int64_t until);
 
 /* ---- hv-handle.c: the layer's handler of one peer request. Fills @reply; 0 or -errno. ----
  * @from: the sender's GID, from its authenticated frame: a request about a QP is taken only
