@@ -19,6 +19,22 @@ const HmConfigHost *hotmigd_run_move_env_find_host(const HotmigdMoveEnv *env, co
     return NULL;
 }
 
+gboolean hotmigd_run_move_env_check_host(const HotmigdMoveEnv *env, const char *name,
+                                         GError **error)
+{
+    g_autoptr(GString) known = g_string_new(NULL);
+
+    if (hotmigd_run_move_env_find_host(env, name))
+        return TRUE;
+    for (guint i = 0; env->hosts && i < env->hosts->len; i++)
+        g_string_append_printf(known, "%s%s", i ? ", " : "",
+                               ((HmConfigHost *)g_ptr_array_index(env->hosts, i))->name);
+    g_set_error(error, ORCH_ERROR, ORCH_ERROR_NOT_FOUND,
+                "unknown host '%.64s' (the [host NAME] groups of the configuration: %s)",
+                name ? name : "", known->len ? known->str : "none");
+    return FALSE;
+}
+
 /* Waits @ms, or less when @cancellable is cancelled: FALSE then. */
 gboolean hotmigd_run_wait_ms(guint ms, GCancellable *cancellable)
 {

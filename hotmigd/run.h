@@ -50,6 +50,10 @@ gboolean hotmigd_run_wait_ms(guint ms, GCancellable *cancellable);
 /* The [host NAME] entry of @env, or NULL (borrowed). */
 const HmConfigHost *hotmigd_run_move_env_find_host(const HotmigdMoveEnv *env, const char *name);
 
+/* TRUE when @name is one of @env's hosts, else FALSE with ORCH_ERROR_NOT_FOUND naming them. */
+gboolean hotmigd_run_move_env_check_host(const HotmigdMoveEnv *env, const char *name,
+                                         GError **error);
+
 typedef struct {
     gboolean ok;     /* the domain runs on the destination with its VFs */
     char *detail;    /* why it failed, else NULL */
