@@ -202,9 +202,10 @@ static void agent_lost(OrchAgent *agent, const char *command, const GError *loca
                 "Agent command '%s': %s", command, local->message);
 }
 
-OrchAgent *orch_agent_open_with(OrchVirt *virt, const char *domain, const char *channel,
-                                const OrchAgentRequest *reqs, guint n_reqs, guint timeout_ms,
-                                GError **error)
+/* orch_agent_open_with(); @force: the channel is taken from a client that holds it. */
+static OrchAgent *agent_open(OrchVirt *virt, const char *domain, const char *channel,
+                             gboolean force, const OrchAgentRequest *reqs, guint n_reqs,
+                             guint timeout_ms, GError **error)
 {
     g_autoptr(OrchAgent) agent = g_new0(OrchAgent, 1);
     g_autoptr(GError) local = NULL;
@@ -224,7 +225,7 @@ OrchAgent *orch_agent_open_with(OrchVirt *virt, const char *domain, const char *
         g_clear_error(&local);
         g_clear_pointer(&agent->chan, orch_virt_channel_close);
         g_queue_clear_full(&agent->pending, g_free);
-        agent->chan = orch_virt_channel_open(virt, domain, channel, error);
+        agent->chan = orch_virt_channel_open(virt, domain, channel, force, error);
         if (!agent->chan)
             return NULL;
         more = agent_requests_queue(agent, reqs, n_reqs);
@@ -240,6 +241,13 @@ OrchAgent *orch_agent_open_with(OrchVirt *virt, const char *domain, const char *
                 "The guest agent of '%s' on %s host did not answer the handshake within %u ms: %s",
                 domain, virt->label, timeout_ms, local->message);
     return NULL;
+}
+
+OrchAgent *orch_agent_open_with(OrchVirt *virt, const char *domain, const char *channel,
+                                const OrchAgentRequest *reqs, guint n_reqs, guint timeout_ms,
+                                GError **error)
+{
+    return agent_open(virt, domain, channel, TRUE, reqs, n_reqs, timeout_ms, error);
 }
 
 OrchAgent *orch_agent_open(OrchVirt *virt, const char *domain, const char *channel,
@@ -881,16 +889,11 @@ GPtrArray *orch_agent_processes_parse(JsonObject *ret, GError **error)
     return g_steal_pointer(&procs);
 }
 
-GPtrArray *orch_agent_processes(OrchAgent *agent, guint timeout_ms, GError **error)
+/* The processes of the replies to info and inventory, sent already (owned). */
+static GPtrArray *agent_processes_replies(OrchAgent *agent, guint timeout_ms, GError **error)
 {
-    g_autoptr(JsonObject) args = agent_info_args(2);
-    OrchAgentRequest reqs[] = {{"info", args}, {"inventory", NULL}};
-    g_autoptr(OrchAgentInventory) inv = NULL;
+    g_autoptr(OrchAgentInventory) inv = agent_inventory_replies(agent, timeout_ms, error);
 
-    if (!agent_send_requests(agent, reqs, G_N_ELEMENTS(reqs), hm_deadline_in_ms(timeout_ms),
-                             error))
-        return NULL;
-    inv = agent_inventory_replies(agent, timeout_ms, error);
     if (!inv)
         return NULL;
     if (!inv->processes) {
@@ -898,6 +901,28 @@ GPtrArray *orch_agent_processes(OrchAgent *agent, guint timeout_ms, GError **err
         return NULL;
     }
     return g_steal_pointer(&inv->processes);
+}
+
+GPtrArray *orch_agent_processes(OrchAgent *agent, guint timeout_ms, GError **error)
+{
+    g_autoptr(JsonObject) args = agent_info_args(2);
+    OrchAgentRequest reqs[] = {{"info", args}, {"inventory", NULL}};
+
+    if (!agent_send_requests(agent, reqs, G_N_ELEMENTS(reqs), hm_deadline_in_ms(timeout_ms),
+                             error))
+        return NULL;
+    return agent_processes_replies(agent, timeout_ms, error);
+}
+
+GPtrArray *orch_agent_processes_unforced(OrchVirt *virt, const char *domain, const char *channel,
+                                         guint timeout_ms, GError **error)
+{
+    g_autoptr(JsonObject) args = agent_info_args(2);
+    OrchAgentRequest reqs[] = {{"info", args}, {"inventory", NULL}};
+    g_autoptr(OrchAgent) agent =
+        agent_open(virt, domain, channel, FALSE, reqs, G_N_ELEMENTS(reqs), timeout_ms, error);
+
+    return agent ? agent_processes_replies(agent, timeout_ms, error) : NULL;
 }
 
 char *orch_agent_refused_summary(GPtrArray *procs)

@@ -15,8 +15,9 @@ G_BEGIN_DECLS
 
 typedef struct OrchAgent OrchAgent;
 
-/* Opens @channel of @domain on @virt and runs the sync handshake, waiting at most
- * @timeout_ms. Returns a new OrchAgent (owned) or NULL with ORCH_ERROR_AGENT. */
+/* Opens @channel of @domain on @virt (taken from another client that holds it: a killed
+ * migration's) and runs the sync handshake, waiting at most @timeout_ms. Returns a new
+ * OrchAgent (owned) or NULL with ORCH_ERROR_AGENT. */
 OrchAgent *orch_agent_open(OrchVirt *virt, const char *domain, const char *channel,
                            guint timeout_ms, GError **error);
 void orch_agent_free(OrchAgent *agent);
@@ -173,6 +174,14 @@ GPtrArray *orch_agent_processes_parse(JsonObject *ret, GError **error);
 /* info (protocol 2) and inventory, sent in one write, waiting at most @timeout_ms for each
  * reply: the processes (owned). */
 GPtrArray *orch_agent_processes(OrchAgent *agent, guint timeout_ms, GError **error);
+
+/* The processes of @domain's agent on @virt (owned), asked as orch_agent_open_inventory() asks
+ * (info and inventory in the handshake's write, each reply waited for at most @timeout_ms), but
+ * without taking the channel from another client that holds it: while one does (a migration
+ * under way), the adapter's error. For readers that must not disturb a migration (hotmigd's
+ * inventory). The channel is closed again before it returns. */
+GPtrArray *orch_agent_processes_unforced(OrchVirt *virt, const char *domain, const char *channel,
+                                         guint timeout_ms, GError **error);
 
 /* "name (pid N) used call, call; name2 ..." for the processes of @procs that made a call a
  * migration cannot carry, and "process 'name' (pid N) holds the RDMA device uverbs0 without the

@@ -84,14 +84,14 @@ static gboolean fault_domain_abort_job(OrchVirt *v, const char *d, GError **e)
 }
 
 static OrchVirtChannel *fault_channel_open(OrchVirt *v, const char *d, const char *name,
-                                           GError **e)
+                                           gboolean force, GError **e)
 {
     VirtFaultChannel *chan;
     OrchVirtChannel *inner;
 
     if (fault_hit((VirtFault *)v, "channel_open", e))
         return NULL;
-    inner = INNER(v)->ops->channel_open(INNER(v), d, name, e);
+    inner = INNER(v)->ops->channel_open(INNER(v), d, name, force, e);
     if (!inner)
         return NULL;
     chan = g_new0(VirtFaultChannel, 1);

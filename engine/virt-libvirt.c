@@ -729,7 +729,7 @@ static void virt_channel_free(void *opaque)
 }
 
 static OrchVirtChannel *virt_channel_open(OrchVirt *virt, const char *domain, const char *name,
-                                          GError **error)
+                                          gboolean force, GError **error)
 {
     virDomainPtr dom = virt_lookup(virt, domain, error);
     VirtLibvirtChannel *chan;
@@ -742,8 +742,9 @@ static OrchVirtChannel *virt_channel_open(OrchVirt *virt, const char *domain, co
     g_cond_init(&chan->cond);
     chan->stream = virStreamNew(virt_conn(virt), VIR_STREAM_NONBLOCK);
     if (!chan->stream ||
-        /* FORCE: a client that died mid-migration must not lock us out of the agent. */
-        virDomainOpenChannel(dom, name, chan->stream, VIR_DOMAIN_CHANNEL_FORCE) < 0) {
+        /* FORCE (a migration's): a client that died mid-migration must not lock us out of
+         * the agent. Without it, libvirt refuses the channel while another client holds it. */
+        virDomainOpenChannel(dom, name, chan->stream, force ? VIR_DOMAIN_CHANNEL_FORCE : 0) < 0) {
         virt_set_error(error, ORCH_ERROR_AGENT, "Cannot open channel '%s' of '%s' on '%s'",
                        name, domain, virt->uri);
         goto error;

@@ -138,15 +138,15 @@ gboolean orch_virt_domain_abort_job(OrchVirt *virt, const char *domain, GError *
 }
 
 OrchVirtChannel *orch_virt_channel_open(OrchVirt *virt, const char *domain, const char *name,
-                                        GError **error)
+                                        gboolean force, GError **error)
 {
     g_return_val_if_fail(virt && domain, NULL);
-    g_debug("%s host: channel_open(%s)", virt->label, domain);
+    g_debug("%s host: channel_open(%s%s)", virt->label, domain, force ? ", force" : "");
     if (!virt->ops->channel_open) {
         virt_unsupported(virt, "channel_open", error);
         return NULL;
     }
-    return virt->ops->channel_open(virt, domain, name, error);
+    return virt->ops->channel_open(virt, domain, name, force, error);
 }
 
 GPtrArray *orch_virt_nodedev_list_pci_xml(OrchVirt *virt, GError **error)

@@ -103,9 +103,11 @@ typedef struct {
     guint (*watch_migrated_in)(OrchVirt *virt, const char *domain, OrchVirtMigratedInFunc fn,
                                gpointer opaque, GDestroyNotify destroy, GError **error);
     void (*unwatch)(OrchVirt *virt, guint watch);
-    /* Opens the guest channel @name of @domain (a byte stream). Owned result. */
+    /* Opens the guest channel @name of @domain (a byte stream). @force: taken from another
+     * client that holds it (a migration's, maybe a dead one's); otherwise an error while
+     * another client holds it. Owned result. */
     OrchVirtChannel *(*channel_open)(OrchVirt *virt, const char *domain, const char *name,
-                                     GError **error);
+                                     gboolean force, GError **error);
     /* Sends all of @len bytes before @deadline. */
     gboolean (*channel_send)(OrchVirtChannel *chan, const void *buf, gsize len,
                              HmDeadline deadline, GError **error);
@@ -178,7 +180,7 @@ guint orch_virt_watch_migrated_in(OrchVirt *virt, const char *domain, OrchVirtMi
                                   gpointer opaque, GDestroyNotify destroy, GError **error);
 void orch_virt_unwatch(OrchVirt *virt, guint watch);
 OrchVirtChannel *orch_virt_channel_open(OrchVirt *virt, const char *domain, const char *name,
-                                        GError **error);
+                                        gboolean force, GError **error);
 GPtrArray *orch_virt_nodedev_list_pci_xml(OrchVirt *virt, GError **error);
 GPtrArray *orch_virt_domain_list_xml(OrchVirt *virt, GError **error);
 gboolean orch_virt_domain_capable(OrchVirt *virt, const XmlDomainNeeds *needs,

@@ -4,6 +4,7 @@
 #include <json-glib/json-glib.h>
 #include <math.h>
 
+#include "engine/agent-client.h"
 #include "engine/hotmigd-client.h"
 #include "engine/json.h"
 #include "engine/virt.h"
@@ -115,9 +116,10 @@ static void read_hotmigd(HotmigdInvHost *host, const HotmigdInventoryOptions *op
 }
 
 /* What @vm's live XML @xml says: its VFs (0 with a warning when it cannot be read) and its
- * job (none, with a warning, when its id is bad). */
-static void read_xml(HotmigdInvVm *vm, const char *xml, const char *alias_prefix, const char *where,
-                     GPtrArray *warnings)
+ * job (none, with a warning, when its id is bad). TRUE when it has no job there and its agent
+ * may answer on @channel (whose processes may name one: read_agent_job()). */
+static gboolean read_xml(HotmigdInvVm *vm, const char *xml, const char *alias_prefix,
+                         const char *channel, const char *where, GPtrArray *warnings)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(XmlDomain) dom = xml ? xml_domain_parse(xml, &error) : NULL;
@@ -129,12 +131,60 @@ static void read_xml(HotmigdInvVm *vm, const char *xml, const char *alias_prefix
         g_ptr_array_add(warnings, g_strdup_printf("%s: cannot count its VFs: %s", where,
                                                   error ? error->message : "no XML"));
     if (!dom)
-        return;
+        return FALSE;
     g_clear_error(&error);
     vm->job = xml_domain_get_job(dom, &error);
     if (error)
         g_ptr_array_add(warnings,
                         g_strdup_printf("%s: taken for a VM in no job: %s", where, error->message));
+    return !vm->job && !error && xml_domain_channel_may_answer(dom, channel);
+}
+
+/* The job the processes @procs (OrchAgentProcess) name: the one every process that names a job
+ * names (borrowed), or NULL when none names one, or when two name different ones: then
+ * *ret_first and *ret_other get those two (borrowed; else NULL). */
+static const char *guest_job_of(GPtrArray *procs, const char **ret_first, const char **ret_other)
+{
+    const char *job = NULL;
+
+    *ret_first = *ret_other = NULL;
+    for (guint i = 0; i < procs->len; i++) {
+        const OrchAgentProcess *p = g_ptr_array_index(procs, i);
+
+        if (!p->job || g_strcmp0(job, p->job) == 0)
+            continue;
+        if (job) {
+            *ret_first = job;
+            *ret_other = p->job;
+            return NULL;
+        }
+        job = p->job;
+    }
+    return job;
+}
+
+/* A VM without a job in its metadata gets the job its agent reports for its registered
+ * processes (the guest's view: HOTMIG_JOB, SLURM_JOB_ID, its Slurm cgroup; docs/hotmigd.md
+ * "Jobs"). The channel is not taken from a client that holds it (a migration under way): the VM
+ * is then in no job for this inventory, with a warning, as when the agent does not answer. */
+static void read_agent_job(HotmigdInvVm *vm, OrchVirt *virt, const char *channel,
+                           guint timeout_ms, const char *where, GPtrArray *warnings)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) procs =
+        orch_agent_processes_unforced(virt, vm->name, channel, timeout_ms, &error);
+    const char *first, *other;
+
+    if (!procs) {
+        g_ptr_array_add(warnings, g_strdup_printf("%s: no job from its agent: %s", where,
+                                                  error->message));
+        return;
+    }
+    vm->job = g_strdup(guest_job_of(procs, &first, &other));
+    if (other)
+        g_ptr_array_add(warnings, g_strdup_printf("%s: its processes name two jobs, '%s' and "
+                                                  "'%s': taken for a VM in no job",
+                                                  where, first, other));
 }
 
 static double cpu_util_of(const OrchVirtDomainInfo *a, const OrchVirtDomainInfo *b,
@@ -159,6 +209,9 @@ static double cpu_util_of(const OrchVirtDomainInfo *a, const OrchVirtDomainInfo 
 static void add_vms(HotmigdInventory *inv, Reading *r, GPtrArray *second, GHashTable *seen,
                     const HotmigdInventoryOptions *opts)
 {
+    const char *channel = opts->migrate_opts->agent_channel ? opts->migrate_opts->agent_channel
+                                                            : ORCH_AGENT_CHANNEL_DEFAULT;
+
     for (guint i = 0; i < r->first->len; i++) {
         const OrchVirtDomainInfo *a = g_ptr_array_index(r->first, i);
         const OrchVirtDomainInfo *b = NULL;
@@ -194,7 +247,12 @@ static void add_vms(HotmigdInventory *inv, Reading *r, GPtrArray *second, GHashT
         vm->vcpus = CLAMP(a->vcpus, 1, (guint)POL_CPUS_MAX);
         vm->memory_mib = MIN((a->memory_kib + KIB_PER_MIB - 1) / KIB_PER_MIB, POL_MEMORY_MIB_MAX);
         vm->cpu_util = cpu_util_of(a, b, &vm->cpu_measured);
-        read_xml(vm, a->xml, opts->migrate_opts->alias_prefix, where, inv->warnings);
+        /* A paused VM's agent cannot answer (the incoming side of a migration, one stopped). */
+        if (read_xml(vm, a->xml, opts->migrate_opts->alias_prefix, channel, where,
+                     inv->warnings) &&
+            !a->paused)
+            read_agent_job(vm, r->virt, channel, opts->migrate_opts->agent_timeout_ms, where,
+                           inv->warnings);
     }
 }
 

@@ -12,7 +12,11 @@
  *                               1.0 (as busy as it may be) when not measurable: no sampling,
  *                               the VM missing from the second sample, a clock that did not move
  *          vfs                  its live XML's VFs (xml_domain_find_vfs, stand-ins included)
- *          job                  its live XML's <metadata> job id (xml_domain_get_job), or none
+ *          job                  its live XML's <metadata> job id (xml_domain_get_job); without
+ *                               one, the job its agent's inventory names for its processes
+ *                               (a running VM whose agent channel is connected, the channel
+ *                               never taken from another client: orch_agent_processes_unforced),
+ *                               or none
  * Host states: libvirt unreachable (or its answers fail) -> down (its VMs are unknown and
  * cannot be live-migrated); libvirt answers but the host's hotmigd does not -> quarantined (its
  * VMs run and count, but no VF can be leased there and no move can be started from there: it

@@ -310,6 +310,27 @@ gboolean xml_domain_is_nova(const XmlDomain *dom)
     return FALSE;
 }
 
+gboolean xml_domain_channel_may_answer(const XmlDomain *dom, const char *name)
+{
+    xmlNode *devices;
+
+    g_return_val_if_fail(dom != NULL && name != NULL, FALSE);
+    devices = xml_node_child(xmlDocGetRootElement(dom->doc), "devices");
+    for (xmlNode *cur = xml_node_child(devices, "channel"); cur;
+         cur = xml_node_next(cur, "channel")) {
+        xmlNode *target = xml_node_child(cur, "target");
+        g_autofree char *type = target ? xml_node_prop(target, "type") : NULL;
+        g_autofree char *tname = target ? xml_node_prop(target, "name") : NULL;
+        g_autofree char *state = NULL;
+
+        if (g_strcmp0(type, "virtio") != 0 || g_strcmp0(tname, name) != 0)
+            continue;
+        state = xml_node_prop(target, "state");
+        return g_strcmp0(state, "disconnected") != 0;
+    }
+    return FALSE;
+}
+
 void xml_vf_free(XmlVf *vf)
 {
     if (!vf)

@@ -80,6 +80,12 @@ char *xml_domain_get_job(const XmlDomain *dom, GError **error);
  * namespace. Moving it behind Nova's back leaves Nova's database placing it on its old host. */
 gboolean xml_domain_is_nova(const XmlDomain *dom);
 
+/* Whether the guest side of @dom's virtio channel @name may answer: @dom has that channel and
+ * its live state is not 'disconnected' (libvirt's live XML says state='connected' once a guest
+ * process opened its port, 'disconnected' while none has; without a state it is not known, so
+ * TRUE). FALSE when @dom has no such channel. */
+gboolean xml_domain_channel_may_answer(const XmlDomain *dom, const char *name);
+
 /* Every VF of @dom in document order, as a new GPtrArray of XmlVf (owned, with free func).
  * @alias_prefix selects stand-in NICs (NULL: XML_VF_ALIAS_PREFIX_DEFAULT; "": none).
  * Fails with XML_ERROR_INVALID when a VF lacks what we need (alias, PCI source address). */

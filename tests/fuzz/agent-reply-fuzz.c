@@ -23,7 +23,7 @@ typedef struct {
 } FuzzChannel;
 
 static OrchVirtChannel *fuzz_channel_open(OrchVirt *v, const char *d, const char *name,
-                                          GError **e)
+                                          gboolean force, GError **e)
 {
     FuzzChannel *c = g_new0(FuzzChannel, 1);
 

@@ -30,6 +30,10 @@ typedef struct {
     guint standins;
     gboolean paused;
     const char *job; /* in its XML's metadata, or NULL */
+    /* Its agent: NULL: no agent channel in its XML; "disconnected": the channel, no agent on
+     * it; else the channel connected, and the "processes" (JSON) its agent's inventory lists. */
+    const char *agent;
+    gboolean agent_held; /* another client (a migration) holds the channel */
 } FakeDom;
 
 typedef struct {
@@ -48,6 +52,7 @@ typedef struct {
     guint n_hosts;
     gint64 t0;
     guint list_calls;
+    GPtrArray *channel_opens; /* "HOST/DOMAIN" of each channel opened (not forced) */
 } FakeCluster;
 
 static FakeCluster *cluster_now; /* the fakes' world (tests run one at a time) */
@@ -90,7 +95,14 @@ static char *dom_xml(const FakeDom *d)
                                i, i);
     /* A NIC that is not a VF. */
     g_string_append(xml, "<interface type='network'><source network='default'/>"
-                         "<alias name='net0'/></interface></devices></domain>");
+                         "<alias name='net0'/></interface>");
+    if (d->agent)
+        g_string_append_printf(xml,
+                               "<channel type='unix'><target type='virtio' "
+                               "name='org.hotmig.agent.0' state='%s'/></channel>",
+                               g_str_equal(d->agent, "disconnected") ? "disconnected"
+                                                                     : "connected");
+    g_string_append(xml, "</devices></domain>");
     return g_string_free(g_steal_pointer(&xml), FALSE);
 }
 
@@ -133,9 +145,96 @@ static void fv_free(OrchVirt *v)
     g_free(v);
 }
 
+/* A guest's agent channel: the fake agent answers sync, info and inventory at once. */
+typedef struct {
+    OrchVirtChannel parent;
+    const FakeDom *dom;
+    GString *out;
+} FakeChannel;
+
+static OrchVirtChannel *fv_channel_open(OrchVirt *v, const char *d, const char *name,
+                                        gboolean force, GError **e)
+{
+    FakeHost *h = ((FakeVirt *)v)->host;
+    FakeChannel *c;
+
+    assert_string_equal(name, "org.hotmig.agent.0");
+    assert_false(force); /* the inventory never takes the channel from a migration */
+    for (guint i = 0; i < G_N_ELEMENTS(h->doms) && h->doms[i].name; i++) {
+        const FakeDom *dom = &h->doms[i];
+
+        if (!g_str_equal(dom->name, d))
+            continue;
+        g_ptr_array_add(cluster_now->channel_opens, g_strdup_printf("%s/%s", h->name, d));
+        if (dom->agent_held) {
+            g_set_error(e, ORCH_ERROR, ORCH_ERROR_AGENT,
+                        "Cannot open channel 'org.hotmig.agent.0' of '%s': in use (fake)", d);
+            return NULL;
+        }
+        c = g_new0(FakeChannel, 1);
+        c->parent.virt = v;
+        c->dom = dom;
+        c->out = g_string_new(NULL);
+        return &c->parent;
+    }
+    fail_msg("channel of '%s', which is not on '%s'", d, h->name);
+    return NULL;
+}
+
+static gboolean fv_channel_send(OrchVirtChannel *chan, const void *buf, gsize len,
+                                HmDeadline deadline, GError **e)
+{
+    FakeChannel *c = (FakeChannel *)chan;
+    g_autofree char *text = g_strndup(buf, len);
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+
+    for (guint i = 0; lines[i]; i++) {
+        const char *id = strstr(lines[i], "\"id\":");
+
+        if (strstr(lines[i], "\"sync\"") && id)
+            g_string_append_printf(c->out, "\xff{\"return\":%.*s}\n",
+                                   (int)strspn(id + 5, "0123456789"), id + 5);
+        else if (strstr(lines[i], "\"info\""))
+            g_string_append(c->out, "{\"return\":{\"version\":\"test\",\"protocol\":2}}\n");
+        else if (strstr(lines[i], "\"inventory\""))
+            g_string_append_printf(c->out,
+                                   "{\"return\":{\"state\":\"running\",\"processes\":%s,"
+                                   "\"devices\":[]}}\n",
+                                   c->dom->agent);
+    }
+    return TRUE;
+}
+
+static gssize fv_channel_recv(OrchVirtChannel *chan, void *buf, gsize len, HmDeadline deadline,
+                              GError **e)
+{
+    FakeChannel *c = (FakeChannel *)chan;
+    gsize n = MIN(len, c->out->len);
+
+    if (n == 0) {
+        g_set_error(e, HM_COMMON_ERROR, HM_COMMON_ERROR_TIMEOUT, "Timed out (fake)");
+        return -1;
+    }
+    memcpy(buf, c->out->str, n);
+    g_string_erase(c->out, 0, n);
+    return n;
+}
+
+static void fv_channel_close(OrchVirtChannel *chan)
+{
+    FakeChannel *c = (FakeChannel *)chan;
+
+    g_string_free(c->out, TRUE);
+    g_free(c);
+}
+
 static const OrchVirtOps fake_virt_ops = {
     .node_get_info = fv_node_get_info,
     .domain_list_info = fv_domain_list_info,
+    .channel_open = fv_channel_open,
+    .channel_send = fv_channel_send,
+    .channel_recv = fv_channel_recv,
+    .channel_close = fv_channel_close,
     .free = fv_free,
 };
 
@@ -455,6 +554,99 @@ static void test_inventory_cancelled(void **state)
     assert_null(inv);
     assert_true(g_error_matches(error, ORCH_ERROR, ORCH_ERROR_CANCELLED));
     assert_true(g_get_monotonic_time() - start < 5 * G_USEC_PER_SEC);
+}
+
+/* A VM without a job in its metadata is in the job its agent names for its processes (issue 32
+ * item 7); the metadata wins, and the agent is asked only when its channel is connected,
+ * never taking the channel from a migration that holds it. The plans' schedules carry it. */
+static void test_inventory_agent_jobs(void **state)
+{
+    static const char procs_4711[] =
+        "[{\"pid\":10,\"name\":\"xdlu\",\"state\":\"running\",\"job\":\"4711\"},"
+        "{\"pid\":11,\"name\":\"helper\",\"state\":\"running\"}]";
+    static const char procs_two[] =
+        "[{\"pid\":10,\"name\":\"xdlu\",\"state\":\"running\",\"job\":\"4711\"},"
+        "{\"pid\":12,\"name\":\"other\",\"state\":\"running\",\"job\":\"4712\"}]";
+    FakeCluster c = {
+        .hosts =
+            {
+                {.name = "A",
+                 .cpus = 8,
+                 .memory_mib = 32768,
+                 .pool = 8,
+                 .free = 8,
+                 .doms = {{"meta", 1, 1024, 0.1, 0, 1, FALSE, "lu", procs_4711},
+                          {"guest", 1, 1024, 0.1, 0, 1, FALSE, NULL, procs_4711},
+                          {"noagent", 1, 1024, 0.1, 0, 1, FALSE, NULL, "disconnected"},
+                          {"held", 1, 1024, 0.1, 0, 1, FALSE, NULL, procs_4711, TRUE}}},
+                {.name = "B",
+                 .cpus = 8,
+                 .memory_mib = 32768,
+                 .pool = 8,
+                 .free = 8,
+                 .doms = {{"two", 1, 1024, 0.1, 0, 1, FALSE, NULL, procs_two},
+                          {"nochannel", 1, 1024, 0.1, 0, 1, FALSE, NULL, NULL},
+                          {"other", 1, 1024, 0.1, 0, 1, FALSE, NULL, procs_4711}}},
+            },
+        .n_hosts = 2,
+    };
+    g_autoptr(HotmigdInventory) inv = NULL;
+    g_autoptr(PolCluster) cluster = NULL;
+    g_autoptr(PolPlan) plan = NULL;
+    g_autoptr(PolSchedule) sched = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *warnings = NULL;
+    g_autofree char *opens = NULL;
+    HotmigdInventoryView view = {.now = 1700000000};
+    const GPtrArray *moves;
+    PolOptions opts;
+
+    c.t0 = g_get_monotonic_time();
+    c.channel_opens = g_ptr_array_new_with_free_func(g_free);
+    cluster_now = &c;
+    inv = collect(0);
+    g_ptr_array_add(c.channel_opens, NULL);
+    opens = g_strjoinv(",", (char **)c.channel_opens->pdata);
+    g_ptr_array_unref(c.channel_opens);
+    /* Asked: the VMs without metadata whose channel is connected, each once. */
+    assert_string_equal(opens, "A/guest,A/held,B/two,B/other");
+    assert_string_equal(vm_named(inv, "meta")->job, "lu"); /* the metadata wins */
+    assert_string_equal(vm_named(inv, "guest")->job, "4711");
+    assert_string_equal(vm_named(inv, "other")->job, "4711");
+    assert_null(vm_named(inv, "noagent")->job);
+    assert_null(vm_named(inv, "nochannel")->job);
+    assert_null(vm_named(inv, "held")->job);
+    assert_null(vm_named(inv, "two")->job);
+    g_ptr_array_add(inv->warnings, NULL);
+    warnings = g_strjoinv("\n", (char **)inv->warnings->pdata);
+    g_ptr_array_remove_index(inv->warnings, inv->warnings->len - 1);
+    assert_int_equal(inv->warnings->len, 2);
+    assert_non_null(strstr(warnings, "VM 'held' on 'A': no job from its agent: Cannot open "
+                                     "channel 'org.hotmig.agent.0' of 'held': in use (fake)"));
+    assert_non_null(strstr(warnings, "VM 'two' on 'B': its processes name two jobs, '4711' and "
+                                     "'4712': taken for a VM in no job"));
+
+    /* A drain of A: the schedule's moves carry the guest's job, so 'guest' and 'other' (B) are
+     * one job; the metadata's 'lu' for 'meta'. */
+    cluster = hotmigd_inventory_to_cluster(inv, &view, &error);
+    assert_null(error);
+    pol_options_init(&opts);
+    plan = pol_plan_drain(cluster, "A", &opts, &error);
+    assert_null(error);
+    sched = pol_schedule_new(cluster, plan->migrations, NULL, &opts, &error);
+    assert_null(error);
+    moves = pol_schedule_get_moves(sched);
+    assert_int_equal(moves->len, 4);
+    for (guint i = 0; i < moves->len; i++) {
+        const PolScheduleMove *m = g_ptr_array_index(moves, i);
+
+        if (g_str_equal(m->vm, "guest"))
+            assert_string_equal(m->job, "4711");
+        else if (g_str_equal(m->vm, "meta"))
+            assert_string_equal(m->job, "lu");
+        else
+            assert_null(m->job);
+    }
 }
 
 /* The snapshot export, read back by `migrate-vm plan --snapshot`'s parser, plans the same. */
@@ -1088,6 +1280,7 @@ int main(void)
         cmocka_unit_test(test_inventory),
         cmocka_unit_test(test_inventory_unmeasured),
         cmocka_unit_test(test_inventory_cancelled),
+        cmocka_unit_test(test_inventory_agent_jobs),
         cmocka_unit_test(test_snapshot_round_trip),
         cmocka_unit_test(test_run),
         cmocka_unit_test(test_run_refused),

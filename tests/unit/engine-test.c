@@ -570,13 +570,14 @@ static gboolean fake_domain_abort_job(OrchVirt *v, const char *d, GError **e)
 }
 
 static OrchVirtChannel *fake_channel_open(OrchVirt *v, const char *d, const char *name,
-                                          GError **e)
+                                          gboolean force, GError **e)
 {
     FakeChannel *c;
 
     if (!check_here(v, d, e))
         return NULL;
     assert_string_equal(name, "org.hotmig.agent.0");
+    assert_true(force); /* a migration takes the channel from whoever holds it */
     c = g_new0(FakeChannel, 1);
     c->parent.virt = v;
     c->out = g_string_new(NULL);

@@ -850,6 +850,42 @@ static void test_domain_is_nova(void **state)
     }
 }
 
+/* Whether a guest may answer on a channel: the live XML's state of that virtio channel. */
+static void test_domain_channel_may_answer(void **state)
+{
+    static const struct {
+        const char *devices;
+        gboolean may;
+    } cases[] = {
+        {"", FALSE},
+        {"<channel type='unix'><target type='virtio' name='org.hotmig.agent.0' "
+         "state='connected'/></channel>",
+         TRUE},
+        {"<channel type='unix'><target type='virtio' name='org.hotmig.agent.0' "
+         "state='disconnected'/></channel>",
+         FALSE},
+        /* No state (an inactive definition, an old QEMU): not known, so it may. */
+        {"<channel type='unix'><target type='virtio' name='org.hotmig.agent.0'/></channel>", TRUE},
+        {"<channel type='unix'><target type='virtio' name='org.qemu.guest_agent.0' "
+         "state='connected'/></channel><channel type='unix'><target type='virtio' "
+         "name='org.hotmig.agent.0' state='disconnected'/></channel>",
+         FALSE},
+        {"<channel type='pty'><target type='guestfwd' name='org.hotmig.agent.0'/></channel>",
+         FALSE},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *xml = g_strdup_printf(
+            "<domain type='kvm'><name>vm1</name><devices>%s</devices></domain>", cases[i].devices);
+        g_autoptr(GError) error = NULL;
+        g_autoptr(XmlDomain) dom = xml_domain_parse(xml, &error);
+
+        assert_non_null(dom);
+        if (xml_domain_channel_may_answer(dom, "org.hotmig.agent.0") != cases[i].may)
+            fail_msg("case %zu: may answer %d, expected %d", i, !cases[i].may, cases[i].may);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -879,6 +915,7 @@ int main(void)
         cmocka_unit_test(test_caps_offer_guest),
         cmocka_unit_test(test_domain_job),
         cmocka_unit_test(test_domain_is_nova),
+        cmocka_unit_test(test_domain_channel_may_answer),
     };
 
     return cmocka_run_group_tests_name("xml", tests, NULL, NULL);
