@@ -59,6 +59,23 @@ gboolean orch_json_item_string(const OrchJsonItem *it, const char *field, gboole
     return TRUE;
 }
 
+gboolean orch_json_item_object(const OrchJsonItem *it, const char *field, gboolean required,
+                               JsonObject **ret, GError **error)
+{
+    JsonNode *node = orch_json_item_member(it, field);
+
+    if (!node) {
+        if (required)
+            return orch_json_item_bad(it, field, error, "missing");
+        *ret = NULL;
+        return TRUE;
+    }
+    if (!JSON_NODE_HOLDS_OBJECT(node))
+        return orch_json_item_bad(it, field, error, "must be an object");
+    *ret = json_node_get_object(node);
+    return TRUE;
+}
+
 gboolean orch_json_item_int(const OrchJsonItem *it, const char *field, gboolean required,
                             gint64 min, gint64 max, gint64 def, gint64 *ret, GError **error)
 {

@@ -38,6 +38,10 @@ JsonNode *orch_json_item_member(const OrchJsonItem *it, const char *field);
 gboolean orch_json_item_string(const OrchJsonItem *it, const char *field, gboolean required,
                                const char **ret, GError **error);
 
+/* An object (borrowed; NULL when absent and not @required). */
+gboolean orch_json_item_object(const OrchJsonItem *it, const char *field, gboolean required,
+                               JsonObject **ret, GError **error);
+
 /* An integer in @min..@max (@def when absent and not @required). */
 gboolean orch_json_item_int(const OrchJsonItem *it, const char *field, gboolean required,
                             gint64 min, gint64 max, gint64 def, gint64 *ret, GError **error);

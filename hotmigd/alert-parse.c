@@ -39,46 +39,6 @@ static JsonParser *parse_object(const char *data, gsize len, gsize max, const ch
     return g_steal_pointer(&parser);
 }
 
-/* The member @field of @obj (NULL: none), or NULL when absent or null; @ctx says where a field
- * is in errors, as json-fields.h does: "webhook: alerts[3]" + "." + "labels.instance". */
-static JsonNode *member(const OrchJsonItem *ctx, JsonObject *obj, const char *field)
-{
-    OrchJsonItem in = *ctx;
-
-    in.obj = obj;
-    return orch_json_item_member(&in, field);
-}
-
-/* The string member @field of @obj: *@ret is NULL when absent. @path names it in errors. */
-static gboolean get_string(const OrchJsonItem *ctx, JsonObject *obj, const char *path,
-                           const char *field, const char **ret, GError **error)
-{
-    JsonNode *node = member(ctx, obj, field);
-
-    *ret = NULL;
-    if (!node)
-        return TRUE;
-    if (json_node_get_value_type(node) != G_TYPE_STRING)
-        return orch_json_item_bad(ctx, path, error, "must be a string");
-    *ret = json_node_get_string(node);
-    return TRUE;
-}
-
-/* The object member @field of @obj: *@ret is NULL when absent. */
-static gboolean get_object(const OrchJsonItem *ctx, JsonObject *obj, const char *field,
-                           JsonObject **ret, GError **error)
-{
-    JsonNode *node = member(ctx, obj, field);
-
-    *ret = NULL;
-    if (!node)
-        return TRUE;
-    if (!JSON_NODE_HOLDS_OBJECT(node))
-        return orch_json_item_bad(ctx, field, error, "must be an object");
-    *ret = json_node_get_object(node);
-    return TRUE;
-}
-
 /* ---- values ------------------------------------------------------------------------------ */
 
 #define SHOWN_MAX 64 /* bytes of a bad value quoted in a message */
@@ -209,106 +169,148 @@ static gboolean deadline_text(const OrchJsonItem *ctx, const char *path, const c
 
 /* ---- the Alertmanager webhook ------------------------------------------------------------ */
 
-/* The value of label or annotation @name: *@ret_path says which ("labels.instance"). */
-static gboolean lookup(const OrchJsonItem *ctx, JsonObject *labels, JsonObject *annotations,
-                       const char *name, gboolean label, gboolean annotation, const char **ret,
-                       char **ret_path, GError **error)
+/* The value of label or annotation @name, looked for in @labels, then in @annotations (either
+ * NULL: not looked at): *@ret_path says where ("labels.instance"). */
+static gboolean lookup(const OrchJsonItem *labels, const OrchJsonItem *annotations,
+                       const char *name, const char **ret, char **ret_path, GError **error)
 {
-    g_autofree char *lpath = g_strdup_printf("labels.%s", name);
-    g_autofree char *apath = g_strdup_printf("annotations.%s", name);
+    const OrchJsonItem *in[] = {labels, annotations};
 
     *ret = NULL;
-    if (label && !get_string(ctx, labels, lpath, name, ret, error))
-        return FALSE;
-    if (*ret) {
-        *ret_path = g_steal_pointer(&lpath);
-        return TRUE;
+    for (guint i = 0; i < G_N_ELEMENTS(in) && !*ret; i++) {
+        if (in[i] && !orch_json_item_string(in[i], name, FALSE, ret, error))
+            return FALSE;
+        if (*ret)
+            *ret_path = g_strdup_printf("%s.%s", i ? "annotations" : "labels", name);
     }
-    if (annotation && !get_string(ctx, annotations, apath, name, ret, error))
-        return FALSE;
-    if (*ret)
-        *ret_path = g_steal_pointer(&apath);
     return TRUE;
 }
 
-static gboolean parse_alert(const OrchJsonItem *ctx, JsonObject *alert, const OrchAlertOptions *o,
-                            gint64 now, PolAlertEvent *ev, GError **error)
+/* An alert's labels or annotations as an item of their own: their errors say
+ * "webhook: alerts[3].labels.NAME". */
+typedef struct {
+    OrchJsonItem labels, annotations;
+    char *lwhere, *awhere;
+} AlertMembers;
+
+static void alert_members_clear(AlertMembers *m)
+{
+    g_free(m->lwhere);
+    g_free(m->awhere);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(AlertMembers, alert_members_clear)
+
+/* firing or resolved; the labels (required) and annotations; the members we only type-check. */
+static gboolean alert_status(const OrchJsonItem *ctx, PolAlertEvent *ev, AlertMembers *m,
+                             const char **ret_fingerprint, const char **ret_alertname,
+                             GError **error)
 {
     JsonObject *labels, *annotations;
-    const char *status, *value, *fingerprint, *alertname, *ignored;
-    g_autofree char *path = NULL;
-    const char *host_label = o->host_label ? o->host_label : "instance";
-    const char *severity_label = o->severity_label ? o->severity_label : "hotmig_action";
-    g_autofree char *host_path = g_strdup_printf("labels.%s", host_label);
-    g_autofree char *severity_path = g_strdup_printf("labels.%s", severity_label);
-    const char *confidence = o->confidence ? o->confidence : "hotmig_confidence";
-    const char *deadline = o->deadline ? o->deadline : "hotmig_deadline";
+    const char *status, *ignored;
 
-    if (!get_string(ctx, alert, "status", "status", &status, error))
+    if (!orch_json_item_string(ctx, "status", TRUE, &status, error))
         return FALSE;
-    if (!status)
-        return orch_json_item_bad(ctx, "status", error, "missing");
     if (!g_str_equal(status, "firing") && !g_str_equal(status, "resolved")) {
         g_autofree char *quoted = shown(status);
         return orch_json_item_bad(ctx, "status", error, "must be firing or resolved, not '%s'",
                                   quoted);
     }
     ev->resolved = g_str_equal(status, "resolved");
-    if (!get_object(ctx, alert, "labels", &labels, error) ||
-        !get_object(ctx, alert, "annotations", &annotations, error))
+    if (!orch_json_item_object(ctx, "labels", FALSE, &labels, error) ||
+        !orch_json_item_object(ctx, "annotations", FALSE, &annotations, error))
         return FALSE;
     if (!labels)
         return orch_json_item_bad(ctx, "labels", error, "missing");
-    if (!get_string(ctx, alert, "startsAt", "startsAt", &ignored, error) ||
-        !get_string(ctx, alert, "endsAt", "endsAt", &ignored, error) ||
-        !get_string(ctx, alert, "fingerprint", "fingerprint", &fingerprint, error) ||
-        !get_string(ctx, labels, "labels.alertname", "alertname", &alertname, error))
-        return FALSE;
+    m->lwhere = g_strdup_printf("%s.labels", ctx->where);
+    m->awhere = g_strdup_printf("%s.annotations", ctx->where);
+    m->labels = (OrchJsonItem){.what = ctx->what, .where = m->lwhere, .obj = labels};
+    m->annotations = (OrchJsonItem){.what = ctx->what, .where = m->awhere, .obj = annotations};
+    return orch_json_item_string(ctx, "startsAt", FALSE, &ignored, error) &&
+           orch_json_item_string(ctx, "endsAt", FALSE, &ignored, error) &&
+           orch_json_item_string(ctx, "fingerprint", FALSE, ret_fingerprint, error) &&
+           orch_json_item_string(&m->labels, "alertname", FALSE, ret_alertname, error);
+}
 
-    /* The host. */
-    if (!lookup(ctx, labels, NULL, host_label, TRUE, FALSE, &value, &path, error))
+/* The host: the label the options name, else "instance", then "host". */
+static gboolean alert_host(const OrchJsonItem *ctx, const AlertMembers *m,
+                           const OrchAlertOptions *o, PolAlertEvent *ev, GError **error)
+{
+    const char *host_label = o->host_label ? o->host_label : "instance";
+    g_autofree char *path = NULL;
+    const char *value;
+
+    if (!lookup(&m->labels, NULL, host_label, &value, &path, error))
         return FALSE;
-    if (!value && !o->host_label &&
-        !lookup(ctx, labels, NULL, "host", TRUE, FALSE, &value, &path, error))
+    if (!value && !o->host_label && !lookup(&m->labels, NULL, "host", &value, &path, error))
         return FALSE;
-    if (!value)
+    if (!value) {
+        g_autofree char *host_path = g_strdup_printf("labels.%s", host_label);
         return orch_json_item_bad(ctx, host_path, error, "missing%s",
                                   o->host_label ? "" : " (and no labels.host)");
-    if (!host_value(ctx, path, value, &ev->host, error))
-        return FALSE;
-    g_clear_pointer(&path, g_free);
+    }
+    return host_value(ctx, path, value, &ev->host, error);
+}
 
-    /* What it asks for. */
-    if (!lookup(ctx, labels, NULL, severity_label, TRUE, FALSE, &value, &path, error))
+/* What it asks for: the label the options name, else "hotmig_action", then Prometheus'
+ * "severity". */
+static gboolean alert_severity(const OrchJsonItem *ctx, const AlertMembers *m,
+                               const OrchAlertOptions *o, PolAlertEvent *ev, GError **error)
+{
+    const char *severity_label = o->severity_label ? o->severity_label : "hotmig_action";
+    g_autofree char *path = NULL;
+    const char *value;
+
+    if (!lookup(&m->labels, NULL, severity_label, &value, &path, error))
         return FALSE;
     if (value && !severity_value(ctx, path, value, FALSE, &ev->severity, error))
         return FALSE;
     g_clear_pointer(&path, g_free);
     if (!value && !o->severity_label) {
-        if (!lookup(ctx, labels, NULL, "severity", TRUE, FALSE, &value, &path, error))
+        if (!lookup(&m->labels, NULL, "severity", &value, &path, error))
             return FALSE;
         if (value && !severity_value(ctx, path, value, TRUE, &ev->severity, error))
             return FALSE;
-        g_clear_pointer(&path, g_free);
     }
-    if (!value)
+    if (!value) {
+        g_autofree char *severity_path = g_strdup_printf("labels.%s", severity_label);
         return orch_json_item_bad(ctx, severity_path, error, "missing%s",
                                   o->severity_label ? "" : " (and no labels.severity)");
+    }
+    return TRUE;
+}
 
-    /* How sure, and by when. */
-    if (!lookup(ctx, labels, annotations, confidence, TRUE, TRUE, &value, &path, error))
+/* How sure (a label or an annotation), and by when (an annotation). */
+static gboolean alert_timing(const OrchJsonItem *ctx, const AlertMembers *m,
+                             const OrchAlertOptions *o, gint64 now, PolAlertEvent *ev,
+                             GError **error)
+{
+    const char *confidence = o->confidence ? o->confidence : "hotmig_confidence";
+    const char *deadline = o->deadline ? o->deadline : "hotmig_deadline";
+    g_autofree char *path = NULL;
+    const char *value;
+
+    if (!lookup(&m->labels, &m->annotations, confidence, &value, &path, error))
         return FALSE;
     if (value && !confidence_text(ctx, path, value, &ev->confidence, error))
         return FALSE;
     g_clear_pointer(&path, g_free);
-    if (!lookup(ctx, NULL, annotations, deadline, FALSE, TRUE, &value, &path, error))
+    if (!lookup(NULL, &m->annotations, deadline, &value, &path, error))
         return FALSE;
-    if (!value && !o->deadline &&
-        !lookup(ctx, NULL, annotations, "deadline", FALSE, TRUE, &value, &path, error))
+    if (!value && !o->deadline && !lookup(NULL, &m->annotations, "deadline", &value, &path, error))
         return FALSE;
-    if (value && !deadline_text(ctx, path, value, now, &ev->deadline, error))
-        return FALSE;
+    return !value || deadline_text(ctx, path, value, now, &ev->deadline, error);
+}
 
+static gboolean parse_alert(const OrchJsonItem *ctx, const OrchAlertOptions *o, gint64 now,
+                            PolAlertEvent *ev, GError **error)
+{
+    g_auto(AlertMembers) m = {0};
+    const char *fingerprint = NULL, *alertname = NULL;
+
+    if (!alert_status(ctx, ev, &m, &fingerprint, &alertname, error) ||
+        !alert_host(ctx, &m, o, ev, error) || !alert_severity(ctx, &m, o, ev, error) ||
+        !alert_timing(ctx, &m, o, now, ev, error))
+        return FALSE;
     /* The same alert again has the same fingerprint. */
     if (fingerprint && *fingerprint)
         ev->key = g_strdup(fingerprint);
@@ -328,18 +330,18 @@ static gboolean parse_alert(const OrchJsonItem *ctx, JsonObject *alert, const Or
 static gboolean parse_webhook(JsonObject *root, const OrchAlertOptions *opts, gint64 now,
                               GPtrArray *events, GError **error)
 {
-    const OrchJsonItem top = {.what = "webhook"};
+    const OrchJsonItem top = {.what = "webhook", .obj = root};
     JsonNode *node;
     JsonArray *alerts;
     const char *version;
 
-    if (!get_string(&top, root, "version", "version", &version, error))
+    if (!orch_json_item_string(&top, "version", FALSE, &version, error))
         return FALSE;
     if (version && !g_str_equal(version, "4")) {
         g_autofree char *quoted = shown(version);
         return orch_json_item_bad(&top, "version", error, "must be \"4\", not \"%s\"", quoted);
     }
-    node = member(&top, root, "alerts");
+    node = orch_json_item_member(&top, "alerts");
     if (!node)
         return orch_json_item_bad(&top, "alerts", error, "missing");
     if (!JSON_NODE_HOLDS_ARRAY(node))
@@ -359,7 +361,8 @@ static gboolean parse_webhook(JsonObject *root, const OrchAlertOptions *opts, gi
                         where);
             return FALSE;
         }
-        if (!parse_alert(&ctx, json_node_get_object(element), opts, now, ev, error))
+        ctx.obj = json_node_get_object(element);
+        if (!parse_alert(&ctx, opts, now, ev, error))
             return FALSE;
         g_ptr_array_add(events, g_steal_pointer(&ev));
     }
@@ -388,30 +391,28 @@ GPtrArray *orch_alert_webhook_parse(const char *data, gsize len, const OrchAlert
 static gboolean parse_line(JsonObject *obj, const char *source, gint64 now, PolAlertEvent *ev,
                            GError **error)
 {
-    const OrchJsonItem ctx = {.what = "event"};
+    const OrchJsonItem ctx = {.what = "event", .obj = obj};
     JsonNode *node;
     const char *value;
 
-    if (!get_string(&ctx, obj, "host", "host", &value, error))
+    if (!orch_json_item_string(&ctx, "host", TRUE, &value, error))
         return FALSE;
-    if (!value)
-        return orch_json_item_bad(&ctx, "host", error, "missing");
     if (!host_value(&ctx, "host", value, &ev->host, error))
         return FALSE;
 
-    node = member(&ctx, obj, "resolved");
+    node = orch_json_item_member(&ctx, "resolved");
     if (node && json_node_get_value_type(node) != G_TYPE_BOOLEAN)
         return orch_json_item_bad(&ctx, "resolved", error, "must be true or false");
     ev->resolved = node && json_node_get_boolean(node);
 
-    if (!get_string(&ctx, obj, "severity", "severity", &value, error))
+    if (!orch_json_item_string(&ctx, "severity", FALSE, &value, error))
         return FALSE;
     if (!value && !ev->resolved)
         return orch_json_item_bad(&ctx, "severity", error, "missing");
     if (value && !severity_value(&ctx, "severity", value, FALSE, &ev->severity, error))
         return FALSE;
 
-    if ((node = member(&ctx, obj, "confidence"))) {
+    if ((node = orch_json_item_member(&ctx, "confidence"))) {
         GType type = json_node_get_value_type(node);
         double v = type == G_TYPE_DOUBLE  ? json_node_get_double(node)
                    : type == G_TYPE_INT64 ? (double)json_node_get_int(node)
@@ -422,7 +423,7 @@ static gboolean parse_line(JsonObject *obj, const char *source, gint64 now, PolA
         ev->confidence = v;
     }
 
-    if ((node = member(&ctx, obj, "deadline"))) {
+    if ((node = orch_json_item_member(&ctx, "deadline"))) {
         GType type = json_node_get_value_type(node);
         if (type == G_TYPE_STRING) {
             if (!deadline_text(&ctx, "deadline", json_node_get_string(node), now, &ev->deadline,
@@ -441,7 +442,7 @@ static gboolean parse_line(JsonObject *obj, const char *source, gint64 now, PolA
         }
     }
 
-    if (!get_string(&ctx, obj, "key", "key", &value, error))
+    if (!orch_json_item_string(&ctx, "key", FALSE, &value, error))
         return FALSE;
     if (value &&
         (!*value || strlen(value) > POL_ALERT_KEY_MAX || !g_utf8_validate(value, -1, NULL)))
