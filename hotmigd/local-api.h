@@ -1,7 +1,7 @@
 /* hotmigd's local API, the listener (local-api.c): JSON lines on the Unix socket [hotmigd]
  * socket. The wire format, the request parser and the client are engine/local-protocol.h; the
- * commands' work is done by the listener's owner (the daemon, daemon.c) through the table below,
- * on the owner's main context. */
+ * commands' work is done by the listener's owner (the daemon: daemon.c binds commands.c's and
+ * schedules.c's functions) through the table below, on the owner's main context. */
 #pragma once
 
 #include <glib.h>
@@ -32,7 +32,8 @@ typedef struct {
 typedef void (*HotmigdWatchFunc)(JsonNode *event, gpointer data);
 
 /* What the commands ask of the listener's owner (@owner of hotmigd_local_api_new()); each entry
- * is the daemon's function of that name (hotmigd/daemon.h says what each answers). */
+ * is the daemon's function of that name (hotmigd/commands.h, and schedules.h for watch, say what
+ * each answers). */
 typedef struct {
     void (*plan)(gpointer owner, const HotmigdPlanRequest *req, HotmigdDone done, gpointer data);
     void (*run)(gpointer owner, PolPlan *plan, const char *reason, HotmigdDone done,

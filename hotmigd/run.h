@@ -1,7 +1,8 @@
 /* Running plans (run.c: HotmigdRun, and the HotmigdMoves it is made of; the scheduler runner): each
  * move is one orch_migrate(), driven from its source host, and a plan's moves go through the
  * scheduler core (PolSchedule: priority order, limits, skips after a failure). hotmigd uses it
- * (daemon.c); tests run it with a fake migrate function and a fake hotmigd client.
+ * (schedules.c, migrations.c); tests run it with a fake migrate function and a fake hotmigd
+ * client.
  *
  *   HotmigdMove  one migration in a thread of its own: here (orch_migrate()) when its source is
  *             this host, else asked of the source host's hotmigd (POST /v1/migrations) and
