@@ -1,11 +1,12 @@
 /* hotmig-agent: the verbs layer's broker on the control network (docs/verbs-layer.md).
  *
  * A libhotmig-verbs process in another guest connects here (TCP, the control network, never the
- * VF) and sends one line "ROUTE <vqpn>"; the agent looks up which local process registered that
- * QP (RUN_DIR/qp-<vqpn> holds its pid), connects to its socket RUN_DIR/<pid>.sock, answers
- * "ROUTED" and splices the two connections. The layers then talk their peer protocol
- * (docs/protocol.md) through it. Everything the remote sends before the splice is parsed by the
- * layer's one parser (hv-proto.c) with its limits. */
+ * VF) and sends one line "ROUTE <vqpn> <tag>"; the agent looks up which local process registered
+ * that QP (RUN_DIR/qp-<vqpn> holds its pid and the route's tag, which only a holder of the job's
+ * key can compute: hv-proto.h), connects to its socket RUN_DIR/<pid>.sock, tells it where the
+ * connection comes from ("FROM <address>"), answers "ROUTED" and splices the two connections. The
+ * layers then talk their peer protocol (docs/protocol.md) through it. Everything the remote sends
+ * before the splice is parsed by the layer's one parser (hv-proto.c) with its limits. */
 #include "guest-agent/agent/agent-priv.h"
 #include "hv-proto.h"
 
@@ -18,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PEER_LINE_MAX 64  /* "ROUTE <vqpn>" */
+#define PEER_LINE_MAX 64  /* "ROUTE <vqpn> <tag>" */
 /* The broker's bounds (issue 28, finding 3; docs/security.md "The verbs peer protocol"): a
  * flood from some addresses must not keep a migration's SUSPEND/RECONNECT out. */
 #define PEER_CONNS_MAX 64     /* unrouted connections at once: a newcomer closes the oldest */
@@ -139,15 +140,18 @@ static gboolean peer_splice_timeout(gpointer data)
     return G_SOURCE_REMOVE;
 }
 
-/* Reads RUN_DIR/qp-<vqpn>: the pid of the process owning that QP, and the record's owner. A
- * record is a regular file, opened without following a link (nor blocking on a FIFO). */
-static gboolean peer_owner(AgentPeer *peer, guint32 vqpn, guint64 *pid, uid_t *uid,
-                           GError **error)
+/* Reads RUN_DIR/qp-<vqpn>: the pid of the process owning that QP, and the record's owner, when
+ * the record holds @tag (a caller with the job's key). A record is a regular file, opened
+ * without following a link (nor blocking on a FIFO). */
+static gboolean peer_owner(AgentPeer *peer, guint32 vqpn, const guint8 *tag, guint64 *pid,
+                           uid_t *uid, GError **error)
 {
     g_autofree char *path = g_strdup_printf("%s/" HV_ROUTE_FILE_FMT, peer->run_dir, vqpn);
-    char data[32] = {0};
+    char data[HV_ROUTE_FILE_MAX + 1] = {0}, want[2 * HV_ROUTE_TAG_LEN + 1];
+    const char *have;
     struct stat st;
     ssize_t n;
+    guint diff = 0;
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 
     if (fd < 0) {
@@ -155,16 +159,34 @@ static gboolean peer_owner(AgentPeer *peer, guint32 vqpn, guint64 *pid, uid_t *u
                     g_strerror(errno));
         return FALSE;
     }
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > 24) {
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > HV_ROUTE_FILE_MAX) {
         close(fd);
         g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_IO,
-                    "'%s' is not a route record (a regular file of at most 24 bytes)", path);
+                    "'%s' is not a route record (a regular file of at most %d bytes)", path,
+                    HV_ROUTE_FILE_MAX);
         return FALSE;
     }
     n = read(fd, data, sizeof(data) - 1);
     close(fd);
     data[n > 0 ? n : 0] = '\0';
     g_strchomp(data);
+    have = strchr(data, ' ');
+    if (!have || strlen(have + 1) != sizeof(want) - 1) {
+        g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_IO, "'%s' is not '<pid> <tag>'",
+                    path);
+        return FALSE;
+    }
+    for (int i = 0; i < HV_ROUTE_TAG_LEN; i++)
+        g_snprintf(want + 2 * i, 3, "%02x", tag[i]);
+    for (size_t i = 0; i < sizeof(want) - 1; i++) /* in constant time */
+        diff |= (guint)(have[1 + i] ^ want[i]);
+    if (diff) {
+        g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_IO,
+                    "the ROUTE's tag is not the one of '%s' (the caller lacks the job's key)",
+                    path);
+        return FALSE;
+    }
+    data[have - data] = '\0';
     if (!g_ascii_string_to_unsigned(data, 10, 1, G_MAXINT32, pid, NULL)) {
         g_set_error(error, HM_COMMON_ERROR, HM_COMMON_ERROR_IO, "'%s' does not hold a pid",
                     path);
@@ -186,6 +208,23 @@ static gboolean peer_owner_check(GSocketConnection *conn, guint64 pid, uid_t uid
            (guint64)cred.pid == pid && cred.uid == uid;
 }
 
+/* The layer's first line: where the connection comes from ("FROM <address>"), which its server
+ * counts connections by (docs/security.md, "Resources"). A few bytes into a fresh Unix socket:
+ * does not block. */
+static gboolean peer_tell_from(GSocketConnection *local, const char *addr)
+{
+    GOutputStream *out = g_io_stream_get_output_stream(G_IO_STREAM(local));
+    HvMsg *m = g_new0(HvMsg, 1);
+    char line[HV_PROTO_TEXT_MAX + 16];
+    int n;
+
+    m->type = HV_MSG_FROM;
+    g_strlcpy(m->text, addr && *addr ? addr : "?", sizeof(m->text));
+    n = hv_proto_format(m, line, sizeof(line));
+    g_free(m);
+    return n > 0 && g_output_stream_write_all(out, line, (gsize)n, NULL, NULL, NULL);
+}
+
 static void peer_route(PeerConn *pc)
 {
     g_autoptr(GError) error = NULL;
@@ -201,7 +240,7 @@ static void peer_route(PeerConn *pc)
 
     if (hv_proto_parse(pc->buf, pc->len, m) < 0 || m->type != HV_MSG_ROUTE) {
         g_free(m);
-        peer_refuse(pc, "expected ROUTE <vqpn>");
+        peer_refuse(pc, "expected ROUTE <vqpn> <tag>");
         return;
     }
     if (pc->peer->n_routed >= PEER_ROUTED_MAX) {
@@ -210,8 +249,10 @@ static void peer_route(PeerConn *pc)
         peer_refuse(pc, why);
         return;
     }
-    if (!peer_owner(pc->peer, m->target, &pid, &uid, &error)) {
-        g_debug("route to QP %u: %s", m->target, error->message);
+    if (!peer_owner(pc->peer, m->target, m->tag, &pid, &uid, &error)) {
+        /* the same answer with or without a record: a scan learns nothing */
+        g_debug("route to QP %u from %s: %s", m->target, pc->addr ? pc->addr : "?",
+                error->message);
         why = g_strdup_printf("no process owns QP %u", m->target);
         g_free(m);
         peer_refuse(pc, why);
@@ -231,6 +272,12 @@ static void peer_route(PeerConn *pc)
         g_message("route to QP %u refused: the process behind '%s' is not pid %" G_GUINT64_FORMAT
                   " of uid %u, as its route record says",
                   m->target, sock, pid, (unsigned)uid);
+        why = g_strdup_printf("the owner of QP %u does not answer", m->target);
+        g_free(m);
+        peer_refuse(pc, why);
+        return;
+    }
+    if (!peer_tell_from(local, pc->addr)) {
         why = g_strdup_printf("the owner of QP %u does not answer", m->target);
         g_free(m);
         peer_refuse(pc, why);

@@ -13,50 +13,205 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 static char hv_sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static int hv_server_fd = -1;
 static pthread_once_t hv_reg_once = PTHREAD_ONCE_INIT;
 
-/* The server's bounds: connections (each a thread) at once; a caller sends its first frame
- * within HV_AUTH_CHALLENGE_MS of the challenge, each further one within HV_SERVER_IDLE_MS. */
-#define HV_SERVER_CONNS_MAX 16
+/* The server's bounds (issue 28, "bounded broker"; docs/security.md, "Resources"; the numbers in
+ * hv.h): connections (each a thread) at once, and of one remote address (the agent's FROM line);
+ * a newcomer past either closes the oldest connection (of that address) whose caller has not yet
+ * proved the job's key and that has had HV_SERVER_GRACE_MS for it, so neither a flood of silent
+ * connections nor a burst of new ones keeps a migration's requests out. The agent's FROM comes at
+ * once; the caller's first frame within HV_AUTH_CHALLENGE_MS of the challenge, each further one
+ * within HV_SERVER_IDLE_MS. */
+#define HV_SERVER_FROM_MS 1000
 #define HV_SERVER_IDLE_MS 30000
-static atomic_int hv_server_conns;
+#define HV_SERVER_WAIT_MS 1000 /* a newcomer waits this long for a slot */
 
-/* One routed connection: the challenge, then authenticated requests, each answered. */
+typedef struct {
+    int fd;      /* -1: free */
+    int authed;  /* its caller's first frame verified: kept */
+    int evicted; /* shut down for a newer one: its thread is ending */
+    int64_t since;
+    char from[HV_PROTO_TEXT_MAX + 1]; /* "" until the agent's FROM */
+} HvServerConn;
+
+static pthread_mutex_t hv_server_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hv_server_freed = PTHREAD_COND_INITIALIZER;
+static HvServerConn hv_server_conns[HV_SERVER_CONNS_MAX] = {
+    [0 ... HV_SERVER_CONNS_MAX - 1] = {.fd = -1}};
+
+/* The oldest connection that may be closed for a newer one (of @from when not NULL; never
+ * @self): unauthenticated after its grace. NULL when none. Under hv_server_lock. */
+static HvServerConn *hv_server_victim(const char *from, const HvServerConn *self)
+{
+    int64_t young = hv_now_ms() - HV_SERVER_GRACE_MS;
+    HvServerConn *v = NULL;
+
+    for (int i = 0; i < HV_SERVER_CONNS_MAX; i++) {
+        HvServerConn *c = &hv_server_conns[i];
+
+        if (c->fd < 0 || c == self || c->authed || c->evicted || c->since > young ||
+            (from && strcmp(c->from, from) != 0))
+            continue;
+        if (!v || c->since < v->since)
+            v = c;
+    }
+    return v;
+}
+
+/* Closes @c for a newer connection (its thread ends and frees the slot). Under the lock. */
+static void hv_server_evict(HvServerConn *c, const char *why)
+{
+    hv_log("a peer connection from %s closed: %s, a newer one came", c->from[0] ? c->from : "?",
+           why);
+    c->evicted = 1;
+    shutdown(c->fd, SHUT_RDWR);
+}
+
+/* A slot for @fd: a free one, else the oldest evictable connection's once its thread ended.
+ * NULL: none within HV_SERVER_WAIT_MS (every caller holds the key or is within its grace). */
+static HvServerConn *hv_server_take(int fd)
+{
+    int64_t deadline = hv_now_ms() + HV_SERVER_WAIT_MS;
+    HvServerConn *slot = NULL;
+    int asked = 0;
+
+    pthread_mutex_lock(&hv_server_lock);
+    for (;;) {
+        int64_t until = hv_now_ms() + 100;
+
+        for (int i = 0; i < HV_SERVER_CONNS_MAX && !slot; i++)
+            if (hv_server_conns[i].fd < 0)
+                slot = &hv_server_conns[i];
+        if (slot || hv_now_ms() >= deadline)
+            break;
+        if (!asked) { /* one eviction; until one is possible, look again every 100 ms */
+            HvServerConn *v = hv_server_victim(NULL, NULL);
+
+            if (v) {
+                hv_server_evict(v, "too many connections");
+                asked = 1;
+                until = deadline;
+            }
+        }
+        {
+            struct timespec ts = {.tv_sec = (time_t)(until / 1000),
+                                  .tv_nsec = (long)(until % 1000) * 1000000L};
+
+            pthread_cond_clockwait(&hv_server_freed, &hv_server_lock, CLOCK_MONOTONIC, &ts);
+        }
+    }
+    if (slot) {
+        memset(slot, 0, sizeof(*slot));
+        slot->fd = fd;
+        slot->since = hv_now_ms();
+    }
+    pthread_mutex_unlock(&hv_server_lock);
+    return slot;
+}
+
+static void hv_server_release(HvServerConn *c)
+{
+    pthread_mutex_lock(&hv_server_lock);
+    close(c->fd);
+    c->fd = -1;
+    pthread_cond_broadcast(&hv_server_freed);
+    pthread_mutex_unlock(&hv_server_lock);
+}
+
+/* The agent's first line: where the connection comes from. Counted by that address: a newcomer
+ * past HV_SERVER_PER_PEER_MAX closes that address's oldest evictable one, or is refused.
+ * 0, or -1 (logged). */
+static int hv_server_from(HvServerConn *c, HvMsg *m, char *line)
+{
+    int n = hv_read_line(c->fd, line, HV_AUTH_LINE_MAX + 2, hv_now_ms() + HV_SERVER_FROM_MS);
+    int count = 0, r = 0;
+
+    if (n < 0 || hv_proto_parse(line, (size_t)n, m) < 0 || m->type != HV_MSG_FROM) {
+        hv_log("a peer connection refused: it did not come through the agent (no FROM line)");
+        return -1;
+    }
+    pthread_mutex_lock(&hv_server_lock);
+    for (int i = 0; i < HV_SERVER_CONNS_MAX; i++) {
+        const HvServerConn *o = &hv_server_conns[i];
+
+        count += o != c && o->fd >= 0 && !o->evicted && strcmp(o->from, m->text) == 0;
+    }
+    if (count >= HV_SERVER_PER_PEER_MAX) {
+        HvServerConn *v = hv_server_victim(m->text, c);
+
+        if (v) {
+            hv_server_evict(v, "that address has too many connections");
+        } else {
+            hv_log("a peer connection from %s refused: it has %d connections, each "
+                   "authenticated or within its first %d ms",
+                   m->text, count, HV_SERVER_GRACE_MS);
+            r = -1;
+        }
+    }
+    if (r == 0)
+        memcpy(c->from, m->text, sizeof(c->from));
+    pthread_mutex_unlock(&hv_server_lock);
+    return r;
+}
+
+/* One routed connection: the agent's FROM, the challenge, then authenticated requests, each
+ * answered. */
 static void *hv_conn_thread(void *arg)
 {
-    int fd = (int)(intptr_t)arg;
+    HvServerConn *c = arg;
     char *line = malloc(HV_AUTH_LINE_MAX + 2);
     HvMsg *m = malloc(sizeof(*m)), *reply = malloc(sizeof(*reply));
     HvAuthSession s;
     int64_t deadline = hv_now_ms() + HV_AUTH_CHALLENGE_MS;
     uint8_t from[16];
 
-    if (line && m && reply && hv_channel_accept(fd, &s) == 0)
-        while (hv_channel_read(fd, &s, line, HV_AUTH_LINE_MAX + 2, m, from, deadline) == 0) {
+    if (line && m && reply && hv_server_from(c, m, line) == 0 && hv_channel_accept(c->fd, &s) == 0)
+        while (hv_channel_read(c->fd, &s, line, HV_AUTH_LINE_MAX + 2, m, from, deadline) == 0) {
+            pthread_mutex_lock(&hv_server_lock);
+            c->authed = 1;
+            pthread_mutex_unlock(&hv_server_lock);
             memset(reply, 0, sizeof(*reply));
             hv_peer_handle(m, from, reply);
-            if (hv_channel_reply(fd, &s, from, reply) < 0)
+            if (hv_channel_reply(c->fd, &s, from, reply) < 0)
                 break;
             deadline = hv_now_ms() + HV_SERVER_IDLE_MS;
         }
     free(line);
     free(m);
     free(reply);
-    close(fd);
-    atomic_fetch_sub(&hv_server_conns, 1);
+    hv_server_release(c);
     return NULL;
+}
+
+/* Only the agent (root) and this process's own user may connect (the socket's mode aside). */
+static int hv_server_peer_ok(int fd)
+{
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+        return 0;
+    if (cred.uid == 0 || cred.uid == geteuid())
+        return 1;
+    hv_log("a peer connection refused: uid %u (pid %ld) is neither the agent's nor this "
+           "process's",
+           (unsigned)cred.uid, (long)cred.pid);
+    return 0;
 }
 
 static void *hv_server_thread(void *arg)
 {
-    (void)arg;
+    int lfd = (int)(intptr_t)arg;
+
     for (;;) {
         pthread_t t;
-        int fd = accept4(hv_server_fd, NULL, NULL, SOCK_CLOEXEC);
+        HvServerConn *c;
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
@@ -64,19 +219,39 @@ static void *hv_server_thread(void *arg)
             hv_log("peer server stopped: %s", strerror(errno));
             return NULL;
         }
-        if (atomic_fetch_add(&hv_server_conns, 1) >= HV_SERVER_CONNS_MAX) {
-            atomic_fetch_sub(&hv_server_conns, 1);
-            hv_log("a peer connection refused: %d already (a flood?)", HV_SERVER_CONNS_MAX);
+        if (!hv_server_peer_ok(fd)) {
             close(fd);
             continue;
         }
-        if (pthread_create(&t, NULL, hv_conn_thread, (void *)(intptr_t)fd) != 0) {
-            atomic_fetch_sub(&hv_server_conns, 1);
+        c = hv_server_take(fd);
+        if (!c) {
+            hv_log("a peer connection refused: %d already, each authenticated or within its "
+                   "first %d ms",
+                   HV_SERVER_CONNS_MAX, HV_SERVER_GRACE_MS);
             close(fd);
+            continue;
+        }
+        if (pthread_create(&t, NULL, hv_conn_thread, c) != 0) {
+            hv_server_release(c);
             continue;
         }
         pthread_detach(t);
     }
+}
+
+int hv_server_listen(int fd)
+{
+    pthread_t t;
+    sigset_t all, old;
+    int r;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    r = pthread_create(&t, NULL, hv_server_thread, (void *)(intptr_t)fd);
+    if (r == 0)
+        pthread_detach(t);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return -r;
 }
 
 /* Listens on RUN_DIR/<pid>.sock for the requests the agent routes to this process. */
@@ -84,8 +259,6 @@ static void hv_server_start(void)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     const char *dir = hv_routes_dir();
-    pthread_t t;
-    sigset_t all, old;
     int fd;
 
     if (!dir)
@@ -104,11 +277,8 @@ static void hv_server_start(void)
     }
     hv_server_fd = fd;
     hv_routes_enable();
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    if (pthread_create(&t, NULL, hv_server_thread, NULL) == 0)
-        pthread_detach(t);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (hv_server_listen(fd) < 0)
+        hv_log("cannot start the peer server: its QPs' peers cannot reach them");
 }
 
 static void hv_register_once(void)

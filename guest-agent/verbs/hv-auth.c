@@ -6,6 +6,7 @@
 #include <string.h>
 
 #define HV_AUTH_LABEL "hotmig-verbs-auth 1"
+#define HV_AUTH_ROUTE_LABEL "hotmig-verbs-route 1"
 
 static void hv_hex(char *out, const uint8_t *v, size_t n)
 {
@@ -96,6 +97,20 @@ void hv_auth_mac(const uint8_t *key, size_t key_len, const HvAuthSession *s, HvA
     hv_hmac_update(&h, head, o);
     hv_hmac_update(&h, msg, msg_len);
     hv_hmac_final(&h, mac);
+}
+
+void hv_auth_route_tag(const uint8_t *key, size_t key_len, uint32_t vqpn,
+                       uint8_t tag[HV_ROUTE_TAG_LEN])
+{
+    HvHmac h;
+    uint8_t mac[HV_SHA256_LEN], q[4] = {(uint8_t)(vqpn >> 24), (uint8_t)(vqpn >> 16),
+                                        (uint8_t)(vqpn >> 8), (uint8_t)vqpn};
+
+    hv_hmac_init(&h, key, key_len);
+    hv_hmac_update(&h, HV_AUTH_ROUTE_LABEL, sizeof(HV_AUTH_ROUTE_LABEL)); /* with its NUL */
+    hv_hmac_update(&h, q, sizeof(q));
+    hv_hmac_final(&h, mac);
+    memcpy(tag, mac, HV_ROUTE_TAG_LEN);
 }
 
 int hv_auth_seal(const uint8_t *key, size_t key_len, const HvAuthSession *s, HvAuthDir dir,

@@ -82,6 +82,12 @@ int hv_auth_seal(const uint8_t *key, size_t key_len, const HvAuthSession *s, HvA
 /* Parses one frame line (no newline), syntax only (strict: lower-case hex, decimal seq without
  * leading zeros, one space between fields, a non-empty message): 0 or -EINVAL. */
 int hv_auth_frame_parse(const char *line, size_t len, HvAuthFrame *f);
+/* The tag of QP @vqpn's route (HV_ROUTE_TAG_LEN bytes): the first bytes of
+ * HMAC-SHA256(key, "hotmig-verbs-route 1" NUL, vqpn as 4 bytes big-endian). The layer writes it
+ * into the QP's route record, a caller names it in its ROUTE: without the job's key a ROUTE
+ * cannot name a registered QP, and a scan is told nothing. */
+void hv_auth_route_tag(const uint8_t *key, size_t key_len, uint32_t vqpn,
+                       uint8_t tag[HV_ROUTE_TAG_LEN]);
 /* Reads a frame going @dir in session @s: 0 (the called end takes nonce_c from the first
  * frame and @s->seq advances to the request's), -EINVAL malformed, -EACCES the MAC does not
  * verify (another key), -EPROTO replayed or out of order (nonce or seq not this session's). */

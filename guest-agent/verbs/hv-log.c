@@ -20,6 +20,11 @@ static void hv_vlog(const char *fmt, va_list ap)
         return;
     vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
     n = (int)strlen(line);
+    /* A line may hold what a peer or its agent sent (a reply quoted in a refusal): nothing but
+     * printable ASCII reaches the terminal or the log (no escapes, no bidirectional overrides) */
+    for (int i = 0; i < n; i++)
+        if ((unsigned char)line[i] < 0x20 || (unsigned char)line[i] >= 0x7f)
+            line[i] = '?';
     line[n++] = '\n';
     /* One write, so lines of several threads do not interleave. */
     if (write(STDERR_FILENO, line, (size_t)n) < 0)

@@ -1,6 +1,7 @@
 /* libhotmig-verbs, peer link layer: the peers (HOTMIG_VERBS_PEERS), a call to another process's
  * layer through its guest's agent (ROUTE, then one request), the route records the agent reads
- * (RUN_DIR/qp-<vqpn>), and the reports to this guest's agent (peers, refused calls). */
+ * (RUN_DIR/qp-<vqpn>: the pid and the route's tag), and the reports to this guest's agent
+ * (peers, refused calls). */
 #include "hv.h"
 #include "hv-auth.h"
 #include "hv-proto.h"
@@ -39,6 +40,8 @@ static pthread_once_t hv_run_dir_once = PTHREAD_ONCE_INIT;
 static int hv_run_dir_ok;
 static atomic_int hv_routes_on; /* the agent link's server listens: QPs are registered */
 static HotmigClient *hv_client; /* set once registered (hv_report_attach) */
+static uint8_t hv_key[HV_AUTH_KEY_MAX]; /* the job's (hv_key_load; the channel below) */
+static size_t hv_key_len;
 
 /* HOTMIG_VERBS_PEERS: "GID=ADDR[,GID=ADDR...]"; GID an IPv4 address (the RoCE GID
  * ::ffff:a.b.c.d) or an IPv6 address / GID; ADDR the peer guest's control address, IPv4 or
@@ -220,13 +223,17 @@ int hv_peer_call(const union ibv_gid *gid, uint32_t vqpn, const char *req, char 
                  size_t reply_max)
 {
     HvPeer peer, *p = &peer;
-    char line[64];
+    char line[96];
     HvMsg m;
     int fd, r;
     int64_t deadline;
 
     if (!hv_peer_find(gid, &peer))
         return -EHOSTUNREACH;
+    if (!hv_key_len) {
+        hv_log("QP %u: no HOTMIG_VERBS_KEY: its peer cannot be asked", vqpn);
+        return -ENOKEY;
+    }
     fd = socket(p->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -errno;
@@ -255,13 +262,20 @@ int hv_peer_call(const union ibv_gid *gid, uint32_t vqpn, const char *req, char 
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
-    snprintf(line, sizeof(line), "ROUTE %u\n", vqpn);
+    memset(&m, 0, sizeof(m));
+    m.type = HV_MSG_ROUTE;
+    m.target = vqpn;
+    hv_route_tag(vqpn, m.tag);
     deadline = hv_now_ms() + HV_CALL_MS;
-    r = hv_write_all(fd, line, strlen(line));
+    r = hv_proto_format(&m, line, sizeof(line));
+    if (r > 0)
+        r = hv_write_all(fd, line, (size_t)r);
     if (r == 0)
         r = hv_read_line(fd, reply, reply_max, deadline);
     if (r >= 0 && (hv_proto_parse(reply, (size_t)r, &m) < 0 || m.type != HV_MSG_ROUTED)) {
-        hv_log("the peer agent did not route QP %u: %s", vqpn, reply);
+        hv_log("the peer agent did not route QP %u: %s (no such QP, or its process holds another "
+               "HOTMIG_VERBS_KEY or none)",
+               vqpn, reply);
         r = -EHOSTUNREACH;
     }
     if (r >= 0)
@@ -316,17 +330,18 @@ void hv_routes_enable(void)
 
 int hv_qp_route_add(HvQp *qp)
 {
-    char path[sizeof(hv_run_dir) + 32], data[32];
+    char path[sizeof(hv_run_dir) + 32], data[HV_ROUTE_FILE_MAX];
     int fd, n;
 
-    if (!atomic_load(&hv_routes_on))
+    if (!atomic_load(&hv_routes_on) || !hv_key_len) /* without a key nobody could route */
         return 0;
     snprintf(path, sizeof(path), "%s/" HV_ROUTE_FILE_FMT, hv_run_dir, qp->pub.qp_num);
     /* a new file, never through a link: a record left by a dead process of this user is
-     * replaced; another user's (the run dir is sticky) or a live one's is not */
-    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+     * replaced; another user's (the run dir is sticky) or a live one's is not. Readable by
+     * this user (and the agent, root) only: it holds the route's tag */
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0 && errno == EEXIST && !hv_route_taken(qp->pub.qp_num) && unlink(path) == 0)
-        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
         int e = errno;
 
@@ -335,8 +350,8 @@ int hv_qp_route_add(HvQp *qp)
                qp->pub.qp_num, path, strerror(e));
         return -e;
     }
-    n = snprintf(data, sizeof(data), "%ld\n", (long)getpid());
-    if (write(fd, data, (size_t)n) != n)
+    n = hv_route_record(data, sizeof(data), qp->pub.qp_num);
+    if (n < 0 || write(fd, data, (size_t)n) != n)
         hv_log("cannot write '%s'", path);
     close(fd);
     qp->routed_vqpn = qp->pub.qp_num;
@@ -357,7 +372,7 @@ void hv_qp_route_del(HvQp *qp)
 /* Another live process registered @vqpn (the numbering is per device, the routes per guest). */
 int hv_route_taken(uint32_t vqpn)
 {
-    char path[sizeof(hv_run_dir) + 32], data[32] = {0};
+    char path[sizeof(hv_run_dir) + 32], data[HV_ROUTE_FILE_MAX] = {0};
     int fd;
     long pid;
 
@@ -440,8 +455,6 @@ __attribute__((constructor)) static void hv_report_init(void)
  * (hv-auth.h): the called layer's CHALLENGE, the caller's nonce and the request's number bind
  * it to its connection, once. The key: HOTMIG_VERBS_KEY_FILE (a file only its owner may read)
  * or HOTMIG_VERBS_KEY, handed to the ranks at launch (mpirun -x) like HOTMIG_VERBS_PEERS. */
-static uint8_t hv_key[HV_AUTH_KEY_MAX];
-static size_t hv_key_len;
 
 static int hv_key_file(const char *path)
 {
@@ -503,6 +516,24 @@ int hv_key_set(const void *key, size_t len)
         memcpy(hv_key, key, len);
     hv_key_len = len;
     return 0;
+}
+
+void hv_route_tag(uint32_t vqpn, uint8_t tag[HV_ROUTE_TAG_LEN])
+{
+    hv_auth_route_tag(hv_key, hv_key_len, vqpn, tag);
+}
+
+int hv_route_record(char *buf, size_t size, uint32_t vqpn)
+{
+    uint8_t tag[HV_ROUTE_TAG_LEN];
+    char hex[2 * HV_ROUTE_TAG_LEN + 1];
+    int n;
+
+    hv_route_tag(vqpn, tag);
+    for (int i = 0; i < HV_ROUTE_TAG_LEN; i++)
+        snprintf(hex + 2 * i, 3, "%02x", tag[i]);
+    n = snprintf(buf, size, "%ld %s\n", (long)getpid(), hex);
+    return n < 0 || (size_t)n >= size ? -ENOSPC : n;
 }
 
 /* A nonce: the kernel's randomness (getrandom blocks only before the pool is first seeded). */

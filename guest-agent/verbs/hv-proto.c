@@ -104,7 +104,7 @@ static int hv_text(HvTok *t, char *out)
     return 0;
 }
 
-/* A GID: 32 lower-case hex digits. */
+/* A GID, or a route's tag: 16 bytes as 32 lower-case hex digits. */
 static int hv_gid(HvTok *t, uint8_t gid[16])
 {
     const char *s;
@@ -224,12 +224,12 @@ int hv_proto_parse(const char *line, size_t len, HvMsg *m)
 #define IS(x) (vn == sizeof(x) - 1 && memcmp(verb, x, vn) == 0)
     if (IS("ROUTE")) {
         m->type = HV_MSG_ROUTE;
-        if (hv_u32f(&t, HV_U24, &m->target) < 0)
+        if (hv_u32f(&t, HV_U24, &m->target) < 0 || hv_gid(&t, m->tag) < 0)
             return -EINVAL;
     } else if (IS("ROUTED")) {
         m->type = HV_MSG_ROUTED;
-    } else if (IS("NOROUTE") || IS("ERROR")) {
-        m->type = IS("ERROR") ? HV_MSG_ERROR : HV_MSG_NOROUTE;
+    } else if (IS("NOROUTE") || IS("ERROR") || IS("FROM")) {
+        m->type = IS("ERROR") ? HV_MSG_ERROR : IS("FROM") ? HV_MSG_FROM : HV_MSG_NOROUTE;
         if (hv_text(&t, m->text) < 0)
             return -EINVAL;
     } else if (IS("SUSPEND")) {
@@ -406,17 +406,29 @@ int hv_proto_format(const HvMsg *m, char *buf, size_t size)
     size_t off;
 
     switch (m->type) {
-    case HV_MSG_ROUTE:
-        n = snprintf(buf, size, "ROUTE %u\n", m->target);
+    case HV_MSG_ROUTE: {
+        char tag[2 * HV_ROUTE_TAG_LEN + 1];
+
+        if (m->target > HV_U24)
+            return -EINVAL;
+        for (int i = 0; i < HV_ROUTE_TAG_LEN; i++)
+            snprintf(tag + 2 * i, 3, "%02x", m->tag[i]);
+        n = snprintf(buf, size, "ROUTE %u %s\n", m->target, tag);
         break;
+    }
     case HV_MSG_ROUTED:
         n = snprintf(buf, size, "ROUTED\n");
         break;
     case HV_MSG_NOROUTE:
     case HV_MSG_ERROR:
+    case HV_MSG_FROM:
         if (!hv_text_ok(m->text))
             return -EINVAL;
-        n = snprintf(buf, size, "%s %s\n", m->type == HV_MSG_ERROR ? "ERROR" : "NOROUTE", m->text);
+        n = snprintf(buf, size, "%s %s\n",
+                     m->type == HV_MSG_ERROR  ? "ERROR"
+                     : m->type == HV_MSG_FROM ? "FROM"
+                                              : "NOROUTE",
+                     m->text);
         break;
     case HV_MSG_SUSPEND:
         n = snprintf(buf, size, "SUSPEND %u %u %llu\n", m->target, m->sender,

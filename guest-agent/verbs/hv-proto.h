@@ -17,12 +17,18 @@
  * RUN_DIR/qp-<vqpn> holding its pid; the agent routes "ROUTE <vqpn>" from its peer port to
  * that socket. Written here once, for both sides. */
 #define HV_RUN_DIR_DEFAULT "/run/hotmig/verbs" /* HOTMIG_VERBS_RUN_DIR, --verbs-run-dir */
-#define HV_ROUTE_FILE_FMT "qp-%u"                /* RUN_DIR/qp-<vqpn>: the owner's pid */
+#define HV_ROUTE_FILE_FMT "qp-%u"                /* RUN_DIR/qp-<vqpn>: "<pid> <tag>" */
+#define HV_ROUTE_FILE_MAX 64                     /* bytes of a route record */
 #define HV_SOCKET_FILE_FMT "%ld.sock"            /* RUN_DIR/<pid>.sock */
 #define HV_PEER_PORT_DEFAULT 7475                /* the agent's peer port */
+/* A route's tag: HMAC-SHA256(job key, "hotmig-verbs-route 1", vqpn) cut to 16 bytes
+ * (hv_auth_route_tag()). A ROUTE names it beside the QP number, the record holds it: the agent
+ * routes only a caller that could compute it, and answers any other ROUTE as it answers one for
+ * a QP nobody registered (docs/security.md, "The verbs peer protocol"). */
+#define HV_ROUTE_TAG_LEN 16
 
 typedef enum {
-    HV_MSG_ROUTE = 1,   /* ROUTE <vqpn>                       client -> agent */
+    HV_MSG_ROUTE = 1,   /* ROUTE <vqpn> <tag>                 client -> agent */
     HV_MSG_ROUTED,      /* ROUTED                             agent -> client */
     HV_MSG_NOROUTE,     /* NOROUTE <text>                     agent -> client */
     HV_MSG_SUSPEND,     /* SUSPEND <target> <sender> <sent>  */
@@ -47,6 +53,8 @@ typedef enum {
                          * rkeys? */
     HV_MSG_LOOKEDUP,    /* LOOKEDUP <target_pqpn> <lid> <n> [<vkey>:<pkey>]...  (n may be 0;
                          * the physical QPN in .target, the target port's LID now in .lid) */
+    HV_MSG_FROM,        /* FROM <text>: agent -> layer, the first line on RUN_DIR/<pid>.sock:
+                         * the remote address the agent took the connection from */
 } HvMsgType;
 
 typedef struct {
@@ -68,6 +76,7 @@ typedef struct {
     uint16_t lid;
     HvDefer defer;
     char text[HV_PROTO_TEXT_MAX + 1];
+    uint8_t tag[HV_ROUTE_TAG_LEN]; /* ROUTE */
     uint32_t nkeys;
     HvKeyPair keys[HV_PROTO_KEYS_MAX]; /* last: not cleared by the parser beyond nkeys */
 } HvMsg;

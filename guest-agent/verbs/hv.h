@@ -390,6 +390,10 @@ void hv_report_peer(const uint8_t gid[16], uint32_t qpn);
  * logged, peers refused, nothing asked); hv_key_set() for the tests (0 or -EINVAL). */
 void hv_key_load(void);
 int hv_key_set(const void *key, size_t len);
+/* The tag of @vqpn's route under this process's key (hv_auth_route_tag()), and its route record
+ * "<pid> <tag hex>\n" into @buf: its length or -ENOSPC. */
+void hv_route_tag(uint32_t vqpn, uint8_t tag[HV_ROUTE_TAG_LEN]);
+int hv_route_record(char *buf, size_t size, uint32_t vqpn);
 /* The caller's side on a routed connection @fd: the challenge, @req sealed, the reply opened
  * into @reply (the message alone). 0, or -errno (logged: -ENOKEY, -EACCES refused). */
 int hv_channel_call(int fd, uint32_t vqpn, const char *req, char *reply, size_t reply_max,
@@ -648,6 +652,16 @@ size_t hv_ud_drain_wait(const HvKeyPair *want, size_t nwant, int64_t quiet_ms, i
  * @from: the sender's GID, from its authenticated frame: a request about a QP is taken only
  * from the peer that QP is connected to (docs/security.md, "The verbs peer protocol"). */
 int hv_peer_handle(const HvMsg *m, const uint8_t from[16], HvMsg *reply);
+
+/* ---- hv-agent.c: the server peers' requests reach (RUN_DIR/<pid>.sock) ----------------------
+ * Serves the listening socket @fd from a thread of its own: the agent's FROM, the channel, the
+ * requests (hv_peer_handle). At most HV_SERVER_CONNS_MAX connections (a thread each), of one
+ * address (FROM) HV_SERVER_PER_PEER_MAX; past either a newcomer closes the oldest one not yet
+ * authenticated that has had HV_SERVER_GRACE_MS (docs/security.md, "Resources"). 0 or -errno. */
+#define HV_SERVER_CONNS_MAX 32
+#define HV_SERVER_PER_PEER_MAX 8
+#define HV_SERVER_GRACE_MS 500
+int hv_server_listen(int fd);
 
 /* libibverbs exports that verbs.h does not declare (driver.h / the old ABI). */
 int ibv_dontfork_range(void *b, size_t s);

@@ -3,7 +3,9 @@
  * ROUTE out (the oldest unrouted one is closed, one address has at most 16), a routed
  * connection ends at its deadline, and a route record is followed only when it is a regular
  * file (no link, no FIFO) whose owner and pid are those of the process behind the socket
- * (SO_PEERCRED). The broker runs in this process on loopback; clients are threads. */
+ * (SO_PEERCRED). A ROUTE is routed only with the tag the record holds (one the job's key makes),
+ * else answered as one for a QP nobody registered: a scan learns nothing; the layer is told
+ * where a routed connection comes from (FROM). The broker runs in this process on loopback. */
 #include "guest-agent/agent/agent-priv.h"
 
 #include <arpa/inet.h>
@@ -145,10 +147,12 @@ static void spin(int ms)
     }
 }
 
-static char *route(Fixture *f, int src, guint32 vqpn, int *ret_fd)
+/* The route tag the tests' records hold (the layer's is an HMAC of the job's key). */
+#define TAG "5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a"
+
+static char *route_line(Fixture *f, int src, const char *line, int *ret_fd)
 {
     int fd = client(f, src);
-    g_autofree char *line = g_strdup_printf("ROUTE %u\n", vqpn);
     char *r;
 
     assert_true(fd >= 0);
@@ -159,6 +163,13 @@ static char *route(Fixture *f, int src, guint32 vqpn, int *ret_fd)
     else
         close(fd);
     return r;
+}
+
+static char *route(Fixture *f, int src, guint32 vqpn, int *ret_fd)
+{
+    g_autofree char *line = g_strdup_printf("ROUTE %u " TAG "\n", vqpn);
+
+    return route_line(f, src, line, ret_fd);
 }
 
 /* Finding 3: 64 silent connections blocked every other one (the 65th was closed unanswered). */
@@ -198,7 +209,7 @@ static void test_flood_does_not_block_route(void **state)
         r = reply(more[4], 200);
         assert_string_equal(r, "TIMEOUT"); /* the others wait for their ROUTE */
         g_free(r);
-        assert_int_equal(write(more[19], "ROUTE 17\n", 9), 9);
+        assert_int_equal(write(more[19], "ROUTE 17 " TAG "\n", 42), 42);
         r = reply(more[19], 3000);
         assert_string_equal(r, "NOROUTE no process owns QP 17"); /* the newest is served */
         for (k = 0; k < 20; k++)
@@ -213,7 +224,7 @@ static void test_flood_does_not_block_route(void **state)
 static void record(Fixture *f, guint32 vqpn, long pid)
 {
     g_autofree char *path = g_strdup_printf("%s/qp-%u", f->dir, vqpn);
-    g_autofree char *data = g_strdup_printf("%ld\n", pid);
+    g_autofree char *data = g_strdup_printf("%ld " TAG "\n", pid);
 
     assert_true(g_file_set_contents(path, data, -1, NULL));
 }
@@ -265,6 +276,45 @@ static void test_route_records(void **state)
     close(fd);
 }
 
+/* The last item of issue 28: a ROUTE was answered on its QP number alone, so a scan of numbers
+ * told which QPs were registered. Now only the record's tag routes; any other ROUTE (no tag, a
+ * wrong one, a QP nobody registered) gets the same answer. The layer learns the caller's
+ * address from the agent (FROM), which its server counts connections by. */
+static void test_route_needs_tag(void **state)
+{
+    Fixture *f = *state;
+    g_autofree char *r = NULL, *unknown = NULL, *from = NULL;
+    int fd, lfd;
+
+    record(f, 19, (long)getpid());
+    r = route_line(f, 1, "ROUTE 19\n", NULL);
+    assert_string_equal(r, "NOROUTE expected ROUTE <vqpn> <tag>");
+    g_free(r);
+    r = route_line(f, 1, "ROUTE 19 a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5\n", NULL);
+    unknown = route_line(f, 1, "ROUTE 23 a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5\n", NULL);
+    assert_string_equal(r, "NOROUTE no process owns QP 19");
+    assert_string_equal(unknown, "NOROUTE no process owns QP 23");
+    g_free(r);
+    /* a record without a tag (an older layer's) routes nobody */
+    {
+        g_autofree char *path = g_strdup_printf("%s/qp-24", f->dir);
+        g_autofree char *data = g_strdup_printf("%ld\n", (long)getpid());
+
+        assert_true(g_file_set_contents(path, data, -1, NULL));
+    }
+    r = route(f, 1, 24, NULL);
+    assert_string_equal(r, "NOROUTE no process owns QP 24");
+    g_free(r);
+    r = route(f, 1, 19, &fd);
+    assert_string_equal(r, "ROUTED");
+    lfd = accept4(f->unix_fd, NULL, NULL, SOCK_CLOEXEC);
+    assert_true(lfd >= 0);
+    from = reply(lfd, 1000);
+    assert_string_equal(from, "FROM 127.0.0.1");
+    close(lfd);
+    close(fd);
+}
+
 /* Finding 3: a routed connection lived as long as its client wanted (2 fds of the agent). */
 static void test_routed_deadline(void **state)
 {
@@ -297,6 +347,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_flood_does_not_block_route, setup, teardown),
         cmocka_unit_test_setup_teardown(test_route_records, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_route_needs_tag, setup, teardown),
         cmocka_unit_test_setup_teardown(test_routed_deadline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_run_dir_mode, setup, teardown),
     };

@@ -18,6 +18,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -490,6 +492,7 @@ static void test_route_record_no_follow(void **state)
     FILE *f;
 
     (void)state;
+    assert_int_equal(hv_key_set(job_key, strlen(job_key)), 0); /* no key: no record at all */
     assert_non_null(mkdtemp(dir));
     setenv("HOTMIG_VERBS_RUN_DIR", dir, 1);
     assert_string_equal(hv_routes_dir(), dir);
@@ -511,6 +514,72 @@ static void test_route_record_no_follow(void **state)
     hv_qp_route_del(qp);
     unlink(target);
     rmdir(dir);
+    free(qp);
+}
+
+/* The last item of issue 28: the record held only the pid and a ROUTE named only the QP, so
+ * anyone could route to any registered QP (a scan found them). Now the record holds the route's
+ * tag, an HMAC of the job's key (readable by its owner only), and a ROUTE must name it; without
+ * a key nothing is registered (nobody could route). */
+static void test_route_record_tag(void **state)
+{
+    char tmp[] = "/tmp/verbs-route-XXXXXX", path[160], buf[HV_ROUTE_FILE_MAX] = {0}, want[80];
+    char tag_hex[2 * HV_ROUTE_TAG_LEN + 1], line[96];
+    const char *dir;
+    uint8_t tag[HV_ROUTE_TAG_LEN], other[HV_ROUTE_TAG_LEN];
+    HvQp *qp = rc_qp();
+    HvMsg *m = calloc(1, sizeof(*m));
+    struct stat st;
+    FILE *f;
+    int n;
+
+    (void)state;
+    assert_non_null(m);
+    if (!getenv("HOTMIG_VERBS_RUN_DIR")) { /* the run dir is taken once per process */
+        assert_non_null(mkdtemp(tmp));
+        setenv("HOTMIG_VERBS_RUN_DIR", tmp, 1);
+    }
+    dir = hv_routes_dir();
+    assert_non_null(dir);
+    assert_true(mkdir(dir, 0700) == 0 || errno == EEXIST);
+    hv_routes_enable();
+    snprintf(path, sizeof(path), "%s/qp-18", dir);
+    assert_int_equal(hv_key_set(NULL, 0), 0);
+    assert_int_equal(hv_qp_route_add(qp), 0);
+    assert_int_equal(lstat(path, &st), -1); /* no key: no record */
+    assert_int_equal(hv_key_set(job_key, strlen(job_key)), 0);
+    assert_int_equal(hv_qp_route_add(qp), 0);
+    assert_int_equal(lstat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(buf, sizeof(buf), f));
+    fclose(f);
+    hv_auth_route_tag((const uint8_t *)job_key, strlen(job_key), 18, tag);
+    for (int i = 0; i < HV_ROUTE_TAG_LEN; i++)
+        snprintf(tag_hex + 2 * i, 3, "%02x", tag[i]);
+    snprintf(want, sizeof(want), "%ld %s\n", (long)getpid(), tag_hex);
+    assert_string_equal(buf, want);
+    /* another QP, another key: other tags */
+    hv_auth_route_tag((const uint8_t *)job_key, strlen(job_key), 19, other);
+    assert_memory_not_equal(tag, other, HV_ROUTE_TAG_LEN);
+    hv_auth_route_tag((const uint8_t *)"0123456789abcdef-another", 24, 18, other);
+    assert_memory_not_equal(tag, other, HV_ROUTE_TAG_LEN);
+    /* the ROUTE a caller sends names the tag; one without it does not parse */
+    m->type = HV_MSG_ROUTE;
+    m->target = 18;
+    hv_route_tag(18, m->tag);
+    n = hv_proto_format(m, line, sizeof(line));
+    snprintf(want, sizeof(want), "ROUTE 18 %s\n", tag_hex);
+    assert_int_equal(n, (int)strlen(want));
+    assert_string_equal(line, want);
+    assert_int_equal(hv_proto_parse(line, (size_t)n - 1, m), 0);
+    assert_memory_equal(m->tag, tag, HV_ROUTE_TAG_LEN);
+    assert_int_equal(hv_proto_parse("ROUTE 18", 8, m), -EINVAL);
+    hv_qp_route_del(qp);
+    assert_int_equal(lstat(path, &st), -1);
+    rmdir(dir);
+    free(m);
     free(qp);
 }
 
@@ -586,6 +655,163 @@ static void test_ud_limits_reported(void **state)
     hv_refused_hook = saved;
 }
 
+/* The layer's server (issue 28, "bounded broker"): every connection reaches it through the
+ * agent, so it had one cap (16 at once, refusing the 17th): one address's silent connections
+ * kept everybody's requests out, a migration's too. Now the agent says where each comes from
+ * (FROM) and the server holds at most HV_SERVER_PER_PEER_MAX of one address and
+ * HV_SERVER_CONNS_MAX in all; a newcomer past either closes the oldest (of that address) whose
+ * caller has not proved the key after HV_SERVER_GRACE_MS; an authenticated one stays, one within
+ * its grace too (the newcomer is refused); a connection without FROM (not through the agent) or
+ * of another user is refused. */
+static int srv_connect(const char *path, const char *from)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    char line[128];
+
+    assert_true(fd >= 0);
+    snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    if (from) {
+        snprintf(line, sizeof(line), "FROM %s\n", from);
+        assert_int_equal(hv_write_all(fd, line, strlen(line)), 0);
+    }
+    return fd;
+}
+
+/* The server's next line on @fd within @ms: 1 a CHALLENGE, 0 none yet, -1 closed. */
+static int srv_challenge(int fd, int ms)
+{
+    char line[HV_AUTH_LINE_MAX + 2];
+    uint8_t nonce[HV_AUTH_NONCE_LEN];
+    int n = hv_read_line(fd, line, sizeof(line), hv_now_ms() + ms);
+
+    if (n == -ETIMEDOUT)
+        return 0;
+    if (n < 0)
+        return -1;
+    return hv_auth_challenge_parse(line, (size_t)n, nonce) == 0 ? 1 : -1;
+}
+
+static void test_server_bounds(void **state)
+{
+    char dir[] = "/tmp/verbs-server-XXXXXX", path[80], line[HV_AUTH_LINE_MAX + 2];
+    const char *req = "LOOKUP 99 17 00000000000000000000ffffc0000202";
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    enum { PER = HV_SERVER_PER_PEER_MAX, ALL = HV_SERVER_CONNS_MAX };
+    HvAuthSession c = {0};
+    int lfd, one[PER + 2], k, fill[ALL - PER - 1], late, n;
+
+    (void)state;
+    assert_int_equal(hv_key_set(job_key, strlen(job_key)), 0);
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/1.sock", dir);
+    snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+    lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(lfd, 64), 0);
+    /* the kernel's credentials decide, not the modes */
+    assert_int_equal(chmod(dir, 0755), 0);
+    assert_int_equal(chmod(path, 0777), 0);
+    assert_int_equal(hv_server_listen(lfd), 0);
+
+    /* not through the agent: no FROM, refused */
+    k = srv_connect(path, NULL);
+    assert_int_equal(hv_write_all(k, "ROUTE 1\n", 8), 0);
+    assert_int_equal(srv_challenge(k, 2000), -1);
+    close(k);
+    /* another user (neither the agent's, root, nor this process's): refused */
+    if (geteuid() == 0) {
+        pid_t pid = fork();
+        int st = 0;
+
+        assert_true(pid >= 0);
+        if (pid == 0) { /* no cmocka asserts in the child */
+            int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+            if (fd < 0 || setgid(65534) < 0 || setuid(65534) < 0 ||
+                connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+                _exit(2);
+            hv_write_all(fd, "FROM 192.0.2.5\n", 15);
+            _exit(srv_challenge(fd, 2000) == -1 ? 0 : 1);
+        }
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+    }
+    /* one address: PER at once; one more within their grace is refused, after it closes that
+     * address's oldest */
+    for (int i = 0; i < PER; i++) {
+        one[i] = srv_connect(path, "192.0.2.9");
+        assert_int_equal(srv_challenge(one[i], 2000), 1);
+    }
+    one[PER] = srv_connect(path, "192.0.2.9");
+    assert_int_equal(srv_challenge(one[PER], 2000), -1);
+    usleep((HV_SERVER_GRACE_MS + 100) * 1000);
+    one[PER + 1] = srv_connect(path, "192.0.2.9");
+    assert_int_equal(srv_challenge(one[PER + 1], 2000), 1);
+    assert_int_equal(srv_challenge(one[0], 2000), -1);
+    assert_int_equal(srv_challenge(one[1], 100), 0);
+    /* a caller that proved the key keeps its connection */
+    k = srv_connect(path, "192.0.2.1");
+    n = hv_read_line(k, line, sizeof(line), hv_now_ms() + 2000);
+    assert_true(n > 0);
+    assert_int_equal(hv_auth_challenge_parse(line, (size_t)n, c.nonce_s), 0);
+    memset(c.nonce_c, 0x33, sizeof(c.nonce_c));
+    n = hv_auth_seal((const uint8_t *)job_key, strlen(job_key), &c, HV_AUTH_REQUEST, 1, peer_gid,
+                     req, strlen(req), line, sizeof(line));
+    assert_int_equal(hv_write_all(k, line, (size_t)n), 0);
+    n = hv_read_line(k, line, sizeof(line), hv_now_ms() + 2000);
+    assert_true(n > 5);
+    assert_memory_equal(line, "AUTH ", 5);
+    /* ALL in all (PER + 1 + the others' addresses); one more closes the oldest unauthenticated */
+    for (int i = 0; i < ALL - PER - 1; i++) {
+        char from[32];
+
+        snprintf(from, sizeof(from), "198.51.100.%d", 10 + i);
+        fill[i] = srv_connect(path, from);
+        assert_int_equal(srv_challenge(fill[i], 2000), 1);
+    }
+    late = srv_connect(path, "203.0.113.7");
+    assert_int_equal(srv_challenge(late, 3000), 1);
+    assert_int_equal(srv_challenge(one[1], 2000), -1);
+    assert_int_equal(srv_challenge(one[2], 100), 0);
+    assert_int_equal(srv_challenge(k, 100), 0); /* still open */
+    close(late);
+    for (int i = 0; i < ALL - PER - 1; i++)
+        close(fill[i]);
+    for (int i = 0; i < PER + 2; i++)
+        close(one[i]);
+    close(k);
+    shutdown(lfd, SHUT_RDWR);
+    close(lfd);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* Issue 28, finding 8: the layer logged a peer's (or its agent's) reply as it came, escape
+ * sequences and bidirectional overrides included. Now a log line holds printable ASCII only. */
+static void test_log_sanitized(void **state)
+{
+    int p[2], saved = dup(STDERR_FILENO);
+    char buf[512] = {0};
+    ssize_t n;
+
+    (void)state;
+    assert_int_equal(pipe(p), 0);
+    assert_int_equal(dup2(p[1], STDERR_FILENO), STDERR_FILENO);
+    hv_log("the peer agent did not route QP 18: %s", "NOROUTE \x1b[2J\xe2\x80\xae" "evil\x7f");
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    close(p[1]);
+    n = read(p[0], buf, sizeof(buf) - 1);
+    close(p[0]);
+    assert_true(n > 0);
+    assert_non_null(strstr(buf, "QP 18: NOROUTE ?[2J???evil?\n"));
+    for (ssize_t i = 0; i < n - 1; i++)
+        assert_true(buf[i] >= 0x20 && buf[i] < 0x7f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -599,6 +825,9 @@ int main(void)
         cmocka_unit_test(test_channel_caller),
         cmocka_unit_test(test_channel_called),
         cmocka_unit_test_setup_teardown(test_route_record_no_follow, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_route_record_tag, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_bounds, setup, teardown),
+        cmocka_unit_test(test_log_sanitized),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
