@@ -1,0 +1,632 @@
+#!/bin/bash
+# Soak and chaos on the lab (issue 31): ping-pong guests kept moving between hosts A and B, for
+# SOAK_MIGRATIONS steps or SOAK_MINUTES minutes, through migrate-vm and hotmigd's drain, with
+# faults drawn from a seed the run prints first ("SOAK seed=S"; SOAK_SEED=S with the same
+# settings draws the same steps again). One step is one move asked of one client guest.
+#
+# Faults (SOAK_FAULTS, comma-separated; each step draws one with SOAK_FAULT_PCT percent, else
+# none):
+#   kill      migrate-vm killed with SIGKILL at a random moment (a phase + 0-499 ms), then
+#             'migrate-vm --recover' (tests/e2e/kill-walk.sh at random)
+#   libvirtd  the source's or the destination's libvirtd restarted at a random moment
+#   hotmigd   A's or B's hotmigd killed (SIGKILL) or stopped (SIGTERM) at a random moment and
+#             started again; it recovers its journals at its start
+#   agent     the moving guest's agent frozen (SIGSTOP) at a random moment for 2-7 s, then
+#             thawed; a journal left behind is recovered with --recover
+#   netem     tc netem loss (0.5-5 %) and delay (1-20 ms) on the pair's VF taps, the lab's own
+#             devices; a kernel without sch_netem (this machine's) gets tc tbf instead, a
+#             1-8 Mbit/s link with a 5-24 ms queue (delay, tail drops). The lab's hosts have no
+#             network namespace of their own: the migration and control links are the
+#             machine's loopback, shared with other labs, and are not shaped
+#   novf      the destination out of VFs: the guest's stand-in leased there by someone else;
+#             exit 12, nothing changed
+#   plugfail  the destination refuses every plug (HOTMIG_FAULT_INJECT=device_attach@destination):
+#             migrated back, exit 16 (tests/e2e/plug-fail.sh)
+#   nodetach  the guest does not release its VF (device_detach@source): exit 14, nothing moved
+# Moves from A may go through a drain of A asked of B's hotmigd (tests/e2e/drain.sh); the
+# servers stay on B, so a drain moves only clients.
+#
+# After every step, the invariants (the first breach fails the run, naming the seed and the
+# step): every guest runs on exactly one host with its VF; every agent is running with no
+# process quiesced; no VF is leased (no migration runs between steps), each guest's VF is held
+# for it on its host, and a VF in use by a guest is on the guest's host (a confirmed lease of a
+# guest that left without its source being told is stale: counted, hotmigd ends it when the VF
+# is next asked for); no journal of migrate-vm nor of either hotmigd; the workloads: every
+# quiesce followed by a resume, no corrupt or out-of-order message, the client's counters never
+# going back. At the end each client's result: 0 lost, 0 corrupt, a cycle per quiesce, traffic
+# after every cycle.
+#
+# Samples after every step (hotmigd A and B: RSS, fds, threads; journal and lease directories)
+# and every SOAK_AGENT_EVERY steps (each guest's agent, through the lab's shell) go to
+# SOAK_OUT/samples.tsv, each step's outcome to SOAK_OUT/steps.tsv; the end prints, and keeps in
+# SOAK_OUT/summary.txt, the growth of each figure per 100 migrations (least-squares slope, from
+# step SOAK_WARMUP on, over the samples of the last process of that daemon) as "SOAK slope ..."
+# and the totals as "SOAK result ...".
+#
+#   SOAK_SEED (random)  SOAK_MIGRATIONS (1000)  SOAK_MINUTES (0: no limit)  SOAK_PAIRS (1 or 2)
+#   SOAK_FAULTS (all)  SOAK_FAULT_PCT (50)  SOAK_AGENT_EVERY (10)  SOAK_WARMUP (100 if the run
+#   has 200 steps or more, else 0)  SOAK_OUT (HM_BUILD/tests/soak-out)
+source "$(dirname "$0")/../e2e/lib.sh"
+
+all_faults=kill,libvirtd,hotmigd,agent,netem,novf,plugfail,nodetach
+seed=${SOAK_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
+steps_max=${SOAK_MIGRATIONS:-1000}
+minutes=${SOAK_MINUTES:-0}
+pairs=${SOAK_PAIRS:-1}
+fault_pct=${SOAK_FAULT_PCT:-50}
+agent_every=${SOAK_AGENT_EVERY:-10}
+IFS=, read -r -a faults <<<"${SOAK_FAULTS:-$all_faults}"
+out=${SOAK_OUT:-$build/tests/soak-out}
+[[ $seed =~ ^[0-9]+$ ]] || fail "SOAK_SEED must be a number, not '$seed'"
+[[ $steps_max =~ ^[0-9]+$ ]] && ((steps_max > 0)) || fail "SOAK_MIGRATIONS must be a positive number"
+[[ $minutes =~ ^[0-9]+$ ]] || fail "SOAK_MINUTES must be a number"
+[[ $fault_pct =~ ^[0-9]+$ ]] && ((fault_pct <= 100)) || fail "SOAK_FAULT_PCT must be 0 to 100"
+[[ $agent_every =~ ^[0-9]+$ ]] && ((agent_every > 0)) || fail "SOAK_AGENT_EVERY must be a positive number"
+case $pairs in 1 | 2) ;; *) fail "SOAK_PAIRS must be 1 or 2, not '$pairs'" ;; esac
+for f in "${faults[@]}"; do
+    [[ ,$all_faults, == *,$f,* ]] || fail "unknown fault '$f' in SOAK_FAULTS (known: $all_faults)"
+done
+warmup=${SOAK_WARMUP:-$((steps_max >= 200 ? 100 : 0))}
+mkdir -p "$out"
+rm -f "$out/samples.tsv" "$out/steps.tsv" "$out/summary.txt"
+tmp=$(mktemp -d)
+conf=$("$lab" config)
+state=$(dirname "$conf")
+call="$build/tests/hm-hotmigd-call"
+[ -x "$call" ] || fail "hm-hotmigd-call is not built ($call)"
+declare -A sock=([A]=$("$lab" hotmigd-socket A) [B]=$("$lab" hotmigd-socket B))
+declare -A uri=([A]=$A [B]=$B)
+# Whatever happened, both hotmigds run again and no netem is left on the lab's taps.
+hm_alive() { kill -0 "$(cat "$state/hosts/$1/hotmigd.pid" 2>/dev/null || echo 0)" 2>/dev/null; }
+soak_exit() {
+    local rc=$? h
+    for h in A B; do
+        hm_alive "$h" || "$lab" restart-hotmigd "$h" >/dev/null 2>&1 || echo "could not restart $h's hotmigd" >&2
+    done
+    netem_off
+    # cleanup() reads the run's status from $?
+    if ((rc == 0)); then cleanup; else (exit "$rc") || cleanup; fi
+    rm -rf "$tmp"
+}
+trap soak_exit EXIT
+
+# The pairs: the names of tests/e2e/drain.sh (a name keeps its lab index, whose VF is in both
+# hotmigds' pools). Clients on A, servers on B.
+clients=(dr-c1 dr-c2)
+servers=(dr-s1 dr-s2)
+clients=("${clients[@]:0:pairs}")
+servers=("${servers[@]:0:pairs}")
+
+# --- the seeded draws: a 31-bit LCG in this shell (not $RANDOM: bash reseeds it in subshells) --
+rng=$seed
+# rand_below N: R = a number 0..N-1 from the seed's sequence.
+rand_below() {
+    rng=$(((rng * 1103515245 + 12345) % 2147483648))
+    R=$(((rng >> 8) % $1))
+}
+
+step=0
+plan=""
+# breach WHAT: the run's verdict at the first broken invariant.
+breach() {
+    fail "INVARIANT BROKEN at step $step of seed $seed ($plan): $*"
+}
+
+other() { if [ "$1" = A ]; then echo B; else echo A; fi; }
+tap_of() { echo "hmlab${HOTMIG_LAB_INSTANCE:-0}vf$("$lab" index "$1")"; }
+
+# --- invariants --------------------------------------------------------------------------------
+
+# agent_status NAME: the agent's 'status' reply over its host channel (after a sync).
+agent_status() {
+    local sock_path line reply="" in out
+    sock_path=$("$lab" channel "$1") || return 1
+    coproc AGS { exec timeout 30 socat - "UNIX-CONNECT:$sock_path" 2>/dev/null; }
+    # bash closes a coproc's descriptors in subshells: use copies (tests/e2e/verbs-lib.sh vswap)
+    exec {in}>&"${AGS[1]}" {out}<&"${AGS[0]}"
+    printf '\xff{"execute":"sync","arguments":{"id":31}}\n' >&"$in"
+    while IFS= read -r -t 10 line <&"$out"; do
+        [[ $line == *'"return":31'* ]] && break
+    done
+    if [[ $line == *'"return":31'* ]]; then
+        printf '{"execute":"status"}\n' >&"$in"
+        IFS= read -r -t 10 line <&"$out" && reply=${line#$'\xff'}
+    fi
+    exec {in}>&- {out}<&-
+    kill "$AGS_PID" 2>/dev/null || true
+    wait "$AGS_PID" 2>/dev/null || true
+    [ -n "$reply" ] && echo "$reply"
+}
+
+# where_settled NAME: the one host running NAME with its VF, waiting up to 60 s for an aborted
+# incoming domain to go and an asynchronous unplug or plug to end; empty when it never settles.
+where_settled() {
+    local g=$1 h i
+    for i in $(seq 1 60); do
+        if h=$("$lab" where "$g" 2>/dev/null) && has_vf "$g" "${uri[$h]}"; then
+            echo "$h"
+            return 0
+        fi
+        sleep 1
+    done
+    return 1
+}
+
+# pool_check: both hotmigds' pools agree with where the guests run (host_of); else FALSE with
+# pool_error set.
+pool_error=""
+pool_lag=0
+stale=()
+stale_steps=0
+pool_check() {
+    local h vf vstate lease dom g
+    pool_error=""
+    stale=()
+    for h in A B; do
+        if ! "$call" "$conf" "$h" list >"$tmp/pool.$h" 2>"$tmp/pool.err"; then
+            pool_error="$h's hotmigd does not list its pool: $(cat "$tmp/pool.err")"
+            return 1
+        fi
+        while read -r vf _ vstate lease dom; do
+            case $vstate in
+            leased)
+                pool_error="$h's VF $vf is leased ($lease for $dom) with no migration running"
+                return 1
+                ;;
+            assigned | in-use)
+                [ "${host_of[$dom]:-}" != "$h" ] || continue
+                [[ " ${clients[*]} ${servers[*]} " == *" $dom "* ]] || continue
+                # A confirmed lease of a domain that left without its source being told
+                # ('left' lost to a fault) or was destroyed ends when the VF is next asked for
+                # (hotmigd/pool.c entry_reclaim()): stale, not held; counted, not a breach. A
+                # move back to this host must reclaim it, which a fault-free step checks.
+                if [ "$vstate" = assigned ]; then
+                    stale+=("$h:$vf:$dom")
+                    continue
+                fi
+                pool_error="$h's VF $vf is $vstate to $dom, which runs on ${host_of[$dom]:-no host}"
+                return 1
+                ;;
+            esac
+        done <"$tmp/pool.$h"
+    done
+    for g in "${clients[@]}" "${servers[@]}"; do
+        h=${host_of[$g]}
+        vf=$(tap_of "$g")
+        if ! awk -v vf="$vf" -v g="$g" '$1 == vf && ($3 == "assigned" || $3 == "in-use") && $5 == g { ok = 1 } END { exit !ok }' \
+            "$tmp/pool.$h"; then
+            pool_error="$h's hotmigd does not hold $vf for $g: $(grep "^$vf " "$tmp/pool.$h")"
+            return 1
+        fi
+    done
+}
+
+declare -A host_of last_received
+check_invariants() {
+    local g h st n q r i got console
+    # 1. every guest on exactly one host, with its VF
+    for g in "${clients[@]}" "${servers[@]}"; do
+        h=$(where_settled "$g") ||
+            breach "$g does not run on exactly one host with its VF: where=$("$lab" where "$g" 2>&1 | tail -n 1)"
+        host_of[$g]=$h
+    done
+    # 2. every agent running, no process quiesced (a resume asked just before may take a moment)
+    for g in "${clients[@]}" "${servers[@]}"; do
+        got=""
+        for i in 1 2 3 4 5 6 7 8 9 10; do
+            st=$(agent_status "$g") && got=$st &&
+                jq -e '.return.state == "running" and ([.return.processes[] | select(.quiesced)] | length == 0)
+                    and (.return.processes | length) >= 1' <<<"$st" >/dev/null && break
+            got="${got:-no answer}"
+            st=""
+            sleep 3
+        done
+        [ -n "$st" ] || breach "the agent of $g is not running with every process resumed: $got"
+    done
+    # 3. leases: none LEASED between steps; an assigned or in-use VF belongs to a guest on that
+    #    host; each guest's stand-in is assigned or in use by it on its host. A hotmigd whose
+    #    libvirtd restarted lists a VF in use as free until that libvirtd has reconnected to its
+    #    QEMUs (seen for ~1-5 s): that is waited for (30 s at most) and counted as pool_lag.
+    local first=""
+    for i in $(seq 1 15); do
+        pool_check && break
+        first=${first:-$pool_error}
+        sleep 2
+    done
+    ((i == 1)) || { pool_lag=$((pool_lag + 1)); log "step $step: the pools were right after $(((i - 1) * 2)) s: $first"; }
+    pool_check || breach "$pool_error"
+    if ((${#stale[@]})); then
+        stale_steps=$((stale_steps + 1))
+        log "step $step: stale assigned leases (reclaimed when next asked for): ${stale[*]}"
+    fi
+    # 4. no journal: migrate-vm's, and each hotmigd's
+    n=$(find "$HOTMIG_STATE_DIR/journal" "$state/hosts/A/hotmigd/state/journal" \
+        "$state/hosts/B/hotmigd/state/journal" -name '*.journal' 2>/dev/null | tr '\n' ' ' || true)
+    [ -z "$n" ] || breach "journals left: $n"
+    # 5. the workloads: each quiesce resumed, nothing corrupt or out of order, counters forward
+    for g in "${clients[@]}" "${servers[@]}"; do
+        console=$("$lab" console "$g")
+        q=$(grep -ac 'HMWL .*"event":"quiesced"' "$console" || true)
+        r=$(grep -ac 'HMWL .*"event":"resumed"' "$console" || true)
+        ((q == r)) || breach "$g's workload: $q quiesces, $r resumes"
+        if grep -aqE 'hm-pingpong: (message .* is corrupt|message seq .* out of order)|hm-pingpong: stopping' "$console"; then
+            breach "$g's workload: $(grep -aE 'hm-pingpong: (message|stopping)' "$console" | head -n 3 | tr -d '\r')"
+        fi
+    done
+    for g in "${clients[@]}"; do
+        console=$("$lab" console "$g")
+        r=$(grep -a 'HMWL .*"event":"progress"' "$console" | tail -n 1 | sed 's/.*HMWL //' | tr -d '\r' |
+            jq -r 'select(.sent >= .received) | .received' 2>/dev/null || true)
+        [ -n "$r" ] || breach "$g's last progress line is not sent >= received"
+        ((r >= ${last_received[$g]:-0})) || breach "$g's received count went back: $r < ${last_received[$g]}"
+        last_received[$g]=$r
+    done
+}
+
+# --- resource samples --------------------------------------------------------------------------
+
+# proc_figures PID: "RSS_KB FDS THREADS" of a local process, or "- - -".
+proc_figures() {
+    local rss thr fds
+    rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null) || rss=""
+    thr=$(awk '/^Threads:/ { print $2 }' "/proc/$1/status" 2>/dev/null) || thr=""
+    fds=$(find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+    if [ -n "$rss" ]; then echo "$rss $fds $thr"; else echo "- - -"; fi
+}
+
+# sample: one line of samples.tsv (the agents every agent_every steps, else '-').
+sample() {
+    local h pid line g a
+    line="$step $(date +%s) $moves"
+    for h in A B; do
+        pid=$(cat "$state/hosts/$h/hotmigd.pid" 2>/dev/null || echo 0)
+        line+=" $pid $(proc_figures "$pid")"
+        line+=" $(find "$state/hosts/$h/hotmigd/run/leases" -type f -printf '%s\n' 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')"
+        line+=" $(find "$state/hosts/$h/hotmigd/run/leases" -type f 2>/dev/null | wc -l)"
+        line+=" $(find "$state/hosts/$h/hotmigd/state" -type f -printf '%s\n' 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')"
+    done
+    for g in "${clients[0]}" "${servers[0]}"; do
+        a="- - - -"
+        if ((step % agent_every == 0)); then
+            a=$("$lab" exec "$g" 'p=$(pidof hotmig-agent); echo "AGENT $p $(awk "/^VmRSS:/ { print \$2 }" /proc/$p/status) $(ls /proc/$p/fd | wc -l) $(awk "/^Threads:/ { print \$2 }" /proc/$p/status)"' \
+                --timeout 20 2>/dev/null | tr -d '\r' | awk '/^AGENT / { print $2, $3, $4, $5 }' | tail -n 1 || true)
+            [ -n "$a" ] || a="- - - -"
+        fi
+        line+=" $a"
+    done
+    echo "$line" | tr ' ' '\t' >>"$out/samples.tsv"
+}
+samples_header="step	time	moves	A_pid	A_rss_kb	A_fds	A_threads	A_lease_bytes	A_lease_files	A_state_bytes	B_pid	B_rss_kb	B_fds	B_threads	B_lease_bytes	B_lease_files	B_state_bytes	agent_c_pid	agent_c_rss_kb	agent_c_fds	agent_c_threads	agent_s_pid	agent_s_rss_kb	agent_s_fds	agent_s_threads"
+
+# slopes: per figure, its least-squares slope per 100 steps from step `warmup` on, over the
+# samples of the process (pid column) of the last sample, with its first and last value.
+slopes() {
+    awk -F'\t' -v warmup="$warmup" '
+        NR == 1 { for (i = 1; i <= NF; i++) name[i] = $i; nf = NF; next }
+        { for (i = 1; i <= NF; i++) v[NR, i] = $i; last = NR }
+        END {
+            for (i = 4; i <= nf; i++) {
+                if (name[i] ~ /_pid$/) { pidcol = i; continue }
+                # the figures of a daemon are those of its pid column, the one left of them
+                p = 0; for (j = i - 1; j >= 4; j--) if (name[j] ~ /_pid$/) { p = j; break }
+                n = sx = sy = sxx = sxy = 0; first = lastv = "-"; run = ""
+                for (r = last; r >= 2; r--) if (v[r, p] != "-") { run = v[r, p]; break }
+                for (r = 2; r <= last; r++) {
+                    if (v[r, 1] < warmup || v[r, i] == "-" || v[r, i] == "") continue
+                    if (name[i] !~ /_(lease|state)_/ && v[r, p] != run) continue
+                    x = v[r, 1]; y = v[r, i]; n++; sx += x; sy += y; sxx += x * x; sxy += x * y
+                    if (first == "-") first = y; lastv = y
+                }
+                d = n * sxx - sx * sx
+                slope = (n >= 2 && d != 0) ? (n * sxy - sx * sy) / d * 100 : 0
+                printf "SOAK slope %s per_100_steps=%.1f first=%s last=%s samples=%d\n", name[i], slope, first, lastv, n
+            }
+        }' "$out/samples.tsv"
+}
+
+# --- faults ------------------------------------------------------------------------------------
+
+netem_off() {
+    local t
+    for t in $(cat "$tmp/netem" 2>/dev/null); do
+        tc qdisc del dev "$t" root >/dev/null 2>&1 || true
+    done
+    rm -f "$tmp/netem"
+}
+
+# netem_on CLIENT LOSS DELAY: loss (per mille) and delay (ms) on the frames to either end of the
+# client's pair (its own tap and its server's); the lab's taps are the lab's own devices. A
+# kernel without sch_netem gets a congested link instead: tc tbf at 1-8 Mbit/s with a queue of
+# DELAY+4 ms (queueing delay, tail drops once the queue is full). Sets link (what was set).
+netem_on() {
+    local c=$1 loss=$2 delay=$3 s t i
+    for i in "${!clients[@]}"; do [ "${clients[$i]}" = "$c" ] && s=${servers[$i]}; done
+    for t in $(tap_of "$c") $(tap_of "$s"); do
+        [[ $t == hmlab${HOTMIG_LAB_INSTANCE:-0}vf* ]] || fail "not a lab tap: '$t'"
+        echo "$t" >>"$tmp/netem"
+        if tc qdisc replace dev "$t" root netem loss "$((loss / 10)).$((loss % 10))%" delay "${delay}ms" 2>/dev/null; then
+            link="netem loss $((loss / 10)).$((loss % 10))% delay ${delay}ms"
+        elif tc qdisc replace dev "$t" root tbf rate "$((1 + loss % 8))mbit" burst 6kb latency "$((delay + 4))ms"; then
+            link="tbf rate $((1 + loss % 8))mbit latency $((delay + 4))ms (no sch_netem)"
+        else
+            fail "tc on $t failed (neither netem nor tbf)"
+        fi
+    done
+}
+
+# strike_wait PHASE DELAY_MS PID ERRFILE: waits until migrate-vm (PID, --verbose into ERRFILE)
+# starts PHASE or ends, then DELAY_MS more.
+strike_wait() {
+    local phase=$1 delay=$2 pid=$3 err=$4 i
+    for i in $(seq 1 2400); do
+        grep -q " $phase *started" "$err" 2>/dev/null && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    sleep "$(awk -v d="$delay" 'BEGIN { printf "%.3f", d / 1000 }')"
+}
+
+# strike_wait_journal PHASE DELAY_MS PID JOURNAL: the same for a move hotmigd drives: its journal's
+# PHASE line (or the drain's end).
+strike_wait_journal() {
+    local phase=$1 delay=$2 pid=$3 journal=$4 i
+    for i in $(seq 1 2400); do
+        grep -qE "\"event\" *: *\"$phase\"" "$journal" 2>/dev/null && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    sleep "$(awk -v d="$delay" 'BEGIN { printf "%.3f", d / 1000 }')"
+}
+
+hotmigd_fault() {
+    local h=$1 how=$2 pid
+    pid=$(cat "$state/hosts/$h/hotmigd.pid" 2>/dev/null || echo 0)
+    if [ "$how" = kill ]; then
+        kill -9 "$pid" 2>/dev/null || true
+        for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    fi
+    "$lab" restart-hotmigd "$h" >>"$tmp/fault.log" 2>&1 || breach "$h's hotmigd did not start again"
+}
+
+# settle: after a step, what a user does: wait for the hotmigds' own recoveries at their start
+# (their journals gone, 3 min at most), then 'migrate-vm --recover' for a journal migrate-vm
+# kept. Sets recovered ("" or the outcome).
+settle() {
+    local i j
+    recovered=""
+    for i in $(seq 1 180); do
+        j=$(find "$state/hosts/A/hotmigd/state/journal" "$state/hosts/B/hotmigd/state/journal" \
+            -name '*.journal' 2>/dev/null | head -n 1 || true)
+        [ -z "$j" ] && break
+        sleep 1
+    done
+    [ -z "$j" ] || breach "hotmigd's journal $j is still there 3 min after the step"
+    if [ -n "$(find "$HOTMIG_STATE_DIR/journal" -name '*.journal' 2>/dev/null)" ]; then
+        for i in 1 2 3; do
+            if "$migrate_vm" --recover --json >"$tmp/rec.json" 2>"$tmp/rec.err"; then
+                recovered=$(jq -r '[.[].outcome] | join(",")' "$tmp/rec.json")
+                break
+            fi
+            log "step $step: --recover failed (try $i of 3): $(tail -n 2 "$tmp/rec.err")"
+            sleep 5
+        done
+        [ -n "$recovered" ] || breach "migrate-vm --recover failed 3 times: $(cat "$tmp/rec.json" "$tmp/rec.err")"
+    fi
+}
+
+# --- one step ----------------------------------------------------------------------------------
+
+phases=(prepare unplug migrate plug resume)
+moves=0
+failed_clean=0
+declare -A fault_count outcome_count
+
+# draw: the step's plan from the seed (guest, path, fault and its parameters), drawn before
+# anything runs, so a replay draws the same whatever the outcomes.
+draw() {
+    rand_below "${#clients[@]}"
+    g=${clients[$R]}
+    rand_below 100
+    fault=none
+    if ((R < fault_pct)); then
+        rand_below "${#faults[@]}"
+        fault=${faults[$R]}
+    fi
+    rand_below 2
+    via=migrate-vm
+    ((R == 1)) && via=drain
+    rand_below "${#phases[@]}"
+    f_phase=${phases[$R]}
+    rand_below 500
+    f_delay=$R
+    rand_below 2
+    f_host=$R
+    rand_below 2
+    f_how=$R
+    rand_below 50
+    f_loss=$((5 + R))
+    rand_below 20
+    f_ms=$((1 + R))
+    rand_below 6
+    f_hold=$((2 + R))
+}
+
+run_step() {
+    local here there rc=0 pid err=$tmp/err json=$tmp/out.json t0 t1 h d end expect="" journal
+    draw
+    here=${host_of[$g]}
+    there=$(other "$here")
+    # A drain moves every VM of its host: only clients leave A that way (the servers live on B);
+    # the faults that strike migrate-vm's own process need migrate-vm.
+    case $fault in kill | agent | plugfail | nodetach) via=migrate-vm ;; esac
+    [ "$here" = A ] || via=migrate-vm
+    plan="$g $here->$there via $via, fault $fault"
+    case $fault in
+    kill | agent) plan+=" at $f_phase+${f_delay}ms" ;;
+    libvirtd) d=$([ "$f_host" = 0 ] && echo "$here" || echo "$there"); plan+=" of $d at $f_phase+${f_delay}ms" ;;
+    hotmigd) d=$([ "$f_host" = 0 ] && echo A || echo B); plan+=" ($([ "$f_how" = 0 ] && echo SIGKILL || echo SIGTERM)) of $d at $f_phase+${f_delay}ms" ;;
+    netem) plan+=" loss $((f_loss / 10)).$((f_loss % 10))% delay ${f_ms}ms" ;;
+    esac
+    [ "$fault" = agent ] && plan+=" for ${f_hold}s"
+    log "STEP $step: $plan"
+    fault_count[$fault]=$((${fault_count[$fault]:-0} + 1))
+    rm -f "$err" "$json" "$tmp/fault.log"
+    t0=$(date +%s.%N)
+
+    local env_fault=() opts=()
+    case $fault in
+    novf)
+        lease=$("$call" "$conf" "$there" lease "$(tap_of "$g")" soak "soak: the destination out of VFs" soak-holder 120) ||
+            breach "cannot lease $(tap_of "$g") on $there"
+        expect=12
+        ;;
+    plugfail) env_fault=(HOTMIG_FAULT_INJECT=device_attach@destination) expect=16 ;;
+    nodetach) env_fault=(HOTMIG_FAULT_INJECT=device_detach@source) expect=14 ;;
+    netem)
+        netem_on "$g" "$f_loss" "$f_ms"
+        log "step $step: $link on $(tap_of "$g") and its server's tap"
+        ;;
+    agent) opts=(--prepare-timeout 4 --agent-timeout 3) ;;
+    esac
+
+    if [ "$via" = drain ]; then
+        journal=$state/hosts/A/hotmigd/state/journal/$g.journal
+        "$migrate_vm" drain A --socket "${sock[B]}" --reason "soak step $step" --wait --json \
+            >"$json" 2>"$err" &
+        pid=$!
+        case $fault in
+        libvirtd)
+            strike_wait_journal "$f_phase" "$f_delay" "$pid" "$journal"
+            "$lab" restart-host "$d" >>"$tmp/fault.log" 2>&1 || breach "restarting $d's libvirtd failed"
+            ;;
+        hotmigd)
+            strike_wait_journal "$f_phase" "$f_delay" "$pid" "$journal"
+            hotmigd_fault "$d" "$([ "$f_how" = 0 ] && echo kill || echo term)"
+            ;;
+        esac
+        wait "$pid" || rc=$?
+        if ((rc == 0)) && ! jq -e '.ok' "$json" >/dev/null 2>&1; then rc=1; fi
+    else
+        env "${env_fault[@]}" "$migrate_vm" --connect "${uri[$here]}" "$g" "${uri[$there]}" --verbose --json \
+            "${opts[@]}" >"$json" 2>"$err" &
+        pid=$!
+        case $fault in
+        kill)
+            strike_wait "$f_phase" "$f_delay" "$pid" "$err"
+            kill -9 "$pid" 2>/dev/null || true
+            ;;
+        libvirtd)
+            strike_wait "$f_phase" "$f_delay" "$pid" "$err"
+            "$lab" restart-host "$d" >>"$tmp/fault.log" 2>&1 || breach "restarting $d's libvirtd failed"
+            ;;
+        hotmigd)
+            strike_wait "$f_phase" "$f_delay" "$pid" "$err"
+            hotmigd_fault "$d" "$([ "$f_how" = 0 ] && echo kill || echo term)"
+            ;;
+        agent)
+            strike_wait "$f_phase" "$f_delay" "$pid" "$err"
+            agent_signal "$g" STOP || breach "could not freeze $g's agent"
+            sleep "$f_hold"
+            agent_signal "$g" CONT || breach "could not thaw $g's agent"
+            ;;
+        esac
+        wait "$pid" || rc=$?
+    fi
+    [ "$fault" = netem ] && netem_off
+    if [ "$fault" = novf ]; then
+        "$call" "$conf" "$there" release "$(tap_of "$g")" "$lease" >/dev/null ||
+            breach "cannot release the lease $lease of $(tap_of "$g") on $there"
+    fi
+    settle
+    t1=$(date +%s.%N)
+    check_invariants
+    end=${host_of[$g]}
+    [ "$end" = "$there" ] && moves=$((moves + 1))
+    # What each fault must end in, where that is known.
+    if [ "$fault" = none ] && { ((rc != 0)) || [ "$end" != "$there" ]; }; then
+        cat "$err" >&2
+        breach "a move without a fault failed (exit $rc, $g on $end)"
+    fi
+    if [ -n "$expect" ] && [ "$via" = migrate-vm ] && ((rc != expect)); then
+        tail -n 20 "$err" >&2
+        breach "exit $rc, expected $expect"
+    fi
+    if [ -n "$expect" ] && [ "$end" != "$here" ]; then
+        breach "$g moved to $end although the move had to fail"
+    fi
+    ((rc == 0)) || failed_clean=$((failed_clean + 1))
+    local outcome="moved"
+    [ "$end" = "$here" ] && outcome="stayed"
+    [ -n "$recovered" ] && outcome+=" (recovered: $recovered)"
+    outcome_count[$outcome]=$((${outcome_count[$outcome]:-0} + 1))
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\n' "$step" "$g" "$here" "$there" "$via" "$fault" "$rc" \
+        "$outcome" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" >>"$out/steps.tsv"
+    log "step $step: exit $rc, $g on $end: $outcome, $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s"
+}
+
+# --- the run -----------------------------------------------------------------------------------
+
+echo "SOAK seed=$seed migrations=$steps_max minutes=$minutes pairs=$pairs faults=${faults[*]} fault_pct=$fault_pct"
+echo "SOAK replay: SOAK_SEED=$seed SOAK_MIGRATIONS=$steps_max SOAK_PAIRS=$pairs SOAK_FAULTS=$(IFS=,; echo "${faults[*]}") SOAK_FAULT_PCT=$fault_pct"
+# The clients run until SIGUSR1 (at the end) or this limit.
+limit=$((minutes > 0 ? minutes * 60 + 1800 : steps_max * 60 + 1800))
+for i in "${!clients[@]}"; do
+    start_guest "${servers[$i]}" B "${clients[$i]}" "--role server --mode lazy"
+    start_guest "${clients[$i]}" A "${servers[$i]}" \
+        "--role client --peer 198.51.100.$("$lab" index "${servers[$i]}") --mode lazy --cycles 0 --tail 3 --max-seconds $limit"
+done
+for g in "${servers[@]}" "${clients[@]}"; do
+    "$lab" wait "$g" 'HMWL .*"event":"ready"' --timeout 300 >/dev/null || fail "$g did not get ready"
+done
+for g in "${clients[@]}"; do
+    "$lab" wait "$g" 'HMWL .*"event":"progress"' --timeout 60 >/dev/null || fail "$g sends no traffic"
+done
+check_invariants
+echo "$samples_header" >"$out/samples.tsv"
+printf 'step\tguest\tfrom\tto\tvia\tfault\texit\toutcome\tseconds\n' >"$out/steps.tsv"
+sample
+start=$(date +%s)
+while ((step < steps_max)); do
+    if ((minutes > 0 && $(date +%s) - start >= minutes * 60)); then
+        log "SOAK_MINUTES=$minutes reached after $step steps"
+        break
+    fi
+    step=$((step + 1))
+    run_step
+    sample
+done
+elapsed=$(($(date +%s) - start))
+plan="the end"
+
+# The clients' results: stop each as its last cycle would, then the verdict of the whole run.
+results=()
+for g in "${clients[@]}"; do
+    stopped=0
+    for _ in 1 2 3; do
+        "$lab" exec "$g" 'kill -USR1 $(pidof hm-pingpong)' --timeout 20 >/dev/null 2>&1 && { stopped=1; break; }
+    done
+    ((stopped)) || fail "cannot reach $g's shell to stop its workload"
+    r=$(result_of "$g")
+    echo "$g result: $r" >&2
+    console=$("$lab" console "$g")
+    q=$(grep -ac 'HMWL .*"event":"quiesced".*"side":"local"' "$console" || true)
+    echo "$r" | jq -e '.lost == 0 and .corrupt == 0 and .server_corrupt == 0' >/dev/null ||
+        breach "$g lost or corrupted messages: $r"
+    echo "$r" | jq -e --argjson n "$q" '(.cycles | length) == $n' >/dev/null ||
+        breach "$g reports $(echo "$r" | jq '.cycles | length') cycles, its agent quiesced it $q times"
+    echo "$r" | jq -e '[.cycles[] | .resumed and .delivered_after > 0] | all' >/dev/null ||
+        breach "$g's traffic did not resume after every cycle: $(echo "$r" | jq -c '[.cycles[] | select((.resumed and .delivered_after > 0) | not)]')"
+    echo "$r" | jq -e '.ok' >/dev/null || breach "$g's workload not ok: $r"
+    results+=("$g=$(echo "$r" | jq -c '{sent,received,lost,corrupt,server_duplicates,cycles: (.cycles | length),blackout_ms}')")
+done
+
+{
+    slopes
+    faults_seen=$(for f in "${!fault_count[@]}"; do echo "$f=${fault_count[$f]}"; done | sort | paste -sd, -)
+    outcomes=$(for o in "${!outcome_count[@]}"; do echo "${o// /_}=${outcome_count[$o]}"; done | sort | paste -sd, -)
+    echo "SOAK result seed=$seed steps=$step moves=$moves failed_exits=$failed_clean seconds=$elapsed" \
+        "steps_per_minute=$(awk -v s="$step" -v t="$elapsed" 'BEGIN { printf "%.2f", t ? s * 60 / t : 0 }')" \
+        "pool_lag=$pool_lag stale_lease_steps=$stale_steps faults=$faults_seen outcomes=$outcomes ${results[*]}"
+    echo "SOAK files: $out/steps.tsv $out/samples.tsv $out/summary.txt"
+} | tee "$out/summary.txt"
+log "ok: $step steps, every invariant held after each"
