@@ -185,21 +185,10 @@ static gboolean pool_lists(GPtrArray *list, const char *id)
     return g_ptr_array_find_with_equal_func(list, id, g_str_equal, NULL);
 }
 
-/* Reads the configured VFs; @with_states: also the leases and the domains using them. @only
- * (a canonical id, or NULL for all): the caller needs that VF only, so a stand-in or a single
- * VF is read alone and the PFs (which may hold it) without the other kinds. */
-static void pool_view_read(HotmigdPool *pool, PoolView *view, gboolean with_states,
-                           const char *only)
+/* The VFs of the configured PFs, as the host lists them. */
+static void view_read_pfs(HotmigdPool *pool, PoolView *view)
 {
-    gboolean any_pci = FALSE;
-    gboolean only_standin = only && pool_lists(pool->standins, only);
-    gboolean only_vf = only && pool_lists(pool->vfs, only);
-
-    view->entries = g_ptr_array_new_with_free_func((GDestroyNotify)hotmigd_pool_entry_free);
-    view->by_id = g_hash_table_new(g_str_hash, g_str_equal);
-    view->warnings = g_ptr_array_new_with_free_func(g_free);
-
-    for (guint i = 0; !only_standin && !only_vf && i < pool->pfs->len; i++) {
+    for (guint i = 0; i < pool->pfs->len; i++) {
         const char *pf = g_ptr_array_index(pool->pfs, i);
         g_autoptr(GError) local = NULL;
         g_autoptr(GPtrArray) vfs = pool->ops->pf_vfs(pool->host, pf, &local);
@@ -216,6 +205,11 @@ static void pool_view_read(HotmigdPool *pool, PoolView *view, gboolean with_stat
             view_add(view, entry);
         }
     }
+}
+
+/* The VFs configured one by one (@only: that one alone). */
+static void view_read_vfs(HotmigdPool *pool, PoolView *view, const char *only)
+{
     for (guint i = 0; i < pool->vfs->len; i++) {
         const char *id = g_ptr_array_index(pool->vfs, i);
         g_autoptr(GError) local = NULL;
@@ -232,6 +226,11 @@ static void pool_view_read(HotmigdPool *pool, PoolView *view, gboolean with_stat
         }
         view_add(view, entry);
     }
+}
+
+/* The stand-ins (@only: that one alone). */
+static void view_read_standins(HotmigdPool *pool, PoolView *view, const char *only)
+{
     for (guint i = 0; i < pool->standins->len; i++) {
         const char *id = g_ptr_array_index(pool->standins, i);
         HotmigdPoolEntry *entry;
@@ -246,13 +245,13 @@ static void pool_view_read(HotmigdPool *pool, PoolView *view, gboolean with_stat
         }
         view_add(view, entry);
     }
-    if (!with_states)
-        return;
+}
 
-    /* Which domain holds which VF: for PCI VFs (in use without a lease) and for every assigned
-     * lease (is its domain still here?). */
-    any_pci = view->entries->len > 0;
-    if (any_pci) {
+/* The states: which domain holds which VF (for PCI VFs in use without a lease, and for every
+ * assigned lease: is its domain still here?), and each VF's lease. */
+static void view_read_states(HotmigdPool *pool, PoolView *view)
+{
+    if (view->entries->len > 0) {
         g_autoptr(GError) local = NULL;
 
         view->domains = pool->ops->domains_using(pool->host, &local);
@@ -284,6 +283,26 @@ static void pool_view_read(HotmigdPool *pool, PoolView *view, gboolean with_stat
         else if (domain)
             entry->state = ORCH_VF_STATE_IN_USE;
     }
+}
+
+/* Reads the configured VFs; @with_states: also the leases and the domains using them. @only
+ * (a canonical id, or NULL for all): the caller needs that VF only, so a stand-in or a single
+ * VF is read alone and the PFs (which may hold it) without the other kinds. */
+static void pool_view_read(HotmigdPool *pool, PoolView *view, gboolean with_states,
+                           const char *only)
+{
+    gboolean only_standin = only && pool_lists(pool->standins, only);
+    gboolean only_vf = only && pool_lists(pool->vfs, only);
+
+    view->entries = g_ptr_array_new_with_free_func((GDestroyNotify)hotmigd_pool_entry_free);
+    view->by_id = g_hash_table_new(g_str_hash, g_str_equal);
+    view->warnings = g_ptr_array_new_with_free_func(g_free);
+    if (!only_standin && !only_vf)
+        view_read_pfs(pool, view);
+    view_read_vfs(pool, view, only);
+    view_read_standins(pool, view, only);
+    if (with_states)
+        view_read_states(pool, view);
 }
 
 GPtrArray *hotmigd_pool_list(HotmigdPool *pool, char ***ret_warnings, GError **error)
