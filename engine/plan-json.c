@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "engine/json-fields.h"
+#include "engine/json.h"
 #include "engine/snapshot.h"
 
 /* ---- plans read back ------------------------------------------------------------------------ */
@@ -144,6 +145,63 @@ static void add_count_or_null(JsonBuilder *b, const char *name, guint value, gui
         json_builder_add_int_value(b, value);
 }
 
+/* "migrations": each move of @plan. */
+static void plan_json_migrations(JsonBuilder *b, const PolPlan *plan)
+{
+    json_builder_set_member_name(b, "migrations");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < plan->migrations->len; i++) {
+        const PolMigration *m = g_ptr_array_index(plan->migrations, i);
+        json_builder_begin_object(b);
+        orch_json_member_string(b, "vm", m->vm);
+        orch_json_member_string(b, "from", m->from);
+        orch_json_member_string(b, "to", m->to);
+        orch_json_member_int(b, "memory_mib", (gint64)m->memory_mib);
+        orch_json_member_int(b, "duration_ms", (gint64)llround(m->duration_s * 1000.0));
+        orch_json_member_bool(b, "extra", m->extra);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+}
+
+/* The plan's figures: hosts against the lower bound, moves, time, loads. */
+static void plan_json_figures(JsonBuilder *b, const PolPlan *plan)
+{
+    orch_json_member_int(b, "hosts_used", plan->hosts_used);
+    orch_json_member_int(b, "hosts_before", plan->hosts_before);
+    orch_json_member_int(b, "lower_bound", plan->lower_bound);
+    orch_json_member_int(b, "gap", (gint64)plan->hosts_used - (gint64)plan->lower_bound);
+    orch_json_member_double(
+        b, "ratio",
+        plan->lower_bound ? rounded((double)plan->hosts_used / plan->lower_bound, 1e4) : 0.0);
+    orch_json_member_int(b, "extra_moves", plan->extra_moves);
+    orch_json_member_int(b, "duration_ms", (gint64)llround(plan->duration_s * 1000.0));
+    orch_json_member_double(b, "max_load_before", rounded(plan->max_load_before, 1e4));
+    orch_json_member_double(b, "max_load_after", rounded(plan->max_load_after, 1e4));
+    orch_json_member_int(b, "moved_mib", (gint64)plan->moved_mib);
+}
+
+/* A consolidation's front: each (hosts, migrations) point it weighed, and the one chosen. */
+static void plan_json_front(JsonBuilder *b, const PolPlan *plan)
+{
+    add_count_or_null(b, "migration_bound", plan->migration_bound, G_MAXUINT);
+    orch_json_member_int(b, "host_value", plan->host_value);
+    add_count_or_null(b, "max_migrations", plan->max_migrations, 0);
+    json_builder_set_member_name(b, "front");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < plan->front->len; i++) {
+        const PolFrontPoint *f = &g_array_index(plan->front, PolFrontPoint, i);
+        json_builder_begin_object(b);
+        orch_json_member_int(b, "hosts", f->hosts);
+        orch_json_member_int(b, "migrations", f->migrations);
+        orch_json_member_int(b, "moved_mib", (gint64)f->moved_mib);
+        add_count_or_null(b, "migration_bound", f->migration_bound, G_MAXUINT);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    orch_json_member_int(b, "chosen", plan->front_chosen);
+}
+
 char *orch_plan_format_json(const PolPlan *plan, gboolean pretty, gboolean timing)
 {
     g_autoptr(JsonBuilder) b = json_builder_new_immutable();
@@ -151,85 +209,20 @@ char *orch_plan_format_json(const PolPlan *plan, gboolean pretty, gboolean timin
     g_autoptr(JsonNode) root = NULL;
 
     json_builder_begin_object(b);
-    json_builder_set_member_name(b, "policy");
-    json_builder_add_string_value(b, pol_policy_to_string(plan->policy));
-    if (plan->drained) {
-        json_builder_set_member_name(b, "drained");
-        json_builder_add_string_value(b, plan->drained);
-    }
-    json_builder_set_member_name(b, "migrations");
-    json_builder_begin_array(b);
-    for (guint i = 0; i < plan->migrations->len; i++) {
-        const PolMigration *m = g_ptr_array_index(plan->migrations, i);
-        json_builder_begin_object(b);
-        json_builder_set_member_name(b, "vm");
-        json_builder_add_string_value(b, m->vm);
-        json_builder_set_member_name(b, "from");
-        json_builder_add_string_value(b, m->from);
-        json_builder_set_member_name(b, "to");
-        json_builder_add_string_value(b, m->to);
-        json_builder_set_member_name(b, "memory_mib");
-        json_builder_add_int_value(b, (gint64)m->memory_mib);
-        json_builder_set_member_name(b, "duration_ms");
-        json_builder_add_int_value(b, (gint64)llround(m->duration_s * 1000.0));
-        json_builder_set_member_name(b, "extra");
-        json_builder_add_boolean_value(b, m->extra);
-        json_builder_end_object(b);
-    }
-    json_builder_end_array(b);
-    json_builder_set_member_name(b, "hosts_used");
-    json_builder_add_int_value(b, plan->hosts_used);
-    json_builder_set_member_name(b, "hosts_before");
-    json_builder_add_int_value(b, plan->hosts_before);
-    json_builder_set_member_name(b, "lower_bound");
-    json_builder_add_int_value(b, plan->lower_bound);
-    json_builder_set_member_name(b, "gap");
-    json_builder_add_int_value(b, (gint64)plan->hosts_used - (gint64)plan->lower_bound);
-    json_builder_set_member_name(b, "ratio");
-    json_builder_add_double_value(
-        b, plan->lower_bound ? rounded((double)plan->hosts_used / plan->lower_bound, 1e4) : 0.0);
-    json_builder_set_member_name(b, "extra_moves");
-    json_builder_add_int_value(b, plan->extra_moves);
-    json_builder_set_member_name(b, "duration_ms");
-    json_builder_add_int_value(b, (gint64)llround(plan->duration_s * 1000.0));
-    json_builder_set_member_name(b, "max_load_before");
-    json_builder_add_double_value(b, rounded(plan->max_load_before, 1e4));
-    json_builder_set_member_name(b, "max_load_after");
-    json_builder_add_double_value(b, rounded(plan->max_load_after, 1e4));
-    json_builder_set_member_name(b, "moved_mib");
-    json_builder_add_int_value(b, (gint64)plan->moved_mib);
-    if (plan->policy == POL_POLICY_CONSOLIDATE && plan->front) {
-        add_count_or_null(b, "migration_bound", plan->migration_bound, G_MAXUINT);
-        json_builder_set_member_name(b, "host_value");
-        json_builder_add_int_value(b, plan->host_value);
-        add_count_or_null(b, "max_migrations", plan->max_migrations, 0);
-        json_builder_set_member_name(b, "front");
-        json_builder_begin_array(b);
-        for (guint i = 0; i < plan->front->len; i++) {
-            const PolFrontPoint *f = &g_array_index(plan->front, PolFrontPoint, i);
-            json_builder_begin_object(b);
-            json_builder_set_member_name(b, "hosts");
-            json_builder_add_int_value(b, f->hosts);
-            json_builder_set_member_name(b, "migrations");
-            json_builder_add_int_value(b, f->migrations);
-            json_builder_set_member_name(b, "moved_mib");
-            json_builder_add_int_value(b, (gint64)f->moved_mib);
-            add_count_or_null(b, "migration_bound", f->migration_bound, G_MAXUINT);
-            json_builder_end_object(b);
-        }
-        json_builder_end_array(b);
-        json_builder_set_member_name(b, "chosen");
-        json_builder_add_int_value(b, plan->front_chosen);
-    }
+    orch_json_member_string(b, "policy", pol_policy_to_string(plan->policy));
+    if (plan->drained)
+        orch_json_member_string(b, "drained", plan->drained);
+    plan_json_migrations(b, plan);
+    plan_json_figures(b, plan);
+    if (plan->policy == POL_POLICY_CONSOLIDATE && plan->front)
+        plan_json_front(b, plan);
     json_builder_set_member_name(b, "hosts");
     json_builder_begin_array(b);
     for (guint i = 0; i < plan->hosts->len; i++)
         json_builder_add_string_value(b, g_ptr_array_index(plan->hosts, i));
     json_builder_end_array(b);
-    if (timing) {
-        json_builder_set_member_name(b, "plan_ms");
-        json_builder_add_double_value(b, rounded(plan->plan_ms, 1000.0));
-    }
+    if (timing)
+        orch_json_member_double(b, "plan_ms", rounded(plan->plan_ms, 1000.0));
     json_builder_end_object(b);
 
     root = json_builder_get_root(b);
