@@ -172,8 +172,9 @@ typedef struct AgentPortWatch AgentPortWatch;
 typedef struct {
     /* Returns the name (owned) of an RDMA device that has a port in the ACTIVE state, or NULL
      * with @error set when there is none (yet). @prefer (may be NULL) is returned when it is
-     * one of them. */
-    char *(*find_active_device)(gpointer data, const char *prefer, GError **error);
+     * one of them; @except (may be NULL: the standby device) never is. */
+    char *(*find_active_device)(gpointer data, const char *prefer, const char *except,
+                                GError **error);
     /* Every RDMA device with its ports: a GPtrArray of AgentRdmaDevice (owned), or NULL with
      * @error set. */
     GPtrArray *(*list_devices)(gpointer data, GError **error);
@@ -251,6 +252,13 @@ guint agent_get_n_procs(const Agent *agent); /* registered processes */
 gint agent_get_protocol(const Agent *agent); /* the version negotiated with the host */
 /* Whether the dispatcher table has a handler for @command (tests check all of them). */
 gboolean agent_command_has_handler(AgentCommand command);
+
+/* The standby RDMA device (standby.h; @standby owned by the agent from here): made at each
+ * prepare, removed at each resume and abort (in a thread), named in the inventory. */
+typedef struct AgentStandby AgentStandby;
+void agent_set_standby(Agent *agent, AgentStandby *standby);
+/* Waits until the removal of the standby device (its thread) ended. */
+void agent_standby_wait(Agent *agent);
 
 /* ---- kernel uevents (uevent.c) ------------------------------------------------------------ */
 

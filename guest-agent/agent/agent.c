@@ -4,6 +4,7 @@
 #include "guest-agent/agent/agent-priv.h"
 #include "guest-agent/agent/device-users.h"
 #include "guest-agent/agent/job.h"
+#include "guest-agent/agent/standby.h"
 
 #include <errno.h>
 #include <gio/gio.h>
@@ -99,6 +100,11 @@ struct Agent {
     guint listen_id;
     char *socket_path;
     char *proc_root; /* NULL: "/proc" (agent_set_proc_root()) */
+
+    /* --standby (standby.h): made at prepare, removed at resume; NULL: none */
+    AgentStandby *standby;
+    GThread *standby_down; /* removing it (the kernel waits for the processes that opened it) */
+    gint standby_removing; /* atomic: standby_down still runs */
 };
 
 static void agent_op_check_done(Agent *agent);
@@ -802,12 +808,19 @@ static void agent_resume_send(Agent *agent)
 }
 
 /* Looks for an active device once. TRUE when the device phase is over. */
+/* The standby device (never handed to the processes, never the one to come back to), or NULL. */
+static const char *agent_standby_name(const Agent *agent)
+{
+    return agent->standby ? agent_standby_get_device(agent->standby) : NULL;
+}
+
 static gboolean agent_resume_look(Agent *agent)
 {
     AgentOp *op = agent->op;
     g_autoptr(GError) error = NULL;
     const char *prefer = op->kind == AGENT_OP_ABORT ? agent->old_device : NULL;
-    g_autofree char *device = agent->verbs->find_active_device(agent->verbs_data, prefer, &error);
+    g_autofree char *device = agent->verbs->find_active_device(agent->verbs_data, prefer,
+                                                               agent_standby_name(agent), &error);
 
     if (device && (strlen(device) == 0 || strlen(device) > AGENT_DEVICE_MAX ||
                    strpbrk(device, " \t\r\n") != NULL)) {
@@ -934,6 +947,83 @@ void agent_devices_changed(Agent *agent)
     agent_resume_wake_soon(agent);
 }
 
+/* ---- the standby device (standby.h) ----------------------------------------------------- */
+
+/* prepare: the standby device is made, after the processes were asked to quiesce (they do not
+ * wait for it) and after the device to come back to was read (the standby is never that). */
+static void agent_standby_make(Agent *agent)
+{
+    g_autoptr(GError) error = NULL;
+
+    if (!agent->standby)
+        return;
+    if (g_atomic_int_get(&agent->standby_removing)) {
+        g_message("prepare: the standby RDMA device '%s' of the last move is still being removed: "
+                  "no standby for this one",
+                  agent_standby_get_device(agent->standby));
+        return;
+    }
+    if (!agent_standby_up(agent->standby, &error)) {
+        g_warning("prepare: %s", error->message);
+        return;
+    }
+    g_message("prepare: standby RDMA device '%s' on '%s': %s, made in %" G_GINT64_FORMAT " ms",
+              agent_standby_get_device(agent->standby), agent_standby_get_netdev(agent->standby),
+              agent_standby_state_to_string(agent_standby_get_state(agent->standby)),
+              agent_standby_get_created_ms(agent->standby));
+}
+
+static gpointer agent_standby_down_thread(gpointer data)
+{
+    Agent *agent = data;
+    g_autoptr(GError) error = NULL;
+    gint64 t0 = g_get_monotonic_time();
+
+    if (!agent_standby_down(agent->standby, &error))
+        g_warning("%s", error->message);
+    else
+        g_message("standby RDMA device '%s' removed in %" G_GINT64_FORMAT " ms",
+                  agent_standby_get_device(agent->standby),
+                  (g_get_monotonic_time() - t0) / G_TIME_SPAN_MILLISECOND);
+    g_atomic_int_set(&agent->standby_removing, 0);
+    return NULL;
+}
+
+/* resume, abort: the standby device goes before the look for the new device (never handed to
+ * the processes), in a thread: the kernel removes it only once every process closed it. */
+static void agent_standby_remove(Agent *agent)
+{
+    g_autoptr(GError) error = NULL;
+
+    if (!agent->standby || g_atomic_int_get(&agent->standby_removing) ||
+        agent_standby_get_state(agent->standby) == AGENT_STANDBY_STATE_ABSENT ||
+        agent_standby_get_state(agent->standby) == AGENT_STANDBY_STATE_UNAVAILABLE)
+        return;
+    if (agent->standby_down)
+        g_thread_join(g_steal_pointer(&agent->standby_down));
+    g_atomic_int_set(&agent->standby_removing, 1);
+    agent->standby_down =
+        g_thread_try_new("standby-down", agent_standby_down_thread, agent, &error);
+    if (!agent->standby_down) {
+        g_atomic_int_set(&agent->standby_removing, 0);
+        g_warning("cannot remove the standby RDMA device '%s': %s",
+                  agent_standby_get_device(agent->standby), error->message);
+    }
+}
+
+void agent_set_standby(Agent *agent, AgentStandby *standby)
+{
+    g_return_if_fail(agent != NULL && !agent->standby);
+    agent->standby = standby;
+}
+
+void agent_standby_wait(Agent *agent)
+{
+    g_return_if_fail(agent != NULL);
+    if (agent->standby_down)
+        g_thread_join(g_steal_pointer(&agent->standby_down));
+}
+
 static void agent_prepare_start(Agent *agent, guint timeout_ms)
 {
     AgentOp *op = agent_op_new(agent, AGENT_OP_PREPARE, timeout_ms);
@@ -956,10 +1046,12 @@ static void agent_prepare_start(Agent *agent, guint timeout_ms)
         g_autoptr(GError) error = NULL;
 
         g_clear_pointer(&agent->old_device, g_free);
-        agent->old_device = agent->verbs->find_active_device(agent->verbs_data, NULL, &error);
+        agent->old_device = agent->verbs->find_active_device(agent->verbs_data, NULL,
+                                                             agent_standby_name(agent), &error);
         if (!agent->old_device)
             g_message("prepare: no active RDMA device to come back to: %s", error->message);
     }
+    agent_standby_make(agent);
     agent_op_arm_deadline(agent);
     agent_op_check_done(agent);
 }
@@ -978,6 +1070,7 @@ static void agent_resume_start(Agent *agent, AgentOpKind kind, guint timeout_ms)
     g_message("%s: seq=%" G_GUINT64_FORMAT " timeout_ms=%u processes=%u old_device='%s'",
               agent_op_names[kind], op->seq, timeout_ms, agent_get_n_procs(agent),
               agent->old_device ? agent->old_device : "");
+    agent_standby_remove(agent);
     agent_resume_try(agent);
 }
 
@@ -1213,6 +1306,8 @@ static void agent_cmd_inventory(Agent *agent, const AgentRequest *req)
         json_builder_set_member_name(b, "devices_error");
         json_builder_add_string_value(b, valid);
     }
+    if (agent->standby)
+        agent_standby_add_json(agent->standby, b);
     agent_return_end(agent, b);
 }
 
@@ -1421,6 +1516,8 @@ void agent_free(Agent *agent)
     g_free(agent->proc_root);
     g_free(agent->old_device);
     agent_framer_clear(&agent->host);
+    agent_standby_wait(agent);
+    agent_standby_free(agent->standby);
     g_free(agent);
 }
 

@@ -50,7 +50,8 @@ static gboolean agent_ibverbs_has_active_port(struct ibv_context *ctx)
     return FALSE;
 }
 
-static char *agent_ibverbs_find_active_device(gpointer data, const char *prefer, GError **error)
+static char *agent_ibverbs_find_active_device(gpointer data, const char *prefer, const char *except,
+                                              GError **error)
 {
     g_autofree char *found = NULL;
     struct ibv_device **list;
@@ -63,7 +64,7 @@ static char *agent_ibverbs_find_active_device(gpointer data, const char *prefer,
         const char *name = ibv_get_device_name(list[i]);
         struct ibv_context *ctx;
 
-        if (found && (!prefer || !g_str_equal(name, prefer)))
+        if ((found && (!prefer || !g_str_equal(name, prefer))) || g_strcmp0(name, except) == 0)
             continue;
         ctx = ibv_open_device(list[i]);
         if (!ctx)

@@ -2,6 +2,7 @@
  * text lines to the registered processes over a Unix socket (docs/design.md). */
 #include "guest-agent/agent/agent-priv.h"
 #include "guest-agent/agent/directory.h"
+#include "guest-agent/agent/standby.h"
 #include "guest-agent/libhotmig/hotmig.h"
 
 #include <errno.h>
@@ -118,6 +119,8 @@ static struct {
     char *directory;
     char *directory_seeds;
     gint directory_refresh;
+    char *standby;
+    char *standby_device;
     gboolean verbose;
     gboolean version;
     gboolean self_test;
@@ -157,6 +160,12 @@ static GOptionEntry cli_entries[] = {
      "announce at least every SECONDS (default 10, at most 3600); an agent not heard for three "
      "times its period is forgotten",
      "SECONDS"},
+    {"standby", 0, 0, G_OPTION_ARG_STRING, &cli.standby,
+     "make a standby RDMA device (soft-RoCE, rdma_rxe) on the network interface IFACE (the "
+     "control NIC, which migrates with the VM) for each move, from prepare to resume",
+     "IFACE"},
+    {"standby-device", 0, 0, G_OPTION_ARG_STRING, &cli.standby_device,
+     "the standby RDMA device's name (default " AGENT_STANDBY_DEVICE_DEFAULT ")", "NAME"},
     {"sysfs-root", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &cli.sysfs_root, NULL, NULL},
     {"dev-root", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &cli.dev_root, NULL, NULL},
     {"daemonize", 'D', 0, G_OPTION_ARG_NONE, &cli.daemonize,
@@ -183,6 +192,8 @@ static void cli_clear(void)
     g_free(cli.verbs_run_dir);
     g_free(cli.directory);
     g_free(cli.directory_seeds);
+    g_free(cli.standby);
+    g_free(cli.standby_device);
     memset(&cli, 0, sizeof(cli));
 }
 
@@ -239,6 +250,28 @@ static AgentDir *agent_main_directory(AgentUevent *uevent, GError **error)
     return dir;
 }
 
+/* --standby: the agent makes the standby device at each prepare. A kernel or NIC without what
+ * it needs is said once here (and in the inventory); the agent runs without it. */
+static gboolean agent_main_standby(Agent *agent, GError **error)
+{
+    g_autoptr(AgentStandby) sb = NULL;
+    g_autoptr(GError) local = NULL;
+
+    if (!cli.standby)
+        return TRUE;
+    sb = agent_standby_new(cli.standby, cli.standby_device, &agent_rdma_link_ops, NULL, error);
+    if (!sb)
+        return FALSE;
+    agent_standby_set_roots(sb, cli.sysfs_root, NULL);
+    if (!agent_standby_check(sb, &local))
+        g_warning("no standby RDMA device: %s", local->message);
+    else
+        g_message("standby RDMA device '%s' on '%s': made at each prepare",
+                  agent_standby_get_device(sb), agent_standby_get_netdev(sb));
+    agent_set_standby(agent, g_steal_pointer(&sb));
+    return TRUE;
+}
+
 /* Runs the agent until SIGTERM or SIGINT (or the channel's end): the exit status. */
 static int agent_main_run(const AgentSocketAccess *socket_access)
 {
@@ -262,6 +295,10 @@ static int agent_main_run(const AgentSocketAccess *socket_access)
     loop = g_main_loop_new(NULL, FALSE);
     m.loop = loop;
     agent = agent_new(&agent_ibverbs_ops, NULL);
+    if (!agent_main_standby(agent, &error)) {
+        g_warning("cannot start: --standby: %s", error->message);
+        return 1;
+    }
     /* RDMA devices coming and going wake a resume at once; without uevents it polls. */
     uevent = agent_uevent_new(agent, &error);
     if (!uevent) {
@@ -333,6 +370,10 @@ static int agent_main_parse(int argc, char **argv, AgentSocketAccess *socket_acc
     if (cli.directory_refresh < 0 || cli.directory_refresh > AGENT_DIR_REFRESH_S_MAX) {
         g_printerr("hotmig-agent: --directory-refresh %d is out of range [1, %d]\n",
                    cli.directory_refresh, AGENT_DIR_REFRESH_S_MAX);
+        return 2;
+    }
+    if (cli.standby_device && !cli.standby) {
+        g_printerr("hotmig-agent: --standby-device needs --standby (the network interface)\n");
         return 2;
     }
     if (cli.directory_seeds && g_strcmp0(cli.directory, "off") == 0) {

@@ -21,7 +21,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char *fuzz_find_device(gpointer data, const char *prefer, GError **error)
+static char *fuzz_find_device(gpointer data, const char *prefer, const char *except, GError **error)
 {
     return g_strdup("rxe0");
 }

@@ -46,7 +46,8 @@ typedef struct {
     int watch_drained; /* events read */
 } Fixture;
 
-static char *fake_find_active_device(gpointer data, const char *prefer, GError **error)
+static char *fake_find_active_device(gpointer data, const char *prefer, const char *except,
+                                     GError **error)
 {
     Fixture *f = data;
 

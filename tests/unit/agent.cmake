@@ -35,3 +35,8 @@ hm_add_test(agent-schema-test unit
 hm_add_test(agent-directory-test unit
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/agent-directory-test.c
   LIBS hotmig-agent-core)
+# The standby RDMA device (issue 30): the kernel check, made and removed through a fake of the
+# RDMA netlink adapter in a sysfs fixture, and in the agent from prepare to resume.
+hm_add_test(agent-standby-test unit
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/agent-standby-test.c
+  LIBS hotmig-agent-core)
