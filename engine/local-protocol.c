@@ -172,6 +172,74 @@ static char *call_read_line(GSocket *sock, GByteArray *buf, HmDeadline deadline,
     }
 }
 
+/* Sends @request whole before @deadline (monotonic microseconds). */
+static gboolean call_send(GSocket *sock, const char *request, HmDeadline deadline,
+                          const char *path, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    gsize written = 0;
+
+    while (written < strlen(request)) {
+        gssize n;
+
+        if (g_get_monotonic_time() >= deadline ||
+            !g_socket_condition_timed_wait(sock, G_IO_OUT, deadline - g_get_monotonic_time(), NULL,
+                                           NULL)) {
+            call_fail(error, ORCH_ERROR_TIMEOUT, "hotmigd at '%s' did not take the request in time",
+                      path);
+            return FALSE;
+        }
+        g_clear_error(&local);
+        n = g_socket_send(sock, request + written, strlen(request) - written, NULL, &local);
+        if (n < 0 && !g_error_matches(local, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK)) {
+            call_fail(error, ORCH_ERROR_UNAVAILABLE, "Cannot send to hotmigd at '%s': %s", path,
+                      local->message);
+            return FALSE;
+        }
+        written += MAX(n, 0);
+    }
+    return TRUE;
+}
+
+/* A line of the answer as an object (borrowed from @parser), or NULL with the error. */
+static JsonObject *call_parse_line(JsonParser *parser, const char *line, const char *path,
+                                   GError **error)
+{
+    JsonNode *root;
+
+    if (!hm_json_check_depth(line, -1, HM_JSON_MAX_DEPTH, NULL) ||
+        !json_parser_load_from_data(parser, line, -1, NULL) ||
+        !(root = json_parser_get_root(parser)) || !JSON_NODE_HOLDS_OBJECT(root)) {
+        call_fail(error, ORCH_ERROR_FAILED,
+                  "hotmigd at '%s' answered something that is not a JSON object", path);
+        return NULL;
+    }
+    return json_node_get_object(root);
+}
+
+/* The answer that is not an event: its return (owned), or NULL with its error. */
+static JsonNode *call_reply(JsonObject *obj, const char *path, GError **error)
+{
+    if (json_object_has_member(obj, "return"))
+        return json_node_copy(json_object_get_member(obj, "return"));
+    if (json_object_has_member(obj, "error") &&
+        JSON_NODE_HOLDS_OBJECT(json_object_get_member(obj, "error"))) {
+        JsonObject *e = json_object_get_object_member(obj, "error");
+        const char *cls = json_object_get_string_member_with_default(e, "class", "Failed");
+        const char *desc = json_object_get_string_member_with_default(e, "desc", "");
+        int k = orch_local_error_class_from_string(cls);
+        OrchError code = k == ORCH_LOCAL_ERROR_NOT_FOUND         ? ORCH_ERROR_NOT_FOUND
+                         : k == ORCH_LOCAL_ERROR_CONFLICT        ? ORCH_ERROR_CONFLICT
+                         : k == ORCH_LOCAL_ERROR_FAILED || k < 0 ? ORCH_ERROR_FAILED
+                                                                 : ORCH_ERROR_INVALID;
+
+        call_fail(error, code, "%s: %s", cls, desc);
+        return NULL;
+    }
+    call_fail(error, ORCH_ERROR_FAILED, "hotmigd at '%s' answered neither return nor error", path);
+    return NULL;
+}
+
 JsonNode *orch_local_call(const char *path, const char *command, JsonNode *arguments,
                           guint timeout_s, void (*event)(JsonNode *event, gpointer data),
                           gpointer data, GError **error)
@@ -185,7 +253,6 @@ JsonNode *orch_local_call(const char *path, const char *command, JsonNode *argum
     g_autofree char *request = NULL;
     HmDeadline deadline = hm_deadline_in_ms(MIN(timeout_s, 24u * 3600) * 1000);
     GSocket *sock;
-    gsize written = 0;
 
     g_return_val_if_fail(path && command, NULL);
     g_socket_client_set_timeout(client, MAX(timeout_s, 1));
@@ -207,64 +274,19 @@ JsonNode *orch_local_call(const char *path, const char *command, JsonNode *argum
     request = orch_local_line(b);
     sock = g_socket_connection_get_socket(conn);
     g_socket_set_blocking(sock, FALSE);
-    while (written < strlen(request)) {
-        gssize n;
-
-        if (g_get_monotonic_time() >= deadline ||
-            !g_socket_condition_timed_wait(sock, G_IO_OUT, deadline - g_get_monotonic_time(), NULL,
-                                           NULL)) {
-            call_fail(error, ORCH_ERROR_TIMEOUT, "hotmigd at '%s' did not take the request in time",
-                      path);
-            return NULL;
-        }
-        g_clear_error(&local);
-        n = g_socket_send(sock, request + written, strlen(request) - written, NULL, &local);
-        if (n < 0 && !g_error_matches(local, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK)) {
-            call_fail(error, ORCH_ERROR_UNAVAILABLE, "Cannot send to hotmigd at '%s': %s", path,
-                      local->message);
-            return NULL;
-        }
-        written += MAX(n, 0);
-    }
+    if (!call_send(sock, request, deadline, path, error))
+        return NULL;
+    /* Events first (handed to @event), then the return or the error. */
     for (;;) {
         g_autofree char *line = call_read_line(sock, buf, deadline, path, error);
         g_autoptr(JsonParser) parser = json_parser_new_immutable();
-        JsonNode *root;
         JsonObject *obj;
 
-        if (!line)
+        if (!line || !(obj = call_parse_line(parser, line, path, error)))
             return NULL;
-        if (!hm_json_check_depth(line, -1, HM_JSON_MAX_DEPTH, NULL) ||
-            !json_parser_load_from_data(parser, line, -1, NULL) ||
-            !(root = json_parser_get_root(parser)) || !JSON_NODE_HOLDS_OBJECT(root)) {
-            call_fail(error, ORCH_ERROR_FAILED,
-                      "hotmigd at '%s' answered something that is not a JSON object", path);
-            return NULL;
-        }
-        obj = json_node_get_object(root);
-        if (json_object_has_member(obj, "event")) {
-            if (event)
-                event(json_object_get_member(obj, "event"), data);
-            continue;
-        }
-        if (json_object_has_member(obj, "return"))
-            return json_node_copy(json_object_get_member(obj, "return"));
-        if (json_object_has_member(obj, "error") &&
-            JSON_NODE_HOLDS_OBJECT(json_object_get_member(obj, "error"))) {
-            JsonObject *e = json_object_get_object_member(obj, "error");
-            const char *cls = json_object_get_string_member_with_default(e, "class", "Failed");
-            const char *desc = json_object_get_string_member_with_default(e, "desc", "");
-            int k = orch_local_error_class_from_string(cls);
-            OrchError code = k == ORCH_LOCAL_ERROR_NOT_FOUND         ? ORCH_ERROR_NOT_FOUND
-                             : k == ORCH_LOCAL_ERROR_CONFLICT        ? ORCH_ERROR_CONFLICT
-                             : k == ORCH_LOCAL_ERROR_FAILED || k < 0 ? ORCH_ERROR_FAILED
-                                                                     : ORCH_ERROR_INVALID;
-
-            call_fail(error, code, "%s: %s", cls, desc);
-            return NULL;
-        }
-        call_fail(error, ORCH_ERROR_FAILED, "hotmigd at '%s' answered neither return nor error",
-                  path);
-        return NULL;
+        if (!json_object_has_member(obj, "event"))
+            return call_reply(obj, path, error);
+        if (event)
+            event(json_object_get_member(obj, "event"), data);
     }
 }
