@@ -5,7 +5,12 @@
  *                  that libhm-ib-emu.so reads as the port's LID and routes to, and bind-mounts
  *                  the port's sysfs files (link_layer, lid, sm_lid, lid_mask_count, state,
  *                  gids/0) with what an IB port shows;
- *   INIT           nothing yet (the port stays INIT to verbs until the SM activates it).
+ *   INIT           nothing yet (the port stays INIT to verbs until the SM activates it);
+ *   node_guid=, port_guid=   (either state) the VF's GUIDs, which hotmigd set: written to
+ *                  RUN_DIR/DEV/node_guid and port_guid for libhm-ib-emu.so (ibv_query_device,
+ *                  ibv_get_device_guid, GID 0) and shown over sysfs's node_guid and gids/0 with
+ *                  the rest of the IB view; a frame of a new NIC without them removes the two
+ *                  files (the port keeps rxe's GUID, the stand-in MAC's EUI-64).
  * The sysfs view is put in place before the address, so that a port ACTIVE to verbs is ACTIVE in
  * sysfs too; an ACTIVE frame that comes before the VF driver made the RDMA device on the NIC
  * (the SM may sweep a port during the guest's boot) is applied once the device is there
@@ -51,6 +56,8 @@ typedef struct {
     int ifindex;       /* the NIC the state below is of */
     HmIbPortState state;
     uint16_t lid;      /* the LID whose address the NIC has, 0 = none */
+    uint64_t node_guid;   /* the VF's GUIDs, as the SM gave them (0: rxe's) */
+    uint64_t port_guid;
     int pending;          /* an ACTIVE frame waits for the RDMA device */
     HmIbSmFrame pending_frame;
     int pending_ifindex;
@@ -141,6 +148,45 @@ static int sma_device_ready(const Sma *s, const char *ifname)
     return read_line(path, ndev, sizeof(ndev)) == 0 && strcmp(ndev, ifname) == 0;
 }
 
+/* Writes @text to @path through a temporary file and a rename (a reader sees the old file or
+ * the new one): 0 or -1. */
+static int write_file_atomic(const char *path, const char *text)
+{
+    char tmp[600];
+
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    if (write_file(tmp, text) < 0)
+        return -1;
+    return rename(tmp, path);
+}
+
+/* The VF's GUIDs for the wrapper (RUN_DIR/DEV/node_guid, port_guid), or none: the two files
+ * removed when the frame gives none. */
+static void sma_guids(Sma *s, const HmIbSmFrame *f)
+{
+    char dir[300], path[400], text[32];
+    const uint64_t guids[2] = {f->node_guid, f->port_guid};
+    const char *names[2] = {"node_guid", "port_guid"};
+
+    snprintf(dir, sizeof(dir), "%s/%s", s->run_dir, s->rdma_dev);
+    mkdir(s->run_dir, 0755);
+    mkdir(dir, 0755);
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        if (!f->node_guid) {
+            if (unlink(path) < 0 && errno != ENOENT)
+                hm_log("ib error: cannot remove %s: %s", path, strerror(errno));
+            continue;
+        }
+        hm_ib_guid_format(guids[i], text, sizeof(text) - 1);
+        strcat(text, "\n");
+        if (write_file_atomic(path, text) < 0)
+            hm_log("ib error: cannot write %s: %s", path, strerror(errno));
+    }
+    s->node_guid = f->node_guid;
+    s->port_guid = f->port_guid;
+}
+
 /* Bind-mounts the IB view of the port over rxe's sysfs files: 0, or -1 (said why). */
 static int sma_sysfs(Sma *s, const HmIbSmFrame *f)
 {
@@ -149,7 +195,7 @@ static int sma_sysfs(Sma *s, const HmIbSmFrame *f)
     struct {
         const char *name;
         char text[96];
-    } files[6];
+    } files[7];
     size_t nf = 0;
 
     snprintf(port, sizeof(port), "%s/class/infiniband/%s/ports/1", s->sysfs, s->rdma_dev);
@@ -161,9 +207,15 @@ static int sma_sysfs(Sma *s, const HmIbSmFrame *f)
     if (strcmp(cur, "InfiniBand") == 0)
         return 0; /* this device has it already */
     snprintf(path, sizeof(path), "%s/class/infiniband/%s/node_guid", s->sysfs, s->rdma_dev);
-    if (read_line(path, guid, sizeof(guid)) < 0 ||
-        sscanf(guid, "%4x:%4x:%4x:%4x", &g[0], &g[1], &g[2], &g[3]) != 4) {
+    if (s->port_guid) {
+        /* The VF's GUIDs (hotmigd's): GID 0 of the port GUID, node_guid shown too. */
+        hm_ib_guid_format(s->port_guid, guid, sizeof(guid));
+    } else if (read_line(path, guid, sizeof(guid)) < 0) {
         hm_log("ib error: cannot read the node GUID of %s", s->rdma_dev);
+        return -1;
+    }
+    if (sscanf(guid, "%4x:%4x:%4x:%4x", &g[0], &g[1], &g[2], &g[3]) != 4) {
+        hm_log("ib error: '%s' is not a GUID", guid);
         return -1;
     }
     snprintf(files[nf].text, sizeof(files[nf].text), "InfiniBand\n");
@@ -179,15 +231,26 @@ static int sma_sysfs(Sma *s, const HmIbSmFrame *f)
     snprintf(files[nf].text, sizeof(files[nf].text), "fe80:0000:0000:0000:%04x:%04x:%04x:%04x\n",
              g[0], g[1], g[2], g[3]);
     files[nf++].name = "gids/0";
+    if (s->node_guid) {
+        hm_ib_guid_format(s->node_guid, files[nf].text, sizeof(files[nf].text) - 1);
+        strcat(files[nf].text, "\n");
+        files[nf++].name = "node_guid";
+    }
     snprintf(src, sizeof(src), "%s/%s", s->run_dir, s->rdma_dev);
     mkdir(s->run_dir, 0755);
     mkdir(src, 0755);
     for (size_t i = 0; i < nf; i++) {
+        int node = strcmp(files[i].name, "node_guid") == 0;
+
         snprintf(src, sizeof(src), "%s/%s/%s", s->run_dir, s->rdma_dev,
                  strcmp(files[i].name, "gids/0") == 0 ? "gid0" : files[i].name);
-        snprintf(path, sizeof(path), "%s/%s", port, files[i].name);
+        if (node) /* the device's file (sma_guids() wrote its source) */
+            snprintf(path, sizeof(path), "%s/class/infiniband/%s/node_guid", s->sysfs,
+                     s->rdma_dev);
+        else
+            snprintf(path, sizeof(path), "%s/%s", port, files[i].name);
         snprintf(text, sizeof(text), "%s", files[i].text);
-        if (write_file(src, text) < 0 || mount(src, path, NULL, MS_BIND, NULL) < 0) {
+        if ((!node && write_file(src, text) < 0) || mount(src, path, NULL, MS_BIND, NULL) < 0) {
             hm_log("ib error: cannot show %s over %s: %s", src, path, strerror(errno));
             return -1;
         }
@@ -211,6 +274,10 @@ static void sma_frame(Sma *s, int ifindex, const HmIbSmFrame *f)
         s->state = HM_IB_PORT_LAST;
         s->lid = 0;
         s->pending = 0;
+        s->node_guid = s->port_guid = 0;
+        sma_guids(s, f); /* before any program sees the port ACTIVE */
+    } else if (f->node_guid != s->node_guid || f->port_guid != s->port_guid) {
+        sma_guids(s, f);
     }
     if (f->state == HM_IB_PORT_INIT) {
         if (s->state != HM_IB_PORT_INIT)

@@ -45,8 +45,38 @@ static void test_frame_parse(void **state)
     assert_int_equal(f.sm_lid, 1);
     assert_string_equal(f.host, "A");
     assert_int_equal(f.slot, 5);
+    assert_int_equal(f.node_guid, 0);
+    assert_int_equal(f.port_guid, 0);
     assert_int_equal(hm_ib_sm_frame_parse(init, strlen(init), &f), 0);
     assert_int_equal(f.state, HM_IB_PORT_INIT);
+}
+
+/* The VF's GUIDs ride along when hotmigd set some (docs/ib-identity.md "Stand-ins"). */
+static void test_frame_parse_guids(void **state)
+{
+    const char ok[] = "HMIBSM1 state=ACTIVE lid=0x0205 sm_lid=0x0001 host=B slot=5 "
+                      "node_guid=0x0002c90300a1b2c3 port_guid=0x0002c90300a1b2c4\n";
+    static const char *bad[] = {
+        "HMIBSM1 state=ACTIVE lid=0x0205 sm_lid=0x0001 host=B slot=5 node_guid=0x1",
+        "HMIBSM1 state=ACTIVE lid=0x0205 sm_lid=0x0001 host=B slot=5 node_guid=0x0 port_guid=0x2",
+        "HMIBSM1 state=ACTIVE lid=0x0205 sm_lid=0x0001 host=B slot=5 node_guid=0x1 port_guid=0x0",
+        "HMIBSM1 state=ACTIVE lid=0x0205 sm_lid=0x0001 host=B slot=5 node_guid=zz port_guid=0x2",
+    };
+    HmIbSmFrame f;
+    char text[24];
+    uint64_t g = 0;
+
+    assert_int_equal(hm_ib_sm_frame_parse(ok, strlen(ok), &f), 0);
+    assert_true(f.node_guid == 0x0002c90300a1b2c3ULL);
+    assert_true(f.port_guid == 0x0002c90300a1b2c4ULL);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(hm_ib_sm_frame_parse(bad[i], strlen(bad[i]), &f), -1);
+    hm_ib_guid_format(0x0002c90300a1b2c3ULL, text, sizeof(text));
+    assert_string_equal(text, "0002:c903:00a1:b2c3");
+    assert_int_equal(hm_ib_guid_parse("0002:c903:00a1:b2c3\n", &g), 0);
+    assert_true(g == 0x0002c90300a1b2c3ULL);
+    assert_int_equal(hm_ib_guid_parse("0002:c903:00a1", &g), -1);
+    assert_int_equal(hm_ib_guid_parse("0002:c903:00a1:b2c3x", &g), -1);
 }
 
 static void test_frame_parse_rejects(void **state)
@@ -78,6 +108,7 @@ int main(void)
         cmocka_unit_test(test_other_addresses_carry_no_lid),
         cmocka_unit_test(test_frame_parse),
         cmocka_unit_test(test_frame_parse_rejects),
+        cmocka_unit_test(test_frame_parse_guids),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

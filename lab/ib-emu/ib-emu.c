@@ -10,8 +10,11 @@
  *                       the port (the port's 198.18.x.y GID, ib-emu.h); INIT until it has one;
  *                       one GID, no RoCE flags. Both the context's query_port op (what the
  *                       inline ibv_query_port calls) and the exported compat call.
- *   ibv_query_gid(_ex, _table)   one GID: index 0 = fe80::/64 + the port GUID (= the node GUID,
- *                       which rxe derives from the VF stand-in's MAC, so it follows the VF).
+ *   ibv_query_gid(_ex, _table)   one GID: index 0 = fe80::/64 + the port GUID.
+ *   ibv_get_device_guid, ibv_query_device(_ex)   the node GUID.
+ *                       The GUIDs are the VF's, which hotmigd set and the SM handed to the
+ *                       guest's SMA (HM_IB_RUN_DIR/DEV/node_guid, port_guid: ib-emu.h); without
+ *                       them both are rxe's node GUID, the EUI-64 of the VF stand-in's MAC.
  *   ibv_modify_qp, ibv_create_ah   an address vector's DLID becomes a GRH to the address of
  *                       that LID, sourced from the port's own LID address; a GRH the program
  *                       gave keeps its traffic class and flow label, its DGID does not route.
@@ -42,11 +45,14 @@
 
 typedef int (*QueryPortFn)(struct ibv_context *, uint8_t, struct ibv_port_attr *, size_t);
 typedef int (*PollCqFn)(struct ibv_cq *, int, struct ibv_wc *);
+typedef int (*QueryDeviceExFn)(struct ibv_context *, const struct ibv_query_device_ex_input *,
+                               struct ibv_device_attr_ex *, size_t);
 
 typedef struct {
     struct ibv_context *ctx; /* NULL: free */
     QueryPortFn query_port;
     PollCqFn poll_cq;
+    QueryDeviceExFn query_device_ex; /* NULL: the provider has none */
 } EmuCtx;
 
 typedef struct {
@@ -176,10 +182,40 @@ static uint16_t emu_own_lid(struct ibv_context *ctx, uint8_t port, int *ret_inde
     return 0;
 }
 
-/* The port's GID 0: the subnet prefix and the port GUID (rxe's node GUID, its VF's). */
+/* The VF's GUID @name ("node_guid", "port_guid") the SMA wrote for @dev: 0, or -1 when it
+ * wrote none (the port keeps rxe's). */
+static int emu_vf_guid(const struct ibv_device *dev, const char *name, uint64_t *ret)
+{
+    char path[256], text[32];
+    FILE *f;
+    int ok;
+
+    snprintf(path, sizeof(path), "%s/%s/%s", HM_IB_RUN_DIR, dev->name, name);
+    f = fopen(path, "re");
+    if (!f)
+        return -1;
+    ok = fgets(text, sizeof(text), f) != NULL;
+    fclose(f);
+    return ok ? hm_ib_guid_parse(text, ret) : -1;
+}
+
+/* The node GUID (network order): the VF's, else rxe's. */
+static __be64 emu_node_guid(struct ibv_device *dev)
+{
+    uint64_t g;
+
+    if (emu_vf_guid(dev, "node_guid", &g) == 0)
+        return __builtin_bswap64(g);
+    return CALL_REAL(ibv_get_device_guid, "IBVERBS_1.1", dev);
+}
+
+/* The port's GID 0: the subnet prefix and the port GUID (the VF's, else rxe's node GUID). */
 static void emu_gid0(struct ibv_context *ctx, union ibv_gid *gid)
 {
-    __be64 guid = CALL_REAL(ibv_get_device_guid, "IBVERBS_1.1", ctx->device);
+    uint64_t g;
+    __be64 guid = emu_vf_guid(ctx->device, "port_guid", &g) == 0
+                      ? __builtin_bswap64(g)
+                      : CALL_REAL(ibv_get_device_guid, "IBVERBS_1.1", ctx->device);
     uint64_t prefix = __builtin_bswap64(HM_IB_SUBNET_PREFIX);
 
     memcpy(gid->raw, &prefix, 8);
@@ -220,6 +256,20 @@ static int emu_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port
     r = e->query_port(ctx, port, a, len);
     if (r == 0 && !emu_in_real)
         emu_port_fix(ctx, port, a, len >= sizeof(*a));
+    return r;
+}
+
+static int emu_query_device_ex(struct ibv_context *ctx, const struct ibv_query_device_ex_input *in,
+                               struct ibv_device_attr_ex *attr, size_t len)
+{
+    EmuCtx *e = emu_ctx_find(ctx);
+    int r;
+
+    if (!e || !e->query_device_ex)
+        return EOPNOTSUPP;
+    r = e->query_device_ex(ctx, in, attr, len);
+    if (r == 0 && !emu_in_real)
+        attr->orig_attr.node_guid = emu_node_guid(ctx->device);
     return r;
 }
 
@@ -354,8 +404,11 @@ EXPORT struct ibv_context *ibv_open_device(struct ibv_device *dev)
             continue;
         e->query_port = vctx->query_port;
         e->poll_cq = ctx->ops.poll_cq;
+        e->query_device_ex = verbs_get_ctx_op(ctx, query_device_ex) ? vctx->query_device_ex : NULL;
         __atomic_store_n(&e->ctx, ctx, __ATOMIC_RELEASE);
         vctx->query_port = emu_query_port;
+        if (e->query_device_ex)
+            vctx->query_device_ex = emu_query_device_ex;
         ctx->ops.poll_cq = emu_poll_cq;
         break;
     }
@@ -397,6 +450,23 @@ EXPORT int ibv_query_port(struct ibv_context *ctx, uint8_t port, struct _compat_
 
     if (r == 0 && on)
         emu_port_fix(ctx, port, (struct ibv_port_attr *)a, 0);
+    return r;
+}
+
+EXPORT __be64 ibv_get_device_guid(struct ibv_device *dev)
+{
+    if (emu_in_real || !emu_wanted(dev))
+        return CALL_REAL(ibv_get_device_guid, "IBVERBS_1.1", dev);
+    return emu_node_guid(dev);
+}
+
+EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr)
+{
+    int on = emu_on(ctx);
+    int r = CALL_REAL(ibv_query_device, "IBVERBS_1.1", ctx, attr);
+
+    if (r == 0 && on)
+        attr->node_guid = emu_node_guid(ctx->device);
     return r;
 }
 

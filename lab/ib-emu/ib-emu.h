@@ -14,6 +14,12 @@
  * SM frames: Ethernet type HM_IB_ETHERTYPE, sent by the SM into the VF stand-in's tap towards
  * the guest, payload one text line (at most HM_IB_FRAME_MAX bytes):
  *   "HMIBSM1 state=INIT|ACTIVE lid=0xLLLL sm_lid=0xSSSS host=H slot=N"
+ *   and, when the SM has the VF's GUIDs, " node_guid=0xGGGGGGGGGGGGGGGG port_guid=0xGGGG..."
+ * The GUIDs are the VF's (what hotmigd gave host H's slot N through its stand-in PF driver,
+ * [pool] standin-guids: docs/ib-identity.md "Stand-ins"); without them the port keeps rxe's
+ * (the EUI-64 of the stand-in's MAC). The SMA hands them to the wrapper as two files of
+ * HM_IB_RUN_DIR/DEVICE, node_guid and port_guid, in sysfs's form (0002:c903:00a1:b2c3), and
+ * shows node_guid over the device's sysfs file too.
  */
 #ifndef HM_IB_EMU_H
 #define HM_IB_EMU_H
@@ -31,6 +37,8 @@
 #define HM_IB_LID_MAX 0xbfff /* unicast LIDs 0x0001-0xbfff */
 /* The subnet prefix of every port GID: the default (link-local) one, fe80::/64. */
 #define HM_IB_SUBNET_PREFIX 0xfe80000000000000ULL
+/* Where the SMA keeps the port's files (the sysfs view's sources, the VF's GUIDs). */
+#define HM_IB_RUN_DIR "/run/hm-ib"
 
 typedef enum { HM_IB_PORT_INIT, HM_IB_PORT_ACTIVE, HM_IB_PORT_LAST } HmIbPortState;
 
@@ -40,6 +48,8 @@ typedef struct {
     uint16_t sm_lid;
     char host[8];
     unsigned slot;
+    uint64_t node_guid; /* the VF's GUIDs; both 0: none given (the port keeps rxe's) */
+    uint64_t port_guid;
 } HmIbSmFrame;
 
 /* The IPv4 address (network byte order, as 4 bytes) that carries LID @lid. */
@@ -85,14 +95,21 @@ static inline int hm_ib_sm_frame_parse(const char *buf, size_t len, HmIbSmFrame 
 {
     char line[HM_IB_FRAME_MAX + 1], state[8];
     unsigned lid, sm_lid, slot;
+    unsigned long long node = 0, port = 0;
     HmIbSmFrame f = {0};
+    int end = 0;
 
     if (len > HM_IB_FRAME_MAX)
         len = HM_IB_FRAME_MAX;
     memcpy(line, buf, len);
     line[len] = '\0';
-    if (sscanf(line, "HMIBSM1 state=%7s lid=%x sm_lid=%x host=%7s slot=%u", state, &lid, &sm_lid,
-               f.host, &slot) != 5)
+    if (sscanf(line, "HMIBSM1 state=%7s lid=%x sm_lid=%x host=%7s slot=%u%n", state, &lid, &sm_lid,
+               f.host, &slot, &end) != 5)
+        return -1;
+    /* The VF's GUIDs, when the SM has them: both, neither zero. */
+    if (strncmp(line + end, " node_guid=", 11) == 0 &&
+        (sscanf(line + end, " node_guid=0x%16llx port_guid=0x%16llx", &node, &port) != 2 || !node ||
+         !port))
         return -1;
     if (strcmp(state, "INIT") == 0)
         f.state = HM_IB_PORT_INIT;
@@ -105,7 +122,30 @@ static inline int hm_ib_sm_frame_parse(const char *buf, size_t len, HmIbSmFrame 
     f.lid = (uint16_t)lid;
     f.sm_lid = (uint16_t)sm_lid;
     f.slot = slot;
+    f.node_guid = node;
+    f.port_guid = port;
     *ret = f;
+    return 0;
+}
+
+/* GUID @guid in sysfs's form, 0002:c903:00a1:b2c3 (@out: at least 20 bytes). */
+static inline void hm_ib_guid_format(uint64_t guid, char *out, size_t len)
+{
+    snprintf(out, len, "%04x:%04x:%04x:%04x", (unsigned)(guid >> 48) & 0xffff,
+             (unsigned)(guid >> 32) & 0xffff, (unsigned)(guid >> 16) & 0xffff,
+             (unsigned)guid & 0xffff);
+}
+
+/* Parses sysfs's form (a trailing newline allowed): 0, or -1. */
+static inline int hm_ib_guid_parse(const char *text, uint64_t *ret)
+{
+    unsigned g[4];
+    int end = 0;
+
+    if (sscanf(text, "%4x:%4x:%4x:%4x%n", &g[0], &g[1], &g[2], &g[3], &end) != 4 ||
+        (text[end] != '\0' && strcmp(text + end, "\n") != 0))
+        return -1;
+    *ret = (uint64_t)g[0] << 48 | (uint64_t)g[1] << 32 | (uint64_t)g[2] << 16 | g[3];
     return 0;
 }
 

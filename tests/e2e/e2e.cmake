@@ -119,6 +119,10 @@ set_tests_properties(e2e-ib-rc-pingpong PROPERTIES LABELS "e2e;standin")
 # perftest (ib_write_bw, ib_read_lat) without -x (LID-routed) across a move each, on IB.
 hm_add_e2e(e2e-ib-perftest verbs-perftest.sh E2E_FABRIC=ib)
 set_tests_properties(e2e-ib-perftest PROPERTIES LABELS "e2e;standin")
+# The guest's GUIDs set by hotmigd on the destination VF (the stand-ins' PF driver, [pool]
+# standin-guids) across A->B->A; a move whose GUIDs cannot be set is rolled back (issue 29).
+hm_add_e2e(e2e-ib-identity ib-identity.sh)
+set_tests_properties(e2e-ib-identity PROPERTIES LABELS "e2e;standin")
 # Two root-image IB guests (image 'mpi', built once) on A and B for UCX and MPI in IB mode:
 # fixture 'mpi-ib' (e2e-ib-mpi-up / e2e-ib-mpi-down).
 hm_add_e2e_mpi_ib(e2e-ib-mpi-up PHASE=up)
