@@ -40,6 +40,13 @@ static void call_free(Call *c)
     g_free(c);
 }
 
+/* Answers @c with @result (taken) and frees it. */
+static void call_done(Call *c, JsonNode *result)
+{
+    c->done(result, NULL, c->data);
+    call_free(c);
+}
+
 static void call_fail(Call *c, const GError *error)
 {
     c->done(NULL, g_error_copy(error), c->data);
@@ -102,8 +109,7 @@ static void plan_after_inventory(Hotmigd *daemon, const GError *error, gpointer 
         return;
     }
     json = orch_plan_format_json(plan, FALSE, TRUE);
-    c->done(json_from_string(json, NULL), NULL, c->data);
-    call_free(c);
+    call_done(c, json_from_string(json, NULL));
 }
 
 void hotmigd_plan_async(Hotmigd *daemon, const HotmigdPlanRequest *req, HotmigdDone done,
@@ -142,8 +148,7 @@ static void run_after_inventory(Hotmigd *daemon, const GError *error, gpointer d
     orch_json_member_string(b, "id", id);
     orch_json_member_int(b, "moves", c->plan->migrations->len);
     json_builder_end_object(b);
-    c->done(json_builder_get_root(b), NULL, c->data);
-    call_free(c);
+    call_done(c, json_builder_get_root(b));
 }
 
 void hotmigd_run_async(Hotmigd *daemon, PolPlan *plan, const char *reason, HotmigdDone done,
@@ -183,8 +188,7 @@ static void drain_after_inventory(Hotmigd *daemon, const GError *error, gpointer
         json_builder_add_string_value(b, late[i]);
     json_builder_end_array(b);
     json_builder_end_object(b);
-    c->done(json_builder_get_root(b), NULL, c->data);
-    call_free(c);
+    call_done(c, json_builder_get_root(b));
 }
 
 void hotmigd_drain_async(Hotmigd *daemon, const char *host, gint64 deadline, const char *reason,
@@ -226,8 +230,7 @@ static void snapshot_after_inventory(Hotmigd *daemon, const GError *error, gpoin
         return;
     }
     json = snapshot_json(daemon);
-    c->done(json_from_string(json, NULL), NULL, c->data);
-    call_free(c);
+    call_done(c, json_from_string(json, NULL));
 }
 
 void hotmigd_snapshot_async(Hotmigd *daemon, HotmigdDone done, gpointer data)
