@@ -141,6 +141,19 @@ result_of() {
     grep -a 'HMWL .*"event":"result"' "$("$lab" console "$name")" | tail -n 1 | sed 's/.*HMWL //' | tr -d '\r'
 }
 
+# stop_workload NAME: SIGUSR1 to NAME's hm-pingpong, which then stops as its last cycle would
+# (drain, DONE, result), through the lab's shell, tried three times: the shell does not always
+# answer right after migrations (an exec timed out once in 9 kill-walk runs). Fails when no try
+# got through.
+stop_workload() {
+    local i
+    for i in 1 2 3; do
+        "$lab" exec "$1" 'kill -USR1 $(pidof hm-pingpong)' --timeout 20 >/dev/null 2>&1 && return 0
+        log "$1: stopping the workload failed (try $i of 3)"
+    done
+    return 1
+}
+
 # agent_signal NAME SIG: sends SIG (STOP, CONT) to NAME's hotmig-agent through the lab's exec,
 # tried three times: one exec in a loaded lab has been seen not to answer within 60 s (CI,
 # e2e-dry-run's thaw), and a later one answers (the lab kills a command at its deadline).

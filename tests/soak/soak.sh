@@ -354,24 +354,13 @@ netem_on() {
     done
 }
 
-# strike_wait PHASE DELAY_MS PID ERRFILE: waits until migrate-vm (PID, --verbose into ERRFILE)
-# starts PHASE or ends, then DELAY_MS more.
+# strike_wait REGEX FILE DELAY_MS PID: waits until FILE has a line matching REGEX (grep -E) or
+# PID ends, then DELAY_MS more: the moment a fault strikes. FILE is migrate-vm's --verbose
+# output (" PHASE *started") or the journal of a move hotmigd drives ("event": "PHASE").
 strike_wait() {
-    local phase=$1 delay=$2 pid=$3 err=$4 i
+    local re=$1 file=$2 delay=$3 pid=$4 i
     for i in $(seq 1 2400); do
-        grep -q " $phase *started" "$err" 2>/dev/null && break
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.05
-    done
-    sleep "$(awk -v d="$delay" 'BEGIN { printf "%.3f", d / 1000 }')"
-}
-
-# strike_wait_journal PHASE DELAY_MS PID JOURNAL: the same for a move hotmigd drives: its journal's
-# PHASE line (or the drain's end).
-strike_wait_journal() {
-    local phase=$1 delay=$2 pid=$3 journal=$4 i
-    for i in $(seq 1 2400); do
-        grep -qE "\"event\" *: *\"$phase\"" "$journal" 2>/dev/null && break
+        grep -qE "$re" "$file" 2>/dev/null && break
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.05
     done
@@ -452,7 +441,7 @@ draw() {
 }
 
 run_step() {
-    local here there rc=0 pid err=$tmp/err json=$tmp/out.json t0 t1 h d end expect="" journal
+    local here there rc=0 pid err=$tmp/err json=$tmp/out.json t0 t1 d end expect="" strike=()
     draw
     here=${host_of[$g]}
     there=$(other "$here")
@@ -489,49 +478,34 @@ run_step() {
     agent) opts=(--prepare-timeout 4 --agent-timeout 3) ;;
     esac
 
+    # The fault strikes when the move reaches the drawn phase (+ delay): in migrate-vm's
+    # --verbose output, or in the journal of a move A's hotmigd drives for the drain.
     if [ "$via" = drain ]; then
-        journal=$state/hosts/A/hotmigd/state/journal/$g.journal
         "$migrate_vm" drain A --socket "${sock[B]}" --reason "soak step $step" --wait --json \
             >"$json" 2>"$err" &
         pid=$!
-        case $fault in
-        libvirtd)
-            strike_wait_journal "$f_phase" "$f_delay" "$pid" "$journal"
-            "$lab" restart-host "$d" >>"$tmp/fault.log" 2>&1 || breach "restarting $d's libvirtd failed"
-            ;;
-        hotmigd)
-            strike_wait_journal "$f_phase" "$f_delay" "$pid" "$journal"
-            hotmigd_fault "$d" "$([ "$f_how" = 0 ] && echo kill || echo term)"
-            ;;
-        esac
-        wait "$pid" || rc=$?
-        if ((rc == 0)) && ! jq -e '.ok' "$json" >/dev/null 2>&1; then rc=1; fi
+        strike=("\"event\" *: *\"$f_phase\"" "$state/hosts/A/hotmigd/state/journal/$g.journal")
     else
         env "${env_fault[@]}" "$migrate_vm" --connect "${uri[$here]}" "$g" "${uri[$there]}" --verbose --json \
             "${opts[@]}" >"$json" 2>"$err" &
         pid=$!
-        case $fault in
-        kill)
-            strike_wait "$f_phase" "$f_delay" "$pid" "$err"
-            kill -9 "$pid" 2>/dev/null || true
-            ;;
-        libvirtd)
-            strike_wait "$f_phase" "$f_delay" "$pid" "$err"
-            "$lab" restart-host "$d" >>"$tmp/fault.log" 2>&1 || breach "restarting $d's libvirtd failed"
-            ;;
-        hotmigd)
-            strike_wait "$f_phase" "$f_delay" "$pid" "$err"
-            hotmigd_fault "$d" "$([ "$f_how" = 0 ] && echo kill || echo term)"
-            ;;
-        agent)
-            strike_wait "$f_phase" "$f_delay" "$pid" "$err"
-            agent_signal "$g" STOP || breach "could not freeze $g's agent"
-            sleep "$f_hold"
-            agent_signal "$g" CONT || breach "could not thaw $g's agent"
-            ;;
-        esac
-        wait "$pid" || rc=$?
+        strike=(" $f_phase *started" "$err")
     fi
+    case $fault in
+    kill | libvirtd | hotmigd | agent) strike_wait "${strike[@]}" "$f_delay" "$pid" ;;
+    esac
+    case $fault in
+    kill) kill -9 "$pid" 2>/dev/null || true ;;
+    libvirtd) "$lab" restart-host "$d" >>"$tmp/fault.log" 2>&1 || breach "restarting $d's libvirtd failed" ;;
+    hotmigd) hotmigd_fault "$d" "$([ "$f_how" = 0 ] && echo kill || echo term)" ;;
+    agent)
+        agent_signal "$g" STOP || breach "could not freeze $g's agent"
+        sleep "$f_hold"
+        agent_signal "$g" CONT || breach "could not thaw $g's agent"
+        ;;
+    esac
+    wait "$pid" || rc=$?
+    if [ "$via" = drain ] && ((rc == 0)) && ! jq -e '.ok' "$json" >/dev/null 2>&1; then rc=1; fi
     [ "$fault" = netem ] && netem_off
     if [ "$fault" = novf ]; then
         "$call" "$conf" "$there" release "$(tap_of "$g")" "$lease" >/dev/null ||
@@ -601,11 +575,7 @@ plan="the end"
 # The clients' results: stop each as its last cycle would, then the verdict of the whole run.
 results=()
 for g in "${clients[@]}"; do
-    stopped=0
-    for _ in 1 2 3; do
-        "$lab" exec "$g" 'kill -USR1 $(pidof hm-pingpong)' --timeout 20 >/dev/null 2>&1 && { stopped=1; break; }
-    done
-    ((stopped)) || fail "cannot reach $g's shell to stop its workload"
+    stop_workload "$g" || fail "cannot reach $g's shell to stop its workload"
     r=$(result_of "$g")
     echo "$g result: $r" >&2
     console=$("$lab" console "$g")
