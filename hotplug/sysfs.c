@@ -562,103 +562,135 @@ static gboolean check_sriov_config(SysfsCtx *ctx, HotplugPciFunction *pf, const 
 
 /* VF @index of @pf: follows PF/virtfnN, checks it is the device of that name in
  * bus/pci/devices and that its physfn leads back to @pf. */
-static HotplugPciFunction *read_vf(SysfsCtx *ctx, const HotplugPciFunction *pf, const char *pf_dir,
-                                   guint index, GError **error)
+/* The device that @link (a PF's virtfnN) names: a PCI address (*@ret_address) whose directory
+ * under the devices (*@ret_dir) is where the link leads. */
+static gboolean vf_link_target(SysfsCtx *ctx, const char *link, char **ret_address, char **ret_dir,
+                               GError **error)
 {
-    g_autofree char *link_name = g_strdup_printf("virtfn%u", index);
-    g_autofree char *link = g_build_filename(pf_dir, link_name, NULL);
     g_autofree char *name = NULL;
     g_autofree char *address = NULL;
     g_autofree char *dir = NULL;
     g_autofree char *real_link = NULL;
     g_autofree char *real_dir = NULL;
-    g_autofree char *physfn = NULL;
-    g_autofree char *physfn_name = NULL;
-    g_autofree char *real_physfn = NULL;
-    g_autofree char *real_pf = NULL;
-    g_autofree char *expected = NULL;
-    g_autoptr(HotplugPciFunction) vf = NULL;
     gboolean exists;
 
     if (!sysfs_link_name(link, FALSE, &name, error))
-        return NULL;
+        return FALSE;
     address = hm_pci_address_normalize(name, NULL);
     if (!address || !g_str_equal(address, name)) {
         g_autofree char *quoted = attr_quote(name);
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_SYSFS,
                     "The link '%s' points to '%s', not to a PCI device", link, quoted);
-        return NULL;
+        return FALSE;
     }
     real_link = sysfs_resolve(link, error);
     if (!real_link)
-        return NULL;
+        return FALSE;
     dir = device_dir(ctx, address);
     if (!sysfs_exists(dir, &exists, error))
-        return NULL;
+        return FALSE;
     if (!exists) {
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_SYSFS,
                     "The link '%s' points to '%s', which is not in '%s'", link, address,
                     ctx->devices);
-        return NULL;
+        return FALSE;
     }
     real_dir = sysfs_resolve(dir, error);
     if (!real_dir)
-        return NULL;
+        return FALSE;
     if (!g_str_equal(real_link, real_dir)) {
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_SYSFS,
                     "The link '%s' leads to '%s', but '%s' to '%s'", link, real_link, dir,
                     real_dir);
-        return NULL;
+        return FALSE;
     }
+    *ret_address = g_steal_pointer(&address);
+    *ret_dir = g_steal_pointer(&dir);
+    return TRUE;
+}
 
-    physfn = g_build_filename(dir, "physfn", NULL);
+/* The physfn link of VF @address (in @dir, the target of @pf_dir's @link_name) leads back to
+ * @pf. */
+static gboolean vf_physfn_check(const HotplugPciFunction *pf, const char *pf_dir,
+                                const char *link_name, const char *link, const char *address,
+                                const char *dir, GError **error)
+{
+    g_autofree char *physfn = g_build_filename(dir, "physfn", NULL);
+    g_autofree char *physfn_name = NULL;
+    g_autofree char *real_physfn = NULL;
+    g_autofree char *real_pf = NULL;
+
     if (!sysfs_link_name(physfn, TRUE, &physfn_name, error))
-        return NULL;
+        return FALSE;
     if (!physfn_name) {
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_SYSFS,
                     "'%s' is missing: '%s' (the target of '%s') is not a VF", physfn, address,
                     link);
-        return NULL;
+        return FALSE;
     }
     real_physfn = sysfs_resolve(physfn, error);
     if (!real_physfn)
-        return NULL;
+        return FALSE;
     real_pf = sysfs_resolve(pf_dir, error);
     if (!real_pf)
-        return NULL;
+        return FALSE;
     if (!g_str_equal(physfn_name, pf->address) || !g_str_equal(real_physfn, real_pf)) {
         g_autofree char *quoted = attr_quote(physfn_name);
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_SYSFS,
                     "The link '%s' points to '%s', not to '%s' whose '%s' points to '%s'", physfn,
                     quoted, pf->address, link_name, address);
-        return NULL;
+        return FALSE;
     }
+    return TRUE;
+}
 
-    vf = read_function(ctx, address, error);
-    if (!vf)
-        return NULL;
-    vf->pf_address = g_strdup(pf->address);
-    vf->vf_index = index;
-
+/* VF @vf (read from @dir, the target of @link) is what its PF @pf makes: where the SR-IOV
+ * capability puts VF @index, and the IDs. */
+static gboolean vf_matches_pf(const HotplugPciFunction *pf, const HotplugPciFunction *vf,
+                              guint index, const char *link, const char *dir, GError **error)
+{
     if (pf->config_checked) {
-        expected = vf_address_by_capability(pf, index);
-        if (!expected || !g_str_equal(expected, address)) {
+        g_autofree char *expected = vf_address_by_capability(pf, index);
+
+        if (!expected || !g_str_equal(expected, vf->address)) {
             g_set_error(
                 error, HOTPLUG_ERROR, HOTPLUG_ERROR_SYSFS,
                 "The link '%s' points to '%s', but the SR-IOV capability of '%s' (First VF Offset %u, VF Stride %u) puts VF %u at '%s'",
-                link, address, pf->address, pf->vf_offset, pf->vf_stride, index,
+                link, vf->address, pf->address, pf->vf_offset, pf->vf_stride, index,
                 expected ? expected : "(beyond the routing ID space)");
-            return NULL;
+            return FALSE;
         }
     }
     if (vf->vendor_id != pf->vendor_id ||
         (pf->vf_device_id != 0 && vf->device_id != pf->vf_device_id)) {
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_SYSFS,
-                    "VF '%s' is %04x:%04x in '%s', but its PF '%s' makes VFs %04x:%04x", address,
-                    vf->vendor_id, vf->device_id, dir, pf->address, pf->vendor_id,
+                    "VF '%s' is %04x:%04x in '%s', but its PF '%s' makes VFs %04x:%04x",
+                    vf->address, vf->vendor_id, vf->device_id, dir, pf->address, pf->vendor_id,
                     pf->vf_device_id);
-        return NULL;
+        return FALSE;
     }
+    return TRUE;
+}
+
+static HotplugPciFunction *read_vf(SysfsCtx *ctx, const HotplugPciFunction *pf, const char *pf_dir,
+                                   guint index, GError **error)
+{
+    g_autofree char *link_name = g_strdup_printf("virtfn%u", index);
+    g_autofree char *link = g_build_filename(pf_dir, link_name, NULL);
+    g_autofree char *address = NULL;
+    g_autofree char *dir = NULL;
+    g_autoptr(HotplugPciFunction) vf = NULL;
+
+    if (!vf_link_target(ctx, link, &address, &dir, error) ||
+        !vf_physfn_check(pf, pf_dir, link_name, link, address, dir, error))
+        return NULL;
+    vf = read_function(ctx, address, error);
+    if (!vf)
+        return NULL;
+    vf->pf_address = g_strdup(pf->address);
+    vf->vf_index = index;
+    if (!vf_matches_pf(pf, vf, index, link, dir, error))
+        return NULL;
     return g_steal_pointer(&vf);
 }
 
