@@ -25,6 +25,9 @@ hm_add_e2e(e2e-migrate-roundtrip-threaded-fallback migrate-roundtrip.sh MODE=thr
 hm_add_e2e(e2e-cancel cancel.sh)
 hm_add_e2e(e2e-cancel-hup cancel.sh SIGNAL=HUP)
 hm_add_e2e(e2e-agent-stops agent-stops.sh)
+# The agent's standby RDMA device (--standby on the control NIC, issue 30): made at each prepare,
+# never handed out at resume, removed after it; a NIC the guest lacks is said (inventory).
+hm_add_e2e(e2e-agent-standby agent-standby.sh)
 hm_add_e2e(e2e-libvirtd-restart libvirtd-restart.sh)
 # Each host's hotmigd over mutual TLS, through the client migrate-vm uses.
 add_executable(hm-hotmigd-call ${HM_E2E}/hotmigd-call.c)
