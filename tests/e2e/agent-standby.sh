@@ -8,6 +8,7 @@
 # without a standby. Prints "STANDBY made_ms=..."
 # with the kernel's times.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/verbs-lib.sh"
 g=sb-g
 start_guest "$g" A sb-peer
 "$lab" wait "$g" 'agent started' --timeout 300 >/dev/null || fail "$g: no agent"
@@ -22,15 +23,16 @@ restart_agent() {
         fail "$g: the agent did not start with $*"
 }
 
-# open_channel: the agent's host channel on fds ag_in/ag_out, synced, protocol 2
+# open_channel: the agent's host channel on fds ag_in/ag_out (verbs-lib.sh's vagent asks on
+# them), synced, protocol 2
 open_channel() {
     local sock
     sock=$("$lab" channel "$g")
     coproc AG { exec socat - "UNIX-CONNECT:$sock"; }
     exec {ag_in}>&"${AG[1]}" {ag_out}<&"${AG[0]}"
     printf '\xff' >&"$ag_in"
-    ask '{"execute":"sync","arguments":{"id":7}}' | grep -q '"return":7' || fail "no sync"
-    ask '{"execute":"info","arguments":{"protocol":2}}' >/dev/null
+    vagent '{"execute":"sync","arguments":{"id":7}}' | grep -q '"return":7' || fail "no sync"
+    vagent '{"execute":"info","arguments":{"protocol":2}}' >/dev/null
 }
 
 close_channel() {
@@ -39,15 +41,7 @@ close_channel() {
     exec {ag_in}>&- {ag_out}<&-
 }
 
-# ask JSON: one request; prints the reply line
-ask() {
-    local line
-    printf '%s\n' "$1" >&"$ag_in"
-    IFS= read -r -t 120 line <&"$ag_out" || fail "no answer to $1"
-    printf '%s\n' "${line#$'\xff'}"
-}
-
-standby() { ask '{"execute":"inventory"}' | jq -c '.return.standby'; }
+standby() { vagent '{"execute":"inventory"}' | jq -c '.return.standby'; }
 
 restart_agent --standby "$ifc"
 open_channel
@@ -56,14 +50,14 @@ jq -e --arg i "$ifc" '.netdev == $i and .device == "hmsb0" and .state == "absent
     fail "before a move the inventory's standby is not absent: $s"
 made=()
 for n in 1 2 3; do
-    p=$(ask '{"execute":"prepare","arguments":{"timeout_ms":30000}}')
+    p=$(vagent '{"execute":"prepare","arguments":{"timeout_ms":30000}}')
     jq -e '.return.device == "rxe0"' <<<"$p" >/dev/null || fail "prepare $n: $p"
     s=$(standby)
     jq -e '.state == "ready" and .created_ms >= 0' <<<"$s" >/dev/null || fail "prepare $n made no standby: $s"
     made+=("$(jq -r .created_ms <<<"$s")")
-    "$lab" exec "$g" "ibv_devinfo -d hmsb0 | grep -q PORT_ACTIVE && rdma link show hmsb0/1 | grep -q 'netdev $ifc'" --timeout 60 ||
+    "$lab" exec "$g" "ibv_devinfo -d hmsb0 | grep -q PORT_ACTIVE && rdma link show hmsb0/1 | grep -q 'netdev $ifc'" --timeout 180 ||
         fail "prepare $n: hmsb0 is not an active soft-RoCE port on $ifc"
-    r=$(ask '{"execute":"resume","arguments":{"timeout_ms":60000}}')
+    r=$(vagent '{"execute":"resume","arguments":{"timeout_ms":60000}}')
     jq -e '.return.device == "rxe0"' <<<"$r" >/dev/null || fail "resume $n handed another device than the VF's: $r"
     gone=0
     for _ in $(seq 1 60); do
@@ -75,17 +69,17 @@ done
 close_channel
 
 # The kernel's refusal through netlink: the VF's NIC carries rxe0 already (EEXIST).
-vf=$("$lab" exec "$g" 'm=$(sed -n "s/.*hm.vf_mac=\([^ ]*\).*/\1/p" /proc/cmdline); for i in /sys/class/net/*; do [ "$(cat $i/address)" = "$m" ] && basename $i; done; true' --timeout 60)
+vf=$(vvfif "$g")
 [ -n "$vf" ] || fail "$g: no VF NIC"
 restart_agent --standby "$vf" --standby-device hmsb1
 open_channel
-p=$(ask '{"execute":"prepare","arguments":{"timeout_ms":30000}}')
+p=$(vagent '{"execute":"prepare","arguments":{"timeout_ms":30000}}')
 jq -e '.return.device == "rxe0"' <<<"$p" >/dev/null || fail "prepare with a refused standby: $p"
 s=$(standby)
 jq -e '.state == "absent" and (.error | test("rdma link add .hmsb1. type rxe netdev"))' <<<"$s" >/dev/null ||
     fail "the kernel's refusal is not said: $s"
 echo "refused by the kernel: $(jq -r .error <<<"$s")"
-r=$(ask '{"execute":"resume","arguments":{"timeout_ms":60000}}')
+r=$(vagent '{"execute":"resume","arguments":{"timeout_ms":60000}}')
 jq -e '.return.device == "rxe0"' <<<"$r" >/dev/null || fail "resume after a refused standby: $r"
 close_channel
 
@@ -94,9 +88,9 @@ open_channel
 s=$(standby)
 jq -e '.state == "unavailable" and (.error | test("No network interface .nosuch0."))' <<<"$s" >/dev/null ||
     fail "a missing NIC is not said: $s"
-p=$(ask '{"execute":"prepare","arguments":{"timeout_ms":30000}}')
+p=$(vagent '{"execute":"prepare","arguments":{"timeout_ms":30000}}')
 jq -e '.return.device == "rxe0"' <<<"$p" >/dev/null || fail "prepare without a standby: $p"
-r=$(ask '{"execute":"resume","arguments":{"timeout_ms":60000}}')
+r=$(vagent '{"execute":"resume","arguments":{"timeout_ms":60000}}')
 jq -e '.return.device == "rxe0"' <<<"$r" >/dev/null || fail "resume without a standby: $r"
 close_channel
 restart_agent # as the guest's init starts it
