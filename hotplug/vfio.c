@@ -144,44 +144,21 @@ static void vfio_undo(const char *sysfs_root, const char *dev_dir, const char *a
                                local->message);
 }
 
-gboolean hotplug_vfio_bind(const char *sysfs_root, const char *address, guint timeout_ms,
-                           gboolean *ret_changed, char **ret_previous_driver, GError **error)
+/* What would make binding @canonical (in @dev_dir) to vfio-pci fail, checked before anything is
+ * written: the driver not loaded, no IOMMU group. */
+static gboolean vfio_bind_check(const char *sysfs_root, const char *dev_dir, const char *canonical,
+                                GError **error)
 {
-    g_autofree char *canonical = NULL;
-    g_autofree char *dev_dir = NULL;
-    g_autofree char *previous = NULL;
-    g_autofree char *now = NULL;
-    g_autofree char *vfio_dir = NULL;
-    g_autofree char *iommu = NULL;
-    g_autofree char *override = NULL;
-    g_autofree char *probe = NULL;
-    g_autoptr(GError) local = NULL;
-    HmDeadline deadline;
+    g_autofree char *vfio_dir =
+        g_build_filename(sysfs_root, "bus", "pci", "drivers", VFIO_DRIVER, NULL);
+    g_autofree char *iommu = g_build_filename(dev_dir, "iommu_group", NULL);
 
-    g_return_val_if_fail(sysfs_root && address, FALSE);
-
-    if (!hotplug_vfio_get_driver(sysfs_root, address, &previous, error))
-        return FALSE;
-    dev_dir = vfio_device_dir(sysfs_root, address, &canonical, error);
-    g_assert(dev_dir); /* hotplug_vfio_get_driver() checked the address */
-    if (g_strcmp0(previous, VFIO_DRIVER) == 0) {
-        g_debug("'%s' is bound to %s already", canonical, VFIO_DRIVER);
-        if (ret_changed)
-            *ret_changed = FALSE;
-        if (ret_previous_driver)
-            *ret_previous_driver = g_steal_pointer(&previous);
-        return TRUE;
-    }
-
-    /* What would make the bind fail, checked before anything is written. */
-    vfio_dir = g_build_filename(sysfs_root, "bus", "pci", "drivers", VFIO_DRIVER, NULL);
     if (!g_file_test(vfio_dir, G_FILE_TEST_IS_DIR)) {
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_FAILED,
                     "Cannot bind '%s' to %s: the driver is not loaded (no %s; modprobe vfio-pci)",
                     canonical, VFIO_DRIVER, vfio_dir);
         return FALSE;
     }
-    iommu = g_build_filename(dev_dir, "iommu_group", NULL);
     if (!g_file_test(iommu, G_FILE_TEST_EXISTS)) {
         g_set_error(
             error, HOTPLUG_ERROR, HOTPLUG_ERROR_FAILED,
@@ -189,8 +166,19 @@ gboolean hotplug_vfio_bind(const char *sysfs_root, const char *address, guint ti
             canonical, VFIO_DRIVER, iommu);
         return FALSE;
     }
-    override = g_build_filename(dev_dir, "driver_override", NULL);
-    probe = g_build_filename(sysfs_root, "bus", "pci", "drivers_probe", NULL);
+    return TRUE;
+}
+
+/* Moves @canonical from driver @previous (NULL: none) to vfio-pci: driver_override, unbind,
+ * drivers_probe, then waits up to @timeout_ms for the bind; undone when it fails. */
+static gboolean vfio_bind_switch(const char *sysfs_root, const char *dev_dir, const char *canonical,
+                                 const char *previous, guint timeout_ms, GError **error)
+{
+    g_autofree char *override = g_build_filename(dev_dir, "driver_override", NULL);
+    g_autofree char *probe = g_build_filename(sysfs_root, "bus", "pci", "drivers_probe", NULL);
+    g_autofree char *now = NULL;
+    g_autoptr(GError) local = NULL;
+    HmDeadline deadline;
 
     if (!vfio_write_attr(override, VFIO_DRIVER, &local)) {
         g_set_error(error, HOTPLUG_ERROR, HOTPLUG_ERROR_FAILED, "Cannot bind '%s' to %s: %s",
@@ -230,9 +218,35 @@ gboolean hotplug_vfio_bind(const char *sysfs_root, const char *address, guint ti
                     canonical, VFIO_DRIVER, msg->str);
         return FALSE;
     }
-    g_debug("'%s' bound to %s (was %s)", canonical, VFIO_DRIVER, previous ? previous : "unbound");
+    return TRUE;
+}
+
+gboolean hotplug_vfio_bind(const char *sysfs_root, const char *address, guint timeout_ms,
+                           gboolean *ret_changed, char **ret_previous_driver, GError **error)
+{
+    g_autofree char *canonical = NULL;
+    g_autofree char *dev_dir = NULL;
+    g_autofree char *previous = NULL;
+    gboolean changed = FALSE;
+
+    g_return_val_if_fail(sysfs_root && address, FALSE);
+
+    if (!hotplug_vfio_get_driver(sysfs_root, address, &previous, error))
+        return FALSE;
+    dev_dir = vfio_device_dir(sysfs_root, address, &canonical, error);
+    g_assert(dev_dir); /* hotplug_vfio_get_driver() checked the address */
+    if (g_strcmp0(previous, VFIO_DRIVER) == 0) {
+        g_debug("'%s' is bound to %s already", canonical, VFIO_DRIVER);
+    } else {
+        if (!vfio_bind_check(sysfs_root, dev_dir, canonical, error) ||
+            !vfio_bind_switch(sysfs_root, dev_dir, canonical, previous, timeout_ms, error))
+            return FALSE;
+        g_debug("'%s' bound to %s (was %s)", canonical, VFIO_DRIVER,
+                previous ? previous : "unbound");
+        changed = TRUE;
+    }
     if (ret_changed)
-        *ret_changed = TRUE;
+        *ret_changed = changed;
     if (ret_previous_driver)
         *ret_previous_driver = g_steal_pointer(&previous);
     return TRUE;
