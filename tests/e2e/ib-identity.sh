@@ -41,12 +41,19 @@ tap=hmlab${HOTMIG_LAB_INSTANCE:-0}vf$n
 # ibid GUEST LID SINCE: the port ACTIVE with LID (the SMA's console line after offset SINCE), as
 # ibv_devinfo and sysfs show it; prints "NODE_GUID GID0"
 ibid() {
-    local g=$1 lid=$2 since=$3 out guid gid0 hex
+    local g=$1 lid=$2 since=$3 out guid gid0 hex try
     hex=$(printf '0x%04x' "$lid")
     "$lab" wait "$g" "HMLAB ib port [a-z0-9]* ACTIVE lid=$hex" --since "$since" --timeout 120 \
         >/dev/null || fail "$g: the SM did not activate its port with LID $hex"
-    out=$("$lab" exec "$g" 'ibv_devinfo -v -d rxe0; echo "sysfs node_guid: $(cat /sys/class/infiniband/rxe0/node_guid)"; echo "sysfs gids/0: $(cat /sys/class/infiniband/rxe0/ports/1/gids/0)"' \
-        --timeout 60) || fail "$g: ibv_devinfo failed"
+    # three tries: one exec in a loaded lab has been seen not to answer within 60 s (after a
+    # rollback's re-plug here; lib.sh agent_signal), and a later one answers
+    for try in 1 2 3; do
+        out=$("$lab" exec "$g" 'ibv_devinfo -v -d rxe0; echo "sysfs node_guid: $(cat /sys/class/infiniband/rxe0/node_guid)"; echo "sysfs gids/0: $(cat /sys/class/infiniband/rxe0/ports/1/gids/0)"' \
+            --timeout 60) && break
+        log "$g: ibv_devinfo did not answer (try $try of 3)"
+        out=
+    done
+    [ -n "$out" ] || fail "$g: ibv_devinfo failed"
     echo "$out" | grep -E 'node_guid|port_lid|GID\[|sysfs' | sed "s/^/  $g: /" >&2
     guid=$(echo "$out" | awk '/^[[:space:]]*node_guid:/ {print $2}')
     gid0=$(echo "$out" | awk '/GID\[ *0\]:/ {print $3}')
