@@ -437,15 +437,18 @@ gboolean orch_agent_resume_open(OrchAgent *agent, guint agent_timeout_ms, guint 
     failed = orch_agent_process_list(ret, "failed", &n_failed);
     device = orch_json_get_string(ret, "device");
     device_error = orch_json_get_string(ret, "device_error");
+    /* The agent answered: a failure from here on is the guest's, ORCH_ERROR_FAILED, which a
+     * retry must not turn into success (a second resume finds the processes running and
+     * resumes none: the failed ones would go unreported). */
     if (n_failed > 0 && (!device || !*device) && device_error) {
         /* The processes waited for a device that never came: that is the failure. */
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED,
                     "The guest's RDMA device never came up (%s); %u process(es) failed to "
                     "resume: %s", device_error, n_failed, failed);
         return FALSE;
     }
     if (n_failed > 0) {
-        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_FAILED,
                     "%u process(es) failed to resume: %s", n_failed, failed);
         return FALSE;
     }

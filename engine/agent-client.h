@@ -119,9 +119,12 @@ JsonObject *orch_agent_timeout_args(guint timeout_ms);
 char *orch_agent_process_list(JsonObject *ret, const char *member, guint *ret_count);
 
 /* Opens the agent of @domain on @virt and resumes it: processes reconnect. Resume is
- * idempotent in the agent, so undo and recovery may call it whatever happened before.
- * Fails with ORCH_ERROR_AGENT when a process failed to resume. *ret_detail (owned) says how
- * many resumed on which device. */
+ * idempotent in the agent, so undo and recovery may call it whatever happened before; but a
+ * second resume after one that failed finds the processes running and reports none: do not
+ * retry on ORCH_ERROR_FAILED. Fails with ORCH_ERROR_FAILED when the agent answered that a
+ * process failed to resume (or its device never came up), ORCH_ERROR_AGENT (or BUSY,
+ * TIMEOUT) when it did not answer. *ret_detail (owned) says how many resumed on which
+ * device. */
 gboolean orch_agent_resume(OrchVirt *virt, const char *domain, const char *channel,
                            guint agent_timeout_ms, guint resume_timeout_ms, char **ret_detail,
                            GError **error);

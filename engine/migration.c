@@ -1797,6 +1797,12 @@ static gboolean do_resume(Migration *m, char **ret_detail, GError **error)
     } else if (agent_resume(m, m->dst, ret_detail, &first)) {
         return TRUE;
     }
+    /* The agent answered that processes failed to resume: asking again would find them
+     * running and resume none, as if all went well. */
+    if (g_error_matches(first, ORCH_ERROR, ORCH_ERROR_FAILED)) {
+        g_propagate_error(error, g_steal_pointer(&first));
+        return FALSE;
+    }
     /* The channel may not be ready at once, or the destination's libvirtd restarted and took
      * our connection with it: one more try, on a fresh connection. */
     progress(m, ORCH_PHASE_RESUME, "retrying on a new connection after: %s", first->message);

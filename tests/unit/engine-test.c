@@ -34,6 +34,8 @@ typedef enum {
     AGENT_INFO_SILENT,      /* neither info nor inventory answered (the rest is) */
     AGENT_INFO_GARBLED,     /* info answered with a line that is not JSON */
     AGENT_STALE_SYNC,       /* the first handshake's reply comes after an earlier sync's */
+    AGENT_RESUME_FAILS,     /* the first resume answers a process that failed; later ones
+                             * find everything running and resume none */
 } FakeAgentMode;
 
 typedef struct {
@@ -42,6 +44,7 @@ typedef struct {
     gboolean agent_prepared;
     FakeAgentMode agent_mode;
     guint agent_busy_left; /* AGENT_RESUME_BUSY: resumes still refused */
+    guint resumes;         /* AGENT_RESUME_FAILS: resumes answered */
     /* Device removals libvirt has queued by alias (a killed migrate-vm's detach outlived
      * libvirt's wait; the guest's DEVICE_DELETED is handled later, issue 19): each removes the
      * device that has that alias when it is handled, here right after the next attach. */
@@ -554,6 +557,14 @@ static void fake_agent_line(FakeWorld *w, FakeChannel *c, const char *line)
         w->agent_busy_left--;
         g_string_append(c->out,
                         "{\"error\":{\"class\":\"Busy\",\"desc\":\"A resume is under way\"}}\n");
+    } else if (strstr(line, "\"resume\"") && w->agent_mode == AGENT_RESUME_FAILS) {
+        w->agent_prepared = FALSE;
+        g_string_append(c->out, w->resumes++ == 0
+                                    ? "{\"return\":{\"state\":\"running\",\"resumed\":[],"
+                                      "\"failed\":[{\"pid\":7,\"name\":\"mpi\",\"mode\":\"lazy\","
+                                      "\"error\":\"Connection timed out\"}],\"device\":\"mlx5_0\"}}\n"
+                                    : "{\"return\":{\"state\":\"running\",\"resumed\":[],"
+                                      "\"failed\":[],\"device\":\"\"}}\n");
     } else if (strstr(line, "\"resume\"")) {
         w->agent_prepared = FALSE;
         g_string_append(c->out, "{\"return\":{\"state\":\"running\",\"resumed\":"
@@ -1270,6 +1281,41 @@ static void test_resume_waits_for_one_under_way(void **state)
     assert_int_equal(w->agent_busy_left, 0);
     assert_false(w->agent_prepared);
     assert_string_equal(w->where, "destination");
+}
+
+/* A process the agent says failed to resume fails the resume phase: the migration does not
+ * ask again on a new connection, where the agent would find everything running and report
+ * none (what a move on the lab's IB fabric printed as 'resume ok, 0 process(es) resumed'). */
+static void test_resume_failure_not_retried(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
+    FakeOpen fo = {w, NULL};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+
+    options_for_test(&opts);
+    w->agent_mode = AGENT_RESUME_FAILS;
+    assert_false(migrate_on(&opts, &fo, &report, &error));
+    assert_non_null(error);
+    if (!strstr(error->message, "1 process(es) failed to resume: mpi[7]"))
+        fail_msg("%s", error->message);
+    assert_int_equal(w->resumes, 1);
+    assert_int_equal(report->failed_phase, ORCH_PHASE_RESUME);
+    assert_string_equal(w->where, "destination");
+    /* the journal stays for --recover, which finds the processes running */
+    assert_true(journal_exists());
+    {
+        FakeOpen rfo = {w, NULL};
+        g_autoptr(GPtrArray) results = NULL;
+        g_autoptr(GError) rerror = NULL;
+
+        if (!recover_on(&opts, &rfo, &results, &rerror))
+            fail_msg("recovery failed: %s", rerror->message);
+        assert_false(journal_exists());
+        assert_false(w->agent_prepared);
+        assert_string_equal(w->where, "destination");
+    }
 }
 
 static void test_agent_silent_refuses(void **state)
@@ -2796,6 +2842,7 @@ int main(void)
         cmocka_unit_test(test_state_dir_shared),
         cmocka_unit_test(test_lease_lost_before_plug),
         cmocka_unit_test(test_resume_waits_for_one_under_way),
+        cmocka_unit_test(test_resume_failure_not_retried),
         cmocka_unit_test(test_identity_refused),
         cmocka_unit_test(test_no_free_vf),
         cmocka_unit_test(test_lease_release_fails),
