@@ -1657,7 +1657,8 @@ static gboolean jobs_check(Migration *m, GString *detail, GError **error)
     }
     g_set_error(error, ORCH_ERROR, ORCH_ERROR_REFUSED,
                 "Domain '%s' not moved: %s, which a migration cannot carry; nothing was done "
-                "(--force pauses it and moves anyway)",
+                "(--force moves anyway: a registered process is paused, one that did not "
+                "register loses the device)",
                 m->opts->domain, refused);
     return FALSE;
 }

@@ -116,7 +116,8 @@ static void check_jobs(Preflight *pf, OrchAgent *agent)
     if (refused)
         check_add(pf, "jobs", pf->opts->force ? ORCH_CHECK_PASS : ORCH_CHECK_FAIL,
                   "%s, which a migration cannot carry: %s", refused,
-                  pf->opts->force ? "--force pauses it and moves anyway"
+                  pf->opts->force ? "--force moves anyway (a registered process is paused, "
+                                    "one that did not register loses the device)"
                                   : "the move will be refused (--force moves anyway)");
     if (peers)
         check_add(pf, "jobs", ORCH_CHECK_PASS,

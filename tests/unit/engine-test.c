@@ -2499,14 +2499,14 @@ static void test_preflight_jobs(void **state)
         {JOB_REFUSED, FALSE, ORCH_CHECK_FAIL,
          "process 'verbs:xdlu' (pid 1802) used ibv_alloc_mw, which a migration cannot carry: "
          "the move will be refused (--force moves anyway)"},
-        {JOB_REFUSED, TRUE, ORCH_CHECK_PASS, "--force pauses it and moves anyway"},
+        {JOB_REFUSED, TRUE, ORCH_CHECK_PASS, "--force moves anyway (a registered process is paused"},
         {"[{\"pid\":0,\"name\":\"x\"}]", FALSE, ORCH_CHECK_FAIL, "'pid' of process 0"},
         /* issue 29 item 5: it used to PASS "0 process(es) registered" */
         {JOB_UNREGISTERED, FALSE, ORCH_CHECK_FAIL,
          "process 'ibv_rc_pingpong' (pid 812) holds the RDMA device uverbs0 without the hotmig "
          "verbs layer or libhotmig, which a migration cannot carry: the move will be refused "
          "(--force moves anyway)"},
-        {JOB_UNREGISTERED, TRUE, ORCH_CHECK_PASS, "--force pauses it and moves anyway"},
+        {JOB_UNREGISTERED, TRUE, ORCH_CHECK_PASS, "one that did not register loses the device"},
     };
 
     for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
