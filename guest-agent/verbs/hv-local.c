@@ -27,10 +27,21 @@ void hv_local_rtr(const HvQp *qp, uint32_t peer_pqpn, const union ibv_gid *gid, 
 {
     *a = qp->a_rtr;
     a->dest_qp_num = peer_pqpn;
-    if (a->ah_attr.is_global) {
-        if (gid)
-            a->ah_attr.grh.dgid = *gid;
-    } else {
+    if (a->ah_attr.is_global && gid)
+        a->ah_attr.grh.dgid = *gid;
+    /* on IB the LID routes the packet, GRH or not: the old one is the old host's port */
+    if (lid || !a->ah_attr.is_global)
         a->ah_attr.dlid = lid;
-    }
+}
+
+int hv_ah_local_fix(struct ibv_ah_attr *attr, const union ibv_gid *peer,
+                    const union ibv_gid *own_gid, uint16_t own_lid)
+{
+    if (!peer || !own_gid || memcmp(peer->raw, own_gid->raw, 16) != 0)
+        return 0;
+    if (attr->is_global)
+        attr->grh.dgid = *own_gid;
+    if (own_lid)
+        attr->dlid = own_lid;
+    return 1;
 }

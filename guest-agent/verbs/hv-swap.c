@@ -390,6 +390,13 @@ static int hv_rebuild(HvContext *ctx, const char *name)
      * later, at the peer's UDMAP or at the next send through it (hv_ah_phys): failing the
      * whole rebuild for it would leave this process half on the new device. */
     for (HvAh *ah = ctx->ahs; ah; ah = ah->next) {
+        union ibv_gid own;
+        uint8_t port = ah->attr.port_num ? ah->attr.port_num : 1;
+
+        /* an AH to this port itself: to its new LID (on IB the old one is the old host's) */
+        if (ah->peer_known && hv_real.r_ibv_query_gid(ctx->phys, port, 0, &own) == 0 &&
+            hv_ah_local_fix(&ah->attr, &ah->peer, &own, hv_port_lid(ctx, port)))
+            hv_debug("UD: an address handle to this port itself, now at LID %u", ah->attr.dlid);
         if (!hv_ah_phys(ah))
             hv_log("UD: an address handle cannot be made yet (%s): its peer is away? It is made "
                    "at the peer's UDMAP or at the next send through it",
@@ -437,6 +444,8 @@ static int hv_reconnect_local(HvSwapQp *s)
         return r;
     /* both ends replay their own PSNs: they matched before the swap, they match now */
     hv_local_rtr(qp, peer->phys->qp_num, &gid, lid, &a);
+    hv_debug("QP %u: to its local peer QP %u at LID %u%s", qp->pub.qp_num, peer->pub.qp_num,
+             a.ah_attr.dlid, a.ah_attr.is_global ? " (GRH)" : "");
     r = hv_qp_modify(qp, &a, qp->m_rtr);
     if (!r && qp->m_rts)
         r = hv_qp_modify(qp, &qp->a_rts, qp->m_rts);

@@ -416,9 +416,14 @@ int hv_channel_reply(int fd, const struct HvAuthSession *s, const uint8_t from[1
  * and to each other. */
 int hv_peer_is_local(const HvQp *qp, const HvQp *peer, const union ibv_gid *own_gid,
                      uint16_t own_lid);
-/* @qp's recorded RTR attributes aimed at its local peer's new QPN and address. */
+/* @qp's recorded RTR attributes aimed at its local peer's new QPN and address: its GID when
+ * the QP has a GRH, its LID (when known) whether or not. */
 void hv_local_rtr(const HvQp *qp, uint32_t peer_pqpn, const union ibv_gid *gid, uint16_t lid,
                   struct ibv_qp_attr *a);
+/* An address handle's @attr to @peer aimed at this port's address now (@own_gid, @own_lid)
+ * when @peer is this port (UCX's UD endpoint to its own interface): 1 when it is. */
+int hv_ah_local_fix(struct ibv_ah_attr *attr, const union ibv_gid *peer,
+                    const union ibv_gid *own_gid, uint16_t own_lid);
 
 /* ---- hv-udtab.c: UD peers that moved (pure; the layer's instance is hv-xlate.c's) ----------
  * A peer's UDMAP gives, for its GID, its UD QPs' virtual -> new physical QPNs: the program's

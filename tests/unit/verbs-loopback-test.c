@@ -138,6 +138,40 @@ static void test_local_rtr_aims_at_the_new_qpn_and_gid(void **state)
     hv_local_rtr(&a, 24, NULL, 5, &at);
     assert_int_equal(at.dest_qp_num, 24);
     assert_int_equal(at.ah_attr.dlid, 5);
+    /* on IB with a GRH the LID still routes: the new one, beside the new GID */
+    a.a_rtr.ah_attr.is_global = 1;
+    a.a_rtr.ah_attr.dlid = 0x101;
+    hv_local_rtr(&a, 25, &now, 0x201, &at);
+    assert_int_equal(at.ah_attr.dlid, 0x201);
+    assert_memory_equal(at.ah_attr.grh.dgid.raw, now.raw, 16);
+}
+
+/* UCX's UD endpoint to its own interface: its AH follows this port's new LID after a move
+ * (the old LID is the old host's port: nothing arrives); an AH to another port is left. */
+static void test_ah_to_self_follows_the_new_lid(void **state)
+{
+    union ibv_gid own, other;
+    struct ibv_ah_attr at;
+
+    (void)state;
+    memset(&own, 0, sizeof(own));
+    memset(&other, 0, sizeof(other));
+    own.raw[0] = 0xfe, own.raw[1] = 0x80, own.raw[15] = 1;
+    other.raw[0] = 0xfe, other.raw[1] = 0x80, other.raw[15] = 2;
+    memset(&at, 0, sizeof(at));
+    at.dlid = 0x101;
+    assert_int_equal(hv_ah_local_fix(&at, &own, &own, 0x201), 1);
+    assert_int_equal(at.dlid, 0x201);
+    assert_int_equal(at.is_global, 0);
+    at.dlid = 0x102;
+    assert_int_equal(hv_ah_local_fix(&at, &other, &own, 0x201), 0);
+    assert_int_equal(at.dlid, 0x102);
+    /* RoCE: no LID, the GRH's GID is this port's */
+    at.is_global = 1;
+    assert_int_equal(hv_ah_local_fix(&at, &own, &own, 0), 1);
+    assert_int_equal(at.dlid, 0x102);
+    assert_memory_equal(at.grh.dgid.raw, own.raw, 16);
+    assert_int_equal(hv_ah_local_fix(&at, NULL, &own, 0x201), 0);
 }
 
 int main(void)
@@ -150,6 +184,7 @@ int main(void)
         cmocka_unit_test(test_ud_and_unconnected_are_not_local),
         cmocka_unit_test(test_lid_only_loopback),
         cmocka_unit_test(test_local_rtr_aims_at_the_new_qpn_and_gid),
+        cmocka_unit_test(test_ah_to_self_follows_the_new_lid),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
