@@ -542,10 +542,11 @@ run_step() {
 
 echo "SOAK seed=$seed migrations=$steps_max minutes=$minutes pairs=$pairs faults=${faults[*]} fault_pct=$fault_pct"
 echo "SOAK replay: SOAK_SEED=$seed SOAK_MIGRATIONS=$steps_max SOAK_PAIRS=$pairs SOAK_FAULTS=$(IFS=,; echo "${faults[*]}") SOAK_FAULT_PCT=$fault_pct"
-# The clients run until SIGUSR1 (at the end) or this limit.
+# The clients run until SIGUSR1 (at the end) or this limit; the servers as long (a server stops
+# 300 s past its own limit, 600 s by default, without the client's DONE).
 limit=$((minutes > 0 ? minutes * 60 + 1800 : steps_max * 60 + 1800))
 for i in "${!clients[@]}"; do
-    start_guest "${servers[$i]}" B "${clients[$i]}" "--role server --mode lazy"
+    start_guest "${servers[$i]}" B "${clients[$i]}" "--role server --mode lazy --max-seconds $limit"
     start_guest "${clients[$i]}" A "${servers[$i]}" \
         "--role client --peer 198.51.100.$("$lab" index "${servers[$i]}") --mode lazy --cycles 0 --tail 3 --max-seconds $limit"
 done
