@@ -33,7 +33,8 @@ static pthread_once_t hv_reg_once = PTHREAD_ONCE_INIT;
 
 typedef struct {
     int fd;      /* -1: free */
-    int authed;  /* its caller's first frame verified: kept */
+    int authed;  /* its caller's first frame verified: kept while it has a request */
+    int busy;    /* a request of it is being answered */
     int evicted; /* shut down for a newer one: its thread is ending */
     int64_t since;
     char from[HV_PROTO_TEXT_MAX + 1]; /* "" until the agent's FROM */
@@ -45,7 +46,10 @@ static HvServerConn hv_server_conns[HV_SERVER_CONNS_MAX] = {
     [0 ... HV_SERVER_CONNS_MAX - 1] = {.fd = -1}};
 
 /* The oldest connection that may be closed for a newer one (of @from when not NULL; never
- * @self): unauthenticated after its grace. NULL when none. Under hv_server_lock. */
+ * @self): unauthenticated after its grace, or authenticated and idle between requests (each
+ * caller sends one request a connection: an idle one only waits for its close, and a peer's
+ * burst of requests, both ends moving, must not find them all taken). NULL when none. Under
+ * hv_server_lock. */
 static HvServerConn *hv_server_victim(const char *from, const HvServerConn *self)
 {
     int64_t young = hv_now_ms() - HV_SERVER_GRACE_MS;
@@ -54,7 +58,7 @@ static HvServerConn *hv_server_victim(const char *from, const HvServerConn *self
     for (int i = 0; i < HV_SERVER_CONNS_MAX; i++) {
         HvServerConn *c = &hv_server_conns[i];
 
-        if (c->fd < 0 || c == self || c->authed || c->evicted || c->since > young ||
+        if (c->fd < 0 || c == self || c->evicted || (c->authed ? c->busy : c->since > young) ||
             (from && strcmp(c->from, from) != 0))
             continue;
         if (!v || c->since < v->since)
@@ -148,7 +152,7 @@ static int hv_server_from(HvServerConn *c, HvMsg *m, char *line)
             hv_server_evict(v, "that address has too many connections");
         } else {
             hv_log("a peer connection from %s refused: it has %d connections, each "
-                   "authenticated or within its first %d ms",
+                   "answering a request or within its first %d ms",
                    m->text, count, HV_SERVER_GRACE_MS);
             r = -1;
         }
@@ -172,12 +176,18 @@ static void *hv_conn_thread(void *arg)
 
     if (line && m && reply && hv_server_from(c, m, line) == 0 && hv_channel_accept(c->fd, &s) == 0)
         while (hv_channel_read(c->fd, &s, line, HV_AUTH_LINE_MAX + 2, m, from, deadline) == 0) {
+            int sent;
+
             pthread_mutex_lock(&hv_server_lock);
-            c->authed = 1;
+            c->authed = c->busy = 1;
             pthread_mutex_unlock(&hv_server_lock);
             memset(reply, 0, sizeof(*reply));
             hv_peer_handle(m, from, reply);
-            if (hv_channel_reply(c->fd, &s, from, reply) < 0)
+            sent = hv_channel_reply(c->fd, &s, from, reply);
+            pthread_mutex_lock(&hv_server_lock);
+            c->busy = 0;
+            pthread_mutex_unlock(&hv_server_lock);
+            if (sent < 0)
                 break;
             deadline = hv_now_ms() + HV_SERVER_IDLE_MS;
         }
@@ -225,8 +235,8 @@ static void *hv_server_thread(void *arg)
         }
         c = hv_server_take(fd);
         if (!c) {
-            hv_log("a peer connection refused: %d already, each authenticated or within its "
-                   "first %d ms",
+            hv_log("a peer connection refused: %d already, each answering a request or within "
+                   "its first %d ms",
                    HV_SERVER_CONNS_MAX, HV_SERVER_GRACE_MS);
             close(fd);
             continue;
