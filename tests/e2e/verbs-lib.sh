@@ -75,6 +75,30 @@ vpair() {
     "$lab" wait "$1" 'HMLAB booted' --timeout 240 >/dev/null || fail "$1 did not boot"
 }
 
+# vtrio CLIENT SERVER THIRD SEGMENT: like vpair, but the three guests share the control segment
+# SEGMENT (a hub: each sees the others' control traffic), the server on B, the client on A with
+# THIRD beside it, without a VF (it uses the control network only)
+vtrio() {
+    local g
+    [ -e "$build/guest-agent/verbs/libhotmig-verbs.so" ] || fail "libhotmig-verbs.so is not built"
+    guests+=("$2" "$1" "$3")
+    "$lab" guest "$2" --host B --segment "$4" --bin-dir "$build" >/dev/null || fail "cannot start $2"
+    "$lab" guest "$1" --host A --segment "$4" --bin-dir "$build" >/dev/null || fail "cannot start $1"
+    "$lab" guest "$3" --host A --segment "$4" --no-vf --bin-dir "$build" >/dev/null ||
+        fail "cannot start $3"
+    for g in "$2" "$1" "$3"; do
+        "$lab" wait "$g" 'HMLAB booted' --timeout 240 >/dev/null || fail "$g did not boot"
+    done
+}
+
+# vtag VQPN: the route tag of QP VQPN under the test's job key (hv_auth_route_tag(): the first
+# 16 bytes of HMAC-SHA256(key, "hotmig-verbs-route 1" NUL, VQPN as 4 bytes big-endian), hex)
+vtag() {
+    { printf 'hotmig-verbs-route 1\0'; printf "$(printf '\\%03o\\%03o\\%03o\\%03o' $(($1 >> 24 & 255)) \
+        $(($1 >> 16 & 255)) $(($1 >> 8 & 255)) $(($1 & 255)))"; } |
+        openssl dgst -sha256 -hmac "$HM_VERBS_KEY" -r | cut -c1-32
+}
+
 # vfinish TAG TOOL ITERS CLIENT SERVER [WORD...]: both ends of the pingpong TOOL (tagged TAG on
 # the consoles) finish with status 0 and their "ITERS iters in ... usec/iter" figures (their
 # lines kept in $tmp/GUEST.log, shown on stderr); then one "VERBS tool=TOOL WORD... iters=..."
