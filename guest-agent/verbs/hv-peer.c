@@ -25,6 +25,9 @@
 
 #define HV_PEERS_MAX 64
 #define HV_CONNECT_MS 3000
+/* A peer guest whose vCPU is starved (a flood of processes in it) answers a SYN late: connects
+ * that time out are tried again within this; a refusal is final (no agent listens there). */
+#define HV_CONNECT_WINDOW_MS 9000
 #define HV_CALL_MS 20000 /* a peer's drain may wait for its own traffic */
 
 typedef struct {
@@ -219,6 +222,49 @@ int hv_read_line(int fd, char *buf, size_t max, int64_t deadline)
     }
 }
 
+/* One connect to @p's agent within HV_CONNECT_MS: a socket, or -errno. */
+static int hv_peer_connect_once(const HvPeer *p)
+{
+    int fd = socket(p->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int r;
+
+    if (fd < 0)
+        return -errno;
+    r = connect(fd, (const struct sockaddr *)&p->addr, p->alen);
+    if (r < 0 && errno == EINPROGRESS) {
+        struct pollfd pf = {.fd = fd, .events = POLLOUT};
+        int err = 0;
+        socklen_t el = sizeof(err);
+        int pr = poll(&pf, 1, HV_CONNECT_MS);
+
+        if (pr == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0) {
+            r = 0;
+        } else {
+            r = -1;
+            errno = pr == 0 ? ETIMEDOUT : (err ? err : ECONNREFUSED);
+        }
+    }
+    if (r < 0) {
+        r = -errno;
+        close(fd);
+        return r;
+    }
+    return fd;
+}
+
+/* A connection to @p's agent, connects that time out tried again until @until. */
+static int hv_peer_connect(const HvPeer *p, int64_t until)
+{
+    for (;;) {
+        int fd = hv_peer_connect_once(p);
+
+        if (fd >= 0 || (fd != -ETIMEDOUT && fd != -EAGAIN) || hv_now_ms() + HV_CONNECT_MS > until)
+            return fd;
+        hv_debug("the agent at the peer's address did not answer within %d ms: trying again",
+                 HV_CONNECT_MS);
+    }
+}
+
 int hv_peer_call(const union ibv_gid *gid, uint32_t vqpn, const char *req, char *reply,
                  size_t reply_max)
 {
@@ -234,29 +280,9 @@ int hv_peer_call(const union ibv_gid *gid, uint32_t vqpn, const char *req, char 
         hv_log("QP %u: no HOTMIG_VERBS_KEY: its peer cannot be asked", vqpn);
         return -ENOKEY;
     }
-    fd = socket(p->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    fd = hv_peer_connect(p, hv_now_ms() + HV_CONNECT_WINDOW_MS);
     if (fd < 0)
-        return -errno;
-    r = connect(fd, (const struct sockaddr *)&p->addr, p->alen);
-    if (r < 0 && errno == EINPROGRESS) {
-        struct pollfd pf = {.fd = fd, .events = POLLOUT};
-        int err = 0;
-        socklen_t el = sizeof(err);
-
-        int pr = poll(&pf, 1, HV_CONNECT_MS);
-
-        if (pr == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0) {
-            r = 0;
-        } else {
-            r = -1;
-            errno = pr == 0 ? ETIMEDOUT : (err ? err : ECONNREFUSED);
-        }
-    }
-    if (r < 0) {
-        r = -errno;
-        close(fd);
-        return r;
-    }
+        return fd;
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     {
         int one = 1;
