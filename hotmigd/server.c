@@ -6,6 +6,7 @@
 #define G_LOG_DOMAIN "hotmigd"
 
 #include "hotmigd/server.h"
+#include "hotmigd/server-priv.h"
 
 #include <json-glib/json-glib.h>
 
@@ -214,18 +215,88 @@ static void server_conns_clear(ServerConns *conns)
     g_clear_pointer(&conns->table, g_hash_table_unref);
 }
 
-#define SERVER_PEER_KEY "hotmigd-peer-subject"
-#define SERVER_CERT_KEY "hotmigd-peer-certificate"
+/* ---- the clients' certificates ------------------------------------------------------------
+ * A SoupServerMessage takes a reference to its connection's peer certificate at the handshake
+ * (its "tls-peer-certificate") and its finalize never drops it: every libsoup 3 release up to
+ * 3.6.6 and 3.7.1, and its master of July 2026 (soup-server-message.c). Each HTTPS request
+ * kept its client's certificate, a GTlsCertificateGnutls with its gnutls_x509_crt_t (12-40 KiB
+ * of ASN.1 nodes), for ever: the ~21 KiB per request of the soak (docs/reliability.md). On
+ * those versions the message's reference is handed to the message's data, which GObject frees
+ * after the message's finalize. A libsoup not known to leak it is left alone (should it still
+ * leak, hotmigd-tls-test's test_certificates_freed fails: add it here). Nothing is kept on
+ * the connection's socket either: libsoup 3.1.2 to 3.3 never free it (their listener keeps a
+ * reference to every socket it accepted, ~0.4 KiB each; fixed in 3.4.0 by b545d5f0). */
+#define SERVER_MSG_CERT_KEY "hotmigd-message-certificate"
 
-/* "ADDRESS (SUBJECT)" of @msg's peer, for the log (owned). The subject of the certificate
- * accepted at the handshake is kept on the connection's socket: later requests on the same
- * connection do not carry it. */
+static gboolean server_soup_keeps_certificates(void)
+{
+    guint minor = soup_get_minor_version(), micro = soup_get_micro_version();
+
+    return soup_get_major_version() == 3 &&
+           (minor < 6 || (minor == 6 && micro <= 6) || (minor == 7 && micro <= 1));
+}
+
+/* The message's certificate changed: the reference it took to the new one is released with
+ * the message's data; its previous one it released itself. */
+static void server_msg_certificate_changed(SoupServerMessage *msg, GParamSpec *pspec, gpointer data)
+{
+    GTlsCertificate *cert = soup_server_message_get_tls_peer_certificate(msg);
+
+    g_object_steal_data(G_OBJECT(msg), SERVER_MSG_CERT_KEY);
+    if (cert)
+        g_object_set_data_full(G_OBJECT(msg), SERVER_MSG_CERT_KEY, cert, g_object_unref);
+}
+
+#define SERVER_CERT_COUNTED_KEY "hotmigd-counted"
+
+/* Client certificates accepted and not finalized yet, and accepted in all, of every server of
+ * the process. */
+static gint server_certs_alive;
+static gint server_certs_seen;
+
+static void server_cert_gone(gpointer data, GObject *where_the_certificate_was)
+{
+    g_atomic_int_dec_and_test(&server_certs_alive);
+}
+
+/* Counts @cert among the live client certificates until it is finalized. */
+static void server_cert_count(GTlsCertificate *cert)
+{
+    if (g_object_get_data(G_OBJECT(cert), SERVER_CERT_COUNTED_KEY))
+        return;
+    g_object_set_data(G_OBJECT(cert), SERVER_CERT_COUNTED_KEY, GINT_TO_POINTER(1));
+    g_atomic_int_inc(&server_certs_alive);
+    g_atomic_int_inc(&server_certs_seen);
+    g_object_weak_ref(G_OBJECT(cert), server_cert_gone, NULL);
+}
+
+guint hotmigd_server_certificates_alive(void)
+{
+    return (guint)g_atomic_int_get(&server_certs_alive);
+}
+
+guint hotmigd_server_certificates_seen(void)
+{
+    return (guint)g_atomic_int_get(&server_certs_seen);
+}
+
+/* The client certificate accepted at @msg's handshake (borrowed), or NULL. Every connection
+ * carries one request (server_close_after()), the one started with the handshake: it has the
+ * certificate. A later one would not, and would be nobody. */
+static GTlsCertificate *server_peer_certificate(SoupServerMessage *msg)
+{
+    return soup_server_message_get_tls_peer_certificate(msg);
+}
+
+/* "ADDRESS (SUBJECT)" of @msg's peer, for the log (owned). */
 static char *server_peer(SoupServerMessage *msg)
 {
-    GSocket *sock = soup_server_message_get_socket(msg);
-    const char *subject = sock ? g_object_get_data(G_OBJECT(sock), SERVER_PEER_KEY) : NULL;
+    GTlsCertificate *cert = server_peer_certificate(msg);
+    g_autofree char *subject = NULL;
     const char *host = soup_server_message_get_remote_host(msg);
 
+    if (cert)
+        g_object_get(cert, "subject-name", &subject, NULL);
     return g_strdup_printf("%s (%s)", host ? host : "?", subject ? subject : "?");
 }
 
@@ -305,12 +376,7 @@ static gboolean server_accept_certificate(SoupServerMessage *msg, GTlsCertificat
 
         if (conn)
             conn->spoke = TRUE;
-        if (sock) {
-            g_object_set_data_full(G_OBJECT(sock), SERVER_PEER_KEY, g_steal_pointer(&subject),
-                                   g_free);
-            g_object_set_data_full(G_OBJECT(sock), SERVER_CERT_KEY, g_object_ref(cert),
-                                   g_object_unref);
-        }
+        server_cert_count(cert);
         return TRUE;
     }
     errors |= ours;
@@ -351,6 +417,9 @@ static void server_request_started(SoupServer *soup, SoupServerMessage *msg, gpo
 
     server_conns_start(&server->conns, msg);
     g_signal_connect(msg, "accept-certificate", G_CALLBACK(server_accept_certificate), data);
+    if (server_soup_keeps_certificates())
+        g_signal_connect(msg, "notify::tls-peer-certificate",
+                         G_CALLBACK(server_msg_certificate_changed), NULL);
 }
 
 /* After the request headers, before the body: refuse bodies over the limit (413) and bodies
@@ -400,12 +469,11 @@ static void pending_free(Pending *p)
     g_free(p);
 }
 
-/* Who the client of @msg is, from the certificate accepted at the handshake (kept on the
- * connection's socket). Owned, never NULL. */
+/* Who the client of @msg is, from the certificate accepted at the handshake. Owned, never
+ * NULL. */
 static HotmigdAuthzClient *server_who(HotmigdServer *server, SoupServerMessage *msg)
 {
-    GSocket *sock = soup_server_message_get_socket(msg);
-    GTlsCertificate *cert = sock ? g_object_get_data(G_OBJECT(sock), SERVER_CERT_KEY) : NULL;
+    GTlsCertificate *cert = server_peer_certificate(msg);
 
     if (!server->authz) {
         g_autoptr(GPtrArray) ids = hotmigd_authz_cert_identities(cert);
