@@ -23,7 +23,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define HV_PEERS_MAX 64
+/* HOTMIG_VERBS_PEERS (an override of the agents' directory): a 1,000-guest job fits */
+#define HV_PEERS_MAX 1024
+#define HV_PEERS_ENV_MAX 65536
 #define HV_CONNECT_MS 3000
 /* A peer guest whose vCPU is starved (a flood of processes in it) answers a SYN late: connects
  * that time out are tried again within this; a refusal is final (no agent listens there). */
@@ -67,8 +69,9 @@ void hv_peers_parse(void)
     }
     if (!env || !*env)
         return;
-    if (strlen(env) > 8192) {
-        hv_log("HOTMIG_VERBS_PEERS is longer than 8192 bytes: ignored");
+    if (strlen(env) > HV_PEERS_ENV_MAX) {
+        hv_log("HOTMIG_VERBS_PEERS is longer than %d bytes: ignored (the agents' directory "
+               "finds the peers)", HV_PEERS_ENV_MAX);
         return;
     }
     copy = strdup(env);
@@ -80,9 +83,14 @@ void hv_peers_parse(void)
         struct in_addr a4;
         struct in6_addr a6;
 
-        if (!eq || hv_npeers == HV_PEERS_MAX) {
-            hv_log("HOTMIG_VERBS_PEERS entry '%s' is not GID=ADDR (or too many): ignored", item);
+        if (!eq) {
+            hv_log("HOTMIG_VERBS_PEERS entry '%s' is not GID=ADDR: ignored", item);
             continue;
+        }
+        if (hv_npeers == HV_PEERS_MAX) {
+            hv_log("HOTMIG_VERBS_PEERS names more than %d peers: '%s' and the rest ignored (the "
+                   "agents' directory finds them)", HV_PEERS_MAX, item);
+            break;
         }
         *eq = '\0';
         if (inet_pton(AF_INET, item, &a4) == 1) {

@@ -163,6 +163,30 @@ static void test_reconnect_moves_dlid_with_grh(void **state)
     reconnect_moves_dlid(1);
 }
 
+/* Issue 29, item 5: HOTMIG_VERBS_PEERS held 64 peers in 8 KiB (the rest ignored); a list of
+ * a 1,000-guest job now fits, its last entry found. */
+static void test_peers_list_of_a_thousand(void **state)
+{
+    size_t max = 40 * 1000, n = 0;
+    char *list = malloc(max);
+    union ibv_gid gid;
+
+    (void)state;
+    assert_non_null(list);
+    for (int i = 0; i < 1000; i++)
+        n += (size_t)snprintf(list + n, max - n, "%s10.%d.%d.1=198.51.%d.%d", i ? "," : "",
+                              i / 250, i % 250, i / 250, i % 250 + 1);
+    assert_true(n < max && n > 8192);
+    setenv("HOTMIG_VERBS_PEERS", list, 1);
+    hv_peers_parse();
+    memset(&gid, 0, sizeof(gid));
+    gid.raw[10] = gid.raw[11] = 0xff;
+    gid.raw[12] = 10, gid.raw[13] = 3, gid.raw[14] = 249, gid.raw[15] = 1; /* entry 999 */
+    assert_true(hv_peer_known(&gid));
+    unsetenv("HOTMIG_VERBS_PEERS");
+    free(list);
+}
+
 /* Defect 3: a peer the agents' directory knows is reachable without HOTMIG_VERBS_PEERS, and
  * a LID-routed address vector names its peer by the GID of the port that holds the LID now. */
 static void test_directory_finds_peers(void **state)
@@ -245,6 +269,7 @@ int main(void)
         cmocka_unit_test_setup(test_reconnect_moves_dlid_lid_routed, setup),
         cmocka_unit_test_setup(test_reconnect_moves_dlid_with_grh, setup),
         cmocka_unit_test_setup(test_directory_finds_peers, setup),
+        cmocka_unit_test_setup(test_peers_list_of_a_thousand, setup),
         cmocka_unit_test_setup(test_directory_line_parser, setup),
     };
 
