@@ -149,6 +149,7 @@ static int teardown(void **state)
         next = qp->next;
         hv_sendq_free(&qp->queued);
         hv_map_clear(&qp->peer_rkeys);
+        hv_ud_set_free(&qp->ud_sent);
         free(qp);
     }
     hv_map_clear(&ctx->vqpn);

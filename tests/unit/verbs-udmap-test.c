@@ -166,6 +166,8 @@ static void test_ud_table_translates_per_gid(void **state)
     assert_int_equal(hv_ud_learn(t, b, v, p, 1), 0);
     assert_false(hv_ud_in(t, 30, &q));
     hv_ud_clear(t);
+    hv_ud_set_free(&t->peer_ix);
+    hv_ud_set_free(&t->targets);
     free(t);
 }
 
