@@ -330,6 +330,35 @@ int hv_repost(HvRecvFifo *f, HvQp *qp, HvSrq *srq)
     return 0;
 }
 
+/* hv_rebuild's step for @ctx's AHs, on the new device. An AH to a peer that is away (moving
+ * too: RoCE cannot resolve its address) is made later, at the peer's UDMAP or at the next send
+ * through it (hv_ah_phys): failing the whole rebuild for it would leave this process half on
+ * the new device. */
+static void hv_ahs_rebuild(HvContext *ctx)
+{
+    union ibv_gid own;
+    uint16_t own_lid = 0;
+    uint8_t own_port = 0; /* the port @own and @own_lid are of: asked once, not per AH */
+    int own_ok = 0;
+
+    for (HvAh *ah = ctx->ahs; ah; ah = ah->next) {
+        uint8_t port = ah->attr.port_num ? ah->attr.port_num : 1;
+
+        if (ah->peer_known && port != own_port) {
+            own_port = port;
+            own_ok = hv_real.r_ibv_query_gid(ctx->phys, port, 0, &own) == 0;
+            own_lid = own_ok ? hv_port_lid(ctx, port) : 0;
+        }
+        /* an AH to this port itself: to its new LID (on IB the old one is the old host's) */
+        if (ah->peer_known && own_ok && hv_ah_local_fix(&ah->attr, &ah->peer, &own, own_lid))
+            hv_debug("UD: an address handle to this port itself, now at LID %u", ah->attr.dlid);
+        if (!hv_ah_phys(ah))
+            hv_log("UD: an address handle cannot be made yet (%s): its peer is away? It is made "
+                   "at the peer's UDMAP or at the next send through it",
+                   strerror(errno));
+    }
+}
+
 /* Creates every physical object of @ctx again on device @name. hv.lock held. */
 static int hv_rebuild(HvContext *ctx, const char *name)
 {
@@ -386,22 +415,7 @@ static int hv_rebuild(HvContext *ctx, const char *name)
         if (r)
             return r < 0 ? r : -r;
     }
-    /* An AH to a peer that is away (moving too: RoCE cannot resolve its address) is made
-     * later, at the peer's UDMAP or at the next send through it (hv_ah_phys): failing the
-     * whole rebuild for it would leave this process half on the new device. */
-    for (HvAh *ah = ctx->ahs; ah; ah = ah->next) {
-        union ibv_gid own;
-        uint8_t port = ah->attr.port_num ? ah->attr.port_num : 1;
-
-        /* an AH to this port itself: to its new LID (on IB the old one is the old host's) */
-        if (ah->peer_known && hv_real.r_ibv_query_gid(ctx->phys, port, 0, &own) == 0 &&
-            hv_ah_local_fix(&ah->attr, &ah->peer, &own, hv_port_lid(ctx, port)))
-            hv_debug("UD: an address handle to this port itself, now at LID %u", ah->attr.dlid);
-        if (!hv_ah_phys(ah))
-            hv_log("UD: an address handle cannot be made yet (%s): its peer is away? It is made "
-                   "at the peer's UDMAP or at the next send through it",
-                   strerror(errno));
-    }
+    hv_ahs_rebuild(ctx);
     for (HvQp *qp = ctx->qps; qp; qp = qp->next) {
         pthread_mutex_lock(&qp->lock);
         r = hv_qp_make(qp, NULL);
