@@ -154,62 +154,69 @@ static void check_migration_port(Preflight *pf)
             error->message);
 }
 
-void orch_preflight_check_target(Preflight *pf)
+/* The destination's hotmigd answers (the client, owned), or NULL with the remaining checks marked
+ * as needing it. */
+static OrchHotmigdClient *check_hotmigd(Preflight *pf)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(OrchHotmigdClient) vfd = NULL;
     g_autoptr(OrchHotmigdHostInfo) host = NULL;
-    g_autoptr(GPtrArray) pool = NULL;
-    g_autoptr(GHashTable) taken = g_hash_table_new(g_str_hash, g_str_equal);
-    g_autoptr(GString) chosen = g_string_new(NULL);
 
-    if (!pf->src) {
-        add(pf, "migration-port", ORCH_CHECK_SKIP, "the source host failed");
-        add(pf, "hotmigd", ORCH_CHECK_SKIP, "the source host failed (the destination's is %s)",
-            pf->opts->hotmigd_url ? pf->opts->hotmigd_url : "unknown");
-        add(pf, "files", ORCH_CHECK_SKIP, "the source host failed");
-        add(pf, "target-vf", ORCH_CHECK_SKIP, "the source host failed");
-        return;
-    }
-    check_migration_port(pf);
     vfd = orch_options_open_hotmigd(pf->opts, pf->opts->hotmigd_url, "destination", &error);
     host = vfd ? orch_hotmigd_client_host(vfd, &error) : NULL;
     if (!host) {
         add(pf, "hotmigd", ORCH_CHECK_FAIL, "%s", error->message);
         add(pf, "files", ORCH_CHECK_SKIP, "needs the destination's hotmigd");
         add(pf, "target-vf", ORCH_CHECK_SKIP, "needs the destination's hotmigd");
-        return;
+        return NULL;
     }
     add(pf, "hotmigd", ORCH_CHECK_PASS,
         "hotmigd %s of host '%s' answers at %s: %u VF(s) in its pool, %u free", host->version,
         host->name, vfd->url, host->pool_size, host->counts[ORCH_VF_STATE_FREE]);
+    return g_steal_pointer(&vfd);
+}
+
+/* The destination has every host file the running domain uses. */
+static void check_files(Preflight *pf, OrchHotmigdClient *vfd)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(XmlDomainNeeds) needs = NULL;
+    g_autoptr(GPtrArray) want = NULL;
+    g_autoptr(GPtrArray) missing = NULL;
 
     if (!pf->dom) {
         add(pf, "files", ORCH_CHECK_SKIP, "no running domain to read the files of");
-    } else {
-        g_autoptr(XmlDomainNeeds) needs = xml_domain_get_needs(pf->dom);
-        g_autoptr(GPtrArray) want = g_ptr_array_new();
-        g_autoptr(GPtrArray) missing = NULL;
-
-        for (guint i = 0; i < needs->paths->len; i++)
-            g_ptr_array_add(want, g_ptr_array_index(needs->paths, i));
-        g_ptr_array_add(want, NULL);
-        if (needs->paths->len == 0)
-            add(pf, "files", ORCH_CHECK_PASS, "the domain uses no host file");
-        else if (!(missing = orch_hotmigd_client_files_missing(
-                       vfd, (const char *const *)want->pdata, &error)))
-            add(pf, "files", ORCH_CHECK_FAIL, "%s", error->message);
-        else if (missing->len) {
-            g_ptr_array_add(missing, NULL);
-            g_autofree char *list = g_strjoinv("', '", (char **)missing->pdata);
-
-            add(pf, "files", ORCH_CHECK_FAIL, "the destination lacks %u of the domain's %u file(s): '%s'",
-                missing->len - 1, needs->paths->len, list);
-        } else
-            add(pf, "files", ORCH_CHECK_PASS, "the destination has the domain's %u file(s)",
-                needs->paths->len);
-        g_clear_error(&error);
+        return;
     }
+    needs = xml_domain_get_needs(pf->dom);
+    want = g_ptr_array_new();
+    for (guint i = 0; i < needs->paths->len; i++)
+        g_ptr_array_add(want, g_ptr_array_index(needs->paths, i));
+    g_ptr_array_add(want, NULL);
+    if (needs->paths->len == 0)
+        add(pf, "files", ORCH_CHECK_PASS, "the domain uses no host file");
+    else if (!(missing = orch_hotmigd_client_files_missing(
+                   vfd, (const char *const *)want->pdata, &error)))
+        add(pf, "files", ORCH_CHECK_FAIL, "%s", error->message);
+    else if (missing->len) {
+        g_ptr_array_add(missing, NULL);
+        g_autofree char *list = g_strjoinv("', '", (char **)missing->pdata);
+
+        add(pf, "files", ORCH_CHECK_FAIL, "the destination lacks %u of the domain's %u file(s): '%s'",
+            missing->len - 1, needs->paths->len, list);
+    } else
+        add(pf, "files", ORCH_CHECK_PASS, "the destination has the domain's %u file(s)",
+            needs->paths->len);
+}
+
+/* The destination's pool has a VF for each of the domain's now (none is leased). */
+static void check_target_vf(Preflight *pf, OrchHotmigdClient *vfd)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) pool = NULL;
+    g_autoptr(GHashTable) taken = g_hash_table_new(g_str_hash, g_str_equal);
+    g_autoptr(GString) chosen = g_string_new(NULL);
+
     if (!pf->vfs) {
         add(pf, "target-vf", ORCH_CHECK_SKIP, "the domain's VFs are unknown");
         return;
@@ -240,4 +247,24 @@ void orch_preflight_check_target(Preflight *pf)
         g_string_append_printf(chosen, "%s%s -> %s", i ? ", " : "", vf->alias, id);
     }
     add(pf, "target-vf", ORCH_CHECK_PASS, "leasable now: %s", chosen->str);
+}
+
+void orch_preflight_check_target(Preflight *pf)
+{
+    g_autoptr(OrchHotmigdClient) vfd = NULL;
+
+    if (!pf->src) {
+        add(pf, "migration-port", ORCH_CHECK_SKIP, "the source host failed");
+        add(pf, "hotmigd", ORCH_CHECK_SKIP, "the source host failed (the destination's is %s)",
+            pf->opts->hotmigd_url ? pf->opts->hotmigd_url : "unknown");
+        add(pf, "files", ORCH_CHECK_SKIP, "the source host failed");
+        add(pf, "target-vf", ORCH_CHECK_SKIP, "the source host failed");
+        return;
+    }
+    check_migration_port(pf);
+    vfd = check_hotmigd(pf);
+    if (!vfd)
+        return;
+    check_files(pf, vfd);
+    check_target_vf(pf, vfd);
 }
