@@ -230,32 +230,34 @@ static gint mig_room_cmp(gconstpointer a, gconstpointer b, gpointer data)
     return x < y ? -1 : x > y;
 }
 
-/* The extra migrations that keeping exactly the hosts marked in mb->keep forces beyond
- * emptying the others: G_MAXUINT when the kept hosts cannot take the VMs of the others even
- * in total; else, when some VM to place fits in the room of no kept host, enough kept hosts
- * must shed a VM to take those VMs. */
-static guint64 mig_extra(MigBound *mb)
+/* The hosts kept that accept VMs, into mb->scratch[0..return) by memory room, most first (a VM's
+ * search stops at the first without room); their room in total per dimension into @total_room. */
+static guint mig_kept_hosts(MigBound *mb, gint64 *total_room)
 {
     const PolProblem *p = mb->p;
     const guint D = p->dims;
-    g_autofree gint64 *total_room = g_new0(gint64, D);
-    g_autofree gint64 *max_room = g_new0(gint64, D);
-    g_autofree gint64 *placed = g_new0(gint64, D);
-    g_autofree gint64 *bdem = g_new0(gint64, D);
-    guint n_kept = 0, n_b = 0;
-    guint64 extra = 0;
+    guint n_kept = 0;
 
     for (guint h = 0; h < p->n_hosts; h++) {
         if (!mb->keep[h] || !p->accepts[h])
             continue;
         mb->scratch[n_kept++] = h;
-        for (guint d = 0; d < D; d++) {
+        for (guint d = 0; d < D; d++)
             total_room[d] += MAX(mb->room[(gsize)h * D + d], 0);
-            max_room[d] = MAX(max_room[d], mb->room[(gsize)h * D + d]);
-        }
     }
-    /* Kept hosts by memory room, most first: a VM's search stops at the first without room. */
     g_qsort_with_data(mb->scratch, (gint)n_kept, sizeof(guint), mig_room_cmp, mb);
+    return n_kept;
+}
+
+/* The VMs to place (those of the hosts not kept or evacuated): their demand in total into
+ * @placed; how many fit in the room of no kept host (returned), their demand in total into
+ * @bdem and the smallest per dimension into mb->small. */
+static guint mig_unplaced(MigBound *mb, guint n_kept, gint64 *placed, gint64 *bdem)
+{
+    const PolProblem *p = mb->p;
+    const guint D = p->dims;
+    guint n_b = 0;
+
     for (guint d = 0; d < D; d++)
         mb->small[d] = G_MAXINT64;
     for (guint u = 0; u < p->n_units; u++) {
@@ -283,44 +285,66 @@ static guint64 mig_extra(MigBound *mb)
             mb->small[d] = MIN(mb->small[d], dem[d]);
         }
     }
+    return n_b;
+}
+
+/* Receivers of the VMs that fit nowhere (demand @bdem in total): each ends with room for its
+ * share of those VMs only if it sheds. The fewest receivers: largest capacity left by the
+ * immovable units first, per dimension; each sheds at least mig_shed_count() units for the
+ * smallest of them. The units they shed in total, G_MAXUINT when the kept hosts cannot. */
+static guint64 mig_receivers_shed(MigBound *mb, guint n_kept, const gint64 *bdem)
+{
+    const guint D = mb->p->dims;
+    g_autofree guint *shed = g_new(guint, n_kept + 1);
+    g_autofree gint64 *cap = g_new(gint64, n_kept + 1);
+    guint receivers = 1, n_shed = 0;
+    guint64 extra = 0;
+
+    for (guint d = 0; d < D; d++) {
+        gint64 acc = 0;
+        guint r = 0;
+        for (guint i = 0; i < n_kept; i++)
+            cap[i] = mb->fixed[(gsize)mb->scratch[i] * D + d];
+        qsort(cap, n_kept, sizeof(*cap), cmp_i64_desc);
+        while (r < n_kept && acc < bdem[d])
+            acc += cap[r++];
+        if (acc < bdem[d])
+            return G_MAXUINT;
+        receivers = MAX(receivers, r);
+    }
+    for (guint i = 0; i < n_kept; i++) {
+        guint s = mig_shed_count(mb, mb->scratch[i], mb->small);
+        if (s != G_MAXUINT)
+            shed[n_shed++] = s;
+    }
+    if (n_shed < receivers)
+        return G_MAXUINT;
+    qsort(shed, n_shed, sizeof(*shed), cmp_guint);
+    for (guint i = 0; i < receivers; i++)
+        extra += shed[i];
+    return extra;
+}
+
+/* The extra migrations that keeping exactly the hosts marked in mb->keep forces beyond
+ * emptying the others: G_MAXUINT when the kept hosts cannot take the VMs of the others even
+ * in total; else, when some VM to place fits in the room of no kept host, enough kept hosts
+ * must shed a VM to take those VMs. */
+static guint64 mig_extra(MigBound *mb)
+{
+    const guint D = mb->p->dims;
+    g_autofree gint64 *total_room = g_new0(gint64, D);
+    g_autofree gint64 *placed = g_new0(gint64, D);
+    g_autofree gint64 *bdem = g_new0(gint64, D);
+    guint n_kept = mig_kept_hosts(mb, total_room);
+    guint n_b = mig_unplaced(mb, n_kept, placed, bdem);
+
     for (guint d = 0; d < D; d++) {
         if (placed[d] > total_room[d])
             return G_MAXUINT;
     }
     if (n_b == 0)
         return 0;
-    {
-        /* Receivers: each ends with room for its share of those VMs only if it sheds. The
-         * fewest receivers: largest capacity left by the immovable units first, per
-         * dimension; each sheds at least mig_shed_count() units for the smallest of them. */
-        g_autofree guint *shed = g_new(guint, n_kept + 1);
-        g_autofree gint64 *cap = g_new(gint64, n_kept + 1);
-        guint receivers = 1, n_shed = 0;
-
-        for (guint d = 0; d < D; d++) {
-            gint64 acc = 0;
-            guint r = 0;
-            for (guint i = 0; i < n_kept; i++)
-                cap[i] = mb->fixed[(gsize)mb->scratch[i] * D + d];
-            qsort(cap, n_kept, sizeof(*cap), cmp_i64_desc);
-            while (r < n_kept && acc < bdem[d])
-                acc += cap[r++];
-            if (acc < bdem[d])
-                return G_MAXUINT;
-            receivers = MAX(receivers, r);
-        }
-        for (guint i = 0; i < n_kept; i++) {
-            guint s = mig_shed_count(mb, mb->scratch[i], mb->small);
-            if (s != G_MAXUINT)
-                shed[n_shed++] = s;
-        }
-        if (n_shed < receivers)
-            return G_MAXUINT;
-        qsort(shed, n_shed, sizeof(*shed), cmp_guint);
-        for (guint i = 0; i < receivers; i++)
-            extra += shed[i];
-    }
-    return extra;
+    return mig_receivers_shed(mb, n_kept, bdem);
 }
 
 static gint mig_choice_cmp(gconstpointer a, gconstpointer b, gpointer data)
