@@ -373,14 +373,12 @@ static gint64 moved_ago(const HotmigdInvVm *vm, const HotmigdInventoryView *view
     return when ? MAX(view->now - *when, 0) : -1;
 }
 
-PolCluster *hotmigd_inventory_to_cluster(const HotmigdInventory *inv,
-                                         const HotmigdInventoryView *view, GError **error)
+/* The moves under way that the view names, into @arriving (HotmigdInvVm, borrowed) and, parallel
+ * to it, @arriving_at (their destinations, borrowed): a VM's first arrival, when the VM is not
+ * there yet. */
+static void cluster_arrivals(const HotmigdInventory *inv, const HotmigdInventoryView *view,
+                             GPtrArray *arriving, GPtrArray *arriving_at)
 {
-    g_autoptr(PolCluster) cluster = pol_cluster_new();
-    g_autoptr(GError) local = NULL;
-    g_autoptr(GPtrArray) arriving = g_ptr_array_new();    /* HotmigdInvVm, parallel to: */
-    g_autoptr(GPtrArray) arriving_at = g_ptr_array_new(); /* const char *: their hosts */
-
     g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
 
     for (guint i = 0; view && view->arriving && i < view->arriving->len; i++) {
@@ -399,6 +397,16 @@ PolCluster *hotmigd_inventory_to_cluster(const HotmigdInventory *inv,
             }
         }
     }
+}
+
+/* The inventory's hosts into @cluster, each in its state in @view, less the VFs the arrivals
+ * will take there. */
+static gboolean cluster_add_hosts(PolCluster *cluster, const HotmigdInventory *inv,
+                                  const HotmigdInventoryView *view, GPtrArray *arriving,
+                                  GPtrArray *arriving_at, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+
     for (guint i = 0; i < inv->hosts->len; i++) {
         const HotmigdInvHost *host = g_ptr_array_index(inv->hosts, i);
         guint held = 0; /* VFs the arrivals will take there */
@@ -412,9 +420,18 @@ PolCluster *hotmigd_inventory_to_cluster(const HotmigdInventory *inv,
                                       (gint)(host->vfs_free - MIN(held, host->vfs_free)), &local)) {
             g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "inventory: host '%s': %s",
                         host->name, local->message);
-            return NULL;
+            return FALSE;
         }
     }
+    return TRUE;
+}
+
+/* The inventory's VMs into @cluster, each with the time since it last moved. */
+static gboolean cluster_add_vms(PolCluster *cluster, const HotmigdInventory *inv,
+                                const HotmigdInventoryView *view, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+
     for (guint i = 0; i < inv->vms->len; i++) {
         const HotmigdInvVm *vm = g_ptr_array_index(inv->vms, i);
         PolVmSpec spec = {
@@ -430,9 +447,19 @@ PolCluster *hotmigd_inventory_to_cluster(const HotmigdInventory *inv,
 
         if (!pol_cluster_add_vm(cluster, &spec, &local)) {
             g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "inventory: %s", local->message);
-            return NULL;
+            return FALSE;
         }
     }
+    return TRUE;
+}
+
+/* A stand-in of each arriving VM (@arriving, at @arriving_at) into @cluster, pinned to its
+ * destination: the room its move holds there. */
+static gboolean cluster_add_arrivals(PolCluster *cluster, GPtrArray *arriving,
+                                     GPtrArray *arriving_at, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+
     for (guint k = 0; k < arriving->len; k++) {
         const HotmigdInvVm *vm = g_ptr_array_index(arriving, k);
         g_autofree char *name = g_strdup_printf("%.200s/arriving/%u", vm->name, k);
@@ -449,9 +476,24 @@ PolCluster *hotmigd_inventory_to_cluster(const HotmigdInventory *inv,
 
         if (!pol_cluster_add_vm(cluster, &spec, &local)) {
             g_set_error(error, ORCH_ERROR, ORCH_ERROR_INVALID, "inventory: %s", local->message);
-            return NULL;
+            return FALSE;
         }
     }
+    return TRUE;
+}
+
+PolCluster *hotmigd_inventory_to_cluster(const HotmigdInventory *inv,
+                                         const HotmigdInventoryView *view, GError **error)
+{
+    g_autoptr(PolCluster) cluster = pol_cluster_new();
+    g_autoptr(GPtrArray) arriving = g_ptr_array_new();    /* HotmigdInvVm, parallel to: */
+    g_autoptr(GPtrArray) arriving_at = g_ptr_array_new(); /* const char *: their hosts */
+
+    cluster_arrivals(inv, view, arriving, arriving_at);
+    if (!cluster_add_hosts(cluster, inv, view, arriving, arriving_at, error) ||
+        !cluster_add_vms(cluster, inv, view, error) ||
+        !cluster_add_arrivals(cluster, arriving, arriving_at, error))
+        return NULL;
     return g_steal_pointer(&cluster);
 }
 
