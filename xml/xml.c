@@ -709,17 +709,11 @@ static gboolean device_set_alias(xmlNode *dev, const char *alias, GError **error
     return TRUE;
 }
 
-char *xml_vf_format_attach(const XmlVf *vf, const char *new_host_pci, GError **error)
+/* The element of @vf's device XML ("hostdev" or "interface", static), or NULL when its kind is
+ * unknown or @new_host_pci does not go with it (a stand-in takes none, a VF needs one). */
+static const char *attach_element(const XmlVf *vf, const char *new_host_pci, GError **error)
 {
-    g_autoptr(xmlDoc) doc = NULL;
-    g_autoptr(GError) local_error = NULL;
-    g_autofree char *user_alias = NULL;
-    xmlNode *dev;
     const char *element;
-
-    g_return_val_if_fail(vf != NULL, NULL);
-    g_return_val_if_fail(vf->device_xml != NULL, NULL);
-    g_return_val_if_fail(vf->alias != NULL, NULL);
 
     switch (vf->kind) {
     case XML_VF_KIND_HOSTDEV:
@@ -749,7 +743,54 @@ char *xml_vf_format_attach(const XmlVf *vf, const char *new_host_pci, GError **e
             vf->alias, xml_vf_kind_to_string(vf->kind));
         return NULL;
     }
+    return element;
+}
 
+/* Points the <source><address> of @vf's device element @dev at host PCI address @new_host_pci. */
+static gboolean attach_set_source(xmlNode *dev, const XmlVf *vf, const char *new_host_pci,
+                                  GError **error)
+{
+    g_autoptr(GError) local_error = NULL;
+    HmPciAddress pci;
+    xmlNode *addr = xml_node_child(xml_node_child(dev, "source"), "address");
+    char value[16];
+
+    if (!hm_pci_address_parse(new_host_pci, &pci, &local_error)) {
+        g_set_error(error, XML_ERROR, XML_ERROR_INVALID, "VF '%s': %s", vf->alias,
+                    local_error->message);
+        return FALSE;
+    }
+    if (!addr) {
+        g_set_error(error, XML_ERROR, XML_ERROR_INVALID,
+                    "VF '%s': its device XML has no <source><address>", vf->alias);
+        return FALSE;
+    }
+    g_snprintf(value, sizeof(value), "0x%04x", pci.domain);
+    xmlSetProp(addr, BAD_CAST "domain", BAD_CAST value);
+    g_snprintf(value, sizeof(value), "0x%02x", pci.bus);
+    xmlSetProp(addr, BAD_CAST "bus", BAD_CAST value);
+    g_snprintf(value, sizeof(value), "0x%02x", pci.slot);
+    xmlSetProp(addr, BAD_CAST "slot", BAD_CAST value);
+    g_snprintf(value, sizeof(value), "0x%x", pci.function);
+    xmlSetProp(addr, BAD_CAST "function", BAD_CAST value);
+    return TRUE;
+}
+
+char *xml_vf_format_attach(const XmlVf *vf, const char *new_host_pci, GError **error)
+{
+    g_autoptr(xmlDoc) doc = NULL;
+    g_autoptr(GError) local_error = NULL;
+    g_autofree char *user_alias = NULL;
+    xmlNode *dev;
+    const char *element;
+
+    g_return_val_if_fail(vf != NULL, NULL);
+    g_return_val_if_fail(vf->device_xml != NULL, NULL);
+    g_return_val_if_fail(vf->alias != NULL, NULL);
+
+    element = attach_element(vf, new_host_pci, error);
+    if (!element)
+        return NULL;
     doc = xml_doc_parse("VF device XML", vf->device_xml, strlen(vf->device_xml),
                         XML_DOMAIN_MAX_BYTES, &local_error);
     if (!doc) {
@@ -763,31 +804,8 @@ char *xml_vf_format_attach(const XmlVf *vf, const char *new_host_pci, GError **e
                     xml_vf_kind_to_string(vf->kind), dev ? (const char *)dev->name : "", element);
         return NULL;
     }
-
-    if (new_host_pci) {
-        HmPciAddress pci;
-        xmlNode *addr = xml_node_child(xml_node_child(dev, "source"), "address");
-        char value[16];
-
-        if (!hm_pci_address_parse(new_host_pci, &pci, &local_error)) {
-            g_set_error(error, XML_ERROR, XML_ERROR_INVALID, "VF '%s': %s", vf->alias,
-                        local_error->message);
-            return NULL;
-        }
-        if (!addr) {
-            g_set_error(error, XML_ERROR, XML_ERROR_INVALID,
-                        "VF '%s': its device XML has no <source><address>", vf->alias);
-            return NULL;
-        }
-        g_snprintf(value, sizeof(value), "0x%04x", pci.domain);
-        xmlSetProp(addr, BAD_CAST "domain", BAD_CAST value);
-        g_snprintf(value, sizeof(value), "0x%02x", pci.bus);
-        xmlSetProp(addr, BAD_CAST "bus", BAD_CAST value);
-        g_snprintf(value, sizeof(value), "0x%02x", pci.slot);
-        xmlSetProp(addr, BAD_CAST "slot", BAD_CAST value);
-        g_snprintf(value, sizeof(value), "0x%x", pci.function);
-        xmlSetProp(addr, BAD_CAST "function", BAD_CAST value);
-    }
+    if (new_host_pci && !attach_set_source(dev, vf, new_host_pci, error))
+        return NULL;
 
     /* A user alias stays; libvirt's own ("hostdev0") becomes one ("ua-hostdev0"). */
     user_alias = xml_vf_user_alias(vf->alias);
