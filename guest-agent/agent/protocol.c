@@ -228,32 +228,27 @@ static gboolean agent_args_apply(AgentCommand command, JsonObject *args, AgentRe
     return TRUE;
 }
 
-gboolean agent_request_parse(const char *line, gsize len, AgentRequest *ret, GError **error)
+/* @line (@len bytes) read as a JSON object, within the size limit and valid UTF-8: the parser
+ * (owned), its root object into @ret_root (borrowed from the parser). */
+static JsonParser *agent_request_load(const char *line, gsize len, JsonObject **ret_root,
+                                      GError **error)
 {
     g_autoptr(JsonParser) parser = NULL;
     g_autoptr(GError) local_error = NULL;
-    g_autoptr(GList) members = NULL;
-    AgentRequest req = {0};
-    JsonObject *root;
-    JsonObject *args = NULL;
     JsonNode *node;
-    const char *execute;
-    int command;
-
-    g_return_val_if_fail(line != NULL, FALSE);
 
     if (len >= AGENT_HOST_LINE_MAX) {
         g_set_error(error, AGENT_ERROR, AGENT_ERROR_TOO_LARGE, "Request is longer than %d bytes",
                     AGENT_HOST_LINE_MAX);
-        return FALSE;
+        return NULL;
     }
     if (memchr(line, '\0', len) || !g_utf8_validate(line, (gssize)len, NULL)) {
         g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_JSON,
                             "Request is not valid UTF-8 text");
-        return FALSE;
+        return NULL;
     }
     if (!agent_json_prescan(line, len, error))
-        return FALSE;
+        return NULL;
     parser = json_parser_new_immutable();
     if (!json_parser_load_from_data(parser, line, (gssize)len, &local_error)) {
         /* json-glib quotes the input and may cut it inside a UTF-8 sequence. */
@@ -261,17 +256,23 @@ gboolean agent_request_parse(const char *line, gsize len, AgentRequest *ret, GEr
         g_autofree char *shown = g_utf8_substring(valid, 0, MIN(g_utf8_strlen(valid, -1), 160));
 
         g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_JSON, "Invalid JSON: %s", shown);
-        return FALSE;
+        return NULL;
     }
     node = json_parser_get_root(parser);
     if (!node || !JSON_NODE_HOLDS_OBJECT(node)) {
         g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_JSON,
                             "Request is not a JSON object");
-        return FALSE;
+        return NULL;
     }
-    root = json_node_get_object(node);
+    *ret_root = json_node_get_object(node);
+    return g_steal_pointer(&parser);
+}
 
-    members = json_object_get_members(root);
+/* The request @root has no member but "execute" and "arguments". */
+static gboolean agent_request_members_check(JsonObject *root, GError **error)
+{
+    g_autoptr(GList) members = json_object_get_members(root);
+
     for (GList *l = members; l; l = l->next) {
         const char *member = l->data;
 
@@ -285,8 +286,16 @@ gboolean agent_request_parse(const char *line, gsize len, AgentRequest *ret, GEr
                                 "Unexpected member in request (name not shown)");
         return FALSE;
     }
+    return TRUE;
+}
 
-    node = json_object_get_member(root, "execute");
+/* The command the request @root's "execute" names, into @ret. */
+static gboolean agent_request_command(JsonObject *root, AgentCommand *ret, GError **error)
+{
+    JsonNode *node = json_object_get_member(root, "execute");
+    const char *execute;
+    int command;
+
     if (!node) {
         g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
                             "Missing member 'execute'");
@@ -308,8 +317,24 @@ gboolean agent_request_parse(const char *line, gsize len, AgentRequest *ret, GEr
                                 "The command is not known (name not shown)");
         return FALSE;
     }
-    req.command = (AgentCommand)command;
+    *ret = (AgentCommand)command;
+    return TRUE;
+}
 
+gboolean agent_request_parse(const char *line, gsize len, AgentRequest *ret, GError **error)
+{
+    g_autoptr(JsonParser) parser = NULL;
+    AgentRequest req = {0};
+    JsonObject *root = NULL;
+    JsonObject *args = NULL;
+    JsonNode *node;
+
+    g_return_val_if_fail(line != NULL, FALSE);
+
+    parser = agent_request_load(line, len, &root, error);
+    if (!parser || !agent_request_members_check(root, error) ||
+        !agent_request_command(root, &req.command, error))
+        return FALSE;
     node = json_object_get_member(root, "arguments");
     if (node) {
         if (!JSON_NODE_HOLDS_OBJECT(node)) {
@@ -479,8 +504,17 @@ static gboolean proc_msg_dispatch(const char *copy, char **fields, guint n, Agen
         msg->kind = AGENT_MSG_REFUSED;
         return TRUE;
     }
+    if (g_str_equal(fields[0], "STANDBY")) {
+        if (n != 1) {
+            g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                                "STANDBY takes no field");
+            return FALSE;
+        }
+        msg->kind = AGENT_MSG_STANDBY;
+        return TRUE;
+    }
     g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
-                        "Unknown message (expected HELLO, DONE, FAILED, PEER or REFUSED)");
+                        "Unknown message (expected HELLO, DONE, FAILED, PEER, REFUSED or STANDBY)");
     return FALSE;
 }
 
