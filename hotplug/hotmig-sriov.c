@@ -247,67 +247,87 @@ static void print_text(const char *sysfs_root, const HotplugPciFunction *one, GP
 
 /* ---- main -------------------------------------------------------------------------------- */
 
-int main(int argc, char **argv)
+/* The command line. */
+typedef struct {
+    char *sysfs_root; /* --sysfs-root, or NULL */
+    char *address;    /* --address, or NULL */
+    char *pci_ids;    /* --pci-ids, or NULL */
+    gboolean json, verbose, version;
+} Cli;
+
+static void cli_clear(Cli *cli)
 {
-    g_autofree char *sysfs_root = NULL;
-    g_autofree char *address = NULL;
-    g_autofree char *pci_ids = NULL;
-    gboolean json = FALSE, verbose = FALSE, version = FALSE;
+    g_clear_pointer(&cli->sysfs_root, g_free);
+    g_clear_pointer(&cli->address, g_free);
+    g_clear_pointer(&cli->pci_ids, g_free);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Cli, cli_clear)
+
+/* Parses the command line into @cli: -1 to go on, else the exit status (the error printed). */
+static int cli_parse(int *argc, char ***argv, Cli *cli)
+{
     GOptionEntry entries[] = {
-        {"sysfs-root", 0, 0, G_OPTION_ARG_FILENAME, &sysfs_root,
+        {"sysfs-root", 0, 0, G_OPTION_ARG_FILENAME, &cli->sysfs_root,
          "Read the sysfs tree under DIR (default /sys)", "DIR"},
-        {"address", 0, 0, G_OPTION_ARG_STRING, &address, "Show one PF (with its VFs) or one VF",
-         "ADDR"},
-        {"pci-ids", 0, 0, G_OPTION_ARG_FILENAME, &pci_ids,
+        {"address", 0, 0, G_OPTION_ARG_STRING, &cli->address,
+         "Show one PF (with its VFs) or one VF", "ADDR"},
+        {"pci-ids", 0, 0, G_OPTION_ARG_FILENAME, &cli->pci_ids,
          "Look names up in FILE instead of libpci's pci.ids", "FILE"},
-        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object", NULL},
-        {"verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose, "Print debug messages", NULL},
-        {"version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version", NULL},
+        {"json", 0, 0, G_OPTION_ARG_NONE, &cli->json, "Print one JSON object", NULL},
+        {"verbose", 'v', 0, G_OPTION_ARG_NONE, &cli->verbose, "Print debug messages", NULL},
+        {"version", 0, 0, G_OPTION_ARG_NONE, &cli->version, "Print the version", NULL},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     g_autoptr(GOptionContext) context =
         g_option_context_new("- list SR-IOV PFs and VFs as hotmig sees them");
     g_autoptr(GError) error = NULL;
-    g_autoptr(GPtrArray) pfs = NULL;
-    g_autoptr(HotplugPciFunction) one = NULL;
 
-    setlocale(LC_ALL, "");
     g_option_context_add_main_entries(context, entries, NULL);
     g_option_context_set_description(
         context, "Exit status: 0 listed, 1 discovery failed, 2 bad usage. See docs/sriov.md.");
-    if (!g_option_context_parse(context, &argc, &argv, &error)) {
+    if (!g_option_context_parse(context, argc, argv, &error)) {
         fprintf(stderr, "hotmig-sriov: %s\n", error->message);
         return EXIT_USAGE;
     }
-    if (argc > 1) {
-        fprintf(stderr, "hotmig-sriov: unexpected argument '%s'\n", argv[1]);
+    if (*argc > 1) {
+        fprintf(stderr, "hotmig-sriov: unexpected argument '%s'\n", (*argv)[1]);
         return EXIT_USAGE;
     }
-    if (version) {
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    g_auto(Cli) cli = {0};
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) pfs = NULL;
+    g_autoptr(HotplugPciFunction) one = NULL;
+    const char *sysfs_root;
+    int rc;
+
+    setlocale(LC_ALL, "");
+    rc = cli_parse(&argc, &argv, &cli);
+    if (rc >= 0)
+        return rc;
+    if (cli.version) {
         printf("hotmig-sriov %s\n", HOTMIG_VERSION);
         return EXIT_SUCCESS;
     }
-    hm_log_setup("hotmig-sriov", verbose);
-    if (!sysfs_root)
-        sysfs_root = g_strdup("/sys");
-    if (pci_ids)
-        hotplug_sysfs_set_pci_ids(pci_ids);
+    hm_log_setup("hotmig-sriov", cli.verbose);
+    sysfs_root = cli.sysfs_root ? cli.sysfs_root : "/sys";
+    if (cli.pci_ids)
+        hotplug_sysfs_set_pci_ids(cli.pci_ids);
 
-    if (address) {
-        one = hotplug_sysfs_read(sysfs_root, address, &error);
-        if (!one) {
-            fprintf(stderr, "hotmig-sriov: %s\n", error->message);
-            return EXIT_FAILURE;
-        }
-    } else {
+    if (cli.address)
+        one = hotplug_sysfs_read(sysfs_root, cli.address, &error);
+    else
         pfs = hotplug_sysfs_list_pfs(sysfs_root, &error);
-        if (!pfs) {
-            fprintf(stderr, "hotmig-sriov: %s\n", error->message);
-            return EXIT_FAILURE;
-        }
+    if (!one && !pfs) {
+        fprintf(stderr, "hotmig-sriov: %s\n", error->message);
+        return EXIT_FAILURE;
     }
 
-    if (json)
+    if (cli.json)
         print_json(sysfs_root, one, pfs);
     else
         print_text(sysfs_root, one, pfs);
