@@ -272,6 +272,30 @@ static gboolean agent_main_standby(Agent *agent, GError **error)
     return TRUE;
 }
 
+/* --peer-listen: the peer server (it routes other guests' verbs layers to the local process
+ * owning a QP) into @ret_peer and the peer directory into @ret_directory, both owned; both NULL
+ * without --peer-listen, the directory NULL when it is off or could not be had. */
+static gboolean agent_main_peer(AgentUevent *uevent, AgentPeer **ret_peer,
+                                AgentDir **ret_directory, GError **error)
+{
+    g_autoptr(AgentPeer) peer = NULL;
+    g_autoptr(AgentDir) directory = NULL;
+
+    if (!cli.peer_listen)
+        return TRUE;
+    peer = agent_peer_new(cli.peer_listen,
+                          cli.verbs_run_dir ? cli.verbs_run_dir : AGENT_VERBS_RUN_DIR_DEFAULT,
+                          error);
+    if (!peer)
+        return FALSE;
+    directory = agent_main_directory(uevent, error);
+    if (!directory && *error)
+        return FALSE;
+    *ret_peer = g_steal_pointer(&peer);
+    *ret_directory = g_steal_pointer(&directory);
+    return TRUE;
+}
+
 /* Runs the agent until SIGTERM or SIGINT (or the channel's end): the exit status. */
 static int agent_main_run(const AgentSocketAccess *socket_access)
 {
@@ -310,19 +334,9 @@ static int agent_main_run(const AgentSocketAccess *socket_access)
         g_warning("cannot start: %s", error->message);
         return 1;
     }
-    if (cli.peer_listen) {
-        peer = agent_peer_new(cli.peer_listen,
-                              cli.verbs_run_dir ? cli.verbs_run_dir : AGENT_VERBS_RUN_DIR_DEFAULT,
-                              &error);
-        if (!peer) {
-            g_warning("cannot start: %s", error->message);
-            return 1;
-        }
-        directory = agent_main_directory(uevent, &error);
-        if (!directory && error) {
-            g_warning("cannot start: %s", error->message);
-            return 1;
-        }
+    if (!agent_main_peer(uevent, &peer, &directory, &error)) {
+        g_warning("cannot start: %s", error->message);
+        return 1;
     }
     channel = agent_main_channel(agent, &m, &error);
     if (!channel) {
