@@ -87,21 +87,7 @@ HOTMIG_FAULT_INJECT=netlink_vf_set_guid "$lab" restart-hotmigd B >/dev/null ||
     fail "restart-hotmigd B (with the fault) failed"
 [ "$(vcount "$c" 'VPP rc=')" = 0 ] || fail "the pingpong ended before the first move: more iterations are needed"
 mark=$("$lab" mark "$c")
-log "migrate-vm $c A -> B with B's GUID sets failing"
-set +e
-"$migrate_vm" --connect "$A" "$c" "$B" --json >"$tmp/m0.json" 2>"$tmp/m0.err"
-rc=$?
-set -e
-cat "$tmp/m0.err" >&2
-jq -r '.phases[] | "  \(.name) \(.status) \(.detail // "")"' "$tmp/m0.json" >&2
-jq -r '.rollback[]? | "  undo \(.action) \(.ok) \(.detail // "")"' "$tmp/m0.json" >&2
-[ "$rc" -eq 14 ] || fail "migrate-vm exited $rc, expected 14 (unplug failed, undone)"
-grep -q "injected fault: netlink_vf_set_guid" "$tmp/m0.err" ||
-    fail "the error does not say the GUIDs could not be set"
-jq -e '.failed_phase == "unplug" and .final_host == "source" and .vfs_attached == 1' \
-    "$tmp/m0.json" >/dev/null || fail "the report does not say the unplug failed and the VM is back"
-require_where "$c" A
-has_vf "$c" "$A" || fail "$c lost its VF"
+migrate_undone "$c" A B "$tmp/m0.json" 14 unplug "injected fault: netlink_vf_set_guid"
 vwait "$c" 'VPP hotmig-verbs.*resumed on' 1 60 || fail "the layer in $c did not resume after the rollback"
 [ "$(ibid "$c" $((0x100 + n)) "$mark")" = "$id0" ] || fail "$c: its identity changed with the rollback"
 HOTMIG_FAULT_INJECT= "$lab" restart-hotmigd B >/dev/null || fail "restart-hotmigd B failed"

@@ -134,6 +134,32 @@ migrate() {
     jq -r '.phases[] | "  \(.name) \(.status) \(.ms) ms \(.detail // "")"' "$out" >&2
 }
 
+# migrate_undone NAME FROM TO OUT_JSON CODE PHASE PATTERN: migrate-vm NAME from lab host FROM to
+# TO (A, B; with a fault the caller sets in the environment, e.g. HOTMIG_FAULT_INJECT) must fail
+# in PHASE and be undone: exit CODE, PATTERN (grep) in its error (kept in OUT_JSON.err), the
+# report saying PHASE failed with the guest back on the source and its VF attached; the guest
+# then runs on FROM with its VF.
+migrate_undone() {
+    local name=$1 from=$2 to=$3 out=$4 code=$5 phase=$6 pattern=$7 src dst rc
+    src=$("$lab" uri "$from")
+    dst=$("$lab" uri "$to")
+    log "migrate-vm $name: $from -> $to, to fail in the $phase phase and be undone"
+    set +e
+    "$migrate_vm" --connect "$src" "$name" "$dst" --json >"$out" 2>"$out.err"
+    rc=$?
+    set -e
+    cat "$out.err" >&2
+    jq -r '.phases[] | "  \(.name) \(.status) \(.detail // "")"' "$out" >&2
+    jq -r '.rollback[]? | "  undo \(.action) \(.ok) \(.detail // "")"' "$out" >&2
+    [ "$rc" -eq "$code" ] || fail "migrate-vm exited $rc, expected $code ($phase failed, undone)"
+    grep -q "$pattern" "$out.err" || fail "the error does not say '$pattern'"
+    jq -e --arg phase "$phase" \
+        '.failed_phase == $phase and .final_host == "source" and .vfs_attached == 1' "$out" \
+        >/dev/null || fail "the report does not say the $phase phase failed and the VM is back"
+    require_where "$name" "$from"
+    has_vf "$name" "$src" || fail "$name lost its VF"
+}
+
 # result_of NAME: the workload's final result object (waits for it).
 result_of() {
     local name=$1

@@ -10,21 +10,8 @@ trap 'cleanup; rm -rf "$tmp"' EXIT
 
 start_pair "$c" "$s" lazy 1
 
-log "migrate-vm with the destination plug failing"
-set +e
 HOTMIG_FAULT_INJECT=device_attach@destination \
-    "$migrate_vm" --connect "$A" "$c" "$B" --json >"$tmp/out.json" 2>"$tmp/err"
-rc=$?
-set -e
-cat "$tmp/err" >&2
-jq -r '.phases[] | "  \(.name) \(.status) \(.detail // "")"' "$tmp/out.json" >&2
-jq -r '.rollback[] | "  undo \(.action) \(.ok) \(.detail // "")"' "$tmp/out.json" >&2
-[ "$rc" -eq 16 ] || fail "migrate-vm exited $rc, expected 16 (plug failed, undone)"
-grep -q "Phase 'plug' failed" "$tmp/err" || fail "error does not name the plug phase"
-jq -e '.failed_phase == "plug" and .final_host == "source" and .vfs_attached == 1' \
-    "$tmp/out.json" >/dev/null || fail "report does not say plug failed and the VM is back"
-require_where "$c" A
-has_vf "$c" "$A" || fail "$c lost its VF"
+    migrate_undone "$c" A B "$tmp/out.json" 16 plug "Phase 'plug' failed"
 
 result=$(result_of "$c")
 echo "client result: $result" >&2
