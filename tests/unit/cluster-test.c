@@ -16,6 +16,7 @@
 #include "engine/plan-json.h"
 #include "engine/snapshot.h"
 #include "engine/virt.h"
+#include "fake-agent-channel.h"
 #include "hotmigd/inventory.h"
 #include "hotmigd/run.h"
 
@@ -147,9 +148,8 @@ static void fv_free(OrchVirt *v)
 
 /* A guest's agent channel: the fake agent answers sync, info and inventory at once. */
 typedef struct {
-    OrchVirtChannel parent;
+    FakeAgentChannel base;
     const FakeDom *dom;
-    GString *out;
 } FakeChannel;
 
 static OrchVirtChannel *fv_channel_open(OrchVirt *v, const char *d, const char *name,
@@ -172,10 +172,9 @@ static OrchVirtChannel *fv_channel_open(OrchVirt *v, const char *d, const char *
             return NULL;
         }
         c = g_new0(FakeChannel, 1);
-        c->parent.virt = v;
+        fake_agent_channel_init(&c->base, v);
         c->dom = dom;
-        c->out = g_string_new(NULL);
-        return &c->parent;
+        return &c->base.parent;
     }
     fail_msg("channel of '%s', which is not on '%s'", d, h->name);
     return NULL;
@@ -192,12 +191,12 @@ static gboolean fv_channel_send(OrchVirtChannel *chan, const void *buf, gsize le
         const char *id = strstr(lines[i], "\"id\":");
 
         if (strstr(lines[i], "\"sync\"") && id)
-            g_string_append_printf(c->out, "\xff{\"return\":%.*s}\n",
+            g_string_append_printf(c->base.out, "\xff{\"return\":%.*s}\n",
                                    (int)strspn(id + 5, "0123456789"), id + 5);
         else if (strstr(lines[i], "\"info\""))
-            g_string_append(c->out, "{\"return\":{\"version\":\"test\",\"protocol\":2}}\n");
+            g_string_append(c->base.out, "{\"return\":{\"version\":\"test\",\"protocol\":2}}\n");
         else if (strstr(lines[i], "\"inventory\""))
-            g_string_append_printf(c->out,
+            g_string_append_printf(c->base.out,
                                    "{\"return\":{\"state\":\"running\",\"processes\":%s,"
                                    "\"devices\":[]}}\n",
                                    c->dom->agent);
@@ -205,26 +204,11 @@ static gboolean fv_channel_send(OrchVirtChannel *chan, const void *buf, gsize le
     return TRUE;
 }
 
-static gssize fv_channel_recv(OrchVirtChannel *chan, void *buf, gsize len, HmDeadline deadline,
-                              GError **e)
-{
-    FakeChannel *c = (FakeChannel *)chan;
-    gsize n = MIN(len, c->out->len);
-
-    if (n == 0) {
-        g_set_error(e, HM_COMMON_ERROR, HM_COMMON_ERROR_TIMEOUT, "Timed out (fake)");
-        return -1;
-    }
-    memcpy(buf, c->out->str, n);
-    g_string_erase(c->out, 0, n);
-    return n;
-}
-
 static void fv_channel_close(OrchVirtChannel *chan)
 {
     FakeChannel *c = (FakeChannel *)chan;
 
-    g_string_free(c->out, TRUE);
+    fake_agent_channel_clear(&c->base);
     g_free(c);
 }
 
@@ -233,7 +217,7 @@ static const OrchVirtOps fake_virt_ops = {
     .domain_list_info = fv_domain_list_info,
     .channel_open = fv_channel_open,
     .channel_send = fv_channel_send,
-    .channel_recv = fv_channel_recv,
+    .channel_recv = fake_agent_channel_recv,
     .channel_close = fv_channel_close,
     .free = fv_free,
 };

@@ -17,6 +17,7 @@
 #include "engine/hotmigd-client.h"
 #include "engine/journal.h"
 #include "engine/virt.h"
+#include "fake-agent-channel.h"
 #include "xml/xml.h"
 
 #define DOMAIN "vm1"
@@ -97,9 +98,8 @@ typedef struct {
 } FakeVirt;
 
 typedef struct {
-    OrchVirtChannel parent;
-    GString *out; /* bytes the agent sent, not yet received */
-    GString *in;  /* bytes the host sent, not yet processed */
+    FakeAgentChannel base;
+    GString *in; /* bytes the host sent, not yet processed */
 } FakeChannel;
 
 static const char *SRC_NODEDEVS[] = {
@@ -505,25 +505,25 @@ static void fake_agent_line(FakeWorld *w, FakeChannel *c, const char *line)
         assert_non_null(id);
         num = g_strndup(id + 5, strspn(id + 5, "0123456789"));
         if (w->agent_mode == AGENT_STALE_SYNC) { /* once */
-            g_string_append(c->out, "\xff{\"return\":1}\n");
+            g_string_append(c->base.out, "\xff{\"return\":1}\n");
             w->agent_mode = AGENT_OK;
         }
-        g_string_append_printf(c->out, "\xff{\"return\":%s}\n", num);
+        g_string_append_printf(c->base.out, "\xff{\"return\":%s}\n", num);
     } else if (strstr(line, "\"prepare\"")) {
         if (w->agent_mode == AGENT_STOPS_IN_PREPARE) {
             w->agent_prepared = TRUE;
             w->agent_mode = AGENT_SILENT;
         } else if (w->agent_mode == AGENT_REFUSES_QUIESCE) {
             w->agent_prepared = TRUE;
-            g_string_append(c->out, "{\"return\":{\"state\":\"prepared\",\"quiesced\":[],"
+            g_string_append(c->base.out, "{\"return\":{\"state\":\"prepared\",\"quiesced\":[],"
                                     "\"failed\":[{\"pid\":7,\"name\":\"mpi\",\"mode\":\"lazy\","
                                     "\"error\":\"timeout\"},{\"pid\":8,\"name\":"
                                     "\"x\\u001b]0;owned\\u0007\",\"error\":\"a\\nb\"}]}}\n");
         } else if (w->agent_prepared) {
-            g_string_append(c->out, "{\"error\":{\"class\":\"Busy\",\"desc\":\"prepared\"}}\n");
+            g_string_append(c->base.out, "{\"error\":{\"class\":\"Busy\",\"desc\":\"prepared\"}}\n");
         } else {
             w->agent_prepared = TRUE;
-            g_string_append(c->out, "{\"return\":{\"state\":\"prepared\",\"quiesced\":"
+            g_string_append(c->base.out, "{\"return\":{\"state\":\"prepared\",\"quiesced\":"
                                     "[{\"pid\":7,\"name\":\"mpi\",\"mode\":\"lazy\"}],"
                                     "\"failed\":[]}}\n");
         }
@@ -531,22 +531,22 @@ static void fake_agent_line(FakeWorld *w, FakeChannel *c, const char *line)
                w->agent_mode == AGENT_INFO_SILENT) {
         return;
     } else if (strstr(line, "\"info\"") && w->agent_mode == AGENT_INFO_GARBLED) {
-        g_string_append(c->out, "{\"return\": not json\n");
+        g_string_append(c->base.out, "{\"return\": not json\n");
     } else if (strstr(line, "\"info\"") && w->agent_mode == AGENT_INFO_FAILS) {
-        g_string_append(c->out, "{\"error\":{\"class\":\"Unsupported\",\"desc\":\"no protocol 2 "
+        g_string_append(c->base.out, "{\"error\":{\"class\":\"Unsupported\",\"desc\":\"no protocol 2 "
                                 "today\"}}\n");
     } else if (strstr(line, "\"inventory\"") && w->agent_mode == AGENT_INFO_FAILS) {
-        g_string_append(c->out, "{\"error\":{\"class\":\"CommandNotFound\",\"desc\":\"The "
+        g_string_append(c->base.out, "{\"error\":{\"class\":\"CommandNotFound\",\"desc\":\"The "
                                 "command 'inventory' needs protocol 2\"}}\n");
     } else if (strstr(line, "\"info\"")) {
-        g_string_append(c->out, "{\"return\":{\"version\":\"test\",\"protocol\":2}}\n");
+        g_string_append(c->base.out, "{\"return\":{\"version\":\"test\",\"protocol\":2}}\n");
     } else if (strstr(line, "\"inventory\"") && w->agent_mode == AGENT_DEEP_INVENTORY) {
         g_autofree char *deep = g_strnfill(60000, '[');
 
-        g_string_append_printf(c->out, "%s\n", deep);
+        g_string_append_printf(c->base.out, "%s\n", deep);
     } else if (strstr(line, "\"inventory\"")) {
         g_string_append_printf(
-            c->out,
+            c->base.out,
             "{\"return\":{\"state\":\"running\",\"processes\":%s,\"devices\":[{"
             "\"name\":\"mlx5_0\",\"node_guid\":\"0002:c903:00a1:b2c3\",\"ports\":[{"
             "\"port\":1,\"state\":\"ACTIVE\",\"link_layer\":\"InfiniBand\",\"lid\":7,"
@@ -555,11 +555,11 @@ static void fake_agent_line(FakeWorld *w, FakeChannel *c, const char *line)
     } else if (strstr(line, "\"resume\"") && w->agent_mode == AGENT_RESUME_BUSY &&
                w->agent_busy_left) {
         w->agent_busy_left--;
-        g_string_append(c->out,
+        g_string_append(c->base.out,
                         "{\"error\":{\"class\":\"Busy\",\"desc\":\"A resume is under way\"}}\n");
     } else if (strstr(line, "\"resume\"") && w->agent_mode == AGENT_RESUME_FAILS) {
         w->agent_prepared = FALSE;
-        g_string_append(c->out, w->resumes++ == 0
+        g_string_append(c->base.out, w->resumes++ == 0
                                     ? "{\"return\":{\"state\":\"running\",\"resumed\":[],"
                                       "\"failed\":[{\"pid\":7,\"name\":\"mpi\",\"mode\":\"lazy\","
                                       "\"error\":\"Connection timed out\"}],\"device\":\"mlx5_0\"}}\n"
@@ -567,11 +567,11 @@ static void fake_agent_line(FakeWorld *w, FakeChannel *c, const char *line)
                                       "\"failed\":[],\"device\":\"\"}}\n");
     } else if (strstr(line, "\"resume\"")) {
         w->agent_prepared = FALSE;
-        g_string_append(c->out, "{\"return\":{\"state\":\"running\",\"resumed\":"
+        g_string_append(c->base.out, "{\"return\":{\"state\":\"running\",\"resumed\":"
                                 "[{\"pid\":7,\"name\":\"mpi\",\"mode\":\"lazy\"}],"
                                 "\"failed\":[],\"device\":\"mlx5_0\"}}\n");
     } else {
-        g_string_append(c->out, "{\"error\":{\"class\":\"CommandNotFound\",\"desc\":\"?\"}}\n");
+        g_string_append(c->base.out, "{\"error\":{\"class\":\"CommandNotFound\",\"desc\":\"?\"}}\n");
     }
 }
 
@@ -590,10 +590,9 @@ static OrchVirtChannel *fake_channel_open(OrchVirt *v, const char *d, const char
     assert_string_equal(name, "org.hotmig.agent.0");
     assert_true(force); /* a migration takes the channel from whoever holds it */
     c = g_new0(FakeChannel, 1);
-    c->parent.virt = v;
-    c->out = g_string_new(NULL);
+    fake_agent_channel_init(&c->base, v);
     c->in = g_string_new(NULL);
-    return &c->parent;
+    return &c->base.parent;
 }
 
 static gboolean fake_channel_send(OrchVirtChannel *chan, const void *buf, gsize len,
@@ -623,26 +622,11 @@ static gboolean fake_channel_send(OrchVirtChannel *chan, const void *buf, gsize 
     return TRUE;
 }
 
-static gssize fake_channel_recv(OrchVirtChannel *chan, void *buf, gsize len, HmDeadline deadline,
-                                GError **e)
-{
-    FakeChannel *c = (FakeChannel *)chan;
-    gsize n = MIN(len, c->out->len);
-
-    if (n == 0) {
-        g_set_error(e, HM_COMMON_ERROR, HM_COMMON_ERROR_TIMEOUT, "Timed out (fake)");
-        return -1;
-    }
-    memcpy(buf, c->out->str, n);
-    g_string_erase(c->out, 0, n);
-    return n;
-}
-
 static void fake_channel_close(OrchVirtChannel *chan)
 {
     FakeChannel *c = (FakeChannel *)chan;
 
-    g_string_free(c->out, TRUE);
+    fake_agent_channel_clear(&c->base);
     g_string_free(c->in, TRUE);
     g_free(c);
 }
@@ -697,7 +681,7 @@ static const OrchVirtOps fake_ops = {
     .unwatch = fake_unwatch,
     .channel_open = fake_channel_open,
     .channel_send = fake_channel_send,
-    .channel_recv = fake_channel_recv,
+    .channel_recv = fake_agent_channel_recv,
     .channel_close = fake_channel_close,
     .nodedev_list_pci_xml = fake_nodedev_list_pci_xml,
     .domain_list_xml = fake_domain_list_xml,
