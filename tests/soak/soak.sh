@@ -17,14 +17,40 @@
 #             devices; a kernel without sch_netem (this machine's) gets tc tbf instead, a
 #             1-8 Mbit/s link with a 5-24 ms queue (delay, tail drops). The lab's hosts have no
 #             network namespace of their own: the migration and control links are the
-#             machine's loopback, shared with other labs, and are not shaped
+#             machine's loopback, shared with other labs, and are not shaped (linkloss below)
+#   linkloss  loss (0.5-5 %) on the migration and control links during the move: TCP segments
+#             on loopback to or from the instance's own ports dropped at random (iptables,
+#             -m statistic, a chain of its own jumped to from OUTPUT for lo): the hosts'
+#             incoming migration ports (their qemu.conf), their libvirtds' and hotmigds' ports.
+#             Loss only: there is no delay without sch_netem, and a qdisc on lo would shape
+#             every lab of the machine; a lost segment is resent after TCP's RTO (>= 200 ms)
 #   novf      the destination out of VFs: the guest's stand-in leased there by someone else;
 #             exit 12, nothing changed
 #   plugfail  the destination refuses every plug (HOTMIG_FAULT_INJECT=device_attach@destination):
 #             migrated back, exit 16 (tests/e2e/plug-fail.sh)
 #   nodetach  the guest does not release its VF (device_detach@source): exit 14, nothing moved
-# Moves from A may go through a drain of A asked of B's hotmigd (tests/e2e/drain.sh); the
-# servers stay on B, so a drain moves only clients.
+# Paths (SOAK_PATHS, comma-separated; each step draws one):
+#   migrate-vm  migrate-vm moves the client
+#   drain       from A, a drain of A asked of B's hotmigd (tests/e2e/drain.sh): every VM on A
+#               leaves it (the client, and its server when it is there)
+#   both        both ends of the connection at once: the client and its server, each to the
+#               other host, by two migrate-vm started together
+#   balance     hotmigd's balance: the server first moved to the client's host (migrate-vm)
+#               when they are apart, then a balance plan of B's hotmigd ('migrate-vm plan
+#               balance') run by it ('migrate-vm run --wait'); its moves must end where it said
+#   alert       an Alertmanager webhook (the body Alertmanager posts, with the lab's bearer
+#               token) to both hotmigds: the client's host is to fail, hotmig_action=evacuate;
+#               every VM leaves it, then the alert resolved lifts the host (its state ok again)
+# The paths other than migrate-vm and drain take no fault but netem and linkloss (a step drawing
+# another fault goes through migrate-vm), and a drain starts only from A.
+#
+# SOAK_VIRSH_LOOP=N: after the steps and the workloads' verdict, the baseline of the same run:
+# each guest's VF stand-in detached (a tap cannot be opened by two QEMUs: hotmig's unplug is
+# what lets a guest with a VF move at all), then N bare 'virsh migrate --live --p2p' of the same
+# guests, in turn, between the same hosts; it prints "SOAK virsh ..." and, against the steps'
+# moves, "SOAK ratio ...": migrations per minute of hotmig (the moves of fault-free steps over
+# those steps' time, from the move's start to its settling, the invariants' checks not counted)
+# and of the bare loop.
 #
 # After every step, the invariants (the first breach fails the run, naming the seed and the
 # step): every guest runs on exactly one host with its VF; every agent is running with no
@@ -44,11 +70,13 @@
 # and the totals as "SOAK result ...".
 #
 #   SOAK_SEED (random)  SOAK_MIGRATIONS (1000)  SOAK_MINUTES (0: no limit)  SOAK_PAIRS (1 or 2)
-#   SOAK_FAULTS (all)  SOAK_FAULT_PCT (50)  SOAK_AGENT_EVERY (10)  SOAK_WARMUP (100 if the run
-#   has 200 steps or more, else 0)  SOAK_OUT (HM_BUILD/tests/soak-out)
+#   SOAK_FAULTS (all)  SOAK_FAULT_PCT (50)  SOAK_PATHS (all)  SOAK_AGENT_EVERY (10)
+#   SOAK_WARMUP (100 if the run has 200 steps or more, else 0)  SOAK_VIRSH_LOOP (0)
+#   SOAK_OUT (HM_BUILD/tests/soak-out)
 source "$(dirname "$0")/../e2e/lib.sh"
 
-all_faults=kill,libvirtd,hotmigd,agent,netem,novf,plugfail,nodetach
+all_faults=kill,libvirtd,hotmigd,agent,netem,novf,plugfail,nodetach,linkloss
+all_paths=migrate-vm,drain,both,balance,alert
 seed=${SOAK_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 steps_max=${SOAK_MIGRATIONS:-1000}
 minutes=${SOAK_MINUTES:-0}
@@ -56,6 +84,8 @@ pairs=${SOAK_PAIRS:-1}
 fault_pct=${SOAK_FAULT_PCT:-50}
 agent_every=${SOAK_AGENT_EVERY:-10}
 IFS=, read -r -a faults <<<"${SOAK_FAULTS:-$all_faults}"
+IFS=, read -r -a paths <<<"${SOAK_PATHS:-$all_paths}"
+virsh_loop=${SOAK_VIRSH_LOOP:-0}
 out=${SOAK_OUT:-$build/tests/soak-out}
 [[ $seed =~ ^[0-9]+$ ]] || fail "SOAK_SEED must be a number, not '$seed'"
 [[ $steps_max =~ ^[0-9]+$ ]] && ((steps_max > 0)) || fail "SOAK_MIGRATIONS must be a positive number"
@@ -66,6 +96,11 @@ case $pairs in 1 | 2) ;; *) fail "SOAK_PAIRS must be 1 or 2, not '$pairs'" ;; es
 for f in "${faults[@]}"; do
     [[ ,$all_faults, == *,$f,* ]] || fail "unknown fault '$f' in SOAK_FAULTS (known: $all_faults)"
 done
+((${#paths[@]})) || fail "SOAK_PATHS is empty (known: $all_paths)"
+for p in "${paths[@]}"; do
+    [[ ,$all_paths, == *,$p,* ]] || fail "unknown path '$p' in SOAK_PATHS (known: $all_paths)"
+done
+[[ $virsh_loop =~ ^[0-9]+$ ]] || fail "SOAK_VIRSH_LOOP must be a number"
 warmup=${SOAK_WARMUP:-$((steps_max >= 200 ? 100 : 0))}
 mkdir -p "$out"
 rm -f "$out/samples.tsv" "$out/steps.tsv" "$out/summary.txt"
@@ -76,6 +111,10 @@ call="$build/tests/hm-hotmigd-call"
 [ -x "$call" ] || fail "hm-hotmigd-call is not built ($call)"
 declare -A sock=([A]=$("$lab" hotmigd-socket A) [B]=$("$lab" hotmigd-socket B))
 declare -A uri=([A]=$A [B]=$B)
+pki=$state/pki
+mtls=(curl -sS --max-time 10 --cacert "$pki/ca.pem" --cert "$pki/client.pem" --key "$pki/client-key.pem")
+alert_token=$(cat "$pki/alert-token" 2>/dev/null || true)
+[[ ,${paths[*]// /,}, != *,alert,* || -n $alert_token ]] || fail "no alert token in $pki (lab too old? hotmig-lab down && up)"
 # Whatever happened, both hotmigds run again and no netem is left on the lab's taps.
 hm_alive() { kill -0 "$(cat "$state/hosts/$1/hotmigd.pid" 2>/dev/null || echo 0)" 2>/dev/null; }
 soak_exit() {
@@ -84,6 +123,7 @@ soak_exit() {
         hm_alive "$h" || "$lab" restart-hotmigd "$h" >/dev/null 2>&1 || echo "could not restart $h's hotmigd" >&2
     done
     netem_off
+    linkloss_off
     # cleanup() reads the run's status from $?
     if ((rc == 0)); then cleanup; else (exit "$rc") || cleanup; fi
     rm -rf "$tmp"
@@ -354,6 +394,41 @@ netem_on() {
     done
 }
 
+# The instance's chain of linkloss (its name has the instance: two labs' soaks do not meet).
+loss_chain=HMSOAK${HOTMIG_LAB_INSTANCE:-0}
+linkloss_off() {
+    while iptables -D OUTPUT -o lo -j "$loss_chain" 2>/dev/null; do :; done
+    iptables -F "$loss_chain" 2>/dev/null || true
+    iptables -X "$loss_chain" 2>/dev/null || true
+}
+
+# linkloss_on LOSS: drops LOSS per mille of the TCP segments on lo to or from the lab's
+# migration ports (both hosts' migration_port_min..max), libvirtd's and hotmigd's ports (from
+# the lab's URIs). Sets link.
+linkloss_on() {
+    local p=$1 h lo hi ports=() port
+    for h in A B; do
+        lo=$(sed -n 's/^migration_port_min *= *\([0-9]*\).*/\1/p' "$state/hosts/$h/etc/qemu.conf")
+        hi=$(sed -n 's/^migration_port_max *= *\([0-9]*\).*/\1/p' "$state/hosts/$h/etc/qemu.conf")
+        [[ $lo =~ ^[0-9]+$ && $hi =~ ^[0-9]+$ ]] || fail "no migration ports in $state/hosts/$h/etc/qemu.conf"
+        ports+=("$lo:$hi")
+        port=${uri[$h]##*:}
+        ports+=("${port%%/*}")
+        port=$("$lab" hotmigd "$h")
+        ports+=("${port##*:}")
+    done
+    linkloss_off
+    iptables -N "$loss_chain" || fail "iptables -N $loss_chain failed"
+    for port in "${ports[@]}"; do
+        [[ $port =~ ^[0-9]+(:[0-9]+)?$ ]] || fail "not a port: '$port'"
+        iptables -A "$loss_chain" -p tcp --dport "$port" -m statistic --mode random --probability "0.$(printf '%03d' "$p")" -j DROP &&
+            iptables -A "$loss_chain" -p tcp --sport "$port" -m statistic --mode random --probability "0.$(printf '%03d' "$p")" -j DROP ||
+            fail "iptables: cannot add the loss rules for port $port"
+    done
+    iptables -I OUTPUT -o lo -j "$loss_chain" || fail "iptables: cannot jump to $loss_chain from OUTPUT"
+    link="loss $((p / 10)).$((p % 10))% on lo ports ${ports[*]}"
+}
+
 # strike_wait REGEX FILE DELAY_MS PID: waits until FILE has a line matching REGEX (grep -E) or
 # PID ends, then DELAY_MS more: the moment a fault strikes. FILE is migrate-vm's --verbose
 # output (" PHASE *started") or the journal of a move hotmigd drives ("event": "PHASE").
@@ -403,12 +478,128 @@ settle() {
     fi
 }
 
+# --- the paths other than migrate-vm and drain -------------------------------------------------
+
+server_of() {
+    local i
+    for i in "${!clients[@]}"; do [ "${clients[$i]}" = "$1" ] && echo "${servers[$i]}"; done
+}
+
+# balance_run: the balance path (see the top) for the pair of g, on here. Sets rc, path_error,
+# setup_moves, and in tmp/plan.json the plan that ran.
+balance_run() {
+    local sh=${host_of[$s]} n
+    setup_moves=0
+    if [ "$sh" != "$here" ]; then
+        "$migrate_vm" --connect "${uri[$sh]}" "$s" "${uri[$here]}" --json >"$tmp/setup.json" 2>"$tmp/setup.err" || {
+            rc=$?
+            path_error="moving $s to $here before the balance failed (exit $rc): $(tail -n 2 "$tmp/setup.err")"
+            return
+        }
+        setup_moves=1
+    fi
+    "$migrate_vm" plan balance --socket "${sock[B]}" --min-stay 0 --json >"$tmp/plan.json" 2>"$tmp/plan.err" || {
+        rc=$?
+        path_error="B's hotmigd made no balance plan (exit $rc): $(tail -n 2 "$tmp/plan.err")"
+        return
+    }
+    n=$(jq '.migrations | length' "$tmp/plan.json")
+    log "step $step: balance plan: $(jq -c '[.migrations[] | "\(.vm) \(.from)->\(.to)"]' "$tmp/plan.json")"
+    ((n > 0)) || {
+        rc=1
+        path_error="the balance plan of two VMs on one host moves nothing: $(cat "$tmp/plan.json")"
+        return
+    }
+    "$migrate_vm" run "$tmp/plan.json" --socket "${sock[B]}" --reason "soak step $step" --wait --json \
+        >"$json" 2>"$err" || {
+        rc=$?
+        path_error="the balance did not run to its end (exit $rc): $(tail -n 3 "$err") $(head -c 600 "$json")"
+    }
+}
+
+# alert_post HOST STATUS: the body Alertmanager's webhook posts for one alert about HOST
+# (firing or resolved; the step's fingerprint, hotmig_action=evacuate, a 600 s deadline), to
+# both hotmigds' listeners with the lab's bearer token, as a receiver with a webhook per host
+# does (tests/e2e/alertmanager.sh). Fails when either does not answer 2xx.
+alert_post() {
+    local h=$1 st=$2 body ends=0001-01-01T00:00:00Z code x
+    [ "$st" = resolved ] && ends=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+    body=$(jq -nc --arg h "$h" --arg st "$st" --arg fp "soak-$seed-$step" --arg ends "$ends" \
+        --arg starts "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg sum "soak step $step: host $h fails soon" '
+        {alertname: "SoakHostFailurePredicted", host: $h, hotmig_action: "evacuate"} as $l |
+        {version: "4", status: $st, receiver: "hotmig", groupKey: ("{}:{host=\"" + $h + "\"}"),
+         truncatedAlerts: 0, groupLabels: {host: $h}, commonLabels: $l,
+         commonAnnotations: {summary: $sum, deadline: "600s"}, externalURL: "http://soak",
+         alerts: [{status: $st, labels: $l, annotations: {summary: $sum, deadline: "600s"},
+                   startsAt: $starts, endsAt: $ends, generatorURL: "http://soak", fingerprint: $fp}]}')
+    for x in A B; do
+        code=$(curl -sS --max-time 30 -o "$tmp/hook.out" -w '%{http_code}' -H "Authorization: Bearer $alert_token" \
+            -H 'Content-Type: application/json' -d "$body" "$("$lab" alerts "$x")/v1/alerts/alertmanager" 2>&1) || true
+        [[ $code == 2?? ]] || { path_error="$x's alert listener answered the $st alert $code: $(head -c 300 "$tmp/hook.out")"; return 1; }
+    done
+}
+
+# host_state FROM HOST: HOST's state in FROM's hotmigd's alert book.
+host_state() {
+    "${mtls[@]}" "$("$lab" hotmigd "$1")/v1/alerts" 2>/dev/null | jq -r --arg h "$2" '.hosts[] | select(.name == $h) | .state' 2>/dev/null
+}
+
+# schedule_wait SOCKET ID OUT: the local API's wait for schedule ID (its events, then its end, 5
+# min at most); the answer's line ({"return": SCHEDULE} or {"error": ...}) to OUT, else nothing.
+schedule_wait() {
+    local in out line
+    : >"$3"
+    coproc HMW { exec timeout 300 socat - "UNIX-CONNECT:$1" 2>/dev/null; }
+    exec {in}>&"${HMW[1]}" {out}<&"${HMW[0]}"
+    printf '{"execute":"wait","arguments":{"id":"%s"}}\n' "$2" >&"$in"
+    while IFS= read -r -t 300 line <&"$out"; do
+        [[ $line == '{"return"'* || $line == '{"error"'* ]] && { echo "$line" >"$3"; break; }
+    done
+    exec {in}>&- {out}<&-
+    kill "$HMW_PID" 2>/dev/null || true
+    wait "$HMW_PID" 2>/dev/null || true
+}
+
+# alert_run: the alert path (see the top): here is to fail. Sets rc and path_error.
+alert_run() {
+    local hmlog=$state/hosts/$here/hotmigd.log mark id="" i x
+    mark=$(stat -c %s "$hmlog")
+    alert_post "$here" firing || { rc=1; return; }
+    for i in $(seq 1 100); do
+        id=$(tail -c "+$((mark + 1))" "$hmlog" | sed -n "s/.*Evacuation \([^ ]*\) of host '$here' started.*/\1/p" | head -n 1)
+        [ -n "$id" ] && break
+        tail -c "+$((mark + 1))" "$hmlog" | grep -q "Cannot evacuate host '$here'" && break
+        sleep 0.2
+    done
+    if [ -z "$id" ]; then
+        rc=1
+        path_error="$here's hotmigd started no evacuation: $(tail -c "+$((mark + 1))" "$hmlog" | grep -iE 'alert|evacuat' | tail -n 3)"
+    else
+        schedule_wait "${sock[$here]}" "$id" "$json"
+        jq -e '.return.ok' "$json" >/dev/null 2>&1 || {
+            rc=1
+            path_error="the evacuation $id of $here did not end ok: $(head -c 600 "$json")"
+        }
+    fi
+    alert_post "$here" resolved || { rc=1; return; }
+    for i in $(seq 1 50); do
+        [ "$(host_state A "$here")" = ok ] && [ "$(host_state B "$here")" = ok ] && break
+        sleep 0.2
+    done
+    for x in A B; do
+        [ "$(host_state "$x" "$here")" = ok ] || {
+            rc=1
+            path_error+=" $x's hotmigd holds $here as '$(host_state "$x" "$here")' after the alert was resolved"
+        }
+    done
+}
+
 # --- one step ----------------------------------------------------------------------------------
 
 phases=(prepare unplug migrate plug resume)
 moves=0
 failed_clean=0
-declare -A fault_count outcome_count
+declare -A fault_count outcome_count path_count
 
 # draw: the step's plan from the seed (guest, path, fault and its parameters), drawn before
 # anything runs, so a replay draws the same whatever the outcomes.
@@ -421,9 +612,8 @@ draw() {
         rand_below "${#faults[@]}"
         fault=${faults[$R]}
     fi
-    rand_below 2
-    via=migrate-vm
-    ((R == 1)) && via=drain
+    rand_below "${#paths[@]}"
+    via=${paths[$R]}
     rand_below "${#phases[@]}"
     f_phase=${phases[$R]}
     rand_below 500
@@ -441,25 +631,44 @@ draw() {
 }
 
 run_step() {
-    local here there rc=0 pid err=$tmp/err json=$tmp/out.json t0 t1 d end expect="" strike=()
+    local here there rc=0 rc2=0 pid="" pid2="" err=$tmp/err json=$tmp/out.json t0 t1 d end expect="" strike=()
+    local s s_here="" s_there="" h step_moves=0 setup_moves=0 path_error="" vm to
+    local -A before
     draw
     here=${host_of[$g]}
     there=$(other "$here")
-    # A drain moves every VM of its host: only clients leave A that way (the servers live on B);
-    # the faults that strike migrate-vm's own process need migrate-vm.
+    s=$(server_of "$g")
+    # A drain moves every VM of its host and starts only from A; the faults that strike
+    # migrate-vm's own process need migrate-vm; the paths of several moves take only the link
+    # faults (netem, linkloss) or none.
     case $fault in kill | agent | plugfail | nodetach) via=migrate-vm ;; esac
-    [ "$here" = A ] || via=migrate-vm
-    plan="$g $here->$there via $via, fault $fault"
+    case $via in
+    drain) [ "$here" = A ] || via=migrate-vm ;;
+    both | balance | alert) [[ $fault == none || $fault == netem || $fault == linkloss ]] || via=migrate-vm ;;
+    esac
+    case $via in
+    both)
+        s_here=${host_of[$s]}
+        s_there=$(other "$s_here")
+        plan="$g $here->$there and $s $s_here->$s_there at once, fault $fault"
+        ;;
+    balance) plan="balance of $g and $s on $here, fault $fault" ;;
+    alert) plan="alert: $here to fail, evacuated ($g on it), fault $fault" ;;
+    *) plan="$g $here->$there via $via, fault $fault" ;;
+    esac
     case $fault in
     kill | agent) plan+=" at $f_phase+${f_delay}ms" ;;
     libvirtd) d=$([ "$f_host" = 0 ] && echo "$here" || echo "$there"); plan+=" of $d at $f_phase+${f_delay}ms" ;;
     hotmigd) d=$([ "$f_host" = 0 ] && echo A || echo B); plan+=" ($([ "$f_how" = 0 ] && echo SIGKILL || echo SIGTERM)) of $d at $f_phase+${f_delay}ms" ;;
     netem) plan+=" loss $((f_loss / 10)).$((f_loss % 10))% delay ${f_ms}ms" ;;
+    linkloss) plan+=" loss $((f_loss / 10)).$((f_loss % 10))%" ;;
     esac
     [ "$fault" = agent ] && plan+=" for ${f_hold}s"
     log "STEP $step: $plan"
     fault_count[$fault]=$((${fault_count[$fault]:-0} + 1))
-    rm -f "$err" "$json" "$tmp/fault.log"
+    path_count[$via]=$((${path_count[$via]:-0} + 1))
+    for h in "${clients[@]}" "${servers[@]}"; do before[$h]=${host_of[$h]}; done
+    rm -f "$err" "$json" "$tmp/fault.log" "$tmp/err2" "$tmp/out2.json" "$tmp/plan.json"
     t0=$(date +%s.%N)
 
     local env_fault=() opts=()
@@ -475,22 +684,38 @@ run_step() {
         netem_on "$g" "$f_loss" "$f_ms"
         log "step $step: $link on $(tap_of "$g") and its server's tap"
         ;;
+    linkloss)
+        linkloss_on "$f_loss"
+        log "step $step: $link"
+        ;;
     agent) opts=(--prepare-timeout 4 --agent-timeout 3) ;;
     esac
 
     # The fault strikes when the move reaches the drawn phase (+ delay): in migrate-vm's
     # --verbose output, or in the journal of a move A's hotmigd drives for the drain.
-    if [ "$via" = drain ]; then
+    case $via in
+    drain)
         "$migrate_vm" drain A --socket "${sock[B]}" --reason "soak step $step" --wait --json \
             >"$json" 2>"$err" &
         pid=$!
         strike=("\"event\" *: *\"$f_phase\"" "$state/hosts/A/hotmigd/state/journal/$g.journal")
-    else
+        ;;
+    both)
+        "$migrate_vm" --connect "${uri[$here]}" "$g" "${uri[$there]}" --verbose --json >"$json" 2>"$err" &
+        pid=$!
+        "$migrate_vm" --connect "${uri[$s_here]}" "$s" "${uri[$s_there]}" --verbose --json \
+            >"$tmp/out2.json" 2>"$tmp/err2" &
+        pid2=$!
+        ;;
+    balance) balance_run ;;
+    alert) alert_run ;;
+    *)
         env "${env_fault[@]}" "$migrate_vm" --connect "${uri[$here]}" "$g" "${uri[$there]}" --verbose --json \
             "${opts[@]}" >"$json" 2>"$err" &
         pid=$!
         strike=(" $f_phase *started" "$err")
-    fi
+        ;;
+    esac
     case $fault in
     kill | libvirtd | hotmigd | agent) strike_wait "${strike[@]}" "$f_delay" "$pid" ;;
     esac
@@ -504,9 +729,12 @@ run_step() {
         agent_signal "$g" CONT || breach "could not thaw $g's agent"
         ;;
     esac
-    wait "$pid" || rc=$?
+    [ -z "$pid" ] || wait "$pid" || rc=$?
+    [ -z "$pid2" ] || wait "$pid2" || rc2=$?
     if [ "$via" = drain ] && ((rc == 0)) && ! jq -e '.ok' "$json" >/dev/null 2>&1; then rc=1; fi
+    ((rc != 0 || rc2 == 0)) || rc=$rc2
     [ "$fault" = netem ] && netem_off
+    [ "$fault" = linkloss ] && linkloss_off
     if [ "$fault" = novf ]; then
         "$call" "$conf" "$there" release "$(tap_of "$g")" "$lease" >/dev/null ||
             breach "cannot release the lease $lease of $(tap_of "$g") on $there"
@@ -515,12 +743,40 @@ run_step() {
     t1=$(date +%s.%N)
     check_invariants
     end=${host_of[$g]}
-    [ "$end" = "$there" ] && moves=$((moves + 1))
-    # What each fault must end in, where that is known.
-    if [ "$fault" = none ] && { ((rc != 0)) || [ "$end" != "$there" ]; }; then
-        cat "$err" >&2
-        breach "a move without a fault failed (exit $rc, $g on $end)"
+    # The moves: each guest now elsewhere; a balance's, the move before it and the plan's.
+    if [ "$via" = balance ]; then
+        step_moves=$setup_moves
+        [ -f "$tmp/plan.json" ] && while read -r vm to; do
+            [ "${host_of[$vm]:-}" = "$to" ] && step_moves=$((step_moves + 1))
+        done < <(jq -r '.migrations[] | "\(.vm) \(.to)"' "$tmp/plan.json")
+    else
+        for h in "${clients[@]}" "${servers[@]}"; do
+            [ "${before[$h]}" = "${host_of[$h]}" ] || step_moves=$((step_moves + 1))
+        done
     fi
+    moves=$((moves + step_moves))
+    # What each fault must end in, where that is known; without a fault, each path's own end.
+    if [ "$fault" = none ]; then
+        if ((rc != 0)) || [ -n "$path_error" ]; then
+            cat "$err" "$tmp/err2" 2>/dev/null | tail -n 30 >&2
+            breach "a step without a fault failed (exit $rc): ${path_error:-$g on $end}"
+        fi
+        case $via in
+        migrate-vm | drain | alert) [ "$end" = "$there" ] || breach "a move without a fault left $g on $end" ;;
+        esac
+        case $via in
+        both) [ "${host_of[$s]}" = "$s_there" ] && [ "$end" = "$there" ] ||
+            breach "both ends without a fault: $g on $end (to $there), $s on ${host_of[$s]} (to $s_there)" ;;
+        alert) for h in "${clients[@]}" "${servers[@]}"; do
+            [ "${host_of[$h]}" = "$there" ] || breach "$here was evacuated but $h runs on it"
+        done ;;
+        balance) while read -r vm to; do
+            [ "${host_of[$vm]}" = "$to" ] || breach "the balance plan moved $vm to $to, it runs on ${host_of[$vm]}"
+        done < <(jq -r '.migrations[] | "\(.vm) \(.to)"' "$tmp/plan.json")
+            [ "${host_of[$g]}" != "${host_of[$s]}" ] || breach "after the balance $g and $s still share ${host_of[$g]}" ;;
+        esac
+    fi
+    [ -z "$path_error" ] || log "step $step: $path_error"
     if [ -n "$expect" ] && [ "$via" = migrate-vm ] && ((rc != expect)); then
         tail -n 20 "$err" >&2
         breach "exit $rc, expected $expect"
@@ -531,17 +787,18 @@ run_step() {
     ((rc == 0)) || failed_clean=$((failed_clean + 1))
     local outcome="moved"
     [ "$end" = "$here" ] && outcome="stayed"
+    [ "$via" = balance ] && outcome="balanced"
     [ -n "$recovered" ] && outcome+=" (recovered: $recovered)"
     outcome_count[$outcome]=$((${outcome_count[$outcome]:-0} + 1))
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\n' "$step" "$g" "$here" "$there" "$via" "$fault" "$rc" \
-        "$outcome" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" >>"$out/steps.tsv"
-    log "step $step: exit $rc, $g on $end: $outcome, $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%s\n' "$step" "$g" "$here" "$there" "$via" "$fault" "$rc" \
+        "$outcome" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "$step_moves" >>"$out/steps.tsv"
+    log "step $step: exit $rc, $g on $end: $outcome, $step_moves move(s), $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s"
 }
 
 # --- the run -----------------------------------------------------------------------------------
 
-echo "SOAK seed=$seed migrations=$steps_max minutes=$minutes pairs=$pairs faults=${faults[*]} fault_pct=$fault_pct"
-echo "SOAK replay: SOAK_SEED=$seed SOAK_MIGRATIONS=$steps_max SOAK_PAIRS=$pairs SOAK_FAULTS=$(IFS=,; echo "${faults[*]}") SOAK_FAULT_PCT=$fault_pct"
+echo "SOAK seed=$seed migrations=$steps_max minutes=$minutes pairs=$pairs faults=${faults[*]} fault_pct=$fault_pct paths=${paths[*]}"
+echo "SOAK replay: SOAK_SEED=$seed SOAK_MIGRATIONS=$steps_max SOAK_PAIRS=$pairs SOAK_FAULTS=$(IFS=,; echo "${faults[*]}") SOAK_FAULT_PCT=$fault_pct SOAK_PATHS=$(IFS=,; echo "${paths[*]}")"
 # The clients run until SIGUSR1 (at the end) or this limit; the servers as long (a server stops
 # 300 s past its own limit, 600 s by default, without the client's DONE).
 limit=$((minutes > 0 ? minutes * 60 + 1800 : steps_max * 60 + 1800))
@@ -558,7 +815,7 @@ for g in "${clients[@]}"; do
 done
 check_invariants
 echo "$samples_header" >"$out/samples.tsv"
-printf 'step\tguest\tfrom\tto\tvia\tfault\texit\toutcome\tseconds\n' >"$out/steps.tsv"
+printf 'step\tguest\tfrom\tto\tvia\tfault\texit\toutcome\tseconds\tmoves\n' >"$out/steps.tsv"
 sample
 start=$(date +%s)
 while ((step < steps_max)); do
@@ -591,13 +848,69 @@ for g in "${clients[@]}"; do
     results+=("$g=$(echo "$r" | jq -c '{sent,received,lost,corrupt,server_duplicates,cycles: (.cycles | length),blackout_ms}')")
 done
 
+# The bare virsh loop (SOAK_VIRSH_LOOP, see the top): the same guests, their workloads stopped and
+# their VF stand-ins detached, moved in turn by plain virsh. Sets virsh_line.
+virsh_baseline() {
+    local all=("${clients[@]}" "${servers[@]}") g h a i t0 t1 ok=0 bad=0 total=0
+    for g in "${all[@]}"; do
+        h=$(where_settled "$g") || fail "$g does not run on one host with its VF before the virsh loop"
+        a=$(virsh -c "${uri[$h]}" dumpxml "$g" | grep -oE "<alias name='ua-hmvf0(-r)?'/>" | sed "s/.*name='\([^']*\)'.*/\1/")
+        virsh -q -c "${uri[$h]}" detach-device-alias "$g" "$a" --live >/dev/null ||
+            fail "virsh loop: detaching $g's VF stand-in ($a) on $h failed"
+        for i in $(seq 1 60); do has_vf "$g" "${uri[$h]}" || break; sleep 1; done
+        ! has_vf "$g" "${uri[$h]}" || fail "virsh loop: $g still has its VF stand-in 60 s after the detach"
+        host_of[$g]=$h
+    done
+    for i in $(seq 1 "$virsh_loop"); do
+        g=${all[$(((i - 1) % ${#all[@]}))]}
+        h=${host_of[$g]}
+        t0=$(date +%s.%N)
+        if virsh -q -c "${uri[$h]}" migrate --live --p2p "$g" "${uri[$(other "$h")]}" >"$tmp/virsh.out" 2>&1; then
+            ok=$((ok + 1))
+            host_of[$g]=$(other "$h")
+        else
+            bad=$((bad + 1))
+            log "virsh loop $i: $g $h->$(other "$h") failed: $(tail -n 2 "$tmp/virsh.out")"
+        fi
+        t1=$(date +%s.%N)
+        total=$(awk -v a="$t0" -v b="$t1" -v t="$total" 'BEGIN { print t + b - a }')
+        log "virsh loop $i: $g $h->$(other "$h"), $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s"
+    done
+    virsh_line="SOAK virsh migrations=$ok failed=$bad seconds=$(printf '%.1f' "$total") per_minute=$(awk -v n="$ok" -v t="$total" 'BEGIN { printf "%.2f", t ? n * 60 / t : 0 }')"
+    ((bad == 0)) || fail "$bad of the bare virsh migrations failed"
+}
+
+# verdict: each hotmigd's RSS, fds and threads flat from the warmup on ("no growth beyond noise":
+# at most 256 KiB of RSS and 0.5 fds or threads per 100 steps), from the slopes.
+verdict() {
+    awk '$1 == "SOAK" && $2 == "slope" && $3 ~ /^[AB]_(rss_kb|fds|threads)$/ {
+            split($4, a, "="); v = a[2] + 0; lim = ($3 ~ /rss/) ? 256 : 0.5
+            w = (v <= lim) ? "flat" : "GROWS"; if (w != "flat") bad = 1
+            line = line " " $3 "=" w "(" v ")"
+        }
+        END { print "SOAK verdict hotmigd" line (bad ? " : NOT FLAT" : " : flat") }'
+}
+
+virsh_line=""
+[ "$virsh_loop" = 0 ] || virsh_baseline
 {
-    slopes
+    slopes | tee "$tmp/slopes"
+    verdict <"$tmp/slopes"
+    if [ -n "$virsh_line" ]; then
+        echo "$virsh_line"
+        # hotmig's migrations per minute: the moves of the fault-free steps over those steps' time
+        awk -F'\t' -v v="$virsh_line" 'NR > 1 && $6 == "none" { m += $10; t += $9 }
+            END { split(v, f, " "); for (i in f) if (f[i] ~ /^per_minute=/) { split(f[i], x, "="); vm = x[2] }
+                  hm = t ? m * 60 / t : 0
+                  printf "SOAK ratio hotmig_per_minute=%.2f (%d moves in %.1f s of fault-free steps) virsh_per_minute=%.2f ratio=%.2f\n", hm, m, t, vm, vm ? hm / vm : 0 }' \
+            "$out/steps.tsv"
+    fi
     faults_seen=$(for f in "${!fault_count[@]}"; do echo "$f=${fault_count[$f]}"; done | sort | paste -sd, -)
+    paths_seen=$(for p in "${!path_count[@]}"; do echo "$p=${path_count[$p]}"; done | sort | paste -sd, -)
     outcomes=$(for o in "${!outcome_count[@]}"; do echo "${o// /_}=${outcome_count[$o]}"; done | sort | paste -sd, -)
     echo "SOAK result seed=$seed steps=$step moves=$moves failed_exits=$failed_clean seconds=$elapsed" \
         "steps_per_minute=$(awk -v s="$step" -v t="$elapsed" 'BEGIN { printf "%.2f", t ? s * 60 / t : 0 }')" \
-        "pool_lag=$pool_lag stale_lease_steps=$stale_steps faults=$faults_seen outcomes=$outcomes ${results[*]}"
+        "pool_lag=$pool_lag stale_lease_steps=$stale_steps faults=$faults_seen paths=$paths_seen outcomes=$outcomes ${results[*]}"
     echo "SOAK files: $out/steps.tsv $out/samples.tsv $out/summary.txt"
 } | tee "$out/summary.txt"
 log "ok: $step steps, every invariant held after each"
