@@ -119,6 +119,7 @@ typedef enum {
     AGENT_MSG_FAILED,
     AGENT_MSG_PEER,    /* the process talks to a remote QP (verbs layer) */
     AGENT_MSG_REFUSED, /* the process called something a migration cannot carry */
+    AGENT_MSG_STANDBY, /* a lease on the standby RDMA device (docs/design.md "Standby path") */
     AGENT_MSG_LAST,
 } AgentMsgKind;
 

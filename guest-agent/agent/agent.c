@@ -53,6 +53,7 @@ typedef struct {
     GArray *peers;       /* AgentPeerRef: whom it talks to over RDMA (PEER), distinct */
     guint peers_dropped; /* PEERs beyond AGENT_PEERS_MAX */
     GPtrArray *refused;  /* char *: calls a migration cannot carry (REFUSED), distinct */
+    gboolean standby_lease; /* a lease on the standby device (STANDBY), not a registration */
 } AgentProc;
 
 typedef struct {
@@ -105,9 +106,12 @@ struct Agent {
     AgentStandby *standby;
     GThread *standby_down; /* removing it (the kernel waits for the processes that opened it) */
     gint standby_removing; /* atomic: standby_down still runs */
+    guint standby_leases;  /* connections holding it (STANDBY): it stays while one does */
 };
 
 static void agent_op_check_done(Agent *agent);
+static void agent_standby_remove(Agent *agent);
+static gboolean agent_proc_standby(AgentProc *proc);
 
 /* ---- small helpers ----------------------------------------------------------------------- */
 
@@ -304,8 +308,13 @@ static void agent_proc_drop(AgentProc *proc, const char *reason)
 
     if (proc->registered)
         g_message("process gone: pid=%d name='%s' reason='%s'", proc->pid, proc->name, reason);
-    else
+    else if (!proc->standby_lease)
         g_debug("unregistered connection gone: %s", reason);
+    if (proc->standby_lease && --agent->standby_leases == 0) {
+        g_message("standby lease released: pid=%d, none left", (int)proc->cred_pid);
+        if (agent->state != AGENT_STATE_PREPARED) /* a move's own resume removes it otherwise */
+            agent_standby_remove(agent);
+    }
     if (agent->op) {
         g_autofree char *error = g_strdup_printf("disconnected: %s", reason);
 
@@ -432,6 +441,12 @@ static gboolean agent_proc_frame(AgentFrameEvent event, const char *line, gsize 
         proc->drop_reason = g_strdup_printf("bad message: %s", error->message);
         return FALSE;
     }
+    if (proc->standby_lease) {
+        proc->drop_reason = g_strdup("a message on a standby lease");
+        return FALSE;
+    }
+    if (msg.kind == AGENT_MSG_STANDBY && !proc->registered)
+        return agent_proc_standby(proc);
     if (msg.kind == AGENT_MSG_HELLO)
         return agent_proc_hello(proc, &msg);
     if (!proc->registered) {
@@ -995,6 +1010,11 @@ static void agent_standby_remove(Agent *agent)
 {
     g_autoptr(GError) error = NULL;
 
+    if (agent->standby && agent->standby_leases) {
+        g_message("standby RDMA device '%s' kept: %u processes hold it (removed after the last)",
+                  agent_standby_get_device(agent->standby), agent->standby_leases);
+        return;
+    }
     if (!agent->standby || g_atomic_int_get(&agent->standby_removing) ||
         agent_standby_get_state(agent->standby) == AGENT_STANDBY_STATE_ABSENT ||
         agent_standby_get_state(agent->standby) == AGENT_STANDBY_STATE_UNAVAILABLE)
@@ -1009,6 +1029,58 @@ static void agent_standby_remove(Agent *agent)
         g_warning("cannot remove the standby RDMA device '%s': %s",
                   agent_standby_get_device(agent->standby), error->message);
     }
+}
+
+/* STANDBY on a connection of its own: the device for a process of this guest, the lease held
+ * as long as the connection (answered "STANDBY 0 <device>" or "STANDBY <errno> <reason>").
+ * While this guest moves (prepared) only the device that move made is handed out; otherwise
+ * (a peer guest moves) it is made now. FALSE drops the connection (a refusal is answered
+ * first). */
+static gboolean agent_proc_standby(AgentProc *proc)
+{
+    Agent *agent = proc->agent;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *line = NULL;
+    AgentStandbyState st = agent->standby ? agent_standby_get_state(agent->standby)
+                                          : AGENT_STANDBY_STATE_UNAVAILABLE;
+    int err = 0;
+    const char *why = NULL;
+
+    if (!agent->standby) {
+        err = EOPNOTSUPP;
+        why = "this guest's agent has no standby device (--standby)";
+    } else if (st == AGENT_STANDBY_STATE_UNAVAILABLE) {
+        err = EOPNOTSUPP;
+        why = "this guest cannot have a standby device (see the inventory)";
+    } else if (agent->state == AGENT_STATE_PREPARED && st == AGENT_STANDBY_STATE_ABSENT) {
+        err = EOPNOTSUPP;
+        why = "this move uses no standby device";
+    } else if (g_atomic_int_get(&agent->standby_removing)) {
+        err = EBUSY;
+        why = "the standby device of the last move is still being removed";
+    } else if (st == AGENT_STANDBY_STATE_ABSENT && !agent_standby_up(agent->standby, &error)) {
+        g_message("standby for a process: %s", error->message);
+        err = EIO;
+        why = "the standby device could not be made (see the agent's log)";
+    }
+    if (err) {
+        g_message("standby lease refused: pid=%d: %s", (int)proc->cred_pid, why);
+        line = g_strdup_printf("STANDBY %d %s\n", err, why);
+        agent_proc_send(proc, line, NULL);
+        proc->drop_reason = g_strdup("standby lease refused");
+        return FALSE;
+    }
+    line = g_strdup_printf("STANDBY 0 %s\n", agent_standby_get_device(agent->standby));
+    if (!agent_proc_send(proc, line, &error)) {
+        proc->drop_reason = g_strdup_printf("standby lease: %s", error->message);
+        return FALSE;
+    }
+    proc->standby_lease = TRUE;
+    agent->standby_leases++;
+    g_message("standby lease: pid=%d uid=%u device '%s' (%u held)", (int)proc->cred_pid,
+              (unsigned)proc->cred_uid, agent_standby_get_device(agent->standby),
+              agent->standby_leases);
+    return TRUE;
 }
 
 void agent_set_standby(Agent *agent, AgentStandby *standby)

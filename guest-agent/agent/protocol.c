@@ -504,8 +504,17 @@ static gboolean proc_msg_dispatch(const char *copy, char **fields, guint n, Agen
         msg->kind = AGENT_MSG_REFUSED;
         return TRUE;
     }
+    if (g_str_equal(fields[0], "STANDBY")) {
+        if (n != 1) {
+            g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                                "STANDBY takes no field");
+            return FALSE;
+        }
+        msg->kind = AGENT_MSG_STANDBY;
+        return TRUE;
+    }
     g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
-                        "Unknown message (expected HELLO, DONE, FAILED, PEER or REFUSED)");
+                        "Unknown message (expected HELLO, DONE, FAILED, PEER, REFUSED or STANDBY)");
     return FALSE;
 }
 

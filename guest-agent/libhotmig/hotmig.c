@@ -446,3 +446,71 @@ HOTMIG_EXPORT void hotmig_client_free(HotmigClient *client)
     }
     hotmig_client_destroy(client);
 }
+
+/* One line from @fd within @deadline_ms (CLOCK_MONOTONIC), without its newline. 0 or -errno. */
+static int hotmig_read_line_until(int fd, char *buf, size_t size, int timeout_ms)
+{
+    size_t n = 0;
+
+    while (n + 1 < size) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        ssize_t got;
+        int r = poll(&p, 1, timeout_ms);
+
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            return -ETIMEDOUT;
+        got = recv(fd, buf + n, 1, 0);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return got < 0 ? -errno : -ECONNRESET;
+        if (buf[n] == '\n') {
+            buf[n] = '\0';
+            return 0;
+        }
+        n++;
+    }
+    return -EPROTO;
+}
+
+HOTMIG_EXPORT int hotmig_standby_acquire(char *device, size_t size, int timeout_ms)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    const char *path = getenv(HOTMIG_AGENT_SOCKET_ENV);
+    char line[HOTMIG_LINE_MAX], name[HOTMIG_DEVICE_NAME_MAX + 2];
+    int fd, r, status;
+
+    if (!device || size < HOTMIG_DEVICE_NAME_MAX + 1 || timeout_ms < 0)
+        return -EINVAL;
+    if (!path || !*path)
+        path = HOTMIG_AGENT_SOCKET_DEFAULT;
+    if (strlen(path) >= sizeof(addr.sun_path))
+        return -ENAMETOOLONG;
+    memcpy(addr.sun_path, path, strlen(path) + 1);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    do {
+        r = connect(fd, (struct sockaddr *)&addr, sizeof(addr));
+    } while (r < 0 && errno == EINTR);
+    r = r < 0 ? -errno : hotmig_send_all(fd, "STANDBY\n", 8);
+    if (!r)
+        r = hotmig_read_line_until(fd, line, sizeof(line), timeout_ms);
+    /* "STANDBY 0 <device>" or "STANDBY <errno> <reason>" */
+    if (!r && (sscanf(line, "STANDBY %d %64s", &status, name) != 2 || status < 0))
+        r = -EPROTO;
+    if (!r && status)
+        r = -status;
+    if (!r && (strlen(name) > HOTMIG_DEVICE_NAME_MAX || !*name))
+        r = -EPROTO;
+    if (r) {
+        close(fd);
+        return r;
+    }
+    memcpy(device, name, strlen(name) + 1);
+    return fd;
+}

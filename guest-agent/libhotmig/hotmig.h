@@ -10,6 +10,8 @@
 #ifndef HOTMIG_H
 #define HOTMIG_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -67,6 +69,18 @@ int hotmig_client_report_peer(HotmigClient *client, const char *gid, unsigned qp
  * printable bytes, no space, e.g. "ibv_alloc_mw"): the host then refuses to move the guest
  * unless forced. Returns 0 or a negative errno value. Any thread. */
 int hotmig_client_report_refused(HotmigClient *client, const char *call);
+
+/* The standby RDMA device (docs/design.md "Standby path"): asks the agent for the soft-RoCE
+ * device on the guest's control NIC, which carries this process's connections while a peer
+ * guest (or this one) moves. The agent makes it when needed. On success returns a file
+ * descriptor, the lease (the device stays while it is open: close() it when done, before or
+ * after closing the device), and writes the device's name into @device (@size bytes, at least
+ * HOTMIG_DEVICE_NAME_MAX + 1). A negative errno value otherwise: -EOPNOTSUPP when this guest
+ * has no standby device (or, during a move of this guest, when the move does not use one),
+ * -ECONNREFUSED/-ENOENT when no agent runs, -ETIMEDOUT after @timeout_ms. Independent of any
+ * client; any thread. */
+#define HOTMIG_DEVICE_NAME_MAX 63
+int hotmig_standby_acquire(char *device, size_t size, int timeout_ms);
 
 /* Non-zero while the process is quiesced (between a completed quiesce and the next resume). */
 int hotmig_client_is_quiesced(const HotmigClient *client);

@@ -55,6 +55,8 @@ HV_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *ibch)
     if (!ctx)
         return hv_real.r_ibv_destroy_comp_channel(ibch);
     HV_DESTROY(ctx, ctx->chans, ch, hv_real.r_ibv_destroy_comp_channel, r);
+    if (!r && ch->sb) /* its standby twin (hv-standby.c) */
+        hv_real.r_ibv_destroy_comp_channel(ch->sb);
     hv_evt_kick();
     if (r)
         return r;
@@ -141,6 +143,8 @@ HV_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
     if (!ctx)
         return hv_real.r_ibv_destroy_cq(ibcq);
     HV_DESTROY(ctx, ctx->cqs, cq, hv_real.r_ibv_destroy_cq, r);
+    if (!r && cq->sb) /* its standby twin (hv-standby.c) */
+        hv_real.r_ibv_destroy_cq(cq->sb);
     /* events of this CQ still queued on its channel must not be returned any more */
     if (!r && cq->chan) {
         pthread_mutex_lock(&cq->chan->lock);

@@ -140,7 +140,7 @@ HV_EXPORT int ibv_get_device_index(struct ibv_device *d)
     return r;
 }
 
-static struct ibv_context *hv_open_phys(const char *name)
+struct ibv_context *hv_open_phys(const char *name)
 {
     struct ibv_device *p, **l = hv_phys_list(name, &p);
     struct ibv_context *c = p ? hv_real.r_ibv_open_device(p) : NULL;
@@ -184,6 +184,7 @@ HV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *d)
     }
     pthread_mutex_init(&ctx->lock, NULL);
     ctx->dev = dev;
+    ctx->sb_lease = -1;
     ctx->vctx.sz = sizeof(struct verbs_context);
     ctx->vctx.context.abi_compat = __VERBS_ABI_IS_EXTENDED;
     ctx->vctx.context.device = &dev->dev;
@@ -229,6 +230,10 @@ HV_EXPORT int ibv_close_device(struct ibv_context *c)
     HV_UNLINK(hv.ctxs, ctx);
     if (ctx->phys)
         hv_real.r_ibv_close_device(ctx->phys);
+    if (ctx->sb) /* its objects went with the program's (ibv_dealloc_pd ... before) */
+        hv_real.r_ibv_close_device(ctx->sb);
+    if (ctx->sb_lease >= 0)
+        close(ctx->sb_lease);
     pthread_mutex_unlock(&hv.lock);
     hv_evt_kick();
     close(ctx->cmd_efd);
@@ -236,6 +241,10 @@ HV_EXPORT int ibv_close_device(struct ibv_context *c)
     hv_map_clear(&ctx->lkey);
     hv_map_clear(&ctx->qpn);
     hv_map_clear(&ctx->vqpn);
+    hv_map_clear(&ctx->sb_lkey);
+    hv_map_clear(&ctx->sb_qpn);
+    hv_map_clear(&ctx->retired);
+    hv_map_clear(&ctx->sb_retired);
     free(ctx->aev);
     free(ctx);
     return 0;

@@ -51,9 +51,13 @@ static void hv_evt_handle(int fd)
             struct ibv_cq *pcq;
             void *pctx;
 
-            if (!ch->phys || ch->phys->fd != fd)
+            struct ibv_comp_channel *pch = ch->phys && ch->phys->fd == fd ? ch->phys
+                                           : ch->sb && ch->sb->fd == fd   ? ch->sb
+                                                                          : NULL;
+
+            if (!pch)
                 continue;
-            while (hv_real.r_ibv_get_cq_event(ch->phys, &pcq, &pctx) == 0) {
+            while (hv_real.r_ibv_get_cq_event(pch, &pcq, &pctx) == 0) {
                 HvCq *cq = pctx;
 
                 hv_real.r_ibv_ack_cq_events(pcq, 1);
@@ -114,11 +118,16 @@ static void *hv_evt_thread(void *arg)
                 pfd[n].fd = ctx->phys->async_fd;
                 pfd[n++].events = POLLIN;
             }
-            for (HvChan *ch = ctx->chans; ch && n < 64; ch = ch->next)
+            for (HvChan *ch = ctx->chans; ch && n < 63; ch = ch->next) {
                 if (ch->phys) {
                     pfd[n].fd = ch->phys->fd;
                     pfd[n++].events = POLLIN;
                 }
+                if (ch->sb) { /* the standby device's (hv-standby.c) */
+                    pfd[n].fd = ch->sb->fd;
+                    pfd[n++].events = POLLIN;
+                }
+            }
         }
         pthread_mutex_unlock(&hv.lock);
         r = poll(pfd, n, -1);

@@ -300,7 +300,21 @@ static int hv_on_reconnect(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvC
                  m->target, m->sender, verdict == HV_VERDICT_MOVING ? "we reconnect it" : "done");
         return 0;
     }
-    r = hv_reconnect_apply(qp, m);
+    {
+        uint64_t sends = qp->sb_sends, recvs = qp->sb_recvs;
+        int was_sb = qp->on_sb;
+
+        /* the mover is back on a VF: this end leaves the standby device too */
+        r = qp->on_sb ? hv_sb_qp_move(qp, 0) : 0;
+        if (!r)
+            r = hv_reconnect_apply(qp, m);
+        if (!r && was_sb) {
+            hv_log("QP %u back on its own device; the standby path carried %llu sends and %llu "
+                   "receives",
+                   m->target, (unsigned long long)sends, (unsigned long long)recvs);
+            qp->sb_sends = qp->sb_recvs = 0;
+        }
+    }
     if (!r) {
         qp->peer_pqpn = m->sender_pqpn;
         hv_map_clear(&qp->peer_rkeys);
@@ -326,6 +340,7 @@ static int hv_on_reconnect(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvC
     pthread_mutex_unlock(&qp->lock);
     if (ctx) {
         pthread_mutex_lock(&hv.lock);
+        hv_sb_close_unused(ctx); /* the last QP back: the standby device and its lease go */
         hv_wake_cqs(ctx, 0);
         pthread_mutex_unlock(&hv.lock);
     }
@@ -333,6 +348,109 @@ static int hv_on_reconnect(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvC
     hv_log("QP %u reconnected to its peer's new QP %u; its sends were paused for %lld ms",
            m->target, m->sender_pqpn, (long long)(hv_now_ms() - qp->paused_at));
     return r;
+}
+
+/* @qp's end of the connection onto this process's standby device, to the mover's standby QP
+ * (@m: SWITCH). qp lock held. 0 or an errno; @rep filled on success. */
+static int hv_switch_apply(HvQp *qp, HvContext *ctx, const HvMsg *m, HvMsg *rep)
+{
+    struct ibv_qp_attr a;
+    union ibv_gid sgid;
+    uint8_t sgid_index = 0;
+    int r;
+
+    r = hv_sb_gid(ctx->sb, &sgid, &sgid_index);
+    if (!r)
+        r = hv_sb_qp_move(qp, 1);
+    if (!r)
+        r = -hv_repost(&qp->recvs, qp, NULL);
+    if (!r) {
+        hv_sb_rtr_attr(ctx->sb, &qp->a_rtr, m->gid, sgid_index, m->sender_pqpn, m->sender_psn, &a);
+        r = hv_qp_modify(qp, &a, qp->m_rtr);
+    }
+    if (!r && qp->m_rts) {
+        a = qp->a_rts;
+        a.sq_psn = m->target_psn;
+        r = hv_qp_modify(qp, &a, qp->m_rts);
+    }
+    if (r)
+        return r < 0 ? -r : r;
+    qp->peer_pqpn = m->sender_pqpn;
+    hv_map_clear(&qp->peer_rkeys);
+    for (uint32_t i = 0; i < m->nkeys; i++)
+        hv_map_put(&qp->peer_rkeys, m->keys[i].v, m->keys[i].p);
+    qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
+    qp->paused = 0;
+    qp->suspend_until = 0;
+    hv_qp_flush_queued(qp);
+    rep->type = HV_MSG_SWITCHED;
+    rep->target = qp->phys->qp_num;
+    memcpy(rep->gid, sgid.raw, 16);
+    rep->lid = 0;
+    rep->nkeys = 0;
+    pthread_mutex_lock(&ctx->lock);
+    for (HvMr *mr = ctx->mrs; mr && rep->nkeys < HV_PROTO_KEYS_MAX; mr = mr->next)
+        if (mr->sb && mr->pd == qp->pd && mr->pub.rkey != mr->sb->rkey)
+            rep->keys[rep->nkeys++] = (HvKeyPair){mr->pub.rkey, mr->sb->rkey};
+    pthread_mutex_unlock(&ctx->lock);
+    return 0;
+}
+
+/* SWITCH: the connected peer moves and runs the connection over its standby device until it
+ * is back; this end follows it onto ours (a soft-RoCE device on the control NIC, the agent's
+ * lease), the process's other connections staying where they are. A QP that cannot (an SRQ, a
+ * UD QP, this process moving too, no standby device here) is refused: the mover keeps it
+ * paused, as without the standby path. */
+static int hv_on_switch(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvContext *ctx,
+                        HvMsg *rep)
+{
+    int64_t t0 = hv_now_ms();
+    int r, swapping;
+    char g[33];
+
+    hv_gid_hex(from, g);
+    if (!qp || !ctx || !qp->m_rtr || !qp->m_init || qp->peer_vqpn != m->sender ||
+        !hv_from_peer(qp, from))
+        return hv_refuse(rep, ENOENT, "SWITCH: QP %u is not connected to QP %u at GID %s",
+                         m->target, m->sender, g);
+    if (qp->srq || (qp->init.qp_type != IBV_QPT_RC && qp->init.qp_type != IBV_QPT_UC))
+        return hv_refuse(rep, EOPNOTSUPP, "SWITCH: QP %u %s: it stays paused while its peer moves",
+                         m->target, qp->srq ? "uses a shared receive queue" : "is not RC or UC");
+    pthread_mutex_lock(&hv.lock);
+    swapping = hv.swapping;
+    r = swapping ? EBUSY : hv_sb_open(ctx);
+    if (!r)
+        r = hv_sb_prepare(qp);
+    pthread_mutex_unlock(&hv.lock);
+    if (r) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "SWITCH: QP %u: %s", m->target,
+                 swapping ? "this process moves too" : strerror(r));
+        hv_log("QP %u stays paused while its peer moves: %s", m->target, rep->text);
+        return -r;
+    }
+    /* what the CQs hold accounts for its receives before they are re-posted there */
+    if (qp->scq)
+        hv_cq_pull(qp->scq);
+    if (qp->rcq && qp->rcq != qp->scq)
+        hv_cq_pull(qp->rcq);
+    pthread_mutex_lock(&qp->lock);
+    r = hv_switch_apply(qp, ctx, m, rep);
+    pthread_mutex_unlock(&qp->lock);
+    if (r) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text), "SWITCH: QP %u: %s", m->target, strerror(r));
+        hv_log("QP %u: switching to the standby device failed: %s", m->target, strerror(r));
+        return -r;
+    }
+    pthread_mutex_lock(&hv.lock);
+    hv_wake_cqs(ctx, 0);
+    pthread_mutex_unlock(&hv.lock);
+    hv_log("QP %u switched to the standby device for its moving peer QP %u in %lld ms; its sends "
+           "were paused for %lld ms",
+           m->target, m->sender, (long long)(hv_now_ms() - t0),
+           (long long)(hv_now_ms() - qp->paused_at));
+    return 0;
 }
 
 static int hv_on_keymap(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvMsg *rep)
@@ -405,7 +523,8 @@ int hv_peer_handle(const HvMsg *m, const uint8_t from[16], HvMsg *rep)
     HvQp *qp = NULL;
     int r;
 
-    if (m->type == HV_MSG_SUSPEND || m->type == HV_MSG_RECONNECT || m->type == HV_MSG_UDMAP ||
+    if (m->type == HV_MSG_SUSPEND || m->type == HV_MSG_RECONNECT || m->type == HV_MSG_SWITCH ||
+        m->type == HV_MSG_UDMAP ||
         m->type == HV_MSG_UDHOLD || m->type == HV_MSG_KEYMAP || m->type == HV_MSG_LOOKUP)
         qp = hv_qp_hold(m->target, &ctx);
     switch (m->type) {
@@ -414,6 +533,9 @@ int hv_peer_handle(const HvMsg *m, const uint8_t from[16], HvMsg *rep)
         break;
     case HV_MSG_RECONNECT:
         r = hv_on_reconnect(m, from, qp, ctx, rep);
+        break;
+    case HV_MSG_SWITCH:
+        r = hv_on_switch(m, from, qp, ctx, rep);
         break;
     case HV_MSG_UDMAP:
         r = hv_on_udmap(m, from, qp, rep);

@@ -46,6 +46,8 @@ HV_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd)
     if (!ctx)
         return hv_real.r_ibv_dealloc_pd(ibpd);
     HV_DESTROY(ctx, ctx->pds, pd, hv_real.r_ibv_dealloc_pd, r);
+    if (!r && pd->sb) /* its standby twin (hv-standby.c) */
+        hv_real.r_ibv_dealloc_pd(pd->sb);
     if (!r)
         free(pd);
     return r;
@@ -113,6 +115,7 @@ static struct ibv_mr *hv_reg(struct ibv_pd *ibpd, void *addr, size_t len, uint64
     hv_mr_keys(ctx, mr);
     HV_LINK(ctx->mrs, mr);
     pthread_mutex_unlock(&ctx->lock);
+    hv_sb_mr_reg(mr); /* a QP of its PD runs on the standby device: registered there too */
     pthread_mutex_unlock(&hv.lock);
     if (mr->pub.rkey != mr->phys->rkey &&
         (access & (IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)))
@@ -153,6 +156,7 @@ HV_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
         return hv_real.r_ibv_dereg_mr(ibmr);
     hv_wait_phys(ctx);
     pthread_mutex_lock(&hv.lock);
+    hv_sb_mr_dereg(mr);
     if (mr->phys)
         r = hv_real.r_ibv_dereg_mr(mr->phys);
     if (!r) {

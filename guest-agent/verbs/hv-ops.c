@@ -107,8 +107,11 @@ static int hv_op_req_notify_cq(struct ibv_cq *ibcq, int solicited)
         /* completions the layer holds never raise a device event: raise one now */
         fire = 1;
         cq->armed = 0;
-    } else if (cq->phys) {
-        r = ibv_req_notify_cq(cq->phys, solicited);
+    } else {
+        if (cq->phys)
+            r = ibv_req_notify_cq(cq->phys, solicited);
+        if (!r && cq->sb) /* either device's completion wakes the program */
+            r = ibv_req_notify_cq(cq->sb, solicited);
     }
     pthread_mutex_unlock(&cq->lock);
     if (fire)

@@ -600,6 +600,10 @@ static void hv_channel_own_gid(const HvMsg *m, uint8_t gid[16])
         return;
     }
     qp = hv_find_vqpn(m->sender, &ctx);
+    if (qp && qp->own_known) { /* a mover away from its VF (hv-swap.c): its identity there */
+        memcpy(gid, qp->own_gid.raw, 16);
+        return;
+    }
     if (!qp || !qp->m_rtr || !ctx || !ctx->phys)
         return;
     if (hv_real.r_ibv_query_gid(ctx->phys, qp->a_rtr.ah_attr.port_num,
@@ -759,4 +763,15 @@ int hv_channel_reply(int fd, const HvAuthSession *s, const uint8_t from[16], con
     free(msg);
     free(frame);
     return n;
+}
+
+/* The standby device for this process (docs/design.md "Standby path"): the agent's lease
+ * (hotmig_standby_acquire), its name in @name. The lease's fd, or -errno. */
+int hv_standby_lease(char *name, size_t size)
+{
+    int fd = hotmig_standby_acquire(name, size, HV_STANDBY_LEASE_MS);
+
+    if (fd < 0)
+        hv_log("no standby device from the agent: %s", strerror(-fd));
+    return fd;
 }

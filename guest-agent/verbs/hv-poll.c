@@ -8,11 +8,13 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Accounts and translates @n completions just polled from the physical CQ; drops the layer's
- * fences. Returns how many are left for the program. */
-static int hv_wc_fix(HvCq *cq, int n, struct ibv_wc *wc)
+/* Accounts and translates @n completions just polled from the physical CQ (@sb: the standby
+ * device's); drops the layer's fences and what a QP left behind when it changed devices.
+ * Returns how many are left for the program. */
+static int hv_wc_fix(HvCq *cq, int n, struct ibv_wc *wc, int sb)
 {
     HvContext *ctx = cq->ctx;
+    const HvMap *qpns = sb ? &ctx->sb_qpn : &ctx->qpn;
     int out = 0;
 
     for (int i = 0; i < n; i++) {
@@ -22,13 +24,17 @@ static int hv_wc_fix(HvCq *cq, int n, struct ibv_wc *wc)
         int keep = 1;
 
         pthread_mutex_lock(&ctx->lock);
-        if (hv_map_get(&ctx->qpn, w->qp_num, &v))
+        if (hv_map_get(qpns, w->qp_num, &v))
             qp = (HvQp *)(uintptr_t)v;
+        else if (hv_map_get(sb ? &ctx->sb_retired : &ctx->retired, w->qp_num, NULL))
+            keep = 0; /* a QP's old physical QP (hv-standby.c): its receives were re-posted */
         pthread_mutex_unlock(&ctx->lock);
         if (qp) {
             pthread_mutex_lock(&qp->lock);
             if (w->status == IBV_WC_SUCCESS && (w->opcode & IBV_WC_RECV)) {
                 qp->recv_done++;
+                if (qp->on_sb || qp->switched)
+                    qp->sb_recvs++;
                 if (qp->srq) {
                     pthread_mutex_lock(&qp->srq->lock);
                     hv_fifo_consume(&qp->srq->recvs, w->wr_id);
@@ -76,14 +82,24 @@ static int hv_wc_fix(HvCq *cq, int n, struct ibv_wc *wc)
 
 int hv_poll_into(HvCq *cq, int n, struct ibv_wc *wc)
 {
-    int r;
+    int r = 0, rs;
 
-    if (!cq->phys || n <= 0)
+    if (n <= 0)
         return 0;
-    r = ibv_poll_cq(cq->phys, n, wc);
-    if (r <= 0)
-        return r;
-    return hv_wc_fix(cq, r, wc);
+    if (cq->phys) {
+        r = ibv_poll_cq(cq->phys, n, wc);
+        if (r < 0)
+            return r;
+        r = hv_wc_fix(cq, r, wc, 0);
+    }
+    /* the standby device's CQ (a QP of ours runs there while its peer moves) */
+    if (cq->sb && r < n) {
+        rs = ibv_poll_cq(cq->sb, n - r, wc + r);
+        if (rs < 0)
+            return r ? r : rs;
+        r += hv_wc_fix(cq, rs, wc + r, 1);
+    }
+    return r;
 }
 
 /* Moves what the physical CQ holds into the shadow buffer (drain, reset). Returns how many

@@ -101,11 +101,17 @@ void hv_fifo_free(HvRecvFifo *f)
     memset(f, 0, sizeof(*f));
 }
 
-static uint32_t hv_lkey_p(HvContext *ctx, uint32_t v)
+static uint32_t hv_lkey_p(const HvMap *lkeys, uint32_t v)
 {
     uint64_t p;
 
-    return hv_map_get(&ctx->lkey, v, &p) ? (uint32_t)p : v;
+    return hv_map_get(lkeys, v, &p) ? (uint32_t)p : v;
+}
+
+/* The lkeys @qp's physical QP takes: the standby registrations' while it runs there. */
+static const HvMap *hv_qp_lkeys(const HvQp *qp)
+{
+    return qp->on_sb ? &qp->pd->ctx->sb_lkey : &qp->pd->ctx->lkey;
 }
 
 /* Makes @x hold @nwr work requests of @wr_size bytes and @nsge SGEs (its owner's lock held). */
@@ -152,6 +158,8 @@ static int hv_send_counts(const struct ibv_send_wr *wr, size_t *nwr, size_t *nsg
 static void hv_send_account(HvQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *stop)
 {
     for (; wr && wr != stop; wr = wr->next) {
+        if (qp->on_sb || qp->switched)
+            qp->sb_sends++; /* carried by the standby path (the move's report) */
         if ((wr->send_flags & IBV_SEND_SIGNALED) || qp->init.sq_sig_all) {
             qp->sig_out++;
             qp->unsig_tail = 0;
@@ -175,7 +183,7 @@ int hv_qp_post_send_phys(HvQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **
     size_t nwr, nsge, i = 0, s = 0;
     int r;
 
-    if (!ctx->swapped && !ud && qp->peer_rkeys.n == 0) {
+    if (!ctx->swapped && !ud && !qp->on_sb && qp->peer_rkeys.n == 0) {
         r = ibv_post_send(qp->phys, wr, bad);
         hv_send_account(qp, wr, r ? *bad : NULL);
         return r;
@@ -199,7 +207,7 @@ int hv_qp_post_send_phys(HvQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **
         for (int k = 0; k < w->num_sge; k++) {
             sge[s] = w->sg_list[k];
             if (!(w->send_flags & IBV_SEND_INLINE))
-                sge[s].lkey = hv_lkey_p(ctx, w->sg_list[k].lkey);
+                sge[s].lkey = hv_lkey_p(hv_qp_lkeys(qp), w->sg_list[k].lkey);
             s++;
         }
         switch (w->opcode) {
@@ -245,7 +253,7 @@ int hv_qp_post_send_phys(HvQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **
     return r;
 }
 
-static int hv_recv_translate(HvContext *ctx, HvScratch *x, struct ibv_recv_wr *wr,
+static int hv_recv_translate(const HvMap *lkeys, HvScratch *x, struct ibv_recv_wr *wr,
                              struct ibv_recv_wr **out)
 {
     struct ibv_recv_wr *rwr;
@@ -273,7 +281,7 @@ static int hv_recv_translate(HvContext *ctx, HvScratch *x, struct ibv_recv_wr *w
         t->sg_list = &sge[s];
         for (int k = 0; k < w->num_sge; k++) {
             sge[s] = w->sg_list[k];
-            sge[s].lkey = hv_lkey_p(ctx, w->sg_list[k].lkey);
+            sge[s].lkey = hv_lkey_p(lkeys, w->sg_list[k].lkey);
             s++;
         }
     }
@@ -293,14 +301,15 @@ static struct ibv_recv_wr *hv_recv_bad(struct ibv_recv_wr *wr, struct ibv_recv_w
 
 /* Posts receives on the physical QP (@pqp) or SRQ (@psrq), translated when the device was
  * swapped, and records the accepted ones in @fifo. The owner's lock is held. */
-static int hv_post_recv_phys(HvContext *ctx, HvRecvFifo *fifo, HvScratch *x, struct ibv_qp *pqp,
-                             struct ibv_srq *psrq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+static int hv_post_recv_phys(HvContext *ctx, const HvMap *lkeys, HvRecvFifo *fifo, HvScratch *x,
+                             struct ibv_qp *pqp, struct ibv_srq *psrq, struct ibv_recv_wr *wr,
+                             struct ibv_recv_wr **bad)
 {
     struct ibv_recv_wr *tr = wr, *pbad = NULL, *w;
     int r = 0;
 
-    if (ctx->swapped)
-        r = hv_recv_translate(ctx, x, wr, &tr);
+    if (ctx->swapped || lkeys != &ctx->lkey)
+        r = hv_recv_translate(lkeys, x, wr, &tr);
     if (r) {
         *bad = wr;
         return r;
@@ -324,12 +333,14 @@ int hv_recvs_reserve(HvRecvFifo *f, HvScratch *x, uint32_t max_wr, uint32_t max_
 
 int hv_qp_post_recv_phys(HvQp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
-    return hv_post_recv_phys(qp->pd->ctx, &qp->recvs, &qp->xr, qp->phys, NULL, wr, bad);
+    return hv_post_recv_phys(qp->pd->ctx, hv_qp_lkeys(qp), &qp->recvs, &qp->xr, qp->phys, NULL, wr,
+                             bad);
 }
 
 int hv_srq_post_recv_phys(HvSrq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
-    return hv_post_recv_phys(srq->pd->ctx, &srq->recvs, &srq->xr, NULL, srq->phys, wr, bad);
+    return hv_post_recv_phys(srq->pd->ctx, &srq->pd->ctx->lkey, &srq->recvs, &srq->xr, NULL,
+                             srq->phys, wr, bad);
 }
 
 /* Sizes @qp's queue of paused sends from its capacities (control path: quiesce, SUSPEND, a UD

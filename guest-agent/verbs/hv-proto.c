@@ -241,8 +241,8 @@ int hv_proto_parse(const char *line, size_t len, HvMsg *m)
         m->type = HV_MSG_SUSPENDED;
         if (hv_dec(&t, UINT64_MAX, &m->sent) < 0)
             return -EINVAL;
-    } else if (IS("RECONNECT")) {
-        m->type = HV_MSG_RECONNECT;
+    } else if (IS("RECONNECT") || IS("SWITCH")) {
+        m->type = IS("SWITCH") ? HV_MSG_SWITCH : HV_MSG_RECONNECT;
         if (hv_u32f(&t, HV_U24, &m->target) < 0 || hv_u32f(&t, HV_U24, &m->sender) < 0 ||
             hv_u32f(&t, HV_U24, &m->sender_pqpn) < 0 || hv_u32f(&t, HV_U24, &m->sender_psn) < 0 ||
             hv_u32f(&t, HV_U24, &m->target_psn) < 0)
@@ -268,6 +268,17 @@ int hv_proto_parse(const char *line, size_t len, HvMsg *m)
             return -EINVAL;
     } else if (IS("UDMAPPED")) {
         m->type = HV_MSG_UDMAPPED;
+    } else if (IS("SWITCHED")) {
+        m->type = HV_MSG_SWITCHED;
+        if (hv_u32f(&t, HV_U24, &m->target) < 0 || hv_gid(&t, m->gid) < 0 ||
+            hv_dec(&t, 0xffff, &v) < 0)
+            return -EINVAL;
+        m->lid = (uint16_t)v;
+        if (hv_dec(&t, HV_PROTO_KEYS_MAX, &v) < 0)
+            return -EINVAL;
+        m->nkeys = (uint32_t)v;
+        if (hv_pairs(&t, m->keys, m->nkeys, UINT32_MAX) < 0)
+            return -EINVAL;
     } else if ((more = hv_parse_more(&t, verb, vn, m)) <= 0) {
         if (more < 0) /* KEYMAP, DEFER, UDHOLD, UDHELD, LOOKUP, LOOKEDUP */
             return -EINVAL;
@@ -462,11 +473,20 @@ int hv_proto_format(const HvMsg *m, char *buf, size_t size)
             return -ENOSPC;
         off = (size_t)n;
         return hv_format_tail(m, buf, size, off);
+    case HV_MSG_SWITCHED:
+        if (m->nkeys > HV_PROTO_KEYS_MAX || m->target > HV_U24)
+            return -EINVAL;
+        n = snprintf(buf, size, "SWITCHED %u ", m->target);
+        if (n < 0 || (size_t)n >= size)
+            return -ENOSPC;
+        return hv_format_tail(m, buf, size, (size_t)n);
     case HV_MSG_RECONNECT:
+    case HV_MSG_SWITCH:
         if (m->nkeys > HV_PROTO_KEYS_MAX)
             return -EINVAL;
-        n = snprintf(buf, size, "RECONNECT %u %u %u %u %u ", m->target, m->sender, m->sender_pqpn,
-                     m->sender_psn, m->target_psn);
+        n = snprintf(buf, size, "%s %u %u %u %u %u ",
+                     m->type == HV_MSG_SWITCH ? "SWITCH" : "RECONNECT", m->target, m->sender,
+                     m->sender_pqpn, m->sender_psn, m->target_psn);
         if (n < 0 || (size_t)n >= size)
             return -ENOSPC;
         off = (size_t)n;

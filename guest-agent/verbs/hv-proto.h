@@ -55,6 +55,12 @@ typedef enum {
                          * the physical QPN in .target, the target port's LID now in .lid) */
     HV_MSG_FROM,        /* FROM <text>: agent -> layer, the first line on RUN_DIR/<pid>.sock:
                          * the remote address the agent took the connection from */
+    HV_MSG_SWITCH,      /* SWITCH <target> <sender> <sender_pqpn> <sender_psn> <target_psn>
+                         *        <gid> <lid> <nkeys> [<vkey>:<pkey>]...: the mover runs the
+                         * connection over its standby device now (<gid> its standby GID, <lid>
+                         * 0): the target's end goes to its own standby device */
+    HV_MSG_SWITCHED,    /* SWITCHED <target_pqpn> <gid> <lid> <nkeys> [<vkey>:<pkey>]...: the
+                         * target's standby QPN, GID and rkeys there */
 } HvMsgType;
 
 typedef struct {

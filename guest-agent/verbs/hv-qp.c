@@ -253,7 +253,7 @@ HV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
         r = hv_real.r_ibv_destroy_qp(qp->phys);
         if (!r) {
             pthread_mutex_lock(&ctx->lock);
-            hv_map_del(&ctx->qpn, pqpn);
+            hv_map_del(qp->on_sb ? &ctx->sb_qpn : &ctx->qpn, pqpn);
             pthread_mutex_unlock(&ctx->lock);
         }
     }

@@ -128,6 +128,9 @@ static void hv_ud_hold_peers(int64_t deadline);
 static HvSwapQp *hv_swap_qps;
 static size_t hv_swap_n;
 static int64_t hv_paused_at; /* the mover's sends queued from then on (its blackout) */
+static int hv_sb_lease_fd = -1; /* the mover on its standby device: the agent's lease */
+static char hv_sb_name[72];
+static void hv_standby_enter(void);
 
 static void hv_destroy_phys(HvContext *ctx)
 {
@@ -235,6 +238,13 @@ int hv_quiesce(void *opaque)
         hv_swap_qps[i].qp->await_peer = 0;
         hv_swap_qps[i].qp->suspend_until = 0; /* our own swap reconnects it */
         pthread_mutex_unlock(&hv_swap_qps[i].qp->lock);
+        /* who it is while away from the VF (the peers check requests against it) */
+        if (hv_swap_qps[i].qp->m_rtr) {
+            uint16_t lid;
+
+            hv_swap_qps[i].qp->own_known =
+                hv_own_addr(hv_swap_qps[i].qp, &hv_swap_qps[i].qp->own_gid, &lid) == 0;
+        }
     }
     /* 2. each connected peer stops sending, drains and says how much it sent */
     for (size_t i = 0; i < hv_swap_n && !r; i++) {
@@ -300,6 +310,8 @@ int hv_quiesce(void *opaque)
     pthread_mutex_unlock(&hv.lock);
     hv_evt_kick();
     hv_log("quiesced in %lld ms (%zu QPs)", (long long)(hv_now_ms() - t0), hv_swap_n);
+    if (!getenv("HOTMIG_VERBS_NO_STANDBY"))
+        hv_standby_enter();
     return 0;
 }
 
@@ -317,7 +329,7 @@ int hv_repost(HvRecvFifo *f, HvQp *qp, HvSrq *srq)
         for (int k = 0; k < rv->num_sge; k++) {
             uint64_t p;
             sge[k] = rv->sge[k];
-            if (hv_map_get(&ctx->lkey, sge[k].lkey, &p))
+            if (hv_map_get(qp && qp->on_sb ? &ctx->sb_lkey : &ctx->lkey, sge[k].lkey, &p))
                 sge[k].lkey = (uint32_t)p;
         }
         wr.wr_id = rv->wr_id;
@@ -604,6 +616,212 @@ static int hv_reconnect(HvSwapQp *s)
     return r ? -r : 0;
 }
 
+/* ---- the standby path (docs/design.md "Standby path") ------------------------------------
+ * The mover runs wholly on the standby device while its VF is away: at quiesce, once the VF's
+ * objects are gone, everything is made again there (hv_rebuild) and each connection whose
+ * peer's layer follows (SWITCH) runs on; the others stay paused as without it. At resume the
+ * switched ones are paused and drained again, the standby objects go and the swap onto the
+ * new VF goes on as always (RECONNECT brings the peers' ends back onto their VFs). */
+
+/* SWITCH to @s's peer: our standby QP's number, PSNs, standby GID and keys; its answer's
+ * standby QP is where ours goes (RTR, RTS). 0 or -errno (the QP stays paused). */
+static int hv_switch_managed(HvSwapQp *s, HvContext *ctx)
+{
+    HvQp *qp = s->qp;
+    uint32_t m_psn = hv_psn(), p_psn = hv_psn();
+    HvMsg *m = calloc(1, sizeof(*m)), *rep = calloc(1, sizeof(*rep));
+    char *req = malloc(HV_PROTO_LINE_MAX + 2), *line = malloc(HV_PROTO_LINE_MAX + 2);
+    struct ibv_qp_attr a;
+    union ibv_gid sgid;
+    uint8_t sidx = 0;
+    int r = m && rep && req && line ? 0 : -ENOMEM, n;
+
+    if (!r)
+        r = -hv_sb_gid(ctx->phys, &sgid, &sidx);
+    if (!r) {
+        m->type = HV_MSG_SWITCH;
+        m->target = qp->peer_vqpn;
+        m->sender = qp->pub.qp_num;
+        m->sender_pqpn = qp->phys->qp_num;
+        m->sender_psn = m_psn;
+        m->target_psn = p_psn;
+        memcpy(m->gid, sgid.raw, 16);
+        hv_ctx_keys(ctx, m);
+        n = hv_proto_format(m, req, HV_PROTO_LINE_MAX + 2);
+        r = n < 0 ? n
+                  : hv_peer_call(&qp->peer_gid, qp->peer_vqpn, req, line, HV_PROTO_LINE_MAX + 2);
+    }
+    if (!r && (hv_proto_parse(line, strlen(line), rep) < 0 || rep->type != HV_MSG_SWITCHED)) {
+        hv_log("QP %u: its peer does not switch: %.200s", qp->pub.qp_num, line);
+        r = -EPROTO;
+    }
+    if (!r) {
+        pthread_mutex_lock(&qp->lock);
+        hv_sb_rtr_attr(ctx->phys, &qp->a_rtr, rep->gid, sidx, rep->target, p_psn, &a);
+        r = -hv_qp_modify(qp, &a, qp->m_rtr);
+        if (!r && qp->m_rts) {
+            a = qp->a_rts;
+            a.sq_psn = m_psn;
+            r = -hv_qp_modify(qp, &a, qp->m_rts);
+        }
+        if (!r) {
+            /* the peer's keys there; its own device's are back after the move */
+            qp->peer_rkeys_vf = qp->peer_rkeys;
+            memset(&qp->peer_rkeys, 0, sizeof(qp->peer_rkeys));
+            for (uint32_t i = 0; i < rep->nkeys; i++)
+                hv_map_put(&qp->peer_rkeys, rep->keys[i].v, rep->keys[i].p);
+            qp->peer_pqpn = rep->target;
+            qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
+            qp->switched = 1;
+            qp->sb_sends = qp->sb_recvs = 0;
+        }
+        pthread_mutex_unlock(&qp->lock);
+    }
+    free(m);
+    free(rep);
+    free(req);
+    free(line);
+    return r;
+}
+
+static void hv_standby_enter(void)
+{
+    int64_t t0 = hv_now_ms();
+    size_t switched = 0;
+    int lease, r = 0;
+
+    lease = hv_standby_lease(hv_sb_name, sizeof(hv_sb_name));
+    if (lease < 0) {
+        hv_log("no standby device for this move: every connection pauses until the resume");
+        return;
+    }
+    pthread_mutex_lock(&hv.lock);
+    for (HvContext *ctx = hv.ctxs; ctx && !r; ctx = ctx->next)
+        r = hv_rebuild(ctx, hv_sb_name);
+    if (r) {
+        hv_log("the standby device '%s' cannot take this process's objects (%s): every "
+               "connection pauses until the resume",
+               hv_sb_name, strerror(-r));
+        for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
+            hv_destroy_phys(ctx);
+        pthread_mutex_unlock(&hv.lock);
+        close(lease);
+        return;
+    }
+    pthread_mutex_unlock(&hv.lock);
+    hv_evt_kick();
+    hv_sb_lease_fd = lease;
+    for (size_t i = 0; i < hv_swap_n; i++) {
+        HvSwapQp *s = &hv_swap_qps[i];
+        HvQp *qp = s->qp;
+
+        if (!qp->m_rtr || qp->init.qp_type == IBV_QPT_UD)
+            continue; /* UD: held (its peers hold theirs) until the resume */
+        if (s->local)
+            r = hv_reconnect_local(s);
+        else if (s->managed && !qp->srq)
+            r = hv_switch_managed(s, qp->pd->ctx);
+        else
+            continue;
+        if (r) {
+            hv_log("QP %u stays paused until the resume: %s", qp->pub.qp_num, strerror(-r));
+            continue;
+        }
+        pthread_mutex_lock(&qp->lock);
+        qp->switched = 1;
+        pthread_mutex_unlock(&qp->lock);
+        hv_qp_unpause(qp);
+        switched++;
+    }
+    pthread_mutex_lock(&hv.lock);
+    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
+        hv_wake_cqs(ctx, 1);
+    pthread_mutex_unlock(&hv.lock);
+    hv_log("switched %zu of %zu QPs to the standby device '%s' in %lld ms; sends were paused for "
+           "%lld ms",
+           switched, hv_swap_n, hv_sb_name, (long long)(hv_now_ms() - t0),
+           (long long)(hv_now_ms() - hv_paused_at));
+}
+
+/* resume: the switched connections paused and drained on the standby device, its objects
+ * gone; the swap onto the new VF follows. */
+static void hv_standby_leave(int64_t deadline)
+{
+    uint64_t sends = 0, recvs = 0;
+    size_t n = 0;
+
+    if (hv_sb_lease_fd < 0)
+        return;
+    hv_paused_at = hv_now_ms();
+    for (size_t i = 0; i < hv_swap_n; i++) {
+        HvQp *qp = hv_swap_qps[i].qp;
+
+        pthread_mutex_lock(&qp->lock);
+        hv_qp_sendq_ready(qp);
+        qp->paused = 1;
+        qp->reconnected = 0;
+        qp->await_peer = 0;
+        pthread_mutex_unlock(&qp->lock);
+    }
+    for (size_t i = 0; i < hv_swap_n; i++) {
+        HvSwapQp *s = &hv_swap_qps[i];
+        HvQp *qp = s->qp;
+        HvMsg m = {.type = HV_MSG_SUSPEND}, rep;
+        char req[128], line[HV_PROTO_LINE_MAX + 2];
+        int r, k;
+
+        if (!qp->switched || !s->managed)
+            continue;
+        m.target = qp->peer_vqpn;
+        m.sender = qp->pub.qp_num;
+        pthread_mutex_lock(&qp->lock);
+        m.sent = qp->sent_msgs;
+        pthread_mutex_unlock(&qp->lock);
+        k = hv_proto_format(&m, req, sizeof(req));
+        r = k < 0 ? k : hv_peer_call(&qp->peer_gid, qp->peer_vqpn, req, line, sizeof(line));
+        if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 || rep.type != HV_MSG_SUSPENDED))
+            r = -EPROTO;
+        if (r)
+            hv_log("QP %u: suspending its peer on the standby path failed: %s", qp->pub.qp_num,
+                   strerror(-r));
+        else
+            s->peer_sent = rep.sent;
+    }
+    for (size_t i = 0; i < hv_swap_n; i++) {
+        HvSwapQp *s = &hv_swap_qps[i];
+        HvQp *qp = s->qp;
+
+        if (!qp->switched)
+            continue;
+        if (hv_qp_drain(qp, s->managed ? s->peer_sent : 0, deadline))
+            hv_log("QP %u did not drain on the standby path", qp->pub.qp_num);
+        pthread_mutex_lock(&qp->lock);
+        if (!s->local) {
+            hv_map_clear(&qp->peer_rkeys);
+            qp->peer_rkeys = qp->peer_rkeys_vf;
+            memset(&qp->peer_rkeys_vf, 0, sizeof(qp->peer_rkeys_vf));
+        }
+        sends += qp->sb_sends;
+        recvs += qp->sb_recvs;
+        if (qp->sb_sends || qp->sb_recvs)
+            hv_log("QP %u: the standby path carried %llu sends and %llu receives", qp->pub.qp_num,
+                   (unsigned long long)qp->sb_sends, (unsigned long long)qp->sb_recvs);
+        qp->switched = 0;
+        qp->sb_sends = qp->sb_recvs = 0;
+        pthread_mutex_unlock(&qp->lock);
+        n++;
+    }
+    pthread_mutex_lock(&hv.lock);
+    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
+        hv_destroy_phys(ctx);
+    pthread_mutex_unlock(&hv.lock);
+    hv_evt_kick();
+    close(hv_sb_lease_fd);
+    hv_sb_lease_fd = -1;
+    hv_log("left the standby device '%s': %zu QPs, %llu sends and %llu receives carried there",
+           hv_sb_name, n, (unsigned long long)sends, (unsigned long long)recvs);
+}
+
 /* The new device is not there yet (its driver is still binding): a watch on the directory of
  * uverbs nodes, made before the try so that a node created meanwhile is not missed. -1 when
  * it cannot be watched (then hv_devices_wait waits HV_DEVICE_RETRY_MS). */
@@ -642,6 +860,9 @@ int hv_resume(const char *device, void *opaque)
         pthread_mutex_unlock(&hv.lock);
         return 0;
     }
+    pthread_mutex_unlock(&hv.lock);
+    hv_standby_leave(t0 + HV_DRAIN_MS);
+    pthread_mutex_lock(&hv.lock);
     for (HvContext *ctx = hv.ctxs; ctx && !r; ctx = ctx->next) {
         const char *name = device ? device : ctx->dev->dev.name;
         int64_t until = hv_now_ms() + HV_DEVICE_WAIT_MS;
@@ -676,8 +897,10 @@ int hv_resume(const char *device, void *opaque)
                 r = rq;
         }
     }
-    for (size_t i = 0; i < hv_swap_n; i++)
+    for (size_t i = 0; i < hv_swap_n; i++) {
+        hv_swap_qps[i].qp->own_known = 0;
         hv_qp_unpause(hv_swap_qps[i].qp);
+    }
     pthread_mutex_lock(&hv.lock);
     for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
         hv_wake_cqs(ctx, 1);

@@ -14,7 +14,8 @@
  *   peer link    hv-peer.c (and hv-proto.c, the peer protocol's parser, shared with the agent)
  *   translation  hv-local.c hv-udtab.c hv-verdict.c hv-xlate.c
  *   data path    hv-post.c hv-pause.c hv-poll.c hv-event.c hv-ops.c
- *   objects      hv-qpx.c hv-qp.c hv-device.c hv-mr.c hv-cq.c hv-srq.c hv-ah.c hv-compat.c
+ *   objects      hv-qpx.c hv-qp.c hv-device.c hv-mr.c hv-cq.c hv-srq.c hv-ah.c hv-standby.c
+ *                hv-compat.c
  *                hv-exports.c
  *   swap         hv-swap.c hv-handle.c
  *   agent link   hv-agent.c */
@@ -115,6 +116,7 @@ typedef struct {
 typedef struct HvPd {
     struct ibv_pd pub;
     struct ibv_pd *phys;
+    struct ibv_pd *sb; /* on the standby device, while one of its QPs runs there (hv-standby.c) */
     HvContext *ctx;
     struct HvPd *next;
 } HvPd;
@@ -122,6 +124,7 @@ typedef struct HvPd {
 typedef struct HvMr {
     struct ibv_mr pub;
     struct ibv_mr *phys;
+    struct ibv_mr *sb; /* registered on the standby device too (double registration) */
     HvPd *pd;
     uint64_t iova;
     int access;
@@ -134,6 +137,7 @@ typedef struct HvChan HvChan;
 typedef struct HvCq {
     struct ibv_cq pub;
     struct ibv_cq *phys;
+    struct ibv_cq *sb; /* the standby device's: polled after phys while it exists */
     HvContext *ctx;
     HvChan *chan;
     int cqe, comp_vector;
@@ -147,6 +151,7 @@ typedef struct HvCq {
 struct HvChan {
     struct ibv_comp_channel pub; /* fd: a layer-owned eventfd (EFD_SEMAPHORE) */
     struct ibv_comp_channel *phys;
+    struct ibv_comp_channel *sb; /* the standby device's (the event thread watches both) */
     HvContext *ctx;
     pthread_mutex_t lock;
     HvCq **events; /* FIFO of CQs that fired */
@@ -261,6 +266,7 @@ typedef struct HvQp {
     union ibv_gid peer_gid;  /* the peer's port GID (hv_av_peer at RTR): who it is after moves */
     int peer_known;          /* peer_gid is known (a GRH, or the directory had its LID) */
     HvMap peer_rkeys;     /* the peer's virtual rkey -> its physical rkey */
+    HvMap peer_rkeys_vf;  /* while switched: the peer's rkeys on its own device, for after */
     uint32_t routed_vqpn; /* the registration file written for this QP (0: none) */
     /* UD: sends held while a peer moves (its UDHOLD until its UDMAP or this deadline, ms) */
     int64_t ud_held_until;
@@ -271,6 +277,13 @@ typedef struct HvQp {
     int await_peer;      /* the peer reconnects it (it answered DEFER moving): stays paused */
     int calling;         /* our RECONNECT to the peer is out (hv_reconnect) */
     int64_t await_until; /* ms: then the QP goes to the error state (a clear failure) */
+    /* the standby path (docs/design.md "Standby path"): on_sb, its physical QP is on the
+     * context's standby device (this end switched for a moving peer); the traffic it carried */
+    int on_sb;
+    union ibv_gid own_gid; /* the mover's: its port GID on the VF, its identity while away */
+    int own_known;
+    int switched;        /* the mover's side: connected over the standby devices (SWITCH) */
+    uint64_t sb_sends, sb_recvs;
     struct HvQp *next;
 } HvQp;
 
@@ -290,6 +303,13 @@ struct HvContext {
     HvSrq *srqs;
     HvAh *ahs;
     HvQp *qps;
+    /* the standby device (hv-standby.c): opened while a QP of this context runs there */
+    struct ibv_context *sb;
+    int sb_lease;     /* the agent's lease on it (hotmig_standby_acquire), -1 none */
+    HvMap sb_lkey;    /* virtual lkey -> the standby registration's */
+    HvMap sb_qpn;     /* the standby device's physical QPN -> HvQp* */
+    HvMap retired, sb_retired; /* physical QPNs a QP left when it changed devices (of each
+                                * device): their completions go */
     int cmd_efd;                 /* ibv_context.cmd_fd the program sees */
     struct ibv_async_event *aev; /* async events FIFO, context->async_fd is an eventfd */
     size_t aev_head, aev_n, aev_cap;
@@ -358,6 +378,10 @@ int hv_dir_parse_line(const char *line, HvDirEntry *e);
  * the file cannot be read (the file is read again only after the agent replaced it). */
 int hv_dir_lookup_gid(const char *path, const uint8_t gid[16], HvDirEntry *out);
 int hv_dir_lookup_lid(const char *path, uint16_t lid, HvDirEntry *out);
+
+/* The agent's lease on the standby device (hv-standby.c): its fd, its name in @name; -errno */
+#define HV_STANDBY_LEASE_MS 10000
+int hv_standby_lease(char *name, size_t size);
 
 /* ---- hv-peer.c ------------------------------------------------------------------------------
  * A peer is known by its port GID (on IB subnet prefix + port GUID: it survives a move);
@@ -627,6 +651,30 @@ int hv_ctx_attach(HvContext *ctx, const char *name); /* @ctx's physical context 
 /* Called at the first ibv_open_device of a shadow device (set by hv-agent.c: the
  * registration with the agent; NULL in the unit tests). */
 extern void (*hv_open_hook)(void);
+
+struct ibv_context *hv_open_phys(const char *name); /* the real device @name, opened */
+
+/* ---- hv-standby.c: the standby device's objects (docs/design.md "Standby path") -----------
+ * A QP whose peer moves runs on the standby device (soft-RoCE on the control NIC) until the
+ * peer is back: its context opens the device (the agent's lease), its PD, CQs and channels get
+ * a twin there, every MR of its PD a second registration; the data path polls both CQs. All
+ * of it goes once no QP of the context runs there. hv.lock held for each. */
+int hv_sb_open(HvContext *ctx);   /* the device (0, or an errno) */
+int hv_sb_prepare(HvQp *qp);      /* its PD, CQs, channels and the PD's MRs there: 0 or errno */
+/* @qp's physical QP made again on the standby device (@to_sb) or back on the context's own,
+ * in INIT with the program's attributes (port 1 on the standby); the old one destroyed, its
+ * completions dropped from then on. qp lock held. 0 or an errno. */
+int hv_sb_qp_move(HvQp *qp, int to_sb);
+void hv_sb_close_unused(HvContext *ctx); /* everything there goes when no QP runs there */
+void hv_sb_mr_reg(HvMr *mr);             /* ibv_reg_mr while its PD has a twin */
+void hv_sb_mr_dereg(HvMr *mr);
+/* The standby device's RoCE v2 GID of an IPv4 address on port 1 (how the control network
+ * reaches it) and its index; 0 or ENOENT. */
+int hv_sb_gid(struct ibv_context *dev, union ibv_gid *gid, uint8_t *index);
+/* The attributes of an RTR over the standby devices: the program's @rtr with the peer's
+ * standby @dgid and QPN, from our GID @sgid_index on port 1, the MTU both sides take. */
+void hv_sb_rtr_attr(struct ibv_context *dev, const struct ibv_qp_attr *rtr, const uint8_t dgid[16],
+                    uint8_t sgid_index, uint32_t dest_qpn, uint32_t rq_psn, struct ibv_qp_attr *out);
 
 /* ---- hv-cq.c, hv-srq.c: the physical CQ, SRQ of a shadow ------------------------------------ */
 int hv_cq_make(HvCq *cq);

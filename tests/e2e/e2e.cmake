@@ -84,9 +84,12 @@ hm_add_e2e(e2e-verbs-ud-pingpong verbs-ud-pingpong.sh)
 # The peer protocol as a trust boundary (issue 28): forged requests without the job's key and a
 # connection flood during an ibv_rc_pingpong and a move; all refused, the move and the tool pass.
 hm_add_e2e(e2e-verbs-hostile-peer verbs-hostile-peer.sh)
+# The standby path (issue 30): the connection runs over soft-RoCE on the control NICs while
+# the client's VF is away (client A->B->A), its iterations going on during the copy.
+hm_add_e2e(e2e-standby-rc-pingpong standby-rc-pingpong.sh)
 set_tests_properties(e2e-verbs-rc-pingpong e2e-verbs-rc-pingpong-events e2e-verbs-device-swap
   e2e-verbs-late-connect e2e-verbs-perftest e2e-verbs-ud-pingpong e2e-verbs-hostile-peer
-  PROPERTIES LABELS "e2e;standin")
+  e2e-standby-rc-pingpong PROPERTIES LABELS "e2e;standin")
 # Real MPI jobs (Debian's ScaLAPACK LU driver over Open MPI or MPICH on UCX verbs, the verbs
 # layer preloaded) across migrate-vm and a drain (issue 18). Their three guests boot the root
 # image 'mpi' (built once into the lab's cache, ~3-5 min cold) once for all of them: fixture

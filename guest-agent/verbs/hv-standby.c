@@ -1,0 +1,288 @@
+/* libhotmig-verbs, objects layer: the standby device's twins of a context's objects, for the QPs
+ * whose peer moves (docs/design.md "Standby path"). The mover itself runs wholly on the
+ * standby device (a device swap, hv-swap.c); a peer runs there only the QPs to the mover, so
+ * its other connections stay on its VF: both devices are open in one context meanwhile. */
+#include "hv.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define HV_SB_OPEN_MS 5000 /* the agent's new device to be listed by libibverbs */
+
+int hv_sb_open(HvContext *ctx)
+{
+    char name[72];
+    int64_t until;
+    int lease;
+
+    if (ctx->sb)
+        return 0;
+    lease = hv_standby_lease(name, sizeof(name));
+    if (lease < 0)
+        return -lease;
+    until = hv_now_ms() + HV_SB_OPEN_MS;
+    /* a device the agent just made is listed once its uverbs node is there */
+    while (!(ctx->sb = hv_open_phys(name)) && hv_now_ms() < until)
+        usleep(20000);
+    if (!ctx->sb) {
+        int e = errno ? errno : ENODEV;
+
+        hv_log("cannot open the standby device '%s': %s", name, strerror(e));
+        close(lease);
+        return e;
+    }
+    hv_nonblock(ctx->sb->async_fd);
+    ctx->sb_lease = lease;
+    hv_log("standby device '%s' opened", name);
+    return 0;
+}
+
+static int hv_sb_cq(HvCq *cq)
+{
+    HvContext *ctx;
+
+    if (!cq || cq->sb)
+        return 0;
+    ctx = cq->ctx;
+    if (cq->chan && !cq->chan->sb) {
+        cq->chan->sb = hv_real.r_ibv_create_comp_channel(ctx->sb);
+        if (!cq->chan->sb)
+            return errno ? errno : EIO;
+        hv_nonblock(cq->chan->sb->fd);
+        hv_evt_kick(); /* the event thread watches it too */
+    }
+    pthread_mutex_lock(&cq->lock);
+    cq->sb = hv_real.r_ibv_create_cq(ctx->sb, cq->cqe, cq, cq->chan ? cq->chan->sb : NULL, 0);
+    if (cq->sb && cq->armed)
+        ibv_req_notify_cq(cq->sb, cq->armed_solicited);
+    pthread_mutex_unlock(&cq->lock);
+    return cq->sb ? 0 : (errno ? errno : EIO);
+}
+
+static int hv_sb_mr(HvMr *mr)
+{
+    HvContext *ctx = mr->pd->ctx;
+
+    if (mr->sb)
+        return 0;
+    mr->sb = mr->kind ? hv_real.r_ibv_reg_mr_iova2(mr->pd->sb, mr->pub.addr, mr->pub.length,
+                                                    mr->iova, (unsigned)mr->access)
+                      : hv_real.r_ibv_reg_mr(mr->pd->sb, mr->pub.addr, mr->pub.length, mr->access);
+    if (!mr->sb)
+        return errno ? errno : EIO;
+    pthread_mutex_lock(&ctx->lock);
+    hv_map_put(&ctx->sb_lkey, mr->pub.lkey, mr->sb->lkey);
+    pthread_mutex_unlock(&ctx->lock);
+    return 0;
+}
+
+int hv_sb_prepare(HvQp *qp)
+{
+    HvPd *pd = qp->pd;
+    HvContext *ctx = pd->ctx;
+    int r;
+
+    if (!ctx->sb)
+        return ENODEV;
+    if (!pd->sb) {
+        pd->sb = hv_real.r_ibv_alloc_pd(ctx->sb);
+        if (!pd->sb)
+            return errno ? errno : EIO;
+    }
+    r = hv_sb_cq(qp->scq);
+    if (!r && qp->rcq != qp->scq)
+        r = hv_sb_cq(qp->rcq);
+    /* double registration: every MR the program may name to this QP or its peer */
+    for (HvMr *mr = ctx->mrs; mr && !r; mr = mr->next)
+        if (mr->pd == pd)
+            r = hv_sb_mr(mr);
+    return r;
+}
+
+void hv_sb_mr_reg(HvMr *mr)
+{
+    int r;
+
+    if (!mr->pd->sb)
+        return;
+    r = hv_sb_mr(mr);
+    if (r)
+        hv_log("a memory region registered while a QP runs on the standby device cannot be "
+               "registered there too: %s (that QP's work requests naming it fail)",
+               strerror(r));
+}
+
+void hv_sb_mr_dereg(HvMr *mr)
+{
+    HvContext *ctx = mr->pd->ctx;
+
+    if (!mr->sb)
+        return;
+    hv_real.r_ibv_dereg_mr(mr->sb);
+    mr->sb = NULL;
+    pthread_mutex_lock(&ctx->lock);
+    hv_map_del(&ctx->sb_lkey, mr->pub.lkey);
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+/* A QP made from @qp's attributes with the objects of one device. */
+static struct ibv_qp *hv_sb_qp_make(HvQp *qp, int sb)
+{
+    struct ibv_qp_init_attr a = qp->init;
+
+    a.qp_context = qp;
+    a.send_cq = qp->scq ? (sb ? qp->scq->sb : qp->scq->phys) : NULL;
+    a.recv_cq = qp->rcq ? (sb ? qp->rcq->sb : qp->rcq->phys) : NULL;
+    a.srq = NULL; /* a QP with an SRQ does not switch (hv-handle.c) */
+    return hv_real.r_ibv_create_qp(sb ? qp->pd->sb : qp->pd->phys, &a);
+}
+
+int hv_sb_qp_move(HvQp *qp, int to_sb)
+{
+    HvContext *ctx = qp->pd->ctx;
+    struct ibv_qp *nq = hv_sb_qp_make(qp, to_sb);
+    struct ibv_qp_attr a;
+    int r;
+
+    if (!nq)
+        return errno ? errno : EIO;
+    pthread_mutex_lock(&ctx->lock);
+    if (qp->phys) {
+        hv_map_del(qp->on_sb ? &ctx->sb_qpn : &ctx->qpn, qp->phys->qp_num);
+        /* completions it still makes (flushes of its receives, re-posted on @nq) are dropped */
+        hv_map_put(qp->on_sb ? &ctx->sb_retired : &ctx->retired, qp->phys->qp_num, 1);
+    }
+    hv_map_put(to_sb ? &ctx->sb_qpn : &ctx->qpn, nq->qp_num, (uintptr_t)qp);
+    pthread_mutex_unlock(&ctx->lock);
+    if (qp->phys && hv_real.r_ibv_destroy_qp(qp->phys))
+        hv_log("QP %u: destroying its physical QP on the %s device failed", qp->pub.qp_num,
+               qp->on_sb ? "standby" : "own");
+    qp->phys = nq;
+    qp->on_sb = to_sb;
+    qp->sig_out = 0;
+    qp->fence_out = 0;
+    qp->unsig_tail = 0;
+    qp->state = IBV_QPS_RESET;
+    if (!qp->m_init)
+        return 0;
+    a = qp->a_init;
+    if (to_sb)
+        a.port_num = 1;
+    r = hv_qp_modify(qp, &a, qp->m_init);
+    if (!r)
+        qp->state = IBV_QPS_INIT;
+    return r;
+}
+
+void hv_sb_close_unused(HvContext *ctx)
+{
+    if (!ctx->sb)
+        return;
+    for (HvQp *qp = ctx->qps; qp; qp = qp->next)
+        if (qp->on_sb)
+            return;
+    for (HvMr *mr = ctx->mrs; mr; mr = mr->next)
+        hv_sb_mr_dereg(mr);
+    for (HvCq *cq = ctx->cqs; cq; cq = cq->next) {
+        hv_cq_pull(cq); /* what the standby's CQ still holds is the program's */
+        pthread_mutex_lock(&cq->lock);
+        if (cq->sb)
+            hv_real.r_ibv_destroy_cq(cq->sb);
+        cq->sb = NULL;
+        pthread_mutex_unlock(&cq->lock);
+    }
+    for (HvChan *ch = ctx->chans; ch; ch = ch->next) {
+        if (ch->sb)
+            hv_real.r_ibv_destroy_comp_channel(ch->sb);
+        ch->sb = NULL;
+    }
+    for (HvPd *pd = ctx->pds; pd; pd = pd->next) {
+        if (pd->sb)
+            hv_real.r_ibv_dealloc_pd(pd->sb);
+        pd->sb = NULL;
+    }
+    hv_real.r_ibv_close_device(ctx->sb);
+    ctx->sb = NULL;
+    pthread_mutex_lock(&ctx->lock);
+    hv_map_clear(&ctx->sb_lkey);
+    hv_map_clear(&ctx->sb_qpn);
+    pthread_mutex_unlock(&ctx->lock);
+    if (ctx->sb_lease >= 0)
+        close(ctx->sb_lease); /* the agent removes the device once no lease is left */
+    ctx->sb_lease = -1;
+    hv_evt_kick();
+    hv_log("standby device closed: no connection runs there any more");
+}
+
+/* "RoCE v2" in sysfs for GID @index of @dev's port 1 */
+static int hv_sb_gid_v2(struct ibv_context *dev, int index)
+{
+    char path[256], buf[32] = "";
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/1/gid_attrs/types/%d",
+             dev->device->name, index);
+    f = fopen(path, "re");
+    if (!f)
+        return 0;
+    if (!fgets(buf, sizeof(buf), f))
+        buf[0] = '\0';
+    fclose(f);
+    return strncmp(buf, "RoCE v2", 7) == 0;
+}
+
+static int hv_sb_gid_find(struct ibv_context *dev, union ibv_gid *gid, uint8_t *index)
+{
+    static const uint8_t v4[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    struct ibv_port_attr pa;
+
+    memset(&pa, 0, sizeof(pa));
+    if (hv_real.r_ibv_query_port(dev, 1, (struct _compat_ibv_port_attr *)&pa))
+        return ENOENT;
+    for (int i = 0; i < pa.gid_tbl_len && i < 256; i++) {
+        if (hv_real.r_ibv_query_gid(dev, 1, i, gid))
+            continue;
+        if (memcmp(gid->raw, v4, sizeof(v4)) == 0 && hv_sb_gid_v2(dev, i)) {
+            *index = (uint8_t)i;
+            return 0;
+        }
+    }
+    return ENOENT;
+}
+
+int hv_sb_gid(struct ibv_context *dev, union ibv_gid *gid, uint8_t *index)
+{
+    int64_t until = hv_now_ms() + HV_SB_OPEN_MS;
+    int r;
+
+    /* a device just made gets the GIDs of its NIC's addresses a moment later */
+    while ((r = hv_sb_gid_find(dev, gid, index)) && hv_now_ms() < until)
+        usleep(20000);
+    if (r)
+        hv_log("the standby device '%s' has no RoCE v2 GID of an IPv4 address",
+               dev->device->name);
+    return r;
+}
+
+void hv_sb_rtr_attr(struct ibv_context *dev, const struct ibv_qp_attr *rtr, const uint8_t dgid[16],
+                    uint8_t sgid_index, uint32_t dest_qpn, uint32_t rq_psn, struct ibv_qp_attr *out)
+{
+    struct ibv_port_attr pa;
+
+    *out = *rtr;
+    memset(&out->ah_attr, 0, sizeof(out->ah_attr));
+    out->ah_attr.is_global = 1;
+    memcpy(out->ah_attr.grh.dgid.raw, dgid, 16);
+    out->ah_attr.grh.sgid_index = sgid_index;
+    out->ah_attr.grh.hop_limit = 64;
+    out->ah_attr.port_num = 1;
+    out->dest_qp_num = dest_qpn;
+    out->rq_psn = rq_psn;
+    memset(&pa, 0, sizeof(pa));
+    /* the control NIC's MTU may be below the VF's: both ends take the smaller */
+    if (hv_real.r_ibv_query_port(dev, 1, (struct _compat_ibv_port_attr *)&pa) == 0 &&
+        pa.active_mtu && pa.active_mtu < out->path_mtu)
+        out->path_mtu = pa.active_mtu;
+}

@@ -1,0 +1,66 @@
+#!/bin/bash
+# The standby path (issue 30) with unmodified ibv_rc_pingpong under LD_PRELOAD=libhotmig-verbs.so:
+# both guests' agents run with --standby on their control NIC; the client's guest moves A->B->A.
+# At each move the client's layer runs the connection over the standby devices (soft-RoCE on
+# the control NICs) from its quiesce to its resume instead of pausing it, the server's layer
+# follows (SWITCH) and comes back (RECONNECT). Asserts: every migrate-vm succeeds; at each
+# move both layers switched, and both say the standby path carried sends and receives (the
+# tool's iterations went on while the VF was away); the server's other end came back to its
+# VF; both ends exit 0 with their figures. Prints "STANDBY ..." with the mover's pause at the
+# switch and at the switch back, and what the standby path carried.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/verbs-lib.sh"
+iters=${ITERS:-20000}
+c=vsb-c
+s=vsb-s
+tmp=$(mktemp -d)
+trap 'cleanup; rm -rf "$tmp"' EXIT
+
+vpair "$c" "$s"
+si=$("$lab" index "$s")
+# restart_agent GUEST: its agent again with --standby on its control NIC (hm.ctl_mac's)
+restart_agent() {
+    local g=$1 ifc ip
+    "$lab" wait "$g" 'agent started' --timeout 300 >/dev/null || fail "$g: no agent"
+    ifc=$("$lab" exec "$g" 'm=$(sed -n "s/.*hm.ctl_mac=\([^ ]*\).*/\1/p" /proc/cmdline); for i in /sys/class/net/*; do [ "$(cat $i/address)" = "$m" ] && basename $i; done; true' --timeout 60)
+    ip=$("$lab" exec "$g" 'sed -n "s/.*hm.ctl_ip=\([^/ ]*\).*/\1/p" /proc/cmdline' --timeout 60)
+    [ -n "$ifc" ] && [ -n "$ip" ] || fail "$g: no control NIC"
+    "$lab" exec "$g" "kill \$(pidof hotmig-agent); for _ in \$(seq 100); do pidof hotmig-agent >/dev/null || break; sleep 0.2; done; hotmig-agent --daemonize --port org.hotmig.agent.0 --socket /run/hotmig/agent.sock --peer-listen $ip:7475 --standby $ifc >/dev/console 2>&1" --timeout 180 ||
+        fail "$g: the agent did not start with --standby $ifc"
+}
+restart_agent "$s"
+restart_agent "$c"
+gid_s=$(vgid "$s")
+[ -n "$gid_s" ] || fail "$s printed no GID index"
+env_s=$(venv "$c")
+env_c=$(venv "$s")
+run="ibv_rc_pingpong -d rxe0 -g $gid_s -n $iters"
+vtool "$s" VPP "$env_s $run"
+sleep 1
+vtool "$c" VPP "$env_c $run 198.51.100.$si"
+vconnected "$c" 120 || fail "the pingpong did not connect"
+
+n=0
+for move in "$A $B" "$B $A"; do
+    read -r from to <<<"$move"
+    n=$((n + 1))
+    [ "$(vcount "$c" 'VPP rc=')" = 0 ] || fail "the client ended before move $n"
+    migrate "$c" "$from" "$to" "$tmp/m$n.json"
+    jq -e '.ok' "$tmp/m$n.json" >/dev/null || fail "move $n of $c not ok"
+    vwait "$c" 'VPP hotmig-verbs.*switched 1 of [0-9]+ QPs to the standby device' "$n" 30 ||
+        fail "move $n: the client's layer did not switch to the standby device"
+    vwait "$s" 'VPP hotmig-verbs.*switched to the standby device for its moving peer' "$n" 30 ||
+        fail "move $n: the server's layer did not follow onto its standby device"
+    vwait "$c" 'VPP hotmig-verbs.*resumed on' "$n" 30 || fail "move $n: the client did not resume"
+    vwait "$s" 'VPP hotmig-verbs.*back on its own device; the standby path carried [1-9][0-9]* sends and [1-9][0-9]* receives' "$n" 30 ||
+        fail "move $n: the server's end did not come back, or carried nothing over the standby path"
+    vwait "$c" 'VPP hotmig-verbs.*the standby path carried [1-9][0-9]* sends and [1-9][0-9]* receives' "$n" 30 ||
+        fail "move $n: the client's standby path carried nothing"
+done
+[ "$(vcount "$c" 'VPP rc=')" = 0 ] ||
+    fail "the client ended before the last move completed: more iterations are needed"
+vfinish VPP ibv_rc_pingpong "$iters" "$c" "$s" "standby=1"
+echo "STANDBY switch=$(vlog "$c" VPP | grep -o 'switched 1 of [0-9]* QPs .* sends were paused for [0-9]*' | grep -o '[0-9]*$' | paste -sd, -)ms" \
+    "carried=$(vlog "$c" VPP | grep -o 'standby path carried [0-9]* sends and [0-9]* receives' | awk '{print $4"/"$7}' | paste -sd, -)" \
+    "resume_pause=$(vlog "$c" VPP | grep -o 'resumed on .*sends were paused for [0-9]*' | grep -o '[0-9]*$' | paste -sd, -)ms"
+log "ok: ibv_rc_pingpong kept running over the standby path across 2 migrations"
