@@ -197,6 +197,7 @@ where_settled() {
 pool_error=""
 pool_lag=0
 balance_stale=0
+drain_stale=0
 stale=()
 stale_steps=0
 pool_check() {
@@ -740,6 +741,18 @@ run_step() {
     [ -z "$pid" ] || wait "$pid" || rc=$?
     [ -z "$pid2" ] || wait "$pid2" || rc2=$?
     if [ "$via" = drain ] && ((rc == 0)) && ! jq -e '.ok' "$json" >/dev/null 2>&1; then rc=1; fi
+    # The known finding of stale leases (pool_check): the drain's planner counts a VF a stale
+    # lease holds as used, and refuses the drain when that was the destination's free one
+    # (seen: a kill in the resume of a move to A, recovered as finished, left B's hmlab4vf2
+    # assigned to the guest; the next drain of A: "B: 1 VFs needed, 0 free"). Counted as
+    # drain_stale, not a failure; a move by migrate-vm (its lease) reclaims the VF.
+    local stale_refused=0
+    if [ "$via" = drain ] && ((rc != 0)) && ((${#stale[@]})) && [[ " ${stale[*]}" == *" $there:"* ]] &&
+        grep -q "VFs needed, 0 free" "$err"; then
+        stale_refused=1
+        drain_stale=$((drain_stale + 1))
+        log "step $step: the drain was refused while a stale lease holds a VF of $there: ${stale[*]}: $(grep -m 1 'VFs needed' "$err")"
+    fi
     ((rc != 0 || rc2 == 0)) || rc=$rc2
     [ "$fault" = netem ] && netem_off
     [ "$fault" = linkloss ] && linkloss_off
@@ -764,7 +777,7 @@ run_step() {
     fi
     moves=$((moves + step_moves))
     # What each fault must end in, where that is known; without a fault, each path's own end.
-    if [ "$fault" = none ]; then
+    if [ "$fault" = none ] && ((stale_refused == 0)); then
         if ((rc != 0)) || [ -n "$path_error" ]; then
             cat "$err" "$tmp/err2" 2>/dev/null | tail -n 30 >&2
             breach "a step without a fault failed (exit $rc): ${path_error:-$g on $end}"
@@ -919,7 +932,7 @@ virsh_line=""
     outcomes=$(for o in "${!outcome_count[@]}"; do echo "${o// /_}=${outcome_count[$o]}"; done | sort | paste -sd, -)
     echo "SOAK result seed=$seed steps=$step moves=$moves failed_exits=$failed_clean seconds=$elapsed" \
         "steps_per_minute=$(awk -v s="$step" -v t="$elapsed" 'BEGIN { printf "%.2f", t ? s * 60 / t : 0 }')" \
-        "pool_lag=$pool_lag stale_lease_steps=$stale_steps balance_stale=$balance_stale faults=$faults_seen paths=$paths_seen outcomes=$outcomes ${results[*]}"
+        "pool_lag=$pool_lag stale_lease_steps=$stale_steps balance_stale=$balance_stale drain_stale=$drain_stale faults=$faults_seen paths=$paths_seen outcomes=$outcomes ${results[*]}"
     echo "SOAK files: $out/steps.tsv $out/samples.tsv $out/summary.txt"
 } | tee "$out/summary.txt"
 log "ok: $step steps, every invariant held after each"
