@@ -9,6 +9,7 @@
 #include "hotmigd/daemon-state-priv.h"
 #include "hotmigd/inventory-refresh.h"
 #include "hotmigd/migrations.h"
+#include "hotmigd/plan-view.h"
 #include "hotmigd/schedules.h"
 
 typedef struct {
@@ -71,7 +72,7 @@ static void plan_after_inventory(Hotmigd *daemon, const GError *error, gpointer 
         call_fail(c, local);
         return;
     }
-    hotmigd_schedules_options(daemon, &opts);
+    hotmigd_plan_view_options(daemon, &opts);
     if (req->min_stay_s >= 0)
         opts.min_stay_s = (guint)req->min_stay_s;
     if (req->bandwidth > 0)
@@ -214,7 +215,7 @@ void hotmigd_drain_async(Hotmigd *daemon, const char *host, gint64 deadline, con
 
 static char *snapshot_json(Hotmigd *daemon)
 {
-    g_auto(HotmigdSchedulesView) view = {0};
+    g_auto(HotmigdPlanView) view = {0};
 
     hotmigd_schedules_view_init(daemon, &view);
     return hotmigd_inventory_format_snapshot(daemon->inventory, &view.view, TRUE);
@@ -241,7 +242,7 @@ void hotmigd_snapshot_async(Hotmigd *daemon, HotmigdDone done, gpointer data)
 static void hosts_json(Hotmigd *daemon, JsonBuilder *b)
 {
     const HotmigdInventory *inv = daemon->inventory;
-    g_auto(HotmigdSchedulesView) view = {0};
+    g_auto(HotmigdPlanView) view = {0};
     g_autoptr(GHashTable) by_state =
         g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)g_ptr_array_unref);
     static const char *const order[] = {"ok", "quarantined", "evacuating", "down", "unknown"};

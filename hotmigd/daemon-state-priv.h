@@ -4,9 +4,12 @@
  *
  *   inventory-refresh.c  the cluster's latest inventory, taken in a thread (in the background,
  *                        again soon after a host could not be read, and before every plan)
+ *   plan-view.c          the view plans are made on (the inventory with the hosts' held
+ *                        states, the evacuations, what is under way, the VMs' last moves) and
+ *                        the planner's options
  *   schedules.c          the schedules (plan runs; drains and evacuations in rounds), their
- *                        watchers, JSON and figures; the view plans are made on (the inventory
- *                        with the hosts' held states, the evacuations, what is under way)
+ *                        watchers and JSON; what they bring to the view; each move's end
+ *                        counted in the figures for /metrics (stats.c, over HotmigdStats alone)
  *   migrations.c         the migrations run here for other hosts (POST /v1/migrations)
  *   commands.c           the local API's commands (plan, run, drain, snapshot, status)
  *   daemon.c             creating, reloading and stopping the daemon; the commands bound to the

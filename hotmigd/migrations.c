@@ -7,6 +7,7 @@
 #include "hotmigd/migrations.h"
 
 #include "hotmigd/daemon-state-priv.h"
+#include "hotmigd/plan-view.h"
 #include "hotmigd/schedules.h"
 
 /* Finished migrations kept for GET /v1/migrations/ID. */
@@ -44,7 +45,7 @@ static void remote_done(HotmigdMove *move, const HotmigdMoveResult *result, gpoi
     r->info.finished = hotmigd_now_s();
     g_clear_pointer(&r->job, hotmigd_run_move_free);
     if (result->ok)
-        hotmigd_schedules_note_moved(daemon, r->info.domain);
+        hotmigd_plan_view_note_moved(daemon, r->info.domain);
     g_message("Migration %s of '%s' to '%s' (%s) %s%s%s", r->info.id, r->info.domain,
               r->info.destination, r->info.reason, result->ok ? "done" : "failed",
               result->detail ? ": " : "", result->detail ? result->detail : "");

@@ -1,8 +1,9 @@
 /* The schedules the daemon runs (daemon-state-priv.h): a plan run, or the drain (evacuation) of a host
  * in rounds, each move driven from its source host (run.c). A drain plans a round on the latest
  * inventory, and when it has run looks again: VMs that appeared meanwhile get another round.
- * Here too: the view plans are made on, the watchers following a schedule, its JSON for
- * `status`, and the figures of its moves for /metrics. */
+ * Here too: the watchers following a schedule, its JSON for `status`, and what the schedules
+ * under way bring to the view plans are made on (plan-view.c); each move's end is counted in
+ * the figures for /metrics (stats.c). */
 #define G_LOG_DOMAIN "hotmigd"
 
 #include "hotmigd/schedules.h"
@@ -13,6 +14,8 @@
 #include "engine/json.h"
 #include "hotmigd/daemon-state-priv.h"
 #include "hotmigd/inventory-refresh.h"
+#include "hotmigd/plan-view.h"
+#include "hotmigd/stats.h"
 
 /* Finished schedules kept for `status`. */
 #define HOTMIGD_KEEP_FINISHED 32
@@ -43,28 +46,14 @@ struct HotmigdSchedule {
     GPtrArray *watchers; /* Watcher */
 };
 
-/* ---- the view: the inventory with what the daemon adds --------------------------------------- */
+/* ---- the view plans are made on ------------------------------------------------------------ */
 
-void hotmigd_schedules_view_clear(HotmigdSchedulesView *v)
+/* What the schedules under way bring to each host (HotmigdInvArrival, owned; strings borrowed
+ * from the schedules): no new plan takes that room. */
+static GArray *sched_arrivals(Hotmigd *daemon)
 {
-    g_clear_pointer(&v->states, g_hash_table_unref);
-    g_clear_pointer(&v->arriving, g_array_unref);
-}
+    GArray *arriving = g_array_new(FALSE, FALSE, sizeof(HotmigdInvArrival));
 
-void hotmigd_schedules_view_init(Hotmigd *daemon, HotmigdSchedulesView *v)
-{
-    GHashTableIter it;
-    gpointer key, value;
-
-    v->states = g_hash_table_new(g_str_hash, g_str_equal);
-    g_hash_table_iter_init(&it, daemon->held);
-    while (g_hash_table_iter_next(&it, &key, &value))
-        g_hash_table_insert(v->states, key, GINT_TO_POINTER(((HotmigdHeld *)value)->state));
-    g_hash_table_iter_init(&it, daemon->evacuations);
-    while (g_hash_table_iter_next(&it, &key, NULL))
-        g_hash_table_insert(v->states, key, GINT_TO_POINTER(POL_HOST_EVACUATING));
-    /* What the schedules under way bring to each host: no new plan takes that room. */
-    v->arriving = g_array_new(FALSE, FALSE, sizeof(HotmigdInvArrival));
     for (guint i = 0; i < daemon->scheds->len; i++) {
         const HotmigdSchedule *s = g_ptr_array_index(daemon->scheds, i);
 
@@ -77,68 +66,24 @@ void hotmigd_schedules_view_init(Hotmigd *daemon, HotmigdSchedulesView *v)
                 HotmigdInvArrival a = {.vm = pm->vm, .host = pm->to};
 
                 if (pm->state == POL_MOVE_PENDING || pm->state == POL_MOVE_RUNNING)
-                    g_array_append_val(v->arriving, a);
+                    g_array_append_val(arriving, a);
             }
         }
     }
-    v->view.states = v->states;
-    v->view.moved = daemon->moved;
-    v->view.arriving = v->arriving;
-    v->view.now = hotmigd_now_s();
+    return arriving;
+}
+
+void hotmigd_schedules_view_init(Hotmigd *daemon, HotmigdPlanView *v)
+{
+    hotmigd_plan_view_init(daemon, sched_arrivals(daemon), v);
 }
 
 PolCluster *hotmigd_schedules_cluster(Hotmigd *daemon, GError **error)
 {
-    g_auto(HotmigdSchedulesView) view = {0};
+    g_auto(HotmigdPlanView) view = {0};
 
     hotmigd_schedules_view_init(daemon, &view);
     return hotmigd_inventory_to_cluster(daemon->inventory, &view.view, error);
-}
-
-void hotmigd_schedules_options(Hotmigd *daemon, PolOptions *opts)
-{
-    pol_options_init(opts);
-    opts->min_stay_s = daemon->min_stay_s;
-    opts->bandwidth_mib_s = daemon->bandwidth;
-    opts->host_value = daemon->host_value;
-    opts->cpu_allocation = daemon->cpu_allocation;
-}
-
-/* ---- the figures for /metrics, the VMs' last moves ------------------------------------------ */
-
-static void stats_add_report(Hotmigd *daemon, const char *report)
-{
-    g_autoptr(JsonNode) root = report ? json_from_string(report, NULL) : NULL;
-    JsonNode *phases;
-
-    if (!root || !JSON_NODE_HOLDS_OBJECT(root))
-        return;
-    phases = json_object_get_member(json_node_get_object(root), "phases");
-    if (!phases || !JSON_NODE_HOLDS_ARRAY(phases))
-        return;
-    for (guint i = 0; i < json_array_get_length(json_node_get_array(phases)); i++) {
-        JsonNode *el = json_array_get_element(json_node_get_array(phases), i);
-        JsonObject *o = JSON_NODE_HOLDS_OBJECT(el) ? json_node_get_object(el) : NULL;
-        const char *name = o ? json_object_get_string_member_with_default(o, "name", "") : "";
-        const char *status = o ? json_object_get_string_member_with_default(o, "status", "") : "";
-        int phase = orch_phase_from_string(name);
-        double ms = o ? json_object_get_double_member_with_default(o, "ms", -1) : -1;
-
-        if (phase < 0 || !isfinite(ms) || ms < 0 ||
-            !(g_str_equal(status, "ok") || g_str_equal(status, "failed") ||
-              g_str_equal(status, "undone")))
-            continue;
-        daemon->stats.phase_seconds_sum[phase] += ms / 1000.0;
-        daemon->stats.phase_count[phase]++;
-    }
-}
-
-void hotmigd_schedules_note_moved(Hotmigd *daemon, const char *vm)
-{
-    gint64 *when = g_new(gint64, 1);
-
-    *when = hotmigd_now_s();
-    g_hash_table_insert(daemon->moved, g_strdup(vm), when);
 }
 
 /* ---- as JSON --------------------------------------------------------------------------------- */
@@ -386,7 +331,7 @@ static gboolean sched_start_round(HotmigdSchedule *s, const PolCluster *cluster,
     PolOptions opts;
     HotmigdRun *run;
 
-    hotmigd_schedules_options(daemon, &opts);
+    hotmigd_plan_view_options(daemon, &opts);
     opts.min_stay_s = 0; /* checked by the planner; a plan given to run is not refused for it */
     run = hotmigd_run_new(&daemon->env, s->id, s->reason, cluster, migrations, &daemon->limits,
                           &opts, error);
@@ -445,7 +390,7 @@ static gboolean evac_plan_round(HotmigdSchedule *s, gboolean start, gboolean *re
     cluster = hotmigd_schedules_cluster(daemon, error);
     if (!cluster)
         return FALSE;
-    hotmigd_schedules_options(daemon, &opts);
+    hotmigd_plan_view_options(daemon, &opts);
     opts.min_stay_s = 0; /* a drain moves every VM */
     drain = pol_plan_drain(cluster, s->host, &opts, &local);
     if (!drain) {
@@ -666,19 +611,9 @@ static void on_round_event(HotmigdRun *run, HotmigdRunEvent event, const Hotmigd
                   move->move->to,
                   g_strcmp0(move->driven_by, "here") == 0 ? "here" : "at the source's hotmigd");
     } else {
-        switch (move->move->state) {
-        case POL_MOVE_DONE:
-            daemon->stats.migrations_ok++;
-            hotmigd_schedules_note_moved(daemon, move->move->vm);
-            break;
-        case POL_MOVE_FAILED:
-            daemon->stats.migrations_failed++;
-            break;
-        default:
-            daemon->stats.migrations_skipped++;
-            break;
-        }
-        stats_add_report(daemon, move->report);
+        if (move->move->state == POL_MOVE_DONE)
+            hotmigd_plan_view_note_moved(daemon, move->move->vm);
+        hotmigd_stats_add_move(&daemon->stats, move->move->state, move->report);
         g_message("Schedule %s: %s %s -> %s %s%s%s", s->id, move->move->vm, move->move->from,
                   move->move->to, pol_move_state_to_string(move->move->state),
                   move->move->detail ? ": " : "", move->move->detail ? move->move->detail : "");

@@ -9,6 +9,7 @@
 #include "hotmigd/daemon-types.h"
 #include "hotmigd/inventory.h"
 #include "hotmigd/local-api.h"
+#include "hotmigd/plan-view.h"
 #include "policies/policies.h"
 
 G_BEGIN_DECLS
@@ -36,26 +37,12 @@ void hotmigd_unwatch(Hotmigd *daemon, guint watch);
 
 /* ---- for the daemon's files ------------------------------------------------------------------ */
 
-/* The inventory as plans see it: the hosts' held states, the evacuating hosts, the VMs the
- * schedules under way bring to each host, the VMs' last moves. */
-typedef struct {
-    HotmigdInventoryView view;
-    GHashTable *states; /* owned */
-    GArray *arriving;   /* HotmigdInvArrival (strings borrowed from the schedules), owned */
-} HotmigdSchedulesView;
-
-void hotmigd_schedules_view_init(Hotmigd *daemon, HotmigdSchedulesView *v);
-void hotmigd_schedules_view_clear(HotmigdSchedulesView *v);
-G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(HotmigdSchedulesView, hotmigd_schedules_view_clear)
+/* The view plans are made on (plan-view.h), with what the schedules under way bring to each
+ * host. */
+void hotmigd_schedules_view_init(Hotmigd *daemon, HotmigdPlanView *v);
 
 /* The cluster of the (fresh) daemon->inventory as plans see it (owned), or NULL. */
 PolCluster *hotmigd_schedules_cluster(Hotmigd *daemon, GError **error);
-
-/* The planner's options from [scheduler]. */
-void hotmigd_schedules_options(Hotmigd *daemon, PolOptions *opts);
-
-/* @vm moved now (the planners' min-stay counts from it). */
-void hotmigd_schedules_note_moved(Hotmigd *daemon, const char *vm);
 
 /* daemon->scheds and daemon->evacuations, made empty. */
 void hotmigd_schedules_init(Hotmigd *daemon);
