@@ -99,7 +99,7 @@ static void peer_refuse(PeerConn *pc, const char *why)
     HvMsg m = {.type = HV_MSG_NOROUTE};
     char line[HV_PROTO_TEXT_MAX + 16];
 
-    g_message("peer connection refused: %s", why);
+    g_message("peer connection from %s refused: %s", pc->addr ? pc->addr : "?", why);
     g_strlcpy(m.text, why, sizeof(m.text));
     if (hv_proto_format(&m, line, sizeof(line)) > 0)
         peer_reply(pc, line);
