@@ -52,6 +52,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/workload/wl-log.h"
 #include "tests/workload/wl-verbs.h"
 #include "tests/workload/wl.h"
 
@@ -175,18 +176,6 @@ static int64_t now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void wl_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void wl_log(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("hm-pingpong: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
 }
 
 /* One line "HMWL {json}" on stdout. */

@@ -31,20 +31,6 @@ const char *wl_fallback_to_string(WlFallback fallback)
     return (unsigned)fallback < WL_FALLBACK_LAST ? fallback_names[fallback] : "unknown";
 }
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) {
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static int parse_uint(const char *opt, const char *s, unsigned min, unsigned max, unsigned *ret,
                       char *err, size_t errlen)
 {
@@ -52,17 +38,17 @@ static int parse_uint(const char *opt, const char *s, unsigned min, unsigned max
     unsigned long v;
 
     if (*s < '0' || *s > '9') {
-        set_err(err, errlen, "option '%s': '%s' is not a number", opt, s);
+        wl_err_set(err, errlen, "option '%s': '%s' is not a number", opt, s);
         return -EINVAL;
     }
     errno = 0;
     v = strtoul(s, &end, 10);
     if (errno != 0 || *end != '\0') {
-        set_err(err, errlen, "option '%s': '%s' is not a number", opt, s);
+        wl_err_set(err, errlen, "option '%s': '%s' is not a number", opt, s);
         return -EINVAL;
     }
     if (v < min || v > max) {
-        set_err(err, errlen, "option '%s': %s is out of range %u..%u", opt, s, min, max);
+        wl_err_set(err, errlen, "option '%s': %s is out of range %u..%u", opt, s, min, max);
         return -ERANGE;
     }
     *ret = (unsigned)v;
@@ -97,7 +83,7 @@ int wl_args_parse(int argc, char **argv, WlArgs *ret_args, char *err, size_t err
 
     if (argc == 2 && strchr(argv[1], ',') && !has_space(argv[1])) {
         if (strlen(argv[1]) >= sizeof(split)) {
-            set_err(err, errlen, "argument list longer than %d bytes", WL_ARG_LEN_MAX - 1);
+            wl_err_set(err, errlen, "argument list longer than %d bytes", WL_ARG_LEN_MAX - 1);
             return -E2BIG;
         }
         snprintf(split, sizeof(split), "%s", argv[1]);
@@ -105,7 +91,7 @@ int wl_args_parse(int argc, char **argv, WlArgs *ret_args, char *err, size_t err
         for (;;) {
             char *c = strchr(p, ',');
             if (n == WL_ARGS_MAX) {
-                set_err(err, errlen, "more than %d arguments", WL_ARGS_MAX);
+                wl_err_set(err, errlen, "more than %d arguments", WL_ARGS_MAX);
                 return -E2BIG;
             }
             list[n++] = p;
@@ -117,7 +103,7 @@ int wl_args_parse(int argc, char **argv, WlArgs *ret_args, char *err, size_t err
         }
     } else {
         if (argc - 1 > WL_ARGS_MAX) {
-            set_err(err, errlen, "more than %d arguments", WL_ARGS_MAX);
+            wl_err_set(err, errlen, "more than %d arguments", WL_ARGS_MAX);
             return -E2BIG;
         }
         for (int i = 1; i < argc; i++) {
@@ -132,13 +118,13 @@ int wl_args_parse(int argc, char **argv, WlArgs *ret_args, char *err, size_t err
         const char *eq;
 
         if (strncmp(arg, "--", 2) != 0) {
-            set_err(err, errlen, "unexpected argument '%s'", arg);
+            wl_err_set(err, errlen, "unexpected argument '%s'", arg);
             return -EINVAL;
         }
         eq = strchr(arg, '=');
         if (eq) {
             if ((size_t)(eq - arg) >= sizeof(opt)) {
-                set_err(err, errlen, "unknown option '%.40s...'", arg);
+                wl_err_set(err, errlen, "unknown option '%.40s...'", arg);
                 return -EINVAL;
             }
             memcpy(opt, arg, (size_t)(eq - arg));
@@ -146,7 +132,7 @@ int wl_args_parse(int argc, char **argv, WlArgs *ret_args, char *err, size_t err
             val = eq + 1;
         } else {
             if (strlen(arg) >= sizeof(opt)) {
-                set_err(err, errlen, "unknown option '%.40s...'", arg);
+                wl_err_set(err, errlen, "unknown option '%.40s...'", arg);
                 return -EINVAL;
             }
             snprintf(opt, sizeof(opt), "%s", arg);
@@ -154,7 +140,7 @@ int wl_args_parse(int argc, char **argv, WlArgs *ret_args, char *err, size_t err
 
         if (strcmp(opt, "--no-agent") == 0 || strcmp(opt, "--help") == 0) {
             if (val) {
-                set_err(err, errlen, "option '%s' takes no value", opt);
+                wl_err_set(err, errlen, "option '%s' takes no value", opt);
                 return -EINVAL;
             }
             if (opt[2] == 'n') {
@@ -166,7 +152,7 @@ int wl_args_parse(int argc, char **argv, WlArgs *ret_args, char *err, size_t err
         }
         if (!val) {
             if (i + 1 >= n) {
-                set_err(err, errlen, "option '%s' needs a value", opt);
+                wl_err_set(err, errlen, "option '%s' needs a value", opt);
                 return -EINVAL;
             }
             val = list[++i];
@@ -176,7 +162,7 @@ int wl_args_parse(int argc, char **argv, WlArgs *ret_args, char *err, size_t err
         if (strcmp(opt, "--role") == 0) {
             int role = wl_role_from_string(val);
             if (role < 0) {
-                set_err(err, errlen, "option '--role': '%s' is not 'server' or 'client'", val);
+                wl_err_set(err, errlen, "option '--role': '%s' is not 'server' or 'client'", val);
                 return -EINVAL;
             }
             a.role = (WlRole)role;
@@ -184,7 +170,7 @@ int wl_args_parse(int argc, char **argv, WlArgs *ret_args, char *err, size_t err
         } else if (strcmp(opt, "--peer") == 0) {
             struct in_addr addr;
             if (strlen(val) >= sizeof(a.peer) || inet_pton(AF_INET, val, &addr) != 1) {
-                set_err(err, errlen, "option '--peer': '%s' is not an IPv4 address", val);
+                wl_err_set(err, errlen, "option '--peer': '%s' is not an IPv4 address", val);
                 return -EINVAL;
             }
             snprintf(a.peer, sizeof(a.peer), "%s", val);
@@ -196,7 +182,7 @@ int wl_args_parse(int argc, char **argv, WlArgs *ret_args, char *err, size_t err
             } else if (strcmp(val, "threaded") == 0) {
                 a.mode = WL_MODE_THREADED;
             } else {
-                set_err(err, errlen, "option '--mode': '%s' is not 'lazy' or 'threaded'", val);
+                wl_err_set(err, errlen, "option '--mode': '%s' is not 'lazy' or 'threaded'", val);
                 return -EINVAL;
             }
         } else if (strcmp(opt, "--fallback") == 0) {
@@ -205,7 +191,7 @@ int wl_args_parse(int argc, char **argv, WlArgs *ret_args, char *err, size_t err
             } else if (strcmp(val, "tcp") == 0) {
                 a.fallback = WL_FALLBACK_TCP;
             } else {
-                set_err(err, errlen, "option '--fallback': '%s' is not 'none' or 'tcp'", val);
+                wl_err_set(err, errlen, "option '--fallback': '%s' is not 'none' or 'tcp'", val);
                 return -EINVAL;
             }
         } else if (strcmp(opt, "--size") == 0) {
@@ -219,7 +205,7 @@ int wl_args_parse(int argc, char **argv, WlArgs *ret_args, char *err, size_t err
         } else if (strcmp(opt, "--quiesce-delay") == 0) {
             r = parse_uint(opt, val, 0, 60000, &a.quiesce_delay, err, errlen);
         } else {
-            set_err(err, errlen, "unknown option '%s'", opt);
+            wl_err_set(err, errlen, "unknown option '%s'", opt);
             return -EINVAL;
         }
         if (r < 0) {
@@ -229,15 +215,15 @@ int wl_args_parse(int argc, char **argv, WlArgs *ret_args, char *err, size_t err
 
     if (!a.help) {
         if (!have_role) {
-            set_err(err, errlen, "option '--role' is required");
+            wl_err_set(err, errlen, "option '--role' is required");
             return -EINVAL;
         }
         if (a.fallback == WL_FALLBACK_TCP && a.port == 65535) {
-            set_err(err, errlen, "'--fallback tcp' uses port + 1: '--port' must be below 65535");
+            wl_err_set(err, errlen, "'--fallback tcp' uses port + 1: '--port' must be below 65535");
             return -EINVAL;
         }
         if (a.role == WL_ROLE_CLIENT && a.peer[0] == '\0') {
-            set_err(err, errlen, "the client needs '--peer' (the server's control address)");
+            wl_err_set(err, errlen, "the client needs '--peer' (the server's control address)");
             return -EINVAL;
         }
     }

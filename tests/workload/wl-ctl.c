@@ -78,20 +78,6 @@ int wl_dev_name_valid(const char *name)
     return 1;
 }
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) {
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* Strict unsigned decimal: digits only, no sign, no leading zeros (except "0"), <= max. */
 static int parse_u64(const char *s, uint64_t max, uint64_t *ret)
 {
@@ -158,16 +144,16 @@ int wl_ctl_parse(const char *line, WlCtlMsg *ret_msg, char *err, size_t errlen)
     uint64_t v[5];
 
     if (n >= WL_CTL_LINE_MAX) {
-        set_err(err, errlen, "control line longer than %d bytes", WL_CTL_LINE_MAX - 1);
+        wl_err_set(err, errlen, "control line longer than %d bytes", WL_CTL_LINE_MAX - 1);
         return -EMSGSIZE;
     }
     for (size_t i = 0; i < n; i++) {
         if (line[i] < 0x21 && line[i] != ' ') {
-            set_err(err, errlen, "control line has a control character at offset %zu", i);
+            wl_err_set(err, errlen, "control line has a control character at offset %zu", i);
             return -EINVAL;
         }
         if ((unsigned char)line[i] > 0x7e) {
-            set_err(err, errlen, "control line has a non-ASCII byte at offset %zu", i);
+            wl_err_set(err, errlen, "control line has a non-ASCII byte at offset %zu", i);
             return -EINVAL;
         }
     }
@@ -177,11 +163,11 @@ int wl_ctl_parse(const char *line, WlCtlMsg *ret_msg, char *err, size_t errlen)
     for (;;) {
         char *sp = strchr(p, ' ');
         if (sp == p || *p == '\0') {
-            set_err(err, errlen, "control line '%s' has an empty field", line);
+            wl_err_set(err, errlen, "control line '%s' has an empty field", line);
             return -EINVAL;
         }
         if (nf > WL_CTL_FIELDS_MAX) {
-            set_err(err, errlen, "control line '%s' has too many fields", line);
+            wl_err_set(err, errlen, "control line '%s' has too many fields", line);
             return -EINVAL;
         }
         fields[nf++] = p;
@@ -200,11 +186,11 @@ int wl_ctl_parse(const char *line, WlCtlMsg *ret_msg, char *err, size_t errlen)
         }
     }
     if (msg.type == WL_CTL_LAST) {
-        set_err(err, errlen, "unknown control command '%s'", fields[0]);
+        wl_err_set(err, errlen, "unknown control command '%s'", fields[0]);
         return -EINVAL;
     }
     if (nf - 1 != ctl_nfields[msg.type]) {
-        set_err(err, errlen, "control command '%s' needs %d fields, got %d", fields[0],
+        wl_err_set(err, errlen, "control command '%s' needs %d fields, got %d", fields[0],
                 ctl_nfields[msg.type], nf - 1);
         return -EINVAL;
     }
@@ -213,15 +199,15 @@ int wl_ctl_parse(const char *line, WlCtlMsg *ret_msg, char *err, size_t errlen)
     case WL_CTL_HELLO: {
         int role = wl_role_from_string(fields[3]);
         if (strcmp(fields[1], WL_CTL_PROTO) != 0) {
-            set_err(err, errlen, "HELLO: protocol '%s' is not '%s'", fields[1], WL_CTL_PROTO);
+            wl_err_set(err, errlen, "HELLO: protocol '%s' is not '%s'", fields[1], WL_CTL_PROTO);
             return -EPROTO;
         }
         if (parse_u64(fields[2], 1000, &v[0]) < 0) {
-            set_err(err, errlen, "HELLO: bad version '%s'", fields[2]);
+            wl_err_set(err, errlen, "HELLO: bad version '%s'", fields[2]);
             return -EINVAL;
         }
         if (role < 0) {
-            set_err(err, errlen, "HELLO: bad role '%s'", fields[3]);
+            wl_err_set(err, errlen, "HELLO: bad role '%s'", fields[3]);
             return -EINVAL;
         }
         msg.u.hello.version = (unsigned)v[0];
@@ -230,28 +216,28 @@ int wl_ctl_parse(const char *line, WlCtlMsg *ret_msg, char *err, size_t errlen)
     }
     case WL_CTL_QP:
         if (!wl_dev_name_valid(fields[1])) {
-            set_err(err, errlen, "QP: bad device name '%s'", fields[1]);
+            wl_err_set(err, errlen, "QP: bad device name '%s'", fields[1]);
             return -EINVAL;
         }
         snprintf(msg.u.qp.dev, sizeof(msg.u.qp.dev), "%s", fields[1]);
         if (parse_u64(fields[2], 0xffff, &v[0]) < 0) {
-            set_err(err, errlen, "QP: bad lid '%s'", fields[2]);
+            wl_err_set(err, errlen, "QP: bad lid '%s'", fields[2]);
             return -EINVAL;
         }
         if (parse_u64(fields[3], 0xffffff, &v[1]) < 0 || v[1] == 0) {
-            set_err(err, errlen, "QP: bad qpn '%s'", fields[3]);
+            wl_err_set(err, errlen, "QP: bad qpn '%s'", fields[3]);
             return -EINVAL;
         }
         if (parse_u64(fields[4], 0xffffff, &v[2]) < 0) {
-            set_err(err, errlen, "QP: bad psn '%s'", fields[4]);
+            wl_err_set(err, errlen, "QP: bad psn '%s'", fields[4]);
             return -EINVAL;
         }
         if (parse_gid(fields[5], msg.u.qp.gid) < 0) {
-            set_err(err, errlen, "QP: bad gid '%s' (want 32 lower-case hex digits)", fields[5]);
+            wl_err_set(err, errlen, "QP: bad gid '%s' (want 32 lower-case hex digits)", fields[5]);
             return -EINVAL;
         }
         if (parse_u64(fields[6], 4096, &v[3]) < 0 || !mtu_valid(v[3])) {
-            set_err(err, errlen, "QP: bad mtu '%s'", fields[6]);
+            wl_err_set(err, errlen, "QP: bad mtu '%s'", fields[6]);
             return -EINVAL;
         }
         msg.u.qp.lid = (uint32_t)v[0];
@@ -262,11 +248,11 @@ int wl_ctl_parse(const char *line, WlCtlMsg *ret_msg, char *err, size_t errlen)
     case WL_CTL_PAUSE: {
         int kind = wl_pause_kind_from_string(fields[2]);
         if (parse_u64(fields[1], UINT32_MAX, &v[0]) < 0) {
-            set_err(err, errlen, "PAUSE: bad cycle '%s'", fields[1]);
+            wl_err_set(err, errlen, "PAUSE: bad cycle '%s'", fields[1]);
             return -EINVAL;
         }
         if (kind < 0) {
-            set_err(err, errlen, "PAUSE: bad kind '%s'", fields[2]);
+            wl_err_set(err, errlen, "PAUSE: bad kind '%s'", fields[2]);
             return -EINVAL;
         }
         msg.u.pause.cycle = v[0];
@@ -275,7 +261,7 @@ int wl_ctl_parse(const char *line, WlCtlMsg *ret_msg, char *err, size_t errlen)
     }
     case WL_CTL_PAUSED:
         if (parse_u64(fields[1], UINT32_MAX, &v[0]) < 0) {
-            set_err(err, errlen, "PAUSED: bad cycle '%s'", fields[1]);
+            wl_err_set(err, errlen, "PAUSED: bad cycle '%s'", fields[1]);
             return -EINVAL;
         }
         msg.u.pause.cycle = v[0];
@@ -285,7 +271,7 @@ int wl_ctl_parse(const char *line, WlCtlMsg *ret_msg, char *err, size_t errlen)
                                              "verbs_errors"};
         for (int i = 0; i < 5; i++) {
             if (parse_u64(fields[1 + i], UINT64_MAX, &v[i]) < 0) {
-                set_err(err, errlen, "RESULT: bad %s '%s'", names[i], fields[1 + i]);
+                wl_err_set(err, errlen, "RESULT: bad %s '%s'", names[i], fields[1 + i]);
                 return -EINVAL;
             }
         }

@@ -1,6 +1,8 @@
 /* hm-pingpong verbs adapter (see wl-verbs.h). */
 #include "tests/workload/wl-verbs.h"
 
+#include "tests/workload/wl-log.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -34,18 +36,6 @@ struct WlVerbs {
     enum ibv_mtu mtu;
     uint32_t psn;
 };
-
-static void wl_verbs_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void wl_verbs_err(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("hm-pingpong: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
 
 static int neg_errno(int fallback)
 {
@@ -195,7 +185,7 @@ int wl_verbs_open(const char *want, size_t msg_size, WlVerbs **ret)
     list = ibv_get_device_list(&num);
     if (!list) {
         r = neg_errno(ENODEV);
-        wl_verbs_err("cannot list RDMA devices: %s", strerror(-r));
+        wl_log("cannot list RDMA devices: %s", strerror(-r));
         goto fail;
     }
     /* One pass, one open: the device found with an ACTIVE port is the one used (a resume
@@ -225,7 +215,7 @@ int wl_verbs_open(const char *want, size_t msg_size, WlVerbs **ret)
     const char *dev = v->name;
     r = set_fd_flags(v->ctx->async_fd);
     if (r < 0) {
-        wl_verbs_err("device '%s': cannot set flags on the async fd: %s", dev, strerror(-r));
+        wl_log("device '%s': cannot set flags on the async fd: %s", dev, strerror(-r));
         goto fail;
     }
 
@@ -242,7 +232,7 @@ int wl_verbs_open(const char *want, size_t msg_size, WlVerbs **ret)
         r = ibv_query_gid(v->ctx, v->port, 0, &v->gid);
         if (r != 0) {
             r = neg_ret(r);
-            wl_verbs_err("device '%s': cannot read GID 0: %s", dev, strerror(-r));
+            wl_log("device '%s': cannot read GID 0: %s", dev, strerror(-r));
             goto fail;
         }
     }
@@ -253,7 +243,7 @@ int wl_verbs_open(const char *want, size_t msg_size, WlVerbs **ret)
     v->pd = ibv_alloc_pd(v->ctx);
     if (!v->pd) {
         r = neg_errno(ENOMEM);
-        wl_verbs_err("device '%s': ibv_alloc_pd failed: %s", dev, strerror(-r));
+        wl_log("device '%s': ibv_alloc_pd failed: %s", dev, strerror(-r));
         goto fail;
     }
     v->buf = calloc(2, msg_size);
@@ -264,30 +254,30 @@ int wl_verbs_open(const char *want, size_t msg_size, WlVerbs **ret)
     v->mr = ibv_reg_mr(v->pd, v->buf, 2 * msg_size, IBV_ACCESS_LOCAL_WRITE);
     if (!v->mr) {
         r = neg_errno(ENOMEM);
-        wl_verbs_err("device '%s': ibv_reg_mr failed: %s", dev, strerror(-r));
+        wl_log("device '%s': ibv_reg_mr failed: %s", dev, strerror(-r));
         goto fail;
     }
     v->channel = ibv_create_comp_channel(v->ctx);
     if (!v->channel) {
         r = neg_errno(ENOMEM);
-        wl_verbs_err("device '%s': ibv_create_comp_channel failed: %s", dev, strerror(-r));
+        wl_log("device '%s': ibv_create_comp_channel failed: %s", dev, strerror(-r));
         goto fail;
     }
     r = set_fd_flags(v->channel->fd);
     if (r < 0) {
-        wl_verbs_err("device '%s': cannot set flags on the completion fd: %s", dev, strerror(-r));
+        wl_log("device '%s': cannot set flags on the completion fd: %s", dev, strerror(-r));
         goto fail;
     }
     v->cq = ibv_create_cq(v->ctx, WL_CQ_DEPTH, NULL, v->channel, 0);
     if (!v->cq) {
         r = neg_errno(ENOMEM);
-        wl_verbs_err("device '%s': ibv_create_cq failed: %s", dev, strerror(-r));
+        wl_log("device '%s': ibv_create_cq failed: %s", dev, strerror(-r));
         goto fail;
     }
     r = ibv_req_notify_cq(v->cq, 0);
     if (r != 0) {
         r = neg_ret(r);
-        wl_verbs_err("device '%s': ibv_req_notify_cq failed: %s", dev, strerror(-r));
+        wl_log("device '%s': ibv_req_notify_cq failed: %s", dev, strerror(-r));
         goto fail;
     }
 
@@ -300,7 +290,7 @@ int wl_verbs_open(const char *want, size_t msg_size, WlVerbs **ret)
     v->qp = ibv_create_qp(v->pd, &qia);
     if (!v->qp) {
         r = neg_errno(ENOMEM);
-        wl_verbs_err("device '%s': ibv_create_qp failed: %s", dev, strerror(-r));
+        wl_log("device '%s': ibv_create_qp failed: %s", dev, strerror(-r));
         goto fail;
     }
     struct ibv_qp_attr attr = {
@@ -313,7 +303,7 @@ int wl_verbs_open(const char *want, size_t msg_size, WlVerbs **ret)
                       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
     if (r != 0) {
         r = neg_ret(r);
-        wl_verbs_err("device '%s': QP %u to INIT failed: %s", dev, v->qp->qp_num, strerror(-r));
+        wl_log("device '%s': QP %u to INIT failed: %s", dev, v->qp->qp_num, strerror(-r));
         goto fail;
     }
     if (getrandom(&v->psn, sizeof(v->psn), 0) != (ssize_t)sizeof(v->psn)) {
@@ -339,23 +329,23 @@ void wl_verbs_close(WlVerbs *v)
         return;
     }
     if (v->qp && (r = ibv_destroy_qp(v->qp)) != 0) {
-        wl_verbs_err("device '%s': ibv_destroy_qp failed: %s", v->name, strerror(-neg_ret(r)));
+        wl_log("device '%s': ibv_destroy_qp failed: %s", v->name, strerror(-neg_ret(r)));
     }
     if (v->cq && (r = ibv_destroy_cq(v->cq)) != 0) {
-        wl_verbs_err("device '%s': ibv_destroy_cq failed: %s", v->name, strerror(-neg_ret(r)));
+        wl_log("device '%s': ibv_destroy_cq failed: %s", v->name, strerror(-neg_ret(r)));
     }
     if (v->channel && (r = ibv_destroy_comp_channel(v->channel)) != 0) {
-        wl_verbs_err("device '%s': ibv_destroy_comp_channel failed: %s", v->name,
+        wl_log("device '%s': ibv_destroy_comp_channel failed: %s", v->name,
                      strerror(-neg_ret(r)));
     }
     if (v->mr && (r = ibv_dereg_mr(v->mr)) != 0) {
-        wl_verbs_err("device '%s': ibv_dereg_mr failed: %s", v->name, strerror(-neg_ret(r)));
+        wl_log("device '%s': ibv_dereg_mr failed: %s", v->name, strerror(-neg_ret(r)));
     }
     if (v->pd && (r = ibv_dealloc_pd(v->pd)) != 0) {
-        wl_verbs_err("device '%s': ibv_dealloc_pd failed: %s", v->name, strerror(-neg_ret(r)));
+        wl_log("device '%s': ibv_dealloc_pd failed: %s", v->name, strerror(-neg_ret(r)));
     }
     if (v->ctx && (r = ibv_close_device(v->ctx)) != 0) {
-        wl_verbs_err("device '%s': ibv_close_device failed: %s", v->name, strerror(-neg_ret(r)));
+        wl_log("device '%s': ibv_close_device failed: %s", v->name, strerror(-neg_ret(r)));
     }
     free(v->buf);
     free(v);
@@ -417,7 +407,7 @@ int wl_verbs_connect(WlVerbs *v, const WlQpInfo *peer)
                           IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
     if (r != 0) {
         r = neg_ret(r);
-        wl_verbs_err("device '%s': QP %u to RTR (peer QP %u on '%s') failed: %s", v->name,
+        wl_log("device '%s': QP %u to RTR (peer QP %u on '%s') failed: %s", v->name,
                      v->qp->qp_num, peer->qpn, peer->dev, strerror(-r));
         return r;
     }
@@ -433,7 +423,7 @@ int wl_verbs_connect(WlVerbs *v, const WlQpInfo *peer)
                           IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
     if (r != 0) {
         r = neg_ret(r);
-        wl_verbs_err("device '%s': QP %u to RTS failed: %s", v->name, v->qp->qp_num, strerror(-r));
+        wl_log("device '%s': QP %u to RTS failed: %s", v->name, v->qp->qp_num, strerror(-r));
         return r;
     }
     return 0;
@@ -461,7 +451,7 @@ int wl_verbs_post_recv(WlVerbs *v)
     int r = ibv_post_recv(v->qp, &wr, &bad);
     if (r != 0) {
         r = neg_ret(r);
-        wl_verbs_err("device '%s': ibv_post_recv failed: %s", v->name, strerror(-r));
+        wl_log("device '%s': ibv_post_recv failed: %s", v->name, strerror(-r));
         return r;
     }
     return 0;
@@ -485,7 +475,7 @@ int wl_verbs_post_send(WlVerbs *v, size_t len)
     int r = ibv_post_send(v->qp, &wr, &bad);
     if (r != 0) {
         r = neg_ret(r);
-        wl_verbs_err("device '%s': ibv_post_send failed: %s", v->name, strerror(-r));
+        wl_log("device '%s': ibv_post_send failed: %s", v->name, strerror(-r));
         return r;
     }
     return 0;
@@ -513,13 +503,13 @@ int wl_verbs_poll(WlVerbs *v, WlCompletion *wc, int max)
     }
     if (errno != EAGAIN && errno != EWOULDBLOCK) {
         r = neg_errno(EIO);
-        wl_verbs_err("device '%s': ibv_get_cq_event failed: %s", v->name, strerror(-r));
+        wl_log("device '%s': ibv_get_cq_event failed: %s", v->name, strerror(-r));
         return r;
     }
     r = ibv_req_notify_cq(v->cq, 0);
     if (r != 0) {
         r = neg_ret(r);
-        wl_verbs_err("device '%s': ibv_req_notify_cq failed: %s", v->name, strerror(-r));
+        wl_log("device '%s': ibv_req_notify_cq failed: %s", v->name, strerror(-r));
         return r;
     }
     if (max > WL_CQ_DEPTH) {
@@ -527,7 +517,7 @@ int wl_verbs_poll(WlVerbs *v, WlCompletion *wc, int max)
     }
     n = ibv_poll_cq(v->cq, max, wcs);
     if (n < 0) {
-        wl_verbs_err("device '%s': ibv_poll_cq failed", v->name);
+        wl_log("device '%s': ibv_poll_cq failed", v->name);
         return -EIO;
     }
     for (int i = 0; i < n; i++) {
@@ -547,14 +537,14 @@ int wl_verbs_read_async(WlVerbs *v, int *ret_fatal)
     while (ibv_get_async_event(v->ctx, &ev) == 0) {
         enum ibv_event_type type = ev.event_type;
         ibv_ack_async_event(&ev);
-        wl_verbs_err("device '%s': async event '%s'", v->name, ibv_event_type_str(type));
+        wl_log("device '%s': async event '%s'", v->name, ibv_event_type_str(type));
         if (type == IBV_EVENT_DEVICE_FATAL || type == IBV_EVENT_PORT_ERR) {
             *ret_fatal = 1;
         }
     }
     if (errno != EAGAIN && errno != EWOULDBLOCK) {
         int r = neg_errno(EIO);
-        wl_verbs_err("device '%s': ibv_get_async_event failed: %s", v->name, strerror(-r));
+        wl_log("device '%s': ibv_get_async_event failed: %s", v->name, strerror(-r));
         return r;
     }
     return 0;

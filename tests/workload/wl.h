@@ -13,6 +13,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* ---- errors ----------------------------------------------------------------------------- */
+
+/* Writes the one-line reason of a failure into @err (@errlen bytes, cut to fit); nothing when
+ * @err is NULL or @errlen 0. */
+void wl_err_set(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* ---- data messages ---------------------------------------------------------------------- */
 
 #define WL_MSG_MAGIC 0x4c574d48u /* "HMWL" little endian */
