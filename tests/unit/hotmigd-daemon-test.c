@@ -20,6 +20,7 @@
 #include "engine/local-protocol.h"
 #include "engine/virt.h"
 #include "hotmigd/daemon.h"
+#include "test-dir.h"
 
 /* ---- the fake cluster: hosts A and B, domains that move when migrated --------------------------
  */
@@ -470,22 +471,6 @@ static int fx_setup_two_out(void **state)
     return fx_setup_with(state, "per-host-out = 2\nper-host-in = 2\ntotal = 2\n");
 }
 
-static int rm_rf(const char *path)
-{
-    g_autoptr(GDir) dir = g_dir_open(path, 0, NULL);
-    const char *name;
-
-    while (dir && (name = g_dir_read_name(dir))) {
-        g_autofree char *child = g_build_filename(path, name, NULL);
-
-        if (g_file_test(child, G_FILE_TEST_IS_DIR) && !g_file_test(child, G_FILE_TEST_IS_SYMLINK))
-            rm_rf(child);
-        else
-            g_unlink(child);
-    }
-    return g_rmdir(path);
-}
-
 static int fx_teardown(void **state)
 {
     Fx *fx = *state;
@@ -495,7 +480,7 @@ static int fx_teardown(void **state)
         ;
     /* The socket is gone with the daemon. */
     assert_false(g_file_test(fx->socket, G_FILE_TEST_EXISTS));
-    rm_rf(fx->dir);
+    test_dir_remove(fx->dir);
     g_free(fx->dir);
     g_free(fx->socket);
     g_free(fx->done_host);
@@ -1281,7 +1266,7 @@ static void test_recover_at_start(void **state)
     g_clear_pointer(&fx.daemon, hotmigd_free);
     while (g_main_context_iteration(NULL, FALSE))
         ;
-    rm_rf(fx.dir);
+    test_dir_remove(fx.dir);
     g_free(fx.dir);
     g_free(fx.socket);
     g_hash_table_unref(where);

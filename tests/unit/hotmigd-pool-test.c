@@ -17,6 +17,7 @@
 #include "hotmigd/alerts.h"
 #include "hotmigd/local-api.h"
 #include "pool-fake-host.h"
+#include "test-dir.h"
 
 #define PF "0000:3b:00.0"
 #define VF1 "0000:3b:01.0"
@@ -30,22 +31,6 @@ typedef struct {
     FakeHost *host; /* borrowed from the pool */
     HotmigdPool *pool;
 } Fx;
-
-static int rm_rf(const char *path)
-{
-    g_autoptr(GDir) dir = g_dir_open(path, 0, NULL);
-    const char *name;
-
-    while (dir && (name = g_dir_read_name(dir))) {
-        g_autofree char *child = g_build_filename(path, name, NULL);
-
-        if (g_file_test(child, G_FILE_TEST_IS_DIR) && !g_file_test(child, G_FILE_TEST_IS_SYMLINK))
-            rm_rf(child);
-        else
-            g_unlink(child);
-    }
-    return g_rmdir(path);
-}
 
 static HotmigdPool *fx_pool(Fx *fx, GError **error)
 {
@@ -89,7 +74,7 @@ static int fx_teardown(void **state)
     Fx *fx = *state;
 
     hotmigd_pool_free(fx->pool);
-    rm_rf(fx->dir);
+    test_dir_remove(fx->dir);
     g_free(fx->dir);
     g_free(fx);
     return 0;
@@ -197,7 +182,7 @@ static void test_config_refused(void **state)
         if (!strstr(error->message, cases[i].needle))
             fail_msg("case %u: '%s' lacks '%s'", i, error->message, cases[i].needle);
     }
-    rm_rf(dir);
+    test_dir_remove(dir);
 }
 
 static void test_host_and_list(void **state)
@@ -993,7 +978,7 @@ static void test_real_host_standin_identity(void **state)
     }
     g_unsetenv("HOTMIG_FAULT_INJECT");
     hotmigd_pool_free(g_steal_pointer(&fx.pool));
-    rm_rf(dir);
+    test_dir_remove(dir);
 }
 
 /* A libvirtd that accepts and never answers: hotmigd gives up after its deadline. */
@@ -1256,7 +1241,7 @@ static void test_libvirt_hangs(void **state)
     hotmigd_api_worker_free(api.worker);
     g_clear_pointer(&local, hotmigd_local_api_free);
     g_clear_pointer(&pool, hotmigd_pool_free);
-    rm_rf(dir);
+    test_dir_remove(dir);
     g_main_context_pop_thread_default(ctx);
     g_main_context_unref(ctx);
 }
@@ -1345,7 +1330,7 @@ static void mx_free(Mx *mx)
     g_clear_pointer(&mx->alerts, hotmigd_alerts_unref);
     g_clear_pointer(&mx->worker, hotmigd_api_worker_free);
     g_clear_pointer(&mx->pool, hotmigd_pool_free);
-    rm_rf(mx->dir);
+    test_dir_remove(mx->dir);
     g_free(mx->dir);
     g_main_context_pop_thread_default(mx->ctx);
     g_main_context_unref(mx->ctx);

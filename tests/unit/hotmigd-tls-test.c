@@ -16,6 +16,7 @@
 
 #include "hotmigd/server-priv.h"
 #include "pool-fake-host.h"
+#include "test-dir.h"
 
 static const char *pki_script;
 
@@ -40,22 +41,6 @@ typedef struct {
     HotmigdAuthz *authz;
     char *files_root;
 } Fx;
-
-static int rm_rf(const char *path)
-{
-    g_autoptr(GDir) dir = g_dir_open(path, 0, NULL);
-    const char *name;
-
-    while (dir && (name = g_dir_read_name(dir))) {
-        g_autofree char *child = g_build_filename(path, name, NULL);
-
-        if (g_file_test(child, G_FILE_TEST_IS_DIR) && !g_file_test(child, G_FILE_TEST_IS_SYMLINK))
-            rm_rf(child);
-        else
-            g_unlink(child);
-    }
-    return g_rmdir(path);
-}
 
 static char *pki(const Fx *fx, const char *name)
 {
@@ -166,7 +151,7 @@ static int fx_teardown(void **state)
     hotmigd_authz_free(fx->authz);
     hm_config_free(fx->config);
     g_free(fx->files_root);
-    rm_rf(fx->dir);
+    test_dir_remove(fx->dir);
     g_free(fx->dir);
     g_free(fx->pki);
     g_free(fx->url);

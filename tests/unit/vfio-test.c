@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "hotplug/hotplug.h"
+#include "test-dir.h"
 
 #define VF "0000:3b:00.1"
 
@@ -126,22 +127,6 @@ static Fixture *fx_new(const char *driver, gboolean with_kernel)
     return fx;
 }
 
-static int rm_rf(const char *path)
-{
-    g_autoptr(GDir) dir = g_dir_open(path, 0, NULL);
-    const char *name;
-
-    while (dir && (name = g_dir_read_name(dir))) {
-        g_autofree char *child = g_build_filename(path, name, NULL);
-
-        if (g_file_test(child, G_FILE_TEST_IS_DIR) && !g_file_test(child, G_FILE_TEST_IS_SYMLINK))
-            rm_rf(child);
-        else
-            g_unlink(child);
-    }
-    return g_rmdir(path);
-}
-
 static void fx_free(Fixture *fx)
 {
     if (fx->kernel) {
@@ -153,7 +138,7 @@ static void fx_free(Fixture *fx)
         close(fd);
         g_thread_join(fx->kernel);
     }
-    rm_rf(fx->root);
+    test_dir_remove(fx->root);
     g_free(fx->root);
     g_free(fx);
 }
