@@ -494,6 +494,7 @@ void orch_agent_inventory_free(OrchAgentInventory *inv)
     if (inv->processes)
         g_ptr_array_unref(inv->processes);
     g_clear_error(&inv->processes_error);
+    g_free(inv->standby_state);
     g_free(inv);
 }
 
@@ -606,6 +607,13 @@ OrchAgentInventory *orch_agent_inventory_parse(JsonObject *ret, GError **error)
     }
     /* The processes (jobs) do not make the devices unreadable: kept apart with their error. */
     inv->processes = orch_agent_processes_parse(ret, &inv->processes_error);
+    {
+        JsonNode *sb = json_object_get_member(ret, "standby");
+
+        if (sb && JSON_NODE_HOLDS_OBJECT(sb))
+            inv->standby_state =
+                g_strdup(orch_json_get_string(json_node_get_object(sb), "state"));
+    }
     return g_steal_pointer(&inv);
 }
 

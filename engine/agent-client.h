@@ -84,6 +84,10 @@ typedef struct {
     GPtrArray *processes;     /* OrchAgentProcess (orch_agent_processes_parse()), or NULL when
                                * they do not parse: then processes_error says why */
     GError *processes_error;
+    /* its standby RDMA device's state ("absent", "ready", "down", "unavailable"), NULL for an
+     * agent that has none configured or predates it: prepare's "standby" argument is sent
+     * only to an agent that reports one (docs/design.md "Standby path") */
+    char *standby_state;
 } OrchAgentInventory;
 
 void orch_agent_inventory_free(OrchAgentInventory *inv);

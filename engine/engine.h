@@ -98,6 +98,7 @@ typedef struct {
     char *target_vf;        /* force this destination PCI address for a hostdev VF */
     char *agent_channel;    /* NULL: ORCH_AGENT_CHANNEL_DEFAULT */
     gboolean no_agent;      /* go on without the guest agent */
+    gboolean no_standby;    /* the connections pause for the whole move: no standby path */
     gboolean force;         /* move even when a process used what a migration cannot carry */
     gboolean persistent;    /* define the domain on the destination */
     gboolean undefine_source;

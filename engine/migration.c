@@ -985,6 +985,11 @@ static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
     /* Once asked, the agent may have quiesced even if its answer is lost: undo must resume
      * (resume is idempotent). */
     m->agent_prepared = TRUE;
+    /* --no-standby: the agent makes no standby device, its processes pause (an agent that
+     * reports no standby device in its inventory never makes one, and may not know the
+     * argument) */
+    if (m->opts->no_standby && m->inv && m->inv->standby_state)
+        json_object_set_int_member(args, "standby", 0);
     ret = orch_agent_execute(agent, "prepare", args,
                              m->opts->prepare_timeout_ms + m->opts->agent_timeout_ms, error);
     if (!ret)
@@ -996,8 +1001,12 @@ static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
                     "%u process(es) did not quiesce: %s", n_failed, failed);
         return FALSE;
     }
-    *ret_detail = g_strdup_printf("%u process(es) quiesced%s%s", n_quiesced,
-                                  n_quiesced ? ": " : "", quiesced);
+    *ret_detail = g_strdup_printf(
+        "%u process(es) quiesced%s%s%s%s", n_quiesced, n_quiesced ? ": " : "", quiesced,
+        orch_json_get_string(ret, "standby") ? "; their connections run over the standby "
+                                              "device "
+                                            : "",
+        orch_json_get_string(ret, "standby") ? orch_json_get_string(ret, "standby") : "");
     return TRUE;
 }
 

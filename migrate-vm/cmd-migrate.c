@@ -116,7 +116,7 @@ typedef struct {
     char *hotmigd;
     gboolean dry_run;
     gboolean live, p2p; /* accepted for virsh compatibility: always on */
-    gboolean persistent, undefine_source, no_agent, force;
+    gboolean persistent, undefine_source, no_agent, no_standby, force;
     gboolean postcopy, auto_converge, postcopy_after_precopy, tls;
     /* --no-X: off, whatever the configuration's X says */
     gboolean no_persistent, no_undefine_source, no_postcopy, no_auto_converge;
@@ -418,6 +418,7 @@ static gboolean options_build(const Cli *cli, const HmConfig *config, OrchOption
         opts->alias_prefix = g_strdup(cli->alias_prefix);
     }
     opts->no_agent = cli->no_agent;
+    opts->no_standby = cli->no_standby;
     opts->force = cli->force;
     if (!take_switch("persistent", cli->persistent, cli->no_persistent, &opts->persistent,
                      error) ||
@@ -673,6 +674,10 @@ static GOptionEntry option_entries[] = {
     /* hotmig's own */
     {"no-agent", 0, 0, G_OPTION_ARG_NONE, &cli_given.no_agent,
      "Do not ask the guest agent to quiesce and resume (RDMA users see the VF vanish)",
+     NULL},
+    {"no-standby", 0, 0, G_OPTION_ARG_NONE, &cli_given.no_standby,
+     "The RDMA connections pause for the whole move: no standby device carries them while the "
+     "VF is away",
      NULL},
     {"force", 0, 0, G_OPTION_ARG_NONE, &cli_given.force,
      "Move even when a process used what a migration cannot carry (memory windows, ODP, "

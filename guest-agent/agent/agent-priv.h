@@ -103,6 +103,7 @@ typedef struct {
     AgentCommand command;
     gint64 sync_id;   /* sync */
     guint timeout_ms; /* prepare, resume, abort */
+    gboolean no_standby; /* prepare: "standby":0, no standby device for this move */
     gint protocol;    /* info: the host's highest protocol version; 0 when not given */
 } AgentRequest;
 

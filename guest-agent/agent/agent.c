@@ -107,6 +107,7 @@ struct Agent {
     GThread *standby_down; /* removing it (the kernel waits for the processes that opened it) */
     gint standby_removing; /* atomic: standby_down still runs */
     guint standby_leases;  /* connections holding it (STANDBY): it stays while one does */
+    gboolean no_standby_move; /* this guest's move (prepare to resume) asked for none */
 };
 
 static void agent_op_check_done(Agent *agent);
@@ -733,6 +734,12 @@ static void agent_op_finish(Agent *agent)
         json_builder_add_string_value(b, agent->old_device ? agent->old_device : "");
     else
         json_builder_add_string_value(b, op->device ? op->device : "");
+    /* the standby device this prepare made: the processes' connections can run over it */
+    if (op->kind == AGENT_OP_PREPARE && agent->standby && !agent->no_standby_move &&
+        agent_standby_get_state(agent->standby) == AGENT_STANDBY_STATE_READY) {
+        json_builder_set_member_name(b, "standby");
+        json_builder_add_string_value(b, agent_standby_get_device(agent->standby));
+    }
     /* No device came up: say why (a port that stays DOWN, no device at all), so that the host
      * reports a device that never came up rather than processes that did not answer. */
     if (op->kind != AGENT_OP_PREPARE && !op->device) {
@@ -1052,7 +1059,8 @@ static gboolean agent_proc_standby(AgentProc *proc)
     } else if (st == AGENT_STANDBY_STATE_UNAVAILABLE) {
         err = EOPNOTSUPP;
         why = "this guest cannot have a standby device (see the inventory)";
-    } else if (agent->state == AGENT_STATE_PREPARED && st == AGENT_STANDBY_STATE_ABSENT) {
+    } else if (agent->state == AGENT_STATE_PREPARED &&
+               (agent->no_standby_move || st == AGENT_STANDBY_STATE_ABSENT)) {
         err = EOPNOTSUPP;
         why = "this move uses no standby device";
     } else if (g_atomic_int_get(&agent->standby_removing)) {
@@ -1096,7 +1104,7 @@ void agent_standby_wait(Agent *agent)
         g_thread_join(g_steal_pointer(&agent->standby_down));
 }
 
-static void agent_prepare_start(Agent *agent, guint timeout_ms)
+static void agent_prepare_start(Agent *agent, guint timeout_ms, gboolean no_standby)
 {
     AgentOp *op = agent_op_new(agent, AGENT_OP_PREPARE, timeout_ms);
 
@@ -1123,7 +1131,11 @@ static void agent_prepare_start(Agent *agent, guint timeout_ms)
         if (!agent->old_device)
             g_message("prepare: no active RDMA device to come back to: %s", error->message);
     }
-    agent_standby_make(agent);
+    agent->no_standby_move = no_standby;
+    if (no_standby)
+        g_message("prepare: no standby device for this move (\"standby\":0)");
+    else
+        agent_standby_make(agent);
     agent_op_arm_deadline(agent);
     agent_op_check_done(agent);
 }
@@ -1415,7 +1427,7 @@ static void agent_cmd_prepare(Agent *agent, const AgentRequest *req)
         agent_send_error(agent, AGENT_ERROR_BUSY, "The agent is already prepared");
         return;
     }
-    agent_prepare_start(agent, req->timeout_ms);
+    agent_prepare_start(agent, req->timeout_ms, req->no_standby);
 }
 
 /* resume and abort: both end a prepare under way and bring the processes back. */

@@ -222,6 +222,8 @@ static gboolean agent_args_apply(AgentCommand command, JsonObject *args, AgentRe
             req->timeout_ms = (guint)value;
         else if (g_str_equal(spec->name, "protocol"))
             req->protocol = (gint)value;
+        else if (g_str_equal(spec->name, "standby"))
+            req->no_standby = value == 0;
         else
             g_assert_not_reached(); /* the schema declares an argument the agent lacks */
     }

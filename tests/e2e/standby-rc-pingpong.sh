@@ -1,6 +1,6 @@
 #!/bin/bash
 # The standby path (issue 30) with unmodified ibv_rc_pingpong under LD_PRELOAD=libhotmig-verbs.so:
-# both guests' agents run with --standby on their control NIC; the client's guest moves A->B->A.
+# both guests' agents run with --standby on their control NIC; the client's guest moves A->B.
 # At each move the client's layer runs the connection over the standby devices (soft-RoCE on
 # the control NICs) from its quiesce to its resume instead of pausing it, the server's layer
 # follows (SWITCH) and comes back (RECONNECT). Asserts: every migrate-vm succeeds; at each
@@ -10,7 +10,6 @@
 # switch and at the switch back, and what the standby path carried.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/verbs-lib.sh"
-iters=${ITERS:-20000}
 c=vsb-c
 s=vsb-s
 tmp=$(mktemp -d)
@@ -34,6 +33,18 @@ gid_s=$(vgid "$s")
 [ -n "$gid_s" ] || fail "$s printed no GID index"
 env_s=$(venv "$c")
 env_c=$(venv "$s")
+# The iterations must outlast both moves, which carry traffic now: the count comes from a short
+# run's rate (the lab's speed varies with its load), for about SECONDS of traffic (default 150)
+cal="ibv_rc_pingpong -d rxe0 -g $gid_s -n 200"
+vtool "$s" CAL "$env_s $cal"
+sleep 1
+vtool "$c" CAL "$env_c $cal 198.51.100.$si"
+vwait "$c" 'CAL rc=' 1 300 || fail "the calibration run did not finish"
+vwait "$s" 'CAL rc=' 1 60 || fail "the calibration run's server did not finish"
+usec=$(vlog "$c" CAL | grep -o '[0-9.]* usec/iter' | cut -d' ' -f1)
+[ -n "$usec" ] || fail "the calibration run printed no figures: $(vlog "$c" CAL | tail -3)"
+iters=${ITERS:-$(awk -v u="$usec" -v t="${SECONDS_OF_TRAFFIC:-110}" 'BEGIN { n = int(t * 1e6 / u); if (n < 1000) n = 1000; if (n > 500000) n = 500000; print n }')}
+log "calibration: $usec usec/iter: $iters iterations"
 run="ibv_rc_pingpong -d rxe0 -g $gid_s -n $iters"
 vtool "$s" VPP "$env_s $run"
 sleep 1
@@ -41,7 +52,7 @@ vtool "$c" VPP "$env_c $run 198.51.100.$si"
 vconnected "$c" 120 || fail "the pingpong did not connect"
 
 n=0
-for move in "$A $B" "$B $A"; do
+for move in "$A $B"; do
     read -r from to <<<"$move"
     n=$((n + 1))
     [ "$(vcount "$c" 'VPP rc=')" = 0 ] || fail "the client ended before move $n"
@@ -57,10 +68,27 @@ for move in "$A $B" "$B $A"; do
     vwait "$c" 'VPP hotmig-verbs.*the standby path carried [1-9][0-9]* sends and [1-9][0-9]* receives' "$n" 30 ||
         fail "move $n: the client's standby path carried nothing"
 done
+# A peer that cannot follow: the server's agent again without --standby (its process stays
+# routed: the route records and its socket are the process's), the client moves back B->A: the
+# server refuses SWITCH, that connection pauses as without the standby path, and goes on after
+[ "$(vcount "$c" 'VPP rc=')" = 0 ] || fail "the client ended before move 2"
+sip=$("$lab" exec "$s" 'sed -n "s/.*hm.ctl_ip=\([^/ ]*\).*/\1/p" /proc/cmdline' --timeout 60)
+"$lab" exec "$s" "kill \$(pidof hotmig-agent); for _ in \$(seq 100); do pidof hotmig-agent >/dev/null || break; sleep 0.2; done; hotmig-agent --daemonize --port org.hotmig.agent.0 --socket /run/hotmig/agent.sock --peer-listen $sip:7475 >/dev/console 2>&1" --timeout 180 ||
+    fail "$s: the agent did not start without --standby"
+migrate "$c" "$B" "$A" "$tmp/m2.json"
+jq -e '.ok' "$tmp/m2.json" >/dev/null || fail "move 2 of $c not ok"
+vwait "$s" 'VPP hotmig-verbs.*QP [0-9]+ stays paused while its peer moves' 1 30 ||
+    fail "move 2: the server's layer did not refuse the switch without a standby device"
+vwait "$c" 'VPP hotmig-verbs.*QP [0-9]+ stays paused until the resume' 1 30 ||
+    fail "move 2: the client's layer did not keep the refused connection paused"
+vwait "$c" 'VPP hotmig-verbs.*resumed on' 2 30 || fail "move 2: the client did not resume"
+vwait "$s" 'VPP hotmig-verbs.*reconnected to its peer' 2 30 ||
+    fail "move 2: the server's end did not reconnect"
 [ "$(vcount "$c" 'VPP rc=')" = 0 ] ||
     fail "the client ended before the last move completed: more iterations are needed"
 vfinish VPP ibv_rc_pingpong "$iters" "$c" "$s" "standby=1"
 echo "STANDBY switch=$(vlog "$c" VPP | grep -o 'switched 1 of [0-9]* QPs .* sends were paused for [0-9]*' | grep -o '[0-9]*$' | paste -sd, -)ms" \
     "carried=$(vlog "$c" VPP | grep -o 'standby path carried [0-9]* sends and [0-9]* receives' | awk '{print $4"/"$7}' | paste -sd, -)" \
-    "resume_pause=$(vlog "$c" VPP | grep -o 'resumed on .*sends were paused for [0-9]*' | grep -o '[0-9]*$' | paste -sd, -)ms"
-log "ok: ibv_rc_pingpong kept running over the standby path across 2 migrations"
+    "resume_pause=$(vlog "$c" VPP | grep -o 'resumed on .*sends were paused for [0-9]*' | grep -o '[0-9]*$' | paste -sd, -)ms" \
+    "libvirt_downtime=$(for n in 1 2; do jq -r '.phases[] | select(.name == "migrate") | .detail' "$tmp/m$n.json" | grep -o 'downtime [0-9]*' | cut -d' ' -f2; done | paste -sd, -)ms"
+log "ok: ibv_rc_pingpong kept running over the standby path across a migration, and paused at a second whose peer could not follow"

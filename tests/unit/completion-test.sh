@@ -48,7 +48,7 @@ expect() {
 expect "--p2p --parallel --parallel-connections --persistent --plug-attempts --postcopy --postcopy-after --postcopy-after-precopy --prepare-timeout" \
     migrate-vm --p
 expect "--timeout --timeout-abort --timeout-postcopy --timeout-suspend" migrate-vm --time
-expect "--no-agent --no-auto-converge --no-persistent --no-postcopy --no-undefinesource" \
+expect "--no-agent --no-auto-converge --no-persistent --no-postcopy --no-standby --no-undefinesource" \
     migrate-vm --no-
 expect "--force" migrate-vm --fo
 expect "vm7 vm8" migrate-vm --connect qemu+tcp://hostA/system vm

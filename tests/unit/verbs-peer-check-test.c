@@ -200,6 +200,79 @@ static void test_reconnect_only_from_peer(void **state)
     free(m);
 }
 
+/* The standby path (issue 30): a SWITCH moves a connection onto another device, so it is taken
+ * only from the connected peer (its identity from the frame; the message's GID is where its
+ * standby QP is, not who it is); a QP that cannot follow (an SRQ, UD, this process moving
+ * too, no standby device from the agent) is refused and left as it was. The messages round
+ * trip through the parser. */
+static void test_switch_only_from_peer_and_refusals(void **state)
+{
+    HvQp *qp = rc_qp();
+    HvMsg *m = msg(HV_MSG_SWITCH, 18, 17, evil_gid), rep = {0}, *back = calloc(1, sizeof(*back));
+    char line[512];
+    int n;
+
+    (void)state;
+    assert_non_null(back);
+    add_qp(qp);
+    m->sender_pqpn = 99;
+    m->nkeys = 1;
+    m->keys[0] = (HvKeyPair){0x1234, 0x5678};
+    /* the wire: SWITCH with the mover's standby GID, SWITCHED with ours and our keys */
+    n = hv_proto_format(m, line, sizeof(line));
+    assert_true(n > 0);
+    assert_int_equal(hv_proto_parse(line, (size_t)n - 1, back), 0);
+    assert_int_equal(back->type, HV_MSG_SWITCH);
+    assert_int_equal(back->sender_pqpn, 99);
+    assert_memory_equal(back->gid, evil_gid, 16);
+    assert_int_equal(back->nkeys, 1);
+    back->type = HV_MSG_SWITCHED;
+    back->target = 123;
+    n = hv_proto_format(back, line, sizeof(line));
+    assert_true(n > 0);
+    assert_int_equal(hv_proto_parse(line, (size_t)n - 1, back), 0);
+    assert_int_equal(back->type, HV_MSG_SWITCHED);
+    assert_int_equal(back->target, 123);
+    assert_int_equal(back->keys[0].p, 0x5678);
+    assert_int_equal(hv_proto_parse("SWITCHED 123", 12, back), -EINVAL);
+    /* from anyone but the peer: refused, nothing changed */
+    assert_int_equal(hv_peer_handle(m, evil_gid, &rep), -ENOENT);
+    assert_int_equal(rep.type, HV_MSG_ERROR);
+    assert_int_equal(n_modify, 0);
+    assert_false(qp->on_sb);
+    /* this process moves too: the QP stays where it is (the mover keeps it paused) */
+    pthread_mutex_lock(&hv.lock);
+    hv.swapping = 1;
+    pthread_mutex_unlock(&hv.lock);
+    memset(&rep, 0, sizeof(rep));
+    assert_true(hv_peer_handle(m, peer_gid, &rep) < 0);
+    assert_int_equal(rep.type, HV_MSG_ERROR);
+    assert_non_null(strstr(rep.text, "moves too"));
+    pthread_mutex_lock(&hv.lock);
+    hv.swapping = 0;
+    pthread_mutex_unlock(&hv.lock);
+    /* no agent to lease a standby device from: refused, the QP still on its device */
+    setenv("HOTMIG_AGENT_SOCKET", "/nonexistent/hotmig-test-agent.sock", 1);
+    memset(&rep, 0, sizeof(rep));
+    assert_true(hv_peer_handle(m, peer_gid, &rep) < 0);
+    assert_int_equal(rep.type, HV_MSG_ERROR);
+    assert_null(ctx->sb);
+    assert_false(qp->on_sb);
+    assert_int_equal(n_modify, 0);
+    assert_int_equal(qp->peer_pqpn, 17);
+    /* a QP with a shared receive queue does not switch */
+    qp->srq = (HvSrq *)calloc(1, sizeof(HvSrq));
+    assert_non_null(qp->srq);
+    memset(&rep, 0, sizeof(rep));
+    assert_int_equal(hv_peer_handle(m, peer_gid, &rep), -EOPNOTSUPP);
+    assert_non_null(strstr(rep.text, "shared receive queue"));
+    free(qp->srq);
+    qp->srq = NULL;
+    unsetenv("HOTMIG_AGENT_SOCKET");
+    free(back);
+    free(m);
+}
+
 /* SUSPEND from anyone but the peer is refused (it paused the victim's QP); from the peer it
  * pauses the QP with a deadline: a peer that never reconnects leaves the QP failed, not
  * paused for ever (finding 4). */
@@ -818,6 +891,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_reconnect_only_from_peer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_suspend_only_from_peer_and_ends, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_switch_only_from_peer_and_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keymap_only_from_peer_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lookup, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ud_only_from_peer, setup, teardown),
