@@ -13,6 +13,7 @@
 #include "hotplug/hotplug.h"
 #include "hotplug/netlink-priv.h"
 #include "netlink-fake.h"
+#include "test-error.h"
 
 static const guint64 node_guid = 0x0002c90300a1b2c3ULL;
 static const guint64 port_guid = 0x0002c90300a1b2c4ULL;
@@ -52,17 +53,6 @@ static void assert_calls(Fixture *f, const char *expected)
     g_autofree char *calls = netlink_fake_calls_joined(f->fake);
 
     assert_string_equal(calls, expected);
-}
-
-#define assert_error(err, domain, code) assert_error_is((err), (domain), (code), #code)
-
-static void assert_error_is(const GError *error, GQuark domain, int code, const char *name)
-{
-    if (!error)
-        fail_msg("expected %s, got no error", name);
-    if (!g_error_matches(error, domain, code))
-        fail_msg("expected %s, got %s %d: %s", name, g_quark_to_string(error->domain), error->code,
-                 error->message);
 }
 
 static void assert_contains(const char *haystack, const char *needle)
