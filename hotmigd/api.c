@@ -309,8 +309,13 @@ static HotmigdApiReply *api_host(HotmigdPool *pool)
 
     if (!entries)
         return reply_gerror(error);
-    for (guint i = 0; i < entries->len; i++)
-        counts[((HotmigdPoolEntry *)g_ptr_array_index(entries, i))->state]++;
+    /* A stale confirmed lease's VF is free for a lease (which ends that lease), and so for the
+     * plans made on these counts: a drain is not refused for lack of it. */
+    for (guint i = 0; i < entries->len; i++) {
+        const HotmigdPoolEntry *entry = g_ptr_array_index(entries, i);
+
+        counts[entry->reclaimable ? ORCH_VF_STATE_FREE : entry->state]++;
+    }
     json_builder_begin_object(b);
     orch_json_member_string(b, "name", hotmigd_pool_host_name(pool));
     orch_json_member_string(b, "version", HOTMIG_VERSION);

@@ -282,6 +282,8 @@ static void view_read_states(HotmigdPool *pool, PoolView *view)
                                                                          : ORCH_VF_STATE_LEASED;
         else if (domain)
             entry->state = ORCH_VF_STATE_IN_USE;
+        /* what entry_reclaim() would make of it: free */
+        entry->reclaimable = entry->state == ORCH_VF_STATE_ASSIGNED && view->domains && !domain;
     }
 }
 

@@ -101,6 +101,10 @@ typedef struct {
     HotplugLease *lease; /* the current lease (NULL when free) */
     char *assigned_to;   /* the domain that has it: from the hypervisor, else the lease */
     char *note;          /* why missing, or NULL */
+    /* ASSIGNED, and the hypervisor answered that no domain uses the VF here: the lease is
+     * stale (its domain was destroyed, or left without its source being told) and the next
+     * lease of the VF ends it, so the VF counts as free for what a lease would get. */
+    gboolean reclaimable;
 } HotmigdPoolEntry;
 
 void hotmigd_pool_entry_free(HotmigdPoolEntry *entry);
