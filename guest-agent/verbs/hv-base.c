@@ -204,3 +204,32 @@ void hv_qp_wait_unheld(HvQp *qp)
         hv_progress_wait(seen, hv_now_ms() + 100);
     }
 }
+
+/* The real device list (free with r_ibv_free_device_list), the device named @name in
+ * *@found (NULL when absent). */
+struct ibv_device **hv_phys_list(const char *name, struct ibv_device **found)
+{
+    int n = 0;
+    struct ibv_device **l = hv_real.r_ibv_get_device_list(&n);
+
+    *found = NULL;
+    for (int i = 0; l && i < n; i++)
+        if (strcmp(l[i]->name, name) == 0)
+            *found = l[i];
+    return l;
+}
+
+/* The real device @name, opened (the swap's, the standby's); NULL with errno set. */
+struct ibv_context *hv_open_phys(const char *name)
+{
+    struct ibv_device *p, **l = hv_phys_list(name, &p);
+    struct ibv_context *c = p ? hv_real.r_ibv_open_device(p) : NULL;
+    int e = errno;
+
+    if (l)
+        hv_real.r_ibv_free_device_list(l);
+    if (!p)
+        e = ENODEV;
+    errno = e;
+    return c;
+}

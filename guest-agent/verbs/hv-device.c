@@ -112,19 +112,6 @@ HV_EXPORT __be64 ibv_get_device_guid(struct ibv_device *d)
     return dev ? dev->guid : hv_real.r_ibv_get_device_guid(d);
 }
 
-/* Runs @fn on the physical device named like @dev (a fresh device list). */
-static struct ibv_device **hv_phys_list(const char *name, struct ibv_device **found)
-{
-    int n = 0;
-    struct ibv_device **l = hv_real.r_ibv_get_device_list(&n);
-
-    *found = NULL;
-    for (int i = 0; l && i < n; i++)
-        if (strcmp(l[i]->name, name) == 0)
-            *found = l[i];
-    return l;
-}
-
 HV_EXPORT int ibv_get_device_index(struct ibv_device *d)
 {
     HvDevice *dev = hv_dev_of(d);
@@ -138,20 +125,6 @@ HV_EXPORT int ibv_get_device_index(struct ibv_device *d)
     if (l)
         hv_real.r_ibv_free_device_list(l);
     return r;
-}
-
-struct ibv_context *hv_open_phys(const char *name)
-{
-    struct ibv_device *p, **l = hv_phys_list(name, &p);
-    struct ibv_context *c = p ? hv_real.r_ibv_open_device(p) : NULL;
-    int e = errno;
-
-    if (l)
-        hv_real.r_ibv_free_device_list(l);
-    if (!p)
-        e = ENODEV;
-    errno = e;
-    return c;
 }
 
 /* Opens @name as @ctx's physical context. */

@@ -262,6 +262,8 @@ HV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
         hv_map_del(&ctx->vqpn, qp->pub.qp_num);
         HV_UNLINK(ctx->qps, qp);
         pthread_mutex_unlock(&ctx->lock);
+        if (qp->on_sb) /* the last QP on the standby device: it goes with its lease */
+            hv_sb_close_unused(ctx);
     }
     if (r) { /* the QP stays: peers find it again */
         pthread_mutex_lock(&ctx->lock);
@@ -276,6 +278,7 @@ HV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
     hv_scratch_free(&qp->xr);
     hv_fifo_free(&qp->recvs);
     hv_map_clear(&qp->peer_rkeys);
+    hv_map_clear(&qp->peer_rkeys_vf);
     hv_ud_set_free(&qp->ud_sent);
     hv_wx_free(qp);
     free(qp);

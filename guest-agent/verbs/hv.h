@@ -338,6 +338,8 @@ typedef struct {
 } HvReal;
 extern HvReal hv_real;
 void hv_init(void);
+struct ibv_device **hv_phys_list(const char *name, struct ibv_device **found);
+struct ibv_context *hv_open_phys(const char *name); /* the real device @name, opened */
 int64_t hv_now_ms(void); /* CLOCK_MONOTONIC */
 /* Waits while a swap is under way (control calls need a physical object): 0, or ENODEV when
  * @ctx has none after it. */
@@ -652,7 +654,6 @@ int hv_ctx_attach(HvContext *ctx, const char *name); /* @ctx's physical context 
  * registration with the agent; NULL in the unit tests). */
 extern void (*hv_open_hook)(void);
 
-struct ibv_context *hv_open_phys(const char *name); /* the real device @name, opened */
 
 /* ---- hv-standby.c: the standby device's objects (docs/design.md "Standby path") -----------
  * A QP whose peer moves runs on the standby device (soft-RoCE on the control NIC) until the
