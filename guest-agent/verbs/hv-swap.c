@@ -24,6 +24,7 @@ typedef struct {
     int managed; /* the peer's layer takes part */
     uint64_t peer_sent;
     HvQp *local; /* the peer is a QP of this process (loopback): reconnected here */
+    int was_switched; /* it ran on the standby device during this move */
 } HvSwapQp;
 
 static uint32_t hv_psn(void)
@@ -129,6 +130,7 @@ static HvSwapQp *hv_swap_qps;
 static size_t hv_swap_n;
 static int64_t hv_paused_at; /* the mover's sends queued from then on (its blackout) */
 static int hv_sb_lease_fd = -1; /* the mover on its standby device: the agent's lease */
+static int64_t hv_sb_left_at;   /* when the switched QPs were paused again (resume) */
 static char hv_sb_name[72];
 static void hv_standby_enter(void);
 
@@ -752,7 +754,7 @@ static void hv_standby_leave(int64_t deadline)
 
     if (hv_sb_lease_fd < 0)
         return;
-    hv_paused_at = hv_now_ms();
+    hv_sb_left_at = hv_now_ms();
     for (size_t i = 0; i < hv_swap_n; i++) {
         HvQp *qp = hv_swap_qps[i].qp;
 
@@ -809,6 +811,7 @@ static void hv_standby_leave(int64_t deadline)
         qp->switched = 0;
         qp->sb_sends = qp->sb_recvs = 0;
         pthread_mutex_unlock(&qp->lock);
+        s->was_switched = 1;
         n++;
     }
     pthread_mutex_lock(&hv.lock);
@@ -909,9 +912,23 @@ int hv_resume(const char *device, void *opaque)
     hv_swap_ended();
     if (!r_rebuild)
         hv_ud_announce();
-    hv_log("resumed on %s in %lld ms (%zu QPs)%s; sends were paused for %lld ms",
-           device ? device : "the same device", (long long)(hv_now_ms() - t0), hv_swap_n,
-           r ? ": with errors" : "", (long long)(hv_now_ms() - hv_paused_at));
+    {
+        size_t nsw = 0;
+
+        for (size_t i = 0; i < hv_swap_n; i++)
+            nsw += hv_swap_qps[i].was_switched;
+        if (nsw)
+            hv_log("resumed on %s in %lld ms (%zu QPs)%s; sends were paused for %lld ms since "
+                   "the switch back (%zu QPs on the standby path), %lld ms since the quiesce "
+                   "(the other %zu)",
+                   device ? device : "the same device", (long long)(hv_now_ms() - t0),
+                   hv_swap_n, r ? ": with errors" : "", (long long)(hv_now_ms() - hv_sb_left_at),
+                   nsw, (long long)(hv_now_ms() - hv_paused_at), hv_swap_n - nsw);
+        else
+            hv_log("resumed on %s in %lld ms (%zu QPs)%s; sends were paused for %lld ms",
+                   device ? device : "the same device", (long long)(hv_now_ms() - t0), hv_swap_n,
+                   r ? ": with errors" : "", (long long)(hv_now_ms() - hv_paused_at));
+    }
     return r;
 }
 

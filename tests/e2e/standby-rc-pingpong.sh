@@ -87,8 +87,14 @@ vwait "$s" 'VPP hotmig-verbs.*reconnected to its peer' 2 30 ||
 [ "$(vcount "$c" 'VPP rc=')" = 0 ] ||
     fail "the client ended before the last move completed: more iterations are needed"
 vfinish VPP ibv_rc_pingpong "$iters" "$c" "$s" "standby=1"
-echo "STANDBY switch=$(vlog "$c" VPP | grep -o 'switched 1 of [0-9]* QPs .* sends were paused for [0-9]*' | grep -o '[0-9]*$' | paste -sd, -)ms" \
-    "carried=$(vlog "$c" VPP | grep -o 'standby path carried [0-9]* sends and [0-9]* receives' | awk '{print $4"/"$7}' | paste -sd, -)" \
-    "resume_pause=$(vlog "$c" VPP | grep -o 'resumed on .*sends were paused for [0-9]*' | grep -o '[0-9]*$' | paste -sd, -)ms" \
-    "libvirt_downtime=$(for n in 1 2; do jq -r '.phases[] | select(.name == "migrate") | .detail' "$tmp/m$n.json" | grep -o 'downtime [0-9]*' | cut -d' ' -f2; done | paste -sd, -)ms"
+# one line: move 1 over the standby path (the client's pause at the switch and at the switch
+# back, what the path carried), move 2 paused as without it (the peer could not follow); each
+# with libvirt's downtime of that move
+downtime() { jq -r '.phases[] | select(.name == "migrate") | .detail' "$tmp/m$1.json" | grep -o 'downtime [0-9]*' | cut -d' ' -f2; }
+resumes=$(vlog "$c" VPP | grep -o 'resumed on .*sends were paused for [0-9]*' | grep -o '[0-9]*$')
+echo "STANDBY move1_switch_pause_ms=$(vlog "$c" VPP | grep -o 'switched 1 of [0-9]* QPs .* sends were paused for [0-9]*' | grep -o '[0-9]*$' | head -1)" \
+    "move1_switch_back_pause_ms=$(sed -n 1p <<<"$resumes")" \
+    "move1_carried=$(vlog "$c" VPP | grep -o 'QP [0-9]*: the standby path carried [0-9]* sends and [0-9]* receives' | awk '{print $7"/"$10}' | head -1)" \
+    "move1_downtime_ms=$(downtime 1)" \
+    "move2_paused_pause_ms=$(sed -n 2p <<<"$resumes")" "move2_downtime_ms=$(downtime 2)"
 log "ok: ibv_rc_pingpong kept running over the standby path across a migration, and paused at a second whose peer could not follow"
