@@ -258,6 +258,44 @@ static int hv_reconnect_apply(HvQp *qp, const HvMsg *m)
     return r;
 }
 
+/* @qp (its lock held) to the mover's new QP, from the standby device first when it ran there
+ * (the mover is back on a VF: this end leaves the standby device too). 0 or an errno. */
+static int hv_reconnect_back(HvQp *qp, const HvMsg *m)
+{
+    uint64_t sends = qp->sb_sends, recvs = qp->sb_recvs;
+    int was_sb = qp->on_sb;
+    int r = qp->on_sb ? hv_sb_qp_move(qp, 0) : 0;
+
+    if (!r)
+        r = hv_reconnect_apply(qp, m);
+    if (!r && was_sb) {
+        hv_log("QP %u back on its own device; the standby path carried %llu sends and %llu "
+               "receives",
+               m->target, (unsigned long long)sends, (unsigned long long)recvs);
+        qp->sb_sends = qp->sb_recvs = 0;
+    }
+    return r;
+}
+
+/* @qp (its lock held) reconnected to the mover's QP of @m: its keys, unpaused, its queue
+ * flushed. */
+static void hv_reconnect_done(HvQp *qp, const HvMsg *m)
+{
+    qp->peer_pqpn = m->sender_pqpn;
+    hv_map_clear(&qp->peer_rkeys);
+    for (uint32_t i = 0; i < m->nkeys; i++)
+        hv_map_put(&qp->peer_rkeys, m->keys[i].v, m->keys[i].p);
+    qp->sig_out = 0;
+    qp->fence_out = 0;
+    qp->unsig_tail = 0;
+    qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
+    qp->paused = 0;
+    qp->suspend_until = 0;
+    qp->reconnected = 1;
+    qp->await_peer = 0;
+    hv_qp_flush_queued(qp);
+}
+
 static int hv_on_reconnect(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvContext *ctx,
                            HvMsg *rep)
 {
@@ -300,35 +338,9 @@ static int hv_on_reconnect(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvC
                  m->target, m->sender, verdict == HV_VERDICT_MOVING ? "we reconnect it" : "done");
         return 0;
     }
-    {
-        uint64_t sends = qp->sb_sends, recvs = qp->sb_recvs;
-        int was_sb = qp->on_sb;
-
-        /* the mover is back on a VF: this end leaves the standby device too */
-        r = qp->on_sb ? hv_sb_qp_move(qp, 0) : 0;
-        if (!r)
-            r = hv_reconnect_apply(qp, m);
-        if (!r && was_sb) {
-            hv_log("QP %u back on its own device; the standby path carried %llu sends and %llu "
-                   "receives",
-                   m->target, (unsigned long long)sends, (unsigned long long)recvs);
-            qp->sb_sends = qp->sb_recvs = 0;
-        }
-    }
+    r = hv_reconnect_back(qp, m);
     if (!r) {
-        qp->peer_pqpn = m->sender_pqpn;
-        hv_map_clear(&qp->peer_rkeys);
-        for (uint32_t i = 0; i < m->nkeys; i++)
-            hv_map_put(&qp->peer_rkeys, m->keys[i].v, m->keys[i].p);
-        qp->sig_out = 0;
-        qp->fence_out = 0;
-        qp->unsig_tail = 0;
-        qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
-        qp->paused = 0;
-        qp->suspend_until = 0;
-        qp->reconnected = 1;
-        qp->await_peer = 0;
-        hv_qp_flush_queued(qp);
+        hv_reconnect_done(qp, m);
         rep->type = HV_MSG_RECONNECTED;
         rep->target = qp->phys->qp_num;
         rep->lid = own_lid;

@@ -207,6 +207,20 @@ static int hv_parse_more(HvTok *t_, const char *verb, size_t vn, HvMsg *m)
     return 0;
 }
 
+/* "<gid> <lid> <nkeys> [<vkey>:<pkey>]..." (RECONNECT, SWITCH, SWITCHED): 0 or -1 */
+static int hv_parse_tail(HvTok *t, HvMsg *m)
+{
+    uint64_t v;
+
+    if (hv_gid(t, m->gid) < 0 || hv_dec(t, 0xffff, &v) < 0)
+        return -1;
+    m->lid = (uint16_t)v;
+    if (hv_dec(t, HV_PROTO_KEYS_MAX, &v) < 0)
+        return -1;
+    m->nkeys = (uint32_t)v;
+    return hv_pairs(t, m->keys, m->nkeys, UINT32_MAX);
+}
+
 int hv_proto_parse(const char *line, size_t len, HvMsg *m)
 {
     HvTok t = {line, line + len};
@@ -245,15 +259,7 @@ int hv_proto_parse(const char *line, size_t len, HvMsg *m)
         m->type = IS("SWITCH") ? HV_MSG_SWITCH : HV_MSG_RECONNECT;
         if (hv_u32f(&t, HV_U24, &m->target) < 0 || hv_u32f(&t, HV_U24, &m->sender) < 0 ||
             hv_u32f(&t, HV_U24, &m->sender_pqpn) < 0 || hv_u32f(&t, HV_U24, &m->sender_psn) < 0 ||
-            hv_u32f(&t, HV_U24, &m->target_psn) < 0)
-            return -EINVAL;
-        if (hv_gid(&t, m->gid) < 0 || hv_dec(&t, 0xffff, &v) < 0)
-            return -EINVAL;
-        m->lid = (uint16_t)v;
-        if (hv_dec(&t, HV_PROTO_KEYS_MAX, &v) < 0)
-            return -EINVAL;
-        m->nkeys = (uint32_t)v;
-        if (hv_pairs(&t, m->keys, m->nkeys, UINT32_MAX) < 0)
+            hv_u32f(&t, HV_U24, &m->target_psn) < 0 || hv_parse_tail(&t, m) < 0)
             return -EINVAL;
     } else if (IS("UDMAP")) {
         m->type = HV_MSG_UDMAP;
@@ -270,14 +276,7 @@ int hv_proto_parse(const char *line, size_t len, HvMsg *m)
         m->type = HV_MSG_UDMAPPED;
     } else if (IS("SWITCHED")) {
         m->type = HV_MSG_SWITCHED;
-        if (hv_u32f(&t, HV_U24, &m->target) < 0 || hv_gid(&t, m->gid) < 0 ||
-            hv_dec(&t, 0xffff, &v) < 0)
-            return -EINVAL;
-        m->lid = (uint16_t)v;
-        if (hv_dec(&t, HV_PROTO_KEYS_MAX, &v) < 0)
-            return -EINVAL;
-        m->nkeys = (uint32_t)v;
-        if (hv_pairs(&t, m->keys, m->nkeys, UINT32_MAX) < 0)
+        if (hv_u32f(&t, HV_U24, &m->target) < 0 || hv_parse_tail(&t, m) < 0)
             return -EINVAL;
     } else if ((more = hv_parse_more(&t, verb, vn, m)) <= 0) {
         if (more < 0) /* KEYMAP, DEFER, UDHOLD, UDHELD, LOOKUP, LOOKEDUP */
@@ -411,10 +410,38 @@ static int hv_format_more(const HvMsg *m, char *buf, size_t size)
     return n;
 }
 
+/* The messages that end in a GID, a LID and pairs (hv_format_tail): UDMAP, RECONNECT, SWITCH,
+ * SWITCHED. */
+static int hv_format_keyed(const HvMsg *m, char *buf, size_t size)
+{
+    int n;
+
+    if (m->type == HV_MSG_UDMAP) {
+        if (m->nkeys == 0 || m->nkeys > HV_PROTO_UDQPS_MAX || m->target > HV_U24)
+            return -EINVAL;
+        for (uint32_t i = 0; i < m->nkeys; i++)
+            if (m->keys[i].v > HV_U24 || m->keys[i].p > HV_U24)
+                return -EINVAL;
+        n = snprintf(buf, size, "UDMAP %u ", m->target);
+    } else if (m->type == HV_MSG_SWITCHED) {
+        if (m->nkeys > HV_PROTO_KEYS_MAX || m->target > HV_U24)
+            return -EINVAL;
+        n = snprintf(buf, size, "SWITCHED %u ", m->target);
+    } else {
+        if (m->nkeys > HV_PROTO_KEYS_MAX)
+            return -EINVAL;
+        n = snprintf(buf, size, "%s %u %u %u %u %u ",
+                     m->type == HV_MSG_SWITCH ? "SWITCH" : "RECONNECT", m->target, m->sender,
+                     m->sender_pqpn, m->sender_psn, m->target_psn);
+    }
+    if (n < 0 || (size_t)n >= size)
+        return -ENOSPC;
+    return hv_format_tail(m, buf, size, (size_t)n);
+}
+
 int hv_proto_format(const HvMsg *m, char *buf, size_t size)
 {
     int n = -1;
-    size_t off;
 
     switch (m->type) {
     case HV_MSG_ROUTE: {
@@ -463,34 +490,10 @@ int hv_proto_format(const HvMsg *m, char *buf, size_t size)
     case HV_MSG_LOOKEDUP:
         return hv_format_more(m, buf, size);
     case HV_MSG_UDMAP:
-        if (m->nkeys == 0 || m->nkeys > HV_PROTO_UDQPS_MAX || m->target > HV_U24)
-            return -EINVAL;
-        for (uint32_t i = 0; i < m->nkeys; i++)
-            if (m->keys[i].v > HV_U24 || m->keys[i].p > HV_U24)
-                return -EINVAL;
-        n = snprintf(buf, size, "UDMAP %u ", m->target);
-        if (n < 0 || (size_t)n >= size)
-            return -ENOSPC;
-        off = (size_t)n;
-        return hv_format_tail(m, buf, size, off);
     case HV_MSG_SWITCHED:
-        if (m->nkeys > HV_PROTO_KEYS_MAX || m->target > HV_U24)
-            return -EINVAL;
-        n = snprintf(buf, size, "SWITCHED %u ", m->target);
-        if (n < 0 || (size_t)n >= size)
-            return -ENOSPC;
-        return hv_format_tail(m, buf, size, (size_t)n);
     case HV_MSG_RECONNECT:
     case HV_MSG_SWITCH:
-        if (m->nkeys > HV_PROTO_KEYS_MAX)
-            return -EINVAL;
-        n = snprintf(buf, size, "%s %u %u %u %u %u ",
-                     m->type == HV_MSG_SWITCH ? "SWITCH" : "RECONNECT", m->target, m->sender,
-                     m->sender_pqpn, m->sender_psn, m->target_psn);
-        if (n < 0 || (size_t)n >= size)
-            return -ENOSPC;
-        off = (size_t)n;
-        return hv_format_tail(m, buf, size, off);
+        return hv_format_keyed(m, buf, size);
     }
     if (n < 0 || (size_t)n >= size)
         return -ENOSPC;

@@ -108,6 +108,54 @@ HV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_a
     return &qp->pub;
 }
 
+/* ibv_modify_qp's step after the real call succeeded: the transition recorded for a replay
+ * on a new device (@a: what went to the device, its DLID where the peer is now), and at RTR who
+ * the peer is (@peer, @known). qp lock held. */
+static void hv_qp_record(HvQp *qp, const struct ibv_qp_attr *attr, int mask,
+                         const struct ibv_qp_attr *a, const union ibv_gid *peer, int known)
+{
+    qp->state = attr->qp_state;
+    qp->pub.state = attr->qp_state;
+    switch (attr->qp_state) {
+    case IBV_QPS_INIT:
+        qp->a_init = *attr;
+        qp->m_init = mask;
+        break;
+    case IBV_QPS_RTR:
+        qp->a_rtr = *attr;
+        qp->a_rtr.ah_attr.dlid = a->ah_attr.dlid; /* where the peer is now */
+        qp->m_rtr = mask;
+        if (mask & IBV_QP_AV) {
+            qp->peer_gid = *peer;
+            qp->peer_known = known;
+        }
+        /* jobs (issue 18): the agent's inventory lists whom this process talks to; not a
+         * loopback connection to its own GID (UCX connects RC QPs to themselves): that
+         * pauses no other guest (--dry-run listed it as a peer). */
+        if ((mask & IBV_QP_AV) && (mask & IBV_QP_DEST_QPN) && known) {
+            union ibv_gid own;
+            int sgid = attr->ah_attr.is_global ? attr->ah_attr.grh.sgid_index : 0;
+
+            if (hv_real.r_ibv_query_gid(qp->pd->ctx->phys, attr->ah_attr.port_num, sgid,
+                                        &own) != 0 ||
+                memcmp(own.raw, peer->raw, sizeof(own.raw)) != 0)
+                hv_report_peer(peer->raw, attr->dest_qp_num);
+        }
+        break;
+    case IBV_QPS_RTS:
+        qp->a_rts = *attr;
+        qp->m_rts = mask;
+        if (qp->init.qp_type != IBV_QPT_UD)
+            hv_debug("QP %u connected to QP %u", qp->pub.qp_num, qp->peer_vqpn);
+        break;
+    case IBV_QPS_RESET:
+        qp->m_init = qp->m_rtr = qp->m_rts = 0;
+        break;
+    default:
+        break;
+    }
+}
+
 HV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
     HvContext *ctx = HV_CTX(ibqp);
@@ -160,48 +208,8 @@ HV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int m
         a.dest_qp_num = qp->peer_pqpn;
     }
     r = hv_real.r_ibv_modify_qp(qp->phys, &a, mask);
-    if (!r && (mask & IBV_QP_STATE)) {
-        qp->state = attr->qp_state;
-        qp->pub.state = attr->qp_state;
-        switch (attr->qp_state) {
-        case IBV_QPS_INIT:
-            qp->a_init = *attr;
-            qp->m_init = mask;
-            break;
-        case IBV_QPS_RTR:
-            qp->a_rtr = *attr;
-            qp->a_rtr.ah_attr.dlid = a.ah_attr.dlid; /* where the peer is now */
-            qp->m_rtr = mask;
-            if (mask & IBV_QP_AV) {
-                qp->peer_gid = peer;
-                qp->peer_known = known;
-            }
-            /* jobs (issue 18): the agent's inventory lists whom this process talks to; not a
-             * loopback connection to its own GID (UCX connects RC QPs to themselves): that
-             * pauses no other guest (--dry-run listed it as a peer). */
-            if ((mask & IBV_QP_AV) && (mask & IBV_QP_DEST_QPN) && known) {
-                union ibv_gid own;
-                int sgid = attr->ah_attr.is_global ? attr->ah_attr.grh.sgid_index : 0;
-
-                if (hv_real.r_ibv_query_gid(qp->pd->ctx->phys, attr->ah_attr.port_num, sgid,
-                                            &own) != 0 ||
-                    memcmp(own.raw, peer.raw, sizeof(own.raw)) != 0)
-                    hv_report_peer(peer.raw, attr->dest_qp_num);
-            }
-            break;
-        case IBV_QPS_RTS:
-            qp->a_rts = *attr;
-            qp->m_rts = mask;
-            if (qp->init.qp_type != IBV_QPT_UD)
-                hv_debug("QP %u connected to QP %u", qp->pub.qp_num, qp->peer_vqpn);
-            break;
-        case IBV_QPS_RESET:
-            qp->m_init = qp->m_rtr = qp->m_rts = 0;
-            break;
-        default:
-            break;
-        }
-    }
+    if (!r && (mask & IBV_QP_STATE))
+        hv_qp_record(qp, attr, mask, &a, &peer, known);
     pthread_mutex_unlock(&qp->lock);
     hv_map_clear(&keys);
     return r;

@@ -219,6 +219,75 @@ static HvSwapQp *hv_swap_list(size_t *n)
     return v;
 }
 
+/* @qp's sends are queued from now on (quiesce, the switch back); its peer's reconnect is ours */
+static void hv_pause_qp(HvQp *qp)
+{
+    pthread_mutex_lock(&qp->lock);
+    hv_qp_sendq_ready(qp);
+    qp->paused = 1;
+    qp->reconnected = 0;
+    qp->await_peer = 0;
+    qp->suspend_until = 0; /* our own swap reconnects it */
+    pthread_mutex_unlock(&qp->lock);
+}
+
+/* SUSPEND to @s's peer: it stops sending, drains, and says how much it sent (s->peer_sent).
+ * 0 or -errno (logged). */
+static int hv_suspend_peer(HvSwapQp *s)
+{
+    HvQp *qp = s->qp;
+    HvMsg m = {.type = HV_MSG_SUSPEND}, rep;
+    char req[128], line[HV_PROTO_LINE_MAX + 2];
+    int r, n;
+
+    m.target = qp->peer_vqpn;
+    m.sender = qp->pub.qp_num;
+    pthread_mutex_lock(&qp->lock);
+    m.sent = qp->sent_msgs;
+    pthread_mutex_unlock(&qp->lock);
+    n = hv_proto_format(&m, req, sizeof(req));
+    r = n < 0 ? n : hv_peer_call(&qp->peer_gid, qp->peer_vqpn, req, line, sizeof(line));
+    if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 || rep.type != HV_MSG_SUSPENDED)) {
+        hv_log("QP %u: the peer refused to suspend: %s", qp->pub.qp_num, line);
+        r = -EPROTO;
+    }
+    if (r) {
+        hv_log("QP %u: suspending the peer (QP %u) failed: %s", qp->pub.qp_num, qp->peer_vqpn,
+               strerror(-r));
+        return r;
+    }
+    s->peer_sent = rep.sent;
+    hv_debug("QP %u: peer QP %u suspended, it sent %llu", qp->pub.qp_num, qp->peer_vqpn,
+             (unsigned long long)rep.sent);
+    return 0;
+}
+
+/* quiesce, step 2: each connected peer in another process's layer suspended (s->managed) */
+static int hv_suspend_peers(void)
+{
+    int r = 0;
+
+    for (size_t i = 0; i < hv_swap_n && !r; i++) {
+        HvSwapQp *s = &hv_swap_qps[i];
+        HvQp *qp = s->qp;
+
+        if (hv_swap_mark_local(s) || !hv_qp_connected(qp))
+            continue;
+        if (!qp->peer_known) /* LID-routed: the directory may know its LID by now */
+            hv_qp_peer_resolve(qp);
+        if (!hv_peer_known(&qp->peer_gid)) {
+            hv_log("QP %u: neither HOTMIG_VERBS_PEERS nor the agents' directory knows its peer: "
+                   "the connection will not survive the swap",
+                   qp->pub.qp_num);
+            continue;
+        }
+        r = hv_suspend_peer(s);
+        if (!r)
+            s->managed = 1;
+    }
+    return r;
+}
+
 int hv_quiesce(void *opaque)
 {
     int64_t t0 = hv_now_ms(), deadline = t0 + HV_DRAIN_MS;
@@ -233,13 +302,7 @@ int hv_quiesce(void *opaque)
     hv_paused_at = t0;
     /* 1. no new sends from here on: they are queued */
     for (size_t i = 0; i < hv_swap_n; i++) {
-        pthread_mutex_lock(&hv_swap_qps[i].qp->lock);
-        hv_qp_sendq_ready(hv_swap_qps[i].qp);
-        hv_swap_qps[i].qp->paused = 1;
-        hv_swap_qps[i].qp->reconnected = 0;
-        hv_swap_qps[i].qp->await_peer = 0;
-        hv_swap_qps[i].qp->suspend_until = 0; /* our own swap reconnects it */
-        pthread_mutex_unlock(&hv_swap_qps[i].qp->lock);
+        hv_pause_qp(hv_swap_qps[i].qp);
         /* who it is while away from the VF (the peers check requests against it) */
         if (hv_swap_qps[i].qp->m_rtr) {
             uint16_t lid;
@@ -249,44 +312,7 @@ int hv_quiesce(void *opaque)
         }
     }
     /* 2. each connected peer stops sending, drains and says how much it sent */
-    for (size_t i = 0; i < hv_swap_n && !r; i++) {
-        HvSwapQp *s = &hv_swap_qps[i];
-        HvQp *qp = s->qp;
-        HvMsg m = {.type = HV_MSG_SUSPEND}, rep;
-        char req[128], line[HV_PROTO_LINE_MAX + 2];
-        int n;
-
-        if (hv_swap_mark_local(s) || !hv_qp_connected(qp))
-            continue;
-        if (!qp->peer_known) /* LID-routed: the directory may know its LID by now */
-            hv_qp_peer_resolve(qp);
-        if (!hv_peer_known(&qp->peer_gid)) {
-            hv_log("QP %u: neither HOTMIG_VERBS_PEERS nor the agents' directory knows its peer: "
-                   "the connection will not survive the swap",
-                   qp->pub.qp_num);
-            continue;
-        }
-        m.target = qp->peer_vqpn;
-        m.sender = qp->pub.qp_num;
-        pthread_mutex_lock(&qp->lock);
-        m.sent = qp->sent_msgs;
-        pthread_mutex_unlock(&qp->lock);
-        n = hv_proto_format(&m, req, sizeof(req));
-        r = n < 0 ? n : hv_peer_call(&qp->peer_gid, qp->peer_vqpn, req, line, sizeof(line));
-        if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 || rep.type != HV_MSG_SUSPENDED)) {
-            hv_log("QP %u: the peer refused to suspend: %s", qp->pub.qp_num, line);
-            r = -EPROTO;
-        }
-        if (r) {
-            hv_log("QP %u: suspending the peer (QP %u) failed: %s", qp->pub.qp_num, qp->peer_vqpn,
-                   strerror(-r));
-            break;
-        }
-        s->managed = 1;
-        s->peer_sent = rep.sent;
-        hv_debug("QP %u: peer QP %u suspended, it sent %llu", qp->pub.qp_num, qp->peer_vqpn,
-                 (unsigned long long)rep.sent);
-    }
+    r = hv_suspend_peers();
     /* 2b. UD peers hold their sends to us; what they sent before arrives */
     if (!r)
         hv_ud_hold_peers(deadline);
@@ -755,40 +781,13 @@ static void hv_standby_leave(int64_t deadline)
     if (hv_sb_lease_fd < 0)
         return;
     hv_sb_left_at = hv_now_ms();
-    for (size_t i = 0; i < hv_swap_n; i++) {
-        HvQp *qp = hv_swap_qps[i].qp;
-
-        pthread_mutex_lock(&qp->lock);
-        hv_qp_sendq_ready(qp);
-        qp->paused = 1;
-        qp->reconnected = 0;
-        qp->await_peer = 0;
-        pthread_mutex_unlock(&qp->lock);
-    }
-    for (size_t i = 0; i < hv_swap_n; i++) {
-        HvSwapQp *s = &hv_swap_qps[i];
-        HvQp *qp = s->qp;
-        HvMsg m = {.type = HV_MSG_SUSPEND}, rep;
-        char req[128], line[HV_PROTO_LINE_MAX + 2];
-        int r, k;
-
-        if (!qp->switched || !s->managed)
-            continue;
-        m.target = qp->peer_vqpn;
-        m.sender = qp->pub.qp_num;
-        pthread_mutex_lock(&qp->lock);
-        m.sent = qp->sent_msgs;
-        pthread_mutex_unlock(&qp->lock);
-        k = hv_proto_format(&m, req, sizeof(req));
-        r = k < 0 ? k : hv_peer_call(&qp->peer_gid, qp->peer_vqpn, req, line, sizeof(line));
-        if (!r && (hv_proto_parse(line, strlen(line), &rep) < 0 || rep.type != HV_MSG_SUSPENDED))
-            r = -EPROTO;
-        if (r)
-            hv_log("QP %u: suspending its peer on the standby path failed: %s", qp->pub.qp_num,
-                   strerror(-r));
-        else
-            s->peer_sent = rep.sent;
-    }
+    for (size_t i = 0; i < hv_swap_n; i++)
+        hv_pause_qp(hv_swap_qps[i].qp);
+    /* the peers drain their standby QPs (a failure is logged: the drain below then ends on
+     * its deadline) */
+    for (size_t i = 0; i < hv_swap_n; i++)
+        if (hv_swap_qps[i].qp->switched && hv_swap_qps[i].managed)
+            hv_suspend_peer(&hv_swap_qps[i]);
     for (size_t i = 0; i < hv_swap_n; i++) {
         HvSwapQp *s = &hv_swap_qps[i];
         HvQp *qp = s->qp;
@@ -851,20 +850,12 @@ static void hv_devices_wait(int w, int64_t until)
         poll(w >= 0 ? &p : NULL, w >= 0 ? 1 : 0, (int)left);
 }
 
-int hv_resume(const char *device, void *opaque)
+/* resume, step 1: every context's objects made again on @device (NULL: each its own), waiting
+ * at most HV_DEVICE_WAIT_MS for a device that is not there yet. 0 or the first -errno. */
+static int hv_rebuild_all(const char *device)
 {
-    int64_t t0 = hv_now_ms();
-    int r = 0, r_rebuild;
+    int r = 0;
 
-    (void)opaque;
-    pthread_mutex_lock(&hv.lock);
-    if (!hv.swapping) {
-        /* not quiesced by us (a resume after an aborted quiesce): nothing moved */
-        pthread_mutex_unlock(&hv.lock);
-        return 0;
-    }
-    pthread_mutex_unlock(&hv.lock);
-    hv_standby_leave(t0 + HV_DRAIN_MS);
     pthread_mutex_lock(&hv.lock);
     for (HvContext *ctx = hv.ctxs; ctx && !r; ctx = ctx->next) {
         const char *name = device ? device : ctx->dev->dev.name;
@@ -886,9 +877,47 @@ int hv_resume(const char *device, void *opaque)
         if (r)
             hv_log("rebuilding on '%s' failed: %s", name, strerror(-r));
     }
-    r_rebuild = r;
     pthread_mutex_unlock(&hv.lock);
     hv_evt_kick();
+    return r;
+}
+
+/* The resume's line: how long the connections were paused (those on the standby path since
+ * the switch back, the others since the quiesce). */
+static void hv_resume_log(const char *device, int64_t t0, int r)
+{
+    size_t nsw = 0;
+
+    for (size_t i = 0; i < hv_swap_n; i++)
+        nsw += hv_swap_qps[i].was_switched;
+    if (nsw)
+        hv_log("resumed on %s in %lld ms (%zu QPs)%s; sends were paused for %lld ms since the "
+               "switch back (%zu QPs on the standby path), %lld ms since the quiesce (the other "
+               "%zu)",
+               device ? device : "the same device", (long long)(hv_now_ms() - t0), hv_swap_n,
+               r ? ": with errors" : "", (long long)(hv_now_ms() - hv_sb_left_at), nsw,
+               (long long)(hv_now_ms() - hv_paused_at), hv_swap_n - nsw);
+    else
+        hv_log("resumed on %s in %lld ms (%zu QPs)%s; sends were paused for %lld ms",
+               device ? device : "the same device", (long long)(hv_now_ms() - t0), hv_swap_n,
+               r ? ": with errors" : "", (long long)(hv_now_ms() - hv_paused_at));
+}
+
+int hv_resume(const char *device, void *opaque)
+{
+    int64_t t0 = hv_now_ms();
+    int r = 0, r_rebuild;
+
+    (void)opaque;
+    pthread_mutex_lock(&hv.lock);
+    if (!hv.swapping) {
+        /* not quiesced by us (a resume after an aborted quiesce): nothing moved */
+        pthread_mutex_unlock(&hv.lock);
+        return 0;
+    }
+    pthread_mutex_unlock(&hv.lock);
+    hv_standby_leave(t0 + HV_DRAIN_MS);
+    r = r_rebuild = hv_rebuild_all(device);
     /* every QP is brought back even when one fails (one bad connection must not leave the
      * others, a UD QP say, in INIT); the first error is the one reported */
     for (size_t i = 0; i < hv_swap_n && !r_rebuild; i++) {
@@ -912,23 +941,7 @@ int hv_resume(const char *device, void *opaque)
     hv_swap_ended();
     if (!r_rebuild)
         hv_ud_announce();
-    {
-        size_t nsw = 0;
-
-        for (size_t i = 0; i < hv_swap_n; i++)
-            nsw += hv_swap_qps[i].was_switched;
-        if (nsw)
-            hv_log("resumed on %s in %lld ms (%zu QPs)%s; sends were paused for %lld ms since "
-                   "the switch back (%zu QPs on the standby path), %lld ms since the quiesce "
-                   "(the other %zu)",
-                   device ? device : "the same device", (long long)(hv_now_ms() - t0),
-                   hv_swap_n, r ? ": with errors" : "", (long long)(hv_now_ms() - hv_sb_left_at),
-                   nsw, (long long)(hv_now_ms() - hv_paused_at), hv_swap_n - nsw);
-        else
-            hv_log("resumed on %s in %lld ms (%zu QPs)%s; sends were paused for %lld ms",
-                   device ? device : "the same device", (long long)(hv_now_ms() - t0), hv_swap_n,
-                   r ? ": with errors" : "", (long long)(hv_now_ms() - hv_paused_at));
-    }
+    hv_resume_log(device, t0, r);
     return r;
 }
 
