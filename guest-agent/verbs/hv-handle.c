@@ -378,12 +378,7 @@ static int hv_switch_apply(HvQp *qp, HvContext *ctx, const HvMsg *m, HvMsg *rep)
         r = -hv_repost(&qp->recvs, qp, NULL);
     if (!r) {
         hv_sb_rtr_attr(ctx->sb, &qp->a_rtr, m->gid, sgid_index, m->sender_pqpn, m->sender_psn, &a);
-        r = hv_qp_modify(qp, &a, qp->m_rtr);
-    }
-    if (!r && qp->m_rts) {
-        a = qp->a_rts;
-        a.sq_psn = m->target_psn;
-        r = hv_qp_modify(qp, &a, qp->m_rts);
+        r = hv_qp_connect(qp, &a, m->target_psn);
     }
     if (r)
         return r < 0 ? -r : r;
@@ -391,7 +386,6 @@ static int hv_switch_apply(HvQp *qp, HvContext *ctx, const HvMsg *m, HvMsg *rep)
     hv_map_clear(&qp->peer_rkeys);
     for (uint32_t i = 0; i < m->nkeys; i++)
         hv_map_put(&qp->peer_rkeys, m->keys[i].v, m->keys[i].p);
-    qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
     qp->paused = 0;
     qp->suspend_until = 0;
     hv_qp_flush_queued(qp);

@@ -41,6 +41,21 @@ int hv_qp_modify(HvQp *qp, struct ibv_qp_attr *a, int mask)
     return r;
 }
 
+int hv_qp_connect(HvQp *qp, struct ibv_qp_attr *rtr, uint32_t sq_psn)
+{
+    struct ibv_qp_attr a;
+    int r = hv_qp_modify(qp, rtr, qp->m_rtr);
+
+    if (!r && qp->m_rts) {
+        a = qp->a_rts;
+        a.sq_psn = sq_psn;
+        r = hv_qp_modify(qp, &a, qp->m_rts);
+    }
+    if (!r)
+        qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
+    return r;
+}
+
 int hv_qp_await_expired(HvQp *qp)
 {
     struct ibv_qp_attr a;

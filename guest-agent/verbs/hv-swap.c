@@ -545,14 +545,8 @@ static int hv_reconnect_answer(HvQp *qp, int r, const HvMsg *rep, uint32_t m_psn
         a = qp->a_rtr;
         a.dest_qp_num = rep->target;
         a.rq_psn = p_psn;
-        r = -hv_qp_modify(qp, &a, qp->m_rtr);
-        if (!r && qp->m_rts) {
-            a = qp->a_rts;
-            a.sq_psn = m_psn;
-            r = -hv_qp_modify(qp, &a, qp->m_rts);
-        }
+        r = -hv_qp_connect(qp, &a, m_psn);
         if (!r) {
-            qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
             qp->reconnected = 1;
         }
     }
@@ -686,12 +680,7 @@ static int hv_switch_managed(HvSwapQp *s, HvContext *ctx)
     if (!r) {
         pthread_mutex_lock(&qp->lock);
         hv_sb_rtr_attr(ctx->phys, &qp->a_rtr, rep->gid, sidx, rep->target, p_psn, &a);
-        r = -hv_qp_modify(qp, &a, qp->m_rtr);
-        if (!r && qp->m_rts) {
-            a = qp->a_rts;
-            a.sq_psn = m_psn;
-            r = -hv_qp_modify(qp, &a, qp->m_rts);
-        }
+        r = -hv_qp_connect(qp, &a, m_psn);
         if (!r) {
             /* the peer's keys there; its own device's are back after the move */
             qp->peer_rkeys_vf = qp->peer_rkeys;
@@ -699,7 +688,6 @@ static int hv_switch_managed(HvSwapQp *s, HvContext *ctx)
             for (uint32_t i = 0; i < rep->nkeys; i++)
                 hv_map_put(&qp->peer_rkeys, rep->keys[i].v, rep->keys[i].p);
             qp->peer_pqpn = rep->target;
-            qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
             qp->switched = 1;
             qp->sb_sends = qp->sb_recvs = 0;
         }

@@ -570,6 +570,9 @@ void hv_sendq_free(HvSendQueue *q);
 
 /* ---- hv-pause.c: a paused QP (qp lock held unless said) ----------------------------------- */
 int hv_qp_modify(HvQp *qp, struct ibv_qp_attr *a, int mask); /* the physical QP; logs */
+/* RTR with @rtr (the program's mask), then RTS with the program's attributes and @sq_psn when
+ * it went there; qp->state follows. 0 or the failed modify's errno. */
+int hv_qp_connect(HvQp *qp, struct ibv_qp_attr *rtr, uint32_t sq_psn);
 int hv_qp_fence(HvQp *qp);
 void hv_qp_flush_queued(HvQp *qp);
 void hv_qp_sendq_ready(HvQp *qp);

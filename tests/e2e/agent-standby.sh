@@ -23,28 +23,10 @@ restart_agent() {
         fail "$g: the agent did not start with $*"
 }
 
-# open_channel: the agent's host channel on fds ag_in/ag_out (verbs-lib.sh's vagent asks on
-# them), synced, protocol 2
-open_channel() {
-    local sock
-    sock=$("$lab" channel "$g")
-    coproc AG { exec socat - "UNIX-CONNECT:$sock"; }
-    exec {ag_in}>&"${AG[1]}" {ag_out}<&"${AG[0]}"
-    printf '\xff' >&"$ag_in"
-    vagent '{"execute":"sync","arguments":{"id":7}}' | grep -q '"return":7' || fail "no sync"
-    vagent '{"execute":"info","arguments":{"protocol":2}}' >/dev/null
-}
-
-close_channel() {
-    kill "$AG_PID" 2>/dev/null || true
-    wait "$AG_PID" 2>/dev/null || true
-    exec {ag_in}>&- {ag_out}<&-
-}
-
 standby() { vagent '{"execute":"inventory"}' | jq -c '.return.standby'; }
 
 restart_agent --standby "$ifc"
-open_channel
+vchannel_open "$g"
 s=$(standby)
 jq -e --arg i "$ifc" '.netdev == $i and .device == "hmsb0" and .state == "absent"' <<<"$s" >/dev/null ||
     fail "before a move the inventory's standby is not absent: $s"
@@ -66,13 +48,13 @@ for n in 1 2 3; do
     done
     [ "$gone" = 1 ] || fail "resume $n: the standby was not removed: $(standby)"
 done
-close_channel
+vchannel_close
 
 # The kernel's refusal through netlink: the VF's NIC carries rxe0 already (EEXIST).
 vf=$(vvfif "$g")
 [ -n "$vf" ] || fail "$g: no VF NIC"
 restart_agent --standby "$vf" --standby-device hmsb1
-open_channel
+vchannel_open "$g"
 p=$(vagent '{"execute":"prepare","arguments":{"timeout_ms":30000}}')
 jq -e '.return.device == "rxe0"' <<<"$p" >/dev/null || fail "prepare with a refused standby: $p"
 s=$(standby)
@@ -81,10 +63,10 @@ jq -e '.state == "absent" and (.error | test("rdma link add .hmsb1. type rxe net
 echo "refused by the kernel: $(jq -r .error <<<"$s")"
 r=$(vagent '{"execute":"resume","arguments":{"timeout_ms":60000}}')
 jq -e '.return.device == "rxe0"' <<<"$r" >/dev/null || fail "resume after a refused standby: $r"
-close_channel
+vchannel_close
 
 restart_agent --standby nosuch0
-open_channel
+vchannel_open "$g"
 s=$(standby)
 jq -e '.state == "unavailable" and (.error | test("No network interface .nosuch0."))' <<<"$s" >/dev/null ||
     fail "a missing NIC is not said: $s"
@@ -92,7 +74,7 @@ p=$(vagent '{"execute":"prepare","arguments":{"timeout_ms":30000}}')
 jq -e '.return.device == "rxe0"' <<<"$p" >/dev/null || fail "prepare without a standby: $p"
 r=$(vagent '{"execute":"resume","arguments":{"timeout_ms":60000}}')
 jq -e '.return.device == "rxe0"' <<<"$r" >/dev/null || fail "resume without a standby: $r"
-close_channel
+vchannel_close
 restart_agent # as the guest's init starts it
 
 removed=$(grep -ao "standby RDMA device 'hmsb0' removed in [0-9]*" "$("$lab" console "$g")" | awk '{print $NF}' | paste -sd, -)

@@ -125,15 +125,28 @@ vfinish() {
 # protocol 2, prepare), rxe0 deleted and created again on VF_IF (a fresh device restarts its QP
 # numbers and memory keys), resume; fails unless exactly one process (the layer) quiesced and
 # resumed. Sets vswap_ms (prepare to resume answered).
-vswap() {
-    local g=$1 vf_if=$2 sock prep res t0
-    sock=$("$lab" channel "$g")
+# vchannel_open GUEST: the agent's host channel on fds ag_in/ag_out (vagent asks on them),
+# synced, protocol 2; vchannel_close ends it
+vchannel_open() {
+    local sock
+    sock=$("$lab" channel "$1")
     coproc AG { exec socat - "UNIX-CONNECT:$sock"; }
     # bash closes a coproc's descriptors in subshells ($(...), pipelines): use copies
     exec {ag_in}>&"${AG[1]}" {ag_out}<&"${AG[0]}"
     printf '\xff' >&"$ag_in"
     vagent '{"execute":"sync","arguments":{"id":7}}' | grep -q '"return":7' || fail "no sync"
     vagent '{"execute":"info","arguments":{"protocol":2}}' >/dev/null
+}
+
+vchannel_close() {
+    kill "$AG_PID" 2>/dev/null || true
+    wait "$AG_PID" 2>/dev/null || true
+    exec {ag_in}>&- {ag_out}<&-
+}
+
+vswap() {
+    local g=$1 vf_if=$2 prep res t0
+    vchannel_open "$g"
     t0=$(date +%s%N)
     prep=$(vagent '{"execute":"prepare","arguments":{"timeout_ms":30000}}')
     echo "prepare: $prep" >&2
@@ -152,8 +165,7 @@ vswap() {
     echo "resume: $res" >&2
     jq -e '.return.failed == [] and (.return.resumed | length) == 1' <<<"$res" >/dev/null ||
         fail "the layer did not resume: $res"
-    kill "$AG_PID" 2>/dev/null || true
-    exec {ag_in}>&- {ag_out}<&-
+    vchannel_close
 }
 
 # vagent JSON: one request on vswap's channel; prints the reply line
