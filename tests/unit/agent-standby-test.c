@@ -11,7 +11,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <poll.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -341,6 +345,104 @@ static void test_agent_prepare_inventory_resume(void **state)
     assert_int_equal(f->dels, 1);
 }
 
+/* ---- the lease (STANDBY on the agent's socket): a peer's process, a mover's ---------------- */
+
+static int lease_connect(const char *sock)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    assert_true(fd >= 0);
+    g_strlcpy(addr.sun_path, sock, sizeof(addr.sun_path));
+    assert_int_equal(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    assert_int_equal(write(fd, "STANDBY\n", 8), 8);
+    return fd;
+}
+
+/* The agent's answer on @fd (running its main context meanwhile), without the newline. */
+static char *lease_answer(int fd)
+{
+    g_autoptr(GString) line = g_string_new(NULL);
+    gint64 end = g_get_monotonic_time() + 5 * G_TIME_SPAN_SECOND;
+
+    while (g_get_monotonic_time() < end) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        char c;
+
+        g_main_context_iteration(NULL, FALSE);
+        if (poll(&pfd, 1, 1) == 1) {
+            if (read(fd, &c, 1) != 1)
+                break;
+            if (c == '\n')
+                return g_string_free(g_steal_pointer(&line), FALSE);
+            g_string_append_c(line, c);
+        }
+    }
+    fail_msg("no STANDBY answer");
+    return NULL;
+}
+
+static void run_for(guint ms)
+{
+    gint64 end = g_get_monotonic_time() + (gint64)ms * 1000;
+
+    while (g_get_monotonic_time() < end)
+        if (!g_main_context_iteration(NULL, FALSE))
+            g_usleep(1000);
+}
+
+/* A peer guest moves: the first lease makes the device, a second shares it, the device goes
+ * after the last is closed. This guest moves with "standby":0: its processes are refused the
+ * device. Without --standby every lease is refused, the agent says why. */
+static void test_agent_lease(void **state)
+{
+    Fixture *f = *state;
+    g_autoptr(Agent) agent = agent_new(&fake_verbs, f);
+    g_autoptr(Agent) plain = agent_new(&fake_verbs, f);
+    g_autoptr(GString) out = g_string_new(NULL);
+    g_autofree char *sock = g_build_filename(f->root, "agent.sock", NULL);
+    g_autofree char *sock2 = g_build_filename(f->root, "plain.sock", NULL);
+    g_autofree char *a1 = NULL, *a2 = NULL, *a3 = NULL, *a4 = NULL, *r1 = NULL, *r2 = NULL;
+    g_autoptr(GError) error = NULL;
+    int l1, l2, l3, l4;
+
+    agent_set_reply_func(agent, on_reply, out);
+    agent_set_standby(agent, standby_new(f, "eth1"));
+    assert_true(agent_listen(agent, sock, NULL, &error));
+    l1 = lease_connect(sock);
+    a1 = lease_answer(l1);
+    assert_string_equal(a1, "STANDBY 0 hmsb0");
+    assert_int_equal(f->adds, 1);
+    l2 = lease_connect(sock);
+    a2 = lease_answer(l2);
+    assert_string_equal(a2, "STANDBY 0 hmsb0");
+    assert_int_equal(f->adds, 1); /* shared */
+    close(l1);
+    run_for(50);
+    assert_int_equal(f->dels, 0); /* one lease left */
+    close(l2);
+    run_for(50);
+    agent_standby_wait(agent);
+    assert_int_equal(f->dels, 1);
+    /* this guest moves without a standby device: none for its processes, none made */
+    r1 = agent_ask(agent, out, "{\"execute\":\"info\",\"arguments\":{\"protocol\":2}}\n");
+    r2 = agent_ask(agent, out,
+                   "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":1000,\"standby\":0}}\n");
+    assert_non_null(strstr(r2, "\"device\":\"rxe0\""));
+    assert_null(strstr(r2, "\"standby\""));
+    l3 = lease_connect(sock);
+    a3 = lease_answer(l3);
+    assert_string_equal(a3, "STANDBY 95 this move uses no standby device");
+    assert_int_equal(f->adds, 1);
+    close(l3);
+    /* an agent without --standby */
+    assert_true(agent_listen(plain, sock2, NULL, &error));
+    l4 = lease_connect(sock2);
+    a4 = lease_answer(l4);
+    assert_string_equal(a4, "STANDBY 95 this guest's agent has no standby device (--standby)");
+    close(l4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -350,6 +452,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kernel_refuses_link_type, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_prepare_inventory_resume, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_agent_lease, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
