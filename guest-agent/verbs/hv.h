@@ -381,10 +381,6 @@ int hv_dir_parse_line(const char *line, HvDirEntry *e);
 int hv_dir_lookup_gid(const char *path, const uint8_t gid[16], HvDirEntry *out);
 int hv_dir_lookup_lid(const char *path, uint16_t lid, HvDirEntry *out);
 
-/* The agent's lease on the standby device (hv-standby.c): its fd, its name in @name; -errno */
-#define HV_STANDBY_LEASE_MS 10000
-int hv_standby_lease(char *name, size_t size);
-
 /* ---- hv-peer.c ------------------------------------------------------------------------------
  * A peer is known by its port GID (on IB subnet prefix + port GUID: it survives a move);
  * HOTMIG_VERBS_PEERS names peers explicitly and wins, the directory knows the others. */
@@ -411,6 +407,9 @@ void hv_qp_route_del(HvQp *qp);
 struct HotmigClient;
 void hv_report_attach(struct HotmigClient *c);
 void hv_report_peer(const uint8_t gid[16], uint32_t qpn);
+/* The agent's lease on the standby device (hv-standby.c): its fd, its name in @name; -errno */
+#define HV_STANDBY_LEASE_MS 10000
+int hv_standby_lease(char *name, size_t size);
 /* The authenticated channel (hv-auth.h; docs/security.md, "The verbs peer protocol"): the job's
  * key from HOTMIG_VERBS_KEY_FILE or HOTMIG_VERBS_KEY (hv_key_load, at the registration; none:
  * logged, peers refused, nothing asked); hv_key_set() for the tests (0 or -EINVAL). */
