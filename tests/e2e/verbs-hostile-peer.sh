@@ -14,9 +14,9 @@
 # answered NOROUTE (none routed); each forged request reached the server's layer (its CHALLENGE)
 # and was answered ERROR; the record and the directory were not readable; the server's layer
 # logged each refusal and why, and applied none of the requests (no suspend, no lookup, no key
-# or UD map, no reconnection to QP 99); the agent was closing both floods' connections while the
-# migration ran and the migration succeeded, both layers reconnected; both ends finish with their
-# figures. A failure names its step and prints the server's broker and layer lines of that step.
+# or UD map, no reconnection to QP 99); the agent was closing both floods' connections before
+# and after the migration ran and the migration succeeded, both layers reconnected; both ends
+# finish with their figures. A failure names its step and prints the server's broker and layer lines of that step.
 # Not covered here: a direct connection to the layer's socket by another user (busybox nc has no
 # Unix sockets; verbs-peer-check-test's test_server_bounds).
 source "$(dirname "$0")/lib.sh"
@@ -197,13 +197,23 @@ vwait "$s" 'VHP hotmig-verbs.*reconnected to its peer' 1 30 ||
     sfail "the server's layer did not reconnect"
 [ "$(vcount "$s" 'reconnected to its peer.s new QP 99')" = 0 ] ||
     sfail "a forged RECONNECT was applied"
-# the floods were on while the move ran: the agent closed connections of both during it
+# the floods were on while the move ran: the agent was closing connections of both before the
+# move began (above) and goes on closing them once it ended. Not within the move's own window:
+# a round's connections are closed together every 5-8 s, and on an idle machine the move takes
+# 3 s (CI run 13.1 failed on that).
 during=$(tail -c +$((move_mark + 1)) "$("$lab" console "$s")" | head -c $((moved_mark - move_mark)) | tr -d '\r')
 for a in "$xi" "$si"; do
     k=$(grep -acE "peer connection from 198\.51\.100\.$a closed" <<<"$during" || true)
-    e=$(grep -acE "peer connection from 198\.51\.100\.$a closed: that address has too many" <<<"$during" || true)
-    log "during the move the server's agent closed $k flood connections of 198.51.100.$a ($e for a newer one of that address)"
-    [ "$k" -ge 1 ] || sfail "the flood from 198.51.100.$a was not on during the move"
+    log "during the move the server's agent closed $k flood connections of 198.51.100.$a"
+    on=0
+    for _ in $(seq 1 60); do
+        [ "$(scount "$s" "$moved_mark" "peer connection from 198\.51\.100\.$a closed")" -ge 1 ] && {
+            on=1
+            break
+        }
+        sleep 0.5
+    done
+    ((on)) || sfail "the flood from 198.51.100.$a had stopped by the end of the move"
 done
 # the floods stop (best effort: they end by themselves after 30 rounds)
 for g in "$x" "$s"; do
