@@ -277,23 +277,29 @@ static int hv_reconnect_back(HvQp *qp, const HvMsg *m)
     return r;
 }
 
-/* @qp (its lock held) reconnected to the mover's QP of @m: its keys, unpaused, its queue
- * flushed. */
-static void hv_reconnect_done(HvQp *qp, const HvMsg *m)
+/* @qp (its lock held) connected to the mover's QP of @m (RECONNECT, SWITCH): the mover's
+ * physical QPN and rkeys, unpaused, its queue flushed. */
+static void hv_qp_follow(HvQp *qp, const HvMsg *m)
 {
     qp->peer_pqpn = m->sender_pqpn;
     hv_map_clear(&qp->peer_rkeys);
     for (uint32_t i = 0; i < m->nkeys; i++)
         hv_map_put(&qp->peer_rkeys, m->keys[i].v, m->keys[i].p);
+    qp->paused = 0;
+    qp->suspend_until = 0;
+    hv_qp_flush_queued(qp);
+}
+
+/* @qp (its lock held) reconnected to the mover's QP of @m: its own accounting restarts. */
+static void hv_reconnect_done(HvQp *qp, const HvMsg *m)
+{
     qp->sig_out = 0;
     qp->fence_out = 0;
     qp->unsig_tail = 0;
     qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
-    qp->paused = 0;
-    qp->suspend_until = 0;
     qp->reconnected = 1;
     qp->await_peer = 0;
-    hv_qp_flush_queued(qp);
+    hv_qp_follow(qp, m);
 }
 
 static int hv_on_reconnect(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvContext *ctx,
@@ -382,13 +388,7 @@ static int hv_switch_apply(HvQp *qp, HvContext *ctx, const HvMsg *m, HvMsg *rep)
     }
     if (r)
         return r < 0 ? -r : r;
-    qp->peer_pqpn = m->sender_pqpn;
-    hv_map_clear(&qp->peer_rkeys);
-    for (uint32_t i = 0; i < m->nkeys; i++)
-        hv_map_put(&qp->peer_rkeys, m->keys[i].v, m->keys[i].p);
-    qp->paused = 0;
-    qp->suspend_until = 0;
-    hv_qp_flush_queued(qp);
+    hv_qp_follow(qp, m);
     rep->type = HV_MSG_SWITCHED;
     rep->target = qp->phys->qp_num;
     memcpy(rep->gid, sgid.raw, 16);

@@ -12,20 +12,13 @@ source "$(dirname "$0")/verbs-lib.sh"
 g=sb-g
 start_guest "$g" A sb-peer
 "$lab" wait "$g" 'agent started' --timeout 300 >/dev/null || fail "$g: no agent"
-ifc=$("$lab" exec "$g" 'm=$(sed -n "s/.*hm.ctl_mac=\([^ ]*\).*/\1/p" /proc/cmdline); for i in /sys/class/net/*; do [ "$(cat $i/address)" = "$m" ] && basename $i; done; true' --timeout 60)
+read -r ifc _ <<<"$(vctl "$g")"
 [ -n "$ifc" ] || fail "$g: no control NIC"
 "$lab" exec "$g" "test -d /sys/module/rdma_rxe" --timeout 60 || fail "$g: no rdma_rxe"
 
-# restart_agent ARGS: the guest's agent again, with ARGS, its log on the console (once the old
-# one is gone; --daemonize returns once the new one listens and has the channel)
-restart_agent() {
-    "$lab" exec "$g" "kill \$(pidof hotmig-agent); for _ in \$(seq 100); do pidof hotmig-agent >/dev/null || break; sleep 0.2; done; hotmig-agent --daemonize --port org.hotmig.agent.0 --socket /run/hotmig/agent.sock $* >/dev/console 2>&1" --timeout 180 ||
-        fail "$g: the agent did not start with $*"
-}
-
 standby() { vagent '{"execute":"inventory"}' | jq -c '.return.standby'; }
 
-restart_agent --standby "$ifc"
+vagent_restart "$g" --standby "$ifc"
 vchannel_open "$g"
 s=$(standby)
 jq -e --arg i "$ifc" '.netdev == $i and .device == "hmsb0" and .state == "absent"' <<<"$s" >/dev/null ||
@@ -53,7 +46,7 @@ vchannel_close
 # The kernel's refusal through netlink: the VF's NIC carries rxe0 already (EEXIST).
 vf=$(vvfif "$g")
 [ -n "$vf" ] || fail "$g: no VF NIC"
-restart_agent --standby "$vf" --standby-device hmsb1
+vagent_restart "$g" --standby "$vf" --standby-device hmsb1
 vchannel_open "$g"
 p=$(vagent '{"execute":"prepare","arguments":{"timeout_ms":30000}}')
 jq -e '.return.device == "rxe0"' <<<"$p" >/dev/null || fail "prepare with a refused standby: $p"
@@ -65,7 +58,7 @@ r=$(vagent '{"execute":"resume","arguments":{"timeout_ms":60000}}')
 jq -e '.return.device == "rxe0"' <<<"$r" >/dev/null || fail "resume after a refused standby: $r"
 vchannel_close
 
-restart_agent --standby nosuch0
+vagent_restart "$g" --standby nosuch0
 vchannel_open "$g"
 s=$(standby)
 jq -e '.state == "unavailable" and (.error | test("No network interface .nosuch0."))' <<<"$s" >/dev/null ||

@@ -17,18 +17,13 @@ trap 'cleanup; rm -rf "$tmp"' EXIT
 
 vpair "$c" "$s"
 si=$("$lab" index "$s")
-# restart_agent GUEST: its agent again with --standby on its control NIC (hm.ctl_mac's)
-restart_agent() {
-    local g=$1 ifc ip
+# both agents again with --standby on their control NIC
+for g in "$s" "$c"; do
     "$lab" wait "$g" 'agent started' --timeout 300 >/dev/null || fail "$g: no agent"
-    ifc=$("$lab" exec "$g" 'm=$(sed -n "s/.*hm.ctl_mac=\([^ ]*\).*/\1/p" /proc/cmdline); for i in /sys/class/net/*; do [ "$(cat $i/address)" = "$m" ] && basename $i; done; true' --timeout 60)
-    ip=$("$lab" exec "$g" 'sed -n "s/.*hm.ctl_ip=\([^/ ]*\).*/\1/p" /proc/cmdline' --timeout 60)
-    [ -n "$ifc" ] && [ -n "$ip" ] || fail "$g: no control NIC"
-    "$lab" exec "$g" "kill \$(pidof hotmig-agent); for _ in \$(seq 100); do pidof hotmig-agent >/dev/null || break; sleep 0.2; done; hotmig-agent --daemonize --port org.hotmig.agent.0 --socket /run/hotmig/agent.sock --peer-listen $ip:7475 --standby $ifc >/dev/console 2>&1" --timeout 180 ||
-        fail "$g: the agent did not start with --standby $ifc"
-}
-restart_agent "$s"
-restart_agent "$c"
+    read -r ifc ip <<<"$(vctl "$g")"
+    [ -n "$ip" ] || fail "$g: no control NIC"
+    vagent_restart "$g" --peer-listen "$ip:7475" --standby "$ifc"
+done
 gid_s=$(vgid "$s")
 [ -n "$gid_s" ] || fail "$s printed no GID index"
 env_s=$(venv "$c")
@@ -72,9 +67,9 @@ done
 # routed: the route records and its socket are the process's), the client moves back B->A: the
 # server refuses SWITCH, that connection pauses as without the standby path, and goes on after
 [ "$(vcount "$c" 'VPP rc=')" = 0 ] || fail "the client ended before move 2"
-sip=$("$lab" exec "$s" 'sed -n "s/.*hm.ctl_ip=\([^/ ]*\).*/\1/p" /proc/cmdline' --timeout 60)
-"$lab" exec "$s" "kill \$(pidof hotmig-agent); for _ in \$(seq 100); do pidof hotmig-agent >/dev/null || break; sleep 0.2; done; hotmig-agent --daemonize --port org.hotmig.agent.0 --socket /run/hotmig/agent.sock --peer-listen $sip:7475 >/dev/console 2>&1" --timeout 180 ||
-    fail "$s: the agent did not start without --standby"
+read -r _ sip <<<"$(vctl "$s")"
+[ -n "$sip" ] || fail "$s: no control NIC"
+vagent_restart "$s" --peer-listen "$sip:7475"
 migrate "$c" "$B" "$A" "$tmp/m2.json"
 jq -e '.ok' "$tmp/m2.json" >/dev/null || fail "move 2 of $c not ok"
 vwait "$s" 'VPP hotmig-verbs.*QP [0-9]+ stays paused while its peer moves' 1 30 ||

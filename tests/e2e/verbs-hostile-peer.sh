@@ -40,6 +40,15 @@ step() {
 since() { tail -c +$(($2 + 1)) "$("$lab" console "$1")" | tr -d '\r'; }
 # scount GUEST OFFSET PATTERN: lines past OFFSET matching PATTERN (grep -E)
 scount() { since "$1" "$2" | grep -acE -- "$3" || true; }
+# swait GUEST MARK PATTERN N TIMEOUT_S: until GUEST's console since MARK has N lines matching
+# PATTERN; 1 when the time ran out
+swait() {
+    for _ in $(seq 1 $(($5 * 2))); do
+        [ "$(scount "$1" "$2" "$3")" -ge "$4" ] && return 0
+        sleep 0.5
+    done
+    return 1
+}
 # sfail WHY: fails naming the step, with the server's broker (agent) and layer lines of the step
 # and what each attacker printed so far
 sfail() {
@@ -176,15 +185,8 @@ fcmd="echo $(printf '%s\n' "$flood" | base64 -w0) | base64 -d >/tmp/hvf.sh && ch
 "$lab" exec "$s" "$fcmd && su hvevil -c 'setsid sh /tmp/hvf.sh </dev/null >/dev/null 2>&1 &'" --timeout 120 ||
     sfail "the user's flood did not start"
 for a in "$xi" "$si"; do
-    vsince_ok=0
-    for _ in $(seq 1 240); do
-        [ "$(scount "$s" "$step_mark" "peer connection from 198\.51\.100\.$a closed")" -ge 16 ] && {
-            vsince_ok=1
-            break
-        }
-        sleep 0.5
-    done
-    ((vsince_ok)) || sfail "the flood from 198.51.100.$a did not reach the server's agent within 120 s"
+    swait "$s" "$step_mark" "peer connection from 198\.51\.100\.$a closed" 16 120 ||
+        sfail "the flood from 198.51.100.$a did not reach the server's agent within 120 s"
 done
 [ "$(vcount "$c" 'VHP rc=')" = 0 ] || sfail "the client ended before the move"
 step move
@@ -205,15 +207,8 @@ during=$(tail -c +$((move_mark + 1)) "$("$lab" console "$s")" | head -c $((moved
 for a in "$xi" "$si"; do
     k=$(grep -acE "peer connection from 198\.51\.100\.$a closed" <<<"$during" || true)
     log "during the move the server's agent closed $k flood connections of 198.51.100.$a"
-    on=0
-    for _ in $(seq 1 60); do
-        [ "$(scount "$s" "$moved_mark" "peer connection from 198\.51\.100\.$a closed")" -ge 1 ] && {
-            on=1
-            break
-        }
-        sleep 0.5
-    done
-    ((on)) || sfail "the flood from 198.51.100.$a had stopped by the end of the move"
+    swait "$s" "$moved_mark" "peer connection from 198\.51\.100\.$a closed" 1 30 ||
+        sfail "the flood from 198.51.100.$a had stopped by the end of the move"
 done
 # the floods stop (best effort: they end by themselves after 30 rounds)
 for g in "$x" "$s"; do

@@ -125,6 +125,24 @@ vfinish() {
 # protocol 2, prepare), rxe0 deleted and created again on VF_IF (a fresh device restarts its QP
 # numbers and memory keys), resume; fails unless exactly one process (the layer) quiesced and
 # resumed. Sets vswap_ms (prepare to resume answered).
+# vagent_restart GUEST ARGS...: GUEST's agent again, with ARGS, its log on the console (once the
+# old one is gone; --daemonize returns once the new one listens and has the channel)
+vagent_restart() {
+    local g=$1
+    shift
+    "$lab" exec "$g" "kill \$(pidof hotmig-agent); for _ in \$(seq 100); do pidof hotmig-agent >/dev/null || break; sleep 0.2; done; hotmig-agent --daemonize --port org.hotmig.agent.0 --socket /run/hotmig/agent.sock $* >/dev/console 2>&1" --timeout 180 ||
+        fail "$g: the agent did not start with $*"
+}
+
+# vctl GUEST: its control NIC's name and IPv4 address (hm.ctl_mac's, hm.ctl_ip's), one line
+vctl() {
+    local ifc ip
+    ifc=$("$lab" exec "$1" 'm=$(sed -n "s/.*hm.ctl_mac=\([^ ]*\).*/\1/p" /proc/cmdline); for i in /sys/class/net/*; do [ "$(cat $i/address)" = "$m" ] && basename $i; done; true' --timeout 60)
+    ip=$("$lab" exec "$1" 'sed -n "s/.*hm.ctl_ip=\([^/ ]*\).*/\1/p" /proc/cmdline' --timeout 60)
+    [ -n "$ifc" ] && [ -n "$ip" ] || fail "$1: no control NIC"
+    echo "$ifc $ip"
+}
+
 # vchannel_open GUEST: the agent's host channel on fds ag_in/ag_out (vagent asks on them),
 # synced, protocol 2; vchannel_close ends it
 vchannel_open() {
