@@ -208,6 +208,10 @@ void hv_sb_close_unused(HvContext *ctx)
     pthread_mutex_lock(&ctx->lock);
     hv_map_clear(&ctx->sb_lkey);
     hv_map_clear(&ctx->sb_qpn);
+    hv_map_clear(&ctx->sb_retired);
+    /* the QPs' old physical QPs on the own device went at the switch; their last completions
+     * were polled since (hv_cq_pull above): one entry per move and QP no longer piles up */
+    hv_map_clear(&ctx->retired);
     pthread_mutex_unlock(&ctx->lock);
     if (ctx->sb_lease >= 0)
         close(ctx->sb_lease); /* the agent removes the device once no lease is left */
