@@ -68,7 +68,7 @@ jq -e '.return.device == "rxe0"' <<<"$p" >/dev/null || fail "prepare without a s
 r=$(vagent '{"execute":"resume","arguments":{"timeout_ms":60000}}')
 jq -e '.return.device == "rxe0"' <<<"$r" >/dev/null || fail "resume without a standby: $r"
 vchannel_close
-restart_agent # as the guest's init starts it
+vagent_restart "$g" # as the guest's init starts it
 
 removed=$(grep -ao "standby RDMA device 'hmsb0' removed in [0-9]*" "$("$lab" console "$g")" | awk '{print $NF}' | paste -sd, -)
 echo "STANDBY netdev=$ifc made_ms=$(IFS=,; echo "${made[*]}") removed_ms=$removed"
