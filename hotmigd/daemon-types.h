@@ -38,7 +38,10 @@ typedef struct {
     /* What the daemon asks of the world; NULL: the real thing. Tests bring fakes. */
     const OrchConnector *connector; /* libvirt and hotmigd clients (engine.h); borrowed */
     HotmigdMigrateFunc migrate; /* orch_migrate */
-    HotmigdRecoverFunc recover; /* orch_recover: the journals left unfinished, at the start */
+    HotmigdRecoverFunc recover; /* orch_recover: the journals left unfinished, at the start,
+                                 * and those a failed move here kept */
+    guint recover_retry_ms;     /* a failed move's kept journal: tried again this often; 0: the
+                                 * default (HOTMIGD_MOVE_RECOVER_RETRY_MS_DEFAULT) */
     gboolean no_https;          /* tests: no HTTPS listener ([hotmigd] listen/port unused) */
     gboolean no_pool;           /* tests: no VF pool (GET /v1/host ... are not served) */
     guint cpu_sample_ms;        /* CPU demand: cpuTime sampled this far apart; 0: the default */

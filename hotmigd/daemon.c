@@ -381,6 +381,8 @@ Hotmigd *hotmigd_new(HmConfig *config, const HotmigdOptions *opts, GError **erro
         .hosts = daemon->hosts,
         .migrate_opts = &daemon->migrate_opts,
         .migrate = daemon->opts.migrate ? daemon->opts.migrate : orch_migrate,
+        .recover = daemon->opts.recover,
+        .recover_retry_ms = daemon->opts.recover_retry_ms,
         .poll_ms = daemon->opts.remote_poll_ms,
         .share = daemon->share,
     };

@@ -56,8 +56,9 @@ HotmigdServer *hotmigd_get_server(Hotmigd *daemon);
  * ([hotmigd] socket, mode 0600), starts taking the cluster's inventory in the background, and
  * recovers, in a thread, the migrations whose journals under [hotmigd] state-dir were left
  * unfinished (a hotmigd or migrate-vm killed in the middle: the guest waits quiesced) as
- * `migrate-vm --recover` does; a journal whose lock another process holds is left to it.
- * @opts NULL: all defaults. Fails naming the file or address (ORCH_ERROR_INVALID for a bad
+ * `migrate-vm --recover` does; a journal whose lock another process holds is left to it. A
+ * move it runs here whose failure keeps the journal (an undo or the resume failed) is recovered
+ * the same way by the move itself, before it ends (run.h). @opts NULL: all defaults. Fails naming the file or address (ORCH_ERROR_INVALID for a bad
  * configuration). Owned result. */
 Hotmigd *hotmigd_new(HmConfig *config, const HotmigdOptions *opts, GError **error);
 

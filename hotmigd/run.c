@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/hotmigd-client.h"
+#include "engine/journal.h"
 
 const HmConfigHost *hotmigd_run_move_env_find_host(const HotmigdMoveEnv *env, const char *name)
 {
@@ -98,6 +99,67 @@ static void move_fail(HotmigdMove *m, const char *fmt, ...)
     m->result.ok = FALSE;
 }
 
+/* Did the failed migration of @opts->domain keep its journal (its undo or its resume failed)?
+ * Not when it was refused for a journal already there, or another process migrating it. */
+static gboolean move_kept_journal(const OrchOptions *opts, const GError *error)
+{
+    g_autoptr(GPtrArray) journals = NULL;
+
+    if (g_error_matches(error, ORCH_ERROR, ORCH_ERROR_UNFINISHED) ||
+        g_error_matches(error, ORCH_ERROR, ORCH_ERROR_BUSY))
+        return FALSE;
+    journals = orch_journal_list(opts->state_dir ? opts->state_dir : ORCH_STATE_DIR_DEFAULT, NULL);
+    for (guint i = 0; journals && i < journals->len; i++) {
+        if (g_str_equal(g_ptr_array_index(journals, i), opts->domain))
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/* The journal the failed move kept, recovered as 'migrate-vm --recover DOMAIN' does (the move
+ * still holds the domain: no other move of it starts meanwhile); tried again every
+ * recover_retry_ms while it fails, for HOTMIGD_MOVE_RECOVER_FOR_S at most, or until the move is
+ * cancelled (the daemon stops: its next start recovers it). What became of it, for the move's
+ * detail (owned). */
+static char *move_recover(HotmigdMove *m, const OrchOptions *opts)
+{
+    HotmigdRecoverFunc recover = m->env->recover ? m->env->recover : orch_recover;
+    guint retry_ms =
+        m->env->recover_retry_ms ? m->env->recover_retry_ms : HOTMIGD_MOVE_RECOVER_RETRY_MS_DEFAULT;
+    HmDeadline until = hm_deadline_in_ms(HOTMIGD_MOVE_RECOVER_FOR_S * 1000);
+    g_autoptr(GError) local = NULL;
+
+    for (guint attempt = 1;; attempt++) {
+        g_autoptr(GPtrArray) results = NULL;
+        const OrchRecovery *rec;
+
+        g_clear_error(&local);
+        if (recover(opts, &results, &local)) {
+            rec = results && results->len ? g_ptr_array_index(results, 0) : NULL;
+            g_message("Recovered the journal the failed migration of '%s' kept (attempt %u): %s",
+                      m->domain, attempt, rec ? rec->outcome : "done");
+            if (!rec || !rec->final_host)
+                return g_strdup_printf("its journal recovered: %s", rec ? rec->outcome : "done");
+            return g_strdup_printf("its journal recovered: %s, on the %s host with %u of %u VF(s)",
+                                   rec->outcome, rec->final_host, rec->vfs_attached,
+                                   rec->vfs_total);
+        }
+        if (g_error_matches(local, ORCH_ERROR, ORCH_ERROR_BUSY))
+            return g_strdup_printf("its journal is left to the process recovering it: %s",
+                                   local->message);
+        g_message("Recovering the journal the failed migration of '%s' kept, attempt %u: %s",
+                  m->domain, attempt, local->message);
+        if (hm_deadline_remaining_ms(until) <= retry_ms ||
+            !hotmigd_run_wait_ms(retry_ms, m->cancel))
+            break;
+    }
+    g_warning("The journal the failed migration of '%s' kept is left for the next start of "
+              "hotmigd or 'migrate-vm --recover %s': %s",
+              m->domain, m->domain, local->message);
+    return g_strdup_printf("its journal is kept ('migrate-vm --recover %s' retries): %s", m->domain,
+                           local->message);
+}
+
 /* @deputy_why: the move runs here for @from, whose hotmigd could not be reached (why), or NULL. */
 static void move_run_here(HotmigdMove *m, const HmConfigHost *from, const HmConfigHost *to,
                           const char *deputy_why)
@@ -125,8 +187,13 @@ static void move_run_here(HotmigdMove *m, const HmConfigHost *from, const HmConf
         g_message("Migrating '%s' from '%s' here: its hotmigd cannot be reached (%s)", m->domain,
                   from->name, deputy_why);
     m->result.ok = m->env->migrate(&opts, &report, &error);
-    if (!m->result.ok)
+    if (!m->result.ok && move_kept_journal(&opts, error)) {
+        g_autofree char *recovered = move_recover(m, &opts);
+
+        move_fail(m, "%s; %s", error ? error->message : "the migration failed", recovered);
+    } else if (!m->result.ok) {
         move_fail(m, "%s", error ? error->message : "the migration failed");
+    }
     if (report)
         m->result.report = orch_report_format_json(report, FALSE);
 }

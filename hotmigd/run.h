@@ -18,6 +18,7 @@
 
 #include "common/config.h"
 #include "engine/engine.h"
+#include "hotmigd/recovery.h"
 #include "policies/policies.h"
 
 G_BEGIN_DECLS
@@ -28,6 +29,12 @@ typedef gboolean (*HotmigdMigrateFunc)(const OrchOptions *opts, OrchReport **ret
 
 #define HOTMIGD_MOVE_POLL_MS_DEFAULT 1000
 #define HOTMIGD_MOVE_LOST_AFTER_S_DEFAULT 120
+/* A move here that failed and kept its journal (an undo or a resume failed: what migrate-vm
+ * ends with exit 3) is recovered by the move's thread as 'migrate-vm --recover' would, tried
+ * again this often while it fails (a host's libvirtd restarting, say), for this long at most;
+ * what is left then, the next start of hotmigd recovers. */
+#define HOTMIGD_MOVE_RECOVER_RETRY_MS_DEFAULT 5000
+#define HOTMIGD_MOVE_RECOVER_FOR_S 150
 
 /* Where moves run and how. Everything borrowed: it must outlive the moves. */
 typedef struct {
@@ -38,6 +45,8 @@ typedef struct {
      * (orch_connector_open_hotmigd(), in the move's thread). */
     const OrchOptions *migrate_opts;
     HotmigdMigrateFunc migrate;
+    HotmigdRecoverFunc recover; /* a move's kept journal; NULL: orch_recover() */
+    guint recover_retry_ms;     /* 0: HOTMIGD_MOVE_RECOVER_RETRY_MS_DEFAULT */
     guint poll_ms;           /* remote moves: how often to ask; 0: HOTMIGD_MOVE_POLL_MS_DEFAULT */
     guint lost_after_s;      /* remote moves: failed after the source's hotmigd did not answer this
                               * long; 0: HOTMIGD_MOVE_LOST_AFTER_S_DEFAULT */
@@ -57,7 +66,7 @@ gboolean hotmigd_run_move_env_check_host(const HotmigdMoveEnv *env, const char *
 
 typedef struct {
     gboolean ok;     /* the domain runs on the destination with its VFs */
-    char *detail;    /* why it failed, else NULL */
+    char *detail;    /* why it failed (and what recovered its kept journal), else NULL */
     char *report;    /* the migration's report (orch_report_format_json(), compact), or NULL
                       * when none was made (the source's hotmigd could not be asked) */
     char *driven_by; /* "here", or the source host's name */

@@ -240,9 +240,28 @@ static OrchReport *report_for(const char *domain, gboolean ok)
     return report;
 }
 
+static OrchJournal *journal_left(const char *dir, const char *domain, gboolean keep_locked);
+
+/* Domains whose migration fails as one whose undo failed too: its journal kept (unplug asked,
+ * the VF not back), ORCH_ERROR_ROLLBACK (migrate-vm's exit 3). */
+static GHashTable *keep_journal;
+
 static gboolean fake_migrate(const OrchOptions *opts, OrchReport **ret_report, GError **error)
 {
     g_autofree char *msg = NULL;
+
+    g_mutex_lock(&world_lock);
+    if (keep_journal && g_hash_table_contains(keep_journal, opts->domain)) {
+        g_mutex_unlock(&world_lock);
+        journal_left(opts->state_dir, opts->domain, FALSE);
+        g_atomic_int_inc(&migrations_here);
+        *ret_report = report_for(opts->domain, FALSE);
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_ROLLBACK,
+                    "Phase 'resume' failed: injected for '%s'; then undoing it failed too",
+                    opts->domain);
+        return FALSE;
+    }
+    g_mutex_unlock(&world_lock);
     gboolean ok = world_migrate(opts->domain, host_of_uri(opts->source_uri),
                                 host_of_uri(opts->dest_uri), &msg);
 
@@ -364,6 +383,27 @@ static OrchHotmigdClient *fake_vfd_open(const char *url, gpointer opaque, GError
 static const OrchConnector fake_connector = {.open_virt = fake_virt_open,
                                              .open_hotmigd = fake_vfd_open};
 
+/* Recoveries that fail before one runs (a host's libvirtd restarting), and those asked. */
+static guint recover_down, recover_calls;
+
+static gboolean fake_recover(const OrchOptions *opts, GPtrArray **ret_results, GError **error)
+{
+    gboolean down;
+
+    g_mutex_lock(&world_lock);
+    recover_calls++;
+    down = recover_down > 0;
+    if (down)
+        recover_down--;
+    g_mutex_unlock(&world_lock);
+    if (!down)
+        return orch_recover(opts, ret_results, error);
+    *ret_results = g_ptr_array_new_with_free_func((GDestroyNotify)orch_recovery_free);
+    g_set_error(error, ORCH_ERROR, ORCH_ERROR_HYPERVISOR,
+                "Cannot connect to destination host 'test:///B': libvirtd restarting");
+    return FALSE;
+}
+
 /* ---- the daemon under test
  * ------------------------------------------------------------------------ */
 
@@ -400,6 +440,8 @@ static int fx_setup_with(void **state, const char *limits)
     HotmigdOptions opts = {
         .connector = &fake_connector,
         .migrate = fake_migrate,
+        .recover = fake_recover,
+        .recover_retry_ms = 10,
         .no_https = TRUE,
         .no_pool = TRUE,
         .cpu_sample_ms = 5,
@@ -1278,6 +1320,72 @@ static void test_recover_at_start(void **state)
     g_clear_pointer(&plugs, g_ptr_array_unref);
 }
 
+/* The soak's finding (docs/reliability.md): a move hotmigd drives fails after its undo failed
+ * too (the destination's libvirtd restarted under it) and keeps its journal, which nothing
+ * recovered short of a restart of hotmigd. Now the move recovers it before it ends, as
+ * 'migrate-vm --recover' would, trying again while the recovery fails (twice here: that
+ * libvirtd still restarting): a1's VF plugged back on A, its journal gone, the move's detail
+ * saying both. The drain's other moves are done as ever. */
+static void test_failed_move_recovers_its_journal(void **state)
+{
+    Fx *fx = *state;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonNode) started = NULL;
+    g_autoptr(JsonNode) final = NULL;
+    g_autoptr(GPtrArray) left = NULL;
+    g_autofree char *args = NULL;
+    JsonArray *moves;
+    const char *detail = NULL;
+
+    g_mutex_lock(&world_lock);
+    keep_journal = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    g_hash_table_add(keep_journal, g_strdup("a1"));
+    unplugged = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    plugs = g_ptr_array_new_with_free_func(g_free);
+    recover_down = 2;
+    recover_calls = 0;
+    g_mutex_unlock(&world_lock);
+
+    started = call(fx, "drain", "{\"host\":\"A\",\"reason\":\"test\"}", NULL, &error);
+    assert_null(error);
+    args = g_strdup_printf("{\"id\":\"%s\"}", str_member(started, "id"));
+    final = call(fx, "wait", args, NULL, &error);
+    assert_null(error);
+    assert_false(json_object_get_boolean_member(json_node_get_object(final), "ok"));
+    moves = json_object_get_array_member(json_node_get_object(final), "moves");
+    for (guint i = 0; i < json_array_get_length(moves); i++) {
+        JsonObject *m = json_array_get_object_element(moves, i);
+
+        if (g_str_equal(json_object_get_string_member(m, "vm"), "a1")) {
+            assert_string_equal(json_object_get_string_member(m, "state"), "failed");
+            detail = json_object_get_string_member(m, "detail");
+        } else {
+            assert_string_equal(json_object_get_string_member(m, "state"), "done");
+        }
+    }
+    assert_non_null(detail);
+    if (!strstr(detail, "undoing it failed too; its journal recovered: ") ||
+        !strstr(detail, "on the source host with 1 of 1 VF(s)"))
+        fail_msg("the failed move's detail: %s", detail);
+
+    g_mutex_lock(&world_lock);
+    assert_int_equal(recover_calls, 3);
+    assert_int_equal(plugs->len, 1);
+    assert_string_equal(g_ptr_array_index(plugs, 0), "a1@A");
+    assert_false(g_hash_table_contains(unplugged, "a1"));
+    assert_string_equal(g_hash_table_lookup(where, "a1"), "A");
+    g_mutex_unlock(&world_lock);
+    left = orch_journal_list(fx->dir, &error);
+    assert_non_null(left);
+    assert_int_equal(left->len, 0);
+
+    g_mutex_lock(&world_lock);
+    g_clear_pointer(&keep_journal, g_hash_table_unref);
+    g_clear_pointer(&unplugged, g_hash_table_unref);
+    g_clear_pointer(&plugs, g_ptr_array_unref);
+    g_mutex_unlock(&world_lock);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1297,6 +1405,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_plan_and_run, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_snapshot, fx_setup, fx_teardown),
         cmocka_unit_test(test_recover_at_start),
+        cmocka_unit_test_setup_teardown(test_failed_move_recovers_its_journal, fx_setup,
+                                        fx_teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
