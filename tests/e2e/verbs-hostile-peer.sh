@@ -21,9 +21,6 @@
 # Unix sockets; verbs-peer-check-test's test_server_bounds).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/verbs-lib.sh"
-# enough iterations that the pingpong outlasts both attacks, the floods and the move on an idle
-# machine (12 ms an iteration: 108 s; 45-50 under load: vfinish waits 400 s after the move)
-iters=${ITERS:-9000}
 c=vhp-c
 s=vhp-s
 x=vud-c # the third guest: a name another test uses (no VF: the pool is not asked)
@@ -70,6 +67,24 @@ si=$("$lab" index "$s")
 xi=$("$lab" index "$x")
 gid_s=$(vgid "$s")
 [ -n "$gid_s" ] || fail "$s printed no GID index"
+# The iterations must outlast both attacks, the floods and the move (31 and 47 s from the
+# connection to the move's end in two runs on the idle lab, 2026-12-02): their count comes from
+# a short run's rate, as tests/e2e/standby-rc-pingpong.sh does, for SECONDS_OF_TRAFFIC (default
+# 75) s at that rate, at most the 9 000 the test ran before (108 s at the idle lab's 12 ms an
+# iteration; 400 s at a loaded lab's 45 ms). The calibration's 200 iterations ran at 3.8-7.3 ms
+# each on the idle lab, the run under the attacks and floods at 7.6-14.1 ms: the cap keeps an
+# idle run as long as before, a loaded lab's calibration gives fewer iterations.
+step calibration
+cal="ibv_rc_pingpong -d rxe0 -g $gid_s -n 200"
+vtool "$s" CAL "$(venv "$c") $cal"
+sleep 1
+vtool "$c" CAL "$(venv "$s") $cal 198.51.100.$si"
+vwait "$c" 'CAL rc=' 1 300 || sfail "the calibration run did not finish"
+vwait "$s" 'CAL rc=' 1 60 || sfail "the calibration run's server did not finish"
+usec=$(vlog "$c" CAL | grep -o '[0-9.]* usec/iter' | cut -d' ' -f1)
+[ -n "$usec" ] || sfail "the calibration run printed no figures: $(vlog "$c" CAL | tail -3)"
+iters=${ITERS:-$(awk -v u="$usec" -v t="${SECONDS_OF_TRAFFIC:-75}" 'BEGIN { n = int(t * 1e6 / u); if (n < 1000) n = 1000; if (n > 9000) n = 9000; print n }')}
+log "calibration: $usec usec/iter: $iters iterations"
 step pingpong
 vtool "$s" VHP "$(venv "$c") ibv_rc_pingpong -d rxe0 -g $gid_s -n $iters"
 sleep 1
