@@ -135,7 +135,10 @@ if [ "$drain" = 1 ]; then
 else
     p=mpi-$tag$mpi
     [ "$both" = 1 ] && p=mpi-both-$tag$mpi
-    [ "$standby" = 1 ] && p=mpi-standby-$tag$mpi$([ "$both" = 1 ] && echo -both)
+    if [ "$standby" = 1 ]; then
+        p=mpi-standby-$tag$mpi
+        [ "$both" = 0 ] || p=$p-both
+    fi
     names=("${pair[@]}")
     ranks=2
     cp "$top/tests/e2e/mpi/LU.dat" "$tmp/LU.dat"
