@@ -358,6 +358,7 @@ static int hv_on_reconnect(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvC
     pthread_mutex_unlock(&qp->lock);
     if (ctx) {
         pthread_mutex_lock(&hv.lock);
+        hv_srq_gather(ctx);      /* an SRQ's last QP back: its receives follow */
         hv_sb_close_unused(ctx); /* the last QP back: the standby device and its lease go */
         hv_wake_cqs(ctx, 0);
         pthread_mutex_unlock(&hv.lock);
@@ -404,9 +405,9 @@ static int hv_switch_apply(HvQp *qp, HvContext *ctx, const HvMsg *m, HvMsg *rep)
 
 /* SWITCH: the connected peer moves and runs the connection over its standby device until it
  * is back; this end follows it onto ours (a soft-RoCE device on the control NIC, the agent's
- * lease), the process's other connections staying where they are. A QP that cannot (an SRQ, a
- * UD QP, this process moving too, no standby device here) is refused: the mover keeps it
- * paused, as without the standby path. */
+ * lease), the process's other connections staying where they are (an SRQ gets a twin there,
+ * hv-standby.c). A QP that cannot (a UD QP, this process moving too, no standby device here)
+ * is refused: the mover keeps it paused, as without the standby path. */
 static int hv_on_switch(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvContext *ctx,
                         HvMsg *rep)
 {
@@ -419,9 +420,10 @@ static int hv_on_switch(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvCont
         !hv_from_peer(qp, from))
         return hv_refuse(rep, ENOENT, "SWITCH: QP %u is not connected to QP %u at GID %s",
                          m->target, m->sender, g);
-    if (qp->srq || (qp->init.qp_type != IBV_QPT_RC && qp->init.qp_type != IBV_QPT_UC))
-        return hv_refuse(rep, EOPNOTSUPP, "SWITCH: QP %u %s: it stays paused while its peer moves",
-                         m->target, qp->srq ? "uses a shared receive queue" : "is not RC or UC");
+    if (qp->init.qp_type != IBV_QPT_RC && qp->init.qp_type != IBV_QPT_UC)
+        return hv_refuse(rep, EOPNOTSUPP,
+                         "SWITCH: QP %u is not RC or UC: it stays paused while its peer moves",
+                         m->target);
     pthread_mutex_lock(&hv.lock);
     swapping = hv.swapping;
     r = swapping ? EBUSY : hv_sb_open(ctx);
@@ -450,6 +452,7 @@ static int hv_on_switch(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvCont
         return -r;
     }
     pthread_mutex_lock(&hv.lock);
+    hv_srq_gather(ctx); /* the last QP of an SRQ there: its receives follow */
     hv_wake_cqs(ctx, 0);
     pthread_mutex_unlock(&hv.lock);
     hv_log("QP %u switched to the standby device for its moving peer QP %u in %lld ms; its sends "

@@ -66,7 +66,10 @@ static int hv_op_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
     int r = 0;
 
     pthread_mutex_lock(&srq->lock);
-    if (!srq->phys) {
+    if (srq->sb && (!srq->phys || srq->sb_recvs.n < srq->recvs.n)) {
+        /* QPs of it run on the standby device: the side that holds fewer gets them */
+        r = hv_srq_post_recv_sb(srq, wr, bad);
+    } else if (!srq->phys) {
         for (struct ibv_recv_wr *w = wr; w; w = w->next)
             hv_fifo_push(&srq->recvs, w);
     } else {

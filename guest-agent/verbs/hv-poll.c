@@ -37,7 +37,7 @@ static int hv_wc_fix(HvCq *cq, int n, struct ibv_wc *wc, int sb)
                     qp->sb_recvs++;
                 if (qp->srq) {
                     pthread_mutex_lock(&qp->srq->lock);
-                    hv_fifo_consume(&qp->srq->recvs, w->wr_id);
+                    hv_fifo_consume(sb ? &qp->srq->sb_recvs : &qp->srq->recvs, w->wr_id);
                     pthread_mutex_unlock(&qp->srq->lock);
                 } else {
                     hv_fifo_consume(&qp->recvs, w->wr_id);

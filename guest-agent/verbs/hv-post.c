@@ -343,6 +343,40 @@ int hv_srq_post_recv_phys(HvSrq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr
                              srq->phys, wr, bad);
 }
 
+int hv_srq_post_recv_sb(HvSrq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+    return hv_post_recv_phys(srq->pd->ctx, &srq->pd->ctx->sb_lkey, &srq->sb_recvs, &srq->xr, NULL,
+                             srq->sb, wr, bad);
+}
+
+int hv_recvs_move(const HvMap *lkeys, HvRecvFifo *from, HvRecvFifo *to, struct ibv_srq *dst)
+{
+    while (from->n) {
+        HvRecv *rv = &from->v[from->head];
+        struct ibv_sge sge[32];
+        struct ibv_recv_wr wr = {0}, *bad = NULL;
+        int r;
+
+        if (rv->num_sge > 32)
+            return EINVAL;
+        for (int k = 0; k < rv->num_sge; k++) {
+            sge[k] = rv->sge[k];
+            sge[k].lkey = hv_lkey_p(lkeys, rv->sge[k].lkey);
+        }
+        wr.wr_id = rv->wr_id;
+        wr.sg_list = sge;
+        wr.num_sge = rv->num_sge;
+        r = dst ? ibv_post_srq_recv(dst, &wr, &bad) : 0;
+        if (r)
+            return r;
+        wr.sg_list = rv->sge; /* recorded with the program's keys, as it posted them */
+        hv_fifo_push(to, &wr);
+        from->head = (from->head + 1) % from->cap;
+        from->n--;
+    }
+    return 0;
+}
+
 /* Sizes @qp's queue of paused sends from its capacities (control path: quiesce, SUSPEND, a UD
  * hold). Kept once made: the next swap needs the same. */
 int hv_sendq_reserve(HvQp *qp)

@@ -64,7 +64,10 @@ HV_EXPORT int ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *a, int 
         return hv_real.r_ibv_modify_srq(ibsrq, a, mask);
     if (hv_wait_phys(ctx))
         return ENODEV;
-    r = hv_real.r_ibv_modify_srq(srq->phys, a, mask);
+    /* its twin too while QPs of it run on the standby device (hv-standby.c) */
+    r = srq->phys ? hv_real.r_ibv_modify_srq(srq->phys, a, mask) : 0;
+    if (!r && srq->sb)
+        r = hv_real.r_ibv_modify_srq(srq->sb, a, mask);
     if (!r && (mask & IBV_SRQ_LIMIT))
         srq->init.attr.srq_limit = a->srq_limit;
     if (!r && (mask & IBV_SRQ_MAX_WR))
@@ -75,12 +78,14 @@ HV_EXPORT int ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *a, int 
 HV_EXPORT int ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *a)
 {
     HvContext *ctx = HV_CTX(ibsrq);
+    HvSrq *srq;
 
     if (!ctx)
         return hv_real.r_ibv_query_srq(ibsrq, a);
     if (hv_wait_phys(ctx))
         return ENODEV;
-    return hv_real.r_ibv_query_srq(((HvSrq *)ibsrq)->phys, a);
+    srq = (HvSrq *)ibsrq;
+    return hv_real.r_ibv_query_srq(srq->phys ? srq->phys : srq->sb, a);
 }
 
 HV_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
@@ -94,6 +99,9 @@ HV_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
     HV_DESTROY(ctx, ctx->srqs, srq, hv_real.r_ibv_destroy_srq, r);
     if (r)
         return r;
+    if (srq->sb) /* its QPs are gone: so is the standby path's use of it */
+        hv_real.r_ibv_destroy_srq(srq->sb);
+    hv_fifo_free(&srq->sb_recvs);
     hv_fifo_free(&srq->recvs);
     hv_scratch_free(&srq->xr);
     free(srq);

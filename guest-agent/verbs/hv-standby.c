@@ -78,26 +78,60 @@ static int hv_sb_mr(HvMr *mr)
     return 0;
 }
 
-int hv_sb_prepare(HvQp *qp)
+/* @pd's twin and, double registration, every MR of it: those the program may name to a QP of
+ * it, its peer or (an SRQ's PD) the receives of its SRQ. */
+static int hv_sb_pd(HvPd *pd)
 {
-    HvPd *pd = qp->pd;
     HvContext *ctx = pd->ctx;
-    int r;
+    int r = 0;
 
-    if (!ctx->sb)
-        return ENODEV;
     if (!pd->sb) {
         pd->sb = hv_real.r_ibv_alloc_pd(ctx->sb);
         if (!pd->sb)
             return errno ? errno : EIO;
     }
-    r = hv_sb_cq(qp->scq);
-    if (!r && qp->rcq != qp->scq)
-        r = hv_sb_cq(qp->rcq);
-    /* double registration: every MR the program may name to this QP or its peer */
     for (HvMr *mr = ctx->mrs; mr && !r; mr = mr->next)
         if (mr->pd == pd)
             r = hv_sb_mr(mr);
+    return r;
+}
+
+/* @srq's twin, empty: its receives come as the program posts them, or all of them once every
+ * QP of it runs there (hv_srq_gather). */
+static int hv_sb_srq(HvSrq *srq)
+{
+    struct ibv_srq_init_attr a = srq->init;
+    int r = hv_sb_pd(srq->pd);
+
+    if (r)
+        return r;
+    a.srq_context = srq;
+    pthread_mutex_lock(&srq->lock);
+    if (!srq->sb) {
+        srq->sb = hv_real.r_ibv_create_srq(srq->pd->sb, &a);
+        r = srq->sb ? 0 : (errno ? errno : EIO);
+        if (!r && !srq->sb_recvs.cap &&
+            hv_fifo_reserve(&srq->sb_recvs, srq->recvs.cap, srq->recvs.sge_per))
+            hv_log("SRQ: no memory to record its receives on the standby device ahead: its "
+                   "posts allocate");
+    }
+    pthread_mutex_unlock(&srq->lock);
+    return r;
+}
+
+int hv_sb_prepare(HvQp *qp)
+{
+    int r;
+
+    if (!qp->pd->ctx->sb)
+        return ENODEV;
+    r = hv_sb_pd(qp->pd);
+    if (!r)
+        r = hv_sb_cq(qp->scq);
+    if (!r && qp->rcq != qp->scq)
+        r = hv_sb_cq(qp->rcq);
+    if (!r && qp->srq)
+        r = hv_sb_srq(qp->srq);
     return r;
 }
 
@@ -135,17 +169,28 @@ static struct ibv_qp *hv_sb_qp_make(HvQp *qp, int sb)
     a.qp_context = qp;
     a.send_cq = qp->scq ? (sb ? qp->scq->sb : qp->scq->phys) : NULL;
     a.recv_cq = qp->rcq ? (sb ? qp->rcq->sb : qp->rcq->phys) : NULL;
-    a.srq = NULL; /* a QP with an SRQ does not switch (hv-handle.c) */
+    a.srq = qp->srq ? (sb ? qp->srq->sb : qp->srq->phys) : NULL;
     return hv_real.r_ibv_create_qp(sb ? qp->pd->sb : qp->pd->phys, &a);
 }
 
 int hv_sb_qp_move(HvQp *qp, int to_sb)
 {
     HvContext *ctx = qp->pd->ctx;
-    struct ibv_qp *nq = hv_sb_qp_make(qp, to_sb);
+    struct ibv_qp *nq;
     struct ibv_qp_attr a;
-    int r;
+    int r = 0;
 
+    /* the first QP of an SRQ back: the SRQ on the own device again (its receives follow when
+     * the last one is, hv_srq_gather) */
+    if (qp->srq && !to_sb) {
+        pthread_mutex_lock(&qp->srq->lock);
+        if (!qp->srq->phys)
+            r = hv_srq_make(qp->srq);
+        pthread_mutex_unlock(&qp->srq->lock);
+        if (r)
+            return r;
+    }
+    nq = hv_sb_qp_make(qp, to_sb);
     if (!nq)
         return errno ? errno : EIO;
     pthread_mutex_lock(&ctx->lock);
@@ -176,6 +221,46 @@ int hv_sb_qp_move(HvQp *qp, int to_sb)
     return r;
 }
 
+/* @srq's QPs on the own device (@own) and on the standby device (@sb). */
+static void hv_srq_sides(HvContext *ctx, const HvSrq *srq, int *own, int *sb)
+{
+    *own = *sb = 0;
+    for (HvQp *qp = ctx->qps; qp; qp = qp->next)
+        if (qp->srq == srq)
+            (*(qp->on_sb ? sb : own))++;
+}
+
+void hv_srq_gather(HvContext *ctx)
+{
+    for (HvSrq *srq = ctx->srqs; srq; srq = srq->next) {
+        int own, sb, r = 0;
+
+        if (!srq->sb)
+            continue;
+        hv_srq_sides(ctx, srq, &own, &sb);
+        pthread_mutex_lock(&srq->lock);
+        if (!own && sb && srq->phys) {
+            /* no QP of it left on the own device: its SRQ goes, its receives to the twin */
+            r = hv_real.r_ibv_destroy_srq(srq->phys);
+            if (!r) {
+                srq->phys = NULL;
+                r = hv_recvs_move(&ctx->sb_lkey, &srq->recvs, &srq->sb_recvs, srq->sb);
+            }
+        } else if (!sb) {
+            /* none on the standby device: the twin goes, its receives back (posted now, or
+             * at the rebuild of a move that destroyed the own SRQ) */
+            r = hv_recvs_move(&ctx->lkey, &srq->sb_recvs, &srq->recvs, srq->phys);
+            if (!r && !hv_real.r_ibv_destroy_srq(srq->sb))
+                srq->sb = NULL;
+        }
+        pthread_mutex_unlock(&srq->lock);
+        if (r)
+            hv_log("SRQ: its receives cannot move to the device its QPs run on: %s (%u left "
+                   "behind; those QPs wait for new ones)",
+                   strerror(r), (unsigned)(srq->phys ? srq->sb_recvs.n : srq->recvs.n));
+    }
+}
+
 void hv_sb_close_unused(HvContext *ctx)
 {
     if (!ctx->sb)
@@ -183,6 +268,7 @@ void hv_sb_close_unused(HvContext *ctx)
     for (HvQp *qp = ctx->qps; qp; qp = qp->next)
         if (qp->on_sb)
             return;
+    hv_srq_gather(ctx);
     for (HvMr *mr = ctx->mrs; mr; mr = mr->next)
         hv_sb_mr_dereg(mr);
     for (HvCq *cq = ctx->cqs; cq; cq = cq->next) {

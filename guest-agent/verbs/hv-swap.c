@@ -144,14 +144,18 @@ static void hv_destroy_phys(HvContext *ctx)
         pthread_mutex_lock(&qp->lock);
         if (qp->phys) {
             pthread_mutex_lock(&ctx->lock);
-            hv_map_del(&ctx->qpn, qp->phys->qp_num);
+            hv_map_del(qp->on_sb ? &ctx->sb_qpn : &ctx->qpn, qp->phys->qp_num);
             pthread_mutex_unlock(&ctx->lock);
             if (hv_real.r_ibv_destroy_qp(qp->phys))
                 hv_log("QP %u: destroy failed", qp->pub.qp_num);
             qp->phys = NULL;
         }
+        /* on the standby device for a moving peer and now moving too: made again with the
+         * rest, on the device this process goes to */
+        qp->on_sb = 0;
         pthread_mutex_unlock(&qp->lock);
     }
+    hv_sb_close_unused(ctx); /* the SRQs' twins' receives recorded for the rebuild */
     for (HvSrq *srq = ctx->srqs; srq; srq = srq->next) {
         pthread_mutex_lock(&srq->lock);
         if (srq->phys)
@@ -735,7 +739,7 @@ static void hv_standby_enter(void)
             continue; /* UD: held (its peers hold theirs) until the resume */
         if (s->local)
             r = hv_reconnect_local(s);
-        else if (s->managed && !qp->srq)
+        else if (s->managed)
             r = hv_switch_managed(s, qp->pd->ctx);
         else
             continue;

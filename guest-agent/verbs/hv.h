@@ -167,6 +167,12 @@ typedef struct HvSrq {
     pthread_mutex_t lock;
     HvRecvFifo recvs; /* posted, not yet completed */
     HvScratch xr;     /* translated receives */
+    /* the standby device's twin while a QP of it runs there for a moving peer (hv-standby.c):
+     * its receives are in sb_recvs; the program's new ones go to the side that holds fewer, and
+     * a side left with none of the SRQ's QPs hands its receives to the other (hv_srq_gather).
+     * phys is NULL while every QP of it is on the standby device. */
+    struct ibv_srq *sb;
+    HvRecvFifo sb_recvs;
     struct HvSrq *next;
 } HvSrq;
 
@@ -563,6 +569,11 @@ int hv_recvs_reserve(HvRecvFifo *f, HvScratch *x, uint32_t max_wr, uint32_t max_
 int hv_qp_post_send_phys(HvQp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 int hv_qp_post_recv_phys(HvQp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 int hv_srq_post_recv_phys(HvSrq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+int hv_srq_post_recv_sb(HvSrq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad); /* twin */
+/* The receives recorded in @from posted on @dst (NULL: none, the next rebuild posts them) with
+ * their keys through @lkeys, and recorded in @to; the SRQ's lock held. 0, or the post's errno
+ * (those not moved stay in @from). */
+int hv_recvs_move(const HvMap *lkeys, HvRecvFifo *from, HvRecvFifo *to, struct ibv_srq *dst);
 int hv_sendq_reserve(HvQp *qp);                           /* qp lock held; 0 or ENOMEM */
 int hv_sendq_push(HvQp *qp, const struct ibv_send_wr *w); /* qp lock held; 0 or an errno */
 void hv_sendq_free(HvSendQueue *q);
@@ -669,6 +680,9 @@ int hv_sb_prepare(HvQp *qp);      /* its PD, CQs, channels and the PD's MRs ther
  * completions dropped from then on. qp lock held. 0 or an errno. */
 int hv_sb_qp_move(HvQp *qp, int to_sb);
 void hv_sb_close_unused(HvContext *ctx); /* everything there goes when no QP runs there */
+/* Each SRQ of @ctx whose QPs all run on one device gets its receives there: the other side's
+ * are posted again on it (the phys SRQ destroyed, or the twin). */
+void hv_srq_gather(HvContext *ctx);
 void hv_sb_mr_reg(HvMr *mr);             /* ibv_reg_mr while its PD has a twin */
 void hv_sb_mr_dereg(HvMr *mr);
 /* The standby device's RoCE v2 GID of an IPv4 address on port 1 (how the control network

@@ -116,8 +116,12 @@ set_tests_properties(e2e-mpi-down PROPERTIES FIXTURES_REQUIRED lab FIXTURES_CLEA
 hm_add_e2e_mpi(e2e-mpi-openmpi MPI=openmpi)
 hm_add_e2e_mpi(e2e-mpi-mpich MPI=mpich)
 hm_add_e2e_mpi(e2e-mpi-both-move MPI=openmpi BOTH=1)
+# The standby path (issue 30): the same job, its connections over the standby devices while
+# the mover's VF is away (both agents --standby).
+hm_add_e2e_mpi(e2e-standby-mpi MPI=openmpi STANDBY=1)
 hm_add_e2e_mpi(e2e-mpi-drain MPI=openmpi DRAIN=1)
-set_tests_properties(e2e-mpi-drain PROPERTIES DEPENDS "e2e-mpi-openmpi;e2e-mpi-mpich;e2e-mpi-both-move")
+set_tests_properties(e2e-mpi-drain PROPERTIES DEPENDS
+  "e2e-mpi-openmpi;e2e-mpi-mpich;e2e-mpi-both-move;e2e-standby-mpi")
 # The lab's InfiniBand fabric mode (issue 29, item 1; docs/lab.md): guests booted with --fabric
 # ib see an IB port (LID of the host's slot, SM, GID fe80::/64 + GUID); ibv_rc_pingpong without
 # -g and ib_write_bw without -x pass; after a move the port is INIT until the lab SM sweeps.

@@ -16,6 +16,13 @@
 #   started together: mpi-g1 A->B while mpi-g3 B->A), then both back at once: each end of
 #   every connection is quiesced and resumed in the same event (docs/verbs-layer.md, both ends
 #   moving).
+#   STANDBY=1 (issue 30): the 2-rank case (or BOTH=1's) with both guests' agents run with
+#   --standby on their control NIC: at each move the mover's rank runs its connections over the
+#   standby devices (soft-RoCE on the control NICs) instead of pausing them, its peer's rank
+#   follows (its QPs share a receive queue: UCX's rc_verbs); asserts that both ends switched,
+#   that (without BOTH) the standby path carried sends and receives at every move: the job went
+#   on while the VF was away. The agents are restarted as the guest's init starts them at the
+#   end.
 #   E2E_FABRIC=ib: the same cases (not the drain) on the lab's InfiniBand fabric mode (docs/lab.md),
 #   fixture 'mpi-ib': ibu-1 on A and ibu-2 on B (segment ibu, booted with --fabric ib), the
 #   job's UCX in its IB mode (LID-routed rc_verbs and ud_verbs, no RoCE-only settings); ibu-1
@@ -35,6 +42,7 @@ phase=${PHASE:-test}
 mpi=${MPI:-openmpi}
 drain=${DRAIN:-0}
 both=${BOTH:-0}
+standby=${STANDBY:-0}
 fabric=${E2E_FABRIC:-roce}
 case $mpi in openmpi | mpich) ;; *) fail "MPI must be openmpi or mpich, not '$mpi'" ;; esac
 case $fabric in roce | ib) ;; *) fail "E2E_FABRIC must be roce or ib, not '$fabric'" ;; esac
@@ -58,7 +66,15 @@ for gh in "${fixture[@]}"; do
 done
 keep_guests=1
 tmp=$(mktemp -d)
-trap 'cleanup; rm -rf "$tmp"' EXIT
+restore=()
+# the agents as the guest's init starts them (STANDBY=1 restarted them with --standby)
+restore_agents() {
+    local gi
+    for gi in "${restore[@]}"; do
+        vagent_restart "${gi%% *}" --peer-listen "${gi#* }:7475" || true
+    done
+}
+trap 'restore_agents; cleanup; rm -rf "$tmp"' EXIT
 
 if [ "$phase" = down ]; then
     keep_guests=0
@@ -119,6 +135,10 @@ if [ "$drain" = 1 ]; then
 else
     p=mpi-$tag$mpi
     [ "$both" = 1 ] && p=mpi-both-$tag$mpi
+    if [ "$standby" = 1 ]; then
+        p=mpi-standby-$tag$mpi
+        [ "$both" = 0 ] || p=$p-both
+    fi
     names=("${pair[@]}")
     ranks=2
     cp "$top/tests/e2e/mpi/LU.dat" "$tmp/LU.dat"
@@ -134,6 +154,15 @@ if [ "$drain" = 1 ]; then
     for g in "${names[@]}"; do
         virsh -q -c "$("$lab" uri "$("$lab" where "$g")")" metadata "$g" urn:hotmig:1 --key hotmig \
             --set "<job>$jobid</job>" --live >/dev/null || fail "cannot set the job id of $g"
+    done
+fi
+if [ "$standby" = 1 ]; then
+    [ "$drain" = 0 ] || fail "STANDBY=1 runs the 2-rank cases only"
+    source "$(dirname "$0")/verbs-lib.sh"
+    for g in "${names[@]}"; do
+        read -r ifc ip <<<"$(vctl "$g")"
+        restore+=("$g $ip")
+        vagent_restart "$g" --peer-listen "$ip:7475" --standby "$ifc"
     done
 fi
 glist=$(IFS=,; echo "${names[*]}")
@@ -261,6 +290,28 @@ if [ "$fabric" = ib ]; then
         fail "no rank followed the mover's new LID: $(grep -a 'hotmig-verbs' "$tmp/$p-mig.out" | tail -n 5 | tr '\n' ' ')"
 fi
 
+# The standby path: at each move the mover's rank switched its connections (and its peer's
+# followed) and both said what the standby path carried while the VF was away.
+sb_note=
+if [ "$standby" = 1 ]; then
+    out=$tmp/$p-mig.out
+    moves=2
+    [ "$both" = 1 ] && moves=4
+    n_sw=$(grep -Ec 'hotmig-verbs.*switched [1-9][0-9]* of [0-9]+ QPs to the standby device' "$out" || true)
+    n_fol=$(grep -Ec 'hotmig-verbs.*QP [0-9]+ switched to the standby device for its moving peer' "$out" || true)
+    [ "$both" = 1 ] || [ "$n_sw" -ge "$moves" ] ||
+        fail "the mover's rank switched at $n_sw of $moves moves: $(grep -a 'hotmig-verbs.*standby' "$out" | tail -n 6 | tr '\n' ' ')"
+    [ "$both" = 1 ] || [ "$n_fol" -ge 1 ] ||
+        fail "the peer's rank never followed onto its standby device: $(grep -a 'hotmig-verbs.*SWITCH\|hotmig-verbs.*standby' "$out" | tail -n 6 | tr '\n' ' ')"
+    carried=$(sed -n 's/.*left the standby device .*: \([0-9]*\) QPs, \([0-9]*\) sends and \([0-9]*\) receives carried there.*/\1:\2:\3/p' "$out" | tr '\n' ' ')
+    if [ "$both" = 0 ]; then
+        n_car=$(grep -Ec 'left the standby device .*: [1-9][0-9]* QPs, [1-9][0-9]* sends and [1-9][0-9]* receives carried there' "$out" || true)
+        [ "$n_car" -ge "$moves" ] ||
+            fail "the standby path carried traffic at $n_car of $moves moves (QPs:sends:receives per move: $carried)"
+    fi
+    sb_note=" standby=yes switched=$n_sw followed=$n_fol carried(qps:sends:recvs)=[ $carried]"
+fi
+
 if ! diff "$tmp/$p-ref.res" "$tmp/$p-mig.res" >"$tmp/diff"; then
     cat "$tmp/diff" >&2
     fail "results differ between the reference and the migrated run"
@@ -271,5 +322,5 @@ n=$(grep -c '^||' "$tmp/$p-ref.res")
 paused=$(sed -n 's/^hotmig-verbs\[\([0-9]*\)\]: .*sends were paused for \([0-9]*\) ms.*/\1:\2/p' \
     "$tmp/$p-mig.out" | tr '\n' ' ')
 echo "MPI fabric=$fabric mpi=$mpi ranks=$ranks drain=$drain both=$both residuals=$n identical=yes reference_s=$ref_s" \
-    "migrated_s=$mig_s first_test_s=$first_s moves_s=$moves_s paused_ms(pid:ms)=[ ${paused}]"
+    "migrated_s=$mig_s first_test_s=$first_s moves_s=$moves_s paused_ms(pid:ms)=[ ${paused}]$sb_note"
 log "ok: $n residuals identical; reference $ref_s s, with moves $mig_s s"

@@ -260,14 +260,13 @@ static void test_switch_only_from_peer_and_refusals(void **state)
     assert_false(qp->on_sb);
     assert_int_equal(n_modify, 0);
     assert_int_equal(qp->peer_pqpn, 17);
-    /* a QP with a shared receive queue does not switch */
-    qp->srq = (HvSrq *)calloc(1, sizeof(HvSrq));
-    assert_non_null(qp->srq);
+    /* a UD QP does not switch (an SRQ's QPs do: its twin, hv-standby.c) */
+    qp->init.qp_type = IBV_QPT_UD;
     memset(&rep, 0, sizeof(rep));
     assert_int_equal(hv_peer_handle(m, peer_gid, &rep), -EOPNOTSUPP);
-    assert_non_null(strstr(rep.text, "shared receive queue"));
-    free(qp->srq);
-    qp->srq = NULL;
+    assert_non_null(strstr(rep.text, "is not RC or UC"));
+    assert_false(qp->on_sb);
+    qp->init.qp_type = IBV_QPT_RC;
     unsetenv("HOTMIG_AGENT_SOCKET");
     free(back);
     free(m);
