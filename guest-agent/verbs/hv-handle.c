@@ -403,15 +403,31 @@ static int hv_switch_apply(HvQp *qp, HvContext *ctx, const HvMsg *m, HvMsg *rep)
     return 0;
 }
 
+/* A QP that shares @qp's SRQ and stays on this device while the peer at @from moves (its own
+ * peer is elsewhere: another guest, or this process, UCX's loopback endpoint), or NULL. Its
+ * receives could not follow @qp: a receive posted on the SRQ cannot be taken back, and only
+ * the program's new ones would reach the standby device, which it posts as this side's
+ * completions come (docs/design.md "Standby path"). hv.lock held. */
+static const HvQp *hv_srq_keeps(const HvContext *ctx, const HvQp *qp, const uint8_t from[16])
+{
+    if (!qp->srq)
+        return NULL;
+    for (const HvQp *o = ctx->qps; o; o = o->next)
+        if (o != qp && o->srq == qp->srq && !o->on_sb && !hv_from_peer(o, from))
+            return o;
+    return NULL;
+}
+
 /* SWITCH: the connected peer moves and runs the connection over its standby device until it
  * is back; this end follows it onto ours (a soft-RoCE device on the control NIC, the agent's
  * lease), the process's other connections staying where they are (an SRQ gets a twin there,
- * hv-standby.c). A QP that cannot (a UD QP, this process moving too, no standby device here)
- * is refused: the mover keeps it paused, as without the standby path. */
+ * hv-standby.c). A QP that cannot (a UD QP, one whose SRQ serves a connection that stays
+ * here, this process moving too, no standby device here) is refused: the mover keeps it paused, as without the standby path. */
 static int hv_on_switch(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvContext *ctx,
                         HvMsg *rep)
 {
     int64_t t0 = hv_now_ms();
+    const HvQp *keeps;
     int r, swapping;
     char g[33];
 
@@ -424,6 +440,14 @@ static int hv_on_switch(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvCont
         return hv_refuse(rep, EOPNOTSUPP,
                          "SWITCH: QP %u is not RC or UC: it stays paused while its peer moves",
                          m->target);
+    pthread_mutex_lock(&hv.lock);
+    keeps = hv_srq_keeps(ctx, qp, from);
+    pthread_mutex_unlock(&hv.lock);
+    if (keeps)
+        return hv_refuse(rep, EOPNOTSUPP,
+                         "SWITCH: QP %u shares its receive queue with QP %u, which stays on this "
+                         "device: it stays paused while its peer moves",
+                         m->target, keeps->pub.qp_num);
     pthread_mutex_lock(&hv.lock);
     swapping = hv.swapping;
     r = swapping ? EBUSY : hv_sb_open(ctx);

@@ -8,8 +8,17 @@
 # tool's iterations went on while the VF was away); the server's other end came back to its
 # VF; both ends exit 0 with their figures. Prints "STANDBY ..." with the mover's pause at the
 # switch and at the switch back, and what the standby path carried.
+# TOOL=srq: the same with unmodified ibv_srq_pingpong (4 RC QPs sharing one SRQ at each end):
+# the server's SRQ gets a twin on its standby device and its receives follow once all 4 QPs
+# switched (docs/design.md "Standby path").
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/verbs-lib.sh"
+tool=${TOOL:-rc}
+case $tool in
+rc) prog="ibv_rc_pingpong" ;;
+srq) prog="ibv_srq_pingpong -q 4" ;;
+*) fail "TOOL must be rc or srq, not '$tool'" ;;
+esac
 c=vsb-c
 s=vsb-s
 tmp=$(mktemp -d)
@@ -30,7 +39,7 @@ env_s=$(venv "$c")
 env_c=$(venv "$s")
 # The iterations must outlast both moves, which carry traffic now: the count comes from a short
 # run's rate (the lab's speed varies with its load), for about SECONDS of traffic (default 150)
-cal="ibv_rc_pingpong -d rxe0 -g $gid_s -n 200"
+cal="$prog -d rxe0 -g $gid_s -n 200"
 vtool "$s" CAL "$env_s $cal"
 sleep 1
 vtool "$c" CAL "$env_c $cal 198.51.100.$si"
@@ -40,7 +49,7 @@ usec=$(vlog "$c" CAL | grep -o '[0-9.]* usec/iter' | cut -d' ' -f1)
 [ -n "$usec" ] || fail "the calibration run printed no figures: $(vlog "$c" CAL | tail -3)"
 iters=${ITERS:-$(awk -v u="$usec" -v t="${SECONDS_OF_TRAFFIC:-110}" 'BEGIN { n = int(t * 1e6 / u); if (n < 1000) n = 1000; if (n > 500000) n = 500000; print n }')}
 log "calibration: $usec usec/iter: $iters iterations"
-run="ibv_rc_pingpong -d rxe0 -g $gid_s -n $iters"
+run="$prog -d rxe0 -g $gid_s -n $iters"
 vtool "$s" VPP "$env_s $run"
 sleep 1
 vtool "$c" VPP "$env_c $run 198.51.100.$si"
@@ -53,7 +62,7 @@ for move in "$A $B"; do
     [ "$(vcount "$c" 'VPP rc=')" = 0 ] || fail "the client ended before move $n"
     migrate "$c" "$from" "$to" "$tmp/m$n.json"
     jq -e '.ok' "$tmp/m$n.json" >/dev/null || fail "move $n of $c not ok"
-    vwait "$c" 'VPP hotmig-verbs.*switched 1 of [0-9]+ QPs to the standby device' "$n" 30 ||
+    vwait "$c" 'VPP hotmig-verbs.*switched [1-9][0-9]* of [0-9]+ QPs to the standby device' "$n" 30 ||
         fail "move $n: the client's layer did not switch to the standby device"
     vwait "$s" 'VPP hotmig-verbs.*switched to the standby device for its moving peer' "$n" 30 ||
         fail "move $n: the server's layer did not follow onto its standby device"
@@ -81,15 +90,15 @@ vwait "$s" 'VPP hotmig-verbs.*reconnected to its peer' 2 30 ||
     fail "move 2: the server's end did not reconnect"
 [ "$(vcount "$c" 'VPP rc=')" = 0 ] ||
     fail "the client ended before the last move completed: more iterations are needed"
-vfinish VPP ibv_rc_pingpong "$iters" "$c" "$s" "standby=1"
+vfinish VPP "${prog%% *}" "$iters" "$c" "$s" "standby=1"
 # one line: move 1 over the standby path (the client's pause at the switch and at the switch
 # back, what the path carried), move 2 paused as without it (the peer could not follow); each
 # with libvirt's downtime of that move
 downtime() { jq -r '.phases[] | select(.name == "migrate") | .detail' "$tmp/m$1.json" | grep -o 'downtime [0-9]*' | cut -d' ' -f2; }
 resumes=$(vlog "$c" VPP | grep -o 'resumed on .*sends were paused for [0-9]*' | grep -o '[0-9]*$')
-echo "STANDBY move1_switch_pause_ms=$(vlog "$c" VPP | grep -o 'switched 1 of [0-9]* QPs .* sends were paused for [0-9]*' | grep -o '[0-9]*$' | head -1)" \
+echo "STANDBY move1_switch_pause_ms=$(vlog "$c" VPP | grep -o 'switched [0-9]* of [0-9]* QPs .* sends were paused for [0-9]*' | grep -o '[0-9]*$' | head -1)" \
     "move1_switch_back_pause_ms=$(sed -n 1p <<<"$resumes")" \
     "move1_carried=$(vlog "$c" VPP | grep -o 'QP [0-9]*: the standby path carried [0-9]* sends and [0-9]* receives' | awk '{print $7"/"$10}' | head -1)" \
     "move1_downtime_ms=$(downtime 1)" \
     "move2_paused_pause_ms=$(sed -n 2p <<<"$resumes")" "move2_downtime_ms=$(downtime 2)"
-log "ok: ibv_rc_pingpong kept running over the standby path across a migration, and paused at a second whose peer could not follow"
+log "ok: ${prog%% *} kept running over the standby path across a migration, and paused at a second whose peer could not follow"

@@ -267,6 +267,34 @@ static void test_switch_only_from_peer_and_refusals(void **state)
     assert_non_null(strstr(rep.text, "is not RC or UC"));
     assert_false(qp->on_sb);
     qp->init.qp_type = IBV_QPT_RC;
+    /* a QP whose SRQ also serves a connection that stays (UCX's loopback endpoint: its peer
+     * is this process) is refused, nothing changed; one whose SRQ's other QPs all go to the
+     * same mover is not refused for it */
+    {
+        HvSrq *srq = calloc(1, sizeof(HvSrq));
+        HvQp *other = rc_qp();
+
+        assert_non_null(srq);
+        other->pub.qp_num = 19;
+        memset(other->peer_gid.raw, 0x42, 16);
+        qp->srq = other->srq = srq;
+        add_qp(other);
+        memset(&rep, 0, sizeof(rep));
+        assert_int_equal(hv_peer_handle(m, peer_gid, &rep), -EOPNOTSUPP);
+        assert_int_equal(rep.type, HV_MSG_ERROR);
+        assert_non_null(strstr(rep.text, "shares its receive queue with QP 19"));
+        assert_false(qp->on_sb);
+        assert_null(srq->sb);
+        memcpy(other->peer_gid.raw, peer_gid, 16); /* to the same mover: it follows later */
+        memset(&rep, 0, sizeof(rep));
+        assert_true(hv_peer_handle(m, peer_gid, &rep) < 0); /* no agent: refused for that */
+        assert_null(strstr(rep.text, "shares its receive queue"));
+        ctx->qps = other->next;
+        hv_map_del(&ctx->vqpn, 19);
+        free(other);
+        qp->srq = NULL;
+        free(srq);
+    }
     unsetenv("HOTMIG_AGENT_SOCKET");
     free(back);
     free(m);
