@@ -39,16 +39,8 @@ env_s=$(venv "$c")
 env_c=$(venv "$s")
 # The iterations must outlast both moves, which carry traffic now: the count comes from a short
 # run's rate (the lab's speed varies with its load), for about SECONDS of traffic (default 150)
-cal="$prog -d rxe0 -g $gid_s -n 200"
-vtool "$s" CAL "$env_s $cal"
-sleep 1
-vtool "$c" CAL "$env_c $cal 198.51.100.$si"
-vwait "$c" 'CAL rc=' 1 300 || fail "the calibration run did not finish"
-vwait "$s" 'CAL rc=' 1 60 || fail "the calibration run's server did not finish"
-usec=$(vlog "$c" CAL | grep -o '[0-9.]* usec/iter' | cut -d' ' -f1)
-[ -n "$usec" ] || fail "the calibration run printed no figures: $(vlog "$c" CAL | tail -3)"
-iters=${ITERS:-$(awk -v u="$usec" -v t="${SECONDS_OF_TRAFFIC:-110}" 'BEGIN { n = int(t * 1e6 / u); if (n < 1000) n = 1000; if (n > 500000) n = 500000; print n }')}
-log "calibration: $usec usec/iter: $iters iterations"
+vcalibrate "$c" "$s" "$prog -d rxe0 -g $gid_s" "198.51.100.$si" "$env_s" "$env_c" \
+    "${SECONDS_OF_TRAFFIC:-110}" 500000 || fail "$vcal_err"
 run="$prog -d rxe0 -g $gid_s -n $iters"
 vtool "$s" VPP "$env_s $run"
 sleep 1

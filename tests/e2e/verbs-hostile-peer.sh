@@ -75,16 +75,8 @@ gid_s=$(vgid "$s")
 # each on the idle lab, the run under the attacks and floods at 7.6-14.1 ms: the cap keeps an
 # idle run as long as before, a loaded lab's calibration gives fewer iterations.
 step calibration
-cal="ibv_rc_pingpong -d rxe0 -g $gid_s -n 200"
-vtool "$s" CAL "$(venv "$c") $cal"
-sleep 1
-vtool "$c" CAL "$(venv "$s") $cal 198.51.100.$si"
-vwait "$c" 'CAL rc=' 1 300 || sfail "the calibration run did not finish"
-vwait "$s" 'CAL rc=' 1 60 || sfail "the calibration run's server did not finish"
-usec=$(vlog "$c" CAL | grep -o '[0-9.]* usec/iter' | cut -d' ' -f1)
-[ -n "$usec" ] || sfail "the calibration run printed no figures: $(vlog "$c" CAL | tail -3)"
-iters=${ITERS:-$(awk -v u="$usec" -v t="${SECONDS_OF_TRAFFIC:-75}" 'BEGIN { n = int(t * 1e6 / u); if (n < 1000) n = 1000; if (n > 9000) n = 9000; print n }')}
-log "calibration: $usec usec/iter: $iters iterations"
+vcalibrate "$c" "$s" "ibv_rc_pingpong -d rxe0 -g $gid_s" "198.51.100.$si" "$(venv "$c")" \
+    "$(venv "$s")" "${SECONDS_OF_TRAFFIC:-75}" 9000 || sfail "$vcal_err"
 step pingpong
 vtool "$s" VHP "$(venv "$c") ibv_rc_pingpong -d rxe0 -g $gid_s -n $iters"
 sleep 1

@@ -125,6 +125,23 @@ vfinish() {
 # protocol 2, prepare), rxe0 deleted and created again on VF_IF (a fresh device restarts its QP
 # numbers and memory keys), resume; fails unless exactly one process (the layer) quiesced and
 # resumed. Sets vswap_ms (prepare to resume answered).
+# vcalibrate CLIENT SERVER "TOOL ARGS" SERVER_ADDR SERVER_ENV CLIENT_ENV SECONDS MAX: a
+# 200-iteration run of TOOL between the guests (the lab's speed varies with its load); sets usec
+# (its time per iteration) and iters (about SECONDS of traffic at that rate, 1000..MAX; $ITERS
+# wins). Returns 1 with vcal_err set when the run fails.
+vcalibrate() {
+    local c=$1 s=$2 cal="$3 -n 200" addr=$4 env_s=$5 env_c=$6 secs=$7 max=$8
+    vtool "$s" CAL "$env_s $cal"
+    sleep 1
+    vtool "$c" CAL "$env_c $cal $addr"
+    vwait "$c" 'CAL rc=' 1 300 || { vcal_err="the calibration run did not finish"; return 1; }
+    vwait "$s" 'CAL rc=' 1 60 || { vcal_err="the calibration run's server did not finish"; return 1; }
+    usec=$(vlog "$c" CAL | grep -o '[0-9.]* usec/iter' | cut -d' ' -f1)
+    [ -n "$usec" ] || { vcal_err="the calibration run printed no figures: $(vlog "$c" CAL | tail -3)"; return 1; }
+    iters=${ITERS:-$(awk -v u="$usec" -v t="$secs" -v m="$max" 'BEGIN { n = int(t * 1e6 / u); if (n < 1000) n = 1000; if (n > m) n = m; print n }')}
+    log "calibration: $usec usec/iter: $iters iterations"
+}
+
 # vagent_restart GUEST ARGS...: GUEST's agent again, with ARGS, its log on the console (once the
 # old one is gone; --daemonize returns once the new one listens and has the channel)
 vagent_restart() {
