@@ -422,7 +422,8 @@ static const HvQp *hv_srq_keeps(const HvContext *ctx, const HvQp *qp, const uint
  * is back; this end follows it onto ours (a soft-RoCE device on the control NIC, the agent's
  * lease), the process's other connections staying where they are (an SRQ gets a twin there,
  * hv-standby.c). A QP that cannot (a UD QP, one whose SRQ serves a connection that stays
- * here, this process moving too, no standby device here) is refused: the mover keeps it paused, as without the standby path. */
+ * here, this process moving too, no standby device here) is refused: the mover keeps it
+ * paused, as without the standby path. */
 static int hv_on_switch(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvContext *ctx,
                         HvMsg *rep)
 {
