@@ -40,10 +40,14 @@ typedef struct {
     char device[64];
 } Fixture;
 
+static void host_send(Fixture *f, const char *s);
+static char *host_line(Fixture *f, guint timeout_ms, HotmigClient *client);
+
 /* Starts the binary with @extra arguments (NULL-terminated, at most 4). */
 static int setup_args(void **state, const char *const *extra)
 {
     Fixture *f = g_new0(Fixture, 1);
+    g_autofree char *ready = NULL;
     int sv[2];
 
     g_mutex_init(&f->lock);
@@ -66,9 +70,13 @@ static int setup_args(void **state, const char *const *extra)
     }
     close(sv[1]);
     f->host = sv[0];
-    /* Ready once the socket exists. */
-    for (int i = 0; i < 500 && !g_file_test(f->sock, G_FILE_TEST_EXISTS); i++)
-        g_usleep(10000);
+    /* Ready once it answers on the host channel: its main loop runs, so the socket listens
+     * and SIGTERM is handled. The socket's file alone is not enough: bind() makes it before
+     * listen(), and a client connecting in between is refused (seen under load in CI: the
+     * client's hotmig_client_new() failed, then the agent died of the teardown's SIGTERM). */
+    host_send(f, "{\"execute\":\"info\"}\n");
+    ready = host_line(f, 20000, NULL);
+    assert_non_null(strstr(ready, "\"return\""));
     assert_true(g_file_test(f->sock, G_FILE_TEST_EXISTS));
     g_setenv(HOTMIG_AGENT_SOCKET_ENV, f->sock, TRUE);
     *state = f;
