@@ -674,6 +674,35 @@ static void keeper_stop(Migration *m)
     m->keeper = NULL;
 }
 
+/* A release no request of which reached the destination's hotmigd (ORCH_ERROR_UNREACHABLE:
+ * the connection itself failed, as while that hotmigd restarts) is asked again for this long:
+ * a lease that no release reaches stays on the destination until its TTL, its VF unavailable
+ * (the soak, docs/reliability.md). Only after the undo: the domain is whole by then. */
+#define LEASE_RELEASE_RETRY_MS 15000
+#define LEASE_RELEASE_STEP_MS 500
+
+static gboolean lease_release(Migration *m, HotplugLease *lease, GError **error)
+{
+    gint64 until = g_get_monotonic_time() + LEASE_RELEASE_RETRY_MS * G_TIME_SPAN_MILLISECOND;
+    GError *local = NULL;
+
+    for (guint n = 1;; n++) {
+        if (orch_hotmigd_client_release(m->vfd, lease->vf, lease->id, &local))
+            return TRUE;
+        if (!g_error_matches(local, ORCH_ERROR, ORCH_ERROR_UNREACHABLE) ||
+            g_get_monotonic_time() >= until) {
+            g_propagate_error(error, local);
+            return FALSE;
+        }
+        if (n == 1)
+            progress(m, ORCH_PHASE_TARGET_VF,
+                     "cannot release the lease of VF %s yet (%s): asking again for up to %d s",
+                     lease->vf, local->message, LEASE_RELEASE_RETRY_MS / 1000);
+        g_clear_error(&local);
+        g_usleep(LEASE_RELEASE_STEP_MS * G_TIME_SPAN_MILLISECOND);
+    }
+}
+
 /* Ends the destination's leases: confirmed for the VFs the domain holds there, released for
  * the others (a failed or undone migration). Never fails the migration: an unconfirmed lease
  * expires by itself, and hotmigd sees a plugged VF as in use. Records releases as undo steps
@@ -699,7 +728,7 @@ static void leases_settle(Migration *m, gboolean undo)
                          err->message);
             continue;
         }
-        orch_hotmigd_client_release(m->vfd, lease->vf, lease->id, &err);
+        lease_release(m, lease, &err);
         if (undo)
             rollback_record(m, "release-lease", start, err, lease->vf);
         else if (err)

@@ -55,6 +55,7 @@ typedef struct {
     GHashTable *leases;   /* the destination hotmigd's pool: VF id -> lease id (leased) */
     GHashTable *assigned; /* VF id -> lease id (confirmed) */
     GString *vfd_log;     /* "op vf;" for every hotmigd call */
+    guint release_unreachable; /* so many releases fail before reaching hotmigd */
     GString *agent_writes; /* "host: command,command;" for every write to an agent channel */
     /* What the source's hotmigd knows its VF carries (GET /v1/vfs/VF/identity); 0: unknown. */
     guint64 src_node_guid, src_port_guid;
@@ -959,6 +960,12 @@ static gboolean fvfd_release(OrchHotmigdClient *v, const char *vf, const char *i
 
     if (vfd_fault(f, "release", e))
         return FALSE;
+    if (f->world->release_unreachable > 0) { /* the connection itself fails */
+        f->world->release_unreachable--;
+        g_set_error(e, ORCH_ERROR, ORCH_ERROR_UNREACHABLE, "Cannot reach hotmigd at %s (release)",
+                    f->parent.url);
+        return FALSE;
+    }
     if (g_strcmp0(g_hash_table_lookup(f->world->leases, vf), id) == 0)
         g_hash_table_remove(f->world->leases, vf);
     if (g_strcmp0(g_hash_table_lookup(f->world->assigned, vf), id) == 0)
@@ -2391,6 +2398,35 @@ static void test_lease_release_fails(void **state)
     }
 }
 
+/* The destination's hotmigd cannot be reached for a while after the migrate phase failed (it
+ * restarts): the undo's release is asked again until it gets through, and the lease goes. */
+static void test_lease_release_retried(void **state)
+{
+    g_autoptr(FakeWorld) w = world_new(TRUE, TRUE);
+    FakeOpen fo = {w, "migrate@source#1"};
+    g_auto(OrchOptions) opts;
+    g_autoptr(OrchReport) report = NULL;
+    g_autoptr(GError) error = NULL;
+    gboolean released = FALSE;
+
+    (void)state;
+    w->release_unreachable = 2;
+    options_for_test(&opts);
+    assert_false(migrate_on(&opts, &fo, &report, &error));
+    assert_int_equal(report->failed_phase, ORCH_PHASE_MIGRATE);
+    assert_string_equal(w->where, "source");
+    assert_int_equal(world_count_vfs(w), 2);
+    assert_int_equal(g_hash_table_size(w->leases), 0); /* both, after two refused connections */
+    assert_int_equal(g_hash_table_size(w->assigned), 0);
+    assert_non_null(strstr(w->vfd_log->str, "release;release;release;"));
+    for (guint r = 0; r < report->rollback->len; r++) {
+        OrchRollbackRecord *rec = g_ptr_array_index(report->rollback, r);
+
+        released = released || (g_str_equal(rec->action, "release-lease") && rec->ok);
+    }
+    assert_true(released);
+}
+
 /* No free VF of the model on the destination, or its hotmigd is down: target-vf fails, nothing
  * changes, and no lease is left behind. */
 static void test_no_free_vf(void **state)
@@ -2830,6 +2866,7 @@ int main(void)
         cmocka_unit_test(test_identity_refused),
         cmocka_unit_test(test_no_free_vf),
         cmocka_unit_test(test_lease_release_fails),
+        cmocka_unit_test(test_lease_release_retried),
         cmocka_unit_test(test_preflight),
         cmocka_unit_test(test_fault_walk),
     };
