@@ -32,6 +32,8 @@ typedef struct {
     char *name;
     AgentProcMode mode;
     char *error; /* NULL when it succeeded */
+    gboolean has_stats; /* the process said what the standby path did (STATS) */
+    AgentStandbyStats stats;
 } AgentProcInfo;
 
 typedef struct {
@@ -54,6 +56,8 @@ typedef struct {
     guint peers_dropped; /* PEERs beyond AGENT_PEERS_MAX */
     GPtrArray *refused;  /* char *: calls a migration cannot carry (REFUSED), distinct */
     gboolean standby_lease; /* a lease on the standby device (STANDBY), not a registration */
+    gboolean has_stats;       /* STATS came for the pending request */
+    AgentStandbyStats stats;
 } AgentProc;
 
 typedef struct {
@@ -134,6 +138,8 @@ static AgentProcInfo *agent_proc_info_new(const AgentProc *proc, const char *err
     info->name = g_strdup(proc->name);
     info->mode = proc->mode;
     info->error = g_strdup(error);
+    info->has_stats = proc->has_stats;
+    info->stats = proc->stats;
     return info;
 }
 
@@ -153,6 +159,26 @@ static void agent_json_add_proc(JsonBuilder *b, gint pid, const char *name, Agen
     }
 }
 
+/* "standby": what the standby path did for a process in this prepare or resume (STATS) */
+static void agent_json_add_stats(JsonBuilder *b, const AgentStandbyStats *st)
+{
+    json_builder_set_member_name(b, "standby");
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "used");
+    json_builder_add_boolean_value(b, st->used);
+    json_builder_set_member_name(b, "switched");
+    json_builder_add_int_value(b, st->switched);
+    json_builder_set_member_name(b, "paused");
+    json_builder_add_int_value(b, st->paused);
+    json_builder_set_member_name(b, "sends");
+    json_builder_add_int_value(b, (gint64)st->sends);
+    json_builder_set_member_name(b, "receives");
+    json_builder_add_int_value(b, (gint64)st->recvs);
+    json_builder_set_member_name(b, "ms");
+    json_builder_add_int_value(b, st->ms);
+    json_builder_end_object(b);
+}
+
 static void agent_json_add_infos(JsonBuilder *b, const char *member, GPtrArray *infos)
 {
     json_builder_set_member_name(b, member);
@@ -161,6 +187,8 @@ static void agent_json_add_infos(JsonBuilder *b, const char *member, GPtrArray *
         const AgentProcInfo *info = infos->pdata[i];
 
         agent_json_add_proc(b, info->pid, info->name, info->mode, info->error);
+        if (info->has_stats)
+            agent_json_add_stats(b, &info->stats);
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
@@ -291,6 +319,7 @@ static gboolean agent_proc_request(Agent *agent, AgentProc *proc, gboolean resum
         line = g_strdup_printf("QUIESCE %" G_GUINT64_FORMAT "\n", seq);
     proc->pending_seq = seq;
     proc->pending_is_resume = resume;
+    proc->has_stats = FALSE;
     if (!agent_proc_send(proc, line, &error)) {
         g_warning("process request failed: pid=%d name='%s' request=%s error='%s'", proc->pid,
                   proc->name, resume ? "RESUME" : "QUIESCE", error->message);
@@ -456,6 +485,12 @@ static gboolean agent_proc_frame(AgentFrameEvent event, const char *line, gsize 
     }
     if (msg.kind == AGENT_MSG_PEER || msg.kind == AGENT_MSG_REFUSED) {
         agent_proc_note(proc, &msg);
+        return TRUE;
+    }
+    if (msg.kind == AGENT_MSG_STATS) {
+        /* kept for the answer to the request under way; otherwise stale */
+        proc->has_stats = proc->pending_seq != 0;
+        proc->stats = msg.stats;
         return TRUE;
     }
     agent_proc_answer(proc, &msg);

@@ -473,6 +473,38 @@ static gboolean proc_msg_peer(char **fields, guint n, AgentProcMsg *msg, GError 
     return TRUE;
 }
 
+/* STATS <used: 0|1>/<switched>/<paused>/<sends>/<recvs>/<ms>, decimal, bounded */
+static gboolean proc_msg_stats(char **fields, guint n, AgentProcMsg *msg, GError **error)
+{
+    static const guint64 max[6] = {1, AGENT_STATS_QPS_MAX, AGENT_STATS_QPS_MAX,
+                                   AGENT_STATS_COUNT_MAX, AGENT_STATS_COUNT_MAX,
+                                   AGENT_STATS_MS_MAX};
+    g_auto(GStrv) parts = n == 2 && strlen(fields[1]) <= 80 ? g_strsplit(fields[1], "/", 7) : NULL;
+    guint64 v[6];
+
+    if (!parts || g_strv_length(parts) != 6)
+        goto bad;
+    for (guint i = 0; i < 6; i++) {
+        if (!g_ascii_isdigit(parts[i][0]) || (parts[i][0] == '0' && parts[i][1] != '\0') ||
+            !g_ascii_string_to_unsigned(parts[i], 10, 0, max[i], &v[i], NULL))
+            goto bad;
+    }
+    msg->stats.used = v[0] == 1;
+    msg->stats.switched = (guint)v[1];
+    msg->stats.paused = (guint)v[2];
+    msg->stats.sends = v[3];
+    msg->stats.recvs = v[4];
+    msg->stats.ms = (guint)v[5];
+    msg->kind = AGENT_MSG_STATS;
+    return TRUE;
+bad:
+    g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                "STATS needs 1 field: used/switched/paused/sends/receives/ms (used 0 or 1, at "
+                "most %d QPs, counts below 2^53, at most %d ms)",
+                AGENT_STATS_QPS_MAX, AGENT_STATS_MS_MAX);
+    return FALSE;
+}
+
 /* One message by its first word (@copy: the line, @fields: it split in 3, @n of them). */
 static gboolean proc_msg_dispatch(const char *copy, char **fields, guint n, AgentProcMsg *msg,
                                   GError **error)
@@ -494,6 +526,8 @@ static gboolean proc_msg_dispatch(const char *copy, char **fields, guint n, Agen
         return proc_msg_failed(fields, n, msg, error);
     if (g_str_equal(fields[0], "PEER"))
         return proc_msg_peer(fields, n, msg, error);
+    if (g_str_equal(fields[0], "STATS"))
+        return proc_msg_stats(fields, n, msg, error);
     if (g_str_equal(fields[0], "REFUSED")) {
         if (n != 2 || !agent_token_ok(fields[1], AGENT_CALL_MAX)) {
             g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
@@ -515,8 +549,9 @@ static gboolean proc_msg_dispatch(const char *copy, char **fields, guint n, Agen
         msg->kind = AGENT_MSG_STANDBY;
         return TRUE;
     }
-    g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
-                        "Unknown message (expected HELLO, DONE, FAILED, PEER, REFUSED or STANDBY)");
+    g_set_error_literal(
+        error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+        "Unknown message (expected HELLO, DONE, FAILED, PEER, REFUSED, STATS or STANDBY)");
     return FALSE;
 }
 

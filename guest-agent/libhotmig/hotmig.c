@@ -419,6 +419,21 @@ HOTMIG_EXPORT int hotmig_client_report_refused(HotmigClient *client, const char 
     return hotmig_report(client, "REFUSED", call);
 }
 
+HOTMIG_EXPORT int hotmig_client_report_standby(HotmigClient *client,
+                                              const HotmigStandbyStats *stats)
+{
+    char line[HOTMIG_LINE_MAX];
+
+    if (!client || !stats || stats->switched > 65536 || stats->paused > 65536 ||
+        stats->sends >= (1ULL << 53) || stats->recvs >= (1ULL << 53) || stats->ms > 600000)
+        return -EINVAL;
+    if (atomic_load(&client->lost))
+        return -atomic_load(&client->lost);
+    snprintf(line, sizeof(line), "STATS %d/%u/%u/%llu/%llu/%u\n", stats->used ? 1 : 0,
+             stats->switched, stats->paused, stats->sends, stats->recvs, stats->ms);
+    return hotmig_send_line(client, line);
+}
+
 HOTMIG_EXPORT int hotmig_client_is_quiesced(const HotmigClient *client)
 {
     if (!client)

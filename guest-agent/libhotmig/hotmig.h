@@ -70,6 +70,22 @@ int hotmig_client_report_peer(HotmigClient *client, const char *gid, unsigned qp
  * unless forced. Returns 0 or a negative errno value. Any thread. */
 int hotmig_client_report_refused(HotmigClient *client, const char *call);
 
+/* What the standby path (docs/design.md "Standby path") did for this process in the move under
+ * way, told before the answer to a quiesce (the switch: @switched and @paused connections, the
+ * pause it cost in @ms) and to a resume (the switch back: the @sends and @recvs the standby
+ * device carried, the pause in @ms). @used is 0 when no standby device was had (every connection
+ * paused). The agent adds it to its prepare and resume answers (docs/protocol.md "STATS"). */
+typedef struct {
+    int used;
+    unsigned switched, paused; /* each at most 65536 */
+    unsigned long long sends, recvs; /* each below 2^53 */
+    unsigned ms;                     /* at most 600000 */
+} HotmigStandbyStats;
+
+/* Sends @stats ("STATS ..."). Returns 0 or a negative errno value (-EINVAL when out of the
+ * bounds above). Any thread; call it from the quiesce or resume callback, before it returns. */
+int hotmig_client_report_standby(HotmigClient *client, const HotmigStandbyStats *stats);
+
 /* The standby RDMA device (docs/design.md "Standby path"): asks the agent for the soft-RoCE
  * device on the guest's control NIC, which carries this process's connections while a peer
  * guest (or this one) moves. The agent makes it when needed. On success returns a file

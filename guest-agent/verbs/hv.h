@@ -700,6 +700,17 @@ int hv_srq_make(HvSrq *srq);
 /* ==== swap ================================================================================ */
 
 /* ---- hv-swap.c: quiesce and resume (libhotmig's callbacks) -------------------------------- */
+/* What the standby path did in the move under way (hv-swap.c writes it, hv-agent.c tells the
+ * agent, "STATS"): at the quiesce whether a standby device was had, how many connected QPs
+ * switched to it and how many stay paused, the pause of the switch; at the resume what the
+ * standby path carried and the pause of the switch back. Zeroed at each quiesce. */
+typedef struct {
+    int used;
+    uint32_t switched, paused;
+    uint64_t sends, recvs;
+    int64_t switch_ms, back_ms;
+} HvSbReport;
+extern HvSbReport hv_sb_report;
 int hv_quiesce(void *opaque);
 int hv_resume(const char *device, void *opaque);
 /* @qp's own address on its current device: the GID at its RTR sgid_index, the port's LID. */
