@@ -420,18 +420,19 @@ HOTMIG_EXPORT int hotmig_client_report_refused(HotmigClient *client, const char 
 }
 
 HOTMIG_EXPORT int hotmig_client_report_standby(HotmigClient *client,
-                                              const HotmigStandbyStats *stats)
+                                               const HotmigStandbyStats *stats)
 {
-    char line[HOTMIG_LINE_MAX];
+    char word[64];
 
-    if (!client || !stats || stats->switched > 65536 || stats->paused > 65536 ||
-        stats->sends >= (1ULL << 53) || stats->recvs >= (1ULL << 53) || stats->ms > 600000)
+    if (!stats || (stats->used != 0 && stats->used != 1) ||
+        stats->switched > HOTMIG_STANDBY_QPS_MAX || stats->paused > HOTMIG_STANDBY_QPS_MAX ||
+        stats->sends > HOTMIG_STANDBY_COUNT_MAX || stats->recvs > HOTMIG_STANDBY_COUNT_MAX ||
+        stats->ms > HOTMIG_STANDBY_MS_MAX)
         return -EINVAL;
-    if (atomic_load(&client->lost))
-        return -atomic_load(&client->lost);
-    snprintf(line, sizeof(line), "STATS %d/%u/%u/%llu/%llu/%u\n", stats->used ? 1 : 0,
-             stats->switched, stats->paused, stats->sends, stats->recvs, stats->ms);
-    return hotmig_send_line(client, line);
+    /* at most 1+1+5+1+5+1+16+1+16+1+6 = 54 bytes: one word of hotmig_report() */
+    snprintf(word, sizeof(word), "%d/%u/%u/%llu/%llu/%u", stats->used, stats->switched,
+             stats->paused, stats->sends, stats->recvs, stats->ms);
+    return hotmig_report(client, "STATS", word);
 }
 
 HOTMIG_EXPORT int hotmig_client_is_quiesced(const HotmigClient *client)

@@ -291,34 +291,19 @@ static void hv_server_start(void)
         hv_log("cannot start the peer server: its QPs' peers cannot reach them");
 }
 
-/* Tells the agent what the standby path did (hv_sb_report, "STATS") before the answer to a
- * quiesce (@back 0: the switch) or a resume (@back 1: the switch back and what it carried). */
-static HotmigClient *hv_agent_client;
-
-static void hv_agent_report_standby(int back)
-{
-    HotmigStandbyStats st = {
-        .used = hv_sb_report.used,
-        .switched = hv_sb_report.switched,
-        .paused = hv_sb_report.paused,
-        .sends = back ? hv_sb_report.sends : 0,
-        .recvs = back ? hv_sb_report.recvs : 0,
-    };
-    int64_t ms = back ? hv_sb_report.back_ms : hv_sb_report.switch_ms;
-
-    HotmigClient *c = __atomic_load_n(&hv_agent_client, __ATOMIC_ACQUIRE);
-
-    st.ms = ms < 0 ? 0 : ms > 600000 ? 600000 : (unsigned)ms;
-    if (c && hotmig_client_report_standby(c, &st) < 0)
-        hv_log("could not tell the agent what the standby path did");
-}
+/* libhotmig's callbacks: the swap's, and what the standby path did told to the agent before
+ * each answer (hv_report_standby(), "STATS"); a resume reports only after a quiesce that moved
+ * (one that failed stayed on the device: nothing to report, hv_sb_report is an older move's).
+ * libhotmig calls them one at a time. */
+static int hv_agent_moved;
 
 static int hv_agent_quiesce(void *opaque)
 {
     int r = hv_quiesce(opaque);
 
     if (!r)
-        hv_agent_report_standby(0);
+        hv_report_standby(&hv_sb_report, 0);
+    hv_agent_moved = !r;
     return r;
 }
 
@@ -326,7 +311,9 @@ static int hv_agent_resume(const char *device, void *opaque)
 {
     int r = hv_resume(device, opaque);
 
-    hv_agent_report_standby(1);
+    if (hv_agent_moved)
+        hv_report_standby(&hv_sb_report, 1);
+    hv_agent_moved = 0;
     return r;
 }
 
@@ -348,13 +335,11 @@ static void hv_register_once(void)
     for (char *s = name; *s; s++)
         if ((unsigned char)*s <= 0x20 || *s == 0x7f)
             *s = '_';
-    client = hotmig_client_new(name, HOTMIG_MODE_THREADED, hv_agent_quiesce, hv_agent_resume,
-                               NULL);
+    client = hotmig_client_new(name, HOTMIG_MODE_THREADED, hv_agent_quiesce, hv_agent_resume, NULL);
     if (!client) {
         hv_log("no hotmig-agent (%s): this process is not migratable", strerror(errno));
         return;
     }
-    __atomic_store_n(&hv_agent_client, client, __ATOMIC_RELEASE);
     hv_report_attach(client);
     hv_debug("registered with the agent as %s, peers: %zu", name, hv_peer_count());
 }

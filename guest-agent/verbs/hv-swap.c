@@ -299,6 +299,7 @@ int hv_quiesce(void *opaque)
     int r = 0;
 
     (void)opaque;
+    memset(&hv_sb_report, 0, sizeof(hv_sb_report));
     pthread_mutex_lock(&hv.lock);
     hv.swapping = 1;
     pthread_mutex_unlock(&hv.lock);
@@ -343,7 +344,6 @@ int hv_quiesce(void *opaque)
     pthread_mutex_unlock(&hv.lock);
     hv_evt_kick();
     hv_log("quiesced in %lld ms (%zu QPs)", (long long)(hv_now_ms() - t0), hv_swap_n);
-    memset(&hv_sb_report, 0, sizeof(hv_sb_report));
     if (!getenv("HOTMIG_VERBS_NO_STANDBY"))
         hv_standby_enter();
     for (size_t i = 0; i < hv_swap_n; i++)
