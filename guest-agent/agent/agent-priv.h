@@ -126,7 +126,9 @@ typedef enum {
 } AgentMsgKind;
 
 /* STATS <used>/<switched>/<paused>/<sends>/<recvs>/<ms>: what the standby path did for a
- * process in this move (the switch at QUIESCE, the switch back and what it carried at RESUME) */
+ * process in this move (the switch at QUIESCE, the switch back and what it carried at RESUME);
+ * the bounds are libhotmig's (HOTMIG_STANDBY_*_MAX) */
+#define AGENT_STATS_WORD_MAX 64 /* a report word of libhotmig */
 #define AGENT_STATS_QPS_MAX 65536
 #define AGENT_STATS_COUNT_MAX ((G_GUINT64_CONSTANT(1) << 53) - 1)
 #define AGENT_STATS_MS_MAX 600000

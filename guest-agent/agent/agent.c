@@ -32,7 +32,8 @@ typedef struct {
     char *name;
     AgentProcMode mode;
     char *error; /* NULL when it succeeded */
-    gboolean has_stats; /* the process said what the standby path did (STATS) */
+    /* it said what the standby path did (STATS) before this answer */
+    gboolean has_stats;
     AgentStandbyStats stats;
 } AgentProcInfo;
 
@@ -56,7 +57,9 @@ typedef struct {
     guint peers_dropped; /* PEERs beyond AGENT_PEERS_MAX */
     GPtrArray *refused;  /* char *: calls a migration cannot carry (REFUSED), distinct */
     gboolean standby_lease; /* a lease on the standby device (STANDBY), not a registration */
-    gboolean has_stats;       /* STATS came for the pending request */
+    /* the last STATS since the last answer or request: the next answer's, if it answers the
+     * request under way (agent_proc_answer()); dropped otherwise */
+    gboolean has_stats;
     AgentStandbyStats stats;
 } AgentProc;
 
@@ -130,7 +133,9 @@ static void agent_proc_info_free(AgentProcInfo *info)
 }
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AgentProcInfo, agent_proc_info_free)
 
-static AgentProcInfo *agent_proc_info_new(const AgentProc *proc, const char *error)
+/* @stats: what the standby path did (its answer's STATS), or NULL */
+static AgentProcInfo *agent_proc_info_new(const AgentProc *proc, const char *error,
+                                          const AgentStandbyStats *stats)
 {
     AgentProcInfo *info = g_new0(AgentProcInfo, 1);
 
@@ -138,8 +143,9 @@ static AgentProcInfo *agent_proc_info_new(const AgentProc *proc, const char *err
     info->name = g_strdup(proc->name);
     info->mode = proc->mode;
     info->error = g_strdup(error);
-    info->has_stats = proc->has_stats;
-    info->stats = proc->stats;
+    info->has_stats = stats != NULL;
+    if (stats)
+        info->stats = *stats;
     return info;
 }
 
@@ -295,14 +301,16 @@ static gboolean agent_proc_send(AgentProc *proc, const char *line, GError **erro
     return TRUE;
 }
 
-/* Records that @proc answered (or failed, or left) the operation's request. */
-static void agent_op_settle(Agent *agent, AgentProc *proc, const char *error)
+/* Records that @proc answered (or failed, or left) the operation's request; @stats: the
+ * answer's STATS, or NULL. */
+static void agent_op_settle(Agent *agent, AgentProc *proc, const char *error,
+                            const AgentStandbyStats *stats)
 {
     AgentOp *op = agent->op;
 
     if (!op || !g_ptr_array_remove(op->waiting, proc))
         return;
-    g_ptr_array_add(error ? op->failed : op->done, agent_proc_info_new(proc, error));
+    g_ptr_array_add(error ? op->failed : op->done, agent_proc_info_new(proc, error, stats));
 }
 
 /* Sends QUIESCE or RESUME with @seq. On failure the process is settled as failed. */
@@ -326,7 +334,7 @@ static gboolean agent_proc_request(Agent *agent, AgentProc *proc, gboolean resum
         proc->pending_seq = 0;
         g_free(proc->error);
         proc->error = g_strdup(error->message);
-        agent_op_settle(agent, proc, error->message);
+        agent_op_settle(agent, proc, error->message, NULL);
         return FALSE;
     }
     return TRUE;
@@ -348,7 +356,7 @@ static void agent_proc_drop(AgentProc *proc, const char *reason)
     if (agent->op) {
         g_autofree char *error = g_strdup_printf("disconnected: %s", reason);
 
-        agent_op_settle(agent, proc, error);
+        agent_op_settle(agent, proc, error, NULL);
     }
     g_ptr_array_remove(agent->procs, proc); /* frees it */
     agent_op_check_done(agent);
@@ -400,7 +408,10 @@ static void agent_proc_answer(AgentProc *proc, const AgentProcMsg *msg)
 {
     Agent *agent = proc->agent;
     const char *request = proc->pending_is_resume ? "RESUME" : "QUIESCE";
+    AgentStandbyStats stats = proc->stats;
+    const AgentStandbyStats *with = proc->has_stats ? &stats : NULL;
 
+    proc->has_stats = FALSE; /* a STATS goes with the answer that follows it, or with none */
     if (msg->seq != proc->pending_seq) {
         g_debug("ignoring stale answer from pid %d: seq %" G_GUINT64_FORMAT, proc->pid, msg->seq);
         return;
@@ -412,13 +423,13 @@ static void agent_proc_answer(AgentProc *proc, const AgentProcMsg *msg)
         g_message("process answered: pid=%d name='%s' request=%s seq=%" G_GUINT64_FORMAT
                   " result=done",
                   proc->pid, proc->name, request, msg->seq);
-        agent_op_settle(agent, proc, NULL);
+        agent_op_settle(agent, proc, NULL, with);
     } else {
         proc->error = g_strdup(msg->reason);
         g_warning("process answered: pid=%d name='%s' request=%s seq=%" G_GUINT64_FORMAT
                   " result=failed reason='%s'",
                   proc->pid, proc->name, request, msg->seq, msg->reason);
-        agent_op_settle(agent, proc, msg->reason);
+        agent_op_settle(agent, proc, msg->reason, with);
     }
     agent_op_check_done(agent);
 }
@@ -488,8 +499,7 @@ static gboolean agent_proc_frame(AgentFrameEvent event, const char *line, gsize 
         return TRUE;
     }
     if (msg.kind == AGENT_MSG_STATS) {
-        /* kept for the answer to the request under way; otherwise stale */
-        proc->has_stats = proc->pending_seq != 0;
+        proc->has_stats = TRUE; /* for the answer that follows (agent_proc_answer()) */
         proc->stats = msg.stats;
         return TRUE;
     }
@@ -798,7 +808,7 @@ static void agent_op_fail_waiting(Agent *agent, const char *error)
 
         g_warning("process did not answer: pid=%d name='%s' seq=%" G_GUINT64_FORMAT " error='%s'",
                   proc->pid, proc->name, op->seq, error);
-        agent_op_settle(agent, proc, error);
+        agent_op_settle(agent, proc, error, NULL);
     }
 }
 
