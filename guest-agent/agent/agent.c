@@ -168,20 +168,18 @@ static void agent_json_add_proc(JsonBuilder *b, gint pid, const char *name, Agen
 /* "standby": what the standby path did for a process in this prepare or resume (STATS) */
 static void agent_json_add_stats(JsonBuilder *b, const AgentStandbyStats *st)
 {
+    const char *const names[] = {"switched", "paused", "sends", "receives", "ms"};
+    const gint64 values[] = {st->switched, st->paused, (gint64)st->sends, (gint64)st->recvs,
+                             st->ms};
+
     json_builder_set_member_name(b, "standby");
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "used");
     json_builder_add_boolean_value(b, st->used);
-    json_builder_set_member_name(b, "switched");
-    json_builder_add_int_value(b, st->switched);
-    json_builder_set_member_name(b, "paused");
-    json_builder_add_int_value(b, st->paused);
-    json_builder_set_member_name(b, "sends");
-    json_builder_add_int_value(b, (gint64)st->sends);
-    json_builder_set_member_name(b, "receives");
-    json_builder_add_int_value(b, (gint64)st->recvs);
-    json_builder_set_member_name(b, "ms");
-    json_builder_add_int_value(b, st->ms);
+    for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+        json_builder_set_member_name(b, names[i]);
+        json_builder_add_int_value(b, values[i]);
+    }
     json_builder_end_object(b);
 }
 

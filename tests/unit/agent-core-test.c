@@ -1725,6 +1725,19 @@ static JsonObject *entry_standby(JsonObject *ret, const char *member, guint i)
                : NULL;
 }
 
+/* @sb (not NULL) is {"used":true,"switched","paused","sends","receives","ms"} with @v */
+static void assert_standby(JsonObject *sb, const gint64 v[5])
+{
+    static const char *const names[] = {"switched", "paused", "sends", "receives", "ms"};
+
+    assert_non_null(sb);
+    assert_true(json_object_get_boolean_member(sb, "used"));
+    for (guint k = 0; k < G_N_ELEMENTS(names); k++)
+        if (json_object_get_int_member(sb, names[k]) != v[k])
+            fail_msg("standby.%s: %" G_GINT64_FORMAT ", not %" G_GINT64_FORMAT, names[k],
+                     json_object_get_int_member(sb, names[k]), v[k]);
+}
+
 /* A process's STATS goes with the answer that follows it, when that answer is the request's:
  * in the prepare's "quiesced" and the resume's "resumed" entries as "standby". One sent before
  * the request, or followed by a stale answer, is dropped; a bad one drops the process. */
@@ -1735,7 +1748,7 @@ static void test_proc_stats(void **state)
     int p2 = proc_connect(f, "HELLO 0.1.0 112 threaded rank1\n");
     g_autoptr(JsonNode) prep = NULL;
     g_autoptr(JsonNode) res = NULL;
-    JsonObject *ret, *sb;
+    JsonObject *ret;
     guint64 s1, s2;
 
     proc_send(p2, "STATS 1/9/9/9/9/9\n"); /* before any request: stale */
@@ -1751,14 +1764,7 @@ static void test_proc_stats(void **state)
     prep = host_reply(f, 2000);
     ret = reply_return(prep);
     assert_int_equal(json_array_get_length(member_array(ret, "quiesced")), 2);
-    sb = entry_standby(ret, "quiesced", 0);
-    assert_non_null(sb);
-    assert_true(json_object_get_boolean_member(sb, "used"));
-    assert_int_equal(json_object_get_int_member(sb, "switched"), 3);
-    assert_int_equal(json_object_get_int_member(sb, "paused"), 1);
-    assert_int_equal(json_object_get_int_member(sb, "sends"), 0);
-    assert_int_equal(json_object_get_int_member(sb, "receives"), 0);
-    assert_int_equal(json_object_get_int_member(sb, "ms"), 42);
+    assert_standby(entry_standby(ret, "quiesced", 0), (const gint64[]){3, 1, 0, 0, 42});
     assert_null(entry_standby(ret, "quiesced", 1));
 
     host_send(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":3000}}\n");
@@ -1770,11 +1776,8 @@ static void test_proc_stats(void **state)
     res = host_reply(f, 2000);
     ret = reply_return(res);
     assert_int_equal(json_array_get_length(member_array(ret, "resumed")), 2);
-    sb = entry_standby(ret, "resumed", 0);
-    assert_non_null(sb);
-    assert_int_equal(json_object_get_int_member(sb, "sends"), 9007199254740991);
-    assert_int_equal(json_object_get_int_member(sb, "receives"), 1230);
-    assert_int_equal(json_object_get_int_member(sb, "ms"), 17);
+    assert_standby(entry_standby(ret, "resumed", 0),
+                   (const gint64[]){3, 1, 9007199254740991, 1230, 17});
     assert_null(entry_standby(ret, "resumed", 1));
 
     proc_send(p1, "STATS 1/3/1/0/0/0600\n"); /* hostile: the process is dropped */

@@ -2334,6 +2334,25 @@ static JsonObject *json_phase(const char *json, const char *name, JsonNode **kee
     return NULL;
 }
 
+/* The "standby" of phase @name in the report's JSON @json has exactly the 3 members @names
+ * with @values. */
+static void assert_phase_standby(const char *json, const char *name, const char *const *names,
+                                 const gint64 *values)
+{
+    g_autoptr(JsonNode) root = NULL;
+    JsonObject *phase = json_phase(json, name, &root);
+    JsonObject *sb;
+
+    assert_true(json_object_has_member(phase, "standby"));
+    sb = json_object_get_object_member(phase, "standby");
+    assert_int_equal(json_object_get_size(sb), 3);
+    for (guint k = 0; k < 3; k++)
+        if (!json_object_has_member(sb, names[k]) ||
+            json_object_get_int_member(sb, names[k]) != values[k])
+            fail_msg("%s: standby.%s is not %" G_GINT64_FORMAT " in %s", name, names[k], values[k],
+                     json);
+}
+
 #define SB_REC(used, sw, pa, se, re, ms)                                                           \
     "\"standby\":{\"used\":" used ",\"switched\":" sw ",\"paused\":" pa ",\"sends\":" se           \
     ",\"receives\":" re ",\"ms\":" ms "}"
@@ -2384,7 +2403,7 @@ static void test_standby_report(void **state)
         g_autoptr(JsonNode) root = NULL;
         g_autofree char *json = NULL;
         const OrchPhaseRecord *prep, *res;
-        JsonObject *phase, *sb;
+        JsonObject *phase;
 
         w->quiesced = cases[i].quiesced;
         w->resumed = cases[i].resumed;
@@ -2410,22 +2429,10 @@ static void test_standby_report(void **state)
         }
         assert_string_equal(prep->detail, cases[i].prepare_detail);
         assert_string_equal(res->detail, cases[i].resume_detail);
-        phase = json_phase(json, "prepare", &root);
-        sb = json_object_get_object_member(phase, "standby");
-        assert_non_null(sb);
-        assert_int_equal(json_object_get_size(sb), 3);
-        assert_int_equal(json_object_get_int_member(sb, "switched"), 5);
-        assert_int_equal(json_object_get_int_member(sb, "paused"), 1);
-        assert_int_equal(json_object_get_int_member(sb, "ms"), 50);
-        g_clear_pointer(&root, json_node_unref);
-        phase = json_phase(json, "resume", &root);
-        sb = json_object_get_object_member(phase, "standby");
-        assert_non_null(sb);
-        assert_int_equal(json_object_get_size(sb), 3);
-        assert_int_equal(json_object_get_int_member(sb, "sends"), 9007199254742225);
-        assert_int_equal(json_object_get_int_member(sb, "receives"), 1236);
-        assert_int_equal(json_object_get_int_member(sb, "ms"), 17);
-        g_clear_pointer(&root, json_node_unref);
+        assert_phase_standby(json, "prepare", (const char *[]){"switched", "paused", "ms"},
+                             (const gint64[]){5, 1, 50});
+        assert_phase_standby(json, "resume", (const char *[]){"sends", "receives", "ms"},
+                             (const gint64[]){9007199254742225, 1236, 17});
         phase = json_phase(json, "migrate", &root);
         assert_false(json_object_has_member(phase, "standby"));
     }
