@@ -823,15 +823,20 @@ gboolean orch_agent_standby_parse(JsonObject *ret, const char *member,
 
 char *orch_agent_standby_detail(const OrchStandbyFigures *figures, gboolean back)
 {
+    /* no connection switched (the peers could not follow): no switch, no pause of one */
+    g_autofree char *pause =
+        figures->switched
+            ? g_strdup_printf(", %s pause %u ms", back ? "switch-back" : "switch", figures->ms)
+            : g_strdup("");
+
     if (!figures->used)
         return g_strdup("");
     if (back)
         return g_strdup_printf("; standby: carried %" G_GUINT64_FORMAT " sends and "
-                               "%" G_GUINT64_FORMAT " receives, switch-back pause %u ms",
-                               figures->sends, figures->receives, figures->ms);
-    return g_strdup_printf("; standby: %u connection(s) switched, %u paused until the resume, "
-                           "switch pause %u ms",
-                           figures->switched, figures->paused, figures->ms);
+                               "%" G_GUINT64_FORMAT " receives%s",
+                               figures->sends, figures->receives, pause);
+    return g_strdup_printf("; standby: %u connection(s) switched, %u paused until the resume%s",
+                           figures->switched, figures->paused, pause);
 }
 
 static OrchAgentProcess *agent_process_parse(JsonObject *o, guint i, GError **error)

@@ -138,7 +138,8 @@ gboolean orch_agent_standby_parse(JsonObject *ret, const char *member,
 
 /* What @figures say for a phase's detail (owned): the switch ("; standby: 3 connection(s)
  * switched, 1 paused until the resume, switch pause 42 ms") or, @back, the switch back (";
- * standby: carried 1234 sends and 1230 receives, switch-back pause 17 ms"); "" when not used. */
+ * standby: carried 1234 sends and 1230 receives, switch-back pause 17 ms"); without the pause
+ * when no connection switched; "" when not used. */
 char *orch_agent_standby_detail(const OrchStandbyFigures *figures, gboolean back);
 
 /* Opens the agent of @domain on @virt and resumes it: processes reconnect. Resume is

@@ -764,7 +764,7 @@ static void hv_standby_enter(void)
     pthread_mutex_unlock(&hv.lock);
     hv_sb_report.used = 1;
     hv_sb_report.switched = (uint32_t)switched;
-    hv_sb_report.switch_ms = hv_now_ms() - hv_paused_at;
+    hv_sb_report.switch_ms = switched ? hv_now_ms() - hv_paused_at : 0; /* none: no pause */
     hv_log("switched %zu of %zu QPs to the standby device '%s' in %lld ms; sends were paused for "
            "%lld ms",
            switched, hv_swap_n, hv_sb_name, (long long)(hv_now_ms() - t0),
@@ -944,7 +944,7 @@ int hv_resume(const char *device, void *opaque)
     if (!r_rebuild)
         hv_ud_announce();
     hv_resume_log(device, t0, r);
-    if (hv_sb_report.used)
+    if (hv_sb_report.switched) /* the switch back's pause; none without a switch */
         hv_sb_report.back_ms = hv_now_ms() - hv_sb_left_at;
     return r;
 }
