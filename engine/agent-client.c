@@ -394,16 +394,16 @@ char *orch_agent_process_list(JsonObject *ret, const char *member, guint *ret_co
 
 gboolean orch_agent_resume(OrchVirt *virt, const char *domain, const char *channel,
                            guint agent_timeout_ms, guint resume_timeout_ms, char **ret_detail,
-                           GError **error)
+                           OrchStandbyFigures *ret_standby, GError **error)
 {
     g_autoptr(OrchAgent) agent = orch_agent_open(virt, domain, channel, agent_timeout_ms, error);
 
     return agent && orch_agent_resume_open(agent, agent_timeout_ms, resume_timeout_ms, ret_detail,
-                                           error);
+                                           ret_standby, error);
 }
 
 gboolean orch_agent_resume_open(OrchAgent *agent, guint agent_timeout_ms, guint resume_timeout_ms,
-                                char **ret_detail, GError **error)
+                                char **ret_detail, OrchStandbyFigures *ret_standby, GError **error)
 {
     g_autoptr(JsonObject) args = orch_agent_timeout_args(resume_timeout_ms);
     g_autoptr(JsonObject) ret = NULL;
@@ -454,9 +454,19 @@ gboolean orch_agent_resume_open(OrchAgent *agent, guint agent_timeout_ms, guint 
     }
     {
         g_autofree char *device_text = hm_text_sanitize(device, 64);
+        g_autoptr(GError) sb_error = NULL;
+        OrchStandbyFigures figures = {0};
+        g_autofree char *standby = NULL;
 
-        *ret_detail = g_strdup_printf("%u process(es) resumed on %s", n_resumed,
-                                      *device_text ? device_text : "no RDMA device");
+        /* what the switch back did: the guest's word, for the report only */
+        if (orch_agent_standby_parse(ret, "resumed", &figures, &sb_error))
+            standby = orch_agent_standby_detail(&figures, TRUE);
+        else
+            standby = g_strdup_printf("; standby figures left out: %s", sb_error->message);
+        *ret_detail = g_strdup_printf("%u process(es) resumed on %s%s", n_resumed,
+                                      *device_text ? device_text : "no RDMA device", standby);
+        if (ret_standby)
+            *ret_standby = figures;
     }
     return TRUE;
 }
@@ -751,6 +761,82 @@ static gboolean agent_opt_array(JsonObject *o, const char *member, guint max, Js
         return FALSE;
     *ret = json_node_get_array(n);
     return TRUE;
+}
+
+/* ---- what the standby path did: the processes' "standby" records (issue 30) ------------- */
+
+/* Adds the "standby" record @sb (of process @i of @member; NULL: not an object) to @sum. */
+static gboolean agent_standby_add(JsonObject *sb, const char *member, guint i,
+                                  OrchStandbyFigures *sum, GError **error)
+{
+    static const char *const names[] = {"switched", "paused", "sends", "receives", "ms"};
+    static const gint64 max[] = {ORCH_AGENT_STANDBY_QPS_MAX, ORCH_AGENT_STANDBY_QPS_MAX,
+                                 ORCH_AGENT_STANDBY_COUNT_MAX, ORCH_AGENT_STANDBY_COUNT_MAX,
+                                 ORCH_AGENT_STANDBY_MS_MAX};
+    JsonNode *used = sb ? json_object_get_member(sb, "used") : NULL;
+    const char *bad = !sb ? "standby" : NULL;
+    gint64 v[G_N_ELEMENTS(names)];
+
+    if (!bad &&
+        (!used || !JSON_NODE_HOLDS_VALUE(used) || json_node_get_value_type(used) != G_TYPE_BOOLEAN))
+        bad = "used";
+    for (guint k = 0; !bad && k < G_N_ELEMENTS(names); k++)
+        if (!agent_int(sb, names[k], 0, max[k], &v[k]))
+            bad = names[k];
+    if (bad) {
+        g_set_error(error, ORCH_ERROR, ORCH_ERROR_AGENT,
+                    "The agent's standby figures are malformed: '%s' of process %u in '%s'", bad, i,
+                    member);
+        return FALSE;
+    }
+    /* at most ORCH_AGENT_MAX_PROCESSES of each: no sum overflows */
+    sum->switched += (guint)v[0];
+    sum->paused += (guint)v[1];
+    sum->sends += (guint64)v[2];
+    sum->receives += (guint64)v[3];
+    if (json_node_get_boolean(used)) {
+        sum->used = TRUE;
+        sum->ms = MAX(sum->ms, (guint)v[4]);
+    }
+    return TRUE;
+}
+
+gboolean orch_agent_standby_parse(JsonObject *ret, const char *member,
+                                  OrchStandbyFigures *ret_figures, GError **error)
+{
+    OrchStandbyFigures sum = {0};
+    JsonArray *procs;
+
+    if (!agent_array(ret, member, ORCH_AGENT_MAX_PROCESSES, "answer", &procs, error))
+        return FALSE;
+    for (guint i = 0; procs && i < json_array_get_length(procs); i++) {
+        JsonObject *p = agent_object_at(procs, i);
+        JsonNode *sb = p ? json_object_get_member(p, "standby") : NULL;
+
+        if (sb && !agent_standby_add(JSON_NODE_HOLDS_OBJECT(sb) ? json_node_get_object(sb) : NULL,
+                                     member, i, &sum, error))
+            return FALSE;
+    }
+    *ret_figures = sum;
+    return TRUE;
+}
+
+char *orch_agent_standby_detail(const OrchStandbyFigures *figures, gboolean back)
+{
+    /* no connection switched (the peers could not follow): no switch, no pause of one */
+    g_autofree char *pause =
+        figures->switched
+            ? g_strdup_printf(", %s pause %u ms", back ? "switch-back" : "switch", figures->ms)
+            : g_strdup("");
+
+    if (!figures->used)
+        return g_strdup("");
+    if (back)
+        return g_strdup_printf("; standby: carried %" G_GUINT64_FORMAT " sends and "
+                               "%" G_GUINT64_FORMAT " receives%s",
+                               figures->sends, figures->receives, pause);
+    return g_strdup_printf("; standby: %u connection(s) switched, %u paused until the resume%s",
+                           figures->switched, figures->paused, pause);
 }
 
 static OrchAgentProcess *agent_process_parse(JsonObject *o, guint i, GError **error)

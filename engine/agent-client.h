@@ -122,20 +122,42 @@ JsonObject *orch_agent_timeout_args(guint timeout_ms);
  * separated, at most 16 (owned); *ret_count gets how many the list holds. */
 char *orch_agent_process_list(JsonObject *ret, const char *member, guint *ret_count);
 
+/* The bounds of a process's "standby" record (the agent's AGENT_STATS_*_MAX, docs/protocol.md) */
+#define ORCH_AGENT_STANDBY_QPS_MAX 65536                                /* switched, paused */
+#define ORCH_AGENT_STANDBY_COUNT_MAX ((G_GINT64_CONSTANT(1) << 53) - 1) /* sends, receives */
+#define ORCH_AGENT_STANDBY_MS_MAX 600000                                /* ms */
+
+/* The "standby" records of the processes listed in @member ("quiesced", "resumed") of a
+ * prepare or resume reply @ret, summed into *ret_figures: switched, paused, sends and receives
+ * added up, ms the longest of a process that had a standby device, used when one had. Pure:
+ * for the engine and the fuzz target. No records (an older agent or layer) give used FALSE. A
+ * record out of shape or over the bounds above, or more than ORCH_AGENT_MAX_PROCESSES listed,
+ * is ORCH_ERROR_AGENT naming the member and the process; *ret_figures is then untouched. */
+gboolean orch_agent_standby_parse(JsonObject *ret, const char *member,
+                                  OrchStandbyFigures *ret_figures, GError **error);
+
+/* What @figures say for a phase's detail (owned): the switch ("; standby: 3 connection(s)
+ * switched, 1 paused until the resume, switch pause 42 ms") or, @back, the switch back (";
+ * standby: carried 1234 sends and 1230 receives, switch-back pause 17 ms"); without the pause
+ * when no connection switched; "" when not used. */
+char *orch_agent_standby_detail(const OrchStandbyFigures *figures, gboolean back);
+
 /* Opens the agent of @domain on @virt and resumes it: processes reconnect. Resume is
  * idempotent in the agent, so undo and recovery may call it whatever happened before; but a
  * second resume after one that failed finds the processes running and reports none: do not
  * retry on ORCH_ERROR_FAILED. Fails with ORCH_ERROR_FAILED when the agent answered that a
  * process failed to resume (or its device never came up), ORCH_ERROR_AGENT (or BUSY,
  * TIMEOUT) when it did not answer. *ret_detail (owned) says how many resumed on which
- * device. */
+ * device, and what the standby path did (orch_agent_standby_detail()); *ret_standby (may be
+ * NULL) gets those figures. Standby records out of shape do not fail the resume: the detail
+ * says they were left out, and used stays FALSE. */
 gboolean orch_agent_resume(OrchVirt *virt, const char *domain, const char *channel,
                            guint agent_timeout_ms, guint resume_timeout_ms, char **ret_detail,
-                           GError **error);
+                           OrchStandbyFigures *ret_standby, GError **error);
 
 /* The same on an agent opened already (orch_agent_open()). */
 gboolean orch_agent_resume_open(OrchAgent *agent, guint agent_timeout_ms, guint resume_timeout_ms,
-                                char **ret_detail, GError **error);
+                                char **ret_detail, OrchStandbyFigures *ret_standby, GError **error);
 
 /* ---- the processes of an `inventory` reply: jobs (issue 18) ----------------------------- */
 

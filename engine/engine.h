@@ -151,11 +151,26 @@ G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(OrchOptions, orch_options_clear)
  * bandwidth 10 MiB/s, parallel 2, ..." (owned). */
 char *orch_options_format_migration(const OrchOptions *opts);
 
+/* What the standby path did for the guest's processes (issue 30; docs/design.md "Standby
+ * path"): the agent's per-process "standby" records of a prepare or resume answer, summed. In
+ * the prepare phase the switch, in the resume phase the switch back and what the standby path
+ * carried. @used FALSE (no process had a standby device, or an agent or layer that does not
+ * tell): nothing to show. */
+typedef struct {
+    gboolean used;
+    guint switched;   /* prepare: connections switched to the standby device */
+    guint paused;     /* prepare: connections that pause until the resume */
+    guint64 sends;    /* resume: sends the standby path carried */
+    guint64 receives; /* resume: receives it carried */
+    guint ms; /* the longest pause of one process: the switch's (prepare), the switch back's */
+} OrchStandbyFigures;
+
 typedef struct {
     OrchPhase phase;
     OrchStatus status;
     gint64 duration_us;
-    char *detail; /* human-readable, may be NULL */
+    char *detail;               /* human-readable, may be NULL */
+    OrchStandbyFigures standby; /* prepare and resume: in the JSON as "standby" when used */
 } OrchPhaseRecord;
 
 typedef struct {

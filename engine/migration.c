@@ -292,12 +292,13 @@ static gboolean note_begin(Migration *m, GError **error)
 
 /* ---- agent ------------------------------------------------------------------------------- */
 
-
-/* Resumes the agent on @virt (where the domain runs now); fills *ret_detail. */
-static gboolean agent_resume(Migration *m, OrchVirt *virt, char **ret_detail, GError **error)
+/* Resumes the agent on @virt (where the domain runs now); fills *ret_detail and, when not
+ * NULL, *ret_standby (what the standby path did). */
+static gboolean agent_resume(Migration *m, OrchVirt *virt, char **ret_detail,
+                             OrchStandbyFigures *ret_standby, GError **error)
 {
     if (!orch_agent_resume(virt, m->opts->domain, agent_channel(m), m->opts->agent_timeout_ms,
-                           m->opts->resume_timeout_ms, ret_detail, error))
+                           m->opts->resume_timeout_ms, ret_detail, ret_standby, error))
         return FALSE;
     m->agent_prepared = FALSE;
     return TRUE;
@@ -990,6 +991,9 @@ static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
     g_autoptr(JsonObject) ret = NULL;
     g_autofree char *quiesced = NULL;
     g_autofree char *failed = NULL;
+    g_autofree char *standby = NULL;
+    g_autoptr(GError) sb_error = NULL;
+    OrchStandbyFigures figures = {0};
     guint n_quiesced;
     guint n_failed;
 
@@ -1030,12 +1034,18 @@ static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
                     "%u process(es) did not quiesce: %s", n_failed, failed);
         return FALSE;
     }
+    /* what the switch did: the figures are the guest's word, for the report only */
+    if (orch_agent_standby_parse(ret, "quiesced", &figures, &sb_error))
+        standby = orch_agent_standby_detail(&figures, FALSE);
+    else
+        standby = g_strdup_printf("; standby figures left out: %s", sb_error->message);
+    m->report->phases[ORCH_PHASE_PREPARE].standby = figures;
     *ret_detail = g_strdup_printf(
-        "%u process(es) quiesced%s%s%s%s", n_quiesced, n_quiesced ? ": " : "", quiesced,
+        "%u process(es) quiesced%s%s%s%s%s", n_quiesced, n_quiesced ? ": " : "", quiesced,
         orch_json_get_string(ret, "standby") ? "; their connections run over the standby "
-                                              "device "
-                                            : "",
-        orch_json_get_string(ret, "standby") ? orch_json_get_string(ret, "standby") : "");
+                                               "device "
+                                             : "",
+        orch_json_get_string(ret, "standby") ? orch_json_get_string(ret, "standby") : "", standby);
     return TRUE;
 }
 
@@ -1598,7 +1608,7 @@ static void rollback_agent_resume(Migration *m)
     g_autofree char *detail = NULL;
     gint64 start = g_get_monotonic_time();
 
-    if (agent_resume(m, m->on_destination ? m->dst : m->src, &detail, &err))
+    if (agent_resume(m, m->on_destination ? m->dst : m->src, &detail, NULL, &err))
         m->report->phases[ORCH_PHASE_PREPARE].status = ORCH_STATUS_UNDONE;
     rollback_record(m, "agent-resume", start, err, detail);
 }
@@ -1821,6 +1831,7 @@ static void dst_agent_join(Migration *m)
 static gboolean do_resume(Migration *m, char **ret_detail, GError **error)
 {
     g_autoptr(GError) first = NULL;
+    OrchStandbyFigures *standby = &m->report->phases[ORCH_PHASE_RESUME].standby;
 
     if (!note(m, "resume", NULL, NULL, error))
         return FALSE;
@@ -1829,11 +1840,11 @@ static gboolean do_resume(Migration *m, char **ret_detail, GError **error)
         g_autoptr(OrchAgent) agent = g_steal_pointer(&m->dst_agent);
 
         if (orch_agent_resume_open(agent, m->opts->agent_timeout_ms, m->opts->resume_timeout_ms,
-                                   ret_detail, &first)) {
+                                   ret_detail, standby, &first)) {
             m->agent_prepared = FALSE;
             return TRUE;
         }
-    } else if (agent_resume(m, m->dst, ret_detail, &first)) {
+    } else if (agent_resume(m, m->dst, ret_detail, standby, &first)) {
         return TRUE;
     }
     /* The agent answered that processes failed to resume: asking again would find them
@@ -1857,7 +1868,7 @@ static gboolean do_resume(Migration *m, char **ret_detail, GError **error)
                      local->message);
         }
     }
-    return agent_resume(m, m->dst, ret_detail, error);
+    return agent_resume(m, m->dst, ret_detail, standby, error);
 }
 
 static gboolean validate_options(const OrchOptions *opts, GError **error)

@@ -291,10 +291,10 @@ static gboolean recover_one(const OrchOptions *opts, OrchJournal *journal, OrchR
         g_autofree char *detail = NULL;
         gint64 start = g_get_monotonic_time();
 
-        if (!orch_agent_resume(here, plan->domain,
-                               plan->agent_channel ? plan->agent_channel
-                                                   : ORCH_AGENT_CHANNEL_DEFAULT,
-                               opts->agent_timeout_ms, opts->resume_timeout_ms, &detail, &err))
+        if (!orch_agent_resume(
+                here, plan->domain,
+                plan->agent_channel ? plan->agent_channel : ORCH_AGENT_CHANNEL_DEFAULT,
+                opts->agent_timeout_ms, opts->resume_timeout_ms, &detail, NULL, &err))
             ok = FALSE;
         action(rec, "agent-resume", start, err, detail);
     }

@@ -79,6 +79,27 @@ char *orch_report_format_table(const OrchReport *report)
     return g_string_free(g_steal_pointer(&out), FALSE);
 }
 
+/* A phase's "standby" (when the standby path was used): the prepare's switch
+ * {"switched","paused","ms"}, the resume's switch back {"sends","receives","ms"}. */
+static void report_json_standby(JsonBuilder *b, const OrchPhaseRecord *rec)
+{
+    const OrchStandbyFigures *sb = &rec->standby;
+
+    if (!sb->used || (rec->phase != ORCH_PHASE_PREPARE && rec->phase != ORCH_PHASE_RESUME))
+        return;
+    json_builder_set_member_name(b, "standby");
+    json_builder_begin_object(b);
+    if (rec->phase == ORCH_PHASE_PREPARE) {
+        orch_json_member_int(b, "switched", sb->switched);
+        orch_json_member_int(b, "paused", sb->paused);
+    } else {
+        orch_json_member_int(b, "sends", (gint64)sb->sends);
+        orch_json_member_int(b, "receives", (gint64)sb->receives);
+    }
+    orch_json_member_int(b, "ms", sb->ms);
+    json_builder_end_object(b);
+}
+
 char *orch_report_format_json(const OrchReport *report, gboolean pretty)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
@@ -108,6 +129,7 @@ char *orch_report_format_json(const OrchReport *report, gboolean pretty)
         orch_json_member_string(b, "status", orch_status_to_string(rec->status));
         orch_json_member_double(b, "ms", rec->duration_us / 1000.0);
         orch_json_member_string(b, "detail", rec->detail);
+        report_json_standby(b, rec);
         json_builder_end_object(b);
     }
     json_builder_end_array(b);

@@ -121,8 +121,23 @@ typedef enum {
     AGENT_MSG_PEER,    /* the process talks to a remote QP (verbs layer) */
     AGENT_MSG_REFUSED, /* the process called something a migration cannot carry */
     AGENT_MSG_STANDBY, /* a lease on the standby RDMA device (docs/design.md "Standby path") */
+    AGENT_MSG_STATS,   /* what the standby path did for it, before a DONE (docs/protocol.md) */
     AGENT_MSG_LAST,
 } AgentMsgKind;
+
+/* STATS <used>/<switched>/<paused>/<sends>/<recvs>/<ms>: what the standby path did for a
+ * process in this move (the switch at QUIESCE, the switch back and what it carried at RESUME);
+ * the bounds are libhotmig's (HOTMIG_STANDBY_*_MAX) */
+#define AGENT_STATS_WORD_MAX 64 /* a report word of libhotmig */
+#define AGENT_STATS_QPS_MAX 65536
+#define AGENT_STATS_COUNT_MAX ((G_GUINT64_CONSTANT(1) << 53) - 1)
+#define AGENT_STATS_MS_MAX 600000
+typedef struct {
+    gboolean used; /* a standby device was had */
+    guint switched, paused;
+    guint64 sends, recvs;
+    guint ms;
+} AgentStandbyStats;
 
 typedef struct {
     AgentMsgKind kind;
@@ -135,6 +150,7 @@ typedef struct {
     guint8 gid[16];                   /* PEER: the remote port's GID, network order */
     guint32 qpn;                      /* PEER: the remote QP number (< 2^24) */
     char call[AGENT_CALL_MAX + 1];    /* REFUSED */
+    AgentStandbyStats stats;          /* STATS */
 } AgentProcMsg;
 
 gboolean agent_proc_msg_parse(const char *line, gsize len, AgentProcMsg *ret, GError **error);

@@ -32,6 +32,9 @@ typedef struct {
     char *name;
     AgentProcMode mode;
     char *error; /* NULL when it succeeded */
+    /* it said what the standby path did (STATS) before this answer */
+    gboolean has_stats;
+    AgentStandbyStats stats;
 } AgentProcInfo;
 
 typedef struct {
@@ -54,6 +57,10 @@ typedef struct {
     guint peers_dropped; /* PEERs beyond AGENT_PEERS_MAX */
     GPtrArray *refused;  /* char *: calls a migration cannot carry (REFUSED), distinct */
     gboolean standby_lease; /* a lease on the standby device (STANDBY), not a registration */
+    /* the last STATS since the last answer or request: the next answer's, if it answers the
+     * request under way (agent_proc_answer()); dropped otherwise */
+    gboolean has_stats;
+    AgentStandbyStats stats;
 } AgentProc;
 
 typedef struct {
@@ -126,7 +133,9 @@ static void agent_proc_info_free(AgentProcInfo *info)
 }
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(AgentProcInfo, agent_proc_info_free)
 
-static AgentProcInfo *agent_proc_info_new(const AgentProc *proc, const char *error)
+/* @stats: what the standby path did (its answer's STATS), or NULL */
+static AgentProcInfo *agent_proc_info_new(const AgentProc *proc, const char *error,
+                                          const AgentStandbyStats *stats)
 {
     AgentProcInfo *info = g_new0(AgentProcInfo, 1);
 
@@ -134,6 +143,9 @@ static AgentProcInfo *agent_proc_info_new(const AgentProc *proc, const char *err
     info->name = g_strdup(proc->name);
     info->mode = proc->mode;
     info->error = g_strdup(error);
+    info->has_stats = stats != NULL;
+    if (stats)
+        info->stats = *stats;
     return info;
 }
 
@@ -153,6 +165,24 @@ static void agent_json_add_proc(JsonBuilder *b, gint pid, const char *name, Agen
     }
 }
 
+/* "standby": what the standby path did for a process in this prepare or resume (STATS) */
+static void agent_json_add_stats(JsonBuilder *b, const AgentStandbyStats *st)
+{
+    const char *const names[] = {"switched", "paused", "sends", "receives", "ms"};
+    const gint64 values[] = {st->switched, st->paused, (gint64)st->sends, (gint64)st->recvs,
+                             st->ms};
+
+    json_builder_set_member_name(b, "standby");
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "used");
+    json_builder_add_boolean_value(b, st->used);
+    for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+        json_builder_set_member_name(b, names[i]);
+        json_builder_add_int_value(b, values[i]);
+    }
+    json_builder_end_object(b);
+}
+
 static void agent_json_add_infos(JsonBuilder *b, const char *member, GPtrArray *infos)
 {
     json_builder_set_member_name(b, member);
@@ -161,6 +191,8 @@ static void agent_json_add_infos(JsonBuilder *b, const char *member, GPtrArray *
         const AgentProcInfo *info = infos->pdata[i];
 
         agent_json_add_proc(b, info->pid, info->name, info->mode, info->error);
+        if (info->has_stats)
+            agent_json_add_stats(b, &info->stats);
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
@@ -267,14 +299,16 @@ static gboolean agent_proc_send(AgentProc *proc, const char *line, GError **erro
     return TRUE;
 }
 
-/* Records that @proc answered (or failed, or left) the operation's request. */
-static void agent_op_settle(Agent *agent, AgentProc *proc, const char *error)
+/* Records that @proc answered (or failed, or left) the operation's request; @stats: the
+ * answer's STATS, or NULL. */
+static void agent_op_settle(Agent *agent, AgentProc *proc, const char *error,
+                            const AgentStandbyStats *stats)
 {
     AgentOp *op = agent->op;
 
     if (!op || !g_ptr_array_remove(op->waiting, proc))
         return;
-    g_ptr_array_add(error ? op->failed : op->done, agent_proc_info_new(proc, error));
+    g_ptr_array_add(error ? op->failed : op->done, agent_proc_info_new(proc, error, stats));
 }
 
 /* Sends QUIESCE or RESUME with @seq. On failure the process is settled as failed. */
@@ -291,13 +325,14 @@ static gboolean agent_proc_request(Agent *agent, AgentProc *proc, gboolean resum
         line = g_strdup_printf("QUIESCE %" G_GUINT64_FORMAT "\n", seq);
     proc->pending_seq = seq;
     proc->pending_is_resume = resume;
+    proc->has_stats = FALSE;
     if (!agent_proc_send(proc, line, &error)) {
         g_warning("process request failed: pid=%d name='%s' request=%s error='%s'", proc->pid,
                   proc->name, resume ? "RESUME" : "QUIESCE", error->message);
         proc->pending_seq = 0;
         g_free(proc->error);
         proc->error = g_strdup(error->message);
-        agent_op_settle(agent, proc, error->message);
+        agent_op_settle(agent, proc, error->message, NULL);
         return FALSE;
     }
     return TRUE;
@@ -319,7 +354,7 @@ static void agent_proc_drop(AgentProc *proc, const char *reason)
     if (agent->op) {
         g_autofree char *error = g_strdup_printf("disconnected: %s", reason);
 
-        agent_op_settle(agent, proc, error);
+        agent_op_settle(agent, proc, error, NULL);
     }
     g_ptr_array_remove(agent->procs, proc); /* frees it */
     agent_op_check_done(agent);
@@ -371,7 +406,10 @@ static void agent_proc_answer(AgentProc *proc, const AgentProcMsg *msg)
 {
     Agent *agent = proc->agent;
     const char *request = proc->pending_is_resume ? "RESUME" : "QUIESCE";
+    AgentStandbyStats stats = proc->stats;
+    const AgentStandbyStats *with = proc->has_stats ? &stats : NULL;
 
+    proc->has_stats = FALSE; /* a STATS goes with the answer that follows it, or with none */
     if (msg->seq != proc->pending_seq) {
         g_debug("ignoring stale answer from pid %d: seq %" G_GUINT64_FORMAT, proc->pid, msg->seq);
         return;
@@ -383,13 +421,13 @@ static void agent_proc_answer(AgentProc *proc, const AgentProcMsg *msg)
         g_message("process answered: pid=%d name='%s' request=%s seq=%" G_GUINT64_FORMAT
                   " result=done",
                   proc->pid, proc->name, request, msg->seq);
-        agent_op_settle(agent, proc, NULL);
+        agent_op_settle(agent, proc, NULL, with);
     } else {
         proc->error = g_strdup(msg->reason);
         g_warning("process answered: pid=%d name='%s' request=%s seq=%" G_GUINT64_FORMAT
                   " result=failed reason='%s'",
                   proc->pid, proc->name, request, msg->seq, msg->reason);
-        agent_op_settle(agent, proc, msg->reason);
+        agent_op_settle(agent, proc, msg->reason, with);
     }
     agent_op_check_done(agent);
 }
@@ -456,6 +494,11 @@ static gboolean agent_proc_frame(AgentFrameEvent event, const char *line, gsize 
     }
     if (msg.kind == AGENT_MSG_PEER || msg.kind == AGENT_MSG_REFUSED) {
         agent_proc_note(proc, &msg);
+        return TRUE;
+    }
+    if (msg.kind == AGENT_MSG_STATS) {
+        proc->has_stats = TRUE; /* for the answer that follows (agent_proc_answer()) */
+        proc->stats = msg.stats;
         return TRUE;
     }
     agent_proc_answer(proc, &msg);
@@ -763,7 +806,7 @@ static void agent_op_fail_waiting(Agent *agent, const char *error)
 
         g_warning("process did not answer: pid=%d name='%s' seq=%" G_GUINT64_FORMAT " error='%s'",
                   proc->pid, proc->name, op->seq, error);
-        agent_op_settle(agent, proc, error);
+        agent_op_settle(agent, proc, error, NULL);
     }
 }
 

@@ -473,6 +473,49 @@ static gboolean proc_msg_peer(char **fields, guint n, AgentProcMsg *msg, GError 
     return TRUE;
 }
 
+/* STATS <used: 0|1>/<switched>/<paused>/<sends>/<receives>/<ms>: decimal, no leading zeros,
+ * each bounded (agent-priv.h); one word of at most AGENT_STATS_WORD_MAX bytes. */
+static gboolean proc_msg_stats(char **fields, guint n, AgentProcMsg *msg, GError **error)
+{
+    static const char *const names[6] = {"used", "switched", "paused", "sends", "receives", "ms"};
+    static const guint64 max[6] = {1,
+                                   AGENT_STATS_QPS_MAX,
+                                   AGENT_STATS_QPS_MAX,
+                                   AGENT_STATS_COUNT_MAX,
+                                   AGENT_STATS_COUNT_MAX,
+                                   AGENT_STATS_MS_MAX};
+    g_auto(GStrv) parts = NULL;
+    guint64 v[6];
+
+    if (n == 2 && strlen(fields[1]) <= AGENT_STATS_WORD_MAX)
+        parts = g_strsplit(fields[1], "/", 7);
+    if (!parts || g_strv_length(parts) != 6) {
+        g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                    "STATS needs one word of at most %d bytes: "
+                    "used/switched/paused/sends/receives/ms",
+                    AGENT_STATS_WORD_MAX);
+        return FALSE;
+    }
+    for (guint i = 0; i < 6; i++) {
+        if (!g_ascii_isdigit(parts[i][0]) || (parts[i][0] == '0' && parts[i][1] != '\0') ||
+            !g_ascii_string_to_unsigned(parts[i], 10, 0, max[i], &v[i], NULL)) {
+            g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+                        "STATS '%s' must be a decimal from 0 to %" G_GUINT64_FORMAT
+                        " without leading zeros",
+                        names[i], max[i]);
+            return FALSE;
+        }
+    }
+    msg->stats.used = v[0] == 1;
+    msg->stats.switched = (guint)v[1];
+    msg->stats.paused = (guint)v[2];
+    msg->stats.sends = v[3];
+    msg->stats.recvs = v[4];
+    msg->stats.ms = (guint)v[5];
+    msg->kind = AGENT_MSG_STATS;
+    return TRUE;
+}
+
 /* One message by its first word (@copy: the line, @fields: it split in 3, @n of them). */
 static gboolean proc_msg_dispatch(const char *copy, char **fields, guint n, AgentProcMsg *msg,
                                   GError **error)
@@ -494,6 +537,8 @@ static gboolean proc_msg_dispatch(const char *copy, char **fields, guint n, Agen
         return proc_msg_failed(fields, n, msg, error);
     if (g_str_equal(fields[0], "PEER"))
         return proc_msg_peer(fields, n, msg, error);
+    if (g_str_equal(fields[0], "STATS"))
+        return proc_msg_stats(fields, n, msg, error);
     if (g_str_equal(fields[0], "REFUSED")) {
         if (n != 2 || !agent_token_ok(fields[1], AGENT_CALL_MAX)) {
             g_set_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
@@ -515,8 +560,9 @@ static gboolean proc_msg_dispatch(const char *copy, char **fields, guint n, Agen
         msg->kind = AGENT_MSG_STANDBY;
         return TRUE;
     }
-    g_set_error_literal(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
-                        "Unknown message (expected HELLO, DONE, FAILED, PEER, REFUSED or STANDBY)");
+    g_set_error_literal(
+        error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER,
+        "Unknown message (expected HELLO, DONE, FAILED, PEER, REFUSED, STATS or STANDBY)");
     return FALSE;
 }
 

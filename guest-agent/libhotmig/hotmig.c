@@ -419,6 +419,22 @@ HOTMIG_EXPORT int hotmig_client_report_refused(HotmigClient *client, const char 
     return hotmig_report(client, "REFUSED", call);
 }
 
+HOTMIG_EXPORT int hotmig_client_report_standby(HotmigClient *client,
+                                               const HotmigStandbyStats *stats)
+{
+    char word[64];
+
+    if (!stats || (stats->used != 0 && stats->used != 1) ||
+        stats->switched > HOTMIG_STANDBY_QPS_MAX || stats->paused > HOTMIG_STANDBY_QPS_MAX ||
+        stats->sends > HOTMIG_STANDBY_COUNT_MAX || stats->recvs > HOTMIG_STANDBY_COUNT_MAX ||
+        stats->ms > HOTMIG_STANDBY_MS_MAX)
+        return -EINVAL;
+    /* at most 1+1+5+1+5+1+16+1+16+1+6 = 54 bytes: one word of hotmig_report() */
+    snprintf(word, sizeof(word), "%d/%u/%u/%llu/%llu/%u", stats->used, stats->switched,
+             stats->paused, stats->sends, stats->recvs, stats->ms);
+    return hotmig_report(client, "STATS", word);
+}
+
 HOTMIG_EXPORT int hotmig_client_is_quiesced(const HotmigClient *client)
 {
     if (!client)

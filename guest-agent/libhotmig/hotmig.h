@@ -70,6 +70,27 @@ int hotmig_client_report_peer(HotmigClient *client, const char *gid, unsigned qp
  * unless forced. Returns 0 or a negative errno value. Any thread. */
 int hotmig_client_report_refused(HotmigClient *client, const char *call);
 
+/* What the standby path (docs/design.md "Standby path") did for this process in the move under
+ * way, told before the answer to a quiesce (the switch: @switched connections moved to the
+ * standby device, @paused ones wait for the resume, @ms the pause the switch cost) and to a
+ * resume (the switch back: the @sends and @recvs the standby device carried, the pause in @ms).
+ * @used is 0 when no standby device was had (every connection paused). The agent adds it to
+ * its prepare and resume answers (docs/protocol.md "STATS"). */
+#define HOTMIG_STANDBY_QPS_MAX 65536                /* switched, paused */
+#define HOTMIG_STANDBY_COUNT_MAX ((1ULL << 53) - 1) /* sends, recvs: exact in JSON */
+#define HOTMIG_STANDBY_MS_MAX 600000                /* ms */
+typedef struct {
+    int used; /* 0 or 1 */
+    unsigned switched, paused;
+    unsigned long long sends, recvs;
+    unsigned ms;
+} HotmigStandbyStats;
+
+/* Sends @stats ("STATS ..."). Returns 0 or a negative errno value (-EINVAL when out of the
+ * bounds above). Any thread; call it from the quiesce or resume callback, before it returns:
+ * the agent keeps it for the answer that follows and drops it otherwise. */
+int hotmig_client_report_standby(HotmigClient *client, const HotmigStandbyStats *stats);
+
 /* The standby RDMA device (docs/design.md "Standby path"): asks the agent for the soft-RoCE
  * device on the guest's control NIC, which carries this process's connections while a peer
  * guest (or this one) moves. The agent makes it when needed. On success returns a file

@@ -291,6 +291,32 @@ static void hv_server_start(void)
         hv_log("cannot start the peer server: its QPs' peers cannot reach them");
 }
 
+/* libhotmig's callbacks: the swap's, and what the standby path did told to the agent before
+ * each answer (hv_report_standby(), "STATS"); a resume reports only after a quiesce that moved
+ * (one that failed stayed on the device: nothing to report, hv_sb_report is an older move's).
+ * libhotmig calls them one at a time. */
+static int hv_agent_moved;
+
+static int hv_agent_quiesce(void *opaque)
+{
+    int r = hv_quiesce(opaque);
+
+    if (!r)
+        hv_report_standby(&hv_sb_report, 0);
+    hv_agent_moved = !r;
+    return r;
+}
+
+static int hv_agent_resume(const char *device, void *opaque)
+{
+    int r = hv_resume(device, opaque);
+
+    if (hv_agent_moved)
+        hv_report_standby(&hv_sb_report, 1);
+    hv_agent_moved = 0;
+    return r;
+}
+
 static void hv_register_once(void)
 {
     char name[64];
@@ -309,7 +335,7 @@ static void hv_register_once(void)
     for (char *s = name; *s; s++)
         if ((unsigned char)*s <= 0x20 || *s == 0x7f)
             *s = '_';
-    client = hotmig_client_new(name, HOTMIG_MODE_THREADED, hv_quiesce, hv_resume, NULL);
+    client = hotmig_client_new(name, HOTMIG_MODE_THREADED, hv_agent_quiesce, hv_agent_resume, NULL);
     if (!client) {
         hv_log("no hotmig-agent (%s): this process is not migratable", strerror(errno));
         return;

@@ -478,6 +478,29 @@ void hv_report_peer(const uint8_t gid[16], uint32_t qpn)
         snprintf(hex + 2 * i, 3, "%02x", gid[i]);
     hotmig_client_report_peer(c, hex, qpn & 0xffffff);
 }
+
+static unsigned long long hv_report_clamp(uint64_t v, unsigned long long max)
+{
+    return v > max ? max : v;
+}
+
+void hv_report_standby(const HvSbReport *r, int back)
+{
+    HotmigClient *c = hv_client_get();
+    HotmigStandbyStats st = {
+        .used = r->used ? 1 : 0,
+        .switched = (unsigned)hv_report_clamp(r->switched, HOTMIG_STANDBY_QPS_MAX),
+        .paused = (unsigned)hv_report_clamp(r->paused, HOTMIG_STANDBY_QPS_MAX),
+        .sends = back ? hv_report_clamp(r->sends, HOTMIG_STANDBY_COUNT_MAX) : 0,
+        .recvs = back ? hv_report_clamp(r->recvs, HOTMIG_STANDBY_COUNT_MAX) : 0,
+    };
+    int64_t ms = back ? r->back_ms : r->switch_ms;
+
+    st.ms = (unsigned)hv_report_clamp(ms < 0 ? 0 : (uint64_t)ms, HOTMIG_STANDBY_MS_MAX);
+
+    if (c && hotmig_client_report_standby(c, &st) < 0)
+        hv_log("could not tell the agent what the standby path did");
+}
 __attribute__((constructor)) static void hv_report_init(void)
 {
     hv_refused_hook = hv_report_refused; /* from the load on: refused calls reach the agent */

@@ -130,6 +130,7 @@ static HvSwapQp *hv_swap_qps;
 static size_t hv_swap_n;
 static int64_t hv_paused_at; /* the mover's sends queued from then on (its blackout) */
 static int hv_sb_lease_fd = -1; /* the mover on its standby device: the agent's lease */
+HvSbReport hv_sb_report; /* the agent's report of the move (hv-agent.c) */
 static int64_t hv_sb_left_at;   /* when the switched QPs were paused again (resume) */
 static char hv_sb_name[72];
 static void hv_standby_enter(void);
@@ -298,6 +299,7 @@ int hv_quiesce(void *opaque)
     int r = 0;
 
     (void)opaque;
+    memset(&hv_sb_report, 0, sizeof(hv_sb_report));
     pthread_mutex_lock(&hv.lock);
     hv.swapping = 1;
     pthread_mutex_unlock(&hv.lock);
@@ -344,6 +346,9 @@ int hv_quiesce(void *opaque)
     hv_log("quiesced in %lld ms (%zu QPs)", (long long)(hv_now_ms() - t0), hv_swap_n);
     if (!getenv("HOTMIG_VERBS_NO_STANDBY"))
         hv_standby_enter();
+    for (size_t i = 0; i < hv_swap_n; i++)
+        if (hv_swap_qps[i].qp->m_rtr && !hv_swap_qps[i].qp->switched)
+            hv_sb_report.paused++;
     return 0;
 }
 
@@ -757,6 +762,9 @@ static void hv_standby_enter(void)
     for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
         hv_wake_cqs(ctx, 1);
     pthread_mutex_unlock(&hv.lock);
+    hv_sb_report.used = 1;
+    hv_sb_report.switched = (uint32_t)switched;
+    hv_sb_report.switch_ms = switched ? hv_now_ms() - hv_paused_at : 0; /* none: no pause */
     hv_log("switched %zu of %zu QPs to the standby device '%s' in %lld ms; sends were paused for "
            "%lld ms",
            switched, hv_swap_n, hv_sb_name, (long long)(hv_now_ms() - t0),
@@ -812,6 +820,8 @@ static void hv_standby_leave(int64_t deadline)
     hv_evt_kick();
     close(hv_sb_lease_fd);
     hv_sb_lease_fd = -1;
+    hv_sb_report.sends = sends;
+    hv_sb_report.recvs = recvs;
     hv_log("left the standby device '%s': %zu QPs, %llu sends and %llu receives carried there",
            hv_sb_name, n, (unsigned long long)sends, (unsigned long long)recvs);
 }
@@ -934,6 +944,8 @@ int hv_resume(const char *device, void *opaque)
     if (!r_rebuild)
         hv_ud_announce();
     hv_resume_log(device, t0, r);
+    if (hv_sb_report.switched) /* the switch back's pause; none without a switch */
+        hv_sb_report.back_ms = hv_now_ms() - hv_sb_left_at;
     return r;
 }
 

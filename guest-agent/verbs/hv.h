@@ -413,6 +413,20 @@ void hv_qp_route_del(HvQp *qp);
 struct HotmigClient;
 void hv_report_attach(struct HotmigClient *c);
 void hv_report_peer(const uint8_t gid[16], uint32_t qpn);
+/* What the standby path did in the move under way (hv-swap.c fills it at the quiesce and the
+ * resume, hv-agent.c hands it over): at the quiesce whether a standby device was had, how many
+ * connected QPs switched to it and how many stay paused, the pause of the switch; at the resume
+ * what the standby path carried and the pause of the switch back. */
+typedef struct {
+    int used;
+    uint32_t switched, paused;
+    uint64_t sends, recvs;
+    int64_t switch_ms, back_ms;
+} HvSbReport;
+/* "STATS ..." to the agent (hotmig_client_report_standby()), before the answer to a quiesce
+ * (@back 0: the switch) or a resume (@back 1: the switch back and what it carried); the figures
+ * clamped to libhotmig's bounds. Nothing when not registered. */
+void hv_report_standby(const HvSbReport *r, int back);
 /* The agent's lease on the standby device (hv-standby.c): its fd, its name in @name; -errno */
 #define HV_STANDBY_LEASE_MS 10000
 int hv_standby_lease(char *name, size_t size);
@@ -700,6 +714,8 @@ int hv_srq_make(HvSrq *srq);
 /* ==== swap ================================================================================ */
 
 /* ---- hv-swap.c: quiesce and resume (libhotmig's callbacks) -------------------------------- */
+/* The standby path's figures of the move under way (HvSbReport), zeroed at each quiesce */
+extern HvSbReport hv_sb_report;
 int hv_quiesce(void *opaque);
 int hv_resume(const char *device, void *opaque);
 /* @qp's own address on its current device: the GID at its RTR sgid_index, the port's LID. */

@@ -142,6 +142,15 @@ static gboolean fuzz_proc_frame(AgentFrameEvent event, const char *line, gsize l
                 strpbrk(msg.call, " \t\r\n"))
                 abort();
             break;
+        case AGENT_MSG_STANDBY:
+            break;
+        case AGENT_MSG_STATS:
+            if (msg.stats.switched > AGENT_STATS_QPS_MAX ||
+                msg.stats.paused > AGENT_STATS_QPS_MAX || msg.stats.sends > AGENT_STATS_COUNT_MAX ||
+                msg.stats.recvs > AGENT_STATS_COUNT_MAX || msg.stats.ms > AGENT_STATS_MS_MAX ||
+                (msg.stats.used != TRUE && msg.stats.used != FALSE))
+                abort();
+            break;
         case AGENT_MSG_LAST:
         default:
             abort();

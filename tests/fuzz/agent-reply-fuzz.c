@@ -164,6 +164,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                          (p->device && strlen(p->device) <= ORCH_AGENT_MAX_TOKEN));
             }
             g_assert(!procs || procs->len <= ORCH_AGENT_MAX_PROCESSES);
+            /* The standby records (issue 30), as the prepare and the resume read them. */
+            for (guint k = 0; k < 2; k++) {
+                OrchStandbyFigures sb = {0};
+                g_autofree char *text = NULL;
+
+                if (!orch_agent_standby_parse(ret, k ? "resumed" : "quiesced", &sb, NULL))
+                    continue;
+                g_assert(sb.ms <= ORCH_AGENT_STANDBY_MS_MAX && (sb.used || sb.ms == 0));
+                g_assert(sb.switched <= ORCH_AGENT_MAX_PROCESSES * ORCH_AGENT_STANDBY_QPS_MAX &&
+                         sb.paused <= ORCH_AGENT_MAX_PROCESSES * ORCH_AGENT_STANDBY_QPS_MAX);
+                g_assert(sb.sends <=
+                             ORCH_AGENT_MAX_PROCESSES * (guint64)ORCH_AGENT_STANDBY_COUNT_MAX &&
+                         sb.receives <=
+                             ORCH_AGENT_MAX_PROCESSES * (guint64)ORCH_AGENT_STANDBY_COUNT_MAX);
+                text = orch_agent_standby_detail(&sb, k);
+                g_assert(sb.used == (*text != '\0'));
+            }
             g_assert((peers ? strlen(peers) : 0) + (refused ? strlen(refused) : 0) < G_MAXSIZE);
 
             /* Touch what the reader built so a bad pointer shows. */

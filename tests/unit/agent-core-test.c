@@ -1650,6 +1650,144 @@ static void test_inventory_peers_refused(void **state)
     assert_int_equal(agent_get_n_procs(f->agent), 0);
 }
 
+/* STATS (issue 30 item 3), parsed alone: six decimal figures, each bounded, no leading zeros,
+ * one word of at most AGENT_STATS_WORD_MAX bytes; the error names the field. */
+static void test_proc_stats_parse(void **state)
+{
+    static const struct {
+        const char *line;
+        const char *needle; /* NULL: parses */
+    } cases[] = {
+        {"STATS 1/2/0/1234/1230/17", NULL},
+        {"STATS 0/0/3/0/0/0", NULL},
+        {"STATS 1/65536/65536/9007199254740991/9007199254740991/600000", NULL}, /* the bounds */
+        {"STATS 2/0/0/0/0/0", "'used'"},                                        /* out of range */
+        {"STATS 1/65537/0/0/0/0", "'switched'"},
+        {"STATS 1/0/65537/0/0/0", "'paused'"},
+        {"STATS 1/0/0/9007199254740992/0/0", "'sends'"}, /* 2^53 */
+        {"STATS 1/0/0/0/9007199254740992/0", "'receives'"},
+        {"STATS 1/0/0/0/0/600001", "'ms'"},
+        {"STATS 1/0/0/18446744073709551616/0/0", "'sends'"}, /* past 64 bits */
+        {"STATS 1/02/0/0/0/0", "'switched'"},                /* leading zeros */
+        {"STATS 00/0/0/0/0/0", "'used'"},
+        {"STATS 1/0/0/0/0/007", "'ms'"},
+        {"STATS 1/-1/0/0/0/0", "'switched'"}, /* malformed */
+        {"STATS 1/+1/0/0/0/0", "'switched'"},
+        {"STATS 1//0/0/0/0", "'switched'"},
+        {"STATS 1/0x1/0/0/0/0", "'switched'"},
+        {"STATS 1/2/0/0/0", "one word"},
+        {"STATS 1/2/0/0/0/0/0", "one word"},
+        {"STATS 1/2/0/0/0/0 x", "one word"},
+        {"STATS", "one word"},
+        {"STATS 1/1/1/0000000000000000000000000000000000000000000000000000000001/1/1",
+         "one word"}, /* too long */
+    };
+
+    (void)state;
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(GError) error = NULL;
+        AgentProcMsg msg;
+        gboolean ok = agent_proc_msg_parse(cases[i].line, strlen(cases[i].line), &msg, &error);
+
+        if (!cases[i].needle) {
+            if (!ok)
+                fail_msg("'%s': %s", cases[i].line, error->message);
+            assert_int_equal(msg.kind, AGENT_MSG_STATS);
+            continue;
+        }
+        if (ok)
+            fail_msg("'%s' parsed", cases[i].line);
+        g_assert_error(error, AGENT_ERROR, AGENT_ERROR_INVALID_PARAMETER);
+        if (!strstr(error->message, cases[i].needle))
+            fail_msg("'%s': %s", cases[i].line, error->message);
+    }
+    {
+        AgentProcMsg msg;
+        const char *line = "STATS 1/2/3/1234/1230/17";
+
+        assert_true(agent_proc_msg_parse(line, strlen(line), &msg, NULL));
+        assert_true(msg.stats.used);
+        assert_int_equal(msg.stats.switched, 2);
+        assert_int_equal(msg.stats.paused, 3);
+        assert_int_equal(msg.stats.sends, 1234);
+        assert_int_equal(msg.stats.recvs, 1230);
+        assert_int_equal(msg.stats.ms, 17);
+    }
+}
+
+/* The "standby" object of @ret's @member entry @i, or NULL. */
+static JsonObject *entry_standby(JsonObject *ret, const char *member, guint i)
+{
+    JsonObject *entry = array_obj(member_array(ret, member), i);
+
+    return json_object_has_member(entry, "standby")
+               ? json_object_get_object_member(entry, "standby")
+               : NULL;
+}
+
+/* @sb (not NULL) is {"used":true,"switched","paused","sends","receives","ms"} with @v */
+static void assert_standby(JsonObject *sb, const gint64 v[5])
+{
+    static const char *const names[] = {"switched", "paused", "sends", "receives", "ms"};
+
+    assert_non_null(sb);
+    assert_true(json_object_get_boolean_member(sb, "used"));
+    for (guint k = 0; k < G_N_ELEMENTS(names); k++)
+        if (json_object_get_int_member(sb, names[k]) != v[k])
+            fail_msg("standby.%s: %" G_GINT64_FORMAT ", not %" G_GINT64_FORMAT, names[k],
+                     json_object_get_int_member(sb, names[k]), v[k]);
+}
+
+/* A process's STATS goes with the answer that follows it, when that answer is the request's:
+ * in the prepare's "quiesced" and the resume's "resumed" entries as "standby". One sent before
+ * the request, or followed by a stale answer, is dropped; a bad one drops the process. */
+static void test_proc_stats(void **state)
+{
+    Fixture *f = *state;
+    int p1 = proc_connect(f, "HELLO 0.1.0 111 threaded rank0\n");
+    int p2 = proc_connect(f, "HELLO 0.1.0 112 threaded rank1\n");
+    g_autoptr(JsonNode) prep = NULL;
+    g_autoptr(JsonNode) res = NULL;
+    JsonObject *ret;
+    guint64 s1, s2;
+
+    proc_send(p2, "STATS 1/9/9/9/9/9\n"); /* before any request: stale */
+    pump(20);
+    host_send(f, "{\"execute\":\"prepare\",\"arguments\":{\"timeout_ms\":3000}}\n");
+    s1 = proc_expect(p1, "QUIESCE");
+    s2 = proc_expect(p2, "QUIESCE");
+    proc_send(p1, "STATS 1/3/1/0/0/42\n");
+    proc_answer(p1, "DONE", s1);
+    proc_send(p2, "STATS 1/8/8/8/8/8\n");
+    proc_answer(p2, "DONE", s2 + 1000); /* not the request's answer: its STATS goes with it */
+    proc_answer(p2, "DONE", s2);
+    prep = host_reply(f, 2000);
+    ret = reply_return(prep);
+    assert_int_equal(json_array_get_length(member_array(ret, "quiesced")), 2);
+    assert_standby(entry_standby(ret, "quiesced", 0), (const gint64[]){3, 1, 0, 0, 42});
+    assert_null(entry_standby(ret, "quiesced", 1));
+
+    host_send(f, "{\"execute\":\"resume\",\"arguments\":{\"timeout_ms\":3000}}\n");
+    s1 = proc_expect(p1, "RESUME");
+    s2 = proc_expect(p2, "RESUME");
+    proc_send(p1, "STATS 1/3/1/9007199254740991/1230/17\n");
+    proc_answer(p1, "DONE", s1);
+    proc_answer(p2, "DONE", s2);
+    res = host_reply(f, 2000);
+    ret = reply_return(res);
+    assert_int_equal(json_array_get_length(member_array(ret, "resumed")), 2);
+    assert_standby(entry_standby(ret, "resumed", 0),
+                   (const gint64[]){3, 1, 9007199254740991, 1230, 17});
+    assert_null(entry_standby(ret, "resumed", 1));
+
+    proc_send(p1, "STATS 1/3/1/0/0/0600\n"); /* hostile: the process is dropped */
+    assert_null(proc_read_line(p1, 1000));
+    close(p1);
+    close(p2);
+    pump(20);
+    assert_int_equal(agent_get_n_procs(f->agent), 0);
+}
+
 static void test_abort(void **state)
 {
     Fixture *f = *state;
@@ -1796,6 +1934,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_protocol_negotiation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_inventory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_inventory_peers_refused, setup, teardown),
+        cmocka_unit_test(test_proc_stats_parse),
+        cmocka_unit_test_setup_teardown(test_proc_stats, setup, teardown),
         cmocka_unit_test_setup_teardown(test_inventory_unregistered, setup, teardown),
         cmocka_unit_test(test_device_users_bounds),
         cmocka_unit_test(test_job_of_pid),

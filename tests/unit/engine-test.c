@@ -80,6 +80,8 @@ typedef struct {
     gboolean defined_source, defined_destination;
     gboolean last_plug_config; /* the last attach on the destination changed the definition */
     const char *processes;     /* the inventory's "processes" (JSON text), NULL: [] */
+    /* the prepare's "quiesced" and the resume's "resumed" (JSON text), NULL: mpi[7] alone */
+    const char *quiesced, *resumed;
     /* The destination's switch-over watch (watch_migrated_in): the fake migration calls it
      * once the domain is on the destination, then takes confirm_ms more to return, as
      * libvirt's Confirm on the source. */
@@ -494,6 +496,9 @@ static void fake_unwatch(OrchVirt *v, guint watch)
     w->in_destroy = NULL;
 }
 
+/* The one process the fake agent quiesces and resumes unless a test says otherwise */
+#define FAKE_AGENT_MPI "[{\"pid\":7,\"name\":\"mpi\",\"mode\":\"lazy\"}]"
+
 /* The fake agent: sync, prepare, resume, per docs/design.md. */
 static void fake_agent_line(FakeWorld *w, FakeChannel *c, const char *line)
 {
@@ -524,9 +529,10 @@ static void fake_agent_line(FakeWorld *w, FakeChannel *c, const char *line)
             g_string_append(c->base.out, "{\"error\":{\"class\":\"Busy\",\"desc\":\"prepared\"}}\n");
         } else {
             w->agent_prepared = TRUE;
-            g_string_append(c->base.out, "{\"return\":{\"state\":\"prepared\",\"quiesced\":"
-                                    "[{\"pid\":7,\"name\":\"mpi\",\"mode\":\"lazy\"}],"
-                                    "\"failed\":[]}}\n");
+            g_string_append_printf(c->base.out,
+                                   "{\"return\":{\"state\":\"prepared\",\"quiesced\":%s,"
+                                   "\"failed\":[]}}\n",
+                                   w->quiesced ? w->quiesced : FAKE_AGENT_MPI);
         }
     } else if ((strstr(line, "\"info\"") || strstr(line, "\"inventory\"")) &&
                w->agent_mode == AGENT_INFO_SILENT) {
@@ -568,9 +574,10 @@ static void fake_agent_line(FakeWorld *w, FakeChannel *c, const char *line)
                                       "\"failed\":[],\"device\":\"\"}}\n");
     } else if (strstr(line, "\"resume\"")) {
         w->agent_prepared = FALSE;
-        g_string_append(c->base.out, "{\"return\":{\"state\":\"running\",\"resumed\":"
-                                "[{\"pid\":7,\"name\":\"mpi\",\"mode\":\"lazy\"}],"
-                                "\"failed\":[],\"device\":\"mlx5_0\"}}\n");
+        g_string_append_printf(c->base.out,
+                               "{\"return\":{\"state\":\"running\",\"resumed\":%s,"
+                               "\"failed\":[],\"device\":\"mlx5_0\"}}\n",
+                               w->resumed ? w->resumed : FAKE_AGENT_MPI);
     } else {
         g_string_append(c->base.out, "{\"error\":{\"class\":\"CommandNotFound\",\"desc\":\"?\"}}\n");
     }
@@ -2314,6 +2321,143 @@ static void test_agent_info_fails(void **state)
     }
 }
 
+/* The phase's object in the report's JSON @json (owned root in *keep). */
+static JsonObject *json_phase(const char *json, const char *name, JsonNode **keep)
+{
+    g_autoptr(GError) error = NULL;
+    JsonArray *phases;
+
+    *keep = json_from_string(json, &error);
+    if (!*keep)
+        fail_msg("report JSON: %s", error->message);
+    phases = json_object_get_array_member(json_node_get_object(*keep), "phases");
+    for (guint i = 0; i < json_array_get_length(phases); i++) {
+        JsonObject *p = json_array_get_object_element(phases, i);
+
+        if (g_str_equal(json_object_get_string_member(p, "name"), name))
+            return p;
+    }
+    fail_msg("no phase '%s' in %s", name, json);
+    return NULL;
+}
+
+/* The "standby" of phase @name in the report's JSON @json has exactly the 3 members @names
+ * with @values. */
+static void assert_phase_standby(const char *json, const char *name, const char *const *names,
+                                 const gint64 *values)
+{
+    g_autoptr(JsonNode) root = NULL;
+    JsonObject *phase = json_phase(json, name, &root);
+    JsonObject *sb;
+
+    assert_true(json_object_has_member(phase, "standby"));
+    sb = json_object_get_object_member(phase, "standby");
+    assert_int_equal(json_object_get_size(sb), 3);
+    for (guint k = 0; k < 3; k++)
+        if (!json_object_has_member(sb, names[k]) ||
+            json_object_get_int_member(sb, names[k]) != values[k])
+            fail_msg("%s: standby.%s is not %" G_GINT64_FORMAT " in %s", name, names[k], values[k],
+                     json);
+}
+
+/* A process record of the fake agent's answers with the standby record "standby":{...} */
+#define SB_PROC(pid, used, sw, pa, se, re, ms)                                                     \
+    "{\"pid\":" pid ",\"name\":\"p" pid "\",\"mode\":\"lazy\",\"standby\":{\"used\":" used         \
+    ",\"switched\":" sw ",\"paused\":" pa ",\"sends\":" se ",\"receives\":" re ",\"ms\":" ms "}}"
+
+/* Three processes, one without a record; two of them at the resume */
+#define SB_THREE_QUIESCED                                                                          \
+    "[" SB_PROC("7", "true", "3", "1", "0", "0", "42") "," SB_PROC(                                \
+        "8", "true", "2", "0", "0", "0", "50") ",{\"pid\":9,\"name\":\"c\",\"mode\":\"lazy\"}]"
+#define SB_TWO_RESUMED                                                                             \
+    "[" SB_PROC("7", "true", "3", "1", "1234", "1230",                                             \
+                "17") "," SB_PROC("8", "true", "2", "0", "9007199254740991", "6", "9") "]"
+
+/* Issue 30 item 3: the processes' "standby" records of the prepare and resume answers, summed,
+ * in the two phases' details and as their JSON "standby" members (the switch: switched, paused,
+ * the longest pause; the switch back: sends, receives, the longest pause). Without records, or
+ * with no process that had a standby device, neither: an older agent reads as before. Records
+ * out of shape or range are left out (said in the detail); the migration goes on. */
+static void test_standby_report(void **state)
+{
+    static const struct {
+        const char *quiesced, *resumed;
+        const char *prepare_detail, *resume_detail; /* NULL: no standby text, no member */
+    } cases[] = {
+        {NULL, NULL, NULL, NULL},
+        {"[" SB_PROC("7", "false", "0", "4", "0", "0", "0") "]",
+         "[" SB_PROC("7", "false", "0", "4", "0", "0", "0") "]", NULL, NULL},
+        {SB_THREE_QUIESCED, SB_TWO_RESUMED,
+         "3 process(es) quiesced: p7[7], p8[8], c[9]; standby: 5 connection(s) switched, 1 "
+         "paused until the resume, switch pause 50 ms",
+         "2 process(es) resumed on mlx5_0; standby: carried 9007199254742225 sends and 1236 "
+         "receives, switch-back pause 17 ms"},
+        {"[" SB_PROC("7", "true", "65537", "1", "0", "0", "4") "]",
+         "[{\"pid\":7,\"name\":\"p7\",\"mode\":\"lazy\",\"standby\":[]}]",
+         "1 process(es) quiesced: p7[7]; standby figures left out: The agent's standby figures "
+         "are malformed: 'switched' of process 0 in 'quiesced'",
+         "1 process(es) resumed on mlx5_0; standby figures left out: The agent's standby figures "
+         "are malformed: 'standby' of process 0 in 'resumed'"},
+        /* a standby device, but the peer could not follow: no switch, no pause of one */
+        {"[" SB_PROC("7", "true", "0", "1", "0", "0", "0") "]",
+         "[" SB_PROC("7", "true", "0", "1", "0", "0", "0") "]",
+         "1 process(es) quiesced: p7[7]; standby: 0 connection(s) switched, 1 paused until the "
+         "resume",
+         "1 process(es) resumed on mlx5_0; standby: carried 0 sends and 0 receives"},
+    };
+
+    (void)state;
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(FakeWorld) w = world_new(TRUE, FALSE);
+        FakeOpen fo = {w, NULL};
+        g_auto(OrchOptions) opts;
+        g_autoptr(OrchReport) report = NULL;
+        g_autoptr(GError) error = NULL;
+        g_autoptr(JsonNode) root = NULL;
+        g_autofree char *json = NULL;
+        const OrchPhaseRecord *prep, *res;
+        JsonObject *phase;
+
+        w->quiesced = cases[i].quiesced;
+        w->resumed = cases[i].resumed;
+        options_for_test(&opts);
+        if (!migrate_on(&opts, &fo, &report, &error))
+            fail_msg("case %zu: %s", i, error->message);
+        prep = &report->phases[ORCH_PHASE_PREPARE];
+        res = &report->phases[ORCH_PHASE_RESUME];
+        json = orch_report_format_json(report, FALSE);
+        if (!cases[i].prepare_detail || strstr(cases[i].prepare_detail, "left out")) {
+            if (!cases[i].prepare_detail) {
+                assert_true(g_str_has_prefix(prep->detail, "1 process(es) quiesced: "));
+                assert_null(strstr(prep->detail, "standby"));
+                assert_string_equal(res->detail, "1 process(es) resumed on mlx5_0");
+            } else {
+                assert_string_equal(prep->detail, cases[i].prepare_detail);
+                assert_string_equal(res->detail, cases[i].resume_detail);
+            }
+            assert_false(prep->standby.used);
+            assert_false(res->standby.used);
+            assert_null(strstr(json, "\"standby\""));
+            continue;
+        }
+        assert_string_equal(prep->detail, cases[i].prepare_detail);
+        assert_string_equal(res->detail, cases[i].resume_detail);
+        if (prep->standby.switched == 0) {
+            assert_phase_standby(json, "prepare", (const char *[]){"switched", "paused", "ms"},
+                                 (const gint64[]){0, 1, 0});
+            assert_phase_standby(json, "resume", (const char *[]){"sends", "receives", "ms"},
+                                 (const gint64[]){0, 0, 0});
+            continue;
+        }
+        assert_phase_standby(json, "prepare", (const char *[]){"switched", "paused", "ms"},
+                             (const gint64[]){5, 1, 50});
+        assert_phase_standby(json, "resume", (const char *[]){"sends", "receives", "ms"},
+                             (const gint64[]){9007199254742225, 1236, 17});
+        phase = json_phase(json, "migrate", &root);
+        assert_false(json_object_has_member(phase, "standby"));
+    }
+}
+
 /* The first handshake's reply comes after an earlier sync's (a retried open: the agent's
  * queued output reaches the new stream): it starts with its own 0xFF and is found, without a
  * second handshake. It was skipped as bad JSON, and the open tried again on a new channel. */
@@ -2854,6 +2998,7 @@ int main(void)
         cmocka_unit_test(test_agent_pipelined),
         cmocka_unit_test(test_agent_info_fails),
         cmocka_unit_test(test_agent_stale_sync),
+        cmocka_unit_test(test_standby_report),
         cmocka_unit_test(test_journal_unsynced_lines_unread),
         cmocka_unit_test(test_identity_from_host_not_guest),
         cmocka_unit_test(test_identity_unknown_to_host),

@@ -288,7 +288,8 @@ static void test_threaded(void **state)
     assert_false(hotmig_client_is_quiesced(f->client));
 }
 
-/* PEER and REFUSED reports: the lines the agent parses; bad arguments refused, nothing sent. */
+/* PEER, REFUSED and STATS reports: the lines the agent parses; bad arguments refused, nothing sent.
+ */
 static void test_reports(void **state)
 {
     Fixture *f = *state;
@@ -324,6 +325,39 @@ static void test_reports(void **state)
     assert_int_equal(hotmig_client_report_refused(f->client, "ibv_reg_dmabuf_mr"), 0);
     read_line(f->conn_fd, line, sizeof(line));
     assert_string_equal(line, "REFUSED ibv_reg_dmabuf_mr");
+
+    /* STATS (issue 30): at its bounds one word the agent parses; past them nothing is sent */
+    {
+        HotmigStandbyStats st = {.used = 1,
+                                 .switched = HOTMIG_STANDBY_QPS_MAX,
+                                 .paused = 0,
+                                 .sends = HOTMIG_STANDBY_COUNT_MAX,
+                                 .recvs = 1230,
+                                 .ms = HOTMIG_STANDBY_MS_MAX};
+        HotmigStandbyStats bad;
+
+        assert_int_equal(hotmig_client_report_standby(f->client, &st), 0);
+        read_line(f->conn_fd, line, sizeof(line));
+        assert_string_equal(line, "STATS 1/65536/0/9007199254740991/1230/600000");
+        assert_int_equal(hotmig_client_report_standby(NULL, &st), -EINVAL);
+        assert_int_equal(hotmig_client_report_standby(f->client, NULL), -EINVAL);
+        bad = st;
+        bad.used = 2;
+        assert_int_equal(hotmig_client_report_standby(f->client, &bad), -EINVAL);
+        bad = st;
+        bad.paused = HOTMIG_STANDBY_QPS_MAX + 1;
+        assert_int_equal(hotmig_client_report_standby(f->client, &bad), -EINVAL);
+        bad = st;
+        bad.recvs = HOTMIG_STANDBY_COUNT_MAX + 1;
+        assert_int_equal(hotmig_client_report_standby(f->client, &bad), -EINVAL);
+        bad = st;
+        bad.ms = HOTMIG_STANDBY_MS_MAX + 1;
+        assert_int_equal(hotmig_client_report_standby(f->client, &bad), -EINVAL);
+        st = (HotmigStandbyStats){0};
+        assert_int_equal(hotmig_client_report_standby(f->client, &st), 0);
+        read_line(f->conn_fd, line, sizeof(line));
+        assert_string_equal(line, "STATS 0/0/0/0/0/0");
+    }
 }
 
 static void test_threaded_agent_gone(void **state)
