@@ -32,13 +32,6 @@ static void hv_gid_hex(const uint8_t gid[16], char out[33])
         snprintf(out + 2 * i, 3, "%02x", gid[i]);
 }
 
-/* @from (the sender's GID, from its authenticated frame) is the peer @qp is connected to: the
- * destination GID its RTR recorded. */
-static int hv_from_peer(const HvQp *qp, const uint8_t from[16])
-{
-    /* the peer's port GID recorded at RTR: a GRH's, or the directory's for a LID (IB) */
-    return qp->peer_known && memcmp(qp->peer_gid.raw, from, 16) == 0;
-}
 
 /* A UD peer of this process: a GID one of its UD QPs sent to (hv.lock not held). */
 static int hv_ud_peer_known(const uint8_t gid[16])
@@ -167,7 +160,7 @@ static int hv_on_suspend(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvMsg
     int r;
 
     hv_gid_hex(from, g);
-    if (!qp || !hv_qp_connected(qp) || qp->peer_vqpn != m->sender || !hv_from_peer(qp, from))
+    if (!qp || !hv_qp_connected(qp) || qp->peer_vqpn != m->sender || !hv_qp_from(qp, from))
         return hv_refuse(rep, ENOENT, "SUSPEND: QP %u is not connected to QP %u at GID %s",
                          m->target, m->sender, g);
     pthread_mutex_lock(&qp->lock);
@@ -314,7 +307,7 @@ static int hv_on_reconnect(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvC
 
     hv_gid_hex(from, g);
     /* only the peer it is connected to, to its own (authenticated) address */
-    if (!qp || !qp->m_rtr || !qp->m_init || qp->peer_vqpn != m->sender || !hv_from_peer(qp, from) ||
+    if (!qp || !qp->m_rtr || !qp->m_init || qp->peer_vqpn != m->sender || !hv_qp_from(qp, from) ||
         memcmp(m->gid, from, 16)) {
         return hv_refuse(rep, ENOENT, "RECONNECT: QP %u is not connected to QP %u at GID %s",
                          m->target, m->sender, g);
@@ -356,6 +349,8 @@ static int hv_on_reconnect(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvC
                  strerror(r < 0 ? -r : r));
     }
     pthread_mutex_unlock(&qp->lock);
+    if (ctx && !r)
+        hv_sb_loop_back(ctx); /* the moving peer's last QP back: the loopback QPs come too */
     if (ctx) {
         pthread_mutex_lock(&hv.lock);
         hv_srq_gather(ctx);      /* an SRQ's last QP back: its receives follow */
@@ -403,27 +398,13 @@ static int hv_switch_apply(HvQp *qp, HvContext *ctx, const HvMsg *m, HvMsg *rep)
     return 0;
 }
 
-/* A QP that shares @qp's SRQ and stays on this device while the peer at @from moves (its own
- * peer is elsewhere: another guest, or this process, UCX's loopback endpoint), or NULL. Its
- * receives could not follow @qp: a receive posted on the SRQ cannot be taken back, and only
- * the program's new ones would reach the standby device, which it posts as this side's
- * completions come (docs/design.md "Standby path"). hv.lock held. */
-static const HvQp *hv_srq_keeps(const HvContext *ctx, const HvQp *qp, const uint8_t from[16])
-{
-    if (!qp->srq)
-        return NULL;
-    for (const HvQp *o = ctx->qps; o; o = o->next)
-        if (o != qp && o->srq == qp->srq && !o->on_sb && !hv_from_peer(o, from))
-            return o;
-    return NULL;
-}
-
 /* SWITCH: the connected peer moves and runs the connection over its standby device until it
  * is back; this end follows it onto ours (a soft-RoCE device on the control NIC, the agent's
  * lease), the process's other connections staying where they are (an SRQ gets a twin there,
- * hv-standby.c). A QP that cannot (a UD QP, one whose SRQ serves a connection that stays
- * here, this process moving too, no standby device here) is refused: the mover keeps it
- * paused, as without the standby path. */
+ * hv-standby.c; the loopback QPs that share its SRQ follow it, hv-sbloop.c). A QP that cannot
+ * (a UD QP, one whose SRQ serves a connection to elsewhere that stays here, this process
+ * moving too, no standby device here) is refused: the mover keeps it paused, as without the
+ * standby path. */
 static int hv_on_switch(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvContext *ctx,
                         HvMsg *rep)
 {
@@ -434,16 +415,14 @@ static int hv_on_switch(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvCont
 
     hv_gid_hex(from, g);
     if (!qp || !ctx || !qp->m_rtr || !qp->m_init || qp->peer_vqpn != m->sender ||
-        !hv_from_peer(qp, from))
+        !hv_qp_from(qp, from))
         return hv_refuse(rep, ENOENT, "SWITCH: QP %u is not connected to QP %u at GID %s",
                          m->target, m->sender, g);
     if (qp->init.qp_type != IBV_QPT_RC && qp->init.qp_type != IBV_QPT_UC)
         return hv_refuse(rep, EOPNOTSUPP,
                          "SWITCH: QP %u is not RC or UC: it stays paused while its peer moves",
                          m->target);
-    pthread_mutex_lock(&hv.lock);
-    keeps = hv_srq_keeps(ctx, qp, from);
-    pthread_mutex_unlock(&hv.lock);
+    keeps = hv_sb_loop_keeps(ctx, qp, from);
     if (keeps)
         return hv_refuse(rep, EOPNOTSUPP,
                          "SWITCH: QP %u shares its receive queue with QP %u, which stays on this "
@@ -459,6 +438,16 @@ static int hv_on_switch(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvCont
         rep->type = HV_MSG_ERROR;
         snprintf(rep->text, sizeof(rep->text), "SWITCH: QP %u: %s", m->target,
                  swapping ? "this process moves too" : strerror(r));
+        hv_log("QP %u stays paused while its peer moves: %s", m->target, rep->text);
+        return -r;
+    }
+    /* its SRQ's loopback QPs first (both ends ours): then no QP of it stays here */
+    r = hv_sb_loop_follow(ctx, qp, from, &keeps);
+    if (r) {
+        rep->type = HV_MSG_ERROR;
+        snprintf(rep->text, sizeof(rep->text),
+                 "SWITCH: QP %u: the loopback QPs sharing its receive queue cannot follow: %s",
+                 m->target, keeps ? "one of them changed" : strerror(r));
         hv_log("QP %u stays paused while its peer moves: %s", m->target, rep->text);
         return -r;
     }
@@ -492,7 +481,7 @@ static int hv_on_keymap(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvMsg 
     char g[33];
 
     hv_gid_hex(from, g);
-    if (!qp || !hv_qp_connected(qp) || qp->peer_vqpn != m->sender || !hv_from_peer(qp, from) ||
+    if (!qp || !hv_qp_connected(qp) || qp->peer_vqpn != m->sender || !hv_qp_from(qp, from) ||
         m->nkeys > HV_PROTO_KEYS_MAX)
         return hv_refuse(rep, ENOENT, "KEYMAP: QP %u is not connected to QP %u at GID %s",
                          m->target, m->sender, g);
@@ -525,7 +514,7 @@ static int hv_on_lookup(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvCont
      * the peer it is connected to */
     hv_gid_hex(from, g);
     if (hv_qp_connected(qp) &&
-        (qp->peer_vqpn != m->sender || !hv_from_peer(qp, from) || memcmp(m->gid, from, 16)))
+        (qp->peer_vqpn != m->sender || !hv_qp_from(qp, from) || memcmp(m->gid, from, 16)))
         return hv_refuse(rep, EPERM, "LOOKUP: QP %u is connected, not to QP %u at GID %s",
                          m->target, m->sender, g);
     pthread_mutex_lock(&hv.lock);

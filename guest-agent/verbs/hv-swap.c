@@ -154,6 +154,7 @@ static void hv_destroy_phys(HvContext *ctx)
         /* on the standby device for a moving peer and now moving too: made again with the
          * rest, on the device this process goes to */
         qp->on_sb = 0;
+        qp->sb_loop = 0;
         pthread_mutex_unlock(&qp->lock);
     }
     hv_sb_close_unused(ctx); /* the SRQs' twins' receives recorded for the rebuild */

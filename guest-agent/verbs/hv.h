@@ -289,6 +289,7 @@ typedef struct HvQp {
     union ibv_gid own_gid; /* the mover's: its port GID on the VF, its identity while away */
     int own_known;
     int switched;        /* the mover's side: connected over the standby devices (SWITCH) */
+    int sb_loop;         /* a loopback QP that followed its SRQ there (hv-sbloop.c) */
     uint64_t sb_sends, sb_recvs;
     struct HvQp *next;
 } HvQp;
@@ -720,6 +721,16 @@ int hv_quiesce(void *opaque);
 int hv_resume(const char *device, void *opaque);
 /* @qp's own address on its current device: the GID at its RTR sgid_index, the port's LID. */
 int hv_own_addr(HvQp *qp, union ibv_gid *gid, uint16_t *lid);
+/* hv-sbloop.c: a peer's loopback QPs sharing an SRQ with a QP that switches for its moving
+ * peer at @from follow it onto the standby device, both ends (hv.lock not held) */
+int hv_qp_from(const HvQp *qp, const uint8_t from[16]); /* @from is @qp's connected peer */
+/* a QP of @qp's SRQ that stays and cannot follow (its peer elsewhere, not connected), or NULL */
+const HvQp *hv_sb_loop_keeps(HvContext *ctx, const HvQp *qp, const uint8_t from[16]);
+/* they follow (paused, drained, moved, reconnected to each other): 0, EOPNOTSUPP with *keeps
+ * (one that cannot), or an errno (those moved stay paused, logged) */
+int hv_sb_loop_follow(HvContext *ctx, const HvQp *qp, const uint8_t from[16], const HvQp **keeps);
+/* once no QP of @ctx for a moving peer is left on the standby device: they come back */
+void hv_sb_loop_back(HvContext *ctx);
 /* Waits until @qp's sends completed (and, when @want_recv, @want_recv receives did). */
 int hv_qp_drain(HvQp *qp, uint64_t want_recv, int64_t deadline);
 int hv_repost(HvRecvFifo *f, HvQp *qp, HvSrq *srq); /* recorded receives on the new device */

@@ -118,6 +118,10 @@ set_tests_properties(e2e-mpi-up PROPERTIES FIXTURES_REQUIRED lab FIXTURES_SETUP 
 set_tests_properties(e2e-mpi-down PROPERTIES FIXTURES_REQUIRED lab FIXTURES_CLEANUP mpi TIMEOUT 120)
 hm_add_e2e_mpi(e2e-mpi-openmpi MPI=openmpi)
 hm_add_e2e_mpi(e2e-mpi-mpich MPI=mpich)
+# The standby path under a real MPI job (issue 30): the 2-rank Open MPI case, both agents with
+# --standby: the mover's rank runs over the standby device, the peer's follows (its loopback
+# QPs too: UCX's rc_verbs SRQ serves them, hv-sbloop.c).
+hm_add_e2e_mpi(e2e-standby-mpi MPI=openmpi STANDBY=1)
 hm_add_e2e_mpi(e2e-mpi-both-move MPI=openmpi BOTH=1)
 hm_add_e2e_mpi(e2e-mpi-drain MPI=openmpi DRAIN=1)
 set_tests_properties(e2e-mpi-drain PROPERTIES DEPENDS "e2e-mpi-openmpi;e2e-mpi-mpich;e2e-mpi-both-move")
