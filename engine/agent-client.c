@@ -829,7 +829,7 @@ char *orch_agent_standby_detail(const OrchStandbyFigures *figures, gboolean back
             ? g_strdup_printf(", %s pause %u ms", back ? "switch-back" : "switch", figures->ms)
             : g_strdup("");
 
-    if (!figures->used)
+    if (!figures->used || (back && !figures->switched)) /* nothing ran there: nothing to say */
         return g_strdup("");
     if (back)
         return g_strdup_printf("; standby: carried %" G_GUINT64_FORMAT " sends and "

@@ -1040,11 +1040,13 @@ static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
     else
         standby = g_strdup_printf("; standby figures left out: %s", sb_error->message);
     m->report->phases[ORCH_PHASE_PREPARE].standby = figures;
+    /* the device the agent made; the figures, when the processes gave them, say what ran
+     * there (none of them may have: the peers could not follow) */
     *ret_detail = g_strdup_printf(
         "%u process(es) quiesced%s%s%s%s%s", n_quiesced, n_quiesced ? ": " : "", quiesced,
-        orch_json_get_string(ret, "standby") ? "; their connections run over the standby "
-                                               "device "
-                                             : "",
+        !orch_json_get_string(ret, "standby") ? ""
+        : figures.used                        ? "; standby device "
+                                              : "; their connections run over the standby device ",
         orch_json_get_string(ret, "standby") ? orch_json_get_string(ret, "standby") : "", standby);
     return TRUE;
 }
