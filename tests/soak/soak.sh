@@ -502,13 +502,23 @@ balance_run() {
         }
         setup_moves=1
     fi
-    "$migrate_vm" plan balance --socket "${sock[B]}" --min-stay 0 --json >"$tmp/plan.json" 2>"$tmp/plan.err" || {
-        rc=$?
-        path_error="B's hotmigd made no balance plan (exit $rc): $(tail -n 2 "$tmp/plan.err")"
-        return
-    }
-    n=$(jq '.migrations | length' "$tmp/plan.json")
-    log "step $step: balance plan: $(jq -c '[.migrations[] | "\(.vm) \(.from)->\(.to)"]' "$tmp/plan.json")"
+    # The planner weighs each VM by the CPU it used between the inventory's two samples: a VM
+    # whose workload was still reconnecting after the step before (a move under loss) used
+    # next to none, and moving either VM of the pair then gains nothing, so the plan is empty
+    # (seen in CI, seed 8 step 6, after step 5's move under 2.6% loss). Asked again twice,
+    # 5 s apart; an empty plan after that is the failure it always was.
+    for try in 1 2 3; do
+        "$migrate_vm" plan balance --socket "${sock[B]}" --min-stay 0 --json >"$tmp/plan.json" 2>"$tmp/plan.err" || {
+            rc=$?
+            path_error="B's hotmigd made no balance plan (exit $rc): $(tail -n 2 "$tmp/plan.err")"
+            return
+        }
+        n=$(jq '.migrations | length' "$tmp/plan.json")
+        log "step $step: balance plan: $(jq -c '[.migrations[] | "\(.vm) \(.from)->\(.to)"]' "$tmp/plan.json")"
+        ((n == 0 && ${#stale[@]} == 0 && try < 3)) || break
+        log "step $step: an empty plan for two VMs on one host: asked again in 5 s (try $try of 3)"
+        sleep 5
+    done
     if ((n == 0)); then
         # A stale lease (see pool_check) counts its VF as used in the plan's inventory: with
         # one, an empty plan is that finding (counted as balance_stale), else a failure.
@@ -577,14 +587,14 @@ alert_run() {
     mark=$(stat -c %s "$hmlog")
     alert_post "$here" firing || { rc=1; return; }
     for i in $(seq 1 100); do
-        id=$(tail -c "+$((mark + 1))" "$hmlog" | sed -n "s/.*Evacuation \([^ ]*\) of host '$here' started.*/\1/p" | head -n 1)
+        id=$(tail -c "+$((mark + 1))" "$hmlog" | sed -n "s/.*Evacuation \([^ ]*\) of host '$here' started.*/\1/p" | head -n 1 || true)
         [ -n "$id" ] && break
         tail -c "+$((mark + 1))" "$hmlog" | grep -q "Cannot evacuate host '$here'" && break
         sleep 0.2
     done
     if [ -z "$id" ]; then
         rc=1
-        path_error="$here's hotmigd started no evacuation: $(tail -c "+$((mark + 1))" "$hmlog" | grep -iE 'alert|evacuat' | tail -n 3)"
+        path_error="$here's hotmigd started no evacuation: $(tail -c "+$((mark + 1))" "$hmlog" | grep -iE 'alert|evacuat' | tail -n 3 || true)"
     else
         schedule_wait "${sock[$here]}" "$id" "$json"
         jq -e '.return.ok' "$json" >/dev/null 2>&1 || {
@@ -781,7 +791,9 @@ run_step() {
     # What each fault must end in, where that is known; without a fault, each path's own end.
     if [ "$fault" = none ] && ((stale_refused == 0)); then
         if ((rc != 0)) || [ -n "$path_error" ]; then
-            cat "$err" "$tmp/err2" 2>/dev/null | tail -n 30 >&2
+            # (a path that ran no migrate-vm has neither file: under pipefail a failed cat
+            # ended the run here, before its breach line: CI, seed 8 step 6)
+            { cat "$err" "$tmp/err2" 2>/dev/null || true; } | tail -n 30 >&2
             breach "a step without a fault failed (exit $rc): ${path_error:-$g on $end}"
         fi
         case $via in
