@@ -14,6 +14,7 @@
 # the move over its time without against 1 + pause / job time.
 # Needs the fixtures lab and mpi (tests/e2e/e2e.cmake).
 source "$(dirname "$0")/../e2e/lib.sh"
+source "$(dirname "$0")/../e2e/verbs-lib.sh"
 rounds=${ROUNDS:-1}
 mpi=${MPI:-openmpi}
 standby=${STANDBY:-1}
@@ -66,22 +67,8 @@ moved_job() {
 }
 
 # The standby path: both agents with --standby on their control NIC (restored at the end).
-restore=()
-restore_agents() {
-    local gi
-    for gi in "${restore[@]}"; do
-        vagent_restart "${gi%% *}" --peer-listen "${gi#* }:7475" || true
-    done
-}
-trap 'restore_agents; cleanup; rm -rf "$tmp"' EXIT
-if [ "$standby" = 1 ]; then
-    source "$(dirname "$0")/../e2e/verbs-lib.sh"
-    for g in "${guests[@]}"; do
-        read -r ifc ip <<<"$(vctl "$g")"
-        restore+=("$g $ip")
-        vagent_restart "$g" --peer-listen "$ip:7475" --standby "$ifc"
-    done
-fi
+trap 'vagents_restore; cleanup; rm -rf "$tmp"' EXIT
+[ "$standby" = 0 ] || vagents_standby "${guests[@]}"
 
 place mpi-g1 A
 place mpi-g3 B

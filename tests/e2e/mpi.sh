@@ -69,15 +69,9 @@ for gh in "${fixture[@]}"; do
 done
 keep_guests=1
 tmp=$(mktemp -d)
-restore=()
+source "$(dirname "$0")/verbs-lib.sh"
 # the agents as the guest's init starts them (STANDBY=1 restarted them with --standby)
-restore_agents() {
-    local gi
-    for gi in "${restore[@]}"; do
-        vagent_restart "${gi%% *}" --peer-listen "${gi#* }:7475" || true
-    done
-}
-trap 'restore_agents; cleanup; rm -rf "$tmp"' EXIT
+trap 'vagents_restore; cleanup; rm -rf "$tmp"' EXIT
 
 if [ "$phase" = down ]; then
     keep_guests=0
@@ -166,12 +160,7 @@ if [ "$drain" = 1 ]; then
 fi
 if [ "$standby" = 1 ]; then
     [ "$drain" = 0 ] || fail "STANDBY=1 runs the 2-rank cases only"
-    source "$(dirname "$0")/verbs-lib.sh"
-    for g in "${names[@]}"; do
-        read -r ifc ip <<<"$(vctl "$g")"
-        restore+=("$g $ip")
-        vagent_restart "$g" --peer-listen "$ip:7475" --standby "$ifc"
-    done
+    vagents_standby "${names[@]}"
 fi
 glist=$(IFS=,; echo "${names[*]}")
 launcher=${names[0]}

@@ -32,10 +32,8 @@ si=$("$lab" index "$s")
 # both agents again with --standby on their control NIC
 for g in "$s" "$c"; do
     "$lab" wait "$g" 'agent started' --timeout 300 >/dev/null || fail "$g: no agent"
-    read -r ifc ip <<<"$(vctl "$g")"
-    [ -n "$ip" ] || fail "$g: no control NIC"
-    vagent_restart "$g" --peer-listen "$ip:7475" --standby "$ifc"
 done
+vagents_standby "$s" "$c"
 gid_s=$(vgid "$s")
 [ -n "$gid_s" ] || fail "$s printed no GID index"
 env_s=$(venv "$c")

@@ -151,6 +151,26 @@ vagent_restart() {
         fail "$g: the agent did not start with $*"
 }
 
+# vagents_standby GUEST...: each guest's agent again with --standby on its control NIC (issue
+# 30), recorded in vagents_restored; vagents_restore starts them as the guest's init does
+# (--peer-listen on the control address; call it from the EXIT trap).
+vagents_restored=()
+vagents_standby() {
+    local g ifc ip
+    for g in "$@"; do
+        read -r ifc ip <<<"$(vctl "$g")"
+        [ -n "$ip" ] || fail "$g: no control NIC"
+        vagents_restored+=("$g $ip")
+        vagent_restart "$g" --peer-listen "$ip:7475" --standby "$ifc"
+    done
+}
+vagents_restore() {
+    local gi
+    for gi in "${vagents_restored[@]}"; do
+        vagent_restart "${gi%% *}" --peer-listen "${gi#* }:7475" || true
+    done
+}
+
 # vctl GUEST: its control NIC's name and IPv4 address (hm.ctl_mac's, hm.ctl_ip's), one line
 vctl() {
     local ifc ip
