@@ -49,7 +49,7 @@ move_figures() {
 
 # moved_job NAME [MIGRATE-VM OPTION...]: the job with one move of mpi-g1 A->B once its first
 # test printed; sets mig (its seconds), total, down, blackout (move_figures), paused (each
-# rank's "pid:ms" pause lines) and pmax (the largest of them)
+# rank's "pid:ms" pause lines) and pmax (the largest rank's pause in the move)
 moved_job() {
     local name=$1 since
     shift
@@ -63,7 +63,9 @@ moved_job() {
     read -r total down blackout <<<"$(move_figures "$tmp/ab.json")"
     paused=$(sed -n 's/^hotmig-verbs\[\([0-9]*\)\]: .*sends were paused for \([0-9]*\) ms.*/\1:\2/p' \
         "$tmp/mig.out" | tr '\n' ' ')
-    pmax=$(tr ' ' '\n' <<<"$paused" | awk -F: 'NF == 2 && $2 > m { m = $2 } END { print m + 0 }')
+    # a rank's pause in this move: its lines' sum (over the standby path, the switch and the
+    # switch back; without it, one line from the quiesce to the resume)
+    pmax=$(tr ' ' '\n' <<<"$paused" | awk -F: 'NF == 2 { t[$1] += $2 } END { for (r in t) if (t[r] > m) m = t[r]; print m + 0 }')
 }
 
 # The standby path: both agents with --standby on their control NIC (restored at the end).
