@@ -319,10 +319,7 @@ static int hv_on_reconnect(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvC
     drives = qp->phys && hv_own_addr(qp, &own, &own_lid) == 0 &&
              hv_drives(own.raw, qp->pub.qp_num, m->gid, m->sender);
     /* completions still in the CQs account for their receives before the queue is reset */
-    if (qp->scq)
-        hv_cq_pull(qp->scq);
-    if (qp->rcq)
-        hv_cq_pull(qp->rcq);
+    hv_qp_cqs_pull(qp);
     r = hv_reconnect_verdict_locked(qp, swapping, drives, &verdict);
     if (r) {
         rep->type = HV_MSG_ERROR;
@@ -452,10 +449,7 @@ static int hv_on_switch(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvCont
         return -r;
     }
     /* what the CQs hold accounts for its receives before they are re-posted there */
-    if (qp->scq)
-        hv_cq_pull(qp->scq);
-    if (qp->rcq && qp->rcq != qp->scq)
-        hv_cq_pull(qp->rcq);
+    hv_qp_cqs_pull(qp);
     pthread_mutex_lock(&qp->lock);
     r = hv_switch_apply(qp, ctx, m, rep);
     pthread_mutex_unlock(&qp->lock);

@@ -1,5 +1,5 @@
 /* libhotmig-verbs, translation layer: loopback connections: a QP whose peer is a QP of this
- * process (pure). */
+ * process; whether a peer request comes from a QP's connected peer (pure). */
 #include "hv.h"
 
 #include <errno.h>
@@ -20,6 +20,12 @@ int hv_peer_is_local(const HvQp *qp, const HvQp *peer, const union ibv_gid *own_
     if (qp->a_rtr.ah_attr.is_global)
         return own_gid && memcmp(qp->a_rtr.ah_attr.grh.dgid.raw, own_gid->raw, 16) == 0;
     return qp->a_rtr.ah_attr.dlid == own_lid;
+}
+
+int hv_qp_from(const HvQp *qp, const uint8_t from[16])
+{
+    /* the peer's port GID recorded at RTR: a GRH's, or the directory's for a LID (IB) */
+    return qp->peer_known && memcmp(qp->peer_gid.raw, from, 16) == 0;
 }
 
 void hv_local_rtr(const HvQp *qp, uint32_t peer_pqpn, const union ibv_gid *gid, uint16_t lid,

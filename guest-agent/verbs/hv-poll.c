@@ -102,6 +102,14 @@ int hv_poll_into(HvCq *cq, int n, struct ibv_wc *wc)
     return r;
 }
 
+void hv_qp_cqs_pull(HvQp *qp)
+{
+    if (qp->scq)
+        hv_cq_pull(qp->scq);
+    if (qp->rcq && qp->rcq != qp->scq)
+        hv_cq_pull(qp->rcq);
+}
+
 /* Moves what the physical CQ holds into the shadow buffer (drain, reset). Returns how many
  * completions were moved or a negative errno. */
 int hv_cq_pull(HvCq *cq)

@@ -18,14 +18,6 @@ typedef struct {
     size_t n;
 } HvSbLoop;
 
-/* @from (the sender's GID, from its authenticated frame) is the peer @qp is connected to: the
- * destination GID its RTR recorded. */
-int hv_qp_from(const HvQp *qp, const uint8_t from[16])
-{
-    /* the peer's port GID recorded at RTR: a GRH's, or the directory's for a LID (IB) */
-    return qp->peer_known && memcmp(qp->peer_gid.raw, from, 16) == 0;
-}
-
 static size_t hv_sbl_index(const HvSbLoop *l, const HvQp *qp)
 {
     for (size_t i = 0; i < l->n; i++)
@@ -45,7 +37,7 @@ static size_t hv_sbl_add(HvSbLoop *l, HvContext *ctx, HvQp *qp)
     atomic_fetch_add(&qp->refs, 1); /* under ctx->lock, as hv_qp_hold */
     pthread_mutex_unlock(&ctx->lock);
     l->qp[l->n] = qp;
-    l->psn[l->n] = (uint32_t)(hv_now_ms() * 2654435761u + qp->pub.qp_num * 40503u) & 0xffffff;
+    l->psn[l->n] = hv_psn();
     return l->n++;
 }
 
@@ -136,10 +128,7 @@ static int hv_sbl_move(HvQp *qp, int to_sb)
 {
     int r = 0;
 
-    if (qp->scq)
-        hv_cq_pull(qp->scq);
-    if (qp->rcq && qp->rcq != qp->scq)
-        hv_cq_pull(qp->rcq);
+    hv_qp_cqs_pull(qp);
     if (to_sb) {
         pthread_mutex_lock(&hv.lock);
         r = hv_sb_prepare(qp);
@@ -179,15 +168,7 @@ static int hv_sbl_connect(HvSbLoop *l, size_t i, int to_sb, const union ibv_gid 
     if (!r) {
         qp->peer_pqpn = other->phys->qp_num;
         qp->sb_loop = to_sb;
-        hv_map_clear(&qp->peer_rkeys);
-        pthread_mutex_lock(&ctx->lock);
-        for (HvMr *mr = ctx->mrs; mr; mr = mr->next) {
-            struct ibv_mr *on = to_sb ? mr->sb : mr->phys;
-
-            if (on && mr->pub.rkey != on->rkey)
-                hv_map_put(&qp->peer_rkeys, mr->pub.rkey, on->rkey);
-        }
-        pthread_mutex_unlock(&ctx->lock);
+        hv_local_rkeys(qp, ctx, to_sb);
     }
     pthread_mutex_unlock(&qp->lock);
     return r;

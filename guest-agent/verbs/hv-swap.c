@@ -27,7 +27,7 @@ typedef struct {
     int was_switched; /* it ran on the standby device during this move */
 } HvSwapQp;
 
-static uint32_t hv_psn(void)
+uint32_t hv_psn(void)
 {
     uint32_t v = 0;
 
@@ -138,10 +138,7 @@ static void hv_standby_enter(void);
 static void hv_destroy_phys(HvContext *ctx)
 {
     for (HvQp *qp = ctx->qps; qp; qp = qp->next) {
-        if (qp->scq)
-            hv_cq_pull(qp->scq);
-        if (qp->rcq)
-            hv_cq_pull(qp->rcq);
+        hv_qp_cqs_pull(qp);
         pthread_mutex_lock(&qp->lock);
         if (qp->phys) {
             pthread_mutex_lock(&ctx->lock);
@@ -490,6 +487,19 @@ static int hv_rebuild(HvContext *ctx, const char *name)
     return 0;
 }
 
+void hv_local_rkeys(HvQp *qp, HvContext *pctx, int sb)
+{
+    hv_map_clear(&qp->peer_rkeys);
+    pthread_mutex_lock(&pctx->lock);
+    for (HvMr *mr = pctx->mrs; mr; mr = mr->next) {
+        struct ibv_mr *on = sb ? mr->sb : mr->phys;
+
+        if (on && mr->pub.rkey != on->rkey)
+            hv_map_put(&qp->peer_rkeys, mr->pub.rkey, on->rkey);
+    }
+    pthread_mutex_unlock(&pctx->lock);
+}
+
 /* A peer QP in this process (s->local): straight to it, both ends replaying their PSNs. */
 static int hv_reconnect_local(HvSwapQp *s)
 {
@@ -519,12 +529,7 @@ static int hv_reconnect_local(HvSwapQp *s)
     qp->peer_pqpn = peer->phys->qp_num;
     qp->a_rtr.ah_attr = a.ah_attr;
     qp->state = qp->m_rts ? IBV_QPS_RTS : IBV_QPS_RTR;
-    hv_map_clear(&qp->peer_rkeys);
-    pthread_mutex_lock(&pctx->lock);
-    for (HvMr *mr = pctx->mrs; mr; mr = mr->next)
-        if (mr->phys && mr->pub.rkey != mr->phys->rkey)
-            hv_map_put(&qp->peer_rkeys, mr->pub.rkey, mr->phys->rkey);
-    pthread_mutex_unlock(&pctx->lock);
+    hv_local_rkeys(qp, pctx, 0);
     pthread_mutex_unlock(&qp->lock);
     hv_debug("QP %u reconnected to its local peer QP %u (physical %u)", qp->pub.qp_num,
              peer->pub.qp_num, peer->phys->qp_num);

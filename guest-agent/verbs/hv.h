@@ -466,6 +466,9 @@ int hv_peer_is_local(const HvQp *qp, const HvQp *peer, const union ibv_gid *own_
  * the QP has a GRH, its LID (when known) whether or not. */
 void hv_local_rtr(const HvQp *qp, uint32_t peer_pqpn, const union ibv_gid *gid, uint16_t lid,
                   struct ibv_qp_attr *a);
+/* @from (a peer request's sender GID, from its authenticated frame) is the peer @qp is
+ * connected to: the destination GID its RTR recorded. */
+int hv_qp_from(const HvQp *qp, const uint8_t from[16]);
 /* An address handle's @attr to @peer aimed at this port's address now (@own_gid, @own_lid)
  * when @peer is this port (UCX's UD endpoint to its own interface): 1 when it is. */
 int hv_ah_local_fix(struct ibv_ah_attr *attr, const union ibv_gid *peer,
@@ -610,6 +613,7 @@ int hv_ud_held(HvQp *qp);          /* 1 while its UD sends are held */
 /* ---- hv-poll.c: completions ---------------------------------------------------------------- */
 int hv_poll_into(HvCq *cq, int n, struct ibv_wc *wc); /* CQ lock held: physical poll + fixups */
 int hv_cq_pull(HvCq *cq);                             /* drain helper: physical -> buffer */
+void hv_qp_cqs_pull(HvQp *qp); /* hv_cq_pull() of @qp's send CQ and receive CQ, each once */
 void hv_chan_signal(HvChan *ch, HvCq *cq);
 void hv_wake_cqs(HvContext *ctx, int all_armed); /* hv.lock held */
 
@@ -721,9 +725,13 @@ int hv_quiesce(void *opaque);
 int hv_resume(const char *device, void *opaque);
 /* @qp's own address on its current device: the GID at its RTR sgid_index, the port's LID. */
 int hv_own_addr(HvQp *qp, union ibv_gid *gid, uint16_t *lid);
+/* A random 24-bit PSN for a QP's new connection */
+uint32_t hv_psn(void);
+/* @qp's map of its local peer's rkeys (@pctx's MRs): the virtual rkey -> the physical one on
+ * the own device, or (@sb) on the standby device. qp->lock held. */
+void hv_local_rkeys(HvQp *qp, HvContext *pctx, int sb);
 /* hv-sbloop.c: a peer's loopback QPs sharing an SRQ with a QP that switches for its moving
  * peer at @from follow it onto the standby device, both ends (hv.lock not held) */
-int hv_qp_from(const HvQp *qp, const uint8_t from[16]); /* @from is @qp's connected peer */
 /* a QP of @qp's SRQ that stays and cannot follow (its peer elsewhere, not connected), or NULL */
 const HvQp *hv_sb_loop_keeps(HvContext *ctx, const HvQp *qp, const uint8_t from[16]);
 /* they follow (paused, drained, moved, reconnected to each other): 0, EOPNOTSUPP with *keeps
