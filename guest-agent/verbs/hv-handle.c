@@ -405,7 +405,7 @@ static int hv_switch_apply(HvQp *qp, HvContext *ctx, const HvMsg *m, HvMsg *rep)
 static int hv_on_switch(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvContext *ctx,
                         HvMsg *rep)
 {
-    int64_t t0 = hv_now_ms();
+    int64_t t0 = hv_now_ms(), t_twins, t_loop;
     const HvQp *keeps;
     int r, swapping;
     char g[33];
@@ -431,6 +431,7 @@ static int hv_on_switch(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvCont
     if (!r)
         r = hv_sb_prepare(qp);
     pthread_mutex_unlock(&hv.lock);
+    t_twins = hv_now_ms();
     if (r) {
         rep->type = HV_MSG_ERROR;
         snprintf(rep->text, sizeof(rep->text), "SWITCH: QP %u: %s", m->target,
@@ -448,6 +449,7 @@ static int hv_on_switch(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvCont
         hv_log("QP %u stays paused while its peer moves: %s", m->target, rep->text);
         return -r;
     }
+    t_loop = hv_now_ms();
     /* what the CQs hold accounts for its receives before they are re-posted there */
     hv_qp_cqs_pull(qp);
     pthread_mutex_lock(&qp->lock);
@@ -463,10 +465,10 @@ static int hv_on_switch(const HvMsg *m, const uint8_t from[16], HvQp *qp, HvCont
     hv_srq_gather(ctx); /* the last QP of an SRQ there: its receives follow */
     hv_wake_cqs(ctx, 0);
     pthread_mutex_unlock(&hv.lock);
-    hv_log("QP %u switched to the standby device for its moving peer QP %u in %lld ms; its sends "
-           "were paused for %lld ms",
-           m->target, m->sender, (long long)(hv_now_ms() - t0),
-           (long long)(hv_now_ms() - qp->paused_at));
+    hv_log("QP %u switched to the standby device for its moving peer QP %u in %lld ms (device and "
+           "twins %lld ms, loopback QPs %lld ms); its sends were paused for %lld ms",
+           m->target, m->sender, (long long)(hv_now_ms() - t0), (long long)(t_twins - t0),
+           (long long)(t_loop - t_twins), (long long)(hv_now_ms() - qp->paused_at));
     return 0;
 }
 

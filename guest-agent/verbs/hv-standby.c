@@ -11,29 +11,39 @@
 
 #define HV_SB_OPEN_MS 5000 /* the agent's new device to be listed by libibverbs */
 
-int hv_sb_open(HvContext *ctx)
+/* Device @name opened into ctx->sb, waiting up to HV_SB_OPEN_MS for a device the agent just
+ * made to be listed (its uverbs node appears after the netlink answer). 0 or an errno. */
+static int hv_sb_open_name(HvContext *ctx, const char *name)
 {
-    char name[72];
-    int64_t until;
-    int lease;
+    int64_t until = hv_now_ms() + HV_SB_OPEN_MS;
 
-    if (ctx->sb)
-        return 0;
-    lease = hv_standby_lease(name, sizeof(name));
-    if (lease < 0)
-        return -lease;
-    until = hv_now_ms() + HV_SB_OPEN_MS;
-    /* a device the agent just made is listed once its uverbs node is there */
     while (!(ctx->sb = hv_open_phys(name)) && hv_now_ms() < until)
         usleep(20000);
     if (!ctx->sb) {
         int e = errno ? errno : ENODEV;
 
         hv_log("cannot open the standby device '%s': %s", name, strerror(e));
-        close(lease);
         return e;
     }
     hv_nonblock(ctx->sb->async_fd);
+    return 0;
+}
+
+int hv_sb_open(HvContext *ctx)
+{
+    char name[72];
+    int lease, r;
+
+    if (ctx->sb)
+        return 0;
+    lease = hv_standby_lease(name, sizeof(name));
+    if (lease < 0)
+        return -lease;
+    r = hv_sb_open_name(ctx, name);
+    if (r) {
+        close(lease);
+        return r;
+    }
     ctx->sb_lease = lease;
     hv_log("standby device '%s' opened", name);
     return 0;
@@ -54,7 +64,10 @@ static int hv_sb_cq(HvCq *cq)
         hv_evt_kick(); /* the event thread watches it too */
     }
     pthread_mutex_lock(&cq->lock);
-    cq->sb = hv_real.r_ibv_create_cq(ctx->sb, cq->cqe, cq, cq->chan ? cq->chan->sb : NULL, 0);
+    /* its vector where the device has it (the twin may become its own, hv_sb_swap) */
+    cq->sb = hv_real.r_ibv_create_cq(ctx->sb, cq->cqe, cq, cq->chan ? cq->chan->sb : NULL,
+                                     cq->comp_vector < ctx->sb->num_comp_vectors ? cq->comp_vector
+                                                                                 : 0);
     if (cq->sb && cq->armed)
         ibv_req_notify_cq(cq->sb, cq->armed_solicited);
     pthread_mutex_unlock(&cq->lock);
@@ -261,13 +274,72 @@ void hv_srq_gather(HvContext *ctx)
     }
 }
 
-void hv_sb_close_unused(HvContext *ctx)
+/* ---- make before break (the mover: docs/design.md "Standby path") ------------------------ */
+
+int hv_sb_ahead(HvContext *ctx, const char *name)
+{
+    int r;
+
+    pthread_mutex_lock(&hv.lock);
+    r = ctx->sb ? EBUSY : 0;
+    if (!r)
+        ctx->ahead = 1; /* the peer handlers leave its twins alone (hv_sb_close_unused) */
+    pthread_mutex_unlock(&hv.lock);
+    if (r)
+        return r;
+    /* the registrations (the long part) without hv.lock: the event thread takes it, and the
+     * program's control calls, which could change these lists, wait for the swap's end */
+    r = hv_sb_open_name(ctx, name);
+    for (HvPd *pd = ctx->pds; pd && !r; pd = pd->next)
+        r = hv_sb_pd(pd);
+    pthread_mutex_lock(&hv.lock);
+    for (HvCq *cq = ctx->cqs; cq && !r; cq = cq->next)
+        r = hv_sb_cq(cq); /* a channel's twin is watched by the event thread */
+    if (r) {
+        hv_sb_close(ctx);
+        ctx->ahead = 0;
+    }
+    pthread_mutex_unlock(&hv.lock);
+    return r;
+}
+
+#define HV_SWAP(a, b)                                                                              \
+    do {                                                                                           \
+        __typeof__(a) t_ = (a);                                                                    \
+        (a) = (b);                                                                                 \
+        (b) = t_;                                                                                  \
+    } while (0)
+
+void hv_sb_swap(HvContext *ctx)
+{
+    for (HvChan *ch = ctx->chans; ch; ch = ch->next)
+        HV_SWAP(ch->phys, ch->sb);
+    for (HvPd *pd = ctx->pds; pd; pd = pd->next)
+        HV_SWAP(pd->phys, pd->sb);
+    for (HvMr *mr = ctx->mrs; mr; mr = mr->next)
+        HV_SWAP(mr->phys, mr->sb);
+    for (HvCq *cq = ctx->cqs; cq; cq = cq->next) {
+        pthread_mutex_lock(&cq->lock);
+        HV_SWAP(cq->phys, cq->sb);
+        pthread_mutex_unlock(&cq->lock);
+    }
+    pthread_mutex_lock(&ctx->lock);
+    HV_SWAP(ctx->phys, ctx->sb);
+    HV_SWAP(ctx->lkey, ctx->sb_lkey);
+    /* no QP is made on either side yet */
+    hv_map_clear(&ctx->qpn);
+    hv_map_clear(&ctx->sb_qpn);
+    hv_map_clear(&ctx->retired);
+    hv_map_clear(&ctx->sb_retired);
+    ctx->vctx.context.num_comp_vectors = ctx->phys->num_comp_vectors;
+    pthread_mutex_unlock(&ctx->lock);
+    hv_evt_kick(); /* the event thread watches the channels of both sides */
+}
+
+void hv_sb_close(HvContext *ctx)
 {
     if (!ctx->sb)
         return;
-    for (HvQp *qp = ctx->qps; qp; qp = qp->next)
-        if (qp->on_sb)
-            return;
     hv_srq_gather(ctx);
     for (HvMr *mr = ctx->mrs; mr; mr = mr->next)
         hv_sb_mr_dereg(mr);
@@ -303,6 +375,16 @@ void hv_sb_close_unused(HvContext *ctx)
         close(ctx->sb_lease); /* the agent removes the device once no lease is left */
     ctx->sb_lease = -1;
     hv_evt_kick();
+}
+
+void hv_sb_close_unused(HvContext *ctx)
+{
+    if (!ctx->sb || ctx->ahead)
+        return;
+    for (HvQp *qp = ctx->qps; qp; qp = qp->next)
+        if (qp->on_sb)
+            return;
+    hv_sb_close(ctx);
     hv_log("standby device closed: no connection runs there any more");
 }
 

@@ -7,7 +7,6 @@
 #include <poll.h>
 #include <sys/inotify.h>
 #include <unistd.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -133,9 +132,14 @@ static int hv_sb_lease_fd = -1; /* the mover on its standby device: the agent's 
 HvSbReport hv_sb_report; /* the agent's report of the move (hv-agent.c) */
 static int64_t hv_sb_left_at;   /* when the switched QPs were paused again (resume) */
 static char hv_sb_name[72];
+static void hv_standby_ahead(void);
 static void hv_standby_enter(void);
+static void hv_ahead_drop(void);
+static void hv_standby_release(void);
 
-static void hv_destroy_phys(HvContext *ctx)
+/* The connection objects of @ctx go: its QPs (what their CQs hold pulled first), SRQs (their
+ * receives stay recorded) and AHs; a make-before-break change keeps the rest (hv_sb_swap). */
+static void hv_destroy_conns(HvContext *ctx)
 {
     for (HvQp *qp = ctx->qps; qp; qp = qp->next) {
         hv_qp_cqs_pull(qp);
@@ -154,7 +158,8 @@ static void hv_destroy_phys(HvContext *ctx)
         qp->sb_loop = 0;
         pthread_mutex_unlock(&qp->lock);
     }
-    hv_sb_close_unused(ctx); /* the SRQs' twins' receives recorded for the rebuild */
+    if (!ctx->ahead)
+        hv_sb_close_unused(ctx); /* the SRQs' twins' receives recorded for the rebuild */
     for (HvSrq *srq = ctx->srqs; srq; srq = srq->next) {
         pthread_mutex_lock(&srq->lock);
         if (srq->phys)
@@ -169,6 +174,12 @@ static void hv_destroy_phys(HvContext *ctx)
             hv_real.r_ibv_destroy_ah(ah->stale);
         ah->phys = ah->stale = NULL;
     }
+}
+
+static void hv_destroy_phys(HvContext *ctx)
+{
+    ctx->ahead = 0; /* twins made ahead go too (hv_sb_close_unused) */
+    hv_destroy_conns(ctx);
     for (HvMr *mr = ctx->mrs; mr; mr = mr->next) {
         if (mr->phys)
             hv_real.r_ibv_dereg_mr(mr->phys);
@@ -293,7 +304,7 @@ static int hv_suspend_peers(void)
 
 int hv_quiesce(void *opaque)
 {
-    int64_t t0 = hv_now_ms(), deadline = t0 + HV_DRAIN_MS;
+    int64_t t0 = hv_now_ms(), deadline = t0 + HV_DRAIN_MS, t_ahead, t_susp, t_drain;
     int r = 0;
 
     (void)opaque;
@@ -303,7 +314,12 @@ int hv_quiesce(void *opaque)
     pthread_mutex_unlock(&hv.lock);
     free(hv_swap_qps);
     hv_swap_qps = hv_swap_list(&hv_swap_n);
-    hv_paused_at = t0;
+    /* 0. the standby device's objects made while the program's traffic still runs on the VF
+     * (make before break): after the drain only the connections are made there */
+    if (!getenv("HOTMIG_VERBS_NO_STANDBY"))
+        hv_standby_ahead();
+    t_ahead = hv_now_ms();
+    hv_paused_at = t_ahead;
     /* 1. no new sends from here on: they are queued */
     for (size_t i = 0; i < hv_swap_n; i++) {
         hv_pause_qp(hv_swap_qps[i].qp);
@@ -317,6 +333,7 @@ int hv_quiesce(void *opaque)
     }
     /* 2. each connected peer stops sending, drains and says how much it sent */
     r = hv_suspend_peers();
+    t_susp = hv_now_ms();
     /* 2b. UD peers hold their sends to us; what they sent before arrives */
     if (!r)
         hv_ud_hold_peers(deadline);
@@ -324,26 +341,37 @@ int hv_quiesce(void *opaque)
     for (size_t i = 0; i < hv_swap_n && !r; i++)
         r = hv_qp_drain(hv_swap_qps[i].qp, hv_swap_qps[i].managed ? hv_swap_qps[i].peer_sent : 0,
                         deadline);
+    t_drain = hv_now_ms();
     if (r) {
         /* stay on the device: let traffic go on (the agent reports the failure) */
         for (size_t i = 0; i < hv_swap_n; i++)
             hv_qp_unpause(hv_swap_qps[i].qp);
         hv_ud_announce(); /* UD peers: same QPNs, their holds end */
+        hv_ahead_drop();
+        hv_standby_release();
         pthread_mutex_lock(&hv.lock);
         hv.swapping = 0;
         pthread_mutex_unlock(&hv.lock);
         hv_swap_ended();
         return r;
     }
-    /* 4. the physical objects go; the shadows stay */
+    /* 4. the physical objects go (only the connections where the rest was made ahead: that
+     * goes once they run on the standby device); the shadows stay */
     pthread_mutex_lock(&hv.lock);
-    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
-        hv_destroy_phys(ctx);
+    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next) {
+        if (ctx->ahead)
+            hv_destroy_conns(ctx);
+        else
+            hv_destroy_phys(ctx);
+    }
     pthread_mutex_unlock(&hv.lock);
     hv_evt_kick();
-    hv_log("quiesced in %lld ms (%zu QPs)", (long long)(hv_now_ms() - t0), hv_swap_n);
-    if (!getenv("HOTMIG_VERBS_NO_STANDBY"))
-        hv_standby_enter();
+    hv_log("quiesced in %lld ms (%zu QPs; objects made ahead in %lld ms, peers suspended in %lld "
+           "ms, drained in %lld ms, objects destroyed in %lld ms)",
+           (long long)(hv_now_ms() - t0), hv_swap_n, (long long)(t_ahead - t0),
+           (long long)(t_susp - t_ahead), (long long)(t_drain - t_susp),
+           (long long)(hv_now_ms() - t_drain));
+    hv_standby_enter();
     for (size_t i = 0; i < hv_swap_n; i++)
         if (hv_swap_qps[i].qp->m_rtr && !hv_swap_qps[i].qp->switched)
             hv_sb_report.paused++;
@@ -406,38 +434,45 @@ static void hv_ahs_rebuild(HvContext *ctx)
     }
 }
 
-/* Creates every physical object of @ctx again on device @name. hv.lock held. */
-static int hv_rebuild(HvContext *ctx, const char *name)
+/* Creates every physical object of @ctx again on device @name; those made ahead (its context,
+ * PDs, MRs, channels and CQs after hv_sb_swap) are kept. The AHs only with @ahs: none on the
+ * standby device, where the UD QPs stay paused, and where an AH to a peer's VF address cannot
+ * be resolved (rxe's lookup of it on the control NIC took about a second). hv.lock held. */
+static int hv_rebuild(HvContext *ctx, const char *name, int ahs)
 {
     int r;
 
-    r = hv_ctx_attach(ctx, name);
-    if (r)
-        return -r;
+    if (!ctx->phys) {
+        r = hv_ctx_attach(ctx, name);
+        if (r)
+            return -r;
+    }
     pthread_mutex_lock(&ctx->lock);
     ctx->swapped = 1;
     hv_map_clear(&ctx->lkey);
     hv_map_clear(&ctx->qpn);
     pthread_mutex_unlock(&ctx->lock);
     for (HvChan *ch = ctx->chans; ch; ch = ch->next) {
+        if (ch->phys)
+            continue;
         ch->phys = hv_real.r_ibv_create_comp_channel(ctx->phys);
         if (!ch->phys)
             return -errno;
-        {
-            int fl = fcntl(ch->phys->fd, F_GETFL);
-            fcntl(ch->phys->fd, F_SETFL, fl | O_NONBLOCK);
-        }
+        hv_nonblock(ch->phys->fd);
     }
     for (HvPd *pd = ctx->pds; pd; pd = pd->next) {
-        pd->phys = hv_real.r_ibv_alloc_pd(ctx->phys);
+        if (!pd->phys)
+            pd->phys = hv_real.r_ibv_alloc_pd(ctx->phys);
         if (!pd->phys)
             return -errno;
     }
     for (HvMr *mr = ctx->mrs; mr; mr = mr->next) {
-        mr->phys =
-            mr->kind ? hv_real.r_ibv_reg_mr_iova2(mr->pd->phys, mr->pub.addr, mr->pub.length,
-                                                  mr->iova, (unsigned)mr->access)
-                     : hv_real.r_ibv_reg_mr(mr->pd->phys, mr->pub.addr, mr->pub.length, mr->access);
+        if (!mr->phys)
+            mr->phys = mr->kind ? hv_real.r_ibv_reg_mr_iova2(mr->pd->phys, mr->pub.addr,
+                                                             mr->pub.length, mr->iova,
+                                                             (unsigned)mr->access)
+                                : hv_real.r_ibv_reg_mr(mr->pd->phys, mr->pub.addr, mr->pub.length,
+                                                       mr->access);
         if (!mr->phys)
             return -errno;
         pthread_mutex_lock(&ctx->lock);
@@ -446,7 +481,7 @@ static int hv_rebuild(HvContext *ctx, const char *name)
     }
     for (HvCq *cq = ctx->cqs; cq; cq = cq->next) {
         pthread_mutex_lock(&cq->lock);
-        r = hv_cq_make(cq);
+        r = cq->phys ? 0 : hv_cq_make(cq);
         if (!r && cq->armed)
             ibv_req_notify_cq(cq->phys, cq->armed_solicited);
         pthread_mutex_unlock(&cq->lock);
@@ -462,7 +497,8 @@ static int hv_rebuild(HvContext *ctx, const char *name)
         if (r)
             return r < 0 ? r : -r;
     }
-    hv_ahs_rebuild(ctx);
+    if (ahs)
+        hv_ahs_rebuild(ctx);
     for (HvQp *qp = ctx->qps; qp; qp = qp->next) {
         pthread_mutex_lock(&qp->lock);
         r = hv_qp_make(qp, NULL);
@@ -715,20 +751,78 @@ static int hv_switch_managed(HvSwapQp *s, HvContext *ctx)
     return r;
 }
 
-static void hv_standby_enter(void)
+/* Each context's twins on device @name (NULL: each its own device) made ahead of a device
+ * change; a context that cannot have them is made there after the drain, as without. */
+static void hv_ahead_all(const char *name)
 {
-    int64_t t0 = hv_now_ms();
-    size_t switched = 0;
-    int lease, r = 0;
+    pthread_mutex_lock(&hv.lock);
+    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next) {
+        const char *nm = name ? name : ctx->dev->dev.name;
+        int r;
 
-    lease = hv_standby_lease(hv_sb_name, sizeof(hv_sb_name));
+        pthread_mutex_unlock(&hv.lock);
+        r = hv_sb_ahead(ctx, nm); /* the registrations without hv.lock: traffic runs on */
+        if (r)
+            hv_log("the objects cannot be made on '%s' ahead of the switch (%s): they are made "
+                   "there after the drain",
+                   nm, strerror(r));
+        pthread_mutex_lock(&hv.lock);
+    }
+    pthread_mutex_unlock(&hv.lock);
+}
+
+/* The side a make-before-break change left (the VF's objects at quiesce, the standby
+ * device's at resume) goes, or the twins made ahead of a change that did not happen. */
+static void hv_ahead_drop(void)
+{
+    pthread_mutex_lock(&hv.lock);
+    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
+        if (ctx->ahead) {
+            ctx->ahead = 0;
+            hv_sb_close(ctx);
+        }
+    pthread_mutex_unlock(&hv.lock);
+}
+
+/* quiesce, step 0: the standby device's lease and, ahead, every object but the connections
+ * there */
+static void hv_standby_ahead(void)
+{
+    int lease = hv_standby_lease(hv_sb_name, sizeof(hv_sb_name));
+
     if (lease < 0) {
         hv_log("no standby device for this move: every connection pauses until the resume");
         return;
     }
+    hv_sb_lease_fd = lease;
+    hv_ahead_all(hv_sb_name);
+}
+
+/* Releases the standby lease (the agent removes the device once no lease is left). */
+static void hv_standby_release(void)
+{
+    if (hv_sb_lease_fd >= 0)
+        close(hv_sb_lease_fd);
+    hv_sb_lease_fd = -1;
+}
+
+/* quiesce, step 5: the connections onto the standby device (the lease taken at step 0) */
+static void hv_standby_enter(void)
+{
+    int64_t t0 = hv_now_ms(), t_objs, t_sw;
+    size_t switched = 0;
+    int r = 0;
+
+    if (hv_sb_lease_fd < 0) {
+        hv_ahead_drop();
+        return;
+    }
     pthread_mutex_lock(&hv.lock);
-    for (HvContext *ctx = hv.ctxs; ctx && !r; ctx = ctx->next)
-        r = hv_rebuild(ctx, hv_sb_name);
+    for (HvContext *ctx = hv.ctxs; ctx && !r; ctx = ctx->next) {
+        if (ctx->ahead)
+            hv_sb_swap(ctx); /* the twins are its own now, the VF's the side that goes */
+        r = hv_rebuild(ctx, hv_sb_name, 0);
+    }
     if (r) {
         hv_log("the standby device '%s' cannot take this process's objects (%s): every "
                "connection pauses until the resume",
@@ -736,12 +830,12 @@ static void hv_standby_enter(void)
         for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
             hv_destroy_phys(ctx);
         pthread_mutex_unlock(&hv.lock);
-        close(lease);
+        hv_standby_release();
         return;
     }
     pthread_mutex_unlock(&hv.lock);
     hv_evt_kick();
-    hv_sb_lease_fd = lease;
+    t_objs = hv_now_ms();
     for (size_t i = 0; i < hv_swap_n; i++) {
         HvSwapQp *s = &hv_swap_qps[i];
         HvQp *qp = s->qp;
@@ -768,24 +862,31 @@ static void hv_standby_enter(void)
     for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
         hv_wake_cqs(ctx, 1);
     pthread_mutex_unlock(&hv.lock);
+    t_sw = hv_now_ms();
     hv_sb_report.used = 1;
     hv_sb_report.switched = (uint32_t)switched;
-    hv_sb_report.switch_ms = switched ? hv_now_ms() - hv_paused_at : 0; /* none: no pause */
-    hv_log("switched %zu of %zu QPs to the standby device '%s' in %lld ms; sends were paused for "
-           "%lld ms",
-           switched, hv_swap_n, hv_sb_name, (long long)(hv_now_ms() - t0),
-           (long long)(hv_now_ms() - hv_paused_at));
+    hv_sb_report.switch_ms = switched ? t_sw - hv_paused_at : 0; /* none: no pause */
+    hv_ahead_drop(); /* the VF's objects, while the traffic runs on the standby device */
+    hv_log("switched %zu of %zu QPs to the standby device '%s' in %lld ms (objects %lld ms, "
+           "switches %lld ms; the VF's objects went after, in %lld ms); sends were paused for %lld "
+           "ms",
+           switched, hv_swap_n, hv_sb_name, (long long)(t_sw - t0), (long long)(t_objs - t0),
+           (long long)(t_sw - t_objs), (long long)(hv_now_ms() - t_sw),
+           (long long)(t_sw - hv_paused_at));
 }
 
-/* resume: the switched connections paused and drained on the standby device, its objects
- * gone; the swap onto the new VF follows. */
-static void hv_standby_leave(int64_t deadline)
+/* resume: the new device's objects made ahead (@device; NULL: each context's own), then the
+ * switched connections paused and drained on the standby device and its connections gone
+ * (the rest goes once they run on the new device, hv_resume); the swap onto the new VF
+ * follows. */
+static void hv_standby_leave(const char *device, int64_t deadline)
 {
     uint64_t sends = 0, recvs = 0;
     size_t n = 0;
 
     if (hv_sb_lease_fd < 0)
         return;
+    hv_ahead_all(device);
     hv_sb_left_at = hv_now_ms();
     for (size_t i = 0; i < hv_swap_n; i++)
         hv_pause_qp(hv_swap_qps[i].qp);
@@ -820,12 +921,16 @@ static void hv_standby_leave(int64_t deadline)
         n++;
     }
     pthread_mutex_lock(&hv.lock);
-    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
-        hv_destroy_phys(ctx);
+    for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next) {
+        if (ctx->ahead) {
+            hv_destroy_conns(ctx);
+            hv_sb_swap(ctx); /* the new device's twins are its own now */
+        } else {
+            hv_destroy_phys(ctx);
+        }
+    }
     pthread_mutex_unlock(&hv.lock);
     hv_evt_kick();
-    close(hv_sb_lease_fd);
-    hv_sb_lease_fd = -1;
     hv_sb_report.sends = sends;
     hv_sb_report.recvs = recvs;
     hv_log("left the standby device '%s': %zu QPs, %llu sends and %llu receives carried there",
@@ -872,7 +977,7 @@ static int hv_rebuild_all(const char *device)
         for (;;) {
             int w = hv_devices_watch();
 
-            r = hv_rebuild(ctx, name);
+            r = hv_rebuild(ctx, name, 1);
             if (r != -ENODEV || ctx->phys || hv_now_ms() >= until) {
                 if (w >= 0)
                     close(w);
@@ -924,7 +1029,7 @@ int hv_resume(const char *device, void *opaque)
         return 0;
     }
     pthread_mutex_unlock(&hv.lock);
-    hv_standby_leave(t0 + HV_DRAIN_MS);
+    hv_standby_leave(device, t0 + HV_DRAIN_MS);
     r = r_rebuild = hv_rebuild_all(device);
     /* every QP is brought back even when one fails (one bad connection must not leave the
      * others, a UD QP say, in INIT); the first error is the one reported */
@@ -944,14 +1049,19 @@ int hv_resume(const char *device, void *opaque)
     pthread_mutex_lock(&hv.lock);
     for (HvContext *ctx = hv.ctxs; ctx; ctx = ctx->next)
         hv_wake_cqs(ctx, 1);
+    pthread_mutex_unlock(&hv.lock);
+    if (hv_sb_report.switched) /* the switch back's pause; none without a switch */
+        hv_sb_report.back_ms = hv_now_ms() - hv_sb_left_at;
+    hv_resume_log(device, t0, r);
+    /* the standby device's objects, while the traffic runs on the new device; then its lease */
+    hv_ahead_drop();
+    hv_standby_release();
+    pthread_mutex_lock(&hv.lock);
     hv.swapping = 0;
     pthread_mutex_unlock(&hv.lock);
     hv_swap_ended();
     if (!r_rebuild)
         hv_ud_announce();
-    hv_resume_log(device, t0, r);
-    if (hv_sb_report.switched) /* the switch back's pause; none without a switch */
-        hv_sb_report.back_ms = hv_now_ms() - hv_sb_left_at;
     return r;
 }
 

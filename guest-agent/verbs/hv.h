@@ -313,6 +313,7 @@ struct HvContext {
     /* the standby device (hv-standby.c): opened while a QP of this context runs there */
     struct ibv_context *sb;
     int sb_lease;     /* the agent's lease on it (hotmig_standby_acquire), -1 none */
+    int ahead;        /* sb holds twins made ahead of this process's device change (hv-swap.c) */
     HvMap sb_lkey;    /* virtual lkey -> the standby registration's */
     HvMap sb_qpn;     /* the standby device's physical QPN -> HvQp* */
     HvMap retired, sb_retired; /* physical QPNs a QP left when it changed devices (of each
@@ -699,6 +700,17 @@ int hv_sb_prepare(HvQp *qp);      /* its PD, CQs, channels and the PD's MRs ther
  * completions dropped from then on. qp lock held. 0 or an errno. */
 int hv_sb_qp_move(HvQp *qp, int to_sb);
 void hv_sb_close_unused(HvContext *ctx); /* everything there goes when no QP runs there */
+void hv_sb_close(HvContext *ctx);        /* everything there goes (no QP runs there) */
+/* Make before break, for a process that changes devices (the mover: onto the standby device
+ * at quiesce, onto the new VF at resume): hv_sb_ahead opens device @name into ctx->sb and
+ * makes there, while the program's traffic still runs on ctx->phys, the twins of every PD,
+ * MR, channel and CQ (0 or an errno, nothing left there on failure; EBUSY: ctx->sb is in
+ * use; ctx->ahead set meanwhile; hv_sb_ahead takes hv.lock itself, where needed: the
+ * registrations run without it). Once the QPs, SRQs and AHs are destroyed (the drain),
+ * hv_sb_swap makes the twins the context's own objects and the old ones the side hv_sb_close
+ * then removes; hv_rebuild makes only what is missing. */
+int hv_sb_ahead(HvContext *ctx, const char *name);
+void hv_sb_swap(HvContext *ctx);
 /* Each SRQ of @ctx whose QPs all run on one device gets its receives there: the other side's
  * are posted again on it (the phys SRQ destroyed, or the twin). */
 void hv_srq_gather(HvContext *ctx);

@@ -287,7 +287,7 @@ done_n=$(tail -c "+$((since + 1))" "$("$lab" console "$launcher")" | grep -ac "H
 mig_s=$(($(date +%s) - t0))
 check_run "$p-mig"
 # The moves paused ranks that had QPs (the layer says how many it quiesced).
-grep -q 'hotmig-verbs.*quiesced in .* ([1-9][0-9]* QPs)' "$tmp/$p-mig.out" ||
+grep -q 'hotmig-verbs.*quiesced in .* ([1-9][0-9]* QPs[;)]' "$tmp/$p-mig.out" ||
     fail "no rank with QPs was paused by the moves: $(grep 'quiesced in' "$tmp/$p-mig.out" | tr '\n' ' ')"
 # On IB the mover took its destination slot's LID at each move: its peer's rank re-pointed
 # its QPs to it (the layer's "moved from LID" line, one per QP and move).
@@ -316,6 +316,9 @@ if [ "$standby" = 1 ]; then
             fail "the standby path carried traffic at $n_car of $moves moves (QPs:sends:receives per move: $carried)"
     fi
     sb_note=" standby=yes switched=$n_sw followed=$n_fol carried(qps:sends:recvs)=[ $carried]"
+    # where each switch's pause went (the layer's own breakdown)
+    grep -a 'hotmig-verbs.*\(quiesced in\|QPs to the standby device\|for its moving peer\|followed onto\|left the standby\|resumed on\|reconnected to its peer\)' \
+        "$out" | sed 's/^/  /' || true
 fi
 
 if ! diff "$tmp/$p-ref.res" "$tmp/$p-mig.res" >"$tmp/diff"; then
