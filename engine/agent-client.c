@@ -454,15 +454,10 @@ gboolean orch_agent_resume_open(OrchAgent *agent, guint agent_timeout_ms, guint 
     }
     {
         g_autofree char *device_text = hm_text_sanitize(device, 64);
-        g_autoptr(GError) sb_error = NULL;
         OrchStandbyFigures figures = {0};
-        g_autofree char *standby = NULL;
-
         /* what the switch back did: the guest's word, for the report only */
-        if (orch_agent_standby_parse(ret, "resumed", &figures, &sb_error))
-            standby = orch_agent_standby_detail(&figures, TRUE);
-        else
-            standby = g_strdup_printf("; standby figures left out: %s", sb_error->message);
+        g_autofree char *standby = orch_agent_standby_report(ret, "resumed", TRUE, &figures);
+
         *ret_detail = g_strdup_printf("%u process(es) resumed on %s%s", n_resumed,
                                       *device_text ? device_text : "no RDMA device", standby);
         if (ret_standby)
@@ -1081,4 +1076,15 @@ char *orch_agent_peers_summary(GPtrArray *procs, guint *ret_count)
     if (ret_count)
         *ret_count = count;
     return out->len ? g_string_free(g_steal_pointer(&out), FALSE) : NULL;
+}
+
+char *orch_agent_standby_report(JsonObject *ret, const char *member, gboolean back,
+                                OrchStandbyFigures *ret_figures)
+{
+    g_autoptr(GError) error = NULL;
+
+    *ret_figures = (OrchStandbyFigures){0};
+    if (!orch_agent_standby_parse(ret, member, ret_figures, &error))
+        return g_strdup_printf("; standby figures left out: %s", error->message);
+    return orch_agent_standby_detail(ret_figures, back);
 }

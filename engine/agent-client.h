@@ -142,6 +142,12 @@ gboolean orch_agent_standby_parse(JsonObject *ret, const char *member,
  * when no connection switched; "" when not used. */
 char *orch_agent_standby_detail(const OrchStandbyFigures *figures, gboolean back);
 
+/* Both for a phase: the records of @member in @ret summed into *ret_figures (zero when out of
+ * shape) and their detail, or "; standby figures left out: WHY" (the figures never fail a
+ * move). Owned. */
+char *orch_agent_standby_report(JsonObject *ret, const char *member, gboolean back,
+                                OrchStandbyFigures *ret_figures);
+
 /* Opens the agent of @domain on @virt and resumes it: processes reconnect. Resume is
  * idempotent in the agent, so undo and recovery may call it whatever happened before; but a
  * second resume after one that failed finds the processes running and reports none: do not

@@ -992,7 +992,6 @@ static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
     g_autofree char *quiesced = NULL;
     g_autofree char *failed = NULL;
     g_autofree char *standby = NULL;
-    g_autoptr(GError) sb_error = NULL;
     OrchStandbyFigures figures = {0};
     guint n_quiesced;
     guint n_failed;
@@ -1035,10 +1034,7 @@ static gboolean do_prepare(Migration *m, char **ret_detail, GError **error)
         return FALSE;
     }
     /* what the switch did: the figures are the guest's word, for the report only */
-    if (orch_agent_standby_parse(ret, "quiesced", &figures, &sb_error))
-        standby = orch_agent_standby_detail(&figures, FALSE);
-    else
-        standby = g_strdup_printf("; standby figures left out: %s", sb_error->message);
+    standby = orch_agent_standby_report(ret, "quiesced", FALSE, &figures);
     m->report->phases[ORCH_PHASE_PREPARE].standby = figures;
     /* the device the agent made; the figures, when the processes gave them, say what ran
      * there (none of them may have: the peers could not follow) */
