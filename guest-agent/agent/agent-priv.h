@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include "common/common.h"
+#include "guest-agent/libhotmig/hotmig.h" /* the STATS bounds (HOTMIG_STANDBY_*_MAX) */
 #include "agent-schema.h" /* generated from guest-agent/schema/agent-protocol.json */
 #include "hv-proto.h"     /* the layer <-> agent hand-off: run dir, route and socket files */
 
@@ -127,11 +128,11 @@ typedef enum {
 
 /* STATS <used>/<switched>/<paused>/<sends>/<recvs>/<ms>: what the standby path did for a
  * process in this move (the switch at QUIESCE, the switch back and what it carried at RESUME);
- * the bounds are libhotmig's (HOTMIG_STANDBY_*_MAX) */
+ * the bounds are libhotmig's, which writes the line */
 #define AGENT_STATS_WORD_MAX 64 /* a report word of libhotmig */
-#define AGENT_STATS_QPS_MAX 65536
-#define AGENT_STATS_COUNT_MAX ((G_GUINT64_CONSTANT(1) << 53) - 1)
-#define AGENT_STATS_MS_MAX 600000
+#define AGENT_STATS_QPS_MAX HOTMIG_STANDBY_QPS_MAX
+#define AGENT_STATS_COUNT_MAX HOTMIG_STANDBY_COUNT_MAX
+#define AGENT_STATS_MS_MAX HOTMIG_STANDBY_MS_MAX
 typedef struct {
     gboolean used; /* a standby device was had */
     guint switched, paused;
